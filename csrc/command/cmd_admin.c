@@ -1,0 +1,407 @@
+/*
+ * cmd_admin.c -- the admin surface drivers and their test harnesses send:
+ * buildInfo, ping, getParameter, getCmdLineOpts, whatsmyuri,
+ * connectionStatus, listCommands, endSessions, killAllSessions, getLog,
+ * shutdown.  serverStatus and hostInfo, which read the machine, are in
+ * cmd_status.c.
+ */
+#include "command_int.h"
+
+#include <string.h>
+
+/* ---------------------------------------------------------------- buildInfo */
+
+int mfi_cmd_build_info(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_error *err)
+{
+    (void)ctx, (void)cmd, (void)err;
+    bson_t arr, doc;
+    BSON_APPEND_UTF8(reply, "version", MF_VERSION);
+    BSON_APPEND_UTF8(reply, "gitVersion", "multifora");
+    BSON_APPEND_ARRAY_BEGIN(reply, "modules", &arr);
+    bson_append_array_end(reply, &arr);
+    BSON_APPEND_UTF8(reply, "allocator", "system");
+    BSON_APPEND_UTF8(reply, "javascriptEngine", "none");
+    BSON_APPEND_UTF8(reply, "sysInfo", "deprecated");
+    BSON_APPEND_ARRAY_BEGIN(reply, "versionArray", &arr);
+    BSON_APPEND_INT32(&arr, "0", 7);
+    BSON_APPEND_INT32(&arr, "1", 0);
+    BSON_APPEND_INT32(&arr, "2", 0);
+    BSON_APPEND_INT32(&arr, "3", 0);
+    bson_append_array_end(reply, &arr);
+    BSON_APPEND_DOCUMENT_BEGIN(reply, "openssl", &doc);
+    BSON_APPEND_UTF8(&doc, "running", "disabled");
+    BSON_APPEND_UTF8(&doc, "compiled", "disabled");
+    bson_append_document_end(reply, &doc);
+    BSON_APPEND_DOCUMENT_BEGIN(reply, "buildEnvironment", &doc);
+    BSON_APPEND_UTF8(&doc, "distmod", "");
+    BSON_APPEND_UTF8(&doc, "distarch", "");
+#if defined(__x86_64__)
+    BSON_APPEND_UTF8(&doc, "target_arch", "x86_64");
+#elif defined(__aarch64__)
+    BSON_APPEND_UTF8(&doc, "target_arch", "aarch64");
+#else
+    BSON_APPEND_UTF8(&doc, "target_arch", "unknown");
+#endif
+    BSON_APPEND_UTF8(&doc, "target_os", "linux");
+    bson_append_document_end(reply, &doc);
+    BSON_APPEND_INT32(reply, "bits", (int32_t)(sizeof(void *) * 8));
+    BSON_APPEND_BOOL(reply, "debug", false);
+    BSON_APPEND_INT32(reply, "maxBsonObjectSize", MF_MAX_BSON_OBJECT_SIZE);
+    BSON_APPEND_ARRAY_BEGIN(reply, "storageEngines", &arr);
+    BSON_APPEND_UTF8(&arr, "0", "multifora");
+    bson_append_array_end(reply, &arr);
+    return 0;
+}
+
+int mfi_cmd_ping(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_error *err)
+{
+    (void)ctx, (void)cmd, (void)reply, (void)err;
+    return 0;
+}
+
+/* ------------------------------------------------------------- getParameter */
+
+typedef void (*param_fn)(mf_instance *inst, bson_t *out, const char *name);
+
+static void p_test_commands(mf_instance *inst, bson_t *out, const char *name)
+{
+    bson_append_bool(out, name, -1, inst->enable_test_commands);
+}
+
+static void p_fcv(mf_instance *inst, bson_t *out, const char *name)
+{
+    (void)inst;
+    bson_t d;
+    bson_append_document_begin(out, name, -1, &d);
+    BSON_APPEND_UTF8(&d, "version", "7.0");
+    bson_append_document_end(out, &d);
+}
+
+static void p_auth_mechs(mf_instance *inst, bson_t *out, const char *name)
+{
+    (void)inst;
+    bson_t a;
+    bson_append_array_begin(out, name, -1, &a);
+    bson_append_array_end(out, &a);
+}
+
+static void p_false(mf_instance *inst, bson_t *out, const char *name)
+{
+    (void)inst;
+    bson_append_bool(out, name, -1, false);
+}
+
+static void p_true(mf_instance *inst, bson_t *out, const char *name)
+{
+    (void)inst;
+    bson_append_bool(out, name, -1, true);
+}
+
+static void p_zero(mf_instance *inst, bson_t *out, const char *name)
+{
+    (void)inst;
+    bson_append_int32(out, name, -1, 0);
+}
+
+static void p_max_depth(mf_instance *inst, bson_t *out, const char *name)
+{
+    (void)inst;
+    bson_append_int32(out, name, -1, MF_BSON_MAX_DEPTH);
+}
+
+static void p_cursor_timeout(mf_instance *inst, bson_t *out, const char *name)
+{
+    (void)inst;
+    bson_append_int64(out, name, -1, 600000);
+}
+
+static void p_session_timeout(mf_instance *inst, bson_t *out, const char *name)
+{
+    (void)inst;
+    bson_append_int32(out, name, -1, MF_SESSION_TIMEOUT_MINUTES);
+}
+
+static void p_txn_lifetime(mf_instance *inst, bson_t *out, const char *name)
+{
+    (void)inst;
+    bson_append_int32(out, name, -1, 60);
+}
+
+static void p_ttl_sleep(mf_instance *inst, bson_t *out, const char *name)
+{
+    (void)inst;
+    bson_append_int32(out, name, -1, 60);
+}
+
+/* Sorted by name.  `runtime`/`startup` feed showDetails. */
+static const struct param {
+    const char *name;
+    param_fn fn;
+    bool runtime, startup;
+} params[] = {
+    {"authenticationMechanisms", p_auth_mechs, false, true},
+    {"cursorTimeoutMillis", p_cursor_timeout, true, true},
+    {"enableTestCommands", p_test_commands, false, true},
+    {"featureCompatibilityVersion", p_fcv, false, false},
+    {"localLogicalSessionTimeoutMinutes", p_session_timeout, false, true},
+    {"logLevel", p_zero, true, true},
+    {"maxBSONDepth", p_max_depth, false, true},
+    {"notablescan", p_false, true, true},
+    {"quiet", p_false, true, true},
+    {"requireApiVersion", p_false, true, true},
+    {"transactionLifetimeLimitSeconds", p_txn_lifetime, true, true},
+    {"ttlMonitorEnabled", p_true, true, true},
+    {"ttlMonitorSleepSecs", p_ttl_sleep, false, true},
+};
+
+static const struct param *param_find(const char *name)
+{
+    for (size_t i = 0; i < sizeof params / sizeof params[0]; i++)
+        if (strcmp(params[i].name, name) == 0)
+            return &params[i];
+    return NULL;
+}
+
+static void param_append(mf_instance *inst, bson_t *reply, const struct param *p,
+                         bool show_details)
+{
+    if (!show_details) {
+        p->fn(inst, reply, p->name);
+        return;
+    }
+    bson_t d;
+    bson_append_document_begin(reply, p->name, -1, &d);
+    p->fn(inst, &d, "value");
+    BSON_APPEND_BOOL(&d, "settableAtRuntime", p->runtime);
+    BSON_APPEND_BOOL(&d, "settableAtStartup", p->startup);
+    bson_append_document_end(reply, &d);
+}
+
+int mfi_cmd_get_parameter(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_error *err)
+{
+    bson_iter_t it;
+    bool all = false, show_details = false;
+
+    bson_iter_init(&it, cmd);
+    bson_iter_next(&it);
+    if (BSON_ITER_HOLDS_UTF8(&it) && strcmp(bson_iter_utf8(&it, NULL), "*") == 0) {
+        all = true;
+    } else if (BSON_ITER_HOLDS_DOCUMENT(&it)) {
+        bson_iter_t opt;
+        bson_iter_recurse(&it, &opt);
+        while (bson_iter_next(&opt)) {
+            const char *k = bson_iter_key(&opt);
+            if (strcmp(k, "allParameters") == 0)
+                all = bson_iter_as_bool(&opt);
+            else if (strcmp(k, "showDetails") == 0)
+                show_details = bson_iter_as_bool(&opt);
+            else if (strcmp(k, "setAt") != 0)
+                return mf_error_set(err, 40415,
+                                    "BSON field 'getParameter.%s' is an unknown field.", k);
+        }
+    }
+
+    if (all) {
+        for (size_t i = 0; i < sizeof params / sizeof params[0]; i++)
+            param_append(ctx->inst, reply, &params[i], show_details);
+        return 0;
+    }
+
+    bool found = false;
+    while (bson_iter_next(&it)) {
+        const char *k = bson_iter_key(&it);
+        if (mfi_is_generic_arg(k))
+            continue;
+        const struct param *p = param_find(k);
+        if (!p)
+            return mf_error_set(err, MF_InvalidOptions,
+                                "no option found to get");
+        param_append(ctx->inst, reply, p, show_details);
+        found = true;
+    }
+    if (!found)
+        return mf_error_set(err, MF_InvalidOptions, "no option found to get");
+    return 0;
+}
+
+/* ----------------------------------------------------------- getCmdLineOpts */
+
+int mfi_cmd_get_cmd_line_opts(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply,
+                              mf_error *err)
+{
+    (void)cmd, (void)err;
+    BSON_APPEND_ARRAY(reply, "argv", &ctx->inst->cmdline_argv);
+    BSON_APPEND_DOCUMENT(reply, "parsed", &ctx->inst->cmdline_parsed);
+    return 0;
+}
+
+/* --------------------------------------------------- whatsmyuri, connStatus */
+
+int mfi_cmd_whatsmyuri(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_error *err)
+{
+    (void)cmd, (void)err;
+    BSON_APPEND_UTF8(reply, "you", ctx->client->remote);
+    return 0;
+}
+
+int mfi_cmd_connection_status(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply,
+                              mf_error *err)
+{
+    (void)ctx, (void)err;
+    bson_iter_t it;
+    bool privileges = bson_iter_init_find(&it, cmd, "showPrivileges") &&
+                      bson_iter_as_bool(&it);
+    bson_t info, arr;
+    BSON_APPEND_DOCUMENT_BEGIN(reply, "authInfo", &info);
+    BSON_APPEND_ARRAY_BEGIN(&info, "authenticatedUsers", &arr);
+    bson_append_array_end(&info, &arr);
+    BSON_APPEND_ARRAY_BEGIN(&info, "authenticatedUserRoles", &arr);
+    bson_append_array_end(&info, &arr);
+    if (privileges) {
+        BSON_APPEND_ARRAY_BEGIN(&info, "authenticatedUserPrivileges", &arr);
+        bson_append_array_end(&info, &arr);
+    }
+    bson_append_document_end(reply, &info);
+    return 0;
+}
+
+/* ------------------------------------------------------------- listCommands */
+
+int mfi_cmd_list_commands(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply,
+                          mf_error *err)
+{
+    (void)ctx, (void)cmd, (void)err;
+    size_t n;
+    const mf_cmd_def *t = mfi_command_table(&n);
+    bson_t cmds, one, arr;
+    BSON_APPEND_DOCUMENT_BEGIN(reply, "commands", &cmds);
+    for (size_t i = 0; i < n; i++) {
+        if (t[i].flags & MF_CMD_ALIAS)
+            continue;
+        bson_append_document_begin(&cmds, t[i].name, -1, &one);
+        BSON_APPEND_UTF8(&one, "help", t[i].help);
+        BSON_APPEND_BOOL(&one, "requiresAuth", false);
+        BSON_APPEND_BOOL(&one, "secondaryOk", true);
+        BSON_APPEND_BOOL(&one, "adminOnly", (t[i].flags & MF_CMD_ADMIN_ONLY) != 0);
+        BSON_APPEND_ARRAY_BEGIN(&one, "apiVersions", &arr);
+        bson_append_array_end(&one, &arr);
+        BSON_APPEND_ARRAY_BEGIN(&one, "deprecatedApiVersions", &arr);
+        bson_append_array_end(&one, &arr);
+        bson_append_document_end(&cmds, &one);
+    }
+    bson_append_document_end(reply, &cmds);
+    return 0;
+}
+
+/* ------------------------------------------------------------------ sessions */
+
+/* Both take an array of documents.  There is no session registry yet (no
+ * command creates server-side session state), so once the argument is
+ * checked there is nothing to end or kill. */
+static int check_doc_array(const bson_t *cmd, const char *name, mf_error *err)
+{
+    bson_iter_t it, el;
+    bson_iter_init(&it, cmd);
+    bson_iter_next(&it);
+    if (!BSON_ITER_HOLDS_ARRAY(&it))
+        return mfi_type_error(err, name, name, &it, "array");
+    bson_iter_recurse(&it, &el);
+    while (bson_iter_next(&el)) {
+        if (!BSON_ITER_HOLDS_DOCUMENT(&el))
+            return mfi_type_error(err, name, name, &el, "object");
+    }
+    return 0;
+}
+
+int mfi_cmd_end_sessions(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_error *err)
+{
+    (void)ctx, (void)reply;
+    return check_doc_array(cmd, "endSessions", err);
+}
+
+int mfi_cmd_kill_all_sessions(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply,
+                              mf_error *err)
+{
+    (void)ctx, (void)reply;
+    return check_doc_array(cmd, "killAllSessions", err);
+}
+
+/* ------------------------------------------------------------------- getLog */
+
+typedef struct log_sink {
+    bson_t *arr;
+    uint32_t i;
+} log_sink;
+
+static void log_line_append(const char *line, void *arg)
+{
+    log_sink *s = arg;
+    char key[16];
+    const char *k;
+    bson_uint32_to_string(s->i++, &k, key, sizeof key);
+    bson_append_utf8(s->arr, k, -1, line, -1);
+}
+
+int mfi_cmd_get_log(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_error *err)
+{
+    (void)ctx;
+    bson_iter_t it;
+    bson_iter_init(&it, cmd);
+    bson_iter_next(&it);
+    if (!BSON_ITER_HOLDS_UTF8(&it))
+        return mf_error_set(err, MF_TypeMismatch,
+                            "Argument to getLog must be of type String; found %s",
+                            mfi_type_alias(bson_iter_type(&it)));
+    const char *which = bson_iter_utf8(&it, NULL);
+
+    if (strcmp(which, "*") == 0) {
+        bson_t names;
+        BSON_APPEND_ARRAY_BEGIN(reply, "names", &names);
+        BSON_APPEND_UTF8(&names, "0", "global");
+        BSON_APPEND_UTF8(&names, "1", "startupWarnings");
+        bson_append_array_end(reply, &names);
+        return 0;
+    }
+
+    uint64_t (*each)(void (*)(const char *, void *), void *);
+    if (strcmp(which, "global") == 0)
+        each = mf_log_ring_each;
+    else if (strcmp(which, "startupWarnings") == 0)
+        each = mf_log_startup_each;
+    else
+        return mf_error_set(err, MF_ERRMSG_ONLY, "no RamLog named: %s", which);
+
+    /* The lines go into a scratch array first: totalLinesWritten comes
+     * from the same locked pass and precedes them in the reply. */
+    bson_t lines = BSON_INITIALIZER;
+    log_sink sink = {.arr = &lines};
+    uint64_t total = each(log_line_append, &sink);
+    BSON_APPEND_INT32(reply, "totalLinesWritten", (int32_t)total);
+    BSON_APPEND_ARRAY(reply, "log", &lines);
+    bson_destroy(&lines);
+    return 0;
+}
+
+/* ----------------------------------------------------------------- shutdown */
+
+static bool is_local_client(const mf_client *c)
+{
+    return c->is_internal || strncmp(c->remote, "127.", 4) == 0 ||
+           strncmp(c->remote, "[::1]", 5) == 0 ||
+           strncmp(c->remote, "anonymous unix socket", 21) == 0;
+}
+
+int mfi_cmd_shutdown(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_error *err)
+{
+    (void)cmd, (void)reply;
+    if (!is_local_client(ctx->client))
+        return mf_error_set(err, MF_Unauthorized,
+                            "shutdown must run from localhost when running db without auth");
+    mf_log(MF_LOG_INFO, "COMMAND", 4695400, "conn", "Terminating via shutdown command");
+    mf_instance_begin_shutdown(ctx->inst);
+    if (ctx->inst->request_stop)
+        ctx->inst->request_stop(ctx->inst->request_stop_arg);
+    /* mongod never answers a shutdown: the connection just closes. */
+    ctx->flags |= MF_RUN_CLOSE;
+    return 0;
+}

@@ -1,0 +1,103 @@
+/*
+ * command.h -- the command layer's contract: one dispatcher, BSON in and
+ * BSON out, shared by the wire server and the in-process call.
+ *
+ * An mf_instance is one running database server as the commands see it: its
+ * options, counters, start time and the hook that stops it.  An mf_client
+ * is whoever sends commands: a wire connection, or the in-process caller.
+ * The layer above (wire/) owns both and calls mf_command_run() for each
+ * request; nothing here touches a socket.
+ */
+#ifndef MF_COMMAND_H
+#define MF_COMMAND_H
+
+#include "../bsonx/bsonx.h"
+#include "../util/util.h"
+
+#include <bson/bson.h>
+#include <pthread.h>
+#include <stdatomic.h>
+
+/* Limits advertised by hello and enforced by the wire and the commands. */
+#define MF_MAX_BSON_OBJECT_SIZE (16 * 1024 * 1024)
+#define MF_MAX_MESSAGE_SIZE 48000000
+#define MF_MAX_WRITE_BATCH_SIZE 100000
+#define MF_MIN_WIRE_VERSION 0
+#define MF_MAX_WIRE_VERSION 21
+#define MF_SESSION_TIMEOUT_MINUTES 30
+#define MF_VERSION "7.0.0"
+
+/* Counters serverStatus reports.  Updated with relaxed atomics from any
+ * thread; a reader may see them mid-update, as mongod's readers may. */
+typedef struct mf_counters {
+    atomic_uint_fast64_t op_insert, op_query, op_update, op_delete, op_getmore,
+        op_command;
+    atomic_uint_fast64_t conn_current, conn_total, conn_active;
+    atomic_uint_fast64_t bytes_in, bytes_out, num_requests;
+} mf_counters;
+
+typedef struct mf_instance mf_instance;
+
+/* What the layer above tells the instance when it creates it. */
+typedef struct mf_instance_config {
+    const char *dbpath;
+    int max_connections;
+    bool enable_test_commands;
+    /* getCmdLineOpts: the argv and the parsed options, as the process was
+     * started.  Copied; may be NULL (empty). */
+    const bson_t *cmdline_argv;   /* array */
+    const bson_t *cmdline_parsed; /* document */
+    /* Called (from any thread) when the shutdown command asks the server to
+     * stop.  Must not block; the stop happens elsewhere. */
+    void (*request_stop)(void *arg);
+    void *request_stop_arg;
+} mf_instance_config;
+
+/* Open an instance over `cfg->dbpath`: create the directory if missing and
+ * lock it.  Returns 0 and `*out`, or an error code with `err` set
+ * (MF_DBPathInUse when another server holds the directory).  The strings
+ * and BSON in `cfg` are copied. */
+int mf_instance_open(const mf_instance_config *cfg, mf_instance **out, mf_error *err);
+/* Release the directory and free the instance. */
+void mf_instance_close(mf_instance *inst);
+
+mf_counters *mf_instance_counters(mf_instance *inst);
+
+/* Mark the instance as shutting down and wake every sleeper (awaitable
+ * hello).  Idempotent. */
+void mf_instance_begin_shutdown(mf_instance *inst);
+bool mf_instance_is_shutting_down(mf_instance *inst);
+
+/* A client: one wire connection or the in-process caller. */
+typedef struct mf_client {
+    int64_t id;             /* connectionId; 0 for the in-process caller */
+    char remote[64];        /* "127.0.0.1:53412", "anonymous unix socket" */
+    char local[64];         /* the listener's address */
+    bool is_internal;       /* the in-process caller: no socket */
+    bool has_hello;         /* a hello ran: client metadata is now fixed */
+    bool exhaust_allowed;   /* this request set OP_MSG's exhaustAllowed */
+} mf_client;
+
+/* Outcome flags of a command beyond its reply. */
+enum {
+    MF_RUN_CLOSE = 1 << 0,   /* close the connection without replying */
+    MF_RUN_EXHAUST = 1 << 1, /* the command may stream (awaitable hello) */
+};
+
+/* Run one command.  `cmd` must already be valid BSON (mf_bsonx_validate);
+ * its first field names the command and its `$db` field the database.
+ * `reply` must be an initialised, empty bson_t; on return it holds the whole
+ * reply, `ok` included, success or not -- an error is a reply, never a
+ * failure of this call.  `*out_flags` receives MF_RUN_* bits.  Never holds
+ * the GIL; may block (awaitable hello waits up to maxAwaitTimeMS). */
+void mf_command_run(mf_instance *inst, mf_client *client, const bson_t *cmd,
+                    bson_t *reply, int *out_flags);
+
+/* An error code for a reply with errmsg alone, no code or codeName, as
+ * mongod's old-style commands fail (getLog with an unknown name). */
+#define MF_ERRMSG_ONLY (-1)
+
+/* Replace `reply` with {ok: 0, errmsg, code, codeName} from `err`. */
+void mf_command_error_reply(bson_t *reply, const mf_error *err);
+
+#endif /* MF_COMMAND_H */

@@ -1,0 +1,347 @@
+/*
+ * dispatch.c -- the one dispatcher: find the command, check what every
+ * command shares ($db, admin-only), run the handler, shape the reply.
+ *
+ * Both entry points, a wire connection and Server.command(), arrive here
+ * with a validated command document, so the two cannot drift apart.
+ */
+#include "command_int.h"
+#include "../storage/storage.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+/* ---------------------------------------------------------------- instance */
+
+int mf_instance_open(const mf_instance_config *cfg, mf_instance **out, mf_error *err)
+{
+    int lock_fd = -1;
+    int rc = mf_os_dir_lock(cfg->dbpath ? cfg->dbpath : "", &lock_fd, err);
+    if (rc != 0)
+        return rc;
+    mf_instance *inst = calloc(1, sizeof *inst);
+    if (inst)
+        inst->dbpath = strdup(cfg->dbpath);
+    if (!inst || !inst->dbpath) {
+        free(inst);
+        mf_os_dir_unlock(lock_fd);
+        return mf_error_set(err, MF_InternalError, "out of memory");
+    }
+    inst->lock_fd = lock_fd;
+    inst->max_connections = cfg->max_connections;
+    inst->enable_test_commands = cfg->enable_test_commands;
+    bson_init(&inst->cmdline_argv);
+    bson_init(&inst->cmdline_parsed);
+    if (cfg->cmdline_argv)
+        bson_concat(&inst->cmdline_argv, cfg->cmdline_argv);
+    if (cfg->cmdline_parsed)
+        bson_concat(&inst->cmdline_parsed, cfg->cmdline_parsed);
+    inst->request_stop = cfg->request_stop;
+    inst->request_stop_arg = cfg->request_stop_arg;
+    inst->start_wall_ms = mf_clock_wall_ms();
+    inst->start_mono_us = mf_clock_mono_us();
+    bson_oid_init(&inst->process_id, NULL);
+    if (gethostname(inst->host, sizeof inst->host - 1) != 0)
+        strcpy(inst->host, "localhost");
+    pthread_mutex_init(&inst->mu, NULL);
+    /* Timed waits use the monotonic clock so a wall-clock step cannot
+     * stretch or cut an awaitable hello. */
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&inst->cond, &ca);
+    pthread_condattr_destroy(&ca);
+    *out = inst;
+    return 0;
+}
+
+void mf_instance_close(mf_instance *inst)
+{
+    if (!inst)
+        return;
+    mf_os_dir_unlock(inst->lock_fd);
+    bson_destroy(&inst->cmdline_argv);
+    bson_destroy(&inst->cmdline_parsed);
+    pthread_cond_destroy(&inst->cond);
+    pthread_mutex_destroy(&inst->mu);
+    free(inst->dbpath);
+    free(inst);
+}
+
+mf_counters *mf_instance_counters(mf_instance *inst)
+{
+    return &inst->counters;
+}
+
+void mf_instance_begin_shutdown(mf_instance *inst)
+{
+    pthread_mutex_lock(&inst->mu);
+    inst->is_shutting_down = true;
+    pthread_cond_broadcast(&inst->cond);
+    pthread_mutex_unlock(&inst->mu);
+}
+
+bool mf_instance_is_shutting_down(mf_instance *inst)
+{
+    pthread_mutex_lock(&inst->mu);
+    bool v = inst->is_shutting_down;
+    pthread_mutex_unlock(&inst->mu);
+    return v;
+}
+
+bool mfi_instance_sleep(mf_instance *inst, int64_t ms)
+{
+    struct timespec deadline;
+    clock_gettime(CLOCK_MONOTONIC, &deadline);
+    deadline.tv_sec += ms / 1000;
+    deadline.tv_nsec += (ms % 1000) * 1000000L;
+    if (deadline.tv_nsec >= 1000000000L) {
+        deadline.tv_sec++;
+        deadline.tv_nsec -= 1000000000L;
+    }
+    pthread_mutex_lock(&inst->mu);
+    while (!inst->is_shutting_down) {
+        if (pthread_cond_timedwait(&inst->cond, &inst->mu, &deadline) != 0)
+            break; /* ETIMEDOUT */
+    }
+    bool v = inst->is_shutting_down;
+    pthread_mutex_unlock(&inst->mu);
+    return v;
+}
+
+/* ------------------------------------------------------------------- table */
+
+/* Sorted by name with strcmp; the C tests check the order. */
+static const mf_cmd_def table[] = {
+    {"buildInfo", mfi_cmd_build_info, 0,
+     "get version #, etc.\n{ buildinfo:1 }"},
+    {"buildinfo", mfi_cmd_build_info, MF_CMD_ALIAS,
+     "get version #, etc.\n{ buildinfo:1 }"},
+    {"connectionStatus", mfi_cmd_connection_status, 0,
+     "Returns connection-specific information such as logged-in users and their roles"},
+    {"endSessions", mfi_cmd_end_sessions, 0, "end a set of logical sessions"},
+    {"getCmdLineOpts", mfi_cmd_get_cmd_line_opts, MF_CMD_ADMIN_ONLY,
+     "get argv"},
+    {"getLog", mfi_cmd_get_log, MF_CMD_ADMIN_ONLY,
+     "{ getLog : '*' }  OR { getLog : 'global' }"},
+    {"getParameter", mfi_cmd_get_parameter, MF_CMD_ADMIN_ONLY,
+     "get administrative option(s)\nexample:\n{ getParameter:1, notablescan:1 }"},
+    {"hello", mfi_cmd_hello, MF_CMD_HELLO,
+     "Check if this server is primary for a replica set\n{ hello : 1 }"},
+    {"hostInfo", mfi_cmd_host_info, 0, "returns information about the daemon's host"},
+    {"isMaster", mfi_cmd_hello, MF_CMD_HELLO,
+     "Check if this server is primary for a replica set\n{ isMaster : 1 }"},
+    {"ismaster", mfi_cmd_hello, MF_CMD_ALIAS | MF_CMD_HELLO,
+     "Check if this server is primary for a replica set\n{ isMaster : 1 }"},
+    {"killAllSessions", mfi_cmd_kill_all_sessions, 0, "kill all logical sessions"},
+    {"listCommands", mfi_cmd_list_commands, 0, "get a list of all db commands"},
+    {"ping", mfi_cmd_ping, 0, "a way to check that the server is alive. responds immediately even if server is in a db lock."},
+    {"serverStatus", mfi_cmd_server_status, 0,
+     "returns lots of administrative server statistics"},
+    {"shutdown", mfi_cmd_shutdown, MF_CMD_ADMIN_ONLY,
+     "shutdown the database.  must be ran against admin db and either (1) ran from localhost or (2) authenticated. If this is a primary in a replica set and there is no secondary within 10 seconds of its optime, it will not shutdown without force : true.  You can also specify timeoutSecs : N to wait N seconds for other members to catch up."},
+    {"whatsmyuri", mfi_cmd_whatsmyuri, 0, "{whatsmyuri:1}"},
+};
+
+const mf_cmd_def *mfi_command_table(size_t *n)
+{
+    *n = sizeof table / sizeof table[0];
+    return table;
+}
+
+const mf_cmd_def *mfi_command_find(const char *name)
+{
+    size_t lo = 0, hi = sizeof table / sizeof table[0];
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        int c = strcmp(table[mid].name, name);
+        if (c == 0)
+            return &table[mid];
+        if (c < 0)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return NULL;
+}
+
+/* ------------------------------------------------------------------ replies */
+
+void mf_command_error_reply(bson_t *reply, const mf_error *err)
+{
+    char scratch[24];
+    bson_reinit(reply);
+    BSON_APPEND_DOUBLE(reply, "ok", 0.0);
+    BSON_APPEND_UTF8(reply, "errmsg", err->msg);
+    if (err->code == MF_ERRMSG_ONLY)
+        return;
+    BSON_APPEND_INT32(reply, "code", err->code);
+    BSON_APPEND_UTF8(reply, "codeName", mf_error_name(err->code, scratch));
+}
+
+/* mongod's database-name rules for a command's $db. */
+static int check_db_name(const char *db, uint32_t len, mf_error *err)
+{
+    if (len == 0)
+        return mf_error_set(err, MF_InvalidNamespace, "Invalid empty database name");
+    if (len >= 64)
+        return mf_error_set(err, MF_InvalidNamespace,
+                            "Invalid database name: '%s'", db);
+    for (uint32_t i = 0; i < len; i++) {
+        if (strchr("/\\. \"$", db[i]) || db[i] == '\0')
+            return mf_error_set(err, MF_InvalidNamespace,
+                                "Invalid database name: '%s'", db);
+    }
+    return 0;
+}
+
+void mf_command_run(mf_instance *inst, mf_client *client, const bson_t *cmd,
+                    bson_t *reply, int *out_flags)
+{
+    mf_error err;
+    mf_cmd_ctx ctx = {.inst = inst, .client = client};
+    bson_iter_t it;
+    int rc;
+
+    mf_error_clear(&err);
+    *out_flags = 0;
+    atomic_fetch_add_explicit(&inst->counters.op_command, 1, memory_order_relaxed);
+
+    if (!bson_iter_init(&it, cmd) || !bson_iter_next(&it)) {
+        rc = mf_error_set(&err, MF_Location40571,
+                          "OP_MSG requests require a $db argument");
+        goto fail;
+    }
+    ctx.name = bson_iter_key(&it);
+
+    bson_iter_t dbit;
+    if (!bson_iter_init_find(&dbit, cmd, "$db")) {
+        rc = mf_error_set(&err, MF_Location40571,
+                          "OP_MSG requests require a $db argument");
+        goto fail;
+    }
+    if (!BSON_ITER_HOLDS_UTF8(&dbit)) {
+        rc = mfi_type_error(&err, "OpMsg", "$db", &dbit, "string");
+        goto fail;
+    }
+    uint32_t dblen;
+    ctx.db = bson_iter_utf8(&dbit, &dblen);
+    if ((rc = check_db_name(ctx.db, dblen, &err)) != 0)
+        goto fail;
+
+    const mf_cmd_def *def = mfi_command_find(ctx.name);
+    if (!def) {
+        rc = mf_error_set(&err, MF_CommandNotFound, "no such command: '%s'", ctx.name);
+        goto fail;
+    }
+    if ((def->flags & MF_CMD_ADMIN_ONLY) && strcmp(ctx.db, "admin") != 0) {
+        rc = mf_error_set(&err, MF_Unauthorized,
+                          "%s may only be run against the admin database.", def->name);
+        goto fail;
+    }
+
+    rc = def->fn(&ctx, cmd, reply, &err);
+    if (rc != 0)
+        goto fail;
+    BSON_APPEND_DOUBLE(reply, "ok", 1.0);
+    *out_flags = ctx.flags;
+    return;
+
+fail:
+    if (err.code == 0)
+        mf_error_set(&err, rc, "command failed");
+    mf_command_error_reply(reply, &err);
+    *out_flags = ctx.flags & MF_RUN_CLOSE;
+}
+
+/* ----------------------------------------------------------------- helpers */
+
+bool mfi_is_generic_arg(const char *k)
+{
+    static const char *generic[] = {
+        "$db", "lsid", "$clusterTime", "txnNumber", "autocommit",
+        "startTransaction", "$readPreference", "readConcern", "writeConcern",
+        "comment", "maxTimeMS", "apiVersion", "apiStrict",
+        "apiDeprecationErrors", "$audit", "$client", "$configServerState",
+        "databaseVersion", "shardVersion", "$queryOptions", "$topologyTime",
+        "$configTime", "mayBypassWriteBlocking", "clientOperationKey",
+        "readOnce", "allowImplicitCollectionCreation", "tracking_info",
+        "$oplogQueryData", "$replData", "help", "stmtId", "stmtIds",
+        "coordinator", "expectPrefix"};
+    for (size_t i = 0; i < sizeof generic / sizeof generic[0]; i++)
+        if (strcmp(k, generic[i]) == 0)
+            return true;
+    return false;
+}
+
+bool mfi_is_number(const bson_iter_t *it)
+{
+    switch (bson_iter_type(it)) {
+    case BSON_TYPE_INT32:
+    case BSON_TYPE_INT64:
+    case BSON_TYPE_DOUBLE:
+    case BSON_TYPE_DECIMAL128:
+        return true;
+    default:
+        return false;
+    }
+}
+
+bool mfi_as_int64(const bson_iter_t *it, int64_t *out)
+{
+    switch (bson_iter_type(it)) {
+    case BSON_TYPE_INT32:
+        *out = bson_iter_int32(it);
+        return true;
+    case BSON_TYPE_INT64:
+        *out = bson_iter_int64(it);
+        return true;
+    case BSON_TYPE_DOUBLE: {
+        double d = bson_iter_double(it);
+        if (!(d >= -9223372036854775808.0 && d < 9223372036854775808.0) ||
+            d != (double)(int64_t)d)
+            return false;
+        *out = (int64_t)d;
+        return true;
+    }
+    default:
+        return false;
+    }
+}
+
+const char *mfi_type_alias(bson_type_t t)
+{
+    switch (t) {
+    case BSON_TYPE_DOUBLE: return "double";
+    case BSON_TYPE_UTF8: return "string";
+    case BSON_TYPE_DOCUMENT: return "object";
+    case BSON_TYPE_ARRAY: return "array";
+    case BSON_TYPE_BINARY: return "binData";
+    case BSON_TYPE_UNDEFINED: return "undefined";
+    case BSON_TYPE_OID: return "objectId";
+    case BSON_TYPE_BOOL: return "bool";
+    case BSON_TYPE_DATE_TIME: return "date";
+    case BSON_TYPE_NULL: return "null";
+    case BSON_TYPE_REGEX: return "regex";
+    case BSON_TYPE_DBPOINTER: return "dbPointer";
+    case BSON_TYPE_CODE: return "javascript";
+    case BSON_TYPE_SYMBOL: return "symbol";
+    case BSON_TYPE_CODEWSCOPE: return "javascriptWithScope";
+    case BSON_TYPE_INT32: return "int";
+    case BSON_TYPE_TIMESTAMP: return "timestamp";
+    case BSON_TYPE_INT64: return "long";
+    case BSON_TYPE_DECIMAL128: return "decimal";
+    case BSON_TYPE_MINKEY: return "minKey";
+    case BSON_TYPE_MAXKEY: return "maxKey";
+    default: return "unknown";
+    }
+}
+
+int mfi_type_error(mf_error *err, const char *cmd, const char *field,
+                   const bson_iter_t *it, const char *expected)
+{
+    return mf_error_set(err, MF_TypeMismatch,
+                        "BSON field '%s.%s' is the wrong type '%s', expected type '%s'",
+                        cmd, field, mfi_type_alias(bson_iter_type(it)), expected);
+}

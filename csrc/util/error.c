@@ -1,0 +1,163 @@
+/*
+ * error.c -- the one table of MongoDB error codes and their codeNames, and
+ * the heap-free error record every layer fills.
+ */
+#include "util.h"
+
+#include <stdio.h>
+#include <string.h>
+
+/* Code -> codeName, as src/mongo/base/error_codes.yml spells them.  Kept
+ * sorted by code; lookups are a binary search. */
+static const struct {
+    int code;
+    const char *name;
+} codes[] = {
+    {0, "OK"},
+    {1, "InternalError"},
+    {2, "BadValue"},
+    {4, "NoSuchKey"},
+    {5, "GraphContainsCycle"},
+    {6, "HostUnreachable"},
+    {7, "HostNotFound"},
+    {8, "UnknownError"},
+    {9, "FailedToParse"},
+    {10, "CannotMutateObject"},
+    {11, "UserNotFound"},
+    {12, "UnsupportedFormat"},
+    {13, "Unauthorized"},
+    {14, "TypeMismatch"},
+    {15, "Overflow"},
+    {16, "InvalidLength"},
+    {17, "ProtocolError"},
+    {18, "AuthenticationFailed"},
+    {20, "IllegalOperation"},
+    {22, "InvalidBSON"},
+    {24, "LockTimeout"},
+    {26, "NamespaceNotFound"},
+    {27, "IndexNotFound"},
+    {28, "PathNotViable"},
+    {29, "NonExistentPath"},
+    {30, "InvalidPath"},
+    {31, "RoleNotFound"},
+    {32, "RolesNotRelated"},
+    {33, "PrivilegeNotFound"},
+    {34, "CannotBackfillArray"},
+    {40, "ConflictingUpdateOperators"},
+    {43, "CursorNotFound"},
+    {46, "LockBusy"},
+    {48, "NamespaceExists"},
+    {50, "MaxTimeMSExpired"},
+    {52, "DollarPrefixedFieldName"},
+    {53, "InvalidIdField"},
+    {54, "NotSingleValueField"},
+    {55, "InvalidDBRef"},
+    {56, "EmptyFieldName"},
+    {57, "DottedFieldName"},
+    {59, "CommandNotFound"},
+    {61, "ShardKeyNotFound"},
+    {66, "ImmutableField"},
+    {67, "CannotCreateIndex"},
+    {68, "IndexAlreadyExists"},
+    {72, "InvalidOptions"},
+    {73, "InvalidNamespace"},
+    {79, "UnknownReplWriteConcern"},
+    {85, "IndexOptionsConflict"},
+    {86, "IndexKeySpecsConflict"},
+    {91, "ShutdownInProgress"},
+    {96, "OperationFailed"},
+    {98, "DBPathInUse"},
+    {100, "UnsatisfiableWriteConcern"},
+    {112, "WriteConflict"},
+    {115, "CommandNotSupported"},
+    {117, "ConflictingOperationInProgress"},
+    {125, "CommandFailed"},
+    {136, "CappedPositionLost"},
+    {146, "ExceededMemoryLimit"},
+    {148, "ReadConcernMajorityNotEnabled"},
+    {160, "ClientMetadataInvalid"},
+    {166, "CommandNotSupportedOnView"},
+    {167, "OptionNotSupportedOnView"},
+    {168, "InvalidPipelineOperator"},
+    {170, "CommandOnShardedViewNotSupportedOnMongod"},
+    {171, "TooManyMatchingDocuments"},
+    {175, "QueryPlanKilled"},
+    {186, "ClientMetadataCannotBeMutated"},
+    {197, "InvalidIndexSpecificationOption"},
+    {201, "IndexBuildAborted"},
+    {206, "NoSuchSession"},
+    {213, "DurationOverflow"},
+    {223, "IllegalOpMsgFlag"},
+    {228, "SessionTransferIncomplete"},
+    {236, "ClientDisconnect"},
+    {238, "NotImplemented"},
+    {239, "SnapshotTooOld"},
+    {241, "ConversionFailure"},
+    {251, "NoSuchTransaction"},
+    {256, "TransactionCommitted"},
+    {257, "TransactionTooLarge"},
+    {262, "ExceededTimeLimit"},
+    {263, "OperationNotSupportedInTransaction"},
+    {276, "IndexBuildAlreadyInProgress"},
+    {280, "ChangeStreamFatalError"},
+    {286, "ChangeStreamHistoryLost"},
+    {288, "ChecksumMismatch"},
+    {292, "QueryExceededMemoryLimitNoDiskUseAllowed"},
+    {314, "ObjectIsBusy"},
+    {322, "APIVersionError"},
+    {323, "APIStrictError"},
+    {324, "APIDeprecationError"},
+    {352, "UnsupportedOpQueryCommand"},
+    {9001, "SocketException"},
+    {10107, "NotWritablePrimary"},
+    {10334, "BSONObjectTooLarge"},
+    {11000, "DuplicateKey"},
+    {11600, "InterruptedAtShutdown"},
+    {11601, "Interrupted"},
+    {13297, "DatabaseDifferCase"},
+    {13435, "NotPrimaryNoSecondaryOk"},
+    {14031, "OutOfDiskSpace"},
+};
+
+const char *mf_error_name(int code, char *scratch)
+{
+    size_t lo = 0, hi = sizeof codes / sizeof codes[0];
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (codes[mid].code == code)
+            return codes[mid].name;
+        if (codes[mid].code < code)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    /* mongod names an unlisted assertion id "Location<id>". */
+    snprintf(scratch, 24, "Location%d", code);
+    return scratch;
+}
+
+int mf_error_setv(mf_error *err, int code, const char *fmt, va_list ap)
+{
+    if (err) {
+        err->code = code;
+        vsnprintf(err->msg, sizeof err->msg, fmt, ap);
+    }
+    return code;
+}
+
+int mf_error_set(mf_error *err, int code, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    mf_error_setv(err, code, fmt, ap);
+    va_end(ap);
+    return code;
+}
+
+void mf_error_clear(mf_error *err)
+{
+    if (err) {
+        err->code = 0;
+        err->msg[0] = '\0';
+    }
+}

@@ -1,0 +1,417 @@
+/*
+ * conn.c -- one connection: read a message, answer it, repeat.
+ *
+ * Each connection has its own thread, which blocks in recv() and send();
+ * stopping the server shuts the socket down, which wakes it.  What a
+ * message gets, by opcode, follows mongod 7.0:
+ *
+ *   OP_MSG          run the command; reply unless moreToCome
+ *   OP_QUERY        on <db>.$cmd, the handshake commands only -> OP_REPLY;
+ *                   on a collection, the legacy-removal $err -> OP_REPLY
+ *   OP_GET_MORE     the legacy-removal $err -> OP_REPLY
+ *   OP_INSERT, OP_UPDATE, OP_DELETE, OP_KILL_CURSORS, OP_COMPRESSED
+ *                   logged, then the connection is closed
+ *   anything else   logged, no reply, the connection stays open
+ *
+ * A framing error (length outside [16, 48000000]) closes the connection;
+ * an OP_MSG parse error gets an error reply unless mongod counts it as
+ * connection-fatal (mf_msg_error_is_fatal).  Nothing here is shared with
+ * another connection except the counters, so no other client notices.
+ */
+#include "wire_int.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#define LEGACY_LINK "The client driver may require an upgrade. For more details see " \
+                    "https://dochub.mongodb.org/core/legacy-opcode-removal"
+
+/* What a handler tells the loop. */
+enum { KEEP = 0, CLOSE = 1 };
+
+static atomic_int_fast32_t request_ids = 1;
+
+int32_t mfi_next_request_id(void)
+{
+    return (int32_t)(atomic_fetch_add_explicit(&request_ids, 1, memory_order_relaxed) &
+                     0x7fffffff);
+}
+
+/* Read exactly `n` bytes.  Returns 0, or -1 on EOF or error. */
+static int read_full(int fd, uint8_t *p, size_t n)
+{
+    while (n > 0) {
+        ssize_t r = recv(fd, p, n, 0);
+        if (r > 0) {
+            p += r;
+            n -= (size_t)r;
+        } else if (r < 0 && errno == EINTR) {
+            continue;
+        } else {
+            return -1;
+        }
+    }
+    return 0;
+}
+
+static int write_full(mf_conn *c, const uint8_t *p, size_t n)
+{
+    mf_counters *k = mf_instance_counters(c->srv->inst);
+    atomic_fetch_add_explicit(&k->bytes_out, n, memory_order_relaxed);
+    while (n > 0) {
+        ssize_t r = send(c->fd, p, n, MSG_NOSIGNAL);
+        if (r > 0) {
+            p += r;
+            n -= (size_t)r;
+        } else if (r < 0 && errno == EINTR) {
+            continue;
+        } else {
+            return -1;
+        }
+    }
+    return 0;
+}
+
+static bool reply_ok(const bson_t *reply)
+{
+    bson_iter_t it;
+    return bson_iter_init_find(&it, reply, "ok") && bson_iter_as_bool(&it);
+}
+
+static int send_op_reply(mf_conn *c, int32_t response_to, int32_t flags,
+                         const bson_t *doc, mf_buf *out)
+{
+    out->len = 0;
+    if (mf_msg_build_op_reply(out, mfi_next_request_id(), response_to, flags, doc) != 0)
+        return CLOSE;
+    return write_full(c, out->data, out->len) == 0 ? KEEP : CLOSE;
+}
+
+/* The $err document mongod sends for a removed legacy operation. */
+static int send_legacy_err(mf_conn *c, int32_t response_to, const char *what, mf_buf *out)
+{
+    char msg[256];
+    bson_t doc = BSON_INITIALIZER;
+    snprintf(msg, sizeof msg, "%s is no longer supported. " LEGACY_LINK, what);
+    BSON_APPEND_UTF8(&doc, "$err", msg);
+    BSON_APPEND_INT32(&doc, "code", 5739101);
+    BSON_APPEND_DOUBLE(&doc, "ok", 0.0);
+    int rc = send_op_reply(c, response_to, 2 /* QueryFailure */, &doc, out);
+    bson_destroy(&doc);
+    return rc;
+}
+
+/* ------------------------------------------------------------------- OP_MSG */
+
+static int handle_op_msg(mf_conn *c, const mf_msg_header *h, const uint8_t *msg,
+                         size_t len, mf_buf *out)
+{
+    mf_instance *inst = c->srv->inst;
+    mf_op_msg m;
+    mf_error err;
+    bson_t cmd, reply;
+    int run_flags = 0;
+
+    /* The raw flags, for a reply to a message that fails to parse. */
+    uint32_t raw_flags = len >= MF_MSG_HEADER_LEN + 4 ? mf_load_u32le(msg + 16) : 0;
+
+    mf_error_clear(&err);
+    int rc = mf_msg_parse_op_msg(msg, len, &m, &err);
+    if (rc == 0)
+        rc = mf_msg_command_doc(&m, &cmd, &err);
+    if (rc != 0) {
+        if (mf_msg_error_is_fatal(rc)) {
+            mf_log(MF_LOG_WARNING, "NETWORK", 4879802, c->client.remote,
+                   "Failed to handle request: %s (%d); closing connection", err.msg, rc);
+            return CLOSE;
+        }
+        if (raw_flags & MF_MSG_MORE_TO_COME)
+            return KEEP;
+        bson_init(&reply);
+        mf_command_error_reply(&reply, &err);
+        out->len = 0;
+        rc = mf_msg_build_reply(out, mfi_next_request_id(), h->request_id,
+                                raw_flags & MF_MSG_CHECKSUM_PRESENT, &reply);
+        bson_destroy(&reply);
+        if (rc != 0 || write_full(c, out->data, out->len) != 0)
+            return CLOSE;
+        return KEEP;
+    }
+
+    c->client.exhaust_allowed = (m.flags & MF_MSG_EXHAUST_ALLOWED) != 0;
+    bson_init(&reply);
+    mf_command_run(inst, &c->client, &cmd, &reply, &run_flags);
+    if (run_flags & MF_RUN_CLOSE) {
+        bson_destroy(&reply);
+        bson_destroy(&cmd);
+        return CLOSE;
+    }
+    if (m.flags & MF_MSG_MORE_TO_COME) { /* the client wants no reply */
+        bson_destroy(&reply);
+        bson_destroy(&cmd);
+        return KEEP;
+    }
+
+    /* Exhaust: while the command can stream and succeeds, send each reply
+     * with moreToCome and run the command again; each reply answers the
+     * previous one's requestID, as a driver reading the stream expects. */
+    uint32_t base = m.flags & MF_MSG_CHECKSUM_PRESENT;
+    int32_t response_to = h->request_id;
+    int result = KEEP;
+    for (;;) {
+        bool stream = c->client.exhaust_allowed && (run_flags & MF_RUN_EXHAUST) &&
+                      reply_ok(&reply) && !mf_instance_is_shutting_down(inst);
+        int32_t id = mfi_next_request_id();
+        out->len = 0;
+        if (mf_msg_build_reply(out, id, response_to,
+                               base | (stream ? MF_MSG_MORE_TO_COME : 0), &reply) != 0 ||
+            write_full(c, out->data, out->len) != 0) {
+            result = CLOSE;
+            break;
+        }
+        if (!stream)
+            break;
+        response_to = id;
+        bson_reinit(&reply);
+        mf_command_run(inst, &c->client, &cmd, &reply, &run_flags);
+        if (run_flags & MF_RUN_CLOSE) {
+            result = CLOSE;
+            break;
+        }
+    }
+    c->client.exhaust_allowed = false;
+    bson_destroy(&reply);
+    bson_destroy(&cmd);
+    return result;
+}
+
+/* ----------------------------------------------------------------- OP_QUERY */
+
+/* Commands OP_QUERY may still carry (check_allowed_op_query_cmd.cpp): the
+ * handshake, and a few mongod 7.0 tolerates while warning. */
+static bool op_query_allowed(const char *name)
+{
+    static const char *allowed[] = {"hello", "isMaster", "ismaster", "_isSelf",
+                                    "authenticate", "buildinfo", "buildInfo",
+                                    "saslContinue", "saslStart"};
+    for (size_t i = 0; i < sizeof allowed / sizeof allowed[0]; i++)
+        if (strcmp(name, allowed[i]) == 0)
+            return true;
+    return false;
+}
+
+/* Fill `cmd` with the command an OP_QUERY on <db>.$cmd stands for: the
+ * query unwrapped from $query/query, with $db appended. */
+static int op_query_command(const mf_op_query *q, bson_t *cmd, mf_error *err)
+{
+    bson_t query, inner;
+    bson_iter_t it;
+    const bson_t *src = &query;
+
+    bson_init_static(&query, q->query, q->query_len);
+    if (bson_iter_init(&it, &query) && bson_iter_next(&it) &&
+        (strcmp(bson_iter_key(&it), "$query") == 0 || strcmp(bson_iter_key(&it), "query") == 0) &&
+        BSON_ITER_HOLDS_DOCUMENT(&it)) {
+        uint32_t n;
+        const uint8_t *d;
+        bson_iter_document(&it, &n, &d);
+        bson_init_static(&inner, d, n);
+        src = &inner;
+        if (bson_iter_init_find(&it, &query, "$maxTimeMS"))
+            return mf_error_set(err, MF_InvalidOptions,
+                                "cannot use $maxTimeMS query option with commands; use maxTimeMS command option instead");
+    }
+    if (bson_iter_init_find(&it, src, "$db"))
+        return mf_error_set(err, 40621, "$db is not allowed in OP_QUERY requests");
+    if (!bson_iter_init(&it, src) || !bson_iter_next(&it))
+        return mf_error_set(err, MF_UnsupportedOpQueryCommand,
+                            "Unsupported OP_QUERY command: . " LEGACY_LINK);
+    if (!op_query_allowed(bson_iter_key(&it)))
+        return mf_error_set(err, MF_UnsupportedOpQueryCommand,
+                            "Unsupported OP_QUERY command: %s. " LEGACY_LINK,
+                            bson_iter_key(&it));
+
+    const char *dot = strchr(q->ns, '.');
+    bson_init(cmd);
+    bson_concat(cmd, src);
+    bson_append_utf8(cmd, "$db", 3, q->ns, (int)(dot - q->ns));
+    return 0;
+}
+
+static int handle_op_query(mf_conn *c, const mf_msg_header *h, const uint8_t *msg,
+                           size_t len, mf_buf *out)
+{
+    mf_op_query q;
+    mf_error err;
+    bson_t reply, cmd;
+    int run_flags = 0, result;
+
+    mf_error_clear(&err);
+    bson_init(&reply);
+    int rc = mf_msg_parse_op_query(msg, len, &q, &err);
+    if (rc == 0) {
+        const char *dot = strchr(q.ns, '.');
+        if (!dot || strcmp(dot + 1, "$cmd") != 0) {
+            bson_destroy(&reply);
+            return send_legacy_err(c, h->request_id, "OP_QUERY", out);
+        }
+        if (q.flags & 64 /* QueryOption_Exhaust */)
+            rc = mf_error_set(&err, 18527,
+                              "The 'exhaust' OP_QUERY flag is invalid for commands: %s", q.ns);
+        else if (q.nreturn != 1 && q.nreturn != -1)
+            rc = mf_error_set(&err, 16979,
+                              "Bad numberToReturn (%d) for $cmd type ns - can only be 1 or -1",
+                              q.nreturn);
+        else
+            rc = op_query_command(&q, &cmd, &err);
+    }
+    if (rc != 0) {
+        mf_command_error_reply(&reply, &err);
+        result = send_op_reply(c, h->request_id, 8 /* AwaitCapable */, &reply, out);
+        bson_destroy(&reply);
+        return result;
+    }
+    mf_command_run(c->srv->inst, &c->client, &cmd, &reply, &run_flags);
+    bson_destroy(&cmd);
+    if (run_flags & MF_RUN_CLOSE)
+        result = CLOSE;
+    else
+        result = send_op_reply(c, h->request_id, 8 /* AwaitCapable */, &reply, out);
+    bson_destroy(&reply);
+    return result;
+}
+
+/* --------------------------------------------------------------- the loop */
+
+static int handle(mf_conn *c, const mf_msg_header *h, const uint8_t *msg,
+                  size_t len, mf_buf *out)
+{
+    const char *ctx = c->client.remote;
+    switch (h->opcode) {
+    case MF_OP_MSG:
+        return handle_op_msg(c, h, msg, len, out);
+    case MF_OP_QUERY:
+        return handle_op_query(c, h, msg, len, out);
+    case MF_OP_GET_MORE:
+        return send_legacy_err(c, h->request_id, "OP_GET_MORE", out);
+    case MF_OP_INSERT:
+    case MF_OP_UPDATE:
+    case MF_OP_DELETE:
+    case MF_OP_KILL_CURSORS: {
+        static const char *names[] = {"OP_UPDATE", "OP_INSERT", "", "", "OP_DELETE",
+                                      "OP_KILL_CURSORS"};
+        mf_log(MF_LOG_WARNING, "NETWORK", 4879802, ctx,
+               "%s is no longer supported; closing connection",
+               names[h->opcode - MF_OP_UPDATE]);
+        return CLOSE;
+    }
+    case MF_OP_COMPRESSED:
+        /* No compressor is enabled, so no id can name an available one. */
+        mf_log(MF_LOG_WARNING, "NETWORK", 4879802, ctx,
+               "Compression algorithm specified in message is not available; closing connection");
+        return CLOSE;
+    default:
+        mf_log(MF_LOG_INFO, "NETWORK", 21968, ctx, "Operation is not supported: %d",
+               h->opcode);
+        return KEEP;
+    }
+}
+
+/* mongod answers plain HTTP on its port with this, then hangs up. */
+static bool looks_like_http(const uint8_t *hdr)
+{
+    return memcmp(hdr, "GET ", 4) == 0 || memcmp(hdr, "POST", 4) == 0 ||
+           memcmp(hdr, "HEAD", 4) == 0 || memcmp(hdr, "PUT ", 4) == 0;
+}
+
+static void send_http_notice(mf_conn *c)
+{
+    static const char body[] =
+        "It looks like you are trying to access MongoDB over HTTP on the native driver port.\r\n";
+    char resp[512];
+    int n = snprintf(resp, sizeof resp,
+                     "HTTP/1.0 200 OK\r\nConnection: close\r\nContent-Type: text/plain\r\n"
+                     "Content-Length: %zu\r\n\r\n%s",
+                     sizeof body - 1, body);
+    (void)write_full(c, (const uint8_t *)resp, (size_t)n);
+}
+
+static void conn_loop(mf_conn *c)
+{
+    mf_counters *k = mf_instance_counters(c->srv->inst);
+    mf_buf in = {0}, out = {0};
+    uint8_t hdr[MF_MSG_HEADER_LEN];
+    bool first = true;
+
+    for (;;) {
+        if (read_full(c->fd, hdr, sizeof hdr) != 0)
+            break;
+        if (first && looks_like_http(hdr)) {
+            send_http_notice(c);
+            break;
+        }
+        first = false;
+        mf_msg_header h;
+        mf_msg_header_read(hdr, &h);
+        /* Check the length before allocating for it. */
+        if (h.length < MF_MSG_HEADER_LEN || h.length > MF_MAX_MESSAGE_SIZE) {
+            mf_log(MF_LOG_INFO, "NETWORK", 4615638, c->client.remote,
+                   "recv(): message msgLen %d is invalid. Min %d Max: %d", h.length,
+                   MF_MSG_HEADER_LEN, MF_MAX_MESSAGE_SIZE);
+            break;
+        }
+        in.len = 0;
+        if (mf_buf_reserve(&in, (size_t)h.length) != 0)
+            break;
+        memcpy(in.data, hdr, sizeof hdr);
+        if (read_full(c->fd, in.data + sizeof hdr, (size_t)h.length - sizeof hdr) != 0)
+            break;
+        in.len = (size_t)h.length;
+        atomic_fetch_add_explicit(&k->bytes_in, in.len, memory_order_relaxed);
+        atomic_fetch_add_explicit(&k->num_requests, 1, memory_order_relaxed);
+
+        atomic_fetch_add_explicit(&k->conn_active, 1, memory_order_relaxed);
+        int r = handle(c, &h, in.data, in.len, &out);
+        atomic_fetch_sub_explicit(&k->conn_active, 1, memory_order_relaxed);
+        if (r == CLOSE)
+            break;
+        /* A huge request or reply should not pin its memory for the life of
+         * an idle connection. */
+        if (in.cap > (1u << 20))
+            mf_buf_free(&in);
+        if (out.cap > (1u << 20))
+            mf_buf_free(&out);
+    }
+    mf_buf_free(&in);
+    mf_buf_free(&out);
+}
+
+void *mfi_conn_main(void *arg)
+{
+    mf_conn *c = arg;
+    mf_server *srv = c->srv;
+    mf_counters *k = mf_instance_counters(srv->inst);
+
+    conn_loop(c);
+
+    mf_log(MF_LOG_INFO, "NETWORK", 22944, c->client.remote, "Connection ended");
+    pthread_mutex_lock(&srv->mu);
+    if (c->prev)
+        c->prev->next = c->next;
+    else
+        srv->conns = c->next;
+    if (c->next)
+        c->next->prev = c->prev;
+    srv->nconns--;
+    /* Close under the lock: the stopper shuts sockets down under it too, so
+     * it never touches a descriptor number already reused. */
+    close(c->fd);
+    atomic_fetch_sub_explicit(&k->conn_current, 1, memory_order_relaxed);
+    pthread_cond_broadcast(&srv->cond);
+    pthread_mutex_unlock(&srv->mu);
+    free(c);
+    return NULL;
+}

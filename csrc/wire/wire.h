@@ -1,0 +1,145 @@
+/*
+ * wire.h -- the wire server: listener, connections, message framing.
+ *
+ * An mf_server owns an mf_instance (the command layer's view of the running
+ * server), the listening sockets and one thread per connection.  Its threads
+ * never touch Python: the py/ layer calls these functions with the GIL
+ * released.
+ *
+ * Life cycle:
+ *     mf_server_open   bind the sockets (so a busy port fails here, at once)
+ *     mf_server_start  start accepting on a listener thread
+ *     mf_server_wait   block until stopped (shutdown command or stop)
+ *     mf_server_stop   stop accepting, close every connection, join threads
+ *     mf_server_close  free it all (stops first if needed)
+ */
+#ifndef MF_WIRE_H
+#define MF_WIRE_H
+
+#include "../command/command.h"
+
+typedef struct mf_server mf_server;
+
+typedef struct mf_server_config {
+    const char *dbpath;
+    const char *bind_ip;     /* "127.0.0.1"; comma-separated list allowed */
+    int port;                /* 0 picks an ephemeral port; -1 means no TCP */
+    const char *unix_socket; /* path, or NULL for none; created mode 0600 */
+    int max_connections;     /* accepted connections beyond it are closed */
+    bool enable_test_commands;
+    const bson_t *cmdline_argv;
+    const bson_t *cmdline_parsed;
+} mf_server_config;
+
+/* Bind and listen.  Returns 0 and `*out`, or an error code with `err` set
+ * (address in use, bad address, socket path too long, dbpath locked). */
+int mf_server_open(const mf_server_config *cfg, mf_server **out, mf_error *err);
+
+/* Start accepting connections.  Returns 0 or an error code. */
+int mf_server_start(mf_server *srv, mf_error *err);
+
+/* Wait up to `timeout_ms` (negative: forever) for the server to stop.
+ * Returns true once it has stopped. */
+bool mf_server_wait(mf_server *srv, int64_t timeout_ms);
+
+/* Stop: no new connections, every open connection closed, every thread
+ * joined.  Idempotent; safe before start. */
+void mf_server_stop(mf_server *srv);
+
+void mf_server_close(mf_server *srv);
+
+/* The TCP port actually bound (useful with port 0), or -1 without TCP. */
+int mf_server_port(const mf_server *srv);
+
+/* Run one command in-process, through the same dispatcher as the wire:
+ * `doc[0..len)` is the command as a caller built it (validated here), `db`
+ * becomes its `$db`.  `reply` must be initialised and empty; it receives the
+ * whole reply.  Blocks only as the command itself does. */
+void mf_server_command(mf_server *srv, const uint8_t *doc, size_t len,
+                       const char *db, bson_t *reply);
+
+/* ---- message framing (msg.c), exposed for the C tests ---- */
+
+enum {
+    MF_OP_REPLY = 1,
+    MF_OP_UPDATE = 2001,
+    MF_OP_INSERT = 2002,
+    MF_OP_QUERY = 2004,
+    MF_OP_GET_MORE = 2005,
+    MF_OP_DELETE = 2006,
+    MF_OP_KILL_CURSORS = 2007,
+    MF_OP_COMPRESSED = 2012,
+    MF_OP_MSG = 2013,
+};
+
+enum {
+    MF_MSG_CHECKSUM_PRESENT = 1u << 0,
+    MF_MSG_MORE_TO_COME = 1u << 1,
+    MF_MSG_EXHAUST_ALLOWED = 1u << 16,
+};
+
+#define MF_MSG_HEADER_LEN 16
+#define MF_MSG_MAX_SEQUENCES 2
+
+typedef struct mf_msg_header {
+    int32_t length;
+    int32_t request_id;
+    int32_t response_to;
+    int32_t opcode;
+} mf_msg_header;
+
+typedef struct mf_msg_sequence {
+    const char *name; /* points into the message */
+    const uint8_t *docs;
+    size_t len;
+    uint32_t ndocs;
+} mf_msg_sequence;
+
+/* A parsed OP_MSG: every pointer borrows from the message buffer. */
+typedef struct mf_op_msg {
+    uint32_t flags;
+    const uint8_t *body;
+    size_t body_len;
+    mf_msg_sequence seq[MF_MSG_MAX_SEQUENCES];
+    int nseq;
+} mf_op_msg;
+
+void mf_msg_header_read(const uint8_t *p, mf_msg_header *h);
+
+/* Parse and validate a whole OP_MSG (header included): flags, sections,
+ * every document's BSON, and the checksum when present, in mongod's order.
+ * Returns 0 or the error mongod gives for the first problem found. */
+int mf_msg_parse_op_msg(const uint8_t *msg, size_t len, mf_op_msg *out, mf_error *err);
+
+/* True if an error code from mf_msg_parse_op_msg() must close the
+ * connection without a reply, as mongod's ConnectionFatalMessageParseError
+ * category does. */
+bool mf_msg_error_is_fatal(int code);
+
+/* Build the command document an OP_MSG stands for: the body, plus each
+ * document sequence as an array field.  `out` must be uninitialised; on
+ * success it is initialised and owned by the caller. */
+int mf_msg_command_doc(const mf_op_msg *m, bson_t *out, mf_error *err);
+
+/* Append a whole OP_MSG reply (header, flags, one body section, checksum
+ * when `flags` asks for it) to `out`. */
+int mf_msg_build_reply(mf_buf *out, int32_t request_id, int32_t response_to,
+                       uint32_t flags, const bson_t *body);
+
+/* A parsed OP_QUERY (borrowing from the message). */
+typedef struct mf_op_query {
+    int32_t flags;
+    const char *ns;
+    int32_t skip, nreturn;
+    const uint8_t *query;
+    size_t query_len;
+} mf_op_query;
+
+int mf_msg_parse_op_query(const uint8_t *msg, size_t len, mf_op_query *out,
+                          mf_error *err);
+
+/* Append an OP_REPLY carrying one document. */
+int mf_msg_build_op_reply(mf_buf *out, int32_t request_id, int32_t response_to,
+                          int32_t response_flags, const bson_t *doc);
+
+#endif /* MF_WIRE_H */

@@ -1,0 +1,69 @@
+"""``python -m multifora serve``: run MultiforaDB as a server process."""
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import sys
+
+from . import MONGODB_VERSION, MultiforaError, Server, default_dbpath
+from . import _core
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="multifora",
+        description="MultiforaDB, a MongoDB-compatible document database.")
+    sub = p.add_subparsers(dest="command", required=True)
+    s = sub.add_parser("serve", help="run the server until SIGINT, SIGTERM or the shutdown command")
+    s.add_argument("--dbpath", default=None,
+                   help=f"data directory (default: {default_dbpath()})")
+    s.add_argument("--port", type=int, default=27017, help="TCP port (default 27017; 0 picks one)")
+    s.add_argument("--bind", default="127.0.0.1",
+                   help="comma-separated addresses to listen on (default 127.0.0.1)")
+    s.add_argument("--unix-socket", default=None, help="also listen on this Unix socket (mode 0600)")
+    s.add_argument("--no-tcp", action="store_true", help="listen on the Unix socket only")
+    s.add_argument("--max-conns", type=int, default=1000, help="connection limit (default 1000)")
+    s.add_argument("--log-level", default="info", choices=["error", "warning", "info", "debug"])
+    s.add_argument("--enable-test-commands", action="store_true",
+                   help="report enableTestCommands=1, as test harnesses expect")
+    return p
+
+
+def serve(args: argparse.Namespace) -> int:
+    dbpath = args.dbpath or default_dbpath()
+    try:
+        server = Server(dbpath, host=args.bind, port=None if args.no_tcp else args.port,
+                        unix_socket=args.unix_socket, max_connections=args.max_conns,
+                        enable_test_commands=args.enable_test_commands,
+                        log_level=args.log_level)
+        server.start()
+    except MultiforaError as e:
+        print(f"multifora: cannot start: {e}", file=sys.stderr)
+        return 1
+
+    def on_signal(signum, frame):
+        _core.log("info", "CONTROL", f"Received {signal.Signals(signum).name}; shutting down")
+        server.stop()
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    print(f"MultiforaDB (MongoDB {MONGODB_VERSION} wire protocol) serving {server.dbpath}",
+          flush=True)
+    print(f"connect with: {server.uri}", flush=True)
+    # Wake twice a second so Python can run the signal handlers.
+    while not server.wait(0.5):
+        pass
+    server.stop()
+    return 0
+
+
+def main(argv=None) -> int:
+    args = _parser().parse_args(argv)
+    if args.command == "serve":
+        return serve(args)
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,197 @@
+"""The Python face of the C server: Server, the embedded open(), errors."""
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+import tempfile
+import urllib.parse
+from typing import Any, Mapping, Optional
+
+import bson
+from bson.codec_options import CodecOptions
+from pymongo import MongoClient
+
+from . import _core
+from ._core import MultiforaError
+
+_CODEC = CodecOptions(document_class=dict, tz_aware=False)
+
+
+class CommandError(MultiforaError):
+    """A command answered ``ok: 0``.  ``code``, ``code_name`` and ``details``
+    (the whole reply) are as a MongoDB driver reports them."""
+
+    def __init__(self, reply: Mapping[str, Any]):
+        super().__init__(reply.get("errmsg", "command failed"))
+        self.code = reply.get("code")
+        self.code_name = reply.get("codeName")
+        self.details = dict(reply)
+
+
+def default_dbpath() -> str:
+    """Where ``multifora serve`` keeps data when --dbpath is not given:
+    $MULTIFORA_DBPATH, else $XDG_DATA_HOME/multifora, else
+    ~/.local/share/multifora."""
+    env = os.environ.get("MULTIFORA_DBPATH")
+    if env:
+        return env
+    base = os.environ.get("XDG_DATA_HOME") or os.path.join(
+        os.path.expanduser("~"), ".local", "share")
+    return os.path.join(base, "multifora")
+
+
+class Server:
+    """A MultiforaDB server over one data directory.
+
+    The server's C threads accept and serve connections while Python does
+    other work; no Python code runs on them.  ``port=0`` picks a free port,
+    ``port=None`` listens on no TCP port (``unix_socket`` must then be set).
+    A server runs once: after ``stop()`` the directory is released and a new
+    ``Server`` may open it.
+    """
+
+    def __init__(self, dbpath: str, host: str = "127.0.0.1",
+                 port: Optional[int] = 27017, unix_socket: Optional[str] = None,
+                 *, max_connections: int = 1000,
+                 enable_test_commands: bool = False, log_level: str = "warning",
+                 argv: Optional[list] = None):
+        self.dbpath = os.path.abspath(dbpath)
+        self.host = host
+        self.unix_socket = os.path.abspath(unix_socket) if unix_socket else None
+        argv = list(argv if argv is not None else sys.argv)
+        net: dict = {"bindIp": host, "maxIncomingConnections": max_connections}
+        if port is not None:
+            net["port"] = port
+        if self.unix_socket:
+            net["unixDomainSocket"] = {"pathPrefix": os.path.dirname(self.unix_socket)}
+        parsed = {"net": net, "storage": {"dbPath": self.dbpath},
+                  "systemLog": {"verbosity": 0}}
+        if enable_test_commands:
+            parsed["setParameter"] = {"enableTestCommands": "1"}
+        self._core = _core.Server(
+            self.dbpath, host, -1 if port is None else port, self.unix_socket,
+            max_connections, enable_test_commands,
+            bson.encode({str(i): a for i, a in enumerate(argv)}),
+            bson.encode(parsed), log_level)
+        self._started = False
+
+    # -- life cycle ---------------------------------------------------------
+
+    def start(self) -> "Server":
+        """Start serving on the server's own threads; returns self."""
+        self._core.start()
+        self._started = True
+        return self
+
+    def stop(self) -> None:
+        """Stop serving, close every connection and release the directory.
+        Idempotent."""
+        self._core.close()
+
+    def wait(self, timeout: Optional[float] = None) -> bool:
+        """Wait until the server stops (the shutdown command, or stop() from
+        another thread); return whether it has.  Returns at once if the
+        server is already closed."""
+        try:
+            return self._core.wait(-1 if timeout is None else timeout)
+        except MultiforaError:
+            return True
+
+    def __enter__(self) -> "Server":
+        if not self._started:
+            self.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+    # -- where it is --------------------------------------------------------
+
+    @property
+    def port(self) -> Optional[int]:
+        return self._core.port
+
+    @property
+    def address(self):
+        """(host, port) for TCP, else the Unix socket path."""
+        if self.port is not None:
+            return (self.host.split(",")[0], self.port)
+        return self.unix_socket
+
+    @property
+    def uri(self) -> str:
+        """A connection string any MongoDB driver accepts."""
+        if self.port is not None:
+            host = self.host.split(",")[0]
+            if host in ("0.0.0.0", "::"):
+                host = "127.0.0.1"
+            if ":" in host:
+                host = f"[{host}]"
+            return f"mongodb://{host}:{self.port}/?directConnection=true"
+        quoted = urllib.parse.quote(self.unix_socket, safe="")
+        return f"mongodb://{quoted}/?directConnection=true"
+
+    # -- in-process commands -----------------------------------------------
+
+    def command(self, db: str, document: Mapping[str, Any]) -> dict:
+        """Run one command in this process, through the same dispatcher the
+        wire uses, with no socket.  Returns the reply; raises CommandError
+        when it is ``ok: 0``."""
+        reply = bson.decode(self._core.command(db, bson.encode(document)), _CODEC)
+        if not reply.get("ok"):
+            raise CommandError(reply)
+        return reply
+
+    def __repr__(self) -> str:
+        return f"Server(dbpath={self.dbpath!r}, uri={self.uri!r})"
+
+
+class EmbeddedClient(MongoClient):
+    """A pymongo MongoClient that owns the server it talks to: closing the
+    client (or leaving its ``with`` block) stops the server."""
+
+    def __init__(self, server: Server, sockdir: Optional[str], **kwargs):
+        self._mf_server = server
+        self._mf_sockdir = sockdir
+        try:
+            super().__init__(server.uri, **kwargs)
+        except BaseException:
+            self._mf_shutdown()
+            raise
+
+    @property
+    def server(self) -> Server:
+        return self._mf_server
+
+    def _mf_shutdown(self) -> None:
+        server, self._mf_server = self._mf_server, None
+        if server is not None:
+            server.stop()
+        if self._mf_sockdir:
+            shutil.rmtree(self._mf_sockdir, ignore_errors=True)
+            self._mf_sockdir = None
+
+    def close(self) -> None:
+        try:
+            super().close()
+        finally:
+            if getattr(self, "_mf_server", None) is not None:
+                self._mf_shutdown()
+
+
+def open(path: str, **client_kwargs) -> EmbeddedClient:  # noqa: A001 - the API's name
+    """Open the database at ``path`` embedded in this process.
+
+    Starts a server on a private Unix socket (in a fresh 0700 directory, no
+    TCP port) over ``path`` and returns a connected pymongo client; closing
+    the client stops the server.  Extra keyword arguments go to MongoClient.
+    """
+    sockdir = tempfile.mkdtemp(prefix="multifora-")
+    try:
+        server = Server(path, port=None, unix_socket=os.path.join(sockdir, "mongod.sock"))
+        server.start()
+    except BaseException:
+        shutil.rmtree(sockdir, ignore_errors=True)
+        raise
+    return EmbeddedClient(server, sockdir, **client_kwargs)

@@ -1,0 +1,169 @@
+"""Build MultiforaDB's C core, multifora._core, and its C test binary.
+
+The libraries are found with pkg-config; a missing one stops the build with
+the Debian package that provides it.  Environment switches:
+
+  MULTIFORA_SANITIZE=1   build the extension with ASan and UBSan (load it
+                         with LD_PRELOAD=$(gcc -print-file-name=libasan.so))
+  MULTIFORA_WERROR=1     turn every compiler warning into an error (the test
+                         command sets it, so no warning lands)
+  MULTIFORA_DEBUG=1      -O0 -g
+
+The C test binary (multifora/_ctest) is always built with ASan and UBSan
+when the compiler supports them: it is a separate program, so the
+sanitizers cost the extension nothing.
+"""
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+from setuptools import Extension, setup
+from setuptools.command.build_ext import build_ext
+
+ROOT = Path(__file__).resolve().parent
+CSRC = ROOT / "csrc"
+
+# pkg-config name -> Debian package that provides its .pc file and headers.
+LIBRARIES = {
+    "libbson-1.0": "libbson-dev",
+    "liblz4": "liblz4-dev",
+    "libxxhash": "libxxhash-dev",
+}
+
+
+def _env(name):
+    return os.environ.get(name, "") not in ("", "0", "false", "no")
+
+
+def _pkg_config(*args):
+    return subprocess.run(
+        ["pkg-config", *args], capture_output=True, text=True, check=False
+    )
+
+
+def find_libraries():
+    """Return (include_dirs, library_dirs, libraries) from pkg-config."""
+    if shutil.which("pkg-config") is None:
+        sys.exit("error: pkg-config not found: install the Debian package 'pkg-config'")
+    missing = [
+        f"{name} (Debian package: {deb})"
+        for name, deb in LIBRARIES.items()
+        if _pkg_config("--exists", name).returncode != 0
+    ]
+    if missing:
+        debs = " ".join(LIBRARIES[m.split()[0]] for m in missing)
+        sys.exit(
+            "error: missing C libraries: " + ", ".join(missing)
+            + f"\n  install them with: apt-get install {debs}"
+        )
+    names = list(LIBRARIES)
+    cflags = _pkg_config("--cflags", *names).stdout.split()
+    libs = _pkg_config("--libs", *names).stdout.split()
+    include_dirs = [f[2:] for f in cflags if f.startswith("-I")]
+    library_dirs = [f[2:] for f in libs if f.startswith("-L")]
+    libraries = [f[2:] for f in libs if f.startswith("-l")]
+    return include_dirs, library_dirs, libraries
+
+
+def c_sources(with_tests):
+    """Every .c file under csrc/, the py/ layer only in the extension and
+    the test/ folder only in the test binary."""
+    out = []
+    for path in sorted(CSRC.rglob("*.c")):
+        layer = path.relative_to(CSRC).parts[0]
+        if layer == "py" and with_tests:
+            continue
+        if layer == "test" and not with_tests:
+            continue
+        out.append(str(path.relative_to(ROOT)))
+    return out
+
+
+WARNINGS = ["-Wall", "-Wextra", "-Wshadow", "-Wstrict-prototypes", "-Wno-missing-field-initializers"]
+SANITIZE = ["-fsanitize=address,undefined", "-fno-omit-frame-pointer",
+            "-fno-sanitize-recover=undefined"]
+
+
+def compile_flags(sanitize):
+    flags = ["-std=c11", "-D_GNU_SOURCE", "-fvisibility=hidden", *WARNINGS]
+    flags += ["-O0", "-g"] if _env("MULTIFORA_DEBUG") else ["-O2", "-g"]
+    if _env("MULTIFORA_WERROR"):
+        flags.append("-Werror")
+    if sanitize:
+        flags += SANITIZE
+    return flags
+
+
+def compiler_supports_sanitizers(cc):
+    with tempfile.TemporaryDirectory() as d:
+        src = Path(d, "t.c")
+        src.write_text("int main(void) { return 0; }\n")
+        r = subprocess.run([cc, *SANITIZE, str(src), "-o", str(Path(d, "t"))],
+                           capture_output=True, check=False)
+        return r.returncode == 0
+
+
+class BuildExt(build_ext):
+    """build_ext that also builds the C test binary beside the extension."""
+
+    def build_extensions(self):
+        # Python's own CFLAGS may carry -O3/-DNDEBUG; ours come after and win
+        # where they conflict, and asserts stay on (they are the spec).
+        for ext in self.extensions:
+            ext.undef_macros = ["NDEBUG"]
+        super().build_extensions()
+        self.build_ctest()
+
+    def copy_extensions_to_source(self):
+        super().copy_extensions_to_source()
+        built = Path(self.build_lib, "multifora", "_ctest")
+        if built.exists():
+            shutil.copy2(built, ROOT / "multifora" / "_ctest")
+
+    def get_outputs(self):
+        return super().get_outputs() + [str(Path(self.build_lib, "multifora", "_ctest"))]
+
+    def build_ctest(self):
+        include_dirs, library_dirs, libraries = find_libraries()
+        cc = self.compiler.compiler_so[0]
+        sanitize = compiler_supports_sanitizers(cc)
+        flags = compile_flags(sanitize)
+        objdir = os.path.join(self.build_temp, "ctest")
+        objects = self.compiler.compile(
+            c_sources(with_tests=True), output_dir=objdir,
+            include_dirs=include_dirs, extra_postargs=flags,
+            macros=[("MF_TEST_BUILD", "1")], depends=headers(),
+        )
+        ext_path = Path(self.get_ext_fullpath("multifora._core"))
+        out_dir = str(ext_path.parent)
+        link = ["-pthread"] + (SANITIZE if sanitize else [])
+        # link_executable uses the linker_exe (cc), not the shared-object linker.
+        self.compiler.link_executable(
+            objects, "_ctest", output_dir=out_dir, libraries=libraries,
+            library_dirs=library_dirs, extra_postargs=link,
+        )
+
+
+def headers():
+    return [str(p.relative_to(ROOT)) for p in CSRC.rglob("*.h")]
+
+
+def extension():
+    include_dirs, library_dirs, libraries = find_libraries()
+    sanitize = _env("MULTIFORA_SANITIZE")
+    return Extension(
+        "multifora._core",
+        sources=c_sources(with_tests=False),
+        depends=headers(),
+        include_dirs=include_dirs,
+        library_dirs=library_dirs,
+        libraries=libraries,
+        extra_compile_args=compile_flags(sanitize),
+        extra_link_args=["-pthread"] + (SANITIZE if sanitize else []),
+    )
+
+
+setup(ext_modules=[extension()], cmdclass={"build_ext": BuildExt})
