@@ -21,7 +21,7 @@
  * length is `len`, every element's length and terminator are in bounds,
  * strings and keys are UTF-8, and no document or array nests deeper than
  * MF_BSON_MAX_DEPTH.  Returns 0, or MF_InvalidBSON with `err` saying what
- * and where. */
+ * and where, or MF_Overflow (as mongod) when the nesting is too deep. */
 int mf_bsonx_validate(const uint8_t *data, size_t len, mf_error *err);
 
 #endif /* MF_BSONX_H */

@@ -119,6 +119,16 @@ static const struct {
     {14031, "OutOfDiskSpace"},
 };
 
+/* For the C tests: the table must stay sorted for the binary search. */
+bool mfi_error_table_is_sorted(void);
+bool mfi_error_table_is_sorted(void)
+{
+    for (size_t i = 1; i < sizeof codes / sizeof codes[0]; i++)
+        if (codes[i - 1].code >= codes[i].code)
+            return false;
+    return true;
+}
+
 const char *mf_error_name(int code, char *scratch)
 {
     size_t lo = 0, hi = sizeof codes / sizeof codes[0];

@@ -120,10 +120,12 @@ static void log_emit(mf_log_level level, const char *component, int id,
     char msg[LINE_MAX_BYTES / 2];
     char line[LINE_MAX_BYTES];
 
+    /* The ring keeps informational lines whatever stderr's level, as
+     * mongod's RamLog does: a quiet embedded server still answers getLog. */
     pthread_mutex_lock(&log_mu);
     bool wanted = level <= log_level;
     pthread_mutex_unlock(&log_mu);
-    if (!wanted && !is_startup)
+    if (!wanted && level > MF_LOG_INFO && !is_startup)
         return;
     vsnprintf(msg, sizeof msg, fmt, ap);
     format_line(line, sizeof line, level, component, id, ctx, msg);

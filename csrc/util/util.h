@@ -141,9 +141,10 @@ int mf_log_level_parse(const char *name);
 
 /* Write one line in mongod's JSON log shape:
  *   {"t":{"$date":...},"s":"I","c":component,"id":id,"ctx":ctx,"msg":msg}
- * `msg` is formatted; it is escaped as a JSON string.  Thread-safe.  Every
- * line at or above the configured level is also kept in a ring of the last
- * MF_LOG_RING lines that getLog returns. */
+ * `msg` is formatted; it is escaped as a JSON string.  Thread-safe.  Lines
+ * at or above the configured level go to stderr; every line at info or
+ * above (or the configured level, if lower) is also kept in a ring of the
+ * last MF_LOG_RING lines that getLog returns. */
 void mf_log(mf_log_level level, const char *component, int id, const char *ctx,
             const char *fmt, ...) MF_PRINTF(5, 6);
 

@@ -1,0 +1,126 @@
+"""Fixtures shared by the suite.
+
+- ``server``: an in-process Server on an ephemeral port over a fresh
+  temporary directory (so every test gets a fresh database).
+- ``client``: a pymongo client connected to ``server``.
+- ``served``: a ``python -m multifora serve`` subprocess, for tests that
+  kill it or send it signals.
+- ``any_client``: a client over each path a user has, parametrized:
+  the embedded ``multifora.open`` and the served subprocess.
+- ``shared_dir``: ../shared (spec tests, bench data), or a skip.
+"""
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pymongo
+import pytest
+
+import multifora
+
+REPO = Path(__file__).resolve().parents[1]
+SHARED = REPO.parent / "shared"
+
+
+@pytest.fixture
+def server(tmp_path):
+    srv = multifora.Server(str(tmp_path / "db"), port=0, enable_test_commands=True)
+    srv.start()
+    yield srv
+    srv.stop()
+
+
+@pytest.fixture
+def client(server):
+    c = pymongo.MongoClient(server.uri, serverSelectionTimeoutMS=5000)
+    yield c
+    c.close()
+
+
+class ServedProcess:
+    """A ``python -m multifora serve`` child process."""
+
+    def __init__(self, dbpath: Path, extra=()):
+        self.dbpath = dbpath
+        self.extra = list(extra)
+        self.proc = None
+        self.uri = None
+        self.port = None
+
+    def start(self, timeout=30.0) -> "ServedProcess":
+        cmd = [sys.executable, "-m", "multifora", "serve", "--dbpath", str(self.dbpath),
+               "--port", "0", "--log-level", "info", *self.extra]
+        self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                     text=True, cwd=str(self.dbpath.parent))
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            line = self.proc.stdout.readline()
+            if not line:
+                err = self.proc.stderr.read()
+                raise RuntimeError(f"server exited early: {self.proc.wait()} {err}")
+            m = re.search(r"connect with: (mongodb://\S+)", line)
+            if m:
+                self.uri = m.group(1)
+                mp = re.search(r":(\d+)/", self.uri)
+                self.port = int(mp.group(1)) if mp else None
+                return self
+        raise RuntimeError("server did not print its connection string")
+
+    def client(self, **kw) -> pymongo.MongoClient:
+        kw.setdefault("serverSelectionTimeoutMS", 5000)
+        return pymongo.MongoClient(self.uri, **kw)
+
+    def signal(self, sig) -> int:
+        self.proc.send_signal(sig)
+        return self.proc.wait(timeout=30)
+
+    def kill(self) -> None:
+        if self.proc and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(timeout=30)
+
+    def stop(self) -> None:
+        if self.proc and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                self.kill()
+        if self.proc:
+            for f in (self.proc.stdout, self.proc.stderr):
+                if f:
+                    f.close()
+
+
+@pytest.fixture
+def served(tmp_path):
+    s = ServedProcess(tmp_path / "db").start()
+    yield s
+    s.stop()
+
+
+@pytest.fixture(params=["embedded", "served"])
+def any_client(request, tmp_path):
+    if request.param == "embedded":
+        c = multifora.open(str(tmp_path / "db"), serverSelectionTimeoutMS=5000)
+        yield c
+        c.close()
+    else:
+        s = ServedProcess(tmp_path / "db").start()
+        c = s.client()
+        yield c
+        c.close()
+        s.stop()
+
+
+@pytest.fixture(scope="session")
+def shared_dir() -> Path:
+    if not SHARED.is_dir():
+        pytest.skip(f"{SHARED} is absent: the spec tests and bench data live there")
+    return SHARED
