@@ -1,7 +1,11 @@
 /*
- * bsonx.h -- what libbson lacks.  For now: validating BSON that arrives from
- * outside (the wire, a caller of Server.command) exactly once, at the
- * boundary, so that every layer above may iterate it freely.
+ * bsonx.h -- what libbson lacks.
+ *
+ *  - Validation of BSON from outside (the wire, a caller of Server.command),
+ *    done once at the boundary with mongod's checks and error messages, so
+ *    every layer above may iterate it freely.
+ *  - mongod's human-readable rendering of BSON (BSONObj::toString), which
+ *    its error messages embed: { a: 1, b: "x" }.
  *
  * Later: MongoDB's comparison order, the order-preserving key encoding and
  * dotted-path lookup (DESIGN.md section 3).
@@ -14,14 +18,28 @@
 #include <bson/bson.h>
 
 /* Nesting limit for documents received from clients, as mongod's
- * BSONDepth::kDefaultMaxAllowableDepth. */
+ * BSONDepth::kDefaultMaxAllowableDepth: a flat document is depth 0. */
 #define MF_BSON_MAX_DEPTH 200
 
-/* Check that `data[0..len)` is one well-formed BSON document: its declared
- * length is `len`, every element's length and terminator are in bounds,
- * strings and keys are UTF-8, and no document or array nests deeper than
- * MF_BSON_MAX_DEPTH.  Returns 0, or MF_InvalidBSON with `err` saying what
- * and where, or MF_Overflow (as mongod) when the nesting is too deep. */
+/* Validate the BSON document at `data`, which may use at most `avail`
+ * bytes (the document may be shorter: its own length field says how long
+ * it is).  Checks what mongod's validateBSON checks -- lengths, terminators,
+ * element layout, bool values, nesting depth -- plus the UTF-8 of every key
+ * and text value.  Returns 0 and the document's length in `*len`, or:
+ *   MF_InvalidBSON  malformed (mongod's message, then " in element with
+ *                   field name '<path>' in object with <_id or unknown _id>")
+ *   MF_Overflow     nested deeper than MF_BSON_MAX_DEPTH */
+int mf_bsonx_validate_prefix(const uint8_t *data, size_t avail, size_t *len, mf_error *err);
+
+/* As mf_bsonx_validate_prefix, and the document must fill all `len` bytes. */
 int mf_bsonx_validate(const uint8_t *data, size_t len, mf_error *err);
+
+/* Render `doc` as mongod's BSONObj::toString does ("{ a: 1, s: \"x\" }"),
+ * into `out` (always NUL-terminated; cut with "..." past `cap`). */
+void mf_bsonx_to_string(const bson_t *doc, char *out, size_t cap);
+
+/* Render one element as BSONElement::toString does ("a: 1"), or only its
+ * value when `with_name` is false. */
+void mf_bsonx_elem_to_string(const bson_iter_t *it, bool with_name, char *out, size_t cap);
 
 #endif /* MF_BSONX_H */

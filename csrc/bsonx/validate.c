@@ -1,121 +1,290 @@
 /*
- * validate.c -- one check at the boundary for BSON from outside.
+ * validate.c -- one check, at the boundary, for BSON from outside.
  *
- * libbson's bson_validate() walks the element structure (lengths, terminators,
- * the layout of every type).  It does not bound nesting, and libbson 1.23
- * accepts invalid UTF-8 in keys and values even with BSON_VALIDATE_UTF8
- * (the /bsonx/validate/rejects_bad_utf8 case caught it), so a walk of our
- * own counts depth and checks the UTF-8 of every key and text value.  The walk runs only after libbson has accepted the structure, so it
- * may trust every length it reads.
+ * The checks and their messages are mongod's (bson_validate.cpp), so a
+ * client sees the same error from us as from mongod; the code is our own.
+ * libbson's bson_validate() is not used: it reports only an offset, and
+ * libbson 1.23 accepts invalid UTF-8 even with BSON_VALIDATE_UTF8 (the C
+ * case /bsonx/validate/rejects_bad_utf8 caught it).
+ *
+ * The walk is iterative, with one frame per open document, array or
+ * code-with-scope, so deep input cannot exhaust the stack:
+ *
+ *   frame[0]   the top-level document          end = data + len
+ *   frame[k]   the k-th nested container       end = its start + its length
+ *
+ * Invariants while walking:
+ *   1. ptr < top end before reading any byte (the top document's last byte
+ *      is its EOO, so every element must end strictly before it);
+ *   2. at each EOO, ptr + 1 == the frame's end ("incorrect BSON length");
+ *   3. at most MF_BSON_MAX_DEPTH + 1 frames (Overflow past that).
+ * Beyond mongod: every key and every string/code/symbol/regex must be
+ * UTF-8 (InvalidBSON), as the project's spec asks.
  */
 #include "bsonx.h"
 
+#include <stdio.h>
 #include <string.h>
 
-#define BAD_UTF8 (-1)
+#define MAX_FRAMES (MF_BSON_MAX_DEPTH + 1)
 
-/* Whether the text `it` holds, if any, is UTF-8 (NUL allowed inside a
- * length-prefixed string, as BSON permits). */
-static bool text_ok(const bson_iter_t *it)
+typedef struct frame {
+    const uint8_t *end;  /* one past this container's last byte */
+    const char *name;    /* the field holding it (NULL for the top) */
+    bool is_code_scope;  /* the dummy frame around a code-with-scope */
+} frame;
+
+typedef struct walker {
+    const uint8_t *ptr, *end; /* cursor, and the top document's end */
+    const char *elem;         /* the element being checked, for context */
+    frame frames[MAX_FRAMES];
+    int depth;                /* index of the current frame */
+    const uint8_t *id_start;  /* the top-level _id element, once checked */
+    const uint8_t *id_end;
+    mf_error *err;
+} walker;
+
+/* "_id: <value>" for the checked top-level _id element. */
+static void render_id(const walker *w, char *out, size_t cap)
 {
-    uint32_t len = 0;
-    const char *s, *opts;
-    switch (bson_iter_type(it)) {
+    size_t elen = (size_t)(w->id_end - w->id_start);
+    uint8_t *doc = bson_malloc(elen + 5);
+    bson_t b;
+    bson_iter_t it;
+    mf_store_i32le(doc, (int32_t)(elen + 5));
+    memcpy(doc + 4, w->id_start, elen);
+    doc[elen + 4] = 0;
+    if (bson_init_static(&b, doc, elen + 5) && bson_iter_init(&it, &b) && bson_iter_next(&it))
+        mf_bsonx_elem_to_string(&it, true, out, cap);
+    bson_free(doc);
+}
+
+/* mongod's context suffix: " in element with field name 'a.b.c' in object
+ * with _id: 1" (or "unknown _id"). */
+static int fail(walker *w, int code, const char *what)
+{
+    char ctx[MF_ERRMSG_MAX];
+    size_t n = 0;
+    n += (size_t)snprintf(ctx + n, sizeof ctx - n, "in element with field name '");
+    for (int i = 1; i <= w->depth && n < sizeof ctx; i++)
+        if (w->frames[i].name && !w->frames[i].is_code_scope)
+            n += (size_t)snprintf(ctx + n, sizeof ctx - n, "%s.", w->frames[i].name);
+    if (n < sizeof ctx)
+        n += (size_t)snprintf(ctx + n, sizeof ctx - n, "%s' in object with ",
+                              w->elem ? w->elem + 1 : "?");
+    if (n < sizeof ctx) {
+        char idstr[160] = "unknown _id";
+        if (w->id_start && w->id_end)
+            render_id(w, idstr, sizeof idstr);
+        snprintf(ctx + n, sizeof ctx - n, "%s", idstr);
+    }
+    return mf_error_set(w->err, code, "%s %s", what, ctx);
+}
+
+static bool skip(walker *w, size_t len)
+{
+    if (len >= (size_t)(w->end - w->ptr))
+        return false;
+    w->ptr += len;
+    return true;
+}
+
+static bool read_u32(walker *w, uint32_t *v)
+{
+    if (4 >= (size_t)(w->end - w->ptr))
+        return false;
+    *v = mf_load_u32le(w->ptr);
+    w->ptr += 4;
+    return true;
+}
+
+/* int32 length, bytes, NUL: string, code, symbol, the dbpointer's name. */
+static int skip_string(walker *w, bool check_utf8)
+{
+    uint32_t len;
+    if (!read_u32(w, &len) || !skip(w, len))
+        return fail(w, MF_InvalidBSON, "BSON size is larger than buffer size");
+    if (len == 0 || w->ptr[-1] != 0)
+        return fail(w, MF_InvalidBSON, "Not null terminated string");
+    if (check_utf8 && !bson_utf8_validate((const char *)w->ptr - len, len - 1, true))
+        return fail(w, MF_InvalidBSON, "Found string that doesn't follow UTF-8 encoding.");
+    return 0;
+}
+
+static int skip_cstring(walker *w)
+{
+    const uint8_t *nul = memchr(w->ptr, 0, (size_t)(w->end - w->ptr));
+    if (!nul || nul + 1 >= w->end)
+        return fail(w, MF_InvalidBSON, "BSON size is larger than buffer size");
+    if (!bson_utf8_validate((const char *)w->ptr, (size_t)(nul - w->ptr), false))
+        return fail(w, MF_InvalidBSON, "Found string that doesn't follow UTF-8 encoding.");
+    w->ptr = nul + 1;
+    return 0;
+}
+
+/* Open a nested document at ptr (its length field). */
+static int push(walker *w, const char *name, bool is_code_scope)
+{
+    if (w->depth + 1 >= MAX_FRAMES)
+        return fail(w, MF_Overflow, "BSONObj exceeds maximum nested object depth");
+    const uint8_t *obj = w->ptr;
+    uint32_t len;
+    if (!read_u32(w, &len))
+        return fail(w, MF_InvalidBSON, "BSON size is larger than buffer size");
+    if ((int32_t)len < 5)
+        return fail(w, MF_InvalidBSON, "Nested BSON object has to be at least 5 bytes");
+    frame *f = &w->frames[++w->depth];
+    f->end = obj + len;
+    f->name = name;
+    f->is_code_scope = is_code_scope;
+    return 0;
+}
+
+static int check_elem(walker *w, uint8_t type, const char *name)
+{
+    uint32_t len;
+    int rc;
+    switch (type) {
+    case BSON_TYPE_DOUBLE:
+    case BSON_TYPE_DATE_TIME:
+    case BSON_TYPE_TIMESTAMP:
+    case BSON_TYPE_INT64:
+        return skip(w, 8) ? 0 : fail(w, MF_InvalidBSON, "BSON size is larger than buffer size");
+    case BSON_TYPE_INT32:
+        return skip(w, 4) ? 0 : fail(w, MF_InvalidBSON, "BSON size is larger than buffer size");
+    case BSON_TYPE_OID:
+        return skip(w, 12) ? 0 : fail(w, MF_InvalidBSON, "BSON size is larger than buffer size");
+    case BSON_TYPE_DECIMAL128:
+        return skip(w, 16) ? 0 : fail(w, MF_InvalidBSON, "BSON size is larger than buffer size");
+    case BSON_TYPE_UNDEFINED:
+    case BSON_TYPE_NULL:
+    case BSON_TYPE_MINKEY:
+    case BSON_TYPE_MAXKEY:
+        return skip(w, 0) ? 0 : fail(w, MF_InvalidBSON, "BSON size is larger than buffer size");
     case BSON_TYPE_UTF8:
-        s = bson_iter_utf8(it, &len);
-        return bson_utf8_validate(s, len, true);
-    case BSON_TYPE_SYMBOL:
-        s = bson_iter_symbol(it, &len);
-        return bson_utf8_validate(s, len, true);
     case BSON_TYPE_CODE:
-        s = bson_iter_code(it, &len);
-        return bson_utf8_validate(s, len, true);
-    case BSON_TYPE_CODEWSCOPE:
-        s = bson_iter_codewscope(it, &len, NULL, NULL);
-        return bson_utf8_validate(s, len, true);
+    case BSON_TYPE_SYMBOL:
+        return skip_string(w, true);
+    case BSON_TYPE_DOCUMENT:
+    case BSON_TYPE_ARRAY:
+        return push(w, name, false);
+    case BSON_TYPE_BINARY:
+        if (!read_u32(w, &len) || !skip(w, len) || !skip(w, 1))
+            return fail(w, MF_InvalidBSON, "BSON size is larger than buffer size");
+        /* The old binary subtype 2 repeats its length inside; mongod skips
+         * the check, but drivers refuse such a value on the way back (the
+         * BSON corpus lists it among decode errors), so it is refused here
+         * before it can be stored. */
+        if (w->ptr[-(int64_t)len - 1] == 2 &&
+            (len < 4 || mf_load_u32le(w->ptr - len) != len - 4))
+            return fail(w, MF_InvalidBSON, "Invalid BinData subtype 2 length");
+        return 0;
+    case BSON_TYPE_BOOL:
+        if (!skip(w, 1))
+            return fail(w, MF_InvalidBSON, "BSON size is larger than buffer size");
+        if (w->ptr[-1] > 1)
+            return fail(w, MF_InvalidBSON, "BSON bool is neither false nor true");
+        return 0;
     case BSON_TYPE_REGEX:
-        s = bson_iter_regex(it, &opts);
-        return bson_utf8_validate(s, strlen(s), false) &&
-               bson_utf8_validate(opts, strlen(opts), false);
-    default:
-        return true;
+        if ((rc = skip_cstring(w)) != 0)
+            return rc;
+        return skip_cstring(w);
+    case BSON_TYPE_DBPOINTER:
+        if ((rc = skip_string(w, true)) != 0)
+            return rc;
+        return skip(w, 12) ? 0 : fail(w, MF_InvalidBSON, "BSON size is larger than buffer size");
+    case BSON_TYPE_CODEWSCOPE:
+        /* A frame for the whole value (its length is checked at the scope's
+         * end), then the code string, then a frame for the scope. */
+        if ((rc = push(w, name, true)) != 0 || (rc = skip_string(w, true)) != 0)
+            return rc;
+        return push(w, name, false);
+    default: {
+        char msg[64];
+        snprintf(msg, sizeof msg, "Unrecognized BSON type %u", (unsigned)type);
+        return fail(w, MF_InvalidBSON, msg);
+    }
     }
 }
 
-/* Deepest document or array nesting at or below `it`'s container, or
- * BAD_UTF8 if a key or text is not UTF-8; stops early once `limit` is
- * exceeded. */
-static int depth_of(bson_iter_t *it, int depth, int limit)
+int mf_bsonx_validate_prefix(const uint8_t *data, size_t avail, size_t *len, mf_error *err)
 {
-    int deepest = depth;
-    while (bson_iter_next(it)) {
-        bson_type_t t = bson_iter_type(it);
-        if (!bson_utf8_validate(bson_iter_key(it), bson_iter_key_len(it), false) ||
-            !text_ok(it))
-            return BAD_UTF8;
-        bson_iter_t child;
-        int d;
-        if (t == BSON_TYPE_DOCUMENT || t == BSON_TYPE_ARRAY) {
-            if (depth + 1 > limit)
-                return depth + 1;
-            if (!bson_iter_recurse(it, &child))
-                continue;
-            d = depth_of(&child, depth + 1, limit);
-        } else if (t == BSON_TYPE_CODEWSCOPE) {
-            uint32_t code_len, scope_len;
-            const uint8_t *scope;
-            bson_t sc;
-            bson_iter_codewscope(it, &code_len, &scope_len, &scope);
-            if (!bson_init_static(&sc, scope, scope_len) ||
-                !bson_iter_init(&child, &sc))
-                continue;
-            if (depth + 1 > limit)
-                return depth + 1;
-            d = depth_of(&child, depth + 1, limit);
-        } else {
-            continue;
-        }
-        if (d == BAD_UTF8)
-            return BAD_UTF8;
-        if (d > deepest)
-            deepest = d;
-        if (deepest > limit)
-            return deepest;
+    walker w = {.err = err};
+    int rc;
+
+    if (avail < 5)
+        return fail(&w, MF_InvalidBSON, "BSON data has to be at least 5 bytes");
+    int32_t n = mf_load_i32le(data);
+    if (n < 5)
+        return fail(&w, MF_InvalidBSON, "BSON data has to be at least 5 bytes");
+    if ((size_t)n > avail) {
+        char msg[128];
+        snprintf(msg, sizeof msg, "Incorrect BSON length %d should be less or equal to %zu",
+                 n, avail);
+        return fail(&w, MF_InvalidBSON, msg);
     }
-    return deepest;
+    w.end = data + n;
+    if (w.end[-1] != 0)
+        return fail(&w, MF_InvalidBSON, "BSON object not terminated with EOO");
+    w.frames[0].end = w.end;
+    w.ptr = data + 4;
+
+    for (;;) {
+        if (w.ptr >= w.end)
+            return fail(&w, MF_InvalidBSON, "BSON size is larger than buffer size");
+        /* Elements until this frame's EOO.  The top document ends in a NUL,
+         * so a key's NUL is always found before w.end. */
+        while (*w.ptr) {
+            uint8_t type = *w.ptr;
+            const char *key = (const char *)w.ptr + 1;
+            size_t klen = strlen(key);
+            w.elem = (const char *)w.ptr;
+            w.ptr += klen + 2;
+            if (w.ptr >= w.end)
+                return fail(&w, MF_InvalidBSON, "BSON size is larger than buffer size");
+            if (!bson_utf8_validate(key, klen, false))
+                return fail(&w, MF_InvalidBSON,
+                            "Found string that doesn't follow UTF-8 encoding.");
+            const uint8_t *start = (const uint8_t *)w.elem;
+            bool top = w.depth == 0;
+            if ((rc = check_elem(&w, type, key)) != 0)
+                return rc;
+            if (top && w.depth == 0 && strcmp(key, "_id") == 0) {
+                w.id_start = start; /* a scalar _id: complete now */
+                w.id_end = w.ptr;
+            } else if (top && strcmp(key, "_id") == 0) {
+                w.id_start = start; /* a container: complete when it closes */
+            }
+            if (w.ptr >= w.end)
+                return fail(&w, MF_InvalidBSON, "BSON size is larger than buffer size");
+        }
+        /* The EOO byte: it must be where the frame's length said. */
+        if (++w.ptr != w.frames[w.depth].end)
+            return fail(&w, MF_InvalidBSON, "incorrect BSON length");
+        if (w.depth == 0)
+            break;
+        w.depth--;
+        if (w.depth == 0 && w.id_start && !w.id_end)
+            w.id_end = w.ptr;
+        /* Closing a code-with-scope's scope closes its outer frame too. */
+        if (w.depth > 0 && w.frames[w.depth].is_code_scope) {
+            if (w.ptr != w.frames[w.depth].end)
+                return fail(&w, MF_InvalidBSON, "incorrect BSON length");
+            w.depth--;
+            if (w.depth == 0 && w.id_start && !w.id_end)
+                w.id_end = w.ptr;
+        }
+    }
+    *len = (size_t)n;
+    return 0;
 }
 
 int mf_bsonx_validate(const uint8_t *data, size_t len, mf_error *err)
 {
-    bson_t b;
-    size_t offset = 0;
-
-    if (len < 5)
+    size_t n;
+    int rc = mf_bsonx_validate_prefix(data, len, &n, err);
+    if (rc == 0 && n != len)
         return mf_error_set(err, MF_InvalidBSON,
-                            "BSON size %zu is smaller than the minimum of 5", len);
-    uint32_t declared = mf_load_u32le(data);
-    if (declared != len)
-        return mf_error_set(err, MF_InvalidBSON,
-                            "BSON size field %u does not match the %zu bytes present",
-                            declared, len);
-    if (data[len - 1] != 0)
-        return mf_error_set(err, MF_InvalidBSON,
-                            "BSON document is not terminated by a zero byte");
-    if (!bson_init_static(&b, data, len))
-        return mf_error_set(err, MF_InvalidBSON, "BSON document is malformed");
-    if (!bson_validate(&b, BSON_VALIDATE_UTF8 | BSON_VALIDATE_UTF8_ALLOW_NULL,
-                       &offset))
-        return mf_error_set(err, MF_InvalidBSON,
-                            "BSON document is invalid at byte offset %zu", offset);
-
-    bson_iter_t it;
-    if (!bson_iter_init(&it, &b))
-        return mf_error_set(err, MF_InvalidBSON, "BSON document is malformed");
-    int depth = depth_of(&it, 0, MF_BSON_MAX_DEPTH);
-    if (depth == BAD_UTF8)
-        return mf_error_set(err, MF_InvalidBSON, "BSON string or field name is not valid UTF-8");
-    if (depth > MF_BSON_MAX_DEPTH)
-        return mf_error_set(err, MF_Overflow,
-                            "BSONObj exceeds maximum nested object depth");
-    return 0;
+                            "BSON size field %zu does not match the %zu bytes present", n, len);
+    return rc;
 }

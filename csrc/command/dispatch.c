@@ -168,12 +168,38 @@ const mf_cmd_def *mfi_command_find(const char *name)
 
 /* ------------------------------------------------------------------ replies */
 
+/* Copy `in` to `out` (capacity `cap` > 0) with every byte that is not part
+ * of a valid UTF-8 sequence written as \xNN, so a message quoting bad input
+ * is still a valid BSON string (drivers refuse to decode one that is not). */
+static void utf8_escape(const char *in, char *out, size_t cap)
+{
+    size_t o = 0;
+    const unsigned char *p = (const unsigned char *)in;
+    while (*p && o + 5 < cap) {
+        size_t n = *p < 0x80 ? 1 : (*p >> 5) == 6 ? 2 : (*p >> 4) == 14 ? 3 : (*p >> 3) == 30 ? 4 : 0;
+        size_t have = strnlen((const char *)p, n ? n : 1);
+        if (n && have == n && bson_utf8_validate((const char *)p, n, false)) {
+            if (o + n >= cap)
+                break;
+            memcpy(out + o, p, n);
+            o += n;
+            p += n;
+        } else {
+            o += (size_t)snprintf(out + o, cap - o, "\\x%02x", *p);
+            p++;
+        }
+    }
+    out[o] = '\0';
+}
+
 void mf_command_error_reply(bson_t *reply, const mf_error *err)
 {
     char scratch[24];
+    char msg[MF_ERRMSG_MAX * 4];
+    utf8_escape(err->msg, msg, sizeof msg);
     bson_reinit(reply);
     BSON_APPEND_DOUBLE(reply, "ok", 0.0);
-    BSON_APPEND_UTF8(reply, "errmsg", err->msg);
+    BSON_APPEND_UTF8(reply, "errmsg", msg);
     if (err->code == MF_ERRMSG_ONLY)
         return;
     BSON_APPEND_INT32(reply, "code", err->code);
@@ -222,7 +248,9 @@ void mf_command_run(mf_instance *inst, mf_client *client, const bson_t *cmd,
         goto fail;
     }
     if (!BSON_ITER_HOLDS_UTF8(&dbit)) {
-        rc = mfi_type_error(&err, "OpMsg", "$db", &dbit, "string");
+        /* BSONElement::checkAndGetStringData's wording, type numbers and all */
+        rc = mf_error_set(&err, 13111, "wrong type for field ($db) %d != 2",
+                          (int)bson_iter_type(&dbit));
         goto fail;
     }
     uint32_t dblen;

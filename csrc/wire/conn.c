@@ -115,8 +115,16 @@ static int handle_op_msg(mf_conn *c, const mf_msg_header *h, const uint8_t *msg,
     bson_t cmd, reply;
     int run_flags = 0;
 
+    /* mongod reads the flags again to shape its error reply; with no room
+     * for them that read fails outside any handler and the connection
+     * closes. */
+    if (len < MF_MSG_HEADER_LEN + 4) {
+        mf_log(MF_LOG_INFO, "NETWORK", 4879802, c->client.remote,
+               "OP_MSG without flags; closing connection");
+        return CLOSE;
+    }
     /* The raw flags, for a reply to a message that fails to parse. */
-    uint32_t raw_flags = len >= MF_MSG_HEADER_LEN + 4 ? mf_load_u32le(msg + 16) : 0;
+    uint32_t raw_flags = mf_load_u32le(msg + 16);
 
     mf_error_clear(&err);
     int rc = mf_msg_parse_op_msg(msg, len, &m, &err);
@@ -124,7 +132,7 @@ static int handle_op_msg(mf_conn *c, const mf_msg_header *h, const uint8_t *msg,
         rc = mf_msg_command_doc(&m, &cmd, &err);
     if (rc != 0) {
         if (mf_msg_error_is_fatal(rc)) {
-            mf_log(MF_LOG_WARNING, "NETWORK", 4879802, c->client.remote,
+            mf_log(MF_LOG_INFO, "NETWORK", 4879802, c->client.remote,
                    "Failed to handle request: %s (%d); closing connection", err.msg, rc);
             return CLOSE;
         }
@@ -258,9 +266,15 @@ static int handle_op_query(mf_conn *c, const mf_msg_header *h, const uint8_t *ms
             bson_destroy(&reply);
             return send_legacy_err(c, h->request_id, "OP_QUERY", out);
         }
-        if (q.flags & 64 /* QueryOption_Exhaust */)
+        if (q.flags & 64 /* QueryOption_Exhaust */) {
+            bson_t query;
+            char shown[256] = "";
+            if (bson_init_static(&query, q.query, q.query_len))
+                mf_bsonx_to_string(&query, shown, sizeof shown);
             rc = mf_error_set(&err, 18527,
-                              "The 'exhaust' OP_QUERY flag is invalid for commands: %s", q.ns);
+                              "The 'exhaust' OP_QUERY flag is invalid for commands: %s %s",
+                              q.ns, shown);
+        }
         else if (q.nreturn != 1 && q.nreturn != -1)
             rc = mf_error_set(&err, 16979,
                               "Bad numberToReturn (%d) for $cmd type ns - can only be 1 or -1",
@@ -286,6 +300,15 @@ static int handle_op_query(mf_conn *c, const mf_msg_header *h, const uint8_t *ms
 
 /* --------------------------------------------------------------- the loop */
 
+/* A removed fire-and-forget write: mongod fails it outside any reply, so
+ * the connection closes. */
+static int legacy_write(const char *ctx, const char *what)
+{
+    mf_log(MF_LOG_INFO, "NETWORK", 4879802, ctx,
+           "%s is no longer supported; closing connection", what);
+    return CLOSE;
+}
+
 static int handle(mf_conn *c, const mf_msg_header *h, const uint8_t *msg,
                   size_t len, mf_buf *out)
 {
@@ -298,20 +321,19 @@ static int handle(mf_conn *c, const mf_msg_header *h, const uint8_t *msg,
     case MF_OP_GET_MORE:
         return send_legacy_err(c, h->request_id, "OP_GET_MORE", out);
     case MF_OP_INSERT:
+        return legacy_write(ctx, "OP_INSERT");
     case MF_OP_UPDATE:
+        return legacy_write(ctx, "OP_UPDATE");
     case MF_OP_DELETE:
-    case MF_OP_KILL_CURSORS: {
-        static const char *names[] = {"OP_UPDATE", "OP_INSERT", "", "", "OP_DELETE",
-                                      "OP_KILL_CURSORS"};
-        mf_log(MF_LOG_WARNING, "NETWORK", 4879802, ctx,
-               "%s is no longer supported; closing connection",
-               names[h->opcode - MF_OP_UPDATE]);
-        return CLOSE;
-    }
+        return legacy_write(ctx, "OP_DELETE");
+    case MF_OP_KILL_CURSORS:
+        return legacy_write(ctx, "OP_KILL_CURSORS");
     case MF_OP_COMPRESSED:
         /* No compressor is enabled, so no id can name an available one. */
-        mf_log(MF_LOG_WARNING, "NETWORK", 4879802, ctx,
-               "Compression algorithm specified in message is not available; closing connection");
+        mf_log(MF_LOG_INFO, "NETWORK", 4879802, ctx, "%s; closing connection",
+               len < MF_MSG_HEADER_LEN + 9
+                   ? "Invalid compressed message header"
+                   : "Compression algorithm specified in message is not available");
         return CLOSE;
     default:
         mf_log(MF_LOG_INFO, "NETWORK", 21968, ctx, "Operation is not supported: %d",
@@ -320,11 +342,11 @@ static int handle(mf_conn *c, const mf_msg_header *h, const uint8_t *msg,
     }
 }
 
-/* mongod answers plain HTTP on its port with this, then hangs up. */
+/* mongod answers an HTTP GET on its port with this, then hangs up
+ * (checkForHTTPRequest looks at the first four bytes only). */
 static bool looks_like_http(const uint8_t *hdr)
 {
-    return memcmp(hdr, "GET ", 4) == 0 || memcmp(hdr, "POST", 4) == 0 ||
-           memcmp(hdr, "HEAD", 4) == 0 || memcmp(hdr, "PUT ", 4) == 0;
+    return memcmp(hdr, "GET ", 4) == 0;
 }
 
 static void send_http_notice(mf_conn *c)

@@ -49,21 +49,7 @@ bool mf_msg_error_is_fatal(int code)
  * validate it.  On success `*doclen` is its length. */
 static int read_doc(const uint8_t *p, size_t avail, size_t *doclen, mf_error *err)
 {
-    if (avail < 4)
-        return mf_error_set(err, MF_InvalidBSON,
-                            "BSON data has to be at least 5 bytes");
-    int32_t n = mf_load_i32le(p);
-    if (n < 5)
-        return mf_error_set(err, MF_InvalidBSON,
-                            "BSON data has to be at least 5 bytes");
-    if ((size_t)n > avail)
-        return mf_error_set(err, MF_InvalidBSON,
-                            "BSON size is larger than buffer size");
-    int rc = mf_bsonx_validate(p, (size_t)n, err);
-    if (rc != 0)
-        return rc;
-    *doclen = (size_t)n;
-    return 0;
+    return mf_bsonx_validate_prefix(p, avail, doclen, err);
 }
 
 /* Whether `body` has a top-level field `name` (mongod looks up the dotted
@@ -100,8 +86,9 @@ int mf_msg_parse_op_msg(const uint8_t *msg, size_t len, mf_op_msg *out, mf_error
     size_t data = len - MF_MSG_HEADER_LEN - 4; /* sections (+ checksum) */
     bool has_checksum = (flags & MF_MSG_CHECKSUM_PRESENT) != 0;
     if (has_checksum) {
+        /* mongod's getChecksum() rejects this before parse() can (51252). */
         if (data <= 4)
-            return mf_error_set(err, 51251,
+            return mf_error_set(err, 51252,
                                 "Invalid message size for an OpMsg containing a checksum");
         data -= 4;
     }
