@@ -62,8 +62,15 @@ shift || true
 case "$cmd" in
 serve)
     setup
-    cd "$ROOT"
-    exec "$VENV/bin/python" -m multifora serve "$@"
+    # Stay in the caller's directory (a relative --dbpath means what they
+    # think), but keep it off sys.path: from the repository's root, the
+    # source tree's multifora/ (no built extension) would shadow the
+    # installed package.  -P does that on Python 3.11+; older ones run the
+    # console script, which never puts the working directory on sys.path.
+    if "$VENV/bin/python" -P -c pass 2>/dev/null; then
+        exec "$VENV/bin/python" -P -m multifora serve "$@"
+    fi
+    exec "$VENV/bin/multifora" serve "$@"
     ;;
 test)
     setup
