@@ -197,3 +197,20 @@ def test_shutdown_command_over_the_wire(served):
         c.admin.command("shutdown")  # mongod closes the connection, no reply
     c.close()
     assert served.proc.wait(timeout=30) == 0
+
+
+def test_async_pymongo(server):
+    """pymongo's asyncio client goes through the same handshake."""
+    import asyncio
+
+    from pymongo import AsyncMongoClient
+
+    async def main():
+        c = AsyncMongoClient(server.uri, serverSelectionTimeoutMS=5000)
+        try:
+            assert (await c.admin.command("ping"))["ok"] == 1.0
+            assert (await c.admin.command("hello"))["maxWireVersion"] == 21
+        finally:
+            await c.close()
+
+    asyncio.run(main())

@@ -61,97 +61,37 @@ int mfi_cmd_ping(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_error *er
 
 /* ------------------------------------------------------------- getParameter */
 
-typedef void (*param_fn)(mf_instance *inst, bson_t *out, const char *name);
+/* How a parameter's value is rendered. */
+typedef enum {
+    P_BOOL,          /* bool `value` */
+    P_INT,           /* int32 `value` */
+    P_LONG,          /* int64 `value` */
+    P_FCV,           /* {version: "7.0"} */
+    P_EMPTY_ARRAY,   /* [] */
+    P_TEST_COMMANDS, /* the instance's enableTestCommands */
+} param_kind;
 
-static void p_test_commands(mf_instance *inst, bson_t *out, const char *name)
-{
-    bson_append_bool(out, name, -1, inst->enable_test_commands);
-}
-
-static void p_fcv(mf_instance *inst, bson_t *out, const char *name)
-{
-    (void)inst;
-    bson_t d;
-    bson_append_document_begin(out, name, -1, &d);
-    BSON_APPEND_UTF8(&d, "version", "7.0");
-    bson_append_document_end(out, &d);
-}
-
-static void p_auth_mechs(mf_instance *inst, bson_t *out, const char *name)
-{
-    (void)inst;
-    bson_t a;
-    bson_append_array_begin(out, name, -1, &a);
-    bson_append_array_end(out, &a);
-}
-
-static void p_false(mf_instance *inst, bson_t *out, const char *name)
-{
-    (void)inst;
-    bson_append_bool(out, name, -1, false);
-}
-
-static void p_true(mf_instance *inst, bson_t *out, const char *name)
-{
-    (void)inst;
-    bson_append_bool(out, name, -1, true);
-}
-
-static void p_zero(mf_instance *inst, bson_t *out, const char *name)
-{
-    (void)inst;
-    bson_append_int32(out, name, -1, 0);
-}
-
-static void p_max_depth(mf_instance *inst, bson_t *out, const char *name)
-{
-    (void)inst;
-    bson_append_int32(out, name, -1, MF_BSON_MAX_DEPTH);
-}
-
-static void p_cursor_timeout(mf_instance *inst, bson_t *out, const char *name)
-{
-    (void)inst;
-    bson_append_int64(out, name, -1, 600000);
-}
-
-static void p_session_timeout(mf_instance *inst, bson_t *out, const char *name)
-{
-    (void)inst;
-    bson_append_int32(out, name, -1, MF_SESSION_TIMEOUT_MINUTES);
-}
-
-static void p_txn_lifetime(mf_instance *inst, bson_t *out, const char *name)
-{
-    (void)inst;
-    bson_append_int32(out, name, -1, 60);
-}
-
-static void p_ttl_sleep(mf_instance *inst, bson_t *out, const char *name)
-{
-    (void)inst;
-    bson_append_int32(out, name, -1, 60);
-}
-
-/* Sorted by name.  `runtime`/`startup` feed showDetails. */
+/* Sorted by name, as mongod lists them.  `runtime`/`startup` feed
+ * showDetails. */
 static const struct param {
     const char *name;
-    param_fn fn;
+    param_kind kind;
+    int64_t value;
     bool runtime, startup;
 } params[] = {
-    {"authenticationMechanisms", p_auth_mechs, false, true},
-    {"cursorTimeoutMillis", p_cursor_timeout, true, true},
-    {"enableTestCommands", p_test_commands, false, true},
-    {"featureCompatibilityVersion", p_fcv, false, false},
-    {"localLogicalSessionTimeoutMinutes", p_session_timeout, false, true},
-    {"logLevel", p_zero, true, true},
-    {"maxBSONDepth", p_max_depth, false, true},
-    {"notablescan", p_false, true, true},
-    {"quiet", p_false, true, true},
-    {"requireApiVersion", p_false, true, true},
-    {"transactionLifetimeLimitSeconds", p_txn_lifetime, true, true},
-    {"ttlMonitorEnabled", p_true, true, true},
-    {"ttlMonitorSleepSecs", p_ttl_sleep, false, true},
+    {"authenticationMechanisms", P_EMPTY_ARRAY, 0, false, true},
+    {"cursorTimeoutMillis", P_LONG, 600000, true, true},
+    {"enableTestCommands", P_TEST_COMMANDS, 0, false, true},
+    {"featureCompatibilityVersion", P_FCV, 0, false, false},
+    {"localLogicalSessionTimeoutMinutes", P_INT, MF_SESSION_TIMEOUT_MINUTES, false, true},
+    {"logLevel", P_INT, 0, true, true},
+    {"maxBSONDepth", P_INT, MF_BSON_MAX_DEPTH, false, true},
+    {"notablescan", P_BOOL, 0, true, true},
+    {"quiet", P_BOOL, 0, true, true},
+    {"requireApiVersion", P_BOOL, 0, true, true},
+    {"transactionLifetimeLimitSeconds", P_INT, 60, true, true},
+    {"ttlMonitorEnabled", P_BOOL, 1, true, true},
+    {"ttlMonitorSleepSecs", P_INT, 60, false, true},
 };
 
 static const struct param *param_find(const char *name)
@@ -162,16 +102,45 @@ static const struct param *param_find(const char *name)
     return NULL;
 }
 
+static void param_value(mf_instance *inst, const struct param *p, bson_t *out,
+                        const char *key)
+{
+    bson_t d;
+    switch (p->kind) {
+    case P_BOOL:
+        bson_append_bool(out, key, -1, p->value != 0);
+        break;
+    case P_INT:
+        bson_append_int32(out, key, -1, (int32_t)p->value);
+        break;
+    case P_LONG:
+        bson_append_int64(out, key, -1, p->value);
+        break;
+    case P_FCV:
+        bson_append_document_begin(out, key, -1, &d);
+        BSON_APPEND_UTF8(&d, "version", "7.0");
+        bson_append_document_end(out, &d);
+        break;
+    case P_EMPTY_ARRAY:
+        bson_append_array_begin(out, key, -1, &d);
+        bson_append_array_end(out, &d);
+        break;
+    case P_TEST_COMMANDS:
+        bson_append_bool(out, key, -1, inst->enable_test_commands);
+        break;
+    }
+}
+
 static void param_append(mf_instance *inst, bson_t *reply, const struct param *p,
                          bool show_details)
 {
     if (!show_details) {
-        p->fn(inst, reply, p->name);
+        param_value(inst, p, reply, p->name);
         return;
     }
     bson_t d;
     bson_append_document_begin(reply, p->name, -1, &d);
-    p->fn(inst, &d, "value");
+    param_value(inst, p, &d, "value");
     BSON_APPEND_BOOL(&d, "settableAtRuntime", p->runtime);
     BSON_APPEND_BOOL(&d, "settableAtStartup", p->startup);
     bson_append_document_end(reply, &d);

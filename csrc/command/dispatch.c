@@ -93,13 +93,7 @@ bool mf_instance_is_shutting_down(mf_instance *inst)
 bool mfi_instance_sleep(mf_instance *inst, int64_t ms)
 {
     struct timespec deadline;
-    clock_gettime(CLOCK_MONOTONIC, &deadline);
-    deadline.tv_sec += ms / 1000;
-    deadline.tv_nsec += (ms % 1000) * 1000000L;
-    if (deadline.tv_nsec >= 1000000000L) {
-        deadline.tv_sec++;
-        deadline.tv_nsec -= 1000000000L;
-    }
+    mf_clock_deadline(CLOCK_MONOTONIC, ms, &deadline);
     pthread_mutex_lock(&inst->mu);
     while (!inst->is_shutting_down) {
         if (pthread_cond_timedwait(&inst->cond, &inst->mu, &deadline) != 0)

@@ -1,5 +1,5 @@
 /*
- * buf.c -- a growable byte buffer and clocks.
+ * buf.c -- a growable byte buffer, and clocks.
  */
 #include "util.h"
 
@@ -61,4 +61,15 @@ int64_t mf_clock_mono_us(void)
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
+void mf_clock_deadline(int clock, int64_t ms, struct timespec *ts)
+{
+    clock_gettime((clockid_t)clock, ts);
+    ts->tv_sec += ms / 1000;
+    ts->tv_nsec += (ms % 1000) * 1000000L;
+    if (ts->tv_nsec >= 1000000000L) {
+        ts->tv_sec++;
+        ts->tv_nsec -= 1000000000L;
+    }
 }

@@ -167,6 +167,11 @@ int64_t mf_clock_wall_ms(void);
 /* Monotonic microseconds from an arbitrary origin. */
 int64_t mf_clock_mono_us(void);
 
+struct timespec;
+/* `*ts` = now on `clock` (CLOCK_REALTIME, CLOCK_MONOTONIC) plus `ms`: an
+ * absolute deadline for pthread_cond_timedwait. */
+void mf_clock_deadline(int clock, int64_t ms, struct timespec *ts);
+
 /* ------------------------------------------------------------------ CRC-32C */
 
 /* CRC-32C (Castagnoli), as OP_MSG's checksum uses it: initial value ~0,

@@ -352,13 +352,7 @@ bool mf_server_wait(mf_server *srv, int64_t timeout_ms)
             pthread_cond_wait(&srv->cond, &srv->mu);
     } else if (!srv->stopped) {
         struct timespec ts;
-        clock_gettime(CLOCK_REALTIME, &ts);
-        ts.tv_sec += timeout_ms / 1000;
-        ts.tv_nsec += (timeout_ms % 1000) * 1000000L;
-        if (ts.tv_nsec >= 1000000000L) {
-            ts.tv_sec++;
-            ts.tv_nsec -= 1000000000L;
-        }
+        mf_clock_deadline(CLOCK_REALTIME, timeout_ms, &ts);
         while (!srv->stopped)
             if (pthread_cond_timedwait(&srv->cond, &srv->mu, &ts) != 0)
                 break;
