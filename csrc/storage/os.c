@@ -1,14 +1,19 @@
 /*
  * os.c -- the operating-system layer of the storage engine: every file
- * operation the engine makes goes through here.  So far: the data
- * directory and its lock file.
+ * operation the engine makes goes through here (os.h says why), and so
+ * does the data directory's lock.
  *
  * The lock is flock(2) on <dbpath>/multifora.lock.  flock locks belong to
  * the open file description, so two servers in one process conflict just as
  * two processes do, and the kernel drops the lock when the holder dies --
  * a kill -9 never leaves a directory locked.
+ *
+ * Fault injection costs one relaxed atomic load per call when no fault is
+ * armed.  The power-loss simulation keeps, per tracked path, the bytes the
+ * file held at its last sync; it is for tests over small files.
  */
 #include "storage.h"
+#include "os.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -18,6 +23,11 @@
 #include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include <dirent.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <sys/mman.h>
 
 /* mkdir -p */
 static int make_dirs(const char *dir, mf_error *err)
@@ -83,4 +93,432 @@ void mf_os_dir_unlock(int fd)
         (void)ftruncate(fd, 0);
         close(fd);
     }
+}
+
+/* ------------------------------------------------------------ fault table */
+
+static pthread_mutex_t fault_mu = PTHREAD_MUTEX_INITIALIZER;
+static atomic_bool fault_armed;
+static char fault_site[64];
+static mf_fault_kind fault_kind;
+static int fault_skip, fault_count, fault_hits;
+
+void mf_os_fault_set(const char *site_prefix, mf_fault_kind kind, int skip, int count)
+{
+    pthread_mutex_lock(&fault_mu);
+    snprintf(fault_site, sizeof fault_site, "%s", site_prefix);
+    fault_kind = kind;
+    fault_skip = skip;
+    fault_count = count;
+    fault_hits = 0;
+    atomic_store(&fault_armed, true);
+    pthread_mutex_unlock(&fault_mu);
+}
+
+void mf_os_fault_clear(void)
+{
+    pthread_mutex_lock(&fault_mu);
+    atomic_store(&fault_armed, false);
+    pthread_mutex_unlock(&fault_mu);
+}
+
+int mf_os_fault_hits(void)
+{
+    pthread_mutex_lock(&fault_mu);
+    int h = fault_hits;
+    pthread_mutex_unlock(&fault_mu);
+    return h;
+}
+
+/* Whether the call at `site` must fail; *kind says how. */
+static bool fault_fires(const char *site, mf_fault_kind *kind)
+{
+    if (!atomic_load_explicit(&fault_armed, memory_order_relaxed))
+        return false;
+    bool fire = false;
+    pthread_mutex_lock(&fault_mu);
+    if (atomic_load(&fault_armed) && strncmp(site, fault_site, strlen(fault_site)) == 0) {
+        if (fault_skip > 0) {
+            fault_skip--;
+        } else if (fault_count != 0) {
+            if (fault_count > 0)
+                fault_count--;
+            fault_hits++;
+            *kind = fault_kind;
+            fire = true;
+        }
+    }
+    pthread_mutex_unlock(&fault_mu);
+    return fire;
+}
+
+static int os_error(mf_error *err, int e, const char *site, const char *what, const char *path)
+{
+    return mf_error_set(err, e == ENOSPC ? MF_OutOfDiskSpace : MF_InternalError,
+                        "%s: %s %s: %s", site, what, path ? path : "", strerror(e));
+}
+
+/* An injected failure of kind EIO/ENOSPC as an error (SHORT is handled by
+ * the write functions). */
+static int injected(mf_error *err, mf_fault_kind kind, const char *site, const char *what,
+                    const char *path)
+{
+    return os_error(err, kind == MF_FAULT_ENOSPC ? ENOSPC : EIO, site, what, path);
+}
+
+/* -------------------------------------------------- power-loss simulation */
+
+typedef struct sim_file {
+    char *path;
+    uint8_t *bytes; /* content at the last sync */
+    size_t len;
+} sim_file;
+
+static pthread_mutex_t sim_mu = PTHREAD_MUTEX_INITIALIZER;
+static bool sim_on;
+static sim_file *sim_files;
+static size_t sim_n, sim_cap;
+
+static sim_file *sim_find(const char *path)
+{
+    for (size_t i = 0; i < sim_n; i++)
+        if (strcmp(sim_files[i].path, path) == 0)
+            return &sim_files[i];
+    return NULL;
+}
+
+static void sim_forget(sim_file *sf)
+{
+    free(sf->path);
+    free(sf->bytes);
+    *sf = sim_files[--sim_n];
+}
+
+void mf_os_sim_enable(bool on)
+{
+    pthread_mutex_lock(&sim_mu);
+    sim_on = on;
+    if (!on) {
+        while (sim_n)
+            sim_forget(&sim_files[0]);
+        free(sim_files);
+        sim_files = NULL;
+        sim_cap = 0;
+    }
+    pthread_mutex_unlock(&sim_mu);
+}
+
+/* Read the whole of `fd` into a fresh buffer. */
+static int slurp(int fd, uint8_t **out, size_t *len)
+{
+    struct stat st;
+    if (fstat(fd, &st) != 0)
+        return -1;
+    size_t n = (size_t)st.st_size, got = 0;
+    uint8_t *b = malloc(n ? n : 1);
+    if (!b)
+        return -1;
+    while (got < n) {
+        ssize_t r = pread(fd, b + got, n - got, (off_t)got);
+        if (r <= 0) {
+            free(b);
+            return -1;
+        }
+        got += (size_t)r;
+    }
+    *out = b;
+    *len = n;
+    return 0;
+}
+
+/* Start tracking `path` (open as `fd`): an existing file counts as durable
+ * as it is; a file just created is empty. */
+static void sim_track(const char *path, int fd)
+{
+    pthread_mutex_lock(&sim_mu);
+    if (sim_on && !sim_find(path)) {
+        if (sim_n == sim_cap) {
+            size_t cap = sim_cap ? sim_cap * 2 : 16;
+            sim_file *p = realloc(sim_files, cap * sizeof *p);
+            if (!p)
+                goto out;
+            sim_files = p;
+            sim_cap = cap;
+        }
+        sim_file sf = {.path = strdup(path)};
+        if (sf.path && slurp(fd, &sf.bytes, &sf.len) == 0)
+            sim_files[sim_n++] = sf;
+        else
+            free(sf.path);
+    }
+out:
+    pthread_mutex_unlock(&sim_mu);
+}
+
+static void sim_synced(const char *path, int fd)
+{
+    pthread_mutex_lock(&sim_mu);
+    sim_file *sf = sim_on ? sim_find(path) : NULL;
+    uint8_t *b;
+    size_t n;
+    if (sf && slurp(fd, &b, &n) == 0) {
+        free(sf->bytes);
+        sf->bytes = b;
+        sf->len = n;
+    }
+    pthread_mutex_unlock(&sim_mu);
+}
+
+int mf_os_sim_crash(mf_error *err)
+{
+    int rc = 0;
+    pthread_mutex_lock(&sim_mu);
+    for (size_t i = 0; i < sim_n && rc == 0; i++) {
+        sim_file *sf = &sim_files[i];
+        int fd = open(sf->path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+        if (fd < 0) {
+            rc = os_error(err, errno, "sim.crash", "open", sf->path);
+            break;
+        }
+        size_t done = 0;
+        while (done < sf->len) {
+            ssize_t w = pwrite(fd, sf->bytes + done, sf->len - done, (off_t)done);
+            if (w <= 0) {
+                rc = os_error(err, errno, "sim.crash", "write", sf->path);
+                break;
+            }
+            done += (size_t)w;
+        }
+        if (rc == 0 && ftruncate(fd, (off_t)sf->len) != 0)
+            rc = os_error(err, errno, "sim.crash", "truncate", sf->path);
+        close(fd);
+    }
+    pthread_mutex_unlock(&sim_mu);
+    return rc;
+}
+
+/* ------------------------------------------------------------------ files */
+
+struct mf_file {
+    int fd;
+    char *path;
+};
+
+int mf_os_open(const char *path, int flags, mf_file **out, const char *site, mf_error *err)
+{
+    mf_fault_kind k;
+    if (fault_fires(site, &k))
+        return injected(err, k, site, "open", path);
+    int oflags = O_RDWR | O_CLOEXEC;
+    if (flags & MF_OS_CREATE)
+        oflags |= O_CREAT;
+    if (flags & MF_OS_EXCL)
+        oflags |= O_EXCL;
+    int fd = open(path, oflags, 0644);
+    if (fd < 0)
+        return os_error(err, errno, site, "open", path);
+    mf_file *f = calloc(1, sizeof *f);
+    if (f)
+        f->path = strdup(path);
+    if (!f || !f->path) {
+        free(f);
+        close(fd);
+        return mf_error_set(err, MF_InternalError, "%s: out of memory", site);
+    }
+    f->fd = fd;
+    sim_track(path, fd);
+    *out = f;
+    return 0;
+}
+
+void mf_os_close(mf_file *f)
+{
+    if (!f)
+        return;
+    close(f->fd);
+    free(f->path);
+    free(f);
+}
+
+const char *mf_os_path(const mf_file *f)
+{
+    return f->path;
+}
+
+int mf_os_pread(mf_file *f, void *buf, size_t n, uint64_t off, size_t *got,
+                const char *site, mf_error *err)
+{
+    mf_fault_kind k;
+    if (fault_fires(site, &k))
+        return injected(err, k, site, "read", f->path);
+    size_t done = 0;
+    while (done < n) {
+        ssize_t r = pread(f->fd, (uint8_t *)buf + done, n - done, (off_t)(off + done));
+        if (r < 0) {
+            if (errno == EINTR)
+                continue;
+            return os_error(err, errno, site, "read", f->path);
+        }
+        if (r == 0)
+            break;
+        done += (size_t)r;
+    }
+    *got = done;
+    return 0;
+}
+
+int mf_os_pwrite(mf_file *f, const void *buf, size_t n, uint64_t off, const char *site,
+                 mf_error *err)
+{
+    mf_fault_kind k;
+    if (fault_fires(site, &k)) {
+        if (k == MF_FAULT_SHORT) {
+            /* Half the bytes reach the file, then the error. */
+            ssize_t r = pwrite(f->fd, buf, n / 2, (off_t)off);
+            (void)r;
+            return mf_error_set(err, MF_InternalError, "%s: short write %s: %zu of %zu bytes",
+                                site, f->path, n / 2, n);
+        }
+        return injected(err, k, site, "write", f->path);
+    }
+    size_t done = 0;
+    while (done < n) {
+        ssize_t w = pwrite(f->fd, (const uint8_t *)buf + done, n - done, (off_t)(off + done));
+        if (w < 0) {
+            if (errno == EINTR)
+                continue;
+            return os_error(err, errno, site, "write", f->path);
+        }
+        done += (size_t)w;
+    }
+    return 0;
+}
+
+int mf_os_sync(mf_file *f, bool data_only, const char *site, mf_error *err)
+{
+    mf_fault_kind k;
+    if (fault_fires(site, &k))
+        return injected(err, k, site, "sync", f->path);
+    int r = data_only ? fdatasync(f->fd) : fsync(f->fd);
+    if (r != 0)
+        return os_error(err, errno, site, "sync", f->path);
+    sim_synced(f->path, f->fd);
+    return 0;
+}
+
+int mf_os_size(mf_file *f, uint64_t *size, mf_error *err)
+{
+    struct stat st;
+    if (fstat(f->fd, &st) != 0)
+        return os_error(err, errno, "os.size", "stat", f->path);
+    *size = (uint64_t)st.st_size;
+    return 0;
+}
+
+int mf_os_truncate(mf_file *f, uint64_t size, const char *site, mf_error *err)
+{
+    mf_fault_kind k;
+    if (fault_fires(site, &k))
+        return injected(err, k, site, "truncate", f->path);
+    if (ftruncate(f->fd, (off_t)size) != 0)
+        return os_error(err, errno, site, "truncate", f->path);
+    return 0;
+}
+
+int mf_os_reserve(size_t len, void **base, mf_error *err)
+{
+    void *p = mmap(NULL, len, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (p == MAP_FAILED)
+        return os_error(err, errno, "os.reserve", "mmap", "");
+    *base = p;
+    return 0;
+}
+
+void mf_os_unreserve(void *base, size_t len)
+{
+    if (base)
+        munmap(base, len);
+}
+
+int mf_os_map(mf_file *f, void *base, uint64_t off, uint64_t len, const char *site,
+              mf_error *err)
+{
+    mf_fault_kind k;
+    if (fault_fires(site, &k))
+        return injected(err, k, site, "mmap", f->path);
+    void *p = mmap((uint8_t *)base + off, len, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED,
+                   f->fd, (off_t)off);
+    if (p == MAP_FAILED)
+        return os_error(err, errno, site, "mmap", f->path);
+    return 0;
+}
+
+int mf_os_unlink(const char *path, const char *site, mf_error *err)
+{
+    mf_fault_kind k;
+    if (fault_fires(site, &k))
+        return injected(err, k, site, "unlink", path);
+    if (unlink(path) != 0 && errno != ENOENT)
+        return os_error(err, errno, site, "unlink", path);
+    pthread_mutex_lock(&sim_mu);
+    sim_file *sf = sim_find(path);
+    if (sf)
+        sim_forget(sf);
+    pthread_mutex_unlock(&sim_mu);
+    return 0;
+}
+
+int mf_os_rename(const char *from, const char *to, const char *site, mf_error *err)
+{
+    mf_fault_kind k;
+    if (fault_fires(site, &k))
+        return injected(err, k, site, "rename", from);
+    if (rename(from, to) != 0)
+        return os_error(err, errno, site, "rename", from);
+    pthread_mutex_lock(&sim_mu);
+    sim_file *old = sim_find(to);
+    if (old)
+        sim_forget(old);
+    sim_file *sf = sim_find(from);
+    if (sf) {
+        char *p = strdup(to);
+        if (p) {
+            free(sf->path);
+            sf->path = p;
+        }
+    }
+    pthread_mutex_unlock(&sim_mu);
+    return 0;
+}
+
+int mf_os_sync_dir(const char *dir, const char *site, mf_error *err)
+{
+    mf_fault_kind k;
+    if (fault_fires(site, &k))
+        return injected(err, k, site, "sync", dir);
+    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0)
+        return os_error(err, errno, site, "open", dir);
+    int r = fsync(fd);
+    int e = errno;
+    close(fd);
+    if (r != 0)
+        return os_error(err, e, site, "sync", dir);
+    return 0;
+}
+
+int mf_os_list_dir(const char *dir, void (*fn)(const char *name, void *arg), void *arg,
+                   mf_error *err)
+{
+    DIR *d = opendir(dir);
+    if (!d)
+        return os_error(err, errno, "os.list", "opendir", dir);
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL) {
+        if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
+            continue;
+        fn(e->d_name, arg);
+    }
+    closedir(d);
+    return 0;
 }

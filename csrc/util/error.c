@@ -108,6 +108,7 @@ static const struct {
     {286, "ChangeStreamHistoryLost"},
     {288, "ChecksumMismatch"},
     {292, "QueryExceededMemoryLimitNoDiskUseAllowed"},
+    {301, "DataCorruptionDetected"},
     {314, "ObjectIsBusy"},
     {322, "APIVersionError"},
     {323, "APIStrictError"},
