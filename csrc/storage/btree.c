@@ -1,0 +1,1085 @@
+/*
+ * btree.c -- copy-on-write B+trees over pager pages.  btree.h is the
+ * contract; this comment is the format.
+ *
+ *   B+tree page (after the pager's 32-byte header; count = cells):
+ *   OFFSET SIZE DESCRIPTION
+ *   32     8    branch: leftmost child (keys below the first separator)
+ *   40     2    offset of the lowest cell byte (cells grow down from 4096)
+ *   42     6    reserved
+ *   48     2*n  slot array: cell offsets, in key order
+ *
+ *   Leaf cell:    u8 flags, u8 0, u16 key length, u32 value length,
+ *                 key bytes (or u64 overflow page if KEY_OVF),
+ *                 value bytes (or u64 overflow page if VAL_OVF)
+ *   Branch cell:  u8 flags, u8 0, u16 key length, u32 0, u64 child,
+ *                 key bytes (or u64 overflow page if KEY_OVF)
+ *
+ * A branch cell's child holds the keys >= its key (and < the next cell's).
+ * An overflow run holds its bytes at offset 32 of its first page, running
+ * on through the following pages, so a long key or value is one range.
+ * Every overflow run has exactly one owning cell: a split that copies a
+ * long key into a parent makes a new run for it; copy-on-write of a page
+ * shares runs between the old page (part of an older image, never changed)
+ * and its copy, and a run is freed only when its cell is removed.
+ *
+ * Invariants (mf_btree_validate checks them):
+ *   1. keys strictly increase within a page and across the tree;
+ *   2. every key in a child lies within its separators' bounds;
+ *   3. no leaf is empty; the empty tree is root 0;
+ *   4. every page is MF_PAGE_LEAF or MF_PAGE_BRANCH at the right depth.
+ *
+ * Modifications descend from the root making each page on the path
+ * writable (a copy if it belongs to an older generation), so pointers to
+ * children are rewritten in place on the way back up.
+ */
+#include "btree.h"
+
+#include <stdlib.h>
+
+#define BT_HDR 48u
+#define MAX_CELL 1000u        /* keeps at least four cells in every page */
+#define KEY_INLINE_MAX 800u   /* longer keys live in an overflow run */
+#define KEY_OVF 0x01
+#define VAL_OVF 0x02
+#define LEAF_CELL_HDR 8u
+#define BRANCH_CELL_HDR 16u
+
+/* ----------------------------------------------------------- page fields */
+
+static inline uint16_t pcount(const uint8_t *p) { uint16_t v; memcpy(&v, p + 18, 2); return v; }
+static inline void set_pcount(uint8_t *p, uint16_t v) { memcpy(p + 18, &v, 2); }
+static inline uint16_t pstart(const uint8_t *p) { uint16_t v; memcpy(&v, p + 40, 2); return v ? v : (uint16_t)0; }
+static inline void set_pstart(uint8_t *p, uint16_t v) { memcpy(p + 40, &v, 2); }
+static inline mf_pgno pleft(const uint8_t *p) { mf_pgno v; memcpy(&v, p + 32, 8); return v; }
+static inline void set_pleft(uint8_t *p, mf_pgno v) { memcpy(p + 32, &v, 8); }
+static inline uint16_t slot(const uint8_t *p, int i) { uint16_t v; memcpy(&v, p + BT_HDR + 2 * i, 2); return v; }
+static inline void set_slot(uint8_t *p, int i, uint16_t v) { memcpy(p + BT_HDR + 2 * i, &v, 2); }
+static inline uint8_t *cell(uint8_t *p, int i) { return p + slot(p, i); }
+static inline bool is_leaf(const uint8_t *p) { return mf_page_type(p) == MF_PAGE_LEAF; }
+
+/* The lowest cell byte; 0 in a fresh page means "4096" (it does not fit
+ * in the u16 range as 4096 would, so a fresh page is initialised below). */
+static inline uint32_t cells_from(const uint8_t *p)
+{
+    uint16_t s = pstart(p);
+    return s == 0 ? MF_PAGE_SIZE : s;
+}
+
+static void page_init(uint8_t *p)
+{
+    set_pcount(p, 0);
+    set_pleft(p, 0);
+    set_pstart(p, 0); /* 0 stands for 4096 */
+}
+
+static inline uint16_t c_klen(const uint8_t *c) { uint16_t v; memcpy(&v, c + 2, 2); return v; }
+static inline uint32_t c_vlen(const uint8_t *c) { uint32_t v; memcpy(&v, c + 4, 4); return v; }
+static inline mf_pgno c_child(const uint8_t *c) { mf_pgno v; memcpy(&v, c + 8, 8); return v; }
+static inline void set_c_child(uint8_t *c, mf_pgno v) { memcpy(c + 8, &v, 8); }
+static inline mf_pgno load_pgno(const uint8_t *p) { mf_pgno v; memcpy(&v, p, 8); return v; }
+
+static size_t cell_size(const uint8_t *c, bool leaf)
+{
+    size_t n = leaf ? LEAF_CELL_HDR : BRANCH_CELL_HDR;
+    n += (c[0] & KEY_OVF) ? 8 : c_klen(c);
+    if (leaf)
+        n += (c[0] & VAL_OVF) ? 8 : c_vlen(c);
+    return n;
+}
+
+static const uint8_t *run_data(mf_btree *t, mf_pgno no, mf_error *err)
+{
+    uint8_t *p = mf_pager_page(t->pg, no, err);
+    return p ? p + MF_PAGE_HEADER : NULL;
+}
+
+/* The key of a cell; NULL with err set if its overflow run is damaged. */
+static const uint8_t *cell_key(mf_btree *t, const uint8_t *c, bool leaf, size_t *klen,
+                               mf_error *err)
+{
+    const uint8_t *k = c + (leaf ? LEAF_CELL_HDR : BRANCH_CELL_HDR);
+    *klen = c_klen(c);
+    if (c[0] & KEY_OVF)
+        return run_data(t, load_pgno(k), err);
+    return k;
+}
+
+static const uint8_t *cell_value(mf_btree *t, const uint8_t *c, size_t *vlen, mf_error *err)
+{
+    const uint8_t *v = c + LEAF_CELL_HDR + ((c[0] & KEY_OVF) ? 8 : c_klen(c));
+    *vlen = c_vlen(c);
+    if (c[0] & VAL_OVF)
+        return run_data(t, load_pgno(v), err);
+    return v;
+}
+
+static int keycmp(const uint8_t *a, size_t alen, const uint8_t *b, size_t blen)
+{
+    size_t n = alen < blen ? alen : blen;
+    int c = n ? memcmp(a, b, n) : 0;
+    if (c != 0)
+        return c;
+    return alen < blen ? -1 : alen > blen ? 1 : 0;
+}
+
+static int corrupt(mf_btree *t, mf_pgno no, const char *what, mf_error *err)
+{
+    (void)t;
+    return mf_error_set(err, MF_DataCorruption, "B+tree page %llu is damaged: %s",
+                        (unsigned long long)no, what);
+}
+
+/* Binary search.  Leaf: the first slot whose key >= key (`*exact` if
+ * equal).  Branch: the last slot whose key <= key, or -1. */
+static int search(mf_btree *t, uint8_t *p, const uint8_t *key, size_t klen, bool *exact,
+                  mf_error *err)
+{
+    bool leaf = is_leaf(p);
+    int lo = 0, hi = pcount(p);
+    *exact = false;
+    while (lo < hi) {
+        int mid = lo + (hi - lo) / 2;
+        size_t ck;
+        const uint8_t *k = cell_key(t, cell(p, mid), leaf, &ck, err);
+        if (!k)
+            return -2;
+        int c = keycmp(k, ck, key, klen);
+        if (c == 0) {
+            *exact = true;
+            return leaf ? mid : mid;
+        }
+        if (c < 0)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return leaf ? lo : lo - 1;
+}
+
+/* The child a branch slot names (-1: the leftmost). */
+static mf_pgno child_at(uint8_t *p, int idx)
+{
+    return idx < 0 ? pleft(p) : c_child(cell(p, idx));
+}
+
+static void set_child_at(uint8_t *p, int idx, mf_pgno no)
+{
+    if (idx < 0)
+        set_pleft(p, no);
+    else
+        set_c_child(cell(p, idx), no);
+}
+
+static uint8_t *get_page(mf_btree *t, mf_pgno no, mf_error *err)
+{
+    uint8_t *p = mf_pager_page(t->pg, no, err);
+    if (p && mf_page_type(p) != MF_PAGE_LEAF && mf_page_type(p) != MF_PAGE_BRANCH) {
+        corrupt(t, no, "not a B+tree page", err);
+        return NULL;
+    }
+    return p;
+}
+
+/* Make page `*no` writable, copying it if an image refers to it. */
+static int make_writable(mf_btree *t, mf_pgno *no, uint8_t **p, mf_error *err)
+{
+    if (mf_pager_writable(t->pg, *no))
+        return 0;
+    mf_pgno copy;
+    int rc = mf_pager_alloc(t->pg, 1, mf_page_type(*p), &copy, err);
+    if (rc != 0)
+        return rc;
+    uint8_t *q = mf_pager_page(t->pg, copy, err);
+    /* Everything after the pager's own fields (which alloc initialised). */
+    memcpy(q + 17, *p + 17, 3);
+    memcpy(q + 24, *p + 24, MF_PAGE_SIZE - 24);
+    mf_pager_free(t->pg, *no);
+    *no = copy;
+    *p = q;
+    return 0;
+}
+
+/* -------------------------------------------------------- cell building */
+
+/* A run holding `len` bytes from `data`. */
+static int make_run(mf_btree *t, const uint8_t *data, size_t len, mf_pgno *out, mf_error *err)
+{
+    uint32_t pages = (uint32_t)((MF_PAGE_HEADER + len + MF_PAGE_SIZE - 1) / MF_PAGE_SIZE);
+    int rc = mf_pager_alloc(t->pg, pages, MF_PAGE_OVERFLOW, out, err);
+    if (rc != 0)
+        return rc;
+    uint8_t *p = mf_pager_page(t->pg, *out, err);
+    memcpy(p + MF_PAGE_HEADER, data, len);
+    return 0;
+}
+
+static void free_cell_runs(mf_btree *t, const uint8_t *c, bool leaf)
+{
+    const uint8_t *k = c + (leaf ? LEAF_CELL_HDR : BRANCH_CELL_HDR);
+    if (c[0] & KEY_OVF)
+        mf_pager_free(t->pg, load_pgno(k));
+    if (leaf && (c[0] & VAL_OVF))
+        mf_pager_free(t->pg, load_pgno(k + ((c[0] & KEY_OVF) ? 8 : c_klen(c))));
+}
+
+/* Build a leaf cell in `buf` (MAX_CELL bytes). */
+static int leaf_cell(mf_btree *t, const uint8_t *key, size_t klen, const uint8_t *val,
+                     size_t vlen, uint8_t *buf, size_t *len, mf_error *err)
+{
+    bool key_ovf = klen > KEY_INLINE_MAX;
+    size_t kpart = key_ovf ? 8 : klen;
+    bool val_ovf = LEAF_CELL_HDR + kpart + vlen > MAX_CELL;
+    uint16_t kl = (uint16_t)klen;
+    uint32_t vl = (uint32_t)vlen;
+    mf_pgno kr = 0, vr = 0;
+    int rc;
+    if (key_ovf && (rc = make_run(t, key, klen, &kr, err)) != 0)
+        return rc;
+    if (val_ovf && (rc = make_run(t, val, vlen, &vr, err)) != 0) {
+        if (key_ovf)
+            mf_pager_free(t->pg, kr);
+        return rc;
+    }
+    buf[0] = (uint8_t)((key_ovf ? KEY_OVF : 0) | (val_ovf ? VAL_OVF : 0));
+    buf[1] = 0;
+    memcpy(buf + 2, &kl, 2);
+    memcpy(buf + 4, &vl, 4);
+    size_t o = LEAF_CELL_HDR;
+    if (key_ovf) {
+        memcpy(buf + o, &kr, 8);
+        o += 8;
+    } else {
+        memcpy(buf + o, key, klen);
+        o += klen;
+    }
+    if (val_ovf) {
+        memcpy(buf + o, &vr, 8);
+        o += 8;
+    } else {
+        if (vlen)
+            memcpy(buf + o, val, vlen);
+        o += vlen;
+    }
+    *len = o;
+    return 0;
+}
+
+/* Build a branch cell (separator `key`, `child`) in `buf`. */
+static int branch_cell(mf_btree *t, const uint8_t *key, size_t klen, mf_pgno child,
+                       uint8_t *buf, size_t *len, mf_error *err)
+{
+    bool key_ovf = klen > KEY_INLINE_MAX;
+    uint16_t kl = (uint16_t)klen;
+    uint32_t zero = 0;
+    mf_pgno kr;
+    int rc;
+    buf[0] = key_ovf ? KEY_OVF : 0;
+    buf[1] = 0;
+    memcpy(buf + 2, &kl, 2);
+    memcpy(buf + 4, &zero, 4);
+    memcpy(buf + 8, &child, 8);
+    if (key_ovf) {
+        if ((rc = make_run(t, key, klen, &kr, err)) != 0)
+            return rc;
+        memcpy(buf + BRANCH_CELL_HDR, &kr, 8);
+        *len = BRANCH_CELL_HDR + 8;
+    } else {
+        memcpy(buf + BRANCH_CELL_HDR, key, klen);
+        *len = BRANCH_CELL_HDR + klen;
+    }
+    return 0;
+}
+
+/* ------------------------------------------------------ page rewriting */
+
+typedef struct cellref {
+    const uint8_t *p;
+    size_t len;
+} cellref;
+
+/* Rewrite page `p` to hold exactly `cells` (copied first: they may point
+ * into `p`). */
+static void page_fill(uint8_t *p, const cellref *cells, int n)
+{
+    uint8_t tmp[MF_PAGE_SIZE];
+    uint16_t offs[MF_PAGE_SIZE / 8 + 1];
+    uint32_t at = MF_PAGE_SIZE;
+    /* Copy every cell out before writing a slot: a new slot may land on
+     * bytes of a cell not yet copied. */
+    for (int i = 0; i < n; i++) {
+        at -= (uint32_t)cells[i].len;
+        memcpy(tmp + at, cells[i].p, cells[i].len);
+        offs[i] = (uint16_t)at;
+    }
+    for (int i = 0; i < n; i++)
+        set_slot(p, i, offs[i]);
+    memcpy(p + at, tmp + at, MF_PAGE_SIZE - at);
+    set_pcount(p, (uint16_t)n);
+    set_pstart(p, at == MF_PAGE_SIZE ? 0 : (uint16_t)at);
+}
+
+/* Bytes a page would need for `cells`. */
+static size_t need_bytes(const cellref *cells, int n)
+{
+    size_t b = BT_HDR;
+    for (int i = 0; i < n; i++)
+        b += 2 + cells[i].len;
+    return b;
+}
+
+/* The page's cells as refs, with `extra` inserted at `at` (or none). */
+static int gather(uint8_t *p, int at, const uint8_t *extra, size_t extra_len, cellref *out)
+{
+    bool leaf = is_leaf(p);
+    int n = pcount(p), k = 0;
+    for (int i = 0; i <= n; i++) {
+        if (i == at && extra)
+            out[k++] = (cellref){extra, extra_len};
+        if (i < n) {
+            const uint8_t *c = cell(p, i);
+            out[k++] = (cellref){c, cell_size(c, leaf)};
+        }
+    }
+    return k;
+}
+
+/* Insert `c` (len bytes) at slot `at` of writable page `p` if it fits
+ * (defragmenting if needed).  Returns false when it does not fit. */
+static bool try_insert(uint8_t *p, int at, const uint8_t *c, size_t len)
+{
+    int n = pcount(p);
+    uint32_t slots_end = BT_HDR + 2u * (uint32_t)(n + 1);
+    uint32_t from = cells_from(p);
+    if (slots_end + len <= from) {
+        uint32_t off = from - (uint32_t)len;
+        memcpy(p + off, c, len);
+        memmove(p + BT_HDR + 2 * (at + 1), p + BT_HDR + 2 * at, 2u * (uint32_t)(n - at));
+        set_slot(p, at, (uint16_t)off);
+        set_pcount(p, (uint16_t)(n + 1));
+        set_pstart(p, (uint16_t)off);
+        return true;
+    }
+    cellref cells[MF_PAGE_SIZE / 8];
+    int k = gather(p, at, c, len, cells);
+    if (need_bytes(cells, k) > MF_PAGE_SIZE)
+        return false;
+    page_fill(p, cells, k);
+    return true;
+}
+
+static void remove_slot(uint8_t *p, int at)
+{
+    int n = pcount(p);
+    memmove(p + BT_HDR + 2 * at, p + BT_HDR + 2 * (at + 1), 2u * (uint32_t)(n - at - 1));
+    set_pcount(p, (uint16_t)(n - 1));
+    /* The cell's bytes become a hole, reclaimed by the next defragment. */
+}
+
+/* ----------------------------------------------------------------- split */
+
+typedef struct ins_result {
+    mf_pgno no;        /* this subtree's (possibly new) page */
+    bool split;        /* a right sibling must be linked into the parent */
+    uint8_t sep[BRANCH_CELL_HDR + KEY_INLINE_MAX]; /* its branch cell */
+    size_t sep_len;
+} ins_result;
+
+/* Split writable page `p` (page `no`) holding its cells plus `c` at `at`.
+ * The left half stays in `p`; the right goes to a new page; `res` gets the
+ * separator cell for the parent. */
+static int split(mf_btree *t, mf_pgno no, uint8_t *p, int at, const uint8_t *c, size_t len,
+                 ins_result *res, mf_error *err)
+{
+    bool leaf = is_leaf(p);
+    cellref cells[MF_PAGE_SIZE / 8 + 1];
+    uint8_t copy[MF_PAGE_SIZE];
+    uint8_t extra[MAX_CELL + 16];
+    int rc;
+
+    /* Work from a copy: the page is rewritten below. */
+    memcpy(copy, p, MF_PAGE_SIZE);
+    memcpy(extra, c, len);
+    int n = gather(copy, at, extra, len, cells);
+
+    size_t total = 0, acc = 0;
+    for (int i = 0; i < n; i++)
+        total += cells[i].len + 2;
+    int m = 1;
+    for (int i = 0; i < n - 1; i++) {
+        acc += cells[i].len + 2;
+        m = i + 1;
+        if (acc >= total / 2)
+            break;
+    }
+
+    mf_pgno right_no;
+    if ((rc = mf_pager_alloc(t->pg, 1, mf_page_type(p), &right_no, err)) != 0)
+        return rc;
+    uint8_t *right = mf_pager_page(t->pg, right_no, err);
+    page_init(right);
+
+    if (leaf) {
+        page_fill(p, cells, m);
+        page_fill(right, cells + m, n - m);
+        size_t sk;
+        const uint8_t *k = cell_key(t, right + slot(right, 0), true, &sk, err);
+        if (!k)
+            return err->code;
+        if ((rc = branch_cell(t, k, sk, right_no, res->sep, &res->sep_len, err)) != 0)
+            return rc;
+    } else {
+        /* Cell m moves up: its child leads the right page, its key (and
+         * overflow run, if any) becomes the parent's separator. */
+        const uint8_t *mid = cells[m].p;
+        set_pleft(right, c_child(mid));
+        memcpy(res->sep, mid, cells[m].len);
+        res->sep_len = cells[m].len;
+        set_c_child(res->sep, right_no);
+        page_fill(p, cells, m);
+        page_fill(right, cells + m + 1, n - m - 1);
+    }
+    res->no = no;
+    res->split = true;
+    return 0;
+}
+
+/* ---------------------------------------------------------------- insert */
+
+typedef struct put_args {
+    const uint8_t *key;
+    size_t klen;
+    const uint8_t *val;
+    size_t vlen;
+    bool no_overwrite;
+    bool existed;
+} put_args;
+
+static int put_rec(mf_btree *t, mf_pgno no, int depth, put_args *a, ins_result *res,
+                   mf_error *err)
+{
+    int rc;
+    bool exact;
+    if (depth >= MF_BTREE_MAX_DEPTH)
+        return corrupt(t, no, "the tree is too deep", err);
+    uint8_t *p = get_page(t, no, err);
+    if (!p)
+        return err->code;
+    int idx = search(t, p, a->key, a->klen, &exact, err);
+    if (idx == -2)
+        return err->code;
+
+    if (is_leaf(p)) {
+        if (exact && a->no_overwrite) {
+            a->existed = true;
+            res->no = no;
+            res->split = false;
+            return 0;
+        }
+        if ((rc = make_writable(t, &no, &p, err)) != 0)
+            return rc;
+        uint8_t c[MAX_CELL];
+        size_t len;
+        if ((rc = leaf_cell(t, a->key, a->klen, a->val, a->vlen, c, &len, err)) != 0)
+            return rc;
+        if (exact) {
+            a->existed = true;
+            free_cell_runs(t, cell(p, idx), true);
+            remove_slot(p, idx);
+        }
+        res->no = no;
+        res->split = false;
+        if (try_insert(p, idx, c, len))
+            return 0;
+        return split(t, no, p, idx, c, len, res, err);
+    }
+
+    if ((rc = make_writable(t, &no, &p, err)) != 0)
+        return rc;
+    ins_result child;
+    if ((rc = put_rec(t, child_at(p, idx), depth + 1, a, &child, err)) != 0)
+        return rc;
+    set_child_at(p, idx, child.no);
+    res->no = no;
+    res->split = false;
+    if (!child.split)
+        return 0;
+    if (try_insert(p, idx + 1, child.sep, child.sep_len))
+        return 0;
+    return split(t, no, p, idx + 1, child.sep, child.sep_len, res, err);
+}
+
+int mf_btree_put(mf_btree *t, const uint8_t *key, size_t klen, const uint8_t *val,
+                 size_t vlen, bool no_overwrite, bool *existed, mf_error *err)
+{
+    int rc;
+    put_args a = {key, klen, val, vlen, no_overwrite, false};
+    if (klen == 0 || klen > MF_BTREE_MAX_KEY)
+        return mf_error_set(err, MF_BadValue, "B+tree key of %zu bytes (1 to %u allowed)", klen,
+                            MF_BTREE_MAX_KEY);
+    if (vlen > MF_BTREE_MAX_VALUE)
+        return mf_error_set(err, MF_BadValue, "B+tree value of %zu bytes is too large", vlen);
+    if (t->root == 0) {
+        mf_pgno no;
+        if ((rc = mf_pager_alloc(t->pg, 1, MF_PAGE_LEAF, &no, err)) != 0)
+            return rc;
+        page_init(mf_pager_page(t->pg, no, err));
+        t->root = no;
+    }
+    ins_result res;
+    if ((rc = put_rec(t, t->root, 0, &a, &res, err)) != 0)
+        return rc;
+    t->root = res.no;
+    if (res.split) {
+        mf_pgno no;
+        if ((rc = mf_pager_alloc(t->pg, 1, MF_PAGE_BRANCH, &no, err)) != 0)
+            return rc;
+        uint8_t *p = mf_pager_page(t->pg, no, err);
+        page_init(p);
+        set_pleft(p, res.no);
+        try_insert(p, 0, res.sep, res.sep_len);
+        t->root = no;
+    }
+    if (existed)
+        *existed = a.existed;
+    return 0;
+}
+
+/* ---------------------------------------------------------------- lookup */
+
+int mf_btree_get(mf_btree *t, const uint8_t *key, size_t klen, bool *found,
+                 const uint8_t **val, size_t *vlen, mf_error *err)
+{
+    mf_pgno no = t->root;
+    *found = false;
+    for (int depth = 0; no != 0; depth++) {
+        bool exact;
+        if (depth >= MF_BTREE_MAX_DEPTH)
+            return corrupt(t, no, "the tree is too deep", err);
+        uint8_t *p = get_page(t, no, err);
+        if (!p)
+            return err->code;
+        int idx = search(t, p, key, klen, &exact, err);
+        if (idx == -2)
+            return err->code;
+        if (is_leaf(p)) {
+            if (exact) {
+                const uint8_t *v = cell_value(t, cell(p, idx), vlen, err);
+                if (!v)
+                    return err->code;
+                *val = v;
+                *found = true;
+            }
+            return 0;
+        }
+        no = child_at(p, idx);
+    }
+    return 0;
+}
+
+/* ---------------------------------------------------------------- delete */
+
+/* Returns the subtree's new page, or 0 if it became empty. */
+static int del_rec(mf_btree *t, mf_pgno no, int depth, const uint8_t *key, size_t klen,
+                   mf_pgno *out, mf_error *err)
+{
+    int rc;
+    bool exact;
+    if (depth >= MF_BTREE_MAX_DEPTH)
+        return corrupt(t, no, "the tree is too deep", err);
+    uint8_t *p = get_page(t, no, err);
+    if (!p)
+        return err->code;
+    int idx = search(t, p, key, klen, &exact, err);
+    if (idx == -2)
+        return err->code;
+    if ((rc = make_writable(t, &no, &p, err)) != 0)
+        return rc;
+
+    if (is_leaf(p)) {
+        /* The caller looked the key up first: it is here. */
+        free_cell_runs(t, cell(p, idx), true);
+        remove_slot(p, idx);
+        if (pcount(p) == 0) {
+            mf_pager_free(t->pg, no);
+            no = 0;
+        }
+        *out = no;
+        return 0;
+    }
+
+    mf_pgno child;
+    if ((rc = del_rec(t, child_at(p, idx), depth + 1, key, klen, &child, err)) != 0)
+        return rc;
+    if (child != 0) {
+        set_child_at(p, idx, child);
+        *out = no;
+        return 0;
+    }
+    /* The child emptied: unlink it. */
+    if (idx < 0) {
+        if (pcount(p) == 0) {
+            mf_pager_free(t->pg, no);
+            *out = 0;
+            return 0;
+        }
+        set_pleft(p, c_child(cell(p, 0)));
+        free_cell_runs(t, cell(p, 0), false);
+        remove_slot(p, 0);
+    } else {
+        free_cell_runs(t, cell(p, idx), false);
+        remove_slot(p, idx);
+    }
+    if (pcount(p) == 0) {
+        /* One child left: it takes this branch's place. */
+        mf_pgno only = pleft(p);
+        mf_pager_free(t->pg, no);
+        *out = only;
+        return 0;
+    }
+    *out = no;
+    return 0;
+}
+
+int mf_btree_delete(mf_btree *t, const uint8_t *key, size_t klen, bool *found, mf_error *err)
+{
+    const uint8_t *v;
+    size_t vlen;
+    int rc = mf_btree_get(t, key, klen, found, &v, &vlen, err);
+    if (rc != 0 || !*found)
+        return rc;
+    mf_pgno root;
+    if ((rc = del_rec(t, t->root, 0, key, klen, &root, err)) != 0)
+        return rc;
+    t->root = root;
+    return 0;
+}
+
+/* ------------------------------------------------------------ drop, check */
+
+static int drop_rec(mf_btree *t, mf_pgno no, int depth, mf_error *err)
+{
+    if (depth >= MF_BTREE_MAX_DEPTH)
+        return corrupt(t, no, "the tree is too deep", err);
+    uint8_t *p = get_page(t, no, err);
+    if (!p)
+        return err->code;
+    bool leaf = is_leaf(p);
+    int n = pcount(p), rc;
+    if (!leaf && (rc = drop_rec(t, pleft(p), depth + 1, err)) != 0)
+        return rc;
+    for (int i = 0; i < n; i++) {
+        uint8_t *c = cell(p, i);
+        if (!leaf && (rc = drop_rec(t, c_child(c), depth + 1, err)) != 0)
+            return rc;
+        free_cell_runs(t, c, leaf);
+    }
+    mf_pager_free(t->pg, no);
+    return 0;
+}
+
+int mf_btree_drop(mf_btree *t, mf_error *err)
+{
+    int rc = t->root ? drop_rec(t, t->root, 0, err) : 0;
+    if (rc == 0)
+        t->root = 0;
+    return rc;
+}
+
+typedef struct bound {
+    const uint8_t *k;
+    size_t len;
+} bound;
+
+static int validate_rec(mf_btree *t, mf_pgno no, int depth, int *leaf_depth, bound lo,
+                        bound hi, uint64_t *entries, mf_error *err)
+{
+    if (depth >= MF_BTREE_MAX_DEPTH)
+        return corrupt(t, no, "the tree is too deep", err);
+    uint8_t *p = get_page(t, no, err);
+    if (!p)
+        return err->code;
+    bool leaf = is_leaf(p);
+    int n = pcount(p);
+    if (BT_HDR + 2u * (uint32_t)n > cells_from(p))
+        return corrupt(t, no, "slots overlap cells", err);
+    if (leaf && n == 0)
+        return corrupt(t, no, "an empty leaf", err);
+    /* Leaves may sit at different depths: a branch left with one child is
+     * replaced by it, and nothing rebalances. */
+    (void)leaf_depth;
+    bound prev = lo;
+    for (int i = 0; i < n; i++) {
+        uint32_t off = slot(p, i);
+        if (off < cells_from(p) || off >= MF_PAGE_SIZE ||
+            off + cell_size(p + off, leaf) > MF_PAGE_SIZE)
+            return corrupt(t, no, "a cell outside the page", err);
+        size_t kl;
+        const uint8_t *k = cell_key(t, cell(p, i), leaf, &kl, err);
+        if (!k)
+            return err->code;
+        /* Order: strictly after the previous key in the page; within the
+         * parent's bounds [lo, hi). */
+        if (i > 0 && keycmp(prev.k, prev.len, k, kl) >= 0)
+            return corrupt(t, no, "keys out of order", err);
+        if (i == 0 && lo.k && keycmp(lo.k, lo.len, k, kl) > 0)
+            return corrupt(t, no, "a key below its separator", err);
+        if (hi.k && keycmp(k, kl, hi.k, hi.len) >= 0)
+            return corrupt(t, no, "a key at or above the next separator", err);
+        if (leaf) {
+            size_t vl;
+            if (!cell_value(t, cell(p, i), &vl, err))
+                return err->code;
+            (*entries)++;
+        }
+        prev = (bound){k, kl};
+    }
+    if (leaf)
+        return 0;
+    int rc;
+    bound first_hi = n > 0 ? (bound){NULL, 0} : hi;
+    if (n > 0) {
+        size_t kl;
+        const uint8_t *k = cell_key(t, cell(p, 0), false, &kl, err);
+        first_hi = (bound){k, kl};
+    }
+    if ((rc = validate_rec(t, pleft(p), depth + 1, leaf_depth, lo, first_hi, entries, err)) != 0)
+        return rc;
+    for (int i = 0; i < n; i++) {
+        size_t kl, kl2;
+        const uint8_t *k = cell_key(t, cell(p, i), false, &kl, err);
+        bound next_hi = hi;
+        if (i + 1 < n) {
+            const uint8_t *k2 = cell_key(t, cell(p, i + 1), false, &kl2, err);
+            next_hi = (bound){k2, kl2};
+        }
+        if ((rc = validate_rec(t, c_child(cell(p, i)), depth + 1, leaf_depth, (bound){k, kl},
+                               next_hi, entries, err)) != 0)
+            return rc;
+    }
+    return 0;
+}
+
+int mf_btree_validate(mf_btree *t, uint64_t *entries, mf_error *err)
+{
+    int leaf_depth = -1;
+    *entries = 0;
+    if (t->root == 0)
+        return 0;
+    return validate_rec(t, t->root, 0, &leaf_depth, (bound){NULL, 0}, (bound){NULL, 0},
+                        entries, err);
+}
+
+/* ---------------------------------------------------------------- cursor */
+
+void mf_cursor_init(mf_cursor *c, mf_btree *t)
+{
+    c->t = t;
+    c->depth = 0;
+}
+
+/* Push page `no` and descend to its first (or last) entry. */
+static int descend_edge(mf_cursor *c, mf_pgno no, bool last, bool *valid, mf_error *err)
+{
+    for (;;) {
+        if (c->depth >= MF_BTREE_MAX_DEPTH)
+            return corrupt(c->t, no, "the tree is too deep", err);
+        uint8_t *p = get_page(c->t, no, err);
+        if (!p)
+            return err->code;
+        int n = pcount(p);
+        if (is_leaf(p)) {
+            if (n == 0)
+                return corrupt(c->t, no, "an empty leaf", err);
+            c->path[c->depth].no = no;
+            c->path[c->depth].idx = last ? n - 1 : 0;
+            c->depth++;
+            *valid = true;
+            return 0;
+        }
+        int idx = last ? n - 1 : -1;
+        c->path[c->depth].no = no;
+        c->path[c->depth].idx = idx;
+        c->depth++;
+        no = child_at(p, idx);
+    }
+}
+
+int mf_cursor_first(mf_cursor *c, bool *valid, mf_error *err)
+{
+    c->depth = 0;
+    *valid = false;
+    return c->t->root ? descend_edge(c, c->t->root, false, valid, err) : 0;
+}
+
+int mf_cursor_last(mf_cursor *c, bool *valid, mf_error *err)
+{
+    c->depth = 0;
+    *valid = false;
+    return c->t->root ? descend_edge(c, c->t->root, true, valid, err) : 0;
+}
+
+int mf_cursor_next(mf_cursor *c, bool *valid, mf_error *err)
+{
+    *valid = false;
+    while (c->depth > 0) {
+        int d = c->depth - 1;
+        uint8_t *p = get_page(c->t, c->path[d].no, err);
+        if (!p)
+            return err->code;
+        int n = pcount(p);
+        if (c->path[d].idx + 1 < n) {
+            c->path[d].idx++;
+            if (is_leaf(p)) {
+                *valid = true;
+                return 0;
+            }
+            return descend_edge(c, child_at(p, c->path[d].idx), false, valid, err);
+        }
+        c->depth--; /* this page is done: go up */
+    }
+    return 0;
+}
+
+int mf_cursor_prev(mf_cursor *c, bool *valid, mf_error *err)
+{
+    *valid = false;
+    while (c->depth > 0) {
+        int d = c->depth - 1;
+        uint8_t *p = get_page(c->t, c->path[d].no, err);
+        if (!p)
+            return err->code;
+        int lowest = is_leaf(p) ? 0 : -1;
+        if (c->path[d].idx - 1 >= lowest) {
+            c->path[d].idx--;
+            if (is_leaf(p)) {
+                *valid = true;
+                return 0;
+            }
+            return descend_edge(c, child_at(p, c->path[d].idx), true, valid, err);
+        }
+        c->depth--;
+    }
+    return 0;
+}
+
+int mf_cursor_seek(mf_cursor *c, const uint8_t *key, size_t klen, bool backward, bool *valid,
+                   mf_error *err)
+{
+    mf_pgno no = c->t->root;
+    c->depth = 0;
+    *valid = false;
+    while (no != 0) {
+        bool exact;
+        if (c->depth >= MF_BTREE_MAX_DEPTH)
+            return corrupt(c->t, no, "the tree is too deep", err);
+        uint8_t *p = get_page(c->t, no, err);
+        if (!p)
+            return err->code;
+        int idx = search(c->t, p, key, klen, &exact, err);
+        if (idx == -2)
+            return err->code;
+        c->path[c->depth].no = no;
+        if (!is_leaf(p)) {
+            c->path[c->depth].idx = idx;
+            c->depth++;
+            no = child_at(p, idx);
+            continue;
+        }
+        int n = pcount(p);
+        c->depth++;
+        if (!backward) {
+            if (idx < n) {
+                c->path[c->depth - 1].idx = idx;
+                *valid = true;
+                return 0;
+            }
+            c->path[c->depth - 1].idx = n - 1; /* past the end: step on */
+            return mf_cursor_next(c, valid, err);
+        }
+        /* Backward: the last key <= key. */
+        if (exact) {
+            c->path[c->depth - 1].idx = idx;
+            *valid = true;
+            return 0;
+        }
+        c->path[c->depth - 1].idx = idx; /* idx is the first key > key */
+        return mf_cursor_prev(c, valid, err);
+    }
+    return 0;
+}
+
+static uint8_t *cursor_cell(mf_cursor *c)
+{
+    int d = c->depth - 1;
+    /* The page was verified when the cursor reached it. */
+    uint8_t *p = mf_pager_page(c->t->pg, c->path[d].no, NULL);
+    return cell(p, c->path[d].idx);
+}
+
+void mf_cursor_key(mf_cursor *c, const uint8_t **key, size_t *klen)
+{
+    mf_error err;
+    *key = cell_key(c->t, cursor_cell(c), true, klen, &err);
+}
+
+void mf_cursor_value(mf_cursor *c, const uint8_t **val, size_t *vlen)
+{
+    mf_error err;
+    *val = cell_value(c->t, cursor_cell(c), vlen, &err);
+}
+
+/* ------------------------------------------------------------ bulk build */
+
+struct mf_bulk {
+    mf_btree *t;
+    int levels;                         /* levels[0] is the current leaf */
+    mf_pgno page[MF_BTREE_MAX_DEPTH];   /* the page being filled per level */
+    mf_pgno *all;                       /* every page allocated, for abort */
+    size_t nall, capall;
+};
+
+static int bulk_track(mf_bulk *b, mf_pgno no, mf_error *err)
+{
+    if (b->nall == b->capall) {
+        size_t cap = b->capall ? b->capall * 2 : 64;
+        mf_pgno *v = realloc(b->all, cap * sizeof *v);
+        if (!v)
+            return mf_error_set(err, MF_InternalError, "out of memory");
+        b->all = v;
+        b->capall = cap;
+    }
+    b->all[b->nall++] = no;
+    return 0;
+}
+
+static int bulk_new_page(mf_bulk *b, uint8_t type, mf_pgno *no, mf_error *err)
+{
+    int rc = mf_pager_alloc(b->t->pg, 1, type, no, err);
+    if (rc == 0)
+        rc = bulk_track(b, *no, err);
+    if (rc == 0)
+        page_init(mf_pager_page(b->t->pg, *no, err));
+    return rc;
+}
+
+int mf_btree_bulk_begin(mf_btree *t, mf_bulk **out, mf_error *err)
+{
+    if (t->root != 0)
+        return mf_error_set(err, MF_IllegalOperation, "bulk build needs an empty tree");
+    mf_bulk *b = calloc(1, sizeof *b);
+    if (!b)
+        return mf_error_set(err, MF_InternalError, "out of memory");
+    b->t = t;
+    *out = b;
+    return 0;
+}
+
+/* Link `child` into level `lv` (which exists) under separator cell `sep`. */
+static int bulk_link(mf_bulk *b, int lv, const uint8_t *sep, size_t sep_len, mf_pgno child,
+                     mf_error *err)
+{
+    int rc;
+    if (lv >= MF_BTREE_MAX_DEPTH)
+        return mf_error_set(err, MF_InternalError, "bulk build: too many levels");
+    uint8_t *p = mf_pager_page(b->t->pg, b->page[lv], err);
+    uint8_t cellbuf[BRANCH_CELL_HDR + KEY_INLINE_MAX];
+    memcpy(cellbuf, sep, sep_len);
+    set_c_child(cellbuf, child);
+    if (try_insert(p, pcount(p), cellbuf, sep_len))
+        return 0;
+    /* Full: a new page at this level starts with `child` as its leftmost;
+     * the separator moves up. */
+    mf_pgno no;
+    if ((rc = bulk_new_page(b, MF_PAGE_BRANCH, &no, err)) != 0)
+        return rc;
+    set_pleft(mf_pager_page(b->t->pg, no, err), child);
+    mf_pgno old = b->page[lv];
+    b->page[lv] = no;
+    if (lv + 1 == b->levels) {
+        /* Create the parent over `old` first. */
+        mf_pgno parent;
+        if ((rc = bulk_new_page(b, MF_PAGE_BRANCH, &parent, err)) != 0)
+            return rc;
+        set_pleft(mf_pager_page(b->t->pg, parent, err), old);
+        b->page[lv + 1] = parent;
+        b->levels++;
+    }
+    return bulk_link(b, lv + 1, sep, sep_len, no, err);
+}
+
+int mf_btree_bulk_add(mf_bulk *b, const uint8_t *key, size_t klen, const uint8_t *val,
+                      size_t vlen, mf_error *err)
+{
+    int rc;
+    if (klen == 0 || klen > MF_BTREE_MAX_KEY)
+        return mf_error_set(err, MF_BadValue, "B+tree key of %zu bytes (1 to %u allowed)", klen,
+                            MF_BTREE_MAX_KEY);
+    if (b->levels > 0) {
+        /* Order against the current leaf's last key. */
+        uint8_t *leaf = mf_pager_page(b->t->pg, b->page[0], err);
+        size_t lk;
+        const uint8_t *k = cell_key(b->t, cell(leaf, pcount(leaf) - 1), true, &lk, err);
+        if (!k)
+            return err->code;
+        if (keycmp(k, lk, key, klen) >= 0)
+            return mf_error_set(err, MF_BadValue, "bulk build keys must strictly increase");
+    }
+    uint8_t c[MAX_CELL];
+    size_t len;
+    if ((rc = leaf_cell(b->t, key, klen, val, vlen, c, &len, err)) != 0)
+        return rc;
+    if (b->levels == 0) {
+        mf_pgno no;
+        if ((rc = bulk_new_page(b, MF_PAGE_LEAF, &no, err)) != 0)
+            return rc;
+        b->page[0] = no;
+        b->levels = 1;
+    }
+    uint8_t *leaf = mf_pager_page(b->t->pg, b->page[0], err);
+    if (try_insert(leaf, pcount(leaf), c, len))
+        return 0;
+    /* The leaf is full: start the next, linked under this key. */
+    mf_pgno no;
+    if ((rc = bulk_new_page(b, MF_PAGE_LEAF, &no, err)) != 0)
+        return rc;
+    try_insert(mf_pager_page(b->t->pg, no, err), 0, c, len);
+    uint8_t sep[BRANCH_CELL_HDR + KEY_INLINE_MAX];
+    size_t sep_len;
+    if ((rc = branch_cell(b->t, key, klen, no, sep, &sep_len, err)) != 0)
+        return rc;
+    mf_pgno prev_leaf = b->page[0];
+    b->page[0] = no;
+    if (b->levels == 1) {
+        mf_pgno parent;
+        if ((rc = bulk_new_page(b, MF_PAGE_BRANCH, &parent, err)) != 0)
+            return rc;
+        set_pleft(mf_pager_page(b->t->pg, parent, err), prev_leaf);
+        b->page[1] = parent;
+        b->levels = 2;
+    }
+    return bulk_link(b, 1, sep, sep_len, no, err);
+}
+
+int mf_btree_bulk_finish(mf_bulk *b, mf_error *err)
+{
+    (void)err;
+    b->t->root = b->levels ? b->page[b->levels - 1] : 0;
+    free(b->all);
+    free(b);
+    return 0;
+}
+
+void mf_btree_bulk_abort(mf_bulk *b)
+{
+    /* Overflow runs of the cells are freed with their pages' cells. */
+    for (size_t i = 0; i < b->nall; i++) {
+        uint8_t *p = mf_pager_page(b->t->pg, b->all[i], NULL);
+        bool leaf = is_leaf(p);
+        for (int k = 0; k < pcount(p); k++)
+            free_cell_runs(b->t, cell(p, k), leaf);
+        mf_pager_free(b->t->pg, b->all[i]);
+    }
+    free(b->all);
+    free(b);
+}

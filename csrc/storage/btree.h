@@ -1,0 +1,97 @@
+/*
+ * btree.h -- B+trees of variable-length byte keys (compared with memcmp)
+ * and byte values, in pager pages, copied on write.
+ *
+ * A tree is named by its root page number, which changes as the tree is
+ * written (copy-on-write reaches the root); the caller keeps the current
+ * root (mf_btree.root) and stores it in the catalog.  Root 0 is the empty
+ * tree.
+ *
+ * Pointers returned by lookups and cursors point into the mapping.  They
+ * stay valid until the tree is next modified -- by this or any other call --
+ * so the caller holds the tree's lock (a collection's read lock) for as long
+ * as it uses them.  A value too large for a leaf lives in an overflow run:
+ * one contiguous range of pages, so a value is always one byte range.
+ *
+ * Keys are 1 .. MF_BTREE_MAX_KEY bytes; values 0 .. MF_BTREE_MAX_VALUE.
+ * Deletes do not rebalance: an emptied page is freed and unlinked; a branch
+ * left with one child is replaced by it.
+ *
+ * Errors: MF_DataCorruption when a page is damaged (checksum, type, order);
+ * MF_OutOfDiskSpace and other os errors from page allocation.  After an
+ * error in a modifying call the tree may hold the change or not, but its
+ * pages are consistent; the engine treats such an error as fatal for the
+ * write (the log has no record of it) and re-derives the tree on reopen.
+ */
+#ifndef MF_STORAGE_BTREE_H
+#define MF_STORAGE_BTREE_H
+
+#include "pager.h"
+
+#define MF_BTREE_MAX_KEY 32768u
+#define MF_BTREE_MAX_VALUE (64u * 1024 * 1024)
+#define MF_BTREE_MAX_DEPTH 40
+
+typedef struct mf_btree {
+    mf_pager *pg;
+    mf_pgno root;
+} mf_btree;
+
+/* Look `key` up.  `*found` says whether it is there; if so `*val`/`*vlen`
+ * give its value (valid as the header says). */
+int mf_btree_get(mf_btree *t, const uint8_t *key, size_t klen, bool *found,
+                 const uint8_t **val, size_t *vlen, mf_error *err);
+
+/* Insert or replace.  With `no_overwrite`, an existing key is left alone
+ * and `*existed` is set (the call succeeds). */
+int mf_btree_put(mf_btree *t, const uint8_t *key, size_t klen, const uint8_t *val,
+                 size_t vlen, bool no_overwrite, bool *existed, mf_error *err);
+
+/* Delete `key`; `*found` says whether it was there. */
+int mf_btree_delete(mf_btree *t, const uint8_t *key, size_t klen, bool *found, mf_error *err);
+
+/* Free every page of the tree; it becomes empty. */
+int mf_btree_drop(mf_btree *t, mf_error *err);
+
+/* Walk the whole tree checking page types, key order within and across
+ * pages, separators and overflow runs.  `*entries` gets the key count. */
+int mf_btree_validate(mf_btree *t, uint64_t *entries, mf_error *err);
+
+/* ------------------------------------------------------------------ cursor */
+
+typedef struct mf_cursor {
+    mf_btree *t;
+    int depth; /* levels in path; 0 when not positioned */
+    struct {
+        mf_pgno no;
+        int idx; /* slot in the page; in a branch, -1 is the leftmost child */
+    } path[MF_BTREE_MAX_DEPTH];
+} mf_cursor;
+
+void mf_cursor_init(mf_cursor *c, mf_btree *t);
+/* Position at the first key >= `key` (or <= with `backward`); `*valid`
+ * false when there is none. */
+int mf_cursor_seek(mf_cursor *c, const uint8_t *key, size_t klen, bool backward, bool *valid,
+                   mf_error *err);
+int mf_cursor_first(mf_cursor *c, bool *valid, mf_error *err);
+int mf_cursor_last(mf_cursor *c, bool *valid, mf_error *err);
+int mf_cursor_next(mf_cursor *c, bool *valid, mf_error *err);
+int mf_cursor_prev(mf_cursor *c, bool *valid, mf_error *err);
+/* The current entry (the cursor must be valid). */
+void mf_cursor_key(mf_cursor *c, const uint8_t **key, size_t *klen);
+void mf_cursor_value(mf_cursor *c, const uint8_t **val, size_t *vlen);
+
+/* ------------------------------------------------------------- bulk build */
+
+typedef struct mf_bulk mf_bulk;
+
+/* Build an empty tree from keys given in strictly increasing order, filling
+ * pages left to right.  mf_btree_bulk_finish sets t->root. */
+int mf_btree_bulk_begin(mf_btree *t, mf_bulk **out, mf_error *err);
+int mf_btree_bulk_add(mf_bulk *b, const uint8_t *key, size_t klen, const uint8_t *val,
+                      size_t vlen, mf_error *err);
+int mf_btree_bulk_finish(mf_bulk *b, mf_error *err);
+/* Abandon a build (freeing what it allocated). */
+void mf_btree_bulk_abort(mf_bulk *b);
+
+#endif /* MF_STORAGE_BTREE_H */

@@ -1,0 +1,146 @@
+/*
+ * pager.h -- fixed 4 KiB pages in one memory-mapped data file, allocated
+ * from free extents, copied on write against the last durable checkpoint,
+ * checksummed at checkpoint and verified on first use after open.
+ *
+ * File layout: page 0 and page 1 are the two meta pages; every other page
+ * belongs to a tree, an overflow run, the free list, or is free.
+ *
+ *   Meta page (pwrite'n whole; the newest one whose hash verifies wins):
+ *   OFFSET SIZE DESCRIPTION
+ *   0      8    magic "MFDATA01"
+ *   8      4    format version (1)
+ *   12     4    page size (4096)
+ *   16     8    generation of this checkpoint (1, 2, ...); slot = gen % 2
+ *   24     8    file length in pages at this checkpoint
+ *   32     8    first page of the free-list chain (0: none)
+ *   40     8    reserved
+ *   48     256  the engine's own area (roots, LSN; opaque here)
+ *   4088   8    XXH3-64 of bytes [0, 4088)
+ *
+ *   Every other page starts with this 32-byte header:
+ *   0      8    XXH3-64 of bytes [8, npages * 4096) of the run, written at
+ *               the checkpoint that first includes the page
+ *   8      8    generation the page was born in
+ *   16     1    type (MF_PAGE_*)
+ *   17     1    flags (the owner's)
+ *   18     2    count (the owner's: cells in a B+tree page)
+ *   20     4    pages in this run (1, or the length of an overflow run)
+ *   24     8    the owner's (B+tree: leftmost child of a branch)
+ *
+ * Generations.  Checkpoint k (on disk as a meta page with gen k) is an
+ * immutable image.  Writers work in generation `current` (k + 1 while
+ * checkpoint k is the newest started).  A page born in the current
+ * generation may be changed in place; any older page must be copied first
+ * (mf_pager_writable tells which), so nothing a durable image refers to is
+ * ever overwritten.
+ *
+ * Free space.  A page freed while it belongs to no image (born in the
+ * current generation) is reusable at once.  A page freed in generation g
+ * that an image refers to is reusable only once checkpoint g is durable and
+ * the meta page of g - 1 has been overwritten -- i.e. after checkpoint g + 1
+ * is durable -- because until then recovery may still choose an image that
+ * refers to it.  Free runs are kept as extents sorted by page number,
+ * coalesced on free, allocated best fit.
+ *
+ * Pointers.  mf_pager_page() returns a pointer into the mapping.  The base
+ * never moves (the file is mapped into a range reserved at open), so the
+ * pointer stays valid until the page is freed; the caller's locks (the
+ * collection lock) guarantee that.
+ *
+ * Threads.  Allocation, free and checkpoint take the pager's mutex;
+ * mf_pager_page() takes none.  The engine must hold writers off between
+ * mf_pager_checkpoint_freeze() and its return (the O(1) freeze); the flush
+ * (mf_pager_checkpoint_write) runs while writers continue.
+ */
+#ifndef MF_STORAGE_PAGER_H
+#define MF_STORAGE_PAGER_H
+
+#include "../util/util.h"
+
+#include <string.h>
+
+#define MF_PAGE_SIZE 4096u
+#define MF_PAGE_HEADER 32u
+#define MF_META_USER_SIZE 256u
+
+typedef uint64_t mf_pgno;
+typedef struct mf_pager mf_pager;
+
+enum {
+    MF_PAGE_FREE = 0,
+    MF_PAGE_LEAF = 1,
+    MF_PAGE_BRANCH = 2,
+    MF_PAGE_OVERFLOW = 3,
+    MF_PAGE_FREELIST = 4,
+};
+
+/* Header accessors (little-endian fields at the offsets above). */
+static inline uint64_t mf_page_gen(const uint8_t *p) { uint64_t v; memcpy(&v, p + 8, 8); return v; }
+static inline uint8_t mf_page_type(const uint8_t *p) { return p[16]; }
+static inline uint32_t mf_page_run(const uint8_t *p) { uint32_t v; memcpy(&v, p + 20, 4); return v; }
+
+typedef struct mf_pager_options {
+    uint64_t reserve_bytes; /* address space to reserve; 0: 1 TiB */
+} mf_pager_options;
+
+/* Open (creating if missing) the data file at `path`.  Reads the two meta
+ * pages and picks the newest whose hash verifies; loads its free list.
+ * `user` receives the chosen meta's engine area (zeros for a new file),
+ * `*gen` its generation (0 for a new file).  Errors: MF_DataCorruption when
+ * neither meta page verifies in a non-empty file, or a free-list page is
+ * damaged; os errors. */
+int mf_pager_open(const char *path, const mf_pager_options *opt, mf_pager **out,
+                  uint8_t user[MF_META_USER_SIZE], uint64_t *gen, mf_error *err);
+
+/* Unmap and close.  Writes nothing: call a checkpoint first for a clean
+ * close. */
+void mf_pager_close(mf_pager *pg);
+
+/* The page (first page of a run) `no`, verifying its run's checksum the
+ * first time a page that existed at open is used.  Returns NULL with `err`
+ * set (MF_DataCorruption naming the page) if the checksum fails or `no` is
+ * out of range. */
+uint8_t *mf_pager_page(mf_pager *pg, mf_pgno no, mf_error *err);
+
+/* Allocate a run of `n` contiguous pages, born in the current generation,
+ * header initialised (type, run length, generation; the rest zero).  May
+ * grow the file.  Errors: os errors (ENOSPC as MF_OutOfDiskSpace). */
+int mf_pager_alloc(mf_pager *pg, uint32_t n, uint8_t type, mf_pgno *out, mf_error *err);
+
+/* Free the run starting at `no` (its length is in its header). */
+void mf_pager_free(mf_pager *pg, mf_pgno no);
+
+/* Whether page `no` may be changed in place (born in the current gen). */
+bool mf_pager_writable(mf_pager *pg, mf_pgno no);
+
+uint64_t mf_pager_generation(mf_pager *pg);
+
+/* -------------------------------------------------------------- checkpoint */
+
+typedef struct mf_checkpoint mf_checkpoint;
+
+/* The freeze: O(number of free extents).  Ends the current generation
+ * (its pages become immutable), writes the free list for the image into
+ * fresh pages, and captures `user` for the meta page.  The caller must hold
+ * off every writer for the duration of this call only. */
+int mf_pager_checkpoint_freeze(mf_pager *pg, const uint8_t user[MF_META_USER_SIZE],
+                               mf_checkpoint **out, mf_error *err);
+
+/* The flush, while writers continue: checksum the frozen generation's
+ * pages, sync the file, write the meta page, sync again, then release the
+ * free runs this checkpoint made safe.  On error the checkpoint did not
+ * happen (the previous one still stands); `cp` is freed either way. */
+int mf_pager_checkpoint_write(mf_pager *pg, mf_checkpoint *cp, mf_error *err);
+
+/* Statistics for tests and benchmarks. */
+typedef struct mf_pager_stats {
+    uint64_t file_pages;    /* the file's length in pages */
+    uint64_t free_pages;    /* reusable now */
+    uint64_t pending_pages; /* freed, waiting for a checkpoint */
+    uint64_t extents;       /* free extents */
+    uint64_t verified;      /* pages whose checksum was checked since open */
+} mf_pager_stats;
+void mf_pager_get_stats(mf_pager *pg, mf_pager_stats *out);
+
+#endif /* MF_STORAGE_PAGER_H */

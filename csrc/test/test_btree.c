@@ -1,0 +1,468 @@
+/* Cases for csrc/storage/pager.c and btree.c: the B+tree against a
+ * reference model, across checkpoints (so copy-on-write is exercised),
+ * bulk builds, reopen, checksums, meta-page choice. */
+#include "test.h"
+#include "../storage/btree.h"
+#include "../storage/os.h"
+
+#include <stdlib.h>
+
+static uint64_t rng_state;
+static uint64_t rnd(void)
+{
+    uint64_t x = rng_state;
+    x ^= x << 13;
+    x ^= x >> 7;
+    x ^= x << 17;
+    return rng_state = x;
+}
+
+/* A value is described by (seed, len) and regenerated for comparison. */
+static void fill(uint8_t *buf, size_t len, uint64_t seed)
+{
+    uint64_t x = seed * 0x9E3779B97F4A7C15ull + 1;
+    for (size_t i = 0; i < len; i++) {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        buf[i] = (uint8_t)x;
+    }
+}
+
+typedef struct entry {
+    uint8_t *key;
+    size_t klen;
+    uint64_t vseed;
+    size_t vlen;
+} entry;
+
+typedef struct model {
+    entry *v;
+    size_t n, cap;
+} model;
+
+static int kcmp(const uint8_t *a, size_t al, const uint8_t *b, size_t bl)
+{
+    size_t n = al < bl ? al : bl;
+    int c = memcmp(a, b, n);
+    return c ? c : (al < bl ? -1 : al > bl);
+}
+
+/* First index with key >= k. */
+static size_t model_lower(model *m, const uint8_t *k, size_t kl)
+{
+    size_t lo = 0, hi = m->n;
+    while (lo < hi) {
+        size_t mid = (lo + hi) / 2;
+        if (kcmp(m->v[mid].key, m->v[mid].klen, k, kl) < 0)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
+static void model_put(model *m, const uint8_t *k, size_t kl, uint64_t vs, size_t vl)
+{
+    size_t i = model_lower(m, k, kl);
+    if (i < m->n && kcmp(m->v[i].key, m->v[i].klen, k, kl) == 0) {
+        m->v[i].vseed = vs;
+        m->v[i].vlen = vl;
+        return;
+    }
+    if (m->n == m->cap) {
+        m->cap = m->cap ? m->cap * 2 : 1024;
+        m->v = realloc(m->v, m->cap * sizeof *m->v);
+    }
+    memmove(&m->v[i + 1], &m->v[i], (m->n - i) * sizeof *m->v);
+    m->v[i].key = malloc(kl);
+    memcpy(m->v[i].key, k, kl);
+    m->v[i].klen = kl;
+    m->v[i].vseed = vs;
+    m->v[i].vlen = vl;
+    m->n++;
+}
+
+static bool model_del(model *m, const uint8_t *k, size_t kl)
+{
+    size_t i = model_lower(m, k, kl);
+    if (i < m->n && kcmp(m->v[i].key, m->v[i].klen, k, kl) == 0) {
+        free(m->v[i].key);
+        memmove(&m->v[i], &m->v[i + 1], (m->n - i - 1) * sizeof *m->v);
+        m->n--;
+        return true;
+    }
+    return false;
+}
+
+static void model_free(model *m)
+{
+    for (size_t i = 0; i < m->n; i++)
+        free(m->v[i].key);
+    free(m->v);
+}
+
+/* A random key: mostly short, some long (to 3 KiB), from a small alphabet
+ * and shared prefixes so that keys collide and order is exercised. */
+static size_t rand_key(uint8_t *k)
+{
+    uint64_t r = rnd();
+    size_t len;
+    switch (r % 16) {
+    case 0: len = 1 + rnd() % 3072; break;  /* long: overflow keys */
+    case 1: case 2: len = 100 + rnd() % 900; break;
+    default: len = 1 + rnd() % 24; break;
+    }
+    size_t prefix = (rnd() % 4 == 0) ? len / 2 : 0;
+    memset(k, 'p', prefix);
+    for (size_t i = prefix; i < len; i++)
+        k[i] = (uint8_t)('a' + rnd() % 6);
+    return len;
+}
+
+static size_t rand_vlen(void)
+{
+    uint64_t r = rnd() % 1000;
+    if (r == 0)
+        return (size_t)(rnd() % (1024 * 1024)); /* up to 1 MiB */
+    if (r < 50)
+        return 900 + (size_t)(rnd() % 8000);    /* overflow values */
+    return (size_t)(rnd() % 200);
+}
+
+static bool same_value(const uint8_t *v, size_t vl, const entry *e, uint8_t *scratch)
+{
+    if (vl != e->vlen)
+        return false;
+    fill(scratch, vl, e->vseed);
+    return memcmp(v, scratch, vl) == 0;
+}
+
+/* Open a pager over `dir`/data.mf; the tree root lives in user[0..8]. */
+static mf_pager *open_pager(const char *dir, mf_btree *t, mf_error *err)
+{
+    char path[512];
+    uint8_t user[MF_META_USER_SIZE];
+    uint64_t gen;
+    mf_pager *pg = NULL;
+    mf_pager_options opt = {.reserve_bytes = (size_t)8 << 30};
+    snprintf(path, sizeof path, "%s/data.mf", dir);
+    if (mf_pager_open(path, &opt, &pg, user, &gen, err) != 0)
+        return NULL;
+    t->pg = pg;
+    memcpy(&t->root, user, 8);
+    return pg;
+}
+
+static int checkpoint(mf_btree *t, mf_error *err)
+{
+    uint8_t user[MF_META_USER_SIZE] = {0};
+    mf_checkpoint *cp;
+    memcpy(user, &t->root, 8);
+    int rc = mf_pager_checkpoint_freeze(t->pg, user, &cp, err);
+    return rc ? rc : mf_pager_checkpoint_write(t->pg, cp, err);
+}
+
+/* Compare a full scan, forward and backward, against the model. */
+static bool scans_match(mf_btree *t, model *m, uint8_t *scratch)
+{
+    mf_cursor c;
+    mf_error err;
+    bool valid;
+    mf_cursor_init(&c, t);
+    size_t i = 0;
+    if (mf_cursor_first(&c, &valid, &err) != 0)
+        return false;
+    while (valid) {
+        const uint8_t *k, *v;
+        size_t kl, vl;
+        mf_cursor_key(&c, &k, &kl);
+        mf_cursor_value(&c, &v, &vl);
+        if (i >= m->n || kcmp(k, kl, m->v[i].key, m->v[i].klen) != 0 ||
+            !same_value(v, vl, &m->v[i], scratch))
+            return false;
+        i++;
+        if (mf_cursor_next(&c, &valid, &err) != 0)
+            return false;
+    }
+    if (i != m->n)
+        return false;
+    if (mf_cursor_last(&c, &valid, &err) != 0)
+        return false;
+    while (valid) {
+        const uint8_t *k;
+        size_t kl;
+        mf_cursor_key(&c, &k, &kl);
+        if (i == 0 || kcmp(k, kl, m->v[i - 1].key, m->v[i - 1].klen) != 0)
+            return false;
+        i--;
+        if (mf_cursor_prev(&c, &valid, &err) != 0)
+            return false;
+    }
+    return i == 0;
+}
+
+MFT_CASE(reference_model, "/storage/btree/reference_model")
+{
+    mf_error err;
+    mf_btree t = {0};
+    model m = {0};
+    uint8_t *key = malloc(4096), *val = malloc(1024 * 1024), *scratch = malloc(1024 * 1024);
+    mf_pager *pg = open_pager(mft_tmpdir(), &t, &err);
+    CHECK(pg);
+    rng_state = 0x1234567;
+    const int ops = 120000;
+    for (int op = 0; op < ops; op++) {
+        uint64_t r = rnd() % 100;
+        size_t kl;
+        /* Reuse an existing key half the time once there are some. */
+        if (m.n > 0 && rnd() % 2) {
+            entry *e = &m.v[rnd() % m.n];
+            kl = e->klen;
+            memcpy(key, e->key, kl);
+        } else {
+            kl = rand_key(key);
+        }
+        if (r < 55) {
+            size_t vl = rand_vlen();
+            uint64_t vs = rnd();
+            fill(val, vl, vs);
+            bool existed;
+            CHECK_INT(mf_btree_put(&t, key, kl, val, vl, false, &existed, &err), 0);
+            size_t i = model_lower(&m, key, kl);
+            bool was = i < m.n && kcmp(m.v[i].key, m.v[i].klen, key, kl) == 0;
+            CHECK(existed == was);
+            model_put(&m, key, kl, vs, vl);
+        } else if (r < 80) {
+            bool found;
+            CHECK_INT(mf_btree_delete(&t, key, kl, &found, &err), 0);
+            CHECK(found == model_del(&m, key, kl));
+        } else if (r < 92) {
+            bool found;
+            const uint8_t *v;
+            size_t vl;
+            CHECK_INT(mf_btree_get(&t, key, kl, &found, &v, &vl, &err), 0);
+            size_t i = model_lower(&m, key, kl);
+            bool want = i < m.n && kcmp(m.v[i].key, m.v[i].klen, key, kl) == 0;
+            CHECK(found == want);
+            if (found)
+                CHECK(same_value(v, vl, &m.v[i], scratch));
+        } else {
+            /* Seek both ways and walk a few steps. */
+            mf_cursor c;
+            bool valid, backward = rnd() % 2;
+            mf_cursor_init(&c, &t);
+            CHECK_INT(mf_cursor_seek(&c, key, kl, backward, &valid, &err), 0);
+            size_t i = model_lower(&m, key, kl);
+            long want;
+            if (!backward)
+                want = (long)i;
+            else if (i < m.n && kcmp(m.v[i].key, m.v[i].klen, key, kl) == 0)
+                want = (long)i;
+            else
+                want = (long)i - 1;
+            for (int step = 0; step < 5; step++) {
+                bool in = want >= 0 && want < (long)m.n;
+                CHECK(valid == in);
+                if (!in)
+                    break;
+                const uint8_t *k;
+                size_t ckl;
+                mf_cursor_key(&c, &k, &ckl);
+                CHECK(kcmp(k, ckl, m.v[want].key, m.v[want].klen) == 0);
+                if (backward) {
+                    CHECK_INT(mf_cursor_prev(&c, &valid, &err), 0);
+                    want--;
+                } else {
+                    CHECK_INT(mf_cursor_next(&c, &valid, &err), 0);
+                    want++;
+                }
+            }
+        }
+        if (op % 5000 == 4999) {
+            /* A checkpoint freezes every page: the next writes copy. */
+            CHECK_INT(checkpoint(&t, &err), 0);
+            uint64_t entries;
+            CHECK_INT(mf_btree_validate(&t, &entries, &err), 0);
+            CHECK_INT(entries, m.n);
+        }
+        if (op % 20000 == 19999)
+            CHECK(scans_match(&t, &m, scratch));
+    }
+    CHECK(scans_match(&t, &m, scratch));
+
+    /* Close after a checkpoint and reopen: everything comes back, and
+     * every page used is checksum-verified. */
+    CHECK_INT(checkpoint(&t, &err), 0);
+    mf_pager_close(pg);
+    pg = open_pager(mft_tmpdir(), &t, &err);
+    CHECK(pg);
+    uint64_t entries;
+    CHECK_INT(mf_btree_validate(&t, &entries, &err), 0);
+    CHECK_INT(entries, m.n);
+    CHECK(scans_match(&t, &m, scratch));
+    mf_pager_stats st;
+    mf_pager_get_stats(pg, &st);
+    CHECK(st.verified > 0);
+
+    /* Delete everything: the tree empties to root 0. */
+    while (m.n > 0) {
+        bool found;
+        entry e = m.v[m.n - 1];
+        CHECK_INT(mf_btree_delete(&t, e.key, e.klen, &found, &err), 0);
+        CHECK(found);
+        model_del(&m, e.key, e.klen);
+    }
+    CHECK(t.root == 0);
+    mf_pager_close(pg);
+    model_free(&m);
+    free(key);
+    free(val);
+    free(scratch);
+}
+
+MFT_CASE(bulk, "/storage/btree/bulk_build")
+{
+    mf_error err;
+    mf_btree t = {0};
+    model m = {0};
+    uint8_t key[2048], *scratch = malloc(70000), *val = malloc(70000);
+    mf_pager *pg = open_pager(mft_tmpdir(), &t, &err);
+    CHECK(pg);
+    mf_bulk *b;
+    CHECK_INT(mf_btree_bulk_begin(&t, &b, &err), 0);
+    for (int i = 0; i < 30000; i++) {
+        /* Increasing keys, some long. */
+        int kl = snprintf((char *)key, sizeof key, "k%08d", i);
+        if (i % 97 == 0) {
+            memset(key + kl, 'z', 1500);
+            kl += 1500;
+        }
+        size_t vl = (size_t)(i % 50 == 0 ? 65000 : i % 300);
+        fill(val, vl, (uint64_t)i);
+        CHECK_INT(mf_btree_bulk_add(b, key, (size_t)kl, val, vl, &err), 0);
+        model_put(&m, key, (size_t)kl, (uint64_t)i, vl);
+    }
+    CHECK(mf_btree_bulk_add(b, (const uint8_t *)"a", 1, NULL, 0, &err) == MF_BadValue);
+    CHECK_INT(mf_btree_bulk_finish(b, &err), 0);
+    uint64_t entries;
+    CHECK_INT(mf_btree_validate(&t, &entries, &err), 0);
+    CHECK_INT(entries, m.n);
+    CHECK(scans_match(&t, &m, scratch));
+    /* The built tree takes ordinary writes too. */
+    bool existed;
+    CHECK_INT(mf_btree_put(&t, (const uint8_t *)"k00000500x", 10, NULL, 0, false, &existed, &err), 0);
+    model_put(&m, (const uint8_t *)"k00000500x", 10, 0, 0);
+    CHECK_INT(mf_btree_validate(&t, &entries, &err), 0);
+    CHECK_INT(entries, m.n);
+    mf_pager_close(pg);
+    model_free(&m);
+    free(scratch);
+    free(val);
+}
+
+MFT_CASE(space_reuse, "/storage/pager/space_is_reused_across_checkpoints")
+{
+    mf_error err;
+    mf_btree t = {0};
+    uint8_t val[3000];
+    mf_pager *pg = open_pager(mft_tmpdir(), &t, &err);
+    CHECK(pg);
+    memset(val, 'v', sizeof val);
+    uint64_t sizes[8];
+    for (int round = 0; round < 8; round++) {
+        /* Replace every value: the old pages are freed, and come back once
+         * two checkpoints have passed. */
+        for (int i = 0; i < 2000; i++) {
+            char k[16];
+            int kl = snprintf(k, sizeof k, "%06d", i);
+            val[0] = (uint8_t)round;
+            bool existed;
+            CHECK_INT(mf_btree_put(&t, (uint8_t *)k, (size_t)kl, val, sizeof val, false,
+                                   &existed, &err), 0);
+        }
+        CHECK_INT(checkpoint(&t, &err), 0);
+        mf_pager_stats st;
+        mf_pager_get_stats(pg, &st);
+        sizes[round] = st.file_pages;
+    }
+    /* The file stops growing: rounds 5..7 are the same size. */
+    CHECK(sizes[7] == sizes[5]);
+    CHECK(sizes[7] < 2 * sizes[1] + 512);
+    mf_pager_close(pg);
+}
+
+MFT_CASE(corrupt_page, "/storage/pager/damaged_page_is_detected")
+{
+    mf_error err;
+    mf_btree t = {0};
+    mf_pager *pg = open_pager(mft_tmpdir(), &t, &err);
+    CHECK(pg);
+    for (int i = 0; i < 500; i++) {
+        char k[16];
+        int kl = snprintf(k, sizeof k, "%06d", i);
+        bool existed;
+        CHECK_INT(mf_btree_put(&t, (uint8_t *)k, (size_t)kl, (uint8_t *)k, (size_t)kl, false,
+                               &existed, &err), 0);
+    }
+    CHECK_INT(checkpoint(&t, &err), 0);
+    mf_pgno root = t.root;
+    mf_pager_close(pg);
+
+    /* Flip one byte inside the root page. */
+    char path[512];
+    snprintf(path, sizeof path, "%s/data.mf", mft_tmpdir());
+    FILE *f = fopen(path, "r+b");
+    CHECK(f);
+    fseek(f, (long)(root * MF_PAGE_SIZE + 100), SEEK_SET);
+    int c = fgetc(f);
+    fseek(f, (long)(root * MF_PAGE_SIZE + 100), SEEK_SET);
+    fputc(c ^ 0x10, f);
+    fclose(f);
+
+    pg = open_pager(mft_tmpdir(), &t, &err);
+    CHECK(pg); /* the database opens */
+    bool found;
+    const uint8_t *v;
+    size_t vl;
+    CHECK_INT(mf_btree_get(&t, (const uint8_t *)"000001", 6, &found, &v, &vl, &err),
+              MF_DataCorruption);
+    CHECK(strstr(err.msg, "checksum mismatch") != NULL);
+    mf_pager_close(pg);
+}
+
+MFT_CASE(torn_meta, "/storage/pager/torn_newest_meta_falls_back")
+{
+    mf_error err;
+    mf_btree t = {0};
+    mf_pager *pg = open_pager(mft_tmpdir(), &t, &err);
+    CHECK(pg);
+    bool existed;
+    CHECK_INT(mf_btree_put(&t, (const uint8_t *)"a", 1, (const uint8_t *)"1", 1, false, &existed, &err), 0);
+    CHECK_INT(checkpoint(&t, &err), 0); /* gen 1 */
+    CHECK_INT(mf_btree_put(&t, (const uint8_t *)"b", 1, (const uint8_t *)"2", 1, false, &existed, &err), 0);
+    CHECK_INT(checkpoint(&t, &err), 0); /* gen 2, slot 0 */
+    mf_pager_close(pg);
+
+    char path[512];
+    snprintf(path, sizeof path, "%s/data.mf", mft_tmpdir());
+    FILE *f = fopen(path, "r+b");
+    CHECK(f);
+    fseek(f, 200, SEEK_SET); /* inside meta slot 0 (gen 2) */
+    fputc(0x55, f);
+    fclose(f);
+
+    pg = open_pager(mft_tmpdir(), &t, &err);
+    CHECK(pg);
+    bool found;
+    const uint8_t *v;
+    size_t vl;
+    CHECK_INT(mf_btree_get(&t, (const uint8_t *)"a", 1, &found, &v, &vl, &err), 0);
+    CHECK(found);
+    CHECK_INT(mf_btree_get(&t, (const uint8_t *)"b", 1, &found, &v, &vl, &err), 0);
+    CHECK(!found); /* gen 1's image: "b" came later */
+    uint64_t entries;
+    CHECK_INT(mf_btree_validate(&t, &entries, &err), 0);
+    CHECK_INT(entries, 1);
+    mf_pager_close(pg);
+}
