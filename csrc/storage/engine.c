@@ -1,0 +1,1078 @@
+/*
+ * engine.c -- trees, writes, checkpoints and recovery over the pager and
+ * the log; the catalog of collections.  engine.h is the manual.
+ *
+ *   Log record (one per mf_engine_write):
+ *   u8 version (1), u32 op count, then per op:
+ *   u8 kind, u64 tree, u32 key length, key, u32 value length, value
+ *
+ *   Meta page user area (pager.h):
+ *   0   8  LSN of the last record the checkpoint includes
+ *   8   8  catalog tree root
+ *   16  8  next tree id
+ *
+ *   Catalog entry "ns:<name>":
+ *   u64 record tree, u32 options length, options,
+ *   u32 index count, per index: u64 tree, u16 name length, name,
+ *   u32 spec length, spec
+ *
+ * Checkpoint states (checkpoint()):
+ *   writers running --freeze (apply lock exclusive: save changed roots into
+ *   the catalog, mf_pager_checkpoint_freeze)--> writers running again
+ *   --flush (mf_pager_checkpoint_write)--> durable --> old log dropped
+ */
+#include "engine.h"
+#include "os.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#define RECORD_VERSION 1
+#define ROOT_PREFIX "root:"
+#define NS_PREFIX "ns:"
+
+typedef struct tree_ent {
+    mf_tree_id id;
+    mf_btree bt;
+    mf_pgno saved_root; /* as the last checkpoint recorded it */
+} tree_ent;
+
+struct mf_coll {
+    char *name;
+    mf_tree_id records;
+    uint8_t *options;
+    size_t options_len;
+    mf_index_info *idx;
+    size_t nidx;
+    pthread_rwlock_t lock;
+};
+
+struct mf_engine {
+    char *dir;
+    mf_pager *pg;
+    mf_wal *wal;
+    mf_engine_options opt;
+
+    pthread_rwlock_t trees_lock; /* the table's shape; not the trees */
+    tree_ent **trees;            /* sorted by id */
+    size_t ntrees, cap_trees;
+    mf_tree_id *dropped; /* ids dropped since the last checkpoint */
+    size_t ndropped, cap_dropped;
+    atomic_uint_fast64_t next_tree;
+
+    pthread_rwlock_t catalog_lock;
+    pthread_mutex_t catalog_tree_mu; /* writes to tree 1 outside exclusive */
+    mf_coll **colls;                 /* sorted by name */
+    size_t ncolls, cap_colls;
+
+    pthread_rwlock_t apply_lock;
+    pthread_mutex_t state_mu; /* failed, checkpoint bookkeeping, thread */
+    pthread_cond_t state_cond;
+    char failed[MF_ERRMSG_MAX];
+    bool is_failed;
+    mf_lsn last_cp_lsn, prev_cp_lsn;
+    uint64_t cp_log_bytes; /* wal bytes stored at the last checkpoint */
+    int64_t cp_time_us;
+    uint64_t checkpoints, replayed;
+    pthread_mutex_t cp_mu; /* one checkpoint at a time */
+
+    pthread_t thread;
+    bool has_thread, stopping;
+};
+
+/* ------------------------------------------------------------ encoding */
+
+static void put_u64be(uint8_t *p, uint64_t v)
+{
+    for (int i = 7; i >= 0; i--, v >>= 8)
+        p[i] = (uint8_t)v;
+}
+
+static uint64_t get_u64(const uint8_t *p)
+{
+    uint64_t v;
+    memcpy(&v, p, 8);
+    return v;
+}
+
+static uint32_t get_u32(const uint8_t *p)
+{
+    uint32_t v;
+    memcpy(&v, p, 4);
+    return v;
+}
+
+/* --------------------------------------------------------------- trees */
+
+static size_t tree_pos(mf_engine *e, mf_tree_id id)
+{
+    size_t lo = 0, hi = e->ntrees;
+    while (lo < hi) {
+        size_t mid = (lo + hi) / 2;
+        if (e->trees[mid]->id < id)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
+static tree_ent *tree_find(mf_engine *e, mf_tree_id id)
+{
+    pthread_rwlock_rdlock(&e->trees_lock);
+    size_t i = tree_pos(e, id);
+    tree_ent *t = i < e->ntrees && e->trees[i]->id == id ? e->trees[i] : NULL;
+    pthread_rwlock_unlock(&e->trees_lock);
+    return t;
+}
+
+mf_btree *mf_engine_tree(mf_engine *e, mf_tree_id id)
+{
+    tree_ent *t = tree_find(e, id);
+    return t ? &t->bt : NULL;
+}
+
+static int tree_add(mf_engine *e, mf_tree_id id, mf_pgno root, mf_error *err)
+{
+    int rc = 0;
+    pthread_rwlock_wrlock(&e->trees_lock);
+    size_t i = tree_pos(e, id);
+    if (i < e->ntrees && e->trees[i]->id == id)
+        goto out; /* replay may create a tree twice */
+    if (e->ntrees == e->cap_trees) {
+        size_t cap = e->cap_trees ? e->cap_trees * 2 : 16;
+        tree_ent **v = realloc(e->trees, cap * sizeof *v);
+        if (!v) {
+            rc = mf_error_set(err, MF_InternalError, "out of memory");
+            goto out;
+        }
+        e->trees = v;
+        e->cap_trees = cap;
+    }
+    tree_ent *t = calloc(1, sizeof *t);
+    if (!t) {
+        rc = mf_error_set(err, MF_InternalError, "out of memory");
+        goto out;
+    }
+    t->id = id;
+    t->bt.pg = e->pg;
+    t->bt.root = root;
+    t->saved_root = root;
+    memmove(&e->trees[i + 1], &e->trees[i], (e->ntrees - i) * sizeof *e->trees);
+    e->trees[i] = t;
+    e->ntrees++;
+    if (id >= atomic_load(&e->next_tree))
+        atomic_store(&e->next_tree, id + 1);
+out:
+    pthread_rwlock_unlock(&e->trees_lock);
+    return rc;
+}
+
+/* Drop tree `id`: free its pages, forget it, remember to drop its saved
+ * root at the next checkpoint. */
+static int tree_drop(mf_engine *e, mf_tree_id id, mf_error *err)
+{
+    tree_ent *t = tree_find(e, id);
+    if (!t)
+        return 0; /* replay may drop twice */
+    int rc = mf_btree_drop(&t->bt, err);
+    if (rc != 0)
+        return rc;
+    pthread_rwlock_wrlock(&e->trees_lock);
+    size_t i = tree_pos(e, id);
+    memmove(&e->trees[i], &e->trees[i + 1], (e->ntrees - i - 1) * sizeof *e->trees);
+    e->ntrees--;
+    if (e->ndropped == e->cap_dropped) {
+        size_t cap = e->cap_dropped ? e->cap_dropped * 2 : 16;
+        mf_tree_id *v = realloc(e->dropped, cap * sizeof *v);
+        if (v) {
+            e->dropped = v;
+            e->cap_dropped = cap;
+        }
+    }
+    if (e->ndropped < e->cap_dropped && t->saved_root != 0)
+        e->dropped[e->ndropped++] = id;
+    pthread_rwlock_unlock(&e->trees_lock);
+    free(t);
+    return 0;
+}
+
+mf_tree_id mf_engine_new_tree_id(mf_engine *e)
+{
+    return atomic_fetch_add(&e->next_tree, 1);
+}
+
+/* ---------------------------------------------------------------- apply */
+
+static int apply_one(mf_engine *e, const mf_op *op, mf_error *err)
+{
+    tree_ent *t;
+    bool flag;
+    switch (op->kind) {
+    case MF_OP_CREATE_TREE:
+        return tree_add(e, op->tree, 0, err);
+    case MF_OP_DROP_TREE:
+        return tree_drop(e, op->tree, err);
+    case MF_OP_PUT:
+    case MF_OP_DELETE:
+        t = tree_find(e, op->tree);
+        if (!t)
+            return mf_error_set(err, MF_InternalError, "write to unknown tree %llu",
+                                (unsigned long long)op->tree);
+        if (op->kind == MF_OP_PUT)
+            return mf_btree_put(&t->bt, op->key, op->klen, op->val, op->vlen, false, &flag, err);
+        return mf_btree_delete(&t->bt, op->key, op->klen, &flag, err);
+    }
+    return mf_error_set(err, MF_InternalError, "unknown operation %d", (int)op->kind);
+}
+
+static size_t encoded_size(const mf_op *ops, size_t n)
+{
+    size_t s = 5;
+    for (size_t i = 0; i < n; i++)
+        s += 1 + 8 + 4 + ops[i].klen + 4 + ops[i].vlen;
+    return s;
+}
+
+static void encode(const mf_op *ops, size_t n, uint8_t *p)
+{
+    uint32_t n32 = (uint32_t)n;
+    *p++ = RECORD_VERSION;
+    memcpy(p, &n32, 4);
+    p += 4;
+    for (size_t i = 0; i < n; i++) {
+        uint32_t kl = (uint32_t)ops[i].klen, vl = (uint32_t)ops[i].vlen;
+        *p++ = (uint8_t)ops[i].kind;
+        memcpy(p, &ops[i].tree, 8);
+        memcpy(p + 8, &kl, 4);
+        p += 12;
+        if (kl)
+            memcpy(p, ops[i].key, kl);
+        p += kl;
+        memcpy(p, &vl, 4);
+        p += 4;
+        if (vl)
+            memcpy(p, ops[i].val, vl);
+        p += vl;
+    }
+}
+
+/* Decode and apply one log record at replay. */
+static int replay_record(void *arg, mf_lsn lsn, const uint8_t *rec, size_t len, mf_error *err)
+{
+    mf_engine *e = arg;
+    const uint8_t *p = rec, *end = rec + len;
+    (void)lsn;
+    if (len < 5 || p[0] != RECORD_VERSION)
+        return mf_error_set(err, MF_DataCorruption, "log record %llu has an unknown format",
+                            (unsigned long long)lsn);
+    uint32_t n = get_u32(p + 1);
+    p += 5;
+    for (uint32_t i = 0; i < n; i++) {
+        mf_op op = {0};
+        if (end - p < 13)
+            goto bad;
+        op.kind = (mf_op_kind)p[0];
+        op.tree = get_u64(p + 1);
+        op.klen = get_u32(p + 9);
+        p += 13;
+        if ((size_t)(end - p) < op.klen + 4)
+            goto bad;
+        op.key = p;
+        p += op.klen;
+        op.vlen = get_u32(p);
+        p += 4;
+        if ((size_t)(end - p) < op.vlen)
+            goto bad;
+        op.val = p;
+        p += op.vlen;
+        int rc = apply_one(e, &op, err);
+        if (rc != 0)
+            return rc;
+    }
+    e->replayed++;
+    return 0;
+bad:
+    return mf_error_set(err, MF_DataCorruption, "log record %llu is malformed",
+                        (unsigned long long)lsn);
+}
+
+static int engine_failed(mf_engine *e, mf_error *err)
+{
+    return mf_error_set(err, MF_IllegalOperation,
+                        "the storage engine refuses writes until the database is reopened: %s",
+                        e->failed);
+}
+
+static void set_failed(mf_engine *e, const mf_error *cause)
+{
+    pthread_mutex_lock(&e->state_mu);
+    if (!e->is_failed) {
+        e->is_failed = true;
+        snprintf(e->failed, sizeof e->failed, "%s", cause->msg);
+        mf_log(MF_LOG_ERROR, "STORAGE", 22435, "engine", "writes refused from now on: %s",
+               cause->msg);
+    }
+    pthread_mutex_unlock(&e->state_mu);
+}
+
+static bool is_failed(mf_engine *e)
+{
+    pthread_mutex_lock(&e->state_mu);
+    bool f = e->is_failed;
+    pthread_mutex_unlock(&e->state_mu);
+    return f;
+}
+
+int mf_engine_write(mf_engine *e, const mf_op *ops, size_t nops, mf_lsn *lsn, mf_error *err)
+{
+    int rc = 0;
+    size_t size = encoded_size(ops, nops);
+    if (size > MF_WAL_MAX_RECORD)
+        return mf_error_set(err, MF_BadValue, "a write of %zu bytes is too large", size);
+    uint8_t *rec = malloc(size);
+    if (!rec)
+        return mf_error_set(err, MF_InternalError, "out of memory");
+    encode(ops, nops, rec);
+
+    pthread_rwlock_rdlock(&e->apply_lock);
+    if (is_failed(e)) {
+        rc = engine_failed(e, err);
+        goto out;
+    }
+    for (size_t i = 0; i < nops; i++) {
+        if ((rc = apply_one(e, &ops[i], err)) != 0) {
+            /* The trees may now hold what the log never will. */
+            set_failed(e, err);
+            goto out;
+        }
+    }
+    if ((rc = mf_wal_append(e->wal, rec, size, lsn, err)) != 0)
+        set_failed(e, err);
+out:
+    pthread_rwlock_unlock(&e->apply_lock);
+    free(rec);
+    if (rc == 0) {
+        /* Wake the checkpointer if the log has grown enough. */
+        mf_wal_stats ws;
+        mf_wal_get_stats(e->wal, &ws);
+        pthread_mutex_lock(&e->state_mu);
+        if (ws.bytes_stored - e->cp_log_bytes >= e->opt.checkpoint_log_bytes)
+            pthread_cond_signal(&e->state_cond);
+        pthread_mutex_unlock(&e->state_mu);
+    }
+    return rc;
+}
+
+int mf_engine_sync(mf_engine *e, mf_lsn lsn, mf_error *err)
+{
+    int rc = mf_wal_commit(e->wal, lsn, err);
+    if (rc != 0)
+        set_failed(e, err);
+    return rc;
+}
+
+/* ----------------------------------------------------------- checkpoint */
+
+static int save_roots(mf_engine *e, mf_error *err)
+{
+    tree_ent *cat = tree_find(e, MF_CATALOG_TREE);
+    uint8_t key[sizeof ROOT_PREFIX - 1 + 8];
+    memcpy(key, ROOT_PREFIX, sizeof ROOT_PREFIX - 1);
+    int rc;
+    bool flag;
+    /* The apply lock is held exclusively: nothing else touches the table. */
+    for (size_t i = 0; i < e->ndropped; i++) {
+        put_u64be(key + sizeof ROOT_PREFIX - 1, e->dropped[i]);
+        if ((rc = mf_btree_delete(&cat->bt, key, sizeof key, &flag, err)) != 0)
+            return rc;
+    }
+    e->ndropped = 0;
+    for (size_t i = 0; i < e->ntrees; i++) {
+        tree_ent *t = e->trees[i];
+        if (t->id == MF_CATALOG_TREE || t->bt.root == t->saved_root)
+            continue;
+        put_u64be(key + sizeof ROOT_PREFIX - 1, t->id);
+        if ((rc = mf_btree_put(&cat->bt, key, sizeof key, (const uint8_t *)&t->bt.root, 8, false,
+                               &flag, err)) != 0)
+            return rc;
+        t->saved_root = t->bt.root;
+    }
+    return 0;
+}
+
+static int checkpoint(mf_engine *e, mf_error *err)
+{
+    int rc;
+    mf_checkpoint *cp = NULL;
+    uint8_t user[MF_META_USER_SIZE] = {0};
+
+    pthread_mutex_lock(&e->cp_mu);
+    /* The freeze: writers held off. */
+    pthread_rwlock_wrlock(&e->apply_lock);
+    if (is_failed(e)) {
+        pthread_rwlock_unlock(&e->apply_lock);
+        rc = engine_failed(e, err);
+        goto out;
+    }
+    mf_lsn lsn = mf_wal_last_lsn(e->wal);
+    rc = save_roots(e, err);
+    if (rc == 0) {
+        mf_pgno cat_root = tree_find(e, MF_CATALOG_TREE)->bt.root;
+        uint64_t next = atomic_load(&e->next_tree);
+        memcpy(user, &lsn, 8);
+        memcpy(user + 8, &cat_root, 8);
+        memcpy(user + 16, &next, 8);
+        rc = mf_pager_checkpoint_freeze(e->pg, user, &cp, err);
+    }
+    pthread_rwlock_unlock(&e->apply_lock);
+    if (rc != 0) {
+        set_failed(e, err);
+        goto out;
+    }
+    /* The flush, beside the writers. */
+    if ((rc = mf_pager_checkpoint_write(e->pg, cp, err)) != 0) {
+        set_failed(e, err);
+        goto out;
+    }
+    mf_wal_stats ws;
+    mf_wal_get_stats(e->wal, &ws);
+    pthread_mutex_lock(&e->state_mu);
+    e->prev_cp_lsn = e->last_cp_lsn;
+    e->last_cp_lsn = lsn;
+    e->cp_log_bytes = ws.bytes_stored;
+    e->cp_time_us = mf_clock_mono_us();
+    e->checkpoints++;
+    mf_lsn droppable = e->prev_cp_lsn;
+    pthread_mutex_unlock(&e->state_mu);
+    /* Recovery may still fall back to the previous checkpoint: keep the log
+     * after it. */
+    rc = mf_wal_drop_through(e->wal, droppable, err);
+out:
+    pthread_mutex_unlock(&e->cp_mu);
+    return rc;
+}
+
+int mf_engine_checkpoint(mf_engine *e, mf_error *err)
+{
+    return checkpoint(e, err);
+}
+
+static void *checkpointer(void *arg)
+{
+    mf_engine *e = arg;
+    pthread_mutex_lock(&e->state_mu);
+    while (!e->stopping) {
+        struct timespec ts;
+        mf_clock_deadline(CLOCK_MONOTONIC, 1000, &ts);
+        pthread_cond_timedwait(&e->state_cond, &e->state_mu, &ts);
+        if (e->stopping || e->is_failed)
+            continue;
+        mf_wal_stats ws;
+        mf_wal_get_stats(e->wal, &ws);
+        bool by_volume = ws.bytes_stored - e->cp_log_bytes >= e->opt.checkpoint_log_bytes;
+        bool by_time = mf_wal_last_lsn(e->wal) > e->last_cp_lsn &&
+                       mf_clock_mono_us() - e->cp_time_us >=
+                           (int64_t)e->opt.checkpoint_interval_ms * 1000;
+        if (!by_volume && !by_time)
+            continue;
+        pthread_mutex_unlock(&e->state_mu);
+        mf_error err;
+        if (checkpoint(e, &err) != 0)
+            mf_log(MF_LOG_ERROR, "STORAGE", 22436, "checkpointer", "checkpoint failed: %s",
+                   err.msg);
+        pthread_mutex_lock(&e->state_mu);
+    }
+    pthread_mutex_unlock(&e->state_mu);
+    return NULL;
+}
+
+/* --------------------------------------------------------------- catalog */
+
+static void coll_free(mf_coll *c)
+{
+    if (!c)
+        return;
+    for (size_t i = 0; i < c->nidx; i++) {
+        free((char *)c->idx[i].name);
+        free((uint8_t *)c->idx[i].spec);
+    }
+    free(c->idx);
+    free(c->options);
+    free(c->name);
+    pthread_rwlock_destroy(&c->lock);
+    free(c);
+}
+
+/* Parse a catalog entry. */
+static mf_coll *coll_decode(const char *name, const uint8_t *v, size_t len)
+{
+    mf_coll *c = calloc(1, sizeof *c);
+    const uint8_t *p = v, *end = v + len;
+    if (!c)
+        return NULL;
+    pthread_rwlock_init(&c->lock, NULL);
+    c->name = strdup(name);
+    if (!c->name || end - p < 12)
+        goto bad;
+    c->records = get_u64(p);
+    c->options_len = get_u32(p + 8);
+    p += 12;
+    if ((size_t)(end - p) < c->options_len + 4)
+        goto bad;
+    c->options = malloc(c->options_len ? c->options_len : 1);
+    if (!c->options)
+        goto bad;
+    memcpy(c->options, p, c->options_len);
+    p += c->options_len;
+    uint32_t n = get_u32(p);
+    p += 4;
+    c->idx = calloc(n ? n : 1, sizeof *c->idx);
+    if (!c->idx)
+        goto bad;
+    for (uint32_t i = 0; i < n; i++) {
+        if (end - p < 10)
+            goto bad;
+        mf_index_info *x = &c->idx[i];
+        x->tree = get_u64(p);
+        uint16_t nl;
+        memcpy(&nl, p + 8, 2);
+        p += 10;
+        if ((size_t)(end - p) < (size_t)nl + 4)
+            goto bad;
+        char *nm = malloc((size_t)nl + 1);
+        if (!nm)
+            goto bad;
+        memcpy(nm, p, nl);
+        nm[nl] = '\0';
+        x->name = nm;
+        p += nl;
+        x->spec_len = get_u32(p);
+        p += 4;
+        if ((size_t)(end - p) < x->spec_len)
+            goto bad;
+        uint8_t *sp = malloc(x->spec_len ? x->spec_len : 1);
+        if (!sp)
+            goto bad;
+        memcpy(sp, p, x->spec_len);
+        x->spec = sp;
+        p += x->spec_len;
+        c->nidx++;
+    }
+    return c;
+bad:
+    coll_free(c);
+    return NULL;
+}
+
+/* Encode `c`'s entry; the caller frees the result. */
+static uint8_t *coll_encode(const mf_coll *c, size_t *len)
+{
+    size_t n = 12 + c->options_len + 4;
+    for (size_t i = 0; i < c->nidx; i++)
+        n += 10 + strlen(c->idx[i].name) + 4 + c->idx[i].spec_len;
+    uint8_t *b = malloc(n), *p = b;
+    if (!b)
+        return NULL;
+    uint32_t ol = (uint32_t)c->options_len, ni = (uint32_t)c->nidx;
+    memcpy(p, &c->records, 8);
+    memcpy(p + 8, &ol, 4);
+    p += 12;
+    memcpy(p, c->options, c->options_len);
+    p += c->options_len;
+    memcpy(p, &ni, 4);
+    p += 4;
+    for (size_t i = 0; i < c->nidx; i++) {
+        uint16_t nl = (uint16_t)strlen(c->idx[i].name);
+        uint32_t sl = (uint32_t)c->idx[i].spec_len;
+        memcpy(p, &c->idx[i].tree, 8);
+        memcpy(p + 8, &nl, 2);
+        p += 10;
+        memcpy(p, c->idx[i].name, nl);
+        p += nl;
+        memcpy(p, &sl, 4);
+        p += 4;
+        memcpy(p, c->idx[i].spec, sl);
+        p += sl;
+    }
+    *len = n;
+    return b;
+}
+
+static size_t coll_pos(mf_engine *e, const char *ns)
+{
+    size_t lo = 0, hi = e->ncolls;
+    while (lo < hi) {
+        size_t mid = (lo + hi) / 2;
+        if (strcmp(e->colls[mid]->name, ns) < 0)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
+mf_coll *mf_engine_coll(mf_engine *e, const char *ns)
+{
+    size_t i = coll_pos(e, ns);
+    return i < e->ncolls && strcmp(e->colls[i]->name, ns) == 0 ? e->colls[i] : NULL;
+}
+
+static int coll_insert(mf_engine *e, mf_coll *c, mf_error *err)
+{
+    if (e->ncolls == e->cap_colls) {
+        size_t cap = e->cap_colls ? e->cap_colls * 2 : 16;
+        mf_coll **v = realloc(e->colls, cap * sizeof *v);
+        if (!v)
+            return mf_error_set(err, MF_InternalError, "out of memory");
+        e->colls = v;
+        e->cap_colls = cap;
+    }
+    size_t i = coll_pos(e, c->name);
+    memmove(&e->colls[i + 1], &e->colls[i], (e->ncolls - i) * sizeof *e->colls);
+    e->colls[i] = c;
+    e->ncolls++;
+    return 0;
+}
+
+static void coll_remove(mf_engine *e, const char *ns)
+{
+    size_t i = coll_pos(e, ns);
+    if (i < e->ncolls && strcmp(e->colls[i]->name, ns) == 0) {
+        memmove(&e->colls[i], &e->colls[i + 1], (e->ncolls - i - 1) * sizeof *e->colls);
+        e->ncolls--;
+    }
+}
+
+void mf_engine_coll_each(mf_engine *e, void (*fn)(mf_coll *c, void *arg), void *arg)
+{
+    for (size_t i = 0; i < e->ncolls; i++)
+        fn(e->colls[i], arg);
+}
+
+/* "ns:<name>" in a caller's buffer. */
+static size_t ns_key(const char *ns, uint8_t *buf, size_t cap)
+{
+    return (size_t)snprintf((char *)buf, cap, NS_PREFIX "%s", ns);
+}
+
+/* Load every collection from the catalog tree (at open). */
+static int load_catalog(mf_engine *e, mf_error *err)
+{
+    mf_cursor cur;
+    bool valid;
+    int rc;
+    mf_cursor_init(&cur, mf_engine_tree(e, MF_CATALOG_TREE));
+    if ((rc = mf_cursor_seek(&cur, (const uint8_t *)NS_PREFIX, 3, false, &valid, err)) != 0)
+        return rc;
+    while (valid) {
+        const uint8_t *k, *v;
+        size_t kl, vl;
+        mf_cursor_key(&cur, &k, &kl);
+        if (kl < 3 || memcmp(k, NS_PREFIX, 3) != 0)
+            break;
+        mf_cursor_value(&cur, &v, &vl);
+        char name[1024];
+        snprintf(name, sizeof name, "%.*s", (int)(kl - 3), (const char *)k + 3);
+        mf_coll *c = coll_decode(name, v, vl);
+        if (!c)
+            return mf_error_set(err, MF_DataCorruption, "catalog entry for %s is damaged", name);
+        if ((rc = coll_insert(e, c, err)) != 0) {
+            coll_free(c);
+            return rc;
+        }
+        if ((rc = mf_cursor_next(&cur, &valid, err)) != 0)
+            return rc;
+    }
+    return 0;
+}
+
+void mf_engine_catalog_lock(mf_engine *e, bool exclusive)
+{
+    if (exclusive)
+        pthread_rwlock_wrlock(&e->catalog_lock);
+    else
+        pthread_rwlock_rdlock(&e->catalog_lock);
+}
+
+void mf_engine_catalog_unlock(mf_engine *e)
+{
+    pthread_rwlock_unlock(&e->catalog_lock);
+}
+
+int mf_engine_coll_create(mf_engine *e, const char *ns, const uint8_t *options,
+                          size_t options_len, mf_coll **out, mf_lsn *lsn, mf_error *err)
+{
+    int rc;
+    if (mf_engine_coll(e, ns))
+        return mf_error_set(err, MF_NamespaceExists, "Collection %s already exists.", ns);
+    mf_coll *c = calloc(1, sizeof *c);
+    if (!c)
+        return mf_error_set(err, MF_InternalError, "out of memory");
+    pthread_rwlock_init(&c->lock, NULL);
+    c->name = strdup(ns);
+    c->options = malloc(options_len ? options_len : 1);
+    if (!c->name || !c->options) {
+        coll_free(c);
+        return mf_error_set(err, MF_InternalError, "out of memory");
+    }
+    if (options_len)
+        memcpy(c->options, options, options_len);
+    c->options_len = options_len;
+    c->records = mf_engine_new_tree_id(e);
+
+    size_t vlen;
+    uint8_t *val = coll_encode(c, &vlen), key[1100];
+    size_t klen = ns_key(ns, key, sizeof key);
+    mf_op ops[2] = {
+        {.kind = MF_OP_CREATE_TREE, .tree = c->records},
+        {.kind = MF_OP_PUT, .tree = MF_CATALOG_TREE, .key = key, .klen = klen, .val = val,
+         .vlen = vlen},
+    };
+    rc = val ? mf_engine_write(e, ops, 2, lsn, err)
+             : mf_error_set(err, MF_InternalError, "out of memory");
+    free(val);
+    if (rc == 0)
+        rc = coll_insert(e, c, err);
+    if (rc != 0) {
+        coll_free(c);
+        return rc;
+    }
+    if (out)
+        *out = c;
+    return 0;
+}
+
+int mf_engine_coll_drop(mf_engine *e, const char *ns, mf_lsn *lsn, mf_error *err)
+{
+    mf_coll *c = mf_engine_coll(e, ns);
+    if (!c)
+        return mf_error_set(err, MF_NamespaceNotFound, "ns not found: %s", ns);
+    size_t n = 2 + c->nidx;
+    mf_op *ops = calloc(n, sizeof *ops);
+    if (!ops)
+        return mf_error_set(err, MF_InternalError, "out of memory");
+    uint8_t key[1100];
+    size_t klen = ns_key(ns, key, sizeof key);
+    ops[0] = (mf_op){.kind = MF_OP_DELETE, .tree = MF_CATALOG_TREE, .key = key, .klen = klen};
+    ops[1] = (mf_op){.kind = MF_OP_DROP_TREE, .tree = c->records};
+    for (size_t i = 0; i < c->nidx; i++)
+        ops[2 + i] = (mf_op){.kind = MF_OP_DROP_TREE, .tree = c->idx[i].tree};
+    int rc = mf_engine_write(e, ops, n, lsn, err);
+    free(ops);
+    if (rc != 0)
+        return rc;
+    coll_remove(e, ns);
+    coll_free(c);
+    return 0;
+}
+
+int mf_engine_coll_rename(mf_engine *e, const char *from, const char *to, mf_lsn *lsn,
+                          mf_error *err)
+{
+    mf_coll *c = mf_engine_coll(e, from);
+    if (!c)
+        return mf_error_set(err, MF_NamespaceNotFound, "ns not found: %s", from);
+    if (mf_engine_coll(e, to))
+        return mf_error_set(err, MF_NamespaceExists, "target namespace exists");
+    size_t vlen;
+    uint8_t *val = coll_encode(c, &vlen), k1[1100], k2[1100];
+    if (!val)
+        return mf_error_set(err, MF_InternalError, "out of memory");
+    size_t l1 = ns_key(from, k1, sizeof k1), l2 = ns_key(to, k2, sizeof k2);
+    mf_op ops[2] = {
+        {.kind = MF_OP_DELETE, .tree = MF_CATALOG_TREE, .key = k1, .klen = l1},
+        {.kind = MF_OP_PUT, .tree = MF_CATALOG_TREE, .key = k2, .klen = l2, .val = val,
+         .vlen = vlen},
+    };
+    int rc = mf_engine_write(e, ops, 2, lsn, err);
+    free(val);
+    if (rc != 0)
+        return rc;
+    char *nm = strdup(to);
+    if (!nm)
+        return mf_error_set(err, MF_InternalError, "out of memory");
+    coll_remove(e, from);
+    free(c->name);
+    c->name = nm;
+    return coll_insert(e, c, err);
+}
+
+const char *mf_coll_name(const mf_coll *c) { return c->name; }
+mf_tree_id mf_coll_records(const mf_coll *c) { return c->records; }
+size_t mf_coll_index_count(const mf_coll *c) { return c->nidx; }
+const mf_index_info *mf_coll_index(const mf_coll *c, size_t i) { return &c->idx[i]; }
+
+void mf_coll_options(const mf_coll *c, const uint8_t **options, size_t *len)
+{
+    *options = c->options;
+    *len = c->options_len;
+}
+
+void mf_coll_lock(mf_coll *c, bool exclusive)
+{
+    if (exclusive)
+        pthread_rwlock_wrlock(&c->lock);
+    else
+        pthread_rwlock_rdlock(&c->lock);
+}
+
+void mf_coll_unlock(mf_coll *c)
+{
+    pthread_rwlock_unlock(&c->lock);
+}
+
+/* Log `c`'s entry, plus `extra` (a tree create or drop). */
+static int write_entry(mf_engine *e, mf_coll *c, const mf_op *extra, mf_lsn *lsn, mf_error *err)
+{
+    size_t vlen;
+    uint8_t *val = coll_encode(c, &vlen), key[1100];
+    if (!val)
+        return mf_error_set(err, MF_InternalError, "out of memory");
+    size_t klen = ns_key(c->name, key, sizeof key);
+    mf_op ops[2] = {*extra, {.kind = MF_OP_PUT, .tree = MF_CATALOG_TREE, .key = key,
+                             .klen = klen, .val = val, .vlen = vlen}};
+    /* Other collections' index changes write the catalog tree too. */
+    pthread_mutex_lock(&e->catalog_tree_mu);
+    int rc = mf_engine_write(e, ops, 2, lsn, err);
+    pthread_mutex_unlock(&e->catalog_tree_mu);
+    free(val);
+    return rc;
+}
+
+int mf_coll_index_create(mf_engine *e, mf_coll *c, const char *name, const uint8_t *spec,
+                         size_t spec_len, mf_tree_id *tree, mf_lsn *lsn, mf_error *err)
+{
+    for (size_t i = 0; i < c->nidx; i++)
+        if (strcmp(c->idx[i].name, name) == 0)
+            return mf_error_set(err, 68, "index %s already exists", name);
+    mf_index_info *v = realloc(c->idx, (c->nidx + 1) * sizeof *v);
+    if (!v)
+        return mf_error_set(err, MF_InternalError, "out of memory");
+    c->idx = v;
+    mf_index_info *x = &c->idx[c->nidx];
+    uint8_t *sp = malloc(spec_len ? spec_len : 1);
+    char *nm = strdup(name);
+    if (!sp || !nm) {
+        free(sp);
+        free(nm);
+        return mf_error_set(err, MF_InternalError, "out of memory");
+    }
+    if (spec_len)
+        memcpy(sp, spec, spec_len);
+    *x = (mf_index_info){.name = nm, .tree = mf_engine_new_tree_id(e), .spec = sp,
+                         .spec_len = spec_len};
+    c->nidx++;
+    mf_op create = {.kind = MF_OP_CREATE_TREE, .tree = x->tree};
+    int rc = write_entry(e, c, &create, lsn, err);
+    if (rc != 0) {
+        c->nidx--;
+        free(nm);
+        free(sp);
+        return rc;
+    }
+    if (tree)
+        *tree = x->tree;
+    return 0;
+}
+
+int mf_coll_index_drop(mf_engine *e, mf_coll *c, const char *name, mf_lsn *lsn, mf_error *err)
+{
+    size_t i;
+    for (i = 0; i < c->nidx; i++)
+        if (strcmp(c->idx[i].name, name) == 0)
+            break;
+    if (i == c->nidx)
+        return mf_error_set(err, 27, "index not found with name [%s]", name);
+    mf_index_info gone = c->idx[i];
+    memmove(&c->idx[i], &c->idx[i + 1], (c->nidx - i - 1) * sizeof *c->idx);
+    c->nidx--;
+    mf_op drop = {.kind = MF_OP_DROP_TREE, .tree = gone.tree};
+    int rc = write_entry(e, c, &drop, lsn, err);
+    if (rc != 0) {
+        memmove(&c->idx[i + 1], &c->idx[i], (c->nidx - i) * sizeof *c->idx);
+        c->idx[i] = gone;
+        c->nidx++;
+        return rc;
+    }
+    free((char *)gone.name);
+    free((uint8_t *)gone.spec);
+    return 0;
+}
+
+/* ----------------------------------------------------------- open, close */
+
+/* Load every "root:" entry of the catalog into the tree table. */
+static int load_roots(mf_engine *e, mf_error *err)
+{
+    mf_cursor cur;
+    bool valid;
+    int rc;
+    mf_cursor_init(&cur, mf_engine_tree(e, MF_CATALOG_TREE));
+    if ((rc = mf_cursor_seek(&cur, (const uint8_t *)ROOT_PREFIX, 5, false, &valid, err)) != 0)
+        return rc;
+    while (valid) {
+        const uint8_t *k, *v;
+        size_t kl, vl;
+        mf_cursor_key(&cur, &k, &kl);
+        if (kl != 13 || memcmp(k, ROOT_PREFIX, 5) != 0)
+            break;
+        mf_cursor_value(&cur, &v, &vl);
+        if (vl != 8)
+            return mf_error_set(err, MF_DataCorruption, "catalog root entry is damaged");
+        mf_tree_id id = 0;
+        for (int i = 0; i < 8; i++)
+            id = id << 8 | k[5 + i];
+        if ((rc = tree_add(e, id, get_u64(v), err)) != 0)
+            return rc;
+        if ((rc = mf_cursor_next(&cur, &valid, err)) != 0)
+            return rc;
+    }
+    return 0;
+}
+
+static void engine_free(mf_engine *e)
+{
+    for (size_t i = 0; i < e->ntrees; i++)
+        free(e->trees[i]);
+    free(e->trees);
+    free(e->dropped);
+    for (size_t i = 0; i < e->ncolls; i++)
+        coll_free(e->colls[i]);
+    free(e->colls);
+    pthread_rwlock_destroy(&e->trees_lock);
+    pthread_rwlock_destroy(&e->catalog_lock);
+    pthread_rwlock_destroy(&e->apply_lock);
+    pthread_mutex_destroy(&e->catalog_tree_mu);
+    pthread_mutex_destroy(&e->state_mu);
+    pthread_mutex_destroy(&e->cp_mu);
+    pthread_cond_destroy(&e->state_cond);
+    free(e->dir);
+    free(e);
+}
+
+int mf_engine_open(const char *dir, const mf_engine_options *opt, mf_engine **out,
+                   mf_error *err)
+{
+    int rc;
+    char path[4096];
+    uint8_t user[MF_META_USER_SIZE];
+    uint64_t gen;
+    mf_engine *e = calloc(1, sizeof *e);
+    if (!e || !(e->dir = strdup(dir))) {
+        free(e);
+        return mf_error_set(err, MF_InternalError, "out of memory");
+    }
+    if (opt)
+        e->opt = *opt;
+    if (!e->opt.checkpoint_log_bytes)
+        e->opt.checkpoint_log_bytes = 64u << 20;
+    if (!e->opt.checkpoint_interval_ms)
+        e->opt.checkpoint_interval_ms = 60000;
+    pthread_rwlock_init(&e->trees_lock, NULL);
+    pthread_rwlock_init(&e->catalog_lock, NULL);
+    pthread_rwlock_init(&e->apply_lock, NULL);
+    pthread_mutex_init(&e->catalog_tree_mu, NULL);
+    pthread_mutex_init(&e->state_mu, NULL);
+    pthread_mutex_init(&e->cp_mu, NULL);
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&e->state_cond, &ca);
+    pthread_condattr_destroy(&ca);
+    atomic_init(&e->next_tree, MF_CATALOG_TREE + 1);
+
+    mf_pager_options popt = {.reserve_bytes = e->opt.reserve_bytes};
+    snprintf(path, sizeof path, "%s/data.mf", dir);
+    if ((rc = mf_pager_open(path, &popt, &e->pg, user, &gen, err)) != 0)
+        goto fail;
+    mf_lsn cp_lsn = get_u64(user);
+    mf_pgno cat_root = get_u64(user + 8);
+    uint64_t next = get_u64(user + 16);
+    if ((rc = tree_add(e, MF_CATALOG_TREE, cat_root, err)) != 0 ||
+        (rc = load_roots(e, err)) != 0)
+        goto fail;
+    if (next > atomic_load(&e->next_tree))
+        atomic_store(&e->next_tree, next);
+    e->last_cp_lsn = e->prev_cp_lsn = cp_lsn;
+
+    if ((rc = mf_wal_open(dir, &e->opt.wal, cp_lsn, replay_record, e, &e->wal, err)) != 0 ||
+        (rc = load_catalog(e, err)) != 0)
+        goto fail;
+    mf_wal_stats ws;
+    mf_wal_get_stats(e->wal, &ws);
+    e->cp_log_bytes = ws.bytes_stored;
+    e->cp_time_us = mf_clock_mono_us();
+    if (e->replayed)
+        mf_log(MF_LOG_INFO, "STORAGE", 22430, "engine",
+               "recovered %s: checkpoint generation %llu, %llu log records replayed", dir,
+               (unsigned long long)gen, (unsigned long long)e->replayed);
+    if (!e->opt.no_background) {
+        if (pthread_create(&e->thread, NULL, checkpointer, e) != 0) {
+            rc = mf_error_set(err, MF_InternalError, "cannot start the checkpoint thread");
+            goto fail;
+        }
+        e->has_thread = true;
+    }
+    *out = e;
+    return 0;
+
+fail:
+    if (e->wal)
+        mf_wal_abandon(e->wal);
+    mf_pager_close(e->pg);
+    engine_free(e);
+    return rc;
+}
+
+static void stop_thread(mf_engine *e)
+{
+    if (!e->has_thread)
+        return;
+    pthread_mutex_lock(&e->state_mu);
+    e->stopping = true;
+    pthread_cond_broadcast(&e->state_cond);
+    pthread_mutex_unlock(&e->state_mu);
+    pthread_join(e->thread, NULL);
+    e->has_thread = false;
+}
+
+int mf_engine_close(mf_engine *e, mf_error *err)
+{
+    int rc = 0;
+    mf_error tmp;
+    stop_thread(e);
+    if (!is_failed(e)) {
+        /* Commit what is buffered first, then checkpoint so the next open
+         * replays nothing. */
+        rc = mf_wal_commit(e->wal, mf_wal_last_lsn(e->wal), err);
+        if (rc == 0)
+            rc = checkpoint(e, err);
+    }
+    if (mf_wal_close(e->wal, rc ? &tmp : err) != 0 && rc == 0)
+        rc = err->code;
+    mf_pager_close(e->pg);
+    engine_free(e);
+    return rc;
+}
+
+void mf_engine_abandon(mf_engine *e)
+{
+    stop_thread(e);
+    mf_wal_abandon(e->wal);
+    mf_pager_close(e->pg);
+    engine_free(e);
+}
+
+void mf_engine_get_stats(mf_engine *e, mf_engine_stats *out)
+{
+    mf_pager_get_stats(e->pg, &out->pager);
+    mf_wal_get_stats(e->wal, &out->wal);
+    pthread_mutex_lock(&e->state_mu);
+    out->checkpoints = e->checkpoints;
+    out->checkpoint_lsn = e->last_cp_lsn;
+    out->replayed = e->replayed;
+    pthread_mutex_unlock(&e->state_mu);
+}

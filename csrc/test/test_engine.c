@@ -1,0 +1,344 @@
+/* Cases for csrc/storage/engine.c: catalog, writes, reopen, recovery,
+ * a SIGKILL crash loop, simulated power loss, and fault injection. */
+#include "test.h"
+#include "../storage/engine.h"
+#include "../storage/os.h"
+
+#include <signal.h>
+#include <stdlib.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#define NKEYS 300
+
+static mf_engine *open_engine(const char *dir, bool background, mf_error *err)
+{
+    mf_engine *e = NULL;
+    mf_log_configure(MF_LOG_WARNING, false);
+    mf_engine_options opt = {
+        .no_background = !background,
+        .checkpoint_log_bytes = 64 * 1024,
+        .checkpoint_interval_ms = 50,
+        .reserve_bytes = (size_t)4 << 30,
+        .wal = {.segment_target = 256 * 1024},
+    };
+    if (mf_engine_open(dir, &opt, &e, err) != 0)
+        return NULL;
+    return e;
+}
+
+/* ------------------------------------------------ the scripted workload */
+
+/* Operation i (1-based) of the workload, deterministic: on key i % NKEYS,
+ * put "v<i>" (7 in 10) or delete, in both the record tree and the index
+ * tree, as ONE write.  Ops 150 and 420 create index "late" and fill it. */
+static bool op_is_put(uint64_t i)
+{
+    return (i * 2654435761u) % 10 < 7;
+}
+
+typedef struct ctx {
+    mf_engine *e;
+    mf_coll *c;
+    mf_tree_id rec, idx;
+} ctx;
+
+static int setup(ctx *x, mf_error *err)
+{
+    mf_lsn lsn;
+    int rc;
+    mf_engine_catalog_lock(x->e, true);
+    x->c = mf_engine_coll(x->e, "db.c");
+    if (!x->c) {
+        if ((rc = mf_engine_coll_create(x->e, "db.c", (const uint8_t *)"{}", 2, &x->c, &lsn,
+                                        err)) != 0 ||
+            (rc = mf_coll_index_create(x->e, x->c, "k_1", (const uint8_t *)"k", 1, &x->idx,
+                                       &lsn, err)) != 0 ||
+            (rc = mf_engine_sync(x->e, lsn, err)) != 0) {
+            mf_engine_catalog_unlock(x->e);
+            return rc;
+        }
+    }
+    mf_engine_catalog_unlock(x->e);
+    x->rec = mf_coll_records(x->c);
+    x->idx = mf_coll_index(x->c, 0)->tree;
+    return 0;
+}
+
+static int run_op(ctx *x, uint64_t i, mf_error *err)
+{
+    char key[32], ikey[32], val[32];
+    int kl = snprintf(key, sizeof key, "k%05llu", (unsigned long long)(i % NKEYS));
+    int il = snprintf(ikey, sizeof ikey, "i%05llu", (unsigned long long)(i % NKEYS));
+    int vl = snprintf(val, sizeof val, "v%llu", (unsigned long long)i);
+    mf_lsn lsn;
+    int rc;
+    mf_engine_catalog_lock(x->e, false);
+    mf_coll_lock(x->c, true);
+    if (i == 150 || i == 420) {
+        /* An index build: a new tree, filled in one write. */
+        char name[16];
+        snprintf(name, sizeof name, "late%llu", (unsigned long long)i);
+        mf_tree_id t;
+        rc = mf_coll_index_create(x->e, x->c, name, (const uint8_t *)"x", 1, &t, &lsn, err);
+        if (rc == 0) {
+            mf_op ops[50];
+            char keys[50][16];
+            for (int j = 0; j < 50; j++) {
+                int l = snprintf(keys[j], sizeof keys[j], "e%02d", j);
+                ops[j] = (mf_op){.kind = MF_OP_PUT, .tree = t, .key = (uint8_t *)keys[j],
+                                 .klen = (size_t)l, .val = (uint8_t *)val, .vlen = (size_t)vl};
+            }
+            rc = mf_engine_write(x->e, ops, 50, &lsn, err);
+        }
+    } else if (op_is_put(i)) {
+        mf_op ops[2] = {
+            {.kind = MF_OP_PUT, .tree = x->rec, .key = (uint8_t *)key, .klen = (size_t)kl,
+             .val = (uint8_t *)val, .vlen = (size_t)vl},
+            {.kind = MF_OP_PUT, .tree = x->idx, .key = (uint8_t *)ikey, .klen = (size_t)il,
+             .val = (uint8_t *)val, .vlen = (size_t)vl},
+        };
+        rc = mf_engine_write(x->e, ops, 2, &lsn, err);
+    } else {
+        mf_op ops[2] = {
+            {.kind = MF_OP_DELETE, .tree = x->rec, .key = (uint8_t *)key, .klen = (size_t)kl},
+            {.kind = MF_OP_DELETE, .tree = x->idx, .key = (uint8_t *)ikey, .klen = (size_t)il},
+        };
+        rc = mf_engine_write(x->e, ops, 2, &lsn, err);
+    }
+    mf_coll_unlock(x->c);
+    mf_engine_catalog_unlock(x->e);
+    if (rc == 0)
+        rc = mf_engine_sync(x->e, lsn, err);
+    return rc;
+}
+
+/* Whether the database holds exactly the state after ops 1..n. */
+static bool state_is(ctx *x, uint64_t n, mf_error *err)
+{
+    mf_btree *rec = mf_engine_tree(x->e, x->rec), *idx = mf_engine_tree(x->e, x->idx);
+    uint64_t entries = 0, want_entries = 0;
+    for (uint64_t k = 0; k < NKEYS; k++) {
+        /* The last op on key k that is not an index build decides it. */
+        uint64_t last = 0;
+        for (uint64_t i = n; i >= 1; i--)
+            if (i % NKEYS == k && i != 150 && i != 420) {
+                last = i;
+                break;
+            }
+        char key[32], ikey[32], val[32];
+        int kl = snprintf(key, sizeof key, "k%05llu", (unsigned long long)k);
+        int il = snprintf(ikey, sizeof ikey, "i%05llu", (unsigned long long)k);
+        bool want = last && op_is_put(last);
+        int vl = snprintf(val, sizeof val, "v%llu", (unsigned long long)last);
+        bool f1, f2;
+        const uint8_t *v1, *v2;
+        size_t l1, l2;
+        if (mf_btree_get(rec, (uint8_t *)key, (size_t)kl, &f1, &v1, &l1, err) != 0 ||
+            mf_btree_get(idx, (uint8_t *)ikey, (size_t)il, &f2, &v2, &l2, err) != 0)
+            return false;
+        if (f1 != want || f2 != want) {
+            if (getenv("MF_DEBUG"))
+                printf("  key %llu: want %d got %d %d (n=%llu)\n", (unsigned long long)k, want, f1, f2, (unsigned long long)n);
+            return false;
+        }
+        if (want && (l1 != (size_t)vl || memcmp(v1, val, l1) != 0 || l2 != l1 ||
+                     memcmp(v2, val, l2) != 0))
+            return false;
+        want_entries += want;
+    }
+    if (mf_btree_validate(rec, &entries, err) != 0 || entries != want_entries) {
+        if (getenv("MF_DEBUG"))
+            printf("  rec validate: %s entries %llu want %llu\n", err->msg, (unsigned long long)entries, (unsigned long long)want_entries);
+        return false;
+    }
+    if (mf_btree_validate(idx, &entries, err) != 0 || entries != want_entries)
+        return false;
+    /* The late indexes: whole (50 entries) if their op is in, absent if not. */
+    for (uint64_t b = 150; b <= 420; b += 270) {
+        char name[16];
+        snprintf(name, sizeof name, "late%llu", (unsigned long long)b);
+        const mf_index_info *found = NULL;
+        for (size_t i = 0; i < mf_coll_index_count(x->c); i++)
+            if (strcmp(mf_coll_index(x->c, i)->name, name) == 0)
+                found = mf_coll_index(x->c, i);
+        if ((found != NULL) != (n >= b)) {
+            if (getenv("MF_DEBUG"))
+                printf("  index %s found %d n %llu\n", name, found != NULL, (unsigned long long)n);
+            return false;
+        }
+        if (found) {
+            if (mf_btree_validate(mf_engine_tree(x->e, found->tree), &entries, err) != 0 ||
+                entries != 50)
+                return false;
+        }
+    }
+    return true;
+}
+
+MFT_CASE(reopen, "/storage/engine/catalog_and_data_survive_close")
+{
+    mf_error err;
+    ctx x = {0};
+    x.e = open_engine(mft_tmpdir(), false, &err);
+    CHECK(x.e);
+    CHECK_INT(setup(&x, &err), 0);
+    for (uint64_t i = 1; i <= 500; i++)
+        CHECK_INT(run_op(&x, i, &err), 0);
+    CHECK(state_is(&x, 500, &err));
+    CHECK_INT(mf_engine_close(x.e, &err), 0);
+
+    x.e = open_engine(mft_tmpdir(), false, &err);
+    CHECK(x.e);
+    mf_engine_stats st;
+    mf_engine_get_stats(x.e, &st);
+    CHECK_INT(st.replayed, 0); /* a clean close left nothing to replay */
+    CHECK_INT(setup(&x, &err), 0);
+    CHECK(state_is(&x, 500, &err));
+    CHECK_INT(mf_coll_index_count(x.c), 3);
+
+    /* Rename and drop go through the catalog too. */
+    mf_lsn lsn;
+    mf_engine_catalog_lock(x.e, true);
+    CHECK_INT(mf_engine_coll_create(x.e, "db.d", NULL, 0, NULL, &lsn, &err), 0);
+    CHECK_INT(mf_engine_coll_create(x.e, "db.d", NULL, 0, NULL, &lsn, &err), MF_NamespaceExists);
+    CHECK_INT(mf_engine_coll_rename(x.e, "db.d", "db.e", &lsn, &err), 0);
+    CHECK_INT(mf_engine_coll_drop(x.e, "db.zz", &lsn, &err), MF_NamespaceNotFound);
+    mf_engine_catalog_unlock(x.e);
+    CHECK_INT(mf_engine_sync(x.e, lsn, &err), 0);
+    mf_engine_abandon(x.e); /* no checkpoint: the log must carry it */
+
+    x.e = open_engine(mft_tmpdir(), false, &err);
+    CHECK(x.e);
+    mf_engine_get_stats(x.e, &st);
+    CHECK(st.replayed > 0);
+    mf_engine_catalog_lock(x.e, true);
+    CHECK(mf_engine_coll(x.e, "db.e") != NULL);
+    CHECK(mf_engine_coll(x.e, "db.d") == NULL);
+    CHECK_INT(mf_engine_coll_drop(x.e, "db.e", &lsn, &err), 0);
+    mf_engine_catalog_unlock(x.e);
+    CHECK_INT(setup(&x, &err), 0);
+    CHECK(state_is(&x, 500, &err));
+    CHECK_INT(mf_engine_close(x.e, &err), 0);
+}
+
+/* The child: run the workload, reporting each committed op on `fd`. */
+static void child_run(const char *dir, int fd, uint64_t total)
+{
+    mf_error err;
+    ctx x = {0};
+    x.e = open_engine(dir, true, &err);
+    if (!x.e || setup(&x, &err) != 0)
+        _exit(3);
+    for (uint64_t i = 1; i <= total; i++) {
+        if (run_op(&x, i, &err) != 0)
+            _exit(4);
+        if (i % 40 == 0 && mf_engine_checkpoint(x.e, &err) != 0)
+            _exit(5);
+        if (write(fd, &i, sizeof i) != sizeof i)
+            _exit(6);
+    }
+    mf_engine_close(x.e, &err);
+    _exit(0);
+}
+
+MFT_CASE(crash_loop, "/storage/engine/sigkill_crash_loop")
+{
+    const int points = getenv("MF_CRASH_POINTS") ? atoi(getenv("MF_CRASH_POINTS")) : 200;
+    const uint64_t total = 480;
+    char dir[512];
+    mf_error err;
+    int bad = 0;
+    for (int pt = 0; pt < points && !bad; pt++) {
+        snprintf(dir, sizeof dir, "%s/run%d", mft_tmpdir(), pt);
+        char cmd[600];
+        snprintf(cmd, sizeof cmd, "mkdir -p %s", dir);
+        CHECK(system(cmd) == 0);
+        /* Kill after an evenly spaced number of acknowledged ops. */
+        uint64_t kill_after = 1 + (uint64_t)pt * (total - 2) / (uint64_t)(points > 1 ? points - 1 : 1);
+        int p[2];
+        CHECK(pipe(p) == 0);
+        pid_t pid = fork();
+        CHECK(pid >= 0);
+        if (pid == 0) {
+            close(p[0]);
+            child_run(dir, p[1], total);
+        }
+        close(p[1]);
+        uint64_t acked = 0, v;
+        while (read(p[0], &v, sizeof v) == sizeof v) {
+            acked = v;
+            if (acked >= kill_after) {
+                kill(pid, SIGKILL);
+                break;
+            }
+        }
+        int status;
+        waitpid(pid, &status, 0);
+        /* The child may have run ahead of what we read: its last ack is
+         * the last one in the pipe. */
+        while (read(p[0], &v, sizeof v) == sizeof v)
+            acked = v;
+        close(p[0]);
+        CHECK(WIFSIGNALED(status) || (WIFEXITED(status) && WEXITSTATUS(status) == 0));
+
+        ctx x = {0};
+        x.e = open_engine(dir, false, &err);
+        CHECK(x.e);
+        if (acked == 0) {
+            /* Killed before anything committed: only check it opens. */
+            mf_engine_abandon(x.e);
+            continue;
+        }
+        CHECK_INT(setup(&x, &err), 0);
+        /* Every acknowledged op is there; at most one more may be. */
+        bool ok = state_is(&x, acked, &err) || state_is(&x, acked + 1, &err);
+        if (!ok)
+            printf("  point %d: state after reopen is not ops 1..%llu (+1)\n", pt,
+                   (unsigned long long)acked);
+        CHECK(ok);
+        mf_engine_abandon(x.e);
+        snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+        CHECK(system(cmd) == 0);
+    }
+}
+
+MFT_CASE(power_loss, "/storage/engine/simulated_power_loss")
+{
+    const int points = getenv("MF_CRASH_POINTS") ? atoi(getenv("MF_CRASH_POINTS")) : 200;
+    const uint64_t total = 480;
+    char dir[512];
+    mf_error err;
+    mf_os_sim_enable(true);
+    for (int pt = 0; pt < points; pt++) {
+        snprintf(dir, sizeof dir, "%s/pl%d", mft_tmpdir(), pt);
+        char cmd[600];
+        snprintf(cmd, sizeof cmd, "mkdir -p %s", dir);
+        CHECK(system(cmd) == 0);
+        uint64_t stop = 1 + (uint64_t)pt * (total - 2) / (uint64_t)(points > 1 ? points - 1 : 1);
+        ctx x = {0};
+        x.e = open_engine(dir, false, &err);
+        CHECK(x.e);
+        CHECK_INT(setup(&x, &err), 0);
+        for (uint64_t i = 1; i <= stop; i++) {
+            CHECK_INT(run_op(&x, i, &err), 0);
+            if (i % 40 == 0)
+                CHECK_INT(mf_engine_checkpoint(x.e, &err), 0);
+        }
+        /* One more op, applied and appended but never synced. */
+        mf_engine_abandon(x.e);
+        CHECK_INT(mf_os_sim_crash(&err), 0);
+        x.e = open_engine(dir, false, &err);
+        if (!x.e)
+            printf("  point %d: %s\n", pt, err.msg);
+        CHECK(x.e);
+        CHECK_INT(setup(&x, &err), 0);
+        CHECK(state_is(&x, stop, &err));
+        mf_engine_abandon(x.e);
+        mf_os_sim_enable(false); /* forget this directory's files */
+        mf_os_sim_enable(true);
+        snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+        CHECK(system(cmd) == 0);
+    }
+    mf_os_sim_enable(false);
+}
