@@ -10,14 +10,19 @@
  *   48     2*n  slot array: cell offsets, in key order
  *
  *   Leaf cell:    u8 flags, u8 0, u16 key length, u32 value length,
- *                 key bytes (or u64 overflow page if KEY_OVF),
- *                 value bytes (or u64 overflow page if VAL_OVF)
+ *                 key bytes (or a run reference if KEY_OVF),
+ *                 value bytes (or a run reference if VAL_OVF)
  *   Branch cell:  u8 flags, u8 0, u16 key length, u32 0, u64 child,
- *                 key bytes (or u64 overflow page if KEY_OVF)
+ *                 key bytes (or a run reference if KEY_OVF)
+ *   Run reference (24 bytes): u64 first page, u64 generation it was born
+ *                 in, u64 XXH3-64 of its bytes
  *
  * A branch cell's child holds the keys >= its key (and < the next cell's).
- * An overflow run holds its bytes at offset 32 of its first page, running
- * on through the following pages, so a long key or value is one range.
+ * An overflow run is headerless (pager.h): its bytes start at its first
+ * page and run on, so a long key or value is one range, and a value of
+ * n x 4 KiB takes exactly n pages.  The reference carries what a page
+ * header would: the generation (for the free-space rule) and the checksum
+ * (verified on first use after open).
  * Every overflow run has exactly one owning cell: a split that copies a
  * long key into a parent makes a new run for it; copy-on-write of a page
  * shares runs between the old page (part of an older image, never changed)
@@ -36,6 +41,7 @@
 #include "btree.h"
 
 #include <stdlib.h>
+#include <xxhash.h>
 
 #define BT_HDR 48u
 #define MAX_CELL 1000u        /* keeps at least four cells in every page */
@@ -44,6 +50,7 @@
 #define VAL_OVF 0x02
 #define LEAF_CELL_HDR 8u
 #define BRANCH_CELL_HDR 16u
+#define REF 24u /* a run reference */
 
 /* ----------------------------------------------------------- page fields */
 
@@ -82,16 +89,26 @@ static inline mf_pgno load_pgno(const uint8_t *p) { mf_pgno v; memcpy(&v, p, 8);
 static size_t cell_size(const uint8_t *c, bool leaf)
 {
     size_t n = leaf ? LEAF_CELL_HDR : BRANCH_CELL_HDR;
-    n += (c[0] & KEY_OVF) ? 8 : c_klen(c);
+    n += (c[0] & KEY_OVF) ? REF : c_klen(c);
     if (leaf)
-        n += (c[0] & VAL_OVF) ? 8 : c_vlen(c);
+        n += (c[0] & VAL_OVF) ? REF : c_vlen(c);
     return n;
 }
 
-static const uint8_t *run_data(mf_btree *t, mf_pgno no, mf_error *err)
+static inline uint32_t run_pages(size_t len)
 {
-    uint8_t *p = mf_pager_page(t->pg, no, err);
-    return p ? p + MF_PAGE_HEADER : NULL;
+    return (uint32_t)((len + MF_PAGE_SIZE - 1) / MF_PAGE_SIZE);
+}
+
+/* The `len` bytes a run reference names, verified on first use. */
+static const uint8_t *run_data(mf_btree *t, const uint8_t *ref, size_t len, mf_error *err)
+{
+    return mf_pager_run(t->pg, load_pgno(ref), len, load_pgno(ref + 16), err);
+}
+
+static void run_free(mf_btree *t, const uint8_t *ref, size_t len)
+{
+    mf_pager_free_run(t->pg, load_pgno(ref), run_pages(len), load_pgno(ref + 8));
 }
 
 /* The key of a cell; NULL with err set if its overflow run is damaged. */
@@ -101,16 +118,16 @@ static const uint8_t *cell_key(mf_btree *t, const uint8_t *c, bool leaf, size_t 
     const uint8_t *k = c + (leaf ? LEAF_CELL_HDR : BRANCH_CELL_HDR);
     *klen = c_klen(c);
     if (c[0] & KEY_OVF)
-        return run_data(t, load_pgno(k), err);
+        return run_data(t, k, *klen, err);
     return k;
 }
 
 static const uint8_t *cell_value(mf_btree *t, const uint8_t *c, size_t *vlen, mf_error *err)
 {
-    const uint8_t *v = c + LEAF_CELL_HDR + ((c[0] & KEY_OVF) ? 8 : c_klen(c));
+    const uint8_t *v = c + LEAF_CELL_HDR + ((c[0] & KEY_OVF) ? REF : c_klen(c));
     *vlen = c_vlen(c);
     if (c[0] & VAL_OVF)
-        return run_data(t, load_pgno(v), err);
+        return run_data(t, v, *vlen, err);
     return v;
 }
 
@@ -202,15 +219,21 @@ static int make_writable(mf_btree *t, mf_pgno *no, uint8_t **p, mf_error *err)
 
 /* -------------------------------------------------------- cell building */
 
-/* A run holding `len` bytes from `data`. */
-static int make_run(mf_btree *t, const uint8_t *data, size_t len, mf_pgno *out, mf_error *err)
+/* A run holding `len` bytes from `data`; its reference goes to `ref`. */
+static int make_run(mf_btree *t, const uint8_t *data, size_t len, uint8_t ref[REF],
+                    mf_error *err)
 {
-    uint32_t pages = (uint32_t)((MF_PAGE_HEADER + len + MF_PAGE_SIZE - 1) / MF_PAGE_SIZE);
-    int rc = mf_pager_alloc(t->pg, pages, MF_PAGE_OVERFLOW, out, err);
+    mf_pgno no;
+    uint64_t gen;
+    int rc = mf_pager_alloc_run(t->pg, run_pages(len), &no, &gen, err);
     if (rc != 0)
         return rc;
-    uint8_t *p = mf_pager_page(t->pg, *out, err);
-    memcpy(p + MF_PAGE_HEADER, data, len);
+    uint8_t *p = (uint8_t *)mf_pager_run(t->pg, no, len, 0, NULL);
+    memcpy(p, data, len);
+    uint64_t h = XXH3_64bits(data, len);
+    memcpy(ref, &no, 8);
+    memcpy(ref + 8, &gen, 8);
+    memcpy(ref + 16, &h, 8);
     return 0;
 }
 
@@ -218,9 +241,9 @@ static void free_cell_runs(mf_btree *t, const uint8_t *c, bool leaf)
 {
     const uint8_t *k = c + (leaf ? LEAF_CELL_HDR : BRANCH_CELL_HDR);
     if (c[0] & KEY_OVF)
-        mf_pager_free(t->pg, load_pgno(k));
+        run_free(t, k, c_klen(c));
     if (leaf && (c[0] & VAL_OVF))
-        mf_pager_free(t->pg, load_pgno(k + ((c[0] & KEY_OVF) ? 8 : c_klen(c))));
+        run_free(t, k + ((c[0] & KEY_OVF) ? REF : c_klen(c)), c_vlen(c));
 }
 
 /* Build a leaf cell in `buf` (MAX_CELL bytes). */
@@ -228,17 +251,17 @@ static int leaf_cell(mf_btree *t, const uint8_t *key, size_t klen, const uint8_t
                      size_t vlen, uint8_t *buf, size_t *len, mf_error *err)
 {
     bool key_ovf = klen > KEY_INLINE_MAX;
-    size_t kpart = key_ovf ? 8 : klen;
+    size_t kpart = key_ovf ? REF : klen;
     bool val_ovf = LEAF_CELL_HDR + kpart + vlen > MAX_CELL;
     uint16_t kl = (uint16_t)klen;
     uint32_t vl = (uint32_t)vlen;
-    mf_pgno kr = 0, vr = 0;
+    uint8_t kr[REF], vr[REF];
     int rc;
-    if (key_ovf && (rc = make_run(t, key, klen, &kr, err)) != 0)
+    if (key_ovf && (rc = make_run(t, key, klen, kr, err)) != 0)
         return rc;
-    if (val_ovf && (rc = make_run(t, val, vlen, &vr, err)) != 0) {
+    if (val_ovf && (rc = make_run(t, val, vlen, vr, err)) != 0) {
         if (key_ovf)
-            mf_pager_free(t->pg, kr);
+            run_free(t, kr, klen);
         return rc;
     }
     buf[0] = (uint8_t)((key_ovf ? KEY_OVF : 0) | (val_ovf ? VAL_OVF : 0));
@@ -247,15 +270,15 @@ static int leaf_cell(mf_btree *t, const uint8_t *key, size_t klen, const uint8_t
     memcpy(buf + 4, &vl, 4);
     size_t o = LEAF_CELL_HDR;
     if (key_ovf) {
-        memcpy(buf + o, &kr, 8);
-        o += 8;
+        memcpy(buf + o, kr, REF);
+        o += REF;
     } else {
         memcpy(buf + o, key, klen);
         o += klen;
     }
     if (val_ovf) {
-        memcpy(buf + o, &vr, 8);
-        o += 8;
+        memcpy(buf + o, vr, REF);
+        o += REF;
     } else {
         if (vlen)
             memcpy(buf + o, val, vlen);
@@ -272,7 +295,6 @@ static int branch_cell(mf_btree *t, const uint8_t *key, size_t klen, mf_pgno chi
     bool key_ovf = klen > KEY_INLINE_MAX;
     uint16_t kl = (uint16_t)klen;
     uint32_t zero = 0;
-    mf_pgno kr;
     int rc;
     buf[0] = key_ovf ? KEY_OVF : 0;
     buf[1] = 0;
@@ -280,10 +302,9 @@ static int branch_cell(mf_btree *t, const uint8_t *key, size_t klen, mf_pgno chi
     memcpy(buf + 4, &zero, 4);
     memcpy(buf + 8, &child, 8);
     if (key_ovf) {
-        if ((rc = make_run(t, key, klen, &kr, err)) != 0)
+        if ((rc = make_run(t, key, klen, buf + BRANCH_CELL_HDR, err)) != 0)
             return rc;
-        memcpy(buf + BRANCH_CELL_HDR, &kr, 8);
-        *len = BRANCH_CELL_HDR + 8;
+        *len = BRANCH_CELL_HDR + REF;
     } else {
         memcpy(buf + BRANCH_CELL_HDR, key, klen);
         *len = BRANCH_CELL_HDR + klen;
@@ -389,7 +410,7 @@ typedef struct ins_result {
  * The left half stays in `p`; the right goes to a new page; `res` gets the
  * separator cell for the parent. */
 static int split(mf_btree *t, mf_pgno no, uint8_t *p, int at, const uint8_t *c, size_t len,
-                 ins_result *res, mf_error *err)
+                 bool append, ins_result *res, mf_error *err)
 {
     bool leaf = is_leaf(p);
     cellref cells[MF_PAGE_SIZE / 8 + 1];
@@ -412,6 +433,12 @@ static int split(mf_btree *t, mf_pgno no, uint8_t *p, int at, const uint8_t *c, 
         if (acc >= total / 2)
             break;
     }
+    /* Appending at the right edge of the tree (ascending keys: RecordIds,
+     * ObjectIds): leave the left page full and start the right one with the
+     * new cell alone, or sequential loads would leave every page half
+     * empty. */
+    if (append)
+        m = n - 1;
 
     mf_pgno right_no;
     if ((rc = mf_pager_alloc(t->pg, 1, mf_page_type(p), &right_no, err)) != 0)
@@ -455,8 +482,8 @@ typedef struct put_args {
     bool existed;
 } put_args;
 
-static int put_rec(mf_btree *t, mf_pgno no, int depth, put_args *a, ins_result *res,
-                   mf_error *err)
+static int put_rec(mf_btree *t, mf_pgno no, int depth, bool rightmost, put_args *a,
+                   ins_result *res, mf_error *err)
 {
     int rc;
     bool exact;
@@ -491,13 +518,14 @@ static int put_rec(mf_btree *t, mf_pgno no, int depth, put_args *a, ins_result *
         res->split = false;
         if (try_insert(p, idx, c, len))
             return 0;
-        return split(t, no, p, idx, c, len, res, err);
+        return split(t, no, p, idx, c, len, rightmost && idx == pcount(p), res, err);
     }
 
     if ((rc = make_writable(t, &no, &p, err)) != 0)
         return rc;
     ins_result child;
-    if ((rc = put_rec(t, child_at(p, idx), depth + 1, a, &child, err)) != 0)
+    bool last = idx == pcount(p) - 1;
+    if ((rc = put_rec(t, child_at(p, idx), depth + 1, rightmost && last, a, &child, err)) != 0)
         return rc;
     set_child_at(p, idx, child.no);
     res->no = no;
@@ -506,7 +534,8 @@ static int put_rec(mf_btree *t, mf_pgno no, int depth, put_args *a, ins_result *
         return 0;
     if (try_insert(p, idx + 1, child.sep, child.sep_len))
         return 0;
-    return split(t, no, p, idx + 1, child.sep, child.sep_len, res, err);
+    return split(t, no, p, idx + 1, child.sep, child.sep_len,
+                 rightmost && idx + 1 == pcount(p), res, err);
 }
 
 int mf_btree_put(mf_btree *t, const uint8_t *key, size_t klen, const uint8_t *val,
@@ -527,7 +556,7 @@ int mf_btree_put(mf_btree *t, const uint8_t *key, size_t klen, const uint8_t *va
         t->root = no;
     }
     ins_result res;
-    if ((rc = put_rec(t, t->root, 0, &a, &res, err)) != 0)
+    if ((rc = put_rec(t, t->root, 0, true, &a, &res, err)) != 0)
         return rc;
     t->root = res.no;
     if (res.split) {

@@ -299,6 +299,28 @@ bad:
                         (unsigned long long)lsn);
 }
 
+/* Whether the log has grown, or enough space waits for a checkpoint to be
+ * reused, to justify a checkpoint now.  Freed space counts because it is
+ * reusable only two checkpoints later: deletes log little, and without
+ * this the file would grow by everything they free. */
+static bool checkpoint_due(mf_engine *e)
+{
+    mf_wal_stats ws;
+    mf_wal_get_stats(e->wal, &ws);
+    uint64_t pending = mf_pager_pending_pages(e->pg) * MF_PAGE_SIZE;
+    /* Waiting space is worth a checkpoint at an eighth of the file (at
+     * least 4 MiB), or half the log threshold on a large file. */
+    uint64_t file = mf_pager_file_pages(e->pg) * MF_PAGE_SIZE;
+    uint64_t space_due = file / 8 > (4u << 20) ? file / 8 : (4u << 20);
+    if (space_due > e->opt.checkpoint_log_bytes / 2)
+        space_due = e->opt.checkpoint_log_bytes / 2;
+    pthread_mutex_lock(&e->state_mu);
+    bool due = ws.bytes_stored - e->cp_log_bytes >= e->opt.checkpoint_log_bytes ||
+               pending >= space_due;
+    pthread_mutex_unlock(&e->state_mu);
+    return due;
+}
+
 static int engine_failed(mf_engine *e, mf_error *err)
 {
     return mf_error_set(err, MF_IllegalOperation,
@@ -356,12 +378,8 @@ out:
     free(rec);
     if (rc == 0) {
         /* Wake the checkpointer if the log has grown enough. */
-        mf_wal_stats ws;
-        mf_wal_get_stats(e->wal, &ws);
-        pthread_mutex_lock(&e->state_mu);
-        if (ws.bytes_stored - e->cp_log_bytes >= e->opt.checkpoint_log_bytes)
+        if (checkpoint_due(e))
             pthread_cond_signal(&e->state_cond);
-        pthread_mutex_unlock(&e->state_mu);
     }
     return rc;
 }
@@ -470,9 +488,9 @@ static void *checkpointer(void *arg)
         pthread_cond_timedwait(&e->state_cond, &e->state_mu, &ts);
         if (e->stopping || e->is_failed)
             continue;
-        mf_wal_stats ws;
-        mf_wal_get_stats(e->wal, &ws);
-        bool by_volume = ws.bytes_stored - e->cp_log_bytes >= e->opt.checkpoint_log_bytes;
+        pthread_mutex_unlock(&e->state_mu);
+        bool by_volume = checkpoint_due(e);
+        pthread_mutex_lock(&e->state_mu);
         bool by_time = mf_wal_last_lsn(e->wal) > e->last_cp_lsn &&
                        mf_clock_mono_us() - e->cp_time_us >=
                            (int64_t)e->opt.checkpoint_interval_ms * 1000;

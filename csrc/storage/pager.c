@@ -58,6 +58,7 @@ struct mf_pager {
     size_t born_cap;
     mf_pgno freelist_head; /* the newest image's free-list chain */
     atomic_uint_fast64_t nverified;
+    atomic_uint_fast64_t npending; /* pages in `pending` (read without mu) */
 };
 
 struct mf_checkpoint {
@@ -281,6 +282,69 @@ static int alloc_locked(mf_pager *pg, uint32_t n, uint8_t type, uint64_t gen, mf
     return 0;
 }
 
+int mf_pager_alloc_run(mf_pager *pg, uint32_t n, mf_pgno *out, uint64_t *gen, mf_error *err)
+{
+    mf_pgno no;
+    int rc = 0;
+    if (n == 0)
+        return mf_error_set(err, MF_BadValue, "cannot allocate zero pages");
+    pthread_mutex_lock(&pg->mu);
+    if (!ext_take_best(&pg->avail, n, &no)) {
+        if ((rc = grow(pg, n, err)) != 0)
+            goto out;
+        if (!ext_take_best(&pg->avail, n, &no)) {
+            rc = mf_error_set(err, MF_InternalError, "allocation failed after growth");
+            goto out;
+        }
+    }
+    /* No header and no born entry: the owner keeps the run's generation
+     * and checksum, and nothing about it changes at a checkpoint. */
+    for (uint64_t i = no; i < no + n && i < pg->open_pages; i++)
+        atomic_store_explicit(&pg->verified[i], 1, memory_order_relaxed);
+    *out = no;
+    *gen = pg->gen;
+out:
+    pthread_mutex_unlock(&pg->mu);
+    return rc;
+}
+
+void mf_pager_free_run(mf_pager *pg, mf_pgno no, uint32_t n, uint64_t gen)
+{
+    pthread_mutex_lock(&pg->mu);
+    if (gen == pg->gen) {
+        ext_insert(&pg->avail, no, n);
+    } else {
+        ext_push(&pg->pending, (extent){.start = no, .n = n, .gen = pg->gen});
+        atomic_fetch_add_explicit(&pg->npending, n, memory_order_relaxed);
+    }
+    pthread_mutex_unlock(&pg->mu);
+}
+
+const uint8_t *mf_pager_run(mf_pager *pg, mf_pgno no, size_t len, uint64_t hash, mf_error *err)
+{
+    uint64_t mapped = atomic_load_explicit(&pg->mapped, memory_order_acquire);
+    uint64_t n = (len + MF_PAGE_SIZE - 1) / MF_PAGE_SIZE;
+    if (no < 2 || no + n > mapped) {
+        mf_error_set(err, MF_DataCorruption, "run at page %llu of %s is out of range",
+                     (unsigned long long)no, mf_os_path(pg->file));
+        return NULL;
+    }
+    const uint8_t *p = page_at(pg, no);
+    if (no < pg->open_pages &&
+        !atomic_load_explicit(&pg->verified[no], memory_order_acquire)) {
+        if (XXH3_64bits(p, len) != hash) {
+            mf_error_set(err, MF_DataCorruption,
+                         "checksum mismatch in the %zu-byte run at page %llu of %s: the data "
+                         "is damaged",
+                         len, (unsigned long long)no, mf_os_path(pg->file));
+            return NULL;
+        }
+        atomic_store_explicit(&pg->verified[no], 1, memory_order_release);
+        atomic_fetch_add_explicit(&pg->nverified, 1, memory_order_relaxed);
+    }
+    return p;
+}
+
 int mf_pager_alloc(mf_pager *pg, uint32_t n, uint8_t type, mf_pgno *out, mf_error *err)
 {
     if (n == 0)
@@ -303,6 +367,7 @@ static void free_locked(mf_pager *pg, mf_pgno no)
             pg->born_start[no] = 0;
     } else {
         ext_push(&pg->pending, (extent){.start = no, .n = run, .gen = pg->gen});
+        atomic_fetch_add_explicit(&pg->npending, run, memory_order_relaxed);
     }
 }
 
@@ -365,6 +430,8 @@ static int load_freelist(mf_pager *pg, mf_pgno head, uint64_t image_gen, mf_erro
                         ? ext_push(&pg->pending,
                                    (extent){.start = start, .n = n, .gen = image_gen})
                         : ext_insert(&pg->avail, start, n);
+            if (flags & FL_PENDING)
+                atomic_fetch_add_explicit(&pg->npending, n, memory_order_relaxed);
             if (r != 0)
                 return mf_error_set(err, MF_InternalError, "out of memory");
         }
@@ -683,9 +750,10 @@ int mf_pager_checkpoint_write(mf_pager *pg, mf_checkpoint *cp, mf_error *err)
     size_t keep = 0;
     for (size_t i = 0; i < pg->pending.n; i++) {
         extent e = pg->pending.v[i];
-        if (e.gen < cp->gen)
+        if (e.gen < cp->gen) {
             ext_insert(&pg->avail, e.start, e.n);
-        else
+            atomic_fetch_sub_explicit(&pg->npending, e.n, memory_order_relaxed);
+        } else
             pg->pending.v[keep++] = e;
     }
     pg->pending.n = keep;
@@ -694,6 +762,16 @@ out:
     ext_free(&cp->born);
     free(cp);
     return rc;
+}
+
+uint64_t mf_pager_file_pages(mf_pager *pg)
+{
+    return atomic_load_explicit(&pg->mapped, memory_order_relaxed);
+}
+
+uint64_t mf_pager_pending_pages(mf_pager *pg)
+{
+    return atomic_load_explicit(&pg->npending, memory_order_relaxed);
 }
 
 void mf_pager_get_stats(mf_pager *pg, mf_pager_stats *out)

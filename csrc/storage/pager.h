@@ -18,7 +18,9 @@
  *   48     256  the engine's own area (roots, LSN; opaque here)
  *   4088   8    XXH3-64 of bytes [0, 4088)
  *
- *   Every other page starts with this 32-byte header:
+ *   Every other page, except the pages of an overflow run (which hold only
+ *   the owner's bytes; the owning cell keeps the run's generation and
+ *   checksum), starts with this 32-byte header:
  *   0      8    XXH3-64 of bytes [8, npages * 4096) of the run, written at
  *               the checkpoint that first includes the page
  *   8      8    generation the page was born in
@@ -108,6 +110,21 @@ uint8_t *mf_pager_page(mf_pager *pg, mf_pgno no, mf_error *err);
  * grow the file.  Errors: os errors (ENOSPC as MF_OutOfDiskSpace). */
 int mf_pager_alloc(mf_pager *pg, uint32_t n, uint8_t type, mf_pgno *out, mf_error *err);
 
+/* Allocate `n` contiguous pages for an overflow run: no header, so a value
+ * of n * 4096 bytes fills exactly n pages.  The owner records the run's
+ * generation (`*gen`) and its checksum, and passes them back to
+ * mf_pager_run and mf_pager_free_run.  The run must not change after it is
+ * written (copy-on-write does not apply to it). */
+int mf_pager_alloc_run(mf_pager *pg, uint32_t n, mf_pgno *out, uint64_t *gen, mf_error *err);
+
+/* The `len` bytes of the run at `no`, verifying them against `hash`
+ * (XXH3-64) the first time a run that existed at open is used.  NULL with
+ * MF_DataCorruption on a mismatch or a run out of range. */
+const uint8_t *mf_pager_run(mf_pager *pg, mf_pgno no, size_t len, uint64_t hash, mf_error *err);
+
+/* Free a headerless run of `n` pages born in generation `gen`. */
+void mf_pager_free_run(mf_pager *pg, mf_pgno no, uint32_t n, uint64_t gen);
+
 /* Free the run starting at `no` (its length is in its header). */
 void mf_pager_free(mf_pager *pg, mf_pgno no);
 
@@ -132,6 +149,12 @@ int mf_pager_checkpoint_freeze(mf_pager *pg, const uint8_t user[MF_META_USER_SIZ
  * free runs this checkpoint made safe.  On error the checkpoint did not
  * happen (the previous one still stands); `cp` is freed either way. */
 int mf_pager_checkpoint_write(mf_pager *pg, mf_checkpoint *cp, mf_error *err);
+
+/* Pages freed but not yet reusable (waiting for a checkpoint); lock-free,
+ * for deciding when to checkpoint. */
+uint64_t mf_pager_pending_pages(mf_pager *pg);
+/* The file's length in pages; lock-free. */
+uint64_t mf_pager_file_pages(mf_pager *pg);
 
 /* Statistics for tests and benchmarks. */
 typedef struct mf_pager_stats {
