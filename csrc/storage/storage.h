@@ -1,14 +1,26 @@
 /*
- * storage.h -- the storage layer's contract.
+ * storage.h -- the storage layer's contract, and where to read it.
  *
- * So far only the piece every later part stands on: the data directory and
- * its lock.  The pager, log, B+trees and catalog (DESIGN.md section 3) build
- * on this os layer.
+ * The layer above (command/) includes this header.  Each part has its own
+ * header, which is its manual -- formats, rules, errors, and how long a
+ * returned pointer stays valid:
+ *
+ *   engine.h  open/close/recovery, writes (one log record each), group
+ *             commit, checkpoints, the catalog of collections and indexes,
+ *             the lock order catalog -> collection -> log
+ *   btree.h   B+trees: get/put/delete, cursors both ways, bulk build
+ *   wal.h     the write-ahead log's format and recovery rules
+ *   pager.h   pages, generations, checksums, the free-space rule
+ *   os.h      files, mappings, fault injection, simulated power loss
+ *
+ * This header itself adds the data directory's lock.  docs/storage.md
+ * explains the design choices and records the measured figures.
  */
 #ifndef MF_STORAGE_H
 #define MF_STORAGE_H
 
 #include "../util/util.h"
+#include "engine.h"
 
 /* Name of the lock file inside the data directory. */
 #define MF_LOCK_FILE "multifora.lock"
