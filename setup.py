@@ -64,7 +64,7 @@ def find_libraries():
     libs = _pkg_config("--libs", *names).stdout.split()
     include_dirs = [f[2:] for f in cflags if f.startswith("-I")]
     library_dirs = [f[2:] for f in libs if f.startswith("-L")]
-    libraries = [f[2:] for f in libs if f.startswith("-l")]
+    libraries = [f[2:] for f in libs if f.startswith("-l")] + ["m"]
     return include_dirs, library_dirs, libraries
 
 

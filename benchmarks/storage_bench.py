@@ -32,7 +32,7 @@ def build(out: Path) -> Path:
                           capture_output=True, text=True, check=True).stdout.split()
     cc = shutil.which("cc") or "gcc"
     subprocess.run([cc, "-O2", "-g", "-std=c11", "-D_GNU_SOURCE", "-pthread", *cflags,
-                    *sources, "-o", str(exe), *libs], check=True)
+                    *sources, "-o", str(exe), *libs, "-lm"], check=True)
     return exe
 
 

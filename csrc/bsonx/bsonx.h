@@ -7,8 +7,10 @@
  *  - mongod's human-readable rendering of BSON (BSONObj::toString), which
  *    its error messages embed: { a: 1, b: "x" }.
  *
- * Later: MongoDB's comparison order, the order-preserving key encoding and
- * dotted-path lookup (DESIGN.md section 3).
+ *  - MongoDB's comparison order over values and documents (compare.c).
+ *
+ * Later: the order-preserving key encoding and dotted-path lookup
+ * (DESIGN.md section 3).
  */
 #ifndef MF_BSONX_H
 #define MF_BSONX_H
@@ -33,6 +35,21 @@ int mf_bsonx_validate_prefix(const uint8_t *data, size_t avail, size_t *len, mf_
 
 /* As mf_bsonx_validate_prefix, and the document must fill all `len` bytes. */
 int mf_bsonx_validate(const uint8_t *data, size_t len, mf_error *err);
+
+/* ------------------------------------------------- comparison (compare.c) */
+
+/* mongod's canonical type bracket of a BSON type (numbers share one). */
+int mf_bsonx_canonical_type(bson_type_t t);
+
+/* Compare two values in MongoDB's order (no collation): <0, 0 or >0.
+ * Numbers compare by exact value across int32, int64, double and
+ * decimal128; NaN equals NaN and sorts below every other number. */
+int mf_bsonx_compare_values(const bson_iter_t *a, const bson_iter_t *b);
+
+/* Compare two documents element by element (type, name, value); `a` and
+ * `b` are positioned before their first fields and are advanced. */
+int mf_bsonx_compare_docs_iter(bson_iter_t *a, bson_iter_t *b);
+int mf_bsonx_compare_docs(const bson_t *a, const bson_t *b);
 
 /* Render `doc` as mongod's BSONObj::toString does ("{ a: 1, s: \"x\" }"),
  * into `out` (always NUL-terminated; cut with "..." past `cap`). */

@@ -291,6 +291,24 @@ static PyObject *core_crc32c(PyObject *mod, PyObject *args)
     return PyLong_FromUnsignedLong(r);
 }
 
+/* For the tests: MongoDB's order between two BSON documents. */
+static PyObject *core_bson_compare(PyObject *mod, PyObject *args)
+{
+    (void)mod;
+    Py_buffer a, b;
+    bson_t da, db;
+    if (!PyArg_ParseTuple(args, "y*y*", &a, &b))
+        return NULL;
+    PyObject *out = NULL;
+    if (!bson_init_static(&da, a.buf, (size_t)a.len) || !bson_init_static(&db, b.buf, (size_t)b.len))
+        PyErr_SetString(PyExc_ValueError, "not BSON");
+    else
+        out = PyLong_FromLong(mf_bsonx_compare_docs(&da, &db));
+    PyBuffer_Release(&a);
+    PyBuffer_Release(&b);
+    return out;
+}
+
 static PyObject *core_log(PyObject *mod, PyObject *args)
 {
     (void)mod;
@@ -348,6 +366,8 @@ static void core_free(void *mod)
 static PyMethodDef core_methods[] = {
     {"crc32c", core_crc32c, METH_VARARGS,
      "crc32c(data, crc=0)\n--\n\nCRC-32C of data, continuing from crc."},
+    {"_bson_compare", core_bson_compare, METH_VARARGS,
+     "_bson_compare(a, b)\n--\n\nMongoDB's order between two BSON documents (tests)."},
     {"log", core_log, METH_VARARGS,
      "log(level, component, msg)\n--\n\nWrite one line to the server log."},
     {NULL, NULL, 0, NULL},
