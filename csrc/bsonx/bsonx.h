@@ -9,8 +9,9 @@
  *
  *  - MongoDB's comparison order over values and documents (compare.c).
  *
- * Later: the order-preserving key encoding and dotted-path lookup
- * (DESIGN.md section 3).
+ *  - The order-preserving key encoding of index keys (keyenc.c).
+ *
+ * Later: dotted-path lookup (DESIGN.md section 3).
  */
 #ifndef MF_BSONX_H
 #define MF_BSONX_H
@@ -50,6 +51,15 @@ int mf_bsonx_compare_values(const bson_iter_t *a, const bson_iter_t *b);
  * `b` are positioned before their first fields and are advanced. */
 int mf_bsonx_compare_docs_iter(bson_iter_t *a, bson_iter_t *b);
 int mf_bsonx_compare_docs(const bson_t *a, const bson_t *b);
+
+/* ------------------------------------------- key encoding (keyenc.c) */
+
+/* Append the order-preserving encoding of `value` to `out`: memcmp order of
+ * encodings is mf_bsonx_compare_values order (reversed when `descending`),
+ * and numerically equal values encode identically.  Encodings are
+ * self-delimiting, so a compound key is the concatenation of its parts.
+ * Returns 0, or -1 on out of memory (`out` unchanged). */
+int mf_bsonx_key_append(mf_buf *out, const bson_iter_t *value, bool descending);
 
 /* Render `doc` as mongod's BSONObj::toString does ("{ a: 1, s: \"x\" }"),
  * into `out` (always NUL-terminated; cut with "..." past `cap`). */

@@ -309,6 +309,38 @@ static PyObject *core_bson_compare(PyObject *mod, PyObject *args)
     return out;
 }
 
+/* For the tests: the key encoding of each field of a BSON document,
+ * concatenated; `desc` (a str of '0'/'1' per field) marks descending. */
+static PyObject *core_key_encode(PyObject *mod, PyObject *args)
+{
+    (void)mod;
+    Py_buffer a;
+    const char *desc = "";
+    bson_t doc;
+    bson_iter_t it;
+    mf_buf out = {0};
+    if (!PyArg_ParseTuple(args, "y*|s", &a, &desc))
+        return NULL;
+    PyObject *res = NULL;
+    size_t i = 0, nd = strlen(desc);
+    if (!bson_init_static(&doc, a.buf, (size_t)a.len) || !bson_iter_init(&it, &doc)) {
+        PyErr_SetString(PyExc_ValueError, "not BSON");
+        goto out;
+    }
+    while (bson_iter_next(&it)) {
+        if (mf_bsonx_key_append(&out, &it, i < nd && desc[i] == '1') != 0) {
+            PyErr_NoMemory();
+            goto out;
+        }
+        i++;
+    }
+    res = PyBytes_FromStringAndSize((const char *)out.data, (Py_ssize_t)out.len);
+out:
+    mf_buf_free(&out);
+    PyBuffer_Release(&a);
+    return res;
+}
+
 static PyObject *core_log(PyObject *mod, PyObject *args)
 {
     (void)mod;
@@ -368,6 +400,8 @@ static PyMethodDef core_methods[] = {
      "crc32c(data, crc=0)\n--\n\nCRC-32C of data, continuing from crc."},
     {"_bson_compare", core_bson_compare, METH_VARARGS,
      "_bson_compare(a, b)\n--\n\nMongoDB's order between two BSON documents (tests)."},
+    {"_key_encode", core_key_encode, METH_VARARGS,
+     "_key_encode(doc, desc='')\n--\n\nThe index-key encoding of a document's fields (tests)."},
     {"log", core_log, METH_VARARGS,
      "log(level, component, msg)\n--\n\nWrite one line to the server log."},
     {NULL, NULL, 0, NULL},
