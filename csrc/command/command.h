@@ -53,12 +53,14 @@ typedef struct mf_instance_config {
     void *request_stop_arg;
 } mf_instance_config;
 
-/* Open an instance over `cfg->dbpath`: create the directory if missing and
- * lock it.  Returns 0 and `*out`, or an error code with `err` set
+/* Open an instance over `cfg->dbpath`: create the directory if missing,
+ * lock it, and open the storage engine in it (recovering from the last
+ * checkpoint and the log).  Returns 0 and `*out`, or an error code with `err` set
  * (MF_DBPathInUse when another server holds the directory).  The strings
  * and BSON in `cfg` are copied. */
 int mf_instance_open(const mf_instance_config *cfg, mf_instance **out, mf_error *err);
-/* Release the directory and free the instance. */
+/* Checkpoint and close the storage engine, release the directory, free the
+ * instance. */
 void mf_instance_close(mf_instance *inst);
 
 mf_counters *mf_instance_counters(mf_instance *inst);

@@ -6,10 +6,12 @@
 #define MF_COMMAND_INT_H
 
 #include "command.h"
+#include "../storage/storage.h"
 
 struct mf_instance {
     char *dbpath;
     int lock_fd;
+    mf_engine *engine; /* the data: opened with the instance, closed with it */
     int max_connections;
     bool enable_test_commands;
     bson_t cmdline_argv;

@@ -521,7 +521,13 @@ int mf_pager_open(const char *path, const mf_pager_options *opt, mf_pager **out,
         rc = mf_error_set(err, MF_BadValue, "%s is larger than the reserved address space", path);
         goto fail;
     }
-    if ((rc = mf_os_reserve(pg->reserved, (void **)&pg->base, err)) != 0 ||
+    /* Address space may be limited (ulimit -v, many servers in one
+     * process): settle for less, down to what the file needs plus room. */
+    while ((rc = mf_os_reserve(pg->reserved, (void **)&pg->base, err)) != 0 &&
+           pg->reserved / 2 >= npages * (uint64_t)MF_PAGE_SIZE * 2 &&
+           pg->reserved / 2 >= ((size_t)1 << 30))
+        pg->reserved /= 2;
+    if (rc != 0 ||
         (rc = mf_os_map(pg->file, pg->base, 0, npages * (uint64_t)MF_PAGE_SIZE, "pager.map",
                         err)) != 0)
         goto fail;
