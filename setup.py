@@ -31,6 +31,7 @@ LIBRARIES = {
     "libbson-1.0": "libbson-dev",
     "liblz4": "liblz4-dev",
     "libxxhash": "libxxhash-dev",
+    "libpcre2-8": "libpcre2-dev",
 }
 
 

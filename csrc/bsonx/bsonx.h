@@ -39,6 +39,9 @@ int mf_bsonx_validate(const uint8_t *data, size_t len, mf_error *err);
 
 /* ------------------------------------------------- comparison (compare.c) */
 
+/* MongoDB's alias for a BSON type ("double", "string", "object", ...). */
+const char *mf_bsonx_type_alias(bson_type_t t);
+
 /* mongod's canonical type bracket of a BSON type (numbers share one). */
 int mf_bsonx_canonical_type(bson_type_t t);
 

@@ -320,7 +320,7 @@ int mfi_cmd_get_log(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_error 
     if (!BSON_ITER_HOLDS_UTF8(&it))
         return mf_error_set(err, MF_TypeMismatch,
                             "Argument to getLog must be of type String; found %s",
-                            mfi_type_alias(bson_iter_type(&it)));
+                            mf_bsonx_type_alias(bson_iter_type(&it)));
     const char *which = bson_iter_utf8(&it, NULL);
 
     if (strcmp(which, "*") == 0) {

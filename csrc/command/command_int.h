@@ -97,7 +97,5 @@ bool mfi_as_int64(const bson_iter_t *it, int64_t *out);
  * TypeMismatch error. */
 int mfi_type_error(mf_error *err, const char *cmd, const char *field,
                    const bson_iter_t *it, const char *expected);
-/* MongoDB's alias for a BSON type ("double", "string", "object", ...). */
-const char *mfi_type_alias(bson_type_t t);
 
 #endif /* MF_COMMAND_INT_H */

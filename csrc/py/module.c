@@ -13,6 +13,7 @@
 #include <Python.h>
 
 #include "../wire/wire.h"
+#include "../query/query.h"
 
 #include <unistd.h>
 
@@ -341,6 +342,31 @@ out:
     return res;
 }
 
+/* For the tests: whether BSON document `doc` matches BSON filter `filter`. */
+static PyObject *core_match(PyObject *mod, PyObject *args)
+{
+    Py_buffer f, d;
+    bson_t fb, db;
+    mf_matcher *m = NULL;
+    mf_error err;
+    if (!PyArg_ParseTuple(args, "y*y*", &f, &d))
+        return NULL;
+    PyObject *out = NULL;
+    if (mf_bsonx_validate(f.buf, (size_t)f.len, &err) != 0 ||
+        mf_bsonx_validate(d.buf, (size_t)d.len, &err) != 0 ||
+        !bson_init_static(&fb, f.buf, (size_t)f.len) ||
+        !bson_init_static(&db, d.buf, (size_t)d.len) ||
+        mf_matcher_parse(&fb, &m, &err) != 0) {
+        raise_error(PyModule_GetState(mod), &err);
+    } else {
+        out = PyBool_FromLong(mf_matcher_match(m, &db));
+    }
+    mf_matcher_free(m);
+    PyBuffer_Release(&f);
+    PyBuffer_Release(&d);
+    return out;
+}
+
 static PyObject *core_log(PyObject *mod, PyObject *args)
 {
     (void)mod;
@@ -402,6 +428,8 @@ static PyMethodDef core_methods[] = {
      "_bson_compare(a, b)\n--\n\nMongoDB's order between two BSON documents (tests)."},
     {"_key_encode", core_key_encode, METH_VARARGS,
      "_key_encode(doc, desc='')\n--\n\nThe index-key encoding of a document's fields (tests)."},
+    {"_match", core_match, METH_VARARGS,
+     "_match(filter, doc)\n--\n\nWhether BSON `doc` matches BSON `filter` (tests)."},
     {"log", core_log, METH_VARARGS,
      "log(level, component, msg)\n--\n\nWrite one line to the server log."},
     {NULL, NULL, 0, NULL},

@@ -1,0 +1,1110 @@
+/*
+ * match.c -- filters: parse a query document into a predicate tree, then
+ * evaluate it over a document's bytes.
+ *
+ * Tree:   AND / OR / NOR    children
+ *         NOT               one child: the conditions on one path, negated
+ *         PATH              a dotted path and its conditions (ANDed)
+ *         ELEM_OBJ          $elemMatch on documents: a sub-tree per element
+ *         ALWAYS            $comment (and empty filters)
+ * A PATH node's conditions: comparisons ($eq ... $lte, implicit equality),
+ * $in/$nin, $exists, $type, $mod, $regex, $size, $all, $elemMatch (value
+ * form), bit tests, and $not over any of these.
+ *
+ * Path semantics (mongod's ElementPath): each component is looked up in a
+ * document; where the value so far is an array, a component applies to
+ * every element that is a document, and a numeric component also indexes
+ * the array.  At the end of the path the value is tested itself and, if it
+ * is an array, so is each element ($size, $all and $elemMatch look at the
+ * array only).  A branch that ends early is "missing", which only
+ * {$eq: null}, {$exists: false} and negations can match.
+ */
+#include "query.h"
+
+#define PCRE2_CODE_UNIT_WIDTH 8
+#include <pcre2.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef enum {
+    N_AND, N_OR, N_NOR, N_NOT, N_PATH, N_ELEM_OBJ, N_ALWAYS,
+} node_kind;
+
+typedef enum {
+    C_EQ, C_NE, C_GT, C_GTE, C_LT, C_LTE, C_IN, C_NIN, C_EXISTS, C_TYPE, C_MOD, C_REGEX,
+    C_SIZE, C_ALL, C_ELEM_VAL, C_ELEM_OBJ, C_BITS_ALL_SET, C_BITS_ANY_SET,
+    C_BITS_ALL_CLEAR, C_BITS_ANY_CLEAR, C_NOT,
+} cond_kind;
+
+typedef struct node node;
+typedef struct cond cond;
+
+struct cond {
+    cond_kind kind;
+    bson_t operand;      /* {"": value} or {"0": .., "1": ..} for lists */
+    bool exists;         /* $exists */
+    int64_t mod_div, mod_rem;
+    uint32_t type_mask;  /* $type: bit per BSON type; bit 0 = "number" */
+    bool type_array;     /* $type: "array" / 4 */
+    pcre2_code *re;      /* $regex */
+    pcre2_code **res;    /* $in/$nin regexes, one per operand element (or NULL) */
+    size_t nres;
+    uint64_t bits[4];    /* bit tests: mask over 256 bits */
+    cond *sub;           /* $not / $elemMatch value form: conditions */
+    size_t nsub;
+    node *elem;          /* $elemMatch object form */
+};
+
+struct node {
+    node_kind kind;
+    node **kids;
+    size_t nkids;
+    char *path;          /* N_PATH */
+    cond *conds;
+    size_t nconds;
+};
+
+struct mf_matcher {
+    node *root;
+};
+
+/* --------------------------------------------------------------- freeing */
+
+static void node_free(node *n);
+
+static void cond_clear(cond *c)
+{
+    bson_destroy(&c->operand);
+    if (c->re)
+        pcre2_code_free(c->re);
+    for (size_t i = 0; i < c->nres; i++)
+        if (c->res[i])
+            pcre2_code_free(c->res[i]);
+    free(c->res);
+    for (size_t i = 0; i < c->nsub; i++)
+        cond_clear(&c->sub[i]);
+    free(c->sub);
+    node_free(c->elem);
+}
+
+static void node_free(node *n)
+{
+    if (!n)
+        return;
+    for (size_t i = 0; i < n->nkids; i++)
+        node_free(n->kids[i]);
+    free(n->kids);
+    for (size_t i = 0; i < n->nconds; i++)
+        cond_clear(&n->conds[i]);
+    free(n->conds);
+    free(n->path);
+    free(n);
+}
+
+void mf_matcher_free(mf_matcher *m)
+{
+    if (m) {
+        node_free(m->root);
+        free(m);
+    }
+}
+
+/* -------------------------------------------------------------- parsing */
+
+static int parse_doc(const bson_t *filter, bool top, node **out, mf_error *err);
+
+static int oom(mf_error *err)
+{
+    return mf_error_set(err, MF_InternalError, "out of memory");
+}
+
+static bool is_number(const bson_iter_t *it)
+{
+    bson_type_t t = bson_iter_type(it);
+    return t == BSON_TYPE_INT32 || t == BSON_TYPE_INT64 || t == BSON_TYPE_DOUBLE ||
+           t == BSON_TYPE_DECIMAL128;
+}
+
+static double as_double(const bson_iter_t *it)
+{
+    switch (bson_iter_type(it)) {
+    case BSON_TYPE_INT32: return bson_iter_int32(it);
+    case BSON_TYPE_INT64: return (double)bson_iter_int64(it);
+    case BSON_TYPE_DOUBLE: return bson_iter_double(it);
+    case BSON_TYPE_DECIMAL128: {
+        bson_decimal128_t d;
+        char s[BSON_DECIMAL128_STRING];
+        bson_iter_decimal128(it, &d);
+        bson_decimal128_to_string(&d, s);
+        return strtod(s, NULL);
+    }
+    default: return 0;
+    }
+}
+
+/* Store the element `it` as {"": value} in `dst`. */
+static void keep_value(bson_t *dst, const bson_iter_t *it)
+{
+    bson_init(dst);
+    bson_append_iter(dst, "", 0, it);
+}
+
+static int compile_regex(const char *pattern, const char *options, pcre2_code **out,
+                         mf_error *err)
+{
+    uint32_t flags = PCRE2_UTF;
+    for (const char *o = options; *o; o++) {
+        switch (*o) {
+        case 'i': flags |= PCRE2_CASELESS; break;
+        case 'm': flags |= PCRE2_MULTILINE; break;
+        case 's': flags |= PCRE2_DOTALL; break;
+        case 'x': flags |= PCRE2_EXTENDED; break;
+        case 'u': break;
+        default:
+            return mf_error_set(err, 51108, "invalid flag in regex options: %c", *o);
+        }
+    }
+    int code;
+    PCRE2_SIZE at;
+    *out = pcre2_compile((PCRE2_SPTR)pattern, PCRE2_ZERO_TERMINATED, flags, &code, &at, NULL);
+    if (!*out) {
+        PCRE2_UCHAR msg[256];
+        pcre2_get_error_message(code, msg, sizeof msg);
+        return mf_error_set(err, 51091, "Regular expression is invalid: %s", (char *)msg);
+    }
+    return 0;
+}
+
+static const struct {
+    const char *name;
+    int type; /* BSON type number; 0 for "number" */
+} type_names[] = {
+    {"double", 1}, {"string", 2}, {"object", 3}, {"array", 4}, {"binData", 5},
+    {"undefined", 6}, {"objectId", 7}, {"bool", 8}, {"date", 9}, {"null", 10},
+    {"regex", 11}, {"dbPointer", 12}, {"javascript", 13}, {"symbol", 14},
+    {"javascriptWithScope", 15}, {"int", 16}, {"timestamp", 17}, {"long", 18},
+    {"decimal", 19}, {"minKey", -1}, {"maxKey", 127}, {"number", 0},
+};
+
+static int add_type(cond *c, const bson_iter_t *it, mf_error *err)
+{
+    int t;
+    if (BSON_ITER_HOLDS_UTF8(it)) {
+        const char *s = bson_iter_utf8(it, NULL);
+        size_t i;
+        for (i = 0; i < sizeof type_names / sizeof type_names[0]; i++)
+            if (strcmp(type_names[i].name, s) == 0)
+                break;
+        if (i == sizeof type_names / sizeof type_names[0])
+            return mf_error_set(err, MF_BadValue, "Unknown type name alias: %s", s);
+        t = type_names[i].type;
+    } else if (is_number(it)) {
+        double d = as_double(it);
+        if (d != floor(d))
+            return mf_error_set(err, MF_BadValue,
+                                "Invalid numerical type code: %g", d);
+        t = (int)d;
+        if (!((t >= 1 && t <= 19) || t == -1 || t == 127))
+            return mf_error_set(err, MF_BadValue, "Invalid numerical type code: %d", t);
+    } else {
+        return mf_error_set(err, MF_TypeMismatch,
+                            "type must be represented as a number or a string");
+    }
+    if (t == 4)
+        c->type_array = true;
+    /* bit 0 "number"; bits 1..19 the types; 20 minKey, 21 maxKey */
+    c->type_mask |= t == 0 ? 1u : t == -1 ? 1u << 20 : t == 127 ? 1u << 21 : 1u << t;
+    return 0;
+}
+
+static int parse_bits(cond *c, const bson_iter_t *it, const char *op, mf_error *err)
+{
+    memset(c->bits, 0, sizeof c->bits);
+    if (is_number(it)) {
+        double d = as_double(it);
+        if (d < 0 || d != floor(d) || d > 9.2e18)
+            return mf_error_set(err, MF_BadValue,
+                                "%s cannot take a negative or non-integral number", op);
+        uint64_t v = (uint64_t)d;
+        c->bits[0] = v;
+        return 0;
+    }
+    if (BSON_ITER_HOLDS_ARRAY(it)) {
+        bson_iter_t el;
+        bson_iter_recurse(it, &el);
+        while (bson_iter_next(&el)) {
+            if (!is_number(&el))
+                return mf_error_set(err, MF_BadValue,
+                                    "bit positions must be an integer but got: %s",
+                                    bson_iter_key(&el));
+            double d = as_double(&el);
+            if (d < 0 || d != floor(d))
+                return mf_error_set(err, MF_BadValue, "bit positions must be >= 0 but got: %g",
+                                    d);
+            if (d < 256)
+                c->bits[(int)d / 64] |= 1ull << ((int)d % 64);
+        }
+        return 0;
+    }
+    if (BSON_ITER_HOLDS_BINARY(it)) {
+        uint32_t len;
+        const uint8_t *data;
+        bson_iter_binary(it, NULL, &len, &data);
+        for (uint32_t i = 0; i < len && i < 32; i++)
+            c->bits[i / 8] |= (uint64_t)data[i] << (8 * (i % 8));
+        return 0;
+    }
+    return mf_error_set(err, MF_BadValue,
+                        "%s takes an Array, a number, or a BinData but received: %s", op,
+                        mf_bsonx_type_alias(bson_iter_type(it)));
+}
+
+static int parse_conds(const bson_iter_t *ops, const char *path, cond **out, size_t *n,
+                       mf_error *err);
+
+/* parse_op's answer for $options: not a condition of its own. */
+#define OPTIONS_FOLDED (-100)
+
+/* Whether `doc` (an operand document) is an operator document. */
+static bool is_operator_doc(const bson_iter_t *it)
+{
+    bson_iter_t child;
+    if (!BSON_ITER_HOLDS_DOCUMENT(it) || !bson_iter_recurse(it, &child) ||
+        !bson_iter_next(&child))
+        return false;
+    return bson_iter_key(&child)[0] == '$';
+}
+
+/* One operator `it` (key "$op") on a path, into `c`. */
+static int parse_op(bson_iter_t *it, const bson_iter_t *all, cond *c, mf_error *err)
+{
+    const char *op = bson_iter_key(it);
+    static const struct {
+        const char *name;
+        cond_kind kind;
+    } cmp[] = {{"$eq", C_EQ}, {"$ne", C_NE}, {"$gt", C_GT}, {"$gte", C_GTE},
+               {"$lt", C_LT}, {"$lte", C_LTE}};
+    memset(c, 0, sizeof *c);
+    bson_init(&c->operand);
+    for (size_t i = 0; i < sizeof cmp / sizeof cmp[0]; i++) {
+        if (strcmp(op, cmp[i].name) == 0) {
+            c->kind = cmp[i].kind;
+            if (BSON_ITER_HOLDS_REGEX(it) && c->kind != C_EQ && c->kind != C_NE)
+                return mf_error_set(err, MF_BadValue, "Can't have RegEx as arg to predicate over field '%s'.", op);
+            bson_destroy(&c->operand);
+            keep_value(&c->operand, it);
+            return 0;
+        }
+    }
+    if (strcmp(op, "$in") == 0 || strcmp(op, "$nin") == 0) {
+        c->kind = op[1] == 'i' ? C_IN : C_NIN;
+        if (!BSON_ITER_HOLDS_ARRAY(it))
+            return mf_error_set(err, MF_BadValue, "%s needs an array", op);
+        bson_iter_t el;
+        uint32_t len;
+        const uint8_t *data;
+        bson_iter_array(it, &len, &data);
+        bson_destroy(&c->operand);
+        bson_init(&c->operand);
+        bson_t arr;
+        bson_init_static(&arr, data, len);
+        bson_concat(&c->operand, &arr);
+        bson_iter_init(&el, &c->operand);
+        size_t count = 0;
+        while (bson_iter_next(&el))
+            count++;
+        c->res = calloc(count ? count : 1, sizeof *c->res);
+        if (!c->res)
+            return oom(err);
+        c->nres = count;
+        bson_iter_init(&el, &c->operand);
+        for (size_t i = 0; bson_iter_next(&el); i++) {
+            if (is_operator_doc(&el))
+                return mf_error_set(err, MF_BadValue, "cannot nest $ under %s", op);
+            if (BSON_ITER_HOLDS_REGEX(&el)) {
+                const char *opts, *re = bson_iter_regex(&el, &opts);
+                int rc = compile_regex(re, opts, &c->res[i], err);
+                if (rc)
+                    return rc;
+            }
+        }
+        return 0;
+    }
+    if (strcmp(op, "$exists") == 0) {
+        c->kind = C_EXISTS;
+        c->exists = bson_iter_as_bool(it);
+        return 0;
+    }
+    if (strcmp(op, "$type") == 0) {
+        c->kind = C_TYPE;
+        if (BSON_ITER_HOLDS_ARRAY(it)) {
+            bson_iter_t el;
+            bson_iter_recurse(it, &el);
+            while (bson_iter_next(&el)) {
+                int rc = add_type(c, &el, err);
+                if (rc)
+                    return rc;
+            }
+            return 0;
+        }
+        return add_type(c, it, err);
+    }
+    if (strcmp(op, "$mod") == 0) {
+        c->kind = C_MOD;
+        if (!BSON_ITER_HOLDS_ARRAY(it))
+            return mf_error_set(err, MF_BadValue, "malformed mod, needs to be an array");
+        bson_iter_t el;
+        bson_iter_recurse(it, &el);
+        double v[2];
+        int k = 0;
+        while (bson_iter_next(&el)) {
+            if (k == 2)
+                return mf_error_set(err, MF_BadValue, "malformed mod, too many elements");
+            if (!is_number(&el))
+                return mf_error_set(err, MF_BadValue,
+                                    k ? "malformed mod, remainder not a number"
+                                      : "malformed mod, divisor not a number");
+            v[k++] = as_double(&el);
+        }
+        if (k < 2)
+            return mf_error_set(err, MF_BadValue, "malformed mod, not enough elements");
+        if (!isfinite(v[0]) || !isfinite(v[1]))
+            return mf_error_set(err, MF_BadValue, "malformed mod, divisor value is invalid :: caused by :: Unable to coerce NaN/Inf to integral type");
+        c->mod_div = (int64_t)v[0];
+        c->mod_rem = (int64_t)v[1];
+        if (c->mod_div == 0)
+            return mf_error_set(err, MF_BadValue, "divisor cannot be 0");
+        return 0;
+    }
+    if (strcmp(op, "$regex") == 0 || strcmp(op, "$options") == 0) {
+        /* $regex and $options go together; the pair is parsed at $regex. */
+        if (op[1] == 'o') {
+            bson_iter_t a = *all;
+            bool has_regex = false;
+            while (bson_iter_next(&a))
+                has_regex |= strcmp(bson_iter_key(&a), "$regex") == 0;
+            if (!has_regex)
+                return mf_error_set(err, MF_BadValue, "$options needs a $regex");
+            return OPTIONS_FOLDED; /* parse_conds drops this slot */
+        }
+        const char *pattern, *opts = "";
+        char optbuf[16] = "";
+        if (BSON_ITER_HOLDS_REGEX(it)) {
+            pattern = bson_iter_regex(it, &opts);
+        } else if (BSON_ITER_HOLDS_UTF8(it)) {
+            pattern = bson_iter_utf8(it, NULL);
+        } else {
+            return mf_error_set(err, MF_BadValue, "$regex has to be a string");
+        }
+        bson_iter_t a = *all;
+        while (bson_iter_next(&a)) {
+            if (strcmp(bson_iter_key(&a), "$options") == 0) {
+                if (!BSON_ITER_HOLDS_UTF8(&a))
+                    return mf_error_set(err, MF_BadValue, "$options has to be a string");
+                if (*opts)
+                    return mf_error_set(err, 51075,
+                                        "options set in both $regex and $options");
+                snprintf(optbuf, sizeof optbuf, "%s", bson_iter_utf8(&a, NULL));
+                opts = optbuf;
+            }
+        }
+        c->kind = C_REGEX;
+        bson_destroy(&c->operand);
+        bson_init(&c->operand);
+        bson_append_regex(&c->operand, "", 0, pattern, opts);
+        return compile_regex(pattern, opts, &c->re, err);
+    }
+    if (strcmp(op, "$size") == 0) {
+        c->kind = C_SIZE;
+        if (!is_number(it))
+            return mf_error_set(err, MF_BadValue, "$size needs a number");
+        double d = as_double(it);
+        if (d != floor(d))
+            return mf_error_set(err, MF_BadValue, "$size must be a whole number");
+        if (d < 0)
+            return mf_error_set(err, MF_BadValue, "$size may not be negative");
+        c->mod_div = (int64_t)d;
+        return 0;
+    }
+    if (strcmp(op, "$all") == 0) {
+        c->kind = C_ALL;
+        if (!BSON_ITER_HOLDS_ARRAY(it))
+            return mf_error_set(err, MF_BadValue, "$all needs an array");
+        /* Each element is an equality, or an {$elemMatch: ...}. */
+        bson_iter_t el;
+        bson_iter_recurse(it, &el);
+        size_t count = 0;
+        while (bson_iter_next(&el))
+            count++;
+        c->sub = calloc(count ? count : 1, sizeof *c->sub);
+        if (!c->sub)
+            return oom(err);
+        bson_iter_recurse(it, &el);
+        while (bson_iter_next(&el)) {
+            cond *s = &c->sub[c->nsub];
+            if (is_operator_doc(&el)) {
+                bson_iter_t inner;
+                bson_iter_recurse(&el, &inner);
+                bson_iter_next(&inner);
+                if (strcmp(bson_iter_key(&inner), "$elemMatch") != 0)
+                    return mf_error_set(err, MF_BadValue, "no $ expressions in $all");
+                int rc = parse_op(&inner, &el, s, err);
+                c->nsub++;
+                if (rc)
+                    return rc;
+                continue;
+            }
+            memset(s, 0, sizeof *s);
+            if (BSON_ITER_HOLDS_REGEX(&el)) {
+                const char *opts, *re = bson_iter_regex(&el, &opts);
+                s->kind = C_REGEX;
+                bson_init(&s->operand);
+                c->nsub++;
+                int rc = compile_regex(re, opts, &s->re, err);
+                if (rc)
+                    return rc;
+                continue;
+            }
+            s->kind = C_EQ;
+            keep_value(&s->operand, &el);
+            c->nsub++;
+        }
+        return 0;
+    }
+    if (strcmp(op, "$elemMatch") == 0) {
+        if (!BSON_ITER_HOLDS_DOCUMENT(it))
+            return mf_error_set(err, MF_BadValue, "$elemMatch needs an Object");
+        uint32_t len;
+        const uint8_t *data;
+        bson_t sub;
+        bson_iter_document(it, &len, &data);
+        bson_init_static(&sub, data, len);
+        bson_iter_t first;
+        bson_iter_init(&first, &sub);
+        bool value_form = false;
+        if (bson_iter_next(&first)) {
+            const char *k = bson_iter_key(&first);
+            value_form = k[0] == '$' && strcmp(k, "$and") != 0 && strcmp(k, "$or") != 0 &&
+                         strcmp(k, "$nor") != 0 && strcmp(k, "$expr") != 0 &&
+                         strcmp(k, "$where") != 0;
+        }
+        if (value_form) {
+            c->kind = C_ELEM_VAL;
+            bson_iter_t ops;
+            bson_iter_init(&ops, &sub);
+            return parse_conds(&ops, "$elemMatch", &c->sub, &c->nsub, err);
+        }
+        c->kind = C_ELEM_OBJ;
+        return parse_doc(&sub, false, &c->elem, err);
+    }
+    if (strcmp(op, "$not") == 0) {
+        c->kind = C_NOT;
+        if (BSON_ITER_HOLDS_REGEX(it)) {
+            c->sub = calloc(1, sizeof *c->sub);
+            if (!c->sub)
+                return oom(err);
+            const char *opts, *re = bson_iter_regex(it, &opts);
+            c->nsub = 1;
+            c->sub[0].kind = C_REGEX;
+            bson_init(&c->sub[0].operand);
+            return compile_regex(re, opts, &c->sub[0].re, err);
+        }
+        if (!BSON_ITER_HOLDS_DOCUMENT(it))
+            return mf_error_set(err, MF_BadValue, "$not needs a regex or a document");
+        bson_iter_t ops;
+        if (!bson_iter_recurse(it, &ops))
+            return mf_error_set(err, MF_BadValue, "$not needs a regex or a document");
+        bson_iter_t probe = ops;
+        if (!bson_iter_next(&probe))
+            return mf_error_set(err, MF_BadValue, "$not cannot be empty");
+        if (bson_iter_key(&probe)[0] != '$')
+            return mf_error_set(err, MF_BadValue, "unknown operator: %s", bson_iter_key(&probe));
+        return parse_conds(&ops, "$not", &c->sub, &c->nsub, err);
+    }
+    static const struct {
+        const char *name;
+        cond_kind kind;
+    } bits[] = {{"$bitsAllSet", C_BITS_ALL_SET}, {"$bitsAnySet", C_BITS_ANY_SET},
+                {"$bitsAllClear", C_BITS_ALL_CLEAR}, {"$bitsAnyClear", C_BITS_ANY_CLEAR}};
+    for (size_t i = 0; i < 4; i++) {
+        if (strcmp(op, bits[i].name) == 0) {
+            c->kind = bits[i].kind;
+            return parse_bits(c, it, op, err);
+        }
+    }
+    return mf_error_set(err, MF_BadValue, "unknown operator: %s", op);
+}
+
+/* The operators of an operator document, into a fresh array. */
+static int parse_conds(const bson_iter_t *ops, const char *path, cond **out, size_t *n,
+                       mf_error *err)
+{
+    (void)path;
+    bson_iter_t it = *ops;
+    size_t count = 0;
+    while (bson_iter_next(&it))
+        count++;
+    *out = calloc(count ? count : 1, sizeof **out);
+    *n = 0;
+    if (!*out)
+        return oom(err);
+    it = *ops;
+    while (bson_iter_next(&it)) {
+        cond *c = &(*out)[*n];
+        if (bson_iter_key(&it)[0] != '$')
+            return mf_error_set(err, MF_BadValue, "unknown operator: %s", bson_iter_key(&it));
+        int rc = parse_op(&it, ops, c, err);
+        if (rc == OPTIONS_FOLDED) { /* read with its $regex */
+            bson_destroy(&c->operand);
+            continue;
+        }
+        (*n)++;
+        if (rc)
+            return rc;
+    }
+    return 0;
+}
+
+static node *new_node(node_kind k)
+{
+    node *n = calloc(1, sizeof *n);
+    if (n)
+        n->kind = k;
+    return n;
+}
+
+static int add_kid(node *parent, node *kid, mf_error *err)
+{
+    node **v = realloc(parent->kids, (parent->nkids + 1) * sizeof *v);
+    if (!v) {
+        node_free(kid);
+        return oom(err);
+    }
+    parent->kids = v;
+    parent->kids[parent->nkids++] = kid;
+    return 0;
+}
+
+/* A predicate on `path` from its operand `it`. */
+static int parse_path(const char *path, bson_iter_t *it, node **out, mf_error *err)
+{
+    node *n = new_node(N_PATH);
+    if (!n || !(n->path = strdup(path))) {
+        free(n);
+        return oom(err);
+    }
+    int rc;
+    if (is_operator_doc(it)) {
+        bson_iter_t ops;
+        bson_iter_recurse(it, &ops);
+        rc = parse_conds(&ops, path, &n->conds, &n->nconds, err);
+    } else {
+        n->conds = calloc(1, sizeof *n->conds);
+        if (!n->conds) {
+            rc = oom(err);
+        } else if (BSON_ITER_HOLDS_REGEX(it)) {
+            const char *opts, *re = bson_iter_regex(it, &opts);
+            n->nconds = 1;
+            n->conds[0].kind = C_REGEX;
+            bson_init(&n->conds[0].operand);
+            bson_append_iter(&n->conds[0].operand, "", 0, it);
+            rc = compile_regex(re, opts, &n->conds[0].re, err);
+        } else {
+            n->nconds = 1;
+            n->conds[0].kind = C_EQ;
+            keep_value(&n->conds[0].operand, it);
+            rc = 0;
+        }
+    }
+    if (rc) {
+        node_free(n);
+        return rc;
+    }
+    *out = n;
+    return 0;
+}
+
+static int parse_logical(const char *op, bson_iter_t *it, node **out, mf_error *err)
+{
+    node_kind k = op[1] == 'a' ? N_AND : op[2] == 'r' ? N_OR : N_NOR;
+    if (!BSON_ITER_HOLDS_ARRAY(it))
+        return mf_error_set(err, MF_BadValue, "%s must be an array", op);
+    node *n = new_node(k);
+    if (!n)
+        return oom(err);
+    bson_iter_t el;
+    bson_iter_recurse(it, &el);
+    while (bson_iter_next(&el)) {
+        if (!BSON_ITER_HOLDS_DOCUMENT(&el)) {
+            node_free(n);
+            return mf_error_set(err, MF_BadValue, "$or/$and/$nor entries need to be full objects");
+        }
+        uint32_t len;
+        const uint8_t *data;
+        bson_t sub;
+        bson_iter_document(&el, &len, &data);
+        bson_init_static(&sub, data, len);
+        node *kid;
+        int rc = parse_doc(&sub, false, &kid, err);
+        if (rc == 0)
+            rc = add_kid(n, kid, err);
+        if (rc) {
+            node_free(n);
+            return rc;
+        }
+    }
+    if (n->nkids == 0) {
+        node_free(n);
+        return mf_error_set(err, MF_BadValue, "$and/$or/$nor must be a nonempty array");
+    }
+    *out = n;
+    return 0;
+}
+
+static int parse_doc(const bson_t *filter, bool top, node **out, mf_error *err)
+{
+    (void)top;
+    node *n = new_node(N_AND);
+    bson_iter_t it;
+    if (!n)
+        return oom(err);
+    bson_iter_init(&it, filter);
+    while (bson_iter_next(&it)) {
+        const char *k = bson_iter_key(&it);
+        node *kid = NULL;
+        int rc;
+        if (k[0] == '$') {
+            if (strcmp(k, "$and") == 0 || strcmp(k, "$or") == 0 || strcmp(k, "$nor") == 0)
+                rc = parse_logical(k, &it, &kid, err);
+            else if (strcmp(k, "$comment") == 0)
+                continue;
+            else
+                rc = mf_error_set(err, MF_BadValue, "unknown top level operator: %s", k);
+        } else {
+            rc = parse_path(k, &it, &kid, err);
+        }
+        if (rc == 0)
+            rc = add_kid(n, kid, err);
+        if (rc) {
+            node_free(n);
+            return rc;
+        }
+    }
+    *out = n;
+    return 0;
+}
+
+int mf_matcher_parse(const bson_t *filter, mf_matcher **out, mf_error *err)
+{
+    mf_matcher *m = calloc(1, sizeof *m);
+    if (!m)
+        return oom(err);
+    int rc = parse_doc(filter, true, &m->root, err);
+    if (rc) {
+        free(m);
+        return rc;
+    }
+    *out = m;
+    return 0;
+}
+
+/* ------------------------------------------------------------ evaluation */
+
+static bool eval_node(const node *n, const bson_t *doc);
+
+static bool regex_match(const pcre2_code *re, const bson_iter_t *v)
+{
+    uint32_t len;
+    const char *s;
+    if (BSON_ITER_HOLDS_UTF8(v))
+        s = bson_iter_utf8(v, &len);
+    else if (BSON_ITER_HOLDS_SYMBOL(v))
+        s = bson_iter_symbol(v, &len);
+    else
+        return false;
+    pcre2_match_data *md = pcre2_match_data_create_from_pattern(re, NULL);
+    if (!md)
+        return false;
+    int r = pcre2_match(re, (PCRE2_SPTR)s, len, 0, 0, md, NULL);
+    pcre2_match_data_free(md);
+    return r >= 0;
+}
+
+static bool values_equal(const bson_iter_t *v, const bson_t *operand)
+{
+    bson_iter_t o;
+    bson_iter_init(&o, operand);
+    bson_iter_next(&o);
+    return mf_bsonx_compare_values(v, &o) == 0;
+}
+
+/* A comparison with type bracketing: only values in the operand's bracket
+ * compare (MinKey/MaxKey operands compare with everything). */
+static bool compare_ok(cond_kind k, const bson_iter_t *v, const bson_t *operand)
+{
+    bson_iter_t o;
+    bson_iter_init(&o, operand);
+    bson_iter_next(&o);
+    bson_type_t ot = bson_iter_type(&o);
+    int cv = mf_bsonx_canonical_type(bson_iter_type(v));
+    int co = mf_bsonx_canonical_type(ot);
+    int c = mf_bsonx_compare_values(v, &o);
+    if (cv != co && ot != BSON_TYPE_MINKEY && ot != BSON_TYPE_MAXKEY)
+        return false;
+    switch (k) {
+    case C_GT: return c > 0;
+    case C_GTE: return c >= 0;
+    case C_LT: return c < 0;
+    case C_LTE: return c <= 0;
+    default: return false;
+    }
+}
+
+static bool type_matches(const cond *c, const bson_iter_t *v)
+{
+    bson_type_t t = bson_iter_type(v);
+    if ((c->type_mask & 1u) && (t == BSON_TYPE_INT32 || t == BSON_TYPE_INT64 ||
+                                t == BSON_TYPE_DOUBLE || t == BSON_TYPE_DECIMAL128))
+        return true;
+    if (t == BSON_TYPE_MINKEY)
+        return (c->type_mask >> 20) & 1u;
+    if (t == BSON_TYPE_MAXKEY)
+        return (c->type_mask >> 21) & 1u;
+    return (unsigned)t < 20 && ((c->type_mask >> t) & 1u);
+}
+
+static bool bits_test(const cond *c, const bson_iter_t *v)
+{
+    uint64_t val[4] = {0, 0, 0, 0};
+    if (BSON_ITER_HOLDS_BINARY(v)) {
+        uint32_t len;
+        const uint8_t *data;
+        bson_iter_binary(v, NULL, &len, &data);
+        for (uint32_t i = 0; i < len && i < 32; i++)
+            val[i / 8] |= (uint64_t)data[i] << (8 * (i % 8));
+    } else if (bson_iter_type(v) == BSON_TYPE_INT32 || bson_iter_type(v) == BSON_TYPE_INT64) {
+        int64_t x = bson_iter_as_int64(v);
+        val[0] = (uint64_t)x;
+        if (x < 0) /* sign-extended: the high bits are set */
+            val[1] = val[2] = val[3] = ~0ull;
+    } else if (BSON_ITER_HOLDS_DOUBLE(v) || BSON_ITER_HOLDS_DECIMAL128(v)) {
+        double d = as_double(v);
+        if (d != floor(d) || !isfinite(d) || d < -9.2e18 || d > 9.2e18)
+            return false;
+        int64_t x = (int64_t)d;
+        val[0] = (uint64_t)x;
+        if (x < 0)
+            val[1] = val[2] = val[3] = ~0ull;
+    } else {
+        return false;
+    }
+    bool all = true, any = false;
+    for (int i = 0; i < 4; i++) {
+        uint64_t m = c->bits[i];
+        switch (c->kind) {
+        case C_BITS_ALL_SET: all &= (val[i] & m) == m; break;
+        case C_BITS_ANY_SET: any |= (val[i] & m) != 0; break;
+        case C_BITS_ALL_CLEAR: all &= (val[i] & m) == 0; break;
+        case C_BITS_ANY_CLEAR: any |= (~val[i] & m) != 0; break;
+        default: break;
+        }
+    }
+    return c->kind == C_BITS_ALL_SET || c->kind == C_BITS_ALL_CLEAR ? all : any;
+}
+
+static bool in_list(const cond *c, const bson_iter_t *v)
+{
+    bson_iter_t o;
+    bson_iter_init(&o, &c->operand);
+    for (size_t i = 0; bson_iter_next(&o); i++) {
+        if (i < c->nres && c->res[i]) {
+            if (regex_match(c->res[i], v) || mf_bsonx_compare_values(v, &o) == 0)
+                return true;
+        } else if (mf_bsonx_compare_values(v, &o) == 0) {
+            return true;
+        }
+    }
+    return false;
+}
+
+/* One value (an element or a whole array) against one simple condition. */
+static bool value_matches(const cond *c, const bson_iter_t *v)
+{
+    switch (c->kind) {
+    case C_EQ: return values_equal(v, &c->operand);
+    case C_GT: case C_GTE: case C_LT: case C_LTE: return compare_ok(c->kind, v, &c->operand);
+    case C_IN: return in_list(c, v);
+    case C_TYPE: return type_matches(c, v);
+    case C_MOD: {
+        if (!is_number(v))
+            return false;
+        double d = as_double(v);
+        if (!isfinite(d))
+            return false;
+        int64_t x = (int64_t)d;
+        return x % c->mod_div == c->mod_rem;
+    }
+    case C_REGEX:
+        if (BSON_ITER_HOLDS_REGEX(v)) { /* a stored regex equal to the operand */
+            bson_iter_t o;
+            bson_iter_init(&o, &c->operand);
+            return bson_iter_next(&o) && mf_bsonx_compare_values(v, &o) == 0;
+        }
+        return regex_match(c->re, v);
+    case C_BITS_ALL_SET: case C_BITS_ANY_SET: case C_BITS_ALL_CLEAR: case C_BITS_ANY_CLEAR:
+        return bits_test(c, v);
+    default:
+        return false;
+    }
+}
+
+/* ---- paths ---- */
+
+/* Whether condition `c` holds for the value at the end of a path: the value
+ * itself, or (arrays) any element.  `v` is NULL for a missing value. */
+static bool leaf_matches(const cond *c, const bson_iter_t *v);
+
+static bool leaf_matches(const cond *c, const bson_iter_t *v)
+{
+    if (!v) {
+        /* missing */
+        switch (c->kind) {
+        case C_EQ: {
+            bson_iter_t o;
+            bson_iter_init(&o, &c->operand);
+            bson_iter_next(&o);
+            return BSON_ITER_HOLDS_NULL(&o);
+        }
+        case C_IN: {
+            bson_iter_t o;
+            bson_iter_init(&o, &c->operand);
+            while (bson_iter_next(&o))
+                if (BSON_ITER_HOLDS_NULL(&o))
+                    return true;
+            return false;
+        }
+        case C_EXISTS: return !c->exists;
+        case C_ALL: return false;
+        default: return false;
+        }
+    }
+    bool is_arr = BSON_ITER_HOLDS_ARRAY(v);
+    switch (c->kind) {
+    case C_EXISTS: return c->exists;
+    case C_SIZE: {
+        if (!is_arr)
+            return false;
+        bson_iter_t el;
+        bson_iter_recurse(v, &el);
+        int64_t n = 0;
+        while (bson_iter_next(&el))
+            n++;
+        return n == c->mod_div;
+    }
+    case C_ELEM_VAL:
+    case C_ELEM_OBJ: {
+        if (!is_arr)
+            return false;
+        bson_iter_t el;
+        bson_iter_recurse(v, &el);
+        while (bson_iter_next(&el)) {
+            if (c->kind == C_ELEM_VAL) {
+                bool ok = true;
+                for (size_t i = 0; i < c->nsub && ok; i++) {
+                    const cond *s = &c->sub[i];
+                    /* Each operator applies to the element itself (an
+                     * array element is not expanded further). */
+                    if (s->kind == C_NE || s->kind == C_NIN || s->kind == C_NOT ||
+                        s->kind == C_EXISTS || s->kind == C_SIZE || s->kind == C_ALL ||
+                        s->kind == C_ELEM_VAL || s->kind == C_ELEM_OBJ)
+                        ok = leaf_matches(s, &el);
+                    else
+                        ok = value_matches(s, &el);
+                }
+                if (ok)
+                    return true;
+            } else if (BSON_ITER_HOLDS_DOCUMENT(&el)) {
+                uint32_t len;
+                const uint8_t *data;
+                bson_t sub;
+                bson_iter_document(&el, &len, &data);
+                bson_init_static(&sub, data, len);
+                if (eval_node(c->elem, &sub))
+                    return true;
+            }
+        }
+        return false;
+    }
+    case C_ALL:
+        if (c->nsub == 0)
+            return false;
+        for (size_t i = 0; i < c->nsub; i++)
+            if (!leaf_matches(&c->sub[i], v))
+                return false;
+        return true;
+    case C_NE: case C_NIN: case C_NOT:
+        return false; /* handled by the path walker as negations */
+    default:
+        break;
+    }
+    if (value_matches(c, v))
+        return true;
+    if (is_arr) {
+        bson_iter_t el;
+        bson_iter_recurse(v, &el);
+        while (bson_iter_next(&el))
+            if (value_matches(c, &el))
+                return true;
+    }
+    return false;
+}
+
+/* Walk `path` from the document iterator `it` (positioned before the
+ * first field), calling `leaf` for every value reached and for every
+ * missing branch.  Returns true as soon as `leaf` does. */
+typedef bool (*leaf_fn)(void *arg, const bson_iter_t *v);
+
+static bool walk(const bson_iter_t *container, bool is_doc, const char *path, leaf_fn leaf,
+                 void *arg)
+{
+    const char *dot = strchr(path, '.');
+    size_t clen = dot ? (size_t)(dot - path) : strlen(path);
+    const char *rest = dot ? dot + 1 : NULL;
+    bson_iter_t it = *container, found;
+    bool have = false;
+
+    if (is_doc) {
+        while (bson_iter_next(&it)) {
+            if (bson_iter_key_len(&it) == clen && memcmp(bson_iter_key(&it), path, clen) == 0) {
+                found = it;
+                have = true;
+                break;
+            }
+        }
+        if (!have)
+            return leaf(arg, NULL);
+        if (!rest)
+            return leaf(arg, &found);
+        if (BSON_ITER_HOLDS_DOCUMENT(&found)) {
+            bson_iter_t child;
+            bson_iter_recurse(&found, &child);
+            return walk(&child, true, rest, leaf, arg);
+        }
+        if (BSON_ITER_HOLDS_ARRAY(&found)) {
+            bson_iter_t child;
+            bson_iter_recurse(&found, &child);
+            return walk(&child, false, rest, leaf, arg);
+        }
+        return leaf(arg, NULL); /* a scalar cannot hold the rest */
+    }
+
+    /* An array: a numeric component indexes it; every document element
+     * continues with the same component. */
+    bool numeric = clen > 0 && strspn(path, "0123456789") >= clen;
+    if (numeric) {
+        bson_iter_t a = *container;
+        while (bson_iter_next(&a)) {
+            if (bson_iter_key_len(&a) == clen && memcmp(bson_iter_key(&a), path, clen) == 0) {
+                if (!rest) {
+                    if (leaf(arg, &a))
+                        return true;
+                } else if (BSON_ITER_HOLDS_DOCUMENT(&a) || BSON_ITER_HOLDS_ARRAY(&a)) {
+                    bson_iter_t child;
+                    bson_iter_recurse(&a, &child);
+                    if (walk(&child, BSON_ITER_HOLDS_DOCUMENT(&a), rest, leaf, arg))
+                        return true;
+                }
+                break;
+            }
+        }
+    }
+    bool any_doc = false;
+    while (bson_iter_next(&it)) {
+        if (!BSON_ITER_HOLDS_DOCUMENT(&it))
+            continue;
+        any_doc = true;
+        bson_iter_t child;
+        bson_iter_recurse(&it, &child);
+        if (walk(&child, true, path, leaf, arg))
+            return true;
+    }
+    if (!any_doc && !numeric)
+        return leaf(arg, NULL);
+    return false;
+}
+
+typedef struct cond_arg {
+    const cond *c;
+} cond_arg;
+
+static bool leaf_cb(void *arg, const bson_iter_t *v)
+{
+    return leaf_matches(((cond_arg *)arg)->c, v);
+}
+
+/* Whether condition `c` on `path` holds for `doc`. */
+static bool path_cond(const char *path, const cond *c, const bson_t *doc)
+{
+    bson_iter_t it;
+    bson_iter_init(&it, doc);
+    switch (c->kind) {
+    case C_NE: {
+        cond eq = *c;
+        eq.kind = C_EQ;
+        cond_arg a = {&eq};
+        return !walk(&it, true, path, leaf_cb, &a);
+    }
+    case C_NIN: {
+        cond in = *c;
+        in.kind = C_IN;
+        cond_arg a = {&in};
+        return !walk(&it, true, path, leaf_cb, &a);
+    }
+    case C_NOT:
+        for (size_t i = 0; i < c->nsub; i++)
+            if (!path_cond(path, &c->sub[i], doc))
+                return true;
+        return false;
+    default: {
+        cond_arg a = {c};
+        return walk(&it, true, path, leaf_cb, &a);
+    }
+    }
+}
+
+static bool eval_node(const node *n, const bson_t *doc)
+{
+    switch (n->kind) {
+    case N_AND:
+        for (size_t i = 0; i < n->nkids; i++)
+            if (!eval_node(n->kids[i], doc))
+                return false;
+        return true;
+    case N_OR:
+        for (size_t i = 0; i < n->nkids; i++)
+            if (eval_node(n->kids[i], doc))
+                return true;
+        return false;
+    case N_NOR:
+        for (size_t i = 0; i < n->nkids; i++)
+            if (eval_node(n->kids[i], doc))
+                return false;
+        return true;
+    case N_PATH:
+        for (size_t i = 0; i < n->nconds; i++)
+            if (!path_cond(n->path, &n->conds[i], doc))
+                return false;
+        return true;
+    case N_NOT:
+    case N_ELEM_OBJ:
+    case N_ALWAYS:
+        return true;
+    }
+    return false;
+}
+
+bool mf_matcher_match(const mf_matcher *m, const bson_t *doc)
+{
+    return eval_node(m->root, doc);
+}
