@@ -224,7 +224,7 @@ static int parse_bits(cond *c, const bson_iter_t *it, const char *op, mf_error *
     if (is_number(it)) {
         double d = as_double(it);
         if (d < 0 || d != floor(d) || d > 9.2e18)
-            return mf_error_set(err, MF_BadValue,
+            return mf_error_set(err, 9, /* FailedToParse */
                                 "%s cannot take a negative or non-integral number", op);
         uint64_t v = (uint64_t)d;
         c->bits[0] = v;
@@ -290,7 +290,9 @@ static int parse_op(bson_iter_t *it, const bson_iter_t *all, cond *c, mf_error *
     for (size_t i = 0; i < sizeof cmp / sizeof cmp[0]; i++) {
         if (strcmp(op, cmp[i].name) == 0) {
             c->kind = cmp[i].kind;
-            if (BSON_ITER_HOLDS_REGEX(it) && c->kind != C_EQ && c->kind != C_NE)
+            if (BSON_ITER_HOLDS_REGEX(it) && c->kind == C_NE)
+                return mf_error_set(err, MF_BadValue, "Can't have regex as arg to $ne.");
+            if (BSON_ITER_HOLDS_REGEX(it) && c->kind != C_EQ)
                 return mf_error_set(err, MF_BadValue, "Can't have RegEx as arg to predicate over field '%s'.", op);
             bson_destroy(&c->operand);
             keep_value(&c->operand, it);
@@ -341,11 +343,15 @@ static int parse_op(bson_iter_t *it, const bson_iter_t *all, cond *c, mf_error *
         if (BSON_ITER_HOLDS_ARRAY(it)) {
             bson_iter_t el;
             bson_iter_recurse(it, &el);
+            int n = 0;
             while (bson_iter_next(&el)) {
                 int rc = add_type(c, &el, err);
                 if (rc)
                     return rc;
+                n++;
             }
+            if (n == 0)
+                return mf_error_set(err, 9, "%s must match at least one type", op);
             return 0;
         }
         return add_type(c, it, err);
@@ -371,6 +377,8 @@ static int parse_op(bson_iter_t *it, const bson_iter_t *all, cond *c, mf_error *
             return mf_error_set(err, MF_BadValue, "malformed mod, not enough elements");
         if (!isfinite(v[0]) || !isfinite(v[1]))
             return mf_error_set(err, MF_BadValue, "malformed mod, divisor value is invalid :: caused by :: Unable to coerce NaN/Inf to integral type");
+        if (fabs(v[0]) >= 9223372036854775808.0 || fabs(v[1]) >= 9223372036854775808.0)
+            return mf_error_set(err, MF_BadValue, "malformed mod, divisor value is invalid :: caused by :: Out of bounds coercing to integral value");
         c->mod_div = (int64_t)v[0];
         c->mod_rem = (int64_t)v[1];
         if (c->mod_div == 0)
@@ -398,12 +406,16 @@ static int parse_op(bson_iter_t *it, const bson_iter_t *all, cond *c, mf_error *
             return mf_error_set(err, MF_BadValue, "$regex has to be a string");
         }
         bson_iter_t a = *all;
+        bool regex_seen = false;
         while (bson_iter_next(&a)) {
+            if (strcmp(bson_iter_key(&a), "$regex") == 0)
+                regex_seen = true;
             if (strcmp(bson_iter_key(&a), "$options") == 0) {
                 if (!BSON_ITER_HOLDS_UTF8(&a))
                     return mf_error_set(err, MF_BadValue, "$options has to be a string");
                 if (*opts)
-                    return mf_error_set(err, 51075,
+                    /* which one mongod names depends on which came first */
+                    return mf_error_set(err, regex_seen ? 51075 : 51074,
                                         "options set in both $regex and $options");
                 snprintf(optbuf, sizeof optbuf, "%s", bson_iter_utf8(&a, NULL));
                 opts = optbuf;
@@ -441,9 +453,11 @@ static int parse_op(bson_iter_t *it, const bson_iter_t *all, cond *c, mf_error *
         if (!c->sub)
             return oom(err);
         bson_iter_recurse(it, &el);
+        size_t elem_matches = 0;
         while (bson_iter_next(&el)) {
             cond *s = &c->sub[c->nsub];
             if (is_operator_doc(&el)) {
+                elem_matches++;
                 bson_iter_t inner;
                 bson_iter_recurse(&el, &inner);
                 bson_iter_next(&inner);
@@ -470,6 +484,8 @@ static int parse_op(bson_iter_t *it, const bson_iter_t *all, cond *c, mf_error *
             keep_value(&s->operand, &el);
             c->nsub++;
         }
+        if (elem_matches && elem_matches != c->nsub)
+            return mf_error_set(err, MF_BadValue, "$all/$elemMatch has to be consistent");
         return 0;
     }
     if (strcmp(op, "$elemMatch") == 0) {
@@ -487,7 +503,7 @@ static int parse_op(bson_iter_t *it, const bson_iter_t *all, cond *c, mf_error *
             const char *k = bson_iter_key(&first);
             value_form = k[0] == '$' && strcmp(k, "$and") != 0 && strcmp(k, "$or") != 0 &&
                          strcmp(k, "$nor") != 0 && strcmp(k, "$expr") != 0 &&
-                         strcmp(k, "$where") != 0;
+                         strcmp(k, "$where") != 0 && strcmp(k, "$comment") != 0;
         }
         if (value_form) {
             c->kind = C_ELEM_VAL;
@@ -731,12 +747,34 @@ static bool regex_match(const pcre2_code *re, const bson_iter_t *v)
     return r >= 0;
 }
 
+static bool is_nan(const bson_iter_t *v)
+{
+    if (BSON_ITER_HOLDS_DOUBLE(v))
+        return isnan(bson_iter_double(v));
+    if (BSON_ITER_HOLDS_DECIMAL128(v)) {
+        bson_decimal128_t d;
+        bson_iter_decimal128(v, &d);
+        return ((d.high >> 58) & 0x1f) == 0x1f;
+    }
+    return false;
+}
+
+/* Equality, with undefined equal to null (mongod 7.0). */
+static bool elem_equal(const bson_iter_t *v, const bson_iter_t *o)
+{
+    int cv = mf_bsonx_canonical_type(bson_iter_type(v));
+    int co = mf_bsonx_canonical_type(bson_iter_type(o));
+    if (cv + co == 5 && (cv == 0 || co == 0))
+        return true;
+    return mf_bsonx_compare_values(v, o) == 0;
+}
+
 static bool values_equal(const bson_iter_t *v, const bson_t *operand)
 {
     bson_iter_t o;
     bson_iter_init(&o, operand);
     bson_iter_next(&o);
-    return mf_bsonx_compare_values(v, &o) == 0;
+    return elem_equal(v, &o);
 }
 
 /* A comparison with type bracketing: only values in the operand's bracket
@@ -746,9 +784,18 @@ static bool compare_ok(cond_kind k, const bson_iter_t *v, const bson_t *operand)
     bson_iter_t o;
     bson_iter_init(&o, operand);
     bson_iter_next(&o);
-    bson_type_t ot = bson_iter_type(&o);
-    int cv = mf_bsonx_canonical_type(bson_iter_type(v));
+    bson_type_t ot = bson_iter_type(&o), vt = bson_iter_type(v);
+    int cv = mf_bsonx_canonical_type(vt);
     int co = mf_bsonx_canonical_type(ot);
+    /* null and undefined are one for $lte and $gte, as for $eq. */
+    if (cv + co == 5 && (k == C_GTE || k == C_LTE))
+        return true;
+    /* NaN: only NaN, and only for the comparisons that include equality. */
+    bool rnan = is_nan(&o), vnan = is_nan(v);
+    if (rnan)
+        return vnan && (k == C_GTE || k == C_LTE);
+    if (vnan && cv == co)
+        return false;
     int c = mf_bsonx_compare_values(v, &o);
     if (cv != co && ot != BSON_TYPE_MINKEY && ot != BSON_TYPE_MAXKEY)
         return false;
@@ -821,7 +868,7 @@ static bool in_list(const cond *c, const bson_iter_t *v)
         if (i < c->nres && c->res[i]) {
             if (regex_match(c->res[i], v) || mf_bsonx_compare_values(v, &o) == 0)
                 return true;
-        } else if (mf_bsonx_compare_values(v, &o) == 0) {
+        } else if (elem_equal(v, &o)) {
             return true;
         }
     }
@@ -840,9 +887,11 @@ static bool value_matches(const cond *c, const bson_iter_t *v)
         if (!is_number(v))
             return false;
         double d = as_double(v);
-        if (!isfinite(d))
+        if (!isfinite(d) || d >= 9223372036854775808.0 || d < -9223372036854775808.0)
             return false;
         int64_t x = (int64_t)d;
+        if (c->mod_div == -1) /* INT64_MIN % -1 overflows; the remainder is 0 */
+            return c->mod_rem == 0;
         return x % c->mod_div == c->mod_rem;
     }
     case C_REGEX:
@@ -863,29 +912,75 @@ static bool value_matches(const cond *c, const bson_iter_t *v)
 
 /* Whether condition `c` holds for the value at the end of a path: the value
  * itself, or (arrays) any element.  `v` is NULL for a missing value. */
-static bool leaf_matches(const cond *c, const bson_iter_t *v);
+static bool leaf_matches(const cond *c, const bson_iter_t *v, bool expand);
 
-static bool leaf_matches(const cond *c, const bson_iter_t *v)
+/* $elemMatch's value form: every condition on the element itself, which
+ * is not expanded if it is an array. */
+static bool element_matches_all(const cond *cs, size_t n, const bson_iter_t *el)
+{
+    for (size_t i = 0; i < n; i++) {
+        const cond *s = &cs[i];
+        bool ok;
+        switch (s->kind) {
+        case C_NE: {
+            cond eq = *s;
+            eq.kind = C_EQ;
+            ok = !value_matches(&eq, el);
+            break;
+        }
+        case C_NIN: {
+            cond in = *s;
+            in.kind = C_IN;
+            ok = !value_matches(&in, el);
+            break;
+        }
+        case C_NOT:
+            ok = !element_matches_all(s->sub, s->nsub, el);
+            break;
+        case C_EXISTS:
+            ok = s->exists;
+            break;
+        case C_SIZE: case C_ALL: case C_ELEM_VAL: case C_ELEM_OBJ:
+            ok = leaf_matches(s, el, false);
+            break;
+        default:
+            ok = value_matches(s, el);
+        }
+        if (!ok)
+            return false;
+    }
+    return true;
+}
+
+/* A null value standing in for a missing one: comparisons treat a
+ * missing field as null ({$gte: null}, {$lt: MaxKey} match it). */
+static void null_value(bson_iter_t *it)
+{
+    static const uint8_t doc[] = {8, 0, 0, 0, BSON_TYPE_NULL, 0, 0, 0};
+    bson_t b;
+    bson_init_static(&b, doc, sizeof doc);
+    bson_iter_init(it, &b);
+    bson_iter_next(it);
+}
+
+static bool leaf_matches(const cond *c, const bson_iter_t *v, bool expand)
 {
     if (!v) {
         /* missing */
         switch (c->kind) {
-        case C_EQ: {
-            bson_iter_t o;
-            bson_iter_init(&o, &c->operand);
-            bson_iter_next(&o);
-            return BSON_ITER_HOLDS_NULL(&o);
-        }
-        case C_IN: {
-            bson_iter_t o;
-            bson_iter_init(&o, &c->operand);
-            while (bson_iter_next(&o))
-                if (BSON_ITER_HOLDS_NULL(&o))
-                    return true;
-            return false;
+        case C_EQ: case C_GT: case C_GTE: case C_LT: case C_LTE: case C_IN: {
+            bson_iter_t null_it;
+            null_value(&null_it);
+            return value_matches(c, &null_it);
         }
         case C_EXISTS: return !c->exists;
-        case C_ALL: return false;
+        case C_ALL:
+            if (c->nsub == 0)
+                return false;
+            for (size_t i = 0; i < c->nsub; i++)
+                if (!leaf_matches(&c->sub[i], NULL, true))
+                    return false;
+            return true;
         default: return false;
         }
     }
@@ -910,25 +1005,17 @@ static bool leaf_matches(const cond *c, const bson_iter_t *v)
         bson_iter_recurse(v, &el);
         while (bson_iter_next(&el)) {
             if (c->kind == C_ELEM_VAL) {
-                bool ok = true;
-                for (size_t i = 0; i < c->nsub && ok; i++) {
-                    const cond *s = &c->sub[i];
-                    /* Each operator applies to the element itself (an
-                     * array element is not expanded further). */
-                    if (s->kind == C_NE || s->kind == C_NIN || s->kind == C_NOT ||
-                        s->kind == C_EXISTS || s->kind == C_SIZE || s->kind == C_ALL ||
-                        s->kind == C_ELEM_VAL || s->kind == C_ELEM_OBJ)
-                        ok = leaf_matches(s, &el);
-                    else
-                        ok = value_matches(s, &el);
-                }
-                if (ok)
+                if (element_matches_all(c->sub, c->nsub, &el))
                     return true;
-            } else if (BSON_ITER_HOLDS_DOCUMENT(&el)) {
+            } else if (BSON_ITER_HOLDS_DOCUMENT(&el) || BSON_ITER_HOLDS_ARRAY(&el)) {
+                /* An array element is matched as a document ("0", "1", ...). */
                 uint32_t len;
                 const uint8_t *data;
                 bson_t sub;
-                bson_iter_document(&el, &len, &data);
+                if (BSON_ITER_HOLDS_DOCUMENT(&el))
+                    bson_iter_document(&el, &len, &data);
+                else
+                    bson_iter_array(&el, &len, &data);
                 bson_init_static(&sub, data, len);
                 if (eval_node(c->elem, &sub))
                     return true;
@@ -940,7 +1027,7 @@ static bool leaf_matches(const cond *c, const bson_iter_t *v)
         if (c->nsub == 0)
             return false;
         for (size_t i = 0; i < c->nsub; i++)
-            if (!leaf_matches(&c->sub[i], v))
+            if (!leaf_matches(&c->sub[i], v, expand))
                 return false;
         return true;
     case C_NE: case C_NIN: case C_NOT:
@@ -950,7 +1037,7 @@ static bool leaf_matches(const cond *c, const bson_iter_t *v)
     }
     if (value_matches(c, v))
         return true;
-    if (is_arr) {
+    if (is_arr && expand) {
         bson_iter_t el;
         bson_iter_recurse(v, &el);
         while (bson_iter_next(&el))
@@ -963,7 +1050,7 @@ static bool leaf_matches(const cond *c, const bson_iter_t *v)
 /* Walk `path` from the document iterator `it` (positioned before the
  * first field), calling `leaf` for every value reached and for every
  * missing branch.  Returns true as soon as `leaf` does. */
-typedef bool (*leaf_fn)(void *arg, const bson_iter_t *v);
+typedef bool (*leaf_fn)(void *arg, const bson_iter_t *v, bool expand);
 
 static bool walk(const bson_iter_t *container, bool is_doc, const char *path, leaf_fn leaf,
                  void *arg)
@@ -983,9 +1070,9 @@ static bool walk(const bson_iter_t *container, bool is_doc, const char *path, le
             }
         }
         if (!have)
-            return leaf(arg, NULL);
+            return leaf(arg, NULL, true);
         if (!rest)
-            return leaf(arg, &found);
+            return leaf(arg, &found, true);
         if (BSON_ITER_HOLDS_DOCUMENT(&found)) {
             bson_iter_t child;
             bson_iter_recurse(&found, &child);
@@ -996,7 +1083,7 @@ static bool walk(const bson_iter_t *container, bool is_doc, const char *path, le
             bson_iter_recurse(&found, &child);
             return walk(&child, false, rest, leaf, arg);
         }
-        return leaf(arg, NULL); /* a scalar cannot hold the rest */
+        return leaf(arg, NULL, true); /* a scalar cannot hold the rest */
     }
 
     /* An array: a numeric component indexes it; every document element
@@ -1007,7 +1094,8 @@ static bool walk(const bson_iter_t *container, bool is_doc, const char *path, le
         while (bson_iter_next(&a)) {
             if (bson_iter_key_len(&a) == clen && memcmp(bson_iter_key(&a), path, clen) == 0) {
                 if (!rest) {
-                    if (leaf(arg, &a))
+                    /* A path ending at an index: that element, unexpanded. */
+                    if (leaf(arg, &a, false))
                         return true;
                 } else if (BSON_ITER_HOLDS_DOCUMENT(&a) || BSON_ITER_HOLDS_ARRAY(&a)) {
                     bson_iter_t child;
@@ -1029,8 +1117,7 @@ static bool walk(const bson_iter_t *container, bool is_doc, const char *path, le
         if (walk(&child, true, path, leaf, arg))
             return true;
     }
-    if (!any_doc && !numeric)
-        return leaf(arg, NULL);
+    (void)any_doc; /* an array with no documents yields nothing (7.0) */
     return false;
 }
 
@@ -1038,9 +1125,9 @@ typedef struct cond_arg {
     const cond *c;
 } cond_arg;
 
-static bool leaf_cb(void *arg, const bson_iter_t *v)
+static bool leaf_cb(void *arg, const bson_iter_t *v, bool expand)
 {
-    return leaf_matches(((cond_arg *)arg)->c, v);
+    return leaf_matches(((cond_arg *)arg)->c, v, expand);
 }
 
 /* Whether condition `c` on `path` holds for `doc`. */
@@ -1066,6 +1153,14 @@ static bool path_cond(const char *path, const cond *c, const bson_t *doc)
             if (!path_cond(path, &c->sub[i], doc))
                 return true;
         return false;
+    case C_EXISTS:
+        if (!c->exists) { /* Not(Exists) over the whole path */
+            cond ex = *c;
+            ex.exists = true;
+            cond_arg a = {&ex};
+            return !walk(&it, true, path, leaf_cb, &a);
+        }
+        /* fall through */
     default: {
         cond_arg a = {c};
         return walk(&it, true, path, leaf_cb, &a);
