@@ -2,11 +2,9 @@
  * match.c -- filters: parse a query document into a predicate tree, then
  * evaluate it over a document's bytes.
  *
- * Tree:   AND / OR / NOR    children
- *         NOT               one child: the conditions on one path, negated
+ * Tree:   AND / OR / NOR    children (a filter document is an AND; an
+ *                           empty one, or only $comment, matches all)
  *         PATH              a dotted path and its conditions (ANDed)
- *         ELEM_OBJ          $elemMatch on documents: a sub-tree per element
- *         ALWAYS            $comment (and empty filters)
  * A PATH node's conditions: comparisons ($eq ... $lte, implicit equality),
  * $in/$nin, $exists, $type, $mod, $regex, $size, $all, $elemMatch (value
  * form), bit tests, and $not over any of these.
@@ -27,9 +25,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-typedef enum {
-    N_AND, N_OR, N_NOR, N_NOT, N_PATH, N_ELEM_OBJ, N_ALWAYS,
-} node_kind;
+typedef enum { N_AND, N_OR, N_NOR, N_PATH } node_kind;
 
 typedef enum {
     C_EQ, C_NE, C_GT, C_GTE, C_LT, C_LTE, C_IN, C_NIN, C_EXISTS, C_TYPE, C_MOD, C_REGEX,
@@ -112,7 +108,7 @@ void mf_matcher_free(mf_matcher *m)
 
 /* -------------------------------------------------------------- parsing */
 
-static int parse_doc(const bson_t *filter, bool top, node **out, mf_error *err);
+static int parse_doc(const bson_t *filter, node **out, mf_error *err);
 
 static int oom(mf_error *err)
 {
@@ -512,7 +508,7 @@ static int parse_op(bson_iter_t *it, const bson_iter_t *all, cond *c, mf_error *
             return parse_conds(&ops, "$elemMatch", &c->sub, &c->nsub, err);
         }
         c->kind = C_ELEM_OBJ;
-        return parse_doc(&sub, false, &c->elem, err);
+        return parse_doc(&sub, &c->elem, err);
     }
     if (strcmp(op, "$not") == 0) {
         c->kind = C_NOT;
@@ -662,7 +658,7 @@ static int parse_logical(const char *op, bson_iter_t *it, node **out, mf_error *
         bson_iter_document(&el, &len, &data);
         bson_init_static(&sub, data, len);
         node *kid;
-        int rc = parse_doc(&sub, false, &kid, err);
+        int rc = parse_doc(&sub, &kid, err);
         if (rc == 0)
             rc = add_kid(n, kid, err);
         if (rc) {
@@ -678,9 +674,8 @@ static int parse_logical(const char *op, bson_iter_t *it, node **out, mf_error *
     return 0;
 }
 
-static int parse_doc(const bson_t *filter, bool top, node **out, mf_error *err)
+static int parse_doc(const bson_t *filter, node **out, mf_error *err)
 {
-    (void)top;
     node *n = new_node(N_AND);
     bson_iter_t it;
     if (!n)
@@ -716,7 +711,7 @@ int mf_matcher_parse(const bson_t *filter, mf_matcher **out, mf_error *err)
     mf_matcher *m = calloc(1, sizeof *m);
     if (!m)
         return oom(err);
-    int rc = parse_doc(filter, true, &m->root, err);
+    int rc = parse_doc(filter, &m->root, err);
     if (rc) {
         free(m);
         return rc;
@@ -1190,10 +1185,6 @@ static bool eval_node(const node *n, const bson_t *doc)
         for (size_t i = 0; i < n->nconds; i++)
             if (!path_cond(n->path, &n->conds[i], doc))
                 return false;
-        return true;
-    case N_NOT:
-    case N_ELEM_OBJ:
-    case N_ALWAYS:
         return true;
     }
     return false;
