@@ -245,18 +245,31 @@ static int grow(mf_pager *pg, uint64_t n, mf_error *err)
     return 0;
 }
 
+/* Take `n` contiguous free pages, growing the file if no extent fits, and
+ * mark those that existed at open as verified (they are new content).
+ * Under mu. */
+static int take_pages(mf_pager *pg, uint32_t n, mf_pgno *out, mf_error *err)
+{
+    int rc;
+    if (!ext_take_best(&pg->avail, n, out)) {
+        if ((rc = grow(pg, n, err)) != 0)
+            return rc;
+        if (!ext_take_best(&pg->avail, n, out))
+            return mf_error_set(err, MF_InternalError, "allocation failed after growth");
+    }
+    for (uint64_t i = *out; i < *out + n && i < pg->open_pages; i++)
+        atomic_store_explicit(&pg->verified[i], 1, memory_order_relaxed);
+    return 0;
+}
+
 /* Allocate under mu. */
 static int alloc_locked(mf_pager *pg, uint32_t n, uint8_t type, uint64_t gen, mf_pgno *out,
                         mf_error *err)
 {
     mf_pgno no;
     int rc;
-    if (!ext_take_best(&pg->avail, n, &no)) {
-        if ((rc = grow(pg, n, err)) != 0)
-            return rc;
-        if (!ext_take_best(&pg->avail, n, &no))
-            return mf_error_set(err, MF_InternalError, "allocation failed after growth");
-    }
+    if ((rc = take_pages(pg, n, &no, err)) != 0)
+        return rc;
     if (no >= pg->born_cap) {
         size_t cap = pg->born_cap ? pg->born_cap : 1024;
         while (cap <= no)
@@ -275,8 +288,6 @@ static int alloc_locked(mf_pager *pg, uint32_t n, uint8_t type, uint64_t gen, mf
         return mf_error_set(err, MF_InternalError, "out of memory");
     }
     pg->born_start[no] = 1;
-    for (uint64_t i = no; i < no + n && i < pg->open_pages; i++)
-        atomic_store_explicit(&pg->verified[i], 1, memory_order_relaxed);
     header_init(page_at(pg, no), gen, type, n);
     *out = no;
     return 0;
@@ -289,21 +300,12 @@ int mf_pager_alloc_run(mf_pager *pg, uint32_t n, mf_pgno *out, uint64_t *gen, mf
     if (n == 0)
         return mf_error_set(err, MF_BadValue, "cannot allocate zero pages");
     pthread_mutex_lock(&pg->mu);
-    if (!ext_take_best(&pg->avail, n, &no)) {
-        if ((rc = grow(pg, n, err)) != 0)
-            goto out;
-        if (!ext_take_best(&pg->avail, n, &no)) {
-            rc = mf_error_set(err, MF_InternalError, "allocation failed after growth");
-            goto out;
-        }
-    }
     /* No header and no born entry: the owner keeps the run's generation
      * and checksum, and nothing about it changes at a checkpoint. */
-    for (uint64_t i = no; i < no + n && i < pg->open_pages; i++)
-        atomic_store_explicit(&pg->verified[i], 1, memory_order_relaxed);
-    *out = no;
-    *gen = pg->gen;
-out:
+    if ((rc = take_pages(pg, n, &no, err)) == 0) {
+        *out = no;
+        *gen = pg->gen;
+    }
     pthread_mutex_unlock(&pg->mu);
     return rc;
 }
