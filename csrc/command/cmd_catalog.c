@@ -1,0 +1,395 @@
+/*
+ * cmd_catalog.c -- databases and collections: create, drop, dropDatabase,
+ * renameCollection, listCollections, listDatabases, with mongod's
+ * namespace rules and errors.
+ *
+ * A collection's catalog entry keeps the caller's bytes: here a BSON
+ * document {uuid: <UUID>, options: {...}} that listCollections reports.
+ * Every collection is created with its _id index ("_id_"), an index tree
+ * like any other.  Each change is acknowledged only after group commit
+ * has synced it.
+ */
+#include "command_int.h"
+#include "../query/query.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+
+#define NS_MAX 255
+#define ID_INDEX_SPEC_NAME "_id_"
+
+/* mongod's rules for a collection name within `db`. */
+static int check_coll_name(const char *db, const char *coll, mf_error *err)
+{
+    size_t n = strlen(coll);
+    if (n == 0)
+        return mf_error_set(err, MF_InvalidNamespace, "Invalid namespace specified '%s.'", db);
+    if (strlen(db) + 1 + n > NS_MAX)
+        return mf_error_set(err, MF_InvalidNamespace,
+                            "Fully qualified namespace is too long. Namespace: %s.%s Max: %d",
+                            db, coll, NS_MAX);
+    if (strchr(coll, '$') || coll[0] == '.')
+        return mf_error_set(err, MF_InvalidNamespace, "Invalid collection name: %s", coll);
+    if (strncmp(coll, "system.", 7) == 0 && strcmp(coll, "system.js") != 0 &&
+        strcmp(coll, "system.views") != 0 && strcmp(coll, "system.profile") != 0)
+        return mf_error_set(err, MF_InvalidNamespace, "Invalid system namespace: %s.%s", db,
+                            coll);
+    return 0;
+}
+
+/* The command's first value as a collection name in `ctx->db`, into `ns`. */
+static int coll_arg(mf_cmd_ctx *ctx, const bson_t *cmd, char *ns, size_t cap, mf_error *err)
+{
+    bson_iter_t it;
+    bson_iter_init(&it, cmd);
+    bson_iter_next(&it);
+    if (!BSON_ITER_HOLDS_UTF8(&it))
+        return mf_error_set(err, MF_InvalidNamespace, "collection name has invalid type %s",
+                            mf_bsonx_type_alias(bson_iter_type(&it)));
+    const char *coll = bson_iter_utf8(&it, NULL);
+    int rc = check_coll_name(ctx->db, coll, err);
+    if (rc)
+        return rc;
+    snprintf(ns, cap, "%s.%s", ctx->db, coll);
+    return 0;
+}
+
+/* The _id index's spec: {v: 2, key: {_id: 1}, name: "_id_"}. */
+static void id_index_spec(bson_t *out)
+{
+    bson_t key;
+    bson_init(out);
+    BSON_APPEND_INT32(out, "v", 2);
+    BSON_APPEND_DOCUMENT_BEGIN(out, "key", &key);
+    BSON_APPEND_INT32(&key, "_id", 1);
+    bson_append_document_end(out, &key);
+    BSON_APPEND_UTF8(out, "name", ID_INDEX_SPEC_NAME);
+}
+
+/* Create `ns` with `options` and its _id index; durable on return. */
+static int create_coll(mf_engine *e, const char *ns, const bson_t *options, mf_error *err)
+{
+    uint8_t uuid[16];
+    if (getrandom(uuid, sizeof uuid, 0) != (ssize_t)sizeof uuid)
+        return mf_error_set(err, MF_InternalError, "no randomness for a collection UUID");
+    uuid[6] = (uint8_t)((uuid[6] & 0x0f) | 0x40); /* version 4 */
+    uuid[8] = (uint8_t)((uuid[8] & 0x3f) | 0x80);
+    bson_t meta, spec;
+    bson_init(&meta);
+    bson_append_binary(&meta, "uuid", 4, BSON_SUBTYPE_UUID, uuid, 16);
+    BSON_APPEND_DOCUMENT(&meta, "options", options);
+    mf_coll *c;
+    mf_lsn lsn;
+    int rc = mf_engine_coll_create(e, ns, bson_get_data(&meta), meta.len, &c, &lsn, err);
+    bson_destroy(&meta);
+    if (rc)
+        return rc;
+    id_index_spec(&spec);
+    mf_coll_lock(c, true);
+    rc = mf_coll_index_create(e, c, ID_INDEX_SPEC_NAME, bson_get_data(&spec), spec.len, NULL,
+                              &lsn, err);
+    mf_coll_unlock(c);
+    bson_destroy(&spec);
+    return rc ? rc : mf_engine_sync(e, lsn, err);
+}
+
+int mfi_cmd_create(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_error *err)
+{
+    (void)reply;
+    char ns[NS_MAX + 64];
+    int rc = coll_arg(ctx, cmd, ns, sizeof ns, err);
+    if (rc)
+        return rc;
+    /* Options MultiforaDB does not implement yet are refused by name,
+     * rather than stored and silently ignored. */
+    bson_t options = BSON_INITIALIZER;
+    bson_iter_t it;
+    bson_iter_init(&it, cmd);
+    bson_iter_next(&it);
+    while (bson_iter_next(&it)) {
+        const char *k = bson_iter_key(&it);
+        if (mfi_is_generic_arg(k))
+            continue;
+        bson_destroy(&options);
+        return mf_error_set(err, 115, /* CommandNotSupported */
+                            "create option '%s' is not supported by MultiforaDB yet", k);
+    }
+    mf_engine *e = ctx->inst->engine;
+    mf_engine_catalog_lock(e, true);
+    if (mf_engine_coll(e, ns))
+        rc = mf_error_set(err, MF_NamespaceExists, "Collection %s already exists.", ns);
+    else
+        rc = create_coll(e, ns, &options, err);
+    mf_engine_catalog_unlock(e);
+    bson_destroy(&options);
+    return rc;
+}
+
+int mfi_cmd_drop(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_error *err)
+{
+    char ns[NS_MAX + 64];
+    int rc = coll_arg(ctx, cmd, ns, sizeof ns, err);
+    if (rc)
+        return rc;
+    mf_engine *e = ctx->inst->engine;
+    mf_lsn lsn;
+    mf_engine_catalog_lock(e, true);
+    mf_coll *c = mf_engine_coll(e, ns);
+    if (!c) {
+        /* mongod 7.0: dropping a collection that does not exist succeeds. */
+        mf_engine_catalog_unlock(e);
+        return 0;
+    }
+    int nidx = (int)mf_coll_index_count(c);
+    rc = mf_engine_coll_drop(e, ns, &lsn, err);
+    mf_engine_catalog_unlock(e);
+    if (rc == 0)
+        rc = mf_engine_sync(e, lsn, err);
+    if (rc == 0) {
+        BSON_APPEND_INT32(reply, "nIndexesWas", nidx);
+        BSON_APPEND_UTF8(reply, "ns", ns);
+    }
+    return rc;
+}
+
+/* ------------------------------------------------------------ listing */
+
+typedef struct coll_list {
+    const char *db;
+    size_t dblen;
+    mf_coll **v;
+    size_t n, cap;
+} coll_list;
+
+static void collect(mf_coll *c, void *arg)
+{
+    coll_list *l = arg;
+    const char *name = mf_coll_name(c);
+    if (l->db && (strncmp(name, l->db, l->dblen) != 0 || name[l->dblen] != '.'))
+        return;
+    if (l->n == l->cap) {
+        size_t cap = l->cap ? l->cap * 2 : 16;
+        mf_coll **v = realloc(l->v, cap * sizeof *v);
+        if (!v)
+            return;
+        l->v = v;
+        l->cap = cap;
+    }
+    l->v[l->n++] = c;
+}
+
+/* The parsed filter of a list command, or NULL for none. */
+static int list_filter(const bson_t *cmd, const char *cmdname, mf_matcher **out, mf_error *err)
+{
+    bson_iter_t it;
+    *out = NULL;
+    if (!bson_iter_init_find(&it, cmd, "filter") || BSON_ITER_HOLDS_NULL(&it))
+        return 0;
+    if (!BSON_ITER_HOLDS_DOCUMENT(&it))
+        return mfi_type_error(err, cmdname, "filter", &it, "object");
+    uint32_t len;
+    const uint8_t *data;
+    bson_t f;
+    bson_iter_document(&it, &len, &data);
+    bson_init_static(&f, data, len);
+    return mf_matcher_parse(&f, out, err);
+}
+
+static bool flag_arg(const bson_t *cmd, const char *name)
+{
+    bson_iter_t it;
+    return bson_iter_init_find(&it, cmd, name) && bson_iter_as_bool(&it);
+}
+
+int mfi_cmd_list_collections(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply,
+                             mf_error *err)
+{
+    mf_matcher *m;
+    int rc = list_filter(cmd, "listCollections", &m, err);
+    if (rc)
+        return rc;
+    bool name_only = flag_arg(cmd, "nameOnly");
+    mf_engine *e = ctx->inst->engine;
+    coll_list l = {.db = ctx->db, .dblen = strlen(ctx->db)};
+    bson_t cursor, batch;
+    char ns[NS_MAX + 64];
+    snprintf(ns, sizeof ns, "%s.$cmd.listCollections", ctx->db);
+
+    mf_engine_catalog_lock(e, false);
+    mf_engine_coll_each(e, collect, &l);
+    BSON_APPEND_DOCUMENT_BEGIN(reply, "cursor", &cursor);
+    BSON_APPEND_INT64(&cursor, "id", 0);
+    BSON_APPEND_UTF8(&cursor, "ns", ns);
+    BSON_APPEND_ARRAY_BEGIN(&cursor, "firstBatch", &batch);
+    uint32_t out_i = 0;
+    for (size_t i = 0; i < l.n; i++) {
+        mf_coll *c = l.v[i];
+        const char *coll = mf_coll_name(c) + l.dblen + 1;
+        const uint8_t *ob;
+        size_t olen;
+        bson_t meta, entry, sub, idx;
+        bson_iter_t mit;
+        mf_coll_options(c, &ob, &olen);
+        bson_init(&entry);
+        BSON_APPEND_UTF8(&entry, "name", coll);
+        BSON_APPEND_UTF8(&entry, "type", "collection");
+        if (!name_only && bson_init_static(&meta, ob, olen)) {
+            if (bson_iter_init_find(&mit, &meta, "options"))
+                bson_append_iter(&entry, "options", -1, &mit);
+            BSON_APPEND_DOCUMENT_BEGIN(&entry, "info", &sub);
+            BSON_APPEND_BOOL(&sub, "readOnly", false);
+            if (bson_iter_init_find(&mit, &meta, "uuid"))
+                bson_append_iter(&sub, "uuid", -1, &mit);
+            bson_append_document_end(&entry, &sub);
+            id_index_spec(&idx);
+            BSON_APPEND_DOCUMENT(&entry, "idIndex", &idx);
+            bson_destroy(&idx);
+        }
+        if (!m || mf_matcher_match(m, &entry)) {
+            char key[16];
+            const char *k;
+            bson_uint32_to_string(out_i++, &k, key, sizeof key);
+            bson_append_document(&batch, k, -1, &entry);
+        }
+        bson_destroy(&entry);
+    }
+    mf_engine_catalog_unlock(e);
+    bson_append_array_end(&cursor, &batch);
+    bson_append_document_end(reply, &cursor);
+    free(l.v);
+    mf_matcher_free(m);
+    return 0;
+}
+
+int mfi_cmd_list_databases(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_error *err)
+{
+    mf_matcher *m;
+    int rc = list_filter(cmd, "listDatabases", &m, err);
+    if (rc)
+        return rc;
+    bool name_only = flag_arg(cmd, "nameOnly");
+    mf_engine *e = ctx->inst->engine;
+    coll_list l = {0};
+    bson_t dbs;
+    mf_engine_catalog_lock(e, false);
+    mf_engine_coll_each(e, collect, &l); /* in name order: one run per database */
+    BSON_APPEND_ARRAY_BEGIN(reply, "databases", &dbs);
+    uint32_t out_i = 0;
+    for (size_t i = 0; i < l.n;) {
+        const char *name = mf_coll_name(l.v[i]);
+        size_t dl = strcspn(name, ".");
+        size_t j = i;
+        while (j < l.n && strncmp(mf_coll_name(l.v[j]), name, dl) == 0 &&
+               mf_coll_name(l.v[j])[dl] == '.')
+            j++;
+        bson_t entry;
+        bson_init(&entry);
+        bson_append_utf8(&entry, "name", 4, name, (int)dl);
+        if (!name_only) {
+            /* Per-database sizes are not tracked yet: 0 (see issue 4). */
+            BSON_APPEND_INT64(&entry, "sizeOnDisk", 0);
+            BSON_APPEND_BOOL(&entry, "empty", false);
+        }
+        if (!m || mf_matcher_match(m, &entry)) {
+            char key[16];
+            const char *k;
+            bson_uint32_to_string(out_i++, &k, key, sizeof key);
+            bson_append_document(&dbs, k, -1, &entry);
+        }
+        bson_destroy(&entry);
+        i = j;
+    }
+    mf_engine_catalog_unlock(e);
+    bson_append_array_end(reply, &dbs);
+    if (!name_only) {
+        BSON_APPEND_INT64(reply, "totalSize", 0);
+        BSON_APPEND_INT64(reply, "totalSizeMb", 0);
+    }
+    free(l.v);
+    mf_matcher_free(m);
+    return 0;
+}
+
+int mfi_cmd_drop_database(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_error *err)
+{
+    (void)cmd;
+    mf_engine *e = ctx->inst->engine;
+    coll_list l = {.db = ctx->db, .dblen = strlen(ctx->db)};
+    int rc = 0;
+    mf_lsn lsn = 0;
+    mf_engine_catalog_lock(e, true);
+    mf_engine_coll_each(e, collect, &l);
+    for (size_t i = 0; i < l.n && rc == 0; i++) {
+        char ns[NS_MAX + 64];
+        snprintf(ns, sizeof ns, "%s", mf_coll_name(l.v[i]));
+        rc = mf_engine_coll_drop(e, ns, &lsn, err);
+    }
+    mf_engine_catalog_unlock(e);
+    free(l.v);
+    if (rc == 0 && lsn)
+        rc = mf_engine_sync(e, lsn, err);
+    if (rc == 0)
+        BSON_APPEND_UTF8(reply, "dropped", ctx->db);
+    return rc;
+}
+
+/* "db.coll" from a renameCollection argument, checked. */
+static int full_ns(const bson_iter_t *it, const char *field, char *out, size_t cap,
+                   mf_error *err)
+{
+    if (!BSON_ITER_HOLDS_UTF8(it))
+        return mfi_type_error(err, "renameCollection", field, it, "string");
+    const char *ns = bson_iter_utf8(it, NULL);
+    const char *dot = strchr(ns, '.');
+    if (!dot || dot == ns)
+        return mf_error_set(err, MF_InvalidNamespace, "Invalid %s namespace: %s",
+                            strcmp(field, "to") == 0 ? "target" : "source", ns);
+    char db[128];
+    snprintf(db, sizeof db, "%.*s", (int)(dot - ns), ns);
+    int rc = check_coll_name(db, dot + 1, err);
+    if (rc)
+        return rc;
+    snprintf(out, cap, "%s", ns);
+    return 0;
+}
+
+int mfi_cmd_rename_collection(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply,
+                              mf_error *err)
+{
+    (void)reply;
+    char from[NS_MAX + 64], to[NS_MAX + 64];
+    bson_iter_t it;
+    int rc;
+    bson_iter_init(&it, cmd);
+    bson_iter_next(&it);
+    if ((rc = full_ns(&it, "renameCollection", from, sizeof from, err)) != 0)
+        return rc;
+    if (!bson_iter_init_find(&it, cmd, "to"))
+        return mf_error_set(err, 40414,
+                            "BSON field 'renameCollection.to' is missing but a required field");
+    if ((rc = full_ns(&it, "to", to, sizeof to, err)) != 0)
+        return rc;
+    bool drop_target = flag_arg(cmd, "dropTarget");
+    mf_engine *e = ctx->inst->engine;
+    mf_lsn lsn = 0;
+    mf_engine_catalog_lock(e, true);
+    if (!mf_engine_coll(e, from)) {
+        rc = mf_error_set(err, MF_NamespaceNotFound, "Source collection %s does not exist",
+                          from);
+    } else if (strcmp(from, to) == 0) {
+        rc = mf_error_set(err, MF_IllegalOperation,
+                          "Can't rename a collection to itself");
+    } else if (mf_engine_coll(e, to)) {
+        if (!drop_target)
+            rc = mf_error_set(err, MF_NamespaceExists, "target namespace exists");
+        else
+            rc = mf_engine_coll_drop(e, to, &lsn, err);
+    }
+    if (rc == 0)
+        rc = mf_engine_coll_rename(e, from, to, &lsn, err);
+    mf_engine_catalog_unlock(e);
+    (void)ctx;
+    return rc == 0 ? mf_engine_sync(e, lsn, err) : rc;
+}
