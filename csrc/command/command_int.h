@@ -84,6 +84,8 @@ int mfi_cmd_kill_all_sessions(mf_cmd_ctx *, const bson_t *, bson_t *, mf_error *
 int mfi_cmd_get_log(mf_cmd_ctx *, const bson_t *, bson_t *, mf_error *);
 int mfi_cmd_shutdown(mf_cmd_ctx *, const bson_t *, bson_t *, mf_error *);
 int mfi_cmd_create(mf_cmd_ctx *, const bson_t *, bson_t *, mf_error *);
+int mfi_cmd_insert(mf_cmd_ctx *, const bson_t *, bson_t *, mf_error *);
+int mfi_cmd_count(mf_cmd_ctx *, const bson_t *, bson_t *, mf_error *);
 int mfi_cmd_drop(mf_cmd_ctx *, const bson_t *, bson_t *, mf_error *);
 int mfi_cmd_drop_database(mf_cmd_ctx *, const bson_t *, bson_t *, mf_error *);
 int mfi_cmd_list_collections(mf_cmd_ctx *, const bson_t *, bson_t *, mf_error *);

@@ -1,0 +1,346 @@
+/*
+ * cmd_write.c -- insert, and count (the first reader of stored documents).
+ *
+ * Storage layout of a collection (engine.h):
+ *   record tree   RecordId (8 bytes, big endian) -> document bytes
+ *   _id_ index    key encoding of _id (bsonx/keyenc.c) -> RecordId
+ * RecordIds increase per collection: the next one is one past the last key
+ * of the record tree, read when the collection is first written after
+ * open.  Each document is one engine write (record + index entry), so after
+ * a crash a document is there with its index entry, or not at all; the
+ * command syncs once, after its last write (group commit), before replying.
+ */
+#include "command_int.h"
+#include "../query/query.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define ID_INDEX "_id_"
+
+static void put_be64(uint8_t *p, uint64_t v)
+{
+    for (int i = 7; i >= 0; i--, v >>= 8)
+        p[i] = (uint8_t)v;
+}
+
+static uint64_t get_be64(const uint8_t *p)
+{
+    uint64_t v = 0;
+    for (int i = 0; i < 8; i++)
+        v = v << 8 | p[i];
+    return v;
+}
+
+/* The tree of index `name` in `c`, or 0. */
+static mf_tree_id index_tree(mf_coll *c, const char *name)
+{
+    for (size_t i = 0; i < mf_coll_index_count(c); i++)
+        if (strcmp(mf_coll_index(c, i)->name, name) == 0)
+            return mf_coll_index(c, i)->tree;
+    return 0;
+}
+
+/* One past the largest RecordId in the record tree. */
+static int next_record_id(mf_engine *e, mf_coll *c, uint64_t *out, mf_error *err)
+{
+    mf_cursor cur;
+    bool valid;
+    mf_cursor_init(&cur, mf_engine_tree(e, mf_coll_records(c)));
+    int rc = mf_cursor_last(&cur, &valid, err);
+    if (rc)
+        return rc;
+    *out = 1;
+    if (valid) {
+        const uint8_t *k;
+        size_t kl;
+        mf_cursor_key(&cur, &k, &kl);
+        if (kl == 8)
+            *out = get_be64(k) + 1;
+    }
+    return 0;
+}
+
+/* The document as stored: _id first (generated if absent). */
+static int stored_form(const bson_t *doc, bson_t *out, bson_iter_t *id, mf_error *err)
+{
+    bson_iter_t it;
+    bool has_id = bson_iter_init_find(&it, doc, "_id");
+    if (doc->len > MF_MAX_BSON_OBJECT_SIZE)
+        return mf_error_set(err, 10334, "object to insert too large. size in bytes: %u, max size: %d",
+                            doc->len, MF_MAX_BSON_OBJECT_SIZE);
+    if (has_id) {
+        bson_type_t t = bson_iter_type(&it);
+        if (t == BSON_TYPE_ARRAY)
+            return mf_error_set(err, 53, "can't use an array for _id");
+        if (t == BSON_TYPE_REGEX)
+            return mf_error_set(err, 53, "can't use a regex for _id");
+        if (t == BSON_TYPE_UNDEFINED)
+            return mf_error_set(err, 53, "can't use a undefined for _id");
+    }
+    bson_iter_init(&it, doc);
+    while (bson_iter_next(&it))
+        if (bson_iter_key(&it)[0] == '$')
+            return mf_error_set(err, 52, "Document can't have $ prefixed field names: %s",
+                                bson_iter_key(&it));
+    bson_init(out);
+    if (has_id) {
+        bson_iter_init_find(&it, doc, "_id");
+        bson_append_iter(out, "_id", 3, &it);
+        bson_copy_to_excluding_noinit(doc, out, "_id", NULL);
+    } else {
+        bson_oid_t oid;
+        bson_oid_init(&oid, NULL);
+        BSON_APPEND_OID(out, "_id", &oid);
+        bson_concat(out, doc);
+    }
+    bson_iter_init(id, out);
+    bson_iter_next(id);
+    return 0;
+}
+
+/* A DuplicateKey error for `id` on the _id index, as mongod words it. */
+static void duplicate_error(bson_t *werr, uint32_t index, const char *ns, const bson_iter_t *id)
+{
+    char shown[256];
+    bson_t kp, kv;
+    mf_bsonx_elem_to_string(id, false, shown, sizeof shown);
+    char msg[1024];
+    snprintf(msg, sizeof msg,
+             "E11000 duplicate key error collection: %s index: _id_ dup key: { _id: %s }", ns,
+             shown);
+    BSON_APPEND_INT32(werr, "index", (int32_t)index);
+    BSON_APPEND_INT32(werr, "code", MF_DuplicateKey);
+    BSON_APPEND_DOCUMENT_BEGIN(werr, "keyPattern", &kp);
+    BSON_APPEND_INT32(&kp, "_id", 1);
+    bson_append_document_end(werr, &kp);
+    BSON_APPEND_DOCUMENT_BEGIN(werr, "keyValue", &kv);
+    bson_append_iter(&kv, "_id", 3, id);
+    bson_append_document_end(werr, &kv);
+    BSON_APPEND_UTF8(werr, "errmsg", msg);
+}
+
+static void write_error(bson_t *werr, uint32_t index, const mf_error *err)
+{
+    char scratch[24];
+    BSON_APPEND_INT32(werr, "index", (int32_t)index);
+    BSON_APPEND_INT32(werr, "code", err->code);
+    BSON_APPEND_UTF8(werr, "codeName", mf_error_name(err->code, scratch));
+    BSON_APPEND_UTF8(werr, "errmsg", err->msg);
+}
+
+/* Insert one document into `c` (exclusive lock held).  Returns 0, or
+ * MF_DuplicateKey (with `*dup` set), or another error. */
+static int insert_one(mf_engine *e, mf_coll *c, uint64_t *next_id, const bson_t *doc,
+                      bson_t *stored, bson_iter_t *id, mf_lsn *lsn, mf_error *err)
+{
+    int rc = stored_form(doc, stored, id, err);
+    if (rc)
+        return rc;
+    mf_buf key = {0};
+    uint8_t rid[8];
+    mf_tree_id idx = index_tree(c, ID_INDEX);
+    if (mf_bsonx_key_append(&key, id, false) != 0)
+        return mf_error_set(err, MF_InternalError, "out of memory");
+    bool found;
+    const uint8_t *v;
+    size_t vl;
+    rc = mf_btree_get(mf_engine_tree(e, idx), key.data, key.len, &found, &v, &vl, err);
+    if (rc == 0 && found)
+        rc = MF_DuplicateKey;
+    if (rc == 0) {
+        put_be64(rid, (*next_id)++);
+        mf_op ops[2] = {
+            {.kind = MF_OP_PUT, .tree = mf_coll_records(c), .key = rid, .klen = 8,
+             .val = bson_get_data(stored), .vlen = stored->len},
+            {.kind = MF_OP_PUT, .tree = idx, .key = key.data, .klen = key.len, .val = rid,
+             .vlen = 8},
+        };
+        rc = mf_engine_write(e, ops, 2, lsn, err);
+    }
+    mf_buf_free(&key);
+    return rc;
+}
+
+int mfi_cmd_insert(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_error *err)
+{
+    mf_engine *e = ctx->inst->engine;
+    char ns[320];
+    bson_iter_t it, docs;
+    int rc;
+    bson_iter_init(&it, cmd);
+    bson_iter_next(&it);
+    if (!BSON_ITER_HOLDS_UTF8(&it))
+        return mfi_type_error(err, "insert", "insert", &it, "string");
+    snprintf(ns, sizeof ns, "%s.%s", ctx->db, bson_iter_utf8(&it, NULL));
+    if (!bson_iter_init_find(&docs, cmd, "documents"))
+        return mf_error_set(err, 40414,
+                            "BSON field 'insert.documents' is missing but a required field");
+    if (!BSON_ITER_HOLDS_ARRAY(&docs))
+        return mfi_type_error(err, "insert", "documents", &docs, "array");
+    bool ordered = true;
+    if (bson_iter_init_find(&it, cmd, "ordered"))
+        ordered = bson_iter_as_bool(&it);
+    uint32_t count = 0;
+    bson_iter_t d;
+    bson_iter_recurse(&docs, &d);
+    while (bson_iter_next(&d))
+        count++;
+    if (count > MF_MAX_WRITE_BATCH_SIZE)
+        return mf_error_set(err, MF_InvalidLength,
+                            "Write batch sizes must be between 1 and %d. Got %u operations.",
+                            MF_MAX_WRITE_BATCH_SIZE, count);
+
+    /* The collection, created on first insert. */
+    mf_engine_catalog_lock(e, false);
+    mf_coll *c = mf_engine_coll(e, ns);
+    if (!c) {
+        mf_engine_catalog_unlock(e);
+        bson_t create = BSON_INITIALIZER, r = BSON_INITIALIZER;
+        mf_cmd_ctx cctx = *ctx;
+        BSON_APPEND_UTF8(&create, "create", ns + strlen(ctx->db) + 1);
+        rc = mfi_cmd_create(&cctx, &create, &r, err);
+        bson_destroy(&create);
+        bson_destroy(&r);
+        if (rc && rc != MF_NamespaceExists)
+            return rc;
+        mf_engine_catalog_lock(e, false);
+        c = mf_engine_coll(e, ns);
+        if (!c) {
+            mf_engine_catalog_unlock(e);
+            return mf_error_set(err, MF_NamespaceNotFound, "collection %s vanished", ns);
+        }
+    }
+
+    bson_t werrs = BSON_INITIALIZER;
+    uint32_t nerr = 0, n = 0, index = 0;
+    mf_lsn lsn = 0;
+    uint64_t next_id;
+    mf_coll_lock(c, true);
+    rc = next_record_id(e, c, &next_id, err);
+    bson_iter_recurse(&docs, &d);
+    while (rc == 0 && bson_iter_next(&d)) {
+        bson_t stored;
+        bson_iter_t id;
+        mf_error ierr;
+        int r;
+        if (!BSON_ITER_HOLDS_DOCUMENT(&d)) {
+            r = mf_error_set(&ierr, MF_TypeMismatch, "documents must be objects");
+            bson_init(&stored);
+        } else {
+            uint32_t len;
+            const uint8_t *data;
+            bson_t doc;
+            bson_iter_document(&d, &len, &data);
+            bson_init_static(&doc, data, len);
+            bson_init(&stored); /* stored_form fills it; inline, nothing to free yet */
+            r = insert_one(e, c, &next_id, &doc, &stored, &id, &lsn, &ierr);
+        }
+        if (r == 0) {
+            n++;
+            atomic_fetch_add_explicit(&ctx->inst->counters.op_insert, 1, memory_order_relaxed);
+        } else {
+            char key[16];
+            const char *k;
+            bson_t we;
+            bson_uint32_to_string(nerr++, &k, key, sizeof key);
+            bson_append_document_begin(&werrs, k, -1, &we);
+            if (r == MF_DuplicateKey)
+                duplicate_error(&we, index, ns, &id);
+            else
+                write_error(&we, index, &ierr);
+            bson_append_document_end(&werrs, &we);
+            if (r != MF_DuplicateKey && r != 10334 && r != 53 && r != 52 &&
+                r != MF_TypeMismatch) {
+                /* The engine failed: nothing more can be written. */
+                *err = ierr;
+                rc = r;
+            }
+        }
+        bson_destroy(&stored);
+        index++;
+        if (r != 0 && ordered)
+            break;
+    }
+    mf_coll_unlock(c);
+    mf_engine_catalog_unlock(e);
+    /* Reply only once a sync covers every write (group commit). */
+    if (rc == 0 && lsn)
+        rc = mf_engine_sync(e, lsn, err);
+    if (rc == 0) {
+        BSON_APPEND_INT32(reply, "n", (int32_t)n);
+        if (nerr)
+            BSON_APPEND_ARRAY(reply, "writeErrors", &werrs);
+    }
+    bson_destroy(&werrs);
+    return rc;
+}
+
+/* --------------------------------------------------------------- count */
+
+int mfi_cmd_count(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_error *err)
+{
+    mf_engine *e = ctx->inst->engine;
+    char ns[320];
+    bson_iter_t it;
+    mf_matcher *m = NULL;
+    int64_t skip = 0, limit = 0;
+    int rc = 0;
+    bson_iter_init(&it, cmd);
+    bson_iter_next(&it);
+    if (!BSON_ITER_HOLDS_UTF8(&it))
+        return mfi_type_error(err, "count", "count", &it, "string");
+    snprintf(ns, sizeof ns, "%s.%s", ctx->db, bson_iter_utf8(&it, NULL));
+    if (bson_iter_init_find(&it, cmd, "query") && !BSON_ITER_HOLDS_NULL(&it)) {
+        if (!BSON_ITER_HOLDS_DOCUMENT(&it))
+            return mfi_type_error(err, "count", "query", &it, "object");
+        uint32_t len;
+        const uint8_t *data;
+        bson_t q;
+        bson_iter_document(&it, &len, &data);
+        bson_init_static(&q, data, len);
+        if ((rc = mf_matcher_parse(&q, &m, err)) != 0)
+            return rc;
+    }
+    if (bson_iter_init_find(&it, cmd, "skip") && !mfi_as_int64(&it, &skip))
+        rc = mfi_type_error(err, "count", "skip", &it, "long");
+    if (rc == 0 && skip < 0)
+        rc = mf_error_set(err, 51024, "BSON field 'skip' value must be >= 0, actual value '%lld'",
+                          (long long)skip);
+    if (rc == 0 && bson_iter_init_find(&it, cmd, "limit") && !mfi_as_int64(&it, &limit))
+        rc = mfi_type_error(err, "count", "limit", &it, "long");
+    if (rc) {
+        mf_matcher_free(m);
+        return rc;
+    }
+    if (limit < 0)
+        limit = -limit;
+    int64_t n = 0, seen = 0;
+    mf_engine_catalog_lock(e, false);
+    mf_coll *c = mf_engine_coll(e, ns);
+    if (c) {
+        mf_cursor cur;
+        bool valid;
+        mf_coll_lock(c, false);
+        mf_cursor_init(&cur, mf_engine_tree(e, mf_coll_records(c)));
+        rc = mf_cursor_first(&cur, &valid, err);
+        while (rc == 0 && valid && (limit == 0 || n < limit)) {
+            const uint8_t *v;
+            size_t vl;
+            bson_t doc;
+            mf_cursor_value(&cur, &v, &vl);
+            if (v && bson_init_static(&doc, v, vl) && (!m || mf_matcher_match(m, &doc))) {
+                if (seen++ >= skip)
+                    n++;
+            }
+            rc = mf_cursor_next(&cur, &valid, err);
+        }
+        mf_coll_unlock(c);
+    }
+    mf_engine_catalog_unlock(e);
+    mf_matcher_free(m);
+    if (rc == 0)
+        BSON_APPEND_INT32(reply, "n", (int32_t)n);
+    return rc;
+}
