@@ -94,15 +94,16 @@ static mf_coll *collection(mf_engine *e)
     return c;
 }
 
-static void put_doc(mf_engine *e, mf_coll *c, uint64_t id, const uint8_t *doc, size_t len,
-                    bool sync)
+/* One put (doc != NULL) or delete of document `id`, optionally synced. */
+static void write_doc(mf_engine *e, mf_coll *c, uint64_t id, const uint8_t *doc, size_t len,
+                      bool sync)
 {
     mf_error err;
     mf_lsn lsn;
     uint8_t k[8];
     key_of(id, k);
-    mf_op op = {.kind = MF_OP_PUT, .tree = mf_coll_records(c), .key = k, .klen = 8, .val = doc,
-                .vlen = len};
+    mf_op op = {.kind = doc ? MF_OP_PUT : MF_OP_DELETE, .tree = mf_coll_records(c), .key = k,
+                .klen = 8, .val = doc, .vlen = len};
     mf_coll_lock(c, true);
     if (mf_engine_write(e, &op, 1, &lsn, &err) != 0)
         die("write", &err);
@@ -111,19 +112,15 @@ static void put_doc(mf_engine *e, mf_coll *c, uint64_t id, const uint8_t *doc, s
         die("sync", &err);
 }
 
+static void put_doc(mf_engine *e, mf_coll *c, uint64_t id, const uint8_t *doc, size_t len,
+                    bool sync)
+{
+    write_doc(e, c, id, doc, len, sync);
+}
+
 static void del_doc(mf_engine *e, mf_coll *c, uint64_t id, bool sync)
 {
-    mf_error err;
-    mf_lsn lsn;
-    uint8_t k[8];
-    key_of(id, k);
-    mf_op op = {.kind = MF_OP_DELETE, .tree = mf_coll_records(c), .key = k, .klen = 8};
-    mf_coll_lock(c, true);
-    if (mf_engine_write(e, &op, 1, &lsn, &err) != 0)
-        die("write", &err);
-    mf_coll_unlock(c);
-    if (sync && mf_engine_sync(e, lsn, &err) != 0)
-        die("sync", &err);
+    write_doc(e, c, id, NULL, 0, sync);
 }
 
 /* ---------------------------------------------------------------- reopen */

@@ -42,6 +42,13 @@ int mf_bsonx_validate(const uint8_t *data, size_t len, mf_error *err);
 /* MongoDB's alias for a BSON type ("double", "string", "object", ...). */
 const char *mf_bsonx_type_alias(bson_type_t t);
 
+/* A decimal128 (IEEE 754-2008, BID encoding) taken apart.  For a finite
+ * value: sign (-1 or 1), coefficient hi:lo (a non-canonical coefficient,
+ * 10^34 or more, reads as 0, as the standard says) and exponent of ten. */
+typedef enum { MF_DEC_NAN, MF_DEC_INF, MF_DEC_FINITE } mf_dec_class;
+mf_dec_class mf_bsonx_decimal_parts(const bson_decimal128_t *d, int *sign, uint64_t *hi,
+                                    uint64_t *lo, int *exp10);
+
 /* mongod's canonical type bracket of a BSON type (numbers share one). */
 int mf_bsonx_canonical_type(bson_type_t t);
 

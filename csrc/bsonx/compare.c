@@ -117,39 +117,52 @@ static void num_from_double(num *n, double d)
     n->e2 = exp - 53;
 }
 
-/* IEEE 754-2008 decimal128, binary integer (BID) encoding. */
-static void num_from_decimal(num *n, const bson_decimal128_t *dec)
+mf_dec_class mf_bsonx_decimal_parts(const bson_decimal128_t *d, int *sign, uint64_t *hi,
+                                    uint64_t *lo, int *exp10)
 {
-    uint64_t hi = dec->high, lo = dec->low;
-    int sign = (hi >> 63) ? -1 : 1;
-    unsigned comb = (unsigned)(hi >> 58) & 0x1f;
-    if (comb == 0x1f) {
-        n->cls = NUM_NAN;
-        return;
-    }
-    if (comb == 0x1e) {
-        n->cls = sign < 0 ? NUM_NEG_INF : NUM_POS_INF;
-        return;
-    }
+    uint64_t h = d->high, l = d->low;
+    unsigned comb = (unsigned)(h >> 58) & 0x1f;
+    *sign = (h >> 63) ? -1 : 1;
+    if (comb == 0x1f)
+        return MF_DEC_NAN;
+    if (comb == 0x1e)
+        return MF_DEC_INF;
     int exp;
     uint64_t chi;
-    if (((hi >> 61) & 3) == 3) {
+    if (((h >> 61) & 3) == 3) {
         /* A coefficient of 2^113 or more: above 10^34 - 1, so non-canonical,
          * which the standard reads as zero. */
-        exp = (int)((hi >> 47) & 0x3fff);
-        chi = 0;
-        lo = 0;
+        exp = (int)((h >> 47) & 0x3fff);
+        chi = l = 0;
     } else {
-        exp = (int)((hi >> 49) & 0x3fff);
-        chi = hi & 0x1ffffffffffffull;
+        exp = (int)((h >> 49) & 0x3fff);
+        chi = h & 0x1ffffffffffffull;
         /* 10^34 - 1 = 0x1ed09bead87c0378d8e63ffffffff */
-        if (chi > 0x1ed09bead87c0ull || (chi == 0x1ed09bead87c0ull && lo > 0x378d8e63ffffffffull)) {
-            chi = 0;
-            lo = 0;
-        }
+        if (chi > 0x1ed09bead87c0ull || (chi == 0x1ed09bead87c0ull && l > 0x378d8e63ffffffffull))
+            chi = l = 0;
     }
-    *n = (num){.cls = NUM_FINITE, .sign = (chi | lo) ? sign : 0, .hi = chi, .lo = lo,
-               .e10 = exp - 6176};
+    *hi = chi;
+    *lo = l;
+    *exp10 = exp - 6176;
+    return MF_DEC_FINITE;
+}
+
+static void num_from_decimal(num *n, const bson_decimal128_t *dec)
+{
+    int sign, exp10;
+    uint64_t hi, lo;
+    switch (mf_bsonx_decimal_parts(dec, &sign, &hi, &lo, &exp10)) {
+    case MF_DEC_NAN:
+        n->cls = NUM_NAN;
+        return;
+    case MF_DEC_INF:
+        n->cls = sign < 0 ? NUM_NEG_INF : NUM_POS_INF;
+        return;
+    case MF_DEC_FINITE:
+        break;
+    }
+    *n = (num){.cls = NUM_FINITE, .sign = (hi | lo) ? sign : 0, .hi = hi, .lo = lo,
+               .e10 = exp10};
 }
 
 static bool num_of(const bson_iter_t *it, num *n)

@@ -210,29 +210,20 @@ static int put_number(mf_buf *out, const bson_iter_t *it)
     }
     case BSON_TYPE_DECIMAL128: {
         bson_decimal128_t dv;
+        uint64_t hi, lo;
+        int exp10;
         bson_iter_decimal128(it, &dv);
-        uint64_t hi = dv.high, lo = dv.low;
-        unsigned comb = (unsigned)(hi >> 58) & 0x1f;
-        sign = (hi >> 63) ? -1 : 1;
-        if (comb == 0x1f)
+        switch (mf_bsonx_decimal_parts(&dv, &sign, &hi, &lo, &exp10)) {
+        case MF_DEC_NAN:
             return put_byte(out, 0);
-        if (comb == 0x1e)
+        case MF_DEC_INF:
             return put_byte(out, sign < 0 ? 1 : 5);
-        int exp;
-        uint64_t chi;
-        if (((hi >> 61) & 3) == 3) {
-            exp = (int)((hi >> 47) & 0x3fff);
-            chi = lo = 0;
-        } else {
-            exp = (int)((hi >> 49) & 0x3fff);
-            chi = hi & 0x1ffffffffffffull;
-            if (chi > 0x1ed09bead87c0ull ||
-                (chi == 0x1ed09bead87c0ull && lo > 0x378d8e63ffffffffull))
-                chi = lo = 0;
+        case MF_DEC_FINITE:
+            break;
         }
-        if ((chi | lo) == 0)
+        if ((hi | lo) == 0)
             return put_byte(out, 3);
-        from_u128(&d, chi, lo, exp - 6176);
+        from_u128(&d, hi, lo, exp10);
         break;
     }
     default:

@@ -748,8 +748,10 @@ static bool is_nan(const bson_iter_t *v)
         return isnan(bson_iter_double(v));
     if (BSON_ITER_HOLDS_DECIMAL128(v)) {
         bson_decimal128_t d;
+        int sign, exp10;
+        uint64_t hi, lo;
         bson_iter_decimal128(v, &d);
-        return ((d.high >> 58) & 0x1f) == 0x1f;
+        return mf_bsonx_decimal_parts(&d, &sign, &hi, &lo, &exp10) == MF_DEC_NAN;
     }
     return false;
 }

@@ -198,6 +198,20 @@ static uint8_t *get_page(mf_btree *t, mf_pgno no, mf_error *err)
     return p;
 }
 
+/* One step of a descent: page `no` at `depth`, and where `key` falls in
+ * it (search()'s answer in `*idx`).  Returns 0, or an error for a damaged
+ * page or a tree deeper than any this code builds. */
+static int visit(mf_btree *t, mf_pgno no, int depth, const uint8_t *key, size_t klen,
+                 uint8_t **p, int *idx, bool *exact, mf_error *err)
+{
+    if (depth >= MF_BTREE_MAX_DEPTH)
+        return corrupt(t, no, "the tree is too deep", err);
+    if (!(*p = get_page(t, no, err)))
+        return err->code;
+    *idx = search(t, *p, key, klen, exact, err);
+    return *idx == -2 ? err->code : 0;
+}
+
 /* Make page `*no` writable, copying it if an image refers to it. */
 static int make_writable(mf_btree *t, mf_pgno *no, uint8_t **p, mf_error *err)
 {
@@ -485,16 +499,12 @@ typedef struct put_args {
 static int put_rec(mf_btree *t, mf_pgno no, int depth, bool rightmost, put_args *a,
                    ins_result *res, mf_error *err)
 {
-    int rc;
     bool exact;
-    if (depth >= MF_BTREE_MAX_DEPTH)
-        return corrupt(t, no, "the tree is too deep", err);
-    uint8_t *p = get_page(t, no, err);
-    if (!p)
-        return err->code;
-    int idx = search(t, p, a->key, a->klen, &exact, err);
-    if (idx == -2)
-        return err->code;
+    uint8_t *p;
+    int idx;
+    int rc = visit(t, no, depth, a->key, a->klen, &p, &idx, &exact, err);
+    if (rc != 0)
+        return rc;
 
     if (is_leaf(p)) {
         if (exact && a->no_overwrite) {
@@ -583,14 +593,11 @@ int mf_btree_get(mf_btree *t, const uint8_t *key, size_t klen, bool *found,
     *found = false;
     for (int depth = 0; no != 0; depth++) {
         bool exact;
-        if (depth >= MF_BTREE_MAX_DEPTH)
-            return corrupt(t, no, "the tree is too deep", err);
-        uint8_t *p = get_page(t, no, err);
-        if (!p)
-            return err->code;
-        int idx = search(t, p, key, klen, &exact, err);
-        if (idx == -2)
-            return err->code;
+        uint8_t *p;
+        int idx;
+        int rc = visit(t, no, depth, key, klen, &p, &idx, &exact, err);
+        if (rc != 0)
+            return rc;
         if (is_leaf(p)) {
             if (exact) {
                 const uint8_t *v = cell_value(t, cell(p, idx), vlen, err);
@@ -612,16 +619,12 @@ int mf_btree_get(mf_btree *t, const uint8_t *key, size_t klen, bool *found,
 static int del_rec(mf_btree *t, mf_pgno no, int depth, const uint8_t *key, size_t klen,
                    mf_pgno *out, mf_error *err)
 {
-    int rc;
     bool exact;
-    if (depth >= MF_BTREE_MAX_DEPTH)
-        return corrupt(t, no, "the tree is too deep", err);
-    uint8_t *p = get_page(t, no, err);
-    if (!p)
-        return err->code;
-    int idx = search(t, p, key, klen, &exact, err);
-    if (idx == -2)
-        return err->code;
+    uint8_t *p;
+    int idx;
+    int rc = visit(t, no, depth, key, klen, &p, &idx, &exact, err);
+    if (rc != 0)
+        return rc;
     if ((rc = make_writable(t, &no, &p, err)) != 0)
         return rc;
 
@@ -900,14 +903,11 @@ int mf_cursor_seek(mf_cursor *c, const uint8_t *key, size_t klen, bool backward,
     *valid = false;
     while (no != 0) {
         bool exact;
-        if (c->depth >= MF_BTREE_MAX_DEPTH)
-            return corrupt(c->t, no, "the tree is too deep", err);
-        uint8_t *p = get_page(c->t, no, err);
-        if (!p)
-            return err->code;
-        int idx = search(c->t, p, key, klen, &exact, err);
-        if (idx == -2)
-            return err->code;
+        uint8_t *p;
+        int idx;
+        int rc = visit(c->t, no, c->depth, key, klen, &p, &idx, &exact, err);
+        if (rc != 0)
+            return rc;
         c->path[c->depth].no = no;
         if (!is_leaf(p)) {
             c->path[c->depth].idx = idx;
