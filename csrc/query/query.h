@@ -1,6 +1,7 @@
 /*
- * query.h -- the query language: filters (match.c).  Later: update
- * operators, projection, sort, the planner (DESIGN.md section 5).
+ * query.h -- the query language (DESIGN.md section 5): filters (match.c),
+ * update operators (update.c), projection (project.c), sort keys and the
+ * sorter (sort.c).
  *
  * A filter is parsed once into a predicate tree (mf_matcher_parse), then
  * evaluated against documents as they are stored -- BSON bytes, walked with
@@ -23,5 +24,102 @@ int mf_matcher_parse(const bson_t *filter, mf_matcher **out, mf_error *err);
 bool mf_matcher_match(const mf_matcher *m, const bson_t *doc);
 
 void mf_matcher_free(mf_matcher *m);
+
+/* As mf_matcher_match; on a match, `*pos` (if not NULL) receives the index
+ * of the array element through which the filter matched -- mongod's
+ * "elemMatchKey", used by the positional `$` of update and projection --
+ * or -1 when the match went through no array. */
+bool mf_matcher_match_pos(const mf_matcher *m, const bson_t *doc, int64_t *pos);
+
+/* ------------------------------------------------------------- update */
+
+typedef struct mf_update mf_update;
+
+/* Parse an update document: operators ($set, $inc, ...) or a replacement.
+ * `array_filters` is the arrayFilters array (or NULL).  Errors as mongod:
+ * FailedToParse (9) for an unknown modifier or an empty one,
+ * ConflictingUpdateOperators (40), BadValue (2) for bad arrayFilters and
+ * unused identifiers, ... */
+int mf_update_parse(const bson_t *update, const bson_t *array_filters, mf_update **out,
+                    mf_error *err);
+
+/* Whether `u` replaces the document rather than modifying it. */
+bool mf_update_is_replacement(const mf_update *u);
+
+/* Whether `u` uses the positional `$` (the caller must then give `pos`). */
+bool mf_update_needs_pos(const mf_update *u);
+
+/* Apply `u` to `doc`, writing the new document into `out` (which the call
+ * initialises; the caller destroys it, on error too).  `is_insert` is true
+ * for the document an upsert inserts ($setOnInsert applies).  `pos` is the
+ * matcher's position for `$` (-1 if none).  `now_ms` is the time
+ * $currentDate sets.  `*changed` is false when the result is the same
+ * document, byte for byte (the caller then does not write).  The _id field
+ * stays first; changing it is ImmutableField (66). */
+int mf_update_apply(const mf_update *u, const bson_t *doc, bool is_insert, int64_t pos,
+                    int64_t now_ms, bson_t *out, bool *changed, mf_error *err);
+
+/* The seed document of an upsert: the equality fields of `filter`
+ * ({a: 1}, {a: {$eq: 1}}, $and of those; dotted paths become nested
+ * documents), into `out` (initialised by the call).  Errors as mongod when
+ * the filter's equalities conflict (NotSingleValueField 54 ...). */
+int mf_update_upsert_seed(const bson_t *filter, bson_t *out, mf_error *err);
+
+void mf_update_free(mf_update *u);
+
+/* --------------------------------------------------------- projection */
+
+typedef struct mf_projection mf_projection;
+
+/* Parse a find projection: inclusion or exclusion, _id rules, dotted
+ * paths, $slice, $elemMatch, positional `$`.  `filter` is the query (the
+ * positional projection needs it to be checked).  Errors as mongod's for
+ * illegal mixes (Location31254, 31253, ...). */
+int mf_projection_parse(const bson_t *spec, const bson_t *filter, mf_projection **out,
+                        mf_error *err);
+
+/* Whether the projection uses the positional `$`. */
+bool mf_projection_needs_pos(const mf_projection *p);
+
+/* Project `doc` into `out` (initialised by the call).  `pos` as for
+ * mf_update_apply. */
+int mf_projection_apply(const mf_projection *p, const bson_t *doc, int64_t pos, bson_t *out,
+                        mf_error *err);
+
+void mf_projection_free(mf_projection *p);
+
+/* --------------------------------------------------------------- sort */
+
+typedef struct mf_sort mf_sort;
+
+/* Parse a sort specification {a: 1, "b.c": -1}.  Errors as mongod's:
+ * BadValue (2) "$sort key ordering must be 1 (for ascending) or -1 (for
+ * descending)", ... */
+int mf_sort_parse(const bson_t *spec, mf_sort **out, mf_error *err);
+
+/* Append the sort key of `doc` to `key`: keys compare with memcmp in the
+ * order the sort asks for (an array sorts by its least element ascending,
+ * its greatest descending; missing sorts as null).  Returns 0 or -1 on out
+ * of memory. */
+int mf_sort_key(const mf_sort *s, const bson_t *doc, mf_buf *key);
+
+void mf_sort_free(mf_sort *s);
+
+/* The sorter: (key, document) pairs in, documents out in key order (ties
+ * in the order added).  Bounded by `mem_limit` bytes; past it, it spills
+ * sorted runs to files in `tmpdir` if `allow_disk`, else fails with
+ * QueryExceededMemoryLimitNoDiskUseAllowed (292).  With `limit` > 0 only
+ * the first `limit` documents are kept (a top-k heap). */
+typedef struct mf_sorter mf_sorter;
+
+mf_sorter *mf_sorter_new(size_t mem_limit, bool allow_disk, const char *tmpdir, int64_t limit);
+int mf_sorter_add(mf_sorter *s, const void *key, size_t klen, const void *doc, size_t dlen,
+                  mf_error *err);
+/* After the last add. */
+int mf_sorter_finish(mf_sorter *s, mf_error *err);
+/* The next document, valid until the next call; `*valid` false at the end. */
+int mf_sorter_next(mf_sorter *s, const uint8_t **doc, size_t *dlen, bool *valid,
+                   mf_error *err);
+void mf_sorter_free(mf_sorter *s);
 
 #endif /* MF_QUERY_H */
