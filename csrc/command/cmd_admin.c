@@ -69,6 +69,7 @@ typedef enum {
     P_FCV,           /* {version: "7.0"} */
     P_EMPTY_ARRAY,   /* [] */
     P_TEST_COMMANDS, /* the instance's enableTestCommands */
+    P_CURSOR_TIMEOUT, /* the instance's cursorTimeoutMillis */
 } param_kind;
 
 /* Sorted by name, as mongod lists them.  `runtime`/`startup` feed
@@ -80,7 +81,7 @@ static const struct param {
     bool runtime, startup;
 } params[] = {
     {"authenticationMechanisms", P_EMPTY_ARRAY, 0, false, true},
-    {"cursorTimeoutMillis", P_LONG, 600000, true, true},
+    {"cursorTimeoutMillis", P_CURSOR_TIMEOUT, 0, true, true},
     {"enableTestCommands", P_TEST_COMMANDS, 0, false, true},
     {"featureCompatibilityVersion", P_FCV, 0, false, false},
     {"localLogicalSessionTimeoutMinutes", P_INT, MF_SESSION_TIMEOUT_MINUTES, false, true},
@@ -127,6 +128,11 @@ static void param_value(mf_instance *inst, const struct param *p, bson_t *out,
         break;
     case P_TEST_COMMANDS:
         bson_append_bool(out, key, -1, inst->enable_test_commands);
+        break;
+    case P_CURSOR_TIMEOUT:
+        pthread_mutex_lock(&inst->cursors_mu);
+        bson_append_int64(out, key, -1, inst->cursor_timeout_ms);
+        pthread_mutex_unlock(&inst->cursors_mu);
         break;
     }
 }
@@ -190,6 +196,49 @@ int mfi_cmd_get_parameter(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_
     }
     if (!found)
         return mf_error_set(err, MF_InvalidOptions, "no option found to get");
+    return 0;
+}
+
+/* ------------------------------------------------------------- setParameter */
+
+/* setParameter: of the runtime parameters, cursorTimeoutMillis can be set;
+ * the others are reported as not settable here rather than pretending. */
+int mfi_cmd_set_parameter(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_error *err)
+{
+    bson_iter_t it;
+    bool found = false;
+    bson_iter_init(&it, cmd);
+    bson_iter_next(&it);
+    while (bson_iter_next(&it)) {
+        const char *k = bson_iter_key(&it);
+        if (mfi_is_generic_arg(k))
+            continue;
+        if (found)
+            return mf_error_set(err, MF_BadValue,
+                                "Only one parameter can be set at a time");
+        const struct param *p = param_find(k);
+        if (!p)
+            return mf_error_set(err, MF_InvalidOptions,
+                                "Attempted to set unrecognized parameter [%s], use help:true "
+                                "to see options", k);
+        if (!p->runtime)
+            return mf_error_set(err, MF_IllegalOperation,
+                                "Cannot set parameter %s at runtime", k);
+        if (p->kind != P_CURSOR_TIMEOUT)
+            return mf_error_set(err, MF_IllegalOperation,
+                                "Setting parameter %s is not supported by this server", k);
+        int64_t v;
+        if (!mfi_as_int64(&it, &v))
+            return mf_error_set(err, MF_BadValue, "Invalid value for parameter %s", k);
+        param_value(ctx->inst, p, reply, "was");
+        pthread_mutex_lock(&ctx->inst->cursors_mu);
+        ctx->inst->cursor_timeout_ms = v;
+        pthread_mutex_unlock(&ctx->inst->cursors_mu);
+        found = true;
+    }
+    if (!found)
+        return mf_error_set(err, MF_InvalidOptions, "no option found to set, use help:true to "
+                            "see options ");
     return 0;
 }
 

@@ -40,7 +40,7 @@ static int check_coll_name(const char *db, const char *coll, mf_error *err)
 }
 
 /* The command's first value as a collection name in `ctx->db`, into `ns`. */
-static int coll_arg(mf_cmd_ctx *ctx, const bson_t *cmd, char *ns, size_t cap, mf_error *err)
+int mfi_coll_arg(mf_cmd_ctx *ctx, const bson_t *cmd, char *ns, size_t cap, mf_error *err)
 {
     bson_iter_t it;
     bson_iter_init(&it, cmd);
@@ -99,7 +99,7 @@ int mfi_cmd_create(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_error *
 {
     (void)reply;
     char ns[NS_MAX + 64];
-    int rc = coll_arg(ctx, cmd, ns, sizeof ns, err);
+    int rc = mfi_coll_arg(ctx, cmd, ns, sizeof ns, err);
     if (rc)
         return rc;
     /* Options MultiforaDB does not implement yet are refused by name,
@@ -130,7 +130,7 @@ int mfi_cmd_create(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_error *
 int mfi_cmd_drop(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_error *err)
 {
     char ns[NS_MAX + 64];
-    int rc = coll_arg(ctx, cmd, ns, sizeof ns, err);
+    int rc = mfi_coll_arg(ctx, cmd, ns, sizeof ns, err);
     if (rc)
         return rc;
     mf_engine *e = ctx->inst->engine;

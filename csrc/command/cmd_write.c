@@ -19,31 +19,8 @@
 
 #define ID_INDEX "_id_"
 
-static void put_be64(uint8_t *p, uint64_t v)
-{
-    for (int i = 7; i >= 0; i--, v >>= 8)
-        p[i] = (uint8_t)v;
-}
-
-static uint64_t get_be64(const uint8_t *p)
-{
-    uint64_t v = 0;
-    for (int i = 0; i < 8; i++)
-        v = v << 8 | p[i];
-    return v;
-}
-
-/* The tree of index `name` in `c`, or 0. */
-static mf_tree_id index_tree(mf_coll *c, const char *name)
-{
-    for (size_t i = 0; i < mf_coll_index_count(c); i++)
-        if (strcmp(mf_coll_index(c, i)->name, name) == 0)
-            return mf_coll_index(c, i)->tree;
-    return 0;
-}
-
 /* One past the largest RecordId in the record tree. */
-static int next_record_id(mf_engine *e, mf_coll *c, uint64_t *out, mf_error *err)
+int mfi_next_record_id(mf_engine *e, mf_coll *c, uint64_t *out, mf_error *err)
 {
     mf_cursor cur;
     bool valid;
@@ -57,13 +34,13 @@ static int next_record_id(mf_engine *e, mf_coll *c, uint64_t *out, mf_error *err
         size_t kl;
         mf_cursor_key(&cur, &k, &kl);
         if (kl == 8)
-            *out = get_be64(k) + 1;
+            *out = mf_record_id_decode(k) + 1;
     }
     return 0;
 }
 
 /* The document as stored: _id first (generated if absent). */
-static int stored_form(const bson_t *doc, bson_t *out, bson_iter_t *id, mf_error *err)
+int mfi_stored_form(const bson_t *doc, bson_t *out, bson_iter_t *id, mf_error *err)
 {
     bson_iter_t it;
     bool has_id = bson_iter_init_find(&it, doc, "_id");
@@ -101,7 +78,7 @@ static int stored_form(const bson_t *doc, bson_t *out, bson_iter_t *id, mf_error
 }
 
 /* A DuplicateKey error for `id` on the _id index, as mongod words it. */
-static void duplicate_error(bson_t *werr, uint32_t index, const char *ns, const bson_iter_t *id)
+void mfi_duplicate_error(bson_t *werr, uint32_t index, const char *ns, const bson_iter_t *id)
 {
     char shown[256];
     bson_t kp, kv;
@@ -121,7 +98,7 @@ static void duplicate_error(bson_t *werr, uint32_t index, const char *ns, const 
     BSON_APPEND_UTF8(werr, "errmsg", msg);
 }
 
-static void write_error(bson_t *werr, uint32_t index, const mf_error *err)
+void mfi_write_error(bson_t *werr, uint32_t index, const mf_error *err)
 {
     char scratch[24];
     BSON_APPEND_INT32(werr, "index", (int32_t)index);
@@ -132,15 +109,15 @@ static void write_error(bson_t *werr, uint32_t index, const mf_error *err)
 
 /* Insert one document into `c` (exclusive lock held).  Returns 0, or
  * MF_DuplicateKey (with `*dup` set), or another error. */
-static int insert_one(mf_engine *e, mf_coll *c, uint64_t *next_id, const bson_t *doc,
+int mfi_insert_doc(mf_engine *e, mf_coll *c, uint64_t *next_id, const bson_t *doc,
                       bson_t *stored, bson_iter_t *id, mf_lsn *lsn, mf_error *err)
 {
-    int rc = stored_form(doc, stored, id, err);
+    int rc = mfi_stored_form(doc, stored, id, err);
     if (rc)
         return rc;
     mf_buf key = {0};
     uint8_t rid[8];
-    mf_tree_id idx = index_tree(c, ID_INDEX);
+    mf_tree_id idx = mf_coll_index_tree(c, ID_INDEX);
     if (mf_bsonx_key_append(&key, id, false) != 0)
         return mf_error_set(err, MF_InternalError, "out of memory");
     bool found;
@@ -150,7 +127,7 @@ static int insert_one(mf_engine *e, mf_coll *c, uint64_t *next_id, const bson_t 
     if (rc == 0 && found)
         rc = MF_DuplicateKey;
     if (rc == 0) {
-        put_be64(rid, (*next_id)++);
+        mf_record_id_encode((*next_id)++, rid);
         mf_op ops[2] = {
             {.kind = MF_OP_PUT, .tree = mf_coll_records(c), .key = rid, .klen = 8,
              .val = bson_get_data(stored), .vlen = stored->len},
@@ -161,6 +138,32 @@ static int insert_one(mf_engine *e, mf_coll *c, uint64_t *next_id, const bson_t 
     }
     mf_buf_free(&key);
     return rc;
+}
+
+int mfi_coll_for_write(mf_cmd_ctx *ctx, const char *ns, mf_coll **out, mf_error *err)
+{
+    mf_engine *e = ctx->inst->engine;
+    mf_engine_catalog_lock(e, false);
+    mf_coll *c = mf_engine_coll(e, ns);
+    if (!c) {
+        mf_engine_catalog_unlock(e);
+        bson_t create = BSON_INITIALIZER, r = BSON_INITIALIZER;
+        mf_cmd_ctx cctx = *ctx;
+        BSON_APPEND_UTF8(&create, "create", ns + strlen(ctx->db) + 1);
+        int rc = mfi_cmd_create(&cctx, &create, &r, err);
+        bson_destroy(&create);
+        bson_destroy(&r);
+        if (rc && rc != MF_NamespaceExists)
+            return rc;
+        mf_engine_catalog_lock(e, false);
+        c = mf_engine_coll(e, ns);
+        if (!c) {
+            mf_engine_catalog_unlock(e);
+            return mf_error_set(err, MF_NamespaceNotFound, "collection %s vanished", ns);
+        }
+    }
+    *out = c;
+    return 0;
 }
 
 int mfi_cmd_insert(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_error *err)
@@ -192,33 +195,16 @@ int mfi_cmd_insert(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_error *
                             "Write batch sizes must be between 1 and %d. Got %u operations.",
                             MF_MAX_WRITE_BATCH_SIZE, count);
 
-    /* The collection, created on first insert. */
-    mf_engine_catalog_lock(e, false);
-    mf_coll *c = mf_engine_coll(e, ns);
-    if (!c) {
-        mf_engine_catalog_unlock(e);
-        bson_t create = BSON_INITIALIZER, r = BSON_INITIALIZER;
-        mf_cmd_ctx cctx = *ctx;
-        BSON_APPEND_UTF8(&create, "create", ns + strlen(ctx->db) + 1);
-        rc = mfi_cmd_create(&cctx, &create, &r, err);
-        bson_destroy(&create);
-        bson_destroy(&r);
-        if (rc && rc != MF_NamespaceExists)
-            return rc;
-        mf_engine_catalog_lock(e, false);
-        c = mf_engine_coll(e, ns);
-        if (!c) {
-            mf_engine_catalog_unlock(e);
-            return mf_error_set(err, MF_NamespaceNotFound, "collection %s vanished", ns);
-        }
-    }
+    mf_coll *c;
+    if ((rc = mfi_coll_for_write(ctx, ns, &c, err)) != 0)
+        return rc;
 
     bson_t werrs = BSON_INITIALIZER;
     uint32_t nerr = 0, n = 0, index = 0;
     mf_lsn lsn = 0;
     uint64_t next_id;
     mf_coll_lock(c, true);
-    rc = next_record_id(e, c, &next_id, err);
+    rc = mfi_next_record_id(e, c, &next_id, err);
     bson_iter_recurse(&docs, &d);
     while (rc == 0 && bson_iter_next(&d)) {
         bson_t stored;
@@ -235,7 +221,7 @@ int mfi_cmd_insert(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_error *
             bson_iter_document(&d, &len, &data);
             bson_init_static(&doc, data, len);
             bson_init(&stored); /* stored_form fills it; inline, nothing to free yet */
-            r = insert_one(e, c, &next_id, &doc, &stored, &id, &lsn, &ierr);
+            r = mfi_insert_doc(e, c, &next_id, &doc, &stored, &id, &lsn, &ierr);
         }
         if (r == 0) {
             n++;
@@ -247,9 +233,9 @@ int mfi_cmd_insert(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_error *
             bson_uint32_to_string(nerr++, &k, key, sizeof key);
             bson_append_document_begin(&werrs, k, -1, &we);
             if (r == MF_DuplicateKey)
-                duplicate_error(&we, index, ns, &id);
+                mfi_duplicate_error(&we, index, ns, &id);
             else
-                write_error(&we, index, &ierr);
+                mfi_write_error(&we, index, &ierr);
             bson_append_document_end(&werrs, &we);
             if (r != MF_DuplicateKey && r != 10334 && r != 53 && r != 52 &&
                 r != MF_TypeMismatch) {

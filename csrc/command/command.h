@@ -34,6 +34,7 @@ typedef struct mf_counters {
         op_command;
     atomic_uint_fast64_t conn_current, conn_total, conn_active;
     atomic_uint_fast64_t bytes_in, bytes_out, num_requests;
+    atomic_uint_fast64_t cursors_timed_out;
 } mf_counters;
 
 typedef struct mf_instance mf_instance;

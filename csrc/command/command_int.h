@@ -7,6 +7,11 @@
 
 #include "command.h"
 #include "../storage/storage.h"
+#include "../query/query.h"
+
+typedef struct mfi_cursor mfi_cursor;
+
+#define MF_MAX_NS_LEN 319 /* "db.collection" as a C string fits in 320 bytes */
 
 struct mf_instance {
     char *dbpath;
@@ -25,6 +30,10 @@ struct mf_instance {
     char host[256];        /* "hostname:port" as serverStatus reports it */
 
     mf_counters counters;
+
+    pthread_mutex_t cursors_mu; /* guards the cursor list (cursor.c) */
+    mfi_cursor *cursors;
+    int64_t cursor_timeout_ms; /* cursorTimeoutMillis */
 
     pthread_mutex_t mu; /* guards is_shutting_down and the condition */
     pthread_cond_t cond;
@@ -92,7 +101,88 @@ int mfi_cmd_list_collections(mf_cmd_ctx *, const bson_t *, bson_t *, mf_error *)
 int mfi_cmd_list_databases(mf_cmd_ctx *, const bson_t *, bson_t *, mf_error *);
 int mfi_cmd_rename_collection(mf_cmd_ctx *, const bson_t *, bson_t *, mf_error *);
 
+int mfi_cmd_find(mf_cmd_ctx *, const bson_t *, bson_t *, mf_error *);
+int mfi_cmd_get_more(mf_cmd_ctx *, const bson_t *, bson_t *, mf_error *);
+int mfi_cmd_kill_cursors(mf_cmd_ctx *, const bson_t *, bson_t *, mf_error *);
+int mfi_cmd_distinct(mf_cmd_ctx *, const bson_t *, bson_t *, mf_error *);
+int mfi_cmd_update(mf_cmd_ctx *, const bson_t *, bson_t *, mf_error *);
+int mfi_cmd_delete(mf_cmd_ctx *, const bson_t *, bson_t *, mf_error *);
+int mfi_cmd_find_and_modify(mf_cmd_ctx *, const bson_t *, bson_t *, mf_error *);
+int mfi_cmd_set_parameter(mf_cmd_ctx *, const bson_t *, bson_t *, mf_error *);
+
+/* ---------------------------------------------------------------- cursors */
+
+/* A server-side cursor (cursor.c).  Its source is a scan of a collection
+ * (with the filter, projection and skip/limit still to apply), or a sorter
+ * holding the sorted, projected results, or a prepared array of documents
+ * (listCollections and the like). */
+struct mfi_cursor {
+    int64_t id;
+    char ns[MF_MAX_NS_LEN + 1];
+    uint8_t coll_uuid[16];  /* the collection it reads, if any */
+    bool has_coll;
+    mf_scan *scan;          /* owns */
+    mf_matcher *matcher;    /* owns */
+    mf_projection *proj;    /* owns */
+    mf_sorter *sorter;      /* owns */
+    bson_t *docs;           /* owns: a prepared array */
+    bson_iter_t docs_it;
+    int64_t skip;           /* still to skip (scan sources) */
+    int64_t limit;          /* still to return; -1: no limit */
+    mf_buf stash;           /* a document that did not fit its batch */
+    bool has_stash;
+    bool no_timeout;
+    bool killed;            /* killCursors while in use: close at checkin */
+    bool in_use;
+    int64_t last_used_ms;
+    mfi_cursor *next;
+};
+
+void mfi_cursors_init(mf_instance *inst);
+void mfi_cursors_destroy(mf_instance *inst);
+void mfi_cursor_free(mfi_cursor *c);
+/* Register a cursor (the registry owns it from now on); returns its id. */
+int64_t mfi_cursor_register(mf_instance *inst, mfi_cursor *c);
+/* Take cursor `id` for a getMore: CursorNotFound (43) if there is none. */
+int mfi_cursor_checkout(mf_instance *inst, int64_t id, mfi_cursor **out, mf_error *err);
+/* Give it back, or close it (exhausted, or an error ended it). */
+void mfi_cursor_checkin(mf_instance *inst, mfi_cursor *c, bool close);
+/* killCursors of one id on `ns`: 1 if it was there. */
+int mfi_cursor_kill(mf_instance *inst, int64_t id, const char *ns);
+size_t mfi_cursors_open(mf_instance *inst);
+
+/* A first batch over a prepared array of documents (listCollections and
+ * the like): replies {cursor: {firstBatch, id, ns}} and registers the
+ * rest.  Takes `docs` (an array, heap-allocated). */
+int mfi_cursor_reply_from_docs(mf_cmd_ctx *ctx, const char *ns, bson_t *docs, int64_t batch_size,
+                               bson_t *reply, mf_error *err);
+
+/* ------------------------------------------------- writes (cmd_write.c) */
+
+/* The collection `ns` for writing, created if missing; returns with the
+ * catalog lock held shared (the caller unlocks). */
+int mfi_coll_for_write(mf_cmd_ctx *ctx, const char *ns, mf_coll **out, mf_error *err);
+/* One past the largest RecordId of `c` (collection lock held). */
+int mfi_next_record_id(mf_engine *e, mf_coll *c, uint64_t *out, mf_error *err);
+/* The document as stored: checked (size, _id type, $-names), _id first and
+ * generated if absent; `id` is left on the _id element of `out`. */
+int mfi_stored_form(const bson_t *doc, bson_t *out, bson_iter_t *id, mf_error *err);
+/* Insert `doc` (exclusive collection lock): MF_DuplicateKey, with `*id` on
+ * the _id, when the _id is taken. */
+int mfi_insert_doc(mf_engine *e, mf_coll *c, uint64_t *next_id, const bson_t *doc,
+                   bson_t *stored, bson_iter_t *id, mf_lsn *lsn, mf_error *err);
+/* A writeErrors entry: DuplicateKey on _id as mongod words it, or any. */
+void mfi_duplicate_error(bson_t *werr, uint32_t index, const char *ns, const bson_iter_t *id);
+void mfi_write_error(bson_t *werr, uint32_t index, const mf_error *err);
+
+/* The uuid of collection `c` from its catalog options; false if none. */
+bool mfi_coll_uuid(mf_coll *c, uint8_t out[16]);
+
 /* Helpers for reading arguments. */
+
+/* The command's first value as a collection name in ctx->db (mongod's
+ * naming rules, InvalidNamespace 73), into `ns` as "db.coll". */
+int mfi_coll_arg(mf_cmd_ctx *ctx, const bson_t *cmd, char *ns, size_t cap, mf_error *err);
 
 /* True for the arguments every command accepts (lsid, $db, comment, ...). */
 bool mfi_is_generic_arg(const char *name);

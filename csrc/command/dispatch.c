@@ -53,6 +53,7 @@ int mf_instance_open(const mf_instance_config *cfg, mf_instance **out, mf_error 
     if (gethostname(inst->host, sizeof inst->host - 1) != 0)
         strcpy(inst->host, "localhost");
     pthread_mutex_init(&inst->mu, NULL);
+    mfi_cursors_init(inst);
     /* Timed waits use the monotonic clock so a wall-clock step cannot
      * stretch or cut an awaitable hello. */
     pthread_condattr_t ca;
@@ -74,6 +75,7 @@ void mf_instance_close(mf_instance *inst)
     if (mf_engine_close(inst->engine, &err) != 0)
         mf_log(MF_LOG_ERROR, "STORAGE", 22437, "shutdown", "closing the storage engine: %s",
                err.msg);
+    mfi_cursors_destroy(inst);
     mf_os_dir_unlock(inst->lock_fd);
     bson_destroy(&inst->cmdline_argv);
     bson_destroy(&inst->cmdline_parsed);
@@ -130,13 +132,20 @@ static const mf_cmd_def table[] = {
      "Returns connection-specific information such as logged-in users and their roles"},
     {"count", mfi_cmd_count, 0, "count objects in collection"},
     {"create", mfi_cmd_create, 0, "explicitly creates a collection"},
+    {"delete", mfi_cmd_delete, 0, "delete documents"},
+    {"distinct", mfi_cmd_distinct, 0, "{ distinct : 'collection name' , key : 'a.b' , query : {} }"},
     {"drop", mfi_cmd_drop, 0, "drop a collection\n{drop : <collectionName>}"},
     {"dropDatabase", mfi_cmd_drop_database, 0, "drop (delete) this database"},
     {"endSessions", mfi_cmd_end_sessions, 0, "end a set of logical sessions"},
+    {"find", mfi_cmd_find, 0, "query for documents"},
+    {"findAndModify", mfi_cmd_find_and_modify, 0,
+     "{ findAndModify: \"collection\", query: {processed:false}, update: {$set: {processed:true}}, new: true}"},
+    {"findandmodify", mfi_cmd_find_and_modify, MF_CMD_ALIAS, ""},
     {"getCmdLineOpts", mfi_cmd_get_cmd_line_opts, MF_CMD_ADMIN_ONLY,
      "get argv"},
     {"getLog", mfi_cmd_get_log, MF_CMD_ADMIN_ONLY,
      "{ getLog : '*' }  OR { getLog : 'global' }"},
+    {"getMore", mfi_cmd_get_more, 0, "retrieve more results from an existing cursor"},
     {"getParameter", mfi_cmd_get_parameter, MF_CMD_ADMIN_ONLY,
      "get administrative option(s)\nexample:\n{ getParameter:1, notablescan:1 }"},
     {"hello", mfi_cmd_hello, MF_CMD_HELLO,
@@ -148,6 +157,7 @@ static const mf_cmd_def table[] = {
     {"ismaster", mfi_cmd_hello, MF_CMD_ALIAS | MF_CMD_HELLO,
      "Check if this server is primary for a replica set\n{ isMaster : 1 }"},
     {"killAllSessions", mfi_cmd_kill_all_sessions, 0, "kill all logical sessions"},
+    {"killCursors", mfi_cmd_kill_cursors, 0, "Kill a list of cursor ids"},
     {"listCollections", mfi_cmd_list_collections, 0, "list collections for this db"},
     {"listCommands", mfi_cmd_list_commands, 0, "get a list of all db commands"},
     {"listDatabases", mfi_cmd_list_databases, MF_CMD_ADMIN_ONLY,
@@ -157,8 +167,11 @@ static const mf_cmd_def table[] = {
      " example: { renameCollection: foo.a, to: bar.b }"},
     {"serverStatus", mfi_cmd_server_status, 0,
      "returns lots of administrative server statistics"},
+    {"setParameter", mfi_cmd_set_parameter, MF_CMD_ADMIN_ONLY,
+     "set administrative option(s)"},
     {"shutdown", mfi_cmd_shutdown, MF_CMD_ADMIN_ONLY,
      "shutdown the database.  must be ran against admin db and either (1) ran from localhost or (2) authenticated. If this is a primary in a replica set and there is no secondary within 10 seconds of its optime, it will not shutdown without force : true.  You can also specify timeoutSecs : N to wait N seconds for other members to catch up."},
+    {"update", mfi_cmd_update, 0, "update documents"},
     {"whatsmyuri", mfi_cmd_whatsmyuri, 0, "{whatsmyuri:1}"},
 };
 

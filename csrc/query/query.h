@@ -1,7 +1,7 @@
 /*
  * query.h -- the query language (DESIGN.md section 5): filters (match.c),
  * update operators (update.c), projection (project.c), sort keys and the
- * sorter (sort.c).
+ * sorter (sort.c), access paths and scans (plan.c).
  *
  * A filter is parsed once into a predicate tree (mf_matcher_parse), then
  * evaluated against documents as they are stored -- BSON bytes, walked with
@@ -11,6 +11,7 @@
 #define MF_QUERY_H
 
 #include "../bsonx/bsonx.h"
+#include "../storage/storage.h"
 
 typedef struct mf_matcher mf_matcher;
 
@@ -121,5 +122,51 @@ int mf_sorter_finish(mf_sorter *s, mf_error *err);
 int mf_sorter_next(mf_sorter *s, const uint8_t **doc, size_t *dlen, bool *valid,
                    mf_error *err);
 void mf_sorter_free(mf_sorter *s);
+
+/* ------------------------------------------------------- plan and scan */
+
+/* A collection's records: RecordId (8 bytes, big endian) -> document. */
+void mf_record_id_encode(uint64_t rid, uint8_t out[8]);
+uint64_t mf_record_id_decode(const uint8_t *key);
+
+/* The tree of index `name` of `c`, or 0. */
+mf_tree_id mf_coll_index_tree(const mf_coll *c, const char *name);
+
+typedef struct mf_scan mf_scan;
+
+typedef struct mf_scan_row {
+    uint64_t rid;
+    bson_t doc;  /* static, into the mapping: valid while the lock is held */
+    int64_t pos; /* the matcher's array position (mf_matcher_match_pos) */
+} mf_scan_row;
+
+typedef struct mf_scan_stats {
+    uint64_t keys_examined, docs_examined;
+} mf_scan_stats;
+
+/* Choose the access path for `filter` on `c` (collection lock held): the
+ * _id index for _id equality, $in and ranges, or when `sort` is {_id: +-1}
+ * (then `*sorted` is set: the scan returns documents in that order), or
+ * when `hint` names it; a collection scan otherwise ({$natural: +-1} forces
+ * one).  A hint naming no index is BadValue (2). */
+int mf_scan_new(mf_coll *c, const bson_t *filter, const bson_iter_t *hint, const bson_t *sort,
+                mf_scan **out, bool *sorted, mf_error *err);
+
+/* The next document that `m` accepts (all, if `m` is NULL), with the
+ * collection lock held; `*valid` false at the end. */
+int mf_scan_next(mf_scan *s, mf_engine *e, mf_coll *c, const mf_matcher *m, mf_scan_row *row,
+                 bool *valid, mf_error *err);
+
+/* Forget tree positions before the collection lock is released; the next
+ * mf_scan_next seeks again past the last document returned. */
+void mf_scan_release(mf_scan *s);
+
+/* Whether the scan has reached its end. */
+bool mf_scan_eof(const mf_scan *s);
+
+/* "COLLSCAN", "IDHACK" or "IXSCAN", for explain and logs. */
+const char *mf_scan_describe(const mf_scan *s);
+const mf_scan_stats *mf_scan_get_stats(const mf_scan *s);
+void mf_scan_free(mf_scan *s);
 
 #endif /* MF_QUERY_H */

@@ -20,7 +20,7 @@ static void build(mf_buf *m, uint32_t flags, const uint8_t *sections, size_t n, 
     size_t total = m->len + ((flags & MF_MSG_CHECKSUM_PRESENT) ? 4 : 0);
     mf_store_i32le(m->data, (int32_t)total);
     mf_store_i32le(m->data + 4, 42);
-    mf_store_i32le(m->data + 12, MF_OP_MSG);
+    mf_store_i32le(m->data + 12, MF_OPCODE_MSG);
     if (flags & MF_MSG_CHECKSUM_PRESENT) {
         uint32_t crc = mf_crc32c(0, m->data, m->len) ^ (bad_crc ? 1u : 0u);
         mf_buf_put_i32le(m, (int32_t)crc);
@@ -175,7 +175,7 @@ MFT_CASE(reply_roundtrip, "/wire/msg/reply_checksum_verifies")
     mf_msg_header_read(out.data, &h);
     CHECK_INT(h.length, out.len);
     CHECK_INT(h.response_to, 42);
-    CHECK_INT(h.opcode, MF_OP_MSG);
+    CHECK_INT(h.opcode, MF_OPCODE_MSG);
     CHECK_INT(mf_msg_parse_op_msg(out.data, out.len, &m, &err), 0);
     CHECK_INT(m.body_len, doc->len);
     out.data[out.len - 6] ^= 0x40; /* flip a bit inside the body */

@@ -314,21 +314,21 @@ static int handle(mf_conn *c, const mf_msg_header *h, const uint8_t *msg,
 {
     const char *ctx = c->client.remote;
     switch (h->opcode) {
-    case MF_OP_MSG:
+    case MF_OPCODE_MSG:
         return handle_op_msg(c, h, msg, len, out);
-    case MF_OP_QUERY:
+    case MF_OPCODE_QUERY:
         return handle_op_query(c, h, msg, len, out);
-    case MF_OP_GET_MORE:
+    case MF_OPCODE_GET_MORE:
         return send_legacy_err(c, h->request_id, "OP_GET_MORE", out);
-    case MF_OP_INSERT:
+    case MF_OPCODE_INSERT:
         return legacy_write(ctx, "OP_INSERT");
-    case MF_OP_UPDATE:
+    case MF_OPCODE_UPDATE:
         return legacy_write(ctx, "OP_UPDATE");
-    case MF_OP_DELETE:
+    case MF_OPCODE_DELETE:
         return legacy_write(ctx, "OP_DELETE");
-    case MF_OP_KILL_CURSORS:
+    case MF_OPCODE_KILL_CURSORS:
         return legacy_write(ctx, "OP_KILL_CURSORS");
-    case MF_OP_COMPRESSED:
+    case MF_OPCODE_COMPRESSED:
         /* No compressor is enabled, so no id can name an available one. */
         mf_log(MF_LOG_INFO, "NETWORK", 4879802, ctx, "%s; closing connection",
                len < MF_MSG_HEADER_LEN + 9

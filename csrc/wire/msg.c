@@ -235,12 +235,12 @@ int mf_msg_build_reply(mf_buf *out, int32_t request_id, int32_t response_to,
         if (mf_buf_reserve(out, 4))
             return -1;
         out->len += 4; /* length must count the checksum before it is computed */
-        put_header(out, at, request_id, response_to, MF_OP_MSG);
+        put_header(out, at, request_id, response_to, MF_OPCODE_MSG);
         uint32_t crc = mf_crc32c(0, out->data + at, out->len - at - 4);
         mf_store_i32le(out->data + out->len - 4, (int32_t)crc);
         return 0;
     }
-    put_header(out, at, request_id, response_to, MF_OP_MSG);
+    put_header(out, at, request_id, response_to, MF_OPCODE_MSG);
     return 0;
 }
 
@@ -289,6 +289,6 @@ int mf_msg_build_op_reply(mf_buf *out, int32_t request_id, int32_t response_to,
     if (mf_buf_append(out, zero, sizeof zero) || mf_buf_append(out, fields, sizeof fields) ||
         mf_buf_append(out, bson_get_data(doc), doc->len))
         return -1;
-    put_header(out, at, request_id, response_to, MF_OP_REPLY);
+    put_header(out, at, request_id, response_to, MF_OPCODE_REPLY);
     return 0;
 }

@@ -61,15 +61,15 @@ void mf_server_command(mf_server *srv, const uint8_t *doc, size_t len,
 /* ---- message framing (msg.c), exposed for the C tests ---- */
 
 enum {
-    MF_OP_REPLY = 1,
-    MF_OP_UPDATE = 2001,
-    MF_OP_INSERT = 2002,
-    MF_OP_QUERY = 2004,
-    MF_OP_GET_MORE = 2005,
-    MF_OP_DELETE = 2006,
-    MF_OP_KILL_CURSORS = 2007,
-    MF_OP_COMPRESSED = 2012,
-    MF_OP_MSG = 2013,
+    MF_OPCODE_REPLY = 1,
+    MF_OPCODE_UPDATE = 2001,
+    MF_OPCODE_INSERT = 2002,
+    MF_OPCODE_QUERY = 2004,
+    MF_OPCODE_GET_MORE = 2005,
+    MF_OPCODE_DELETE = 2006,
+    MF_OPCODE_KILL_CURSORS = 2007,
+    MF_OPCODE_COMPRESSED = 2012,
+    MF_OPCODE_MSG = 2013,
 };
 
 enum {

@@ -1,0 +1,939 @@
+/*
+ * cmd_find.c -- find, getMore, killCursors and distinct.
+ *
+ * find parses everything first (filter, projection, sort: a bad one is an
+ * error even when the collection does not exist), then plans a scan
+ * (query/plan.c) under the collection's read lock.  Without a sort the
+ * scan itself is the cursor's source: each batch takes the locks, seeks
+ * back to where the last one stopped, and releases them.  With a sort that
+ * the scan does not already provide, the whole result goes through the
+ * sorter (100 MB in memory, spilling with allowDiskUse) and the cursor
+ * reads the sorter.
+ *
+ * Batches as mongod's: at most batchSize documents (101 for a first batch
+ * without one) and 16 MiB; the document that would overflow a batch is
+ * kept for the next.  A cursor whose source is exhausted, whose limit is
+ * reached or that was asked for a single batch is closed (id 0).
+ */
+#include "command_int.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define DEFAULT_FIRST_BATCH 101
+#define SORT_MEMORY_LIMIT (100 * 1024 * 1024)
+#define DEADLINE_CHECK_EVERY 256
+
+bool mfi_coll_uuid(mf_coll *c, uint8_t out[16])
+{
+    const uint8_t *opt;
+    size_t len;
+    bson_t meta;
+    bson_iter_t it;
+    mf_coll_options(c, &opt, &len);
+    if (!opt || !bson_init_static(&meta, opt, len) || !bson_iter_init_find(&it, &meta, "uuid") ||
+        !BSON_ITER_HOLDS_BINARY(&it))
+        return false;
+    bson_subtype_t st;
+    uint32_t blen;
+    const uint8_t *b;
+    bson_iter_binary(&it, &st, &blen, &b);
+    if (blen != 16)
+        return false;
+    memcpy(out, b, 16);
+    return true;
+}
+
+/* A sub-document argument as a static bson_t. */
+static bool doc_arg(const bson_iter_t *it, bson_t *out)
+{
+    uint32_t len;
+    const uint8_t *data;
+    if (!BSON_ITER_HOLDS_DOCUMENT(it))
+        return false;
+    bson_iter_document(it, &len, &data);
+    return bson_init_static(out, data, len);
+}
+
+static bool doc_empty(const bson_t *d)
+{
+    return !d || d->len <= 5;
+}
+
+/* A deadline in monotonic microseconds from maxTimeMS (0: none). */
+static int deadline_arg(const char *cmdname, const bson_iter_t *it, int64_t *deadline,
+                        mf_error *err)
+{
+    int64_t ms;
+    if (!mfi_as_int64(it, &ms))
+        return mfi_type_error(err, cmdname, "maxTimeMS", it, "int");
+    if (ms < 0 || ms > INT32_MAX)
+        return mf_error_set(err, MF_BadValue, "%s value for maxTimeMS is out of range",
+                            ms < 0 ? "-1" : "too large");
+    *deadline = ms ? mf_clock_mono_us() + ms * 1000 : 0;
+    return 0;
+}
+
+static int time_check(int64_t deadline, uint64_t *tick, mf_error *err)
+{
+    if (deadline && ++*tick % DEADLINE_CHECK_EVERY == 0 && mf_clock_mono_us() > deadline)
+        return mf_error_set(err, MF_MaxTimeMSExpired, "operation exceeded time limit");
+    return 0;
+}
+
+/* A non-negative whole-number argument (skip, limit, batchSize). */
+static int count_arg(const char *cmdname, const bson_iter_t *it, int64_t *out, mf_error *err)
+{
+    if (!mfi_as_int64(it, out))
+        return mfi_type_error(err, cmdname, bson_iter_key(it), it, "long");
+    if (*out < 0)
+        return mf_error_set(err, 51024, "BSON field '%s' value must be >= 0, actual value '%lld'",
+                            bson_iter_key(it), (long long)*out);
+    return 0;
+}
+
+/* --------------------------------------------------------------- batches */
+
+typedef struct batch {
+    bson_t *arr;
+    uint32_t n;
+    size_t bytes;
+    int64_t max_docs; /* -1: no count limit */
+} batch;
+
+/* Whether a document of `len` bytes fits the batch (the first always does). */
+static bool batch_fits(const batch *b, size_t len)
+{
+    if (b->n > 0 && b->bytes + len > MF_MAX_BSON_OBJECT_SIZE)
+        return false;
+    return true;
+}
+
+static void batch_add(batch *b, const uint8_t *data, size_t len)
+{
+    char key[16];
+    const char *k;
+    bson_t doc;
+    bson_uint32_to_string(b->n, &k, key, sizeof key);
+    if (bson_init_static(&doc, data, len))
+        bson_append_document(b->arr, k, -1, &doc);
+    b->n++;
+    b->bytes += len;
+}
+
+static bool batch_full(const batch *b)
+{
+    return b->max_docs >= 0 && b->n >= (uint64_t)b->max_docs;
+}
+
+/* Offer one document: added, or stashed for the next batch. */
+static int offer(mfi_cursor *cur, batch *b, const uint8_t *data, size_t len, bool *stop,
+                 mf_error *err)
+{
+    if (!batch_fits(b, len)) {
+        cur->stash.len = 0;
+        if (mf_buf_append(&cur->stash, data, len) != 0)
+            return mf_error_set(err, MF_InternalError, "out of memory");
+        cur->has_stash = true;
+        *stop = true;
+        return 0;
+    }
+    batch_add(b, data, len);
+    if (cur->limit > 0)
+        cur->limit--;
+    *stop = batch_full(b) || cur->limit == 0;
+    return 0;
+}
+
+/* Project a scanned row into `out` (initialised here), or copy it. */
+static int shape(mfi_cursor *cur, const mf_scan_row *row, bson_t *out, mf_error *err)
+{
+    if (cur->proj)
+        return mf_projection_apply(cur->proj, &row->doc, row->pos, out, err);
+    bson_init(out);
+    bson_concat(out, &row->doc);
+    return 0;
+}
+
+/* Fill `b` from the cursor's source.  A scan source needs the collection
+ * `c` read-locked.  `*exhausted` says the cursor has nothing more. */
+static int fill(mfi_cursor *cur, mf_engine *e, mf_coll *c, batch *b, int64_t deadline,
+                bool *exhausted, mf_error *err)
+{
+    bool stop = batch_full(b) || cur->limit == 0;
+    uint64_t tick = 0;
+    int rc = 0;
+    *exhausted = false;
+    if (!stop && cur->has_stash) {
+        mf_buf st = cur->stash;
+        cur->has_stash = false;
+        cur->stash = (mf_buf){0};
+        batch_add(b, st.data, st.len);
+        mf_buf_free(&st);
+        if (cur->limit > 0)
+            cur->limit--;
+        stop = batch_full(b) || cur->limit == 0;
+    }
+    while (rc == 0 && !stop) {
+        if ((rc = time_check(deadline, &tick, err)) != 0)
+            break;
+        if (cur->sorter) {
+            const uint8_t *d;
+            size_t dl;
+            bool valid;
+            if ((rc = mf_sorter_next(cur->sorter, &d, &dl, &valid, err)) != 0 || !valid) {
+                *exhausted = rc == 0;
+                break;
+            }
+            rc = offer(cur, b, d, dl, &stop, err);
+        } else if (cur->docs) {
+            if (!bson_iter_next(&cur->docs_it)) {
+                *exhausted = true;
+                break;
+            }
+            uint32_t dl;
+            const uint8_t *d;
+            bson_iter_document(&cur->docs_it, &dl, &d);
+            rc = offer(cur, b, d, dl, &stop, err);
+        } else {
+            mf_scan_row row;
+            bool valid;
+            if ((rc = mf_scan_next(cur->scan, e, c, cur->matcher, &row, &valid, err)) != 0 ||
+                !valid) {
+                *exhausted = rc == 0;
+                break;
+            }
+            if (cur->skip > 0) {
+                cur->skip--;
+                continue;
+            }
+            bson_t out;
+            rc = shape(cur, &row, &out, err);
+            if (rc == 0)
+                rc = offer(cur, b, bson_get_data(&out), out.len, &stop, err);
+            bson_destroy(&out);
+        }
+    }
+    if (rc == 0 && cur->limit == 0)
+        *exhausted = true;
+    /* A scan that has seen its end, with nothing kept back, is done. */
+    if (rc == 0 && cur->scan && !cur->sorter && !cur->has_stash && mf_scan_eof(cur->scan))
+        *exhausted = true;
+    /* A sorter or an array knows its end: look one ahead so the last batch
+     * closes the cursor, as mongod's blocking stages do. */
+    if (rc == 0 && !*exhausted && !cur->has_stash && (cur->sorter || cur->docs)) {
+        const uint8_t *d = NULL;
+        size_t dl = 0;
+        bool valid = false;
+        if (cur->sorter) {
+            rc = mf_sorter_next(cur->sorter, &d, &dl, &valid, err);
+        } else if (bson_iter_next(&cur->docs_it)) {
+            uint32_t l;
+            bson_iter_document(&cur->docs_it, &l, &d);
+            dl = l;
+            valid = true;
+        }
+        if (rc == 0 && valid) {
+            if (mf_buf_append(&cur->stash, d, dl) != 0)
+                rc = mf_error_set(err, MF_InternalError, "out of memory");
+            cur->has_stash = rc == 0;
+        } else if (rc == 0) {
+            *exhausted = true;
+        }
+    }
+    return rc;
+}
+
+/* The reply's cursor document: {firstBatch|nextBatch: [...], id, ns}. */
+static void cursor_reply(bson_t *reply, const char *batch_name, bson_t *arr, int64_t id,
+                         const char *ns)
+{
+    bson_t cd;
+    BSON_APPEND_DOCUMENT_BEGIN(reply, "cursor", &cd);
+    bson_append_array(&cd, batch_name, -1, arr);
+    BSON_APPEND_INT64(&cd, "id", id);
+    BSON_APPEND_UTF8(&cd, "ns", ns);
+    bson_append_document_end(reply, &cd);
+}
+
+int mfi_cursor_reply_from_docs(mf_cmd_ctx *ctx, const char *ns, bson_t *docs, int64_t batch_size,
+                               bson_t *reply, mf_error *err)
+{
+    mfi_cursor *cur = calloc(1, sizeof *cur);
+    if (!cur) {
+        bson_destroy(docs);
+        return mf_error_set(err, MF_InternalError, "out of memory");
+    }
+    snprintf(cur->ns, sizeof cur->ns, "%s", ns);
+    cur->docs = docs;
+    cur->limit = -1;
+    bson_iter_init(&cur->docs_it, docs);
+    bson_t arr = BSON_INITIALIZER;
+    batch b = {.arr = &arr, .max_docs = batch_size};
+    bool exhausted;
+    int rc = fill(cur, NULL, NULL, &b, 0, &exhausted, err);
+    if (rc == 0) {
+        int64_t id = exhausted ? 0 : mfi_cursor_register(ctx->inst, cur);
+        cursor_reply(reply, "firstBatch", &arr, id, ns);
+        if (exhausted)
+            mfi_cursor_free(cur);
+    } else {
+        mfi_cursor_free(cur);
+    }
+    bson_destroy(&arr);
+    return rc;
+}
+
+/* ------------------------------------------------------------------ find */
+
+typedef struct find_args {
+    bson_t filter, projection, sort;
+    bool has_filter, has_projection, has_sort;
+    bson_iter_t hint;
+    bool has_hint;
+    int64_t skip, limit, batch_size; /* limit 0: none; batch_size -1: default */
+    bool single_batch, allow_disk_use, no_cursor_timeout, show_record_id;
+    int64_t deadline;
+} find_args;
+
+static int parse_find(const bson_t *cmd, find_args *a, mf_error *err)
+{
+    bson_iter_t it;
+    int rc = 0;
+    memset(a, 0, sizeof *a);
+    a->batch_size = -1;
+    bson_iter_init(&it, cmd);
+    bson_iter_next(&it);
+    while (rc == 0 && bson_iter_next(&it)) {
+        const char *k = bson_iter_key(&it);
+        if (strcmp(k, "filter") == 0) {
+            if (!(a->has_filter = doc_arg(&it, &a->filter)))
+                rc = mfi_type_error(err, "find", k, &it, "object");
+        } else if (strcmp(k, "projection") == 0) {
+            if (!(a->has_projection = doc_arg(&it, &a->projection)))
+                rc = mfi_type_error(err, "find", k, &it, "object");
+        } else if (strcmp(k, "sort") == 0) {
+            if (!(a->has_sort = doc_arg(&it, &a->sort)))
+                rc = mfi_type_error(err, "find", k, &it, "object");
+        } else if (strcmp(k, "hint") == 0) {
+            if (!BSON_ITER_HOLDS_UTF8(&it) && !BSON_ITER_HOLDS_DOCUMENT(&it))
+                rc = mf_error_set(err, MF_TypeMismatch,
+                                  "BSON field 'find.hint' is the wrong type '%s', expected "
+                                  "types '[string, object]'",
+                                  mf_bsonx_type_alias(bson_iter_type(&it)));
+            a->hint = it;
+            a->has_hint = true;
+        } else if (strcmp(k, "skip") == 0) {
+            rc = count_arg("find", &it, &a->skip, err);
+        } else if (strcmp(k, "limit") == 0) {
+            rc = count_arg("find", &it, &a->limit, err);
+        } else if (strcmp(k, "batchSize") == 0) {
+            rc = count_arg("find", &it, &a->batch_size, err);
+        } else if (strcmp(k, "singleBatch") == 0) {
+            a->single_batch = bson_iter_as_bool(&it);
+        } else if (strcmp(k, "allowDiskUse") == 0) {
+            a->allow_disk_use = bson_iter_as_bool(&it);
+        } else if (strcmp(k, "noCursorTimeout") == 0) {
+            a->no_cursor_timeout = bson_iter_as_bool(&it);
+        } else if (strcmp(k, "showRecordId") == 0) {
+            a->show_record_id = bson_iter_as_bool(&it);
+        } else if (strcmp(k, "maxTimeMS") == 0) {
+            rc = deadline_arg("find", &it, &a->deadline, err);
+        } else if (strcmp(k, "let") == 0) {
+            if (!BSON_ITER_HOLDS_DOCUMENT(&it))
+                rc = mfi_type_error(err, "find", k, &it, "object");
+        } else if (strcmp(k, "collation") == 0) {
+            bson_t coll;
+            bson_iter_t loc;
+            if (!doc_arg(&it, &coll))
+                rc = mfi_type_error(err, "find", k, &it, "object");
+            else if (!doc_empty(&coll) &&
+                     !(bson_iter_init_find(&loc, &coll, "locale") && BSON_ITER_HOLDS_UTF8(&loc) &&
+                       strcmp(bson_iter_utf8(&loc, NULL), "simple") == 0))
+                rc = mf_error_set(err, MF_NotImplemented,
+                                  "collation other than {locale: \"simple\"} is not supported");
+        } else if (strcmp(k, "tailable") == 0 || strcmp(k, "awaitData") == 0) {
+            if (bson_iter_as_bool(&it))
+                rc = mf_error_set(err, MF_BadValue,
+                                  "error processing query: tailable cursor requested on non "
+                                  "capped collection");
+        } else if (strcmp(k, "min") == 0 || strcmp(k, "max") == 0) {
+            if (!BSON_ITER_HOLDS_DOCUMENT(&it))
+                rc = mfi_type_error(err, "find", k, &it, "object");
+            else
+                rc = mf_error_set(err, MF_BadValue,
+                                  "error processing query: planner returned error :: caused "
+                                  "by :: When using min()/max() a hint of which index to use "
+                                  "must be provided");
+        } else if (strcmp(k, "returnKey") == 0) {
+            if (bson_iter_as_bool(&it))
+                rc = mf_error_set(err, MF_NotImplemented, "returnKey is not supported");
+        } else if (strcmp(k, "oplogReplay") == 0 || strcmp(k, "allowPartialResults") == 0 ||
+                   strcmp(k, "readOnce") == 0 || strcmp(k, "singleBatch") == 0 ||
+                   strcmp(k, "term") == 0 || strcmp(k, "$_requestResumeToken") == 0 ||
+                   strcmp(k, "$_resumeAfter") == 0 || strcmp(k, "rawData") == 0 ||
+                   mfi_is_generic_arg(k)) {
+            /* accepted; nothing to do */
+        } else {
+            rc = mf_error_set(err, 40415, "BSON field 'find.%s' is an unknown field.", k);
+        }
+    }
+    return rc;
+}
+
+/* The parsed parts of a query, freed together. */
+typedef struct query_parts {
+    mf_matcher *m;
+    mf_projection *proj;
+    mf_sort *sort;
+} query_parts;
+
+static void parts_free(query_parts *q)
+{
+    mf_matcher_free(q->m);
+    mf_projection_free(q->proj);
+    mf_sort_free(q->sort);
+    memset(q, 0, sizeof *q);
+}
+
+static int parse_parts(const bson_t *filter, const bson_t *projection, const bson_t *sort,
+                       query_parts *q, mf_error *err)
+{
+    static const bson_t empty = BSON_INITIALIZER;
+    int rc = mf_matcher_parse(filter ? filter : &empty, &q->m, err);
+    if (rc == 0 && projection && !doc_empty(projection))
+        rc = mf_projection_parse(projection, filter ? filter : &empty, &q->proj, err);
+    if (rc == 0 && sort && !doc_empty(sort))
+        rc = mf_sort_parse(sort, &q->sort, err);
+    if (rc)
+        parts_free(q);
+    return rc;
+}
+
+/* The temporary directory for sorts that spill. */
+static void tmpdir_of(mf_instance *inst, char *out, size_t cap)
+{
+    snprintf(out, cap, "%s/_tmp", inst->dbpath);
+}
+
+/* Run the whole scan through a sorter (collection lock held). */
+static int sort_all(mf_cmd_ctx *ctx, mfi_cursor *cur, mf_coll *c, const mf_sort *sort,
+                    int64_t skip, int64_t limit, bool allow_disk, int64_t deadline,
+                    mf_error *err)
+{
+    char tmp[4096];
+    mf_engine *e = ctx->inst->engine;
+    tmpdir_of(ctx->inst, tmp, sizeof tmp);
+    int64_t keep = limit > 0 ? skip + limit : 0;
+    cur->sorter = mf_sorter_new(SORT_MEMORY_LIMIT, allow_disk, tmp, keep);
+    if (!cur->sorter)
+        return mf_error_set(err, MF_InternalError, "out of memory");
+    mf_buf key = {0};
+    uint64_t tick = 0;
+    int rc = 0;
+    for (;;) {
+        mf_scan_row row;
+        bool valid;
+        if ((rc = time_check(deadline, &tick, err)) != 0)
+            break;
+        if ((rc = mf_scan_next(cur->scan, e, c, cur->matcher, &row, &valid, err)) != 0 || !valid)
+            break;
+        key.len = 0;
+        if (mf_sort_key(sort, &row.doc, &key) != 0) {
+            rc = mf_error_set(err, MF_InternalError, "out of memory");
+            break;
+        }
+        bson_t out;
+        rc = shape(cur, &row, &out, err);
+        if (rc == 0)
+            rc = mf_sorter_add(cur->sorter, key.data, key.len, bson_get_data(&out), out.len, err);
+        bson_destroy(&out);
+        if (rc)
+            break;
+    }
+    mf_buf_free(&key);
+    if (rc == 0)
+        rc = mf_sorter_finish(cur->sorter, err);
+    /* The scan is done with: the cursor now reads the sorter. */
+    mf_scan_free(cur->scan);
+    cur->scan = NULL;
+    for (int64_t i = 0; rc == 0 && i < skip; i++) {
+        const uint8_t *d;
+        size_t dl;
+        bool valid;
+        rc = mf_sorter_next(cur->sorter, &d, &dl, &valid, err);
+        if (!valid)
+            break;
+    }
+    cur->skip = 0;
+    return rc;
+}
+
+/* showRecordId: the projection cannot add $recordId, so the cursor's rows
+ * get it here -- by wrapping shape() in a projection-free path. */
+
+int mfi_cmd_find(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_error *err)
+{
+    mf_engine *e = ctx->inst->engine;
+    char ns[MF_MAX_NS_LEN + 1];
+    find_args a;
+    query_parts q = {0};
+    int rc = mfi_coll_arg(ctx, cmd, ns, sizeof ns, err);
+    if (rc == 0)
+        rc = parse_find(cmd, &a, err);
+    if (rc == 0 && a.show_record_id)
+        rc = mf_error_set(err, MF_NotImplemented, "showRecordId is not supported");
+    if (rc == 0)
+        rc = parse_parts(a.has_filter ? &a.filter : NULL, a.has_projection ? &a.projection : NULL,
+                         a.has_sort ? &a.sort : NULL, &q, err);
+    if (rc)
+        return rc;
+    atomic_fetch_add_explicit(&ctx->inst->counters.op_query, 1, memory_order_relaxed);
+
+    mfi_cursor *cur = calloc(1, sizeof *cur);
+    if (!cur) {
+        parts_free(&q);
+        return mf_error_set(err, MF_InternalError, "out of memory");
+    }
+    snprintf(cur->ns, sizeof cur->ns, "%s", ns);
+    cur->matcher = q.m;
+    cur->proj = q.proj;
+    cur->skip = a.skip;
+    cur->limit = a.limit > 0 ? a.limit : -1;
+    cur->no_timeout = a.no_cursor_timeout;
+
+    bson_t arr = BSON_INITIALIZER;
+    bool exhausted = true;
+    int64_t first = a.batch_size >= 0 ? a.batch_size : DEFAULT_FIRST_BATCH;
+    batch b = {.arr = &arr, .max_docs = first};
+    mf_engine_catalog_lock(e, false);
+    mf_coll *c = mf_engine_coll(e, ns);
+    if (c) {
+        bool sorted = false;
+        mf_coll_lock(c, false);
+        cur->has_coll = mfi_coll_uuid(c, cur->coll_uuid);
+        rc = mf_scan_new(c, a.has_filter ? &a.filter : NULL, a.has_hint ? &a.hint : NULL,
+                         q.sort ? &a.sort : NULL, &cur->scan, &sorted, err);
+        if (rc == 0 && q.sort && !sorted)
+            rc = sort_all(ctx, cur, c, q.sort, a.skip, a.limit, a.allow_disk_use, a.deadline,
+                          err);
+        if (rc == 0)
+            rc = fill(cur, e, c, &b, a.deadline, &exhausted, err);
+        if (cur->scan)
+            mf_scan_release(cur->scan);
+        mf_coll_unlock(c);
+    } else if (a.has_hint && BSON_ITER_HOLDS_DOCUMENT(&a.hint)) {
+        /* No collection: nothing to find (mongod plans an EOF stage). */
+    }
+    mf_engine_catalog_unlock(e);
+    mf_sort_free(q.sort);
+    if (rc == 0) {
+        if (a.single_batch)
+            exhausted = true;
+        int64_t id = exhausted ? 0 : mfi_cursor_register(ctx->inst, cur);
+        cursor_reply(reply, "firstBatch", &arr, id, ns);
+        if (exhausted)
+            mfi_cursor_free(cur);
+    } else {
+        mfi_cursor_free(cur);
+        if (rc == MF_MaxTimeMSExpired || rc == 292 || rc == 51246 || rc == MF_BadValue) {
+            char msg[sizeof err->msg];
+            snprintf(msg, sizeof msg, "%s", err->msg);
+            if (strncmp(msg, "Executor error", 14) != 0 && rc != MF_BadValue)
+                mf_error_set(err, rc, "Executor error during find command :: caused by :: %s",
+                             msg);
+        }
+    }
+    bson_destroy(&arr);
+    return rc;
+}
+
+/* ---------------------------------------------------------------- getMore */
+
+int mfi_cmd_get_more(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_error *err)
+{
+    mf_engine *e = ctx->inst->engine;
+    bson_iter_t it;
+    int64_t id = 0, batch_size = -1, deadline = 0;
+    const char *coll = NULL;
+    int rc = 0;
+    bson_iter_init(&it, cmd);
+    bson_iter_next(&it);
+    if (!BSON_ITER_HOLDS_INT64(&it))
+        return mfi_type_error(err, "getMore", "getMore", &it, "long");
+    id = bson_iter_int64(&it);
+    while (rc == 0 && bson_iter_next(&it)) {
+        const char *k = bson_iter_key(&it);
+        if (strcmp(k, "collection") == 0) {
+            if (!BSON_ITER_HOLDS_UTF8(&it))
+                return mfi_type_error(err, "getMore", k, &it, "string");
+            coll = bson_iter_utf8(&it, NULL);
+        } else if (strcmp(k, "batchSize") == 0) {
+            if (!mfi_as_int64(&it, &batch_size))
+                return mfi_type_error(err, "getMore", k, &it, "long");
+            if (batch_size < 0)
+                return mf_error_set(err, MF_BadValue,
+                                    "Batch size for getMore must be non-negative, but received: "
+                                    "%lld",
+                                    (long long)batch_size);
+            if (batch_size == 0)
+                batch_size = -1;
+        } else if (strcmp(k, "maxTimeMS") == 0) {
+            /* Only tailable awaitData cursors honour it; checked anyway. */
+            rc = deadline_arg("getMore", &it, &deadline, err);
+            deadline = 0;
+        } else if (strcmp(k, "term") == 0 || strcmp(k, "lastKnownCommittedOpTime") == 0 ||
+                   mfi_is_generic_arg(k)) {
+        } else {
+            return mf_error_set(err, 40415, "BSON field 'getMore.%s' is an unknown field.", k);
+        }
+    }
+    if (rc)
+        return rc;
+    if (!coll)
+        return mf_error_set(err, 40414,
+                            "BSON field 'getMore.collection' is missing but a required field");
+    char ns[MF_MAX_NS_LEN + 1];
+    snprintf(ns, sizeof ns, "%s.%s", ctx->db, coll);
+    atomic_fetch_add_explicit(&ctx->inst->counters.op_getmore, 1, memory_order_relaxed);
+
+    mfi_cursor *cur;
+    if ((rc = mfi_cursor_checkout(ctx->inst, id, &cur, err)) != 0)
+        return rc;
+    if (strcmp(cur->ns, ns) != 0) {
+        mfi_cursor_checkin(ctx->inst, cur, false);
+        return mf_error_set(err, MF_Unauthorized,
+                            "Requested getMore on namespace '%s', but cursor belongs to a "
+                            "different namespace %s",
+                            ns, cur->ns);
+    }
+    bson_t arr = BSON_INITIALIZER;
+    batch b = {.arr = &arr, .max_docs = batch_size};
+    bool exhausted = true;
+    if (cur->scan) {
+        mf_engine_catalog_lock(e, false);
+        mf_coll *c = mf_engine_coll(e, ns);
+        uint8_t uuid[16];
+        if (!c || !mfi_coll_uuid(c, uuid) || memcmp(uuid, cur->coll_uuid, 16) != 0) {
+            rc = mf_error_set(err, MF_QueryPlanKilled,
+                              "collection dropped. UUID changed between getMore calls");
+        } else {
+            mf_coll_lock(c, false);
+            rc = fill(cur, e, c, &b, deadline, &exhausted, err);
+            mf_scan_release(cur->scan);
+            mf_coll_unlock(c);
+        }
+        mf_engine_catalog_unlock(e);
+    } else {
+        rc = fill(cur, e, NULL, &b, deadline, &exhausted, err);
+    }
+    if (rc == 0)
+        cursor_reply(reply, "nextBatch", &arr, exhausted || cur->killed ? 0 : id, ns);
+    mfi_cursor_checkin(ctx->inst, cur, rc != 0 || exhausted || cur->killed);
+    bson_destroy(&arr);
+    return rc;
+}
+
+/* ------------------------------------------------------------ killCursors */
+
+int mfi_cmd_kill_cursors(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_error *err)
+{
+    bson_iter_t it, ids;
+    bool has_ids = false;
+    bson_iter_init(&it, cmd);
+    bson_iter_next(&it);
+    if (!BSON_ITER_HOLDS_UTF8(&it))
+        return mf_error_set(err, MF_InvalidNamespace, "collection name has invalid type %s",
+                            mf_bsonx_type_alias(bson_iter_type(&it)));
+    char ns[MF_MAX_NS_LEN + 1];
+    snprintf(ns, sizeof ns, "%s.%s", ctx->db, bson_iter_utf8(&it, NULL));
+    while (bson_iter_next(&it)) {
+        const char *k = bson_iter_key(&it);
+        if (strcmp(k, "cursors") == 0) {
+            if (!BSON_ITER_HOLDS_ARRAY(&it))
+                return mfi_type_error(err, "killCursors", k, &it, "array");
+            ids = it;
+            has_ids = true;
+        } else if (!mfi_is_generic_arg(k)) {
+            return mf_error_set(err, 40415, "BSON field 'killCursors.%s' is an unknown field.", k);
+        }
+    }
+    if (!has_ids)
+        return mf_error_set(err, 40414,
+                            "BSON field 'killCursors.cursors' is missing but a required field");
+    bson_t killed = BSON_INITIALIZER, missing = BSON_INITIALIZER, empty = BSON_INITIALIZER;
+    uint32_t nk = 0, nm = 0;
+    bson_iter_t el;
+    bson_iter_recurse(&ids, &el);
+    while (bson_iter_next(&el)) {
+        if (!BSON_ITER_HOLDS_INT64(&el)) {
+            bson_destroy(&killed);
+            bson_destroy(&missing);
+            return mf_error_set(err, MF_TypeMismatch,
+                                "BSON field 'killCursors.cursors.%s' is the wrong type '%s', "
+                                "expected type 'long'",
+                                bson_iter_key(&el), mf_bsonx_type_alias(bson_iter_type(&el)));
+        }
+        int64_t id = bson_iter_int64(&el);
+        char key[16];
+        const char *k;
+        if (mfi_cursor_kill(ctx->inst, id, ns)) {
+            bson_uint32_to_string(nk++, &k, key, sizeof key);
+            bson_append_int64(&killed, k, -1, id);
+        } else {
+            bson_uint32_to_string(nm++, &k, key, sizeof key);
+            bson_append_int64(&missing, k, -1, id);
+        }
+    }
+    BSON_APPEND_ARRAY(reply, "cursorsKilled", &killed);
+    BSON_APPEND_ARRAY(reply, "cursorsNotFound", &missing);
+    BSON_APPEND_ARRAY(reply, "cursorsAlive", &empty);
+    BSON_APPEND_ARRAY(reply, "cursorsUnknown", &empty);
+    bson_destroy(&killed);
+    bson_destroy(&missing);
+    return 0;
+}
+
+/* --------------------------------------------------------------- distinct */
+
+typedef struct distinct_value {
+    mf_buf key;   /* key encoding: order and equality */
+    bson_t value; /* {"": value} */
+} distinct_value;
+
+typedef struct distinct_set {
+    distinct_value *v;
+    size_t n, cap;
+    size_t bytes;
+} distinct_set;
+
+static int set_add(distinct_set *s, const bson_iter_t *value, mf_error *err)
+{
+    if (s->n == s->cap) {
+        size_t cap = s->cap ? s->cap * 2 : 64;
+        distinct_value *v = realloc(s->v, cap * sizeof *v);
+        if (!v)
+            return mf_error_set(err, MF_InternalError, "out of memory");
+        s->v = v;
+        s->cap = cap;
+    }
+    distinct_value *d = &s->v[s->n];
+    memset(d, 0, sizeof *d);
+    if (mf_bsonx_key_append(&d->key, value, false) != 0)
+        return mf_error_set(err, MF_InternalError, "out of memory");
+    bson_init(&d->value);
+    bson_append_iter(&d->value, "", 0, value);
+    s->n++;
+    return 0;
+}
+
+static int cmp_values(const void *a, const void *b)
+{
+    const distinct_value *x = a, *y = b;
+    size_t n = x->key.len < y->key.len ? x->key.len : y->key.len;
+    int c = memcmp(x->key.data, y->key.data, n);
+    return c ? c : (x->key.len > y->key.len) - (x->key.len < y->key.len);
+}
+
+/* Sort and drop duplicates (the first of equal values stays: qsort is not
+ * stable, so equal values keep whichever; they are equal in MongoDB's
+ * sense, as mongod's set keeps one of them). */
+static void set_dedup(distinct_set *s)
+{
+    if (s->n == 0)
+        return;
+    qsort(s->v, s->n, sizeof *s->v, cmp_values);
+    size_t w = 1;
+    for (size_t r = 1; r < s->n; r++) {
+        if (cmp_values(&s->v[w - 1], &s->v[r]) == 0) {
+            mf_buf_free(&s->v[r].key);
+            bson_destroy(&s->v[r].value);
+            continue;
+        }
+        s->v[w++] = s->v[r];
+    }
+    s->n = w;
+}
+
+static void set_free(distinct_set *s)
+{
+    for (size_t i = 0; i < s->n; i++) {
+        mf_buf_free(&s->v[i].key);
+        bson_destroy(&s->v[i].value);
+    }
+    free(s->v);
+}
+
+/* The values at dotted `path` under `container` (mongod's getFieldsDotted:
+ * arrays along the way are walked element by element, a numeric component
+ * also indexes one; an array at the end contributes its elements). */
+static int collect(distinct_set *s, const bson_iter_t *container, const char *path,
+                   mf_error *err)
+{
+    const char *dot = strchr(path, '.');
+    size_t n = dot ? (size_t)(dot - path) : strlen(path);
+    bson_iter_t child, f;
+    int rc = 0;
+    if (!bson_iter_recurse(container, &child))
+        return 0;
+    bool is_array = BSON_ITER_HOLDS_ARRAY(container);
+    if (is_array) {
+        /* A numeric component names one element; otherwise go into each
+         * document element with the same path. */
+        bool numeric = n > 0;
+        for (size_t i = 0; i < n; i++)
+            numeric = numeric && path[i] >= '0' && path[i] <= '9';
+        while (rc == 0 && bson_iter_next(&child)) {
+            if (numeric && strlen(bson_iter_key(&child)) == n &&
+                strncmp(bson_iter_key(&child), path, n) == 0) {
+                if (!dot)
+                    rc = set_add(s, &child, err);
+                else if (BSON_ITER_HOLDS_DOCUMENT(&child) || BSON_ITER_HOLDS_ARRAY(&child))
+                    rc = collect(s, &child, dot + 1, err);
+            } else if (!numeric && BSON_ITER_HOLDS_DOCUMENT(&child)) {
+                rc = collect(s, &child, path, err);
+            }
+        }
+        return rc;
+    }
+    f = child;
+    bool found = false;
+    while (bson_iter_next(&f))
+        if (strlen(bson_iter_key(&f)) == n && strncmp(bson_iter_key(&f), path, n) == 0) {
+            found = true;
+            break;
+        }
+    if (!found)
+        return 0;
+    if (dot) {
+        if (BSON_ITER_HOLDS_DOCUMENT(&f) || BSON_ITER_HOLDS_ARRAY(&f))
+            rc = collect(s, &f, dot + 1, err);
+        return rc;
+    }
+    if (BSON_ITER_HOLDS_ARRAY(&f)) {
+        bson_iter_t el;
+        bson_iter_recurse(&f, &el);
+        while (rc == 0 && bson_iter_next(&el))
+            rc = set_add(s, &el, err);
+        return rc;
+    }
+    return set_add(s, &f, err);
+}
+
+int mfi_cmd_distinct(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_error *err)
+{
+    mf_engine *e = ctx->inst->engine;
+    char ns[MF_MAX_NS_LEN + 1];
+    bson_iter_t it, hint;
+    bson_t query;
+    bool has_query = false, has_hint = false;
+    const char *key = NULL;
+    int64_t deadline = 0;
+    int rc = mfi_coll_arg(ctx, cmd, ns, sizeof ns, err);
+    if (rc)
+        return rc;
+    bson_iter_init(&it, cmd);
+    bson_iter_next(&it);
+    while (rc == 0 && bson_iter_next(&it)) {
+        const char *k = bson_iter_key(&it);
+        if (strcmp(k, "key") == 0) {
+            if (!BSON_ITER_HOLDS_UTF8(&it))
+                return mfi_type_error(err, "distinct", k, &it, "string");
+            key = bson_iter_utf8(&it, NULL);
+        } else if (strcmp(k, "query") == 0) {
+            if (BSON_ITER_HOLDS_NULL(&it))
+                continue;
+            if (!(has_query = doc_arg(&it, &query)))
+                return mfi_type_error(err, "distinct", k, &it, "object");
+        } else if (strcmp(k, "hint") == 0) {
+            if (!BSON_ITER_HOLDS_UTF8(&it) && !BSON_ITER_HOLDS_DOCUMENT(&it))
+                return mf_error_set(err, MF_TypeMismatch,
+                                    "BSON field 'distinct.hint' is the wrong type '%s', expected "
+                                    "types '[string, object]'",
+                                    mf_bsonx_type_alias(bson_iter_type(&it)));
+            hint = it;
+            has_hint = true;
+        } else if (strcmp(k, "maxTimeMS") == 0) {
+            rc = deadline_arg("distinct", &it, &deadline, err);
+        } else if (strcmp(k, "collation") == 0) {
+            bson_t coll;
+            bson_iter_t loc;
+            if (!doc_arg(&it, &coll))
+                return mfi_type_error(err, "distinct", k, &it, "object");
+            if (!doc_empty(&coll) &&
+                !(bson_iter_init_find(&loc, &coll, "locale") && BSON_ITER_HOLDS_UTF8(&loc) &&
+                  strcmp(bson_iter_utf8(&loc, NULL), "simple") == 0))
+                return mf_error_set(err, MF_NotImplemented,
+                                    "collation other than {locale: \"simple\"} is not supported");
+        } else if (strcmp(k, "rawData") == 0 || mfi_is_generic_arg(k)) {
+        } else {
+            return mf_error_set(err, 40415, "BSON field 'distinct.%s' is an unknown field.", k);
+        }
+    }
+    if (rc)
+        return rc;
+    if (!key)
+        return mf_error_set(err, 40414,
+                            "BSON field 'distinct.key' is missing but a required field");
+    query_parts q = {0};
+    if ((rc = parse_parts(has_query ? &query : NULL, NULL, NULL, &q, err)) != 0)
+        return rc;
+    distinct_set set = {0};
+    mf_engine_catalog_lock(e, false);
+    mf_coll *c = mf_engine_coll(e, ns);
+    if (c) {
+        mf_scan *scan = NULL;
+        bool sorted;
+        uint64_t tick = 0;
+        mf_coll_lock(c, false);
+        rc = mf_scan_new(c, has_query ? &query : NULL, has_hint ? &hint : NULL, NULL, &scan,
+                         &sorted, err);
+        while (rc == 0) {
+            mf_scan_row row;
+            bool valid;
+            bson_iter_t root;
+            if ((rc = time_check(deadline, &tick, err)) != 0)
+                break;
+            if ((rc = mf_scan_next(scan, e, c, q.m, &row, &valid, err)) != 0 || !valid)
+                break;
+            /* The document as a container element: iterate from a wrapper. */
+            bson_t wrap = BSON_INITIALIZER;
+            bson_append_document(&wrap, "", 0, &row.doc);
+            bson_iter_init(&root, &wrap);
+            bson_iter_next(&root);
+            rc = collect(&set, &root, key, err);
+            bson_destroy(&wrap);
+            if (rc == 0 && set.n > 4096)
+                set_dedup(&set); /* keep the working set small */
+        }
+        mf_scan_free(scan);
+        mf_coll_unlock(c);
+    }
+    mf_engine_catalog_unlock(e);
+    parts_free(&q);
+    if (rc == 0) {
+        set_dedup(&set);
+        bson_t values;
+        size_t bytes = 0;
+        for (size_t i = 0; i < set.n; i++)
+            bytes += set.v[i].value.len;
+        if (bytes > MF_MAX_BSON_OBJECT_SIZE) {
+            rc = mf_error_set(err, 17217, "distinct too big, 16mb cap");
+        } else {
+            BSON_APPEND_ARRAY_BEGIN(reply, "values", &values);
+            for (size_t i = 0; i < set.n; i++) {
+                char k[16];
+                const char *kp;
+                bson_iter_t v;
+                bson_uint32_to_string((uint32_t)i, &kp, k, sizeof k);
+                bson_iter_init(&v, &set.v[i].value);
+                bson_iter_next(&v);
+                bson_append_iter(&values, kp, -1, &v);
+            }
+            bson_append_array_end(reply, &values);
+        }
+    }
+    set_free(&set);
+    return rc;
+}

@@ -1,0 +1,850 @@
+/*
+ * cmd_update.c -- update, delete and findAndModify.
+ *
+ * Every statement runs under the collection's exclusive lock in two steps:
+ * first the matching records are found (query/plan.c), then each is
+ * rewritten or removed, one engine write per document (the record, and
+ * for a delete its _id index entry, together).  Finding first means a
+ * write never moves a scan's tree position under it; an update keeps the
+ * RecordId and the _id (immutable), so no document is seen twice.
+ *
+ * An update that changes nothing writes nothing and counts in n but not in
+ * nModified.  An upsert that matches nothing inserts the seed built from
+ * the filter's equalities with the update applied ($setOnInsert too).
+ * The command syncs once, after its last write, before replying.
+ */
+#include "command_int.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define ID_INDEX "_id_"
+
+static bool doc_arg(const bson_iter_t *it, bson_t *out)
+{
+    uint32_t len;
+    const uint8_t *data;
+    if (!BSON_ITER_HOLDS_DOCUMENT(it))
+        return false;
+    bson_iter_document(it, &len, &data);
+    return bson_init_static(out, data, len);
+}
+
+static int oom(mf_error *err)
+{
+    return mf_error_set(err, MF_InternalError, "out of memory");
+}
+
+/* ----------------------------------------------------------- the matches */
+
+typedef struct hit {
+    uint64_t rid;
+    int64_t pos;
+} hit;
+
+typedef struct hits {
+    hit *v;
+    size_t n, cap;
+} hits;
+
+static int hits_add(hits *h, uint64_t rid, int64_t pos, mf_error *err)
+{
+    if (h->n == h->cap) {
+        size_t cap = h->cap ? h->cap * 2 : 16;
+        hit *v = realloc(h->v, cap * sizeof *v);
+        if (!v)
+            return oom(err);
+        h->v = v;
+        h->cap = cap;
+    }
+    h->v[h->n++] = (hit){rid, pos};
+    return 0;
+}
+
+/* The records of `c` that `m` matches: all, or the first -- in `sort`
+ * order when there is a sort (findAndModify). */
+static int find_hits(mf_engine *e, mf_coll *c, const bson_t *filter, const mf_matcher *m,
+                     const bson_iter_t *hint, const mf_sort *sort, const bson_t *sort_spec,
+                     bool all, hits *out, mf_error *err)
+{
+    mf_scan *scan;
+    bool sorted;
+    int rc = mf_scan_new(c, filter, hint, sort ? sort_spec : NULL, &scan, &sorted, err);
+    if (rc)
+        return rc;
+    if (sorted)
+        sort = NULL; /* the scan's order is the sort's */
+    mf_buf best = {0}, key = {0};
+    while (rc == 0) {
+        mf_scan_row row;
+        bool valid;
+        if ((rc = mf_scan_next(scan, e, c, m, &row, &valid, err)) != 0 || !valid)
+            break;
+        if (!sort) {
+            rc = hits_add(out, row.rid, row.pos, err);
+            if (!all)
+                break;
+            continue;
+        }
+        key.len = 0;
+        if (mf_sort_key(sort, &row.doc, &key) != 0) {
+            rc = oom(err);
+            break;
+        }
+        size_t n = key.len < best.len ? key.len : best.len;
+        int cmp = memcmp(key.data, best.data, n);
+        if (out->n == 0 || cmp < 0 || (cmp == 0 && key.len < best.len)) {
+            best.len = 0;
+            if (mf_buf_append(&best, key.data, key.len) != 0) {
+                rc = oom(err);
+                break;
+            }
+            out->n = 0;
+            rc = hits_add(out, row.rid, row.pos, err);
+        }
+    }
+    mf_buf_free(&best);
+    mf_buf_free(&key);
+    mf_scan_free(scan);
+    return rc;
+}
+
+/* The stored document `rid` (exclusive lock held): a view into the map. */
+static int read_record(mf_engine *e, mf_coll *c, uint64_t rid, bson_t *doc, bool *found,
+                       mf_error *err)
+{
+    uint8_t k[8];
+    const uint8_t *v;
+    size_t vl;
+    mf_record_id_encode(rid, k);
+    int rc = mf_btree_get(mf_engine_tree(e, mf_coll_records(c)), k, 8, found, &v, &vl, err);
+    if (rc == 0 && *found && !bson_init_static(doc, v, vl))
+        rc = mf_error_set(err, MF_DataCorruption, "record %llu is not a document",
+                          (unsigned long long)rid);
+    return rc;
+}
+
+/* Apply `u` to record `rid`.  `before`/`after` (if not NULL) receive
+ * copies of the document as it was and as it is. */
+static int update_record(mf_engine *e, mf_coll *c, uint64_t rid, const mf_update *u, int64_t pos,
+                         int64_t now, bool *modified, bson_t *before, bson_t *after, mf_lsn *lsn,
+                         mf_error *err)
+{
+    bson_t doc, out;
+    bool found, changed = false;
+    *modified = false;
+    int rc = read_record(e, c, rid, &doc, &found, err);
+    if (rc || !found)
+        return rc;
+    if (before)
+        bson_copy_to(&doc, before);
+    rc = mf_update_apply(u, &doc, false, pos, now, &out, &changed, err);
+    if (rc == 0 && changed) {
+        uint8_t k[8];
+        mf_record_id_encode(rid, k);
+        mf_op op = {.kind = MF_OP_PUT, .tree = mf_coll_records(c), .key = k, .klen = 8,
+                    .val = bson_get_data(&out), .vlen = out.len};
+        rc = mf_engine_write(e, &op, 1, lsn, err);
+        *modified = rc == 0;
+    }
+    if (rc == 0 && after)
+        bson_copy_to(changed ? &out : &doc, after);
+    bson_destroy(&out);
+    return rc;
+}
+
+/* Remove record `rid` and its _id index entry; `before` gets a copy. */
+static int delete_record(mf_engine *e, mf_coll *c, uint64_t rid, bson_t *before, bool *deleted,
+                         mf_lsn *lsn, mf_error *err)
+{
+    bson_t doc;
+    bson_iter_t id;
+    bool found;
+    *deleted = false;
+    int rc = read_record(e, c, rid, &doc, &found, err);
+    if (rc || !found)
+        return rc;
+    if (before)
+        bson_copy_to(&doc, before);
+    mf_buf key = {0};
+    uint8_t k[8];
+    mf_record_id_encode(rid, k);
+    mf_op ops[2] = {{.kind = MF_OP_DELETE, .tree = mf_coll_records(c), .key = k, .klen = 8}};
+    size_t nops = 1;
+    mf_tree_id idx = mf_coll_index_tree(c, ID_INDEX);
+    if (idx && bson_iter_init_find(&id, &doc, "_id")) {
+        if (mf_bsonx_key_append(&key, &id, false) != 0)
+            return oom(err);
+        ops[nops++] = (mf_op){.kind = MF_OP_DELETE, .tree = idx, .key = key.data,
+                              .klen = key.len};
+    }
+    rc = mf_engine_write(e, ops, nops, lsn, err);
+    *deleted = rc == 0;
+    mf_buf_free(&key);
+    return rc;
+}
+
+/* Insert the upsert's document: the filter's seed with the update applied
+ * as an insert.  `*id_out` (initialised here) gets {"": _id}. */
+static int upsert_insert(mf_engine *e, mf_coll *c, const bson_t *filter, const mf_update *u,
+                         int64_t now, bson_t *stored, bson_t *id_out, mf_lsn *lsn, mf_error *err)
+{
+    bson_t seed, doc;
+    bson_iter_t id;
+    uint64_t next_id;
+    bool changed;
+    static const bson_t empty = BSON_INITIALIZER;
+    bson_init(id_out);
+    bson_init(stored);
+    int rc = mf_update_upsert_seed(filter ? filter : &empty, &seed, err);
+    if (rc) {
+        bson_destroy(&seed);
+        return rc;
+    }
+    rc = mf_update_apply(u, &seed, true, -1, now, &doc, &changed, err);
+    bson_destroy(&seed);
+    if (rc == 0)
+        rc = mfi_next_record_id(e, c, &next_id, err);
+    if (rc == 0) {
+        rc = mfi_insert_doc(e, c, &next_id, &doc, stored, &id, lsn, err);
+        if (rc == 0 || rc == MF_DuplicateKey)
+            bson_append_iter(id_out, "", 0, &id);
+    }
+    bson_destroy(&doc);
+    return rc;
+}
+
+/* --------------------------------------------------------------- update */
+
+typedef struct update_stmt {
+    bson_t q, u;
+    bool has_q, has_u, upsert, multi;
+    const bson_t *array_filters;
+    bson_t af;
+    bson_iter_t hint;
+    bool has_hint;
+} update_stmt;
+
+/* A statement of update.updates.  Errors end the whole command (mongod
+ * parses the batch before running it). */
+static int parse_update_stmt(const bson_iter_t *el, update_stmt *s, mf_error *err)
+{
+    bson_iter_t it;
+    memset(s, 0, sizeof *s);
+    if (!BSON_ITER_HOLDS_DOCUMENT(el))
+        return mfi_type_error(err, "update", "updates", el, "object");
+    bson_iter_recurse(el, &it);
+    while (bson_iter_next(&it)) {
+        const char *k = bson_iter_key(&it);
+        if (strcmp(k, "q") == 0) {
+            if (!(s->has_q = doc_arg(&it, &s->q)))
+                return mfi_type_error(err, "update.updates", k, &it, "object");
+        } else if (strcmp(k, "u") == 0) {
+            if (BSON_ITER_HOLDS_ARRAY(&it))
+                return mf_error_set(err, MF_NotImplemented,
+                                    "pipeline-style updates need the aggregation pipeline, "
+                                    "which this server does not have yet");
+            if (!(s->has_u = doc_arg(&it, &s->u)))
+                return mf_error_set(err, MF_TypeMismatch,
+                                    "BSON field 'update.updates.u' is the wrong type '%s', "
+                                    "expected types '[object, array]'",
+                                    mf_bsonx_type_alias(bson_iter_type(&it)));
+        } else if (strcmp(k, "upsert") == 0) {
+            s->upsert = bson_iter_as_bool(&it);
+        } else if (strcmp(k, "multi") == 0) {
+            s->multi = bson_iter_as_bool(&it);
+        } else if (strcmp(k, "arrayFilters") == 0) {
+            uint32_t len;
+            const uint8_t *data;
+            if (!BSON_ITER_HOLDS_ARRAY(&it))
+                return mfi_type_error(err, "update.updates", k, &it, "array");
+            bson_iter_array(&it, &len, &data);
+            bson_init_static(&s->af, data, len);
+            s->array_filters = &s->af;
+        } else if (strcmp(k, "hint") == 0) {
+            if (!BSON_ITER_HOLDS_UTF8(&it) && !BSON_ITER_HOLDS_DOCUMENT(&it))
+                return mf_error_set(err, MF_TypeMismatch,
+                                    "BSON field 'update.updates.hint' is the wrong type '%s', "
+                                    "expected types '[string, object]'",
+                                    mf_bsonx_type_alias(bson_iter_type(&it)));
+            s->hint = it;
+            s->has_hint = true;
+        } else if (strcmp(k, "collation") == 0) {
+            bson_t coll;
+            bson_iter_t loc;
+            if (!doc_arg(&it, &coll))
+                return mfi_type_error(err, "update.updates", k, &it, "object");
+            if (coll.len > 5 &&
+                !(bson_iter_init_find(&loc, &coll, "locale") && BSON_ITER_HOLDS_UTF8(&loc) &&
+                  strcmp(bson_iter_utf8(&loc, NULL), "simple") == 0))
+                return mf_error_set(err, MF_NotImplemented,
+                                    "collation other than {locale: \"simple\"} is not supported");
+        } else if (strcmp(k, "c") == 0 || strcmp(k, "upsertSupplied") == 0) {
+            /* constants for pipeline updates; nothing without one */
+        } else {
+            return mf_error_set(err, 40415, "BSON field 'update.updates.%s' is an unknown field.",
+                                k);
+        }
+    }
+    if (!s->has_q)
+        return mf_error_set(err, 40414,
+                            "BSON field 'update.updates.q' is missing but a required field");
+    if (!s->has_u)
+        return mf_error_set(err, 40414,
+                            "BSON field 'update.updates.u' is missing but a required field");
+    return 0;
+}
+
+/* The engine failed (not the statement): stop writing. */
+static bool fatal(int rc)
+{
+    return rc == MF_InternalError || rc == MF_DataCorruption || rc == MF_OutOfDiskSpace ||
+           rc == MF_IllegalOperation || rc == MF_InterruptedAtShutdown;
+}
+
+/* Run one update statement on `c` (exclusive lock held). */
+static int run_update(mf_engine *e, mf_coll *c, update_stmt *s, int64_t now, int64_t *n,
+                      int64_t *nmod, bson_t *upserted_id, bool *upserted, mf_lsn *lsn,
+                      mf_error *err)
+{
+    mf_matcher *m = NULL;
+    mf_update *u = NULL;
+    hits h = {0};
+    int rc = mf_matcher_parse(&s->q, &m, err);
+    if (rc == 0)
+        rc = mf_update_parse(&s->u, s->array_filters, &u, err);
+    if (rc == 0 && s->multi && mf_update_is_replacement(u))
+        rc = mf_error_set(err, MF_FailedToParse,
+                          "multi update is not supported for replacement-style update");
+    if (rc == 0)
+        rc = find_hits(e, c, &s->q, m, s->has_hint ? &s->hint : NULL, NULL, NULL, s->multi, &h,
+                       err);
+    for (size_t i = 0; rc == 0 && i < h.n; i++) {
+        bool modified;
+        rc = update_record(e, c, h.v[i].rid, u, h.v[i].pos, now, &modified, NULL, NULL, lsn,
+                           err);
+        if (rc == 0) {
+            (*n)++;
+            *nmod += modified;
+        }
+    }
+    if (rc == 0 && h.n == 0 && s->upsert) {
+        bson_t stored;
+        rc = upsert_insert(e, c, &s->q, u, now, &stored, upserted_id, lsn, err);
+        bson_destroy(&stored);
+        if (rc == 0) {
+            (*n)++;
+            *upserted = true;
+        }
+    }
+    free(h.v);
+    mf_update_free(u);
+    mf_matcher_free(m);
+    return rc;
+}
+
+/* The command's statements array, checked for size. */
+static int stmts_arg(const bson_t *cmd, const char *cmdname, const char *field, bson_iter_t *out,
+                     uint32_t *count, mf_error *err)
+{
+    if (!bson_iter_init_find(out, cmd, field))
+        return mf_error_set(err, 40414, "BSON field '%s.%s' is missing but a required field",
+                            cmdname, field);
+    if (!BSON_ITER_HOLDS_ARRAY(out))
+        return mfi_type_error(err, cmdname, field, out, "array");
+    bson_iter_t d;
+    *count = 0;
+    bson_iter_recurse(out, &d);
+    while (bson_iter_next(&d))
+        (*count)++;
+    if (*count == 0 || *count > MF_MAX_WRITE_BATCH_SIZE)
+        return mf_error_set(err, MF_InvalidLength,
+                            "Write batch sizes must be between 1 and %d. Got %u operations.",
+                            MF_MAX_WRITE_BATCH_SIZE, *count);
+    return 0;
+}
+
+/* Top-level fields every write command accepts; others are unknown. */
+static int check_write_fields(const bson_t *cmd, const char *cmdname, const char *stmts,
+                              bool *ordered, mf_error *err)
+{
+    bson_iter_t it;
+    bson_iter_init(&it, cmd);
+    bson_iter_next(&it);
+    *ordered = true;
+    while (bson_iter_next(&it)) {
+        const char *k = bson_iter_key(&it);
+        if (strcmp(k, stmts) == 0 || mfi_is_generic_arg(k) ||
+            strcmp(k, "bypassDocumentValidation") == 0 || strcmp(k, "let") == 0 ||
+            strcmp(k, "rawData") == 0)
+            continue;
+        if (strcmp(k, "ordered") == 0)
+            *ordered = bson_iter_as_bool(&it);
+        else
+            return mf_error_set(err, 40415, "BSON field '%s.%s' is an unknown field.", cmdname,
+                                k);
+    }
+    return 0;
+}
+
+static void add_write_error(bson_t *werrs, uint32_t *nerr, uint32_t index, int rc,
+                            const mf_error *err, const char *ns, const bson_t *dup_id)
+{
+    char key[16];
+    const char *k;
+    bson_t we;
+    bson_uint32_to_string((*nerr)++, &k, key, sizeof key);
+    bson_append_document_begin(werrs, k, -1, &we);
+    bson_iter_t id;
+    if (rc == MF_DuplicateKey && dup_id && bson_iter_init(&id, dup_id) && bson_iter_next(&id))
+        mfi_duplicate_error(&we, index, ns, &id);
+    else
+        mfi_write_error(&we, index, err);
+    bson_append_document_end(werrs, &we);
+}
+
+int mfi_cmd_update(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_error *err)
+{
+    mf_engine *e = ctx->inst->engine;
+    char ns[MF_MAX_NS_LEN + 1];
+    bson_iter_t stmts, el;
+    uint32_t count;
+    bool ordered;
+    int rc = mfi_coll_arg(ctx, cmd, ns, sizeof ns, err);
+    if (rc == 0)
+        rc = stmts_arg(cmd, "update", "updates", &stmts, &count, err);
+    if (rc == 0)
+        rc = check_write_fields(cmd, "update", "updates", &ordered, err);
+    if (rc)
+        return rc;
+    update_stmt *st = calloc(count, sizeof *st);
+    if (!st)
+        return oom(err);
+    uint32_t i = 0;
+    bool any_upsert = false;
+    bson_iter_recurse(&stmts, &el);
+    while (rc == 0 && bson_iter_next(&el)) {
+        rc = parse_update_stmt(&el, &st[i], err);
+        any_upsert |= st[i++].upsert;
+    }
+    if (rc) {
+        free(st);
+        return rc;
+    }
+
+    /* Without an upsert, a missing collection matches nothing. */
+    mf_coll *c = NULL;
+    if (any_upsert) {
+        rc = mfi_coll_for_write(ctx, ns, &c, err);
+    } else {
+        mf_engine_catalog_lock(e, false);
+        c = mf_engine_coll(e, ns);
+    }
+    if (rc) {
+        free(st);
+        return rc;
+    }
+    int64_t n = 0, nmod = 0, now = mf_clock_wall_ms();
+    bson_t werrs = BSON_INITIALIZER, upserted = BSON_INITIALIZER;
+    uint32_t nerr = 0, nups = 0;
+    mf_lsn lsn = 0;
+    if (c)
+        mf_coll_lock(c, true);
+    for (i = 0; c && i < count; i++) {
+        bson_t id = BSON_INITIALIZER;
+        bool was_upsert = false;
+        mf_error serr;
+        int r = run_update(e, c, &st[i], now, &n, &nmod, &id, &was_upsert, &lsn, &serr);
+        atomic_fetch_add_explicit(&ctx->inst->counters.op_update, 1, memory_order_relaxed);
+        if (r == 0 && was_upsert) {
+            char key[16];
+            const char *k;
+            bson_t up;
+            bson_iter_t idit;
+            bson_uint32_to_string(nups++, &k, key, sizeof key);
+            bson_append_document_begin(&upserted, k, -1, &up);
+            BSON_APPEND_INT32(&up, "index", (int32_t)i);
+            if (bson_iter_init(&idit, &id) && bson_iter_next(&idit))
+                bson_append_iter(&up, "_id", 3, &idit);
+            bson_append_document_end(&upserted, &up);
+        }
+        if (r != 0) {
+            add_write_error(&werrs, &nerr, i, r, &serr, ns, was_upsert ? NULL : &id);
+            if (fatal(r)) {
+                *err = serr;
+                rc = r;
+            }
+        }
+        bson_destroy(&id);
+        if (r != 0 && (ordered || rc))
+            break;
+    }
+    if (c)
+        mf_coll_unlock(c);
+    mf_engine_catalog_unlock(e);
+    free(st);
+    if (rc == 0 && lsn)
+        rc = mf_engine_sync(e, lsn, err);
+    if (rc == 0) {
+        BSON_APPEND_INT32(reply, "n", (int32_t)n);
+        BSON_APPEND_INT32(reply, "nModified", (int32_t)nmod);
+        if (nups)
+            BSON_APPEND_ARRAY(reply, "upserted", &upserted);
+        if (nerr)
+            BSON_APPEND_ARRAY(reply, "writeErrors", &werrs);
+    }
+    bson_destroy(&werrs);
+    bson_destroy(&upserted);
+    return rc;
+}
+
+/* --------------------------------------------------------------- delete */
+
+typedef struct delete_stmt {
+    bson_t q;
+    bool has_q;
+    int64_t limit;
+    bson_iter_t hint;
+    bool has_hint;
+} delete_stmt;
+
+static int parse_delete_stmt(const bson_iter_t *el, delete_stmt *s, mf_error *err)
+{
+    bson_iter_t it;
+    bool has_limit = false;
+    memset(s, 0, sizeof *s);
+    if (!BSON_ITER_HOLDS_DOCUMENT(el))
+        return mfi_type_error(err, "delete", "deletes", el, "object");
+    bson_iter_recurse(el, &it);
+    while (bson_iter_next(&it)) {
+        const char *k = bson_iter_key(&it);
+        if (strcmp(k, "q") == 0) {
+            if (!(s->has_q = doc_arg(&it, &s->q)))
+                return mfi_type_error(err, "delete.deletes", k, &it, "object");
+        } else if (strcmp(k, "limit") == 0) {
+            if (!mfi_as_int64(&it, &s->limit))
+                return mfi_type_error(err, "delete.deletes", k, &it, "long");
+            has_limit = true;
+        } else if (strcmp(k, "hint") == 0) {
+            if (!BSON_ITER_HOLDS_UTF8(&it) && !BSON_ITER_HOLDS_DOCUMENT(&it))
+                return mf_error_set(err, MF_TypeMismatch,
+                                    "BSON field 'delete.deletes.hint' is the wrong type '%s', "
+                                    "expected types '[string, object]'",
+                                    mf_bsonx_type_alias(bson_iter_type(&it)));
+            s->hint = it;
+            s->has_hint = true;
+        } else if (strcmp(k, "collation") == 0) {
+            bson_t coll;
+            bson_iter_t loc;
+            if (!doc_arg(&it, &coll))
+                return mfi_type_error(err, "delete.deletes", k, &it, "object");
+            if (coll.len > 5 &&
+                !(bson_iter_init_find(&loc, &coll, "locale") && BSON_ITER_HOLDS_UTF8(&loc) &&
+                  strcmp(bson_iter_utf8(&loc, NULL), "simple") == 0))
+                return mf_error_set(err, MF_NotImplemented,
+                                    "collation other than {locale: \"simple\"} is not supported");
+        } else {
+            return mf_error_set(err, 40415, "BSON field 'delete.deletes.%s' is an unknown field.",
+                                k);
+        }
+    }
+    if (!s->has_q)
+        return mf_error_set(err, 40414,
+                            "BSON field 'delete.deletes.q' is missing but a required field");
+    if (!has_limit)
+        return mf_error_set(err, 40414,
+                            "BSON field 'delete.deletes.limit' is missing but a required field");
+    if (s->limit != 0 && s->limit != 1)
+        return mf_error_set(err, MF_FailedToParse,
+                            "The limit field in delete objects must be 0 or 1. Got %lld",
+                            (long long)s->limit);
+    return 0;
+}
+
+int mfi_cmd_delete(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_error *err)
+{
+    mf_engine *e = ctx->inst->engine;
+    char ns[MF_MAX_NS_LEN + 1];
+    bson_iter_t stmts, el;
+    uint32_t count;
+    bool ordered;
+    int rc = mfi_coll_arg(ctx, cmd, ns, sizeof ns, err);
+    if (rc == 0)
+        rc = stmts_arg(cmd, "delete", "deletes", &stmts, &count, err);
+    if (rc == 0)
+        rc = check_write_fields(cmd, "delete", "deletes", &ordered, err);
+    if (rc)
+        return rc;
+    delete_stmt *st = calloc(count, sizeof *st);
+    if (!st)
+        return oom(err);
+    uint32_t i = 0;
+    bson_iter_recurse(&stmts, &el);
+    while (rc == 0 && bson_iter_next(&el))
+        rc = parse_delete_stmt(&el, &st[i++], err);
+    if (rc) {
+        free(st);
+        return rc;
+    }
+    int64_t n = 0;
+    bson_t werrs = BSON_INITIALIZER;
+    uint32_t nerr = 0;
+    mf_lsn lsn = 0;
+    mf_engine_catalog_lock(e, false);
+    mf_coll *c = mf_engine_coll(e, ns);
+    if (c)
+        mf_coll_lock(c, true);
+    for (i = 0; i < count; i++) {
+        mf_error serr;
+        mf_matcher *m = NULL;
+        hits h = {0};
+        int r = mf_matcher_parse(&st[i].q, &m, &serr);
+        atomic_fetch_add_explicit(&ctx->inst->counters.op_delete, 1, memory_order_relaxed);
+        if (r == 0 && c)
+            r = find_hits(e, c, &st[i].q, m, st[i].has_hint ? &st[i].hint : NULL, NULL, NULL,
+                          st[i].limit == 0, &h, &serr);
+        for (size_t j = 0; r == 0 && j < h.n; j++) {
+            bool deleted;
+            r = delete_record(e, c, h.v[j].rid, NULL, &deleted, &lsn, &serr);
+            n += deleted;
+        }
+        free(h.v);
+        mf_matcher_free(m);
+        if (r != 0) {
+            add_write_error(&werrs, &nerr, i, r, &serr, ns, NULL);
+            if (fatal(r)) {
+                *err = serr;
+                rc = r;
+            }
+            if (ordered || rc)
+                break;
+        }
+    }
+    if (c)
+        mf_coll_unlock(c);
+    mf_engine_catalog_unlock(e);
+    free(st);
+    if (rc == 0 && lsn)
+        rc = mf_engine_sync(e, lsn, err);
+    if (rc == 0) {
+        BSON_APPEND_INT32(reply, "n", (int32_t)n);
+        if (nerr)
+            BSON_APPEND_ARRAY(reply, "writeErrors", &werrs);
+    }
+    bson_destroy(&werrs);
+    return rc;
+}
+
+/* --------------------------------------------------------- findAndModify */
+
+typedef struct fam_args {
+    bson_t query, sort, fields, update;
+    bool has_query, has_sort, has_fields, has_update;
+    bool remove, return_new, upsert;
+    bson_t af;
+    const bson_t *array_filters;
+    bson_iter_t hint;
+    bool has_hint;
+} fam_args;
+
+static int parse_fam(const bson_t *cmd, fam_args *a, mf_error *err)
+{
+    bson_iter_t it;
+    memset(a, 0, sizeof *a);
+    bson_iter_init(&it, cmd);
+    bson_iter_next(&it);
+    while (bson_iter_next(&it)) {
+        const char *k = bson_iter_key(&it);
+        if (strcmp(k, "query") == 0) {
+            if (BSON_ITER_HOLDS_NULL(&it))
+                continue;
+            if (!(a->has_query = doc_arg(&it, &a->query)))
+                return mfi_type_error(err, "findAndModify", k, &it, "object");
+        } else if (strcmp(k, "sort") == 0) {
+            if (BSON_ITER_HOLDS_NULL(&it))
+                continue;
+            if (!(a->has_sort = doc_arg(&it, &a->sort)))
+                return mfi_type_error(err, "findAndModify", k, &it, "object");
+        } else if (strcmp(k, "fields") == 0) {
+            if (BSON_ITER_HOLDS_NULL(&it))
+                continue;
+            if (!(a->has_fields = doc_arg(&it, &a->fields)))
+                return mfi_type_error(err, "findAndModify", k, &it, "object");
+        } else if (strcmp(k, "update") == 0) {
+            if (BSON_ITER_HOLDS_NULL(&it))
+                continue;
+            if (BSON_ITER_HOLDS_ARRAY(&it))
+                return mf_error_set(err, MF_NotImplemented,
+                                    "pipeline-style updates need the aggregation pipeline, "
+                                    "which this server does not have yet");
+            if (!(a->has_update = doc_arg(&it, &a->update)))
+                return mf_error_set(err, MF_FailedToParse,
+                                    "Update argument must be either an object or an array");
+        } else if (strcmp(k, "remove") == 0) {
+            a->remove = bson_iter_as_bool(&it);
+        } else if (strcmp(k, "new") == 0) {
+            a->return_new = bson_iter_as_bool(&it);
+        } else if (strcmp(k, "upsert") == 0) {
+            a->upsert = bson_iter_as_bool(&it);
+        } else if (strcmp(k, "arrayFilters") == 0) {
+            uint32_t len;
+            const uint8_t *data;
+            if (!BSON_ITER_HOLDS_ARRAY(&it))
+                return mfi_type_error(err, "findAndModify", k, &it, "array");
+            bson_iter_array(&it, &len, &data);
+            bson_init_static(&a->af, data, len);
+            a->array_filters = &a->af;
+        } else if (strcmp(k, "hint") == 0) {
+            if (!BSON_ITER_HOLDS_UTF8(&it) && !BSON_ITER_HOLDS_DOCUMENT(&it))
+                return mf_error_set(err, MF_TypeMismatch,
+                                    "BSON field 'findAndModify.hint' is the wrong type '%s', "
+                                    "expected types '[string, object]'",
+                                    mf_bsonx_type_alias(bson_iter_type(&it)));
+            a->hint = it;
+            a->has_hint = true;
+        } else if (strcmp(k, "collation") == 0) {
+            bson_t coll;
+            bson_iter_t loc;
+            if (!doc_arg(&it, &coll))
+                return mfi_type_error(err, "findAndModify", k, &it, "object");
+            if (coll.len > 5 &&
+                !(bson_iter_init_find(&loc, &coll, "locale") && BSON_ITER_HOLDS_UTF8(&loc) &&
+                  strcmp(bson_iter_utf8(&loc, NULL), "simple") == 0))
+                return mf_error_set(err, MF_NotImplemented,
+                                    "collation other than {locale: \"simple\"} is not supported");
+        } else if (strcmp(k, "bypassDocumentValidation") == 0 || strcmp(k, "let") == 0 ||
+                   strcmp(k, "rawData") == 0 || mfi_is_generic_arg(k)) {
+        } else {
+            return mf_error_set(err, 40415, "BSON field 'findAndModify.%s' is an unknown field.",
+                                k);
+        }
+    }
+    if (a->remove && a->has_update)
+        return mf_error_set(err, MF_FailedToParse, "Cannot specify both an update and remove=true");
+    if (!a->remove && !a->has_update)
+        return mf_error_set(err, MF_FailedToParse,
+                            "Either an update or remove=true must be specified");
+    if (a->remove && a->upsert)
+        return mf_error_set(err, MF_FailedToParse, "Cannot specify both upsert=true and remove=true");
+    if (a->remove && a->return_new)
+        return mf_error_set(err, MF_FailedToParse,
+                            "Cannot specify both new=true and remove=true; 'remove' always returns "
+                            "the deleted document");
+    return 0;
+}
+
+int mfi_cmd_find_and_modify(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_error *err)
+{
+    mf_engine *e = ctx->inst->engine;
+    char ns[MF_MAX_NS_LEN + 1];
+    fam_args a;
+    mf_matcher *m = NULL;
+    mf_update *u = NULL;
+    mf_projection *proj = NULL;
+    mf_sort *sort = NULL;
+    static const bson_t empty = BSON_INITIALIZER;
+    int rc = mfi_coll_arg(ctx, cmd, ns, sizeof ns, err);
+    if (rc == 0)
+        rc = parse_fam(cmd, &a, err);
+    if (rc)
+        return rc;
+    const bson_t *query = a.has_query ? &a.query : &empty;
+    rc = mf_matcher_parse(query, &m, err);
+    if (rc == 0 && a.has_update)
+        rc = mf_update_parse(&a.update, a.array_filters, &u, err);
+    if (rc == 0 && a.has_fields && a.fields.len > 5)
+        rc = mf_projection_parse(&a.fields, query, &proj, err);
+    if (rc == 0 && a.has_sort && a.sort.len > 5)
+        rc = mf_sort_parse(&a.sort, &sort, err);
+
+    mf_coll *c = NULL;
+    if (rc == 0 && a.upsert) {
+        rc = mfi_coll_for_write(ctx, ns, &c, err);
+    } else if (rc == 0) {
+        mf_engine_catalog_lock(e, false);
+        c = mf_engine_coll(e, ns);
+    }
+    bool locked = rc == 0;
+    hits h = {0};
+    bson_t value, upserted_id;
+    bool has_value = false, upserted = false, matched = false;
+    int64_t pos = -1;
+    mf_lsn lsn = 0;
+    bson_init(&upserted_id);
+    if (c) {
+        mf_coll_lock(c, true);
+        rc = find_hits(e, c, query, m, a.has_hint ? &a.hint : NULL, sort,
+                       sort ? &a.sort : NULL, false, &h, err);
+        if (rc == 0 && h.n) {
+            matched = true;
+            pos = h.v[0].pos;
+            if (a.remove) {
+                bool deleted;
+                rc = delete_record(e, c, h.v[0].rid, &value, &deleted, &lsn, err);
+                has_value = rc == 0 && deleted;
+                matched = has_value;
+            } else {
+                bool modified;
+                bson_t before, after;
+                rc = update_record(e, c, h.v[0].rid, u, pos, mf_clock_wall_ms(), &modified,
+                                   &before, &after, &lsn, err);
+                if (rc == 0) {
+                    value = a.return_new ? after : before;
+                    bson_destroy(a.return_new ? &before : &after);
+                    has_value = true;
+                }
+            }
+        } else if (rc == 0 && a.upsert) {
+            bson_t stored;
+            rc = upsert_insert(e, c, query, u, mf_clock_wall_ms(), &stored, &upserted_id, &lsn,
+                               err);
+            if (rc == 0) {
+                upserted = true;
+                if (a.return_new) {
+                    value = stored;
+                    has_value = true;
+                } else {
+                    bson_destroy(&stored);
+                }
+            } else {
+                bson_destroy(&stored);
+            }
+        }
+        mf_coll_unlock(c);
+    }
+    if (locked)
+        mf_engine_catalog_unlock(e);
+    free(h.v);
+    if (rc == 0 && lsn)
+        rc = mf_engine_sync(e, lsn, err);
+    if (rc == 0 && has_value && proj) {
+        bson_t shaped;
+        rc = mf_projection_apply(proj, &value, a.return_new ? -1 : pos, &shaped, err);
+        bson_destroy(&value);
+        value = shaped;
+    }
+    if (rc == 0) {
+        bson_t leo;
+        BSON_APPEND_DOCUMENT_BEGIN(reply, "lastErrorObject", &leo);
+        BSON_APPEND_INT32(&leo, "n", matched || upserted ? 1 : 0);
+        if (!a.remove)
+            BSON_APPEND_BOOL(&leo, "updatedExisting", matched);
+        bson_iter_t id;
+        if (upserted && bson_iter_init(&id, &upserted_id) && bson_iter_next(&id))
+            bson_append_iter(&leo, "upserted", -1, &id);
+        bson_append_document_end(reply, &leo);
+        if (has_value)
+            BSON_APPEND_DOCUMENT(reply, "value", &value);
+        else
+            BSON_APPEND_NULL(reply, "value");
+    }
+    if (has_value)
+        bson_destroy(&value);
+    bson_destroy(&upserted_id);
+    mf_matcher_free(m);
+    mf_update_free(u);
+    mf_projection_free(proj);
+    mf_sort_free(sort);
+    return rc;
+}
