@@ -213,16 +213,26 @@ int mfi_cmd_list_collections(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply,
     bool name_only = flag_arg(cmd, "nameOnly");
     mf_engine *e = ctx->inst->engine;
     coll_list l = {.db = ctx->db, .dblen = strlen(ctx->db)};
-    bson_t cursor, batch;
     char ns[NS_MAX + 64];
     snprintf(ns, sizeof ns, "%s.$cmd.listCollections", ctx->db);
+    int64_t batch_size = -1;
+    bson_iter_t it, cit;
+    if (bson_iter_init_find(&it, cmd, "cursor")) {
+        if (!BSON_ITER_HOLDS_DOCUMENT(&it)) {
+            mf_matcher_free(m);
+            return mfi_type_error(err, "listCollections", "cursor", &it, "object");
+        }
+        bson_iter_recurse(&it, &cit);
+        if (bson_iter_find(&cit, "batchSize") &&
+            (!mfi_as_int64(&cit, &batch_size) || batch_size < 0)) {
+            mf_matcher_free(m);
+            return mf_error_set(err, MF_BadValue, "batchSize must be a non-negative number");
+        }
+    }
+    bson_t *batch = bson_new();
 
     mf_engine_catalog_lock(e, false);
     mf_engine_coll_each(e, collect, &l);
-    BSON_APPEND_DOCUMENT_BEGIN(reply, "cursor", &cursor);
-    BSON_APPEND_INT64(&cursor, "id", 0);
-    BSON_APPEND_UTF8(&cursor, "ns", ns);
-    BSON_APPEND_ARRAY_BEGIN(&cursor, "firstBatch", &batch);
     uint32_t out_i = 0;
     for (size_t i = 0; i < l.n; i++) {
         mf_coll *c = l.v[i];
@@ -251,16 +261,14 @@ int mfi_cmd_list_collections(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply,
             char key[16];
             const char *k;
             bson_uint32_to_string(out_i++, &k, key, sizeof key);
-            bson_append_document(&batch, k, -1, &entry);
+            bson_append_document(batch, k, -1, &entry);
         }
         bson_destroy(&entry);
     }
     mf_engine_catalog_unlock(e);
-    bson_append_array_end(&cursor, &batch);
-    bson_append_document_end(reply, &cursor);
     free(l.v);
     mf_matcher_free(m);
-    return 0;
+    return mfi_cursor_reply_from_docs(ctx, ns, batch, batch_size, reply, err);
 }
 
 int mfi_cmd_list_databases(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_error *err)

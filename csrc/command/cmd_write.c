@@ -172,11 +172,8 @@ int mfi_cmd_insert(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_error *
     char ns[320];
     bson_iter_t it, docs;
     int rc;
-    bson_iter_init(&it, cmd);
-    bson_iter_next(&it);
-    if (!BSON_ITER_HOLDS_UTF8(&it))
-        return mfi_type_error(err, "insert", "insert", &it, "string");
-    snprintf(ns, sizeof ns, "%s.%s", ctx->db, bson_iter_utf8(&it, NULL));
+    if ((rc = mfi_coll_arg(ctx, cmd, ns, sizeof ns, err)) != 0)
+        return rc;
     if (!bson_iter_init_find(&docs, cmd, "documents"))
         return mf_error_set(err, 40414,
                             "BSON field 'insert.documents' is missing but a required field");
@@ -268,60 +265,60 @@ int mfi_cmd_insert(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_error *
 int mfi_cmd_count(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_error *err)
 {
     mf_engine *e = ctx->inst->engine;
-    char ns[320];
-    bson_iter_t it;
+    char ns[MF_MAX_NS_LEN + 1];
+    bson_iter_t it, hint;
+    bson_t q;
+    bool has_q = false, has_hint = false;
     mf_matcher *m = NULL;
     int64_t skip = 0, limit = 0;
-    int rc = 0;
-    bson_iter_init(&it, cmd);
-    bson_iter_next(&it);
-    if (!BSON_ITER_HOLDS_UTF8(&it))
-        return mfi_type_error(err, "count", "count", &it, "string");
-    snprintf(ns, sizeof ns, "%s.%s", ctx->db, bson_iter_utf8(&it, NULL));
+    int rc = mfi_coll_arg(ctx, cmd, ns, sizeof ns, err);
+    if (rc)
+        return rc;
     if (bson_iter_init_find(&it, cmd, "query") && !BSON_ITER_HOLDS_NULL(&it)) {
-        if (!BSON_ITER_HOLDS_DOCUMENT(&it))
-            return mfi_type_error(err, "count", "query", &it, "object");
         uint32_t len;
         const uint8_t *data;
-        bson_t q;
+        if (!BSON_ITER_HOLDS_DOCUMENT(&it))
+            return mfi_type_error(err, "count", "query", &it, "object");
         bson_iter_document(&it, &len, &data);
-        bson_init_static(&q, data, len);
-        if ((rc = mf_matcher_parse(&q, &m, err)) != 0)
-            return rc;
+        has_q = bson_init_static(&q, data, len);
     }
     if (bson_iter_init_find(&it, cmd, "skip") && !mfi_as_int64(&it, &skip))
-        rc = mfi_type_error(err, "count", "skip", &it, "long");
-    if (rc == 0 && skip < 0)
-        rc = mf_error_set(err, 51024, "BSON field 'skip' value must be >= 0, actual value '%lld'",
-                          (long long)skip);
-    if (rc == 0 && bson_iter_init_find(&it, cmd, "limit") && !mfi_as_int64(&it, &limit))
-        rc = mfi_type_error(err, "count", "limit", &it, "long");
-    if (rc) {
-        mf_matcher_free(m);
-        return rc;
+        return mfi_type_error(err, "count", "skip", &it, "long");
+    if (skip < 0)
+        return mf_error_set(err, 51024, "BSON field 'skip' value must be >= 0, actual value '%lld'",
+                            (long long)skip);
+    if (bson_iter_init_find(&it, cmd, "limit") && !mfi_as_int64(&it, &limit))
+        return mfi_type_error(err, "count", "limit", &it, "long");
+    if (bson_iter_init_find(&hint, cmd, "hint")) {
+        if (!BSON_ITER_HOLDS_UTF8(&hint) && !BSON_ITER_HOLDS_DOCUMENT(&hint))
+            return mf_error_set(err, MF_TypeMismatch,
+                                "BSON field 'count.hint' is the wrong type '%s', expected types "
+                                "'[string, object]'",
+                                mf_bsonx_type_alias(bson_iter_type(&hint)));
+        has_hint = true;
     }
+    if (has_q && (rc = mf_matcher_parse(&q, &m, err)) != 0)
+        return rc;
     if (limit < 0)
         limit = -limit;
     int64_t n = 0, seen = 0;
     mf_engine_catalog_lock(e, false);
     mf_coll *c = mf_engine_coll(e, ns);
     if (c) {
-        mf_cursor cur;
-        bool valid;
+        mf_scan *scan = NULL;
+        bool sorted;
         mf_coll_lock(c, false);
-        mf_cursor_init(&cur, mf_engine_tree(e, mf_coll_records(c)));
-        rc = mf_cursor_first(&cur, &valid, err);
-        while (rc == 0 && valid && (limit == 0 || n < limit)) {
-            const uint8_t *v;
-            size_t vl;
-            bson_t doc;
-            mf_cursor_value(&cur, &v, &vl);
-            if (v && bson_init_static(&doc, v, vl) && (!m || mf_matcher_match(m, &doc))) {
-                if (seen++ >= skip)
-                    n++;
-            }
-            rc = mf_cursor_next(&cur, &valid, err);
+        rc = mf_scan_new(c, has_q ? &q : NULL, has_hint ? &hint : NULL, NULL, &scan, &sorted,
+                         err);
+        while (rc == 0 && (limit == 0 || n < limit)) {
+            mf_scan_row row;
+            bool valid;
+            if ((rc = mf_scan_next(scan, e, c, m, &row, &valid, err)) != 0 || !valid)
+                break;
+            if (seen++ >= skip)
+                n++;
         }
+        mf_scan_free(scan);
         mf_coll_unlock(c);
     }
     mf_engine_catalog_unlock(e);

@@ -60,6 +60,7 @@ enum {
     MF_CMD_ALIAS = 1 << 1,      /* another name of the entry before it;
                                    listCommands leaves it out */
     MF_CMD_HELLO = 1 << 2,      /* hello or isMaster: reads client metadata */
+    MF_CMD_WRITE = 1 << 3,      /* writes: accepts a writeConcern */
 };
 
 typedef struct mf_cmd_def {

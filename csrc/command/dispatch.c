@@ -131,16 +131,16 @@ static const mf_cmd_def table[] = {
     {"connectionStatus", mfi_cmd_connection_status, 0,
      "Returns connection-specific information such as logged-in users and their roles"},
     {"count", mfi_cmd_count, 0, "count objects in collection"},
-    {"create", mfi_cmd_create, 0, "explicitly creates a collection"},
-    {"delete", mfi_cmd_delete, 0, "delete documents"},
+    {"create", mfi_cmd_create, MF_CMD_WRITE, "explicitly creates a collection"},
+    {"delete", mfi_cmd_delete, MF_CMD_WRITE, "delete documents"},
     {"distinct", mfi_cmd_distinct, 0, "{ distinct : 'collection name' , key : 'a.b' , query : {} }"},
-    {"drop", mfi_cmd_drop, 0, "drop a collection\n{drop : <collectionName>}"},
-    {"dropDatabase", mfi_cmd_drop_database, 0, "drop (delete) this database"},
+    {"drop", mfi_cmd_drop, MF_CMD_WRITE, "drop a collection\n{drop : <collectionName>}"},
+    {"dropDatabase", mfi_cmd_drop_database, MF_CMD_WRITE, "drop (delete) this database"},
     {"endSessions", mfi_cmd_end_sessions, 0, "end a set of logical sessions"},
     {"find", mfi_cmd_find, 0, "query for documents"},
-    {"findAndModify", mfi_cmd_find_and_modify, 0,
+    {"findAndModify", mfi_cmd_find_and_modify, MF_CMD_WRITE,
      "{ findAndModify: \"collection\", query: {processed:false}, update: {$set: {processed:true}}, new: true}"},
-    {"findandmodify", mfi_cmd_find_and_modify, MF_CMD_ALIAS, ""},
+    {"findandmodify", mfi_cmd_find_and_modify, MF_CMD_ALIAS | MF_CMD_WRITE, ""},
     {"getCmdLineOpts", mfi_cmd_get_cmd_line_opts, MF_CMD_ADMIN_ONLY,
      "get argv"},
     {"getLog", mfi_cmd_get_log, MF_CMD_ADMIN_ONLY,
@@ -151,7 +151,7 @@ static const mf_cmd_def table[] = {
     {"hello", mfi_cmd_hello, MF_CMD_HELLO,
      "Check if this server is primary for a replica set\n{ hello : 1 }"},
     {"hostInfo", mfi_cmd_host_info, 0, "returns information about the daemon's host"},
-    {"insert", mfi_cmd_insert, 0, "insert documents"},
+    {"insert", mfi_cmd_insert, MF_CMD_WRITE, "insert documents"},
     {"isMaster", mfi_cmd_hello, MF_CMD_HELLO,
      "Check if this server is primary for a replica set\n{ isMaster : 1 }"},
     {"ismaster", mfi_cmd_hello, MF_CMD_ALIAS | MF_CMD_HELLO,
@@ -163,7 +163,7 @@ static const mf_cmd_def table[] = {
     {"listDatabases", mfi_cmd_list_databases, MF_CMD_ADMIN_ONLY,
      "{ listDatabases:1, [filter: <filterObject>] [, nameOnly: true ] }\nlist databases on this server"},
     {"ping", mfi_cmd_ping, 0, "a way to check that the server is alive. responds immediately even if server is in a db lock."},
-    {"renameCollection", mfi_cmd_rename_collection, MF_CMD_ADMIN_ONLY,
+    {"renameCollection", mfi_cmd_rename_collection, MF_CMD_ADMIN_ONLY | MF_CMD_WRITE,
      " example: { renameCollection: foo.a, to: bar.b }"},
     {"serverStatus", mfi_cmd_server_status, 0,
      "returns lots of administrative server statistics"},
@@ -171,7 +171,7 @@ static const mf_cmd_def table[] = {
      "set administrative option(s)"},
     {"shutdown", mfi_cmd_shutdown, MF_CMD_ADMIN_ONLY,
      "shutdown the database.  must be ran against admin db and either (1) ran from localhost or (2) authenticated. If this is a primary in a replica set and there is no secondary within 10 seconds of its optime, it will not shutdown without force : true.  You can also specify timeoutSecs : N to wait N seconds for other members to catch up."},
-    {"update", mfi_cmd_update, 0, "update documents"},
+    {"update", mfi_cmd_update, MF_CMD_WRITE, "update documents"},
     {"whatsmyuri", mfi_cmd_whatsmyuri, 0, "{whatsmyuri:1}"},
 };
 
@@ -253,6 +253,61 @@ static int check_db_name(const char *db, uint32_t len, mf_error *err)
     return 0;
 }
 
+/* mongod's checks of a writeConcern argument on a standalone: a command
+ * that writes accepts w 0 or 1 or "majority", j and wtimeout; every write
+ * is acknowledged after the log sync anyway (j is always satisfied).  A
+ * command that does not write refuses the argument. */
+static int check_write_concern(const mf_cmd_def *def, const bson_t *cmd, mf_error *err)
+{
+    bson_iter_t it, f;
+    if (!bson_iter_init_find(&it, cmd, "writeConcern"))
+        return 0;
+    if (!(def->flags & MF_CMD_WRITE))
+        return mf_error_set(err, MF_InvalidOptions, "Command does not support writeConcern");
+    if (!BSON_ITER_HOLDS_DOCUMENT(&it))
+        return mfi_type_error(err, def->name, "writeConcern", &it, "object");
+    bson_iter_recurse(&it, &f);
+    while (bson_iter_next(&f)) {
+        const char *k = bson_iter_key(&f);
+        if (strcmp(k, "w") == 0) {
+            if (BSON_ITER_HOLDS_UTF8(&f)) {
+                const char *mode = bson_iter_utf8(&f, NULL);
+                if (strcmp(mode, "majority") != 0)
+                    return mf_error_set(err, MF_BadValue,
+                                        "cannot use non-majority 'w' mode %s when a host is not "
+                                        "a member of a replica set",
+                                        mode);
+            } else if (mfi_is_number(&f)) {
+                double w = bson_iter_as_double(&f);
+                if (w < 0 || w > 50)
+                    return mf_error_set(err, MF_FailedToParse,
+                                        "w has to be a non-negative number and not greater than "
+                                        "50; found: %g",
+                                        w);
+                if (w > 1)
+                    return mf_error_set(err, MF_BadValue,
+                                        "cannot use non-majority 'w' mode %g when a host is not "
+                                        "a member of a replica set",
+                                        w);
+            } else if (!BSON_ITER_HOLDS_DOCUMENT(&f)) {
+                return mf_error_set(err, MF_FailedToParse,
+                                    "w has to be a number, string, or object");
+            }
+        } else if (strcmp(k, "j") == 0 || strcmp(k, "fsync") == 0) {
+            if (!BSON_ITER_HOLDS_BOOL(&f) && !mfi_is_number(&f))
+                return mf_error_set(err, MF_FailedToParse, "%s must be numeric or a boolean value",
+                                    k);
+        } else if (strcmp(k, "wtimeout") == 0 || strcmp(k, "wtimeoutMS") == 0) {
+            if (!mfi_is_number(&f))
+                return mf_error_set(err, MF_FailedToParse, "wtimeout must be a number");
+        } else if (strcmp(k, "provenance") != 0 && strcmp(k, "getLastError") != 0 &&
+                   strcmp(k, "wOpTime") != 0 && strcmp(k, "wElectionId") != 0) {
+            return mf_error_set(err, MF_FailedToParse, "unrecognized write concern field: %s", k);
+        }
+    }
+    return 0;
+}
+
 void mf_command_run(mf_instance *inst, mf_client *client, const bson_t *cmd,
                     bson_t *reply, int *out_flags)
 {
@@ -300,6 +355,8 @@ void mf_command_run(mf_instance *inst, mf_client *client, const bson_t *cmd,
         goto fail;
     }
 
+    if ((rc = check_write_concern(def, cmd, &err)) != 0)
+        goto fail;
     rc = def->fn(&ctx, cmd, reply, &err);
     if (rc != 0)
         goto fail;
