@@ -285,26 +285,32 @@ int mfi_cmd_list_databases(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf
     mf_engine_coll_each(e, collect, &l); /* in name order: one run per database */
     BSON_APPEND_ARRAY_BEGIN(reply, "databases", &dbs);
     uint32_t out_i = 0;
-    for (size_t i = 0; i < l.n;) {
+    uint64_t total = 0;
+    for (size_t i = 0; i < l.n && rc == 0;) {
         const char *name = mf_coll_name(l.v[i]);
         size_t dl = strcspn(name, ".");
         size_t j = i;
+        uint64_t size = 0, bytes;
         while (j < l.n && strncmp(mf_coll_name(l.v[j]), name, dl) == 0 &&
-               mf_coll_name(l.v[j])[dl] == '.')
+               mf_coll_name(l.v[j])[dl] == '.') {
+            /* The pages of its trees (a walk of each: cmd_stats.c). */
+            if (!name_only && (rc = mfi_coll_storage_bytes(e, l.v[j], &bytes, err)) == 0)
+                size += bytes;
             j++;
+        }
         bson_t entry;
         bson_init(&entry);
         bson_append_utf8(&entry, "name", 4, name, (int)dl);
         if (!name_only) {
-            /* Per-database sizes are not tracked yet: 0 (see issue 4). */
-            BSON_APPEND_INT64(&entry, "sizeOnDisk", 0);
-            BSON_APPEND_BOOL(&entry, "empty", false);
+            BSON_APPEND_INT64(&entry, "sizeOnDisk", (int64_t)size);
+            BSON_APPEND_BOOL(&entry, "empty", size == 0); /* mongod's rule */
         }
         if (!m || mf_matcher_match(m, &entry)) {
             char key[16];
             const char *k;
             bson_uint32_to_string(out_i++, &k, key, sizeof key);
             bson_append_document(&dbs, k, -1, &entry);
+            total += size; /* as mongod: only the databases the filter keeps */
         }
         bson_destroy(&entry);
         i = j;
@@ -312,12 +318,12 @@ int mfi_cmd_list_databases(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf
     mf_engine_catalog_unlock(e);
     bson_append_array_end(reply, &dbs);
     if (!name_only) {
-        BSON_APPEND_INT64(reply, "totalSize", 0);
-        BSON_APPEND_INT64(reply, "totalSizeMb", 0);
+        BSON_APPEND_INT64(reply, "totalSize", (int64_t)total);
+        BSON_APPEND_INT64(reply, "totalSizeMb", (int64_t)(total / (1024 * 1024)));
     }
     free(l.v);
     mf_matcher_free(m);
-    return 0;
+    return rc;
 }
 
 int mfi_cmd_drop_database(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_error *err)

@@ -101,6 +101,14 @@ int mfi_cmd_drop_database(mf_cmd_ctx *, const bson_t *, bson_t *, mf_error *);
 int mfi_cmd_list_collections(mf_cmd_ctx *, const bson_t *, bson_t *, mf_error *);
 int mfi_cmd_list_databases(mf_cmd_ctx *, const bson_t *, bson_t *, mf_error *);
 int mfi_cmd_rename_collection(mf_cmd_ctx *, const bson_t *, bson_t *, mf_error *);
+int mfi_cmd_coll_stats(mf_cmd_ctx *, const bson_t *, bson_t *, mf_error *);
+int mfi_cmd_db_stats(mf_cmd_ctx *, const bson_t *, bson_t *, mf_error *);
+int mfi_cmd_validate(mf_cmd_ctx *, const bson_t *, bson_t *, mf_error *);
+
+/* Bytes of the file collection `c` occupies: its record tree and every
+ * index tree (cmd_stats.c).  The caller holds the catalog lock; this takes
+ * the collection's shared lock.  Walks every page of the collection. */
+int mfi_coll_storage_bytes(mf_engine *e, mf_coll *c, uint64_t *bytes, mf_error *err);
 
 int mfi_cmd_find(mf_cmd_ctx *, const bson_t *, bson_t *, mf_error *);
 int mfi_cmd_get_more(mf_cmd_ctx *, const bson_t *, bson_t *, mf_error *);

@@ -128,10 +128,22 @@ static const mf_cmd_def table[] = {
      "get version #, etc.\n{ buildinfo:1 }"},
     {"buildinfo", mfi_cmd_build_info, MF_CMD_ALIAS,
      "get version #, etc.\n{ buildinfo:1 }"},
+    {"collStats", mfi_cmd_coll_stats, 0,
+     "{ collStats:\"blog.posts\" , scale : 1 } scale divides sizes e.g. for KB use 1024\n"
+     "    avgObjSize - in bytes"},
+    {"collstats", mfi_cmd_coll_stats, MF_CMD_ALIAS,
+     "{ collStats:\"blog.posts\" , scale : 1 } scale divides sizes e.g. for KB use 1024\n"
+     "    avgObjSize - in bytes"},
     {"connectionStatus", mfi_cmd_connection_status, 0,
      "Returns connection-specific information such as logged-in users and their roles"},
     {"count", mfi_cmd_count, 0, "count objects in collection"},
     {"create", mfi_cmd_create, MF_CMD_WRITE, "explicitly creates a collection"},
+    {"dbStats", mfi_cmd_db_stats, 0,
+     "Get stats on a database. Not instantaneous. Slower for databases with large "
+     ".ns files.\nExample: { dbStats : 1, scale : 1 }"},
+    {"dbstats", mfi_cmd_db_stats, MF_CMD_ALIAS,
+     "Get stats on a database. Not instantaneous. Slower for databases with large "
+     ".ns files.\nExample: { dbStats : 1, scale : 1 }"},
     {"delete", mfi_cmd_delete, MF_CMD_WRITE, "delete documents"},
     {"distinct", mfi_cmd_distinct, 0, "{ distinct : 'collection name' , key : 'a.b' , query : {} }"},
     {"drop", mfi_cmd_drop, MF_CMD_WRITE, "drop a collection\n{drop : <collectionName>}"},
@@ -172,6 +184,9 @@ static const mf_cmd_def table[] = {
     {"shutdown", mfi_cmd_shutdown, MF_CMD_ADMIN_ONLY,
      "shutdown the database.  must be ran against admin db and either (1) ran from localhost or (2) authenticated. If this is a primary in a replica set and there is no secondary within 10 seconds of its optime, it will not shutdown without force : true.  You can also specify timeoutSecs : N to wait N seconds for other members to catch up."},
     {"update", mfi_cmd_update, MF_CMD_WRITE, "update documents"},
+    {"validate", mfi_cmd_validate, 0,
+     "Validate contents of a namespace by scanning its data structures for correctness.\n"
+     "This is a slow operation.\n\tAdd {full: true} option to do a more thorough check."},
     {"whatsmyuri", mfi_cmd_whatsmyuri, 0, "{whatsmyuri:1}"},
 };
 

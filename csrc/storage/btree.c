@@ -802,6 +802,53 @@ int mf_btree_validate(mf_btree *t, uint64_t *entries, mf_error *err)
                         entries, err);
 }
 
+/* ---------------------------------------------------------------- measure */
+
+static int measure_rec(mf_btree *t, mf_pgno no, int depth, mf_btree_usage *u, mf_error *err)
+{
+    if (depth >= MF_BTREE_MAX_DEPTH)
+        return corrupt(t, no, "the tree is too deep", err);
+    uint8_t *p = get_page(t, no, err);
+    if (!p)
+        return err->code;
+    bool leaf = is_leaf(p);
+    int n = pcount(p), rc;
+    if (BT_HDR + 2u * (uint32_t)n > cells_from(p))
+        return corrupt(t, no, "slots overlap cells", err);
+    if (leaf)
+        u->leaf_pages++;
+    else
+        u->branch_pages++;
+    if (!leaf && (rc = measure_rec(t, pleft(p), depth + 1, u, err)) != 0)
+        return rc;
+    for (int i = 0; i < n; i++) {
+        uint8_t *c = cell(p, i);
+        if (c[0] & KEY_OVF) {
+            u->overflow_runs++;
+            u->overflow_pages += run_pages(c_klen(c));
+        }
+        if (!leaf) {
+            if ((rc = measure_rec(t, c_child(c), depth + 1, u, err)) != 0)
+                return rc;
+            continue;
+        }
+        u->entries++;
+        u->key_bytes += c_klen(c);
+        u->value_bytes += c_vlen(c);
+        if (c[0] & VAL_OVF) {
+            u->overflow_runs++;
+            u->overflow_pages += run_pages(c_vlen(c));
+        }
+    }
+    return 0;
+}
+
+int mf_btree_measure(mf_btree *t, mf_btree_usage *out, mf_error *err)
+{
+    memset(out, 0, sizeof *out);
+    return t->root ? measure_rec(t, t->root, 0, out, err) : 0;
+}
+
 /* ---------------------------------------------------------------- cursor */
 
 void mf_cursor_init(mf_cursor *c, mf_btree *t)

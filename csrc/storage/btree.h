@@ -57,6 +57,29 @@ int mf_btree_drop(mf_btree *t, mf_error *err);
  * pages, separators and overflow runs.  `*entries` gets the key count. */
 int mf_btree_validate(mf_btree *t, uint64_t *entries, mf_error *err);
 
+/* What a tree holds and the pages it occupies. */
+typedef struct mf_btree_usage {
+    uint64_t entries;        /* keys */
+    uint64_t key_bytes;      /* sum of key lengths */
+    uint64_t value_bytes;    /* sum of value lengths */
+    uint64_t branch_pages;
+    uint64_t leaf_pages;
+    uint64_t overflow_runs;  /* long keys and values, one run each */
+    uint64_t overflow_pages; /* pages of those runs */
+} mf_btree_usage;
+
+/* Bytes of the file the tree occupies: every page it owns, 4 KiB each. */
+static inline uint64_t mf_btree_usage_bytes(const mf_btree_usage *u)
+{
+    return (u->branch_pages + u->leaf_pages + u->overflow_pages) * MF_PAGE_SIZE;
+}
+
+/* Count the tree's pages, runs, keys and bytes into `*out` by visiting
+ * every page (O(pages); overflow runs are counted from their owning cells,
+ * never read).  The caller holds the tree's lock, as for a cursor.  Errors:
+ * MF_DataCorruption for a damaged page. */
+int mf_btree_measure(mf_btree *t, mf_btree_usage *out, mf_error *err);
+
 /* ------------------------------------------------------------------ cursor */
 
 typedef struct mf_cursor {

@@ -134,6 +134,16 @@ mf_btree *mf_engine_tree(mf_engine *e, mf_tree_id id)
     return t ? &t->bt : NULL;
 }
 
+int mf_engine_tree_measure(mf_engine *e, mf_tree_id id, mf_btree_usage *out, mf_error *err)
+{
+    mf_btree *t = mf_engine_tree(e, id);
+    if (!t) {
+        memset(out, 0, sizeof *out);
+        return mf_error_set(err, MF_NamespaceNotFound, "no tree %llu", (unsigned long long)id);
+    }
+    return mf_btree_measure(t, out, err);
+}
+
 static int tree_add(mf_engine *e, mf_tree_id id, mf_pgno root, mf_error *err)
 {
     int rc = 0;

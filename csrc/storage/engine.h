@@ -118,6 +118,13 @@ mf_tree_id mf_engine_new_tree_id(mf_engine *e);
  * the tree is dropped. */
 mf_btree *mf_engine_tree(mf_engine *e, mf_tree_id id);
 
+/* What tree `id` holds and occupies (mf_btree_measure), for collStats,
+ * dbStats and listDatabases.  It walks every page of the tree, so its cost
+ * grows with the tree: fine for statistics on request, not for a hot path.
+ * The caller holds the owning collection's lock (shared is enough).
+ * Errors: MF_NamespaceNotFound for an unknown tree, MF_DataCorruption. */
+int mf_engine_tree_measure(mf_engine *e, mf_tree_id id, mf_btree_usage *out, mf_error *err);
+
 /* ----------------------------------------------------------------- catalog */
 
 void mf_engine_catalog_lock(mf_engine *e, bool exclusive);
