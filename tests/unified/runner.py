@@ -119,26 +119,35 @@ def check_schema_version(spec: Mapping) -> None:
 class ServerInfo:
     """What runOnRequirements are checked against."""
 
-    def __init__(self, client: pymongo.MongoClient):
-        build = client.admin.command("buildInfo")
-        hello = client.admin.command("hello")
-        self.version_text = build.get("version", "0.0.0")
-        self.version = parse_version(self.version_text)
-        if hello.get("msg") == "isdbgrid":
-            self.topology = "sharded"
-        elif hello.get("setName"):
-            self.topology = "replicaset"
-        else:
-            self.topology = "single"
+    def __init__(self, version_text: str, topology: str, client=None):
+        self.version_text = version_text
+        self.version = parse_version(version_text)
+        self.topology = topology
         self.auth = False       # the runner connects without credentials
         self.serverless = False
-        self._client = client
+        self._client = client   # for serverParameters; None: not known
+
+    @classmethod
+    def of(cls, client: pymongo.MongoClient) -> "ServerInfo":
+        build = client.admin.command("buildInfo")
+        hello = client.admin.command("hello")
+        if hello.get("msg") == "isdbgrid":
+            topology = "sharded"
+        elif hello.get("setName"):
+            topology = "replicaset"
+        else:
+            topology = "single"
+        return cls(build.get("version", "0.0.0"), topology, client)
 
     def parameter(self, name: str) -> Any:
+        if self._client is None:
+            raise ValueError("server parameters are unknown without a server")
         try:
             reply = self._client.admin.command({"getParameter": 1, name: 1})
         except OperationFailure as exc:
-            return MISSING if exc.code in (59, 72) else _raise(exc)
+            if exc.code in (59, 72):  # no getParameter, or no such parameter
+                return MISSING
+            raise
         return reply.get(name, MISSING)
 
     def unmet(self, req: Mapping) -> Optional[str]:
@@ -166,10 +175,6 @@ class ServerInfo:
         return None
 
 
-def _raise(exc):
-    raise exc
-
-
 def requirements_unmet(reqs, info: ServerInfo) -> Optional[str]:
     """None if any requirement in the list is met, else why none is."""
     if not reqs:
@@ -181,6 +186,22 @@ def requirements_unmet(reqs, info: ServerInfo) -> Optional[str]:
             return None
         reasons.append(why)
     return "runOnRequirements not met: " + " | ".join(reasons)
+
+
+def skip_reason_before_start(spec: Mapping, test: Mapping, version_text: str,
+                             topology: str = "single") -> Optional[str]:
+    """Why a test will be skipped, decided without a server from its version
+    and topology (so a caller need not start one); None if it may run or if
+    deciding needs the server (serverParameters)."""
+    if test.get("skipReason"):
+        return f"skipReason: {test['skipReason']}"
+    info = ServerInfo(version_text, topology)
+    for reqs in (spec.get("runOnRequirements"), test.get("runOnRequirements")):
+        if reqs and not any("serverParameters" in r for r in reqs):
+            why = requirements_unmet(reqs, info)
+            if why:
+                return why
+    return None
 
 
 # ---------------------------------------------------------------- entities
@@ -407,7 +428,7 @@ class UnifiedRunner:
         internal = pymongo.MongoClient(self.uri, **self.client_kwargs)
         state = _TestState(self, internal)
         try:
-            info = ServerInfo(internal)
+            info = ServerInfo.of(internal)
             for reqs in (spec.get("runOnRequirements"), test.get("runOnRequirements")):
                 why = requirements_unmet(reqs, info)
                 if why:
