@@ -1,13 +1,20 @@
 /*
- * stub_server.c -- a do-nothing MongoDB wire endpoint, the baseline for
- * benchmarks/ping_latency.py.
+ * stub_server.c -- a do-nothing MongoDB wire endpoint, the baseline for the
+ * wire benchmarks (benchmarks/ping_latency.py, benchmarks/crud_latency.py).
  *
  * It answers every OP_MSG with one fixed body and every OP_QUERY with the
  * same body in an OP_REPLY, and does nothing else: no parsing beyond the
  * header, no dispatch, no BSON library.  The body is a minimal hello reply
  * (no topologyVersion, so drivers poll instead of streaming), which also
- * satisfies a ping.  Same threading model as MultiforaDB's server: one
- * thread per connection, blocking sockets, TCP_NODELAY.
+ * satisfies a ping, plus the two fields benchmarks/crud_latency.py needs:
+ *
+ *   cursor: {firstBatch: [{_id: 1}], id: Int64 0, ns: "bench.c"}   find_one
+ *   n: 1                                                             insert_one
+ *
+ * A driver reads only the fields of the reply it expects, so one body
+ * answers the handshake, ping, find and insert alike.  Same threading model
+ * as MultiforaDB's server: one thread per connection, blocking sockets,
+ * TCP_NODELAY.
  *
  *   cc -O2 -pthread -o stub_server stub_server.c && ./stub_server PORT
  *
@@ -25,7 +32,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-static uint8_t body[512];
+static uint8_t body[512]; /* the fixed reply body: 275 bytes */
 static size_t body_len;
 
 static void put32(uint8_t *p, uint32_t v)
@@ -38,38 +45,80 @@ static uint32_t get32(const uint8_t *p)
     return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
 }
 
-/* Append a BSON element: type byte, key, value bytes. */
-static void el(uint8_t type, const char *key, const void *val, size_t n)
+/* A BSON document under construction in a caller's buffer (big enough:
+ * the body is fixed and small). */
+typedef struct {
+    uint8_t *p;
+    size_t len;
+} doc;
+
+static void doc_begin(doc *d, uint8_t *p)
 {
-    body[body_len++] = type;
-    memcpy(body + body_len, key, strlen(key) + 1);
-    body_len += strlen(key) + 1;
-    memcpy(body + body_len, val, n);
-    body_len += n;
+    d->p = p, d->len = 4;
+}
+
+/* Append an element: type byte, key, value bytes. */
+static void el(doc *d, uint8_t type, const char *key, const void *val, size_t n)
+{
+    d->p[d->len++] = type;
+    memcpy(d->p + d->len, key, strlen(key) + 1);
+    d->len += strlen(key) + 1;
+    memcpy(d->p + d->len, val, n);
+    d->len += n;
+}
+
+static void el_int32(doc *d, const char *key, uint32_t v)
+{
+    uint8_t b[4];
+    put32(b, v);
+    el(d, 0x10, key, b, 4);
+}
+
+static void el_string(doc *d, const char *key, const char *s)
+{
+    uint8_t b[64];
+    size_t n = strlen(s) + 1;
+    put32(b, (uint32_t)n);
+    memcpy(b + 4, s, n);
+    el(d, 0x02, key, b, 4 + n);
+}
+
+/* Terminate a document; returns its length. */
+static size_t doc_end(doc *d)
+{
+    d->p[d->len++] = 0;
+    put32(d->p, (uint32_t)d->len);
+    return d->len;
 }
 
 static void build_body(void)
 {
-    uint8_t t = 1, i32[4];
+    uint8_t t = 1, zero64[8] = {0}, one_doc[32], batch[64], cursor[160];
     double one = 1.0;
-    body_len = 4;
-    el(0x08, "isWritablePrimary", &t, 1);
-    el(0x08, "ismaster", &t, 1);
-    put32(i32, 16777216);
-    el(0x10, "maxBsonObjectSize", i32, 4);
-    put32(i32, 48000000);
-    el(0x10, "maxMessageSizeBytes", i32, 4);
-    put32(i32, 100000);
-    el(0x10, "maxWriteBatchSize", i32, 4);
-    put32(i32, 30);
-    el(0x10, "logicalSessionTimeoutMinutes", i32, 4);
-    put32(i32, 0);
-    el(0x10, "minWireVersion", i32, 4);
-    put32(i32, 21);
-    el(0x10, "maxWireVersion", i32, 4);
-    el(0x01, "ok", &one, 8);
-    body[body_len++] = 0;
-    put32(body, (uint32_t)body_len);
+    doc b, od, ba, cu;
+
+    doc_begin(&od, one_doc); /* {_id: 1} */
+    el_int32(&od, "_id", 1);
+    doc_begin(&ba, batch); /* [{_id: 1}] */
+    el(&ba, 0x03, "0", one_doc, doc_end(&od));
+    doc_begin(&cu, cursor);
+    el(&cu, 0x04, "firstBatch", batch, doc_end(&ba));
+    el(&cu, 0x12, "id", zero64, 8);
+    el_string(&cu, "ns", "bench.c");
+
+    doc_begin(&b, body);
+    el(&b, 0x08, "isWritablePrimary", &t, 1);
+    el(&b, 0x08, "ismaster", &t, 1);
+    el_int32(&b, "maxBsonObjectSize", 16777216);
+    el_int32(&b, "maxMessageSizeBytes", 48000000);
+    el_int32(&b, "maxWriteBatchSize", 100000);
+    el_int32(&b, "logicalSessionTimeoutMinutes", 30);
+    el_int32(&b, "minWireVersion", 0);
+    el_int32(&b, "maxWireVersion", 21);
+    el(&b, 0x03, "cursor", cursor, doc_end(&cu));
+    el_int32(&b, "n", 1);
+    el(&b, 0x01, "ok", &one, 8);
+    body_len = doc_end(&b);
 }
 
 static int read_full(int fd, uint8_t *p, size_t n)
