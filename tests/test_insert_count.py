@@ -58,10 +58,16 @@ def test_ordered_stops_unordered_continues(client):
     assert count(coll) == 3  # _id 1, 3 and 4
 
 
-def test_dollar_field_names_refused(client):
+def test_dollar_field_names(client):
+    # mongod 5.0+: '$'-prefixed names are stored, except inside _id
+    client.db.d.insert_one({"_id": 1, "$a": 1, "b": {"$c": 2}})
+    assert client.db.d.find_one({"_id": 1}) == {"_id": 1, "$a": 1, "b": {"$c": 2}}
     with pytest.raises(BulkWriteError) as e:
-        client.db.d.insert_many([{"$bad": 1}])
-    assert e.value.details["writeErrors"][0]["code"] == 52
+        client.db.d.insert_many([{"_id": {"$bad": 1}}])
+    err = e.value.details["writeErrors"][0]
+    assert err["code"] == 52
+    assert err["errmsg"] == ("_id fields may not contain '$'-prefixed fields: $bad is not "
+                             "valid for storage.")
 
 
 def test_unacknowledged_insert_and_opcounters(client):

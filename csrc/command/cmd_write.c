@@ -56,11 +56,17 @@ int mfi_stored_form(const bson_t *doc, bson_t *out, bson_iter_t *id, mf_error *e
         if (t == BSON_TYPE_UNDEFINED)
             return mf_error_set(err, 53, "can't use a undefined for _id");
     }
-    bson_iter_init(&it, doc);
-    while (bson_iter_next(&it))
-        if (bson_iter_key(&it)[0] == '$')
-            return mf_error_set(err, 52, "Document can't have $ prefixed field names: %s",
-                                bson_iter_key(&it));
+    /* Since 5.0 field names may start with '$' -- except inside _id. */
+    if (has_id && BSON_ITER_HOLDS_DOCUMENT(&it)) {
+        bson_iter_t sub;
+        bson_iter_recurse(&it, &sub);
+        while (bson_iter_next(&sub))
+            if (bson_iter_key(&sub)[0] == '$')
+                return mf_error_set(err, MF_DollarPrefixedFieldName,
+                                    "_id fields may not contain '$'-prefixed fields: %s is not "
+                                    "valid for storage.",
+                                    bson_iter_key(&sub));
+    }
     bson_init(out);
     if (has_id) {
         bson_iter_init_find(&it, doc, "_id");

@@ -63,6 +63,7 @@ enum {
     MF_InterruptedAtShutdown = 11600,
     MF_DBPathInUse = 98,
     MF_FailedToParse = 9,
+    MF_DollarPrefixedFieldName = 52,
     MF_CursorNotFound = 43,
     MF_MaxTimeMSExpired = 50,
     MF_QueryPlanKilled = 175,
