@@ -110,6 +110,17 @@ void mf_matcher_free(mf_matcher *m)
 
 static int parse_doc(const bson_t *filter, node **out, mf_error *err);
 
+/* An array of `n` zeroed conditions.  A cond holds a bson_t, which libbson
+ * declares 128-byte aligned: calloc's alignment is not enough (UBSan). */
+static cond *cond_calloc(size_t n)
+{
+    void *p = NULL;
+    size_t size = (n ? n : 1) * sizeof(cond);
+    if (posix_memalign(&p, _Alignof(cond), size) != 0)
+        return NULL;
+    return memset(p, 0, size);
+}
+
 static int oom(mf_error *err)
 {
     return mf_error_set(err, MF_InternalError, "out of memory");
@@ -445,7 +456,7 @@ static int parse_op(bson_iter_t *it, const bson_iter_t *all, cond *c, mf_error *
         size_t count = 0;
         while (bson_iter_next(&el))
             count++;
-        c->sub = calloc(count ? count : 1, sizeof *c->sub);
+        c->sub = cond_calloc(count);
         if (!c->sub)
             return oom(err);
         bson_iter_recurse(it, &el);
@@ -513,7 +524,7 @@ static int parse_op(bson_iter_t *it, const bson_iter_t *all, cond *c, mf_error *
     if (strcmp(op, "$not") == 0) {
         c->kind = C_NOT;
         if (BSON_ITER_HOLDS_REGEX(it)) {
-            c->sub = calloc(1, sizeof *c->sub);
+            c->sub = cond_calloc(1);
             if (!c->sub)
                 return oom(err);
             const char *opts, *re = bson_iter_regex(it, &opts);
@@ -557,7 +568,7 @@ static int parse_conds(const bson_iter_t *ops, const char *path, cond **out, siz
     size_t count = 0;
     while (bson_iter_next(&it))
         count++;
-    *out = calloc(count ? count : 1, sizeof **out);
+    *out = cond_calloc(count);
     *n = 0;
     if (!*out)
         return oom(err);
@@ -612,7 +623,7 @@ static int parse_path(const char *path, bson_iter_t *it, node **out, mf_error *e
         bson_iter_recurse(it, &ops);
         rc = parse_conds(&ops, path, &n->conds, &n->nconds, err);
     } else {
-        n->conds = calloc(1, sizeof *n->conds);
+        n->conds = cond_calloc(1);
         if (!n->conds) {
             rc = oom(err);
         } else if (BSON_ITER_HOLDS_REGEX(it)) {

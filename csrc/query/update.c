@@ -134,6 +134,18 @@ struct mf_update {
     size_t nrenames;
 };
 
+/* `n` zeroed elements of `size` bytes for structs that hold a bson_t or a
+ * bson_iter_t, which libbson declares 128-byte aligned (calloc's is not
+ * enough: UBSan reports it). */
+static void *calloc_bson(size_t n, size_t size)
+{
+    void *p = NULL;
+    size_t total = (n ? n : 1) * size;
+    if (posix_memalign(&p, 128, total) != 0)
+        return NULL;
+    return memset(p, 0, total);
+}
+
 static int oom(mf_error *err)
 {
     return mf_error_set(err, MF_InternalError, "out of memory");
@@ -239,7 +251,7 @@ static int split_path(const char *path, char **copy, char ***parts)
 
 static unode *node_new(node_kind k)
 {
-    unode *n = calloc(1, sizeof *n);
+    unode *n = calloc_bson(1, sizeof *n);
     if (n)
         n->kind = k;
     return n;
@@ -1525,7 +1537,14 @@ static int kids_of(const actx *c, const unode *n, where *w, kidlist *k)
 
 /* ---- leaves ---- */
 
-static int build_array(bson_t *dst, bson_iter_t *items, size_t n)
+/* An iterator in an array of iterators.  libbson over-aligns bson_iter_t
+ * through its typedef, which GCC does not round its size up to, so a bare
+ * bson_iter_t[] has misaligned elements; a struct member gets padded. */
+typedef struct slot {
+    bson_iter_t it;
+} slot;
+
+static int build_array(bson_t *dst, const slot *items, size_t n)
 {
     bson_t arr;
     char keybuf[16];
@@ -1533,14 +1552,14 @@ static int build_array(bson_t *dst, bson_iter_t *items, size_t n)
     bson_append_array_begin(dst, "", 0, &arr);
     for (size_t i = 0; i < n; i++) {
         bson_uint32_to_string((uint32_t)i, &key, keybuf, sizeof keybuf);
-        bson_append_iter(&arr, key, -1, &items[i]);
+        bson_append_iter(&arr, key, -1, &items[i].it);
     }
     bson_append_array_end(dst, &arr);
     return 0;
 }
 
 /* The values an array iterator holds, into a fresh vector. */
-static bson_iter_t *collect(const bson_iter_t *arr, size_t extra, size_t *n)
+static slot *collect(const bson_iter_t *arr, size_t extra, size_t *n)
 {
     bson_iter_t el;
     size_t count = 0;
@@ -1550,11 +1569,11 @@ static bson_iter_t *collect(const bson_iter_t *arr, size_t extra, size_t *n)
         while (bson_iter_next(&el))
             count++;
     }
-    bson_iter_t *v = calloc(count + extra + 1, sizeof *v);
+    slot *v = calloc_bson(count + extra + 1, sizeof *v);
     if (v && arr) {
         bson_iter_recurse(arr, &el);
         while (bson_iter_next(&el))
-            v[(*n)++] = el;
+            v[(*n)++].it = el;
     }
     return v;
 }
@@ -1598,7 +1617,7 @@ static int push_cmp(const unode *n, const bson_iter_t *a, const bson_iter_t *b)
 }
 
 /* Stable merge sort of `v` by the $push $sort of `n`. */
-static void push_sort(const unode *n, bson_iter_t *v, bson_iter_t *tmp, size_t len)
+static void push_sort(const unode *n, slot *v, slot *tmp, size_t len)
 {
     if (len < 2)
         return;
@@ -1607,7 +1626,7 @@ static void push_sort(const unode *n, bson_iter_t *v, bson_iter_t *tmp, size_t l
     push_sort(n, v + mid, tmp, len - mid);
     size_t i = 0, j = mid, k = 0;
     while (i < mid && j < len)
-        tmp[k++] = push_cmp(n, &v[j], &v[i]) < 0 ? v[j++] : v[i++];
+        tmp[k++] = push_cmp(n, &v[j].it, &v[i].it) < 0 ? v[j++] : v[i++];
     while (i < mid)
         tmp[k++] = v[i++];
     while (j < len)
@@ -1627,8 +1646,8 @@ static int do_push(const actx *c, const unode *n, const bson_iter_t *cur, res *r
     } else {
         nnew = 1;
     }
-    bson_iter_t *v = collect(cur, nnew, &nold);
-    bson_iter_t *tmp = calloc(nold + nnew + 1, sizeof *tmp);
+    slot *v = collect(cur, nnew, &nold);
+    slot *tmp = calloc_bson(nold + nnew + 1, sizeof *tmp);
     if (!v || !tmp) {
         free(v);
         free(tmp);
@@ -1649,9 +1668,9 @@ static int do_push(const actx *c, const unode *n, const bson_iter_t *cur, res *r
         size_t i = (size_t)at;
         bson_iter_recurse(&n->arg, &el);
         while (bson_iter_next(&el))
-            v[i++] = el;
+            v[i++].it = el;
     } else {
-        v[at] = n->arg;
+        v[at].it = n->arg;
     }
     size_t len = nold + nnew;
     if (n->sort != SORT_NONE)
@@ -1683,7 +1702,7 @@ static int do_add_to_set(const actx *c, const unode *n, const bson_iter_t *cur, 
     } else {
         nadd = 1;
     }
-    bson_iter_t *v = collect(cur, nadd, &nold);
+    slot *v = collect(cur, nadd, &nold);
     if (!v)
         return oom(c->err);
     size_t len = nold;
@@ -1696,9 +1715,9 @@ static int do_add_to_set(const actx *c, const unode *n, const bson_iter_t *cur, 
         const bson_iter_t *cand = n->has_each ? &el : &one;
         bool dup = false;
         for (size_t i = 0; i < len && !dup; i++)
-            dup = mf_bsonx_compare_values(&v[i], cand) == 0;
+            dup = mf_bsonx_compare_values(&v[i].it, cand) == 0;
         if (!dup)
-            v[len++] = *cand;
+            v[len++].it = *cand;
     }
     if (cur && len == nold) {
         free(v);
@@ -1739,18 +1758,18 @@ static bool pull_matches(const unode *n, const bson_iter_t *el)
 static int do_pull(const actx *c, const unode *n, const bson_iter_t *cur, res *r)
 {
     size_t nold, len = 0;
-    bson_iter_t *v = collect(cur, 0, &nold);
+    slot *v = collect(cur, 0, &nold);
     if (!v)
         return oom(c->err);
     for (size_t i = 0; i < nold; i++) {
         bool drop = false;
         if (n->op == OP_PULL) {
-            drop = pull_matches(n, &v[i]);
+            drop = pull_matches(n, &v[i].it);
         } else {
             bson_iter_t x;
             bson_iter_recurse(&n->arg, &x);
             while (!drop && bson_iter_next(&x))
-                drop = mf_bsonx_compare_values(&v[i], &x) == 0;
+                drop = mf_bsonx_compare_values(&v[i].it, &x) == 0;
         }
         if (!drop)
             v[len++] = v[i];
@@ -1895,7 +1914,7 @@ static int leaf_existing(const actx *c, const unode *n, const bson_iter_t *cur, 
                                 "Path '%s' contains an element of non-array type '%s'", w->path,
                                 type_name(cur));
         size_t len;
-        bson_iter_t *items = collect(cur, 0, &len);
+        slot *items = collect(cur, 0, &len);
         if (!items)
             return oom(c->err);
         if (len == 0)
@@ -2038,7 +2057,7 @@ static int apply_container(const actx *c, const unode *n, const uint8_t *data, u
     bool any = false, created = false;
     bson_init_static(&in, data, len);
     if (rc == 0) {
-        rs = calloc(k.n + 1, sizeof *rs);
+        rs = calloc_bson(k.n + 1, sizeof *rs);
         ord = calloc(k.n + 1, sizeof *ord);
         if (!rs || !ord)
             rc = oom(c->err);
@@ -2165,8 +2184,8 @@ static int apply_array(const actx *c, const unode *n, const bson_iter_t *cur, wh
                             s);
     }
     size_t len;
-    bson_iter_t *items = collect(cur, 0, &len);
-    res *rs = calloc(len + 1, sizeof *rs);
+    slot *items = collect(cur, 0, &len);
+    res *rs = calloc_bson(len + 1, sizeof *rs);
     unode **match = calloc(n->nkids + 1, sizeof *match);
     int rc = items && rs && match ? 0 : oom(c->err);
     bool any = false;
@@ -2183,7 +2202,7 @@ static int apply_array(const actx *c, const unode *n, const bson_iter_t *cur, wh
                     continue;
                 bson_t one;
                 bson_init(&one);
-                bson_append_iter(&one, id, -1, &items[i]);
+                bson_append_iter(&one, id, -1, &items[i].it);
                 hit = mf_matcher_match(c->u->filters[f].m, &one);
                 bson_destroy(&one);
             }
@@ -2192,13 +2211,13 @@ static int apply_array(const actx *c, const unode *n, const bson_iter_t *cur, wh
         }
         if (nm == 0)
             continue;
-        size_t old = path_push(w, bson_iter_key(&items[i]));
+        size_t old = path_push(w, bson_iter_key(&items[i].it));
         unode *m = match[0];
         for (size_t j = 1; j < nm && rc == 0; j++)
             rc = merge(c, m, match[j], w, &m);
         w->arr = bson_iter_key(cur);
         if (rc == 0)
-            rc = apply_node(c, m, &items[i], w, &rs[i]);
+            rc = apply_node(c, m, &items[i].it, w, &rs[i]);
         w->arr = arr;
         path_pop(w, old);
         any |= rs[i].state != R_SAME;
@@ -2209,7 +2228,7 @@ static int apply_array(const actx *c, const unode *n, const bson_iter_t *cur, wh
         const char *key;
         for (size_t i = 0; i < len; i++) {
             bson_uint32_to_string((uint32_t)i, &key, keybuf, sizeof keybuf);
-            emit(dst, key, &rs[i], &items[i], true);
+            emit(dst, key, &rs[i], &items[i].it, true);
         }
         r->state = R_ARR;
     }
@@ -2392,7 +2411,7 @@ int mf_update_apply(const mf_update *u, const bson_t *doc, bool is_insert, int64
         views vs = {0};
         actx c = {.u = u, .doc = doc, .is_insert = is_insert, .pos = pos, .now_ms = now_ms,
                   .err = err, .views = &vs};
-        c.src = calloc(u->nrenames + 1, sizeof *c.src);
+        c.src = calloc_bson(u->nrenames + 1, sizeof *c.src);
         if (!c.src)
             return oom(err);
         for (size_t i = 0; i < u->nrenames; i++)
@@ -2465,9 +2484,12 @@ static int eq_add(eqset *s, const char *path, const bson_iter_t *value, mf_error
     }
     if (s->n == s->cap) {
         size_t cap = s->cap ? s->cap * 2 : 8;
-        eq *v = realloc(s->v, cap * sizeof *v);
+        eq *v = calloc_bson(cap, sizeof *v);
         if (!v)
             return oom(err);
+        if (s->n)
+            memcpy(v, s->v, s->n * sizeof *v);
+        free(s->v);
         s->v = v;
         s->cap = cap;
     }
