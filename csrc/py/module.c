@@ -367,6 +367,122 @@ static PyObject *core_match(PyObject *mod, PyObject *args)
     return out;
 }
 
+/* For the tests: the matcher's position for `$` -- an int, or None when
+ * the match went through no array or `doc` does not match. */
+static PyObject *core_match_pos(PyObject *mod, PyObject *args)
+{
+    Py_buffer f, d;
+    bson_t fb, db;
+    mf_matcher *m = NULL;
+    mf_error err;
+    if (!PyArg_ParseTuple(args, "y*y*", &f, &d))
+        return NULL;
+    PyObject *out = NULL;
+    if (mf_bsonx_validate(f.buf, (size_t)f.len, &err) != 0 ||
+        mf_bsonx_validate(d.buf, (size_t)d.len, &err) != 0 ||
+        !bson_init_static(&fb, f.buf, (size_t)f.len) ||
+        !bson_init_static(&db, d.buf, (size_t)d.len) ||
+        mf_matcher_parse(&fb, &m, &err) != 0) {
+        raise_error(PyModule_GetState(mod), &err);
+    } else {
+        int64_t pos;
+        if (mf_matcher_match_pos(m, &db, &pos) && pos >= 0)
+            out = PyLong_FromLongLong(pos);
+        else
+            out = Py_NewRef(Py_None);
+    }
+    mf_matcher_free(m);
+    PyBuffer_Release(&f);
+    PyBuffer_Release(&d);
+    return out;
+}
+
+/* For the tests: apply BSON update `update` (with BSON `array_filters`, a
+ * document {"0": {...}, ...}, or None) to BSON `doc`.  Returns (new
+ * document bytes, changed). */
+static PyObject *core_update(PyObject *mod, PyObject *args)
+{
+    Py_buffer d, u, af = {0};
+    int is_insert = 0;
+    long long pos = -1, now_ms = 0;
+    bson_t db, ub, afb, out;
+    mf_update *upd = NULL;
+    mf_error err;
+    bool changed = false;
+    if (!PyArg_ParseTuple(args, "y*y*|z*pLL", &d, &u, &af, &is_insert, &pos, &now_ms))
+        return NULL;
+    PyObject *res = NULL;
+    bson_init(&out);
+    if (mf_bsonx_validate(d.buf, (size_t)d.len, &err) != 0 ||
+        mf_bsonx_validate(u.buf, (size_t)u.len, &err) != 0 ||
+        (af.buf && mf_bsonx_validate(af.buf, (size_t)af.len, &err) != 0) ||
+        !bson_init_static(&db, d.buf, (size_t)d.len) ||
+        !bson_init_static(&ub, u.buf, (size_t)u.len) ||
+        (af.buf && !bson_init_static(&afb, af.buf, (size_t)af.len)) ||
+        mf_update_parse(&ub, af.buf ? &afb : NULL, &upd, &err) != 0 ||
+        mf_update_apply(upd, &db, is_insert != 0, pos, now_ms, &out, &changed, &err) != 0) {
+        raise_error(PyModule_GetState(mod), &err);
+    } else {
+        res = Py_BuildValue("(y#O)", (const char *)bson_get_data(&out), (Py_ssize_t)out.len,
+                            changed ? Py_True : Py_False);
+    }
+    bson_destroy(&out);
+    mf_update_free(upd);
+    PyBuffer_Release(&d);
+    PyBuffer_Release(&u);
+    if (af.buf)
+        PyBuffer_Release(&af);
+    return res;
+}
+
+/* For the tests: (is_replacement, needs_pos) of BSON update `update`. */
+static PyObject *core_update_info(PyObject *mod, PyObject *args)
+{
+    Py_buffer u;
+    bson_t ub;
+    mf_update *upd = NULL;
+    mf_error err;
+    if (!PyArg_ParseTuple(args, "y*", &u))
+        return NULL;
+    PyObject *res = NULL;
+    if (mf_bsonx_validate(u.buf, (size_t)u.len, &err) != 0 ||
+        !bson_init_static(&ub, u.buf, (size_t)u.len) ||
+        mf_update_parse(&ub, NULL, &upd, &err) != 0)
+        raise_error(PyModule_GetState(mod), &err);
+    else
+        res = Py_BuildValue("(OO)", mf_update_is_replacement(upd) ? Py_True : Py_False,
+                            mf_update_needs_pos(upd) ? Py_True : Py_False);
+    mf_update_free(upd);
+    PyBuffer_Release(&u);
+    return res;
+}
+
+/* For the tests: the seed document an upsert with BSON `filter` starts from. */
+static PyObject *core_upsert_seed(PyObject *mod, PyObject *args)
+{
+    Py_buffer f;
+    bson_t fb, out;
+    mf_error err;
+    if (!PyArg_ParseTuple(args, "y*", &f))
+        return NULL;
+    PyObject *res = NULL;
+    bson_init(&out);
+    if (mf_bsonx_validate(f.buf, (size_t)f.len, &err) != 0 ||
+        !bson_init_static(&fb, f.buf, (size_t)f.len)) {
+        raise_error(PyModule_GetState(mod), &err);
+    } else {
+        bson_destroy(&out);
+        if (mf_update_upsert_seed(&fb, &out, &err) != 0)
+            raise_error(PyModule_GetState(mod), &err);
+        else
+            res = PyBytes_FromStringAndSize((const char *)bson_get_data(&out),
+                                            (Py_ssize_t)out.len);
+    }
+    bson_destroy(&out);
+    PyBuffer_Release(&f);
+    return res;
+}
+
 static PyObject *core_log(PyObject *mod, PyObject *args)
 {
     (void)mod;
@@ -430,6 +546,15 @@ static PyMethodDef core_methods[] = {
      "_key_encode(doc, desc='')\n--\n\nThe index-key encoding of a document's fields (tests)."},
     {"_match", core_match, METH_VARARGS,
      "_match(filter, doc)\n--\n\nWhether BSON `doc` matches BSON `filter` (tests)."},
+    {"_match_pos", core_match_pos, METH_VARARGS,
+     "_match_pos(filter, doc)\n--\n\nThe matcher's position for `$`, or None (tests)."},
+    {"_update", core_update, METH_VARARGS,
+     "_update(doc, update, array_filters=None, is_insert=False, pos=-1, now_ms=0)\n--\n\n"
+     "Apply an update to a document: (new bytes, changed) (tests)."},
+    {"_update_info", core_update_info, METH_VARARGS,
+     "_update_info(update)\n--\n\n(is_replacement, needs_pos) of an update (tests)."},
+    {"_upsert_seed", core_upsert_seed, METH_VARARGS,
+     "_upsert_seed(filter)\n--\n\nThe seed document of an upsert (tests)."},
     {"log", core_log, METH_VARARGS,
      "log(level, component, msg)\n--\n\nWrite one line to the server log."},
     {NULL, NULL, 0, NULL},

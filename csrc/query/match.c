@@ -110,6 +110,17 @@ void mf_matcher_free(mf_matcher *m)
 
 static int parse_doc(const bson_t *filter, node **out, mf_error *err);
 
+/* An array of `n` zeroed conditions.  A cond holds a bson_t, which libbson
+ * declares 128-byte aligned: calloc's alignment is not enough (UBSan). */
+static cond *cond_calloc(size_t n)
+{
+    void *p = NULL;
+    size_t size = (n ? n : 1) * sizeof(cond);
+    if (posix_memalign(&p, _Alignof(cond), size) != 0)
+        return NULL;
+    return memset(p, 0, size);
+}
+
 static int oom(mf_error *err)
 {
     return mf_error_set(err, MF_InternalError, "out of memory");
@@ -445,7 +456,7 @@ static int parse_op(bson_iter_t *it, const bson_iter_t *all, cond *c, mf_error *
         size_t count = 0;
         while (bson_iter_next(&el))
             count++;
-        c->sub = calloc(count ? count : 1, sizeof *c->sub);
+        c->sub = cond_calloc(count);
         if (!c->sub)
             return oom(err);
         bson_iter_recurse(it, &el);
@@ -513,7 +524,7 @@ static int parse_op(bson_iter_t *it, const bson_iter_t *all, cond *c, mf_error *
     if (strcmp(op, "$not") == 0) {
         c->kind = C_NOT;
         if (BSON_ITER_HOLDS_REGEX(it)) {
-            c->sub = calloc(1, sizeof *c->sub);
+            c->sub = cond_calloc(1);
             if (!c->sub)
                 return oom(err);
             const char *opts, *re = bson_iter_regex(it, &opts);
@@ -557,7 +568,7 @@ static int parse_conds(const bson_iter_t *ops, const char *path, cond **out, siz
     size_t count = 0;
     while (bson_iter_next(&it))
         count++;
-    *out = calloc(count ? count : 1, sizeof **out);
+    *out = cond_calloc(count);
     *n = 0;
     if (!*out)
         return oom(err);
@@ -612,7 +623,7 @@ static int parse_path(const char *path, bson_iter_t *it, node **out, mf_error *e
         bson_iter_recurse(it, &ops);
         rc = parse_conds(&ops, path, &n->conds, &n->nconds, err);
     } else {
-        n->conds = calloc(1, sizeof *n->conds);
+        n->conds = cond_calloc(1);
         if (!n->conds) {
             rc = oom(err);
         } else if (BSON_ITER_HOLDS_REGEX(it)) {
@@ -722,7 +733,7 @@ int mf_matcher_parse(const bson_t *filter, mf_matcher **out, mf_error *err)
 
 /* ------------------------------------------------------------ evaluation */
 
-static bool eval_node(const node *n, const bson_t *doc);
+static bool eval_node(const node *n, const bson_t *doc, int64_t *pos);
 
 static bool regex_match(const pcre2_code *re, const bson_iter_t *v)
 {
@@ -1014,7 +1025,7 @@ static bool leaf_matches(const cond *c, const bson_iter_t *v, bool expand)
                 else
                     bson_iter_array(&el, &len, &data);
                 bson_init_static(&sub, data, len);
-                if (eval_node(c->elem, &sub))
+                if (eval_node(c->elem, &sub, NULL))
                     return true;
             }
         }
@@ -1050,7 +1061,7 @@ static bool leaf_matches(const cond *c, const bson_iter_t *v, bool expand)
 typedef bool (*leaf_fn)(void *arg, const bson_iter_t *v, bool expand);
 
 static bool walk(const bson_iter_t *container, bool is_doc, const char *path, leaf_fn leaf,
-                 void *arg)
+                 void *arg, int64_t *off)
 {
     const char *dot = strchr(path, '.');
     size_t clen = dot ? (size_t)(dot - path) : strlen(path);
@@ -1073,12 +1084,12 @@ static bool walk(const bson_iter_t *container, bool is_doc, const char *path, le
         if (BSON_ITER_HOLDS_DOCUMENT(&found)) {
             bson_iter_t child;
             bson_iter_recurse(&found, &child);
-            return walk(&child, true, rest, leaf, arg);
+            return walk(&child, true, rest, leaf, arg, off);
         }
         if (BSON_ITER_HOLDS_ARRAY(&found)) {
             bson_iter_t child;
             bson_iter_recurse(&found, &child);
-            return walk(&child, false, rest, leaf, arg);
+            return walk(&child, false, rest, leaf, arg, off);
         }
         return leaf(arg, NULL, true); /* a scalar cannot hold the rest */
     }
@@ -1097,7 +1108,7 @@ static bool walk(const bson_iter_t *container, bool is_doc, const char *path, le
                 } else if (BSON_ITER_HOLDS_DOCUMENT(&a) || BSON_ITER_HOLDS_ARRAY(&a)) {
                     bson_iter_t child;
                     bson_iter_recurse(&a, &child);
-                    if (walk(&child, BSON_ITER_HOLDS_DOCUMENT(&a), rest, leaf, arg))
+                    if (walk(&child, BSON_ITER_HOLDS_DOCUMENT(&a), rest, leaf, arg, off))
                         return true;
                 }
                 break;
@@ -1105,14 +1116,20 @@ static bool walk(const bson_iter_t *container, bool is_doc, const char *path, le
         }
     }
     bool any_doc = false;
-    while (bson_iter_next(&it)) {
+    for (int64_t idx = 0; bson_iter_next(&it); idx++) {
         if (!BSON_ITER_HOLDS_DOCUMENT(&it))
             continue;
         any_doc = true;
         bson_iter_t child;
         bson_iter_recurse(&it, &child);
-        if (walk(&child, true, path, leaf, arg))
+        /* The first array the path goes through gives the position. */
+        bool outer = off && *off < 0;
+        if (outer)
+            *off = idx;
+        if (walk(&child, true, path, leaf, arg, off))
             return true;
+        if (outer)
+            *off = -1;
     }
     (void)any_doc; /* an array with no documents yields nothing (7.0) */
     return false;
@@ -1120,15 +1137,66 @@ static bool walk(const bson_iter_t *container, bool is_doc, const char *path, le
 
 typedef struct cond_arg {
     const cond *c;
+    int64_t off;  /* the position in the first array traversed, or -1 */
+    int64_t *pos; /* where a match records its position, or NULL */
 } cond_arg;
+
+/* The index of the first element of array `v` through which `c` holds,
+ * or -1 (not an array, or a condition on the whole array). */
+static int64_t leaf_pos(const cond *c, const bson_iter_t *v)
+{
+    if (!v || !BSON_ITER_HOLDS_ARRAY(v))
+        return -1;
+    bson_iter_t el;
+    bson_iter_recurse(v, &el);
+    for (int64_t i = 0; bson_iter_next(&el); i++) {
+        bool ok;
+        switch (c->kind) {
+        case C_ELEM_VAL: ok = element_matches_all(c->sub, c->nsub, &el); break;
+        case C_ELEM_OBJ: {
+            uint32_t len;
+            const uint8_t *data;
+            bson_t sub;
+            if (BSON_ITER_HOLDS_DOCUMENT(&el))
+                bson_iter_document(&el, &len, &data);
+            else if (BSON_ITER_HOLDS_ARRAY(&el))
+                bson_iter_array(&el, &len, &data);
+            else
+                continue;
+            bson_init_static(&sub, data, len);
+            ok = eval_node(c->elem, &sub, NULL);
+            break;
+        }
+        case C_SIZE: case C_ALL: case C_EXISTS: case C_NE: case C_NIN: case C_NOT:
+            return -1;
+        default: ok = value_matches(c, &el);
+        }
+        if (ok)
+            return i;
+    }
+    return -1;
+}
 
 static bool leaf_cb(void *arg, const bson_iter_t *v, bool expand)
 {
-    return leaf_matches(((cond_arg *)arg)->c, v, expand);
+    cond_arg *a = arg;
+    if (!leaf_matches(a->c, v, expand))
+        return false;
+    if (a->pos) {
+        int64_t at = a->off >= 0 ? a->off
+                     : expand || a->c->kind == C_ELEM_VAL || a->c->kind == C_ELEM_OBJ
+                         ? leaf_pos(a->c, v)
+                         : -1;
+        if (at >= 0)
+            *a->pos = at;
+    }
+    return true;
 }
 
-/* Whether condition `c` on `path` holds for `doc`. */
-static bool path_cond(const char *path, const cond *c, const bson_t *doc)
+/* Whether condition `c` on `path` holds for `doc`; a positive condition
+ * that matches through an array records the position in `*pos` (if not
+ * NULL). */
+static bool path_cond(const char *path, const cond *c, const bson_t *doc, int64_t *pos)
 {
     bson_iter_t it;
     bson_iter_init(&it, doc);
@@ -1136,56 +1204,62 @@ static bool path_cond(const char *path, const cond *c, const bson_t *doc)
     case C_NE: {
         cond eq = *c;
         eq.kind = C_EQ;
-        cond_arg a = {&eq};
-        return !walk(&it, true, path, leaf_cb, &a);
+        cond_arg a = {&eq, -1, NULL};
+        return !walk(&it, true, path, leaf_cb, &a, NULL);
     }
     case C_NIN: {
         cond in = *c;
         in.kind = C_IN;
-        cond_arg a = {&in};
-        return !walk(&it, true, path, leaf_cb, &a);
+        cond_arg a = {&in, -1, NULL};
+        return !walk(&it, true, path, leaf_cb, &a, NULL);
     }
     case C_NOT:
         for (size_t i = 0; i < c->nsub; i++)
-            if (!path_cond(path, &c->sub[i], doc))
+            if (!path_cond(path, &c->sub[i], doc, NULL))
                 return true;
         return false;
     case C_EXISTS:
         if (!c->exists) { /* Not(Exists) over the whole path */
             cond ex = *c;
             ex.exists = true;
-            cond_arg a = {&ex};
-            return !walk(&it, true, path, leaf_cb, &a);
+            cond_arg a = {&ex, -1, NULL};
+            return !walk(&it, true, path, leaf_cb, &a, NULL);
         }
         /* fall through */
     default: {
-        cond_arg a = {c};
-        return walk(&it, true, path, leaf_cb, &a);
+        cond_arg a = {c, -1, pos};
+        return walk(&it, true, path, leaf_cb, &a, pos ? &a.off : NULL);
     }
     }
 }
 
-static bool eval_node(const node *n, const bson_t *doc)
+/* `pos` as for path_cond: $and keeps the last position recorded, $or the
+ * position of the clause that matched; negations record none. */
+static bool eval_node(const node *n, const bson_t *doc, int64_t *pos)
 {
     switch (n->kind) {
     case N_AND:
         for (size_t i = 0; i < n->nkids; i++)
-            if (!eval_node(n->kids[i], doc))
+            if (!eval_node(n->kids[i], doc, pos))
                 return false;
         return true;
     case N_OR:
-        for (size_t i = 0; i < n->nkids; i++)
-            if (eval_node(n->kids[i], doc))
+        for (size_t i = 0; i < n->nkids; i++) {
+            int64_t before = pos ? *pos : -1;
+            if (eval_node(n->kids[i], doc, pos))
                 return true;
+            if (pos)
+                *pos = before;
+        }
         return false;
     case N_NOR:
         for (size_t i = 0; i < n->nkids; i++)
-            if (eval_node(n->kids[i], doc))
+            if (eval_node(n->kids[i], doc, NULL))
                 return false;
         return true;
     case N_PATH:
         for (size_t i = 0; i < n->nconds; i++)
-            if (!path_cond(n->path, &n->conds[i], doc))
+            if (!path_cond(n->path, &n->conds[i], doc, pos))
                 return false;
         return true;
     }
@@ -1194,5 +1268,14 @@ static bool eval_node(const node *n, const bson_t *doc)
 
 bool mf_matcher_match(const mf_matcher *m, const bson_t *doc)
 {
-    return eval_node(m->root, doc);
+    return eval_node(m->root, doc, NULL);
+}
+
+bool mf_matcher_match_pos(const mf_matcher *m, const bson_t *doc, int64_t *pos)
+{
+    int64_t at = -1;
+    bool ok = eval_node(m->root, doc, &at);
+    if (pos)
+        *pos = ok ? at : -1;
+    return ok;
 }

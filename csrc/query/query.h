@@ -29,18 +29,25 @@ void mf_matcher_free(mf_matcher *m);
 /* As mf_matcher_match; on a match, `*pos` (if not NULL) receives the index
  * of the array element through which the filter matched -- mongod's
  * "elemMatchKey", used by the positional `$` of update and projection --
- * or -1 when the match went through no array. */
+ * or -1 when the match went through no array (and on no match).  The
+ * position is that of the first array the path traverses; several
+ * conditions each record theirs and the last wins, as in mongod ($or: the
+ * clause that matched; negations record none). */
 bool mf_matcher_match_pos(const mf_matcher *m, const bson_t *doc, int64_t *pos);
 
 /* ------------------------------------------------------------- update */
 
 typedef struct mf_update mf_update;
 
-/* Parse an update document: operators ($set, $inc, ...) or a replacement.
- * `array_filters` is the arrayFilters array (or NULL).  Errors as mongod:
- * FailedToParse (9) for an unknown modifier or an empty one,
- * ConflictingUpdateOperators (40), BadValue (2) for bad arrayFilters and
- * unused identifiers, ... */
+/* Parse an update document: operators ($set, $inc, ...) when its first
+ * field starts with '$', else a replacement.  `array_filters` is the
+ * arrayFilters array as a document ({"0": {...}, ...}) or NULL.  `update`
+ * may be freed after.  Errors as mongod: FailedToParse (9) for an unknown
+ * modifier, a non-document operand, an unused arrayFilters identifier, a
+ * malformed array filter; ConflictingUpdateOperators (40); BadValue (2)
+ * for an undeclared identifier or a bad operand; EmptyFieldName (56);
+ * DollarPrefixedFieldName (52) for a '$' field of a replacement.  An empty
+ * operand ({$set: {}}) is accepted and does nothing (mongod 5.0+). */
 int mf_update_parse(const bson_t *update, const bson_t *array_filters, mf_update **out,
                     mf_error *err);
 
@@ -52,18 +59,32 @@ bool mf_update_needs_pos(const mf_update *u);
 
 /* Apply `u` to `doc`, writing the new document into `out` (which the call
  * initialises; the caller destroys it, on error too).  `is_insert` is true
- * for the document an upsert inserts ($setOnInsert applies).  `pos` is the
- * matcher's position for `$` (-1 if none).  `now_ms` is the time
- * $currentDate sets.  `*changed` is false when the result is the same
- * document, byte for byte (the caller then does not write).  The _id field
- * stays first; changing it is ImmutableField (66). */
+ * for the document an upsert inserts ($setOnInsert applies, and _id is
+ * moved first).  `pos` is the matcher's position for `$` (-1 if none:
+ * BadValue (2) if the update uses `$`).  `now_ms` is the time $currentDate
+ * sets (a timestamp is Timestamp(now_ms / 1000, 1)).  `*changed` is false
+ * when the result is the same document, byte for byte (the caller then
+ * does not write).  A replacement keeps the old _id, first.  Errors:
+ * ImmutableField (66) for a change to _id, PathNotViable (28),
+ * TypeMismatch (14), BadValue (2), ConflictingUpdateOperators (40) for two
+ * array updates reaching one element, InvalidIdField (53) for an array,
+ * regex or undefined _id in an inserted or replaced document, 17419 when
+ * the result is larger than 16 MiB.  Thread-safe: one mf_update may be
+ * applied by many threads. */
 int mf_update_apply(const mf_update *u, const bson_t *doc, bool is_insert, int64_t pos,
                     int64_t now_ms, bson_t *out, bool *changed, mf_error *err);
 
 /* The seed document of an upsert: the equality fields of `filter`
- * ({a: 1}, {a: {$eq: 1}}, $and of those; dotted paths become nested
- * documents), into `out` (initialised by the call).  Errors as mongod when
- * the filter's equalities conflict (NotSingleValueField 54 ...). */
+ * ({a: 1}, {a: {$eq: 1}}, {a: {$in: [1]}}, through $and and a one-clause
+ * $or; dotted paths become nested documents), _id first, the other fields
+ * in update order, into `out` (initialised by the call; the caller
+ * destroys it, on error too).  Errors as mongod when the equalities
+ * conflict: NotSingleValueField (54).
+ *
+ * An upsert is: seed = mf_update_upsert_seed(filter); then, for an
+ * operator update, mf_update_apply(u, seed, is_insert=true, pos=-1, ...);
+ * for a replacement, the same call (the replacement keeps the seed's _id).
+ * The caller then adds an ObjectId _id if the result has none. */
 int mf_update_upsert_seed(const bson_t *filter, bson_t *out, mf_error *err);
 
 void mf_update_free(mf_update *u);
