@@ -73,8 +73,11 @@ typedef struct sort_part {
 struct mf_sort {
     sort_part *parts;
     size_t nparts;
-    bson_t consts; /* {n: null, u: undefined}: the values of missing and [] */
 };
+
+/* {n: null, u: undefined}: the values of a missing path and of []. */
+static const uint8_t consts_bson[] = {11, 0, 0, 0, BSON_TYPE_NULL, 'n', 0,
+                                      BSON_TYPE_UNDEFINED, 'u', 0, 0};
 
 static int oom(mf_error *err)
 {
@@ -88,7 +91,6 @@ void mf_sort_free(mf_sort *s)
     for (size_t i = 0; i < s->nparts; i++)
         free(s->parts[i].path);
     free(s->parts);
-    bson_destroy(&s->consts);
     free(s);
 }
 
@@ -156,7 +158,6 @@ int mf_sort_parse(const bson_t *spec, mf_sort **out, mf_error *err)
     int rc = 0;
     if (!s)
         return oom(err);
-    bson_init(&s->consts);
     if (n && !(s->parts = calloc(n, sizeof *s->parts))) {
         mf_sort_free(s);
         return oom(err);
@@ -194,8 +195,6 @@ int mf_sort_parse(const bson_t *spec, mf_sort **out, mf_error *err)
         }
         s->parts[s->nparts++].desc = dir < 0;
     }
-    if (rc == 0 && (!bson_append_null(&s->consts, "n", 1) || !bson_append_undefined(&s->consts, "u", 1)))
-        rc = oom(err);
     if (rc) {
         mf_sort_free(s);
         return rc;
@@ -327,9 +326,11 @@ static int emit(kgen *g, const fstate *f)
     return 0;
 }
 
-static void const_value(const kgen *g, const char *name, bson_iter_t *out)
+static void const_value(const char *name, bson_iter_t *out)
 {
-    bson_iter_init_find(out, &g->s->consts, name);
+    bson_t consts;
+    bson_init_static(&consts, consts_bson, sizeof consts_bson);
+    bson_iter_init_find(out, &consts, name);
 }
 
 /* mongod's _getKeysWithArray: fix what can be fixed in `obj`, expand the
@@ -357,7 +358,7 @@ static int gen(kgen *g, fstate *f, const bson_t *obj)
             goto out;
         }
         if (!found) {
-            const_value(g, "n", &f[i].fixed);
+            const_value("n", &f[i].fixed);
             f[i].rest = "";
         } else if (BSON_ITER_HOLDS_ARRAY(&e)) {
             in_arr[i] = true;
@@ -388,7 +389,7 @@ static int gen(kgen *g, fstate *f, const bson_t *obj)
         for (size_t i = 0; i < n; i++) {
             sub[i].has_pos = false;
             if (in_arr[i] && sub[i].rest[0] == '\0')
-                const_value(g, "u", &sub[i].fixed);
+                const_value("u", &sub[i].fixed);
         }
         rc = gen(g, sub, &empty);
         goto out;
