@@ -815,8 +815,10 @@ int mf_sorter_add(mf_sorter *s, const void *key, size_t klen, const void *doc, s
     r->seq = s->next_seq++;
     r->klen = (uint32_t)klen;
     r->dlen = (uint32_t)dlen;
-    memcpy(r->data, key, klen);
-    memcpy(r->data + klen, doc, dlen);
+    if (klen) /* an empty sort ({}) gives empty keys, possibly NULL */
+        memcpy(r->data, key, klen);
+    if (dlen)
+        memcpy(r->data + klen, doc, dlen);
     if (s->cutoff && rec_cmp(r, s->cutoff) >= 0) {
         free(r);
         return 0;
@@ -865,7 +867,8 @@ int mf_sorter_finish(mf_sorter *s, mf_error *err)
         return 0;
     s->finished = true;
     if (s->nruns == 0) {
-        qsort(s->recs, s->nrecs, sizeof *s->recs, rec_qsort_cmp);
+        if (s->nrecs)
+            qsort(s->recs, s->nrecs, sizeof *s->recs, rec_qsort_cmp);
         return 0;
     }
     if (s->nrecs && (rc = spill(s, err)) != 0)
