@@ -31,24 +31,13 @@ def _and(*reasons: str) -> str:
 
 # Reasons, as the server answers today (tests/unified/triage.py --not-yet
 # drafts this table from a run; each reason is the first failure a test hits).
-OUTCOME_SORT = "find's sort not implemented (the outcome check sorts by _id)"
-FIND_SORT = "find's sort/projection not implemented (NotImplemented 'shim')"
-UPDATE_OPS = "update operators not implemented (NotImplemented 'shim')"
-REPLACE = "replacement updates not implemented (NotImplemented 'shim')"
-FAM_UPDATE = "findAndModify's update/sort/projection not implemented (NotImplemented 'shim')"
-FAM_REPLACE = ("findAndModify's replacement/sort/projection not implemented "
-               "(NotImplemented 'shim')")
-FAM_DELETE = "findAndModify's sort/projection not implemented (NotImplemented 'shim')"
-PIPELINE_UPDATE = "pipeline-style updates need aggregation (issue 6)"
-AGG = "aggregate not implemented (issue 6)"
-COUNT_DOCS = "countDocuments runs aggregate: not implemented (issue 6)"
-COLLATION = "collation other than simple not supported"
-EXPR = "$expr not supported (let variables)"
-FAILPOINT = "configureFailPoint not implemented (fail points)"
-VIEWS = "views (create with viewOn) not supported"
-DOLLAR_TOP = ("insert rejects top-level $-prefixed field names, which mongod 5.0+ accepts "
-              "(DollarPrefixedFieldName)")
-DOLLAR_ID = "insert accepts $-prefixed keys inside _id, which mongod rejects"
+PIPELINE_UPDATE = 'pipeline-style updates need aggregation (issue 6)'
+AGG = 'aggregate not implemented (issue 6)'
+COUNT_DOCS = 'countDocuments runs aggregate: not implemented (issue 6)'
+COLLATION = 'collation other than simple not supported'
+EXPR = '$expr not supported (let variables)'
+FAILPOINT = 'configureFailPoint not implemented (fail points)'
+VIEWS = 'views (create with viewOn) not supported'
 
 # file -> reason (every runnable test in the file fails), or
 # (file, test description) -> reason (the file has passing tests too).
@@ -61,19 +50,11 @@ NOT_YET = {
     'aggregate-out.json': AGG,
     'aggregate-rawdata.json': AGG,
     'aggregate.json': AGG,
-    'bulkWrite-arrayFilters.json': UPDATE_OPS,
     'bulkWrite-collation.json': COLLATION,
-    'bulkWrite-comment.json': UPDATE_OPS,
-    'bulkWrite-delete-hint.json': OUTCOME_SORT,
     'bulkWrite-deleteMany-let.json': EXPR,
     'bulkWrite-deleteOne-let.json': EXPR,
     'bulkWrite-errorResponse.json': FAILPOINT,
-    'bulkWrite-insertOne-dots_and_dollars.json': _and(DOLLAR_TOP, OUTCOME_SORT),
-    'bulkWrite-replaceOne-dots_and_dollars.json': UPDATE_OPS,
     'bulkWrite-replaceOne-let.json': EXPR,
-    'bulkWrite-replaceOne-sort.json': OUTCOME_SORT,
-    'bulkWrite-update-hint.json': UPDATE_OPS,
-    'bulkWrite-update-validation.json': OUTCOME_SORT,
     'bulkWrite-updateMany-dots_and_dollars.json': PIPELINE_UPDATE,
     'bulkWrite-updateMany-let.json': PIPELINE_UPDATE,
     'bulkWrite-updateMany-pipeline.json': PIPELINE_UPDATE,
@@ -82,126 +63,60 @@ NOT_YET = {
     'bulkWrite-updateOne-let.json': PIPELINE_UPDATE,
     'bulkWrite-updateOne-pipeline.json': PIPELINE_UPDATE,
     'bulkWrite-updateOne-rawdata.json': PIPELINE_UPDATE,
-    'bulkWrite-updateOne-sort.json': OUTCOME_SORT,
-    'bulkWrite.json': _and(OUTCOME_SORT, UPDATE_OPS),
-    ('bypassDocumentValidation.json',
-     'Aggregate with $out passes bypassDocumentValidation: false'): AGG,
-    ('bypassDocumentValidation.json',
-     'FindOneAndReplace passes bypassDocumentValidation: false'): FAM_REPLACE,
-    ('bypassDocumentValidation.json',
-     'FindOneAndUpdate passes bypassDocumentValidation: false'): FAM_UPDATE,
-    ('bypassDocumentValidation.json',
-     'ReplaceOne passes bypassDocumentValidation: false'): REPLACE,
-    ('bypassDocumentValidation.json',
-     'UpdateMany passes bypassDocumentValidation: false'): UPDATE_OPS,
-    ('bypassDocumentValidation.json',
-     'UpdateOne passes bypassDocumentValidation: false'): UPDATE_OPS,
-    'client-bulkWrite-update-validation.json': OUTCOME_SORT,
-    ('count-collation.json',
-     'Count documents with collation'): COUNT_DOCS,
-    ('count-empty.json',
-     'Count documents with empty collection'): COUNT_DOCS,
-    ('count.json',
-     'Count documents without a filter'): COUNT_DOCS,
-    ('count.json',
-     'Count documents with a filter'): COUNT_DOCS,
-    ('count.json',
-     'Count documents with skip and limit'): COUNT_DOCS,
+    ('bypassDocumentValidation.json', 'Aggregate with $out passes bypassDocumentValidation: false'):
+        AGG,
+    ('count-collation.json', 'Count documents with collation'):
+        COUNT_DOCS,
+    ('count-empty.json', 'Count documents with empty collection'):
+        COUNT_DOCS,
+    ('count.json', 'Count documents without a filter'):
+        COUNT_DOCS,
+    ('count.json', 'Count documents with a filter'):
+        COUNT_DOCS,
+    ('count.json', 'Count documents with skip and limit'):
+        COUNT_DOCS,
     'countDocuments-comment.json': COUNT_DOCS,
     'countDocuments-rawdata.json': COUNT_DOCS,
-    'create-null-ids.json': _and(COUNT_DOCS, UPDATE_OPS, REPLACE),
+    'create-null-ids.json': COUNT_DOCS,
     'db-aggregate-rawdata.json': AGG,
     'db-aggregate.json': AGG,
     'deleteMany-collation.json': COLLATION,
-    'deleteMany-comment.json': OUTCOME_SORT,
-    'deleteMany-hint.json': OUTCOME_SORT,
     'deleteMany-let.json': EXPR,
-    'deleteMany.json': OUTCOME_SORT,
     'deleteOne-collation.json': COLLATION,
-    'deleteOne-comment.json': OUTCOME_SORT,
     'deleteOne-errorResponse.json': FAILPOINT,
-    'deleteOne-hint.json': OUTCOME_SORT,
     'deleteOne-let.json': EXPR,
-    ('deleteOne.json',
-     'DeleteOne when one document matches'): OUTCOME_SORT,
-    ('deleteOne.json',
-     'DeleteOne when no documents match'): OUTCOME_SORT,
     'distinct-collation.json': COLLATION,
-    ('estimatedDocumentCount.json',
-     'estimatedDocumentCount errors correctly--command error'): FAILPOINT,
-    ('estimatedDocumentCount.json',
-     'estimatedDocumentCount errors correctly--socket error'): FAILPOINT,
-    ('estimatedDocumentCount.json',
-     'estimatedDocumentCount works correctly on views'): VIEWS,
+    ('estimatedDocumentCount.json', 'estimatedDocumentCount errors correctly--command error'):
+        FAILPOINT,
+    ('estimatedDocumentCount.json', 'estimatedDocumentCount errors correctly--socket error'):
+        FAILPOINT,
+    ('estimatedDocumentCount.json', 'estimatedDocumentCount works correctly on views'):
+        VIEWS,
     'find-collation.json': COLLATION,
     'find-let.json': EXPR,
-    ('find.json',
-     'Find with filter, sort, skip, and limit'): FIND_SORT,
-    ('find.json',
-     'Find with limit, sort, and batchsize'): FIND_SORT,
-    ('find.json',
-     'Find with batchSize equal to limit'): FIND_SORT,
-    ('findOne.json',
-     'FindOne with filter, sort, and skip'): FIND_SORT,
     'findOneAndDelete-collation.json': COLLATION,
-    'findOneAndDelete-comment.json': OUTCOME_SORT,
-    'findOneAndDelete-hint.json': OUTCOME_SORT,
     'findOneAndDelete-let.json': EXPR,
-    'findOneAndDelete.json': FAM_DELETE,
     'findOneAndReplace-collation.json': COLLATION,
-    'findOneAndReplace-comment.json': FAM_REPLACE,
-    'findOneAndReplace-dots_and_dollars.json': FAM_REPLACE,
-    'findOneAndReplace-hint.json': FAM_REPLACE,
     'findOneAndReplace-let.json': EXPR,
-    'findOneAndReplace-rawdata.json': FAM_REPLACE,
-    'findOneAndReplace-upsert.json': FAM_REPLACE,
-    'findOneAndReplace.json': FAM_REPLACE,
-    'findOneAndUpdate-arrayFilters.json': FAM_UPDATE,
     'findOneAndUpdate-collation.json': COLLATION,
     'findOneAndUpdate-comment.json': PIPELINE_UPDATE,
     'findOneAndUpdate-dots_and_dollars.json': PIPELINE_UPDATE,
-    'findOneAndUpdate-errorResponse.json': _and('createIndexes not implemented', 'collMod not implemented'),
-    'findOneAndUpdate-hint.json': FAM_UPDATE,
+    'findOneAndUpdate-errorResponse.json': 'createIndexes not implemented; collMod not implemented',
     'findOneAndUpdate-let.json': PIPELINE_UPDATE,
     'findOneAndUpdate-pipeline.json': PIPELINE_UPDATE,
     'findOneAndUpdate-rawdata.json': PIPELINE_UPDATE,
-    'findOneAndUpdate.json': FAM_UPDATE,
-    'insertMany-comment.json': OUTCOME_SORT,
-    'insertMany-dots_and_dollars.json': _and(DOLLAR_TOP, OUTCOME_SORT),
-    'insertMany.json': OUTCOME_SORT,
-    'insertOne-comment.json': OUTCOME_SORT,
-    'insertOne-dots_and_dollars.json': _and(DOLLAR_TOP, OUTCOME_SORT, DOLLAR_ID),
     'insertOne-errorResponse.json': FAILPOINT,
-    'insertOne.json': OUTCOME_SORT,
     'replaceOne-collation.json': COLLATION,
-    'replaceOne-comment.json': REPLACE,
-    'replaceOne-dots_and_dollars.json': REPLACE,
-    'replaceOne-hint.json': REPLACE,
     'replaceOne-let.json': EXPR,
-    'replaceOne-sort.json': OUTCOME_SORT,
-    'replaceOne-validation.json': OUTCOME_SORT,
-    'replaceOne.json': REPLACE,
-    'updateMany-arrayFilters.json': UPDATE_OPS,
     'updateMany-collation.json': COLLATION,
-    'updateMany-comment.json': UPDATE_OPS,
     'updateMany-dots_and_dollars.json': PIPELINE_UPDATE,
-    'updateMany-hint.json': UPDATE_OPS,
     'updateMany-let.json': PIPELINE_UPDATE,
     'updateMany-pipeline.json': PIPELINE_UPDATE,
-    'updateMany-validation.json': OUTCOME_SORT,
-    'updateMany.json': UPDATE_OPS,
-    'updateOne-arrayFilters.json': UPDATE_OPS,
     'updateOne-collation.json': COLLATION,
-    'updateOne-comment.json': UPDATE_OPS,
     'updateOne-dots_and_dollars.json': PIPELINE_UPDATE,
     'updateOne-errorResponse.json': FAILPOINT,
-    'updateOne-hint.json': UPDATE_OPS,
     'updateOne-let.json': PIPELINE_UPDATE,
     'updateOne-pipeline.json': PIPELINE_UPDATE,
-    'updateOne-sort.json': OUTCOME_SORT,
-    'updateOne-validation.json': OUTCOME_SORT,
-    'updateOne.json': UPDATE_OPS,
-
 }
 
 

@@ -20,6 +20,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #define DEFAULT_FIRST_BATCH 101
 #define SORT_MEMORY_LIMIT (100 * 1024 * 1024)
@@ -80,6 +81,16 @@ static int time_check(int64_t deadline, uint64_t *tick, mf_error *err)
     if (deadline && ++*tick % DEADLINE_CHECK_EVERY == 0 && mf_clock_mono_us() > deadline)
         return mf_error_set(err, MF_MaxTimeMSExpired, "operation exceeded time limit");
     return 0;
+}
+
+/* Errors met while running a query carry mongod's executor prefix. */
+static void executor_error(mf_error *err, const char *cmdname)
+{
+    char msg[sizeof err->msg];
+    if (strncmp(err->msg, "Executor error", 14) == 0)
+        return;
+    snprintf(msg, sizeof msg, "%s", err->msg);
+    mf_error_set(err, err->code, "Executor error during %s :: caused by :: %s", cmdname, msg);
 }
 
 /* A non-negative whole-number argument (skip, limit, batchSize). */
@@ -425,6 +436,8 @@ static int sort_all(mf_cmd_ctx *ctx, mfi_cursor *cur, mf_coll *c, const mf_sort 
     char tmp[4096];
     mf_engine *e = ctx->inst->engine;
     tmpdir_of(ctx->inst, tmp, sizeof tmp);
+    if (allow_disk)
+        (void)mkdir(tmp, 0700); /* an existing one is fine; a failure shows at spill */
     int64_t keep = limit > 0 ? skip + limit : 0;
     cur->sorter = mf_sorter_new(SORT_MEMORY_LIMIT, allow_disk, tmp, keep);
     if (!cur->sorter)
@@ -440,10 +453,8 @@ static int sort_all(mf_cmd_ctx *ctx, mfi_cursor *cur, mf_coll *c, const mf_sort 
         if ((rc = mf_scan_next(cur->scan, e, c, cur->matcher, &row, &valid, err)) != 0 || !valid)
             break;
         key.len = 0;
-        if (mf_sort_key(sort, &row.doc, &key) != 0) {
-            rc = mf_error_set(err, MF_InternalError, "out of memory");
+        if ((rc = mf_sort_key(sort, &row.doc, &key, err)) != 0)
             break;
-        }
         bson_t out;
         rc = shape(cur, &row, &out, err);
         if (rc == 0)
@@ -469,9 +480,6 @@ static int sort_all(mf_cmd_ctx *ctx, mfi_cursor *cur, mf_coll *c, const mf_sort 
     cur->skip = 0;
     return rc;
 }
-
-/* showRecordId: the projection cannot add $recordId, so the cursor's rows
- * get it here -- by wrapping shape() in a projection-free path. */
 
 int mfi_cmd_find(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_error *err)
 {
@@ -507,6 +515,7 @@ int mfi_cmd_find(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_error *er
     bool exhausted = true;
     int64_t first = a.batch_size >= 0 ? a.batch_size : DEFAULT_FIRST_BATCH;
     batch b = {.arr = &arr, .max_docs = first};
+    bool running = false; /* errors past planning are the executor's */
     mf_engine_catalog_lock(e, false);
     mf_coll *c = mf_engine_coll(e, ns);
     if (c) {
@@ -515,6 +524,7 @@ int mfi_cmd_find(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_error *er
         cur->has_coll = mfi_coll_uuid(c, cur->coll_uuid);
         rc = mf_scan_new(c, a.has_filter ? &a.filter : NULL, a.has_hint ? &a.hint : NULL,
                          q.sort ? &a.sort : NULL, &cur->scan, &sorted, err);
+        running = rc == 0;
         if (rc == 0 && q.sort && !sorted)
             rc = sort_all(ctx, cur, c, q.sort, a.skip, a.limit, a.allow_disk_use, a.deadline,
                           err);
@@ -537,13 +547,8 @@ int mfi_cmd_find(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_error *er
             mfi_cursor_free(cur);
     } else {
         mfi_cursor_free(cur);
-        if (rc == MF_MaxTimeMSExpired || rc == 292 || rc == 51246 || rc == MF_BadValue) {
-            char msg[sizeof err->msg];
-            snprintf(msg, sizeof msg, "%s", err->msg);
-            if (strncmp(msg, "Executor error", 14) != 0 && rc != MF_BadValue)
-                mf_error_set(err, rc, "Executor error during find command :: caused by :: %s",
-                             msg);
-        }
+        if (running)
+            executor_error(err, "find command");
     }
     bson_destroy(&arr);
     return rc;
@@ -630,6 +635,8 @@ int mfi_cmd_get_more(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_error
     }
     if (rc == 0)
         cursor_reply(reply, "nextBatch", &arr, exhausted || cur->killed ? 0 : id, ns);
+    else if (rc != MF_QueryPlanKilled)
+        executor_error(err, "getMore");
     mfi_cursor_checkin(ctx->inst, cur, rc != 0 || exhausted || cur->killed);
     bson_destroy(&arr);
     return rc;

@@ -88,10 +88,8 @@ static int find_hits(mf_engine *e, mf_coll *c, const bson_t *filter, const mf_ma
             continue;
         }
         key.len = 0;
-        if (mf_sort_key(sort, &row.doc, &key) != 0) {
-            rc = oom(err);
+        if ((rc = mf_sort_key(sort, &row.doc, &key, err)) != 0)
             break;
-        }
         size_t n = key.len < best.len ? key.len : best.len;
         int cmp = memcmp(key.data, best.data, n);
         if (out->n == 0 || cmp < 0 || (cmp == 0 && key.len < best.len)) {

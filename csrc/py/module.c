@@ -483,6 +483,164 @@ static PyObject *core_upsert_seed(PyObject *mod, PyObject *args)
     return res;
 }
 
+/* A BSON argument, validated, as a static bson_t over `buf`. */
+static int bson_arg(module_state *st, const Py_buffer *buf, bson_t *out)
+{
+    mf_error err;
+    if (mf_bsonx_validate(buf->buf, (size_t)buf->len, &err) != 0) {
+        raise_error(st, &err);
+        return -1;
+    }
+    bson_init_static(out, buf->buf, (size_t)buf->len);
+    return 0;
+}
+
+/* For the tests: `doc` projected by `spec` (with query `filter`, or None,
+ * and the positional `pos`), as BSON bytes. */
+static PyObject *core_project(PyObject *mod, PyObject *args)
+{
+    module_state *st = PyModule_GetState(mod);
+    Py_buffer sb, fb = {0}, db;
+    long long pos = -1;
+    bson_t spec, filter, doc, out;
+    mf_projection *p = NULL;
+    mf_error err;
+    PyObject *res = NULL;
+    if (!PyArg_ParseTuple(args, "y*z*y*|L", &sb, &fb, &db, &pos))
+        return NULL;
+    if (bson_arg(st, &sb, &spec) != 0 || (fb.buf && bson_arg(st, &fb, &filter) != 0) ||
+        bson_arg(st, &db, &doc) != 0)
+        goto done;
+    if (mf_projection_parse(&spec, fb.buf ? &filter : NULL, &p, &err) != 0) {
+        raise_error(st, &err);
+        goto done;
+    }
+    if (mf_projection_apply(p, &doc, pos, &out, &err) != 0)
+        raise_error(st, &err);
+    else
+        res = PyBytes_FromStringAndSize((const char *)bson_get_data(&out), (Py_ssize_t)out.len);
+    bson_destroy(&out);
+done:
+    mf_projection_free(p);
+    PyBuffer_Release(&sb);
+    if (fb.buf)
+        PyBuffer_Release(&fb);
+    PyBuffer_Release(&db);
+    return res;
+}
+
+/* For the tests: the sort key of `doc` under `spec`. */
+static PyObject *core_sort_key(PyObject *mod, PyObject *args)
+{
+    module_state *st = PyModule_GetState(mod);
+    Py_buffer sb, db;
+    bson_t spec, doc;
+    mf_sort *s = NULL;
+    mf_buf key = {0};
+    mf_error err;
+    PyObject *res = NULL;
+    if (!PyArg_ParseTuple(args, "y*y*", &sb, &db))
+        return NULL;
+    if (bson_arg(st, &sb, &spec) != 0 || bson_arg(st, &db, &doc) != 0)
+        goto done;
+    if (mf_sort_parse(&spec, &s, &err) != 0 || mf_sort_key(s, &doc, &key, &err) != 0)
+        raise_error(st, &err);
+    else
+        res = PyBytes_FromStringAndSize((const char *)key.data, (Py_ssize_t)key.len);
+done:
+    mf_buf_free(&key);
+    mf_sort_free(s);
+    PyBuffer_Release(&sb);
+    PyBuffer_Release(&db);
+    return res;
+}
+
+/* For the tests: `docs` (a list of BSON bytes) sorted by `spec` through
+ * the sorter; with `with_runs`, (docs, runs spilled) instead. */
+static PyObject *core_sort(PyObject *mod, PyObject *args, PyObject *kwds)
+{
+    static char *kwlist[] = {"spec", "docs", "mem_limit", "allow_disk", "tmpdir", "limit",
+                             "with_runs", NULL};
+    module_state *st = PyModule_GetState(mod);
+    Py_buffer sb;
+    PyObject *docs, *res = NULL, *list = NULL;
+    unsigned long long mem_limit = 104857600ULL;
+    int allow_disk = 0, with_runs = 0;
+    const char *tmpdir = NULL;
+    long long limit = 0;
+    bson_t spec;
+    mf_sort *s = NULL;
+    mf_sorter *sorter = NULL;
+    mf_buf key = {0};
+    mf_error err;
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "y*O!|KpzLp", kwlist, &sb, &PyList_Type, &docs,
+                                     &mem_limit, &allow_disk, &tmpdir, &limit, &with_runs))
+        return NULL;
+    if (bson_arg(st, &sb, &spec) != 0)
+        goto done;
+    if (mf_sort_parse(&spec, &s, &err) != 0) {
+        raise_error(st, &err);
+        goto done;
+    }
+    if (!(sorter = mf_sorter_new((size_t)mem_limit, allow_disk != 0, tmpdir, limit))) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(docs); i++) {
+        PyObject *item = PyList_GET_ITEM(docs, i);
+        Py_buffer db;
+        bson_t doc;
+        if (PyObject_GetBuffer(item, &db, PyBUF_SIMPLE) != 0)
+            goto done;
+        int rc = bson_arg(st, &db, &doc);
+        if (rc == 0) {
+            key.len = 0;
+            rc = mf_sort_key(s, &doc, &key, &err);
+            if (rc == 0)
+                rc = mf_sorter_add(sorter, key.data, key.len, db.buf, (size_t)db.len, &err);
+            if (rc)
+                raise_error(st, &err);
+        }
+        PyBuffer_Release(&db);
+        if (rc)
+            goto done;
+    }
+    if (mf_sorter_finish(sorter, &err) != 0) {
+        raise_error(st, &err);
+        goto done;
+    }
+    if (!(list = PyList_New(0)))
+        goto done;
+    for (;;) {
+        const uint8_t *d;
+        size_t dlen;
+        bool valid;
+        if (mf_sorter_next(sorter, &d, &dlen, &valid, &err) != 0) {
+            raise_error(st, &err);
+            goto done;
+        }
+        if (!valid)
+            break;
+        PyObject *b = PyBytes_FromStringAndSize((const char *)d, (Py_ssize_t)dlen);
+        if (!b || PyList_Append(list, b) != 0) {
+            Py_XDECREF(b);
+            goto done;
+        }
+        Py_DECREF(b);
+    }
+    if (with_runs)
+        res = Py_BuildValue("(On)", list, (Py_ssize_t)mf_sorter_nruns(sorter));
+    else
+        res = Py_NewRef(list);
+done:
+    Py_XDECREF(list);
+    mf_sorter_free(sorter);
+    mf_buf_free(&key);
+    mf_sort_free(s);
+    PyBuffer_Release(&sb);
+    return res;
+}
+
 static PyObject *core_log(PyObject *mod, PyObject *args)
 {
     (void)mod;
@@ -555,6 +713,13 @@ static PyMethodDef core_methods[] = {
      "_update_info(update)\n--\n\n(is_replacement, needs_pos) of an update (tests)."},
     {"_upsert_seed", core_upsert_seed, METH_VARARGS,
      "_upsert_seed(filter)\n--\n\nThe seed document of an upsert (tests)."},
+    {"_project", core_project, METH_VARARGS,
+     "_project(spec, filter, doc, pos=-1)\n--\n\nBSON `doc` projected by `spec` (tests)."},
+    {"_sort_key", core_sort_key, METH_VARARGS,
+     "_sort_key(spec, doc)\n--\n\nThe memcmp-ordered sort key of `doc` (tests)."},
+    {"_sort", (PyCFunction)(void (*)(void))core_sort, METH_VARARGS | METH_KEYWORDS,
+     "_sort(spec, docs, mem_limit=104857600, allow_disk=False, tmpdir=None, limit=0, "
+     "with_runs=False)\n--\n\nBSON `docs` through the sorter (tests)."},
     {"log", core_log, METH_VARARGS,
      "log(level, component, msg)\n--\n\nWrite one line to the server log."},
     {NULL, NULL, 0, NULL},

@@ -93,18 +93,36 @@ void mf_update_free(mf_update *u);
 
 typedef struct mf_projection mf_projection;
 
-/* Parse a find projection: inclusion or exclusion, _id rules, dotted
- * paths, $slice, $elemMatch, positional `$`.  `filter` is the query (the
- * positional projection needs it to be checked).  Errors as mongod's for
- * illegal mixes (Location31254, 31253, ...). */
+/* Parse a find projection (mongod 7.0's projection_parser): inclusion or
+ * exclusion (any truthy/falsy number or bool), _id included unless
+ * {_id: 0}, dotted paths and sub-objects, find's $slice, $elemMatch
+ * (top-level fields only) and the positional `a.b.$`.  `filter` is the
+ * query; it may be NULL only when the projection has no positional `$`
+ * (else 51050).  Errors are mongod's: 31254 / 31253 mixing exclusion and
+ * inclusion, 31249 / 31250 path collisions, 40352 / 40353 / 15998 / 16410
+ * bad paths, 51270 an empty sub-projection, 31325 an unknown $-operator,
+ * 31257-31259 / 31272 / 31273 / 28667 a bad $slice, 31274 / 31275 a bad
+ * $elemMatch, 31276 / 31255 / 31256 / 31271 / 31308 / 31394 / 31395 a bad
+ * positional, 31252 / 31310 an expression in an exclusion.  A computed
+ * field -- an aggregation expression ({a: {$add: ...}}, $literal, $meta)
+ * or a literal ({a: "x"}) -- passes those checks and is then refused with
+ * NotImplemented (238): there is no expression evaluator yet.  The
+ * projection copies what it needs from `spec` and `filter`. */
 int mf_projection_parse(const bson_t *spec, const bson_t *filter, mf_projection **out,
                         mf_error *err);
 
-/* Whether the projection uses the positional `$`. */
+/* Whether the projection uses the positional `$` (the caller must then
+ * give the matcher's `pos`). */
 bool mf_projection_needs_pos(const mf_projection *p);
 
-/* Project `doc` into `out` (initialised by the call).  `pos` as for
- * mf_update_apply. */
+/* Project `doc` into `out` (initialised by the call; the caller destroys
+ * it, on error too).  `pos` is the matcher's position for `$` (-1 if
+ * none).  Runtime errors are mongod's bare messages: 51246 "positional
+ * operator '.$' couldn't find a matching element in the array" when the
+ * positional path meets an array and pos < 0, 51247 when pos is past the
+ * projected array.  mongod reports them prefixed by the command layer
+ * ("Executor error during find command :: caused by :: ...").
+ * Thread-safe: one projection may serve many threads. */
 int mf_projection_apply(const mf_projection *p, const bson_t *doc, int64_t pos, bson_t *out,
                         mf_error *err);
 
@@ -115,23 +133,45 @@ void mf_projection_free(mf_projection *p);
 typedef struct mf_sort mf_sort;
 
 /* Parse a sort specification {a: 1, "b.c": -1}.  Errors as mongod's:
- * BadValue (2) "$sort key ordering must be 1 (for ascending) or -1 (for
- * descending)", ... */
+ * 15974 "Illegal key in $sort specification: a: \"x\"" for a non-number,
+ * 15975 "$sort key ordering must be 1 (for ascending) or -1 (for
+ * descending)" (doubles and decimals are truncated first, as mongod's
+ * safeNumberLong), the path errors of FieldPath (40352 empty, 16410
+ * "$"-prefixed, ...), 17312 / FailedToParse / 31138 for a malformed
+ * {$meta: ...}; a valid $meta sort is refused with NotImplemented (238).
+ * An empty specification is valid (no keys: every document ties); the
+ * aggregation $sort stage must itself refuse it (15976). */
 int mf_sort_parse(const bson_t *spec, mf_sort **out, mf_error *err);
 
+/* The number of sort keys (0 for {}). */
+size_t mf_sort_nkeys(const mf_sort *s);
+
 /* Append the sort key of `doc` to `key`: keys compare with memcmp in the
- * order the sort asks for (an array sorts by its least element ascending,
- * its greatest descending; missing sorts as null).  Returns 0 or -1 on out
- * of memory. */
-int mf_sort_key(const mf_sort *s, const bson_t *doc, mf_buf *key);
+ * order the sort asks for.  As mongod, the key is the least of the index
+ * keys the pattern would generate for `doc`: an array sorts by its least
+ * element ascending and its greatest descending (paths through the same
+ * array take their values from the same element), an empty array as
+ * undefined (before null), missing as null.  Errors: BadValue (2) "cannot
+ * sort with keys that are parallel arrays", 16746 for a numeric path
+ * component that is also a field of an array element, InternalError on
+ * out of memory; `key` is then as before the call.  Thread-safe. */
+int mf_sort_key(const mf_sort *s, const bson_t *doc, mf_buf *key, mf_error *err);
 
 void mf_sort_free(mf_sort *s);
 
 /* The sorter: (key, document) pairs in, documents out in key order (ties
- * in the order added).  Bounded by `mem_limit` bytes; past it, it spills
- * sorted runs to files in `tmpdir` if `allow_disk`, else fails with
- * QueryExceededMemoryLimitNoDiskUseAllowed (292).  With `limit` > 0 only
- * the first `limit` documents are kept (a top-k heap). */
+ * in the order added).  Each record counts its key and document lengths
+ * plus a small overhead against `mem_limit` bytes; past it, with
+ * `allow_disk` it spills sorted runs to unnamed temporary files in
+ * `tmpdir` (NULL: $TMPDIR or /tmp; the files are unlinked as soon as
+ * created, so nothing is left behind), else the add fails with
+ * QueryExceededMemoryLimitNoDiskUseAllowed (292) "Sort exceeded memory
+ * limit of <mem_limit> bytes, but did not opt in to external sorting."
+ * (the command layer adds mongod's "Executor error during find command ::
+ * caused by :: ").  With `limit` > 0 only the first `limit` documents are
+ * kept (a top-k heap; the memory limit applies to what is kept).  Spill
+ * I/O errors: OutOfDiskSpace (14031) or InternalError.  Not thread-safe.
+ * mf_sorter_new returns NULL on out of memory. */
 typedef struct mf_sorter mf_sorter;
 
 mf_sorter *mf_sorter_new(size_t mem_limit, bool allow_disk, const char *tmpdir, int64_t limit);
@@ -142,6 +182,8 @@ int mf_sorter_finish(mf_sorter *s, mf_error *err);
 /* The next document, valid until the next call; `*valid` false at the end. */
 int mf_sorter_next(mf_sorter *s, const uint8_t **doc, size_t *dlen, bool *valid,
                    mf_error *err);
+/* How many runs are on disk (for tests and explain). */
+size_t mf_sorter_nruns(const mf_sorter *s);
 void mf_sorter_free(mf_sorter *s);
 
 /* ------------------------------------------------------- plan and scan */

@@ -1,0 +1,907 @@
+/*
+ * sort.c -- sort specifications, sort keys, and the sorter.
+ *
+ * Sort keys.  mongod sorts a document as an index over the sort pattern
+ * would order it (src/mongo/db/index/sort_key_generator.cpp): it generates
+ * the document's index keys for that pattern (btree_key_generator.cpp) and
+ * uses the first one in index order.  So here:
+ *
+ *   - each sort path is followed through documents; where it meets an
+ *     array the array is expanded, one key per element (all paths through
+ *     that same array expand together; two different arrays at once are
+ *     "parallel arrays", an error);
+ *   - an array at the end of a path contributes its elements (an array
+ *     inside it is one value); an empty array contributes undefined, which
+ *     sorts before null; a missing path contributes null;
+ *   - a numeric component names an array element ("a.0") as well;
+ *   - each candidate key is the concatenation of its parts in the
+ *     order-preserving encoding (keyenc.c), descending parts inverted, and
+ *     the sort key is the memcmp-least candidate.  So {a: [1, 5]} sorts by
+ *     1 ascending and by 5 descending.
+ *
+ * The sorter.  Records (key, document, sequence number) are kept in memory
+ * up to `mem_limit` bytes (key + document + RECORD_OVERHEAD each).  Past
+ * it, without allow_disk, the sort fails as mongod's (292); with it, the
+ * records are sorted and written as a run to an unnamed temporary file
+ * (created in `tmpdir` and unlinked at once, so nothing outlives the
+ * process), and at the end the runs are merged.  The order is (key,
+ * sequence): ties come out in the order added.  With a limit, the kept
+ * records form a max-heap of the best `limit`, and a full spilled run's
+ * worst record becomes a cutoff below which nothing is kept.
+ *
+ * Run file record layout (native byte order; the file never leaves the
+ * process):
+ *
+ *   OFFSET  SIZE  DESCRIPTION
+ *   0       8     sequence number
+ *   8       4     key length K
+ *   12      4     document length D
+ *   16      K     key
+ *   16+K    D     document
+ */
+#include "query_int.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+enum {
+    E_NOT_IMPLEMENTED = 238,
+    E_NO_DISK_USE = 292, /* QueryExceededMemoryLimitNoDiskUseAllowed */
+    E_OUT_OF_DISK = 14031,
+    E_SORT_ILLEGAL_KEY = 15974,
+    E_SORT_ORDER = 15975,
+    E_META_ONLY = 17312,
+    E_META_ILLEGAL = 31138,
+    E_AMBIGUOUS_FIELD = 16746,
+};
+
+/* Bytes counted per record beyond its key and document. */
+#define RECORD_OVERHEAD 32
+/* Runs merged at once; more are first merged into one. */
+#define MAX_FANIN 32
+
+/* ---------------------------------------------------------- specification */
+
+typedef struct sort_part {
+    char *path;
+    bool desc;
+} sort_part;
+
+struct mf_sort {
+    sort_part *parts;
+    size_t nparts;
+};
+
+/* {n: null, u: undefined}: the values of a missing path and of []. */
+static const uint8_t consts_bson[] = {11, 0, 0, 0, BSON_TYPE_NULL, 'n', 0,
+                                      BSON_TYPE_UNDEFINED, 'u', 0, 0};
+
+static int oom(mf_error *err)
+{
+    return mf_error_set(err, MF_InternalError, "out of memory");
+}
+
+void mf_sort_free(mf_sort *s)
+{
+    if (!s)
+        return;
+    for (size_t i = 0; i < s->nparts; i++)
+        free(s->parts[i].path);
+    free(s->parts);
+    free(s);
+}
+
+/* BSONElement::safeNumberLong(): doubles and decimals truncated toward
+ * zero and clamped; NaN is 0. */
+static int64_t safe_number_long(const bson_iter_t *it)
+{
+    double d;
+    switch (bson_iter_type(it)) {
+    case BSON_TYPE_INT32:
+        return bson_iter_int32(it);
+    case BSON_TYPE_INT64:
+        return bson_iter_int64(it);
+    case BSON_TYPE_DOUBLE:
+        d = bson_iter_double(it);
+        break;
+    default: { /* decimal128 */
+        bson_decimal128_t dv;
+        char s[BSON_DECIMAL128_STRING];
+        bson_iter_decimal128(it, &dv);
+        bson_decimal128_to_string(&dv, s);
+        d = strtod(s, NULL);
+        break;
+    }
+    }
+    if (!(d == d))
+        return 0;
+    if (d >= 9223372036854775807.0)
+        return INT64_MAX;
+    if (d <= -9223372036854775808.0)
+        return INT64_MIN;
+    return (int64_t)d;
+}
+
+/* {a: {$meta: "..."}}: mongod's checks; a valid one is refused. */
+static int parse_meta(const bson_iter_t *it, mf_error *err)
+{
+    uint32_t len;
+    const uint8_t *data;
+    bson_t sub;
+    bson_iter_t m;
+    bson_iter_document(it, &len, &data);
+    bson_init_static(&sub, data, len);
+    if (!bson_iter_init(&m, &sub) || !bson_iter_next(&m) || strcmp(bson_iter_key(&m), "$meta") != 0)
+        return mf_error_set(err, E_META_ONLY, "$meta is the only expression supported by $sort right now");
+    if (bson_count_keys(&sub) != 1)
+        return mf_error_set(err, 9 /* FailedToParse */,
+                            "Cannot have additional keys in a $meta sort specification");
+    const char *name = BSON_ITER_HOLDS_UTF8(&m) ? bson_iter_utf8(&m, NULL) : "";
+    static const char *const valid[] = {"textScore", "randVal", "geoNearDistance", "searchScore"};
+    for (size_t i = 0; i < sizeof valid / sizeof valid[0]; i++)
+        if (strcmp(name, valid[i]) == 0)
+            return mf_error_set(err, E_NOT_IMPLEMENTED, "$meta sort (%s) is not supported yet",
+                                name);
+    char elem[160];
+    mf_bsonx_elem_to_string(&m, true, elem, sizeof elem);
+    return mf_error_set(err, E_META_ILLEGAL, "Illegal $meta sort: %s", elem);
+}
+
+int mf_sort_parse(const bson_t *spec, mf_sort **out, mf_error *err)
+{
+    mf_sort *s = calloc(1, sizeof *s);
+    uint32_t n = bson_count_keys(spec);
+    bson_iter_t it;
+    int rc = 0;
+    if (!s)
+        return oom(err);
+    if (n && !(s->parts = calloc(n, sizeof *s->parts))) {
+        mf_sort_free(s);
+        return oom(err);
+    }
+    bson_iter_init(&it, spec);
+    while (rc == 0 && bson_iter_next(&it)) {
+        const char *key = bson_iter_key(&it);
+        if (BSON_ITER_HOLDS_DOCUMENT(&it)) {
+            rc = parse_meta(&it, err);
+            break;
+        }
+        switch (bson_iter_type(&it)) {
+        case BSON_TYPE_INT32: case BSON_TYPE_INT64: case BSON_TYPE_DOUBLE:
+        case BSON_TYPE_DECIMAL128:
+            break;
+        default: {
+            char elem[160];
+            mf_bsonx_elem_to_string(&it, true, elem, sizeof elem);
+            rc = mf_error_set(err, E_SORT_ILLEGAL_KEY, "Illegal key in $sort specification: %s",
+                              elem);
+            continue;
+        }
+        }
+        int64_t dir = safe_number_long(&it);
+        if (dir != 1 && dir != -1) {
+            rc = mf_error_set(err, E_SORT_ORDER,
+                              "$sort key ordering must be 1 (for ascending) or -1 (for descending)");
+            break;
+        }
+        if ((rc = mfi_field_path_check(key, err)) != 0)
+            break;
+        if (!(s->parts[s->nparts].path = strdup(key))) {
+            rc = oom(err);
+            break;
+        }
+        s->parts[s->nparts++].desc = dir < 0;
+    }
+    if (rc) {
+        mf_sort_free(s);
+        return rc;
+    }
+    *out = s;
+    return 0;
+}
+
+size_t mf_sort_nkeys(const mf_sort *s)
+{
+    return s->nparts;
+}
+
+/* ---------------------------------------------------------------- sort keys */
+
+/* One sort path while keys are generated (mongod's fieldNames[i], fixed[i]
+ * and PositionalPathInfo). */
+typedef struct fstate {
+    const char *rest;     /* path still to follow; "" once `fixed` holds the value */
+    bson_iter_t fixed;
+    bool has_pos;         /* the next component indexes the array just expanded */
+    bson_iter_t pos_elt;  /* that element */
+    bool dotted_found;
+    bson_iter_t dotted;   /* the rest of the path followed from it */
+    const char *pos_rest; /* what remains after that */
+    bson_iter_t pos_arr;  /* the array, for the error message */
+} fstate;
+
+typedef struct kgen {
+    const mf_sort *s;
+    mf_buf cand;    /* the candidate key being built */
+    mf_buf *best;   /* the least so far */
+    size_t best_at; /* where the sort key starts in `best` */
+    bool have_best;
+    mf_error *err;
+} kgen;
+
+static bool find_field(const bson_t *obj, const char *name, size_t n, bson_iter_t *out)
+{
+    if (!bson_iter_init(out, obj))
+        return false;
+    while (bson_iter_next(out))
+        if (bson_iter_key_len(out) == n && memcmp(bson_iter_key(out), name, n) == 0)
+            return true;
+    return false;
+}
+
+static void doc_of(const bson_iter_t *it, bson_t *out)
+{
+    uint32_t len;
+    const uint8_t *data;
+    if (BSON_ITER_HOLDS_ARRAY(it))
+        bson_iter_array(it, &len, &data);
+    else
+        bson_iter_document(it, &len, &data);
+    bson_init_static(out, data, len);
+}
+
+/* Follow `*path` through documents until it ends or meets an array
+ * (mongod's extractElementAtPathOrArrayAlongPath); `*path` is left at what
+ * remains after the element found. */
+static bool extract_path(const bson_t *obj, const char **path, bson_iter_t *out)
+{
+    const char *p = *path, *dot = strchr(p, '.');
+    size_t n = dot ? (size_t)(dot - p) : strlen(p);
+    *path = dot ? dot + 1 : p + n;
+    if (!find_field(obj, p, n, out))
+        return false;
+    if (BSON_ITER_HOLDS_ARRAY(out) || **path == '\0')
+        return true;
+    if (BSON_ITER_HOLDS_DOCUMENT(out)) {
+        bson_t sub;
+        doc_of(out, &sub);
+        return extract_path(&sub, path, out);
+    }
+    return false;
+}
+
+/* The next element on `f`'s path in `obj` (mongod's _extractNextElement).
+ * Returns 1 found, 0 not found, or an error code. */
+static int extract_next(kgen *g, const bson_t *obj, fstate *f, bson_iter_t *out, bool *nested)
+{
+    const char *dot = strchr(f->rest, '.');
+    size_t n = dot ? (size_t)(dot - f->rest) : strlen(f->rest);
+    bson_iter_t probe;
+    bool have_field = find_field(obj, f->rest, n, &probe);
+    *nested = false;
+    if (have_field && f->has_pos) {
+        char arr[300];
+        bson_t a;
+        doc_of(&f->pos_arr, &a);
+        mf_bsonx_to_string(&a, arr, sizeof arr);
+        return mf_error_set(g->err, E_AMBIGUOUS_FIELD,
+                            "Ambiguous field name found in array (do not use numeric field names "
+                            "in embedded elements in an array), field: '%s' for array: %s",
+                            bson_iter_key(&f->pos_elt), arr);
+    }
+    if (have_field)
+        return extract_path(obj, &f->rest, out) ? 1 : 0;
+    if (f->has_pos) {
+        *nested = BSON_ITER_HOLDS_ARRAY(&f->pos_elt);
+        f->rest = f->pos_rest;
+        if (f->dotted_found)
+            *out = f->dotted;
+        return f->dotted_found ? 1 : 0;
+    }
+    return 0;
+}
+
+/* Encode the key of the fixed values; keep it if it is the least yet. */
+static int emit(kgen *g, const fstate *f)
+{
+    const mf_sort *s = g->s;
+    g->cand.len = 0;
+    for (size_t i = 0; i < s->nparts; i++)
+        if (mf_bsonx_key_append(&g->cand, &f[i].fixed, s->parts[i].desc) != 0)
+            return oom(g->err);
+    size_t blen = g->best->len - g->best_at;
+    if (g->have_best) {
+        size_t n = blen < g->cand.len ? blen : g->cand.len;
+        int c = memcmp(g->cand.data, g->best->data + g->best_at, n);
+        if (c > 0 || (c == 0 && g->cand.len >= blen))
+            return 0;
+    }
+    g->best->len = g->best_at;
+    if (mf_buf_append(g->best, g->cand.data, g->cand.len) != 0)
+        return oom(g->err);
+    g->have_best = true;
+    return 0;
+}
+
+static void const_value(const char *name, bson_iter_t *out)
+{
+    bson_t consts;
+    bson_init_static(&consts, consts_bson, sizeof consts_bson);
+    bson_iter_init_find(out, &consts, name);
+}
+
+/* mongod's _getKeysWithArray: fix what can be fixed in `obj`, expand the
+ * one array met (if any), recurse per element. */
+static int gen(kgen *g, fstate *f, const bson_t *obj)
+{
+    size_t n = g->s->nparts;
+    bool have_arr = false, may_expand = true;
+    bson_iter_t arr;
+    bool *in_arr = calloc(n, sizeof *in_arr);
+    fstate *sub = malloc(n * sizeof *sub);
+    int rc = 0;
+    if (!in_arr || !sub) {
+        rc = oom(g->err);
+        goto out;
+    }
+    for (size_t i = 0; i < n; i++) {
+        if (f[i].rest[0] == '\0')
+            continue;
+        bson_iter_t e;
+        bool nested;
+        int found = extract_next(g, obj, &f[i], &e, &nested);
+        if (found < 0 || found > 1) {
+            rc = found;
+            goto out;
+        }
+        if (!found) {
+            const_value("n", &f[i].fixed);
+            f[i].rest = "";
+        } else if (BSON_ITER_HOLDS_ARRAY(&e)) {
+            in_arr[i] = true;
+            if (!have_arr) {
+                arr = e;
+                have_arr = true;
+            } else if (bson_iter_key(&e) != bson_iter_key(&arr)) {
+                rc = mf_error_set(g->err, MF_BadValue, "cannot sort with keys that are parallel arrays");
+                goto out;
+            }
+            if (nested)
+                may_expand = false;
+        } else {
+            f[i].fixed = e;
+            f[i].rest = "";
+        }
+    }
+    if (!have_arr) {
+        rc = emit(g, f);
+        goto out;
+    }
+    bson_t arr_doc, empty;
+    bson_iter_t el;
+    doc_of(&arr, &arr_doc);
+    bson_init(&empty);
+    if (bson_empty(&arr_doc)) {
+        memcpy(sub, f, n * sizeof *sub);
+        for (size_t i = 0; i < n; i++) {
+            sub[i].has_pos = false;
+            if (in_arr[i] && sub[i].rest[0] == '\0')
+                const_value("u", &sub[i].fixed);
+        }
+        rc = gen(g, sub, &empty);
+        goto out;
+    }
+    /* A numeric next component indexes the array: follow it once here. */
+    fstate *pos = malloc(n * sizeof *pos);
+    if (!pos) {
+        rc = oom(g->err);
+        goto out;
+    }
+    for (size_t i = 0; i < n; i++) {
+        memset(&pos[i], 0, sizeof pos[i]);
+        if (f[i].rest[0] == '\0')
+            continue;
+        const char *dot = strchr(f[i].rest, '.');
+        size_t len = dot ? (size_t)(dot - f[i].rest) : strlen(f[i].rest);
+        if (!find_field(&arr_doc, f[i].rest, len, &pos[i].pos_elt))
+            continue;
+        pos[i].has_pos = true;
+        pos[i].pos_arr = arr;
+        pos[i].pos_rest = f[i].rest;
+        pos[i].dotted_found = extract_path(&arr_doc, &pos[i].pos_rest, &pos[i].dotted);
+    }
+    bson_iter_init(&el, &arr_doc);
+    while (rc == 0 && bson_iter_next(&el)) {
+        bson_t el_doc;
+        for (size_t i = 0; i < n; i++) {
+            sub[i] = f[i];
+            sub[i].has_pos = pos[i].has_pos;
+            sub[i].pos_elt = pos[i].pos_elt;
+            sub[i].pos_arr = pos[i].pos_arr;
+            sub[i].pos_rest = pos[i].pos_rest;
+            sub[i].dotted_found = pos[i].dotted_found;
+            sub[i].dotted = pos[i].dotted;
+            if (in_arr[i] && sub[i].rest[0] == '\0')
+                sub[i].fixed = may_expand ? el : arr;
+        }
+        if (BSON_ITER_HOLDS_DOCUMENT(&el))
+            doc_of(&el, &el_doc);
+        rc = gen(g, sub, BSON_ITER_HOLDS_DOCUMENT(&el) ? &el_doc : &empty);
+    }
+    free(pos);
+out:
+    free(in_arr);
+    free(sub);
+    return rc;
+}
+
+int mf_sort_key(const mf_sort *s, const bson_t *doc, mf_buf *key, mf_error *err)
+{
+    if (s->nparts == 0)
+        return 0;
+    fstate *f = calloc(s->nparts, sizeof *f);
+    if (!f)
+        return oom(err);
+    for (size_t i = 0; i < s->nparts; i++)
+        f[i].rest = s->parts[i].path;
+    kgen g = {.s = s, .best = key, .best_at = key->len, .err = err};
+    int rc = gen(&g, f, doc);
+    if (rc)
+        key->len = g.best_at;
+    mf_buf_free(&g.cand);
+    free(f);
+    return rc;
+}
+
+/* ---------------------------------------------------------------- sorter */
+
+typedef struct rec {
+    uint64_t seq;
+    uint32_t klen, dlen;
+    uint8_t data[]; /* key, then document */
+} rec;
+
+/* A spilled run: an unlinked temporary file, and while merging, its
+ * current record. */
+typedef struct run {
+    FILE *fp;
+    rec *cur;   /* NULL at the end */
+    size_t cap; /* bytes allocated for `cur` */
+} run;
+
+struct mf_sorter {
+    size_t mem_limit;
+    bool allow_disk;
+    char *tmpdir;
+    int64_t limit;     /* > 0: keep only the best `limit` */
+    uint64_t next_seq;
+
+    rec **recs;        /* in memory: unordered, or a max-heap when limit > 0 */
+    size_t nrecs, cap;
+    size_t mem;        /* bytes counted for `recs` */
+    rec *cutoff;       /* limit > 0: records not before this one are dropped */
+
+    run *runs;
+    size_t nruns;
+
+    bool finished;
+    size_t out_next;   /* in-memory output: next index into `recs` */
+    int64_t nout;      /* documents returned */
+    size_t *heap;      /* merge: run indexes, least current record first */
+    size_t nheap;
+    bool advance_top;  /* the top run's record was returned: read its next */
+};
+
+static int rec_cmp(const rec *a, const rec *b)
+{
+    size_t n = a->klen < b->klen ? a->klen : b->klen;
+    int c = memcmp(a->data, b->data, n);
+    if (c)
+        return c;
+    if (a->klen != b->klen)
+        return a->klen < b->klen ? -1 : 1;
+    return a->seq < b->seq ? -1 : a->seq > b->seq;
+}
+
+static int rec_qsort_cmp(const void *a, const void *b)
+{
+    return rec_cmp(*(rec *const *)a, *(rec *const *)b);
+}
+
+static size_t rec_cost(const rec *r)
+{
+    return (size_t)r->klen + r->dlen + RECORD_OVERHEAD;
+}
+
+mf_sorter *mf_sorter_new(size_t mem_limit, bool allow_disk, const char *tmpdir, int64_t limit)
+{
+    mf_sorter *s = calloc(1, sizeof *s);
+    if (!s)
+        return NULL;
+    if (!tmpdir || !*tmpdir)
+        tmpdir = getenv("TMPDIR") && *getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp";
+    if (!(s->tmpdir = strdup(tmpdir))) {
+        free(s);
+        return NULL;
+    }
+    s->mem_limit = mem_limit;
+    s->allow_disk = allow_disk;
+    s->limit = limit > 0 ? limit : 0;
+    return s;
+}
+
+void mf_sorter_free(mf_sorter *s)
+{
+    if (!s)
+        return;
+    for (size_t i = 0; i < s->nrecs; i++)
+        free(s->recs[i]);
+    free(s->recs);
+    free(s->cutoff);
+    for (size_t i = 0; i < s->nruns; i++) {
+        if (s->runs[i].fp)
+            fclose(s->runs[i].fp);
+        free(s->runs[i].cur);
+    }
+    free(s->runs);
+    free(s->heap);
+    free(s->tmpdir);
+    free(s);
+}
+
+/* --- the max-heap of the best `limit` records (worst at the top) */
+
+static void max_heap_down(rec **h, size_t n, size_t i)
+{
+    for (;;) {
+        size_t l = 2 * i + 1, r = l + 1, m = i;
+        if (l < n && rec_cmp(h[l], h[m]) > 0)
+            m = l;
+        if (r < n && rec_cmp(h[r], h[m]) > 0)
+            m = r;
+        if (m == i)
+            return;
+        rec *t = h[i];
+        h[i] = h[m];
+        h[m] = t;
+        i = m;
+    }
+}
+
+static void max_heap_up(rec **h, size_t i)
+{
+    while (i > 0) {
+        size_t p = (i - 1) / 2;
+        if (rec_cmp(h[i], h[p]) <= 0)
+            return;
+        rec *t = h[i];
+        h[i] = h[p];
+        h[p] = t;
+        i = p;
+    }
+}
+
+/* --- runs */
+
+static int io_error(mf_error *err, const char *what)
+{
+    int e = errno;
+    if (e == ENOSPC)
+        return mf_error_set(err, E_OUT_OF_DISK, "sort spill file %s: %s", what, strerror(e));
+    return mf_error_set(err, MF_InternalError, "sort spill file %s: %s", what,
+                        e ? strerror(e) : "short read or write");
+}
+
+/* A new run file in the sorter's directory.  It is unlinked at once: the
+ * open descriptor keeps it, and no crash can leave it behind. */
+static int run_create(mf_sorter *s, run *out, mf_error *err)
+{
+    size_t n = strlen(s->tmpdir) + sizeof "/multifora-sort-XXXXXX";
+    char *name = malloc(n);
+    if (!name)
+        return oom(err);
+    snprintf(name, n, "%s/multifora-sort-XXXXXX", s->tmpdir);
+    int fd = mkstemp(name);
+    if (fd < 0) {
+        int rc = io_error(err, "create");
+        free(name);
+        return rc;
+    }
+    unlink(name);
+    free(name);
+    memset(out, 0, sizeof *out);
+    if (!(out->fp = fdopen(fd, "w+b"))) {
+        close(fd);
+        return io_error(err, "open");
+    }
+    return 0;
+}
+
+static int run_write(run *r, const rec *x, mf_error *err)
+{
+    if (fwrite(x, sizeof *x + x->klen + x->dlen, 1, r->fp) != 1)
+        return io_error(err, "write");
+    return 0;
+}
+
+/* Read the run's next record into `cur` (NULL at the end). */
+static int run_read(run *r, mf_error *err)
+{
+    rec head;
+    size_t got = fread(&head, 1, sizeof head, r->fp);
+    if (got == 0 && feof(r->fp)) {
+        free(r->cur);
+        r->cur = NULL;
+        r->cap = 0;
+        return 0;
+    }
+    if (got != sizeof head)
+        return io_error(err, "read");
+    size_t need = sizeof head + head.klen + head.dlen;
+    if (need > r->cap) {
+        rec *p = realloc(r->cur, need);
+        if (!p)
+            return oom(err);
+        r->cur = p;
+        r->cap = need;
+    }
+    *r->cur = head;
+    if (fread(r->cur->data, 1, head.klen + head.dlen, r->fp) != head.klen + head.dlen)
+        return io_error(err, "read");
+    return 0;
+}
+
+static int run_rewind(run *r, mf_error *err)
+{
+    if (fflush(r->fp) != 0 || fseek(r->fp, 0, SEEK_SET) != 0)
+        return io_error(err, "rewind");
+    return run_read(r, err);
+}
+
+static int add_run(mf_sorter *s, run *r, mf_error *err)
+{
+    run *p = realloc(s->runs, (s->nruns + 1) * sizeof *p);
+    if (!p) {
+        fclose(r->fp);
+        return oom(err);
+    }
+    s->runs = p;
+    s->runs[s->nruns++] = *r;
+    return 0;
+}
+
+/* --- the merge heap over runs (least current record at the top) */
+
+static bool run_less(const mf_sorter *s, size_t a, size_t b)
+{
+    return rec_cmp(s->runs[a].cur, s->runs[b].cur) < 0;
+}
+
+static void merge_down(mf_sorter *s, size_t i)
+{
+    size_t *h = s->heap, n = s->nheap;
+    for (;;) {
+        size_t l = 2 * i + 1, r = l + 1, m = i;
+        if (l < n && run_less(s, h[l], h[m]))
+            m = l;
+        if (r < n && run_less(s, h[r], h[m]))
+            m = r;
+        if (m == i)
+            return;
+        size_t t = h[i];
+        h[i] = h[m];
+        h[m] = t;
+        i = m;
+    }
+}
+
+/* Rewind every run and heap the non-empty ones. */
+static int merge_start(mf_sorter *s, mf_error *err)
+{
+    free(s->heap);
+    s->nheap = 0;
+    s->advance_top = false;
+    if (!(s->heap = malloc((s->nruns ? s->nruns : 1) * sizeof *s->heap)))
+        return oom(err);
+    for (size_t i = 0; i < s->nruns; i++) {
+        int rc = run_rewind(&s->runs[i], err);
+        if (rc)
+            return rc;
+        if (s->runs[i].cur)
+            s->heap[s->nheap++] = i;
+    }
+    for (size_t i = s->nheap / 2; i-- > 0;)
+        merge_down(s, i);
+    return 0;
+}
+
+/* The next record of the merge (valid until the next call), or NULL. */
+static int merge_next(mf_sorter *s, const rec **out, mf_error *err)
+{
+    if (s->advance_top) {
+        /* Read past the record returned last time only now, so that it
+         * stayed valid until this call. */
+        run *r = &s->runs[s->heap[0]];
+        int rc = run_read(r, err);
+        if (rc)
+            return rc;
+        if (!r->cur)
+            s->heap[0] = s->heap[--s->nheap];
+        merge_down(s, 0);
+        s->advance_top = false;
+    }
+    if (s->nheap == 0) {
+        *out = NULL;
+        return 0;
+    }
+    *out = s->runs[s->heap[0]].cur;
+    s->advance_top = true;
+    return 0;
+}
+
+/* Merge every run into one (keeping at most `limit` records), so that the
+ * number of open files stays bounded. */
+static int merge_runs(mf_sorter *s, mf_error *err)
+{
+    run merged;
+    int rc = merge_start(s, err);
+    if (rc || (rc = run_create(s, &merged, err)) != 0)
+        return rc;
+    const rec *r;
+    for (int64_t n = 0; (rc = merge_next(s, &r, err)) == 0 && r; n++) {
+        if (s->limit && n >= s->limit)
+            break;
+        if ((rc = run_write(&merged, r, err)) != 0)
+            break;
+    }
+    if (rc) {
+        fclose(merged.fp);
+        return rc;
+    }
+    for (size_t i = 0; i < s->nruns; i++) {
+        fclose(s->runs[i].fp);
+        free(s->runs[i].cur);
+    }
+    s->nruns = 0;
+    free(s->heap);
+    s->heap = NULL;
+    s->nheap = 0;
+    s->advance_top = false;
+    return add_run(s, &merged, err);
+}
+
+/* Write the in-memory records as a sorted run and forget them. */
+static int spill(mf_sorter *s, mf_error *err)
+{
+    run r;
+    int rc;
+    if (s->nruns + 1 >= MAX_FANIN && (rc = merge_runs(s, err)) != 0)
+        return rc;
+    qsort(s->recs, s->nrecs, sizeof *s->recs, rec_qsort_cmp);
+    if ((rc = run_create(s, &r, err)) != 0)
+        return rc;
+    for (size_t i = 0; i < s->nrecs; i++) {
+        if ((rc = run_write(&r, s->recs[i], err)) != 0) {
+            fclose(r.fp);
+            return rc;
+        }
+    }
+    /* With a limit, a full run's worst record bounds every later keeper. */
+    if (s->limit && (int64_t)s->nrecs == s->limit &&
+        (!s->cutoff || rec_cmp(s->recs[s->nrecs - 1], s->cutoff) < 0)) {
+        free(s->cutoff);
+        s->cutoff = s->recs[--s->nrecs];
+    }
+    for (size_t i = 0; i < s->nrecs; i++)
+        free(s->recs[i]);
+    s->nrecs = 0;
+    s->mem = 0;
+    return add_run(s, &r, err);
+}
+
+int mf_sorter_add(mf_sorter *s, const void *key, size_t klen, const void *doc, size_t dlen,
+                  mf_error *err)
+{
+    if (s->finished)
+        return mf_error_set(err, MF_InternalError, "mf_sorter_add after mf_sorter_finish");
+    if (klen > UINT32_MAX || dlen > UINT32_MAX)
+        return mf_error_set(err, MF_BadValue, "sort record too large");
+    rec *r = malloc(sizeof *r + klen + dlen);
+    if (!r)
+        return oom(err);
+    r->seq = s->next_seq++;
+    r->klen = (uint32_t)klen;
+    r->dlen = (uint32_t)dlen;
+    if (klen) /* an empty sort ({}) gives empty keys, possibly NULL */
+        memcpy(r->data, key, klen);
+    if (dlen)
+        memcpy(r->data + klen, doc, dlen);
+    if (s->cutoff && rec_cmp(r, s->cutoff) >= 0) {
+        free(r);
+        return 0;
+    }
+    if (s->limit && (int64_t)s->nrecs == s->limit) {
+        /* Full: the new record replaces the worst kept one, if better. */
+        if (rec_cmp(r, s->recs[0]) >= 0) {
+            free(r);
+            return 0;
+        }
+        s->mem -= rec_cost(s->recs[0]);
+        free(s->recs[0]);
+        s->recs[0] = r;
+        s->mem += rec_cost(r);
+        max_heap_down(s->recs, s->nrecs, 0);
+    } else {
+        if (s->nrecs == s->cap) {
+            size_t cap = s->cap ? 2 * s->cap : 64;
+            rec **p = realloc(s->recs, cap * sizeof *p);
+            if (!p) {
+                free(r);
+                return oom(err);
+            }
+            s->recs = p;
+            s->cap = cap;
+        }
+        s->recs[s->nrecs++] = r;
+        s->mem += rec_cost(r);
+        if (s->limit)
+            max_heap_up(s->recs, s->nrecs - 1);
+    }
+    if (s->mem <= s->mem_limit)
+        return 0;
+    if (!s->allow_disk)
+        return mf_error_set(err, E_NO_DISK_USE,
+                            "Sort exceeded memory limit of %zu bytes, but did not opt in to "
+                            "external sorting.",
+                            s->mem_limit);
+    return spill(s, err);
+}
+
+int mf_sorter_finish(mf_sorter *s, mf_error *err)
+{
+    int rc;
+    if (s->finished)
+        return 0;
+    s->finished = true;
+    if (s->nruns == 0) {
+        if (s->nrecs)
+            qsort(s->recs, s->nrecs, sizeof *s->recs, rec_qsort_cmp);
+        return 0;
+    }
+    if (s->nrecs && (rc = spill(s, err)) != 0)
+        return rc;
+    return merge_start(s, err);
+}
+
+int mf_sorter_next(mf_sorter *s, const uint8_t **doc, size_t *dlen, bool *valid, mf_error *err)
+{
+    const rec *r = NULL;
+    *valid = false;
+    if (!s->finished)
+        return mf_error_set(err, MF_InternalError, "mf_sorter_next before mf_sorter_finish");
+    if (s->limit && s->nout >= s->limit)
+        return 0;
+    if (s->nruns == 0) {
+        if (s->out_next < s->nrecs)
+            r = s->recs[s->out_next++];
+    } else {
+        int rc = merge_next(s, &r, err);
+        if (rc)
+            return rc;
+    }
+    if (!r)
+        return 0;
+    s->nout++;
+    *doc = r->data + r->klen;
+    *dlen = r->dlen;
+    *valid = true;
+    return 0;
+}
+
+size_t mf_sorter_nruns(const mf_sorter *s)
+{
+    return s->nruns;
+}
