@@ -25,10 +25,6 @@ from unified.runner import skip_reason_before_start
 SPEC_DIR = SHARED / "spec" / "crud"
 
 
-def _and(*reasons: str) -> str:
-    return "; ".join(reasons)
-
-
 # Reasons, as the server answers today (tests/unified/triage.py --not-yet
 # drafts this table from a run; each reason is the first failure a test hits).
 PIPELINE_UPDATE = 'pipeline-style updates need aggregation (issue 6)'
