@@ -524,6 +524,8 @@ int mfi_cmd_find(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_error *er
         cur->has_coll = mfi_coll_uuid(c, cur->coll_uuid);
         rc = mf_scan_new(c, a.has_filter ? &a.filter : NULL, a.has_hint ? &a.hint : NULL,
                          q.sort ? &a.sort : NULL, &cur->scan, &sorted, err);
+        if (rc == 0)
+            mf_scan_want_pos(cur->scan, cur->proj && mf_projection_needs_pos(cur->proj));
         running = rc == 0;
         if (rc == 0 && q.sort && !sorted)
             rc = sort_all(ctx, cur, c, q.sort, a.skip, a.limit, a.allow_disk_use, a.deadline,

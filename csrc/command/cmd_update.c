@@ -66,13 +66,14 @@ static int hits_add(hits *h, uint64_t rid, int64_t pos, mf_error *err)
  * order when there is a sort (findAndModify). */
 static int find_hits(mf_engine *e, mf_coll *c, const bson_t *filter, const mf_matcher *m,
                      const bson_iter_t *hint, const mf_sort *sort, const bson_t *sort_spec,
-                     bool all, hits *out, mf_error *err)
+                     bool all, bool want_pos, hits *out, mf_error *err)
 {
     mf_scan *scan;
     bool sorted;
     int rc = mf_scan_new(c, filter, hint, sort ? sort_spec : NULL, &scan, &sorted, err);
     if (rc)
         return rc;
+    mf_scan_want_pos(scan, want_pos);
     if (sorted)
         sort = NULL; /* the scan's order is the sort's */
     mf_buf best = {0}, key = {0};
@@ -316,8 +317,8 @@ static int run_update(mf_engine *e, mf_coll *c, update_stmt *s, int64_t now, int
         rc = mf_error_set(err, MF_FailedToParse,
                           "multi update is not supported for replacement-style update");
     if (rc == 0)
-        rc = find_hits(e, c, &s->q, m, s->has_hint ? &s->hint : NULL, NULL, NULL, s->multi, &h,
-                       err);
+        rc = find_hits(e, c, &s->q, m, s->has_hint ? &s->hint : NULL, NULL, NULL, s->multi,
+                       mf_update_needs_pos(u), &h, err);
     for (size_t i = 0; rc == 0 && i < h.n; i++) {
         bool modified;
         rc = update_record(e, c, h.v[i].rid, u, h.v[i].pos, now, &modified, NULL, NULL, lsn,
@@ -601,7 +602,7 @@ int mfi_cmd_delete(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_error *
         atomic_fetch_add_explicit(&ctx->inst->counters.op_delete, 1, memory_order_relaxed);
         if (r == 0 && c)
             r = find_hits(e, c, &st[i].q, m, st[i].has_hint ? &st[i].hint : NULL, NULL, NULL,
-                          st[i].limit == 0, &h, &serr);
+                          st[i].limit == 0, false, &h, &serr);
         for (size_t j = 0; r == 0 && j < h.n; j++) {
             bool deleted;
             r = delete_record(e, c, h.v[j].rid, NULL, &deleted, &lsn, &serr);
@@ -773,7 +774,9 @@ int mfi_cmd_find_and_modify(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, m
     if (c) {
         mf_coll_lock(c, true);
         rc = find_hits(e, c, query, m, a.has_hint ? &a.hint : NULL, sort,
-                       sort ? &a.sort : NULL, false, &h, err);
+                       sort ? &a.sort : NULL, false,
+                       (u && mf_update_needs_pos(u)) || (proj && mf_projection_needs_pos(proj)),
+                       &h, err);
         if (rc == 0 && h.n) {
             matched = true;
             pos = h.v[0].pos;

@@ -38,6 +38,7 @@ struct mf_scan {
     mf_buf lo, hi;
     bool lo_incl, hi_incl, has_hi;
     /* position */
+    bool want_pos; /* compute the matcher's array position per row */
     bool started, positioned, eof;
     mf_buf last; /* the last key returned (record id or index key) */
     mf_cursor cur;
@@ -380,6 +381,11 @@ const mf_scan_stats *mf_scan_get_stats(const mf_scan *s)
     return &s->stats;
 }
 
+void mf_scan_want_pos(mf_scan *s, bool want)
+{
+    s->want_pos = want;
+}
+
 bool mf_scan_eof(const mf_scan *s)
 {
     return s->eof;
@@ -473,7 +479,12 @@ static void judge(mf_scan *s, const mf_matcher *m, mf_scan_row *row, bool *take)
 {
     s->stats.docs_examined++;
     row->pos = -1;
-    *take = !m || mf_matcher_match_pos(m, &row->doc, &row->pos);
+    if (!m)
+        *take = true;
+    else if (s->want_pos)
+        *take = mf_matcher_match_pos(m, &row->doc, &row->pos);
+    else
+        *take = mf_matcher_match(m, &row->doc);
 }
 
 static int next_point(mf_scan *s, mf_engine *e, mf_coll *c, const mf_matcher *m,

@@ -200,7 +200,7 @@ typedef struct mf_scan mf_scan;
 typedef struct mf_scan_row {
     uint64_t rid;
     bson_t doc;  /* static, into the mapping: valid while the lock is held */
-    int64_t pos; /* the matcher's array position (mf_matcher_match_pos) */
+    int64_t pos; /* the matcher's array position, if asked for; else -1 */
 } mf_scan_row;
 
 typedef struct mf_scan_stats {
@@ -219,6 +219,10 @@ int mf_scan_new(mf_coll *c, const bson_t *filter, const bson_iter_t *hint, const
  * collection lock held; `*valid` false at the end. */
 int mf_scan_next(mf_scan *s, mf_engine *e, mf_coll *c, const mf_matcher *m, mf_scan_row *row,
                  bool *valid, mf_error *err);
+
+/* Whether rows carry the matcher's array position (off by default: it
+ * costs a little on every document). */
+void mf_scan_want_pos(mf_scan *s, bool want);
 
 /* Forget tree positions before the collection lock is released; the next
  * mf_scan_next seeks again past the last document returned. */
