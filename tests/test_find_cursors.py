@@ -404,3 +404,14 @@ def test_count_with_hint_and_limits(client):
     with pytest.raises(OperationFailure) as e:
         db.command("count", "c", hint="nope")
     assert code_of(e) == 2
+
+
+def test_writes_on_a_missing_collection_still_parse(client):
+    db = client.t
+    r = db.command("update", "nothere", updates=[{"q": {"$bad": 1}, "u": {"$set": {"a": 1}}}])
+    assert r["n"] == 0 and r["writeErrors"][0]["code"] == 2
+    r = db.command("update", "nothere", updates=[{"q": {}, "u": {"$foo": {"a": 1}}}])
+    assert r["writeErrors"][0]["code"] == 9
+    r = db.command("delete", "nothere", deletes=[{"q": {"$bad": 1}, "limit": 0}])
+    assert r["n"] == 0 and r["writeErrors"][0]["code"] == 2
+    assert "nothere" not in db.list_collection_names()

@@ -316,7 +316,9 @@ static int run_update(mf_engine *e, mf_coll *c, update_stmt *s, int64_t now, int
     if (rc == 0 && s->multi && mf_update_is_replacement(u))
         rc = mf_error_set(err, MF_FailedToParse,
                           "multi update is not supported for replacement-style update");
-    if (rc == 0)
+    /* No collection (and no upsert to create one): nothing matches, but
+     * the statement was still parsed and its errors reported. */
+    if (rc == 0 && c)
         rc = find_hits(e, c, &s->q, m, s->has_hint ? &s->hint : NULL, NULL, NULL, s->multi,
                        mf_update_needs_pos(u), &h, err);
     for (size_t i = 0; rc == 0 && i < h.n; i++) {
@@ -328,7 +330,7 @@ static int run_update(mf_engine *e, mf_coll *c, update_stmt *s, int64_t now, int
             *nmod += modified;
         }
     }
-    if (rc == 0 && h.n == 0 && s->upsert) {
+    if (rc == 0 && h.n == 0 && s->upsert && c) {
         bson_t stored;
         rc = upsert_insert(e, c, &s->q, u, now, &stored, upserted_id, lsn, err);
         bson_destroy(&stored);
@@ -450,7 +452,7 @@ int mfi_cmd_update(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_error *
     mf_lsn lsn = 0;
     if (c)
         mf_coll_lock(c, true);
-    for (i = 0; c && i < count; i++) {
+    for (i = 0; i < count; i++) {
         bson_t id = BSON_INITIALIZER;
         bool was_upsert = false;
         mf_error serr;
