@@ -167,6 +167,21 @@ static int shape(mfi_cursor *cur, const mf_scan_row *row, bson_t *out, mf_error 
     return 0;
 }
 
+/* A sorter record of a late projection, [pos][document], projected. */
+static int project_sorted(mfi_cursor *cur, const uint8_t *d, size_t dl, bson_t *out,
+                          mf_error *err)
+{
+    bson_t doc;
+    int64_t pos = 0;
+    bson_init(out);
+    if (dl < 8 || !bson_init_static(&doc, d + 8, dl - 8))
+        return mf_error_set(err, MF_InternalError, "a sorted record is damaged");
+    for (int i = 7; i >= 0; i--)
+        pos = (int64_t)((uint64_t)pos << 8 | d[i]);
+    bson_destroy(out);
+    return mf_projection_apply(cur->proj, &doc, pos, out, err);
+}
+
 /* Fill `b` from the cursor's source.  A scan source needs the collection
  * `c` read-locked.  `*exhausted` says the cursor has nothing more. */
 static int fill(mfi_cursor *cur, mf_engine *e, mf_coll *c, batch *b, int64_t deadline,
@@ -197,7 +212,14 @@ static int fill(mfi_cursor *cur, mf_engine *e, mf_coll *c, batch *b, int64_t dea
                 *exhausted = rc == 0;
                 break;
             }
-            rc = offer(cur, b, d, dl, &stop, err);
+            if (cur->project_late) {
+                bson_t out;
+                if ((rc = project_sorted(cur, d, dl, &out, err)) == 0)
+                    rc = offer(cur, b, bson_get_data(&out), out.len, &stop, err);
+                bson_destroy(&out);
+            } else {
+                rc = offer(cur, b, d, dl, &stop, err);
+            }
         } else if (cur->docs) {
             if (!bson_iter_next(&cur->docs_it)) {
                 *exhausted = true;
@@ -237,8 +259,15 @@ static int fill(mfi_cursor *cur, mf_engine *e, mf_coll *c, batch *b, int64_t dea
         const uint8_t *d = NULL;
         size_t dl = 0;
         bool valid = false;
+        bson_t shaped = BSON_INITIALIZER;
         if (cur->sorter) {
             rc = mf_sorter_next(cur->sorter, &d, &dl, &valid, err);
+            if (rc == 0 && valid && cur->project_late) {
+                bson_destroy(&shaped);
+                rc = project_sorted(cur, d, dl, &shaped, err);
+                d = bson_get_data(&shaped);
+                dl = shaped.len;
+            }
         } else if (bson_iter_next(&cur->docs_it)) {
             uint32_t l;
             bson_iter_document(&cur->docs_it, &l, &d);
@@ -252,6 +281,7 @@ static int fill(mfi_cursor *cur, mf_engine *e, mf_coll *c, batch *b, int64_t dea
         } else if (rc == 0) {
             *exhausted = true;
         }
+        bson_destroy(&shaped);
     }
     return rc;
 }
@@ -442,9 +472,19 @@ static int sort_all(mf_cmd_ctx *ctx, mfi_cursor *cur, mf_coll *c, const mf_sort 
     cur->sorter = mf_sorter_new(SORT_MEMORY_LIMIT, allow_disk, tmp, keep);
     if (!cur->sorter)
         return mf_error_set(err, MF_InternalError, "out of memory");
-    mf_buf key = {0};
+    mf_buf key = {0}, rec = {0};
     uint64_t tick = 0;
     int rc = 0;
+    /* mongod projects before sorting only when the projection is simple,
+     * keeps every sort field and there is no limit; otherwise it sorts
+     * whole documents -- which counts against the memory limit. */
+    cur->project_late = false;
+    if (cur->proj) {
+        bool keeps = limit == 0;
+        for (size_t i = 0; keeps && i < mf_sort_nkeys(sort); i++)
+            keeps = mf_projection_keeps(cur->proj, mf_sort_path(sort, i));
+        cur->project_late = !keeps;
+    }
     for (;;) {
         mf_scan_row row;
         bool valid;
@@ -455,15 +495,30 @@ static int sort_all(mf_cmd_ctx *ctx, mfi_cursor *cur, mf_coll *c, const mf_sort 
         key.len = 0;
         if ((rc = mf_sort_key(sort, &row.doc, &key, err)) != 0)
             break;
-        bson_t out;
-        rc = shape(cur, &row, &out, err);
-        if (rc == 0)
-            rc = mf_sorter_add(cur->sorter, key.data, key.len, bson_get_data(&out), out.len, err);
-        bson_destroy(&out);
+        if (cur->project_late) {
+            uint8_t p8[8];
+            for (int i = 0; i < 8; i++)
+                p8[i] = (uint8_t)((uint64_t)row.pos >> (8 * i));
+            rec.len = 0;
+            if (mf_buf_append(&rec, p8, 8) != 0 ||
+                mf_buf_append(&rec, bson_get_data(&row.doc), row.doc.len) != 0) {
+                rc = mf_error_set(err, MF_InternalError, "out of memory");
+                break;
+            }
+            rc = mf_sorter_add(cur->sorter, key.data, key.len, rec.data, rec.len, err);
+        } else {
+            bson_t out;
+            rc = shape(cur, &row, &out, err);
+            if (rc == 0)
+                rc = mf_sorter_add(cur->sorter, key.data, key.len, bson_get_data(&out), out.len,
+                                   err);
+            bson_destroy(&out);
+        }
         if (rc)
             break;
     }
     mf_buf_free(&key);
+    mf_buf_free(&rec);
     if (rc == 0)
         rc = mf_sorter_finish(cur->sorter, err);
     /* The scan is done with: the cursor now reads the sorter. */
@@ -708,7 +763,9 @@ int mfi_cmd_kill_cursors(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_e
 
 typedef struct distinct_value {
     mf_buf key;   /* key encoding: order and equality */
-    bson_t value; /* {"": value} */
+    mf_buf value; /* the BSON document {"": value} (bytes: the array of
+                     these is moved by realloc and qsort, which a bson_t
+                     -- it points into itself -- would not survive) */
 } distinct_value;
 
 typedef struct distinct_set {
@@ -731,8 +788,14 @@ static int set_add(distinct_set *s, const bson_iter_t *value, mf_error *err)
     memset(d, 0, sizeof *d);
     if (mf_bsonx_key_append(&d->key, value, false) != 0)
         return mf_error_set(err, MF_InternalError, "out of memory");
-    bson_init(&d->value);
-    bson_append_iter(&d->value, "", 0, value);
+    bson_t one = BSON_INITIALIZER;
+    bson_append_iter(&one, "", 0, value);
+    int rc = mf_buf_append(&d->value, bson_get_data(&one), one.len);
+    bson_destroy(&one);
+    if (rc != 0) {
+        mf_buf_free(&d->key);
+        return mf_error_set(err, MF_InternalError, "out of memory");
+    }
     s->n++;
     return 0;
 }
@@ -757,7 +820,7 @@ static void set_dedup(distinct_set *s)
     for (size_t r = 1; r < s->n; r++) {
         if (cmp_values(&s->v[w - 1], &s->v[r]) == 0) {
             mf_buf_free(&s->v[r].key);
-            bson_destroy(&s->v[r].value);
+            mf_buf_free(&s->v[r].value);
             continue;
         }
         s->v[w++] = s->v[r];
@@ -769,7 +832,7 @@ static void set_free(distinct_set *s)
 {
     for (size_t i = 0; i < s->n; i++) {
         mf_buf_free(&s->v[i].key);
-        bson_destroy(&s->v[i].value);
+        mf_buf_free(&s->v[i].value);
     }
     free(s->v);
 }
@@ -895,6 +958,7 @@ int mfi_cmd_distinct(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_error
         mf_scan *scan = NULL;
         bool sorted;
         uint64_t tick = 0;
+        size_t compact_at = 4096;
         mf_coll_lock(c, false);
         rc = mf_scan_new(c, has_query ? &query : NULL, has_hint ? &hint : NULL, NULL, &scan,
                          &sorted, err);
@@ -913,8 +977,10 @@ int mfi_cmd_distinct(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_error
             bson_iter_next(&root);
             rc = collect(&set, &root, key, err);
             bson_destroy(&wrap);
-            if (rc == 0 && set.n > 4096)
+            if (rc == 0 && set.n > compact_at) {
                 set_dedup(&set); /* keep the working set small */
+                compact_at = set.n * 2 > 4096 ? set.n * 2 : 4096;
+            }
         }
         mf_scan_free(scan);
         mf_coll_unlock(c);
@@ -935,10 +1001,11 @@ int mfi_cmd_distinct(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_error
                 char k[16];
                 const char *kp;
                 bson_iter_t v;
+                bson_t one;
                 bson_uint32_to_string((uint32_t)i, &kp, k, sizeof k);
-                bson_iter_init(&v, &set.v[i].value);
-                bson_iter_next(&v);
-                bson_append_iter(&values, kp, -1, &v);
+                if (bson_init_static(&one, set.v[i].value.data, set.v[i].value.len) &&
+                    bson_iter_init(&v, &one) && bson_iter_next(&v))
+                    bson_append_iter(&values, kp, -1, &v);
             }
             bson_append_array_end(reply, &values);
         }

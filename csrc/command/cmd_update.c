@@ -793,7 +793,8 @@ int mfi_cmd_find_and_modify(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, m
                 rc = update_record(e, c, h.v[0].rid, u, pos, mf_clock_wall_ms(), &modified,
                                    &before, &after, &lsn, err);
                 if (rc == 0) {
-                    value = a.return_new ? after : before;
+                    /* bson_t holds pointers into itself: move, never copy. */
+                    bson_steal(&value, a.return_new ? &after : &before);
                     bson_destroy(a.return_new ? &before : &after);
                     has_value = true;
                 }
@@ -805,7 +806,7 @@ int mfi_cmd_find_and_modify(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, m
             if (rc == 0) {
                 upserted = true;
                 if (a.return_new) {
-                    value = stored;
+                    bson_steal(&value, &stored);
                     has_value = true;
                 } else {
                     bson_destroy(&stored);
@@ -825,7 +826,7 @@ int mfi_cmd_find_and_modify(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, m
         bson_t shaped;
         rc = mf_projection_apply(proj, &value, a.return_new ? -1 : pos, &shaped, err);
         bson_destroy(&value);
-        value = shaped;
+        bson_steal(&value, &shaped);
     }
     if (rc == 0) {
         bson_t leo;

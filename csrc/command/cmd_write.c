@@ -93,23 +93,24 @@ void mfi_duplicate_error(bson_t *werr, uint32_t index, const char *ns, const bso
     snprintf(msg, sizeof msg,
              "E11000 duplicate key error collection: %s index: _id_ dup key: { _id: %s }", ns,
              shown);
+    /* mongod's WriteError::serialize: index, code, errmsg, then the
+     * error's extra info. */
     BSON_APPEND_INT32(werr, "index", (int32_t)index);
     BSON_APPEND_INT32(werr, "code", MF_DuplicateKey);
+    BSON_APPEND_UTF8(werr, "errmsg", msg);
     BSON_APPEND_DOCUMENT_BEGIN(werr, "keyPattern", &kp);
     BSON_APPEND_INT32(&kp, "_id", 1);
     bson_append_document_end(werr, &kp);
     BSON_APPEND_DOCUMENT_BEGIN(werr, "keyValue", &kv);
     bson_append_iter(&kv, "_id", 3, id);
     bson_append_document_end(werr, &kv);
-    BSON_APPEND_UTF8(werr, "errmsg", msg);
 }
 
+/* mongod's WriteError: index, code, errmsg -- no codeName. */
 void mfi_write_error(bson_t *werr, uint32_t index, const mf_error *err)
 {
-    char scratch[24];
     BSON_APPEND_INT32(werr, "index", (int32_t)index);
     BSON_APPEND_INT32(werr, "code", err->code);
-    BSON_APPEND_UTF8(werr, "codeName", mf_error_name(err->code, scratch));
     BSON_APPEND_UTF8(werr, "errmsg", err->msg);
 }
 

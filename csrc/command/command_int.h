@@ -134,6 +134,8 @@ struct mfi_cursor {
     mf_matcher *matcher;    /* owns */
     mf_projection *proj;    /* owns */
     mf_sorter *sorter;      /* owns */
+    bool project_late;      /* the sorter holds [pos (8 bytes LE)][whole
+                               document]: project as documents leave it */
     bson_t *docs;           /* owns: a prepared array */
     bson_iter_t docs_it;
     int64_t skip;           /* still to skip (scan sources) */

@@ -289,8 +289,8 @@ static int check_write_concern(const mf_cmd_def *def, const bson_t *cmd, mf_erro
                 const char *mode = bson_iter_utf8(&f, NULL);
                 if (strcmp(mode, "majority") != 0)
                     return mf_error_set(err, MF_BadValue,
-                                        "cannot use non-majority 'w' mode %s when a host is not "
-                                        "a member of a replica set",
+                                        "cannot use non-majority 'w' mode \"%s\" when a host is "
+                                        "not a member of a replica set",
                                         mode);
             } else if (mfi_is_number(&f)) {
                 double w = bson_iter_as_double(&f);
@@ -301,9 +301,7 @@ static int check_write_concern(const mf_cmd_def *def, const bson_t *cmd, mf_erro
                                         w);
                 if (w > 1)
                     return mf_error_set(err, MF_BadValue,
-                                        "cannot use non-majority 'w' mode %g when a host is not "
-                                        "a member of a replica set",
-                                        w);
+                                        "cannot use 'w' > 1 when a host is not replicated");
             } else if (!BSON_ITER_HOLDS_DOCUMENT(&f)) {
                 return mf_error_set(err, MF_FailedToParse,
                                     "w has to be a number, string, or object");

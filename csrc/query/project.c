@@ -740,6 +740,47 @@ bool mf_projection_needs_pos(const mf_projection *p)
     return p->has_positional;
 }
 
+static bool simple_tree(const pnode *n)
+{
+    for (size_t i = 0; i < n->nkids; i++) {
+        pkind k = n->kids[i]->kind;
+        if (k != P_INNER && k != P_INCLUDE && k != P_EXCLUDE)
+            return false;
+        if (k == P_INNER && !simple_tree(n->kids[i]))
+            return false;
+    }
+    return true;
+}
+
+bool mf_projection_keeps(const mf_projection *p, const char *path)
+{
+    if (!simple_tree(&p->root))
+        return false;
+    const pnode *node = &p->root;
+    const char *comp = path;
+    for (;;) {
+        const char *dot = strchr(comp, '.');
+        size_t len = dot ? (size_t)(dot - comp) : strlen(comp);
+        const pnode *kid = find_kid(node, comp, len);
+        if (!kid) {
+            /* Not named: an exclusion keeps it; an inclusion drops it,
+             * except the top-level _id it keeps by default. */
+            if (!p->is_inclusion)
+                return true;
+            return node == &p->root && len == 3 && memcmp(comp, "_id", 3) == 0;
+        }
+        if (kid->kind == P_INCLUDE)
+            return true;
+        if (kid->kind == P_EXCLUDE)
+            return false;
+        /* P_INNER: some of what lies below is kept, some not. */
+        if (!dot)
+            return false;
+        node = kid;
+        comp = dot + 1;
+    }
+}
+
 /* ----------------------------------------------------------- application */
 
 typedef struct actx {

@@ -115,6 +115,11 @@ int mf_projection_parse(const bson_t *spec, const bson_t *filter, mf_projection 
  * give the matcher's `pos`). */
 bool mf_projection_needs_pos(const mf_projection *p);
 
+/* Whether the projection is simple (inclusions and exclusions only) and
+ * leaves the value at dotted `path` as it is -- mongod's condition for
+ * projecting before a sort rather than after it. */
+bool mf_projection_keeps(const mf_projection *p, const char *path);
+
 /* Project `doc` into `out` (initialised by the call; the caller destroys
  * it, on error too).  `pos` is the matcher's position for `$` (-1 if
  * none).  Runtime errors are mongod's bare messages: 51246 "positional
@@ -145,6 +150,8 @@ int mf_sort_parse(const bson_t *spec, mf_sort **out, mf_error *err);
 
 /* The number of sort keys (0 for {}). */
 size_t mf_sort_nkeys(const mf_sort *s);
+/* The dotted path of key `i` (NULL past the last). */
+const char *mf_sort_path(const mf_sort *s, size_t i);
 
 /* Append the sort key of `doc` to `key`: keys compare with memcmp in the
  * order the sort asks for.  As mongod, the key is the least of the index

@@ -203,6 +203,11 @@ int mf_sort_parse(const bson_t *spec, mf_sort **out, mf_error *err)
     return 0;
 }
 
+const char *mf_sort_path(const mf_sort *s, size_t i)
+{
+    return i < s->nparts ? s->parts[i].path : NULL;
+}
+
 size_t mf_sort_nkeys(const mf_sort *s)
 {
     return s->nparts;
