@@ -193,6 +193,70 @@ int mf_sorter_next(mf_sorter *s, const uint8_t **doc, size_t *dlen, bool *valid,
 size_t mf_sorter_nruns(const mf_sorter *s);
 void mf_sorter_free(mf_sorter *s);
 
+/* -------------------------------------------------------------- indexes */
+
+/* An index's tree (DESIGN.md section 3):
+ *   unique (the _id index too)   key = the index key          value = RecordId
+ *   not unique                   key = index key + RecordId   value = RecordId
+ * RecordIds are 8 bytes, big endian (mf_record_id_encode).  Index keys are
+ * self-delimiting, so a prefix of fields bounds a range of either kind.
+ *
+ * An index as the planner and the write path see it, parsed from its
+ * catalog spec (mf_index_info.spec: the BSON spec listIndexes shows, plus
+ * the server's own fields below).  index.c. */
+typedef struct mf_index_desc {
+    char *name;
+    mf_tree_id tree;
+    bson_t *key;          /* the key pattern {a: 1, "b.c": -1} (owned) */
+    size_t nfields;
+    char **paths;         /* the pattern's dotted paths, in order */
+    bool *desc;           /* per field: descending */
+    bool unique, sparse, hidden;
+    bool is_id;           /* the _id index */
+    int64_t expire_after; /* expireAfterSeconds, or -1 */
+    mf_matcher *partial;  /* partialFilterExpression, or NULL */
+    bson_t *partial_spec; /* its document (owned), or NULL */
+    uint32_t multikey;    /* bit i: field i has met an array (server field
+                             "multikeyPaths" in the stored spec) */
+    bool building;        /* an interrupted build (server field "building") */
+} mf_index_desc;
+
+/* Validate a createIndexes spec and complete it as mongod does (v: 2, the
+ * generated name "a_1_b_-1"), into `out` (initialised here).  Errors as
+ * mongod's: CannotCreateIndex (67), InvalidIndexSpecificationOption (197),
+ * BadValue (2), TypeMismatch (14), InvalidOptions (72) ... */
+int mf_index_spec_normalize(const bson_t *in, bson_t *out, mf_error *err);
+
+/* Compare a new (normalized) spec with an existing one: 0 and `*same` when
+ * they are the same index (createIndexes then does nothing), 0 and not
+ * `*same` when unrelated, or IndexOptionsConflict (85) / IndexKeySpecsConflict
+ * (86) / IndexAlreadyExists (68) with mongod's messages. */
+int mf_index_spec_conflict(const bson_t *existing, const bson_t *incoming, bool *same,
+                           mf_error *err);
+
+/* Parse a stored spec.  mf_index_desc_clear frees what it owns. */
+int mf_index_desc_init(mf_index_desc *d, const char *name, mf_tree_id tree, const uint8_t *spec,
+                       size_t spec_len, mf_error *err);
+void mf_index_desc_clear(mf_index_desc *d);
+
+/* The keys a document has in an index: each is the concatenation of the
+ * key encodings (mf_bsonx_key_append) of its fields, descending ones
+ * inverted -- without any RecordId suffix.  Arrays make one key per
+ * element (distinct keys only); at most one field may be an array
+ * (CannotIndexParallelArrays 171, mongod's message); a missing field is
+ * null; an empty array is undefined.  A sparse index gives no keys to a
+ * document missing every field; a partial index none to a document its
+ * filter rejects.  `*multikey` gets a bit per field that met an array. */
+typedef struct mf_keyset {
+    mf_buf *keys;
+    size_t n, cap;
+} mf_keyset;
+
+int mf_index_keys(const mf_index_desc *d, const bson_t *doc, mf_keyset *out, uint32_t *multikey,
+                  mf_error *err);
+void mf_keyset_clear(mf_keyset *k); /* empties it, keeping its memory */
+void mf_keyset_free(mf_keyset *k);
+
 /* ------------------------------------------------------- plan and scan */
 
 /* A collection's records: RecordId (8 bytes, big endian) -> document. */
