@@ -695,6 +695,150 @@ static void core_free(void *mod)
     core_clear(mod);
 }
 
+/* ------------------------------------------------ index hooks (tests) */
+
+/* _index_spec(spec) -> bytes: mf_index_spec_normalize. */
+static PyObject *core_index_spec(PyObject *mod, PyObject *args)
+{
+    module_state *st = PyModule_GetState(mod);
+    Py_buffer sb;
+    bson_t in, out;
+    mf_error err;
+    PyObject *res = NULL;
+    if (!PyArg_ParseTuple(args, "y*", &sb))
+        return NULL;
+    if (bson_arg(st, &sb, &in) == 0) {
+        if (mf_index_spec_normalize(&in, &out, &err) != 0)
+            raise_error(st, &err);
+        else
+            res = PyBytes_FromStringAndSize((const char *)bson_get_data(&out), (Py_ssize_t)out.len);
+        bson_destroy(&out);
+    }
+    PyBuffer_Release(&sb);
+    return res;
+}
+
+/* _index_conflict(existing, incoming) -> bool (same index), or raises. */
+static PyObject *core_index_conflict(PyObject *mod, PyObject *args)
+{
+    module_state *st = PyModule_GetState(mod);
+    Py_buffer eb, ib;
+    bson_t ex, in;
+    mf_error err;
+    bool same = false;
+    PyObject *res = NULL;
+    if (!PyArg_ParseTuple(args, "y*y*", &eb, &ib))
+        return NULL;
+    if (bson_arg(st, &eb, &ex) == 0 && bson_arg(st, &ib, &in) == 0) {
+        if (mf_index_spec_conflict(&ex, &in, &same, &err) != 0)
+            raise_error(st, &err);
+        else
+            res = PyBool_FromLong(same);
+    }
+    PyBuffer_Release(&eb);
+    PyBuffer_Release(&ib);
+    return res;
+}
+
+/* _index_desc(spec) -> dict: mf_index_desc_init's fields. */
+static PyObject *core_index_desc(PyObject *mod, PyObject *args)
+{
+    module_state *st = PyModule_GetState(mod);
+    Py_buffer sb;
+    bson_t spec;
+    mf_index_desc d;
+    mf_error err;
+    PyObject *res = NULL, *paths = NULL, *desc = NULL;
+    if (!PyArg_ParseTuple(args, "y*", &sb))
+        return NULL;
+    if (bson_arg(st, &sb, &spec) != 0)
+        goto done;
+    if (mf_index_desc_init(&d, NULL, 7, sb.buf, (size_t)sb.len, &err) != 0) {
+        raise_error(st, &err);
+        goto done;
+    }
+    paths = PyList_New((Py_ssize_t)d.nfields);
+    desc = PyList_New((Py_ssize_t)d.nfields);
+    for (size_t i = 0; paths && desc && i < d.nfields; i++) {
+        PyList_SET_ITEM(paths, (Py_ssize_t)i, PyUnicode_FromString(d.paths[i]));
+        PyList_SET_ITEM(desc, (Py_ssize_t)i, PyBool_FromLong(d.desc[i]));
+    }
+    if (paths && desc)
+        res = Py_BuildValue("{s:s,s:K,s:O,s:O,s:O,s:O,s:O,s:O,s:L,s:O,s:k,s:O,s:y#}", "name",
+                            d.name, "tree", (unsigned long long)d.tree, "paths", paths, "desc",
+                            desc, "unique", d.unique ? Py_True : Py_False, "sparse",
+                            d.sparse ? Py_True : Py_False, "hidden", d.hidden ? Py_True : Py_False,
+                            "is_id", d.is_id ? Py_True : Py_False, "expire_after",
+                            (long long)d.expire_after, "partial", d.partial ? Py_True : Py_False,
+                            "multikey", (unsigned long)d.multikey, "building",
+                            d.building ? Py_True : Py_False, "key",
+                            (const char *)bson_get_data(d.key), (Py_ssize_t)d.key->len);
+    mf_index_desc_clear(&d);
+done:
+    Py_XDECREF(paths);
+    Py_XDECREF(desc);
+    PyBuffer_Release(&sb);
+    return res;
+}
+
+/* _index_keys(spec, doc) -> (list of key bytes, multikey bits). */
+static PyObject *core_index_keys(PyObject *mod, PyObject *args)
+{
+    module_state *st = PyModule_GetState(mod);
+    Py_buffer sb, db;
+    bson_t spec, doc;
+    mf_index_desc d;
+    mf_keyset ks = {0};
+    uint32_t mk = 0;
+    mf_error err;
+    PyObject *res = NULL, *list = NULL;
+    if (!PyArg_ParseTuple(args, "y*y*", &sb, &db))
+        return NULL;
+    if (bson_arg(st, &sb, &spec) != 0 || bson_arg(st, &db, &doc) != 0)
+        goto done;
+    if (mf_index_desc_init(&d, NULL, 0, sb.buf, (size_t)sb.len, &err) != 0) {
+        raise_error(st, &err);
+        goto done;
+    }
+    if (mf_index_keys(&d, &doc, &ks, &mk, &err) != 0) {
+        raise_error(st, &err);
+    } else if ((list = PyList_New((Py_ssize_t)ks.n)) != NULL) {
+        for (size_t i = 0; i < ks.n; i++)
+            PyList_SET_ITEM(list, (Py_ssize_t)i,
+                            PyBytes_FromStringAndSize((const char *)ks.keys[i].data,
+                                                      (Py_ssize_t)ks.keys[i].len));
+        res = Py_BuildValue("(Ok)", list, (unsigned long)mk);
+    }
+    mf_keyset_free(&ks);
+    mf_index_desc_clear(&d);
+done:
+    Py_XDECREF(list);
+    PyBuffer_Release(&sb);
+    PyBuffer_Release(&db);
+    return res;
+}
+
+/* _index_name(key) -> str: mf_index_name_generate. */
+static PyObject *core_index_name(PyObject *mod, PyObject *args)
+{
+    module_state *st = PyModule_GetState(mod);
+    Py_buffer kb;
+    bson_t key;
+    mf_buf name = {0};
+    PyObject *res = NULL;
+    if (!PyArg_ParseTuple(args, "y*", &kb))
+        return NULL;
+    if (bson_arg(st, &kb, &key) == 0) {
+        if (mf_index_name_generate(&key, &name) != 0)
+            PyErr_NoMemory();
+        else
+            res = PyUnicode_FromStringAndSize((const char *)name.data, (Py_ssize_t)name.len);
+    }
+    mf_buf_free(&name);
+    PyBuffer_Release(&kb);
+    return res;
+}
+
 static PyMethodDef core_methods[] = {
     {"crc32c", core_crc32c, METH_VARARGS,
      "crc32c(data, crc=0)\n--\n\nCRC-32C of data, continuing from crc."},
@@ -722,6 +866,16 @@ static PyMethodDef core_methods[] = {
      "with_runs=False)\n--\n\nBSON `docs` through the sorter (tests)."},
     {"log", core_log, METH_VARARGS,
      "log(level, component, msg)\n--\n\nWrite one line to the server log."},
+    {"_index_spec", core_index_spec, METH_VARARGS,
+     "_index_spec(spec)\n--\n\nA createIndexes spec validated and normalized (tests)."},
+    {"_index_conflict", core_index_conflict, METH_VARARGS,
+     "_index_conflict(existing, incoming)\n--\n\nWhether two specs are the same index (tests)."},
+    {"_index_desc", core_index_desc, METH_VARARGS,
+     "_index_desc(spec)\n--\n\nThe index descriptor of a stored spec, as a dict (tests)."},
+    {"_index_keys", core_index_keys, METH_VARARGS,
+     "_index_keys(spec, doc)\n--\n\n(keys, multikey bits) of a document in an index (tests)."},
+    {"_index_name", core_index_name, METH_VARARGS,
+     "_index_name(key)\n--\n\nThe drivers' generated name of a key pattern (tests)."},
     {NULL, NULL, 0, NULL},
 };
 

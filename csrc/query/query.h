@@ -227,6 +227,13 @@ typedef struct mf_index_desc {
  * BadValue (2), TypeMismatch (14), InvalidOptions (72) ... */
 int mf_index_spec_normalize(const bson_t *in, bson_t *out, mf_error *err);
 
+/* The name drivers and the shell give an index when the request names
+ * none ("a_1_b_-1", "a.b_1", "c_hashed"): appended to `out`, NUL-terminated
+ * (the NUL not counted in out->len).  0, or -1 on out of memory.  mongod
+ * itself requires a name: mf_index_spec_normalize refuses a spec without
+ * one (FailedToParse), as mongod's createIndexes does. */
+int mf_index_name_generate(const bson_t *key, mf_buf *out);
+
 /* Compare a new (normalized) spec with an existing one: 0 and `*same` when
  * they are the same index (createIndexes then does nothing), 0 and not
  * `*same` when unrelated, or IndexOptionsConflict (85) / IndexKeySpecsConflict

@@ -1,0 +1,1592 @@
+/*
+ * index.c -- index specifications (createIndexes' validation, the stored
+ * spec, conflicts between specs), index descriptors, and index keys.
+ *
+ * Specs.  mf_index_spec_normalize runs mongod 7.0's checks in mongod's
+ * order, each phase with mongod's message shape:
+ *
+ *   phase  mongod's function                          message
+ *   A      validateIndexSpecTTL (create_indexes_cmd)  ". Index spec: S :: caused by :: R"
+ *                                                     for a bad expireAfterSeconds, or
+ *                                                     "TTL indexes are single-field ... S"
+ *   B      index_key_validate::validateIndexSpec      "Error in specification S ::
+ *                                                     caused by :: R"  (S: the input)
+ *   C      validateIdIndexSpec, the '_id_' and '*'    R alone
+ *          name checks (parseAndValidateIndexSpecs),
+ *          then the collation (only "simple" here)
+ *   D      IndexCatalogImpl::_isSpecOk                "Error in specification S ::
+ *                                                     caused by :: R"  (S: the input
+ *                                                     without ns, with v appended)
+ *   E      IndexCatalogImpl::_fixIndexSpec            -- (reorders)
+ *
+ * Index types other than the b-tree ("hashed", "text", "2d", "2dsphere",
+ * wildcard "$**") pass mongod's key pattern checks and are then refused
+ * with CannotCreateIndex (67); so is any collation but the simple one.
+ * As mongod's createIndexes, a spec must have a name (drivers and the shell
+ * generate it: mf_index_name_generate does it their way).
+ *
+ * The stored spec is what phase E gives, the order listIndexes shows:
+ *
+ *   FIELD          PRESENT          VALUE
+ *   v              always           int32 1 or 2
+ *   unique         when truthy      true (unique: false is dropped)
+ *   key            always           the key pattern, as given
+ *   name           always           string
+ *   ...            as given         the other options in the request's order
+ *                                   (sparse, hidden, expireAfterSeconds,
+ *                                   partialFilterExpression, background, ...);
+ *                                   "ns", "dropDups", "_id" and a simple
+ *                                   collation are dropped
+ *
+ * and then the server's own fields, which the catalog appends and
+ * listIndexes must not show (mf_index_spec_conflict ignores them):
+ *
+ *   multikeyPaths  int32 or int64   bit i: key field i has met an array
+ *                                   (mf_index_desc.multikey)
+ *   building       bool             true while the index build is unfinished
+ *
+ * Keys.  mf_index_keys follows mongod's BtreeKeyGenerator
+ * (src/mongo/db/index/btree_key_generator.cpp): each field's path is
+ * followed through documents; the first array met on any path is
+ * expanded, one recursion per element, and every path that goes through
+ * that same array takes its value from the same element; a second,
+ * different array is "parallel arrays" (171).  A numeric component also
+ * names an array element ("a.0"), looked up once per array; an array
+ * inside an expanded array is one value.  Missing is null, an empty array
+ * undefined.  A sparse index drops a key whose every field was missing.
+ * The multikey bits follow mongod's multikeyPaths: a field is multikey when
+ * an array it traverses may give it several values (not when a positional
+ * component picks one element).
+ */
+#include "query_int.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+enum {
+    E_CANNOT_CREATE = 67,      /* CannotCreateIndex */
+    E_OPTIONS_CONFLICT = 85,   /* IndexOptionsConflict */
+    E_KEY_SPECS_CONFLICT = 86, /* IndexKeySpecsConflict */
+    E_PARALLEL_ARRAYS = 171,   /* CannotIndexParallelArrays */
+    E_INVALID_OPTION = 197,    /* InvalidIndexSpecificationOption */
+    E_NOT_ALLOWED = 224,       /* QueryFeatureNotAllowed */
+    E_AMBIGUOUS_FIELD = 16746,
+    E_CLUSTERED_FALSE = 6492800,
+};
+
+/* mongod's internalPartialFilterExpressionMaxDepth. */
+#define PARTIAL_MAX_DEPTH 4
+/* Room for a rendered spec or reason; mf_error cuts at MF_ERRMSG_MAX. */
+#define STR_CAP 1024
+
+static int oom(mf_error *err)
+{
+    return mf_error_set(err, MF_InternalError, "out of memory");
+}
+
+/* ----------------------------------------------------------------- values */
+
+static bool is_number(const bson_iter_t *it)
+{
+    switch (bson_iter_type(it)) {
+    case BSON_TYPE_INT32: case BSON_TYPE_INT64: case BSON_TYPE_DOUBLE: case BSON_TYPE_DECIMAL128:
+        return true;
+    default:
+        return false;
+    }
+}
+
+/* BSONElement::number(): the value as a double (decimals through their
+ * string form). */
+static double number_of(const bson_iter_t *it)
+{
+    switch (bson_iter_type(it)) {
+    case BSON_TYPE_INT32: return bson_iter_int32(it);
+    case BSON_TYPE_INT64: return (double)bson_iter_int64(it);
+    case BSON_TYPE_DOUBLE: return bson_iter_double(it);
+    case BSON_TYPE_DECIMAL128: {
+        bson_decimal128_t dv;
+        char s[BSON_DECIMAL128_STRING];
+        bson_iter_decimal128(it, &dv);
+        bson_decimal128_to_string(&dv, s);
+        if (strstr(s, "NaN"))
+            return NAN;
+        return strtod(s, NULL);
+    }
+    default: return 0;
+    }
+}
+
+/* BSONElement::safeNumberLong(): truncated toward zero, clamped, NaN 0. */
+static int64_t safe_long(const bson_iter_t *it)
+{
+    if (bson_iter_type(it) == BSON_TYPE_INT32)
+        return bson_iter_int32(it);
+    if (bson_iter_type(it) == BSON_TYPE_INT64)
+        return bson_iter_int64(it);
+    double d = number_of(it);
+    if (!(d == d))
+        return 0;
+    if (d >= 9223372036854775807.0)
+        return INT64_MAX;
+    if (d <= -9223372036854775808.0)
+        return INT64_MIN;
+    return (int64_t)d;
+}
+
+/* BSONElement::trueValue(). */
+static bool truthy(const bson_iter_t *it)
+{
+    switch (bson_iter_type(it)) {
+    case BSON_TYPE_EOD: case BSON_TYPE_NULL: case BSON_TYPE_UNDEFINED:
+        return false;
+    case BSON_TYPE_BOOL:
+        return bson_iter_bool(it);
+    case BSON_TYPE_INT32: case BSON_TYPE_INT64: case BSON_TYPE_DOUBLE: case BSON_TYPE_DECIMAL128:
+        return number_of(it) != 0.0;
+    default:
+        return true;
+    }
+}
+
+static bool sub_doc(const bson_iter_t *it, bson_t *out)
+{
+    uint32_t len;
+    const uint8_t *data;
+    if (BSON_ITER_HOLDS_DOCUMENT(it))
+        bson_iter_document(it, &len, &data);
+    else if (BSON_ITER_HOLDS_ARRAY(it))
+        bson_iter_array(it, &len, &data);
+    else
+        return false;
+    return bson_init_static(out, data, len);
+}
+
+static bool find_field(const bson_t *obj, const char *name, size_t n, bson_iter_t *out)
+{
+    if (!bson_iter_init(out, obj))
+        return false;
+    while (bson_iter_next(out))
+        if (bson_iter_key_len(out) == n && memcmp(bson_iter_key(out), name, n) == 0)
+            return true;
+    return false;
+}
+
+static bool find(const bson_t *obj, const char *name, bson_iter_t *out)
+{
+    return find_field(obj, name, strlen(name), out);
+}
+
+static void value_str(const bson_iter_t *it, char *out, size_t cap)
+{
+    mf_bsonx_elem_to_string(it, false, out, cap);
+}
+
+/* -------------------------------------------------------------- messages */
+
+/* "Error in specification <spec> :: caused by :: <reason>". */
+static int spec_fail(mf_error *err, int code, const bson_t *spec, const char *fmt, ...)
+    MF_PRINTF(4, 5);
+static int spec_fail(mf_error *err, int code, const bson_t *spec, const char *fmt, ...)
+{
+    char s[STR_CAP], r[STR_CAP];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(r, sizeof r, fmt, ap);
+    va_end(ap);
+    mf_bsonx_to_string(spec, s, sizeof s);
+    return mf_error_set(err, code, "Error in specification %s :: caused by :: %s", s, r);
+}
+
+/* -------------------------------------------------------- key patterns */
+
+/* IndexNames::findPluginName: the first string value, else "wildcard" for
+ * a "$**" field, else "" (a b-tree). */
+static const char *plugin_name(const bson_t *key)
+{
+    bson_iter_t it;
+    if (!bson_iter_init(&it, key))
+        return "";
+    while (bson_iter_next(&it)) {
+        const char *f = bson_iter_key(&it);
+        size_t n = strlen(f);
+        if (BSON_ITER_HOLDS_UTF8(&it))
+            return bson_iter_utf8(&it, NULL);
+        if (strcmp(f, "$**") == 0 || (n >= 4 && strcmp(f + n - 4, ".$**") == 0))
+            return "wildcard";
+    }
+    return "";
+}
+
+static bool known_plugin(const char *p)
+{
+    static const char *const known[] = {"", "2d", "2dsphere", "2dsphere_bucket", "text",
+                                        "hashed", "wildcard", "columnstore", "geoHaystack"};
+    for (size_t i = 0; i < sizeof known / sizeof known[0]; i++)
+        if (strcmp(p, known[i]) == 0)
+            return true;
+    return false;
+}
+
+/* index_key_validate::validateKeyPattern for v: 2; returns the reason's
+ * code (CannotCreateIndex) with the reason in `err`, undecorated. */
+static int check_key_pattern(const bson_t *key, mf_error *err)
+{
+    const char *plugin = plugin_name(key);
+    bson_iter_t it;
+    if (key->len > 2048)
+        return mf_error_set(err, E_CANNOT_CREATE, "Index key pattern too large.");
+    if (bson_empty(key))
+        return mf_error_set(err, E_CANNOT_CREATE, "Index keys cannot be empty.");
+    if (strcmp(plugin, "geoHaystack") == 0)
+        return mf_error_set(err, E_CANNOT_CREATE,
+                            "GeoHaystack indexes cannot be created in version 5.0 and above");
+    if (!known_plugin(plugin))
+        return mf_error_set(err, E_CANNOT_CREATE, "Unknown index plugin '%s'", plugin);
+    bson_iter_init(&it, key);
+    while (bson_iter_next(&it)) {
+        const char *f = bson_iter_key(&it);
+        bool is_str = BSON_ITER_HOLDS_UTF8(&it);
+        if (is_number(&it)) {
+            double v = number_of(&it);
+            if (v != v)
+                return mf_error_set(err, E_CANNOT_CREATE,
+                                    "Values in the index key pattern cannot be NaN.");
+            if (v == 0.0)
+                return mf_error_set(err, E_CANNOT_CREATE,
+                                    "Values in the index key pattern cannot be 0.");
+        } else if (!is_str) {
+            return mf_error_set(err, E_CANNOT_CREATE,
+                                "Values in v:2 index key pattern cannot be of type %s. Only "
+                                "numbers > 0, numbers < 0, and strings are allowed.",
+                                mf_bsonx_type_alias(bson_iter_type(&it)));
+        }
+        const char *sval = is_str ? bson_iter_utf8(&it, NULL) : "";
+        if (is_str && strcmp(plugin, sval) != 0)
+            return mf_error_set(err, E_CANNOT_CREATE,
+                                "Can't use more than one index plugin for a single index.");
+        if (is_str && strcmp(sval, "wildcard") == 0)
+            return mf_error_set(err, E_CANNOT_CREATE,
+                                "The key pattern value for an 'wildcard' index must be a non-zero "
+                                "number, not a string.");
+        if (f[0] == '\0')
+            return mf_error_set(err, E_CANNOT_CREATE, "Index keys cannot be an empty field.");
+        if (strcmp(f, "$**") == 0 &&
+            (!is_str || strcmp(sval, "text") == 0 || strcmp(sval, "columnstore") == 0))
+            continue;
+        if (strcmp(f, "_fts") == 0 && strcmp(sval, "text") != 0)
+            return mf_error_set(err, E_CANNOT_CREATE,
+                                "Index key contains an illegal field name: '_fts'");
+        for (const char *p = f, *end = f + strlen(f); p <= end;) {
+            const char *dot = strchr(p, '.');
+            size_t n = dot ? (size_t)(dot - p) : strlen(p);
+            bool first = p == f, last = !dot;
+            if (n == 0)
+                return mf_error_set(err, E_CANNOT_CREATE,
+                                    "Index keys cannot contain an empty field.");
+            if (p[0] == '$') {
+                bool dbref = !first && ((n == 3 && memcmp(p, "$db", 3) == 0) ||
+                                        (n == 3 && memcmp(p, "$id", 3) == 0) ||
+                                        (n == 4 && memcmp(p, "$ref", 4) == 0));
+                bool wild = last && n == 3 && memcmp(p, "$**", 3) == 0 &&
+                            (strcmp(plugin, "wildcard") == 0 || strcmp(plugin, "columnstore") == 0);
+                if (!dbref && !wild)
+                    return mf_error_set(err, E_CANNOT_CREATE,
+                                        "Index key contains an illegal field name: field name "
+                                        "starts with '$'.");
+            }
+            if (!dot)
+                break;
+            p = dot + 1;
+        }
+    }
+    return 0;
+}
+
+/* The "key" field of validateIndexSpec: type, duplicates, the pattern,
+ * empty strings -- and then this server's refusal of non-b-tree types. */
+static int check_key_field(const bson_iter_t *kit, mf_error *err)
+{
+    bson_t key;
+    bson_iter_t a, b;
+    if (!BSON_ITER_HOLDS_DOCUMENT(kit))
+        return mf_error_set(err, MF_TypeMismatch, "The field 'key' must be an object, but got %s",
+                            mf_bsonx_type_alias(bson_iter_type(kit)));
+    sub_doc(kit, &key);
+    bson_iter_init(&a, &key);
+    for (size_t ia = 0; bson_iter_next(&a); ia++) {
+        bson_iter_init(&b, &key);
+        for (size_t ib = 0; ib < ia && bson_iter_next(&b); ib++)
+            if (strcmp(bson_iter_key(&a), bson_iter_key(&b)) == 0) {
+                char s[STR_CAP];
+                mf_bsonx_to_string(&key, s, sizeof s);
+                return mf_error_set(err, MF_BadValue,
+                                    "The field '%s' appears multiple times in the index key "
+                                    "pattern %s",
+                                    bson_iter_key(&a), s);
+            }
+    }
+    int rc = check_key_pattern(&key, err);
+    if (rc)
+        return rc;
+    bson_iter_init(&a, &key);
+    while (bson_iter_next(&a)) {
+        uint32_t n = 0;
+        if (BSON_ITER_HOLDS_UTF8(&a) && (bson_iter_utf8(&a, &n), n == 0))
+            return mf_error_set(err, E_CANNOT_CREATE,
+                                "Values in the index key pattern cannot be empty strings");
+    }
+    const char *plugin = plugin_name(&key);
+    if (plugin[0])
+        return mf_error_set(err, E_CANNOT_CREATE,
+                            "Index type '%s' is not supported by this server: only ascending "
+                            "and descending (b-tree) indexes are",
+                            plugin);
+    return 0;
+}
+
+/* IndexDescriptor::isIdIndexPattern: {_id: 1} or {_id: -1} (numberInt). */
+static bool is_id_pattern(const bson_t *key)
+{
+    bson_iter_t it;
+    if (!bson_iter_init(&it, key) || !bson_iter_next(&it) || strcmp(bson_iter_key(&it), "_id") != 0)
+        return false;
+    int64_t v = is_number(&it) ? safe_long(&it) : 0;
+    return (v == 1 || v == -1) && !bson_iter_next(&it);
+}
+
+/* ---------------------------------------------------- partial filters */
+
+/* The partial filter as mongod's parser shapes it, for
+ * _checkValidFilterExpressions: a document is an $and of its clauses (one
+ * clause is the clause itself); {a: {$gt: 1, $lt: 2}} gives two clauses.
+ * Allowed: equality, $gt/$gte/$lt/$lte, $exists: true, $type, $in, $and
+ * and $or (mongod 7.0), to depth PARTIAL_MAX_DEPTH.  A refused node is
+ * printed as mongod's MatchExpression::debugString. */
+
+typedef struct dbg {
+    char *p;
+    size_t len, cap;
+} dbg;
+
+static void dbg_put(dbg *d, const char *fmt, ...) MF_PRINTF(2, 3);
+static void dbg_put(dbg *d, const char *fmt, ...)
+{
+    va_list ap;
+    if (d->len + 1 >= d->cap)
+        return;
+    va_start(ap, fmt);
+    int n = vsnprintf(d->p + d->len, d->cap - d->len, fmt, ap);
+    va_end(ap);
+    if (n > 0)
+        d->len = d->len + (size_t)n < d->cap ? d->len + (size_t)n : d->cap - 1;
+}
+
+static void dbg_indent(dbg *d, int level)
+{
+    for (int i = 0; i < level; i++)
+        dbg_put(d, "    ");
+}
+
+static void dbg_doc(dbg *d, const bson_t *doc, int level);
+
+/* One {path: {$op: v}} operator as a debug line (and children). */
+static void dbg_op(dbg *d, const char *path, const bson_iter_t *op, int level)
+{
+    const char *o = bson_iter_key(op);
+    char v[STR_CAP];
+    value_str(op, v, sizeof v);
+    dbg_indent(d, level);
+    if (strcmp(o, "$ne") == 0) {
+        dbg_put(d, "$not\n");
+        dbg_indent(d, level + 1);
+        dbg_put(d, "%s $eq %s\n", path, v);
+    } else if (strcmp(o, "$nin") == 0 || strcmp(o, "$in") == 0) {
+        bool neg = o[1] == 'n' && o[2] == 'i';
+        if (neg) {
+            dbg_put(d, "$not\n");
+            dbg_indent(d, level + 1);
+        }
+        dbg_put(d, "%s $in [", path);
+        bson_t arr;
+        bson_iter_t el;
+        bool first = true;
+        if (sub_doc(op, &arr) && bson_iter_init(&el, &arr))
+            while (bson_iter_next(&el)) {
+                value_str(&el, v, sizeof v);
+                dbg_put(d, "%s%s", first ? " " : ", ", v);
+                first = false;
+            }
+        dbg_put(d, "]\n");
+    } else if (strcmp(o, "$exists") == 0) {
+        if (!truthy(op)) {
+            dbg_put(d, "$not\n");
+            dbg_indent(d, level + 1);
+        }
+        dbg_put(d, "%s exists\n", path);
+    } else if (strcmp(o, "$not") == 0) {
+        dbg_put(d, "$not\n");
+        if (BSON_ITER_HOLDS_REGEX(op)) {
+            const char *opts, *re = bson_iter_regex(op, &opts);
+            dbg_indent(d, level + 1);
+            dbg_put(d, "%s regex /%s/%s\n", path, re, opts);
+        } else {
+            bson_t sub;
+            bson_iter_t s;
+            dbg_indent(d, level + 1);
+            dbg_put(d, "$and\n");
+            if (sub_doc(op, &sub) && bson_iter_init(&s, &sub))
+                while (bson_iter_next(&s))
+                    dbg_op(d, path, &s, level + 2);
+        }
+    } else if (strcmp(o, "$regex") == 0 && BSON_ITER_HOLDS_UTF8(op)) {
+        dbg_put(d, "%s regex /%s/\n", path, bson_iter_utf8(op, NULL));
+    } else if (strcmp(o, "$size") == 0) {
+        dbg_put(d, "%s $size : %s\n", path, v);
+    } else if (strcmp(o, "$elemMatch") == 0) {
+        bson_t sub;
+        bson_iter_t s;
+        bool is_obj = true;
+        if (sub_doc(op, &sub) && bson_iter_init(&s, &sub) && bson_iter_next(&s))
+            is_obj = bson_iter_key(&s)[0] != '$';
+        dbg_put(d, "%s $elemMatch (%s)\n", path, is_obj ? "obj" : "value");
+        if (is_obj)
+            dbg_doc(d, &sub, level + 1);
+        else if (bson_iter_init(&s, &sub))
+            while (bson_iter_next(&s))
+                dbg_op(d, "", &s, level + 1);
+    } else if (strcmp(o, "$all") == 0) {
+        dbg_put(d, "$alwaysFalse\n");
+    } else {
+        dbg_put(d, "%s %s %s\n", path, o, v);
+    }
+}
+
+/* A refused node that is a whole clause {path: value} or {$nor: [...]}. */
+static void dbg_clause(dbg *d, const bson_iter_t *it, int level)
+{
+    const char *k = bson_iter_key(it);
+    if (strcmp(k, "$nor") == 0 || strcmp(k, "$and") == 0 || strcmp(k, "$or") == 0) {
+        bson_t arr, sub;
+        bson_iter_t el;
+        dbg_indent(d, level);
+        dbg_put(d, "%s\n", k);
+        if (sub_doc(it, &arr) && bson_iter_init(&el, &arr))
+            while (bson_iter_next(&el))
+                if (sub_doc(&el, &sub))
+                    dbg_doc(d, &sub, level + 1);
+        return;
+    }
+    if (BSON_ITER_HOLDS_REGEX(it)) {
+        const char *opts, *re = bson_iter_regex(it, &opts);
+        dbg_indent(d, level);
+        dbg_put(d, "%s regex /%s/%s\n", k, re, opts);
+        return;
+    }
+    char v[STR_CAP];
+    value_str(it, v, sizeof v);
+    dbg_indent(d, level);
+    dbg_put(d, "%s $eq %s\n", k, v);
+}
+
+static void dbg_doc(dbg *d, const bson_t *doc, int level)
+{
+    bson_iter_t it;
+    size_t n = 0;
+    bson_iter_init(&it, doc);
+    while (bson_iter_next(&it))
+        n++;
+    if (n != 1) {
+        dbg_indent(d, level);
+        dbg_put(d, "$and\n");
+        level++;
+    }
+    bson_iter_init(&it, doc);
+    while (bson_iter_next(&it))
+        dbg_clause(d, &it, level);
+}
+
+static int partial_refuse(mf_error *err, void (*fn)(dbg *, const void *, int), const void *arg,
+                          int level)
+{
+    char buf[STR_CAP];
+    dbg d = {.p = buf, .cap = sizeof buf};
+    buf[0] = '\0';
+    fn(&d, arg, level);
+    return mf_error_set(err, E_CANNOT_CREATE, "Expression not supported in partial index: %s", buf);
+}
+
+static void dbg_op_cb(dbg *d, const void *arg, int level)
+{
+    const bson_iter_t *const *pair = arg;
+    dbg_op(d, bson_iter_key(pair[0]), pair[1], level);
+}
+
+static void dbg_clause_cb(dbg *d, const void *arg, int level)
+{
+    (void)level;
+    dbg_clause(d, arg, 0);
+}
+
+static int depth_check(int level, mf_error *err)
+{
+    if (level + 1 > PARTIAL_MAX_DEPTH)
+        return mf_error_set(err, E_CANNOT_CREATE, "partialFilterExpression depth may not exceed %d",
+                            PARTIAL_MAX_DEPTH);
+    return 0;
+}
+
+static int check_partial_doc(const bson_t *doc, int level, mf_error *err);
+
+static size_t count_clauses(const bson_t *doc)
+{
+    bson_iter_t it, op;
+    size_t n = 0;
+    bson_iter_init(&it, doc);
+    while (bson_iter_next(&it)) {
+        const char *k = bson_iter_key(&it);
+        bson_t sub;
+        if (strcmp(k, "$comment") == 0)
+            continue;
+        if (k[0] != '$' && BSON_ITER_HOLDS_DOCUMENT(&it) && sub_doc(&it, &sub) &&
+            bson_iter_init(&op, &sub) && bson_iter_next(&op) && bson_iter_key(&op)[0] == '$') {
+            /* {a: {$gt: 1, $lt: 2}}: one clause per operator ($options goes with $regex) */
+            bson_iter_init(&op, &sub);
+            while (bson_iter_next(&op))
+                n += strcmp(bson_iter_key(&op), "$options") != 0;
+        } else {
+            n++;
+        }
+    }
+    return n;
+}
+
+/* The operators of {path: {$op: ...}} each at `level`. */
+static int check_partial_ops(const bson_iter_t *path, const bson_t *ops, int level, mf_error *err)
+{
+    bson_iter_t op;
+    bson_iter_init(&op, ops);
+    while (bson_iter_next(&op)) {
+        const char *o = bson_iter_key(&op);
+        int rc;
+        if (strcmp(o, "$options") == 0)
+            continue;
+        if ((rc = depth_check(level, err)) != 0)
+            return rc;
+        bool ok = strcmp(o, "$eq") == 0 || strcmp(o, "$gt") == 0 || strcmp(o, "$gte") == 0 ||
+                  strcmp(o, "$lt") == 0 || strcmp(o, "$lte") == 0 || strcmp(o, "$type") == 0 ||
+                  strcmp(o, "$in") == 0 || (strcmp(o, "$exists") == 0 && truthy(&op));
+        if (strcmp(o, "$all") == 0) {
+            /* $all: [x, y] is an $and of equalities; $all: [] matches nothing */
+            bson_t arr;
+            bson_iter_t el;
+            bool empty = !sub_doc(&op, &arr) || bson_empty(&arr);
+            ok = !empty;
+            if (ok && bson_iter_init(&el, &arr))
+                while (bson_iter_next(&el)) {
+                    if ((rc = depth_check(level + 1, err)) != 0)
+                        return rc;
+                    ok &= !BSON_ITER_HOLDS_REGEX(&el) && !BSON_ITER_HOLDS_DOCUMENT(&el);
+                }
+        }
+        if (!ok) {
+            const bson_iter_t *pair[2] = {path, &op};
+            return partial_refuse(err, dbg_op_cb, pair, 0);
+        }
+    }
+    return 0;
+}
+
+static int check_partial_clause(const bson_iter_t *it, int level, mf_error *err)
+{
+    const char *k = bson_iter_key(it);
+    bson_t sub, arr;
+    bson_iter_t op, el;
+    int rc;
+    if (strcmp(k, "$comment") == 0)
+        return 0;
+    if (strcmp(k, "$and") == 0 || strcmp(k, "$or") == 0) {
+        if ((rc = depth_check(level, err)) != 0)
+            return rc;
+        if (sub_doc(it, &arr) && bson_iter_init(&el, &arr))
+            while (bson_iter_next(&el))
+                if (sub_doc(&el, &sub) && (rc = check_partial_doc(&sub, level + 1, err)) != 0)
+                    return rc;
+        return 0;
+    }
+    if (k[0] != '$' && BSON_ITER_HOLDS_DOCUMENT(it) && sub_doc(it, &sub) &&
+        bson_iter_init(&op, &sub) && bson_iter_next(&op) && bson_iter_key(&op)[0] == '$')
+        return check_partial_ops(it, &sub, level, err);
+    if ((rc = depth_check(level, err)) != 0)
+        return rc;
+    if (k[0] == '$' || BSON_ITER_HOLDS_REGEX(it))
+        return partial_refuse(err, dbg_clause_cb, it, 0);
+    return 0; /* equality */
+}
+
+static int check_partial_doc(const bson_t *doc, int level, mf_error *err)
+{
+    bson_iter_t it;
+    int rc;
+    if (count_clauses(doc) != 1) {
+        if ((rc = depth_check(level, err)) != 0)
+            return rc;
+        level++;
+    }
+    bson_iter_init(&it, doc);
+    while (bson_iter_next(&it))
+        if ((rc = check_partial_clause(&it, level, err)) != 0)
+            return rc;
+    return 0;
+}
+
+/* MatchExpressionParser::kBanAllSpecialFeatures: these are refused at
+ * parse time, wherever a clause may stand. */
+static int check_banned(const bson_t *doc, mf_error *err)
+{
+    static const char *const banned[] = {"$expr", "$where", "$text", "$jsonSchema", "$near",
+                                         "$nearSphere", "$geoNear", "$sampleRate"};
+    bson_iter_t it, el;
+    bson_t arr, sub;
+    int rc;
+    bson_iter_init(&it, doc);
+    while (bson_iter_next(&it)) {
+        const char *k = bson_iter_key(&it);
+        for (size_t i = 0; i < sizeof banned / sizeof banned[0]; i++)
+            if (strcmp(k, banned[i]) == 0)
+                return mf_error_set(err, E_NOT_ALLOWED, "%s is not allowed in this context", k);
+        if ((strcmp(k, "$and") == 0 || strcmp(k, "$or") == 0 || strcmp(k, "$nor") == 0) &&
+            sub_doc(&it, &arr) && bson_iter_init(&el, &arr))
+            while (bson_iter_next(&el))
+                if (sub_doc(&el, &sub) && (rc = check_banned(&sub, err)) != 0)
+                    return rc;
+    }
+    return 0;
+}
+
+/* ------------------------------------------------------------ the spec */
+
+static bool in_list(const char *k, const char *const *list, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (strcmp(k, list[i]) == 0)
+            return true;
+    return false;
+}
+
+#define IN_LIST(k, list) in_list((k), (list), sizeof(list) / sizeof((list)[0]))
+
+static const char *const allowed_fields[] = {
+    "bits", "max", "min", "coarsestIndexedLevel", "finestIndexedLevel", "2dsphereIndexVersion",
+    "background", "collation", "default_language", "dropDups", "expireAfterSeconds", "hidden",
+    "name", "v", "key", "language_override", "ns", "partialFilterExpression",
+    "wildcardProjection", "columnstoreProjection", "columnstoreCompressor", "sparse",
+    "storageEngine", "textIndexVersion", "unique", "weights", "originalSpec", "prepareUnique",
+    "clustered", "_id"};
+static const char *const clustered_fields[] = {"name", "unique", "v", "key", "clustered"};
+static const char *const id_fields[] = {"collation", "name", "v", "key", "ns", "_id"};
+static const char *const bool_fields[] = {"background", "unique", "sparse", "dropDups",
+                                          "prepareUnique", "clustered"};
+static const char *const number_fields[] = {"2dsphereIndexVersion", "textIndexVersion", "bits",
+                                            "min", "max", "coarsestIndexedLevel",
+                                            "finestIndexedLevel"};
+/* Server fields of a stored spec (this file's header). */
+static const char *const server_fields[] = {"multikeyPaths", "building"};
+
+/* Phase A: validateIndexSpecTTL on the request as given. */
+static int check_ttl(const bson_t *in, mf_error *err)
+{
+    bson_iter_t it, key;
+    const char *reason = NULL;
+    char why[160], s[STR_CAP];
+    if (!find(in, "expireAfterSeconds", &it))
+        return 0;
+    if (!is_number(&it)) {
+        snprintf(why, sizeof why,
+                 "TTL index 'expireAfterSeconds' option must be numeric, but received a type of '%s",
+                 mf_bsonx_type_alias(bson_iter_type(&it)));
+        reason = why;
+    } else if (number_of(&it) != number_of(&it)) {
+        reason = "TTL index 'expireAfterSeconds' option must not be NaN";
+    } else {
+        int64_t v = safe_long(&it);
+        if (v < INT32_MIN || v > INT32_MAX)
+            reason = "TTL index 'expireAfterSeconds' must be within the range of a 32-bit integer";
+        else if (v < 0)
+            reason = "TTL index 'expireAfterSeconds' option cannot be less than 0";
+    }
+    mf_bsonx_to_string(in, s, sizeof s);
+    if (reason)
+        return mf_error_set(err, E_CANNOT_CREATE, ". Index spec: %s :: caused by :: %s", s, reason);
+    if (find(in, "key", &key) && BSON_ITER_HOLDS_DOCUMENT(&key)) {
+        bson_t k;
+        sub_doc(&key, &k);
+        if (bson_count_keys(&k) != 1)
+            return mf_error_set(err, E_CANNOT_CREATE,
+                                "TTL indexes are single-field indexes, compound indexes do not "
+                                "support TTL. Index spec: %s",
+                                s);
+    }
+    return 0;
+}
+
+/* The per-field checks of validateIndexSpec (phase B), undecorated. */
+static int check_field(const bson_t *in, const bson_iter_t *it, mf_error *err)
+{
+    const char *k = bson_iter_key(it);
+    const char *tn = mf_bsonx_type_alias(bson_iter_type(it));
+    char v[STR_CAP];
+    if (strcmp(k, "key") == 0)
+        return check_key_field(it, err);
+    if (strcmp(k, "name") == 0 && !BSON_ITER_HOLDS_UTF8(it))
+        return mf_error_set(err, MF_TypeMismatch, "The field 'name' must be a string, but got %s", tn);
+    if (strcmp(k, "hidden") == 0 && !BSON_ITER_HOLDS_BOOL(it)) /* sic: mongod says 'name' */
+        return mf_error_set(err, MF_TypeMismatch, "The field 'name' must be a bool, but got %s", tn);
+    if (strcmp(k, "v") == 0) {
+        if (!is_number(it))
+            return mf_error_set(err, MF_TypeMismatch, "The field 'v' must be a number, but got %s", tn);
+        double d = number_of(it);
+        if (!(d == d) || d != floor(d) || d < INT32_MIN || d > INT32_MAX) {
+            value_str(it, v, sizeof v);
+            return mf_error_set(err, MF_BadValue,
+                                "Index version must be representable as a 32-bit integer, but "
+                                "got %s",
+                                v);
+        }
+        if (d != 1 && d != 2) {
+            char s[STR_CAP];
+            mf_bsonx_to_string(in, s, sizeof s);
+            return mf_error_set(err, E_CANNOT_CREATE,
+                                "Invalid index specification %s; cannot create an index with v=%d",
+                                s, (int)d);
+        }
+        return 0;
+    }
+    if (strcmp(k, "originalSpec") == 0 || strcmp(k, "collation") == 0) {
+        bson_t sub;
+        if (!BSON_ITER_HOLDS_DOCUMENT(it))
+            return mf_error_set(err, MF_TypeMismatch, "The field '%s' must be an object, but got %s",
+                                k, tn);
+        sub_doc(it, &sub);
+        if (bson_empty(&sub))
+            return mf_error_set(err, MF_BadValue, "The field '%s' cannot be an empty object.", k);
+        if (strcmp(k, "originalSpec") == 0)
+            return mf_error_set(err, E_CANNOT_CREATE,
+                                "The field 'originalSpec' is not supported by this server");
+        return 0;
+    }
+    if (strcmp(k, "partialFilterExpression") == 0) {
+        bson_t sub;
+        mf_matcher *m = NULL;
+        int rc;
+        if (!BSON_ITER_HOLDS_DOCUMENT(it))
+            return mf_error_set(err, MF_TypeMismatch,
+                                "The field 'partialFilterExpression' must be an object, but got %s",
+                                tn);
+        sub_doc(it, &sub);
+        if ((rc = check_banned(&sub, err)) != 0 || (rc = mf_matcher_parse(&sub, &m, err)) != 0)
+            return rc;
+        mf_matcher_free(m);
+        return 0;
+    }
+    if (strcmp(k, "wildcardProjection") == 0 || strcmp(k, "columnstoreProjection") == 0) {
+        bool wild = k[0] == 'w';
+        return mf_error_set(err, wild ? MF_BadValue : E_INVALID_OPTION,
+                            "The field '%s' is only allowed in '%s' indexes", k,
+                            wild ? "wildcard" : "columnstore");
+    }
+    if (strcmp(k, "columnstoreCompressor") == 0)
+        return mf_error_set(err, E_INVALID_OPTION,
+                            "The field 'columnstoreCompressor' is only allowed in "
+                            "'columnstoreCompressor' indexes");
+    if (strcmp(k, "weights") == 0 && !BSON_ITER_HOLDS_DOCUMENT(it) && !BSON_ITER_HOLDS_ARRAY(it) &&
+        !BSON_ITER_HOLDS_UTF8(it))
+        return mf_error_set(err, MF_TypeMismatch, "The field 'weights' must be an object, but got %s",
+                            tn);
+    if (IN_LIST(k, bool_fields) && !is_number(it) && !BSON_ITER_HOLDS_BOOL(it)) {
+        mf_bsonx_elem_to_string(it, true, v, sizeof v); /* sic: no closing quote */
+        return mf_error_set(err, MF_TypeMismatch,
+                            "The field '%s has value %s, which is not convertible to bool", k, v);
+    }
+    if ((strcmp(k, "default_language") == 0 || strcmp(k, "language_override") == 0) &&
+        !BSON_ITER_HOLDS_UTF8(it))
+        return mf_error_set(err, MF_TypeMismatch, "The field '%s' must be a string, but got %s", k, tn);
+    if (IN_LIST(k, number_fields) && !is_number(it))
+        return mf_error_set(err, MF_TypeMismatch, "The field '%s' must be a number, but got %s", k, tn);
+    return 0;
+}
+
+/* Phase B: validateIndexSpec.  Undecorated reasons; the caller adds
+ * "Error in specification". */
+static int validate_spec(const bson_t *in, mf_error *err)
+{
+    bson_iter_t it, f;
+    char s[STR_CAP];
+    bool clustered = find(in, "clustered", &f);
+    int rc;
+    bson_iter_init(&it, in);
+    while (bson_iter_next(&it)) {
+        const char *k = bson_iter_key(&it);
+        if (clustered ? !IN_LIST(k, clustered_fields) : !IN_LIST(k, allowed_fields)) {
+            mf_bsonx_to_string(in, s, sizeof s);
+            return mf_error_set(err, E_INVALID_OPTION,
+                                "The field '%s' is not valid for %s specification. "
+                                "Specification: %s",
+                                k, clustered ? "a clustered index" : "an index", s);
+        }
+    }
+    bson_iter_init(&it, in);
+    while (bson_iter_next(&it))
+        if ((rc = check_field(in, &it, err)) != 0)
+            return rc;
+    if (!find(in, "key", &f))
+        return mf_error_set(err, MF_FailedToParse,
+                            "The 'key' field is a required property of an index specification");
+    if (!find(in, "name", &f))
+        return mf_error_set(err, MF_FailedToParse,
+                            "The 'name' field is a required property of an index specification");
+    if (clustered) {
+        bson_iter_t u;
+        find(in, "clustered", &f);
+        if (!truthy(&f))
+            return mf_error_set(err, E_CLUSTERED_FALSE, "Value 'false' for field 'clustered' is invalid");
+        if (!find(in, "unique", &u) || !truthy(&u))
+            return mf_error_set(err, E_CANNOT_CREATE,
+                                "The 'unique' field is required when 'clustered' is specified");
+    }
+    mf_bsonx_to_string(in, s, sizeof s);
+    if (find(in, "collation", &f) && find(in, "v", &it) && number_of(&it) < 2)
+        return mf_error_set(err, E_CANNOT_CREATE,
+                            "Invalid index specification %s; cannot create an index with the "
+                            "'collation' option and v=%d",
+                            s, (int)number_of(&it));
+    if (find(in, "weights", &f))
+        return mf_error_set(err, E_CANNOT_CREATE,
+                            "Invalid index specification %s; the field 'weights' can only be "
+                            "specified with text indexes",
+                            s);
+    if (find(in, "unique", &f) && truthy(&f) && find(in, "prepareUnique", &it) && truthy(&it))
+        return mf_error_set(err, E_CANNOT_CREATE,
+                            "Invalid index specification %s; cannot create an index with the "
+                            "'unique' option and the 'prepareUnique' option",
+                            s);
+    if (clustered)
+        return mf_error_set(err, E_CANNOT_CREATE,
+                            "cannot create a clustered index: this server has no clustered "
+                            "collections");
+    return 0;
+}
+
+/* The request without ns, with v: 2 appended when absent (what
+ * validateIndexSpec returns). */
+static void build_validated(const bson_t *in, bson_t *out)
+{
+    bson_iter_t it;
+    bool has_v = false;
+    bson_init(out);
+    bson_iter_init(&it, in);
+    while (bson_iter_next(&it)) {
+        const char *k = bson_iter_key(&it);
+        has_v |= strcmp(k, "v") == 0;
+        if (strcmp(k, "ns") != 0)
+            bson_append_iter(out, k, -1, &it);
+    }
+    if (!has_v)
+        BSON_APPEND_INT32(out, "v", 2);
+}
+
+/* Phase C: the _id index and reserved names, then the collation.
+ * Returns with `*drop_collation` when the collation is the simple one. */
+static int check_names(const bson_t *spec, bool *drop_collation, mf_error *err)
+{
+    bson_iter_t it, kit, nit;
+    bson_t key;
+    char s[STR_CAP];
+    find(spec, "key", &kit);
+    sub_doc(&kit, &key);
+    find(spec, "name", &nit);
+    const char *name = bson_iter_utf8(&nit, NULL);
+    if (is_id_pattern(&key)) {
+        bson_iter_init(&it, spec);
+        while (bson_iter_next(&it))
+            if (!IN_LIST(bson_iter_key(&it), id_fields)) {
+                mf_bsonx_to_string(spec, s, sizeof s);
+                return mf_error_set(err, E_INVALID_OPTION,
+                                    "The field '%s' is not valid for an _id index specification. "
+                                    "Specification: %s",
+                                    bson_iter_key(&it), s);
+            }
+        bson_iter_init(&it, &key);
+        bson_iter_next(&it);
+        if (!is_number(&it) || number_of(&it) != 1) {
+            mf_bsonx_to_string(&key, s, sizeof s);
+            return mf_error_set(err, MF_BadValue,
+                                "The field 'key' for an _id index must be {_id: 1}, but got %s", s);
+        }
+    } else {
+        if (strcmp(name, "_id_") == 0) {
+            mf_bsonx_elem_to_string(&kit, true, s, sizeof s);
+            return mf_error_set(err, MF_BadValue,
+                                "The index name '_id_' is reserved for the _id index, which must "
+                                "have key pattern {_id: 1}, found %s",
+                                s);
+        }
+        if (strcmp(name, "*") == 0)
+            return mf_error_set(err, MF_BadValue, "The index name '*' is not valid.");
+    }
+    *drop_collation = false;
+    if (find(spec, "collation", &it)) {
+        bson_t coll;
+        bson_iter_t loc;
+        sub_doc(&it, &coll);
+        if (bson_count_keys(&coll) == 1 && find(&coll, "locale", &loc) &&
+            BSON_ITER_HOLDS_UTF8(&loc) && strcmp(bson_iter_utf8(&loc, NULL), "simple") == 0) {
+            *drop_collation = true;
+        } else {
+            mf_bsonx_to_string(&coll, s, sizeof s);
+            return mf_error_set(err, E_CANNOT_CREATE,
+                                "collation %s is not supported by this server: only the simple "
+                                "collation ({ locale: \"simple\" }) is",
+                                s);
+        }
+    }
+    return 0;
+}
+
+/* Phase D: _isSpecOk, undecorated. */
+static int check_spec_ok(const bson_t *spec, mf_error *err)
+{
+    bson_iter_t it, sp;
+    uint32_t len;
+    find(spec, "name", &it);
+    const char *name = bson_iter_utf8(&it, &len);
+    if (strlen(name) != len)
+        return mf_error_set(err, E_CANNOT_CREATE, "index name cannot contain NUL bytes");
+    if (len == 0)
+        return mf_error_set(err, E_CANNOT_CREATE, "index name cannot be empty");
+    if (find(spec, "partialFilterExpression", &it)) {
+        bson_t filter;
+        if (find(spec, "sparse", &sp) && truthy(&sp))
+            return mf_error_set(err, E_CANNOT_CREATE,
+                                "cannot mix \"partialFilterExpression\" and \"sparse\" options");
+        sub_doc(&it, &filter);
+        int rc = check_partial_doc(&filter, 0, err);
+        if (rc)
+            return rc;
+    }
+    if (find(spec, "storageEngine", &it)) {
+        bson_t opts;
+        bson_iter_t e;
+        if (!BSON_ITER_HOLDS_DOCUMENT(&it))
+            return mf_error_set(err, E_CANNOT_CREATE,
+                                "\"storageEngine\" options must be a document if present");
+        sub_doc(&it, &opts);
+        if (bson_empty(&opts))
+            return mf_error_set(err, E_CANNOT_CREATE,
+                                "Empty \"storageEngine\" options are invalid. Please remove the "
+                                "field or include valid options.");
+        bson_iter_init(&e, &opts);
+        while (bson_iter_next(&e)) {
+            if (strcmp(bson_iter_key(&e), "wiredTiger") != 0)
+                return mf_error_set(err, MF_InvalidOptions, "unknown storage engine: %s",
+                                    bson_iter_key(&e));
+            if (!BSON_ITER_HOLDS_DOCUMENT(&e))
+                return mf_error_set(err, MF_BadValue,
+                                    "'storageEngine.wiredTiger' has to be an embedded document.");
+        }
+    }
+    return 0;
+}
+
+/* Phase E: _fixIndexSpec's order: v, unique: true, key, name, the rest. */
+static void build_fixed(const bson_t *spec, bool drop_collation, bson_t *out)
+{
+    bson_iter_t it;
+    find(spec, "v", &it);
+    BSON_APPEND_INT32(out, "v", (int32_t)number_of(&it));
+    if (find(spec, "unique", &it) && truthy(&it))
+        BSON_APPEND_BOOL(out, "unique", true);
+    find(spec, "key", &it);
+    bson_append_iter(out, "key", -1, &it);
+    find(spec, "name", &it);
+    bson_append_iter(out, "name", -1, &it);
+    bson_iter_init(&it, spec);
+    while (bson_iter_next(&it)) {
+        static const char *const skip[] = {"_id", "dropDups", "ns", "v", "unique", "key", "name"};
+        const char *k = bson_iter_key(&it);
+        if (IN_LIST(k, skip) || (drop_collation && strcmp(k, "collation") == 0))
+            continue;
+        bson_append_iter(out, k, -1, &it);
+    }
+}
+
+int mf_index_spec_normalize(const bson_t *in, bson_t *out, mf_error *err)
+{
+    bson_t valid;
+    bool drop_collation = false;
+    int rc;
+    bson_init(out);
+    if ((rc = check_ttl(in, err)) != 0)
+        return rc;
+    if ((rc = validate_spec(in, err)) != 0) {
+        char reason[MF_ERRMSG_MAX];
+        memcpy(reason, err->msg, sizeof reason);
+        return spec_fail(err, rc, in, "%s", reason);
+    }
+    build_validated(in, &valid);
+    if ((rc = check_names(&valid, &drop_collation, err)) == 0) {
+        if (drop_collation) { /* validateIndexSpecCollation removes a simple collation */
+            bson_t tmp;
+            bson_iter_t it;
+            bson_init(&tmp);
+            bson_iter_init(&it, &valid);
+            while (bson_iter_next(&it))
+                if (strcmp(bson_iter_key(&it), "collation") != 0)
+                    bson_append_iter(&tmp, bson_iter_key(&it), -1, &it);
+            bson_destroy(&valid);
+            bson_init(&valid);
+            bson_concat(&valid, &tmp);
+            bson_destroy(&tmp);
+        }
+        if ((rc = check_spec_ok(&valid, err)) != 0) {
+            char reason[MF_ERRMSG_MAX];
+            memcpy(reason, err->msg, sizeof reason);
+            rc = spec_fail(err, rc, &valid, "%s", reason);
+        } else {
+            build_fixed(&valid, drop_collation, out);
+        }
+    }
+    bson_destroy(&valid);
+    return rc;
+}
+
+int mf_index_name_generate(const bson_t *key, mf_buf *out)
+{
+    bson_iter_t it;
+    char num[64];
+    bool first = true;
+    if (!bson_iter_init(&it, key))
+        return -1;
+    while (bson_iter_next(&it)) {
+        const char *v = num;
+        if (BSON_ITER_HOLDS_UTF8(&it)) {
+            v = bson_iter_utf8(&it, NULL);
+        } else if (bson_iter_type(&it) == BSON_TYPE_INT32 || bson_iter_type(&it) == BSON_TYPE_INT64) {
+            snprintf(num, sizeof num, "%lld", (long long)safe_long(&it));
+        } else if (is_number(&it)) {
+            double d = number_of(&it);
+            if (d == floor(d) && fabs(d) < 1e15)
+                snprintf(num, sizeof num, "%lld", (long long)d);
+            else
+                snprintf(num, sizeof num, "%.17g", d);
+        } else {
+            value_str(&it, num, sizeof num);
+        }
+        if ((!first && mf_buf_append(out, "_", 1) != 0) ||
+            mf_buf_append(out, bson_iter_key(&it), strlen(bson_iter_key(&it))) != 0 ||
+            mf_buf_append(out, "_", 1) != 0 || mf_buf_append(out, v, strlen(v)) != 0)
+            return -1;
+        first = false;
+    }
+    if (mf_buf_append(out, "", 1) != 0)
+        return -1;
+    out->len--; /* the NUL terminates, uncounted */
+    return 0;
+}
+
+/* ------------------------------------------------------------ conflicts */
+
+/* `spec` without the server fields, into `out` (initialised here). */
+static void strip_server_fields(const bson_t *spec, bson_t *out)
+{
+    bson_iter_t it;
+    bson_init(out);
+    bson_iter_init(&it, spec);
+    while (bson_iter_next(&it))
+        if (!IN_LIST(bson_iter_key(&it), server_fields))
+            bson_append_iter(out, bson_iter_key(&it), -1, &it);
+}
+
+static bool same_doc_field(const bson_t *a, const bson_t *b, const char *name)
+{
+    bson_iter_t ia, ib;
+    bool ha = find(a, name, &ia), hb = find(b, name, &ib);
+    if (ha != hb)
+        return false;
+    if (!ha)
+        return true;
+    return bson_iter_type(&ia) == bson_iter_type(&ib) && mf_bsonx_compare_values(&ia, &ib) == 0;
+}
+
+static bool same_truth(const bson_t *a, const bson_t *b, const char *name)
+{
+    bson_iter_t ia, ib;
+    bool ta = find(a, name, &ia) && truthy(&ia), tb = find(b, name, &ib) && truthy(&ib);
+    return ta == tb;
+}
+
+/* IndexDescriptor::compareIndexOptions' first half: the fields that make
+ * an index distinct (the key pattern, collation, partial filter -- compared
+ * as documents, where mongod compares the parsed filters -- unique and
+ * sparse by truth). */
+static bool same_signature(const bson_t *a, const bson_t *b)
+{
+    return same_doc_field(a, b, "key") && same_doc_field(a, b, "collation") &&
+           same_doc_field(a, b, "partialFilterExpression") && same_truth(a, b, "unique") &&
+           same_truth(a, b, "sparse");
+}
+
+/* The second half: every other option equal (hidden and the creation-only
+ * options do not count). */
+static bool options_of(const bson_t *spec, const char *name, bson_iter_t *out);
+
+static const char *const not_options[] = {
+    "key", "ns", "name", "v", "textIndexVersion", "2dsphereIndexVersion", "background",
+    "dropDups", "sparse", "unique", "hidden", "collation", "partialFilterExpression",
+    "prepareUnique", "clustered"};
+
+static bool options_of(const bson_t *spec, const char *name, bson_iter_t *out)
+{
+    return !IN_LIST(name, not_options) && find(spec, name, out);
+}
+
+static bool same_options(const bson_t *a, const bson_t *b)
+{
+    const bson_t *sides[2][2] = {{a, b}, {b, a}};
+    for (int s = 0; s < 2; s++) {
+        bson_iter_t it, other;
+        bson_iter_init(&it, sides[s][0]);
+        while (bson_iter_next(&it)) {
+            const char *k = bson_iter_key(&it);
+            if (IN_LIST(k, not_options))
+                continue;
+            if (!options_of(sides[s][1], k, &other) || mf_bsonx_compare_values(&it, &other) != 0)
+                return false;
+        }
+    }
+    return true;
+}
+
+int mf_index_spec_conflict(const bson_t *existing, const bson_t *incoming, bool *same,
+                           mf_error *err)
+{
+    bson_t ex;
+    bson_iter_t en, in;
+    char s1[STR_CAP], s2[STR_CAP];
+    int rc = 0;
+    *same = false;
+    strip_server_fields(existing, &ex);
+    find(&ex, "name", &en);
+    find(incoming, "name", &in);
+    bool same_name = BSON_ITER_HOLDS_UTF8(&en) && BSON_ITER_HOLDS_UTF8(&in) &&
+                     strcmp(bson_iter_utf8(&en, NULL), bson_iter_utf8(&in, NULL)) == 0;
+    bool sig = same_signature(&ex, incoming), opts = sig && same_options(&ex, incoming);
+    mf_bsonx_to_string(incoming, s1, sizeof s1);
+    mf_bsonx_to_string(&ex, s2, sizeof s2);
+    if (same_name) {
+        if (!sig)
+            rc = mf_error_set(err, E_KEY_SPECS_CONFLICT,
+                              "An existing index has the same name as the requested index. When "
+                              "index names are not specified, they are auto generated and can "
+                              "cause conflicts. Please refer to our documentation. Requested "
+                              "index: %s, existing index: %s",
+                              s1, s2);
+        else if (!opts)
+            rc = mf_error_set(err, E_OPTIONS_CONFLICT,
+                              "An equivalent index already exists with the same name but "
+                              "different options. Requested index: %s, existing index: %s",
+                              s1, s2);
+        else
+            *same = true;
+    } else if (sig) {
+        if (!opts)
+            rc = mf_error_set(err, E_OPTIONS_CONFLICT,
+                              "An equivalent index already exists with a different name and "
+                              "options. Requested index: %s, existing index: %s",
+                              s1, s2);
+        else
+            rc = mf_error_set(err, E_OPTIONS_CONFLICT,
+                              "Index already exists with a different name: %s",
+                              BSON_ITER_HOLDS_UTF8(&en) ? bson_iter_utf8(&en, NULL) : "");
+    }
+    bson_destroy(&ex);
+    return rc;
+}
+
+/* ---------------------------------------------------------- descriptors */
+
+void mf_index_desc_clear(mf_index_desc *d)
+{
+    if (!d)
+        return;
+    free(d->name);
+    if (d->key)
+        bson_destroy(d->key);
+    for (size_t i = 0; d->paths && i < d->nfields; i++)
+        free(d->paths[i]);
+    free(d->paths);
+    free(d->desc);
+    mf_matcher_free(d->partial);
+    if (d->partial_spec)
+        bson_destroy(d->partial_spec);
+    memset(d, 0, sizeof *d);
+}
+
+int mf_index_desc_init(mf_index_desc *d, const char *name, mf_tree_id tree, const uint8_t *spec,
+                       size_t spec_len, mf_error *err)
+{
+    bson_t s, sub;
+    bson_iter_t it;
+    int rc = 0;
+    memset(d, 0, sizeof *d);
+    d->tree = tree;
+    d->expire_after = -1;
+    if (!bson_init_static(&s, spec, spec_len) || !find(&s, "key", &it) || !sub_doc(&it, &sub) ||
+        bson_empty(&sub))
+        return mf_error_set(err, MF_DataCorruption, "index spec without a key pattern");
+    if (!name && find(&s, "name", &it) && BSON_ITER_HOLDS_UTF8(&it))
+        name = bson_iter_utf8(&it, NULL);
+    d->nfields = bson_count_keys(&sub);
+    if (!(d->name = strdup(name ? name : "")) || !(d->key = bson_copy(&sub)) ||
+        !(d->paths = calloc(d->nfields, sizeof *d->paths)) ||
+        !(d->desc = calloc(d->nfields, sizeof *d->desc))) {
+        rc = oom(err);
+        goto fail;
+    }
+    bson_iter_init(&it, d->key);
+    for (size_t i = 0; bson_iter_next(&it); i++) {
+        if (!(d->paths[i] = strdup(bson_iter_key(&it)))) {
+            rc = oom(err);
+            goto fail;
+        }
+        d->desc[i] = is_number(&it) && number_of(&it) < 0;
+    }
+    d->is_id = is_id_pattern(d->key);
+    d->unique = find(&s, "unique", &it) && truthy(&it);
+    d->sparse = find(&s, "sparse", &it) && truthy(&it);
+    d->hidden = find(&s, "hidden", &it) && truthy(&it);
+    d->building = find(&s, "building", &it) && truthy(&it);
+    if (find(&s, "multikeyPaths", &it) && is_number(&it))
+        d->multikey = (uint32_t)safe_long(&it);
+    if (find(&s, "expireAfterSeconds", &it) && is_number(&it))
+        d->expire_after = safe_long(&it);
+    if (find(&s, "partialFilterExpression", &it) && sub_doc(&it, &sub)) {
+        if (!(d->partial_spec = bson_copy(&sub))) {
+            rc = oom(err);
+            goto fail;
+        }
+        if ((rc = mf_matcher_parse(d->partial_spec, &d->partial, err)) != 0)
+            goto fail;
+    }
+    return 0;
+fail:
+    mf_index_desc_clear(d);
+    return rc;
+}
+
+/* ----------------------------------------------------------------- keys */
+
+/* {n: null, u: undefined}: the values of a missing path and of []. */
+static const uint8_t consts_bson[] = {11, 0, 0, 0, BSON_TYPE_NULL, 'n', 0,
+                                      BSON_TYPE_UNDEFINED, 'u', 0, 0};
+
+static void const_value(const char *name, bson_iter_t *out)
+{
+    bson_t consts;
+    bson_init_static(&consts, consts_bson, sizeof consts_bson);
+    bson_iter_init_find(out, &consts, name);
+}
+
+/* One key field while keys are generated: mongod's fieldNames[i],
+ * fixed[i] and PositionalPathInfo. */
+typedef struct kfield {
+    const char *rest;     /* path still to follow; "" once `fixed` holds the value */
+    bson_iter_t fixed;
+    bool has_pos;         /* the next component indexes the array just expanded */
+    bson_iter_t pos_elt;  /* that element */
+    bson_iter_t pos_arr;  /* the array (for the 16746 message) */
+    const char *pos_rest; /* the path after what `dotted` followed */
+    bool dotted_found;
+    bson_iter_t dotted;   /* the rest of the path followed from the array */
+} kfield;
+
+typedef struct kgen {
+    const mf_index_desc *d;
+    mf_keyset *out;
+    uint32_t multikey;
+    mf_error *err;
+} kgen;
+
+static int keyset_add(mf_keyset *k, mf_buf **out)
+{
+    if (k->n == k->cap) {
+        size_t cap = k->cap ? k->cap * 2 : 4;
+        mf_buf *keys = realloc(k->keys, cap * sizeof *keys);
+        if (!keys)
+            return -1;
+        memset(keys + k->cap, 0, (cap - k->cap) * sizeof *keys);
+        k->keys = keys;
+        k->cap = cap;
+    }
+    *out = &k->keys[k->n++];
+    (*out)->len = 0;
+    return 0;
+}
+
+/* dotted_path_support's extractElementAtPathOrArrayAlongPath: follow
+ * `*path` through documents until it ends or meets an array; `*path` is
+ * left after the element found. */
+static bool extract_path(const bson_t *obj, const char **path, bson_iter_t *out)
+{
+    const char *p = *path, *dot = strchr(p, '.');
+    size_t n = dot ? (size_t)(dot - p) : strlen(p);
+    *path = dot ? dot + 1 : p + n;
+    if (!find_field(obj, p, n, out))
+        return false;
+    if (BSON_ITER_HOLDS_ARRAY(out) || **path == '\0')
+        return true;
+    if (BSON_ITER_HOLDS_DOCUMENT(out)) {
+        bson_t sub;
+        sub_doc(out, &sub);
+        return extract_path(&sub, path, out);
+    }
+    return false;
+}
+
+/* mongod's _extractNextElement: 1 found, 0 not, or an error code. */
+static int extract_next(kgen *g, const bson_t *obj, kfield *f, bson_iter_t *out, bool *nested)
+{
+    const char *dot = strchr(f->rest, '.');
+    size_t n = dot ? (size_t)(dot - f->rest) : strlen(f->rest);
+    bson_iter_t probe;
+    bool have_field = find_field(obj, f->rest, n, &probe);
+    *nested = false;
+    if (have_field && f->has_pos) {
+        char arr[STR_CAP];
+        bson_t a;
+        sub_doc(&f->pos_arr, &a);
+        mf_bsonx_to_string(&a, arr, sizeof arr);
+        return mf_error_set(g->err, E_AMBIGUOUS_FIELD,
+                            "Ambiguous field name found in array (do not use numeric field names "
+                            "in embedded elements in an array), field: '%s' for array: %s",
+                            bson_iter_key(&f->pos_elt), arr);
+    }
+    if (have_field)
+        return extract_path(obj, &f->rest, out) ? 1 : 0;
+    if (f->has_pos) {
+        *nested = BSON_ITER_HOLDS_ARRAY(&f->pos_elt);
+        f->rest = f->pos_rest;
+        if (f->dotted_found)
+            *out = f->dotted;
+        return f->dotted_found ? 1 : 0;
+    }
+    return 0;
+}
+
+static int emit(kgen *g, const kfield *f)
+{
+    mf_buf *key;
+    if (keyset_add(g->out, &key) != 0)
+        return oom(g->err);
+    for (size_t i = 0; i < g->d->nfields; i++)
+        if (mf_bsonx_key_append(key, &f[i].fixed, g->d->desc[i]) != 0)
+            return oom(g->err);
+    return 0;
+}
+
+/* mongod's _getKeysWithArray: fix what `obj` fixes, expand the one array
+ * met (if any), recurse per element.  `not_found` counts fields missing so
+ * far on this branch (for sparse). */
+static int gen(kgen *g, kfield *f, const bson_t *obj, size_t not_found)
+{
+    size_t n = g->d->nfields;
+    bool have_arr = false, may_expand = true;
+    bson_iter_t arr, el;
+    bson_t arr_doc, empty, el_doc;
+    bool *in_arr = calloc(n, sizeof *in_arr);
+    kfield *sub = malloc(n * sizeof *sub), *pos = calloc(n, sizeof *pos);
+    int rc = 0;
+    if (!in_arr || !sub || !pos) {
+        rc = oom(g->err);
+        goto out;
+    }
+    for (size_t i = 0; i < n; i++) {
+        bson_iter_t e;
+        bool nested;
+        if (f[i].rest[0] == '\0')
+            continue;
+        int found = extract_next(g, obj, &f[i], &e, &nested);
+        if (found != 0 && found != 1) {
+            rc = found;
+            goto out;
+        }
+        if (!found) {
+            const_value("n", &f[i].fixed);
+            f[i].rest = "";
+            not_found++;
+        } else if (BSON_ITER_HOLDS_ARRAY(&e)) {
+            in_arr[i] = true;
+            if (!have_arr) {
+                arr = e;
+                have_arr = true;
+            } else if (bson_iter_key(&e) != bson_iter_key(&arr)) {
+                rc = mf_error_set(g->err, E_PARALLEL_ARRAYS, "cannot index parallel arrays [%s] [%s]",
+                                  bson_iter_key(&e), bson_iter_key(&arr));
+                goto out;
+            }
+            may_expand &= !nested;
+        } else {
+            f[i].fixed = e; /* a non-array value ends the path */
+        }
+    }
+    if (!have_arr) {
+        if (!(g->d->sparse && not_found == n))
+            rc = emit(g, f);
+        goto out;
+    }
+    bson_init(&empty);
+    sub_doc(&arr, &arr_doc);
+    if (bson_empty(&arr_doc)) {
+        /* an empty array: the paths through it end in undefined */
+        memcpy(sub, f, n * sizeof *sub);
+        for (size_t i = 0; i < n; i++) {
+            sub[i].has_pos = false;
+            if (in_arr[i] && may_expand)
+                g->multikey |= 1u << (i < 32 ? i : 31);
+            if (in_arr[i] && sub[i].rest[0] == '\0')
+                const_value("u", &sub[i].fixed);
+        }
+        rc = gen(g, sub, &empty, not_found);
+        goto out;
+    }
+    /* A numeric next component names an element: look it up once here. */
+    for (size_t i = 0; i < n; i++) {
+        if (f[i].rest[0] == '\0') {
+            if (in_arr[i] && may_expand)
+                g->multikey |= 1u << (i < 32 ? i : 31);
+            continue;
+        }
+        const char *dot = strchr(f[i].rest, '.');
+        size_t len = dot ? (size_t)(dot - f[i].rest) : strlen(f[i].rest);
+        if (!find_field(&arr_doc, f[i].rest, len, &pos[i].pos_elt)) {
+            g->multikey |= 1u << (i < 32 ? i : 31);
+            continue;
+        }
+        pos[i].has_pos = true;
+        pos[i].pos_arr = arr;
+        pos[i].pos_rest = f[i].rest;
+        pos[i].dotted_found = extract_path(&arr_doc, &pos[i].pos_rest, &pos[i].dotted);
+    }
+    bson_iter_init(&el, &arr_doc);
+    while (rc == 0 && bson_iter_next(&el)) {
+        for (size_t i = 0; i < n; i++) {
+            sub[i] = f[i];
+            sub[i].has_pos = pos[i].has_pos;
+            sub[i].pos_elt = pos[i].pos_elt;
+            sub[i].pos_arr = pos[i].pos_arr;
+            sub[i].pos_rest = pos[i].pos_rest;
+            sub[i].dotted_found = pos[i].dotted_found;
+            sub[i].dotted = pos[i].dotted;
+            if (in_arr[i] && sub[i].rest[0] == '\0')
+                sub[i].fixed = may_expand ? el : arr;
+        }
+        bool is_doc = BSON_ITER_HOLDS_DOCUMENT(&el) && sub_doc(&el, &el_doc);
+        rc = gen(g, sub, is_doc ? &el_doc : &empty, not_found);
+    }
+out:
+    free(in_arr);
+    free(sub);
+    free(pos);
+    return rc;
+}
+
+static int key_cmp(const void *a, const void *b)
+{
+    const mf_buf *x = a, *y = b;
+    size_t n = x->len < y->len ? x->len : y->len;
+    int c = n ? memcmp(x->data, y->data, n) : 0;
+    return c ? c : (x->len > y->len) - (x->len < y->len);
+}
+
+/* Sort the keys; move duplicates past `n` (their memory stays owned). */
+static void keyset_unique(mf_keyset *k)
+{
+    if (k->n < 2)
+        return;
+    qsort(k->keys, k->n, sizeof *k->keys, key_cmp);
+    size_t w = 1;
+    for (size_t r = 1; r < k->n; r++) {
+        if (key_cmp(&k->keys[r], &k->keys[w - 1]) == 0)
+            continue;
+        if (r != w) {
+            mf_buf t = k->keys[w];
+            k->keys[w] = k->keys[r];
+            k->keys[r] = t;
+        }
+        w++;
+    }
+    k->n = w;
+}
+
+int mf_index_keys(const mf_index_desc *d, const bson_t *doc, mf_keyset *out, uint32_t *multikey,
+                  mf_error *err)
+{
+    kgen g = {.d = d, .out = out, .err = err};
+    kfield *f = NULL;
+    int rc = 0;
+    mf_keyset_clear(out);
+    *multikey = 0;
+    if (d->partial && !mf_matcher_match(d->partial, doc))
+        return 0;
+    if (d->nfields == 1 && strcmp(d->paths[0], "_id") == 0) {
+        /* mongod's special case: the _id field as it is */
+        bson_iter_t it;
+        mf_buf *key;
+        if (!find(doc, "_id", &it))
+            const_value("n", &it);
+        if (keyset_add(out, &key) != 0 || mf_bsonx_key_append(key, &it, d->desc[0]) != 0) {
+            mf_keyset_clear(out);
+            return oom(err);
+        }
+        return 0;
+    }
+    if (!(f = calloc(d->nfields, sizeof *f)))
+        return oom(err);
+    for (size_t i = 0; i < d->nfields; i++)
+        f[i].rest = d->paths[i];
+    rc = gen(&g, f, doc, 0);
+    free(f);
+    if (rc == 0 && out->n == 0 && !d->sparse) {
+        /* never reached with the generator above; mongod keeps it too */
+        mf_buf *key;
+        bson_iter_t null_it;
+        const_value("n", &null_it);
+        if (keyset_add(out, &key) != 0)
+            rc = oom(err);
+        for (size_t i = 0; rc == 0 && i < d->nfields; i++)
+            if (mf_bsonx_key_append(key, &null_it, d->desc[i]) != 0)
+                rc = oom(err);
+    }
+    if (rc) {
+        mf_keyset_clear(out);
+        return rc;
+    }
+    keyset_unique(out);
+    *multikey = g.multikey;
+    return 0;
+}
+
+void mf_keyset_clear(mf_keyset *k)
+{
+    k->n = 0;
+}
+
+void mf_keyset_free(mf_keyset *k)
+{
+    for (size_t i = 0; i < k->cap; i++)
+        mf_buf_free(&k->keys[i]);
+    free(k->keys);
+    memset(k, 0, sizeof *k);
+}
