@@ -221,10 +221,19 @@ typedef struct mf_index_desc {
     bool building;        /* an interrupted build (server field "building") */
 } mf_index_desc;
 
-/* Validate a createIndexes spec and complete it as mongod does (v: 2, the
- * generated name "a_1_b_-1"), into `out` (initialised here).  Errors as
- * mongod's: CannotCreateIndex (67), InvalidIndexSpecificationOption (197),
- * BadValue (2), TypeMismatch (14), InvalidOptions (72) ... */
+/* Validate one createIndexes spec and complete it as mongod 7.0 does (v: 2
+ * when absent; the field order listIndexes shows: v, unique: true, key,
+ * name, then the other options as given; ns, dropDups and a simple
+ * collation dropped), into `out` (initialised here, on error too: the
+ * caller destroys it).  The spec must have a name, as mongod requires
+ * (FailedToParse 9); see mf_index_name_generate.  Errors and messages as
+ * mongod's, "Error in specification ... :: caused by :: " where mongod
+ * adds it: FailedToParse (9), CannotCreateIndex (67), BadValue (2),
+ * TypeMismatch (14), InvalidIndexSpecificationOption (197),
+ * QueryFeatureNotAllowed (224), the matcher's errors for a bad
+ * partialFilterExpression.  Index types other than the b-tree and
+ * collations other than the simple one are refused with 67.  Stateless:
+ * the conflicts with existing indexes are mf_index_spec_conflict's. */
 int mf_index_spec_normalize(const bson_t *in, bson_t *out, mf_error *err);
 
 /* The name drivers and the shell give an index when the request names
@@ -234,14 +243,23 @@ int mf_index_spec_normalize(const bson_t *in, bson_t *out, mf_error *err);
  * one (FailedToParse), as mongod's createIndexes does. */
 int mf_index_name_generate(const bson_t *key, mf_buf *out);
 
-/* Compare a new (normalized) spec with an existing one: 0 and `*same` when
- * they are the same index (createIndexes then does nothing), 0 and not
- * `*same` when unrelated, or IndexOptionsConflict (85) / IndexKeySpecsConflict
- * (86) / IndexAlreadyExists (68) with mongod's messages. */
+/* Compare a new (normalized) spec with an existing (stored) one, as
+ * mongod's _doesSpecConflictWithExisting: 0 and `*same` when they are the
+ * same index (createIndexes then does nothing), 0 and not `*same` when
+ * unrelated, or IndexOptionsConflict (85) / IndexKeySpecsConflict (86) with
+ * mongod's messages.  The server fields of `existing` are ignored.  An
+ * index's signature is its key pattern, collation, partial filter and the
+ * truth of unique and sparse; hidden and background never distinguish.
+ * mongod checks the name against every index before any key pattern: call
+ * this first with the existing index of the same name, if any.  Two
+ * identical specs in one request are mongod's IndexAlreadyExists (68)
+ * "Identical index already exists: <name>" -- the caller's to report. */
 int mf_index_spec_conflict(const bson_t *existing, const bson_t *incoming, bool *same,
                            mf_error *err);
 
-/* Parse a stored spec.  mf_index_desc_clear frees what it owns. */
+/* Parse a stored spec (`name` NULL: the spec's own).  The partial filter
+ * is compiled.  DataCorruptionDetected when the spec has no key pattern.
+ * mf_index_desc_clear frees what it owns (and zeroes `d`). */
 int mf_index_desc_init(mf_index_desc *d, const char *name, mf_tree_id tree, const uint8_t *spec,
                        size_t spec_len, mf_error *err);
 void mf_index_desc_clear(mf_index_desc *d);
@@ -253,7 +271,13 @@ void mf_index_desc_clear(mf_index_desc *d);
  * (CannotIndexParallelArrays 171, mongod's message); a missing field is
  * null; an empty array is undefined.  A sparse index gives no keys to a
  * document missing every field; a partial index none to a document its
- * filter rejects.  `*multikey` gets a bit per field that met an array. */
+ * filter rejects.  `*multikey` is set (not or-ed) to a bit per field that
+ * an array may give several values (mongod's multikeyPaths; a positional
+ * component such as "a.0" does not), 0 when there are no keys.  `out` is
+ * emptied first; its keys come out distinct, in ascending memcmp order.
+ * Errors: 171, 16746 (a numeric component that is also a field of an
+ * array's element), InternalError on out of memory; `out` is then empty.
+ * Thread-safe for one `d` and distinct `out`s. */
 typedef struct mf_keyset {
     mf_buf *keys;
     size_t n, cap;
