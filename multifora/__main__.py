@@ -25,6 +25,8 @@ def _parser() -> argparse.ArgumentParser:
     s.add_argument("--no-tcp", action="store_true", help="listen on the Unix socket only")
     s.add_argument("--max-conns", type=int, default=1000, help="connection limit (default 1000)")
     s.add_argument("--log-level", default="info", choices=["error", "warning", "info", "debug"])
+    s.add_argument("--ttl-monitor-sleep-secs", type=int, default=60,
+                   help="seconds between TTL monitor passes (default 60)")
     s.add_argument("--enable-test-commands", action="store_true",
                    help="report enableTestCommands=1, as test harnesses expect")
     return p
@@ -36,7 +38,8 @@ def serve(args: argparse.Namespace) -> int:
         server = Server(dbpath, host=args.bind, port=None if args.no_tcp else args.port,
                         unix_socket=args.unix_socket, max_connections=args.max_conns,
                         enable_test_commands=args.enable_test_commands,
-                        log_level=args.log_level)
+                        log_level=args.log_level,
+                        ttl_monitor_sleep_secs=args.ttl_monitor_sleep_secs)
         server.start()
     except MultiforaError as e:
         print(f"multifora: cannot start: {e}", file=sys.stderr)

@@ -55,7 +55,7 @@ class Server:
                  port: Optional[int] = 27017, unix_socket: Optional[str] = None,
                  *, max_connections: int = 1000,
                  enable_test_commands: bool = False, log_level: str = "warning",
-                 argv: Optional[list] = None):
+                 argv: Optional[list] = None, ttl_monitor_sleep_secs: int = 60):
         self.dbpath = os.path.abspath(dbpath)
         self.host = host
         self.unix_socket = os.path.abspath(unix_socket) if unix_socket else None
@@ -69,11 +69,14 @@ class Server:
                   "systemLog": {"verbosity": 0}}
         if enable_test_commands:
             parsed["setParameter"] = {"enableTestCommands": "1"}
+        if ttl_monitor_sleep_secs != 60:
+            parsed.setdefault("setParameter", {})["ttlMonitorSleepSecs"] = str(
+                ttl_monitor_sleep_secs)
         self._core = _core.Server(
             self.dbpath, host, -1 if port is None else port, self.unix_socket,
             max_connections, enable_test_commands,
             bson.encode({str(i): a for i, a in enumerate(argv)}),
-            bson.encode(parsed), log_level)
+            bson.encode(parsed), log_level, ttl_monitor_sleep_secs)
         self._started = False
 
     # -- life cycle ---------------------------------------------------------

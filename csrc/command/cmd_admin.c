@@ -70,6 +70,7 @@ typedef enum {
     P_EMPTY_ARRAY,   /* [] */
     P_TEST_COMMANDS, /* the instance's enableTestCommands */
     P_CURSOR_TIMEOUT, /* the instance's cursorTimeoutMillis */
+    P_TTL_SLEEP,      /* the instance's ttlMonitorSleepSecs */
 } param_kind;
 
 /* Sorted by name, as mongod lists them.  `runtime`/`startup` feed
@@ -92,7 +93,7 @@ static const struct param {
     {"requireApiVersion", P_BOOL, 0, true, true},
     {"transactionLifetimeLimitSeconds", P_INT, 60, true, true},
     {"ttlMonitorEnabled", P_BOOL, 1, true, true},
-    {"ttlMonitorSleepSecs", P_INT, 60, false, true},
+    {"ttlMonitorSleepSecs", P_TTL_SLEEP, 0, false, true},
 };
 
 static const struct param *param_find(const char *name)
@@ -128,6 +129,9 @@ static void param_value(mf_instance *inst, const struct param *p, bson_t *out,
         break;
     case P_TEST_COMMANDS:
         bson_append_bool(out, key, -1, inst->enable_test_commands);
+        break;
+    case P_TTL_SLEEP:
+        bson_append_int32(out, key, -1, inst->ttl_sleep_secs);
         break;
     case P_CURSOR_TIMEOUT:
         pthread_mutex_lock(&inst->cursors_mu);

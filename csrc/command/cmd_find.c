@@ -577,8 +577,13 @@ int mfi_cmd_find(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_error *er
         bool sorted = false;
         mf_coll_lock(c, false);
         cur->has_coll = mfi_coll_uuid(c, cur->coll_uuid);
-        rc = mf_scan_new(c, a.has_filter ? &a.filter : NULL, a.has_hint ? &a.hint : NULL,
-                         q.sort ? &a.sort : NULL, &cur->scan, &sorted, err);
+        cur->ix = calloc(1, sizeof *cur->ix);
+        rc = cur->ix ? mfi_indexes_load(c, cur->ix, err)
+                     : mf_error_set(err, MF_InternalError, "out of memory");
+        if (rc == 0)
+            rc = mfi_scan_new(c, cur->ix, a.has_filter ? &a.filter : NULL,
+                              a.has_hint ? &a.hint : NULL, q.sort ? &a.sort : NULL, &cur->scan,
+                              &sorted, err);
         if (rc == 0)
             mf_scan_want_pos(cur->scan, cur->proj && mf_projection_needs_pos(cur->proj));
         running = rc == 0;
@@ -960,8 +965,11 @@ int mfi_cmd_distinct(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_error
         uint64_t tick = 0;
         size_t compact_at = 4096;
         mf_coll_lock(c, false);
-        rc = mf_scan_new(c, has_query ? &query : NULL, has_hint ? &hint : NULL, NULL, &scan,
-                         &sorted, err);
+        mfi_indexes ix = {0};
+        rc = mfi_indexes_load(c, &ix, err);
+        if (rc == 0)
+            rc = mfi_scan_new(c, &ix, has_query ? &query : NULL, has_hint ? &hint : NULL, NULL,
+                              &scan, &sorted, err);
         while (rc == 0) {
             mf_scan_row row;
             bool valid;
@@ -983,6 +991,7 @@ int mfi_cmd_distinct(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_error
             }
         }
         mf_scan_free(scan);
+        mfi_indexes_free(&ix);
         mf_coll_unlock(c);
     }
     mf_engine_catalog_unlock(e);

@@ -64,13 +64,14 @@ static int hits_add(hits *h, uint64_t rid, int64_t pos, mf_error *err)
 
 /* The records of `c` that `m` matches: all, or the first -- in `sort`
  * order when there is a sort (findAndModify). */
-static int find_hits(mf_engine *e, mf_coll *c, const bson_t *filter, const mf_matcher *m,
+static int find_hits(mf_engine *e, mf_coll *c, const mfi_indexes *ix, const bson_t *filter,
+                     const mf_matcher *m,
                      const bson_iter_t *hint, const mf_sort *sort, const bson_t *sort_spec,
                      bool all, bool want_pos, hits *out, mf_error *err)
 {
     mf_scan *scan;
     bool sorted;
-    int rc = mf_scan_new(c, filter, hint, sort ? sort_spec : NULL, &scan, &sorted, err);
+    int rc = mfi_scan_new(c, ix, filter, hint, sort ? sort_spec : NULL, &scan, &sorted, err);
     if (rc)
         return rc;
     mf_scan_want_pos(scan, want_pos);
@@ -124,70 +125,77 @@ static int read_record(mf_engine *e, mf_coll *c, uint64_t rid, bson_t *doc, bool
     return rc;
 }
 
+/* Where a command writes: the collection (exclusive lock held), its
+ * parsed indexes, and what a unique index last refused. */
+typedef struct wtarget {
+    mf_engine *e;
+    mf_coll *c;
+    mfi_indexes ix;
+    mfi_dup dup;
+} wtarget;
+
+static int target_open(wtarget *w, mf_engine *e, mf_coll *c, mf_error *err)
+{
+    memset(w, 0, sizeof *w);
+    w->e = e;
+    w->c = c;
+    return c ? mfi_indexes_load(c, &w->ix, err) : 0;
+}
+
+static void target_close(wtarget *w)
+{
+    mfi_indexes_free(&w->ix);
+    mfi_dup_clear(&w->dup);
+}
+
 /* Apply `u` to record `rid`.  `before`/`after` (if not NULL) receive
  * copies of the document as it was and as it is. */
-static int update_record(mf_engine *e, mf_coll *c, uint64_t rid, const mf_update *u, int64_t pos,
-                         int64_t now, bool *modified, bson_t *before, bson_t *after, mf_lsn *lsn,
+static int update_record(wtarget *w, uint64_t rid, const mf_update *u, int64_t pos, int64_t now,
+                         bool *modified, bson_t *before, bson_t *after, mf_lsn *lsn,
                          mf_error *err)
 {
     bson_t doc, out;
     bool found, changed = false;
     *modified = false;
-    int rc = read_record(e, c, rid, &doc, &found, err);
+    int rc = read_record(w->e, w->c, rid, &doc, &found, err);
     if (rc || !found)
         return rc;
     if (before)
         bson_copy_to(&doc, before);
     rc = mf_update_apply(u, &doc, false, pos, now, &out, &changed, err);
-    if (rc == 0 && changed) {
-        uint8_t k[8];
-        mf_record_id_encode(rid, k);
-        mf_op op = {.kind = MF_OP_PUT, .tree = mf_coll_records(c), .key = k, .klen = 8,
-                    .val = bson_get_data(&out), .vlen = out.len};
-        rc = mf_engine_write(e, &op, 1, lsn, err);
-        *modified = rc == 0;
-    }
     if (rc == 0 && after)
         bson_copy_to(changed ? &out : &doc, after);
+    if (rc == 0 && changed) {
+        /* `doc` points into the record tree: it is read (for its old
+         * index keys) before the write replaces it. */
+        rc = mfi_write_doc(w->e, w->c, &w->ix, rid, &doc, &out, lsn, &w->dup, err);
+        *modified = rc == 0;
+    }
     bson_destroy(&out);
     return rc;
 }
 
-/* Remove record `rid` and its _id index entry; `before` gets a copy. */
-static int delete_record(mf_engine *e, mf_coll *c, uint64_t rid, bson_t *before, bool *deleted,
-                         mf_lsn *lsn, mf_error *err)
+/* Remove record `rid` and its index entries; `before` gets a copy. */
+static int delete_record(wtarget *w, uint64_t rid, bson_t *before, bool *deleted, mf_lsn *lsn,
+                         mf_error *err)
 {
     bson_t doc;
-    bson_iter_t id;
     bool found;
     *deleted = false;
-    int rc = read_record(e, c, rid, &doc, &found, err);
+    int rc = read_record(w->e, w->c, rid, &doc, &found, err);
     if (rc || !found)
         return rc;
     if (before)
         bson_copy_to(&doc, before);
-    mf_buf key = {0};
-    uint8_t k[8];
-    mf_record_id_encode(rid, k);
-    mf_op ops[2] = {{.kind = MF_OP_DELETE, .tree = mf_coll_records(c), .key = k, .klen = 8}};
-    size_t nops = 1;
-    mf_tree_id idx = mf_coll_index_tree(c, ID_INDEX);
-    if (idx && bson_iter_init_find(&id, &doc, "_id")) {
-        if (mf_bsonx_key_append(&key, &id, false) != 0)
-            return oom(err);
-        ops[nops++] = (mf_op){.kind = MF_OP_DELETE, .tree = idx, .key = key.data,
-                              .klen = key.len};
-    }
-    rc = mf_engine_write(e, ops, nops, lsn, err);
+    rc = mfi_write_doc(w->e, w->c, &w->ix, rid, &doc, NULL, lsn, NULL, err);
     *deleted = rc == 0;
-    mf_buf_free(&key);
     return rc;
 }
 
 /* Insert the upsert's document: the filter's seed with the update applied
  * as an insert.  `*id_out` (initialised here) gets {"": _id}. */
-static int upsert_insert(mf_engine *e, mf_coll *c, const bson_t *filter, const mf_update *u,
-                         int64_t now, bson_t *stored, bson_t *id_out, mf_lsn *lsn, mf_error *err)
+static int upsert_insert(wtarget *w, const bson_t *filter, const mf_update *u, int64_t now,
+                         bson_t *stored, bson_t *id_out, mf_lsn *lsn, mf_error *err)
 {
     bson_t seed, doc;
     bson_iter_t id;
@@ -204,9 +212,9 @@ static int upsert_insert(mf_engine *e, mf_coll *c, const bson_t *filter, const m
     rc = mf_update_apply(u, &seed, true, -1, now, &doc, &changed, err);
     bson_destroy(&seed);
     if (rc == 0)
-        rc = mfi_next_record_id(e, c, &next_id, err);
+        rc = mfi_next_record_id(w->e, w->c, &next_id, err);
     if (rc == 0) {
-        rc = mfi_insert_doc(e, c, &next_id, &doc, stored, &id, lsn, err);
+        rc = mfi_insert_doc(w->e, w->c, &w->ix, &next_id, &doc, stored, &id, lsn, &w->dup, err);
         if (rc == 0 || rc == MF_DuplicateKey)
             bson_append_iter(id_out, "", 0, &id);
     }
@@ -295,18 +303,12 @@ static int parse_update_stmt(const bson_iter_t *el, update_stmt *s, mf_error *er
     return 0;
 }
 
-/* The engine failed (not the statement): stop writing. */
-static bool fatal(int rc)
-{
-    return rc == MF_InternalError || rc == MF_DataCorruption || rc == MF_OutOfDiskSpace ||
-           rc == MF_IllegalOperation || rc == MF_InterruptedAtShutdown;
-}
-
 /* Run one update statement on `c` (exclusive lock held). */
-static int run_update(mf_engine *e, mf_coll *c, update_stmt *s, int64_t now, int64_t *n,
-                      int64_t *nmod, bson_t *upserted_id, bool *upserted, mf_lsn *lsn,
-                      mf_error *err)
+static int run_update(wtarget *w, update_stmt *s, int64_t now, int64_t *n, int64_t *nmod,
+                      bson_t *upserted_id, bool *upserted, mf_lsn *lsn, mf_error *err)
 {
+    mf_engine *e = w->e;
+    mf_coll *c = w->c;
     mf_matcher *m = NULL;
     mf_update *u = NULL;
     hits h = {0};
@@ -319,12 +321,11 @@ static int run_update(mf_engine *e, mf_coll *c, update_stmt *s, int64_t now, int
     /* No collection (and no upsert to create one): nothing matches, but
      * the statement was still parsed and its errors reported. */
     if (rc == 0 && c)
-        rc = find_hits(e, c, &s->q, m, s->has_hint ? &s->hint : NULL, NULL, NULL, s->multi,
+        rc = find_hits(e, c, &w->ix, &s->q, m, s->has_hint ? &s->hint : NULL, NULL, NULL, s->multi,
                        mf_update_needs_pos(u), &h, err);
     for (size_t i = 0; rc == 0 && i < h.n; i++) {
         bool modified;
-        rc = update_record(e, c, h.v[i].rid, u, h.v[i].pos, now, &modified, NULL, NULL, lsn,
-                           err);
+        rc = update_record(w, h.v[i].rid, u, h.v[i].pos, now, &modified, NULL, NULL, lsn, err);
         if (rc == 0) {
             (*n)++;
             *nmod += modified;
@@ -332,7 +333,7 @@ static int run_update(mf_engine *e, mf_coll *c, update_stmt *s, int64_t now, int
     }
     if (rc == 0 && h.n == 0 && s->upsert && c) {
         bson_t stored;
-        rc = upsert_insert(e, c, &s->q, u, now, &stored, upserted_id, lsn, err);
+        rc = upsert_insert(w, &s->q, u, now, &stored, upserted_id, lsn, err);
         bson_destroy(&stored);
         if (rc == 0) {
             (*n)++;
@@ -390,16 +391,15 @@ static int check_write_fields(const bson_t *cmd, const char *cmdname, const char
 }
 
 static void add_write_error(bson_t *werrs, uint32_t *nerr, uint32_t index, int rc,
-                            const mf_error *err, const char *ns, const bson_t *dup_id)
+                            const mf_error *err, const char *ns, const mfi_dup *dup)
 {
     char key[16];
     const char *k;
     bson_t we;
     bson_uint32_to_string((*nerr)++, &k, key, sizeof key);
     bson_append_document_begin(werrs, k, -1, &we);
-    bson_iter_t id;
-    if (rc == MF_DuplicateKey && dup_id && bson_iter_init(&id, dup_id) && bson_iter_next(&id))
-        mfi_duplicate_error(&we, index, ns, &id);
+    if (rc == MF_DuplicateKey && dup && dup->has)
+        mfi_duplicate_error(&we, index, ns, dup);
     else
         mfi_write_error(&we, index, err);
     bson_append_document_end(werrs, &we);
@@ -450,13 +450,15 @@ int mfi_cmd_update(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_error *
     bson_t werrs = BSON_INITIALIZER, upserted = BSON_INITIALIZER;
     uint32_t nerr = 0, nups = 0;
     mf_lsn lsn = 0;
+    wtarget w;
     if (c)
         mf_coll_lock(c, true);
-    for (i = 0; i < count; i++) {
+    rc = target_open(&w, e, c, err);
+    for (i = 0; rc == 0 && i < count; i++) {
         bson_t id = BSON_INITIALIZER;
         bool was_upsert = false;
         mf_error serr;
-        int r = run_update(e, c, &st[i], now, &n, &nmod, &id, &was_upsert, &lsn, &serr);
+        int r = run_update(&w, &st[i], now, &n, &nmod, &id, &was_upsert, &lsn, &serr);
         atomic_fetch_add_explicit(&ctx->inst->counters.op_update, 1, memory_order_relaxed);
         if (r == 0 && was_upsert) {
             char key[16];
@@ -471,8 +473,8 @@ int mfi_cmd_update(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_error *
             bson_append_document_end(&upserted, &up);
         }
         if (r != 0) {
-            add_write_error(&werrs, &nerr, i, r, &serr, ns, was_upsert ? NULL : &id);
-            if (fatal(r)) {
+            add_write_error(&werrs, &nerr, i, r, &serr, ns, &w.dup);
+            if (mfi_write_fatal(r)) {
                 *err = serr;
                 rc = r;
             }
@@ -481,6 +483,7 @@ int mfi_cmd_update(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_error *
         if (r != 0 && (ordered || rc))
             break;
     }
+    target_close(&w);
     if (c)
         mf_coll_unlock(c);
     mf_engine_catalog_unlock(e);
@@ -594,27 +597,29 @@ int mfi_cmd_delete(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_error *
     mf_lsn lsn = 0;
     mf_engine_catalog_lock(e, false);
     mf_coll *c = mf_engine_coll(e, ns);
+    wtarget w;
     if (c)
         mf_coll_lock(c, true);
-    for (i = 0; i < count; i++) {
+    rc = target_open(&w, e, c, err);
+    for (i = 0; rc == 0 && i < count; i++) {
         mf_error serr;
         mf_matcher *m = NULL;
         hits h = {0};
         int r = mf_matcher_parse(&st[i].q, &m, &serr);
         atomic_fetch_add_explicit(&ctx->inst->counters.op_delete, 1, memory_order_relaxed);
         if (r == 0 && c)
-            r = find_hits(e, c, &st[i].q, m, st[i].has_hint ? &st[i].hint : NULL, NULL, NULL,
+            r = find_hits(e, c, &w.ix, &st[i].q, m, st[i].has_hint ? &st[i].hint : NULL, NULL, NULL,
                           st[i].limit == 0, false, &h, &serr);
         for (size_t j = 0; r == 0 && j < h.n; j++) {
             bool deleted;
-            r = delete_record(e, c, h.v[j].rid, NULL, &deleted, &lsn, &serr);
+            r = delete_record(&w, h.v[j].rid, NULL, &deleted, &lsn, &serr);
             n += deleted;
         }
         free(h.v);
         mf_matcher_free(m);
         if (r != 0) {
             add_write_error(&werrs, &nerr, i, r, &serr, ns, NULL);
-            if (fatal(r)) {
+            if (mfi_write_fatal(r)) {
                 *err = serr;
                 rc = r;
             }
@@ -622,6 +627,7 @@ int mfi_cmd_delete(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_error *
                 break;
         }
     }
+    target_close(&w);
     if (c)
         mf_coll_unlock(c);
     mf_engine_catalog_unlock(e);
@@ -773,9 +779,12 @@ int mfi_cmd_find_and_modify(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, m
     int64_t pos = -1;
     mf_lsn lsn = 0;
     bson_init(&upserted_id);
+    wtarget w = {0};
     if (c) {
         mf_coll_lock(c, true);
-        rc = find_hits(e, c, query, m, a.has_hint ? &a.hint : NULL, sort,
+        rc = target_open(&w, e, c, err);
+        if (rc == 0)
+            rc = find_hits(e, c, &w.ix, query, m, a.has_hint ? &a.hint : NULL, sort,
                        sort ? &a.sort : NULL, false,
                        (u && mf_update_needs_pos(u)) || (proj && mf_projection_needs_pos(proj)),
                        &h, err);
@@ -784,13 +793,13 @@ int mfi_cmd_find_and_modify(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, m
             pos = h.v[0].pos;
             if (a.remove) {
                 bool deleted;
-                rc = delete_record(e, c, h.v[0].rid, &value, &deleted, &lsn, err);
+                rc = delete_record(&w, h.v[0].rid, &value, &deleted, &lsn, err);
                 has_value = rc == 0 && deleted;
                 matched = has_value;
             } else {
                 bool modified;
                 bson_t before, after;
-                rc = update_record(e, c, h.v[0].rid, u, pos, mf_clock_wall_ms(), &modified,
+                rc = update_record(&w, h.v[0].rid, u, pos, mf_clock_wall_ms(), &modified,
                                    &before, &after, &lsn, err);
                 if (rc == 0) {
                     /* bson_t holds pointers into itself: move, never copy. */
@@ -801,7 +810,7 @@ int mfi_cmd_find_and_modify(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, m
             }
         } else if (rc == 0 && a.upsert) {
             bson_t stored;
-            rc = upsert_insert(e, c, query, u, mf_clock_wall_ms(), &stored, &upserted_id, &lsn,
+            rc = upsert_insert(&w, query, u, mf_clock_wall_ms(), &stored, &upserted_id, &lsn,
                                err);
             if (rc == 0) {
                 upserted = true;
@@ -815,6 +824,7 @@ int mfi_cmd_find_and_modify(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, m
                 bson_destroy(&stored);
             }
         }
+        target_close(&w);
         mf_coll_unlock(c);
     }
     if (locked)

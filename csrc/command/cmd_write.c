@@ -83,27 +83,24 @@ int mfi_stored_form(const bson_t *doc, bson_t *out, bson_iter_t *id, mf_error *e
     return 0;
 }
 
-/* A DuplicateKey error for `id` on the _id index, as mongod words it. */
-void mfi_duplicate_error(bson_t *werr, uint32_t index, const char *ns, const bson_iter_t *id)
+/* A DuplicateKey write error, as mongod words it. */
+void mfi_duplicate_error(bson_t *werr, uint32_t index, const char *ns, const mfi_dup *dup)
 {
-    char shown[256];
-    bson_t kp, kv;
-    mf_bsonx_elem_to_string(id, false, shown, sizeof shown);
     char msg[1024];
-    snprintf(msg, sizeof msg,
-             "E11000 duplicate key error collection: %s index: _id_ dup key: { _id: %s }", ns,
-             shown);
+    mfi_dup_message(dup, ns, msg, sizeof msg);
     /* mongod's WriteError::serialize: index, code, errmsg, then the
      * error's extra info. */
     BSON_APPEND_INT32(werr, "index", (int32_t)index);
     BSON_APPEND_INT32(werr, "code", MF_DuplicateKey);
     BSON_APPEND_UTF8(werr, "errmsg", msg);
-    BSON_APPEND_DOCUMENT_BEGIN(werr, "keyPattern", &kp);
-    BSON_APPEND_INT32(&kp, "_id", 1);
-    bson_append_document_end(werr, &kp);
-    BSON_APPEND_DOCUMENT_BEGIN(werr, "keyValue", &kv);
-    bson_append_iter(&kv, "_id", 3, id);
-    bson_append_document_end(werr, &kv);
+    BSON_APPEND_DOCUMENT(werr, "keyPattern", &dup->key_pattern);
+    BSON_APPEND_DOCUMENT(werr, "keyValue", &dup->key_value);
+}
+
+bool mfi_write_fatal(int rc)
+{
+    return rc == MF_InternalError || rc == MF_DataCorruption || rc == MF_OutOfDiskSpace ||
+           rc == MF_IllegalOperation || rc == MF_InterruptedAtShutdown;
 }
 
 /* mongod's WriteError: index, code, errmsg -- no codeName. */
@@ -114,36 +111,17 @@ void mfi_write_error(bson_t *werr, uint32_t index, const mf_error *err)
     BSON_APPEND_UTF8(werr, "errmsg", err->msg);
 }
 
-/* Insert one document into `c` (exclusive lock held).  Returns 0, or
- * MF_DuplicateKey (with `*dup` set), or another error. */
-int mfi_insert_doc(mf_engine *e, mf_coll *c, uint64_t *next_id, const bson_t *doc,
-                      bson_t *stored, bson_iter_t *id, mf_lsn *lsn, mf_error *err)
+/* Insert one document into `c` (exclusive lock held). */
+int mfi_insert_doc(mf_engine *e, mf_coll *c, mfi_indexes *ix, uint64_t *next_id,
+                   const bson_t *doc, bson_t *stored, bson_iter_t *id, mf_lsn *lsn, mfi_dup *dup,
+                   mf_error *err)
 {
     int rc = mfi_stored_form(doc, stored, id, err);
     if (rc)
         return rc;
-    mf_buf key = {0};
-    uint8_t rid[8];
-    mf_tree_id idx = mf_coll_index_tree(c, ID_INDEX);
-    if (mf_bsonx_key_append(&key, id, false) != 0)
-        return mf_error_set(err, MF_InternalError, "out of memory");
-    bool found;
-    const uint8_t *v;
-    size_t vl;
-    rc = mf_btree_get(mf_engine_tree(e, idx), key.data, key.len, &found, &v, &vl, err);
-    if (rc == 0 && found)
-        rc = MF_DuplicateKey;
-    if (rc == 0) {
-        mf_record_id_encode((*next_id)++, rid);
-        mf_op ops[2] = {
-            {.kind = MF_OP_PUT, .tree = mf_coll_records(c), .key = rid, .klen = 8,
-             .val = bson_get_data(stored), .vlen = stored->len},
-            {.kind = MF_OP_PUT, .tree = idx, .key = key.data, .klen = key.len, .val = rid,
-             .vlen = 8},
-        };
-        rc = mf_engine_write(e, ops, 2, lsn, err);
-    }
-    mf_buf_free(&key);
+    rc = mfi_write_doc(e, c, ix, *next_id, NULL, stored, lsn, dup, err);
+    if (rc == 0)
+        (*next_id)++;
     return rc;
 }
 
@@ -207,8 +185,12 @@ int mfi_cmd_insert(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_error *
     uint32_t nerr = 0, n = 0, index = 0;
     mf_lsn lsn = 0;
     uint64_t next_id;
+    mfi_indexes ix = {0};
+    mfi_dup dup = {0};
     mf_coll_lock(c, true);
     rc = mfi_next_record_id(e, c, &next_id, err);
+    if (rc == 0)
+        rc = mfi_indexes_load(c, &ix, err);
     bson_iter_recurse(&docs, &d);
     while (rc == 0 && bson_iter_next(&d)) {
         bson_t stored;
@@ -225,7 +207,7 @@ int mfi_cmd_insert(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_error *
             bson_iter_document(&d, &len, &data);
             bson_init_static(&doc, data, len);
             bson_init(&stored); /* stored_form fills it; inline, nothing to free yet */
-            r = mfi_insert_doc(e, c, &next_id, &doc, &stored, &id, &lsn, &ierr);
+            r = mfi_insert_doc(e, c, &ix, &next_id, &doc, &stored, &id, &lsn, &dup, &ierr);
         }
         if (r == 0) {
             n++;
@@ -236,13 +218,12 @@ int mfi_cmd_insert(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_error *
             bson_t we;
             bson_uint32_to_string(nerr++, &k, key, sizeof key);
             bson_append_document_begin(&werrs, k, -1, &we);
-            if (r == MF_DuplicateKey)
-                mfi_duplicate_error(&we, index, ns, &id);
+            if (r == MF_DuplicateKey && dup.has)
+                mfi_duplicate_error(&we, index, ns, &dup);
             else
                 mfi_write_error(&we, index, &ierr);
             bson_append_document_end(&werrs, &we);
-            if (r != MF_DuplicateKey && r != 10334 && r != 53 && r != 52 &&
-                r != MF_TypeMismatch) {
+            if (mfi_write_fatal(r)) {
                 /* The engine failed: nothing more can be written. */
                 *err = ierr;
                 rc = r;
@@ -253,6 +234,8 @@ int mfi_cmd_insert(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_error *
         if (r != 0 && ordered)
             break;
     }
+    mfi_indexes_free(&ix);
+    mfi_dup_clear(&dup);
     mf_coll_unlock(c);
     mf_engine_catalog_unlock(e);
     /* Reply only once a sync covers every write (group commit). */
@@ -315,8 +298,11 @@ int mfi_cmd_count(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_error *e
         mf_scan *scan = NULL;
         bool sorted;
         mf_coll_lock(c, false);
-        rc = mf_scan_new(c, has_q ? &q : NULL, has_hint ? &hint : NULL, NULL, &scan, &sorted,
-                         err);
+        mfi_indexes ix = {0};
+        rc = mfi_indexes_load(c, &ix, err);
+        if (rc == 0)
+            rc = mfi_scan_new(c, &ix, has_q ? &q : NULL, has_hint ? &hint : NULL, NULL, &scan,
+                              &sorted, err);
         while (rc == 0 && (limit == 0 || n < limit)) {
             mf_scan_row row;
             bool valid;
@@ -326,6 +312,7 @@ int mfi_cmd_count(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_error *e
                 n++;
         }
         mf_scan_free(scan);
+        mfi_indexes_free(&ix);
         mf_coll_unlock(c);
     }
     mf_engine_catalog_unlock(e);

@@ -44,6 +44,7 @@ typedef struct mf_instance_config {
     const char *dbpath;
     int max_connections;
     bool enable_test_commands;
+    int ttl_monitor_sleep_secs; /* the TTL monitor's period; 0: 60 */
     /* getCmdLineOpts: the argv and the parsed options, as the process was
      * started.  Copied; may be NULL (empty). */
     const bson_t *cmdline_argv;   /* array */

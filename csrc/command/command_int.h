@@ -10,6 +10,8 @@
 #include "../query/query.h"
 
 typedef struct mfi_cursor mfi_cursor;
+typedef struct mfi_indexes mfi_indexes;
+typedef struct mfi_dup mfi_dup;
 
 #define MF_MAX_NS_LEN 319 /* "db.collection" as a C string fits in 320 bytes */
 
@@ -34,6 +36,11 @@ struct mf_instance {
     pthread_mutex_t cursors_mu; /* guards the cursor list (cursor.c) */
     mfi_cursor *cursors;
     int64_t cursor_timeout_ms; /* cursorTimeoutMillis */
+
+    int ttl_sleep_secs;     /* ttlMonitorSleepSecs */
+    pthread_t ttl_thread;   /* the TTL monitor (cmd_index.c) */
+    bool ttl_running;
+    atomic_uint_fast64_t ttl_passes, ttl_deleted;
 
     pthread_mutex_t mu; /* guards is_shutting_down and the condition */
     pthread_cond_t cond;
@@ -118,6 +125,20 @@ int mfi_cmd_update(mf_cmd_ctx *, const bson_t *, bson_t *, mf_error *);
 int mfi_cmd_delete(mf_cmd_ctx *, const bson_t *, bson_t *, mf_error *);
 int mfi_cmd_find_and_modify(mf_cmd_ctx *, const bson_t *, bson_t *, mf_error *);
 int mfi_cmd_set_parameter(mf_cmd_ctx *, const bson_t *, bson_t *, mf_error *);
+int mfi_cmd_create_indexes(mf_cmd_ctx *, const bson_t *, bson_t *, mf_error *);
+int mfi_cmd_list_indexes(mf_cmd_ctx *, const bson_t *, bson_t *, mf_error *);
+int mfi_cmd_drop_indexes(mf_cmd_ctx *, const bson_t *, bson_t *, mf_error *);
+int mfi_cmd_coll_mod(mf_cmd_ctx *, const bson_t *, bson_t *, mf_error *);
+int mfi_cmd_explain(mf_cmd_ctx *, const bson_t *, bson_t *, mf_error *);
+
+/* At open: drop indexes whose build a crash interrupted (cmd_index.c). */
+int mfi_indexes_recover(mf_instance *inst, mf_error *err);
+
+/* The TTL monitor thread: started with the instance, joined at close. */
+int mfi_ttl_start(mf_instance *inst, mf_error *err);
+void mfi_ttl_stop(mf_instance *inst);
+/* One pass over every TTL index (the monitor's work; tests call it too). */
+int mfi_ttl_pass(mf_instance *inst, uint64_t *deleted, mf_error *err);
 
 /* ---------------------------------------------------------------- cursors */
 
@@ -131,6 +152,7 @@ struct mfi_cursor {
     uint8_t coll_uuid[16];  /* the collection it reads, if any */
     bool has_coll;
     mf_scan *scan;          /* owns */
+    mfi_indexes *ix;        /* owns: the indexes the scan was planned over */
     mf_matcher *matcher;    /* owns */
     mf_projection *proj;    /* owns */
     mf_sorter *sorter;      /* owns */
@@ -178,13 +200,57 @@ int mfi_next_record_id(mf_engine *e, mf_coll *c, uint64_t *out, mf_error *err);
 /* The document as stored: checked (size, _id type, $-names), _id first and
  * generated if absent; `id` is left on the _id element of `out`. */
 int mfi_stored_form(const bson_t *doc, bson_t *out, bson_iter_t *id, mf_error *err);
-/* Insert `doc` (exclusive collection lock): MF_DuplicateKey, with `*id` on
- * the _id, when the _id is taken. */
-int mfi_insert_doc(mf_engine *e, mf_coll *c, uint64_t *next_id, const bson_t *doc,
-                   bson_t *stored, bson_iter_t *id, mf_lsn *lsn, mf_error *err);
-/* A writeErrors entry: DuplicateKey on _id as mongod words it, or any. */
-void mfi_duplicate_error(bson_t *werr, uint32_t index, const char *ns, const bson_iter_t *id);
+/* Insert `doc` (exclusive collection lock) with its index entries:
+ * MF_DuplicateKey, with `*dup` filled, when a unique index refuses it.
+ * `*id` is left on the stored document's _id. */
+int mfi_insert_doc(mf_engine *e, mf_coll *c, mfi_indexes *ix, uint64_t *next_id,
+                   const bson_t *doc, bson_t *stored, bson_iter_t *id, mf_lsn *lsn, mfi_dup *dup,
+                   mf_error *err);
+/* ---------------------------------------------- indexes (coll_write.c) */
+
+/* The parsed indexes of a collection (its lock held while used). */
+struct mfi_indexes {
+    mf_index_desc *v;
+    size_t n;
+};
+
+int mfi_indexes_load(mf_coll *c, mfi_indexes *out, mf_error *err);
+void mfi_indexes_free(mfi_indexes *x);
+mf_index_desc *mfi_indexes_find(mfi_indexes *x, const char *name);
+
+/* What a unique index refused: the index, its key pattern, the values. */
+struct mfi_dup {
+    bool has;
+    char index[256];
+    bson_t key_pattern, key_value;
+};
+
+void mfi_dup_clear(mfi_dup *d);
+/* Fill `d` for index `x` refusing document `doc`. */
+void mfi_dup_fill(mfi_dup *d, const mf_index_desc *x, const bson_t *doc);
+/* mongod's "E11000 duplicate key error collection: ... dup key: { a: 1 }". */
+void mfi_dup_message(const mfi_dup *d, const char *ns, char *out, size_t cap);
+
+/* Write one document and all its index entries as one engine write
+ * (exclusive collection lock): `old_doc` NULL inserts, `new_doc` NULL
+ * deletes, both replace.  MF_DuplicateKey (with `*dup` filled) when a
+ * unique index already holds a key of the new document. */
+int mfi_write_doc(mf_engine *e, mf_coll *c, mfi_indexes *ix, uint64_t rid, const bson_t *old_doc,
+                  const bson_t *new_doc, mf_lsn *lsn, mfi_dup *dup, mf_error *err);
+
+/* Plan a scan of `c` over its indexes `ix` (query/plan.c's mf_scan_new). */
+int mfi_scan_new(mf_coll *c, const mfi_indexes *ix, const bson_t *filter, const bson_iter_t *hint,
+                 const bson_t *sort, mf_scan **out, bool *sorted, mf_error *err);
+
+/* Record in index `x`'s spec that fields `bits` have met arrays. */
+int mfi_mark_multikey(mf_engine *e, mf_coll *c, mf_index_desc *x, uint32_t bits, mf_error *err);
+
+/* A writeErrors entry for a DuplicateKey, as mongod words it. */
+void mfi_duplicate_error(bson_t *werr, uint32_t index, const char *ns, const mfi_dup *dup);
 void mfi_write_error(bson_t *werr, uint32_t index, const mf_error *err);
+/* Whether a write's error means the engine failed (stop the batch) rather
+ * than the statement (a write error, go on if unordered). */
+bool mfi_write_fatal(int rc);
 
 /* The uuid of collection `c` from its catalog options; false if none. */
 bool mfi_coll_uuid(mf_coll *c, uint8_t out[16]);

@@ -31,6 +31,10 @@ void mfi_cursor_free(mfi_cursor *c)
     if (!c)
         return;
     mf_scan_free(c->scan);
+    if (c->ix) {
+        mfi_indexes_free(c->ix);
+        free(c->ix);
+    }
     mf_matcher_free(c->matcher);
     mf_projection_free(c->proj);
     mf_sorter_free(c->sorter);

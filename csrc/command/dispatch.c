@@ -39,6 +39,7 @@ int mf_instance_open(const mf_instance_config *cfg, mf_instance **out, mf_error 
     }
     inst->max_connections = cfg->max_connections;
     inst->enable_test_commands = cfg->enable_test_commands;
+    inst->ttl_sleep_secs = cfg->ttl_monitor_sleep_secs > 0 ? cfg->ttl_monitor_sleep_secs : 60;
     bson_init(&inst->cmdline_argv);
     bson_init(&inst->cmdline_parsed);
     if (cfg->cmdline_argv)
@@ -61,6 +62,11 @@ int mf_instance_open(const mf_instance_config *cfg, mf_instance **out, mf_error 
     pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
     pthread_cond_init(&inst->cond, &ca);
     pthread_condattr_destroy(&ca);
+    /* Indexes a crash left half built go; then the TTL monitor starts. */
+    if ((rc = mfi_indexes_recover(inst, err)) != 0 || (rc = mfi_ttl_start(inst, err)) != 0) {
+        mf_instance_close(inst);
+        return rc;
+    }
     *out = inst;
     return 0;
 }
@@ -70,6 +76,8 @@ void mf_instance_close(mf_instance *inst)
     if (!inst)
         return;
     mf_error err;
+    mf_instance_begin_shutdown(inst); /* wakes the TTL monitor to leave */
+    mfi_ttl_stop(inst);
     /* A final checkpoint, so the next open replays nothing.  If it fails
      * the log still holds every acknowledged write. */
     if (mf_engine_close(inst->engine, &err) != 0)
@@ -128,6 +136,8 @@ static const mf_cmd_def table[] = {
      "get version #, etc.\n{ buildinfo:1 }"},
     {"buildinfo", mfi_cmd_build_info, MF_CMD_ALIAS,
      "get version #, etc.\n{ buildinfo:1 }"},
+    {"collMod", mfi_cmd_coll_mod, MF_CMD_WRITE,
+     "Sets collection options.\nExample: { collMod: 'foo', index: {keyPattern: {a: 1}, expireAfterSeconds: 600} }"},
     {"collStats", mfi_cmd_coll_stats, 0,
      "{ collStats:\"blog.posts\" , scale : 1 } scale divides sizes e.g. for KB use 1024\n"
      "    avgObjSize - in bytes"},
@@ -138,6 +148,7 @@ static const mf_cmd_def table[] = {
      "Returns connection-specific information such as logged-in users and their roles"},
     {"count", mfi_cmd_count, 0, "count objects in collection"},
     {"create", mfi_cmd_create, MF_CMD_WRITE, "explicitly creates a collection"},
+    {"createIndexes", mfi_cmd_create_indexes, MF_CMD_WRITE, "create indexes on a collection"},
     {"dbStats", mfi_cmd_db_stats, 0,
      "Get stats on a database. Not instantaneous. Slower for databases with large "
      ".ns files.\nExample: { dbStats : 1, scale : 1 }"},
@@ -148,7 +159,9 @@ static const mf_cmd_def table[] = {
     {"distinct", mfi_cmd_distinct, 0, "{ distinct : 'collection name' , key : 'a.b' , query : {} }"},
     {"drop", mfi_cmd_drop, MF_CMD_WRITE, "drop a collection\n{drop : <collectionName>}"},
     {"dropDatabase", mfi_cmd_drop_database, MF_CMD_WRITE, "drop (delete) this database"},
+    {"dropIndexes", mfi_cmd_drop_indexes, MF_CMD_WRITE, "drop indexes for a collection"},
     {"endSessions", mfi_cmd_end_sessions, 0, "end a set of logical sessions"},
+    {"explain", mfi_cmd_explain, 0, "explain a query's plan: { explain: {find: ...}, verbosity: 'queryPlanner' }"},
     {"find", mfi_cmd_find, 0, "query for documents"},
     {"findAndModify", mfi_cmd_find_and_modify, MF_CMD_WRITE,
      "{ findAndModify: \"collection\", query: {processed:false}, update: {$set: {processed:true}}, new: true}"},
@@ -174,6 +187,7 @@ static const mf_cmd_def table[] = {
     {"listCommands", mfi_cmd_list_commands, 0, "get a list of all db commands"},
     {"listDatabases", mfi_cmd_list_databases, MF_CMD_ADMIN_ONLY,
      "{ listDatabases:1, [filter: <filterObject>] [, nameOnly: true ] }\nlist databases on this server"},
+    {"listIndexes", mfi_cmd_list_indexes, 0, "list indexes for a collection"},
     {"ping", mfi_cmd_ping, 0, "a way to check that the server is alive. responds immediately even if server is in a db lock."},
     {"renameCollection", mfi_cmd_rename_collection, MF_CMD_ADMIN_ONLY | MF_CMD_WRITE,
      " example: { renameCollection: foo.a, to: bar.b }"},

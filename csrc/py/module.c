@@ -76,9 +76,9 @@ static int server_init(server_object *self, PyObject *args, PyObject *kwds)
 {
     static char *kwlist[] = {"dbpath", "host", "port", "unix_socket",
                              "max_connections", "enable_test_commands", "argv",
-                             "parsed_options", "log_level", NULL};
+                             "parsed_options", "log_level", "ttl_monitor_sleep_secs", NULL};
     const char *dbpath, *host = "127.0.0.1", *unix_socket = NULL, *log_level = "warning";
-    int port = 27017, max_connections = 1000, test_commands = 0;
+    int port = 27017, max_connections = 1000, test_commands = 0, ttl_sleep = 60;
     Py_buffer argv = {0}, parsed = {0};
     module_state *st = state_of_type(Py_TYPE(self));
     mf_error err;
@@ -88,9 +88,9 @@ static int server_init(server_object *self, PyObject *args, PyObject *kwds)
         PyErr_SetString(PyExc_RuntimeError, "Server.__init__ called twice");
         return -1;
     }
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "s|zizipy*y*s", kwlist, &dbpath, &host,
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "s|zizipy*y*si", kwlist, &dbpath, &host,
                                      &port, &unix_socket, &max_connections,
-                                     &test_commands, &argv, &parsed, &log_level))
+                                     &test_commands, &argv, &parsed, &log_level, &ttl_sleep))
         return -1;
 
     int level = mf_log_level_parse(log_level);
@@ -111,6 +111,7 @@ static int server_init(server_object *self, PyObject *args, PyObject *kwds)
         .unix_socket = unix_socket,
         .max_connections = max_connections,
         .enable_test_commands = test_commands != 0,
+        .ttl_monitor_sleep_secs = ttl_sleep,
         .cmdline_argv = has_argv ? &argv_doc : NULL,
         .cmdline_parsed = has_parsed ? &parsed_doc : NULL,
     };

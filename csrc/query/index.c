@@ -1264,7 +1264,8 @@ int mf_index_desc_init(mf_index_desc *d, const char *name, mf_tree_id tree, cons
         d->desc[i] = is_number(&it) && number_of(&it) < 0;
     }
     d->is_id = is_id_pattern(d->key);
-    d->unique = find(&s, "unique", &it) && truthy(&it);
+    /* The _id index is unique without saying so in its spec. */
+    d->unique = d->is_id || (find(&s, "unique", &it) && truthy(&it));
     d->sparse = find(&s, "sparse", &it) && truthy(&it);
     d->hidden = find(&s, "hidden", &it) && truthy(&it);
     d->building = find(&s, "building", &it) && truthy(&it);

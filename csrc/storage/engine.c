@@ -860,11 +860,12 @@ static int write_entry(mf_engine *e, mf_coll *c, const mf_op *extra, mf_lsn *lsn
     if (!val)
         return mf_error_set(err, MF_InternalError, "out of memory");
     size_t klen = ns_key(c->name, key, sizeof key);
-    mf_op ops[2] = {*extra, {.kind = MF_OP_PUT, .tree = MF_CATALOG_TREE, .key = key,
-                             .klen = klen, .val = val, .vlen = vlen}};
+    mf_op put = {.kind = MF_OP_PUT, .tree = MF_CATALOG_TREE, .key = key, .klen = klen,
+                 .val = val, .vlen = vlen};
+    mf_op ops[2] = {extra ? *extra : put, put};
     /* Other collections' index changes write the catalog tree too. */
     pthread_mutex_lock(&e->catalog_tree_mu);
-    int rc = mf_engine_write(e, ops, 2, lsn, err);
+    int rc = mf_engine_write(e, ops, extra ? 2 : 1, lsn, err);
     pthread_mutex_unlock(&e->catalog_tree_mu);
     free(val);
     return rc;
@@ -927,6 +928,35 @@ int mf_coll_index_drop(mf_engine *e, mf_coll *c, const char *name, mf_lsn *lsn, 
     }
     free((char *)gone.name);
     free((uint8_t *)gone.spec);
+    return 0;
+}
+
+int mf_coll_index_set_spec(mf_engine *e, mf_coll *c, const char *name, const uint8_t *spec,
+                           size_t spec_len, mf_lsn *lsn, mf_error *err)
+{
+    size_t i;
+    for (i = 0; i < c->nidx; i++)
+        if (strcmp(c->idx[i].name, name) == 0)
+            break;
+    if (i == c->nidx)
+        return mf_error_set(err, 27, "index not found with name [%s]", name);
+    uint8_t *sp = malloc(spec_len ? spec_len : 1);
+    if (!sp)
+        return mf_error_set(err, MF_InternalError, "out of memory");
+    if (spec_len)
+        memcpy(sp, spec, spec_len);
+    const uint8_t *old = c->idx[i].spec;
+    size_t old_len = c->idx[i].spec_len;
+    c->idx[i].spec = sp;
+    c->idx[i].spec_len = spec_len;
+    int rc = write_entry(e, c, NULL, lsn, err);
+    if (rc != 0) {
+        c->idx[i].spec = old;
+        c->idx[i].spec_len = old_len;
+        free(sp);
+        return rc;
+    }
+    free((uint8_t *)old);
     return 0;
 }
 

@@ -174,6 +174,11 @@ const mf_index_info *mf_coll_index(const mf_coll *c, size_t i);
 int mf_coll_index_create(mf_engine *e, mf_coll *c, const char *name, const uint8_t *spec,
                          size_t spec_len, mf_tree_id *tree, mf_lsn *lsn, mf_error *err);
 
+/* Replace the spec bytes of index `name` (its tree stays).  Exclusive
+ * collection lock.  Errors: MF_IndexNotFound (27). */
+int mf_coll_index_set_spec(mf_engine *e, mf_coll *c, const char *name, const uint8_t *spec,
+                           size_t spec_len, mf_lsn *lsn, mf_error *err);
+
 /* Remove an index and drop its tree.  Exclusive collection lock.  Errors:
  * MF_IndexNotFound (27). */
 int mf_coll_index_drop(mf_engine *e, mf_coll *c, const char *name, mf_lsn *lsn, mf_error *err);

@@ -63,6 +63,8 @@ enum {
     MF_InterruptedAtShutdown = 11600,
     MF_DBPathInUse = 98,
     MF_FailedToParse = 9,
+    MF_IndexNotFound = 27,
+    MF_CannotCreateIndex = 67,
     MF_DollarPrefixedFieldName = 52,
     MF_CursorNotFound = 43,
     MF_MaxTimeMSExpired = 50,

@@ -27,6 +27,7 @@ typedef struct mf_server_config {
     const char *unix_socket; /* path, or NULL for none; created mode 0600 */
     int max_connections;     /* accepted connections beyond it are closed */
     bool enable_test_commands;
+    int ttl_monitor_sleep_secs; /* the TTL monitor's period; 0: 60 */
     const bson_t *cmdline_argv;
     const bson_t *cmdline_parsed;
 } mf_server_config;

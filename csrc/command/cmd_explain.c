@@ -1,0 +1,330 @@
+/*
+ * cmd_explain.c -- explain for find, count, distinct, update, delete and
+ * findAndModify, in mongod's shape:
+ *
+ *   {explainVersion: "1",
+ *    queryPlanner: {namespace, indexFilterSet: false, parsedQuery,
+ *                   winningPlan: {stage, ..., inputStage: {...}},
+ *                   rejectedPlans: []},
+ *    executionStats: {executionSuccess, nReturned, executionTimeMillis,
+ *                     totalKeysExamined, totalDocsExamined,
+ *                     executionStages}          (verbosity permitting)
+ *    command, serverInfo, ok}
+ *
+ * The scan's own stages (COLLSCAN, IDHACK, FETCH over IXSCAN with its
+ * bounds) come from query/plan.c; the stages above it (SORT, SKIP, LIMIT,
+ * PROJECTION_*, COUNT, DELETE, UPDATE) are added here.  Explain never
+ * writes: for update and delete, executionStats counts what would be
+ * matched.
+ */
+#include "command_int.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static bool doc_arg(const bson_iter_t *it, bson_t *out)
+{
+    uint32_t len;
+    const uint8_t *data;
+    if (!BSON_ITER_HOLDS_DOCUMENT(it))
+        return false;
+    bson_iter_document(it, &len, &data);
+    return bson_init_static(out, data, len);
+}
+
+typedef struct what {
+    const char *op;       /* "find", "count", ... */
+    bson_t filter;        /* the query (may be empty) */
+    bson_t sort, proj;
+    bool has_sort, has_proj;
+    bson_iter_t hint;
+    bool has_hint;
+    int64_t skip, limit;
+    bool multi;           /* update/delete: all, or the first */
+    const char *distinct_key;
+} what;
+
+/* Read the parts of the explained command that shape its plan. */
+static int read_what(const char *op, const bson_t *inner, what *w, mf_error *err)
+{
+    bson_iter_t it;
+    static const bson_t empty = BSON_INITIALIZER;
+    memset(w, 0, sizeof *w);
+    w->op = op;
+    bson_init_static(&w->filter, bson_get_data(&empty), empty.len);
+    const char *qname = strcmp(op, "find") == 0 ? "filter" : "query";
+    if (strcmp(op, "update") == 0 || strcmp(op, "delete") == 0) {
+        /* the first statement */
+        bson_iter_t st, el;
+        const char *arr = op[0] == 'u' ? "updates" : "deletes";
+        if (!bson_iter_init_find(&st, inner, arr) || !BSON_ITER_HOLDS_ARRAY(&st) ||
+            !bson_iter_recurse(&st, &el) || !bson_iter_next(&el) || !BSON_ITER_HOLDS_DOCUMENT(&el))
+            return mf_error_set(err, MF_FailedToParse, "explain of %s needs a statement", op);
+        bson_t stmt;
+        doc_arg(&el, &stmt);
+        if (bson_iter_init_find(&it, &stmt, "q") && doc_arg(&it, &w->filter)) {
+        }
+        if (bson_iter_init_find(&it, &stmt, "hint")) {
+            w->hint = it;
+            w->has_hint = true;
+        }
+        if (op[0] == 'u')
+            w->multi = bson_iter_init_find(&it, &stmt, "multi") && bson_iter_as_bool(&it);
+        else
+            w->multi = !(bson_iter_init_find(&it, &stmt, "limit") && bson_iter_as_int64(&it) == 1);
+        return 0;
+    }
+    bson_iter_init(&it, inner);
+    bson_iter_next(&it);
+    while (bson_iter_next(&it)) {
+        const char *k = bson_iter_key(&it);
+        if (strcmp(k, qname) == 0 && BSON_ITER_HOLDS_DOCUMENT(&it)) {
+            doc_arg(&it, &w->filter);
+        } else if (strcmp(k, "sort") == 0 && BSON_ITER_HOLDS_DOCUMENT(&it)) {
+            w->has_sort = doc_arg(&it, &w->sort) && w->sort.len > 5;
+        } else if ((strcmp(k, "projection") == 0 || strcmp(k, "fields") == 0) &&
+                   BSON_ITER_HOLDS_DOCUMENT(&it)) {
+            w->has_proj = doc_arg(&it, &w->proj) && w->proj.len > 5;
+        } else if (strcmp(k, "hint") == 0) {
+            w->hint = it;
+            w->has_hint = true;
+        } else if (strcmp(k, "skip") == 0) {
+            mfi_as_int64(&it, &w->skip);
+        } else if (strcmp(k, "limit") == 0) {
+            mfi_as_int64(&it, &w->limit);
+            if (w->limit < 0)
+                w->limit = -w->limit;
+        } else if (strcmp(k, "key") == 0 && BSON_ITER_HOLDS_UTF8(&it)) {
+            w->distinct_key = bson_iter_utf8(&it, NULL);
+        } else if (strcmp(k, "remove") == 0) {
+            w->multi = false;
+        }
+    }
+    return 0;
+}
+
+/* Wrap `inner` (a stage document, consumed) in a stage `name` whose own
+ * fields `fill` appends. */
+static void wrap(bson_t *inner, const char *name, void (*fill)(bson_t *, const what *, void *),
+                 const what *w, void *arg)
+{
+    bson_t outer = BSON_INITIALIZER;
+    BSON_APPEND_UTF8(&outer, "stage", name);
+    if (fill)
+        fill(&outer, w, arg);
+    BSON_APPEND_DOCUMENT(&outer, "inputStage", inner);
+    bson_destroy(inner);
+    bson_steal(inner, &outer);
+}
+
+static void fill_sort(bson_t *s, const what *w, void *arg)
+{
+    (void)arg;
+    BSON_APPEND_DOCUMENT(s, "sortPattern", &w->sort);
+    BSON_APPEND_INT32(s, "memLimit", 104857600);
+    if (w->limit)
+        BSON_APPEND_INT64(s, "limitAmount", w->skip + w->limit);
+    BSON_APPEND_UTF8(s, "type", "simple");
+}
+
+static void fill_skip(bson_t *s, const what *w, void *arg)
+{
+    (void)arg;
+    BSON_APPEND_INT64(s, "skipAmount", w->skip);
+}
+
+static void fill_limit(bson_t *s, const what *w, void *arg)
+{
+    (void)arg;
+    BSON_APPEND_INT64(s, "limitAmount", w->limit);
+}
+
+static void fill_proj(bson_t *s, const what *w, void *arg)
+{
+    (void)arg;
+    BSON_APPEND_DOCUMENT(s, "transformBy", &w->proj);
+}
+
+static void fill_stats(bson_t *s, const what *w, void *arg)
+{
+    (void)w;
+    const int64_t *n = arg;
+    BSON_APPEND_INT64(s, "nReturned", *n);
+}
+
+int mfi_cmd_explain(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_error *err)
+{
+    mf_engine *e = ctx->inst->engine;
+    bson_iter_t it;
+    bson_t inner;
+    const char *verbosity = "allPlansExecution";
+    bson_iter_init(&it, cmd);
+    bson_iter_next(&it);
+    if (!doc_arg(&it, &inner))
+        return mfi_type_error(err, "explain", "explain", &it, "object");
+    while (bson_iter_next(&it)) {
+        const char *k = bson_iter_key(&it);
+        if (strcmp(k, "verbosity") == 0) {
+            if (!BSON_ITER_HOLDS_UTF8(&it))
+                return mfi_type_error(err, "explain", k, &it, "string");
+            verbosity = bson_iter_utf8(&it, NULL);
+            if (strcmp(verbosity, "queryPlanner") != 0 &&
+                strcmp(verbosity, "executionStats") != 0 &&
+                strcmp(verbosity, "allPlansExecution") != 0)
+                return mf_error_set(err, MF_BadValue,
+                                    "verbosity string must be one of {'queryPlanner', "
+                                    "'executionStats', 'allPlansExecution'}");
+        } else if (!mfi_is_generic_arg(k)) {
+            return mf_error_set(err, 40415, "BSON field 'explain.%s' is an unknown field.", k);
+        }
+    }
+    bson_iter_t first;
+    if (!bson_iter_init(&first, &inner) || !bson_iter_next(&first))
+        return mf_error_set(err, MF_FailedToParse, "explain command requires a nested object");
+    const char *op = bson_iter_key(&first);
+    if (strcmp(op, "findandmodify") == 0)
+        op = "findAndModify";
+    if (strcmp(op, "find") != 0 && strcmp(op, "count") != 0 && strcmp(op, "distinct") != 0 &&
+        strcmp(op, "update") != 0 && strcmp(op, "delete") != 0 &&
+        strcmp(op, "findAndModify") != 0) {
+        if (strcmp(op, "aggregate") == 0)
+            return mf_error_set(err, MF_CommandNotFound,
+                                "explain of aggregate needs the aggregation pipeline, which this "
+                                "server does not have yet");
+        return mf_error_set(err, MF_CommandNotFound, "Explain failed due to unknown command: %s",
+                            op);
+    }
+    /* The explained command must itself be valid: its namespace first. */
+    mf_cmd_ctx ictx = *ctx;
+    char ns[MF_MAX_NS_LEN + 1];
+    int rc = mfi_coll_arg(&ictx, &inner, ns, sizeof ns, err);
+    what w;
+    if (rc == 0)
+        rc = read_what(op, &inner, &w, err);
+    mf_matcher *m = NULL;
+    if (rc == 0)
+        rc = mf_matcher_parse(&w.filter, &m, err);
+    if (rc)
+        return rc;
+    bool stats = strcmp(verbosity, "queryPlanner") != 0;
+
+    bson_t plan = BSON_INITIALIZER, exec = BSON_INITIALIZER;
+    int64_t n_returned = 0, t0 = mf_clock_mono_us();
+    uint64_t keys = 0, docs = 0;
+    mf_engine_catalog_lock(e, false);
+    mf_coll *c = mf_engine_coll(e, ns);
+    if (!c) {
+        BSON_APPEND_UTF8(&plan, "stage", "EOF");
+        if (stats) {
+            BSON_APPEND_UTF8(&exec, "stage", "EOF");
+            BSON_APPEND_INT64(&exec, "nReturned", 0);
+        }
+    } else {
+        mfi_indexes ix = {0};
+        mf_scan *scan = NULL;
+        bool sorted = false;
+        mf_coll_lock(c, false);
+        rc = mfi_indexes_load(c, &ix, err);
+        if (rc == 0)
+            rc = mfi_scan_new(c, &ix, &w.filter, w.has_hint ? &w.hint : NULL,
+                              w.has_sort ? &w.sort : NULL, &scan, &sorted, err);
+        if (rc == 0 && stats) {
+            int64_t seen = 0;
+            bool one = (strcmp(op, "update") == 0 || strcmp(op, "delete") == 0) && !w.multi;
+            one |= strcmp(op, "findAndModify") == 0 && !w.has_sort;
+            while (rc == 0) {
+                mf_scan_row row;
+                bool valid;
+                if ((rc = mf_scan_next(scan, e, c, m, &row, &valid, err)) != 0 || !valid)
+                    break;
+                seen++;
+                if (seen > w.skip)
+                    n_returned++;
+                if (one || (w.limit && !w.has_sort && n_returned >= w.limit))
+                    break;
+            }
+            if (w.has_sort && w.limit && n_returned > w.limit)
+                n_returned = w.limit;
+        }
+        if (rc == 0) {
+            const mf_scan_stats *st = mf_scan_get_stats(scan);
+            keys = st->keys_examined;
+            docs = st->docs_examined;
+            rc = mf_scan_explain(scan, false, &plan, err);
+            if (rc == 0 && stats)
+                rc = mf_scan_explain(scan, true, &exec, err);
+        }
+        mf_scan_free(scan);
+        mfi_indexes_free(&ix);
+        mf_coll_unlock(c);
+        /* The stages above the scan. */
+        for (int pass = 0; rc == 0 && pass < (stats ? 2 : 1); pass++) {
+            bson_t *s = pass ? &exec : &plan;
+            void *arg = pass ? &n_returned : NULL;
+            void (*st)(bson_t *, const what *, void *) = pass ? fill_stats : NULL;
+            if (w.has_sort && !sorted) {
+                wrap(s, "SORT", fill_sort, &w, NULL);
+                if (pass)
+                    fill_stats(s, &w, arg);
+            }
+            if (strcmp(op, "find") == 0) {
+                if (w.skip)
+                    wrap(s, "SKIP", fill_skip, &w, NULL);
+                if (w.limit && !(w.has_sort && !sorted))
+                    wrap(s, "LIMIT", fill_limit, &w, NULL);
+                if (w.has_proj)
+                    wrap(s, "PROJECTION_SIMPLE", fill_proj, &w, NULL);
+            } else if (strcmp(op, "count") == 0) {
+                wrap(s, "COUNT", st, &w, arg);
+            } else if (strcmp(op, "distinct") == 0) {
+                wrap(s, "PROJECTION_DEFAULT", st, &w, arg);
+            } else if (strcmp(op, "delete") == 0 ||
+                       (strcmp(op, "findAndModify") == 0 && w.multi == false &&
+                        bson_iter_init_find(&it, &inner, "remove") && bson_iter_as_bool(&it))) {
+                wrap(s, "DELETE", st, &w, arg);
+            } else {
+                wrap(s, "UPDATE", st, &w, arg);
+            }
+        }
+    }
+    mf_engine_catalog_unlock(e);
+    mf_matcher_free(m);
+    if (rc == 0) {
+        bson_t qp, es, si;
+        BSON_APPEND_UTF8(reply, "explainVersion", "1");
+        BSON_APPEND_DOCUMENT_BEGIN(reply, "queryPlanner", &qp);
+        BSON_APPEND_UTF8(&qp, "namespace", ns);
+        BSON_APPEND_BOOL(&qp, "indexFilterSet", false);
+        BSON_APPEND_DOCUMENT(&qp, "parsedQuery", &w.filter);
+        BSON_APPEND_BOOL(&qp, "maxIndexedOrSolutionsReached", false);
+        BSON_APPEND_BOOL(&qp, "maxIndexedAndSolutionsReached", false);
+        BSON_APPEND_BOOL(&qp, "maxScansToExplodeReached", false);
+        BSON_APPEND_DOCUMENT(&qp, "winningPlan", &plan);
+        bson_t rej = BSON_INITIALIZER;
+        BSON_APPEND_ARRAY(&qp, "rejectedPlans", &rej);
+        bson_append_document_end(reply, &qp);
+        if (stats) {
+            BSON_APPEND_DOCUMENT_BEGIN(reply, "executionStats", &es);
+            BSON_APPEND_BOOL(&es, "executionSuccess", true);
+            BSON_APPEND_INT64(&es, "nReturned", n_returned);
+            BSON_APPEND_INT64(&es, "executionTimeMillis", (mf_clock_mono_us() - t0) / 1000);
+            BSON_APPEND_INT64(&es, "totalKeysExamined", (int64_t)keys);
+            BSON_APPEND_INT64(&es, "totalDocsExamined", (int64_t)docs);
+            BSON_APPEND_DOCUMENT(&es, "executionStages", &exec);
+            if (strcmp(verbosity, "allPlansExecution") == 0) {
+                bson_t all = BSON_INITIALIZER;
+                BSON_APPEND_ARRAY(&es, "allPlansExecution", &all);
+            }
+            bson_append_document_end(reply, &es);
+        }
+        BSON_APPEND_DOCUMENT(reply, "command", &inner);
+        BSON_APPEND_DOCUMENT_BEGIN(reply, "serverInfo", &si);
+        BSON_APPEND_UTF8(&si, "host", ctx->inst->host);
+        BSON_APPEND_UTF8(&si, "version", "7.0.0");
+        bson_append_document_end(reply, &si);
+    }
+    bson_destroy(&plan);
+    bson_destroy(&exec);
+    return rc;
+}

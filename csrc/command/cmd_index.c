@@ -1,0 +1,905 @@
+/*
+ * cmd_index.c -- createIndexes, listIndexes, dropIndexes, collMod (index
+ * options), the cleanup of interrupted builds at open, and the TTL monitor.
+ *
+ * A build holds the collection's exclusive lock from start to end (mongod's
+ * old foreground build): it creates the index marked "building" in its
+ * catalog spec, writes every record's keys through the log in batches, then
+ * rewrites the spec without the mark.  A unique violation drops the index
+ * again.  After a crash in the middle the mark is still there, and
+ * mfi_indexes_recover() drops the half-built index at open: a build leaves
+ * the whole index or none.
+ */
+#include "command_int.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define MAX_INDEXES 64
+#define BUILD_BATCH 512 /* keys per engine write during a build */
+
+static bool doc_arg(const bson_iter_t *it, bson_t *out)
+{
+    uint32_t len;
+    const uint8_t *data;
+    if (!BSON_ITER_HOLDS_DOCUMENT(it))
+        return false;
+    bson_iter_document(it, &len, &data);
+    return bson_init_static(out, data, len);
+}
+
+/* The spec as listIndexes shows it: without the server's own fields. */
+static void public_spec(const uint8_t *spec, size_t len, bson_t *out)
+{
+    bson_t s;
+    bson_init(out);
+    if (bson_init_static(&s, spec, len))
+        bson_copy_to_excluding_noinit(&s, out, "multikeyPaths", "building", NULL);
+}
+
+/* ------------------------------------------------------------- the build */
+
+/* Keys gathered for one engine write. */
+typedef struct batch {
+    mf_buf *keys;
+    uint8_t (*rids)[8];
+    mf_op *ops;
+    size_t n, cap;
+} batch;
+
+static int batch_add(batch *b, const mf_buf *key, bool with_rid, const uint8_t rid[8],
+                     mf_error *err)
+{
+    if (b->n == b->cap) {
+        size_t cap = b->cap ? b->cap * 2 : BUILD_BATCH;
+        mf_buf *k = realloc(b->keys, cap * sizeof *k);
+        if (k)
+            b->keys = k;
+        uint8_t(*r)[8] = realloc(b->rids, cap * sizeof *r);
+        if (r)
+            b->rids = r;
+        mf_op *o = realloc(b->ops, cap * sizeof *o);
+        if (o)
+            b->ops = o;
+        if (!k || !r || !o)
+            return mf_error_set(err, MF_InternalError, "out of memory");
+        memset(&b->keys[b->cap], 0, (cap - b->cap) * sizeof *k);
+        b->cap = cap;
+    }
+    mf_buf *kb = &b->keys[b->n];
+    kb->len = 0;
+    if (mf_buf_append(kb, key->data, key->len) != 0 || (with_rid && mf_buf_append(kb, rid, 8) != 0))
+        return mf_error_set(err, MF_InternalError, "out of memory");
+    memcpy(b->rids[b->n], rid, 8);
+    b->n++;
+    return 0;
+}
+
+/* Whether `key` is already in the batch for another record. */
+static bool batch_has(const batch *b, const mf_buf *key, const uint8_t rid[8])
+{
+    for (size_t i = 0; i < b->n; i++)
+        if (b->keys[i].len == key->len && memcmp(b->keys[i].data, key->data, key->len) == 0 &&
+            memcmp(b->rids[i], rid, 8) != 0)
+            return true;
+    return false;
+}
+
+static int batch_flush(batch *b, mf_engine *e, mf_tree_id tree, mf_lsn *lsn, mf_error *err)
+{
+    int rc = 0;
+    for (size_t i = 0; i < b->n; i++)
+        b->ops[i] = (mf_op){.kind = MF_OP_PUT, .tree = tree, .key = b->keys[i].data,
+                            .klen = b->keys[i].len, .val = b->rids[i], .vlen = 8};
+    if (b->n)
+        rc = mf_engine_write(e, b->ops, b->n, lsn, err);
+    b->n = 0;
+    return rc;
+}
+
+static void batch_free(batch *b)
+{
+    for (size_t i = 0; i < b->cap; i++)
+        mf_buf_free(&b->keys[i]);
+    free(b->keys);
+    free(b->rids);
+    free(b->ops);
+}
+
+/* Write every record's keys into the (empty) index `x` (exclusive lock
+ * held).  The record tree is read in runs of whole documents; between runs
+ * the index writes happen, and the next run seeks past the last RecordId
+ * (a write to one tree never moves another's pages, but the seek keeps this
+ * independent of that). */
+static int build_index(mf_engine *e, mf_coll *c, mf_index_desc *x, mfi_dup *dup, mf_lsn *lsn,
+                       mf_error *err)
+{
+    batch b = {0};
+    mf_keyset ks = {0};
+    uint32_t multikey = 0;
+    uint8_t last[8];
+    bool started = false, more = true;
+    int rc = 0;
+    mf_btree *tree = mf_engine_tree(e, x->tree);
+    while (rc == 0 && more) {
+        mf_cursor cur;
+        bool valid;
+        mf_cursor_init(&cur, mf_engine_tree(e, mf_coll_records(c)));
+        if (!started) {
+            rc = mf_cursor_first(&cur, &valid, err);
+        } else {
+            rc = mf_cursor_seek(&cur, last, 8, false, &valid, err);
+            if (rc == 0 && valid) {
+                const uint8_t *k;
+                size_t kl;
+                mf_cursor_key(&cur, &k, &kl);
+                if (kl == 8 && memcmp(k, last, 8) == 0)
+                    rc = mf_cursor_next(&cur, &valid, err);
+            }
+        }
+        started = true;
+        while (rc == 0 && valid && b.n < BUILD_BATCH) {
+            const uint8_t *k, *v;
+            size_t kl, vl;
+            bson_t doc;
+            uint32_t mk = 0;
+            mf_cursor_key(&cur, &k, &kl);
+            mf_cursor_value(&cur, &v, &vl);
+            if (kl != 8 || !bson_init_static(&doc, v, vl)) {
+                rc = mf_error_set(err, MF_DataCorruption, "a record is not a document");
+                break;
+            }
+            memcpy(last, k, 8);
+            mf_keyset_clear(&ks);
+            if ((rc = mf_index_keys(x, &doc, &ks, &mk, err)) != 0)
+                break;
+            multikey |= mk;
+            for (size_t i = 0; rc == 0 && i < ks.n; i++) {
+                if (x->unique) {
+                    bool found = batch_has(&b, &ks.keys[i], k);
+                    const uint8_t *ev;
+                    size_t el;
+                    if (!found) {
+                        rc = mf_btree_get(tree, ks.keys[i].data, ks.keys[i].len, &found, &ev,
+                                          &el, err);
+                        if (rc == 0 && found && el == 8 && memcmp(ev, k, 8) == 0)
+                            found = false; /* the document's own key */
+                    }
+                    if (rc == 0 && found) {
+                        if (dup)
+                            mfi_dup_fill(dup, x, &doc);
+                        rc = mf_error_set(err, MF_DuplicateKey, "duplicate key");
+                        break;
+                    }
+                }
+                if (rc == 0)
+                    rc = batch_add(&b, &ks.keys[i], !x->unique, k, err);
+            }
+            if (rc == 0)
+                rc = mf_cursor_next(&cur, &valid, err);
+        }
+        more = rc == 0 && valid;
+        if (rc == 0)
+            rc = batch_flush(&b, e, x->tree, lsn, err);
+    }
+    if (rc == 0 && multikey)
+        rc = mfi_mark_multikey(e, c, x, multikey, err);
+    batch_free(&b);
+    mf_keyset_free(&ks);
+    return rc;
+}
+
+/* The stored spec of index `name` of `c`, rewritten without the build
+ * mark (keeping multikeyPaths). */
+static int finish_spec(mf_engine *e, mf_coll *c, const char *name, mf_lsn *lsn, mf_error *err)
+{
+    for (size_t i = 0; i < mf_coll_index_count(c); i++) {
+        const mf_index_info *info = mf_coll_index(c, i);
+        bson_t s, out = BSON_INITIALIZER;
+        if (strcmp(info->name, name) != 0 || !bson_init_static(&s, info->spec, info->spec_len))
+            continue;
+        bson_copy_to_excluding_noinit(&s, &out, "building", NULL);
+        int rc = mf_coll_index_set_spec(e, c, name, bson_get_data(&out), out.len, lsn, err);
+        bson_destroy(&out);
+        return rc;
+    }
+    return mf_error_set(err, MF_InternalError, "index %s vanished during its build", name);
+}
+
+/* ---------------------------------------------------------- createIndexes */
+
+int mfi_cmd_create_indexes(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_error *err)
+{
+    mf_engine *e = ctx->inst->engine;
+    char ns[MF_MAX_NS_LEN + 1];
+    bson_iter_t it, specs;
+    bool has_specs = false;
+    int rc = mfi_coll_arg(ctx, cmd, ns, sizeof ns, err);
+    if (rc)
+        return rc;
+    bson_iter_init(&it, cmd);
+    bson_iter_next(&it);
+    while (bson_iter_next(&it)) {
+        const char *k = bson_iter_key(&it);
+        if (strcmp(k, "indexes") == 0) {
+            if (!BSON_ITER_HOLDS_ARRAY(&it))
+                return mfi_type_error(err, "createIndexes", k, &it, "array");
+            specs = it;
+            has_specs = true;
+        } else if (strcmp(k, "commitQuorum") != 0 && strcmp(k, "ignoreUnknownIndexOptions") != 0 &&
+                   strcmp(k, "isTimeseriesNamespace") != 0 && !mfi_is_generic_arg(k)) {
+            return mf_error_set(err, 40415, "BSON field 'createIndexes.%s' is an unknown field.",
+                                k);
+        }
+    }
+    if (!has_specs)
+        return mf_error_set(err, 40414,
+                            "BSON field 'createIndexes.indexes' is missing but a required field");
+
+    /* Every spec checked before anything is built. */
+    bson_t *norm = NULL;
+    size_t nspec = 0;
+    bson_iter_t el;
+    bson_iter_recurse(&specs, &el);
+    while (bson_iter_next(&el))
+        nspec++;
+    if (nspec == 0)
+        return mf_error_set(err, MF_BadValue, "Must specify at least one index to create");
+    if (posix_memalign((void **)&norm, 128, nspec * sizeof *norm) != 0)
+        return mf_error_set(err, MF_InternalError, "out of memory");
+    size_t ok = 0;
+    bson_iter_recurse(&specs, &el);
+    while (rc == 0 && bson_iter_next(&el)) {
+        bson_t in;
+        if (!doc_arg(&el, &in)) {
+            rc = mf_error_set(err, MF_TypeMismatch,
+                              "The elements of the 'indexes' array must be objects, but got %s",
+                              mf_bsonx_type_alias(bson_iter_type(&el)));
+            break;
+        }
+        rc = mf_index_spec_normalize(&in, &norm[ok], err);
+        if (rc == 0)
+            ok++;
+        else
+            bson_destroy(&norm[ok]);
+    }
+
+    mf_coll *c = NULL;
+    bool created = false;
+    if (rc == 0) {
+        mf_engine_catalog_lock(e, false);
+        created = mf_engine_coll(e, ns) == NULL;
+        mf_engine_catalog_unlock(e);
+        rc = mfi_coll_for_write(ctx, ns, &c, err);
+    }
+    if (rc) {
+        for (size_t i = 0; i < ok; i++)
+            bson_destroy(&norm[i]);
+        free(norm);
+        return rc;
+    }
+    mf_coll_lock(c, true);
+    size_t before = mf_coll_index_count(c);
+    mf_lsn lsn = 0;
+    /* Which specs are new: compared with the existing indexes and the
+     * earlier specs of this command. */
+    bool *skip = calloc(nspec, sizeof *skip);
+    if (!skip)
+        rc = mf_error_set(err, MF_InternalError, "out of memory");
+    size_t fresh = 0;
+    for (size_t i = 0; rc == 0 && i < nspec; i++) {
+        bool same = false;
+        for (size_t j = 0; rc == 0 && !same && j < mf_coll_index_count(c); j++) {
+            const mf_index_info *info = mf_coll_index(c, j);
+            bson_t pub;
+            public_spec(info->spec, info->spec_len, &pub);
+            rc = mf_index_spec_conflict(&pub, &norm[i], &same, err);
+            bson_destroy(&pub);
+        }
+        for (size_t j = 0; rc == 0 && !same && j < i; j++)
+            if (!skip[j])
+                rc = mf_index_spec_conflict(&norm[j], &norm[i], &same, err);
+        skip[i] = same;
+        fresh += !same;
+    }
+    if (rc == 0 && before + fresh > MAX_INDEXES) {
+        char shown[512];
+        bson_iter_t k;
+        shown[0] = 0;
+        for (size_t i = 0; i < nspec; i++)
+            if (!skip[i] && bson_iter_init_find(&k, &norm[i], "key") &&
+                BSON_ITER_HOLDS_DOCUMENT(&k)) {
+                bson_t kd;
+                doc_arg(&k, &kd);
+                mf_bsonx_to_string(&kd, shown, sizeof shown);
+                break;
+            }
+        rc = mf_error_set(err, MF_CannotCreateIndex,
+                          "add index fails, too many indexes for %s key:%s", ns, shown);
+    }
+    for (size_t i = 0; rc == 0 && i < nspec; i++) {
+        if (skip[i])
+            continue;
+        bson_iter_t nit;
+        bson_iter_init_find(&nit, &norm[i], "name");
+        const char *name = bson_iter_utf8(&nit, NULL);
+        bson_t marked = BSON_INITIALIZER;
+        bson_concat(&marked, &norm[i]);
+        BSON_APPEND_BOOL(&marked, "building", true);
+        mf_tree_id tree;
+        rc = mf_coll_index_create(e, c, name, bson_get_data(&marked), marked.len, &tree, &lsn,
+                                  err);
+        mf_index_desc x;
+        if (rc == 0)
+            rc = mf_index_desc_init(&x, name, tree, bson_get_data(&marked), marked.len, err);
+        bson_destroy(&marked);
+        if (rc)
+            break;
+        mfi_dup dup = {0};
+        rc = build_index(e, c, &x, &dup, &lsn, err);
+        if (rc == 0) {
+            rc = finish_spec(e, c, name, &lsn, err);
+        } else {
+            mf_error derr;
+            if (rc == MF_DuplicateKey && dup.has) {
+                char msg[1024];
+                mfi_dup_message(&dup, ns, msg, sizeof msg);
+                mf_error_set(err, MF_DuplicateKey, "Index build failed: %s", msg);
+            }
+            /* No partial index stays behind. */
+            if (mf_coll_index_drop(e, c, name, &lsn, &derr) != 0)
+                mf_log(MF_LOG_ERROR, "INDEX", 20000, "build cleanup",
+                       "could not drop the failed index %s: %s", name, derr.msg);
+        }
+        mfi_dup_clear(&dup);
+        mf_index_desc_clear(&x);
+    }
+    size_t after = mf_coll_index_count(c);
+    mf_coll_unlock(c);
+    mf_engine_catalog_unlock(e);
+    for (size_t i = 0; i < ok; i++)
+        bson_destroy(&norm[i]);
+    free(norm);
+    free(skip);
+    if (lsn) {
+        mf_error serr;
+        int src = mf_engine_sync(e, lsn, &serr);
+        if (rc == 0 && src) {
+            *err = serr;
+            rc = src;
+        }
+    }
+    if (rc)
+        return rc;
+    BSON_APPEND_INT32(reply, "numIndexesBefore", (int32_t)before);
+    BSON_APPEND_INT32(reply, "numIndexesAfter", (int32_t)after);
+    if (fresh == 0)
+        BSON_APPEND_UTF8(reply, "note", "all indexes already exist");
+    else
+        BSON_APPEND_BOOL(reply, "createdCollectionAutomatically", created);
+    return 0;
+}
+
+/* ------------------------------------------------------------ listIndexes */
+
+int mfi_cmd_list_indexes(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_error *err)
+{
+    mf_engine *e = ctx->inst->engine;
+    char ns[MF_MAX_NS_LEN + 1], cns[MF_MAX_NS_LEN + 64];
+    bson_iter_t it, cit;
+    int64_t batch_size = -1;
+    int rc = mfi_coll_arg(ctx, cmd, ns, sizeof ns, err);
+    if (rc)
+        return rc;
+    if (bson_iter_init_find(&it, cmd, "cursor")) {
+        if (!BSON_ITER_HOLDS_DOCUMENT(&it))
+            return mfi_type_error(err, "listIndexes", "cursor", &it, "object");
+        bson_iter_recurse(&it, &cit);
+        if (bson_iter_find(&cit, "batchSize") &&
+            (!mfi_as_int64(&cit, &batch_size) || batch_size < 0))
+            return mf_error_set(err, MF_BadValue, "batchSize must be a non-negative number");
+    }
+    snprintf(cns, sizeof cns, "%s.$cmd.listIndexes", ctx->db);
+    bson_t *docs = bson_new();
+    mf_engine_catalog_lock(e, false);
+    mf_coll *c = mf_engine_coll(e, ns);
+    if (!c) {
+        mf_engine_catalog_unlock(e);
+        bson_destroy(docs);
+        return mf_error_set(err, MF_NamespaceNotFound, "ns does not exist: %s", ns);
+    }
+    mf_coll_lock(c, false);
+    uint32_t n = 0;
+    for (size_t i = 0; i < mf_coll_index_count(c); i++) {
+        const mf_index_info *info = mf_coll_index(c, i);
+        bson_t pub;
+        char key[16];
+        const char *k;
+        public_spec(info->spec, info->spec_len, &pub);
+        bson_uint32_to_string(n++, &k, key, sizeof key);
+        bson_append_document(docs, k, -1, &pub);
+        bson_destroy(&pub);
+    }
+    mf_coll_unlock(c);
+    mf_engine_catalog_unlock(e);
+    (void)cns;
+    return mfi_cursor_reply_from_docs(ctx, cns, docs, batch_size, reply, err);
+}
+
+/* ------------------------------------------------------------ dropIndexes */
+
+/* The name of the index of `c` whose key pattern is `key`, or NULL. */
+static const char *index_by_key(mf_coll *c, const bson_t *key, int *count)
+{
+    const char *found = NULL;
+    *count = 0;
+    for (size_t i = 0; i < mf_coll_index_count(c); i++) {
+        const mf_index_info *info = mf_coll_index(c, i);
+        bson_t s, k;
+        bson_iter_t it;
+        if (bson_init_static(&s, info->spec, info->spec_len) &&
+            bson_iter_init_find(&it, &s, "key") && doc_arg(&it, &k) &&
+            k.len == key->len && memcmp(bson_get_data(&k), bson_get_data(key), k.len) == 0) {
+            found = info->name;
+            (*count)++;
+        }
+    }
+    return found;
+}
+
+int mfi_cmd_drop_indexes(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_error *err)
+{
+    mf_engine *e = ctx->inst->engine;
+    char ns[MF_MAX_NS_LEN + 1];
+    bson_iter_t it, which;
+    bool has_which = false;
+    int rc = mfi_coll_arg(ctx, cmd, ns, sizeof ns, err);
+    if (rc)
+        return rc;
+    bson_iter_init(&it, cmd);
+    bson_iter_next(&it);
+    while (bson_iter_next(&it)) {
+        const char *k = bson_iter_key(&it);
+        if (strcmp(k, "index") == 0) {
+            which = it;
+            has_which = true;
+        } else if (!mfi_is_generic_arg(k)) {
+            return mf_error_set(err, 40415, "BSON field 'dropIndexes.%s' is an unknown field.", k);
+        }
+    }
+    if (!has_which)
+        return mf_error_set(err, 40414,
+                            "BSON field 'dropIndexes.index' is missing but a required field");
+    if (!BSON_ITER_HOLDS_UTF8(&which) && !BSON_ITER_HOLDS_DOCUMENT(&which) &&
+        !BSON_ITER_HOLDS_ARRAY(&which))
+        return mf_error_set(err, MF_TypeMismatch,
+                            "BSON field 'dropIndexes.index' is the wrong type '%s', expected "
+                            "types '[string, object, array]'",
+                            mf_bsonx_type_alias(bson_iter_type(&which)));
+    mf_engine_catalog_lock(e, false);
+    mf_coll *c = mf_engine_coll(e, ns);
+    if (!c) {
+        mf_engine_catalog_unlock(e);
+        return mf_error_set(err, MF_NamespaceNotFound, "ns not found %s", ns);
+    }
+    mf_coll_lock(c, true);
+    size_t was = mf_coll_index_count(c);
+    mf_lsn lsn = 0;
+    /* The names to drop, checked before any is dropped. */
+    char **names = calloc(was + 1, sizeof *names);
+    size_t nn = 0;
+    bool all = false;
+    if (!names) {
+        rc = mf_error_set(err, MF_InternalError, "out of memory");
+    } else if (BSON_ITER_HOLDS_UTF8(&which) && strcmp(bson_iter_utf8(&which, NULL), "*") == 0) {
+        all = true;
+        for (size_t i = 0; i < was; i++)
+            if (strcmp(mf_coll_index(c, i)->name, "_id_") != 0)
+                names[nn++] = strdup(mf_coll_index(c, i)->name);
+    } else if (BSON_ITER_HOLDS_DOCUMENT(&which)) {
+        bson_t key;
+        int count;
+        doc_arg(&which, &key);
+        const char *name = index_by_key(c, &key, &count);
+        char shown[512];
+        mf_bsonx_to_string(&key, shown, sizeof shown);
+        if (!name)
+            rc = mf_error_set(err, MF_IndexNotFound, "can't find index with key: %s", shown);
+        else if (strcmp(name, "_id_") == 0)
+            rc = mf_error_set(err, MF_InvalidOptions, "cannot drop _id index");
+        else
+            names[nn++] = strdup(name);
+    } else {
+        bson_iter_t el;
+        bool single = BSON_ITER_HOLDS_UTF8(&which);
+        if (!single)
+            bson_iter_recurse(&which, &el);
+        while (rc == 0 && (single || bson_iter_next(&el))) {
+            const bson_iter_t *v = single ? &which : &el;
+            single = false;
+            if (!BSON_ITER_HOLDS_UTF8(v)) {
+                rc = mf_error_set(err, MF_TypeMismatch,
+                                  "dropIndexes 'index' elements must be strings");
+                break;
+            }
+            const char *name = bson_iter_utf8(v, NULL);
+            bool exists = false;
+            for (size_t i = 0; i < was; i++)
+                exists |= strcmp(mf_coll_index(c, i)->name, name) == 0;
+            if (strcmp(name, "_id_") == 0)
+                rc = mf_error_set(err, MF_InvalidOptions, "cannot drop _id index");
+            else if (!exists)
+                rc = mf_error_set(err, MF_IndexNotFound, "index not found with name [%s]", name);
+            else if (nn < was)
+                names[nn++] = strdup(name);
+            if (!BSON_ITER_HOLDS_ARRAY(&which))
+                break;
+        }
+    }
+    for (size_t i = 0; rc == 0 && i < nn; i++)
+        rc = mf_coll_index_drop(e, c, names[i], &lsn, err);
+    mf_coll_unlock(c);
+    mf_engine_catalog_unlock(e);
+    for (size_t i = 0; names && i < nn; i++)
+        free(names[i]);
+    free(names);
+    if (rc == 0 && lsn)
+        rc = mf_engine_sync(e, lsn, err);
+    if (rc)
+        return rc;
+    BSON_APPEND_INT32(reply, "nIndexesWas", (int32_t)was);
+    if (all)
+        BSON_APPEND_UTF8(reply, "msg", "non-_id indexes dropped for collection");
+    return 0;
+}
+
+/* ---------------------------------------------------------------- collMod */
+
+int mfi_cmd_coll_mod(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_error *err)
+{
+    mf_engine *e = ctx->inst->engine;
+    char ns[MF_MAX_NS_LEN + 1];
+    bson_iter_t it, opt;
+    bson_t index;
+    bool has_index = false;
+    int rc = mfi_coll_arg(ctx, cmd, ns, sizeof ns, err);
+    if (rc)
+        return rc;
+    bson_iter_init(&it, cmd);
+    bson_iter_next(&it);
+    while (bson_iter_next(&it)) {
+        const char *k = bson_iter_key(&it);
+        if (strcmp(k, "index") == 0) {
+            if (!(has_index = doc_arg(&it, &index)))
+                return mfi_type_error(err, "collMod", k, &it, "object");
+        } else if (mfi_is_generic_arg(k)) {
+        } else if (strcmp(k, "validator") == 0 || strcmp(k, "validationLevel") == 0 ||
+                   strcmp(k, "validationAction") == 0 || strcmp(k, "viewOn") == 0 ||
+                   strcmp(k, "pipeline") == 0 || strcmp(k, "expireAfterSeconds") == 0 ||
+                   strcmp(k, "changeStreamPreAndPostImages") == 0 ||
+                   strcmp(k, "timeseries") == 0 || strcmp(k, "cappedSize") == 0 ||
+                   strcmp(k, "cappedMax") == 0) {
+            return mf_error_set(err, MF_NotImplemented,
+                                "collMod option '%s' is not supported by MultiforaDB yet", k);
+        } else {
+            return mf_error_set(err, 40415, "BSON field 'collMod.%s' is an unknown field.", k);
+        }
+    }
+    mf_engine_catalog_lock(e, false);
+    mf_coll *c = mf_engine_coll(e, ns);
+    if (!c) {
+        mf_engine_catalog_unlock(e);
+        return mf_error_set(err, MF_NamespaceNotFound, "ns does not exist: %s", ns);
+    }
+    if (!has_index) {
+        mf_engine_catalog_unlock(e);
+        return 0;
+    }
+    /* The index: by keyPattern or by name. */
+    const char *name = NULL;
+    bool has_ttl = false, has_hidden = false, hidden = false;
+    int64_t ttl = 0;
+    bson_iter_init(&opt, &index);
+    while (rc == 0 && bson_iter_next(&opt)) {
+        const char *k = bson_iter_key(&opt);
+        if (strcmp(k, "keyPattern") == 0) {
+            bson_t key;
+            int count;
+            if (!doc_arg(&opt, &key)) {
+                rc = mfi_type_error(err, "collMod.index", k, &opt, "object");
+                break;
+            }
+            mf_coll_lock(c, false);
+            name = index_by_key(c, &key, &count);
+            mf_coll_unlock(c);
+            if (!name) {
+                char shown[512];
+                mf_bsonx_to_string(&key, shown, sizeof shown);
+                rc = mf_error_set(err, MF_IndexNotFound, "cannot find index %s for ns %s", shown,
+                                  ns);
+            }
+        } else if (strcmp(k, "name") == 0) {
+            if (!BSON_ITER_HOLDS_UTF8(&opt)) {
+                rc = mfi_type_error(err, "collMod.index", k, &opt, "string");
+                break;
+            }
+            name = bson_iter_utf8(&opt, NULL);
+            bool exists = false;
+            mf_coll_lock(c, false);
+            for (size_t i = 0; i < mf_coll_index_count(c); i++)
+                exists |= strcmp(mf_coll_index(c, i)->name, name) == 0;
+            mf_coll_unlock(c);
+            if (!exists)
+                rc = mf_error_set(err, MF_IndexNotFound, "cannot find index %s for ns %s", name,
+                                  ns);
+        } else if (strcmp(k, "expireAfterSeconds") == 0) {
+            if (!mfi_as_int64(&opt, &ttl) || ttl < 0 || ttl > INT32_MAX)
+                rc = mf_error_set(err, MF_BadValue,
+                                  "TTL index 'expireAfterSeconds' option must be within an "
+                                  "acceptable range, try a lower number");
+            has_ttl = true;
+        } else if (strcmp(k, "hidden") == 0) {
+            if (!BSON_ITER_HOLDS_BOOL(&opt)) {
+                rc = mfi_type_error(err, "collMod.index", k, &opt, "bool");
+                break;
+            }
+            hidden = bson_iter_bool(&opt);
+            has_hidden = true;
+        } else {
+            rc = mf_error_set(err, 40415, "BSON field 'collMod.index.%s' is an unknown field.", k);
+        }
+    }
+    if (rc == 0 && !name)
+        rc = mf_error_set(err, MF_InvalidOptions,
+                          "must specify either index name or key pattern for collMod");
+    if (rc == 0 && !has_ttl && !has_hidden)
+        rc = mf_error_set(err, MF_InvalidOptions,
+                          "no expireAfterSeconds or hidden field");
+    if (rc == 0 && strcmp(name, "_id_") == 0 && (has_hidden || has_ttl))
+        rc = mf_error_set(err, MF_BadValue, "can't %s _id index",
+                          has_hidden ? "hide" : "set expireAfterSeconds on");
+    mf_lsn lsn = 0;
+    if (rc == 0) {
+        mf_coll_lock(c, true);
+        const mf_index_info *info = NULL;
+        for (size_t i = 0; i < mf_coll_index_count(c); i++)
+            if (strcmp(mf_coll_index(c, i)->name, name) == 0)
+                info = mf_coll_index(c, i);
+        bson_t s, out = BSON_INITIALIZER;
+        bson_iter_t old;
+        if (!info || !bson_init_static(&s, info->spec, info->spec_len)) {
+            rc = mf_error_set(err, MF_IndexNotFound, "cannot find index %s for ns %s", name, ns);
+        } else {
+            bool old_hidden = bson_iter_init_find(&old, &s, "hidden") && bson_iter_as_bool(&old);
+            bool had_ttl = bson_iter_init_find(&old, &s, "expireAfterSeconds");
+            int64_t old_ttl = had_ttl ? bson_iter_as_int64(&old) : 0;
+            bson_copy_to_excluding_noinit(&s, &out, has_ttl ? "expireAfterSeconds" : "",
+                                          has_hidden ? "hidden" : "", NULL);
+            if (has_ttl)
+                BSON_APPEND_INT64(&out, "expireAfterSeconds", ttl);
+            if (has_hidden && hidden)
+                BSON_APPEND_BOOL(&out, "hidden", true);
+            rc = mf_coll_index_set_spec(e, c, name, bson_get_data(&out), out.len, &lsn, err);
+            if (rc == 0 && has_ttl) {
+                if (had_ttl)
+                    BSON_APPEND_INT64(reply, "expireAfterSeconds_old", old_ttl);
+                BSON_APPEND_INT64(reply, "expireAfterSeconds_new", ttl);
+            }
+            if (rc == 0 && has_hidden) {
+                BSON_APPEND_BOOL(reply, "hidden_old", old_hidden);
+                BSON_APPEND_BOOL(reply, "hidden_new", hidden);
+            }
+        }
+        bson_destroy(&out);
+        mf_coll_unlock(c);
+    }
+    mf_engine_catalog_unlock(e);
+    if (rc == 0 && lsn)
+        rc = mf_engine_sync(e, lsn, err);
+    return rc;
+}
+
+/* ------------------------------------------------------------ at open */
+
+typedef struct coll_list {
+    char **ns;
+    size_t n, cap;
+} coll_list;
+
+static void gather(mf_coll *c, void *arg)
+{
+    coll_list *l = arg;
+    if (l->n == l->cap) {
+        size_t cap = l->cap ? l->cap * 2 : 16;
+        char **v = realloc(l->ns, cap * sizeof *v);
+        if (!v)
+            return;
+        l->ns = v;
+        l->cap = cap;
+    }
+    l->ns[l->n] = strdup(mf_coll_name(c));
+    if (l->ns[l->n])
+        l->n++;
+}
+
+static void list_free(coll_list *l)
+{
+    for (size_t i = 0; i < l->n; i++)
+        free(l->ns[i]);
+    free(l->ns);
+}
+
+int mfi_indexes_recover(mf_instance *inst, mf_error *err)
+{
+    mf_engine *e = inst->engine;
+    coll_list l = {0};
+    int rc = 0;
+    mf_engine_catalog_lock(e, false);
+    mf_engine_coll_each(e, gather, &l);
+    for (size_t i = 0; rc == 0 && i < l.n; i++) {
+        mf_coll *c = mf_engine_coll(e, l.ns[i]);
+        if (!c)
+            continue;
+        mf_coll_lock(c, true);
+        for (size_t j = 0; rc == 0 && j < mf_coll_index_count(c);) {
+            const mf_index_info *info = mf_coll_index(c, j);
+            bson_t s;
+            bson_iter_t b;
+            if (bson_init_static(&s, info->spec, info->spec_len) &&
+                bson_iter_init_find(&b, &s, "building") && bson_iter_as_bool(&b)) {
+                char name[256];
+                mf_lsn lsn;
+                snprintf(name, sizeof name, "%s", info->name);
+                mf_log(MF_LOG_WARNING, "INDEX", 20001, "interrupted index build",
+                       "dropping index %s of %s: its build did not finish before the last "
+                       "shutdown", name, l.ns[i]);
+                rc = mf_coll_index_drop(e, c, name, &lsn, err);
+                if (rc == 0)
+                    rc = mf_engine_sync(e, lsn, err);
+                continue;
+            }
+            j++;
+        }
+        mf_coll_unlock(c);
+    }
+    mf_engine_catalog_unlock(e);
+    list_free(&l);
+    return rc;
+}
+
+/* ------------------------------------------------------------ TTL monitor */
+
+#define TTL_BATCH 1000 /* documents deleted per hold of a collection's lock */
+
+/* Delete up to TTL_BATCH expired documents of index `x` of `c` (exclusive
+ * lock held).  Expired: a date at the index's path older than
+ * expireAfterSeconds -- for an array, any (so the earliest) date. */
+static int ttl_batch(mf_engine *e, mf_coll *c, mfi_indexes *ix, mf_index_desc *x, int64_t now,
+                     uint64_t *deleted, bool *more, mf_lsn *lsn, mf_error *err)
+{
+    bson_t filter = BSON_INITIALIZER, cond, and, part;
+    BSON_APPEND_ARRAY_BEGIN(&filter, "$and", &and);
+    BSON_APPEND_DOCUMENT_BEGIN(&and, "0", &part);
+    BSON_APPEND_DOCUMENT_BEGIN(&part, x->paths[0], &cond);
+    BSON_APPEND_DATE_TIME(&cond, "$lt", now - x->expire_after * 1000);
+    bson_append_document_end(&part, &cond);
+    bson_append_document_end(&and, &part);
+    if (x->partial_spec)
+        BSON_APPEND_DOCUMENT(&and, "1", x->partial_spec);
+    bson_append_array_end(&filter, &and);
+    mf_matcher *m = NULL;
+    mf_scan *scan = NULL;
+    uint64_t *rids = NULL;
+    size_t n = 0;
+    bool sorted;
+    int rc = mf_matcher_parse(&filter, &m, err);
+    if (rc == 0)
+        rc = mfi_scan_new(c, ix, &filter, NULL, NULL, &scan, &sorted, err);
+    if (rc == 0 && !(rids = malloc(TTL_BATCH * sizeof *rids)))
+        rc = mf_error_set(err, MF_InternalError, "out of memory");
+    while (rc == 0 && n < TTL_BATCH) {
+        mf_scan_row row;
+        bool valid;
+        if ((rc = mf_scan_next(scan, e, c, m, &row, &valid, err)) != 0 || !valid)
+            break;
+        rids[n++] = row.rid;
+    }
+    *more = rc == 0 && n == TTL_BATCH;
+    mf_scan_free(scan);
+    /* Then the deletes: no scan position is held across them. */
+    for (size_t i = 0; rc == 0 && i < n; i++) {
+        uint8_t k[8];
+        const uint8_t *v;
+        size_t vl;
+        bool found;
+        bson_t doc;
+        mf_record_id_encode(rids[i], k);
+        rc = mf_btree_get(mf_engine_tree(e, mf_coll_records(c)), k, 8, &found, &v, &vl, err);
+        if (rc || !found || !bson_init_static(&doc, v, vl))
+            continue;
+        rc = mfi_write_doc(e, c, ix, rids[i], &doc, NULL, lsn, NULL, err);
+        if (rc == 0)
+            (*deleted)++;
+    }
+    free(rids);
+    mf_matcher_free(m);
+    bson_destroy(&filter);
+    return rc;
+}
+
+int mfi_ttl_pass(mf_instance *inst, uint64_t *deleted, mf_error *err)
+{
+    mf_engine *e = inst->engine;
+    coll_list l = {0};
+    int rc = 0;
+    *deleted = 0;
+    mf_engine_catalog_lock(e, false);
+    mf_engine_coll_each(e, gather, &l);
+    mf_engine_catalog_unlock(e);
+    for (size_t i = 0; rc == 0 && i < l.n; i++) {
+        bool more = true;
+        while (rc == 0 && more && !mf_instance_is_shutting_down(inst)) {
+            mf_lsn lsn = 0;
+            more = false;
+            mf_engine_catalog_lock(e, false);
+            mf_coll *c = mf_engine_coll(e, l.ns[i]);
+            if (c) {
+                mfi_indexes ix;
+                mf_coll_lock(c, true);
+                rc = mfi_indexes_load(c, &ix, err);
+                int64_t now = mf_clock_wall_ms();
+                for (size_t j = 0; rc == 0 && j < ix.n; j++) {
+                    mf_index_desc *x = &ix.v[j];
+                    bool again = false;
+                    if (x->expire_after < 0 || x->nfields != 1 || x->building)
+                        continue;
+                    rc = ttl_batch(e, c, &ix, x, now, deleted, &again, &lsn, err);
+                    more |= again;
+                }
+                if (rc == 0)
+                    mfi_indexes_free(&ix);
+                mf_coll_unlock(c);
+            }
+            mf_engine_catalog_unlock(e);
+            if (rc == 0 && lsn)
+                rc = mf_engine_sync(e, lsn, err);
+        }
+    }
+    list_free(&l);
+    atomic_fetch_add_explicit(&inst->ttl_passes, 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&inst->ttl_deleted, *deleted, memory_order_relaxed);
+    return rc;
+}
+
+static void *ttl_main(void *arg)
+{
+    mf_instance *inst = arg;
+    while (!mfi_instance_sleep(inst, (int64_t)inst->ttl_sleep_secs * 1000)) {
+        uint64_t deleted;
+        mf_error err;
+        if (mfi_ttl_pass(inst, &deleted, &err) != 0)
+            mf_log(MF_LOG_WARNING, "INDEX", 22480, "TTL monitor",
+                   "a TTL pass failed: %s", err.msg);
+        else if (deleted)
+            mf_log(MF_LOG_INFO, "INDEX", 5479200, "Deleted expired documents using index",
+                   "%llu documents", (unsigned long long)deleted);
+    }
+    return NULL;
+}
+
+int mfi_ttl_start(mf_instance *inst, mf_error *err)
+{
+    if (pthread_create(&inst->ttl_thread, NULL, ttl_main, inst) != 0)
+        return mf_error_set(err, MF_InternalError, "cannot start the TTL monitor thread");
+    inst->ttl_running = true;
+    return 0;
+}
+
+void mfi_ttl_stop(mf_instance *inst)
+{
+    if (inst->ttl_running) {
+        pthread_join(inst->ttl_thread, NULL);
+        inst->ttl_running = false;
+    }
+}

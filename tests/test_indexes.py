@@ -1,0 +1,306 @@
+"""Secondary indexes end to end: createIndexes / listIndexes / dropIndexes /
+collMod, unique / sparse / partial / multikey semantics on every write,
+builds over existing data (and under kill -9), log replay, and TTL."""
+from __future__ import annotations
+
+import datetime
+import threading
+import time
+
+import pymongo
+import pytest
+from bson import Int64
+from pymongo.errors import BulkWriteError, DuplicateKeyError, OperationFailure
+
+import multifora
+from conftest import ServedProcess
+
+
+def names(coll):
+    return [ix["name"] for ix in coll.list_indexes()]
+
+
+def keys_per_index(db, coll):
+    return db.command("validate", coll)["keysPerIndex"]
+
+
+# -------------------------------------------------------------- commands
+
+
+def test_create_list_drop(client):
+    db = client.t
+    db.c.insert_many([{"_id": i, "a": i, "b": {"c": i % 3}} for i in range(20)])
+    r = db.command("createIndexes", "c", indexes=[{"key": {"a": 1}, "name": "a_1"},
+                                                  {"key": {"b.c": -1, "a": 1},
+                                                   "name": "b.c_-1_a_1"}])
+    assert r["numIndexesBefore"] == 1 and r["numIndexesAfter"] == 3
+    assert r["createdCollectionAutomatically"] is False
+    specs = {ix["name"]: ix for ix in db.c.list_indexes()}
+    assert list(specs) == ["_id_", "a_1", "b.c_-1_a_1"]
+    assert specs["a_1"] == {"v": 2, "key": {"a": 1}, "name": "a_1"}
+    assert list(specs["b.c_-1_a_1"]["key"].items()) == [("b.c", -1), ("a", 1)]
+    # the same again: nothing to do
+    r = db.command("createIndexes", "c", indexes=[{"key": {"a": 1}, "name": "a_1"}])
+    assert r["numIndexesBefore"] == r["numIndexesAfter"] == 3
+    # mongod requires the name (drivers make it)
+    with pytest.raises(OperationFailure) as e:
+        db.command("createIndexes", "c", indexes=[{"key": {"z": 1}}])
+    assert e.value.code == 9
+    assert r["note"] == "all indexes already exist"
+    # every document has its keys
+    kpi = keys_per_index(db, "c")
+    assert kpi == {"_id_": 20, "a_1": 20, "b.c_-1_a_1": 20}
+    assert db.command("validate", "c")["valid"] is True
+    # drops
+    assert db.command("dropIndexes", "c", index="a_1")["nIndexesWas"] == 3
+    assert db.command("dropIndexes", "c", index={"b.c": -1, "a": 1})["nIndexesWas"] == 2
+    assert names(db.c) == ["_id_"]
+    db.c.create_index("a")
+    db.c.create_index([("b.c", 1)])
+    r = db.command("dropIndexes", "c", index="*")
+    assert r["nIndexesWas"] == 3 and r["msg"] == "non-_id indexes dropped for collection"
+    assert names(db.c) == ["_id_"]
+
+
+def test_create_indexes_makes_the_collection(client):
+    db = client.t
+    r = db.command("createIndexes", "fresh", indexes=[{"key": {"x": 1}, "name": "x_1"}])
+    assert r["createdCollectionAutomatically"] is True
+    assert r["numIndexesBefore"] == 1 and r["numIndexesAfter"] == 2
+    assert "fresh" in db.list_collection_names()
+
+
+def test_index_command_errors(client):
+    db = client.t
+    db.c.insert_one({"_id": 1, "a": 1})
+    db.c.create_index("a", name="a_1")
+    cases = [
+        (lambda: db.command("createIndexes", "c", indexes=[]), 2),
+        (lambda: db.command("createIndexes", "c"), 40414),
+        (lambda: db.command("createIndexes", "c", indexes=[{"key": {"a": 1}, "name": "other"}]), 85),
+        (lambda: db.command("createIndexes", "c", indexes=[{"key": {"b": 1}, "name": "a_1"}]), 86),
+        (lambda: db.command("dropIndexes", "c", index="_id_"), 72),
+        (lambda: db.command("dropIndexes", "c", index="nope"), 27),
+        (lambda: db.command("dropIndexes", "c", index={"zz": 1}), 27),
+        (lambda: db.command("dropIndexes", "nothere", index="a_1"), 26),
+        (lambda: db.command("listIndexes", "nothere"), 26),
+    ]
+    for fn, code in cases:
+        with pytest.raises(OperationFailure) as e:
+            fn()
+        assert e.value.code == code, e.value.details
+    assert names(db.c) == ["_id_", "a_1"]
+
+
+def test_at_most_64_indexes(client):
+    db = client.t
+    db.c.insert_one({"_id": 1})
+    for i in range(63):
+        db.c.create_index(f"f{i}")
+    assert len(names(db.c)) == 64
+    with pytest.raises(OperationFailure) as e:
+        db.c.create_index("one_too_many")
+    assert e.value.code == 67
+    assert len(names(db.c)) == 64
+
+
+def test_coll_mod_hidden_and_ttl(client):
+    db = client.t
+    db.c.insert_one({"_id": 1, "t": datetime.datetime(2020, 1, 1)})
+    db.c.create_index("t", expireAfterSeconds=3600)
+    r = db.command("collMod", "c", index={"keyPattern": {"t": 1}, "expireAfterSeconds": 60})
+    assert r["expireAfterSeconds_old"] == 3600 and r["expireAfterSeconds_new"] == 60
+    r = db.command("collMod", "c", index={"name": "t_1", "hidden": True})
+    assert r["hidden_old"] is False and r["hidden_new"] is True
+    spec = [ix for ix in db.c.list_indexes() if ix["name"] == "t_1"][0]
+    assert spec["expireAfterSeconds"] == 60 and spec["hidden"] is True
+    with pytest.raises(OperationFailure) as e:
+        db.command("collMod", "c", index={"name": "nope", "hidden": True})
+    assert e.value.code == 27
+
+
+# ------------------------------------------------------------- semantics
+
+
+def test_unique_index(client):
+    db = client.t
+    db.c.create_index("a", unique=True)
+    db.c.insert_many([{"_id": 1, "a": 1}, {"_id": 2, "a": 2}])
+    with pytest.raises(DuplicateKeyError) as e:
+        db.c.insert_one({"_id": 3, "a": 1})
+    d = e.value.details
+    assert d["code"] == 11000
+    assert d["errmsg"] == ("E11000 duplicate key error collection: t.c index: a_1 dup key: "
+                           "{ a: 1 }")
+    assert d["keyPattern"] == {"a": 1} and d["keyValue"] == {"a": 1}
+    # an update into a taken key
+    with pytest.raises(DuplicateKeyError):
+        db.c.update_one({"_id": 2}, {"$set": {"a": 1}})
+    assert db.c.find_one({"_id": 2}) == {"_id": 2, "a": 2}
+    # missing counts as null: one document may lack the field, not two
+    db.c.insert_one({"_id": 4})
+    with pytest.raises(DuplicateKeyError):
+        db.c.insert_one({"_id": 5})
+    # delete frees the key
+    db.c.delete_one({"_id": 1})
+    db.c.insert_one({"_id": 6, "a": 1})
+    assert keys_per_index(db, "c")["a_1"] == 3
+
+
+def test_unique_build_over_duplicates_leaves_no_index(client):
+    db = client.t
+    db.c.insert_many([{"_id": i, "a": i % 5} for i in range(20)])
+    with pytest.raises(OperationFailure) as e:
+        db.c.create_index("a", unique=True)
+    assert e.value.code == 11000
+    assert "E11000 duplicate key error collection: t.c index: a_1" in e.value.details["errmsg"]
+    assert names(db.c) == ["_id_"]
+    db.c.insert_one({"_id": 100, "a": 0})  # no stale unique index refuses it
+
+
+def test_sparse_and_partial(client):
+    db = client.t
+    db.c.create_index("a", unique=True, sparse=True)
+    db.c.insert_many([{"_id": 1}, {"_id": 2}, {"_id": 3, "a": 1}])
+    assert keys_per_index(db, "c")["a_1"] == 1
+    with pytest.raises(DuplicateKeyError):
+        db.c.insert_one({"_id": 4, "a": 1})
+    db.d.create_index("a", unique=True, partialFilterExpression={"b": {"$gt": 5}})
+    db.d.insert_many([{"_id": 1, "a": 1, "b": 1}, {"_id": 2, "a": 1, "b": 2},
+                      {"_id": 3, "a": 1, "b": 10}])
+    with pytest.raises(DuplicateKeyError):
+        db.d.insert_one({"_id": 4, "a": 1, "b": 7})
+    assert keys_per_index(db, "d")["a_1"] == 1
+    # moving a document into the filter adds its key (and checks it)
+    with pytest.raises(DuplicateKeyError):
+        db.d.update_one({"_id": 1}, {"$set": {"b": 6}})
+    db.d.update_one({"_id": 3}, {"$set": {"b": 0}})
+    assert keys_per_index(db, "d")["a_1"] == 0
+
+
+def test_multikey_and_parallel_arrays(client):
+    db = client.t
+    db.c.create_index([("a", 1), ("b", 1)])
+    db.c.insert_one({"_id": 1, "a": [1, 2, 2, 3], "b": 5})
+    assert keys_per_index(db, "c")["a_1_b_1"] == 3
+    with pytest.raises(BulkWriteError) as e:
+        db.c.insert_many([{"_id": 2, "a": [1], "b": [2]}])
+    assert e.value.details["writeErrors"][0]["code"] == 171
+    assert db.c.find_one({"_id": 2}) is None
+    r = db.command("update", "c", updates=[{"q": {"_id": 1}, "u": {"$set": {"b": [1, 2]}}}])
+    assert r["writeErrors"][0]["code"] == 171
+    assert db.c.find_one({"_id": 1})["b"] == 5
+    # an update that shrinks the array removes keys
+    db.c.update_one({"_id": 1}, {"$set": {"a": [7]}})
+    assert keys_per_index(db, "c")["a_1_b_1"] == 1
+    assert db.command("validate", "c")["valid"] is True
+
+
+def test_build_over_parallel_arrays_fails(client):
+    db = client.t
+    db.c.insert_one({"_id": 1, "a": [1, 2], "b": [3, 4]})
+    with pytest.raises(OperationFailure) as e:
+        db.c.create_index([("a", 1), ("b", 1)])
+    assert e.value.code == 171
+    assert names(db.c) == ["_id_"]
+
+
+# ------------------------------------------------------------ durability
+
+
+def test_indexes_survive_restart_and_log_replay(tmp_path):
+    """Writes after the index build are only in the log at kill -9: replay
+    must bring their index entries back with them."""
+    s = ServedProcess(tmp_path / "db").start()
+    c = s.client()
+    c.t.c.create_index("a", unique=True)
+    c.t.c.insert_many([{"_id": i, "a": i} for i in range(500)])
+    c.t.c.delete_many({"_id": {"$lt": 100}})
+    c.t.c.update_many({"_id": {"$gte": 400}}, {"$inc": {"a": 1000}})
+    c.close()
+    s.kill()
+    s = ServedProcess(tmp_path / "db").start()
+    c = s.client()
+    try:
+        v = c.t.command("validate", "c")
+        assert v["valid"] is True, v
+        assert v["keysPerIndex"] == {"_id_": 400, "a_1": 400}
+        assert names(c.t.c) == ["_id_", "a_1"]
+        with pytest.raises(DuplicateKeyError):
+            c.t.c.insert_one({"_id": 1000, "a": 1400})
+        c.t.c.insert_one({"_id": 1001, "a": 5})  # freed by the delete
+    finally:
+        c.close()
+        s.stop()
+
+
+def test_build_killed_midway_leaves_all_or_nothing(tmp_path):
+    s = ServedProcess(tmp_path / "db").start()
+    c = s.client()
+    big = "x" * 2000
+    for k in range(10):
+        c.t.c.insert_many([{"_id": k * 5000 + i, "a": i, "pad": big} for i in range(5000)])
+    c.close()
+
+    def build():
+        try:
+            cc = s.client()
+            cc.t.c.create_index("a")
+        except Exception:  # noqa: BLE001 - the server is killed under it
+            pass
+
+    t = threading.Thread(target=build)
+    t.start()
+    time.sleep(0.3)
+    s.kill()
+    t.join(timeout=30)
+    s = ServedProcess(tmp_path / "db").start()
+    c = s.client()
+    try:
+        v = c.t.command("validate", "c")
+        assert v["valid"] is True, v
+        kpi = v["keysPerIndex"]
+        assert kpi.get("a_1", 50000) == 50000, kpi  # the whole index, or none
+        assert set(kpi) <= {"_id_", "a_1"}
+    finally:
+        c.close()
+        s.stop()
+
+
+# ------------------------------------------------------------------- TTL
+
+
+def test_ttl_monitor_deletes_expired_documents(tmp_path):
+    srv = multifora.Server(str(tmp_path / "db"), port=0, ttl_monitor_sleep_secs=1)
+    srv.start()
+    try:
+        c = pymongo.MongoClient(srv.uri)
+        now = datetime.datetime.now(datetime.timezone.utc)
+        old = now - datetime.timedelta(hours=2)
+        coll = c.t.c
+        coll.create_index("t", expireAfterSeconds=3600)
+        coll.insert_many([
+            {"_id": 1, "t": old},
+            {"_id": 2, "t": now},
+            {"_id": 3, "t": [now, old]},  # the earliest date counts
+            {"_id": 4, "t": "not a date"},
+            {"_id": 5},
+        ])
+        deadline = time.monotonic() + 15
+        while time.monotonic() < deadline and len(list(coll.find())) > 3:
+            time.sleep(0.2)
+        assert sorted(d["_id"] for d in coll.find()) == [2, 4, 5]
+        assert c.admin.command("getParameter", 1, ttlMonitorSleepSecs=1)[
+            "ttlMonitorSleepSecs"] == 1
+        c.close()
+    finally:
+        srv.stop()
+
+
+def test_invalid_ttl_specs(client):
+    db = client.t
+    with pytest.raises(OperationFailure) as e:
+        db.c.create_index([("a", 1), ("b", 1)], expireAfterSeconds=10)
+    assert e.value.code == 67
+    with pytest.raises(OperationFailure):
+        db.c.create_index("a", expireAfterSeconds="ten")
