@@ -577,7 +577,7 @@ int mfi_cmd_find(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_error *er
         bool sorted = false;
         mf_coll_lock(c, false);
         cur->has_coll = mfi_coll_uuid(c, cur->coll_uuid);
-        rc = mf_scan_new(c, a.has_filter ? &a.filter : NULL, a.has_hint ? &a.hint : NULL,
+        rc = mf_scan_new(c, NULL, 0, a.has_filter ? &a.filter : NULL, a.has_hint ? &a.hint : NULL,
                          q.sort ? &a.sort : NULL, &cur->scan, &sorted, err);
         if (rc == 0)
             mf_scan_want_pos(cur->scan, cur->proj && mf_projection_needs_pos(cur->proj));
@@ -960,7 +960,7 @@ int mfi_cmd_distinct(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_error
         uint64_t tick = 0;
         size_t compact_at = 4096;
         mf_coll_lock(c, false);
-        rc = mf_scan_new(c, has_query ? &query : NULL, has_hint ? &hint : NULL, NULL, &scan,
+        rc = mf_scan_new(c, NULL, 0, has_query ? &query : NULL, has_hint ? &hint : NULL, NULL, &scan,
                          &sorted, err);
         while (rc == 0) {
             mf_scan_row row;

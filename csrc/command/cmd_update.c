@@ -70,7 +70,7 @@ static int find_hits(mf_engine *e, mf_coll *c, const bson_t *filter, const mf_ma
 {
     mf_scan *scan;
     bool sorted;
-    int rc = mf_scan_new(c, filter, hint, sort ? sort_spec : NULL, &scan, &sorted, err);
+    int rc = mf_scan_new(c, NULL, 0, filter, hint, sort ? sort_spec : NULL, &scan, &sorted, err);
     if (rc)
         return rc;
     mf_scan_want_pos(scan, want_pos);

@@ -315,7 +315,7 @@ int mfi_cmd_count(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_error *e
         mf_scan *scan = NULL;
         bool sorted;
         mf_coll_lock(c, false);
-        rc = mf_scan_new(c, has_q ? &q : NULL, has_hint ? &hint : NULL, NULL, &scan, &sorted,
+        rc = mf_scan_new(c, NULL, 0, has_q ? &q : NULL, has_hint ? &hint : NULL, NULL, &scan, &sorted,
                          err);
         while (rc == 0 && (limit == 0 || n < limit)) {
             mf_scan_row row;
