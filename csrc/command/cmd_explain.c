@@ -251,9 +251,11 @@ int mfi_cmd_explain(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_error 
             const mf_scan_stats *st = mf_scan_get_stats(scan);
             keys = st->keys_examined;
             docs = st->docs_examined;
-            rc = mf_scan_explain(scan, false, &plan, err);
+            rc = mf_scan_explain(scan, false, &plan);
             if (rc == 0 && stats)
-                rc = mf_scan_explain(scan, true, &exec, err);
+                rc = mf_scan_explain(scan, true, &exec);
+            if (rc)
+                rc = mf_error_set(err, MF_InternalError, "explain: out of memory");
         }
         mf_scan_free(scan);
         mfi_indexes_free(&ix);

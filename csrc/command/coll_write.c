@@ -278,6 +278,6 @@ int mfi_write_doc(mf_engine *e, mf_coll *c, mfi_indexes *ix, uint64_t rid, const
 int mfi_scan_new(mf_coll *c, const mfi_indexes *ix, const bson_t *filter, const bson_iter_t *hint,
                  const bson_t *sort, mf_scan **out, bool *sorted, mf_error *err)
 {
-    (void)ix; /* the planner over secondary indexes takes them (issue 5) */
-    return mf_scan_new(c, filter, hint, sort, out, sorted, err);
+    return mf_scan_new(c, ix ? ix->v : NULL, ix ? ix->n : 0, filter, hint, sort, out, sorted,
+                       err);
 }

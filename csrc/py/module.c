@@ -642,6 +642,149 @@ done:
     return res;
 }
 
+/* ------------------------------------------------- test hook: the planner */
+
+/* For the tests: an index descriptor from a test spec {key: {...}, name,
+ * unique, sparse, hidden, partialFilterExpression, multikey: <bit mask>}
+ * (index.c's mf_index_desc_init reads the catalog's specs; this reads the
+ * test's, and fills only what the planner looks at). */
+static int hook_desc_init(mf_index_desc *d, const bson_t *spec)
+{
+    bson_iter_t it, k;
+    memset(d, 0, sizeof *d);
+    d->expire_after = -1;
+    if (!bson_iter_init_find(&it, spec, "key") || !BSON_ITER_HOLDS_DOCUMENT(&it))
+        return -1;
+    uint32_t len;
+    const uint8_t *data;
+    bson_iter_document(&it, &len, &data);
+    d->key = bson_new_from_data(data, len);
+    if (!d->key || !bson_iter_init(&k, d->key))
+        return -1;
+    d->nfields = bson_count_keys(d->key);
+    d->paths = calloc(d->nfields + 1, sizeof *d->paths);
+    d->desc = calloc(d->nfields + 1, sizeof *d->desc);
+    if (!d->paths || !d->desc)
+        return -1;
+    for (size_t i = 0; bson_iter_next(&k); i++) {
+        d->paths[i] = strdup(bson_iter_key(&k));
+        d->desc[i] = bson_iter_as_double(&k) < 0;
+        if (!d->paths[i])
+            return -1;
+    }
+    if (!bson_iter_init(&it, spec))
+        return -1;
+    while (bson_iter_next(&it)) {
+        const char *f = bson_iter_key(&it);
+        if (strcmp(f, "name") == 0 && BSON_ITER_HOLDS_UTF8(&it))
+            d->name = strdup(bson_iter_utf8(&it, NULL));
+        else if (strcmp(f, "unique") == 0)
+            d->unique = bson_iter_as_bool(&it);
+        else if (strcmp(f, "sparse") == 0)
+            d->sparse = bson_iter_as_bool(&it);
+        else if (strcmp(f, "hidden") == 0)
+            d->hidden = bson_iter_as_bool(&it);
+        else if (strcmp(f, "multikey") == 0)
+            d->multikey = (uint32_t)bson_iter_as_int64(&it);
+        else if (strcmp(f, "partialFilterExpression") == 0 && BSON_ITER_HOLDS_DOCUMENT(&it)) {
+            bson_iter_document(&it, &len, &data);
+            d->partial_spec = bson_new_from_data(data, len);
+        }
+    }
+    if (!d->name)
+        d->name = strdup("unnamed");
+    d->is_id = d->name && strcmp(d->name, "_id_") == 0;
+    if (d->is_id)
+        d->unique = true;
+    return d->name ? 0 : -1;
+}
+
+static void hook_desc_clear(mf_index_desc *d)
+{
+    for (size_t i = 0; d->paths && i < d->nfields; i++)
+        free(d->paths[i]);
+    free(d->paths);
+    free(d->desc);
+    free(d->name);
+    if (d->key)
+        bson_destroy(d->key);
+    if (d->partial_spec)
+        bson_destroy(d->partial_spec);
+    memset(d, 0, sizeof *d);
+}
+
+/* For the tests: the planner's choice for BSON `filter`, `sort` (or None)
+ * and `hint` (a document {hint: <name or key pattern>}, or None) over
+ * indexes given as BSON test specs.  Returns {"stage", "index", "sorted",
+ * "explain": BSON bytes of mf_scan_explain}. */
+static PyObject *core_plan(PyObject *mod, PyObject *args)
+{
+    Py_buffer f, so = {0}, h = {0};
+    PyObject *specs, *res = NULL;
+    bson_t fb, sb, hb, explain;
+    bson_iter_t hint;
+    mf_index_desc *idx = NULL;
+    size_t nidx = 0;
+    mf_scan *scan = NULL;
+    mf_error err;
+    bool sorted = false, has_hint = false;
+    if (!PyArg_ParseTuple(args, "y*z*z*O", &f, &so, &h, &specs))
+        return NULL;
+    bson_init(&explain);
+    if (!PyList_Check(specs)) {
+        PyErr_SetString(PyExc_TypeError, "specs must be a list of BSON documents");
+        goto out;
+    }
+    nidx = (size_t)PyList_Size(specs);
+    idx = calloc(nidx + 1, sizeof *idx);
+    if (!idx) {
+        PyErr_NoMemory();
+        goto out;
+    }
+    for (size_t i = 0; i < nidx; i++) {
+        char *data;
+        Py_ssize_t len;
+        bson_t spec;
+        if (PyBytes_AsStringAndSize(PyList_GetItem(specs, (Py_ssize_t)i), &data, &len) < 0)
+            goto out;
+        if (!bson_init_static(&spec, (const uint8_t *)data, (size_t)len) ||
+            hook_desc_init(&idx[i], &spec) != 0) {
+            PyErr_SetString(PyExc_ValueError, "bad index spec");
+            goto out;
+        }
+    }
+    if (!bson_init_static(&fb, f.buf, (size_t)f.len) ||
+        (so.buf && !bson_init_static(&sb, so.buf, (size_t)so.len)) ||
+        (h.buf && !bson_init_static(&hb, h.buf, (size_t)h.len))) {
+        PyErr_SetString(PyExc_ValueError, "not BSON");
+        goto out;
+    }
+    if (h.buf && bson_iter_init(&hint, &hb) && bson_iter_next(&hint))
+        has_hint = true;
+    if (mf_scan_new(NULL, idx, nidx, &fb, has_hint ? &hint : NULL, so.buf ? &sb : NULL, &scan,
+                    &sorted, &err) != 0) {
+        raise_error(PyModule_GetState(mod), &err);
+        goto out;
+    }
+    mf_scan_explain(scan, false, &explain);
+    const char *name = mf_scan_index_name(scan);
+    res = Py_BuildValue("{s:s,s:z,s:O,s:y#}", "stage", mf_scan_describe(scan), "index", name,
+                        "sorted", sorted ? Py_True : Py_False, "explain",
+                        (const char *)bson_get_data(&explain), (Py_ssize_t)explain.len);
+out:
+    mf_scan_free(scan);
+    for (size_t i = 0; idx && i < nidx; i++)
+        hook_desc_clear(&idx[i]);
+    free(idx);
+    bson_destroy(&explain);
+    PyBuffer_Release(&f);
+    if (so.buf)
+        PyBuffer_Release(&so);
+    if (h.buf)
+        PyBuffer_Release(&h);
+    return res;
+}
+
 static PyObject *core_log(PyObject *mod, PyObject *args)
 {
     (void)mod;
@@ -865,6 +1008,9 @@ static PyMethodDef core_methods[] = {
     {"_sort", (PyCFunction)(void (*)(void))core_sort, METH_VARARGS | METH_KEYWORDS,
      "_sort(spec, docs, mem_limit=104857600, allow_disk=False, tmpdir=None, limit=0, "
      "with_runs=False)\n--\n\nBSON `docs` through the sorter (tests)."},
+    {"_plan", core_plan, METH_VARARGS,
+     "_plan(filter, sort, hint, specs)\n--\n\nThe planner's choice over test index specs "
+     "(tests)."},
     {"log", core_log, METH_VARARGS,
      "log(level, component, msg)\n--\n\nWrite one line to the server log."},
     {"_index_spec", core_index_spec, METH_VARARGS,

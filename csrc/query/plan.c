@@ -1,46 +1,99 @@
 /*
  * plan.c -- the access path of a query on one collection, and its scan.
  *
- * Until secondary indexes exist there are two paths:
+ * Two kinds of path:
  *   collection scan   the record tree in RecordId order (or reversed, for
  *                     {$natural: -1})
- *   _id index         points (equality, $in) or a range ($gt ... $lte) on
- *                     `_id`, or the whole index when the sort is {_id: +-1}
- *                     or the hint names it; each key leads to its record
+ *   index scan        one index, over a list of key ranges built from the
+ *                     filter's bounds (bounds.c); each key leads to its
+ *                     record, which the matcher then judges
  * The index only narrows what is read: every document is still given to the
  * matcher, so a bound that is wider than the predicate (a range that runs
- * to the end of a type bracket) costs reads, never answers.
+ * to the end of a type bracket, a field left unbounded) costs reads, never
+ * answers.
+ *
+ * Key ranges.  An index key is the concatenation of its fields' encodings
+ * (descending ones inverted), followed in a non-unique index by the 8-byte
+ * RecordId.  Encodings are self-delimiting, so the keys that start with a
+ * given prefix are contiguous, and every range is half-open over whole tree
+ * keys, compared with memcmp:
+ *
+ *   fields 0..k-1 bound to points p0..pk-1, field k to [a, b]:
+ *     P = enc(p0) .. enc(pk-1)
+ *     lo = P + enc(a)           if a is included, else succ(P + enc(a))
+ *     hi = succ(P + enc(b))     if b is included, else P + enc(b)
+ *   succ(x): the least string above every string that starts with x
+ *   (x with its last byte below 0xFF incremented and what follows cut).
+ *
+ * A descending field's interval [a, b] is [~enc(b), ~enc(a)] in key order.
+ * The ranges are the cross product of the point fields' values with the
+ * first non-point field's intervals, in key order, so a forward scan walks
+ * them first to last and a backward scan last to first.  Fields after the
+ * first range (and past MAX_RANGES combinations) are not in the ranges:
+ * explain still shows their bounds, as mongod does; the matcher applies them.
+ *
+ * A unique index bound on every field to points is read by lookups, not by
+ * a cursor (IDHACK for the _id index's single point).
  *
  * A scan does not hold tree positions across calls that release the
  * collection lock: mf_scan_release() forgets them, and the next call seeks
- * again from the last key it returned (the position a cursor saves between
- * getMores, DESIGN.md section 4).  Writes in between are seen as they are
- * at that moment: a deleted document is not returned, one inserted ahead
- * of the position is.
+ * again from the last key it read (for a non-unique index that key includes
+ * the RecordId, so equal index keys resume at the right entry: the position
+ * a cursor saves between getMores, DESIGN.md section 4).  Writes in between
+ * are seen as they are at that moment.  A multikey index holds a document
+ * under several keys: the scan remembers the RecordIds it has returned, for
+ * its whole life, and returns each once.
  */
-#include "query.h"
+#include "query_int.h"
 
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #define ID_INDEX "_id_"
+#define MAX_RANGES 4096 /* cross-product limit: past it, fewer fields bound the ranges */
+#define INDEX_NOT_FOUND MF_IndexNotFound
 
-typedef enum { P_COLLSCAN, P_ID_POINTS, P_ID_RANGE } plan_kind;
+typedef enum { P_COLLSCAN, P_IXSCAN } plan_kind;
+
+/* A half-open range of tree keys [lo, hi); no `has_hi`: to the end. */
+typedef struct krange {
+    mf_buf lo, hi;
+    bool has_hi;
+} krange;
+
+/* What the scan keeps of its index (the descriptor is the caller's). */
+typedef struct scan_index {
+    char *name;
+    mf_tree_id tree;
+    bson_t *key;
+    size_t nfields;
+    char **paths;
+    bool *desc;
+    bool unique, sparse, partial, is_id;
+    uint32_t multikey;
+    mfi_oil *oils; /* per field: the bounds explain shows */
+} scan_index;
 
 struct mf_scan {
     plan_kind kind;
     bool backward;
-    /* P_ID_POINTS: sorted, distinct encoded keys */
-    mf_buf *points;
-    size_t npoints, next_point;
-    /* P_ID_RANGE: bounds on encoded keys (empty lo: from the start; no hi:
-     * to the end) */
-    mf_buf lo, hi;
-    bool lo_incl, hi_incl, has_hi;
+    bool idhack; /* the _id index, one point, nothing else in the filter */
+    bool points; /* ranges are whole keys of a unique index: looked up */
+    scan_index ix;
+    krange *ranges;
+    size_t nranges;
+    size_t range;      /* the range the cursor is in */
+    size_t next_point; /* points: how many looked up */
+    bson_t *filter;    /* the query (COLLSCAN's explain filter), or NULL */
+    bson_t *residual;  /* what the bounds leave to the matcher (FETCH's filter) */
+    /* multikey deduplication: RecordIds returned, +1 (0 marks a free slot) */
+    uint64_t *seen;
+    size_t nseen, seen_cap;
     /* position */
     bool want_pos; /* compute the matcher's array position per row */
     bool started, positioned, eof;
-    mf_buf last; /* the last key returned (record id or index key) */
+    mf_buf last; /* the last key read (record id or index key) */
     mf_cursor cur;
     mf_scan_stats stats;
 };
@@ -82,184 +135,16 @@ mf_tree_id mf_coll_index_tree(const mf_coll *c, const char *name)
     return 0;
 }
 
-/* ------------------------------------------------------------- planning */
-
-static int cmp_buf(const mf_buf *a, const mf_buf *b)
+static int cmp_bytes(const uint8_t *a, size_t al, const uint8_t *b, size_t bl)
 {
-    size_t n = a->len < b->len ? a->len : b->len;
-    int c = memcmp(a->data, b->data, n);
+    size_t n = al < bl ? al : bl;
+    int c = n ? memcmp(a, b, n) : 0;
     if (c)
         return c;
-    return (a->len > b->len) - (a->len < b->len);
+    return (al > bl) - (al < bl);
 }
 
-static int cmp_points(const void *a, const void *b)
-{
-    return cmp_buf(a, b);
-}
-
-/* Whether an operand can bound the _id index by its type bracket: the
- * values whose comparisons stay inside one bracket. */
-static bool rangeable(const bson_iter_t *v)
-{
-    switch (bson_iter_type(v)) {
-    case BSON_TYPE_DOUBLE: case BSON_TYPE_INT32: case BSON_TYPE_INT64:
-    case BSON_TYPE_DECIMAL128: case BSON_TYPE_UTF8: case BSON_TYPE_SYMBOL:
-    case BSON_TYPE_OID: case BSON_TYPE_BOOL: case BSON_TYPE_DATE_TIME:
-    case BSON_TYPE_TIMESTAMP: case BSON_TYPE_BINARY: case BSON_TYPE_DOCUMENT:
-        return true;
-    default:
-        return false;
-    }
-}
-
-/* Whether an equality operand may be looked up in the index (arrays and
- * regexes match by other rules; an _id is never either). */
-static bool pointable(const bson_iter_t *v)
-{
-    bson_type_t t = bson_iter_type(v);
-    return t != BSON_TYPE_ARRAY && t != BSON_TYPE_REGEX;
-}
-
-static int add_point(mf_scan *s, const bson_iter_t *v, mf_error *err)
-{
-    mf_buf *p = realloc(s->points, (s->npoints + 1) * sizeof *p);
-    if (!p)
-        return oom(err);
-    s->points = p;
-    memset(&p[s->npoints], 0, sizeof *p);
-    if (mf_bsonx_key_append(&p[s->npoints], v, false) != 0)
-        return oom(err);
-    s->npoints++;
-    return 0;
-}
-
-/* Narrow the range with one bound.  `lower`: a $gt/$gte bound. */
-static int add_bound(mf_scan *s, const bson_iter_t *v, bool lower, bool incl, mf_error *err)
-{
-    mf_buf key = {0}, edge = {0};
-    if (mf_bsonx_key_append(&key, v, false) != 0)
-        return oom(err);
-    /* The edge of the operand's type bracket on the open side. */
-    uint8_t tag = key.data[0];
-    if (lower)
-        tag++;
-    if (mf_buf_append(&edge, &tag, 1) != 0) {
-        mf_buf_free(&key);
-        return oom(err);
-    }
-    mf_buf *newlo = lower ? &key : &edge, *newhi = lower ? &edge : &key;
-    bool lo_incl = lower ? incl : true, hi_incl = lower ? false : incl;
-    if (s->lo.len == 0 || cmp_buf(newlo, &s->lo) > 0 ||
-        (cmp_buf(newlo, &s->lo) == 0 && !lo_incl)) {
-        mf_buf_free(&s->lo);
-        s->lo = *newlo;
-        s->lo_incl = lo_incl;
-        *newlo = (mf_buf){0};
-    }
-    if (!s->has_hi || cmp_buf(newhi, &s->hi) < 0 || (cmp_buf(newhi, &s->hi) == 0 && !hi_incl)) {
-        mf_buf_free(&s->hi);
-        s->hi = *newhi;
-        s->hi_incl = hi_incl;
-        s->has_hi = true;
-        *newhi = (mf_buf){0};
-    }
-    mf_buf_free(&key);
-    mf_buf_free(&edge);
-    return 0;
-}
-
-/* Collect what the predicate on `_id` (value `v`) says about the index:
- * points, or bounds.  Sets `*points`/`*range` when it added any. */
-static int analyse_id(mf_scan *s, const bson_iter_t *v, bool *points, bool *range,
-                      mf_error *err)
-{
-    bson_iter_t ops;
-    int rc = 0;
-    if (BSON_ITER_HOLDS_DOCUMENT(v) && bson_iter_recurse(v, &ops) && bson_iter_next(&ops) &&
-        bson_iter_key(&ops)[0] == '$') {
-        bson_iter_recurse(v, &ops);
-        while (rc == 0 && bson_iter_next(&ops)) {
-            const char *op = bson_iter_key(&ops);
-            if (strcmp(op, "$eq") == 0 && pointable(&ops)) {
-                if (*points)
-                    continue; /* one equality narrows enough */
-                rc = add_point(s, &ops, err);
-                *points = true;
-            } else if (strcmp(op, "$in") == 0 && BSON_ITER_HOLDS_ARRAY(&ops) && !*points) {
-                bson_iter_t el;
-                bool usable = true;
-                bson_iter_recurse(&ops, &el);
-                while (bson_iter_next(&el))
-                    if (bson_iter_type(&el) == BSON_TYPE_REGEX)
-                        usable = false; /* a regex in $in matches strings by pattern */
-                if (!usable)
-                    continue;
-                bson_iter_recurse(&ops, &el);
-                while (rc == 0 && bson_iter_next(&el))
-                    if (pointable(&el))
-                        rc = add_point(s, &el, err);
-                *points = true;
-            } else if ((strcmp(op, "$gt") == 0 || strcmp(op, "$gte") == 0) && rangeable(&ops)) {
-                rc = add_bound(s, &ops, true, op[3] == 'e', err);
-                *range = true;
-            } else if ((strcmp(op, "$lt") == 0 || strcmp(op, "$lte") == 0) && rangeable(&ops)) {
-                rc = add_bound(s, &ops, false, op[3] == 'e', err);
-                *range = true;
-            }
-        }
-        return rc;
-    }
-    if (pointable(v) && !*points) {
-        rc = add_point(s, v, err);
-        *points = true;
-    }
-    return rc;
-}
-
-/* The _id predicates at the top of `filter` and in its top-level $and. */
-static int analyse_filter(mf_scan *s, const bson_t *filter, bool *points, bool *range,
-                          mf_error *err)
-{
-    bson_iter_t it;
-    int rc = 0;
-    if (!filter || !bson_iter_init(&it, filter))
-        return 0;
-    while (rc == 0 && bson_iter_next(&it)) {
-        const char *k = bson_iter_key(&it);
-        if (strcmp(k, "_id") == 0) {
-            rc = analyse_id(s, &it, points, range, err);
-        } else if (strcmp(k, "$and") == 0 && BSON_ITER_HOLDS_ARRAY(&it)) {
-            bson_iter_t el;
-            bson_iter_recurse(&it, &el);
-            while (rc == 0 && bson_iter_next(&el)) {
-                uint32_t len;
-                const uint8_t *data;
-                bson_t sub;
-                if (!BSON_ITER_HOLDS_DOCUMENT(&el))
-                    continue;
-                bson_iter_document(&el, &len, &data);
-                if (bson_init_static(&sub, data, len))
-                    rc = analyse_filter(s, &sub, points, range, err);
-            }
-        }
-    }
-    return rc;
-}
-
-/* Whether `hint` names the _id index: "_id_" or {_id: 1}. */
-static bool hint_is_id(const bson_iter_t *hint)
-{
-    if (BSON_ITER_HOLDS_UTF8(hint))
-        return strcmp(bson_iter_utf8(hint, NULL), ID_INDEX) == 0;
-    bson_iter_t k;
-    if (!BSON_ITER_HOLDS_DOCUMENT(hint) || !bson_iter_recurse(hint, &k) || !bson_iter_next(&k))
-        return false;
-    int64_t dir = 0;
-    if (BSON_ITER_HOLDS_INT32(&k) || BSON_ITER_HOLDS_INT64(&k) || BSON_ITER_HOLDS_DOUBLE(&k))
-        dir = (int64_t)bson_iter_as_double(&k);
-    return strcmp(bson_iter_key(&k), "_id") == 0 && dir == 1 && !bson_iter_next(&k);
-}
+/* --------------------------------------------------------------- hints */
 
 /* {$natural: 1 | -1}: sets `*backward`. */
 static bool hint_is_natural(const bson_iter_t *hint, bool *backward)
@@ -272,108 +157,540 @@ static bool hint_is_natural(const bson_iter_t *hint, bool *backward)
     return true;
 }
 
-/* Whether the sort is {_id: 1} or {_id: -1} alone; `*dir` gets the sign. */
-static bool sort_is_id(const bson_t *sort, int *dir)
+static bool hint_is_empty(const bson_iter_t *hint)
 {
     bson_iter_t k;
-    if (!sort || !bson_iter_init(&k, sort) || !bson_iter_next(&k) ||
-        strcmp(bson_iter_key(&k), "_id") != 0)
-        return false;
-    double d = (BSON_ITER_HOLDS_INT32(&k) || BSON_ITER_HOLDS_INT64(&k) ||
-                BSON_ITER_HOLDS_DOUBLE(&k)) ? bson_iter_as_double(&k) : 0;
-    if (d != 1 && d != -1)
-        return false;
-    *dir = (int)d;
-    return !bson_iter_next(&k);
+    return BSON_ITER_HOLDS_DOCUMENT(hint) && (!bson_iter_recurse(hint, &k) || !bson_iter_next(&k));
 }
 
-int mf_scan_new(mf_coll *c, const bson_t *filter, const bson_iter_t *hint, const bson_t *sort,
-                mf_scan **out, bool *sorted, mf_error *err)
+/* Whether key patterns `a` and `b` are the same (numbers by value). */
+static bool same_pattern(const bson_t *a, const uint8_t *bdata, uint32_t blen)
+{
+    bson_t b;
+    bson_iter_t x, y;
+    if (!a || !bson_init_static(&b, bdata, blen) || !bson_iter_init(&x, a) ||
+        !bson_iter_init(&y, &b))
+        return false;
+    for (;;) {
+        bool nx = bson_iter_next(&x), ny = bson_iter_next(&y);
+        if (!nx || !ny)
+            return nx == ny;
+        if (strcmp(bson_iter_key(&x), bson_iter_key(&y)) != 0 ||
+            mf_bsonx_compare_values(&x, &y) != 0)
+            return false;
+    }
+}
+
+/* The usable index `hint` names (a name or a key pattern): its position
+ * in `idx`, or an error. */
+static int hint_find(const mf_index_desc *idx, size_t nidx, const bson_iter_t *hint, size_t *at,
+                     mf_error *err)
+{
+    size_t found = SIZE_MAX;
+    uint32_t len = 0;
+    const uint8_t *data = NULL;
+    if (BSON_ITER_HOLDS_DOCUMENT(hint))
+        bson_iter_document(hint, &len, &data);
+    for (size_t i = 0; i < nidx; i++) {
+        const mf_index_desc *d = &idx[i];
+        if (d->hidden || d->building)
+            continue; /* not the planner's to use: a hint cannot name it */
+        bool match = BSON_ITER_HOLDS_UTF8(hint) ? strcmp(bson_iter_utf8(hint, NULL), d->name) == 0
+                     : data                     ? same_pattern(d->key, data, len)
+                                                : false;
+        if (!match)
+            continue;
+        if (found != SIZE_MAX) {
+            char a[256], b[256];
+            mf_bsonx_to_string(idx[found].key, a, sizeof a);
+            mf_bsonx_to_string(d->key, b, sizeof b);
+            return mf_error_set(err, INDEX_NOT_FOUND,
+                                "Hint matched multiple indexes, must hint by index name. "
+                                "Matched: kp: %s name: '%s' and kp: %s name: '%s'",
+                                a, idx[found].name, b, d->name);
+        }
+        found = i;
+    }
+    if (found == SIZE_MAX)
+        return mf_error_set(err, MF_BadValue,
+                            "hint provided does not correspond to an existing index");
+    *at = found;
+    return 0;
+}
+
+/* ------------------------------------------------------------ candidates */
+
+/* One index as the planner sees it for this query. */
+typedef struct cand {
+    const mf_index_desc *d;
+    mfi_oil *oils; /* per field; [MinKey, MaxKey] where nothing bounds it */
+    bool *present; /* per field: some predicate bounds it */
+    bool *used;    /* per predicate: answered exactly by these bounds */
+    size_t neq;    /* leading fields bound to points */
+    bool eq_unique, range;
+    int sort_dir; /* the index gives the sort forward (1), backward (-1), or not (0) */
+} cand;
+
+static void cand_free(cand *c)
+{
+    if (c->oils)
+        for (size_t i = 0; i < c->d->nfields; i++)
+            mfi_oil_free(&c->oils[i]);
+    free(c->oils);
+    free(c->present);
+    free(c->used);
+    memset(c, 0, sizeof *c);
+}
+
+static bool multikey_field(const mf_index_desc *d, size_t i)
+{
+    return i < 32 && (d->multikey >> i & 1u);
+}
+
+/* Whether bounds on fields i and j may be compounded: not when a multikey
+ * array could lie on a path they share (a.b and a.c with `a` an array of
+ * documents make keys from one element at a time). */
+static bool may_compound(const mf_index_desc *d, size_t i, size_t j)
+{
+    if (!multikey_field(d, i) && !multikey_field(d, j))
+        return true;
+    const char *a = d->paths[i], *b = d->paths[j];
+    size_t la = strcspn(a, "."), lb = strcspn(b, ".");
+    return la != lb || memcmp(a, b, la) != 0;
+}
+
+/* Whether field i is bound to exactly one value. */
+static bool single_point(const cand *c, size_t i)
+{
+    return c->present[i] && c->oils[i].n == 1 && mfi_oil_is_points(&c->oils[i]);
+}
+
+/* Whether the index gives the order of `sort`, and in which direction:
+ * its fields in order (or all reversed), skipping fields bound to one
+ * value; never through a multikey field. */
+static int sort_direction(const cand *c, const bson_t *sort)
+{
+    const mf_index_desc *d = c->d;
+    bson_iter_t k;
+    size_t i = 0;
+    int dir = 0;
+    bool any = false;
+    if (!sort || !bson_iter_init(&k, sort))
+        return 0;
+    while (bson_iter_next(&k)) {
+        if (!BSON_ITER_HOLDS_NUMBER(&k))
+            return 0; /* {$meta: ...} */
+        any = true;
+        const char *path = bson_iter_key(&k);
+        int sdir = bson_iter_as_double(&k) < 0 ? -1 : 1;
+        while (i < d->nfields && strcmp(d->paths[i], path) != 0 && single_point(c, i))
+            i++;
+        if (i < d->nfields && strcmp(d->paths[i], path) == 0) {
+            if (multikey_field(d, i))
+                return 0;
+            int fdir = d->desc[i] ? -sdir : sdir;
+            if (dir && dir != fdir)
+                return 0;
+            dir = fdir;
+            i++;
+            continue;
+        }
+        /* A sort key bound to one value is constant: it orders nothing. */
+        bool constant = false;
+        for (size_t j = 0; j < d->nfields; j++)
+            if (strcmp(d->paths[j], path) == 0 && single_point(c, j))
+                constant = true;
+        if (!constant)
+            return 0;
+    }
+    return any ? (dir ? dir : 1) : 0;
+}
+
+/* The bounds of index `d` for the predicates (none when `with_preds` is
+ * false: a hinted partial index the filter does not imply). */
+static int cand_build(cand *c, const mf_index_desc *d, const mfi_preds *preds, bool with_preds,
+                      const bson_t *sort, mf_error *err)
+{
+    memset(c, 0, sizeof *c);
+    c->d = d;
+    c->oils = calloc(d->nfields ? d->nfields : 1, sizeof *c->oils);
+    c->present = calloc(d->nfields ? d->nfields : 1, sizeof *c->present);
+    c->used = calloc(preds->n ? preds->n : 1, sizeof *c->used);
+    if (!c->oils || !c->present || !c->used)
+        goto fail;
+    for (size_t i = 0; i < d->nfields; i++) {
+        bool ok = with_preds;
+        for (size_t j = 0; j < i && ok; j++)
+            if (c->present[j] && !may_compound(d, i, j))
+                ok = false;
+        for (size_t p = 0; ok && p < preds->n; p++) {
+            const mfi_pred *pr = &preds->v[p];
+            if (strcmp(pr->path, d->paths[i]) != 0)
+                continue;
+            if (d->sparse && pr->matches_missing)
+                continue; /* the index lacks the documents it could match */
+            if (!c->present[i]) {
+                if (mfi_oil_copy(&c->oils[i], &pr->oil) != 0)
+                    goto fail;
+                c->present[i] = true;
+            } else if (multikey_field(d, i)) {
+                continue; /* one range per multikey field, as mongod */
+            } else if (mfi_oil_intersect(&c->oils[i], &pr->oil) != 0) {
+                goto fail;
+            }
+            c->used[p] = pr->exact && !multikey_field(d, i);
+        }
+        if (!c->present[i] && mfi_oil_all(&c->oils[i]) != 0)
+            goto fail;
+    }
+    while (c->neq < d->nfields && c->present[c->neq] && mfi_oil_is_points(&c->oils[c->neq]))
+        c->neq++;
+    c->range = c->neq < d->nfields && c->present[c->neq];
+    c->eq_unique = d->unique && c->neq == d->nfields;
+    for (size_t i = 0; c->eq_unique && i < d->nfields; i++)
+        c->eq_unique = c->oils[i].n == 1;
+    c->sort_dir = sort_direction(c, sort);
+    return 0;
+fail:
+    cand_free(c);
+    return oom(err);
+}
+
+/* Whether `a` is a better choice than `b`. */
+static bool cand_better(const cand *a, const cand *b)
+{
+    if (a->eq_unique != b->eq_unique)
+        return a->eq_unique;
+    if (a->eq_unique && a->d->is_id != b->d->is_id)
+        return a->d->is_id;
+    if (a->neq != b->neq)
+        return a->neq > b->neq;
+    if (a->range != b->range)
+        return a->range;
+    if ((a->sort_dir != 0) != (b->sort_dir != 0))
+        return a->sort_dir != 0;
+    if (a->d->nfields != b->d->nfields)
+        return a->d->nfields < b->d->nfields;
+    return strcmp(a->d->name, b->d->name) < 0;
+}
+
+/* ------------------------------------------------------------ key ranges */
+
+/* The least string above every string starting with `b` (in place);
+ * false when there is none (all bytes 0xFF). */
+static bool successor(mf_buf *b)
+{
+    while (b->len > 0 && b->data[b->len - 1] == 0xFF)
+        b->len--;
+    if (b->len == 0)
+        return false;
+    b->data[b->len - 1]++;
+    return true;
+}
+
+/* Append an end point's encoding, inverted for a descending field. */
+static int put_end(mf_buf *out, const mf_buf *enc, bool desc)
+{
+    size_t at = out->len;
+    if (mf_buf_append(out, enc->data, enc->len) != 0)
+        return -1;
+    if (desc)
+        for (size_t i = at; i < out->len; i++)
+            out->data[i] = (uint8_t)~out->data[i];
+    return 0;
+}
+
+static int push_range(mf_scan *s, krange *r)
+{
+    krange *v = realloc(s->ranges, (s->nranges + 1) * sizeof *v);
+    if (!v)
+        return -1;
+    s->ranges = v;
+    s->ranges[s->nranges++] = *r;
+    return 0;
+}
+
+/* The ranges for fields i..nf-1 after `prefix` (fields 0..i-1 bound). */
+static int enum_ranges(mf_scan *s, const cand *c, size_t nf, size_t i, mf_buf *prefix)
+{
+    const mfi_oil *o = &c->oils[i];
+    bool desc = c->d->desc[i];
+    size_t plen = prefix->len;
+    for (size_t n = 0; n < o->n; n++) {
+        const mfi_ival *iv = &o->v[desc ? o->n - 1 - n : n];
+        /* In key order: a descending field's high value comes first. */
+        const mf_buf *klo = desc ? &iv->hi : &iv->lo, *khi = desc ? &iv->lo : &iv->hi;
+        bool lo_incl = desc ? iv->hi_incl : iv->lo_incl, hi_incl = desc ? iv->lo_incl : iv->hi_incl;
+        if (i + 1 < nf) {
+            if (put_end(prefix, klo, desc) != 0 || enum_ranges(s, c, nf, i + 1, prefix) != 0)
+                return -1;
+            prefix->len = plen;
+            continue;
+        }
+        krange r = {.has_hi = true};
+        if (mf_buf_append(&r.lo, prefix->data, plen) != 0 || put_end(&r.lo, klo, desc) != 0 ||
+            mf_buf_append(&r.hi, prefix->data, plen) != 0 || put_end(&r.hi, khi, desc) != 0)
+            goto fail;
+        bool lo_ok = lo_incl || successor(&r.lo);
+        if (hi_incl)
+            r.has_hi = successor(&r.hi);
+        if (!lo_ok) { /* nothing lies above it */
+            mf_buf_free(&r.lo);
+            mf_buf_free(&r.hi);
+            continue;
+        }
+        if (push_range(s, &r) != 0)
+            goto fail;
+        continue;
+    fail:
+        mf_buf_free(&r.lo);
+        mf_buf_free(&r.hi);
+        return -1;
+    }
+    return 0;
+}
+
+/* The key ranges of candidate `c`; `*all_points`: every range is a whole
+ * key of a unique index. */
+static int build_ranges(mf_scan *s, const cand *c, bool *all_points)
+{
+    const mf_index_desc *d = c->d;
+    size_t nf = 0, product = 1;
+    *all_points = false;
+    for (size_t i = 0; i < d->nfields && c->present[i]; i++) {
+        size_t n = c->oils[i].n;
+        if (n > 0 && product * n > MAX_RANGES)
+            break;
+        nf = i + 1;
+        product *= n;
+        if (n == 0 || !mfi_oil_is_points(&c->oils[i]))
+            break;
+    }
+    if (nf == 0) {
+        krange r = {.has_hi = false};
+        return push_range(s, &r);
+    }
+    mf_buf prefix = {0};
+    int rc = enum_ranges(s, c, nf, 0, &prefix);
+    mf_buf_free(&prefix);
+    if (rc == 0 && d->unique && nf == d->nfields) {
+        *all_points = true;
+        for (size_t i = 0; i < nf; i++)
+            *all_points = *all_points && mfi_oil_is_points(&c->oils[i]);
+    }
+    return rc;
+}
+
+/* ---------------------------------------------------------------- scans */
+
+static void scan_index_clear(scan_index *ix)
+{
+    free(ix->name);
+    if (ix->key)
+        bson_destroy(ix->key);
+    for (size_t i = 0; i < ix->nfields; i++) {
+        if (ix->paths)
+            free(ix->paths[i]);
+        if (ix->oils)
+            mfi_oil_free(&ix->oils[i]);
+    }
+    free(ix->paths);
+    free(ix->desc);
+    free(ix->oils);
+    memset(ix, 0, sizeof *ix);
+}
+
+/* Keep what the scan needs of the chosen index (its bounds are moved). */
+static int scan_index_take(scan_index *ix, cand *c)
+{
+    const mf_index_desc *d = c->d;
+    ix->name = strdup(d->name);
+    ix->tree = d->tree;
+    ix->key = d->key ? bson_copy(d->key) : bson_new();
+    ix->nfields = d->nfields;
+    ix->paths = calloc(d->nfields ? d->nfields : 1, sizeof *ix->paths);
+    ix->desc = calloc(d->nfields ? d->nfields : 1, sizeof *ix->desc);
+    ix->unique = d->unique;
+    ix->sparse = d->sparse;
+    ix->partial = d->partial_spec != NULL;
+    ix->is_id = d->is_id;
+    ix->multikey = d->multikey;
+    if (!ix->name || !ix->key || !ix->paths || !ix->desc)
+        return -1;
+    for (size_t i = 0; i < d->nfields; i++) {
+        if (!(ix->paths[i] = strdup(d->paths[i])))
+            return -1;
+        ix->desc[i] = d->desc[i];
+    }
+    ix->oils = c->oils;
+    c->oils = NULL;
+    return 0;
+}
+
+/* What the chosen bounds leave to the matcher: the top-level elements of
+ * `filter` not answered exactly (for FETCH's explain filter). */
+static bson_t *residual(const bson_t *filter, const mfi_preds *preds, const cand *c)
+{
+    bson_t *out = bson_new();
+    bson_iter_t it;
+    if (!out || !filter || !bson_iter_init(&it, filter))
+        return out;
+    for (size_t t = 0; bson_iter_next(&it); t++) {
+        bool covered = t < preds->ntop && preds->complete[t], any = false;
+        for (size_t p = 0; covered && p < preds->n; p++) {
+            if (preds->v[p].top != t)
+                continue;
+            any = true;
+            covered = c->used[p];
+        }
+        if (!covered || !any)
+            bson_append_iter(out, NULL, 0, &it);
+    }
+    return out;
+}
+
+/* Whether the filter is {_id: v} alone (mongod's IDHACK). */
+static bool filter_is_id_only(const bson_t *filter)
+{
+    bson_iter_t it;
+    return filter && bson_iter_init(&it, filter) && bson_iter_next(&it) &&
+           strcmp(bson_iter_key(&it), "_id") == 0 && !bson_iter_next(&it);
+}
+
+/* Choose among `idx` (or take the hinted `hinted` < nidx). */
+static int choose(mf_scan *s, const mf_index_desc *idx, size_t nidx, size_t hinted,
+                  const bson_t *filter, const bson_t *sort, bool *sorted, mf_error *err)
+{
+    mfi_preds preds;
+    cand best = {0}, c;
+    bool have = false;
+    int rc = mfi_preds_collect(filter, &preds, err);
+    if (rc)
+        return rc;
+    for (size_t i = 0; i < nidx; i++) {
+        const mf_index_desc *d = &idx[i];
+        bool is_hint = i == hinted;
+        if (hinted != SIZE_MAX && !is_hint)
+            continue;
+        if (d->hidden || d->building || d->nfields == 0)
+            continue;
+        bool implied = !d->partial_spec || mfi_filter_implies(filter, d->partial_spec);
+        if (!implied && !is_hint)
+            continue;
+        if ((rc = cand_build(&c, d, &preds, implied, sort, err)) != 0)
+            goto out;
+        bool usable = is_hint || c.present[0] || (c.sort_dir && !d->sparse);
+        if (usable && (!have || cand_better(&c, &best))) {
+            cand_free(&best);
+            best = c;
+            have = true;
+        } else {
+            cand_free(&c);
+        }
+    }
+    if (!have) {
+        s->kind = P_COLLSCAN;
+        goto out;
+    }
+    s->kind = P_IXSCAN;
+    s->backward = best.sort_dir < 0;
+    *sorted = best.sort_dir != 0;
+    bool all_points;
+    if (build_ranges(s, &best, &all_points) != 0 ||
+        !(s->residual = residual(filter, &preds, &best)) || scan_index_take(&s->ix, &best) != 0) {
+        rc = oom(err);
+        goto out;
+    }
+    s->points = all_points;
+    s->idhack = all_points && s->ix.is_id && s->nranges == 1 && filter_is_id_only(filter);
+out:
+    cand_free(&best);
+    mfi_preds_free(&preds);
+    return rc;
+}
+
+int mf_scan_new(mf_coll *c, const mf_index_desc *idx, size_t nidx, const bson_t *filter,
+                const bson_iter_t *hint, const bson_t *sort, mf_scan **out, bool *sorted,
+                mf_error *err)
 {
     mf_scan *s = calloc(1, sizeof *s);
-    int rc = 0, dir = 0;
-    bool points = false, range = false, natural_back = false, use_id = false;
+    int rc = 0;
+    bool natural_back = false;
+    size_t hinted = SIZE_MAX;
+    /* Without descriptors: the _id index from the catalog, as before
+     * secondary indexes (its spec is {_id: 1}, unique). */
+    char *id_path = "_id";
+    bool id_desc = false;
+    mf_index_desc id = {.name = ID_INDEX, .nfields = 1, .paths = &id_path, .desc = &id_desc,
+                        .unique = true, .is_id = true, .expire_after = -1};
+    *sorted = false;
     if (!s)
         return oom(err);
-    *sorted = false;
+    if (filter && !bson_empty(filter) && !(s->filter = bson_copy(filter))) {
+        rc = oom(err);
+        goto fail;
+    }
+    if (hint && hint_is_empty(hint))
+        hint = NULL;
     if (hint && hint_is_natural(hint, &natural_back)) {
         s->kind = P_COLLSCAN;
         s->backward = natural_back;
         *out = s;
         return 0;
     }
-    if (hint) {
-        bson_iter_t k;
-        bool empty = BSON_ITER_HOLDS_DOCUMENT(hint) &&
-                     (!bson_iter_recurse(hint, &k) || !bson_iter_next(&k));
-        if (!empty && !hint_is_id(hint)) {
-            free(s);
-            return mf_error_set(err, MF_BadValue,
-                                "hint provided does not correspond to an existing index");
+    if (nidx == 0 && c && (id.tree = mf_coll_index_tree(c, ID_INDEX)) != 0) {
+        if (!(id.key = BCON_NEW("_id", BCON_INT32(1)))) {
+            rc = oom(err);
+            goto fail;
         }
-        use_id = !empty;
+        idx = &id;
+        nidx = 1;
     }
-    if (!mf_coll_index_tree(c, ID_INDEX)) {
-        s->kind = P_COLLSCAN; /* a collection without an _id index (not made yet) */
-        *out = s;
-        return 0;
-    }
-    rc = analyse_filter(s, filter, &points, &range, err);
-    if (rc) {
-        mf_scan_free(s);
-        return rc;
-    }
-    bool by_id = sort_is_id(sort, &dir);
-    if (points) {
-        qsort(s->points, s->npoints, sizeof *s->points, cmp_points);
-        size_t w = 0;
-        for (size_t r = 0; r < s->npoints; r++) {
-            if (w > 0 && cmp_buf(&s->points[w - 1], &s->points[r]) == 0) {
-                mf_buf_free(&s->points[r]);
-                continue;
-            }
-            s->points[w++] = s->points[r];
-        }
-        s->npoints = w;
-        s->kind = P_ID_POINTS;
-        mf_buf_free(&s->lo);
-        mf_buf_free(&s->hi);
-        s->has_hi = false;
-        if (by_id && dir > 0)
-            *sorted = true;
-    } else if (range || use_id || by_id) {
-        s->kind = P_ID_RANGE;
-        if (by_id) {
-            s->backward = dir < 0;
-            *sorted = true;
-        }
-    } else {
-        s->kind = P_COLLSCAN;
-    }
+    if (hint && (rc = hint_find(idx, nidx, hint, &hinted, err)) != 0)
+        goto fail;
+    rc = choose(s, idx, nidx, hinted, filter, sort, sorted, err);
+    if (rc)
+        goto fail;
+    if (id.key)
+        bson_destroy(id.key);
     *out = s;
     return 0;
+fail:
+    if (id.key)
+        bson_destroy(id.key);
+    mf_scan_free(s);
+    return rc;
 }
 
 void mf_scan_free(mf_scan *s)
 {
     if (!s)
         return;
-    for (size_t i = 0; i < s->npoints; i++)
-        mf_buf_free(&s->points[i]);
-    free(s->points);
-    mf_buf_free(&s->lo);
-    mf_buf_free(&s->hi);
+    for (size_t i = 0; i < s->nranges; i++) {
+        mf_buf_free(&s->ranges[i].lo);
+        mf_buf_free(&s->ranges[i].hi);
+    }
+    free(s->ranges);
+    scan_index_clear(&s->ix);
+    if (s->filter)
+        bson_destroy(s->filter);
+    if (s->residual)
+        bson_destroy(s->residual);
+    free(s->seen);
     mf_buf_free(&s->last);
     free(s);
 }
 
 const char *mf_scan_describe(const mf_scan *s)
 {
-    switch (s->kind) {
-    case P_COLLSCAN: return "COLLSCAN";
-    case P_ID_POINTS: return "IDHACK";
-    default: return "IXSCAN";
-    }
+    if (s->kind == P_COLLSCAN)
+        return "COLLSCAN";
+    return s->idhack ? "IDHACK" : "IXSCAN";
+}
+
+const char *mf_scan_index_name(const mf_scan *s)
+{
+    return s->kind == P_IXSCAN ? s->ix.name : NULL;
 }
 
 const mf_scan_stats *mf_scan_get_stats(const mf_scan *s)
@@ -393,7 +710,129 @@ bool mf_scan_eof(const mf_scan *s)
 
 void mf_scan_release(mf_scan *s)
 {
+    if (s->positioned)
+        s->stats.saves++;
     s->positioned = false;
+}
+
+/* -------------------------------------------------------------- explain */
+
+static void put_interval(char *out, size_t cap, const mfi_ival *iv, bool reversed)
+{
+    if (reversed)
+        snprintf(out, cap, "%c%s, %s%c", iv->hi_incl ? '[' : '(', iv->hi_s, iv->lo_s,
+                 iv->lo_incl ? ']' : ')');
+    else
+        snprintf(out, cap, "%c%s, %s%c", iv->lo_incl ? '[' : '(', iv->lo_s, iv->hi_s,
+                 iv->hi_incl ? ']' : ')');
+}
+
+/* indexBounds: per field, its intervals in the order the scan meets them. */
+static void put_bounds(const mf_scan *s, bson_t *out)
+{
+    bson_t doc, arr;
+    char buf[1200], num[24];
+    bson_append_document_begin(out, "indexBounds", -1, &doc);
+    for (size_t i = 0; i < s->ix.nfields; i++) {
+        const mfi_oil *o = &s->ix.oils[i];
+        bool reversed = s->ix.desc[i] != s->backward;
+        bson_append_array_begin(&doc, s->ix.paths[i], -1, &arr);
+        for (size_t n = 0; n < o->n; n++) {
+            put_interval(buf, sizeof buf, &o->v[reversed ? o->n - 1 - n : n], reversed);
+            snprintf(num, sizeof num, "%zu", n);
+            bson_append_utf8(&arr, num, -1, buf, -1);
+        }
+        bson_append_array_end(&doc, &arr);
+    }
+    bson_append_document_end(out, &doc);
+}
+
+static int64_t millis(const mf_scan *s)
+{
+    return (int64_t)(s->stats.time_ns / 1000000u);
+}
+
+/* The counters every stage shows, after `stage` (and `filter`). */
+static void put_common(const mf_scan *s, bson_t *out, uint64_t returned, uint64_t works)
+{
+    BSON_APPEND_INT32(out, "nReturned", (int32_t)returned);
+    BSON_APPEND_INT32(out, "executionTimeMillisEstimate", (int32_t)millis(s));
+    BSON_APPEND_INT32(out, "works", (int32_t)works);
+    BSON_APPEND_INT32(out, "advanced", (int32_t)returned);
+    BSON_APPEND_INT32(out, "needTime", (int32_t)(works > returned + 1 ? works - returned - 1 : 0));
+    BSON_APPEND_INT32(out, "needYield", 0);
+    BSON_APPEND_INT32(out, "saveState", (int32_t)s->stats.saves);
+    BSON_APPEND_INT32(out, "restoreState", (int32_t)s->stats.saves);
+    BSON_APPEND_BOOL(out, "isEOF", s->eof);
+}
+
+static void put_ixscan(const mf_scan *s, bool stats, bson_t *out)
+{
+    bson_t mkp, arr;
+    BSON_APPEND_UTF8(out, "stage", "IXSCAN");
+    if (stats)
+        put_common(s, out, s->stats.docs_examined + s->stats.dups_dropped,
+                   s->stats.keys_examined + 1);
+    BSON_APPEND_DOCUMENT(out, "keyPattern", s->ix.key);
+    BSON_APPEND_UTF8(out, "indexName", s->ix.name);
+    BSON_APPEND_BOOL(out, "isMultiKey", s->ix.multikey != 0);
+    bson_append_document_begin(out, "multiKeyPaths", -1, &mkp);
+    for (size_t i = 0; i < s->ix.nfields; i++) {
+        bson_append_array_begin(&mkp, s->ix.paths[i], -1, &arr);
+        /* Only a bit per field is known: the whole path stands for it. */
+        if (i < 32 && (s->ix.multikey >> i & 1u))
+            bson_append_utf8(&arr, "0", 1, s->ix.paths[i], -1);
+        bson_append_array_end(&mkp, &arr);
+    }
+    bson_append_document_end(out, &mkp);
+    BSON_APPEND_BOOL(out, "isUnique", s->ix.unique);
+    BSON_APPEND_BOOL(out, "isSparse", s->ix.sparse);
+    BSON_APPEND_BOOL(out, "isPartial", s->ix.partial);
+    BSON_APPEND_INT32(out, "indexVersion", 2);
+    BSON_APPEND_UTF8(out, "direction", s->backward ? "backward" : "forward");
+    put_bounds(s, out);
+    if (stats) {
+        BSON_APPEND_INT32(out, "keysExamined", (int32_t)s->stats.keys_examined);
+        BSON_APPEND_INT32(out, "seeks", (int32_t)s->stats.seeks);
+        BSON_APPEND_INT32(out, "dupsTested", (int32_t)s->stats.dups_tested);
+        BSON_APPEND_INT32(out, "dupsDropped", (int32_t)s->stats.dups_dropped);
+    }
+}
+
+int mf_scan_explain(const mf_scan *s, bool stats, bson_t *out)
+{
+    uint64_t works = s->stats.works;
+    if (s->kind == P_COLLSCAN) {
+        BSON_APPEND_UTF8(out, "stage", "COLLSCAN");
+        if (s->filter)
+            BSON_APPEND_DOCUMENT(out, "filter", s->filter);
+        if (stats)
+            put_common(s, out, s->stats.n_returned, works);
+        BSON_APPEND_UTF8(out, "direction", s->backward ? "backward" : "forward");
+        if (stats)
+            BSON_APPEND_INT32(out, "docsExamined", (int32_t)s->stats.docs_examined);
+    } else if (s->idhack) {
+        BSON_APPEND_UTF8(out, "stage", "IDHACK");
+        if (stats) {
+            put_common(s, out, s->stats.n_returned, works);
+            BSON_APPEND_INT32(out, "keysExamined", (int32_t)s->stats.keys_examined);
+            BSON_APPEND_INT32(out, "docsExamined", (int32_t)s->stats.docs_examined);
+        }
+    } else {
+        bson_t in;
+        BSON_APPEND_UTF8(out, "stage", "FETCH");
+        if (s->residual && !bson_empty(s->residual))
+            BSON_APPEND_DOCUMENT(out, "filter", s->residual);
+        if (stats) {
+            put_common(s, out, s->stats.n_returned, works);
+            BSON_APPEND_INT32(out, "docsExamined", (int32_t)s->stats.docs_examined);
+            BSON_APPEND_INT32(out, "alreadyHasObj", 0);
+        }
+        bson_append_document_begin(out, "inputStage", -1, &in);
+        put_ixscan(s, stats, &in);
+        bson_append_document_end(out, &in);
+    }
+    return 0;
 }
 
 /* --------------------------------------------------------------- scanning */
@@ -406,56 +845,39 @@ static int remember(mf_scan *s, const uint8_t *k, size_t kl, mf_error *err)
     return 0;
 }
 
-/* Put the tree cursor on the first entry not yet returned. */
-static int position(mf_scan *s, bool *valid, mf_error *err)
+/* Whether `rid` was returned before (and remember it if not). */
+static int seen_before(mf_scan *s, uint64_t rid, bool *dup, mf_error *err)
 {
-    int rc;
-    if (!s->started) {
-        s->started = true;
-        if (s->kind == P_ID_RANGE && !s->backward && s->lo.len)
-            rc = mf_cursor_seek(&s->cur, s->lo.data, s->lo.len, false, valid, err);
-        else if (s->kind == P_ID_RANGE && s->backward && s->has_hi)
-            rc = mf_cursor_seek(&s->cur, s->hi.data, s->hi.len, true, valid, err);
-        else if (s->backward)
-            rc = mf_cursor_last(&s->cur, valid, err);
-        else
-            rc = mf_cursor_first(&s->cur, valid, err);
-        return rc;
-    }
-    /* Again from the last key returned: the first entry past it. */
-    rc = mf_cursor_seek(&s->cur, s->last.data, s->last.len, s->backward, valid, err);
-    if (rc == 0 && *valid) {
-        const uint8_t *k;
-        size_t kl;
-        mf_cursor_key(&s->cur, &k, &kl);
-        if (kl == s->last.len && memcmp(k, s->last.data, kl) == 0)
-            rc = s->backward ? mf_cursor_prev(&s->cur, valid, err)
-                             : mf_cursor_next(&s->cur, valid, err);
-    }
-    return rc;
-}
-
-/* Whether index key `k` lies inside the range; `*past` when it is beyond
- * the end in the scan's direction. */
-static bool in_range(const mf_scan *s, const uint8_t *k, size_t kl, bool *past)
-{
-    mf_buf key = {(uint8_t *)k, kl, kl};
-    *past = false;
-    if (s->lo.len) {
-        int c = cmp_buf(&key, &s->lo);
-        if (c < 0 || (c == 0 && !s->lo_incl)) {
-            *past = s->backward;
-            return false;
+    uint64_t v = rid + 1;
+    if ((s->nseen + 1) * 2 > s->seen_cap) {
+        size_t cap = s->seen_cap ? s->seen_cap * 2 : 64;
+        uint64_t *t = calloc(cap, sizeof *t);
+        if (!t)
+            return oom(err);
+        for (size_t i = 0; i < s->seen_cap; i++) {
+            if (!s->seen[i])
+                continue;
+            size_t h = (size_t)(s->seen[i] * 0x9E3779B97F4A7C15ull) & (cap - 1);
+            while (t[h])
+                h = (h + 1) & (cap - 1);
+            t[h] = s->seen[i];
         }
+        free(s->seen);
+        s->seen = t;
+        s->seen_cap = cap;
     }
-    if (s->has_hi) {
-        int c = cmp_buf(&key, &s->hi);
-        if (c > 0 || (c == 0 && !s->hi_incl)) {
-            *past = !s->backward;
-            return false;
+    size_t h = (size_t)(v * 0x9E3779B97F4A7C15ull) & (s->seen_cap - 1);
+    while (s->seen[h]) {
+        if (s->seen[h] == v) {
+            *dup = true;
+            return 0;
         }
+        h = (h + 1) & (s->seen_cap - 1);
     }
-    return true;
+    s->seen[h] = v;
+    s->nseen++;
+    *dup = false;
+    return 0;
 }
 
 /* The record `rid` into `row`; `*found` false if it is gone. */
@@ -487,25 +909,53 @@ static void judge(mf_scan *s, const mf_matcher *m, mf_scan_row *row, bool *take)
         *take = mf_matcher_match(m, &row->doc);
 }
 
+/* An index entry pointing at record `rid` (8 bytes): fetch and judge it,
+ * once per document on a multikey index. */
+static int consider(mf_scan *s, mf_engine *e, mf_coll *c, const mf_matcher *m,
+                    const uint8_t *rid, size_t rl, mf_scan_row *row, bool *take, mf_error *err)
+{
+    bool found, dup = false;
+    int rc;
+    *take = false;
+    if (rl != 8)
+        return 0;
+    if (s->ix.multikey) {
+        s->stats.dups_tested++;
+        if ((rc = seen_before(s, get_be64(rid), &dup, err)) != 0)
+            return rc;
+        if (dup) {
+            s->stats.dups_dropped++;
+            return 0;
+        }
+    }
+    /* fetch() moves no cursor: the index cursor stays put. */
+    if ((rc = fetch(e, c, rid, row, &found, err)) != 0 || !found)
+        return rc;
+    judge(s, m, row, take);
+    return 0;
+}
+
+/* Unique whole keys, looked up one by one in scan order. */
 static int next_point(mf_scan *s, mf_engine *e, mf_coll *c, const mf_matcher *m,
                       mf_scan_row *row, bool *valid, mf_error *err)
 {
-    mf_btree *idx = mf_engine_tree(e, mf_coll_index_tree(c, ID_INDEX));
-    while (s->next_point < s->npoints) {
-        const mf_buf *p = &s->points[s->next_point++];
+    mf_btree *idx = mf_engine_tree(e, s->ix.tree);
+    if (!idx)
+        return mf_error_set(err, MF_QueryPlanKilled, "index '%s' dropped", s->ix.name);
+    while (s->next_point < s->nranges) {
+        size_t n = s->next_point++;
+        const mf_buf *p = &s->ranges[s->backward ? s->nranges - 1 - n : n].lo;
         bool found, take;
         const uint8_t *rid;
         size_t rl;
         s->stats.keys_examined++;
+        s->stats.works++;
         int rc = mf_btree_get(idx, p->data, p->len, &found, &rid, &rl, err);
-        if (rc == 0 && found && rl == 8)
-            rc = fetch(e, c, rid, row, &found, err);
+        if (rc == 0 && found)
+            rc = consider(s, e, c, m, rid, rl, row, &take, err);
         if (rc)
             return rc;
-        if (!found || rl != 8)
-            continue;
-        judge(s, m, row, &take);
-        if (take) {
+        if (found && take) {
             *valid = true;
             return 0;
         }
@@ -515,61 +965,142 @@ static int next_point(mf_scan *s, mf_engine *e, mf_coll *c, const mf_matcher *m,
     return 0;
 }
 
-int mf_scan_next(mf_scan *s, mf_engine *e, mf_coll *c, const mf_matcher *m, mf_scan_row *row,
-                 bool *valid, mf_error *err)
+static int step(mf_scan *s, bool *valid, mf_error *err)
+{
+    return s->backward ? mf_cursor_prev(&s->cur, valid, err) : mf_cursor_next(&s->cur, valid, err);
+}
+
+/* Seek to where range `s->range` starts in the scan's direction. */
+static int seek_range(mf_scan *s, bool *valid, mf_error *err)
+{
+    const krange *r = &s->ranges[s->range];
+    int rc;
+    s->stats.seeks++;
+    if (!s->backward)
+        return r->lo.len ? mf_cursor_seek(&s->cur, r->lo.data, r->lo.len, false, valid, err)
+                         : mf_cursor_first(&s->cur, valid, err);
+    if (!r->has_hi)
+        return mf_cursor_last(&s->cur, valid, err);
+    rc = mf_cursor_seek(&s->cur, r->hi.data, r->hi.len, true, valid, err);
+    if (rc == 0 && *valid) {
+        const uint8_t *k;
+        size_t kl;
+        mf_cursor_key(&s->cur, &k, &kl);
+        if (cmp_bytes(k, kl, r->hi.data, r->hi.len) == 0) /* hi is excluded */
+            rc = mf_cursor_prev(&s->cur, valid, err);
+    }
+    return rc;
+}
+
+/* Put the tree cursor on the first entry not yet read. */
+static int position(mf_scan *s, bool *valid, mf_error *err)
+{
+    int rc;
+    if (!s->started) {
+        s->started = true;
+        if (s->kind == P_IXSCAN) {
+            s->range = s->backward ? s->nranges - 1 : 0;
+            return seek_range(s, valid, err);
+        }
+        return s->backward ? mf_cursor_last(&s->cur, valid, err)
+                           : mf_cursor_first(&s->cur, valid, err);
+    }
+    /* Again from the last key read: the first entry past it. */
+    if (s->kind == P_IXSCAN)
+        s->stats.seeks++;
+    rc = mf_cursor_seek(&s->cur, s->last.data, s->last.len, s->backward, valid, err);
+    if (rc == 0 && *valid) {
+        const uint8_t *k;
+        size_t kl;
+        mf_cursor_key(&s->cur, &k, &kl);
+        if (kl == s->last.len && memcmp(k, s->last.data, kl) == 0)
+            rc = step(s, valid, err);
+    }
+    return rc;
+}
+
+/* Where key `k` lies against the ranges: 0 inside the current one (which
+ * may advance), 1 before it (seek needed), -1 past the last (the end). */
+static int locate(mf_scan *s, const uint8_t *k, size_t kl)
+{
+    if (!s->backward) {
+        while (s->range < s->nranges && s->ranges[s->range].has_hi &&
+               cmp_bytes(k, kl, s->ranges[s->range].hi.data, s->ranges[s->range].hi.len) >= 0)
+            s->range++;
+        if (s->range == s->nranges)
+            return -1;
+        const krange *r = &s->ranges[s->range];
+        return cmp_bytes(k, kl, r->lo.data, r->lo.len) < 0 ? 1 : 0;
+    }
+    for (;;) {
+        const krange *r = &s->ranges[s->range];
+        if (cmp_bytes(k, kl, r->lo.data, r->lo.len) >= 0)
+            return r->has_hi && cmp_bytes(k, kl, r->hi.data, r->hi.len) >= 0 ? 1 : 0;
+        if (s->range == 0)
+            return -1;
+        s->range--;
+    }
+}
+
+static int scan_next(mf_scan *s, mf_engine *e, mf_coll *c, const mf_matcher *m,
+                     mf_scan_row *row, bool *valid, mf_error *err)
 {
     int rc;
     *valid = false;
     if (s->eof)
         return 0;
-    if (s->kind == P_ID_POINTS)
+    bool index = s->kind == P_IXSCAN;
+    if (index && s->points)
         return next_point(s, e, c, m, row, valid, err);
-    bool index = s->kind == P_ID_RANGE;
+    if (index && s->nranges == 0) {
+        s->eof = true;
+        return 0;
+    }
     if (!s->positioned) {
-        mf_tree_id t = index ? mf_coll_index_tree(c, ID_INDEX) : mf_coll_records(c);
+        mf_tree_id t = index ? s->ix.tree : mf_coll_records(c);
         mf_btree *tree = mf_engine_tree(e, t);
         if (!tree)
-            return mf_error_set(err, MF_InternalError, "tree %llu is gone",
-                                (unsigned long long)t);
+            return index ? mf_error_set(err, MF_QueryPlanKilled, "index '%s' dropped", s->ix.name)
+                         : mf_error_set(err, MF_InternalError, "tree %llu is gone",
+                                        (unsigned long long)t);
         mf_cursor_init(&s->cur, tree);
         rc = position(s, valid, err);
         if (rc)
             return rc;
         s->positioned = true;
-    } else {
-        rc = s->backward ? mf_cursor_prev(&s->cur, valid, err)
-                         : mf_cursor_next(&s->cur, valid, err);
-        if (rc)
-            return rc;
+    } else if ((rc = step(s, valid, err)) != 0) {
+        return rc;
     }
     for (;;) {
+        s->stats.works++;
         if (!*valid) {
             s->eof = true;
             return 0;
         }
         const uint8_t *k, *v;
         size_t kl, vl;
-        bool take = false, found = true, past;
+        bool take = false;
         mf_cursor_key(&s->cur, &k, &kl);
         mf_cursor_value(&s->cur, &v, &vl);
-        if ((rc = remember(s, k, kl, err)) != 0)
-            return rc;
         if (index) {
             s->stats.keys_examined++;
-            if (!in_range(s, k, kl, &past)) {
-                if (past) {
-                    *valid = false;
-                    s->eof = true;
-                    return 0;
-                }
-            } else if (vl == 8) {
-                /* fetch() moves no cursor: the index cursor stays put. */
-                if ((rc = fetch(e, c, v, row, &found, err)) != 0)
-                    return rc;
-                if (found)
-                    judge(s, m, row, &take);
+            int where = locate(s, k, kl);
+            if (where < 0) {
+                *valid = false;
+                s->eof = true;
+                return 0;
             }
+            if (where > 0) {
+                if ((rc = seek_range(s, valid, err)) != 0)
+                    return rc;
+                continue;
+            }
+            if ((rc = remember(s, k, kl, err)) != 0 ||
+                (rc = consider(s, e, c, m, v, vl, row, &take, err)) != 0)
+                return rc;
         } else if (kl == 8) {
+            if ((rc = remember(s, k, kl, err)) != 0)
+                return rc;
             row->rid = get_be64(k);
             if (!bson_init_static(&row->doc, v, vl))
                 return mf_error_set(err, MF_DataCorruption, "record %llu is not a document",
@@ -578,9 +1109,21 @@ int mf_scan_next(mf_scan *s, mf_engine *e, mf_coll *c, const mf_matcher *m, mf_s
         }
         if (take)
             return 0;
-        rc = s->backward ? mf_cursor_prev(&s->cur, valid, err)
-                         : mf_cursor_next(&s->cur, valid, err);
-        if (rc)
+        if ((rc = step(s, valid, err)) != 0)
             return rc;
     }
+}
+
+int mf_scan_next(mf_scan *s, mf_engine *e, mf_coll *c, const mf_matcher *m, mf_scan_row *row,
+                 bool *valid, mf_error *err)
+{
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    int rc = scan_next(s, e, c, m, row, valid, err);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    s->stats.time_ns += (uint64_t)((t1.tv_sec - t0.tv_sec) * 1000000000LL +
+                                   (t1.tv_nsec - t0.tv_nsec));
+    if (rc == 0 && *valid)
+        s->stats.n_returned++;
+    return rc;
 }

@@ -305,17 +305,52 @@ typedef struct mf_scan_row {
     int64_t pos; /* the matcher's array position, if asked for; else -1 */
 } mf_scan_row;
 
+/* Counters of a scan, for explain's executionStats. */
 typedef struct mf_scan_stats {
     uint64_t keys_examined, docs_examined;
+    uint64_t n_returned;
+    uint64_t seeks;                    /* index cursor seeks */
+    uint64_t dups_tested, dups_dropped; /* multikey deduplication */
+    uint64_t saves;                    /* mf_scan_release calls (saveState) */
+    uint64_t works;                    /* calls into the scan loop */
+    uint64_t time_ns;                  /* time spent in mf_scan_next */
 } mf_scan_stats;
 
-/* Choose the access path for `filter` on `c` (collection lock held): the
- * _id index for _id equality, $in and ranges, or when `sort` is {_id: +-1}
- * (then `*sorted` is set: the scan returns documents in that order), or
- * when `hint` names it; a collection scan otherwise ({$natural: +-1} forces
- * one).  A hint naming no index is BadValue (2). */
-int mf_scan_new(mf_coll *c, const bson_t *filter, const bson_iter_t *hint, const bson_t *sort,
-                mf_scan **out, bool *sorted, mf_error *err);
+/* Choose the access path for `filter` on `c` (collection lock held).
+ *
+ * `idx`/`nidx` are the collection's parsed index descriptors (the _id
+ * index among them, is_id set), borrowed for the call: the scan copies
+ * what it keeps.  With `nidx` 0 the _id index alone is used, found in
+ * `c`'s catalog entry (the behaviour before secondary indexes); `c` is
+ * consulted for nothing else, and may be NULL when `nidx` > 0 (planning
+ * only, as the test hook does).
+ *
+ * The choice (no trial runs): bounds are built for each usable index from
+ * the equality, $in, $gt/$gte/$lt/$lte and $exists predicates at the top
+ * of `filter` and in its top-level $and, on the index's leading fields.
+ * Preferred, in order: equality on every field of a unique index; more
+ * equality-bound leading fields; a range on the next field; providing
+ * `sort`; fewer fields; the smaller name.  Hidden indexes and unfinished
+ * builds are never used; a sparse index only for predicates that cannot
+ * match a missing field; a partial index only when `filter` implies its
+ * partialFilterExpression.  No usable index: a collection scan.
+ *
+ * `hint` (a name, a key pattern, or {$natural: +-1}; an empty document is
+ * no hint) forces the index, with bounds when the filter gives some, the
+ * whole index otherwise.  A hint naming no usable index is BadValue (2)
+ * "hint provided does not correspond to an existing index"; a key
+ * pattern matching two indexes is IndexNotFound (27).
+ *
+ * `*sorted` is set when the scan returns documents in `sort` order (the
+ * index provides it, in either direction, after equality-bound fields;
+ * never through a multikey field), so no blocking sort is needed.
+ *
+ * Every candidate document is fetched and given to the matcher: the index
+ * only narrows what is read.  A scan over a multikey index returns each
+ * document once (it remembers the RecordIds returned, across batches). */
+int mf_scan_new(mf_coll *c, const mf_index_desc *idx, size_t nidx, const bson_t *filter,
+                const bson_iter_t *hint, const bson_t *sort, mf_scan **out, bool *sorted,
+                mf_error *err);
 
 /* The next document that `m` accepts (all, if `m` is NULL), with the
  * collection lock held; `*valid` false at the end. */
@@ -335,6 +370,22 @@ bool mf_scan_eof(const mf_scan *s);
 
 /* "COLLSCAN", "IDHACK" or "IXSCAN", for explain and logs. */
 const char *mf_scan_describe(const mf_scan *s);
+
+/* The name of the index the scan reads, or NULL for a collection scan;
+ * valid until mf_scan_free. */
+const char *mf_scan_index_name(const mf_scan *s);
+
+/* Append the scan's plan to `out` as mongod's explain shows a winning
+ * plan stage: {stage: "COLLSCAN", filter?, direction}, {stage: "IDHACK"},
+ * or {stage: "FETCH", filter?, inputStage: {stage: "IXSCAN", keyPattern,
+ * indexName, isMultiKey, multiKeyPaths, isUnique, isSparse, isPartial,
+ * indexVersion: 2, direction, indexBounds: {a: ["[1, 1]", "(3, inf.0]"]}}}.
+ * With `stats`, each stage also carries its executionStats counters
+ * (nReturned, executionTimeMillisEstimate, works, keysExamined,
+ * docsExamined ...).  The FETCH filter is the part of the query the
+ * bounds do not answer exactly, top-level conditions as given.  Returns 0,
+ * or MF_InternalError when libbson could not append (out of memory). */
+int mf_scan_explain(const mf_scan *s, bool stats, bson_t *out);
 const mf_scan_stats *mf_scan_get_stats(const mf_scan *s);
 void mf_scan_free(mf_scan *s);
 

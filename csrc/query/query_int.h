@@ -13,4 +13,62 @@
  * metadata names), Overflow (15) deeper than MF_BSON_MAX_DEPTH. */
 int mfi_field_path_check(const char *path, mf_error *err);
 
+
+/* ---------------------------------------------------- bounds (bounds.c) */
+
+/* One interval of a field's values, in MongoDB's order: its end points as
+ * ascending key encodings (mf_bsonx_key_append) and as mongod prints them
+ * in explain ("inf.0", "\"a\"", "MinKey"). */
+typedef struct mfi_ival {
+    mf_buf lo, hi;
+    bool lo_incl, hi_incl;
+    char *lo_s, *hi_s;
+} mfi_ival;
+
+/* An ordered list of disjoint intervals of one field (mongod's
+ * OrderedIntervalList), ascending.  No intervals: nothing matches. */
+typedef struct mfi_oil {
+    mfi_ival *v;
+    size_t n, cap;
+} mfi_oil;
+
+/* What one condition of a filter says about one path. */
+typedef struct mfi_pred {
+    const char *path;     /* borrowed from the filter */
+    mfi_oil oil;
+    bool matches_missing; /* can match a document without the path ({a: null}) */
+    bool exact;           /* the bounds answer it exactly on a non-multikey field */
+    size_t top;           /* the filter's top-level element it came from */
+} mfi_pred;
+
+typedef struct mfi_preds {
+    mfi_pred *v;
+    size_t n, cap;
+    bool *complete; /* per top-level element: every condition became a pred */
+    size_t ntop;
+} mfi_preds;
+
+/* The conditions of `filter` (top level and top-level $and) that bound an
+ * index: equality, $in, $gt/$gte/$lt/$lte, $exists.  Others are left to
+ * the matcher.  `filter` must outlive `out` (paths are borrowed).  Errors:
+ * InternalError (out of memory). */
+int mfi_preds_collect(const bson_t *filter, mfi_preds *out, mf_error *err);
+void mfi_preds_free(mfi_preds *p);
+
+/* [MinKey, MaxKey] into an empty `o`.  Returns 0 or -1 (out of memory). */
+int mfi_oil_all(mfi_oil *o);
+int mfi_oil_copy(mfi_oil *dst, const mfi_oil *src);
+/* `a` becomes its intersection with `b`. */
+int mfi_oil_intersect(mfi_oil *a, const mfi_oil *b);
+/* Whether every interval is a single value. */
+bool mfi_oil_is_points(const mfi_oil *o);
+void mfi_oil_free(mfi_oil *o);
+
+/* Whether every document `filter` matches also matches `partial` (a
+ * partialFilterExpression), by a simple test: each top-level condition of
+ * `partial` (equality, $gt/$gte/$lt/$lte, $exists: true, through $and) is
+ * implied by one condition of `filter` on the same path with the same or
+ * a narrower bound.  False when unsure. */
+bool mfi_filter_implies(const bson_t *filter, const bson_t *partial);
+
 #endif /* MF_QUERY_INT_H */

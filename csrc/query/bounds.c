@@ -1,0 +1,713 @@
+/*
+ * bounds.c -- what a filter says about the values of each path, as
+ * intervals an index scan can use (mongod's index_bounds_builder), and
+ * whether a filter implies a partial index's filter.
+ *
+ * Each condition becomes an ordered interval list over the path's values:
+ *
+ *   {a: v}, {$eq: v}      [v, v]; an array also [first, first] (a multikey
+ *                         index holds its elements), [] also [undefined,
+ *                         undefined]; null [null, null] (missing indexes as
+ *                         null, so it matches documents without `a`)
+ *   {$in: [...]}          the union of the elements' equalities
+ *   {$gt: v}, {$gte: v}   (v, end of v's type bracket]
+ *   {$lt: v}, {$lte: v}   [start of v's type bracket, v)
+ *   {$exists: true}       [MinKey, MaxKey];  false: [null, null]
+ *
+ * Comparisons never cross type brackets, so a range stops at the edge of
+ * its operand's bracket, drawn as mongod draws it: numbers -inf.0..inf.0
+ * (NaN lies below -inf and matches no range), strings ""..{} (exclusive),
+ * objects {}..[] (exclusive), ObjectIds 00..ff, dates and timestamps their
+ * extremes, booleans false..true.  A condition with no such translation
+ * (a regex, $ne, $elemMatch, $gt: null, ...) bounds nothing: the matcher
+ * alone decides it.  The bounds may be wider than the condition, never
+ * narrower (DESIGN.md section 5).
+ */
+#include "query_int.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* --------------------------------------------------------------- values */
+
+static int cmp_bytes(const mf_buf *a, const mf_buf *b)
+{
+    size_t n = a->len < b->len ? a->len : b->len;
+    int c = n ? memcmp(a->data, b->data, n) : 0;
+    if (c)
+        return c;
+    return (a->len > b->len) - (a->len < b->len);
+}
+
+static bool is_nan(const bson_iter_t *v)
+{
+    if (BSON_ITER_HOLDS_DOUBLE(v))
+        return isnan(bson_iter_double(v));
+    if (BSON_ITER_HOLDS_DECIMAL128(v)) {
+        bson_decimal128_t d;
+        int sign, exp10;
+        uint64_t hi, lo;
+        bson_iter_decimal128(v, &d);
+        return mf_bsonx_decimal_parts(&d, &sign, &hi, &lo, &exp10) == MF_DEC_NAN;
+    }
+    return false;
+}
+
+/* A value as mongod's BSONElement::toString(false) prints it in bounds. */
+static char *value_string(const bson_iter_t *v)
+{
+    char buf[512];
+    if (BSON_ITER_HOLDS_DOUBLE(v) && !isfinite(bson_iter_double(v))) {
+        double d = bson_iter_double(v);
+        snprintf(buf, sizeof buf, "%s", isnan(d) ? "nan.0" : d > 0 ? "inf.0" : "-inf.0");
+    } else {
+        mf_bsonx_elem_to_string(v, false, buf, sizeof buf);
+    }
+    return strdup(buf);
+}
+
+static void ival_free(mfi_ival *iv)
+{
+    mf_buf_free(&iv->lo);
+    mf_buf_free(&iv->hi);
+    free(iv->lo_s);
+    free(iv->hi_s);
+    memset(iv, 0, sizeof *iv);
+}
+
+static int ival_copy(mfi_ival *dst, const mfi_ival *src)
+{
+    memset(dst, 0, sizeof *dst);
+    dst->lo_incl = src->lo_incl;
+    dst->hi_incl = src->hi_incl;
+    dst->lo_s = strdup(src->lo_s);
+    dst->hi_s = strdup(src->hi_s);
+    if (!dst->lo_s || !dst->hi_s || mf_buf_append(&dst->lo, src->lo.data, src->lo.len) != 0 ||
+        mf_buf_append(&dst->hi, src->hi.data, src->hi.len) != 0) {
+        ival_free(dst);
+        return -1;
+    }
+    return 0;
+}
+
+static int oil_push(mfi_oil *o, mfi_ival *iv)
+{
+    if (o->n == o->cap) {
+        size_t cap = o->cap ? o->cap * 2 : 4;
+        mfi_ival *v = realloc(o->v, cap * sizeof *v);
+        if (!v) {
+            ival_free(iv);
+            return -1;
+        }
+        o->v = v;
+        o->cap = cap;
+    }
+    o->v[o->n++] = *iv;
+    memset(iv, 0, sizeof *iv);
+    return 0;
+}
+
+/* Push the interval from `lo` to `hi` (values); an empty one ((x, x],
+ * [x, x)) is dropped, as mongod drops it. */
+static int oil_push_range(mfi_oil *o, const bson_iter_t *lo, bool lo_incl, const bson_iter_t *hi,
+                          bool hi_incl)
+{
+    mfi_ival iv = {.lo_incl = lo_incl, .hi_incl = hi_incl};
+    if (mf_bsonx_key_append(&iv.lo, lo, false) != 0 || mf_bsonx_key_append(&iv.hi, hi, false) != 0)
+        goto fail;
+    int c = cmp_bytes(&iv.lo, &iv.hi);
+    if (c > 0 || (c == 0 && !(lo_incl && hi_incl))) {
+        ival_free(&iv);
+        return 0;
+    }
+    iv.lo_s = value_string(lo);
+    iv.hi_s = value_string(hi);
+    if (!iv.lo_s || !iv.hi_s)
+        goto fail;
+    return oil_push(o, &iv);
+fail:
+    ival_free(&iv);
+    return -1;
+}
+
+static int oil_push_point(mfi_oil *o, const bson_iter_t *v)
+{
+    return oil_push_range(o, v, true, v, true);
+}
+
+/* One value built into `tmp` (initialised here; the caller destroys it). */
+typedef enum {
+    V_MINKEY, V_MAXKEY, V_NULL, V_UNDEFINED, V_EMPTY_ARRAY
+} special;
+
+static void special_value(special k, bson_t *tmp, bson_iter_t *it)
+{
+    bson_init(tmp);
+    switch (k) {
+    case V_MINKEY: BSON_APPEND_MINKEY(tmp, ""); break;
+    case V_MAXKEY: BSON_APPEND_MAXKEY(tmp, ""); break;
+    case V_NULL: BSON_APPEND_NULL(tmp, ""); break;
+    case V_UNDEFINED: BSON_APPEND_UNDEFINED(tmp, ""); break;
+    case V_EMPTY_ARRAY: {
+        bson_t child;
+        BSON_APPEND_ARRAY_BEGIN(tmp, "", &child);
+        bson_append_array_end(tmp, &child);
+        break;
+    }
+    }
+    bson_iter_init(it, tmp);
+    bson_iter_next(it);
+}
+
+static int oil_push_special(mfi_oil *o, special k)
+{
+    bson_t tmp;
+    bson_iter_t it;
+    special_value(k, &tmp, &it);
+    int rc = oil_push_point(o, &it);
+    bson_destroy(&tmp);
+    return rc;
+}
+
+int mfi_oil_all(mfi_oil *o)
+{
+    bson_t a, b;
+    bson_iter_t lo, hi;
+    special_value(V_MINKEY, &a, &lo);
+    special_value(V_MAXKEY, &b, &hi);
+    int rc = oil_push_range(o, &lo, true, &hi, true);
+    bson_destroy(&a);
+    bson_destroy(&b);
+    return rc;
+}
+
+/* The edge of `v`'s type bracket -- the upper one with `upper` -- into
+ * `tmp`, as mongod's appendMinForType/appendMaxForType (numbers: -inf.0 /
+ * inf.0).  `*incl`: the edge is of the same bracket (so it is included).
+ * False for a type no range is built for. */
+static bool bracket_edge(const bson_iter_t *v, bool upper, bson_t *tmp, bson_iter_t *edge,
+                         bool *incl)
+{
+    bson_t child;
+    bson_oid_t oid;
+    *incl = true;
+    bson_init(tmp);
+    switch (bson_iter_type(v)) {
+    case BSON_TYPE_DOUBLE: case BSON_TYPE_INT32: case BSON_TYPE_INT64:
+    case BSON_TYPE_DECIMAL128:
+        BSON_APPEND_DOUBLE(tmp, "", upper ? INFINITY : -INFINITY);
+        break;
+    case BSON_TYPE_UTF8: case BSON_TYPE_SYMBOL:
+        if (upper) {
+            BSON_APPEND_DOCUMENT_BEGIN(tmp, "", &child);
+            bson_append_document_end(tmp, &child);
+            *incl = false;
+        } else {
+            BSON_APPEND_UTF8(tmp, "", "");
+        }
+        break;
+    case BSON_TYPE_DOCUMENT:
+        if (upper) {
+            BSON_APPEND_ARRAY_BEGIN(tmp, "", &child);
+            bson_append_array_end(tmp, &child);
+            *incl = false;
+        } else {
+            BSON_APPEND_DOCUMENT_BEGIN(tmp, "", &child);
+            bson_append_document_end(tmp, &child);
+        }
+        break;
+    case BSON_TYPE_BINARY:
+        if (upper) {
+            memset(&oid, 0, sizeof oid);
+            BSON_APPEND_OID(tmp, "", &oid);
+            *incl = false;
+        } else {
+            bson_append_binary(tmp, "", 0, BSON_SUBTYPE_BINARY, (const uint8_t *)"", 0);
+        }
+        break;
+    case BSON_TYPE_OID:
+        memset(&oid, upper ? 0xff : 0, sizeof oid);
+        BSON_APPEND_OID(tmp, "", &oid);
+        break;
+    case BSON_TYPE_BOOL:
+        BSON_APPEND_BOOL(tmp, "", upper);
+        break;
+    case BSON_TYPE_DATE_TIME:
+        BSON_APPEND_DATE_TIME(tmp, "", upper ? INT64_MAX : INT64_MIN);
+        break;
+    case BSON_TYPE_TIMESTAMP:
+        BSON_APPEND_TIMESTAMP(tmp, "", upper ? UINT32_MAX : 0, upper ? UINT32_MAX : 0);
+        break;
+    default:
+        bson_destroy(tmp);
+        return false;
+    }
+    bson_iter_init(edge, tmp);
+    bson_iter_next(edge);
+    return true;
+}
+
+void mfi_oil_free(mfi_oil *o)
+{
+    for (size_t i = 0; i < o->n; i++)
+        ival_free(&o->v[i]);
+    free(o->v);
+    memset(o, 0, sizeof *o);
+}
+
+int mfi_oil_copy(mfi_oil *dst, const mfi_oil *src)
+{
+    memset(dst, 0, sizeof *dst);
+    for (size_t i = 0; i < src->n; i++) {
+        mfi_ival iv;
+        if (ival_copy(&iv, &src->v[i]) != 0 || oil_push(dst, &iv) != 0) {
+            mfi_oil_free(dst);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+bool mfi_oil_is_points(const mfi_oil *o)
+{
+    for (size_t i = 0; i < o->n; i++)
+        if (!o->v[i].lo_incl || !o->v[i].hi_incl || cmp_bytes(&o->v[i].lo, &o->v[i].hi) != 0)
+            return false;
+    return true;
+}
+
+static int cmp_ival_lo(const void *a, const void *b)
+{
+    const mfi_ival *x = a, *y = b;
+    int c = cmp_bytes(&x->lo, &y->lo);
+    if (c)
+        return c;
+    return (int)y->lo_incl - (int)x->lo_incl; /* inclusive first */
+}
+
+/* Sort points and drop repeats (the union of a $in's equalities). */
+static void oil_sort_points(mfi_oil *o)
+{
+    if (o->n < 2)
+        return;
+    qsort(o->v, o->n, sizeof *o->v, cmp_ival_lo);
+    size_t w = 0;
+    for (size_t r = 0; r < o->n; r++) {
+        if (w > 0 && cmp_bytes(&o->v[w - 1].lo, &o->v[r].lo) == 0 &&
+            cmp_bytes(&o->v[w - 1].hi, &o->v[r].hi) == 0) {
+            ival_free(&o->v[r]);
+            continue;
+        }
+        o->v[w++] = o->v[r];
+    }
+    o->n = w;
+}
+
+/* Compare two ends of the same kind: lower ends (`upper` false) order an
+ * inclusive one first; upper ends an exclusive one first. */
+static int cmp_end(const mf_buf *a, bool a_incl, const mf_buf *b, bool b_incl, bool upper)
+{
+    int c = cmp_bytes(a, b);
+    if (c || a_incl == b_incl)
+        return c;
+    return upper ? (a_incl ? 1 : -1) : (a_incl ? -1 : 1);
+}
+
+int mfi_oil_intersect(mfi_oil *a, const mfi_oil *b)
+{
+    mfi_oil out = {0};
+    size_t i = 0, j = 0;
+    while (i < a->n && j < b->n) {
+        const mfi_ival *x = &a->v[i], *y = &b->v[j];
+        const mfi_ival *lo = cmp_end(&x->lo, x->lo_incl, &y->lo, y->lo_incl, false) >= 0 ? x : y;
+        int hc = cmp_end(&x->hi, x->hi_incl, &y->hi, y->hi_incl, true);
+        const mfi_ival *hi = hc <= 0 ? x : y;
+        int c = cmp_bytes(&lo->lo, &hi->hi);
+        if (c < 0 || (c == 0 && lo->lo_incl && hi->hi_incl)) {
+            mfi_ival iv = {.lo_incl = lo->lo_incl, .hi_incl = hi->hi_incl};
+            iv.lo_s = strdup(lo->lo_s);
+            iv.hi_s = strdup(hi->hi_s);
+            if (!iv.lo_s || !iv.hi_s || mf_buf_append(&iv.lo, lo->lo.data, lo->lo.len) != 0 ||
+                mf_buf_append(&iv.hi, hi->hi.data, hi->hi.len) != 0 || oil_push(&out, &iv) != 0) {
+                ival_free(&iv);
+                mfi_oil_free(&out);
+                return -1;
+            }
+        }
+        if (hc <= 0)
+            i++;
+        if (hc >= 0)
+            j++;
+    }
+    mfi_oil_free(a);
+    *a = out;
+    return 0;
+}
+
+/* ------------------------------------------------------- translations */
+
+/* Equality to `v` (also one element of $in).  `*none`: no bounds. */
+static int translate_eq(const bson_iter_t *v, mfi_oil *o, bool *missing, bool *exact, bool *none)
+{
+    bson_iter_t el;
+    switch (bson_iter_type(v)) {
+    case BSON_TYPE_REGEX:
+        *none = true; /* matches strings by pattern */
+        return 0;
+    case BSON_TYPE_ARRAY:
+        /* The whole array, or an element equal to it; the index holds the
+         * elements of arrays (an empty one as undefined). */
+        *exact = false;
+        if (bson_iter_recurse(v, &el) && bson_iter_next(&el)) {
+            if (oil_push_point(o, &el) != 0)
+                return -1;
+        } else if (oil_push_special(o, V_UNDEFINED) != 0) {
+            return -1;
+        }
+        return oil_push_point(o, v);
+    case BSON_TYPE_NULL:
+        *missing = true;
+        *exact = false;
+        return oil_push_point(o, v);
+    default:
+        return oil_push_point(o, v);
+    }
+}
+
+static bool is_range_op(const char *op)
+{
+    return strcmp(op, "$gt") == 0 || strcmp(op, "$gte") == 0 || strcmp(op, "$lt") == 0 ||
+           strcmp(op, "$lte") == 0;
+}
+
+/* $gt/$gte/$lt/$lte `v`. */
+static int translate_range(const char *op, const bson_iter_t *v, mfi_oil *o, bool *missing,
+                           bool *none)
+{
+    bool lower = op[1] == 'g', incl = op[3] == 'e';
+    bson_type_t t = bson_iter_type(v);
+    if (t == BSON_TYPE_MINKEY || t == BSON_TYPE_MAXKEY) {
+        /* Everything is <= MaxKey and >= MinKey; the rest bounds nothing. */
+        if ((t == BSON_TYPE_MAXKEY) != lower)
+            return mfi_oil_all(o);
+        *none = true;
+        return 0;
+    }
+    if (t == BSON_TYPE_NULL) {
+        if (!incl) {
+            *none = true;
+            return 0;
+        }
+        *missing = true; /* $gte/$lte null is $eq null (type brackets) */
+        return oil_push_point(o, v);
+    }
+    if (is_nan(v))
+        return incl ? oil_push_point(o, v) : 0; /* only NaN is <= NaN; nothing < NaN */
+    bson_t tmp;
+    bson_iter_t edge;
+    bool edge_incl;
+    if (!bracket_edge(v, lower, &tmp, &edge, &edge_incl)) {
+        *none = true;
+        return 0;
+    }
+    int rc = lower ? oil_push_range(o, v, incl, &edge, edge_incl)
+                   : oil_push_range(o, &edge, edge_incl, v, incl);
+    bson_destroy(&tmp);
+    return rc;
+}
+
+static int preds_push(mfi_preds *p, mfi_pred *pr)
+{
+    if (p->n == p->cap) {
+        size_t cap = p->cap ? p->cap * 2 : 8;
+        mfi_pred *v = realloc(p->v, cap * sizeof *v);
+        if (!v)
+            return -1;
+        p->v = v;
+        p->cap = cap;
+    }
+    p->v[p->n++] = *pr;
+    return 0;
+}
+
+/* One condition on `path`: operator `op` (NULL: an implicit equality) with
+ * operand `v`.  `*used`: it became a pred. */
+static int add_condition(mfi_preds *p, const char *path, const char *op, const bson_iter_t *v,
+                         size_t top, bool *used)
+{
+    mfi_pred pr = {.path = path, .exact = true, .top = top};
+    bool none = false;
+    int rc = 0;
+    *used = false;
+    if (!op || strcmp(op, "$eq") == 0) {
+        rc = translate_eq(v, &pr.oil, &pr.matches_missing, &pr.exact, &none);
+    } else if (strcmp(op, "$in") == 0 && BSON_ITER_HOLDS_ARRAY(v)) {
+        bson_iter_t el;
+        bson_iter_recurse(v, &el);
+        while (rc == 0 && !none && bson_iter_next(&el))
+            rc = translate_eq(&el, &pr.oil, &pr.matches_missing, &pr.exact, &none);
+        if (rc == 0)
+            oil_sort_points(&pr.oil);
+    } else if (is_range_op(op)) {
+        rc = translate_range(op, v, &pr.oil, &pr.matches_missing, &none);
+    } else if (strcmp(op, "$exists") == 0) {
+        pr.exact = false;
+        if (bson_iter_as_bool(v)) {
+            rc = mfi_oil_all(&pr.oil);
+        } else {
+            pr.matches_missing = true;
+            rc = oil_push_special(&pr.oil, V_NULL);
+        }
+    } else {
+        none = true;
+    }
+    if (rc == 0 && !none) {
+        if (preds_push(p, &pr) != 0)
+            rc = -1;
+        else
+            *used = true;
+    }
+    if (!*used)
+        mfi_oil_free(&pr.oil);
+    return rc;
+}
+
+/* Whether `v` is an operator document ({$gt: 1, ...}). */
+static bool is_operator_doc(const bson_iter_t *v)
+{
+    bson_iter_t ops;
+    return BSON_ITER_HOLDS_DOCUMENT(v) && bson_iter_recurse(v, &ops) && bson_iter_next(&ops) &&
+           bson_iter_key(&ops)[0] == '$';
+}
+
+/* The conditions of one filter document; `top` < SIZE_MAX: all belong to
+ * that top-level element (inside a $and). */
+static int collect(const bson_t *filter, mfi_preds *p, size_t top, bool *complete)
+{
+    bson_iter_t it;
+    size_t t = 0;
+    if (!bson_iter_init(&it, filter))
+        return 0;
+    for (; bson_iter_next(&it); t++) {
+        size_t at = top != SIZE_MAX ? top : t;
+        bool *done = top != SIZE_MAX ? complete : &p->complete[t];
+        const char *k = bson_iter_key(&it);
+        bool used;
+        if (top == SIZE_MAX)
+            *done = true;
+        if (strcmp(k, "$and") == 0 && BSON_ITER_HOLDS_ARRAY(&it)) {
+            bson_iter_t el;
+            bson_iter_recurse(&it, &el);
+            while (bson_iter_next(&el)) {
+                uint32_t len;
+                const uint8_t *data;
+                bson_t sub;
+                if (!BSON_ITER_HOLDS_DOCUMENT(&el)) {
+                    *done = false;
+                    continue;
+                }
+                bson_iter_document(&el, &len, &data);
+                if (!bson_init_static(&sub, data, len) || collect(&sub, p, at, done) != 0)
+                    return -1;
+            }
+            continue;
+        }
+        if (k[0] == '$') {
+            *done = false; /* $or, $nor, $expr ...: the matcher's */
+            continue;
+        }
+        if (!is_operator_doc(&it)) {
+            if (add_condition(p, k, NULL, &it, at, &used) != 0)
+                return -1;
+            *done = *done && used;
+            continue;
+        }
+        bson_iter_t ops;
+        bson_iter_recurse(&it, &ops);
+        while (bson_iter_next(&ops)) {
+            if (add_condition(p, k, bson_iter_key(&ops), &ops, at, &used) != 0)
+                return -1;
+            *done = *done && used;
+        }
+    }
+    return 0;
+}
+
+int mfi_preds_collect(const bson_t *filter, mfi_preds *out, mf_error *err)
+{
+    memset(out, 0, sizeof *out);
+    if (!filter)
+        return 0;
+    out->ntop = bson_count_keys(filter);
+    out->complete = calloc(out->ntop ? out->ntop : 1, sizeof *out->complete);
+    if (!out->complete || collect(filter, out, SIZE_MAX, NULL) != 0) {
+        mfi_preds_free(out);
+        return mf_error_set(err, MF_InternalError, "out of memory");
+    }
+    return 0;
+}
+
+void mfi_preds_free(mfi_preds *p)
+{
+    for (size_t i = 0; i < p->n; i++)
+        mfi_oil_free(&p->v[i].oil);
+    free(p->v);
+    free(p->complete);
+    memset(p, 0, sizeof *p);
+}
+
+/* ------------------------------------------------ partial filter implication */
+
+/* A condition: an operator and its operand ("$eq" for an implicit one). */
+typedef struct cond {
+    const char *op;
+    bson_iter_t v;
+} cond;
+
+static bool same_bracket(const bson_iter_t *a, const bson_iter_t *b)
+{
+    return mf_bsonx_canonical_type(bson_iter_type(a)) == mf_bsonx_canonical_type(bson_iter_type(b));
+}
+
+/* Whether the value `w` satisfies `want` (a comparison or $exists: true). */
+static bool value_satisfies(const bson_iter_t *w, const cond *want)
+{
+    if (strcmp(want->op, "$exists") == 0)
+        return bson_iter_type(w) != BSON_TYPE_NULL;
+    if (!same_bracket(w, &want->v) || bson_iter_type(w) == BSON_TYPE_ARRAY ||
+        bson_iter_type(w) == BSON_TYPE_REGEX || is_nan(w) || is_nan(&want->v))
+        return false;
+    int c = mf_bsonx_compare_values(w, &want->v);
+    if (strcmp(want->op, "$eq") == 0)
+        return c == 0;
+    if (strcmp(want->op, "$gt") == 0)
+        return c > 0;
+    if (strcmp(want->op, "$gte") == 0)
+        return c >= 0;
+    if (strcmp(want->op, "$lt") == 0)
+        return c < 0;
+    if (strcmp(want->op, "$lte") == 0)
+        return c <= 0;
+    return false;
+}
+
+/* Whether the filter condition `have` implies `want` (same path). */
+static bool cond_implies(const cond *have, const cond *want)
+{
+    const char *h = have->op;
+    if (strcmp(h, "$eq") == 0)
+        return value_satisfies(&have->v, want);
+    if (strcmp(h, "$in") == 0) {
+        bson_iter_t el;
+        bool any = false;
+        if (!BSON_ITER_HOLDS_ARRAY(&have->v) || !bson_iter_recurse(&have->v, &el))
+            return false;
+        while (bson_iter_next(&el)) {
+            if (!value_satisfies(&el, want))
+                return false;
+            any = true;
+        }
+        return any || strcmp(want->op, "$exists") != 0;
+    }
+    if (strcmp(h, "$exists") == 0)
+        return strcmp(want->op, "$exists") == 0 && bson_iter_as_bool(&have->v);
+    if (!is_range_op(h) || bson_iter_type(&have->v) == BSON_TYPE_NULL ||
+        bson_iter_type(&have->v) == BSON_TYPE_ARRAY || is_nan(&have->v))
+        return false;
+    if (strcmp(want->op, "$exists") == 0)
+        return true; /* a range on a non-null value cannot match a missing field */
+    if (!is_range_op(want->op) || h[1] != want->op[1] || !same_bracket(&have->v, &want->v))
+        return false;
+    int c = mf_bsonx_compare_values(&have->v, &want->v);
+    bool have_incl = h[3] == 'e', want_incl = want->op[3] == 'e';
+    if (h[1] == 'g')
+        return c > 0 || (c == 0 && (want_incl || !have_incl));
+    return c < 0 || (c == 0 && (want_incl || !have_incl));
+}
+
+/* Whether some condition on `path` in `filter` (top level, $and) implies `want`. */
+static bool filter_has(const bson_t *filter, const char *path, const cond *want)
+{
+    bson_iter_t it;
+    if (!bson_iter_init(&it, filter))
+        return false;
+    while (bson_iter_next(&it)) {
+        const char *k = bson_iter_key(&it);
+        if (strcmp(k, "$and") == 0 && BSON_ITER_HOLDS_ARRAY(&it)) {
+            bson_iter_t el;
+            bson_iter_recurse(&it, &el);
+            while (bson_iter_next(&el)) {
+                uint32_t len;
+                const uint8_t *data;
+                bson_t sub;
+                if (!BSON_ITER_HOLDS_DOCUMENT(&el))
+                    continue;
+                bson_iter_document(&el, &len, &data);
+                if (bson_init_static(&sub, data, len) && filter_has(&sub, path, want))
+                    return true;
+            }
+            continue;
+        }
+        if (strcmp(k, path) != 0)
+            continue;
+        if (!is_operator_doc(&it)) {
+            cond have = {.op = "$eq", .v = it};
+            if (cond_implies(&have, want))
+                return true;
+            continue;
+        }
+        bson_iter_t ops;
+        bson_iter_recurse(&it, &ops);
+        while (bson_iter_next(&ops)) {
+            cond have = {.op = bson_iter_key(&ops), .v = ops};
+            if (cond_implies(&have, want))
+                return true;
+        }
+    }
+    return false;
+}
+
+bool mfi_filter_implies(const bson_t *filter, const bson_t *partial)
+{
+    bson_iter_t it;
+    if (!bson_iter_init(&it, partial))
+        return false;
+    while (bson_iter_next(&it)) {
+        const char *k = bson_iter_key(&it);
+        if (strcmp(k, "$and") == 0 && BSON_ITER_HOLDS_ARRAY(&it)) {
+            bson_iter_t el;
+            bson_iter_recurse(&it, &el);
+            while (bson_iter_next(&el)) {
+                uint32_t len;
+                const uint8_t *data;
+                bson_t sub;
+                if (!BSON_ITER_HOLDS_DOCUMENT(&el))
+                    return false;
+                bson_iter_document(&el, &len, &data);
+                if (!bson_init_static(&sub, data, len) || !filter || !mfi_filter_implies(filter, &sub))
+                    return false;
+            }
+            continue;
+        }
+        if (k[0] == '$' || !filter)
+            return false;
+        if (!is_operator_doc(&it)) {
+            cond want = {.op = "$eq", .v = it};
+            if (bson_iter_type(&it) == BSON_TYPE_REGEX || BSON_ITER_HOLDS_ARRAY(&it) ||
+                !filter_has(filter, k, &want))
+                return false;
+            continue;
+        }
+        bson_iter_t ops;
+        bson_iter_recurse(&it, &ops);
+        while (bson_iter_next(&ops)) {
+            cond want = {.op = bson_iter_key(&ops), .v = ops};
+            bool ok = strcmp(want.op, "$eq") == 0 || is_range_op(want.op) ||
+                      (strcmp(want.op, "$exists") == 0 && bson_iter_as_bool(&ops));
+            if (!ok || !filter_has(filter, k, &want))
+                return false;
+        }
+    }
+    return true;
+}

@@ -1,0 +1,462 @@
+"""The planner over secondary indexes (csrc/query/plan.c, bounds.c), through
+the _plan test hook: which index a query uses, the bounds explain shows (as
+mongod 7.0 prints them), whether the index provides the sort, and hints."""
+from __future__ import annotations
+
+import datetime
+
+import bson
+import pytest
+from bson import Decimal128, Int64, MaxKey, MinKey, ObjectId, Regex, Timestamp
+
+from multifora import _core
+
+ID = {"key": {"_id": 1}, "name": "_id_", "unique": True}
+
+
+def ix(key, name=None, **opts):
+    if name is None:
+        name = "_".join(f"{k}_{v}" for k, v in key.items())
+    return {"key": key, "name": name, **opts}
+
+
+def plan(filter, specs, sort=None, hint=None):
+    r = _core._plan(
+        bson.encode(filter),
+        bson.encode(sort) if sort is not None else None,
+        bson.encode({"hint": hint}) if hint is not None else None,
+        [bson.encode(s) for s in specs],
+    )
+    r["explain"] = bson.decode(r["explain"])
+    return r
+
+
+def ixscan(r):
+    assert r["explain"]["stage"] == "FETCH", r["explain"]
+    return r["explain"]["inputStage"]
+
+
+def bounds(r):
+    return ixscan(r)["indexBounds"]
+
+
+A = ix({"a": 1})
+B = ix({"b": 1})
+AB = ix({"a": 1, "b": 1})
+
+
+# ------------------------------------------------------------ the choice
+
+
+def test_no_index_collscan_with_filter():
+    r = plan({"x": 1}, [ID, A])
+    assert r["stage"] == "COLLSCAN" and r["index"] is None
+    assert r["explain"] == {"stage": "COLLSCAN", "filter": {"x": 1}, "direction": "forward"}
+    assert plan({}, [ID])["explain"] == {"stage": "COLLSCAN", "direction": "forward"}
+
+
+def test_id_equality_is_idhack():
+    r = plan({"_id": 5}, [ID, A])
+    assert r["stage"] == "IDHACK" and r["index"] == "_id_"
+    assert r["explain"] == {"stage": "IDHACK"}
+
+
+def test_id_in_is_ixscan_points():
+    r = plan({"_id": {"$in": [3, 1, 2, 1]}}, [ID])
+    assert r["stage"] == "IXSCAN"
+    assert bounds(r) == {"_id": ["[1, 1]", "[2, 2]", "[3, 3]"]}
+
+
+def test_equality_on_secondary_index():
+    r = plan({"a": 1, "x": 2}, [ID, A])
+    assert r["index"] == "a_1"
+    s = ixscan(r)
+    assert s["keyPattern"] == {"a": 1} and s["indexName"] == "a_1"
+    assert s["isMultiKey"] is False and s["multiKeyPaths"] == {"a": []}
+    assert s["isUnique"] is False and s["isSparse"] is False and s["isPartial"] is False
+    assert s["indexVersion"] == 2 and s["direction"] == "forward"
+    assert s["indexBounds"] == {"a": ["[1, 1]"]}
+    # the condition the bounds answer is gone from FETCH's filter
+    assert r["explain"]["filter"] == {"x": 2}
+
+
+def test_fetch_filter_absent_when_bounds_are_exact():
+    r = plan({"a": {"$gt": 3}}, [ID, A])
+    assert "filter" not in r["explain"]
+
+
+def test_more_equality_fields_win():
+    r = plan({"a": 1, "b": 2}, [ID, A, B, AB])
+    assert r["index"] == "a_1_b_1"
+    assert bounds(r) == {"a": ["[1, 1]"], "b": ["[2, 2]"]}
+
+
+def test_equality_beats_range():
+    r = plan({"a": {"$gt": 1}, "b": 2}, [ID, A, B])
+    assert r["index"] == "b_1"
+
+
+def test_unique_equality_preferred():
+    u = ix({"c": 1}, unique=True)
+    r = plan({"a": 1, "c": 2}, [ID, A, u])
+    assert r["index"] == "c_1"
+    assert ixscan(r)["isUnique"] is True
+
+
+def test_id_equality_beats_other_unique():
+    u = ix({"c": 1}, unique=True)
+    assert plan({"_id": 1, "c": 2}, [ID, u])["index"] == "_id_"
+
+
+def test_range_beats_nothing_and_ties_by_fewer_fields_then_name():
+    r = plan({"a": {"$gte": 1}}, [ID, AB, A])
+    assert r["index"] == "a_1"
+    r = plan({"a": 1}, [ID, ix({"a": 1}, "zz"), ix({"a": 1}, "aa")])
+    assert r["index"] == "aa"
+
+
+def test_index_without_leading_predicate_not_used():
+    r = plan({"b": 1}, [ID, AB])
+    assert r["stage"] == "COLLSCAN"
+
+
+def test_exists_true_uses_index():
+    r = plan({"a": {"$exists": True}}, [ID, A])
+    assert bounds(r) == {"a": ["[MinKey, MaxKey]"]}
+
+
+def test_hidden_never_used():
+    h = ix({"a": 1}, hidden=True)
+    assert plan({"a": 1}, [ID, h])["stage"] == "COLLSCAN"
+
+
+# ---------------------------------------------------------------- bounds
+
+
+@pytest.mark.parametrize(
+    "cond,expected",
+    [
+        (5, ["[5, 5]"]),
+        (5.5, ["[5.5, 5.5]"]),
+        (Int64(7), ["[7, 7]"]),
+        ("x", ['["x", "x"]']),
+        ({"$eq": 3}, ["[3, 3]"]),
+        ({"$gt": 3}, ["(3, inf.0]"]),
+        ({"$gte": 3}, ["[3, inf.0]"]),
+        ({"$lt": 3}, ["[-inf.0, 3)"]),
+        ({"$lte": 3.0}, ["[-inf.0, 3.0]"]),
+        ({"$gt": 1, "$lt": 5}, ["(1, 5)"]),
+        ({"$gte": 1, "$lte": 5, "$lt": 4}, ["[1, 4)"]),
+        ({"$gt": 5, "$lt": 1}, []),
+        ({"$gt": "a"}, ['("a", {})']),
+        ({"$lt": "b"}, ['["", "b")']),
+        ({"$gte": "a", "$lt": "b"}, ['["a", "b")']),
+        ({"$in": [3, 1, "z", 1]}, ["[1, 1]", "[3, 3]", '["z", "z"]']),
+        ({"$in": []}, []),
+        ({"$in": [1, 5], "$gt": 2}, ["[5, 5]"]),
+        (None, ["[null, null]"]),
+        ({"$eq": None}, ["[null, null]"]),
+        ({"$gte": None}, ["[null, null]"]),
+        ({"$exists": False}, ["[null, null]"]),
+        ([1, 2], ["[1, 1]", "[[ 1, 2 ], [ 1, 2 ]]"]),
+        ([], ["[undefined, undefined]", "[[], []]"]),
+        ({"$gt": True}, []),
+        ({"$gte": False}, ["[false, true]"]),
+        ({"$gt": datetime.datetime(2020, 1, 1)},
+         ["(new Date(1577836800000), new Date(9223372036854775807)]"]),
+        ({"$lt": ObjectId("5f0000000000000000000000")},
+         ["[ObjectId('000000000000000000000000'), ObjectId('5f0000000000000000000000'))"]),
+        ({"$gt": Timestamp(5, 1)}, ["(Timestamp(5, 1), Timestamp(4294967295, 4294967295)]"]),
+        ({"$gt": {"x": 1}}, ["({ x: 1 }, [])"]),
+        ({"$lte": MaxKey()}, ["[MinKey, MaxKey]"]),
+        ({"$gt": float("inf")}, []),
+        ({"$lt": float("nan")}, []),
+        ({"$gte": float("nan")}, ["[nan.0, nan.0]"]),
+    ],
+)
+def test_single_field_bounds(cond, expected):
+    r = plan({"a": cond}, [ID, A])
+    assert r["index"] == "a_1"
+    assert bounds(r) == {"a": expected}
+
+
+@pytest.mark.parametrize(
+    "cond",
+    [
+        Regex("^a"),
+        {"$regex": "^a"},
+        {"$ne": 1},
+        {"$nin": [1]},
+        {"$not": {"$gt": 1}},
+        {"$elemMatch": {"$gt": 1}},
+        {"$in": [1, Regex("x")]},
+        {"$gt": None},
+        {"$gt": [1]},
+        {"$size": 2},
+        {"$type": "string"},
+    ],
+)
+def test_conditions_without_bounds_do_not_use_the_index(cond):
+    assert plan({"a": cond}, [ID, A])["stage"] == "COLLSCAN"
+
+
+def test_and_conditions_intersect():
+    r = plan({"$and": [{"a": {"$gt": 1}}, {"a": {"$lte": 9}}]}, [ID, A])
+    assert bounds(r) == {"a": ["(1, 9]"]}
+
+
+def test_or_is_left_to_the_matcher():
+    assert plan({"$or": [{"a": 1}, {"a": 2}]}, [ID, A])["stage"] == "COLLSCAN"
+    r = plan({"$or": [{"b": 1}], "a": 2}, [ID, A])
+    assert bounds(r) == {"a": ["[2, 2]"]}
+    assert r["explain"]["filter"] == {"$or": [{"b": 1}]}
+
+
+def test_compound_bounds_all_fields_shown():
+    r = plan({"a": {"$in": [1, 2]}, "b": {"$gt": 3}}, [ID, AB])
+    assert bounds(r) == {"a": ["[1, 1]", "[2, 2]"], "b": ["(3, inf.0]"]}
+    r = plan({"a": {"$gt": 1}, "b": 2}, [ID, AB])
+    assert bounds(r) == {"a": ["(1, inf.0]"], "b": ["[2, 2]"]}
+    r = plan({"a": 1}, [ID, AB])
+    assert bounds(r) == {"a": ["[1, 1]"], "b": ["[MinKey, MaxKey]"]}
+
+
+def test_descending_field_bounds_reversed():
+    r = plan({"a": {"$gt": 3}, "b": {"$in": [1, 2]}}, [ID, ix({"a": -1, "b": 1})])
+    assert bounds(r) == {"a": ["[inf.0, 3)"], "b": ["[1, 1]", "[2, 2]"]}
+    r = plan({"a": {"$in": [1, 2]}}, [ID, ix({"a": -1})])
+    assert bounds(r) == {"a": ["[2, 2]", "[1, 1]"]}
+    r = plan({"a": 1}, [ID, ix({"a": 1, "b": -1})])
+    assert bounds(r) == {"a": ["[1, 1]"], "b": ["[MaxKey, MinKey]"]}
+
+
+def test_dotted_paths():
+    r = plan({"a.b": {"$lt": 2}}, [ID, ix({"a.b": 1})])
+    assert bounds(r) == {"a.b": ["[-inf.0, 2)"]}
+    # {a: {b: 1}} is equality on a to a document, not on a.b
+    assert plan({"a": {"b": 1}}, [ID, ix({"a.b": 1})])["stage"] == "COLLSCAN"
+    r = plan({"a": {"b": 1}}, [ID, A])
+    assert bounds(r) == {"a": ["[{ b: 1 }, { b: 1 }]"]}
+
+
+# -------------------------------------------------------------- multikey
+
+
+def test_multikey_does_not_intersect_ranges():
+    mk = ix({"a": 1}, multikey=1)
+    r = plan({"a": {"$gt": 1, "$lt": 5}}, [ID, mk])
+    s = ixscan(r)
+    assert s["isMultiKey"] is True and s["multiKeyPaths"] == {"a": ["a"]}
+    assert s["indexBounds"] == {"a": ["(1, inf.0]"]}
+    # the condition left out stays in the filter
+    assert r["explain"]["filter"] == {"a": {"$gt": 1, "$lt": 5}}
+
+
+def test_multikey_shared_prefix_not_compounded():
+    mk = ix({"a.b": 1, "a.c": 1}, multikey=3)
+    r = plan({"a.b": 1, "a.c": 2}, [ID, mk])
+    assert bounds(r) == {"a.b": ["[1, 1]"], "a.c": ["[MinKey, MaxKey]"]}
+    mk2 = ix({"a": 1, "b": 1}, multikey=1)
+    r = plan({"a": 1, "b": 2}, [ID, mk2])
+    assert bounds(r) == {"a": ["[1, 1]"], "b": ["[2, 2]"]}
+
+
+# ----------------------------------------------------------------- sparse
+
+
+def test_sparse_not_used_for_null_or_exists_false():
+    sp = ix({"a": 1}, sparse=True)
+    assert plan({"a": None}, [ID, sp])["stage"] == "COLLSCAN"
+    assert plan({"a": {"$exists": False}}, [ID, sp])["stage"] == "COLLSCAN"
+    assert plan({"a": {"$in": [1, None]}}, [ID, sp])["stage"] == "COLLSCAN"
+    r = plan({"a": 1}, [ID, sp])
+    assert r["index"] == "a_1" and ixscan(r)["isSparse"] is True
+    r = plan({"a": {"$exists": True}}, [ID, sp])
+    assert r["index"] == "a_1"
+
+
+def test_sparse_hinted_is_used_whole():
+    sp = ix({"a": 1}, sparse=True)
+    r = plan({"a": None}, [ID, sp], hint="a_1")
+    assert bounds(r) == {"a": ["[MinKey, MaxKey]"]}
+
+
+def test_sparse_does_not_provide_sort_alone():
+    sp = ix({"a": 1}, sparse=True)
+    r = plan({}, [ID, sp], sort={"a": 1})
+    assert r["stage"] == "COLLSCAN" and not r["sorted"]
+    r = plan({"a": {"$gt": 0}}, [ID, sp], sort={"a": 1})
+    assert r["index"] == "a_1" and r["sorted"]
+
+
+# ---------------------------------------------------------------- partial
+
+
+PARTIAL = ix({"a": 1}, partialFilterExpression={"b": {"$gt": 5}})
+
+
+@pytest.mark.parametrize(
+    "filter,used",
+    [
+        ({"a": 1, "b": {"$gt": 5}}, True),
+        ({"a": 1, "b": {"$gt": 7}}, True),
+        ({"a": 1, "b": {"$gte": 6}}, True),
+        ({"a": 1, "b": 9}, True),
+        ({"a": 1, "b": {"$in": [6, 8]}}, True),
+        ({"a": 1, "$and": [{"b": {"$gt": 10}}]}, True),
+        ({"a": 1, "b": {"$gte": 5}}, False),
+        ({"a": 1, "b": {"$gt": 4}}, False),
+        ({"a": 1, "b": 5}, False),
+        ({"a": 1, "b": "x"}, False),
+        ({"a": 1, "b": {"$in": [6, 1]}}, False),
+        ({"a": 1}, False),
+        ({"a": 1, "b": {"$lt": 9}}, False),
+    ],
+)
+def test_partial_used_only_when_implied(filter, used):
+    r = plan(filter, [ID, PARTIAL])
+    assert (r["index"] == "a_1") == used
+    if used:
+        assert ixscan(r)["isPartial"] is True
+
+
+def test_partial_exists_and_equality():
+    p = ix({"a": 1}, partialFilterExpression={"c": {"$exists": True}, "d": "x"})
+    assert plan({"a": 1, "c": 3, "d": "x"}, [ID, p])["index"] == "a_1"
+    assert plan({"a": 1, "c": None, "d": "x"}, [ID, p])["stage"] == "COLLSCAN"
+    assert plan({"a": 1, "c": {"$gt": 0}, "d": "x"}, [ID, p])["index"] == "a_1"
+    assert plan({"a": 1, "c": 3, "d": "y"}, [ID, p])["stage"] == "COLLSCAN"
+
+
+def test_partial_hinted_not_implied_scans_whole_index():
+    r = plan({"a": 1}, [ID, PARTIAL], hint={"a": 1})
+    assert bounds(r) == {"a": ["[MinKey, MaxKey]"]}
+
+
+# ------------------------------------------------------------------- sort
+
+
+def test_sort_by_index_either_direction():
+    r = plan({}, [ID, A], sort={"a": 1})
+    assert r["index"] == "a_1" and r["sorted"]
+    assert ixscan(r)["direction"] == "forward"
+    assert bounds(r) == {"a": ["[MinKey, MaxKey]"]}
+    r = plan({}, [ID, A], sort={"a": -1})
+    assert r["sorted"] and ixscan(r)["direction"] == "backward"
+    assert bounds(r) == {"a": ["[MaxKey, MinKey]"]}
+
+
+def test_sort_backward_bounds_in_scan_order():
+    r = plan({"a": {"$in": [1, 5]}, "b": {"$gt": 2}}, [ID, AB], sort={"a": -1, "b": -1})
+    assert r["sorted"] and ixscan(r)["direction"] == "backward"
+    assert bounds(r) == {"a": ["[5, 5]", "[1, 1]"], "b": ["[inf.0, 2)"]}
+
+
+def test_sort_after_equality_prefix():
+    r = plan({"a": 1}, [ID, AB], sort={"b": -1})
+    assert r["sorted"] and ixscan(r)["direction"] == "backward"
+    r = plan({"a": 1}, [ID, AB], sort={"a": 1, "b": 1})
+    assert r["sorted"]
+    r = plan({"a": 1}, [ID, AB], sort={"b": 1, "a": -1})
+    assert r["sorted"]
+
+
+def test_sort_not_provided_after_in_or_range():
+    r = plan({"a": {"$in": [1, 2]}}, [ID, AB], sort={"b": 1})
+    assert r["index"] == "a_1_b_1" and not r["sorted"]
+    r = plan({"a": {"$gt": 1}}, [ID, AB], sort={"b": 1})
+    assert not r["sorted"]
+
+
+def test_sort_mixed_directions_need_matching_index():
+    mixed = ix({"a": 1, "b": -1})
+    assert plan({}, [ID, mixed], sort={"a": 1, "b": -1})["sorted"]
+    assert plan({}, [ID, mixed], sort={"a": -1, "b": 1})["sorted"]
+    assert not plan({}, [ID, mixed], sort={"a": 1, "b": 1})["sorted"]
+
+
+def test_sort_never_through_multikey():
+    mk = ix({"a": 1}, multikey=1)
+    r = plan({}, [ID, mk], sort={"a": 1})
+    assert r["stage"] == "COLLSCAN" and not r["sorted"]
+    r = plan({"a": 1}, [ID, mk], sort={"a": 1})
+    assert r["index"] == "a_1" and not r["sorted"]
+
+
+def test_sort_breaks_ties_between_equal_candidates():
+    r = plan({"a": 1}, [ID, ix({"a": 1, "c": 1}), ix({"a": 1, "b": 1})], sort={"b": 1})
+    assert r["index"] == "a_1_b_1" and r["sorted"]
+
+
+def test_sort_by_id_and_points_in_order():
+    r = plan({}, [ID], sort={"_id": -1})
+    assert r["sorted"] and ixscan(r)["direction"] == "backward"
+    r = plan({"_id": {"$in": [1, 2]}}, [ID], sort={"_id": -1})
+    assert r["sorted"]
+    assert bounds(r) == {"_id": ["[2, 2]", "[1, 1]"]}
+
+
+def test_equality_wins_over_sort():
+    r = plan({"b": 1}, [ID, A, B], sort={"a": 1})
+    assert r["index"] == "b_1" and not r["sorted"]
+
+
+def test_meta_sort_not_provided():
+    assert not plan({}, [ID, A], sort={"a": {"$meta": "textScore"}})["sorted"]
+
+
+# ------------------------------------------------------------------- hint
+
+
+def test_hint_by_name_and_pattern():
+    r = plan({"b": 1}, [ID, A, B], hint="a_1")
+    assert r["index"] == "a_1"
+    assert bounds(r) == {"a": ["[MinKey, MaxKey]"]}
+    r = plan({"a": 3}, [ID, A, B], hint={"a": 1})
+    assert bounds(r) == {"a": ["[3, 3]"]}
+    r = plan({"a": 3}, [ID, A, B], hint={"a": 1.0})
+    assert r["index"] == "a_1"
+    assert plan({"a": 3}, [ID, A], hint={"_id": 1})["index"] == "_id_"
+
+
+def test_hint_natural_and_empty():
+    r = plan({"a": 1}, [ID, A], hint={"$natural": -1})
+    assert r["explain"] == {"stage": "COLLSCAN", "filter": {"a": 1}, "direction": "backward"}
+    assert plan({"a": 1}, [ID, A], hint={})["index"] == "a_1"
+
+
+@pytest.mark.parametrize("hint", ["nope", {"b": 1}, {"a": -1}, {"a": 1, "b": 1}])
+def test_hint_unknown_is_bad_value(hint):
+    with pytest.raises(_core.MultiforaError) as e:
+        plan({}, [ID, A], hint=hint)
+    assert e.value.code == 2
+    assert str(e.value) == "hint provided does not correspond to an existing index"
+
+
+def test_hint_hidden_is_bad_value():
+    h = ix({"a": 1}, hidden=True)
+    with pytest.raises(_core.MultiforaError) as e:
+        plan({}, [ID, h], hint="a_1")
+    assert e.value.code == 2
+
+
+def test_hint_pattern_matching_two_indexes():
+    with pytest.raises(_core.MultiforaError) as e:
+        plan({}, [ID, ix({"a": 1}, "one"), ix({"a": 1}, "two")], hint={"a": 1})
+    assert e.value.code == 27
+    assert str(e.value).startswith("Hint matched multiple indexes, must hint by index name.")
+
+
+def test_hint_provides_sort():
+    r = plan({"b": 1}, [ID, A, B], hint="a_1", sort={"a": -1})
+    assert r["index"] == "a_1" and r["sorted"]
+
+
+def test_no_descriptors_and_no_collection_is_collscan():
+    assert plan({"_id": 1}, [])["stage"] == "COLLSCAN"
+
+
+def test_numbers_and_types_in_bounds():
+    r = plan({"a": {"$in": [Decimal128("1.5"), Int64(2), MinKey()]}}, [ID, A])
+    assert bounds(r) == {"a": ["[MinKey, MinKey]", '[NumberDecimal("1.5"), NumberDecimal("1.5")]',
+                               "[2, 2]"]}
