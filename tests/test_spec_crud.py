@@ -13,14 +13,10 @@ To see how every test ends today, and a draft of the table:
 """
 from __future__ import annotations
 
-from functools import lru_cache
-
 import pytest
 
-import multifora
 from conftest import SHARED
-from unified import Skipped, SpecFailure, UnifiedRunner, Unsupported, load_spec
-from unified.runner import skip_reason_before_start
+from unified.spec_cases import SpecFolder
 
 SPEC_DIR = SHARED / "spec" / "crud"
 
@@ -116,67 +112,13 @@ NOT_YET = {
 }
 
 
-@lru_cache(maxsize=None)
-def _spec(name: str) -> dict:
-    return load_spec(SPEC_DIR / name)
+FOLDER = SpecFolder(SPEC_DIR, NOT_YET)
 
 
-def _files() -> list[str]:
-    return sorted(p.name for p in SPEC_DIR.glob("*.json")) if SPEC_DIR.is_dir() else []
-
-
-def _not_yet(name: str, description: str):
-    return NOT_YET.get((name, description)) or NOT_YET.get(name)
-
-
-def _cases():
-    if not SPEC_DIR.is_dir():
-        return [pytest.param(None, None, id="crud-spec-absent")]
-    cases = []
-    for name in _files():
-        for test in _spec(name)["tests"]:
-            desc = test["description"]
-            reason = _not_yet(name, desc)
-            marks = [pytest.mark.xfail(strict=True, reason=reason)] if reason else []
-            cases.append(pytest.param(name, desc, marks=marks, id=f"{name}::{desc}"))
-    return cases
-
-
-@pytest.mark.parametrize("name,description", _cases())
+@pytest.mark.parametrize("name,description", FOLDER.cases())
 def test_crud_spec(request, shared_dir, name, description):
-    if name is None:
-        pytest.skip(f"{SPEC_DIR} is absent: the CRUD spec tests live there")
-    spec = _spec(name)
-    test = next(t for t in spec["tests"] if t["description"] == description)
-    # A third of the tests are for other versions or topologies: say so
-    # without starting a server (the runner checks again against the server).
-    why = skip_reason_before_start(spec, test, multifora.MONGODB_VERSION)
-    if why:
-        pytest.skip(why)
-    server = request.getfixturevalue("server")
-    try:
-        UnifiedRunner(server.uri).run_test(spec, test)
-    except Skipped as exc:
-        pytest.skip(exc.reason)
-    except Unsupported as exc:
-        if not _not_yet(name, description):
-            pytest.skip(f"not supported by the runner: {exc.reason}")
-        pytest.fail(f"unsupported: {exc.reason}", pytrace=False)  # the expected failure
-    except SpecFailure as exc:
-        # The message names the operation and the difference; a traceback
-        # through pymongo adds nothing and costs ~0.2 s to format.
-        pytest.fail(str(exc), pytrace=False)
+    FOLDER.run(request, name, description)
 
 
 def test_not_yet_names_real_tests(shared_dir):
-    """Every NOT_YET key names an existing file (and test), so a typo or a
-    renamed spec test cannot leave a stale entry behind."""
-    files = set(_files())
-    if not files:
-        pytest.skip(f"{SPEC_DIR} is absent")
-    for key in NOT_YET:
-        name, desc = key if isinstance(key, tuple) else (key, None)
-        assert name in files, f"NOT_YET names a missing file {name}"
-        if desc is not None:
-            descs = {t["description"] for t in _spec(name)["tests"]}
-            assert desc in descs, f"NOT_YET names a missing test {name}: {desc}"
+    FOLDER.check_not_yet()

@@ -1,0 +1,94 @@
+"""explain for find, count, distinct, update, delete and findAndModify:
+mongod's shape, the stages the planner chose, and executionStats."""
+from __future__ import annotations
+
+import pytest
+from pymongo.errors import OperationFailure
+
+
+def stages(plan):
+    out = []
+    while plan:
+        out.append(plan["stage"])
+        plan = plan.get("inputStage")
+    return out
+
+
+@pytest.fixture
+def db(client):
+    db = client.t
+    db.c.insert_many([{"_id": i, "a": i % 50, "b": i} for i in range(500)])
+    db.c.create_index("a")
+    return db
+
+
+def explain(db, cmd, verbosity="queryPlanner"):
+    return db.command("explain", cmd, verbosity=verbosity)
+
+
+def test_find_shapes(db):
+    e = explain(db, {"find": "c", "filter": {"a": 7}})
+    assert e["explainVersion"] == "1"
+    qp = e["queryPlanner"]
+    assert qp["namespace"] == "t.c" and qp["rejectedPlans"] == []
+    assert stages(qp["winningPlan"]) == ["FETCH", "IXSCAN"]
+    ix = qp["winningPlan"]["inputStage"]
+    assert ix["indexName"] == "a_1" and ix["keyPattern"] == {"a": 1}
+    assert ix["indexBounds"] == {"a": ["[7, 7]"]}
+    assert "executionStats" not in e
+    assert stages(explain(db, {"find": "c", "filter": {"b": 7}})["queryPlanner"]["winningPlan"]) \
+        == ["COLLSCAN"]
+    assert stages(explain(db, {"find": "c", "filter": {"_id": 7}})["queryPlanner"]
+                  ["winningPlan"]) == ["IDHACK"]
+    e = explain(db, {"find": "c", "filter": {"b": {"$gt": 3}}, "sort": {"b": 1}, "skip": 2,
+                     "limit": 5, "projection": {"b": 1}})
+    assert stages(e["queryPlanner"]["winningPlan"]) == [
+        "PROJECTION_SIMPLE", "SKIP", "SORT", "COLLSCAN"]
+    # an index that provides the sort: no SORT stage
+    e = explain(db, {"find": "c", "filter": {}, "sort": {"a": -1}, "limit": 3})
+    assert stages(e["queryPlanner"]["winningPlan"]) == ["LIMIT", "FETCH", "IXSCAN"]
+    assert e["queryPlanner"]["winningPlan"]["inputStage"]["inputStage"]["direction"] == "backward"
+
+
+def test_execution_stats(db):
+    e = explain(db, {"find": "c", "filter": {"a": 7}}, "executionStats")
+    es = e["executionStats"]
+    assert es["executionSuccess"] is True
+    assert es["nReturned"] == 10
+    assert es["totalDocsExamined"] == 10 and es["totalKeysExamined"] >= 10
+    e = explain(db, {"find": "c", "filter": {"b": {"$lt": 100}}}, "executionStats")
+    assert e["executionStats"]["nReturned"] == 100
+    assert e["executionStats"]["totalDocsExamined"] == 500
+    assert e["executionStats"]["totalKeysExamined"] == 0
+
+
+def test_other_commands(db):
+    assert stages(explain(db, {"count": "c", "query": {"a": 3}})["queryPlanner"]
+                  ["winningPlan"]) == ["COUNT", "FETCH", "IXSCAN"]
+    assert stages(explain(db, {"distinct": "c", "key": "b", "query": {"a": 3}})["queryPlanner"]
+                  ["winningPlan"])[-1] == "IXSCAN"
+    e = explain(db, {"delete": "c", "deletes": [{"q": {"a": 3}, "limit": 0}]}, "executionStats")
+    assert stages(e["queryPlanner"]["winningPlan"])[0] == "DELETE"
+    assert e["executionStats"]["nReturned"] == 10
+    e = explain(db, {"update": "c", "updates": [{"q": {"a": 3}, "u": {"$set": {"z": 1}}}]},
+                "executionStats")
+    assert stages(e["queryPlanner"]["winningPlan"])[0] == "UPDATE"
+    e = explain(db, {"findAndModify": "c", "query": {"a": 3}, "remove": True})
+    assert stages(e["queryPlanner"]["winningPlan"])[0] == "DELETE"
+    # explain never writes
+    assert db.command("count", "c", query={"a": 3})["n"] == 10
+    assert db.c.find_one({"z": 1}) is None
+
+
+def test_explain_errors(db):
+    with pytest.raises(OperationFailure) as e:
+        explain(db, {"find": "c"}, "loud")
+    assert e.value.code == 2
+    with pytest.raises(OperationFailure) as e:
+        explain(db, {"nosuch": "c"})
+    assert e.value.code == 59
+    with pytest.raises(OperationFailure) as e:
+        explain(db, {"find": "c", "hint": "zz_1"})
+    assert e.value.code == 2
+    e = explain(db, {"find": "missing"})
+    assert stages(e["queryPlanner"]["winningPlan"]) == ["EOF"]
