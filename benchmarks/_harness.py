@@ -21,7 +21,7 @@ import tempfile
 import time
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Callable, Dict, Iterator, List
+from typing import Callable, Dict, Iterator, List, Sequence
 
 import pymongo
 
@@ -103,12 +103,13 @@ def time_calls(fn: Callable[[int], object], n: int) -> List[int]:
     return out
 
 
-def alternate_rounds(rounds: int, run: Callable[[str], List[int]]) -> Dict[str, List[float]]:
+def alternate_rounds(rounds: int, run: Callable[[str], List[int]],
+                     sides: Sequence[str] = SIDES) -> Dict[str, List[float]]:
     """Run ``run(side)`` for both sides in each of ``rounds`` rounds, the
     order flipping every round; return each side's round medians in us."""
-    medians: Dict[str, List[float]] = {s: [] for s in SIDES}
+    medians: Dict[str, List[float]] = {s: [] for s in sides}
     for r in range(rounds):
-        for side in (SIDES if r % 2 == 0 else SIDES[::-1]):
+        for side in (sides if r % 2 == 0 else sides[::-1]):
             medians[side].append(statistics.median(run(side)) / 1000)
     return medians
 
@@ -118,15 +119,18 @@ def spread(values: List[float]) -> str:
     return f"{min(values):.1f}..{max(values):.1f}"
 
 
-def report(medians: Dict[str, List[float]], op: str = "") -> None:
-    """Print one table (a side per row) and the per-round ratio line, both
-    named by ``op`` when the benchmark times more than one operation."""
-    ratios = [a / b for a, b in zip(medians["multifora"], medians["stub"])]
+def report(medians: Dict[str, List[float]], op: str = "",
+           sides: Sequence[str] = SIDES) -> None:
+    """Print one table (a side per row) and the per-round ratio line
+    sides[0]/sides[1], both named by ``op`` when the benchmark times more
+    than one operation."""
+    a_side, b_side = sides
+    ratios = [a / b for a, b in zip(medians[a_side], medians[b_side])]
     print(f"{op or 'server':<12}{'median of round medians':>26}{'range':>22}")
-    for side in SIDES:
+    for side in sides:
         m = medians[side]
         print(f"{side:<12}{statistics.median(m):>23.1f} us{spread(m):>19} us")
-    print(f"{op + ' ' if op else ''}ratio multifora/stub per round: min {min(ratios):.3f}, "
+    print(f"{op + ' ' if op else ''}ratio {a_side}/{b_side} per round: min {min(ratios):.3f}, "
           f"median {statistics.median(ratios):.3f}, max {max(ratios):.3f}")
 
 

@@ -54,3 +54,42 @@ def test_scan_count_runs(tmp_path):
         assert f"  {path:<11} min " in out, out
     assert "ratio wire/in-process per repetition: min " in out, out
     assert list(tmp_path.iterdir()) == []  # the scratch data directory is removed
+
+
+@pytest.mark.parametrize("keys", ["int", "str"])
+def test_index_bench_runs(tmp_path, keys):
+    r = subprocess.run([sys.executable, str(BENCH / "index_bench.py"), "--docs", "20000",
+                        "--small", "1000", "--rounds", "2", "--ops", "50", "--reps", "3",
+                        "--keys", keys, "--dir", str(tmp_path)],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stdout + r.stderr
+    out = r.stdout
+    assert f"load big: 20000 documents x 100 B ({keys} keys) in " in out, out
+    assert f"load small: 1000 documents x 100 B ({keys} keys) in " in out, out
+    assert "documents: big 20000, small 1000 (correct)" in out, out
+    # Point lookups: planned on k_1, one document fetched, on both collections.
+    for side in ("big", "small"):
+        line = next(x for x in out.splitlines()
+                    if x.startswith(f"explain find {{k: v}} on {side}: "))
+        assert "FETCH <- IXSCAN k_1; totalKeysExamined " in line, line
+        assert line.endswith(", totalDocsExamined 1, nReturned 1 (correct)"), line
+    assert "lookups checked: 50 keys per collection on both paths (correct)" in out, out
+    for op in ("find_one", "in-process"):
+        assert f"{op} ratio big/small per round: min " in out, out
+    # The range query: IXSCAN on r_1 as planned, COLLSCAN of every document
+    # with hint $natural; the same documents from both.
+    assert "explain find range as planned: FETCH <- IXSCAN r_1; " in out, out
+    assert "explain find range hint $natural: COLLSCAN; " in out, out
+    assert "totalDocsExamined 20000, nReturned " in out, out
+    for line in out.splitlines():
+        if line.startswith("explain find "):
+            assert line.endswith("(correct)"), line
+    assert "explain count range as planned: " in out, out
+    assert ("same documents from both plans, and count = expected: 3 of 3 repetitions "
+            "(correct)") in out, out
+    for form in ("find", "count"):
+        for plan in ("indexed", "unindexed"):
+            assert f"  {form:<6}{plan:<10} min " in out, out
+        assert f"  {form} speedup unindexed/indexed per repetition: min " in out, out
+    assert "all checks passed" in out, out
+    assert list(tmp_path.iterdir()) == []  # the scratch data directory is removed
