@@ -229,6 +229,10 @@ int mfi_cmd_explain(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_error 
         if (rc == 0)
             rc = mfi_scan_new(c, &ix, &w.filter, w.has_hint ? &w.hint : NULL,
                               w.has_sort ? &w.sort : NULL, &scan, &sorted, err);
+        if (rc == 0) {
+            mf_scan_timed(scan, true);
+            mf_scan_count_only(scan, strcmp(op, "count") == 0);
+        }
         if (rc == 0 && stats) {
             int64_t seen = 0;
             bool one = (strcmp(op, "update") == 0 || strcmp(op, "delete") == 0) && !w.multi;

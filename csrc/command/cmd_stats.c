@@ -25,8 +25,13 @@
  *      RecordId -- otherwise a missing index entry;
  *   4. each _id_ entry names a record whose _id encodes to the entry's key
  *      -- otherwise an extra index entry.
- * Checks 3 and 4 together make the record and index sets equal.  Secondary
- * indexes (none can be created yet) get checks 1 and the key count.
+ * Checks 3 and 4 together make the record and index sets equal.  Every
+ * other index gets check 1 and
+ *   5. each valid record has each of its keys (query/index.c) in the index,
+ *      naming its RecordId -- otherwise a missing index entry;
+ *   6. the index holds no more entries than the records' keys -- the rest
+ *      are extra index entries (counted, not listed: a key is not decoded
+ *      back to a document).
  */
 #include "command_int.h"
 
@@ -374,6 +379,12 @@ typedef struct vstate {
     int64_t nrecords, ninvalid, nmissing, nextra;
     bson_t errors, corrupt, missing, extra;
     uint32_t nerrors, ncorrupt, nmissing_out, nextra_out;
+    mfi_indexes ix;    /* the parsed indexes (checks 5 and 6) */
+    uint64_t *entries; /* per index: entries in its tree (check 1) */
+    uint64_t *found;   /* per index: records' keys found in it (check 5) */
+    bool *bad;         /* per index: inconsistent */
+    mf_keyset ks;
+    bool id_bad;       /* checks 3 or 4 found something */
 } vstate;
 
 #define MAX_LISTED 1000 /* entries listed per array; the counts go on */
@@ -411,6 +422,7 @@ static uint64_t get_be64(const uint8_t *p)
 static void note_missing(vstate *v, uint64_t rid, const bson_iter_t *id)
 {
     v->nmissing++;
+    v->id_bad = true;
     if (v->nmissing_out >= MAX_LISTED)
         return;
     char key[16];
@@ -433,6 +445,7 @@ static void note_missing(vstate *v, uint64_t rid, const bson_iter_t *id)
  * bytes, since keys are not decoded back to values. */
 static void note_extra(vstate *v, const char *index, int64_t rid, const uint8_t *k, size_t kl)
 {
+    v->id_bad = true;
     v->nextra++;
     if (v->nextra_out >= MAX_LISTED)
         return;
@@ -481,6 +494,61 @@ static int check_has_entry(vstate *v, uint64_t rid, const bson_t *doc, mf_error 
     return rc;
 }
 
+/* Check 5 for one valid document and every index but _id_. */
+static int check_keys(vstate *v, uint64_t rid, const bson_t *doc, mf_error *err)
+{
+    uint8_t r[8];
+    mf_buf tk = {0};
+    int rc = 0;
+    for (int i = 7; i >= 0; i--)
+        r[7 - i] = (uint8_t)(rid >> (8 * i));
+    for (size_t i = 0; rc == 0 && i < v->ix.n; i++) {
+        mf_index_desc *x = &v->ix.v[i];
+        uint32_t mk;
+        mf_error kerr;
+        mf_btree *t = mf_engine_tree(v->e, x->tree);
+        if (x->is_id || !t)
+            continue;
+        mf_keyset_clear(&v->ks);
+        if (mf_index_keys(x, doc, &v->ks, &mk, &kerr) != 0) {
+            verror(v, "Record %llu cannot be indexed by %s: %s", (unsigned long long)rid,
+                   x->name, kerr.msg);
+            v->bad[i] = true;
+            continue;
+        }
+        for (size_t k = 0; rc == 0 && k < v->ks.n; k++) {
+            bool found;
+            const uint8_t *val;
+            size_t vl;
+            tk.len = 0;
+            if (mf_buf_append(&tk, v->ks.keys[k].data, v->ks.keys[k].len) != 0 ||
+                (!x->unique && mf_buf_append(&tk, r, 8) != 0)) {
+                rc = mf_error_set(err, MF_InternalError, "out of memory");
+                break;
+            }
+            rc = mf_btree_get(t, tk.data, tk.len, &found, &val, &vl, err);
+            if (rc == 0 && found && vl == 8 && get_be64(val) == rid) {
+                v->found[i]++;
+            } else if (rc == 0) {
+                v->bad[i] = true;
+                v->nmissing++;
+                if (v->nmissing_out < MAX_LISTED) {
+                    char key[16];
+                    const char *kp;
+                    bson_t ent;
+                    bson_uint32_to_string(v->nmissing_out++, &kp, key, sizeof key);
+                    bson_append_document_begin(&v->missing, kp, -1, &ent);
+                    BSON_APPEND_UTF8(&ent, "indexName", x->name);
+                    BSON_APPEND_INT64(&ent, "recordId", (int64_t)rid);
+                    bson_append_document_end(&v->missing, &ent);
+                }
+            }
+        }
+    }
+    mf_buf_free(&tk);
+    return rc;
+}
+
 /* Checks 2 and 3 over the record tree. */
 static int scan_records(vstate *v, mf_error *err)
 {
@@ -507,6 +575,8 @@ static int scan_records(vstate *v, mf_error *err)
             bson_t doc;
             bson_init_static(&doc, val, vl);
             rc = check_has_entry(v, get_be64(k), &doc, err);
+            if (rc == 0)
+                rc = check_keys(v, get_be64(k), &doc, err);
         }
         if (rc == 0)
             rc = mf_cursor_next(&cur, &ok, err);
@@ -564,6 +634,8 @@ static void check_indexes(vstate *v, bson_t *keys, bson_t *details)
             mf_error_set(&terr, MF_DataCorruption, "the index's tree is missing");
         if (ok && strcmp(ix->name, ID_INDEX) == 0)
             v->id_index = t;
+        if (v->entries && i < v->ix.n)
+            v->entries[i] = n;
         append_number(keys, ix->name, (int64_t)n);
         bson_t d, errs;
         BSON_APPEND_DOCUMENT_BEGIN(details, ix->name, &d);
@@ -627,6 +699,13 @@ int mfi_cmd_validate(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_error
 
     /* A shared lock: writers wait, readers go on (validate only reads). */
     mf_coll_lock(c, false);
+    rc = mfi_indexes_load(c, &v.ix, err);
+    size_t nx = v.ix.n ? v.ix.n : 1;
+    v.entries = calloc(nx, sizeof *v.entries);
+    v.found = calloc(nx, sizeof *v.found);
+    v.bad = calloc(nx, sizeof *v.bad);
+    if (rc == 0 && (!v.entries || !v.found || !v.bad))
+        rc = mf_error_set(err, MF_InternalError, "out of memory");
     v.records = mf_engine_tree(e, mf_coll_records(c));
     uint64_t n;
     mf_error terr;
@@ -638,10 +717,17 @@ int mfi_cmd_validate(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_error
     check_indexes(&v, &keys, &details);
     /* The cross checks walk the trees with cursors: only on trees whose
      * structure passed. */
-    if (records_ok)
+    if (rc == 0 && records_ok)
         rc = scan_records(&v, err);
     if (rc == 0 && records_ok && v.id_index)
         rc = scan_id_index(&v, err);
+    /* Check 6: entries no record accounts for. */
+    for (size_t i = 0; rc == 0 && records_ok && i < v.ix.n; i++) {
+        if (v.ix.v[i].is_id || v.entries[i] <= v.found[i])
+            continue;
+        v.nextra += (int64_t)(v.entries[i] - v.found[i]);
+        v.bad[i] = true;
+    }
     const uint8_t *ob;
     size_t olen;
     bson_t meta;
@@ -662,25 +748,34 @@ int mfi_cmd_validate(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_error
         if (v.nextra)
             verror(&v, "Detected %lld extra index entries.", (long long)v.nextra);
         if (v.nmissing || v.nextra) {
-            /* Mark the _id_ index itself invalid in indexDetails. */
+            /* Mark each inconsistent index invalid in indexDetails (the
+             * _id_ index when checks 3 and 4 found something). */
+            bool id_bad = v.id_bad;
             bson_t fixed = BSON_INITIALIZER;
             bson_iter_t it;
             bson_iter_init(&it, &details);
             while (bson_iter_next(&it)) {
-                if (strcmp(bson_iter_key(&it), ID_INDEX) != 0) {
+                const char *name = bson_iter_key(&it);
+                bool bad = strcmp(name, ID_INDEX) == 0 ? id_bad : false;
+                for (size_t i = 0; i < v.ix.n; i++)
+                    if (!v.ix.v[i].is_id && strcmp(v.ix.v[i].name, name) == 0)
+                        bad = v.bad[i];
+                if (!bad) {
                     bson_append_iter(&fixed, NULL, 0, &it);
                     continue;
                 }
+                char msg[512];
                 bson_t d, errs;
-                BSON_APPEND_DOCUMENT_BEGIN(&fixed, ID_INDEX, &d);
+                snprintf(msg, sizeof msg, "Index with name '%s' has inconsistencies.", name);
+                BSON_APPEND_DOCUMENT_BEGIN(&fixed, name, &d);
                 BSON_APPEND_BOOL(&d, "valid", false);
                 BSON_APPEND_ARRAY_BEGIN(&d, "errors", &errs);
-                BSON_APPEND_UTF8(&errs, "0", "Index with name '" ID_INDEX "' has inconsistencies.");
+                BSON_APPEND_UTF8(&errs, "0", msg);
                 bson_append_array_end(&d, &errs);
                 bson_append_document_end(&fixed, &d);
             }
             bson_destroy(&details);
-            details = fixed;
+            bson_steal(&details, &fixed);
         }
         /* ValidateResults::appendToResultObj's order, uuid after ns. */
         bson_t empty;
@@ -713,5 +808,10 @@ int mfi_cmd_validate(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_error
     bson_destroy(&v.corrupt);
     bson_destroy(&v.missing);
     bson_destroy(&v.extra);
+    mfi_indexes_free(&v.ix);
+    mf_keyset_free(&v.ks);
+    free(v.entries);
+    free(v.found);
+    free(v.bad);
     return rc;
 }

@@ -431,6 +431,22 @@ static int preds_push(mfi_preds *p, mfi_pred *pr)
     return 0;
 }
 
+static bool range_exact(const bson_iter_t *v)
+{
+    switch (bson_iter_type(v)) {
+    case BSON_TYPE_INT32: case BSON_TYPE_INT64: case BSON_TYPE_DECIMAL128:
+    case BSON_TYPE_UTF8: case BSON_TYPE_OID: case BSON_TYPE_DATE_TIME:
+    case BSON_TYPE_BOOL: case BSON_TYPE_TIMESTAMP: case BSON_TYPE_BINARY:
+        return true;
+    case BSON_TYPE_DOUBLE: {
+        double d = bson_iter_double(v);
+        return d == d;
+    }
+    default:
+        return false;
+    }
+}
+
 /* One condition on `path`: operator `op` (NULL: an implicit equality) with
  * operand `v`.  `*used`: it became a pred. */
 static int add_condition(mfi_preds *p, const char *path, const char *op, const bson_iter_t *v,
@@ -451,6 +467,10 @@ static int add_condition(mfi_preds *p, const char *path, const char *op, const b
             oil_sort_points(&pr.oil);
     } else if (is_range_op(op)) {
         rc = translate_range(op, v, &pr.oil, &pr.matches_missing, &none);
+        /* Exact only for operands whose comparisons stay inside one plain
+         * type bracket; MinKey, MaxKey, null, NaN, documents and arrays
+         * have rules of their own: the matcher decides those. */
+        pr.exact = range_exact(v);
     } else if (strcmp(op, "$exists") == 0) {
         pr.exact = false;
         if (bson_iter_as_bool(v)) {

@@ -87,6 +87,8 @@ struct mf_scan {
     size_t next_point; /* points: how many looked up */
     bson_t *filter;    /* the query (COLLSCAN's explain filter), or NULL */
     bson_t *residual;  /* what the bounds leave to the matcher (FETCH's filter) */
+    bool count_only;   /* mf_scan_count_only: keys answer, when they can */
+    bool timed;        /* mf_scan_timed: keep executionTimeMillis */
     /* multikey deduplication: RecordIds returned, +1 (0 marks a free slot) */
     uint64_t *seen;
     size_t nseen, seen_cap;
@@ -928,6 +930,16 @@ static int consider(mf_scan *s, mf_engine *e, mf_coll *c, const mf_matcher *m,
             return 0;
         }
     }
+    /* Counting, with bounds that answer the whole filter: the key is the
+     * answer, and the record need not be read (mongod's COUNT_SCAN). */
+    if (s->count_only && s->residual && bson_empty(s->residual)) {
+        row->rid = get_be64(rid);
+        row->pos = -1;
+        bson_init(&row->doc);
+        s->stats.keys_only++;
+        *take = true;
+        return 0;
+    }
     /* fetch() moves no cursor: the index cursor stays put. */
     if ((rc = fetch(e, c, rid, row, &found, err)) != 0 || !found)
         return rc;
@@ -1114,15 +1126,37 @@ static int scan_next(mf_scan *s, mf_engine *e, mf_coll *c, const mf_matcher *m,
     }
 }
 
+static int scan_next_counted(mf_scan *s, mf_engine *e, mf_coll *c, const mf_matcher *m,
+                             mf_scan_row *row, bool *valid, mf_error *err);
+
+void mf_scan_count_only(mf_scan *s, bool on)
+{
+    s->count_only = on;
+}
+
+void mf_scan_timed(mf_scan *s, bool on)
+{
+    s->timed = on;
+}
+
 int mf_scan_next(mf_scan *s, mf_engine *e, mf_coll *c, const mf_matcher *m, mf_scan_row *row,
                  bool *valid, mf_error *err)
 {
     struct timespec t0, t1;
+    if (!s->timed)
+        return scan_next_counted(s, e, c, m, row, valid, err);
     clock_gettime(CLOCK_MONOTONIC, &t0);
-    int rc = scan_next(s, e, c, m, row, valid, err);
+    int rc = scan_next_counted(s, e, c, m, row, valid, err);
     clock_gettime(CLOCK_MONOTONIC, &t1);
     s->stats.time_ns += (uint64_t)((t1.tv_sec - t0.tv_sec) * 1000000000LL +
                                    (t1.tv_nsec - t0.tv_nsec));
+    return rc;
+}
+
+static int scan_next_counted(mf_scan *s, mf_engine *e, mf_coll *c, const mf_matcher *m,
+                             mf_scan_row *row, bool *valid, mf_error *err)
+{
+    int rc = scan_next(s, e, c, m, row, valid, err);
     if (rc == 0 && *valid)
         s->stats.n_returned++;
     return rc;

@@ -308,6 +308,7 @@ typedef struct mf_scan_row {
 /* Counters of a scan, for explain's executionStats. */
 typedef struct mf_scan_stats {
     uint64_t keys_examined, docs_examined;
+    uint64_t keys_only; /* rows answered by their index key alone */
     uint64_t n_returned;
     uint64_t seeks;                    /* index cursor seeks */
     uint64_t dups_tested, dups_dropped; /* multikey deduplication */
@@ -356,6 +357,14 @@ int mf_scan_new(mf_coll *c, const mf_index_desc *idx, size_t nidx, const bson_t 
  * collection lock held; `*valid` false at the end. */
 int mf_scan_next(mf_scan *s, mf_engine *e, mf_coll *c, const mf_matcher *m, mf_scan_row *row,
                  bool *valid, mf_error *err);
+
+/* For counting: when the index bounds answer the whole filter, rows come
+ * from index keys alone (their `doc` empty), as mongod's COUNT_SCAN. */
+void mf_scan_count_only(mf_scan *s, bool on);
+
+/* Keep the time spent in mf_scan_next (explain's executionTimeMillis);
+ * off by default: two clock reads per row. */
+void mf_scan_timed(mf_scan *s, bool on);
 
 /* Whether rows carry the matcher's array position (off by default: it
  * costs a little on every document). */
