@@ -45,6 +45,9 @@ def serve(args: argparse.Namespace) -> int:
         print(f"multifora: cannot start: {e}", file=sys.stderr)
         return 1
 
+    # Read before a signal can stop the server (a stopped one has no port).
+    uri = server.uri
+
     def on_signal(signum, frame):
         _core.log("info", "CONTROL", f"Received {signal.Signals(signum).name}; shutting down")
         server.stop()
@@ -53,7 +56,7 @@ def serve(args: argparse.Namespace) -> int:
     signal.signal(signal.SIGINT, on_signal)
     print(f"MultiforaDB (MongoDB {MONGODB_VERSION} wire protocol) serving {server.dbpath}",
           flush=True)
-    print(f"connect with: {server.uri}", flush=True)
+    print(f"connect with: {uri}", flush=True)
     # Wake twice a second so Python can run the signal handlers.
     while not server.wait(0.5):
         pass

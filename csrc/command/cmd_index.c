@@ -872,9 +872,84 @@ int mfi_ttl_pass(mf_instance *inst, uint64_t *deleted, mf_error *err)
     return rc;
 }
 
+/* Whether `c` has a unique index besides _id_ (catalog lock held). */
+static bool has_unique(mf_coll *c)
+{
+    bool any = false;
+    mf_coll_lock(c, false);
+    for (size_t i = 0; !any && i < mf_coll_index_count(c); i++) {
+        const mf_index_info *info = mf_coll_index(c, i);
+        bson_t s;
+        bson_iter_t u;
+        any = strcmp(info->name, "_id_") != 0 && bson_init_static(&s, info->spec, info->spec_len) &&
+              bson_iter_init_find(&u, &s, "unique") && bson_iter_as_bool(&u);
+    }
+    mf_coll_unlock(c);
+    return any;
+}
+
+int mfi_unique_check(mf_instance *inst, uint64_t *damaged)
+{
+    mf_engine *e = inst->engine;
+    coll_list l = {0};
+    *damaged = 0;
+    mf_engine_catalog_lock(e, false);
+    mf_engine_coll_each(e, gather, &l);
+    mf_engine_catalog_unlock(e);
+    for (size_t i = 0; i < l.n && !mf_instance_is_shutting_down(inst); i++) {
+        mf_engine_catalog_lock(e, false);
+        mf_coll *c = mf_engine_coll(e, l.ns[i]);
+        bool check = c && has_unique(c);
+        mf_engine_catalog_unlock(e);
+        if (!check)
+            continue;
+        /* validate's cross check: every record's keys in every index, and
+         * no index entry without its record. */
+        char db[MF_MAX_NS_LEN + 1];
+        snprintf(db, sizeof db, "%s", l.ns[i]);
+        char *dot = strchr(db, '.');
+        if (!dot)
+            continue;
+        *dot = 0;
+        mf_cmd_ctx ctx = {.inst = inst, .db = db, .name = "validate"};
+        bson_t cmd = BSON_INITIALIZER, reply = BSON_INITIALIZER;
+        mf_error err;
+        bson_iter_t v;
+        BSON_APPEND_UTF8(&cmd, "validate", dot + 1);
+        if (mfi_cmd_validate(&ctx, &cmd, &reply, &err) == 0 && bson_iter_init_find(&v, &reply, "valid") &&
+            !bson_iter_as_bool(&v)) {
+            char shown[2048];
+            bson_iter_t errs;
+            bson_t arr;
+            shown[0] = 0;
+            if (bson_iter_init_find(&errs, &reply, "errors") && BSON_ITER_HOLDS_ARRAY(&errs)) {
+                uint32_t len;
+                const uint8_t *data;
+                bson_iter_array(&errs, &len, &data);
+                if (bson_init_static(&arr, data, len))
+                    mf_bsonx_to_string(&arr, shown, sizeof shown);
+            }
+            mf_log(MF_LOG_ERROR, "INDEX", 20002, "unique index check at open",
+                   "%s has inconsistent indexes; run validate for details: %s", l.ns[i], shown);
+            (*damaged)++;
+        }
+        bson_destroy(&cmd);
+        bson_destroy(&reply);
+    }
+    list_free(&l);
+    return 0;
+}
+
 static void *ttl_main(void *arg)
 {
     mf_instance *inst = arg;
+    /* First, once: the unique indexes are checked against their records,
+     * in the background -- the database is open meanwhile, and damage is
+     * reported, not fatal. */
+    uint64_t damaged;
+    mfi_unique_check(inst, &damaged);
+    atomic_store_explicit(&inst->unique_damaged, damaged, memory_order_relaxed);
+    atomic_store_explicit(&inst->unique_checked, 1, memory_order_release);
     while (!mfi_instance_sleep(inst, (int64_t)inst->ttl_sleep_secs * 1000)) {
         uint64_t deleted;
         mf_error err;

@@ -41,6 +41,7 @@ struct mf_instance {
     pthread_t ttl_thread;   /* the TTL monitor (cmd_index.c) */
     bool ttl_running;
     atomic_uint_fast64_t ttl_passes, ttl_deleted;
+    atomic_uint_fast64_t unique_checked, unique_damaged; /* the check at open */
 
     pthread_mutex_t mu; /* guards is_shutting_down and the condition */
     pthread_cond_t cond;
@@ -137,6 +138,11 @@ int mfi_indexes_recover(mf_instance *inst, mf_error *err);
 /* The TTL monitor thread: started with the instance, joined at close. */
 int mfi_ttl_start(mf_instance *inst, mf_error *err);
 void mfi_ttl_stop(mf_instance *inst);
+/* Validate every collection with a unique index (other than _id_),
+ * logging the inconsistent ones; `*damaged` counts them.  Run once after
+ * open, on the monitor thread. */
+int mfi_unique_check(mf_instance *inst, uint64_t *damaged);
+
 /* One pass over every TTL index (the monitor's work; tests call it too). */
 int mfi_ttl_pass(mf_instance *inst, uint64_t *deleted, mf_error *err);
 
