@@ -14,6 +14,7 @@
 
 #include "../wire/wire.h"
 #include "../query/query.h"
+#include "../agg/agg.h"
 
 #include <unistd.h>
 
@@ -983,6 +984,44 @@ static PyObject *core_index_name(PyObject *mod, PyObject *args)
     return res;
 }
 
+/* For the tests: evaluate the aggregation expression in BSON {"e": <expr>}
+ * against BSON document `doc` ($$NOW = now_ms when given).  Returns the
+ * BSON {"r": value}, or {} when the result is missing. */
+static PyObject *core_expr(PyObject *mod, PyObject *args)
+{
+    Py_buffer e, d;
+    long long now_ms = 0;
+    int has_now = 0;
+    bson_t eb, db, out;
+    bson_iter_t it;
+    mf_expr *x = NULL;
+    mf_error err;
+    bool missing = false;
+    if (!PyArg_ParseTuple(args, "y*y*|Lp", &e, &d, &now_ms, &has_now))
+        return NULL;
+    PyObject *res = NULL;
+    mf_expr_vars vars = {now_ms, has_now != 0, NULL};
+    bson_init(&out);
+    if (mf_bsonx_validate(e.buf, (size_t)e.len, &err) != 0 ||
+        mf_bsonx_validate(d.buf, (size_t)d.len, &err) != 0 ||
+        !bson_init_static(&eb, e.buf, (size_t)e.len) ||
+        !bson_init_static(&db, d.buf, (size_t)d.len)) {
+        raise_error(PyModule_GetState(mod), &err);
+    } else if (!bson_iter_init_find(&it, &eb, "e")) {
+        PyErr_SetString(PyExc_ValueError, "expected {\"e\": <expression>}");
+    } else if (mf_expr_parse(&it, NULL, 0, &x, &err) != 0 ||
+               mf_expr_eval(x, &db, &vars, &out, "r", &missing, &err) != 0) {
+        raise_error(PyModule_GetState(mod), &err);
+    } else {
+        res = PyBytes_FromStringAndSize((const char *)bson_get_data(&out), (Py_ssize_t)out.len);
+    }
+    bson_destroy(&out);
+    mf_expr_free(x);
+    PyBuffer_Release(&e);
+    PyBuffer_Release(&d);
+    return res;
+}
+
 static PyMethodDef core_methods[] = {
     {"crc32c", core_crc32c, METH_VARARGS,
      "crc32c(data, crc=0)\n--\n\nCRC-32C of data, continuing from crc."},
@@ -990,6 +1029,9 @@ static PyMethodDef core_methods[] = {
      "_bson_compare(a, b)\n--\n\nMongoDB's order between two BSON documents (tests)."},
     {"_key_encode", core_key_encode, METH_VARARGS,
      "_key_encode(doc, desc='')\n--\n\nThe index-key encoding of a document's fields (tests)."},
+    {"_expr", core_expr, METH_VARARGS,
+     "_expr(expr_doc, doc, now_ms=0, has_now=False)\n--\n\nEvaluate {\"e\": <expression>} "
+     "against `doc`: {\"r\": value}, or {} when missing (tests)."},
     {"_match", core_match, METH_VARARGS,
      "_match(filter, doc)\n--\n\nWhether BSON `doc` matches BSON `filter` (tests)."},
     {"_match_pos", core_match_pos, METH_VARARGS,

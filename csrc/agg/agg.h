@@ -1,0 +1,59 @@
+/*
+ * agg.h -- the aggregation layer: the expression language (expr.c); later
+ * the pipeline and its stages.
+ *
+ * Sits between query/ (below) and command/ (above): the pipeline, `$expr`
+ * in a filter, pipeline-style updates and a command's `let` all parse an
+ * expression once with mf_expr_parse and evaluate it per document.
+ *
+ * Value model.  An expression evaluates to a BSON value or to "missing"
+ * (mongod's Value(), the EOO type): a missing field, `$$REMOVE`, an object
+ * expression's absent member.  Missing is not null: operators that take
+ * null propagate null for both ("nullish"), but comparisons see missing as
+ * less than null ({$eq: ["$nope", null]} is false), an object expression
+ * drops a missing member, an array expression stores null for it, and a
+ * result that is missing appends nothing to the caller's document.
+ */
+#ifndef MF_AGG_H
+#define MF_AGG_H
+
+#include "../bsonx/bsonx.h"
+
+#include <bson/bson.h>
+
+typedef struct mf_expr mf_expr;
+
+/* What evaluation sees besides the document: the value of $$NOW (taken
+ * from the wall clock when `has_now` is false) and the values of the
+ * command-level variables (`let`), a document {name: value, ...}. */
+typedef struct mf_expr_vars {
+    int64_t now_ms;
+    bool has_now;
+    const bson_t *let; /* may be NULL; borrowed for the call */
+} mf_expr_vars;
+
+/* Parse the aggregation expression at `it` (a literal, "$field.path",
+ * "$$var.path", an operator document {$add: [...]}, an object expression
+ * {a: <expr>, ...} or an array of expressions).  `let_names` (nlet of them,
+ * may be NULL) are the user variables in scope at the top level; their
+ * values come from mf_expr_vars.let at evaluation.
+ * On success *out is an owned tree (free with mf_expr_free); it does not
+ * borrow from `it`.  Errors as mongod's: 168 InvalidPipelineOperator
+ * "Unrecognized expression '$foo'", 16020 arity, 17276 "Use of undefined
+ * variable: x", 15983 an operator document with more than one field, the
+ * operators' own parse errors. */
+int mf_expr_parse(const bson_iter_t *it, const char *const *let_names, size_t nlet,
+                  mf_expr **out, mf_error *err);
+
+/* Evaluate `e` against `root` ($$ROOT and $$CURRENT), appending the result
+ * under `key` to `out`.  When the result is missing nothing is appended and
+ * *missing is set (it is cleared otherwise).  `vars` may be NULL.  Errors:
+ * the operators' runtime errors as mongod's (16608 "can't $divide by zero",
+ * ...); 238 NotImplemented for decimal128 arithmetic, which needs a decimal
+ * library that the build does not have yet.  On error `out` is unchanged. */
+int mf_expr_eval(const mf_expr *e, const bson_t *root, const mf_expr_vars *vars, bson_t *out,
+                 const char *key, bool *missing, mf_error *err);
+
+void mf_expr_free(mf_expr *e);
+
+#endif /* MF_AGG_H */

@@ -1,0 +1,1600 @@
+/*
+ * expr.c -- the aggregation expression language: parse once into a tree,
+ * evaluate per document, with mongod 7.0's results, types and errors.
+ *
+ * Values.  A value in flight is a bson_value_t that owns its memory
+ * (strings, documents and arrays are heap copies; val_free releases them).
+ * BSON_TYPE_EOD stands for "missing" (see agg.h for how missing differs
+ * from null).  Documents and arrays are kept as BSON bytes, so nesting
+ * needs no tree of our own and appending a result is one bson_append_value.
+ *
+ * Variables.  Every variable gets a slot at parse time: the top-level `let`
+ * names take slots 0..nlet-1, each $let binding the next one.  A lookup is
+ * resolved to its slot when parsed, so evaluation indexes an array and an
+ * undefined name is a parse error (17276), as in mongod.  The builtins
+ * ($$ROOT, $$CURRENT, $$REMOVE, $$NOW) have negative slots.
+ *
+ * Operators are a table (name, arity, parser, evaluator).  Most take their
+ * operands as a list and share parse_args; $literal, $let, $cond, $switch
+ * have their own parsers for their object forms.
+ */
+#include "agg.h"
+
+#include <limits.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef bson_value_t val; /* BSON_TYPE_EOD = missing */
+
+enum { K_CONST, K_PATH, K_VAR, K_OP, K_OBJ, K_ARR };
+enum { VAR_ROOT = -1, VAR_CURRENT = -2, VAR_REMOVE = -3, VAR_NOW = -4 };
+
+typedef struct node node;
+typedef struct ctx ctx;
+typedef int (*eval_fn)(const node *n, ctx *c, val *out);
+
+typedef struct op_def {
+    const char *name;
+    eval_fn eval;
+    int min, max; /* operand count; max -1: no limit */
+    int (*parse)(const struct op_def *op, const bson_iter_t *it, void *scope, node *n,
+                 mf_error *err); /* NULL: operands as a list */
+} op_def;
+
+struct node {
+    int kind;
+    const op_def *op;
+    val cst;        /* K_CONST */
+    char **parts;   /* K_PATH, K_VAR: path components after the variable */
+    size_t nparts;
+    int slot;       /* K_VAR */
+    node **args;    /* K_OP operands, K_OBJ values, K_ARR elements */
+    size_t nargs;
+    char **names;   /* K_OBJ field names */
+    int *slots;     /* $let: the slot of each binding (args[0..nargs-2]) */
+};
+
+struct mf_expr {
+    node *root;
+    int nslots;
+    char **let_names;
+    size_t nlet;
+};
+
+struct ctx {
+    const bson_t *root;
+    const mf_expr_vars *vars;
+    val *slots;
+    mf_error *err;
+};
+
+/* ------------------------------------------------------------------ values */
+
+static void val_free(val *v)
+{
+    bson_value_destroy(v);
+    v->value_type = BSON_TYPE_EOD;
+}
+
+static bool nullish(const val *v)
+{
+    return v->value_type == BSON_TYPE_EOD || v->value_type == BSON_TYPE_NULL ||
+           v->value_type == BSON_TYPE_UNDEFINED;
+}
+
+static bool is_num(const val *v)
+{
+    switch (v->value_type) {
+    case BSON_TYPE_INT32: case BSON_TYPE_INT64: case BSON_TYPE_DOUBLE: case BSON_TYPE_DECIMAL128:
+        return true;
+    default:
+        return false;
+    }
+}
+
+static void set_null(val *v) { v->value_type = BSON_TYPE_NULL; }
+static void set_bool(val *v, bool b) { v->value_type = BSON_TYPE_BOOL; v->value.v_bool = b; }
+static void set_int(val *v, int32_t i) { v->value_type = BSON_TYPE_INT32; v->value.v_int32 = i; }
+static void set_long(val *v, int64_t i) { v->value_type = BSON_TYPE_INT64; v->value.v_int64 = i; }
+static void set_double(val *v, double d) { v->value_type = BSON_TYPE_DOUBLE; v->value.v_double = d; }
+static void set_date(val *v, int64_t ms) { v->value_type = BSON_TYPE_DATE_TIME; v->value.v_datetime = ms; }
+
+/* mongod's Value::createIntOrLong. */
+static void set_int_or_long(val *v, int64_t i)
+{
+    if (i >= INT32_MIN && i <= INT32_MAX)
+        set_int(v, (int32_t)i);
+    else
+        set_long(v, i);
+}
+
+/* Take over the buffer of `b` (a heap or inline bson_t from bson_init) as a
+ * document or array value. */
+static int set_steal(val *v, bson_t *b, bson_type_t t, mf_error *err)
+{
+    uint32_t len = 0;
+    uint8_t *data = bson_destroy_with_steal(b, true, &len);
+    if (!data)
+        return mf_error_set(err, MF_InternalError, "out of memory");
+    v->value_type = t;
+    v->value.v_doc.data = data;
+    v->value.v_doc.data_len = len;
+    return 0;
+}
+
+static const char *type_name(const val *v)
+{
+    return v->value_type == BSON_TYPE_EOD ? "missing" : mf_bsonx_type_alias(v->value_type);
+}
+
+static double as_double(const val *v)
+{
+    switch (v->value_type) {
+    case BSON_TYPE_INT32: return v->value.v_int32;
+    case BSON_TYPE_INT64: return (double)v->value.v_int64;
+    case BSON_TYPE_DOUBLE: return v->value.v_double;
+    default: return 0;
+    }
+}
+
+static int64_t as_long(const val *v) /* int types, or a double truncated (in range) */
+{
+    switch (v->value_type) {
+    case BSON_TYPE_INT32: return v->value.v_int32;
+    case BSON_TYPE_INT64: return v->value.v_int64;
+    case BSON_TYPE_DOUBLE: return (int64_t)v->value.v_double;
+    default: return 0;
+    }
+}
+
+/* A one-field document holding `v`, iterated to the value: how values meet
+ * the bsonx helpers, which work on iterators.  `v` must not be missing. */
+static bool val_iter(const val *v, bson_t *tmp, bson_iter_t *it)
+{
+    bson_init(tmp);
+    return bson_append_value(tmp, "", 0, v) && bson_iter_init(it, tmp) && bson_iter_next(it);
+}
+
+/* Compare in MongoDB's order; missing sorts with undefined, below null. */
+static int val_cmp(const val *a, const val *b)
+{
+    if (a->value_type == BSON_TYPE_EOD || b->value_type == BSON_TYPE_EOD) {
+        int ca = mf_bsonx_canonical_type(a->value_type);
+        int cb = mf_bsonx_canonical_type(b->value_type);
+        return ca < cb ? -1 : ca > cb;
+    }
+    bson_t ta, tb;
+    bson_iter_t ia, ib;
+    int r = 0;
+    if (val_iter(a, &ta, &ia) && val_iter(b, &tb, &ib))
+        r = mf_bsonx_compare_values(&ia, &ib);
+    bson_destroy(&ta);
+    bson_destroy(&tb);
+    return r;
+}
+
+/* mongod's Value::coerceToBool. */
+static bool truthy(const val *v)
+{
+    switch (v->value_type) {
+    case BSON_TYPE_EOD: case BSON_TYPE_NULL: case BSON_TYPE_UNDEFINED: return false;
+    case BSON_TYPE_BOOL: return v->value.v_bool;
+    case BSON_TYPE_INT32: return v->value.v_int32 != 0;
+    case BSON_TYPE_INT64: return v->value.v_int64 != 0;
+    case BSON_TYPE_DOUBLE: return v->value.v_double != 0;
+    case BSON_TYPE_DECIMAL128: {
+        int sign, e;
+        uint64_t hi, lo;
+        mf_dec_class k = mf_bsonx_decimal_parts(&v->value.v_decimal128, &sign, &hi, &lo, &e);
+        return k != MF_DEC_FINITE || hi != 0 || lo != 0;
+    }
+    default: return true;
+    }
+}
+
+/* The value alone, as mongod prints it in a message ("-1", "2.5"). */
+static void val_str(const val *v, char *out, size_t cap)
+{
+    bson_t t;
+    bson_iter_t it;
+    out[0] = 0;
+    if (v->value_type == BSON_TYPE_EOD)
+        snprintf(out, cap, "MISSING");
+    else if (val_iter(v, &t, &it))
+        mf_bsonx_elem_to_string(&it, false, out, cap);
+    bson_destroy(&t);
+}
+
+static int no_decimal(const char *op, mf_error *err)
+{
+    return mf_error_set(err, MF_NotImplemented,
+                        "%s: decimal128 arithmetic is not supported yet", op);
+}
+
+/* ------------------------------------------------------------------ trees */
+
+static void node_free(node *n)
+{
+    if (!n)
+        return;
+    bson_value_destroy(&n->cst);
+    for (size_t i = 0; i < n->nparts; i++)
+        free(n->parts[i]);
+    free(n->parts);
+    for (size_t i = 0; i < n->nargs; i++) {
+        node_free(n->args[i]);
+        if (n->names)
+            free(n->names[i]);
+    }
+    free(n->args);
+    free(n->names);
+    free(n->slots);
+    free(n);
+}
+
+static node *node_new(int kind)
+{
+    node *n = calloc(1, sizeof *n);
+    if (n) {
+        n->kind = kind;
+        n->cst.value_type = BSON_TYPE_EOD;
+    }
+    return n;
+}
+
+static int push_arg(node *n, node *a, mf_error *err)
+{
+    node **p = realloc(n->args, (n->nargs + 1) * sizeof *p);
+    if (!p) {
+        node_free(a);
+        return mf_error_set(err, MF_InternalError, "out of memory");
+    }
+    n->args = p;
+    n->args[n->nargs++] = a;
+    return 0;
+}
+
+/* ------------------------------------------------------------------ parse */
+
+/* The variables visible while parsing: a stack of (name, slot). */
+typedef struct scope {
+    const char **names;
+    int *slots;
+    size_t n, cap;
+    int nslots;
+} scope;
+
+static int scope_push(scope *s, const char *name, int *slot, mf_error *err)
+{
+    if (s->n == s->cap) {
+        size_t cap = s->cap ? 2 * s->cap : 8;
+        const char **nn = realloc(s->names, cap * sizeof *nn);
+        if (nn)
+            s->names = nn;
+        int *ns = realloc(s->slots, cap * sizeof *ns);
+        if (ns)
+            s->slots = ns;
+        if (!nn || !ns)
+            return mf_error_set(err, MF_InternalError, "out of memory");
+        s->cap = cap;
+    }
+    s->names[s->n] = name;
+    *slot = s->slots[s->n] = s->nslots++;
+    s->n++;
+    return 0;
+}
+
+static int scope_find(const scope *s, const char *name, size_t len)
+{
+    for (size_t i = s->n; i-- > 0;)
+        if (strlen(s->names[i]) == len && memcmp(s->names[i], name, len) == 0)
+            return s->slots[i];
+    return INT_MIN;
+}
+
+static int parse_node(const bson_iter_t *it, scope *sc, node **out, mf_error *err);
+
+/* Split "a.b.c" into components; mongod's FieldPath checks. */
+static int split_path(const char *p, size_t len, node *n, mf_error *err)
+{
+    if (len > 0 && p[len - 1] == '.')
+        return mf_error_set(err, 40353, "FieldPath must not end with a '.'.");
+    const char *end = p + len;
+    while (p <= end) {
+        const char *dot = memchr(p, '.', (size_t)(end - p));
+        if (!dot)
+            dot = end;
+        if (dot == p)
+            return mf_error_set(err, 15998, "FieldPath field names may not be empty strings.");
+        if (*p == '$')
+            return mf_error_set(err, 16410,
+                                "FieldPath field names may not start with '$'. Consider using "
+                                "$getField or $setField.");
+        char **np = realloc(n->parts, (n->nparts + 1) * sizeof *np);
+        if (!np)
+            return mf_error_set(err, MF_InternalError, "out of memory");
+        n->parts = np;
+        if (!(n->parts[n->nparts] = bson_strndup(p, (size_t)(dot - p))))
+            return mf_error_set(err, MF_InternalError, "out of memory");
+        n->nparts++;
+        p = dot + 1;
+    }
+    return 0;
+}
+
+/* mongod's variableValidation for a name being defined. */
+static int check_var_name(const char *name, mf_error *err)
+{
+    if (!*name)
+        return mf_error_set(err, 16866, "empty variable names are not allowed");
+    unsigned char c0 = (unsigned char)name[0];
+    if (!((c0 >= 'a' && c0 <= 'z') || c0 >= 0x80))
+        return mf_error_set(err, 16867,
+                            "'%s' starts with an invalid character for a user variable name",
+                            name);
+    for (const char *p = name; *p; p++) {
+        unsigned char c = (unsigned char)*p;
+        if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+              c == '_' || c >= 0x80))
+            return mf_error_set(err, 16868, "'%s' contains an invalid character for a "
+                                "variable name: '%c'", name, *p);
+    }
+    return 0;
+}
+
+/* A string starting with '$': a field path or, with "$$", a variable. */
+static int parse_string_ref(const char *s, size_t len, scope *sc, node **out, mf_error *err)
+{
+    int rc;
+    if (len >= 2 && s[1] == '$') {
+        const char *name = s + 2;
+        const char *dot = memchr(name, '.', len - 2);
+        size_t nlen = dot ? (size_t)(dot - name) : len - 2;
+        if (nlen == 0)
+            return mf_error_set(err, 16869, "empty variable names are not allowed");
+        node *n = node_new(K_VAR);
+        if (!n)
+            return mf_error_set(err, MF_InternalError, "out of memory");
+        int slot = scope_find(sc, name, nlen);
+        if (slot == INT_MIN) {
+            if (nlen == 4 && memcmp(name, "ROOT", 4) == 0)
+                slot = VAR_ROOT;
+            else if (nlen == 7 && memcmp(name, "CURRENT", 7) == 0)
+                slot = VAR_CURRENT;
+            else if (nlen == 6 && memcmp(name, "REMOVE", 6) == 0)
+                slot = VAR_REMOVE;
+            else if (nlen == 3 && memcmp(name, "NOW", 3) == 0)
+                slot = VAR_NOW;
+            else {
+                node_free(n);
+                return mf_error_set(err, 17276, "Use of undefined variable: %.*s", (int)nlen,
+                                    name);
+            }
+        }
+        n->slot = slot;
+        if (dot && (rc = split_path(dot + 1, len - 2 - nlen - 1, n, err)) != 0) {
+            node_free(n);
+            return rc;
+        }
+        *out = n;
+        return 0;
+    }
+    if (len == 1)
+        return mf_error_set(err, 16872, "'$' by itself is not a valid FieldPath");
+    node *n = node_new(K_PATH);
+    if (!n)
+        return mf_error_set(err, MF_InternalError, "out of memory");
+    if ((rc = split_path(s + 1, len - 1, n, err)) != 0) {
+        node_free(n);
+        return rc;
+    }
+    *out = n;
+    return 0;
+}
+
+static const op_def *find_op(const char *name);
+
+/* Operands as a list: an array's elements, or any other value as one. */
+static int parse_args(const op_def *op, const bson_iter_t *it, void *vsc, node *n, mf_error *err)
+{
+    scope *sc = vsc;
+    int rc;
+    if (BSON_ITER_HOLDS_ARRAY(it)) {
+        bson_iter_t ch;
+        if (!bson_iter_recurse(it, &ch))
+            return mf_error_set(err, MF_InvalidBSON, "bad array");
+        while (bson_iter_next(&ch)) {
+            node *a = NULL;
+            if ((rc = parse_node(&ch, sc, &a, err)) != 0 || (rc = push_arg(n, a, err)) != 0)
+                return rc;
+        }
+    } else {
+        node *a = NULL;
+        if ((rc = parse_node(it, sc, &a, err)) != 0 || (rc = push_arg(n, a, err)) != 0)
+            return rc;
+    }
+    int k = (int)n->nargs;
+    if (op->max == op->min && k != op->min)
+        return mf_error_set(err, 16020, "Expression %s takes exactly %d arguments. %d were "
+                            "passed in.", op->name, op->min, k);
+    if (k < op->min || (op->max >= 0 && k > op->max)) {
+        if (op->max < 0)
+            return mf_error_set(err, 16020, "Expression %s takes at least %d arguments. %d "
+                                "were passed in.", op->name, op->min, k);
+        return mf_error_set(err, 16020, "Expression %s takes at least %d arguments, and at "
+                            "most %d. %d were passed in.", op->name, op->min, op->max, k);
+    }
+    return 0;
+}
+
+static int parse_literal(const op_def *op, const bson_iter_t *it, void *sc, node *n,
+                         mf_error *err)
+{
+    (void)op;
+    (void)sc;
+    n->kind = K_CONST;
+    bson_value_copy(bson_iter_value((bson_iter_t *)it), &n->cst);
+    (void)err;
+    return 0;
+}
+
+/* {$let: {vars: {name: <expr>, ...}, in: <expr>}}: args are the bindings'
+ * expressions then `in`; each binding's slot in n->slots.  The bindings
+ * are parsed in the outer scope (they cannot see each other). */
+static int parse_let(const op_def *op, const bson_iter_t *it, void *vsc, node *n, mf_error *err)
+{
+    (void)op;
+    scope *sc = vsc;
+    int rc;
+    if (!BSON_ITER_HOLDS_DOCUMENT(it))
+        return mf_error_set(err, 16874, "$let only supports an object as its argument");
+    bson_iter_t ch, vars_it, in_it;
+    bool has_vars = false, has_in = false;
+    bson_iter_recurse(it, &ch);
+    while (bson_iter_next(&ch)) {
+        const char *k = bson_iter_key(&ch);
+        if (strcmp(k, "vars") == 0) {
+            vars_it = ch;
+            has_vars = true;
+        } else if (strcmp(k, "in") == 0) {
+            in_it = ch;
+            has_in = true;
+        } else {
+            return mf_error_set(err, 16875, "Unrecognized parameter to $let: %s", k);
+        }
+    }
+    if (!has_vars)
+        return mf_error_set(err, 16876, "Missing 'vars' parameter to $let");
+    if (!has_in)
+        return mf_error_set(err, 16877, "Missing 'in' parameter to $let");
+    if (!BSON_ITER_HOLDS_DOCUMENT(&vars_it))
+        return mf_error_set(err, 10065, "invalid parameter: expected an object (vars)");
+    bson_iter_t v;
+    bson_iter_recurse(&vars_it, &v);
+    size_t nv = 0;
+    while (bson_iter_next(&v)) {
+        node *a = NULL;
+        if ((rc = check_var_name(bson_iter_key(&v), err)) != 0 ||
+            (rc = parse_node(&v, sc, &a, err)) != 0 || (rc = push_arg(n, a, err)) != 0)
+            return rc;
+        nv++;
+    }
+    if (nv && !(n->slots = calloc(nv, sizeof *n->slots)))
+        return mf_error_set(err, MF_InternalError, "out of memory");
+    size_t depth = sc->n;
+    bson_iter_recurse(&vars_it, &v);
+    for (size_t i = 0; bson_iter_next(&v); i++)
+        if ((rc = scope_push(sc, bson_iter_key(&v), &n->slots[i], err)) != 0)
+            return rc;
+    node *body = NULL;
+    rc = parse_node(&in_it, sc, &body, err);
+    sc->n = depth; /* the names go out of scope; their slots stay unique */
+    if (rc == 0)
+        rc = push_arg(n, body, err);
+    return rc;
+}
+
+/* $cond: [if, then, else] or {if:, then:, else:}. */
+static int parse_cond(const op_def *op, const bson_iter_t *it, void *vsc, node *n, mf_error *err)
+{
+    if (!BSON_ITER_HOLDS_DOCUMENT(it))
+        return parse_args(op, it, vsc, n, err);
+    bson_iter_t ch, p_if, p_then, p_else;
+    bson_iter_t *parts[3] = {&p_if, &p_then, &p_else};
+    bool has[3] = {false, false, false};
+    static const char *const names[3] = {"if", "then", "else"};
+    bson_iter_recurse(it, &ch);
+    while (bson_iter_next(&ch)) {
+        const char *k = bson_iter_key(&ch);
+        int i = 0;
+        while (i < 3 && strcmp(k, names[i]) != 0)
+            i++;
+        if (i == 3)
+            return mf_error_set(err, 17083, "Unrecognized parameter to $cond: %s", k);
+        *parts[i] = ch;
+        has[i] = true;
+    }
+    for (int i = 0; i < 3; i++)
+        if (!has[i])
+            return mf_error_set(err, 17080 + i, "Missing '%s' parameter to $cond", names[i]);
+    for (int i = 0; i < 3; i++) {
+        node *a = NULL;
+        int rc;
+        if ((rc = parse_node(parts[i], vsc, &a, err)) != 0 || (rc = push_arg(n, a, err)) != 0)
+            return rc;
+    }
+    return 0;
+}
+
+/* $switch: args are case0, then0, case1, then1, ..., and a default last
+ * when n->slots is set (a non-NULL marker: has_default). */
+static int parse_switch(const op_def *op, const bson_iter_t *it, void *vsc, node *n,
+                        mf_error *err)
+{
+    (void)op;
+    int rc;
+    char buf[256];
+    if (!BSON_ITER_HOLDS_DOCUMENT(it)) {
+        mf_bsonx_elem_to_string(it, false, buf, sizeof buf);
+        return mf_error_set(err, 40060, "$switch requires an object as an argument, found: %s",
+                            mf_bsonx_type_alias(bson_iter_type(it)));
+    }
+    bson_iter_t ch, def;
+    bool has_def = false, has_branches = false;
+    bson_iter_recurse(it, &ch);
+    while (bson_iter_next(&ch)) {
+        const char *k = bson_iter_key(&ch);
+        if (strcmp(k, "branches") == 0) {
+            if (!BSON_ITER_HOLDS_ARRAY(&ch))
+                return mf_error_set(err, 40061, "$switch expected an array for 'branches', "
+                                    "found: %s", mf_bsonx_type_alias(bson_iter_type(&ch)));
+            bson_iter_t br;
+            bson_iter_recurse(&ch, &br);
+            while (bson_iter_next(&br)) {
+                if (!BSON_ITER_HOLDS_DOCUMENT(&br))
+                    return mf_error_set(err, 40062, "$switch expected each branch to be an "
+                                        "object, found: %s",
+                                        mf_bsonx_type_alias(bson_iter_type(&br)));
+                bson_iter_t f, cs, th;
+                bool has_case = false, has_then = false;
+                bson_iter_recurse(&br, &f);
+                while (bson_iter_next(&f)) {
+                    if (strcmp(bson_iter_key(&f), "case") == 0) {
+                        cs = f;
+                        has_case = true;
+                    } else if (strcmp(bson_iter_key(&f), "then") == 0) {
+                        th = f;
+                        has_then = true;
+                    } else {
+                        return mf_error_set(err, 40063, "$switch found an unknown argument to a "
+                                            "branch: %s", bson_iter_key(&f));
+                    }
+                }
+                if (!has_case)
+                    return mf_error_set(err, 40064, "$switch requires each branch have a 'case' "
+                                        "expression");
+                if (!has_then)
+                    return mf_error_set(err, 40065, "$switch requires each branch have a 'then' "
+                                        "expression.");
+                node *a = NULL, *b = NULL;
+                if ((rc = parse_node(&cs, vsc, &a, err)) != 0 || (rc = push_arg(n, a, err)) != 0 ||
+                    (rc = parse_node(&th, vsc, &b, err)) != 0 || (rc = push_arg(n, b, err)) != 0)
+                    return rc;
+            }
+            has_branches = true;
+        } else if (strcmp(k, "default") == 0) {
+            def = ch;
+            has_def = true;
+        } else {
+            return mf_error_set(err, 40067, "$switch found an unknown argument: %s", k);
+        }
+    }
+    if (!has_branches || n->nargs == 0)
+        return mf_error_set(err, 40068, "$switch requires at least one branch.");
+    if (has_def) {
+        node *d = NULL;
+        if ((rc = parse_node(&def, vsc, &d, err)) != 0 || (rc = push_arg(n, d, err)) != 0)
+            return rc;
+        if (!(n->slots = calloc(1, sizeof *n->slots)))
+            return mf_error_set(err, MF_InternalError, "out of memory");
+    }
+    return 0;
+}
+
+static int parse_ifnull(const op_def *op, const bson_iter_t *it, void *vsc, node *n,
+                        mf_error *err)
+{
+    int rc = parse_args(op, it, vsc, n, err);
+    if (rc == 0 && n->nargs < 2)
+        return mf_error_set(err, 1257300, "$ifNull needs at least two arguments, had: %zu",
+                            n->nargs);
+    return rc;
+}
+
+/* An operator document {$op: args} or an object expression {a: <expr>}. */
+static int parse_object(const bson_iter_t *it, scope *sc, node **out, mf_error *err)
+{
+    bson_iter_t ch;
+    int rc;
+    bson_iter_recurse(it, &ch);
+    bson_iter_t first = ch;
+    if (bson_iter_next(&first) && bson_iter_key(&first)[0] == '$') {
+        bson_iter_t more = first;
+        if (bson_iter_next(&more)) {
+            bson_t sub;
+            uint32_t len;
+            const uint8_t *data;
+            char buf[400];
+            bson_iter_document(it, &len, &data);
+            bson_init_static(&sub, data, len);
+            mf_bsonx_to_string(&sub, buf, sizeof buf);
+            return mf_error_set(err, 15983, "An object representing an expression must have "
+                                "exactly one field: %s", buf);
+        }
+        const op_def *op = find_op(bson_iter_key(&first));
+        if (!op)
+            return mf_error_set(err, 168, "Unrecognized expression '%s'", bson_iter_key(&first));
+        node *n = node_new(K_OP);
+        if (!n)
+            return mf_error_set(err, MF_InternalError, "out of memory");
+        n->op = op;
+        rc = op->parse ? op->parse(op, &first, sc, n, err) : parse_args(op, &first, sc, n, err);
+        if (rc != 0) {
+            node_free(n);
+            return rc;
+        }
+        *out = n;
+        return 0;
+    }
+    node *n = node_new(K_OBJ);
+    if (!n)
+        return mf_error_set(err, MF_InternalError, "out of memory");
+    while (bson_iter_next(&ch)) {
+        const char *k = bson_iter_key(&ch);
+        if (k[0] == '$') {
+            node_free(n);
+            return mf_error_set(err, 16404, "$expressions are not allowed at the top-level of "
+                                "$project");
+        }
+        if (strchr(k, '.')) {
+            node_free(n);
+            return mf_error_set(err, 16412, "FieldPath field names may not contain '.'. "
+                                "Consider using $getField or $setField.");
+        }
+        char **nn = realloc(n->names, (n->nargs + 1) * sizeof *nn);
+        if (!nn) {
+            node_free(n);
+            return mf_error_set(err, MF_InternalError, "out of memory");
+        }
+        n->names = nn;
+        n->names[n->nargs] = NULL;
+        node *a = NULL;
+        if ((rc = parse_node(&ch, sc, &a, err)) != 0 || (rc = push_arg(n, a, err)) != 0) {
+            node_free(n);
+            return rc;
+        }
+        if (!(n->names[n->nargs - 1] = bson_strdup(k))) {
+            node_free(n);
+            return mf_error_set(err, MF_InternalError, "out of memory");
+        }
+    }
+    *out = n;
+    return 0;
+}
+
+static int parse_node(const bson_iter_t *it, scope *sc, node **out, mf_error *err)
+{
+    int rc;
+    *out = NULL;
+    switch (bson_iter_type(it)) {
+    case BSON_TYPE_UTF8: {
+        uint32_t len;
+        const char *s = bson_iter_utf8(it, &len);
+        if (len > 0 && s[0] == '$')
+            return parse_string_ref(s, len, sc, out, err);
+        break;
+    }
+    case BSON_TYPE_DOCUMENT:
+        return parse_object(it, sc, out, err);
+    case BSON_TYPE_ARRAY: {
+        node *n = node_new(K_ARR);
+        if (!n)
+            return mf_error_set(err, MF_InternalError, "out of memory");
+        bson_iter_t ch;
+        bson_iter_recurse(it, &ch);
+        while (bson_iter_next(&ch)) {
+            node *a = NULL;
+            if ((rc = parse_node(&ch, sc, &a, err)) != 0 || (rc = push_arg(n, a, err)) != 0) {
+                node_free(n);
+                return rc;
+            }
+        }
+        *out = n;
+        return 0;
+    }
+    default:
+        break;
+    }
+    node *n = node_new(K_CONST);
+    if (!n)
+        return mf_error_set(err, MF_InternalError, "out of memory");
+    bson_value_copy(bson_iter_value((bson_iter_t *)it), &n->cst);
+    *out = n;
+    return 0;
+}
+
+/* ------------------------------------------------------------------ eval */
+
+static int eval(const node *n, ctx *c, val *out);
+
+/* mongod's ExpressionFieldPath::evaluatePath over BSON bytes: `parts` is
+ * looked up in a document; on an array the rest of the path maps over the
+ * array's documents (other elements skipped, missing results dropped).
+ * Numeric components are field names here, not array indexes. */
+static int path_in(bson_type_t t, const uint8_t *data, uint32_t len, char *const *parts,
+                   size_t n, val *out, mf_error *err)
+{
+    bson_t doc;
+    bson_iter_t it;
+    out->value_type = BSON_TYPE_EOD;
+    if (!bson_init_static(&doc, data, len))
+        return 0;
+    if (t == BSON_TYPE_DOCUMENT) {
+        if (!bson_iter_init_find(&it, &doc, parts[0]))
+            return 0;
+        if (n == 1) {
+            bson_value_copy(bson_iter_value(&it), out);
+            return 0;
+        }
+        if (!BSON_ITER_HOLDS_DOCUMENT(&it) && !BSON_ITER_HOLDS_ARRAY(&it))
+            return 0;
+        uint32_t sl;
+        const uint8_t *sd;
+        if (BSON_ITER_HOLDS_DOCUMENT(&it))
+            bson_iter_document(&it, &sl, &sd);
+        else
+            bson_iter_array(&it, &sl, &sd);
+        return path_in(bson_iter_type(&it), sd, sl, parts + 1, n - 1, out, err);
+    }
+    /* an array: map over its documents */
+    bson_t arr;
+    bson_init(&arr);
+    uint32_t idx = 0;
+    bson_iter_init(&it, &doc);
+    while (bson_iter_next(&it)) {
+        if (!BSON_ITER_HOLDS_DOCUMENT(&it))
+            continue;
+        uint32_t sl;
+        const uint8_t *sd;
+        val v;
+        bson_iter_document(&it, &sl, &sd);
+        int rc = path_in(BSON_TYPE_DOCUMENT, sd, sl, parts, n, &v, err);
+        if (rc != 0) {
+            bson_destroy(&arr);
+            return rc;
+        }
+        if (v.value_type != BSON_TYPE_EOD) {
+            char kb[16];
+            const char *key;
+            size_t kl = bson_uint32_to_string(idx++, &key, kb, sizeof kb);
+            bson_append_value(&arr, key, (int)kl, &v);
+            val_free(&v);
+        }
+    }
+    return set_steal(out, &arr, BSON_TYPE_ARRAY, err);
+}
+
+/* The rest of a "$$var.a.b" path applied to the variable's value. */
+static int path_on_val(const val *v, char *const *parts, size_t n, val *out, mf_error *err)
+{
+    if (n == 0) {
+        bson_value_copy(v, out);
+        return 0;
+    }
+    out->value_type = BSON_TYPE_EOD;
+    if (v->value_type != BSON_TYPE_DOCUMENT && v->value_type != BSON_TYPE_ARRAY)
+        return 0;
+    return path_in(v->value_type, v->value.v_doc.data, v->value.v_doc.data_len, parts, n, out,
+                   err);
+}
+
+static int eval_var(const node *n, ctx *c, val *out)
+{
+    val v;
+    switch (n->slot) {
+    case VAR_ROOT:
+    case VAR_CURRENT:
+        if (n->nparts)
+            return path_in(BSON_TYPE_DOCUMENT, bson_get_data(c->root), c->root->len, n->parts,
+                           n->nparts, out, c->err);
+        v.value_type = BSON_TYPE_DOCUMENT;
+        v.value.v_doc.data = (uint8_t *)bson_get_data(c->root);
+        v.value.v_doc.data_len = c->root->len;
+        return path_on_val(&v, NULL, 0, out, c->err);
+    case VAR_REMOVE:
+        out->value_type = BSON_TYPE_EOD;
+        return 0;
+    case VAR_NOW:
+        set_date(&v, c->vars && c->vars->has_now ? c->vars->now_ms : mf_clock_wall_ms());
+        return path_on_val(&v, n->parts, n->nparts, out, c->err);
+    default:
+        return path_on_val(&c->slots[n->slot], n->parts, n->nparts, out, c->err);
+    }
+}
+
+static int eval_obj(const node *n, ctx *c, val *out)
+{
+    bson_t b;
+    bson_init(&b);
+    for (size_t i = 0; i < n->nargs; i++) {
+        val v;
+        int rc = eval(n->args[i], c, &v);
+        if (rc != 0) {
+            bson_destroy(&b);
+            return rc;
+        }
+        if (v.value_type != BSON_TYPE_EOD)
+            bson_append_value(&b, n->names[i], -1, &v);
+        val_free(&v);
+    }
+    return set_steal(out, &b, BSON_TYPE_DOCUMENT, c->err);
+}
+
+/* Append `v` as element `i` of array `b` (a missing value becomes null). */
+static void arr_push(bson_t *b, uint32_t i, const val *v)
+{
+    char kb[16];
+    const char *key;
+    size_t kl = bson_uint32_to_string(i, &key, kb, sizeof kb);
+    if (v->value_type == BSON_TYPE_EOD)
+        bson_append_null(b, key, (int)kl);
+    else
+        bson_append_value(b, key, (int)kl, v);
+}
+
+static int eval_arr(const node *n, ctx *c, val *out)
+{
+    bson_t b;
+    bson_init(&b);
+    for (size_t i = 0; i < n->nargs; i++) {
+        val v;
+        int rc = eval(n->args[i], c, &v);
+        if (rc != 0) {
+            bson_destroy(&b);
+            return rc;
+        }
+        arr_push(&b, (uint32_t)i, &v);
+        val_free(&v);
+    }
+    return set_steal(out, &b, BSON_TYPE_ARRAY, c->err);
+}
+
+static int eval(const node *n, ctx *c, val *out)
+{
+    out->value_type = BSON_TYPE_EOD;
+    switch (n->kind) {
+    case K_CONST:
+        bson_value_copy(&n->cst, out);
+        return 0;
+    case K_PATH:
+        return path_in(BSON_TYPE_DOCUMENT, bson_get_data(c->root), c->root->len, n->parts,
+                       n->nparts, out, c->err);
+    case K_VAR:
+        return eval_var(n, c, out);
+    case K_OBJ:
+        return eval_obj(n, c, out);
+    case K_ARR:
+        return eval_arr(n, c, out);
+    default:
+        return n->op->eval(n, c, out);
+    }
+}
+
+/* Evaluate all operands into `v` (n->nargs of them); on error none is kept. */
+static int eval_all(const node *n, ctx *c, val *v)
+{
+    for (size_t i = 0; i < n->nargs; i++) {
+        int rc = eval(n->args[i], c, &v[i]);
+        if (rc != 0) {
+            for (size_t j = 0; j < i; j++)
+                val_free(&v[j]);
+            return rc;
+        }
+    }
+    return 0;
+}
+
+static void free_all(val *v, size_t k)
+{
+    for (size_t i = 0; i < k; i++)
+        val_free(&v[i]);
+}
+
+/* ------------------------------------------------------------ arithmetic */
+
+static bool add_overflows(int64_t a, int64_t b, int64_t *r)
+{
+    return __builtin_add_overflow(a, b, r);
+}
+
+/* $add: the narrowest of int, long, double that holds the sum (int32 and
+ * int64 overflow widen); one date allowed, which makes the result a date. */
+static int op_add(const node *n, ctx *c, val *out)
+{
+    int64_t ltot = 0;
+    double dtot = 0;
+    int widest = 0; /* 0 int, 1 long, 2 double */
+    bool is_date = false;
+    for (size_t i = 0; i < n->nargs; i++) {
+        val v;
+        int rc = eval(n->args[i], c, &v);
+        if (rc != 0)
+            return rc;
+        if (nullish(&v)) {
+            val_free(&v);
+            set_null(out);
+            return 0;
+        }
+        if (!is_num(&v) && v.value_type != BSON_TYPE_DATE_TIME) {
+            rc = mf_error_set(c->err, MF_TypeMismatch, "$add only supports numeric or date "
+                              "types, not %s", type_name(&v));
+            val_free(&v);
+            return rc;
+        }
+        if (v.value_type == BSON_TYPE_DECIMAL128)
+            return no_decimal("$add", c->err);
+        int64_t lv;
+        if (v.value_type == BSON_TYPE_DATE_TIME) {
+            if (is_date)
+                return mf_error_set(c->err, 16612, "only one date allowed in an $add "
+                                    "expression");
+            is_date = true;
+            lv = v.value.v_datetime;
+        } else {
+            int w = v.value_type == BSON_TYPE_INT32 ? 0 : v.value_type == BSON_TYPE_INT64 ? 1 : 2;
+            if (w > widest) {
+                if (w == 2 && widest < 2)
+                    dtot = (double)ltot;
+                widest = w;
+            }
+            lv = as_long(&v);
+        }
+        if (widest == 2) {
+            dtot += v.value_type == BSON_TYPE_DATE_TIME ? (double)lv : as_double(&v);
+        } else {
+            int64_t sum;
+            if (add_overflows(ltot, lv, &sum)) { /* widen to double, as mongod */
+                widest = 2;
+                dtot = (double)ltot + (double)lv;
+            } else {
+                ltot = sum;
+            }
+        }
+    }
+    if (is_date) {
+        if (widest == 2) {
+            if (!(dtot >= -9223372036854775808.0 && dtot < 9223372036854775808.0))
+                return mf_error_set(c->err, MF_Overflow, "date overflow in $add");
+            set_date(out, llround(dtot));
+        } else {
+            set_date(out, ltot);
+        }
+    } else if (widest == 0) {
+        set_int_or_long(out, ltot);
+    } else if (widest == 1) {
+        set_long(out, ltot);
+    } else {
+        set_double(out, dtot);
+    }
+    return 0;
+}
+
+static int op_subtract(const node *n, ctx *c, val *out)
+{
+    val v[2];
+    int rc = eval_all(n, c, v);
+    if (rc != 0)
+        return rc;
+    val *a = &v[0], *b = &v[1];
+    if (is_num(a) && is_num(b)) {
+        if (a->value_type == BSON_TYPE_DECIMAL128 || b->value_type == BSON_TYPE_DECIMAL128)
+            rc = no_decimal("$subtract", c->err);
+        else if (a->value_type == BSON_TYPE_DOUBLE || b->value_type == BSON_TYPE_DOUBLE)
+            set_double(out, as_double(a) - as_double(b));
+        else {
+            int64_t r;
+            bool is_long = a->value_type == BSON_TYPE_INT64 || b->value_type == BSON_TYPE_INT64;
+            if (__builtin_sub_overflow(as_long(a), as_long(b), &r))
+                set_double(out, as_double(a) - as_double(b));
+            else if (is_long)
+                set_long(out, r);
+            else
+                set_int_or_long(out, r);
+        }
+    } else if (nullish(a) || nullish(b)) {
+        set_null(out);
+    } else if (a->value_type == BSON_TYPE_DATE_TIME) {
+        if (b->value_type == BSON_TYPE_DATE_TIME)
+            set_long(out, a->value.v_datetime - b->value.v_datetime);
+        else if (b->value_type == BSON_TYPE_DECIMAL128)
+            rc = no_decimal("$subtract", c->err);
+        else if (is_num(b))
+            set_date(out, a->value.v_datetime - as_long(b));
+        else
+            rc = mf_error_set(c->err, 16613, "cant $subtract a %s from a Date", type_name(b));
+    } else {
+        /* sic: mongod's message has no space after "a" */
+        rc = mf_error_set(c->err, 16556, "cant $subtract a%s from a %s", type_name(b),
+                          type_name(a));
+    }
+    free_all(v, 2);
+    return rc;
+}
+
+/* $multiply: int64 product while it fits (an int result when both are
+ * ints and it fits in 32 bits), double after an overflow or a double. */
+static int op_multiply(const node *n, ctx *c, val *out)
+{
+    int64_t lp = 1;
+    double dp = 1;
+    int widest = 0;
+    for (size_t i = 0; i < n->nargs; i++) {
+        val v;
+        int rc = eval(n->args[i], c, &v);
+        if (rc != 0)
+            return rc;
+        if (nullish(&v)) {
+            set_null(out);
+            return 0;
+        }
+        if (!is_num(&v)) {
+            rc = mf_error_set(c->err, 16555, "$multiply only supports numeric types, not %s",
+                              type_name(&v));
+            val_free(&v);
+            return rc;
+        }
+        if (v.value_type == BSON_TYPE_DECIMAL128)
+            return no_decimal("$multiply", c->err);
+        int w = v.value_type == BSON_TYPE_INT32 ? 0 : v.value_type == BSON_TYPE_INT64 ? 1 : 2;
+        if (w > widest) {
+            if (w == 2)
+                dp = (double)lp;
+            widest = w;
+        }
+        if (widest == 2) {
+            dp *= as_double(&v);
+        } else {
+            int64_t r;
+            if (__builtin_mul_overflow(lp, as_long(&v), &r)) {
+                widest = 2;
+                dp = (double)lp * as_double(&v);
+            } else {
+                lp = r;
+            }
+        }
+    }
+    if (widest == 0)
+        set_int_or_long(out, lp);
+    else if (widest == 1)
+        set_long(out, lp);
+    else
+        set_double(out, dp);
+    return 0;
+}
+
+static int op_divide(const node *n, ctx *c, val *out)
+{
+    val v[2];
+    int rc = eval_all(n, c, v);
+    if (rc != 0)
+        return rc;
+    if (is_num(&v[0]) && is_num(&v[1])) {
+        if (v[0].value_type == BSON_TYPE_DECIMAL128 || v[1].value_type == BSON_TYPE_DECIMAL128)
+            rc = no_decimal("$divide", c->err);
+        else if (as_double(&v[1]) == 0)
+            rc = mf_error_set(c->err, 16608, "can't $divide by zero");
+        else
+            set_double(out, as_double(&v[0]) / as_double(&v[1]));
+    } else if (nullish(&v[0]) || nullish(&v[1])) {
+        set_null(out);
+    } else {
+        rc = mf_error_set(c->err, 16609, "$divide only supports numeric types, not %s and %s",
+                          type_name(&v[0]), type_name(&v[1]));
+    }
+    free_all(v, 2);
+    return rc;
+}
+
+/* Whether a double holds an integer that fits in 32 bits (Value::integral). */
+static bool integral32(const val *v)
+{
+    if (v->value_type == BSON_TYPE_INT32)
+        return true;
+    if (v->value_type == BSON_TYPE_INT64)
+        return v->value.v_int64 >= INT32_MIN && v->value.v_int64 <= INT32_MAX;
+    if (v->value_type == BSON_TYPE_DOUBLE) {
+        double d = v->value.v_double;
+        return d >= INT32_MIN && d <= INT32_MAX && d == (double)(int32_t)d;
+    }
+    return false;
+}
+
+/* $mod: fmod for a double dividend or a fractional divisor; otherwise
+ * integer remainder (long if either is a long), x % -1 being 0. */
+static int op_mod(const node *n, ctx *c, val *out)
+{
+    val v[2];
+    int rc = eval_all(n, c, v);
+    if (rc != 0)
+        return rc;
+    val *a = &v[0], *b = &v[1];
+    if (is_num(a) && is_num(b)) {
+        if (a->value_type == BSON_TYPE_DECIMAL128 || b->value_type == BSON_TYPE_DECIMAL128) {
+            rc = no_decimal("$mod", c->err);
+        } else if (as_double(b) == 0) {
+            rc = mf_error_set(c->err, 16610, "can't $mod by zero");
+        } else if (a->value_type == BSON_TYPE_DOUBLE ||
+                   (b->value_type == BSON_TYPE_DOUBLE && !integral32(b))) {
+            set_double(out, fmod(as_double(a), as_double(b)));
+        } else if (a->value_type == BSON_TYPE_INT64 || b->value_type == BSON_TYPE_INT64) {
+            int64_t x = as_long(a), y = as_long(b);
+            set_long(out, y == -1 ? 0 : x % y);
+        } else {
+            int32_t x = (int32_t)as_long(a), y = (int32_t)as_long(b);
+            set_int(out, y == -1 ? 0 : x % y);
+        }
+    } else if (nullish(a) || nullish(b)) {
+        set_null(out);
+    } else {
+        rc = mf_error_set(c->err, 16611, "$mod only supports numeric types, not %s and %s",
+                          type_name(a), type_name(b));
+    }
+    free_all(v, 2);
+    return rc;
+}
+
+/* The one operand of a single-number operator: *done when the result is
+ * already null (a nullish operand). */
+static int one_number(const node *n, ctx *c, val *v, bool *done, val *out)
+{
+    int rc = eval(n->args[0], c, v);
+    *done = false;
+    if (rc != 0)
+        return rc;
+    if (nullish(v)) {
+        val_free(v);
+        set_null(out);
+        *done = true;
+        return 0;
+    }
+    if (!is_num(v)) {
+        rc = mf_error_set(c->err, 28765, "%s only supports numeric types, not %s",
+                          n->op->name, type_name(v));
+        val_free(v);
+        return rc;
+    }
+    if (v->value_type == BSON_TYPE_DECIMAL128)
+        return no_decimal(n->op->name, c->err);
+    return 0;
+}
+
+static int op_abs(const node *n, ctx *c, val *out)
+{
+    val v;
+    bool done;
+    int rc = one_number(n, c, &v, &done, out);
+    if (rc != 0 || done)
+        return rc;
+    if (v.value_type == BSON_TYPE_DOUBLE) {
+        set_double(out, fabs(v.value.v_double));
+    } else {
+        int64_t x = as_long(&v);
+        if (x == INT64_MIN)
+            return mf_error_set(c->err, 28680, "can't take $abs of long long min");
+        x = x < 0 ? -x : x;
+        if (v.value_type == BSON_TYPE_INT64)
+            set_long(out, x);
+        else
+            set_int_or_long(out, x);
+    }
+    return 0;
+}
+
+static int round_op(const node *n, ctx *c, val *out, double (*fn)(double))
+{
+    val v;
+    bool done;
+    int rc = one_number(n, c, &v, &done, out);
+    if (rc != 0 || done)
+        return rc;
+    if (v.value_type == BSON_TYPE_DOUBLE)
+        set_double(out, fn(v.value.v_double));
+    else
+        *out = v; /* integers are their own ceiling and floor */
+    return 0;
+}
+
+static int op_ceil(const node *n, ctx *c, val *out) { return round_op(n, c, out, ceil); }
+static int op_floor(const node *n, ctx *c, val *out) { return round_op(n, c, out, floor); }
+
+static int op_exp(const node *n, ctx *c, val *out)
+{
+    val v;
+    bool done;
+    int rc = one_number(n, c, &v, &done, out);
+    if (rc == 0 && !done)
+        set_double(out, exp(as_double(&v)));
+    return rc;
+}
+
+static int op_sqrt(const node *n, ctx *c, val *out)
+{
+    val v;
+    bool done;
+    int rc = one_number(n, c, &v, &done, out);
+    if (rc != 0 || done)
+        return rc;
+    double x = as_double(&v);
+    if (x < 0)
+        return mf_error_set(c->err, 28714, "$sqrt's argument must be greater than or equal "
+                            "to 0");
+    set_double(out, sqrt(x));
+    return 0;
+}
+
+static int log_op(const node *n, ctx *c, val *out, int code, double (*fn)(double))
+{
+    val v;
+    bool done;
+    int rc = one_number(n, c, &v, &done, out);
+    if (rc != 0 || done)
+        return rc;
+    double x = as_double(&v);
+    if (!(x > 0) && !isnan(x)) {
+        char buf[64];
+        val_str(&v, buf, sizeof buf);
+        return mf_error_set(c->err, code, "%s's argument must be a positive number, but is %s",
+                            n->op->name, buf);
+    }
+    set_double(out, fn(x));
+    return 0;
+}
+
+static int op_ln(const node *n, ctx *c, val *out) { return log_op(n, c, out, 28766, log); }
+static int op_log10(const node *n, ctx *c, val *out) { return log_op(n, c, out, 28761, log10); }
+
+static int op_log(const node *n, ctx *c, val *out)
+{
+    val v[2];
+    char buf[64];
+    int rc = eval_all(n, c, v);
+    if (rc != 0)
+        return rc;
+    val *x = &v[0], *b = &v[1];
+    if (nullish(x) || nullish(b))
+        set_null(out);
+    else if (!is_num(x))
+        rc = mf_error_set(c->err, 28756, "$log's argument must be numeric, not %s", type_name(x));
+    else if (!is_num(b))
+        rc = mf_error_set(c->err, 28757, "$log's base must be numeric, not %s", type_name(b));
+    else if (x->value_type == BSON_TYPE_DECIMAL128 || b->value_type == BSON_TYPE_DECIMAL128)
+        rc = no_decimal("$log", c->err);
+    else if (!(as_double(x) > 0)) {
+        val_str(x, buf, sizeof buf);
+        rc = mf_error_set(c->err, 28758, "$log's argument must be a positive number, but is %s",
+                          buf);
+    } else if (!(as_double(b) > 0) || as_double(b) == 1) {
+        val_str(b, buf, sizeof buf);
+        rc = mf_error_set(c->err, 28759, "$log's base must be a positive number not equal to "
+                          "1, but is %s", buf);
+    } else {
+        set_double(out, log(as_double(x)) / log(as_double(b)));
+    }
+    free_all(v, 2);
+    return rc;
+}
+
+/* $pow: integral base and exponent give an integer while it fits (int for
+ * two ints, long otherwise), a double after overflow or for a negative
+ * exponent (but 1 and -1 stay integers). */
+static int op_pow(const node *n, ctx *c, val *out)
+{
+    val v[2];
+    int rc = eval_all(n, c, v);
+    if (rc != 0)
+        return rc;
+    val *b = &v[0], *e = &v[1];
+    if (nullish(b) || nullish(e)) {
+        set_null(out);
+    } else if (!is_num(b)) {
+        rc = mf_error_set(c->err, 28762, "$pow's base must be numeric, not %s", type_name(b));
+    } else if (!is_num(e)) {
+        rc = mf_error_set(c->err, 28763, "$pow's exponent must be numeric, not %s",
+                          type_name(e));
+    } else if (b->value_type == BSON_TYPE_DECIMAL128 || e->value_type == BSON_TYPE_DECIMAL128) {
+        rc = no_decimal("$pow", c->err);
+    } else if (as_double(b) == 0 && as_double(e) < 0) {
+        rc = mf_error_set(c->err, 28764, "$pow cannot take a base of 0 and a negative exponent");
+    } else if (b->value_type == BSON_TYPE_DOUBLE || e->value_type == BSON_TYPE_DOUBLE) {
+        set_double(out, pow(as_double(b), as_double(e)));
+    } else {
+        int64_t base = as_long(b), ex = as_long(e), r = 1;
+        bool both_int = b->value_type == BSON_TYPE_INT32 && e->value_type == BSON_TYPE_INT32;
+        bool overflow = false;
+        if (ex < 0) {
+            if (base == 1 || base == -1)
+                r = (base == -1 && (ex & 1)) ? -1 : 1;
+            else
+                overflow = true; /* a fraction: double */
+        } else {
+            int64_t p = base;
+            for (int64_t k = ex; k > 0 && !overflow; k >>= 1) {
+                if ((k & 1) && __builtin_mul_overflow(r, p, &r))
+                    overflow = true;
+                if (k > 1 && !overflow && __builtin_mul_overflow(p, p, &p))
+                    overflow = true;
+            }
+        }
+        if (overflow)
+            set_double(out, pow(as_double(b), as_double(e)));
+        else if (both_int)
+            set_int_or_long(out, r);
+        else
+            set_long(out, r);
+    }
+    free_all(v, 2);
+    return rc;
+}
+
+/* ------------------------------------------------ comparison and logic */
+
+static int cmp_op(const node *n, ctx *c, val *out, int which)
+{
+    val v[2];
+    int rc = eval_all(n, c, v);
+    if (rc != 0)
+        return rc;
+    int r = val_cmp(&v[0], &v[1]);
+    switch (which) {
+    case 0: set_bool(out, r == 0); break;
+    case 1: set_bool(out, r != 0); break;
+    case 2: set_bool(out, r > 0); break;
+    case 3: set_bool(out, r >= 0); break;
+    case 4: set_bool(out, r < 0); break;
+    case 5: set_bool(out, r <= 0); break;
+    default: set_int(out, r < 0 ? -1 : r > 0); break;
+    }
+    free_all(v, 2);
+    return 0;
+}
+
+static int op_eq(const node *n, ctx *c, val *out) { return cmp_op(n, c, out, 0); }
+static int op_ne(const node *n, ctx *c, val *out) { return cmp_op(n, c, out, 1); }
+static int op_gt(const node *n, ctx *c, val *out) { return cmp_op(n, c, out, 2); }
+static int op_gte(const node *n, ctx *c, val *out) { return cmp_op(n, c, out, 3); }
+static int op_lt(const node *n, ctx *c, val *out) { return cmp_op(n, c, out, 4); }
+static int op_lte(const node *n, ctx *c, val *out) { return cmp_op(n, c, out, 5); }
+static int op_cmp(const node *n, ctx *c, val *out) { return cmp_op(n, c, out, 6); }
+
+/* $and / $or: short-circuit, as mongod. */
+static int andor(const node *n, ctx *c, val *out, bool is_or)
+{
+    for (size_t i = 0; i < n->nargs; i++) {
+        val v;
+        int rc = eval(n->args[i], c, &v);
+        if (rc != 0)
+            return rc;
+        bool t = truthy(&v);
+        val_free(&v);
+        if (t == is_or) {
+            set_bool(out, is_or);
+            return 0;
+        }
+    }
+    set_bool(out, !is_or);
+    return 0;
+}
+
+static int op_and(const node *n, ctx *c, val *out) { return andor(n, c, out, false); }
+static int op_or(const node *n, ctx *c, val *out) { return andor(n, c, out, true); }
+
+static int op_not(const node *n, ctx *c, val *out)
+{
+    val v;
+    int rc = eval(n->args[0], c, &v);
+    if (rc == 0) {
+        set_bool(out, !truthy(&v));
+        val_free(&v);
+    }
+    return rc;
+}
+
+static int op_cond(const node *n, ctx *c, val *out)
+{
+    val v;
+    int rc = eval(n->args[0], c, &v);
+    if (rc != 0)
+        return rc;
+    bool t = truthy(&v);
+    val_free(&v);
+    return eval(n->args[t ? 1 : 2], c, out);
+}
+
+/* $ifNull: the first operand that is not null or missing, else the last
+ * (which may itself be missing). */
+static int op_ifnull(const node *n, ctx *c, val *out)
+{
+    for (size_t i = 0; i + 1 < n->nargs; i++) {
+        int rc = eval(n->args[i], c, out);
+        if (rc != 0)
+            return rc;
+        if (!nullish(out))
+            return 0;
+        val_free(out);
+    }
+    return eval(n->args[n->nargs - 1], c, out);
+}
+
+static int op_switch(const node *n, ctx *c, val *out)
+{
+    bool has_default = n->slots != NULL;
+    size_t nbranch = (n->nargs - (has_default ? 1 : 0)) / 2;
+    for (size_t i = 0; i < nbranch; i++) {
+        val v;
+        int rc = eval(n->args[2 * i], c, &v);
+        if (rc != 0)
+            return rc;
+        bool t = truthy(&v);
+        val_free(&v);
+        if (t)
+            return eval(n->args[2 * i + 1], c, out);
+    }
+    if (!has_default)
+        return mf_error_set(c->err, 40066, "$switch could not find a matching branch for an "
+                            "input, and no default was specified.");
+    return eval(n->args[n->nargs - 1], c, out);
+}
+
+static int op_let(const node *n, ctx *c, val *out)
+{
+    size_t nv = n->nargs - 1;
+    /* evaluate every binding before any is visible (they use the outer scope) */
+    val *tmp = nv ? calloc(nv, sizeof *tmp) : NULL;
+    if (nv && !tmp)
+        return mf_error_set(c->err, MF_InternalError, "out of memory");
+    int rc = 0;
+    size_t done = 0;
+    for (; done < nv && rc == 0; done++)
+        rc = eval(n->args[done], c, &tmp[done]);
+    if (rc != 0) {
+        free_all(tmp, nv); /* calloc'd: unset ones are missing */
+        free(tmp);
+        return rc;
+    }
+    for (size_t i = 0; i < nv; i++) {
+        val_free(&c->slots[n->slots[i]]);
+        c->slots[n->slots[i]] = tmp[i];
+    }
+    free(tmp);
+    return eval(n->args[nv], c, out);
+}
+
+/* ------------------------------------------------------------------ table */
+
+static const op_def OPS[] = {
+    {"$abs", op_abs, 1, 1, NULL},
+    {"$add", op_add, 0, -1, NULL},
+    {"$and", op_and, 0, -1, NULL},
+    {"$ceil", op_ceil, 1, 1, NULL},
+    {"$cmp", op_cmp, 2, 2, NULL},
+    {"$cond", op_cond, 3, 3, parse_cond},
+    {"$divide", op_divide, 2, 2, NULL},
+    {"$eq", op_eq, 2, 2, NULL},
+    {"$exp", op_exp, 1, 1, NULL},
+    {"$floor", op_floor, 1, 1, NULL},
+    {"$gt", op_gt, 2, 2, NULL},
+    {"$gte", op_gte, 2, 2, NULL},
+    {"$ifNull", op_ifnull, 0, -1, parse_ifnull},
+    {"$let", op_let, 0, -1, parse_let},
+    {"$literal", NULL, 0, 0, parse_literal},
+    {"$ln", op_ln, 1, 1, NULL},
+    {"$log", op_log, 2, 2, NULL},
+    {"$log10", op_log10, 1, 1, NULL},
+    {"$lt", op_lt, 2, 2, NULL},
+    {"$lte", op_lte, 2, 2, NULL},
+    {"$mod", op_mod, 2, 2, NULL},
+    {"$multiply", op_multiply, 0, -1, NULL},
+    {"$ne", op_ne, 2, 2, NULL},
+    {"$not", op_not, 1, 1, NULL},
+    {"$or", op_or, 0, -1, NULL},
+    {"$pow", op_pow, 2, 2, NULL},
+    {"$sqrt", op_sqrt, 1, 1, NULL},
+    {"$subtract", op_subtract, 2, 2, NULL},
+    {"$switch", op_switch, 0, -1, parse_switch},
+};
+
+static const op_def *find_op(const char *name)
+{
+    for (size_t i = 0; i < sizeof OPS / sizeof OPS[0]; i++)
+        if (strcmp(OPS[i].name, name) == 0)
+            return &OPS[i];
+    return NULL;
+}
+
+/* ------------------------------------------------------------------ API */
+
+void mf_expr_free(mf_expr *e)
+{
+    if (!e)
+        return;
+    node_free(e->root);
+    for (size_t i = 0; i < e->nlet; i++)
+        free(e->let_names[i]);
+    free(e->let_names);
+    free(e);
+}
+
+int mf_expr_parse(const bson_iter_t *it, const char *const *let_names, size_t nlet,
+                  mf_expr **out, mf_error *err)
+{
+    int rc = 0;
+    scope sc = {0};
+    mf_expr *e = calloc(1, sizeof *e);
+    *out = NULL;
+    if (!e || (nlet && !(e->let_names = calloc(nlet, sizeof *e->let_names)))) {
+        rc = mf_error_set(err, MF_InternalError, "out of memory");
+        goto fail;
+    }
+    for (size_t i = 0; i < nlet; i++) {
+        int slot;
+        if (!(e->let_names[i] = bson_strdup(let_names[i]))) {
+            rc = mf_error_set(err, MF_InternalError, "out of memory");
+            goto fail;
+        }
+        e->nlet++;
+        if ((rc = scope_push(&sc, e->let_names[i], &slot, err)) != 0)
+            goto fail;
+    }
+    if ((rc = parse_node(it, &sc, &e->root, err)) != 0)
+        goto fail;
+    e->nslots = sc.nslots;
+    free(sc.names);
+    free(sc.slots);
+    *out = e;
+    return 0;
+fail:
+    free(sc.names);
+    free(sc.slots);
+    mf_expr_free(e);
+    return rc;
+}
+
+int mf_expr_eval(const mf_expr *e, const bson_t *root, const mf_expr_vars *vars, bson_t *out,
+                 const char *key, bool *missing, mf_error *err)
+{
+    ctx c = {root, vars, NULL, err};
+    val v;
+    int rc = 0;
+    *missing = false;
+    if (e->nslots && !(c.slots = calloc((size_t)e->nslots, sizeof *c.slots)))
+        return mf_error_set(err, MF_InternalError, "out of memory");
+    for (int i = 0; i < e->nslots; i++)
+        c.slots[i].value_type = BSON_TYPE_EOD;
+    for (size_t i = 0; i < e->nlet; i++) {
+        bson_iter_t it;
+        if (vars && vars->let && bson_iter_init_find(&it, vars->let, e->let_names[i]))
+            bson_value_copy(bson_iter_value(&it), &c.slots[i]);
+    }
+    rc = eval(e->root, &c, &v);
+    if (rc == 0) {
+        if (v.value_type == BSON_TYPE_EOD)
+            *missing = true;
+        else if (!bson_append_value(out, key, -1, &v))
+            rc = mf_error_set(err, MF_BadValue, "expression result too large");
+        val_free(&v);
+    }
+    free_all(c.slots, (size_t)e->nslots);
+    free(c.slots);
+    return rc;
+}
