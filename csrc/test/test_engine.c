@@ -284,6 +284,9 @@ MFT_CASE(crash_loop, "/storage/engine/sigkill_crash_loop")
 
         ctx x = {0};
         x.e = open_engine(dir, false, &err);
+        if (!x.e)
+            printf("  point %d (acked %llu): reopen failed: %d %s\n", pt,
+                   (unsigned long long)acked, err.code, err.msg);
         CHECK(x.e);
         if (acked == 0) {
             /* Killed before anything committed: only check it opens. */
