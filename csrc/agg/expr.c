@@ -698,7 +698,10 @@ static int path_in(bson_type_t t, const uint8_t *data, uint32_t len, char *const
 static int path_on_val(const val *v, char *const *parts, size_t n, val *out, mf_error *err)
 {
     if (n == 0) {
-        bson_value_copy(v, out);
+        if (v->value_type == BSON_TYPE_EOD) /* a variable bound to missing */
+            out->value_type = BSON_TYPE_EOD;
+        else
+            bson_value_copy(v, out);
         return 0;
     }
     out->value_type = BSON_TYPE_EOD;
