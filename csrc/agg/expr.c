@@ -3,7 +3,8 @@
  * evaluate per document, with mongod 7.0's results, types and errors.
  *
  * Values.  A value in flight is a bson_value_t that owns its memory
- * (strings, documents and arrays are heap copies; val_free releases them).
+ * (strings, documents and arrays are heap copies; mfi_val_free releases
+ * them).
  * BSON_TYPE_EOD stands for "missing" (see agg.h for how missing differs
  * from null).  Documents and arrays are kept as BSON bytes, so nesting
  * needs no tree of our own and appending a result is one bson_append_value.

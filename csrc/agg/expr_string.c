@@ -416,6 +416,8 @@ int mfi_parse_named(const op_def *op, const bson_iter_t *it, void *vsc, node *n,
                     const char *obj_fmt, int c_unknown, const int *c_missing,
                     const char *missing_fmt, mf_error *err)
 {
+    if (k > 8)
+        return mf_error_set(err, MF_InternalError, "%s: too many named arguments", op->name);
     if (!BSON_ITER_HOLDS_DOCUMENT(it))
         return mf_error_set(err, c_obj, obj_fmt, op->name,
                             mf_bsonx_type_alias(bson_iter_type(it)));
