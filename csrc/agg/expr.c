@@ -3,7 +3,8 @@
  * evaluate per document, with mongod 7.0's results, types and errors.
  *
  * Values.  A value in flight is a bson_value_t that owns its memory
- * (strings, documents and arrays are heap copies; val_free releases them).
+ * (strings, documents and arrays are heap copies; mfi_val_free releases
+ * them).
  * BSON_TYPE_EOD stands for "missing" (see agg.h for how missing differs
  * from null).  Documents and arrays are kept as BSON bytes, so nesting
  * needs no tree of our own and appending a result is one bson_append_value.
@@ -14,46 +15,18 @@
  * undefined name is a parse error (17276), as in mongod.  The builtins
  * ($$ROOT, $$CURRENT, $$REMOVE, $$NOW) have negative slots.
  *
- * Operators are a table (name, arity, parser, evaluator).  Most take their
- * operands as a list and share parse_args; $literal, $let, $cond, $switch
+ * Operators are tables (name, arity, parser, evaluator): this file's OPS,
+ * then those of expr_string.c, expr_array.c and expr_object.c (declared in
+ * expr_int.h).  Most take their operands as a list and share
+ * mfi_parse_args; $literal, $let, $cond, $switch, $filter, $map, $reduce
  * have their own parsers for their object forms.
  */
-#include "agg.h"
+#include "expr_int.h"
 
 #include <limits.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-
-typedef bson_value_t val; /* BSON_TYPE_EOD = missing */
-
-enum { K_CONST, K_PATH, K_VAR, K_OP, K_OBJ, K_ARR };
-enum { VAR_ROOT = -1, VAR_CURRENT = -2, VAR_REMOVE = -3, VAR_NOW = -4 };
-
-typedef struct node node;
-typedef struct ctx ctx;
-typedef int (*eval_fn)(const node *n, ctx *c, val *out);
-
-typedef struct op_def {
-    const char *name;
-    eval_fn eval;
-    int min, max; /* operand count; max -1: no limit */
-    int (*parse)(const struct op_def *op, const bson_iter_t *it, void *scope, node *n,
-                 mf_error *err); /* NULL: operands as a list */
-} op_def;
-
-struct node {
-    int kind;
-    const op_def *op;
-    val cst;        /* K_CONST */
-    char **parts;   /* K_PATH, K_VAR: path components after the variable */
-    size_t nparts;
-    int slot;       /* K_VAR */
-    node **args;    /* K_OP operands, K_OBJ values, K_ARR elements */
-    size_t nargs;
-    char **names;   /* K_OBJ field names */
-    int *slots;     /* $let: the slot of each binding (args[0..nargs-2]) */
-};
 
 struct mf_expr {
     node *root;
@@ -62,56 +35,21 @@ struct mf_expr {
     size_t nlet;
 };
 
-struct ctx {
-    const bson_t *root;
-    const mf_expr_vars *vars;
-    val *slots;
-    mf_error *err;
-};
-
 /* ------------------------------------------------------------------ values */
 
-static void val_free(val *v)
+void mfi_val_free(val *v)
 {
     bson_value_destroy(v);
     v->value_type = BSON_TYPE_EOD;
 }
 
-static bool nullish(const val *v)
-{
-    return v->value_type == BSON_TYPE_EOD || v->value_type == BSON_TYPE_NULL ||
-           v->value_type == BSON_TYPE_UNDEFINED;
-}
 
-static bool is_num(const val *v)
-{
-    switch (v->value_type) {
-    case BSON_TYPE_INT32: case BSON_TYPE_INT64: case BSON_TYPE_DOUBLE: case BSON_TYPE_DECIMAL128:
-        return true;
-    default:
-        return false;
-    }
-}
 
-static void set_null(val *v) { v->value_type = BSON_TYPE_NULL; }
-static void set_bool(val *v, bool b) { v->value_type = BSON_TYPE_BOOL; v->value.v_bool = b; }
-static void set_int(val *v, int32_t i) { v->value_type = BSON_TYPE_INT32; v->value.v_int32 = i; }
-static void set_long(val *v, int64_t i) { v->value_type = BSON_TYPE_INT64; v->value.v_int64 = i; }
-static void set_double(val *v, double d) { v->value_type = BSON_TYPE_DOUBLE; v->value.v_double = d; }
-static void set_date(val *v, int64_t ms) { v->value_type = BSON_TYPE_DATE_TIME; v->value.v_datetime = ms; }
 
-/* mongod's Value::createIntOrLong. */
-static void set_int_or_long(val *v, int64_t i)
-{
-    if (i >= INT32_MIN && i <= INT32_MAX)
-        set_int(v, (int32_t)i);
-    else
-        set_long(v, i);
-}
 
 /* Take over the buffer of `b` (a heap or inline bson_t from bson_init) as a
  * document or array value. */
-static int set_steal(val *v, bson_t *b, bson_type_t t, mf_error *err)
+int mfi_set_steal(val *v, bson_t *b, bson_type_t t, mf_error *err)
 {
     uint32_t len = 0;
     uint8_t *data = bson_destroy_with_steal(b, true, &len);
@@ -123,30 +61,12 @@ static int set_steal(val *v, bson_t *b, bson_type_t t, mf_error *err)
     return 0;
 }
 
-static const char *type_name(const val *v)
+const char *mfi_type_name(const val *v)
 {
     return v->value_type == BSON_TYPE_EOD ? "missing" : mf_bsonx_type_alias(v->value_type);
 }
 
-static double as_double(const val *v)
-{
-    switch (v->value_type) {
-    case BSON_TYPE_INT32: return v->value.v_int32;
-    case BSON_TYPE_INT64: return (double)v->value.v_int64;
-    case BSON_TYPE_DOUBLE: return v->value.v_double;
-    default: return 0;
-    }
-}
 
-static int64_t as_long(const val *v) /* int types, or a double truncated (in range) */
-{
-    switch (v->value_type) {
-    case BSON_TYPE_INT32: return v->value.v_int32;
-    case BSON_TYPE_INT64: return v->value.v_int64;
-    case BSON_TYPE_DOUBLE: return (int64_t)v->value.v_double;
-    default: return 0;
-    }
-}
 
 /* A one-field document holding `v`, iterated to the value: how values meet
  * the bsonx helpers, which work on iterators.  `v` must not be missing. */
@@ -157,7 +77,7 @@ static bool val_iter(const val *v, bson_t *tmp, bson_iter_t *it)
 }
 
 /* Compare in MongoDB's order; missing sorts with undefined, below null. */
-static int val_cmp(const val *a, const val *b)
+int mfi_val_cmp(const val *a, const val *b)
 {
     if (a->value_type == BSON_TYPE_EOD || b->value_type == BSON_TYPE_EOD) {
         int ca = mf_bsonx_canonical_type(a->value_type);
@@ -175,7 +95,7 @@ static int val_cmp(const val *a, const val *b)
 }
 
 /* mongod's Value::coerceToBool. */
-static bool truthy(const val *v)
+bool mfi_truthy(const val *v)
 {
     switch (v->value_type) {
     case BSON_TYPE_EOD: case BSON_TYPE_NULL: case BSON_TYPE_UNDEFINED: return false;
@@ -194,7 +114,7 @@ static bool truthy(const val *v)
 }
 
 /* The value alone, as mongod prints it in a message ("-1", "2.5"). */
-static void val_str(const val *v, char *out, size_t cap)
+void mfi_val_str(const val *v, char *out, size_t cap)
 {
     bson_t t;
     bson_iter_t it;
@@ -206,7 +126,7 @@ static void val_str(const val *v, char *out, size_t cap)
     bson_destroy(&t);
 }
 
-static int no_decimal(const char *op, mf_error *err)
+int mfi_no_decimal(const char *op, mf_error *err)
 {
     return mf_error_set(err, MF_NotImplemented,
                         "%s: decimal128 arithmetic is not supported yet", op);
@@ -243,7 +163,7 @@ static node *node_new(int kind)
     return n;
 }
 
-static int push_arg(node *n, node *a, mf_error *err)
+int mfi_push_arg(node *n, node *a, mf_error *err)
 {
     node **p = realloc(n->args, (n->nargs + 1) * sizeof *p);
     if (!p) {
@@ -257,15 +177,8 @@ static int push_arg(node *n, node *a, mf_error *err)
 
 /* ------------------------------------------------------------------ parse */
 
-/* The variables visible while parsing: a stack of (name, slot). */
-typedef struct scope {
-    const char **names;
-    int *slots;
-    size_t n, cap;
-    int nslots;
-} scope;
 
-static int scope_push(scope *s, const char *name, int *slot, mf_error *err)
+int mfi_scope_push(scope *s, const char *name, int *slot, mf_error *err)
 {
     if (s->n == s->cap) {
         size_t cap = s->cap ? 2 * s->cap : 8;
@@ -293,7 +206,6 @@ static int scope_find(const scope *s, const char *name, size_t len)
     return INT_MIN;
 }
 
-static int parse_node(const bson_iter_t *it, scope *sc, node **out, mf_error *err);
 
 /* Split "a.b.c" into components; mongod's FieldPath checks. */
 static int split_path(const char *p, size_t len, node *n, mf_error *err)
@@ -324,7 +236,7 @@ static int split_path(const char *p, size_t len, node *n, mf_error *err)
 }
 
 /* mongod's variableValidation for a name being defined. */
-static int check_var_name(const char *name, mf_error *err)
+int mfi_check_var_name(const char *name, mf_error *err)
 {
     if (!*name)
         return mf_error_set(err, 16866, "empty variable names are not allowed");
@@ -396,7 +308,7 @@ static int parse_string_ref(const char *s, size_t len, scope *sc, node **out, mf
 static const op_def *find_op(const char *name);
 
 /* Operands as a list: an array's elements, or any other value as one. */
-static int parse_args(const op_def *op, const bson_iter_t *it, void *vsc, node *n, mf_error *err)
+int mfi_parse_args(const op_def *op, const bson_iter_t *it, void *vsc, node *n, mf_error *err)
 {
     scope *sc = vsc;
     int rc;
@@ -406,12 +318,12 @@ static int parse_args(const op_def *op, const bson_iter_t *it, void *vsc, node *
             return mf_error_set(err, MF_InvalidBSON, "bad array");
         while (bson_iter_next(&ch)) {
             node *a = NULL;
-            if ((rc = parse_node(&ch, sc, &a, err)) != 0 || (rc = push_arg(n, a, err)) != 0)
+            if ((rc = mfi_parse_node(&ch, sc, &a, err)) != 0 || (rc = mfi_push_arg(n, a, err)) != 0)
                 return rc;
         }
     } else {
         node *a = NULL;
-        if ((rc = parse_node(it, sc, &a, err)) != 0 || (rc = push_arg(n, a, err)) != 0)
+        if ((rc = mfi_parse_node(it, sc, &a, err)) != 0 || (rc = mfi_push_arg(n, a, err)) != 0)
             return rc;
     }
     int k = (int)n->nargs;
@@ -475,8 +387,8 @@ static int parse_let(const op_def *op, const bson_iter_t *it, void *vsc, node *n
     size_t nv = 0;
     while (bson_iter_next(&v)) {
         node *a = NULL;
-        if ((rc = check_var_name(bson_iter_key(&v), err)) != 0 ||
-            (rc = parse_node(&v, sc, &a, err)) != 0 || (rc = push_arg(n, a, err)) != 0)
+        if ((rc = mfi_check_var_name(bson_iter_key(&v), err)) != 0 ||
+            (rc = mfi_parse_node(&v, sc, &a, err)) != 0 || (rc = mfi_push_arg(n, a, err)) != 0)
             return rc;
         nv++;
     }
@@ -485,13 +397,13 @@ static int parse_let(const op_def *op, const bson_iter_t *it, void *vsc, node *n
     size_t depth = sc->n;
     bson_iter_recurse(&vars_it, &v);
     for (size_t i = 0; bson_iter_next(&v); i++)
-        if ((rc = scope_push(sc, bson_iter_key(&v), &n->slots[i], err)) != 0)
+        if ((rc = mfi_scope_push(sc, bson_iter_key(&v), &n->slots[i], err)) != 0)
             return rc;
     node *body = NULL;
-    rc = parse_node(&in_it, sc, &body, err);
+    rc = mfi_parse_node(&in_it, sc, &body, err);
     sc->n = depth; /* the names go out of scope; their slots stay unique */
     if (rc == 0)
-        rc = push_arg(n, body, err);
+        rc = mfi_push_arg(n, body, err);
     return rc;
 }
 
@@ -499,7 +411,7 @@ static int parse_let(const op_def *op, const bson_iter_t *it, void *vsc, node *n
 static int parse_cond(const op_def *op, const bson_iter_t *it, void *vsc, node *n, mf_error *err)
 {
     if (!BSON_ITER_HOLDS_DOCUMENT(it))
-        return parse_args(op, it, vsc, n, err);
+        return mfi_parse_args(op, it, vsc, n, err);
     bson_iter_t ch, p_if, p_then, p_else;
     bson_iter_t *parts[3] = {&p_if, &p_then, &p_else};
     bool has[3] = {false, false, false};
@@ -521,7 +433,7 @@ static int parse_cond(const op_def *op, const bson_iter_t *it, void *vsc, node *
     for (int i = 0; i < 3; i++) {
         node *a = NULL;
         int rc;
-        if ((rc = parse_node(parts[i], vsc, &a, err)) != 0 || (rc = push_arg(n, a, err)) != 0)
+        if ((rc = mfi_parse_node(parts[i], vsc, &a, err)) != 0 || (rc = mfi_push_arg(n, a, err)) != 0)
             return rc;
     }
     return 0;
@@ -578,8 +490,8 @@ static int parse_switch(const op_def *op, const bson_iter_t *it, void *vsc, node
                     return mf_error_set(err, 40065, "$switch requires each branch have a 'then' "
                                         "expression.");
                 node *a = NULL, *b = NULL;
-                if ((rc = parse_node(&cs, vsc, &a, err)) != 0 || (rc = push_arg(n, a, err)) != 0 ||
-                    (rc = parse_node(&th, vsc, &b, err)) != 0 || (rc = push_arg(n, b, err)) != 0)
+                if ((rc = mfi_parse_node(&cs, vsc, &a, err)) != 0 || (rc = mfi_push_arg(n, a, err)) != 0 ||
+                    (rc = mfi_parse_node(&th, vsc, &b, err)) != 0 || (rc = mfi_push_arg(n, b, err)) != 0)
                     return rc;
             }
             has_branches = true;
@@ -594,7 +506,7 @@ static int parse_switch(const op_def *op, const bson_iter_t *it, void *vsc, node
         return mf_error_set(err, 40068, "$switch requires at least one branch.");
     if (has_def) {
         node *d = NULL;
-        if ((rc = parse_node(&def, vsc, &d, err)) != 0 || (rc = push_arg(n, d, err)) != 0)
+        if ((rc = mfi_parse_node(&def, vsc, &d, err)) != 0 || (rc = mfi_push_arg(n, d, err)) != 0)
             return rc;
         if (!(n->slots = calloc(1, sizeof *n->slots)))
             return mf_error_set(err, MF_InternalError, "out of memory");
@@ -605,7 +517,7 @@ static int parse_switch(const op_def *op, const bson_iter_t *it, void *vsc, node
 static int parse_ifnull(const op_def *op, const bson_iter_t *it, void *vsc, node *n,
                         mf_error *err)
 {
-    int rc = parse_args(op, it, vsc, n, err);
+    int rc = mfi_parse_args(op, it, vsc, n, err);
     if (rc == 0 && n->nargs < 2)
         return mf_error_set(err, 1257300, "$ifNull needs at least two arguments, had: %zu",
                             n->nargs);
@@ -639,7 +551,7 @@ static int parse_object(const bson_iter_t *it, scope *sc, node **out, mf_error *
         if (!n)
             return mf_error_set(err, MF_InternalError, "out of memory");
         n->op = op;
-        rc = op->parse ? op->parse(op, &first, sc, n, err) : parse_args(op, &first, sc, n, err);
+        rc = op->parse ? op->parse(op, &first, sc, n, err) : mfi_parse_args(op, &first, sc, n, err);
         if (rc != 0) {
             node_free(n);
             return rc;
@@ -670,7 +582,7 @@ static int parse_object(const bson_iter_t *it, scope *sc, node **out, mf_error *
         n->names = nn;
         n->names[n->nargs] = NULL;
         node *a = NULL;
-        if ((rc = parse_node(&ch, sc, &a, err)) != 0 || (rc = push_arg(n, a, err)) != 0) {
+        if ((rc = mfi_parse_node(&ch, sc, &a, err)) != 0 || (rc = mfi_push_arg(n, a, err)) != 0) {
             node_free(n);
             return rc;
         }
@@ -683,7 +595,7 @@ static int parse_object(const bson_iter_t *it, scope *sc, node **out, mf_error *
     return 0;
 }
 
-static int parse_node(const bson_iter_t *it, scope *sc, node **out, mf_error *err)
+int mfi_parse_node(const bson_iter_t *it, scope *sc, node **out, mf_error *err)
 {
     int rc;
     *out = NULL;
@@ -705,7 +617,7 @@ static int parse_node(const bson_iter_t *it, scope *sc, node **out, mf_error *er
         bson_iter_recurse(it, &ch);
         while (bson_iter_next(&ch)) {
             node *a = NULL;
-            if ((rc = parse_node(&ch, sc, &a, err)) != 0 || (rc = push_arg(n, a, err)) != 0) {
+            if ((rc = mfi_parse_node(&ch, sc, &a, err)) != 0 || (rc = mfi_push_arg(n, a, err)) != 0) {
                 node_free(n);
                 return rc;
             }
@@ -725,8 +637,6 @@ static int parse_node(const bson_iter_t *it, scope *sc, node **out, mf_error *er
 }
 
 /* ------------------------------------------------------------------ eval */
-
-static int eval(const node *n, ctx *c, val *out);
 
 /* mongod's ExpressionFieldPath::evaluatePath over BSON bytes: `parts` is
  * looked up in a document; on an array the rest of the path maps over the
@@ -779,17 +689,20 @@ static int path_in(bson_type_t t, const uint8_t *data, uint32_t len, char *const
             const char *key;
             size_t kl = bson_uint32_to_string(idx++, &key, kb, sizeof kb);
             bson_append_value(&arr, key, (int)kl, &v);
-            val_free(&v);
+            mfi_val_free(&v);
         }
     }
-    return set_steal(out, &arr, BSON_TYPE_ARRAY, err);
+    return mfi_set_steal(out, &arr, BSON_TYPE_ARRAY, err);
 }
 
 /* The rest of a "$$var.a.b" path applied to the variable's value. */
 static int path_on_val(const val *v, char *const *parts, size_t n, val *out, mf_error *err)
 {
     if (n == 0) {
-        bson_value_copy(v, out);
+        if (v->value_type == BSON_TYPE_EOD) /* a variable bound to missing */
+            out->value_type = BSON_TYPE_EOD;
+        else
+            bson_value_copy(v, out);
         return 0;
     }
     out->value_type = BSON_TYPE_EOD;
@@ -829,20 +742,20 @@ static int eval_obj(const node *n, ctx *c, val *out)
     bson_init(&b);
     for (size_t i = 0; i < n->nargs; i++) {
         val v;
-        int rc = eval(n->args[i], c, &v);
+        int rc = mfi_eval(n->args[i], c, &v);
         if (rc != 0) {
             bson_destroy(&b);
             return rc;
         }
         if (v.value_type != BSON_TYPE_EOD)
             bson_append_value(&b, n->names[i], -1, &v);
-        val_free(&v);
+        mfi_val_free(&v);
     }
-    return set_steal(out, &b, BSON_TYPE_DOCUMENT, c->err);
+    return mfi_set_steal(out, &b, BSON_TYPE_DOCUMENT, c->err);
 }
 
 /* Append `v` as element `i` of array `b` (a missing value becomes null). */
-static void arr_push(bson_t *b, uint32_t i, const val *v)
+void mfi_arr_push(bson_t *b, uint32_t i, const val *v)
 {
     char kb[16];
     const char *key;
@@ -859,18 +772,18 @@ static int eval_arr(const node *n, ctx *c, val *out)
     bson_init(&b);
     for (size_t i = 0; i < n->nargs; i++) {
         val v;
-        int rc = eval(n->args[i], c, &v);
+        int rc = mfi_eval(n->args[i], c, &v);
         if (rc != 0) {
             bson_destroy(&b);
             return rc;
         }
-        arr_push(&b, (uint32_t)i, &v);
-        val_free(&v);
+        mfi_arr_push(&b, (uint32_t)i, &v);
+        mfi_val_free(&v);
     }
-    return set_steal(out, &b, BSON_TYPE_ARRAY, c->err);
+    return mfi_set_steal(out, &b, BSON_TYPE_ARRAY, c->err);
 }
 
-static int eval(const node *n, ctx *c, val *out)
+int mfi_eval(const node *n, ctx *c, val *out)
 {
     out->value_type = BSON_TYPE_EOD;
     switch (n->kind) {
@@ -892,23 +805,23 @@ static int eval(const node *n, ctx *c, val *out)
 }
 
 /* Evaluate all operands into `v` (n->nargs of them); on error none is kept. */
-static int eval_all(const node *n, ctx *c, val *v)
+int mfi_eval_all(const node *n, ctx *c, val *v)
 {
     for (size_t i = 0; i < n->nargs; i++) {
-        int rc = eval(n->args[i], c, &v[i]);
+        int rc = mfi_eval(n->args[i], c, &v[i]);
         if (rc != 0) {
             for (size_t j = 0; j < i; j++)
-                val_free(&v[j]);
+                mfi_val_free(&v[j]);
             return rc;
         }
     }
     return 0;
 }
 
-static void free_all(val *v, size_t k)
+void mfi_free_all(val *v, size_t k)
 {
     for (size_t i = 0; i < k; i++)
-        val_free(&v[i]);
+        mfi_val_free(&v[i]);
 }
 
 /* ------------------------------------------------------------ arithmetic */
@@ -928,22 +841,22 @@ static int op_add(const node *n, ctx *c, val *out)
     bool is_date = false;
     for (size_t i = 0; i < n->nargs; i++) {
         val v;
-        int rc = eval(n->args[i], c, &v);
+        int rc = mfi_eval(n->args[i], c, &v);
         if (rc != 0)
             return rc;
         if (nullish(&v)) {
-            val_free(&v);
+            mfi_val_free(&v);
             set_null(out);
             return 0;
         }
         if (!is_num(&v) && v.value_type != BSON_TYPE_DATE_TIME) {
             rc = mf_error_set(c->err, MF_TypeMismatch, "$add only supports numeric or date "
-                              "types, not %s", type_name(&v));
-            val_free(&v);
+                              "types, not %s", mfi_type_name(&v));
+            mfi_val_free(&v);
             return rc;
         }
         if (v.value_type == BSON_TYPE_DECIMAL128)
-            return no_decimal("$add", c->err);
+            return mfi_no_decimal("$add", c->err);
         int64_t lv;
         if (v.value_type == BSON_TYPE_DATE_TIME) {
             if (is_date)
@@ -993,13 +906,13 @@ static int op_add(const node *n, ctx *c, val *out)
 static int op_subtract(const node *n, ctx *c, val *out)
 {
     val v[2];
-    int rc = eval_all(n, c, v);
+    int rc = mfi_eval_all(n, c, v);
     if (rc != 0)
         return rc;
     val *a = &v[0], *b = &v[1];
     if (is_num(a) && is_num(b)) {
         if (a->value_type == BSON_TYPE_DECIMAL128 || b->value_type == BSON_TYPE_DECIMAL128)
-            rc = no_decimal("$subtract", c->err);
+            rc = mfi_no_decimal("$subtract", c->err);
         else if (a->value_type == BSON_TYPE_DOUBLE || b->value_type == BSON_TYPE_DOUBLE)
             set_double(out, as_double(a) - as_double(b));
         else {
@@ -1018,17 +931,17 @@ static int op_subtract(const node *n, ctx *c, val *out)
         if (b->value_type == BSON_TYPE_DATE_TIME)
             set_long(out, a->value.v_datetime - b->value.v_datetime);
         else if (b->value_type == BSON_TYPE_DECIMAL128)
-            rc = no_decimal("$subtract", c->err);
+            rc = mfi_no_decimal("$subtract", c->err);
         else if (is_num(b))
             set_date(out, a->value.v_datetime - as_long(b));
         else
-            rc = mf_error_set(c->err, 16613, "cant $subtract a %s from a Date", type_name(b));
+            rc = mf_error_set(c->err, 16613, "cant $subtract a %s from a Date", mfi_type_name(b));
     } else {
         /* sic: mongod's message has no space after "a" */
-        rc = mf_error_set(c->err, 16556, "cant $subtract a%s from a %s", type_name(b),
-                          type_name(a));
+        rc = mf_error_set(c->err, 16556, "cant $subtract a%s from a %s", mfi_type_name(b),
+                          mfi_type_name(a));
     }
-    free_all(v, 2);
+    mfi_free_all(v, 2);
     return rc;
 }
 
@@ -1041,7 +954,7 @@ static int op_multiply(const node *n, ctx *c, val *out)
     int widest = 0;
     for (size_t i = 0; i < n->nargs; i++) {
         val v;
-        int rc = eval(n->args[i], c, &v);
+        int rc = mfi_eval(n->args[i], c, &v);
         if (rc != 0)
             return rc;
         if (nullish(&v)) {
@@ -1050,12 +963,12 @@ static int op_multiply(const node *n, ctx *c, val *out)
         }
         if (!is_num(&v)) {
             rc = mf_error_set(c->err, 16555, "$multiply only supports numeric types, not %s",
-                              type_name(&v));
-            val_free(&v);
+                              mfi_type_name(&v));
+            mfi_val_free(&v);
             return rc;
         }
         if (v.value_type == BSON_TYPE_DECIMAL128)
-            return no_decimal("$multiply", c->err);
+            return mfi_no_decimal("$multiply", c->err);
         int w = v.value_type == BSON_TYPE_INT32 ? 0 : v.value_type == BSON_TYPE_INT64 ? 1 : 2;
         if (w > widest) {
             if (w == 2)
@@ -1086,12 +999,12 @@ static int op_multiply(const node *n, ctx *c, val *out)
 static int op_divide(const node *n, ctx *c, val *out)
 {
     val v[2];
-    int rc = eval_all(n, c, v);
+    int rc = mfi_eval_all(n, c, v);
     if (rc != 0)
         return rc;
     if (is_num(&v[0]) && is_num(&v[1])) {
         if (v[0].value_type == BSON_TYPE_DECIMAL128 || v[1].value_type == BSON_TYPE_DECIMAL128)
-            rc = no_decimal("$divide", c->err);
+            rc = mfi_no_decimal("$divide", c->err);
         else if (as_double(&v[1]) == 0)
             rc = mf_error_set(c->err, 16608, "can't $divide by zero");
         else
@@ -1100,14 +1013,14 @@ static int op_divide(const node *n, ctx *c, val *out)
         set_null(out);
     } else {
         rc = mf_error_set(c->err, 16609, "$divide only supports numeric types, not %s and %s",
-                          type_name(&v[0]), type_name(&v[1]));
+                          mfi_type_name(&v[0]), mfi_type_name(&v[1]));
     }
-    free_all(v, 2);
+    mfi_free_all(v, 2);
     return rc;
 }
 
 /* Whether a double holds an integer that fits in 32 bits (Value::integral). */
-static bool integral32(const val *v)
+bool mfi_integral32(const val *v)
 {
     if (v->value_type == BSON_TYPE_INT32)
         return true;
@@ -1125,17 +1038,17 @@ static bool integral32(const val *v)
 static int op_mod(const node *n, ctx *c, val *out)
 {
     val v[2];
-    int rc = eval_all(n, c, v);
+    int rc = mfi_eval_all(n, c, v);
     if (rc != 0)
         return rc;
     val *a = &v[0], *b = &v[1];
     if (is_num(a) && is_num(b)) {
         if (a->value_type == BSON_TYPE_DECIMAL128 || b->value_type == BSON_TYPE_DECIMAL128) {
-            rc = no_decimal("$mod", c->err);
+            rc = mfi_no_decimal("$mod", c->err);
         } else if (as_double(b) == 0) {
             rc = mf_error_set(c->err, 16610, "can't $mod by zero");
         } else if (a->value_type == BSON_TYPE_DOUBLE ||
-                   (b->value_type == BSON_TYPE_DOUBLE && !integral32(b))) {
+                   (b->value_type == BSON_TYPE_DOUBLE && !mfi_integral32(b))) {
             set_double(out, fmod(as_double(a), as_double(b)));
         } else if (a->value_type == BSON_TYPE_INT64 || b->value_type == BSON_TYPE_INT64) {
             int64_t x = as_long(a), y = as_long(b);
@@ -1148,9 +1061,9 @@ static int op_mod(const node *n, ctx *c, val *out)
         set_null(out);
     } else {
         rc = mf_error_set(c->err, 16611, "$mod only supports numeric types, not %s and %s",
-                          type_name(a), type_name(b));
+                          mfi_type_name(a), mfi_type_name(b));
     }
-    free_all(v, 2);
+    mfi_free_all(v, 2);
     return rc;
 }
 
@@ -1158,24 +1071,24 @@ static int op_mod(const node *n, ctx *c, val *out)
  * already null (a nullish operand). */
 static int one_number(const node *n, ctx *c, val *v, bool *done, val *out)
 {
-    int rc = eval(n->args[0], c, v);
+    int rc = mfi_eval(n->args[0], c, v);
     *done = false;
     if (rc != 0)
         return rc;
     if (nullish(v)) {
-        val_free(v);
+        mfi_val_free(v);
         set_null(out);
         *done = true;
         return 0;
     }
     if (!is_num(v)) {
         rc = mf_error_set(c->err, 28765, "%s only supports numeric types, not %s",
-                          n->op->name, type_name(v));
-        val_free(v);
+                          n->op->name, mfi_type_name(v));
+        mfi_val_free(v);
         return rc;
     }
     if (v->value_type == BSON_TYPE_DECIMAL128)
-        return no_decimal(n->op->name, c->err);
+        return mfi_no_decimal(n->op->name, c->err);
     return 0;
 }
 
@@ -1253,7 +1166,7 @@ static int log_op(const node *n, ctx *c, val *out, int code, double (*fn)(double
     double x = as_double(&v);
     if (!(x > 0) && !isnan(x)) {
         char buf[64];
-        val_str(&v, buf, sizeof buf);
+        mfi_val_str(&v, buf, sizeof buf);
         return mf_error_set(c->err, code, "%s's argument must be a positive number, but is %s",
                             n->op->name, buf);
     }
@@ -1268,30 +1181,30 @@ static int op_log(const node *n, ctx *c, val *out)
 {
     val v[2];
     char buf[64];
-    int rc = eval_all(n, c, v);
+    int rc = mfi_eval_all(n, c, v);
     if (rc != 0)
         return rc;
     val *x = &v[0], *b = &v[1];
     if (nullish(x) || nullish(b))
         set_null(out);
     else if (!is_num(x))
-        rc = mf_error_set(c->err, 28756, "$log's argument must be numeric, not %s", type_name(x));
+        rc = mf_error_set(c->err, 28756, "$log's argument must be numeric, not %s", mfi_type_name(x));
     else if (!is_num(b))
-        rc = mf_error_set(c->err, 28757, "$log's base must be numeric, not %s", type_name(b));
+        rc = mf_error_set(c->err, 28757, "$log's base must be numeric, not %s", mfi_type_name(b));
     else if (x->value_type == BSON_TYPE_DECIMAL128 || b->value_type == BSON_TYPE_DECIMAL128)
-        rc = no_decimal("$log", c->err);
+        rc = mfi_no_decimal("$log", c->err);
     else if (!(as_double(x) > 0)) {
-        val_str(x, buf, sizeof buf);
+        mfi_val_str(x, buf, sizeof buf);
         rc = mf_error_set(c->err, 28758, "$log's argument must be a positive number, but is %s",
                           buf);
     } else if (!(as_double(b) > 0) || as_double(b) == 1) {
-        val_str(b, buf, sizeof buf);
+        mfi_val_str(b, buf, sizeof buf);
         rc = mf_error_set(c->err, 28759, "$log's base must be a positive number not equal to "
                           "1, but is %s", buf);
     } else {
         set_double(out, log(as_double(x)) / log(as_double(b)));
     }
-    free_all(v, 2);
+    mfi_free_all(v, 2);
     return rc;
 }
 
@@ -1301,19 +1214,19 @@ static int op_log(const node *n, ctx *c, val *out)
 static int op_pow(const node *n, ctx *c, val *out)
 {
     val v[2];
-    int rc = eval_all(n, c, v);
+    int rc = mfi_eval_all(n, c, v);
     if (rc != 0)
         return rc;
     val *b = &v[0], *e = &v[1];
     if (nullish(b) || nullish(e)) {
         set_null(out);
     } else if (!is_num(b)) {
-        rc = mf_error_set(c->err, 28762, "$pow's base must be numeric, not %s", type_name(b));
+        rc = mf_error_set(c->err, 28762, "$pow's base must be numeric, not %s", mfi_type_name(b));
     } else if (!is_num(e)) {
         rc = mf_error_set(c->err, 28763, "$pow's exponent must be numeric, not %s",
-                          type_name(e));
+                          mfi_type_name(e));
     } else if (b->value_type == BSON_TYPE_DECIMAL128 || e->value_type == BSON_TYPE_DECIMAL128) {
-        rc = no_decimal("$pow", c->err);
+        rc = mfi_no_decimal("$pow", c->err);
     } else if (as_double(b) == 0 && as_double(e) < 0) {
         rc = mf_error_set(c->err, 28764, "$pow cannot take a base of 0 and a negative exponent");
     } else if (b->value_type == BSON_TYPE_DOUBLE || e->value_type == BSON_TYPE_DOUBLE) {
@@ -1343,7 +1256,7 @@ static int op_pow(const node *n, ctx *c, val *out)
         else
             set_long(out, r);
     }
-    free_all(v, 2);
+    mfi_free_all(v, 2);
     return rc;
 }
 
@@ -1352,10 +1265,10 @@ static int op_pow(const node *n, ctx *c, val *out)
 static int cmp_op(const node *n, ctx *c, val *out, int which)
 {
     val v[2];
-    int rc = eval_all(n, c, v);
+    int rc = mfi_eval_all(n, c, v);
     if (rc != 0)
         return rc;
-    int r = val_cmp(&v[0], &v[1]);
+    int r = mfi_val_cmp(&v[0], &v[1]);
     switch (which) {
     case 0: set_bool(out, r == 0); break;
     case 1: set_bool(out, r != 0); break;
@@ -1365,7 +1278,7 @@ static int cmp_op(const node *n, ctx *c, val *out, int which)
     case 5: set_bool(out, r <= 0); break;
     default: set_int(out, r < 0 ? -1 : r > 0); break;
     }
-    free_all(v, 2);
+    mfi_free_all(v, 2);
     return 0;
 }
 
@@ -1382,11 +1295,11 @@ static int andor(const node *n, ctx *c, val *out, bool is_or)
 {
     for (size_t i = 0; i < n->nargs; i++) {
         val v;
-        int rc = eval(n->args[i], c, &v);
+        int rc = mfi_eval(n->args[i], c, &v);
         if (rc != 0)
             return rc;
-        bool t = truthy(&v);
-        val_free(&v);
+        bool t = mfi_truthy(&v);
+        mfi_val_free(&v);
         if (t == is_or) {
             set_bool(out, is_or);
             return 0;
@@ -1402,10 +1315,10 @@ static int op_or(const node *n, ctx *c, val *out) { return andor(n, c, out, true
 static int op_not(const node *n, ctx *c, val *out)
 {
     val v;
-    int rc = eval(n->args[0], c, &v);
+    int rc = mfi_eval(n->args[0], c, &v);
     if (rc == 0) {
-        set_bool(out, !truthy(&v));
-        val_free(&v);
+        set_bool(out, !mfi_truthy(&v));
+        mfi_val_free(&v);
     }
     return rc;
 }
@@ -1413,12 +1326,12 @@ static int op_not(const node *n, ctx *c, val *out)
 static int op_cond(const node *n, ctx *c, val *out)
 {
     val v;
-    int rc = eval(n->args[0], c, &v);
+    int rc = mfi_eval(n->args[0], c, &v);
     if (rc != 0)
         return rc;
-    bool t = truthy(&v);
-    val_free(&v);
-    return eval(n->args[t ? 1 : 2], c, out);
+    bool t = mfi_truthy(&v);
+    mfi_val_free(&v);
+    return mfi_eval(n->args[t ? 1 : 2], c, out);
 }
 
 /* $ifNull: the first operand that is not null or missing, else the last
@@ -1426,14 +1339,14 @@ static int op_cond(const node *n, ctx *c, val *out)
 static int op_ifnull(const node *n, ctx *c, val *out)
 {
     for (size_t i = 0; i + 1 < n->nargs; i++) {
-        int rc = eval(n->args[i], c, out);
+        int rc = mfi_eval(n->args[i], c, out);
         if (rc != 0)
             return rc;
         if (!nullish(out))
             return 0;
-        val_free(out);
+        mfi_val_free(out);
     }
-    return eval(n->args[n->nargs - 1], c, out);
+    return mfi_eval(n->args[n->nargs - 1], c, out);
 }
 
 static int op_switch(const node *n, ctx *c, val *out)
@@ -1442,18 +1355,18 @@ static int op_switch(const node *n, ctx *c, val *out)
     size_t nbranch = (n->nargs - (has_default ? 1 : 0)) / 2;
     for (size_t i = 0; i < nbranch; i++) {
         val v;
-        int rc = eval(n->args[2 * i], c, &v);
+        int rc = mfi_eval(n->args[2 * i], c, &v);
         if (rc != 0)
             return rc;
-        bool t = truthy(&v);
-        val_free(&v);
+        bool t = mfi_truthy(&v);
+        mfi_val_free(&v);
         if (t)
-            return eval(n->args[2 * i + 1], c, out);
+            return mfi_eval(n->args[2 * i + 1], c, out);
     }
     if (!has_default)
         return mf_error_set(c->err, 40066, "$switch could not find a matching branch for an "
                             "input, and no default was specified.");
-    return eval(n->args[n->nargs - 1], c, out);
+    return mfi_eval(n->args[n->nargs - 1], c, out);
 }
 
 static int op_let(const node *n, ctx *c, val *out)
@@ -1466,18 +1379,18 @@ static int op_let(const node *n, ctx *c, val *out)
     int rc = 0;
     size_t done = 0;
     for (; done < nv && rc == 0; done++)
-        rc = eval(n->args[done], c, &tmp[done]);
+        rc = mfi_eval(n->args[done], c, &tmp[done]);
     if (rc != 0) {
-        free_all(tmp, nv); /* calloc'd: unset ones are missing */
+        mfi_free_all(tmp, nv); /* calloc'd: unset ones are missing */
         free(tmp);
         return rc;
     }
     for (size_t i = 0; i < nv; i++) {
-        val_free(&c->slots[n->slots[i]]);
+        mfi_val_free(&c->slots[n->slots[i]]);
         c->slots[n->slots[i]] = tmp[i];
     }
     free(tmp);
-    return eval(n->args[nv], c, out);
+    return mfi_eval(n->args[nv], c, out);
 }
 
 /* ------------------------------------------------------------------ table */
@@ -1514,12 +1427,24 @@ static const op_def OPS[] = {
     {"$switch", op_switch, 0, -1, parse_switch},
 };
 
+static const op_def *find_in(const op_def *ops, size_t n, const char *name)
+{
+    for (size_t i = 0; i < n; i++)
+        if (strcmp(ops[i].name, name) == 0)
+            return &ops[i];
+    return NULL;
+}
+
 static const op_def *find_op(const char *name)
 {
-    for (size_t i = 0; i < sizeof OPS / sizeof OPS[0]; i++)
-        if (strcmp(OPS[i].name, name) == 0)
-            return &OPS[i];
-    return NULL;
+    const op_def *op = find_in(OPS, sizeof OPS / sizeof OPS[0], name);
+    if (!op)
+        op = find_in(mfi_expr_string_ops, mfi_expr_nstring_ops, name);
+    if (!op)
+        op = find_in(mfi_expr_array_ops, mfi_expr_narray_ops, name);
+    if (!op)
+        op = find_in(mfi_expr_object_ops, mfi_expr_nobject_ops, name);
+    return op;
 }
 
 /* ------------------------------------------------------------------ API */
@@ -1553,10 +1478,10 @@ int mf_expr_parse(const bson_iter_t *it, const char *const *let_names, size_t nl
             goto fail;
         }
         e->nlet++;
-        if ((rc = scope_push(&sc, e->let_names[i], &slot, err)) != 0)
+        if ((rc = mfi_scope_push(&sc, e->let_names[i], &slot, err)) != 0)
             goto fail;
     }
-    if ((rc = parse_node(it, &sc, &e->root, err)) != 0)
+    if ((rc = mfi_parse_node(it, &sc, &e->root, err)) != 0)
         goto fail;
     e->nslots = sc.nslots;
     free(sc.names);
@@ -1586,15 +1511,15 @@ int mf_expr_eval(const mf_expr *e, const bson_t *root, const mf_expr_vars *vars,
         if (vars && vars->let && bson_iter_init_find(&it, vars->let, e->let_names[i]))
             bson_value_copy(bson_iter_value(&it), &c.slots[i]);
     }
-    rc = eval(e->root, &c, &v);
+    rc = mfi_eval(e->root, &c, &v);
     if (rc == 0) {
         if (v.value_type == BSON_TYPE_EOD)
             *missing = true;
         else if (!bson_append_value(out, key, -1, &v))
             rc = mf_error_set(err, MF_BadValue, "expression result too large");
-        val_free(&v);
+        mfi_val_free(&v);
     }
-    free_all(c.slots, (size_t)e->nslots);
+    mfi_free_all(c.slots, (size_t)e->nslots);
     free(c.slots);
     return rc;
 }

@@ -70,6 +70,7 @@ enum {
     MF_MaxTimeMSExpired = 50,
     MF_QueryPlanKilled = 175,
     MF_NotImplemented = 238,
+    MF_ConversionFailure = 241,
     MF_Location40430 = 40430,
     MF_Location40431 = 40431,
     MF_Location40432 = 40432,

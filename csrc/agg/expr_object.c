@@ -1,0 +1,669 @@
+/*
+ * expr_object.c -- object, type and set operators of the aggregation
+ * language: $mergeObjects, $objectToArray, $arrayToObject; $type,
+ * $isNumber, $toString, $toInt, $toLong, $toDouble, $toBool; $setUnion,
+ * $setIntersection, $setDifference, $setEquals, $setIsSubset.
+ *
+ * Sets.  An operand array becomes a sorted, de-duplicated list of values
+ * (MongoDB order, so 1 and 1.0 are one element).  Results are arrays in
+ * that order; mongod leaves the order of a set result unspecified.
+ */
+#include "expr_int.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* --------------------------------------------------------- a field list */
+
+/* Fields in first-insertion order; setting a name again replaces the value
+ * in place, as mongod's MutableDocument::setField. */
+typedef struct flist {
+    char **names;
+    val *vals;
+    size_t n, cap;
+} flist;
+
+static void flist_free(flist *f)
+{
+    for (size_t i = 0; i < f->n; i++) {
+        free(f->names[i]);
+        mfi_val_free(&f->vals[i]);
+    }
+    free(f->names);
+    free(f->vals);
+}
+
+static int flist_set(flist *f, const char *name, size_t nlen, const bson_value_t *v,
+                     mf_error *err)
+{
+    for (size_t i = 0; i < f->n; i++)
+        if (strlen(f->names[i]) == nlen && memcmp(f->names[i], name, nlen) == 0) {
+            mfi_val_free(&f->vals[i]);
+            bson_value_copy(v, &f->vals[i]);
+            return 0;
+        }
+    if (f->n == f->cap) {
+        size_t cap = f->cap ? 2 * f->cap : 8;
+        char **nn = realloc(f->names, cap * sizeof *nn);
+        if (nn)
+            f->names = nn;
+        val *nv = realloc(f->vals, cap * sizeof *nv); /* bson_value_t holds no self-pointers */
+        if (nv)
+            f->vals = nv;
+        if (!nn || !nv)
+            return mf_error_set(err, MF_InternalError, "out of memory");
+        f->cap = cap;
+    }
+    if (!(f->names[f->n] = bson_strndup(name, nlen)))
+        return mf_error_set(err, MF_InternalError, "out of memory");
+    bson_value_copy(v, &f->vals[f->n++]);
+    return 0;
+}
+
+static int flist_to_doc(flist *f, val *out, mf_error *err)
+{
+    bson_t b;
+    bson_init(&b);
+    for (size_t i = 0; i < f->n; i++)
+        bson_append_value(&b, f->names[i], -1, &f->vals[i]);
+    return mfi_set_steal(out, &b, BSON_TYPE_DOCUMENT, err);
+}
+
+static void begin(const val *v, bson_t *tmp, bson_iter_t *it)
+{
+    bson_init_static(tmp, v->value.v_doc.data, v->value.v_doc.data_len);
+    bson_iter_init(it, tmp);
+}
+
+/* ---------------------------------------------------------------- object */
+
+static int op_mergeobjects(const node *n, ctx *c, val *out)
+{
+    flist f = {0};
+    char buf[128];
+    int rc = 0;
+    for (size_t i = 0; i < n->nargs && rc == 0; i++) {
+        val v;
+        if ((rc = mfi_eval(n->args[i], c, &v)) != 0)
+            break;
+        if (v.value_type == BSON_TYPE_DOCUMENT) {
+            bson_t t;
+            bson_iter_t it;
+            begin(&v, &t, &it);
+            while (rc == 0 && bson_iter_next(&it))
+                rc = flist_set(&f, bson_iter_key(&it), bson_iter_key_len(&it),
+                               bson_iter_value(&it), c->err);
+        } else if (!nullish(&v)) {
+            mfi_val_str(&v, buf, sizeof buf);
+            rc = mf_error_set(c->err, 40400, "$mergeObjects requires object inputs, but input "
+                              "%s is of type %s", buf, mfi_type_name(&v));
+        }
+        mfi_val_free(&v);
+    }
+    if (rc == 0)
+        rc = flist_to_doc(&f, out, c->err);
+    flist_free(&f);
+    return rc;
+}
+
+static int op_objecttoarray(const node *n, ctx *c, val *out)
+{
+    val v;
+    int rc = mfi_eval(n->args[0], c, &v);
+    if (rc != 0)
+        return rc;
+    if (nullish(&v)) {
+        set_null(out);
+    } else if (v.value_type != BSON_TYPE_DOCUMENT) {
+        rc = mf_error_set(c->err, 40390, "$objectToArray requires a document input, found: %s",
+                          mfi_type_name(&v));
+    } else {
+        bson_t t, b;
+        bson_iter_t it;
+        uint32_t k = 0;
+        bson_init(&b);
+        begin(&v, &t, &it);
+        while (bson_iter_next(&it)) {
+            char kb[16];
+            const char *key;
+            size_t kl = bson_uint32_to_string(k++, &key, kb, sizeof kb);
+            bson_t pair;
+            bson_append_document_begin(&b, key, (int)kl, &pair);
+            bson_append_utf8(&pair, "k", 1, bson_iter_key(&it), (int)bson_iter_key_len(&it));
+            bson_append_value(&pair, "v", 1, bson_iter_value(&it));
+            bson_append_document_end(&b, &pair);
+        }
+        rc = mfi_set_steal(out, &b, BSON_TYPE_ARRAY, c->err);
+    }
+    mfi_val_free(&v);
+    return rc;
+}
+
+/* One element of $arrayToObject's input: its key and value, with the
+ * errors of mongod for the [k, v] and {k:, v:} forms. */
+static int pair_of(bson_iter_t *el, bool as_array, const char **k, uint32_t *klen,
+                   bson_iter_t *v, mf_error *err)
+{
+    bson_iter_t ch, kit;
+    int cnt = 0;
+    bool has_k = false, has_v = false;
+    bson_iter_recurse(el, &ch);
+    while (bson_iter_next(&ch)) {
+        cnt++;
+        if (as_array ? cnt == 1 : strcmp(bson_iter_key(&ch), "k") == 0) {
+            kit = ch;
+            has_k = true;
+        } else if (as_array ? cnt == 2 : strcmp(bson_iter_key(&ch), "v") == 0) {
+            *v = ch;
+            has_v = true;
+        }
+    }
+    if (as_array) {
+        if (cnt != 2)
+            return mf_error_set(err, 40397, "$arrayToObject requires an array of size 2 arrays,"
+                                "found array of size: %d", cnt);
+        if (!BSON_ITER_HOLDS_UTF8(&kit))
+            return mf_error_set(err, 40395, "$arrayToObject requires an array of key-value "
+                                "pairs, where the key must be of type string. Found key type: "
+                                "%s", mf_bsonx_type_alias(bson_iter_type(&kit)));
+    } else {
+        if (cnt != 2)
+            return mf_error_set(err, 40392, "$arrayToObject requires an object keys of 'k' and "
+                                "'v'. Found incorrect number of keys:%d", cnt);
+        if (!has_k || !has_v) {
+            char buf[256];
+            mf_bsonx_elem_to_string(el, false, buf, sizeof buf);
+            return mf_error_set(err, 40393, "$arrayToObject requires an object with keys 'k' "
+                                "and 'v'. Missing either or both keys from: %s", buf);
+        }
+        if (!BSON_ITER_HOLDS_UTF8(&kit))
+            return mf_error_set(err, 40394, "$arrayToObject requires an object with keys 'k' "
+                                "and 'v', where the value of 'k' must be of type string. Found "
+                                "type: %s", mf_bsonx_type_alias(bson_iter_type(&kit)));
+    }
+    *k = bson_iter_utf8(&kit, klen);
+    if (memchr(*k, 0, *klen))
+        return mf_error_set(err, as_array ? 4940400 : 4940401, "Key field cannot contain an "
+                            "embedded null byte");
+    return 0;
+}
+
+static int op_arraytoobject(const node *n, ctx *c, val *out)
+{
+    val v;
+    int rc = mfi_eval(n->args[0], c, &v);
+    if (rc != 0)
+        return rc;
+    if (nullish(&v)) {
+        set_null(out);
+    } else if (v.value_type != BSON_TYPE_ARRAY) {
+        rc = mf_error_set(c->err, 40386, "$arrayToObject requires an array input, found: %s",
+                          mfi_type_name(&v));
+    } else {
+        flist f = {0};
+        bson_t t;
+        bson_iter_t it;
+        int form = 0; /* 1 arrays, 2 objects */
+        begin(&v, &t, &it);
+        while (rc == 0 && bson_iter_next(&it)) {
+            bson_type_t ty = bson_iter_type(&it);
+            int this_form = ty == BSON_TYPE_ARRAY ? 1 : ty == BSON_TYPE_DOCUMENT ? 2 : 0;
+            if (this_form == 0 && form == 0) {
+                rc = mf_error_set(c->err, 40398, "Unrecognised input type format for "
+                                  "$arrayToObject: %s", mf_bsonx_type_alias(ty));
+                break;
+            }
+            if (form != 0 && this_form != form) {
+                rc = mf_error_set(c->err, form == 1 ? 40396 : 40391, "$arrayToObject requires "
+                                  "a consistent input format. Elements must all be arrays or all "
+                                  "be objects. %s was detected, now found: %s",
+                                  form == 1 ? "Array" : "Object", mf_bsonx_type_alias(ty));
+                break;
+            }
+            form = this_form;
+            const char *k = NULL;
+            uint32_t kl = 0;
+            bson_iter_t vit;
+            if ((rc = pair_of(&it, form == 1, &k, &kl, &vit, c->err)) == 0)
+                rc = flist_set(&f, k, kl, bson_iter_value(&vit), c->err);
+        }
+        if (rc == 0)
+            rc = flist_to_doc(&f, out, c->err);
+        flist_free(&f);
+    }
+    mfi_val_free(&v);
+    return rc;
+}
+
+/* ------------------------------------------------------------------ type */
+
+static int op_type(const node *n, ctx *c, val *out)
+{
+    val v;
+    int rc = mfi_eval(n->args[0], c, &v);
+    if (rc != 0)
+        return rc;
+    const char *t = mfi_type_name(&v);
+    rc = mfi_set_str(out, t, strlen(t), c->err);
+    mfi_val_free(&v);
+    return rc;
+}
+
+static int op_isnumber(const node *n, ctx *c, val *out)
+{
+    val v;
+    int rc = mfi_eval(n->args[0], c, &v);
+    if (rc == 0) {
+        set_bool(out, is_num(&v));
+        mfi_val_free(&v);
+    }
+    return rc;
+}
+
+static int unsupported(const val *v, const char *to, mf_error *err)
+{
+    return mf_error_set(err, MF_ConversionFailure, "Unsupported conversion from %s to %s in "
+                        "$convert with no onError value", mfi_type_name(v), to);
+}
+
+/* Parse a whole string as a number for $toInt/$toLong (base 10 integer)
+ * or $toDouble. */
+static int parse_num(const val *v, bool integer, int64_t *l, double *d, mf_error *err)
+{
+    const char *s = v->value.v_utf8.str;
+    char *end = NULL;
+    errno = 0;
+    if (integer)
+        *l = strtoll(s, &end, 10);
+    else
+        *d = strtod(s, &end);
+    if (!*s || *end || end == s || (unsigned char)s[0] <= ' ' || errno == ERANGE)
+        return mf_error_set(err, MF_ConversionFailure, "Failed to parse number '%s' in "
+                            "$convert with no onError value", s);
+    return 0;
+}
+
+/* $toInt (which 0), $toLong (1), $toDouble (2). */
+static int to_number(const node *n, ctx *c, val *out, int which)
+{
+    static const char *const to[] = {"int", "long", "double"};
+    val v;
+    int rc = mfi_eval(n->args[0], c, &v);
+    if (rc != 0)
+        return rc;
+    int64_t l = 0;
+    double d = 0;
+    bool is_d = false;
+    switch (v.value_type) {
+    case BSON_TYPE_EOD: case BSON_TYPE_NULL: case BSON_TYPE_UNDEFINED:
+        set_null(out);
+        mfi_val_free(&v);
+        return 0;
+    case BSON_TYPE_BOOL: l = v.value.v_bool; break;
+    case BSON_TYPE_INT32: case BSON_TYPE_INT64: l = as_long(&v); break;
+    case BSON_TYPE_DOUBLE: d = v.value.v_double; is_d = true; break;
+    case BSON_TYPE_DATE_TIME:
+        if (which == 0)
+            rc = unsupported(&v, "int", c->err);
+        l = v.value.v_datetime;
+        break;
+    case BSON_TYPE_UTF8:
+        rc = parse_num(&v, which < 2, &l, &d, c->err);
+        is_d = which == 2;
+        break;
+    case BSON_TYPE_DECIMAL128:
+        rc = mfi_no_decimal(n->op->name, c->err);
+        break;
+    default:
+        rc = unsupported(&v, to[which], c->err);
+        break;
+    }
+    mfi_val_free(&v);
+    if (rc != 0)
+        return rc;
+    if (which == 2) {
+        set_double(out, is_d ? d : (double)l);
+        return 0;
+    }
+    if (is_d) {
+        if (isnan(d))
+            return mf_error_set(c->err, MF_ConversionFailure, "Attempt to convert NaN value to "
+                                "integer type in $convert with no onError value");
+        if (isinf(d))
+            return mf_error_set(c->err, MF_ConversionFailure, "Attempt to convert infinity "
+                                "value to integer type in $convert with no onError value");
+        double lim = which == 0 ? 2147483648.0 : 9223372036854775808.0;
+        if (!(d >= -lim && d < lim)) {
+            val dv;
+            char buf[64];
+            set_double(&dv, d);
+            mfi_val_str(&dv, buf, sizeof buf);
+            return mf_error_set(c->err, MF_ConversionFailure, "Conversion would overflow "
+                                "target type in $convert with no onError value: %s", buf);
+        }
+        l = (int64_t)d; /* truncates toward zero */
+    }
+    if (which == 0) {
+        if (l < INT32_MIN || l > INT32_MAX)
+            return mf_error_set(c->err, MF_ConversionFailure, "Conversion would overflow "
+                                "target type in $convert with no onError value: %lld",
+                                (long long)l);
+        set_int(out, (int32_t)l);
+    } else {
+        set_long(out, l);
+    }
+    return 0;
+}
+
+static int op_toint(const node *n, ctx *c, val *out) { return to_number(n, c, out, 0); }
+static int op_tolong(const node *n, ctx *c, val *out) { return to_number(n, c, out, 1); }
+static int op_todouble(const node *n, ctx *c, val *out) { return to_number(n, c, out, 2); }
+
+static int op_tostring(const node *n, ctx *c, val *out)
+{
+    val v;
+    int rc = mfi_eval(n->args[0], c, &v);
+    if (rc != 0)
+        return rc;
+    if (nullish(&v)) {
+        set_null(out);
+    } else if (v.value_type == BSON_TYPE_BOOL) {
+        rc = mfi_set_str(out, v.value.v_bool ? "true" : "false", v.value.v_bool ? 4 : 5, c->err);
+    } else if (v.value_type == BSON_TYPE_OID) {
+        char hex[25];
+        bson_oid_to_string(&v.value.v_oid, hex);
+        rc = mfi_set_str(out, hex, 24, c->err);
+    } else if (v.value_type == BSON_TYPE_UTF8 || is_num(&v) ||
+               v.value_type == BSON_TYPE_DATE_TIME) {
+        rc = mfi_coerce_to_string(&v, out, c->err);
+    } else {
+        rc = unsupported(&v, "string", c->err);
+    }
+    mfi_val_free(&v);
+    return rc;
+}
+
+static int op_tobool(const node *n, ctx *c, val *out)
+{
+    val v;
+    int rc = mfi_eval(n->args[0], c, &v);
+    if (rc != 0)
+        return rc;
+    if (nullish(&v))
+        set_null(out);
+    else
+        set_bool(out, mfi_truthy(&v)); /* strings, arrays, objects, dates: true */
+    mfi_val_free(&v);
+    return 0;
+}
+
+/* ------------------------------------------------------------------- sets */
+
+typedef struct vset {
+    val *v;
+    size_t n;
+} vset;
+
+static void vset_free(vset *s)
+{
+    mfi_free_all(s->v, s->n);
+    free(s->v);
+    s->v = NULL;
+    s->n = 0;
+}
+
+static int cmp_vals(const void *a, const void *b) { return mfi_val_cmp(a, b); }
+
+/* The distinct elements of array `arr`, sorted. */
+static int vset_of(const val *arr, vset *s, mf_error *err)
+{
+    bson_t t;
+    bson_iter_t it;
+    size_t k = 0;
+    begin(arr, &t, &it);
+    while (bson_iter_next(&it))
+        k++;
+    s->n = 0;
+    if (!(s->v = calloc(k ? k : 1, sizeof *s->v)))
+        return mf_error_set(err, MF_InternalError, "out of memory");
+    begin(arr, &t, &it);
+    while (bson_iter_next(&it))
+        bson_value_copy(bson_iter_value(&it), &s->v[s->n++]);
+    qsort(s->v, s->n, sizeof *s->v, cmp_vals);
+    size_t w = 0;
+    for (size_t i = 0; i < s->n; i++) {
+        if (w > 0 && mfi_val_cmp(&s->v[w - 1], &s->v[i]) == 0)
+            mfi_val_free(&s->v[i]);
+        else
+            s->v[w++] = s->v[i];
+    }
+    s->n = w;
+    return 0;
+}
+
+static bool vset_has(const vset *s, const val *x)
+{
+    return bsearch(x, s->v, s->n, sizeof *s->v, cmp_vals) != NULL;
+}
+
+static int vset_to_array(const vset *s, bool (*keep)(const val *, void *), void *arg, val *out,
+                         mf_error *err)
+{
+    bson_t b;
+    uint32_t k = 0;
+    bson_init(&b);
+    for (size_t i = 0; i < s->n; i++)
+        if (!keep || keep(&s->v[i], arg))
+            mfi_arr_push(&b, k++, &s->v[i]);
+    return mfi_set_steal(out, &b, BSON_TYPE_ARRAY, err);
+}
+
+/* Evaluate all operands; *any_null when one is nullish.  The first that is
+ * not an array (nullish ones skipped when `null_ok`) fails with `code` and
+ * `fmt` (given the operand's position word and type). */
+static int set_args(const node *n, ctx *c, val *v, bool null_ok, bool *any_null, int code,
+                    int code2, const char *fmt)
+{
+    int rc = mfi_eval_all(n, c, v);
+    if (rc != 0)
+        return rc;
+    *any_null = false;
+    for (size_t i = 0; i < n->nargs && rc == 0; i++) {
+        if (null_ok && nullish(&v[i]))
+            *any_null = true;
+        else if (v[i].value_type != BSON_TYPE_ARRAY)
+            rc = mf_error_set(c->err, i == 1 && code2 ? code2 : code, fmt,
+                              i == 0 ? "First" : "Second", mfi_type_name(&v[i]));
+    }
+    if (rc != 0)
+        mfi_free_all(v, n->nargs);
+    return rc;
+}
+
+static int op_setunion(const node *n, ctx *c, val *out)
+{
+    val *v = calloc(n->nargs ? n->nargs : 1, sizeof *v);
+    bool any_null;
+    if (!v)
+        return mf_error_set(c->err, MF_InternalError, "out of memory");
+    int rc = set_args(n, c, v, true, &any_null, 17043, 0, "All operands of $setUnion must be "
+                      "arrays. One argument is of type: %.0s%s");
+    if (rc == 0) {
+        if (any_null) {
+            set_null(out);
+        } else {
+            /* concatenate, then one vset */
+            bson_t b;
+            uint32_t k = 0;
+            bson_init(&b);
+            for (size_t i = 0; i < n->nargs; i++) {
+                bson_t t;
+                bson_iter_t it;
+                begin(&v[i], &t, &it);
+                while (bson_iter_next(&it))
+                    mfi_arr_push(&b, k++, bson_iter_value(&it));
+            }
+            val all;
+            vset s = {0};
+            if ((rc = mfi_set_steal(&all, &b, BSON_TYPE_ARRAY, c->err)) == 0) {
+                if ((rc = vset_of(&all, &s, c->err)) == 0)
+                    rc = vset_to_array(&s, NULL, NULL, out, c->err);
+                vset_free(&s);
+                mfi_val_free(&all);
+            }
+        }
+        mfi_free_all(v, n->nargs);
+    }
+    free(v);
+    return rc;
+}
+
+static bool in_all(const val *x, void *arg)
+{
+    const vset *sets = arg;
+    for (size_t i = 1; sets[i].v; i++)
+        if (!vset_has(&sets[i], x))
+            return false;
+    return true;
+}
+
+static int op_setintersection(const node *n, ctx *c, val *out)
+{
+    size_t k = n->nargs;
+    val *v = calloc(k ? k : 1, sizeof *v);
+    vset *sets = calloc(k + 1, sizeof *sets); /* NULL-terminated by v == NULL */
+    bool any_null;
+    int rc = 0;
+    if (!v || !sets) {
+        free(v);
+        free(sets);
+        return mf_error_set(c->err, MF_InternalError, "out of memory");
+    }
+    rc = set_args(n, c, v, true, &any_null, 17047, 0, "All operands of $setIntersection must "
+                  "be arrays. One argument is of type: %.0s%s");
+    if (rc == 0) {
+        if (any_null) {
+            set_null(out);
+        } else {
+            for (size_t i = 0; i < k && rc == 0; i++)
+                rc = vset_of(&v[i], &sets[i], c->err);
+            if (rc == 0 && k == 0) {
+                bson_t b;
+                bson_init(&b);
+                rc = mfi_set_steal(out, &b, BSON_TYPE_ARRAY, c->err);
+            } else if (rc == 0) {
+                rc = vset_to_array(&sets[0], in_all, sets, out, c->err);
+            }
+            for (size_t i = 0; i < k; i++)
+                vset_free(&sets[i]);
+        }
+        mfi_free_all(v, k);
+    }
+    free(v);
+    free(sets);
+    return rc;
+}
+
+static bool not_in(const val *x, void *arg) { return !vset_has(arg, x); }
+
+static int op_setdifference(const node *n, ctx *c, val *out)
+{
+    val v[2];
+    bool any_null;
+    int rc = set_args(n, c, v, true, &any_null, 17048, 17049, "both operands of $setDifference "
+                      "must be arrays. %s argument is of type: %s");
+    if (rc != 0)
+        return rc;
+    if (any_null) {
+        set_null(out);
+    } else {
+        vset a = {0}, b = {0};
+        if ((rc = vset_of(&v[0], &a, c->err)) == 0 && (rc = vset_of(&v[1], &b, c->err)) == 0)
+            rc = vset_to_array(&a, not_in, &b, out, c->err);
+        vset_free(&a);
+        vset_free(&b);
+    }
+    mfi_free_all(v, 2);
+    return rc;
+}
+
+static int op_setequals(const node *n, ctx *c, val *out)
+{
+    val *v = calloc(n->nargs, sizeof *v);
+    bool any_null;
+    if (!v)
+        return mf_error_set(c->err, MF_InternalError, "out of memory");
+    int rc = set_args(n, c, v, false, &any_null, 17044, 0, "All operands of $setEquals must be "
+                      "arrays. One argument is of type: %.0s%s");
+    if (rc == 0) {
+        vset first = {0}, s = {0};
+        bool eq = true;
+        rc = vset_of(&v[0], &first, c->err);
+        for (size_t i = 1; i < n->nargs && rc == 0 && eq; i++) {
+            if ((rc = vset_of(&v[i], &s, c->err)) == 0) {
+                eq = s.n == first.n;
+                for (size_t j = 0; eq && j < s.n; j++)
+                    eq = mfi_val_cmp(&s.v[j], &first.v[j]) == 0;
+            }
+            vset_free(&s);
+        }
+        vset_free(&first);
+        if (rc == 0)
+            set_bool(out, eq);
+        mfi_free_all(v, n->nargs);
+    }
+    free(v);
+    return rc;
+}
+
+static int parse_setequals(const op_def *op, const bson_iter_t *it, void *vsc, node *n,
+                           mf_error *err)
+{
+    int rc = mfi_parse_args(op, it, vsc, n, err);
+    if (rc == 0 && n->nargs < 2)
+        return mf_error_set(err, 17045, "$setEquals needs at least two arguments had: %zu",
+                            n->nargs);
+    return rc;
+}
+
+static int op_setissubset(const node *n, ctx *c, val *out)
+{
+    val v[2];
+    bool any_null;
+    int rc = set_args(n, c, v, false, &any_null, 17046, 17042, "both operands of $setIsSubset "
+                      "must be arrays. %s argument is of type: %s");
+    if (rc != 0)
+        return rc;
+    vset a = {0}, b = {0};
+    if ((rc = vset_of(&v[0], &a, c->err)) == 0 && (rc = vset_of(&v[1], &b, c->err)) == 0) {
+        bool sub = true;
+        for (size_t i = 0; sub && i < a.n; i++)
+            sub = vset_has(&b, &a.v[i]);
+        set_bool(out, sub);
+    }
+    vset_free(&a);
+    vset_free(&b);
+    mfi_free_all(v, 2);
+    return rc;
+}
+
+const op_def mfi_expr_object_ops[] = {
+    {"$arrayToObject", op_arraytoobject, 1, 1, NULL},
+    {"$isNumber", op_isnumber, 1, 1, NULL},
+    {"$mergeObjects", op_mergeobjects, 0, -1, NULL},
+    {"$objectToArray", op_objecttoarray, 1, 1, NULL},
+    {"$setDifference", op_setdifference, 2, 2, NULL},
+    {"$setEquals", op_setequals, 0, -1, parse_setequals},
+    {"$setIntersection", op_setintersection, 0, -1, NULL},
+    {"$setIsSubset", op_setissubset, 2, 2, NULL},
+    {"$setUnion", op_setunion, 0, -1, NULL},
+    {"$toBool", op_tobool, 1, 1, NULL},
+    {"$toDouble", op_todouble, 1, 1, NULL},
+    {"$toInt", op_toint, 1, 1, NULL},
+    {"$toLong", op_tolong, 1, 1, NULL},
+    {"$toString", op_tostring, 1, 1, NULL},
+    {"$type", op_type, 1, 1, NULL},
+};
+const size_t mfi_expr_nobject_ops = sizeof mfi_expr_object_ops / sizeof mfi_expr_object_ops[0];
