@@ -43,10 +43,6 @@ void mfi_val_free(val *v)
     v->value_type = BSON_TYPE_EOD;
 }
 
-
-
-
-
 /* Take over the buffer of `b` (a heap or inline bson_t from bson_init) as a
  * document or array value. */
 int mfi_set_steal(val *v, bson_t *b, bson_type_t t, mf_error *err)
