@@ -23,16 +23,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-static bool doc_arg(const bson_iter_t *it, bson_t *out)
-{
-    uint32_t len;
-    const uint8_t *data;
-    if (!BSON_ITER_HOLDS_DOCUMENT(it))
-        return false;
-    bson_iter_document(it, &len, &data);
-    return bson_init_static(out, data, len);
-}
-
 typedef struct what {
     const char *op;       /* "find", "count", ... */
     bson_t filter;        /* the query (may be empty) */
@@ -62,8 +52,8 @@ static int read_what(const char *op, const bson_t *inner, what *w, mf_error *err
             !bson_iter_recurse(&st, &el) || !bson_iter_next(&el) || !BSON_ITER_HOLDS_DOCUMENT(&el))
             return mf_error_set(err, MF_FailedToParse, "explain of %s needs a statement", op);
         bson_t stmt;
-        doc_arg(&el, &stmt);
-        if (bson_iter_init_find(&it, &stmt, "q") && doc_arg(&it, &w->filter)) {
+        mfi_doc_arg(&el, &stmt);
+        if (bson_iter_init_find(&it, &stmt, "q") && mfi_doc_arg(&it, &w->filter)) {
         }
         if (bson_iter_init_find(&it, &stmt, "hint")) {
             w->hint = it;
@@ -80,12 +70,12 @@ static int read_what(const char *op, const bson_t *inner, what *w, mf_error *err
     while (bson_iter_next(&it)) {
         const char *k = bson_iter_key(&it);
         if (strcmp(k, qname) == 0 && BSON_ITER_HOLDS_DOCUMENT(&it)) {
-            doc_arg(&it, &w->filter);
+            mfi_doc_arg(&it, &w->filter);
         } else if (strcmp(k, "sort") == 0 && BSON_ITER_HOLDS_DOCUMENT(&it)) {
-            w->has_sort = doc_arg(&it, &w->sort) && w->sort.len > 5;
+            w->has_sort = mfi_doc_arg(&it, &w->sort) && w->sort.len > 5;
         } else if ((strcmp(k, "projection") == 0 || strcmp(k, "fields") == 0) &&
                    BSON_ITER_HOLDS_DOCUMENT(&it)) {
-            w->has_proj = doc_arg(&it, &w->proj) && w->proj.len > 5;
+            w->has_proj = mfi_doc_arg(&it, &w->proj) && w->proj.len > 5;
         } else if (strcmp(k, "hint") == 0) {
             w->hint = it;
             w->has_hint = true;
@@ -161,7 +151,7 @@ int mfi_cmd_explain(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_error 
     const char *verbosity = "allPlansExecution";
     bson_iter_init(&it, cmd);
     bson_iter_next(&it);
-    if (!doc_arg(&it, &inner))
+    if (!mfi_doc_arg(&it, &inner))
         return mfi_type_error(err, "explain", "explain", &it, "object");
     while (bson_iter_next(&it)) {
         const char *k = bson_iter_key(&it);

@@ -47,16 +47,6 @@ bool mfi_coll_uuid(mf_coll *c, uint8_t out[16])
 }
 
 /* A sub-document argument as a static bson_t. */
-static bool doc_arg(const bson_iter_t *it, bson_t *out)
-{
-    uint32_t len;
-    const uint8_t *data;
-    if (!BSON_ITER_HOLDS_DOCUMENT(it))
-        return false;
-    bson_iter_document(it, &len, &data);
-    return bson_init_static(out, data, len);
-}
-
 static bool doc_empty(const bson_t *d)
 {
     return !d || d->len <= 5;
@@ -349,20 +339,17 @@ static int parse_find(const bson_t *cmd, find_args *a, mf_error *err)
     while (rc == 0 && bson_iter_next(&it)) {
         const char *k = bson_iter_key(&it);
         if (strcmp(k, "filter") == 0) {
-            if (!(a->has_filter = doc_arg(&it, &a->filter)))
+            if (!(a->has_filter = mfi_doc_arg(&it, &a->filter)))
                 rc = mfi_type_error(err, "find", k, &it, "object");
         } else if (strcmp(k, "projection") == 0) {
-            if (!(a->has_projection = doc_arg(&it, &a->projection)))
+            if (!(a->has_projection = mfi_doc_arg(&it, &a->projection)))
                 rc = mfi_type_error(err, "find", k, &it, "object");
         } else if (strcmp(k, "sort") == 0) {
-            if (!(a->has_sort = doc_arg(&it, &a->sort)))
+            if (!(a->has_sort = mfi_doc_arg(&it, &a->sort)))
                 rc = mfi_type_error(err, "find", k, &it, "object");
         } else if (strcmp(k, "hint") == 0) {
-            if (!BSON_ITER_HOLDS_UTF8(&it) && !BSON_ITER_HOLDS_DOCUMENT(&it))
-                rc = mf_error_set(err, MF_TypeMismatch,
-                                  "BSON field 'find.hint' is the wrong type '%s', expected "
-                                  "types '[string, object]'",
-                                  mf_bsonx_type_alias(bson_iter_type(&it)));
+            if ((rc = mfi_hint_arg(&it, "find.hint", err)) != 0)
+                break;
             a->hint = it;
             a->has_hint = true;
         } else if (strcmp(k, "skip") == 0) {
@@ -385,15 +372,7 @@ static int parse_find(const bson_t *cmd, find_args *a, mf_error *err)
             if (!BSON_ITER_HOLDS_DOCUMENT(&it))
                 rc = mfi_type_error(err, "find", k, &it, "object");
         } else if (strcmp(k, "collation") == 0) {
-            bson_t coll;
-            bson_iter_t loc;
-            if (!doc_arg(&it, &coll))
-                rc = mfi_type_error(err, "find", k, &it, "object");
-            else if (!doc_empty(&coll) &&
-                     !(bson_iter_init_find(&loc, &coll, "locale") && BSON_ITER_HOLDS_UTF8(&loc) &&
-                       strcmp(bson_iter_utf8(&loc, NULL), "simple") == 0))
-                rc = mf_error_set(err, MF_NotImplemented,
-                                  "collation other than {locale: \"simple\"} is not supported");
+            rc = mfi_collation_arg(&it, "find", k, err);
         } else if (strcmp(k, "tailable") == 0 || strcmp(k, "awaitData") == 0) {
             if (bson_iter_as_bool(&it))
                 rc = mf_error_set(err, MF_BadValue,
@@ -921,28 +900,18 @@ int mfi_cmd_distinct(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_error
         } else if (strcmp(k, "query") == 0) {
             if (BSON_ITER_HOLDS_NULL(&it))
                 continue;
-            if (!(has_query = doc_arg(&it, &query)))
+            if (!(has_query = mfi_doc_arg(&it, &query)))
                 return mfi_type_error(err, "distinct", k, &it, "object");
         } else if (strcmp(k, "hint") == 0) {
-            if (!BSON_ITER_HOLDS_UTF8(&it) && !BSON_ITER_HOLDS_DOCUMENT(&it))
-                return mf_error_set(err, MF_TypeMismatch,
-                                    "BSON field 'distinct.hint' is the wrong type '%s', expected "
-                                    "types '[string, object]'",
-                                    mf_bsonx_type_alias(bson_iter_type(&it)));
+            if ((rc = mfi_hint_arg(&it, "distinct.hint", err)) != 0)
+                return rc;
             hint = it;
             has_hint = true;
         } else if (strcmp(k, "maxTimeMS") == 0) {
             rc = deadline_arg("distinct", &it, &deadline, err);
         } else if (strcmp(k, "collation") == 0) {
-            bson_t coll;
-            bson_iter_t loc;
-            if (!doc_arg(&it, &coll))
-                return mfi_type_error(err, "distinct", k, &it, "object");
-            if (!doc_empty(&coll) &&
-                !(bson_iter_init_find(&loc, &coll, "locale") && BSON_ITER_HOLDS_UTF8(&loc) &&
-                  strcmp(bson_iter_utf8(&loc, NULL), "simple") == 0))
-                return mf_error_set(err, MF_NotImplemented,
-                                    "collation other than {locale: \"simple\"} is not supported");
+            if (mfi_collation_arg(&it, "distinct", k, err) != 0)
+                return err->code;
         } else if (strcmp(k, "rawData") == 0 || mfi_is_generic_arg(k)) {
         } else {
             return mf_error_set(err, 40415, "BSON field 'distinct.%s' is an unknown field.", k);

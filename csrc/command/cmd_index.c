@@ -19,16 +19,6 @@
 #define MAX_INDEXES 64
 #define BUILD_BATCH 512 /* keys per engine write during a build */
 
-static bool doc_arg(const bson_iter_t *it, bson_t *out)
-{
-    uint32_t len;
-    const uint8_t *data;
-    if (!BSON_ITER_HOLDS_DOCUMENT(it))
-        return false;
-    bson_iter_document(it, &len, &data);
-    return bson_init_static(out, data, len);
-}
-
 /* The spec as listIndexes shows it: without the server's own fields. */
 static void public_spec(const uint8_t *spec, size_t len, bson_t *out)
 {
@@ -252,7 +242,7 @@ int mfi_cmd_create_indexes(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf
     bson_iter_recurse(&specs, &el);
     while (rc == 0 && bson_iter_next(&el)) {
         bson_t in;
-        if (!doc_arg(&el, &in)) {
+        if (!mfi_doc_arg(&el, &in)) {
             rc = mf_error_set(err, MF_TypeMismatch,
                               "The elements of the 'indexes' array must be objects, but got %s",
                               mf_bsonx_type_alias(bson_iter_type(&el)));
@@ -311,7 +301,7 @@ int mfi_cmd_create_indexes(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf
             if (!skip[i] && bson_iter_init_find(&k, &norm[i], "key") &&
                 BSON_ITER_HOLDS_DOCUMENT(&k)) {
                 bson_t kd;
-                doc_arg(&k, &kd);
+                mfi_doc_arg(&k, &kd);
                 mf_bsonx_to_string(&kd, shown, sizeof shown);
                 break;
             }
@@ -439,7 +429,7 @@ static const char *index_by_key(mf_coll *c, const bson_t *key, int *count)
         bson_t s, k;
         bson_iter_t it;
         if (bson_init_static(&s, info->spec, info->spec_len) &&
-            bson_iter_init_find(&it, &s, "key") && doc_arg(&it, &k) &&
+            bson_iter_init_find(&it, &s, "key") && mfi_doc_arg(&it, &k) &&
             k.len == key->len && memcmp(bson_get_data(&k), bson_get_data(key), k.len) == 0) {
             found = info->name;
             (*count)++;
@@ -500,7 +490,7 @@ int mfi_cmd_drop_indexes(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_e
     } else if (BSON_ITER_HOLDS_DOCUMENT(&which)) {
         bson_t key;
         int count;
-        doc_arg(&which, &key);
+        mfi_doc_arg(&which, &key);
         const char *name = index_by_key(c, &key, &count);
         char shown[512];
         mf_bsonx_to_string(&key, shown, sizeof shown);
@@ -571,7 +561,7 @@ int mfi_cmd_coll_mod(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_error
     while (bson_iter_next(&it)) {
         const char *k = bson_iter_key(&it);
         if (strcmp(k, "index") == 0) {
-            if (!(has_index = doc_arg(&it, &index)))
+            if (!(has_index = mfi_doc_arg(&it, &index)))
                 return mfi_type_error(err, "collMod", k, &it, "object");
         } else if (mfi_is_generic_arg(k)) {
         } else if (strcmp(k, "validator") == 0 || strcmp(k, "validationLevel") == 0 ||
@@ -606,7 +596,7 @@ int mfi_cmd_coll_mod(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_error
         if (strcmp(k, "keyPattern") == 0) {
             bson_t key;
             int count;
-            if (!doc_arg(&opt, &key)) {
+            if (!mfi_doc_arg(&opt, &key)) {
                 rc = mfi_type_error(err, "collMod.index", k, &opt, "object");
                 break;
             }

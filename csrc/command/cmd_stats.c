@@ -409,14 +409,6 @@ static void verror(vstate *v, const char *fmt, ...)
     v->valid = false;
 }
 
-static uint64_t get_be64(const uint8_t *p)
-{
-    uint64_t x = 0;
-    for (int i = 0; i < 8; i++)
-        x = x << 8 | p[i];
-    return x;
-}
-
 /* {indexName: "_id_", recordId, idKey: {_id}, indexKey: {_id}}, mongod's
  * shape of a missing index entry. */
 static void note_missing(vstate *v, uint64_t rid, const bson_iter_t *id)
@@ -488,7 +480,7 @@ static int check_has_entry(vstate *v, uint64_t rid, const bson_t *doc, mf_error 
     const uint8_t *val;
     size_t vl;
     int rc = mf_btree_get(v->id_index, key.data, key.len, &found, &val, &vl, err);
-    if (rc == 0 && !(found && vl == 8 && get_be64(val) == rid))
+    if (rc == 0 && !(found && vl == 8 && mf_record_id_decode(val) == rid))
         note_missing(v, rid, &id);
     mf_buf_free(&key);
     return rc;
@@ -500,8 +492,7 @@ static int check_keys(vstate *v, uint64_t rid, const bson_t *doc, mf_error *err)
     uint8_t r[8];
     mf_buf tk = {0};
     int rc = 0;
-    for (int i = 7; i >= 0; i--)
-        r[7 - i] = (uint8_t)(rid >> (8 * i));
+    mf_record_id_encode(rid, r);
     for (size_t i = 0; rc == 0 && i < v->ix.n; i++) {
         mf_index_desc *x = &v->ix.v[i];
         uint32_t mk;
@@ -527,7 +518,7 @@ static int check_keys(vstate *v, uint64_t rid, const bson_t *doc, mf_error *err)
                 break;
             }
             rc = mf_btree_get(t, tk.data, tk.len, &found, &val, &vl, err);
-            if (rc == 0 && found && vl == 8 && get_be64(val) == rid) {
+            if (rc == 0 && found && vl == 8 && mf_record_id_decode(val) == rid) {
                 v->found[i]++;
             } else if (rc == 0) {
                 v->bad[i] = true;
@@ -566,7 +557,7 @@ static int scan_records(vstate *v, mf_error *err)
         if (kl != 8) {
             verror(v, "A record has a %zu-byte RecordId", kl);
         } else if (mf_bsonx_validate(val, vl, &derr) != 0) {
-            uint64_t rid = get_be64(k);
+            uint64_t rid = mf_record_id_decode(k);
             mf_log(MF_LOG_WARNING, "STORAGE", 4835001, "conn",
                    "Document is not valid BSON: %s, recordId %llu: %s", mf_coll_name(v->c),
                    (unsigned long long)rid, derr.msg);
@@ -574,9 +565,9 @@ static int scan_records(vstate *v, mf_error *err)
         } else if (v->id_index) {
             bson_t doc;
             bson_init_static(&doc, val, vl);
-            rc = check_has_entry(v, get_be64(k), &doc, err);
+            rc = check_has_entry(v, mf_record_id_decode(k), &doc, err);
             if (rc == 0)
-                rc = check_keys(v, get_be64(k), &doc, err);
+                rc = check_keys(v, mf_record_id_decode(k), &doc, err);
         }
         if (rc == 0)
             rc = mf_cursor_next(&cur, &ok, err);
@@ -598,7 +589,7 @@ static int scan_id_index(vstate *v, mf_error *err)
         bool found = false;
         mf_cursor_key(&cur, &k, &kl);
         mf_cursor_value(&cur, &val, &vl);
-        int64_t rid = vl == 8 ? (int64_t)get_be64(val) : -1;
+        int64_t rid = vl == 8 ? (int64_t)mf_record_id_decode(val) : -1;
         if (vl == 8)
             rc = mf_btree_get(v->records, val, 8, &found, &doc, &dl, err);
         bool matches = false;

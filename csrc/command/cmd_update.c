@@ -21,16 +21,6 @@
 
 #define ID_INDEX "_id_"
 
-static bool doc_arg(const bson_iter_t *it, bson_t *out)
-{
-    uint32_t len;
-    const uint8_t *data;
-    if (!BSON_ITER_HOLDS_DOCUMENT(it))
-        return false;
-    bson_iter_document(it, &len, &data);
-    return bson_init_static(out, data, len);
-}
-
 static int oom(mf_error *err)
 {
     return mf_error_set(err, MF_InternalError, "out of memory");
@@ -245,14 +235,14 @@ static int parse_update_stmt(const bson_iter_t *el, update_stmt *s, mf_error *er
     while (bson_iter_next(&it)) {
         const char *k = bson_iter_key(&it);
         if (strcmp(k, "q") == 0) {
-            if (!(s->has_q = doc_arg(&it, &s->q)))
+            if (!(s->has_q = mfi_doc_arg(&it, &s->q)))
                 return mfi_type_error(err, "update.updates", k, &it, "object");
         } else if (strcmp(k, "u") == 0) {
             if (BSON_ITER_HOLDS_ARRAY(&it))
                 return mf_error_set(err, MF_NotImplemented,
                                     "pipeline-style updates need the aggregation pipeline, "
                                     "which this server does not have yet");
-            if (!(s->has_u = doc_arg(&it, &s->u)))
+            if (!(s->has_u = mfi_doc_arg(&it, &s->u)))
                 return mf_error_set(err, MF_TypeMismatch,
                                     "BSON field 'update.updates.u' is the wrong type '%s', "
                                     "expected types '[object, array]'",
@@ -270,23 +260,13 @@ static int parse_update_stmt(const bson_iter_t *el, update_stmt *s, mf_error *er
             bson_init_static(&s->af, data, len);
             s->array_filters = &s->af;
         } else if (strcmp(k, "hint") == 0) {
-            if (!BSON_ITER_HOLDS_UTF8(&it) && !BSON_ITER_HOLDS_DOCUMENT(&it))
-                return mf_error_set(err, MF_TypeMismatch,
-                                    "BSON field 'update.updates.hint' is the wrong type '%s', "
-                                    "expected types '[string, object]'",
-                                    mf_bsonx_type_alias(bson_iter_type(&it)));
+            if (mfi_hint_arg(&it, "update.updates.hint", err) != 0)
+                return err->code;
             s->hint = it;
             s->has_hint = true;
         } else if (strcmp(k, "collation") == 0) {
-            bson_t coll;
-            bson_iter_t loc;
-            if (!doc_arg(&it, &coll))
-                return mfi_type_error(err, "update.updates", k, &it, "object");
-            if (coll.len > 5 &&
-                !(bson_iter_init_find(&loc, &coll, "locale") && BSON_ITER_HOLDS_UTF8(&loc) &&
-                  strcmp(bson_iter_utf8(&loc, NULL), "simple") == 0))
-                return mf_error_set(err, MF_NotImplemented,
-                                    "collation other than {locale: \"simple\"} is not supported");
+            if (mfi_collation_arg(&it, "update.updates", k, err) != 0)
+                return err->code;
         } else if (strcmp(k, "c") == 0 || strcmp(k, "upsertSupplied") == 0) {
             /* constants for pipeline updates; nothing without one */
         } else {
@@ -524,30 +504,20 @@ static int parse_delete_stmt(const bson_iter_t *el, delete_stmt *s, mf_error *er
     while (bson_iter_next(&it)) {
         const char *k = bson_iter_key(&it);
         if (strcmp(k, "q") == 0) {
-            if (!(s->has_q = doc_arg(&it, &s->q)))
+            if (!(s->has_q = mfi_doc_arg(&it, &s->q)))
                 return mfi_type_error(err, "delete.deletes", k, &it, "object");
         } else if (strcmp(k, "limit") == 0) {
             if (!mfi_as_int64(&it, &s->limit))
                 return mfi_type_error(err, "delete.deletes", k, &it, "long");
             has_limit = true;
         } else if (strcmp(k, "hint") == 0) {
-            if (!BSON_ITER_HOLDS_UTF8(&it) && !BSON_ITER_HOLDS_DOCUMENT(&it))
-                return mf_error_set(err, MF_TypeMismatch,
-                                    "BSON field 'delete.deletes.hint' is the wrong type '%s', "
-                                    "expected types '[string, object]'",
-                                    mf_bsonx_type_alias(bson_iter_type(&it)));
+            if (mfi_hint_arg(&it, "delete.deletes.hint", err) != 0)
+                return err->code;
             s->hint = it;
             s->has_hint = true;
         } else if (strcmp(k, "collation") == 0) {
-            bson_t coll;
-            bson_iter_t loc;
-            if (!doc_arg(&it, &coll))
-                return mfi_type_error(err, "delete.deletes", k, &it, "object");
-            if (coll.len > 5 &&
-                !(bson_iter_init_find(&loc, &coll, "locale") && BSON_ITER_HOLDS_UTF8(&loc) &&
-                  strcmp(bson_iter_utf8(&loc, NULL), "simple") == 0))
-                return mf_error_set(err, MF_NotImplemented,
-                                    "collation other than {locale: \"simple\"} is not supported");
+            if (mfi_collation_arg(&it, "delete.deletes", k, err) != 0)
+                return err->code;
         } else {
             return mf_error_set(err, 40415, "BSON field 'delete.deletes.%s' is an unknown field.",
                                 k);
@@ -666,17 +636,17 @@ static int parse_fam(const bson_t *cmd, fam_args *a, mf_error *err)
         if (strcmp(k, "query") == 0) {
             if (BSON_ITER_HOLDS_NULL(&it))
                 continue;
-            if (!(a->has_query = doc_arg(&it, &a->query)))
+            if (!(a->has_query = mfi_doc_arg(&it, &a->query)))
                 return mfi_type_error(err, "findAndModify", k, &it, "object");
         } else if (strcmp(k, "sort") == 0) {
             if (BSON_ITER_HOLDS_NULL(&it))
                 continue;
-            if (!(a->has_sort = doc_arg(&it, &a->sort)))
+            if (!(a->has_sort = mfi_doc_arg(&it, &a->sort)))
                 return mfi_type_error(err, "findAndModify", k, &it, "object");
         } else if (strcmp(k, "fields") == 0) {
             if (BSON_ITER_HOLDS_NULL(&it))
                 continue;
-            if (!(a->has_fields = doc_arg(&it, &a->fields)))
+            if (!(a->has_fields = mfi_doc_arg(&it, &a->fields)))
                 return mfi_type_error(err, "findAndModify", k, &it, "object");
         } else if (strcmp(k, "update") == 0) {
             if (BSON_ITER_HOLDS_NULL(&it))
@@ -685,7 +655,7 @@ static int parse_fam(const bson_t *cmd, fam_args *a, mf_error *err)
                 return mf_error_set(err, MF_NotImplemented,
                                     "pipeline-style updates need the aggregation pipeline, "
                                     "which this server does not have yet");
-            if (!(a->has_update = doc_arg(&it, &a->update)))
+            if (!(a->has_update = mfi_doc_arg(&it, &a->update)))
                 return mf_error_set(err, MF_FailedToParse,
                                     "Update argument must be either an object or an array");
         } else if (strcmp(k, "remove") == 0) {
@@ -703,23 +673,13 @@ static int parse_fam(const bson_t *cmd, fam_args *a, mf_error *err)
             bson_init_static(&a->af, data, len);
             a->array_filters = &a->af;
         } else if (strcmp(k, "hint") == 0) {
-            if (!BSON_ITER_HOLDS_UTF8(&it) && !BSON_ITER_HOLDS_DOCUMENT(&it))
-                return mf_error_set(err, MF_TypeMismatch,
-                                    "BSON field 'findAndModify.hint' is the wrong type '%s', "
-                                    "expected types '[string, object]'",
-                                    mf_bsonx_type_alias(bson_iter_type(&it)));
+            if (mfi_hint_arg(&it, "findAndModify.hint", err) != 0)
+                return err->code;
             a->hint = it;
             a->has_hint = true;
         } else if (strcmp(k, "collation") == 0) {
-            bson_t coll;
-            bson_iter_t loc;
-            if (!doc_arg(&it, &coll))
-                return mfi_type_error(err, "findAndModify", k, &it, "object");
-            if (coll.len > 5 &&
-                !(bson_iter_init_find(&loc, &coll, "locale") && BSON_ITER_HOLDS_UTF8(&loc) &&
-                  strcmp(bson_iter_utf8(&loc, NULL), "simple") == 0))
-                return mf_error_set(err, MF_NotImplemented,
-                                    "collation other than {locale: \"simple\"} is not supported");
+            if (mfi_collation_arg(&it, "findAndModify", k, err) != 0)
+                return err->code;
         } else if (strcmp(k, "bypassDocumentValidation") == 0 || strcmp(k, "let") == 0 ||
                    strcmp(k, "rawData") == 0 || mfi_is_generic_arg(k)) {
         } else {

@@ -280,11 +280,8 @@ int mfi_cmd_count(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_error *e
     if (bson_iter_init_find(&it, cmd, "limit") && !mfi_as_int64(&it, &limit))
         return mfi_type_error(err, "count", "limit", &it, "long");
     if (bson_iter_init_find(&hint, cmd, "hint")) {
-        if (!BSON_ITER_HOLDS_UTF8(&hint) && !BSON_ITER_HOLDS_DOCUMENT(&hint))
-            return mf_error_set(err, MF_TypeMismatch,
-                                "BSON field 'count.hint' is the wrong type '%s', expected types "
-                                "'[string, object]'",
-                                mf_bsonx_type_alias(bson_iter_type(&hint)));
+        if ((rc = mfi_hint_arg(&hint, "count.hint", err)) != 0)
+            return rc;
         has_hint = true;
     }
     if (has_q && (rc = mf_matcher_parse(&q, &m, err)) != 0)

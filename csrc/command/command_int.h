@@ -274,6 +274,14 @@ bool mfi_is_generic_arg(const char *name);
 bool mfi_is_number(const bson_iter_t *it);
 /* The element as int64 if it is a whole number in range; false otherwise. */
 bool mfi_as_int64(const bson_iter_t *it, int64_t *out);
+/* A sub-document argument as a static bson_t; false if not a document. */
+bool mfi_doc_arg(const bson_iter_t *it, bson_t *out);
+/* A hint must be an index name or a key pattern: TypeMismatch otherwise
+ * (`field` as mongod names it, e.g. "find.hint"). */
+int mfi_hint_arg(const bson_iter_t *it, const char *field, mf_error *err);
+/* A collation: only the simple one is supported (NotImplemented 238). */
+int mfi_collation_arg(const bson_iter_t *it, const char *cmd, const char *field, mf_error *err);
+
 /* mongod's "BSON field 'cmd.field' is the wrong type 'x', expected type 'y'"
  * TypeMismatch error. */
 int mfi_type_error(mf_error *err, const char *cmd, const char *field,
