@@ -54,6 +54,16 @@ int mf_expr_parse(const bson_iter_t *it, const char *const *let_names, size_t nl
 int mf_expr_eval(const mf_expr *e, const bson_t *root, const mf_expr_vars *vars, bson_t *out,
                  const char *key, bool *missing, mf_error *err);
 
+/* As mf_expr_eval, into `out`: an owned value (free with mf_value_free),
+ * BSON_TYPE_EOD when missing. */
+int mf_expr_eval_value(const mf_expr *e, const bson_t *root, const mf_expr_vars *vars,
+                       bson_value_t *out, mf_error *err);
+
+void mf_value_free(bson_value_t *v);
+
+/* Whether `e` is a constant (then *v, if asked, borrows its value). */
+bool mf_expr_is_const(const mf_expr *e, const bson_value_t **v);
+
 void mf_expr_free(mf_expr *e);
 
 #endif /* MF_AGG_H */

@@ -1491,13 +1491,12 @@ fail:
     return rc;
 }
 
-int mf_expr_eval(const mf_expr *e, const bson_t *root, const mf_expr_vars *vars, bson_t *out,
-                 const char *key, bool *missing, mf_error *err)
+int mf_expr_eval_value(const mf_expr *e, const bson_t *root, const mf_expr_vars *vars,
+                       bson_value_t *out, mf_error *err)
 {
     ctx c = {root, vars, NULL, err};
-    val v;
     int rc = 0;
-    *missing = false;
+    out->value_type = BSON_TYPE_EOD;
     if (e->nslots && !(c.slots = calloc((size_t)e->nslots, sizeof *c.slots)))
         return mf_error_set(err, MF_InternalError, "out of memory");
     for (int i = 0; i < e->nslots; i++)
@@ -1507,7 +1506,18 @@ int mf_expr_eval(const mf_expr *e, const bson_t *root, const mf_expr_vars *vars,
         if (vars && vars->let && bson_iter_init_find(&it, vars->let, e->let_names[i]))
             bson_value_copy(bson_iter_value(&it), &c.slots[i]);
     }
-    rc = mfi_eval(e->root, &c, &v);
+    rc = mfi_eval(e->root, &c, out);
+    mfi_free_all(c.slots, (size_t)e->nslots);
+    free(c.slots);
+    return rc;
+}
+
+int mf_expr_eval(const mf_expr *e, const bson_t *root, const mf_expr_vars *vars, bson_t *out,
+                 const char *key, bool *missing, mf_error *err)
+{
+    val v;
+    *missing = false;
+    int rc = mf_expr_eval_value(e, root, vars, &v, err);
     if (rc == 0) {
         if (v.value_type == BSON_TYPE_EOD)
             *missing = true;
@@ -1515,7 +1525,19 @@ int mf_expr_eval(const mf_expr *e, const bson_t *root, const mf_expr_vars *vars,
             rc = mf_error_set(err, MF_BadValue, "expression result too large");
         mfi_val_free(&v);
     }
-    mfi_free_all(c.slots, (size_t)e->nslots);
-    free(c.slots);
     return rc;
+}
+
+void mf_value_free(bson_value_t *v)
+{
+    mfi_val_free(v);
+}
+
+bool mf_expr_is_const(const mf_expr *e, const bson_value_t **v)
+{
+    if (e->root->kind != K_CONST)
+        return false;
+    if (v)
+        *v = &e->root->cst;
+    return true;
 }

@@ -178,10 +178,11 @@ int mfi_cmd_explain(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_error 
     if (strcmp(op, "find") != 0 && strcmp(op, "count") != 0 && strcmp(op, "distinct") != 0 &&
         strcmp(op, "update") != 0 && strcmp(op, "delete") != 0 &&
         strcmp(op, "findAndModify") != 0) {
-        if (strcmp(op, "aggregate") == 0)
-            return mf_error_set(err, MF_CommandNotFound,
-                                "explain of aggregate needs the aggregation pipeline, which this "
-                                "server does not have yet");
+        if (strcmp(op, "aggregate") == 0) {
+            mf_cmd_ctx actx = *ctx;
+            actx.explain = strcmp(verbosity, "queryPlanner") == 0 ? 1 : 2;
+            return mfi_cmd_aggregate(&actx, &inner, reply, err);
+        }
         return mf_error_set(err, MF_CommandNotFound, "Explain failed due to unknown command: %s",
                             op);
     }

@@ -53,8 +53,8 @@ static bool doc_empty(const bson_t *d)
 }
 
 /* A deadline in monotonic microseconds from maxTimeMS (0: none). */
-static int deadline_arg(const char *cmdname, const bson_iter_t *it, int64_t *deadline,
-                        mf_error *err)
+int mfi_deadline_arg(const char *cmdname, const bson_iter_t *it, int64_t *deadline,
+                     mf_error *err)
 {
     int64_t ms;
     if (!mfi_as_int64(it, &ms))
@@ -74,7 +74,7 @@ static int time_check(int64_t deadline, uint64_t *tick, mf_error *err)
 }
 
 /* Errors met while running a query carry mongod's executor prefix. */
-static void executor_error(mf_error *err, const char *cmdname)
+void mfi_executor_error(mf_error *err, const char *cmdname)
 {
     char msg[sizeof err->msg];
     if (strncmp(err->msg, "Executor error", 14) == 0)
@@ -210,6 +210,15 @@ static int fill(mfi_cursor *cur, mf_engine *e, mf_coll *c, batch *b, int64_t dea
             } else {
                 rc = offer(cur, b, d, dl, &stop, err);
             }
+        } else if (cur->pipeline) {
+            bson_t d;
+            bool end;
+            if ((rc = mf_pipeline_next(cur->pipeline, &d, &end, err)) != 0 || end) {
+                *exhausted = rc == 0;
+                break;
+            }
+            rc = offer(cur, b, bson_get_data(&d), d.len, &stop, err);
+            bson_destroy(&d);
         } else if (cur->docs) {
             if (!bson_iter_next(&cur->docs_it)) {
                 *exhausted = true;
@@ -245,7 +254,7 @@ static int fill(mfi_cursor *cur, mf_engine *e, mf_coll *c, batch *b, int64_t dea
         *exhausted = true;
     /* A sorter or an array knows its end: look one ahead so the last batch
      * closes the cursor, as mongod's blocking stages do. */
-    if (rc == 0 && !*exhausted && !cur->has_stash && (cur->sorter || cur->docs)) {
+    if (rc == 0 && !*exhausted && !cur->has_stash && (cur->sorter || cur->docs || cur->pipeline)) {
         const uint8_t *d = NULL;
         size_t dl = 0;
         bool valid = false;
@@ -257,6 +266,16 @@ static int fill(mfi_cursor *cur, mf_engine *e, mf_coll *c, batch *b, int64_t dea
                 rc = project_sorted(cur, d, dl, &shaped, err);
                 d = bson_get_data(&shaped);
                 dl = shaped.len;
+            }
+        } else if (cur->pipeline) {
+            bool end;
+            rc = mf_pipeline_next(cur->pipeline, &shaped, &end, err);
+            if (rc == 0 && !end) {
+                d = bson_get_data(&shaped);
+                dl = shaped.len;
+                valid = true;
+            } else if (rc == 0) {
+                bson_init(&shaped);
             }
         } else if (bson_iter_next(&cur->docs_it)) {
             uint32_t l;
@@ -288,6 +307,26 @@ static void cursor_reply(bson_t *reply, const char *batch_name, bson_t *arr, int
     bson_append_document_end(reply, &cd);
 }
 
+int mfi_cursor_first_batch(mf_cmd_ctx *ctx, mfi_cursor *cur, int64_t batch_size,
+                           int64_t deadline, bool single_batch, bson_t *reply, mf_error *err)
+{
+    bson_t arr = BSON_INITIALIZER;
+    batch b = {.arr = &arr, .max_docs = batch_size};
+    bool exhausted;
+    int rc = fill(cur, NULL, NULL, &b, deadline, &exhausted, err);
+    if (rc == 0) {
+        exhausted |= single_batch;
+        int64_t id = exhausted ? 0 : mfi_cursor_register(ctx->inst, cur);
+        cursor_reply(reply, "firstBatch", &arr, id, cur->ns);
+        if (exhausted)
+            mfi_cursor_free(cur);
+    } else {
+        mfi_cursor_free(cur);
+    }
+    bson_destroy(&arr);
+    return rc;
+}
+
 int mfi_cursor_reply_from_docs(mf_cmd_ctx *ctx, const char *ns, bson_t *docs, int64_t batch_size,
                                bson_t *reply, mf_error *err)
 {
@@ -300,20 +339,7 @@ int mfi_cursor_reply_from_docs(mf_cmd_ctx *ctx, const char *ns, bson_t *docs, in
     cur->docs = docs;
     cur->limit = -1;
     bson_iter_init(&cur->docs_it, docs);
-    bson_t arr = BSON_INITIALIZER;
-    batch b = {.arr = &arr, .max_docs = batch_size};
-    bool exhausted;
-    int rc = fill(cur, NULL, NULL, &b, 0, &exhausted, err);
-    if (rc == 0) {
-        int64_t id = exhausted ? 0 : mfi_cursor_register(ctx->inst, cur);
-        cursor_reply(reply, "firstBatch", &arr, id, ns);
-        if (exhausted)
-            mfi_cursor_free(cur);
-    } else {
-        mfi_cursor_free(cur);
-    }
-    bson_destroy(&arr);
-    return rc;
+    return mfi_cursor_first_batch(ctx, cur, batch_size, 0, false, reply, err);
 }
 
 /* ------------------------------------------------------------------ find */
@@ -367,7 +393,7 @@ static int parse_find(const bson_t *cmd, find_args *a, mf_error *err)
         } else if (strcmp(k, "showRecordId") == 0) {
             a->show_record_id = bson_iter_as_bool(&it);
         } else if (strcmp(k, "maxTimeMS") == 0) {
-            rc = deadline_arg("find", &it, &a->deadline, err);
+            rc = mfi_deadline_arg("find", &it, &a->deadline, err);
         } else if (strcmp(k, "let") == 0) {
             if (!BSON_ITER_HOLDS_DOCUMENT(&it))
                 rc = mfi_type_error(err, "find", k, &it, "object");
@@ -432,7 +458,7 @@ static int parse_parts(const bson_t *filter, const bson_t *projection, const bso
 }
 
 /* The temporary directory for sorts that spill. */
-static void tmpdir_of(mf_instance *inst, char *out, size_t cap)
+void mfi_tmpdir_of(mf_instance *inst, char *out, size_t cap)
 {
     snprintf(out, cap, "%s/_tmp", inst->dbpath);
 }
@@ -444,7 +470,7 @@ static int sort_all(mf_cmd_ctx *ctx, mfi_cursor *cur, mf_coll *c, const mf_sort 
 {
     char tmp[4096];
     mf_engine *e = ctx->inst->engine;
-    tmpdir_of(ctx->inst, tmp, sizeof tmp);
+    mfi_tmpdir_of(ctx->inst, tmp, sizeof tmp);
     if (allow_disk)
         (void)mkdir(tmp, 0700); /* an existing one is fine; a failure shows at spill */
     int64_t keep = limit > 0 ? skip + limit : 0;
@@ -589,7 +615,7 @@ int mfi_cmd_find(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_error *er
     } else {
         mfi_cursor_free(cur);
         if (running)
-            executor_error(err, "find command");
+            mfi_executor_error(err, "find command");
     }
     bson_destroy(&arr);
     return rc;
@@ -627,7 +653,7 @@ int mfi_cmd_get_more(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_error
                 batch_size = -1;
         } else if (strcmp(k, "maxTimeMS") == 0) {
             /* Only tailable awaitData cursors honour it; checked anyway. */
-            rc = deadline_arg("getMore", &it, &deadline, err);
+            rc = mfi_deadline_arg("getMore", &it, &deadline, err);
             deadline = 0;
         } else if (strcmp(k, "term") == 0 || strcmp(k, "lastKnownCommittedOpTime") == 0 ||
                    mfi_is_generic_arg(k)) {
@@ -677,7 +703,7 @@ int mfi_cmd_get_more(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_error
     if (rc == 0)
         cursor_reply(reply, "nextBatch", &arr, exhausted || cur->killed ? 0 : id, ns);
     else if (rc != MF_QueryPlanKilled)
-        executor_error(err, "getMore");
+        mfi_executor_error(err, "getMore");
     mfi_cursor_checkin(ctx->inst, cur, rc != 0 || exhausted || cur->killed);
     bson_destroy(&arr);
     return rc;
@@ -908,7 +934,7 @@ int mfi_cmd_distinct(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_error
             hint = it;
             has_hint = true;
         } else if (strcmp(k, "maxTimeMS") == 0) {
-            rc = deadline_arg("distinct", &it, &deadline, err);
+            rc = mfi_deadline_arg("distinct", &it, &deadline, err);
         } else if (strcmp(k, "collation") == 0) {
             if (mfi_collation_arg(&it, "distinct", k, err) != 0)
                 return err->code;

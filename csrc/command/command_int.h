@@ -8,6 +8,7 @@
 #include "command.h"
 #include "../storage/storage.h"
 #include "../query/query.h"
+#include "../agg/pipeline.h"
 
 typedef struct mfi_cursor mfi_cursor;
 typedef struct mfi_indexes mfi_indexes;
@@ -37,6 +38,8 @@ struct mf_instance {
     mfi_cursor *cursors;
     int64_t cursor_timeout_ms; /* cursorTimeoutMillis */
 
+    mf_agg_env agg_env;     /* how pipelines read collections (cmd_aggregate.c) */
+
     int ttl_sleep_secs;     /* ttlMonitorSleepSecs */
     pthread_t ttl_thread;   /* the TTL monitor (cmd_index.c) */
     bool ttl_running;
@@ -55,6 +58,8 @@ typedef struct mf_cmd_ctx {
     const char *db;   /* the $db value */
     const char *name; /* the command name as sent */
     int flags;        /* MF_RUN_* bits the handler sets */
+    int explain;      /* explain of a command that runs it: 1 queryPlanner,
+                         2 with executionStats */
 } mf_cmd_ctx;
 
 /* A handler appends its reply fields (not `ok`) to `reply` and returns 0, or
@@ -164,6 +169,7 @@ struct mfi_cursor {
     mf_sorter *sorter;      /* owns */
     bool project_late;      /* the sorter holds [pos (8 bytes LE)][whole
                                document]: project as documents leave it */
+    mf_pipeline *pipeline;  /* owns: an aggregation's results */
     bson_t *docs;           /* owns: a prepared array */
     bson_iter_t docs_it;
     int64_t skip;           /* still to skip (scan sources) */
@@ -195,6 +201,23 @@ size_t mfi_cursors_open(mf_instance *inst);
  * rest.  Takes `docs` (an array, heap-allocated). */
 int mfi_cursor_reply_from_docs(mf_cmd_ctx *ctx, const char *ns, bson_t *docs, int64_t batch_size,
                                bson_t *reply, mf_error *err);
+
+/* A first batch from `cur` (taken), whose source is not a scan: replies
+ * {cursor: {firstBatch, id, ns}}; registers the cursor if more is left
+ * (and not `single_batch`), else frees it. */
+int mfi_cursor_first_batch(mf_cmd_ctx *ctx, mfi_cursor *cur, int64_t batch_size,
+                           int64_t deadline, bool single_batch, bson_t *reply, mf_error *err);
+
+/* maxTimeMS as a deadline in monotonic microseconds (0: none). */
+int mfi_deadline_arg(const char *cmdname, const bson_iter_t *it, int64_t *deadline,
+                     mf_error *err);
+/* Prefix a running query's error as mongod's executor does. */
+void mfi_executor_error(mf_error *err, const char *cmdname);
+/* The directory where sorts and groups spill (<dbpath>/_tmp). */
+void mfi_tmpdir_of(mf_instance *inst, char *out, size_t cap);
+int mfi_cmd_aggregate(mf_cmd_ctx *, const bson_t *, bson_t *, mf_error *);
+/* Set up inst->agg_env (cmd_aggregate.c). */
+void mfi_agg_env_init(mf_instance *inst);
 
 /* ------------------------------------------------- writes (cmd_write.c) */
 

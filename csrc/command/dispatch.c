@@ -55,6 +55,7 @@ int mf_instance_open(const mf_instance_config *cfg, mf_instance **out, mf_error 
         strcpy(inst->host, "localhost");
     pthread_mutex_init(&inst->mu, NULL);
     mfi_cursors_init(inst);
+    mfi_agg_env_init(inst);
     /* Timed waits use the monotonic clock so a wall-clock step cannot
      * stretch or cut an awaitable hello. */
     pthread_condattr_t ca;
@@ -132,6 +133,7 @@ bool mfi_instance_sleep(mf_instance *inst, int64_t ms)
 
 /* Sorted by name with strcmp; the C tests check the order. */
 static const mf_cmd_def table[] = {
+    {"aggregate", mfi_cmd_aggregate, 0, "Runs the aggregation command."},
     {"buildInfo", mfi_cmd_build_info, 0,
      "get version #, etc.\n{ buildinfo:1 }"},
     {"buildinfo", mfi_cmd_build_info, MF_CMD_ALIAS,

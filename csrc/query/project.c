@@ -86,6 +86,8 @@ struct pnode {
     int32_t skip, limit;
     mf_matcher *elem; /* P_ELEMMATCH: {name: {$elemMatch: ...}} */
     bool on_pos;      /* P_INNER: on the positional leaf's path */
+    void *expr;       /* P_EXPR: the compiled expression (hooks) */
+    bool has_expr;    /* P_INNER: a P_EXPR lies below */
 };
 
 typedef enum { T_UNSET, T_INCLUSION, T_EXCLUSION } ptype;
@@ -94,14 +96,19 @@ struct mf_projection {
     pnode root;
     bool is_inclusion;
     bool has_positional;
+    bool has_hooks;
+    mf_expr_hooks hooks;
+    mf_proj_mode mode;
 };
 
 /* --------------------------------------------------------------- nodes */
 
-static void pnode_clear(pnode *n)
+static void pnode_clear(pnode *n, const mf_expr_hooks *h)
 {
+    if (n->expr && h)
+        h->free(n->expr);
     for (size_t i = 0; i < n->nkids; i++) {
-        pnode_clear(n->kids[i]);
+        pnode_clear(n->kids[i], h);
         free(n->kids[i]);
     }
     free(n->kids);
@@ -114,7 +121,7 @@ void mf_projection_free(mf_projection *p)
 {
     if (!p)
         return;
-    pnode_clear(&p->root);
+    pnode_clear(&p->root, p->has_hooks ? &p->hooks : NULL);
     free(p);
 }
 
@@ -213,6 +220,8 @@ typedef struct pctx {
     ptype type;
     bool id_specified, id_included, id_excluded;
     bool has_positional, has_elem_match, has_find_slice;
+    const mf_expr_hooks *hooks; /* NULL: computed fields are refused */
+    mf_proj_mode mode;
     mf_error *err;
 } pctx;
 
@@ -356,8 +365,12 @@ static void status_string(const mf_error *e, char *out, size_t cap)
     out[n + 2 + m] = '\0';
 }
 
-static int refuse_expression(pctx *c, const char *path)
+/* A computed field's node: compile its expression (the value at `value`)
+ * through the hooks, or refuse it when there are none. */
+static int compile_expression(pctx *c, pnode *n, const bson_iter_t *value, const char *path)
 {
+    if (c->hooks)
+        return c->hooks->parse(value, c->hooks->arg, &n->expr, c->err);
     return mf_error_set(c->err, E_NOT_IMPLEMENTED,
                         "projection of '%s': computed fields (aggregation expressions and "
                         "literals) are not supported yet",
@@ -368,7 +381,7 @@ static int refuse_expression(pctx *c, const char *path)
  * parse-time checks, then refused.  Returns -1 when `name` is no
  * expression (the object is then a sub-projection). */
 static int parse_generic_expression(pctx *c, const char *path, const bson_iter_t *first,
-                                    pnode *parent)
+                                    const bson_iter_t *value, pnode *parent)
 {
     const char *name = bson_iter_key(first);
     if (!is_expression_name(name))
@@ -395,7 +408,7 @@ static int parse_generic_expression(pctx *c, const char *path, const bson_iter_t
     }
     pnode *n;
     int rc = add_at_path(parent, path, P_EXPR, &n, c->err);
-    return rc ? rc : refuse_expression(c, path);
+    return rc ? rc : compile_expression(c, n, value, path);
 }
 
 /* find's {$slice: n} or {$slice: [skip, limit]}. */
@@ -449,7 +462,7 @@ static int parse_find_slice(pctx *c, const char *path, const bson_iter_t *arg, p
 /* {$slice: ...}: find's form, else the aggregation expression; when both
  * fail, mongod's combined message with the expression's code. */
 static int parse_slice(pctx *c, const char *path, const bson_t *sub, const bson_iter_t *first,
-                       pnode *parent)
+                       const bson_iter_t *value, pnode *parent)
 {
     mf_error *err = c->err, find_err, expr_err;
     c->err = &find_err;
@@ -460,7 +473,7 @@ static int parse_slice(pctx *c, const char *path, const bson_t *sub, const bson_
     if (rc == MF_InternalError)
         return mf_error_set(err, rc, "%s", find_err.msg);
     c->err = &expr_err;
-    rc = parse_generic_expression(c, path, first, parent);
+    rc = parse_generic_expression(c, path, first, value, parent);
     c->err = err;
     if (rc == E_NOT_IMPLEMENTED || rc == MF_InternalError)
         return mf_error_set(err, rc, "%s", expr_err.msg);
@@ -526,11 +539,11 @@ static int parse_sub_object(pctx *c, const char *key, const bson_iter_t *it, pno
     bson_iter_next(&el);
     const char *first = bson_iter_key(&el);
     if (bson_count_keys(&sub) == 1 && first[0] == '$') {
-        if (strcmp(first, "$slice") == 0)
-            return parse_slice(c, key, &sub, &el, parent);
-        if (strcmp(first, "$elemMatch") == 0)
+        if (c->mode == MF_PROJ_FIND && strcmp(first, "$slice") == 0)
+            return parse_slice(c, key, &sub, &el, it, parent);
+        if (c->mode == MF_PROJ_FIND && strcmp(first, "$elemMatch") == 0)
             return parse_elem_match(c, key, &sub, &el, parent);
-        if ((rc = parse_generic_expression(c, key, &el, parent)) != -1)
+        if ((rc = parse_generic_expression(c, key, &el, it, parent)) != -1)
             return rc;
         mf_error ignored;
         if (mfi_field_path_check(first, &ignored) != 0)
@@ -630,7 +643,7 @@ static int parse_literal(pctx *c, const bson_iter_t *it, pnode *parent)
                             "Cannot use an expression %s in an exclusion projection", elem);
     }
     c->type = T_INCLUSION;
-    return refuse_expression(c, key);
+    return compile_expression(c, n, it, key);
 }
 
 static int parse_element(pctx *c, const bson_iter_t *it, pnode *parent, const char *parent_path)
@@ -651,6 +664,11 @@ static int parse_element(pctx *c, const bson_iter_t *it, pnode *parent, const ch
                                 "object");
         return parse_sub_object(c, key, it, parent, parent_path);
     }
+    if (c->mode != MF_PROJ_FIND && positional)
+        return mf_error_set(c->err, 31324,
+                            "Cannot use positional projection in aggregation projection");
+    if (c->mode == MF_PROJ_ADD_FIELDS)
+        return parse_literal(c, it, parent);
     if (is_number(it) || BSON_ITER_HOLDS_BOOL(it)) {
         if (true_value(it))
             return parse_inclusion(c, key, parent, positional);
@@ -689,13 +707,34 @@ static bool mark_positional(pnode *n)
     return on;
 }
 
+/* Mark the inner nodes with a computed field below them. */
+static bool mark_expr(pnode *n)
+{
+    bool has = n->kind == P_EXPR;
+    for (size_t i = 0; i < n->nkids; i++)
+        has |= mark_expr(n->kids[i]);
+    n->has_expr = n->kind == P_INNER && has;
+    return has;
+}
+
 int mf_projection_parse(const bson_t *spec, const bson_t *filter, mf_projection **out,
                         mf_error *err)
+{
+    return mf_projection_parse_ex(spec, filter, NULL, MF_PROJ_FIND, out, err);
+}
+
+int mf_projection_parse_ex(const bson_t *spec, const bson_t *filter, const mf_expr_hooks *hooks,
+                           mf_proj_mode mode, mf_projection **out, mf_error *err)
 {
     mf_projection *p = calloc(1, sizeof *p);
     if (!p)
         return oom(err);
-    pctx c = {.p = p, .filter = filter, .err = err};
+    if (hooks) {
+        p->hooks = *hooks;
+        p->has_hooks = true;
+    }
+    p->mode = mode;
+    pctx c = {.p = p, .filter = filter, .err = err, .hooks = hooks, .mode = mode};
     bson_iter_t it;
     int rc = 0;
     bson_iter_init(&it, spec);
@@ -708,15 +747,17 @@ int mf_projection_parse(const bson_t *spec, const bson_t *filter, mf_projection 
         goto fail;
     if (c.type == T_UNSET)
         c.type = default_type(&c);
+    if (mode == MF_PROJ_ADD_FIELDS)
+        c.type = T_INCLUSION;
     pnode *n;
-    if (!c.id_specified && c.type == T_INCLUSION &&
+    if (!c.id_specified && c.type == T_INCLUSION && mode != MF_PROJ_ADD_FIELDS &&
         (rc = add_at_path(&p->root, "_id", P_INCLUDE, &n, err)) != 0)
         goto fail;
     if (c.type == T_EXCLUSION && c.id_specified && c.id_included) {
         /* {_id: 1, a: 0}: legal, and _id is kept anyway. */
         for (size_t i = 0; i < p->root.nkids; i++) {
             if (strcmp(p->root.kids[i]->name, "_id") == 0) {
-                pnode_clear(p->root.kids[i]);
+                pnode_clear(p->root.kids[i], p->has_hooks ? &p->hooks : NULL);
                 free(p->root.kids[i]);
                 memmove(&p->root.kids[i], &p->root.kids[i + 1],
                         (p->root.nkids - i - 1) * sizeof p->root.kids[0]);
@@ -728,6 +769,7 @@ int mf_projection_parse(const bson_t *spec, const bson_t *filter, mf_projection 
     p->is_inclusion = c.type == T_INCLUSION;
     p->has_positional = c.has_positional;
     mark_positional(&p->root);
+    mark_expr(&p->root);
     *out = p;
     return 0;
 fail:
@@ -785,6 +827,7 @@ bool mf_projection_keeps(const mf_projection *p, const char *path)
 
 typedef struct actx {
     const mf_projection *p;
+    const bson_t *root; /* the whole document, for computed fields */
     int64_t pos;
     bson_t scratch; /* {name: [element]} for $elemMatch */
     mf_error *err;
@@ -825,7 +868,15 @@ static int apply_array(actx *a, const pnode *node, const bson_t *arr, bson_t *ou
             bson_append_array_begin(out, key, (int)klen, &child);
             rc = apply_array(a, node, &sub, &child, false);
             bson_append_array_end(out, &child);
-        } else if (!a->p->is_inclusion) {
+        } else if (a->p->mode == MF_PROJ_ADD_FIELDS && node->has_expr) {
+            /* $addFields through a scalar: a document of the computed
+             * fields takes its place */
+            bson_t empty = BSON_INITIALIZER;
+            index_key(i++, buf, &key, &klen);
+            bson_append_document_begin(out, key, (int)klen, &child);
+            rc = apply_level(a, node, &empty, &child, false, false);
+            bson_append_document_end(out, &child);
+        } else if (!a->p->is_inclusion || a->p->mode == MF_PROJ_ADD_FIELDS) {
             index_key(i++, buf, &key, &klen);
             bson_append_iter(out, key, (int)klen, &el);
         }
@@ -949,23 +1000,44 @@ static int apply_inner(actx *a, const pnode *kid, const bson_iter_t *it, bson_t 
             rc = apply_array(a, kid, &sub, &child, slice_ok);
             bson_append_array_end(out, &child);
         }
-    } else if (!a->p->is_inclusion) {
+    } else if (a->p->mode == MF_PROJ_ADD_FIELDS && kid->has_expr) {
+        bson_t empty = BSON_INITIALIZER;
+        bson_append_document_begin(out, key, klen, &child);
+        rc = apply_level(a, kid, &empty, &child, slice_ok, false);
+        bson_append_document_end(out, &child);
+    } else if (!a->p->is_inclusion || a->p->mode == MF_PROJ_ADD_FIELDS) {
         bson_append_iter(out, key, klen, it);
     }
     return rc;
+}
+
+/* A computed field: evaluated against the whole document and appended
+ * under `name`, or nothing when the value is missing. */
+static int append_computed(actx *a, const pnode *kid, const char *name, int nlen, bson_t *out)
+{
+    const mf_expr_hooks *h = &a->p->hooks;
+    bson_value_t v;
+    int rc = h->eval(kid->expr, a->root, h->arg, &v, a->err);
+    if (rc)
+        return rc;
+    if (v.value_type != BSON_TYPE_EOD)
+        bson_append_value(out, name, nlen, &v);
+    h->free_value(&v);
+    return 0;
 }
 
 static int apply_level(actx *a, const pnode *node, const bson_t *doc, bson_t *out, bool slice_ok,
                        bool pos_live)
 {
     bool incl = a->p->is_inclusion;
+    bool add = a->p->mode == MF_PROJ_ADD_FIELDS;
     bson_iter_t it;
     int rc = 0;
     bson_iter_init(&it, doc);
     while (rc == 0 && bson_iter_next(&it)) {
         const pnode *kid = find_kid(node, bson_iter_key(&it), bson_iter_key_len(&it));
         if (!kid) {
-            if (!incl)
+            if (!incl || add)
                 bson_append_iter(out, NULL, 0, &it);
             continue;
         }
@@ -974,7 +1046,12 @@ static int apply_level(actx *a, const pnode *node, const bson_t *doc, bson_t *ou
             bson_append_iter(out, NULL, 0, &it);
             break;
         case P_EXCLUDE:
-        case P_EXPR: /* refused at parse time */
+            break;
+        case P_EXPR:
+            /* $addFields replaces a field in place; $project adds its
+             * computed fields after the others (below) */
+            if (add)
+                rc = append_computed(a, kid, bson_iter_key(&it), (int)bson_iter_key_len(&it), out);
             break;
         case P_ELEMMATCH:
             if (!incl) /* in place; an inclusion appends it after the others */
@@ -1003,18 +1080,32 @@ static int apply_level(actx *a, const pnode *node, const bson_t *doc, bson_t *ou
     }
     if (rc || !incl)
         return rc;
-    for (size_t i = 0; i < node->nkids; i++) {
+    for (size_t i = 0; rc == 0 && i < node->nkids; i++) {
         const pnode *kid = node->kids[i];
-        if (kid->kind == P_ELEMMATCH && bson_iter_init_find(&it, doc, kid->name))
+        if (kid->kind == P_ELEMMATCH && bson_iter_init_find(&it, doc, kid->name)) {
             append_elem_match(a, kid, &it, out);
+        } else if (kid->kind == P_EXPR) {
+            if (!add || !bson_iter_init_find(&it, doc, kid->name))
+                rc = append_computed(a, kid, kid->name, -1, out);
+        } else if (kid->kind == P_INNER && kid->has_expr) {
+            /* computed fields below a field the document lacks (or, for
+             * $project, had as a scalar and dropped): a new document */
+            bool present = bson_iter_init_find(&it, doc, kid->name);
+            if (present && (add || BSON_ITER_HOLDS_DOCUMENT(&it) || BSON_ITER_HOLDS_ARRAY(&it)))
+                continue;
+            bson_t empty = BSON_INITIALIZER, child;
+            bson_append_document_begin(out, kid->name, -1, &child);
+            rc = apply_level(a, kid, &empty, &child, slice_ok, false);
+            bson_append_document_end(out, &child);
+        }
     }
-    return 0;
+    return rc;
 }
 
 int mf_projection_apply(const mf_projection *p, const bson_t *doc, int64_t pos, bson_t *out,
                         mf_error *err)
 {
-    actx a = {.p = p, .pos = pos, .err = err};
+    actx a = {.p = p, .root = doc, .pos = pos, .err = err};
     bson_init(out);
     bson_init(&a.scratch);
     int rc = apply_level(&a, &p->root, doc, out, true, true);

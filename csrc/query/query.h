@@ -93,6 +93,26 @@ void mf_update_free(mf_update *u);
 
 typedef struct mf_projection mf_projection;
 
+/* Aggregation expressions as the layer above supplies them: query/ cannot
+ * call agg/ itself, so a projection with computed fields (and $expr in a
+ * filter) is given these.  `parse` compiles the expression at `it` into
+ * an opaque object; `eval` evaluates it against the whole document `root`
+ * into an owned value (BSON_TYPE_EOD: missing), freed with `free_value`. */
+typedef struct mf_expr_hooks {
+    int (*parse)(const bson_iter_t *it, void *arg, void **out, mf_error *err);
+    int (*eval)(const void *x, const bson_t *root, void *arg, bson_value_t *out,
+                mf_error *err);
+    void (*free)(void *x);
+    void (*free_value)(bson_value_t *v);
+    void *arg; /* borrowed: must outlive what is parsed with it */
+} mf_expr_hooks;
+
+/* What a projection specification means: find's projection, the
+ * aggregation $project (find's operators $slice / $elemMatch / positional
+ * are expressions or errors there) or $addFields (every field is computed,
+ * the document is otherwise kept). */
+typedef enum { MF_PROJ_FIND, MF_PROJ_AGG, MF_PROJ_ADD_FIELDS } mf_proj_mode;
+
 /* Parse a find projection (mongod 7.0's projection_parser): inclusion or
  * exclusion (any truthy/falsy number or bool), _id included unless
  * {_id: 0}, dotted paths and sub-objects, find's $slice, $elemMatch
@@ -110,6 +130,11 @@ typedef struct mf_projection mf_projection;
  * projection copies what it needs from `spec` and `filter`. */
 int mf_projection_parse(const bson_t *spec, const bson_t *filter, mf_projection **out,
                         mf_error *err);
+
+/* As mf_projection_parse, with computed fields evaluated through `hooks`
+ * (copied; NULL: refused as above) and the meaning of `mode`. */
+int mf_projection_parse_ex(const bson_t *spec, const bson_t *filter, const mf_expr_hooks *hooks,
+                           mf_proj_mode mode, mf_projection **out, mf_error *err);
 
 /* Whether the projection uses the positional `$` (the caller must then
  * give the matcher's `pos`). */

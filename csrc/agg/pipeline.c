@@ -1,0 +1,1355 @@
+/*
+ * pipeline.c -- the aggregation pipeline: parsing stages into a chain,
+ * pushing a leading $match / $sort / $limit into the collection read, the
+ * pull loop, explain, and the small stages ($match $limit $skip $sort
+ * $count $unwind $documents $replaceRoot $replaceWith $sample).
+ *
+ * The chain.  Stage i pulls from stage i-1; the first pulls from the
+ * source (a collection read opened through the environment, or nothing for
+ * a database pipeline, which must begin with $documents or a stage that
+ * makes its own documents).  mf_pipeline_next pulls from the last.
+ *
+ * Pushdown.  As mongod, the $match stages that begin a collection pipeline
+ * become the read's filter (so the planner can use indexes), a $sort right
+ * after them becomes the read's sort -- dropped from the chain when an
+ * index provides it -- and a $limit after the $sort becomes the read's
+ * limit (top-k otherwise).
+ */
+#include "pipeline_int.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+
+struct mf_pipeline {
+    mfi_agg agg;
+    mfi_stage_list stages;
+    /* the read the pipeline starts from */
+    bool has_read;
+    bson_t filter;            /* merged leading $match filters */
+    bson_t sort;              /* pushed $sort (empty: none) */
+    int64_t limit;            /* pushed $limit (0: none) */
+    bson_t hint_doc;          /* {h: <hint>}: a copy the pipeline owns */
+    bson_iter_t hint;
+    bool has_hint;
+    mf_agg_source *source;
+    bool opened, sorted;
+    bool writes;
+};
+
+/* ------------------------------------------------------------- helpers */
+
+static int oom(mf_error *err)
+{
+    return mf_error_set(err, MF_InternalError, "out of memory");
+}
+
+void *mfi_stage_new(mfi_stage_list *l, const mfi_stage_ops *ops, size_t size,
+                    const bson_iter_t *spec, mfi_agg *agg, mf_error *err)
+{
+    if (l->n == l->cap) {
+        size_t cap = l->cap ? 2 * l->cap : 8;
+        mfi_stage **v = realloc(l->v, cap * sizeof *v);
+        if (!v) {
+            oom(err);
+            return NULL;
+        }
+        l->v = v;
+        l->cap = cap;
+    }
+    mfi_stage *s = calloc(1, size);
+    if (!s) {
+        oom(err);
+        return NULL;
+    }
+    s->ops = ops;
+    s->agg = agg;
+    bson_init(&s->spec);
+    s->spec_type = BSON_TYPE_EOD;
+    if (spec) {
+        s->spec_type = bson_iter_type(spec);
+        bson_append_value(&s->spec, "v", 1, bson_iter_value((bson_iter_t *)spec));
+    }
+    l->v[l->n++] = s;
+    return s;
+}
+
+static void stage_free(mfi_stage *s)
+{
+    if (!s)
+        return;
+    bson_destroy(&s->spec);
+    if (s->ops->free)
+        s->ops->free(s);
+    free(s);
+}
+
+int mfi_agg_check_time(mfi_agg *a, mf_error *err)
+{
+    if (a->deadline_us && (++a->tick & 255) == 0 && mf_clock_mono_us() > a->deadline_us)
+        return mf_error_set(err, MF_MaxTimeMSExpired, "operation exceeded time limit");
+    return 0;
+}
+
+int mfi_stage_pull(mfi_stage *s, bson_t *out, bool *eof, mf_error *err)
+{
+    if (!s->src) {
+        *eof = true;
+        return 0;
+    }
+    mfi_stage *src = s->src;
+    int64_t t0 = src->agg->explain ? mf_clock_mono_us() : 0;
+    int rc = mfi_agg_check_time(s->agg, err);
+    if (rc == 0)
+        rc = src->ops->next(src, out, eof, err);
+    if (src->agg->explain)
+        src->time_us += mf_clock_mono_us() - t0;
+    if (rc == 0 && !*eof)
+        src->nreturned++;
+    return rc;
+}
+
+int mfi_agg_expr(mfi_agg *a, const bson_iter_t *it, mf_expr **out, mf_error *err)
+{
+    return mf_expr_parse(it, (const char *const *)a->let_names, a->nlet, out, err);
+}
+
+int mfi_agg_eval(mfi_agg *a, const mf_expr *e, const bson_t *doc, bson_value_t *out,
+                 mf_error *err)
+{
+    return mf_expr_eval_value(e, doc, &a->vars, out, err);
+}
+
+int mfi_agg_field_path(const char *s, char **out, mf_error *err)
+{
+    *out = NULL;
+    if (s[0] != '$')
+        return mf_error_set(err, 16873, "FieldPath '%s' doesn't start with $", s);
+    const char *p = s + 1;
+    if (!*p)
+        return mf_error_set(err, 40352, "FieldPath cannot be constructed with empty string");
+    if (p[0] == '$')
+        return mf_error_set(err, 16410, "FieldPath field names may not start with '$'. "
+                                        "Consider using $getField or $setField.");
+    for (const char *c = p;; ) {
+        const char *dot = strchr(c, '.');
+        size_t n = dot ? (size_t)(dot - c) : strlen(c);
+        if (n == 0)
+            return mf_error_set(err, 15998, "FieldPath field names may not be empty strings.");
+        if (c[0] == '$')
+            return mf_error_set(err, 16410, "FieldPath field names may not start with '$'. "
+                                            "Consider using $getField or $setField.");
+        if (!dot)
+            break;
+        c = dot + 1;
+    }
+    if (!(*out = bson_strdup(p)))
+        return oom(err);
+    return 0;
+}
+
+/* ------------------------------------------------------- the source stage */
+
+typedef struct {
+    mfi_stage base;
+    mf_pipeline *p;
+} source_stage;
+
+static int open_read(mf_pipeline *p, mf_error *err)
+{
+    if (p->opened)
+        return 0;
+    p->opened = true;
+    if (!p->has_read)
+        return 0;
+    mf_agg_read r = {
+        .db = p->agg.db,
+        .coll = p->agg.coll,
+        .filter = &p->filter,
+        .sort = p->sort.len > 5 ? &p->sort : NULL,
+        .hint = p->has_hint ? &p->hint : NULL,
+        .limit = p->limit,
+        .vars = &p->agg.vars,
+        .explain = p->agg.explain,
+    };
+    return p->agg.env->open(p->agg.env->arg, &r, &p->source, &p->sorted, err);
+}
+
+static int source_next(mfi_stage *s, bson_t *out, bool *eof, mf_error *err)
+{
+    mf_pipeline *p = ((source_stage *)s)->p;
+    int rc = open_read(p, err);
+    if (rc)
+        return rc;
+    if (!p->source) {
+        *eof = true;
+        return 0;
+    }
+    return p->source->next(p->source, out, eof, err);
+}
+
+static const mfi_stage_ops source_ops = {"$cursor", source_next, NULL, NULL};
+
+/* ------------------------------------------------------------- $match */
+
+typedef struct {
+    mfi_stage base;
+    mf_matcher *m;
+    bson_t filter;
+} match_stage;
+
+static int match_next(mfi_stage *s, bson_t *out, bool *eof, mf_error *err)
+{
+    match_stage *m = (match_stage *)s;
+    for (;;) {
+        int rc = mfi_stage_pull(s, out, eof, err);
+        if (rc || *eof)
+            return rc;
+        if (mf_matcher_match(m->m, out))
+            return 0;
+        bson_destroy(out);
+    }
+}
+
+static void match_free(mfi_stage *s)
+{
+    match_stage *m = (match_stage *)s;
+    mf_matcher_free(m->m);
+    bson_destroy(&m->filter);
+}
+
+static const mfi_stage_ops match_ops = {"$match", match_next, NULL, match_free};
+
+int mfi_parse_match(const bson_iter_t *it, mfi_agg *agg, mfi_stage_list *out, mf_error *err)
+{
+    if (!BSON_ITER_HOLDS_DOCUMENT(it))
+        return mf_error_set(err, 15959, "the match filter must be an expression in an object");
+    match_stage *m = mfi_stage_new(out, &match_ops, sizeof *m, it, agg, err);
+    if (!m)
+        return MF_InternalError;
+    uint32_t len;
+    const uint8_t *data;
+    bson_iter_document(it, &len, &data);
+    bson_init(&m->filter);
+    bson_t f;
+    bson_init_static(&f, data, len);
+    bson_concat(&m->filter, &f);
+    bson_iter_t w;
+    if (bson_iter_init_find(&w, &f, "$where"))
+        return mf_error_set(err, MF_BadValue, "$where is not allowed inside of a $match "
+                                              "aggregation expression");
+    return mf_matcher_parse(&m->filter, &m->m, err);
+}
+
+/* ------------------------------------------------------ $limit and $skip */
+
+typedef struct {
+    mfi_stage base;
+    int64_t n, left;
+} count_stage;
+
+static int limit_next(mfi_stage *s, bson_t *out, bool *eof, mf_error *err)
+{
+    count_stage *l = (count_stage *)s;
+    if (l->left <= 0) {
+        *eof = true;
+        return 0;
+    }
+    int rc = mfi_stage_pull(s, out, eof, err);
+    if (rc == 0 && !*eof)
+        l->left--;
+    return rc;
+}
+
+static int skip_next(mfi_stage *s, bson_t *out, bool *eof, mf_error *err)
+{
+    count_stage *k = (count_stage *)s;
+    for (;;) {
+        int rc = mfi_stage_pull(s, out, eof, err);
+        if (rc || *eof || k->left <= 0)
+            return rc;
+        k->left--;
+        bson_destroy(out);
+    }
+}
+
+static void count_explain(const mfi_stage *s, bson_t *out)
+{
+    (void)out;
+    (void)s;
+}
+
+static const mfi_stage_ops limit_ops = {"$limit", limit_next, count_explain, NULL};
+static const mfi_stage_ops skip_ops = {"$skip", skip_next, count_explain, NULL};
+
+/* A whole number argument (doubles and decimals that are whole count). */
+static bool whole_number(const bson_iter_t *it, int64_t *out)
+{
+    switch (bson_iter_type(it)) {
+    case BSON_TYPE_INT32:
+        *out = bson_iter_int32(it);
+        return true;
+    case BSON_TYPE_INT64:
+        *out = bson_iter_int64(it);
+        return true;
+    case BSON_TYPE_DOUBLE: {
+        double d = bson_iter_double(it);
+        if (d != d || d < -9.2e18 || d > 9.2e18 || (double)(int64_t)d != d)
+            return false;
+        *out = (int64_t)d;
+        return true;
+    }
+    default:
+        return false;
+    }
+}
+
+int mfi_parse_limit(const bson_iter_t *it, mfi_agg *agg, mfi_stage_list *out, mf_error *err)
+{
+    int64_t n;
+    char buf[64];
+    if (!whole_number(it, &n)) {
+        mf_bsonx_elem_to_string(it, false, buf, sizeof buf);
+        return mf_error_set(err, 15957, "the limit must be specified as a number");
+    }
+    if (n <= 0)
+        return mf_error_set(err, 15958, "the limit must be positive");
+    count_stage *l = mfi_stage_new(out, &limit_ops, sizeof *l, it, agg, err);
+    if (!l)
+        return MF_InternalError;
+    l->n = l->left = n;
+    return 0;
+}
+
+int mfi_parse_skip(const bson_iter_t *it, mfi_agg *agg, mfi_stage_list *out, mf_error *err)
+{
+    int64_t n;
+    if (!whole_number(it, &n))
+        return mf_error_set(err, 15972, "Argument to $skip must be a number not a %s",
+                            mf_bsonx_type_alias(bson_iter_type(it)));
+    if (n < 0)
+        return mf_error_set(err, 15956, "Argument to $skip cannot be negative");
+    count_stage *k = mfi_stage_new(out, &skip_ops, sizeof *k, it, agg, err);
+    if (!k)
+        return MF_InternalError;
+    k->n = k->left = n;
+    return 0;
+}
+
+/* -------------------------------------------------------------- $sort */
+
+typedef struct {
+    mfi_stage base;
+    mf_sort *sort;
+    bson_t spec_doc;
+    int64_t limit;      /* absorbed $limit (0: none) */
+    mf_sorter *sorter;
+    bool done;          /* the sorter is filled */
+    bool pushed;        /* the read delivers this order: pass through */
+} sort_stage;
+
+static int sort_next(mfi_stage *s, bson_t *out, bool *eof, mf_error *err)
+{
+    sort_stage *st = (sort_stage *)s;
+    int rc = 0;
+    if (st->pushed)
+        return mfi_stage_pull(s, out, eof, err);
+    if (!st->done) {
+        st->done = true;
+        st->sorter = mf_sorter_new(MFI_AGG_MEMORY_LIMIT, s->agg->allow_disk_use, s->agg->tmpdir,
+                                   st->limit);
+        if (!st->sorter)
+            return oom(err);
+        if (s->agg->allow_disk_use && s->agg->tmpdir)
+            (void)mkdir(s->agg->tmpdir, 0700);
+        mf_buf key = {0};
+        for (;;) {
+            bson_t d;
+            bool e;
+            if ((rc = mfi_stage_pull(s, &d, &e, err)) != 0 || e)
+                break;
+            key.len = 0;
+            rc = mf_sort_key(st->sort, &d, &key, err);
+            if (rc == 0)
+                rc = mf_sorter_add(st->sorter, key.data, key.len, bson_get_data(&d), d.len, err);
+            bson_destroy(&d);
+            if (rc)
+                break;
+        }
+        mf_buf_free(&key);
+        if (rc == 0)
+            rc = mf_sorter_finish(st->sorter, err);
+        if (rc)
+            return rc;
+    }
+    const uint8_t *d;
+    size_t dl;
+    bool valid;
+    if ((rc = mf_sorter_next(st->sorter, &d, &dl, &valid, err)) != 0)
+        return rc;
+    if (!valid) {
+        *eof = true;
+        return 0;
+    }
+    *eof = false;
+    bson_init(out);
+    bson_t tmp;
+    if (!bson_init_static(&tmp, d, dl))
+        return mf_error_set(err, MF_InternalError, "a sorted record is damaged");
+    bson_concat(out, &tmp);
+    return 0;
+}
+
+static void sort_explain(const mfi_stage *s, bson_t *out)
+{
+    const sort_stage *st = (const sort_stage *)s;
+    BSON_APPEND_DOCUMENT(out, "sortKey", &st->spec_doc);
+    if (st->limit > 0)
+        BSON_APPEND_INT64(out, "limit", st->limit);
+}
+
+static void sort_free(mfi_stage *s)
+{
+    sort_stage *st = (sort_stage *)s;
+    mf_sort_free(st->sort);
+    mf_sorter_free(st->sorter);
+    bson_destroy(&st->spec_doc);
+}
+
+static const mfi_stage_ops sort_ops = {"$sort", sort_next, sort_explain, sort_free};
+
+int mfi_parse_sort(const bson_iter_t *it, mfi_agg *agg, mfi_stage_list *out, mf_error *err)
+{
+    if (!BSON_ITER_HOLDS_DOCUMENT(it))
+        return mf_error_set(err, 15973, "the $sort key specification must be an object");
+    sort_stage *st = mfi_stage_new(out, &sort_ops, sizeof *st, it, agg, err);
+    if (!st)
+        return MF_InternalError;
+    uint32_t len;
+    const uint8_t *data;
+    bson_iter_document(it, &len, &data);
+    bson_t spec;
+    bson_init_static(&spec, data, len);
+    bson_init(&st->spec_doc);
+    bson_concat(&st->spec_doc, &spec);
+    if (bson_count_keys(&spec) == 0)
+        return mf_error_set(err, 15976, "$sort stage must have at least one sort key");
+    return mf_sort_parse(&st->spec_doc, &st->sort, err);
+}
+
+/* ------------------------------------------------------------- $count */
+
+int mfi_parse_count(const bson_iter_t *it, mfi_agg *agg, mfi_stage_list *out, mf_error *err)
+{
+    if (!BSON_ITER_HOLDS_UTF8(it))
+        return mf_error_set(err, 40156, "the count field must be a non-empty string");
+    const char *name = bson_iter_utf8(it, NULL);
+    if (!*name)
+        return mf_error_set(err, 40157, "the count field must be a non-empty string");
+    if (name[0] == '$')
+        return mf_error_set(err, 40158, "the count field cannot be a $-prefixed path");
+    if (strchr(name, '.'))
+        return mf_error_set(err, 40160, "the count field cannot contain '.'");
+    /* {$group: {_id: null, <name>: {$sum: 1}}}, {$project: {_id: 0}} */
+    bson_t g = BSON_INITIALIZER, p = BSON_INITIALIZER;
+    bson_t body, acc;
+    BSON_APPEND_DOCUMENT_BEGIN(&g, "$group", &body);
+    BSON_APPEND_NULL(&body, "_id");
+    BSON_APPEND_DOCUMENT_BEGIN(&body, name, &acc);
+    BSON_APPEND_INT32(&acc, "$sum", 1);
+    bson_append_document_end(&body, &acc);
+    bson_append_document_end(&g, &body);
+    BSON_APPEND_DOCUMENT_BEGIN(&p, "$project", &body);
+    BSON_APPEND_INT32(&body, "_id", 0);
+    bson_append_document_end(&p, &body);
+    bson_iter_t gi, pi;
+    int rc = 0;
+    bson_iter_init(&gi, &g);
+    bson_iter_next(&gi);
+    bson_iter_init(&pi, &p);
+    bson_iter_next(&pi);
+    rc = mfi_parse_group(&gi, agg, out, err);
+    if (rc == 0)
+        rc = mfi_parse_project(&pi, agg, out, err);
+    bson_destroy(&g);
+    bson_destroy(&p);
+    return rc;
+}
+
+/* ------------------------------------------------------------ $unwind */
+
+typedef struct {
+    mfi_stage base;
+    char *path;
+    char *index_field;       /* includeArrayIndex, or NULL */
+    bool preserve;           /* preserveNullAndEmptyArrays */
+    bson_t *cur;             /* the document being unwound (owned) */
+    bson_iter_t arr_it;      /* over its array */
+    int64_t idx;
+} unwind_stage;
+
+/* Set `path` in a copy of `doc` to `v` (NULL: remove), into `out`.  Dotted
+ * paths go through sub-documents, as mongod's MutableDocument::setNestedField. */
+static void set_path(const bson_t *doc, const char *path, const bson_value_t *v, bson_t *out)
+{
+    const char *dot = strchr(path, '.');
+    size_t n = dot ? (size_t)(dot - path) : strlen(path);
+    bson_iter_t it;
+    bool done = false;
+    bson_iter_init(&it, doc);
+    while (bson_iter_next(&it)) {
+        const char *k = bson_iter_key(&it);
+        if (strlen(k) == n && memcmp(k, path, n) == 0) {
+            done = true;
+            if (!dot) {
+                if (v)
+                    bson_append_value(out, k, -1, v);
+            } else {
+                bson_t sub = BSON_INITIALIZER, child;
+                if (BSON_ITER_HOLDS_DOCUMENT(&it)) {
+                    uint32_t l;
+                    const uint8_t *d;
+                    bson_iter_document(&it, &l, &d);
+                    bson_init_static(&sub, d, l);
+                }
+                bson_append_document_begin(out, k, -1, &child);
+                set_path(&sub, dot + 1, v, &child);
+                bson_append_document_end(out, &child);
+            }
+        } else {
+            bson_append_iter(out, NULL, 0, &it);
+        }
+    }
+    if (!done && v) {
+        if (!dot) {
+            bson_append_value(out, path, (int)n, v);
+        } else {
+            bson_t empty = BSON_INITIALIZER, child;
+            bson_append_document_begin(out, path, (int)n, &child);
+            set_path(&empty, dot + 1, v, &child);
+            bson_append_document_end(out, &child);
+        }
+    }
+}
+
+void mfi_doc_set_path(const bson_t *doc, const char *path, const bson_value_t *v, bson_t *out)
+{
+    set_path(doc, path, v, out);
+}
+
+/* The value at dotted `path` of `doc`, through sub-documents only. */
+bool mfi_doc_get_path(const bson_t *doc, const char *path, bson_iter_t *out)
+{
+    bson_iter_t it;
+    if (!bson_iter_init(&it, doc))
+        return false;
+    if (!strchr(path, '.')) {
+        if (!bson_iter_find(&it, path))
+            return false;
+        *out = it;
+        return true;
+    }
+    return bson_iter_find_descendant(&it, path, out);
+}
+
+/* `doc` with the unwound path set to `v` (NULL: removed) and the index
+ * field, if asked for, to `idx` (-1: null), into `out`. */
+static void unwind_emit(const unwind_stage *u, const bson_t *doc, const bson_value_t *v,
+                        bool set, int64_t idx, bson_t *out)
+{
+    bson_t mid = BSON_INITIALIZER;
+    const bson_t *base = doc;
+    if (set) {
+        set_path(doc, u->path, v, &mid);
+        base = &mid;
+    }
+    bson_init(out);
+    if (u->index_field) {
+        bson_value_t iv = {.value_type = BSON_TYPE_NULL};
+        if (idx >= 0) {
+            iv.value_type = BSON_TYPE_INT64;
+            iv.value.v_int64 = idx;
+        }
+        set_path(base, u->index_field, &iv, out);
+    } else {
+        bson_concat(out, base);
+    }
+    bson_destroy(&mid);
+}
+
+static int unwind_next(mfi_stage *s, bson_t *out, bool *eof, mf_error *err)
+{
+    unwind_stage *u = (unwind_stage *)s;
+    for (;;) {
+        if (u->cur) {
+            if (bson_iter_next(&u->arr_it)) {
+                unwind_emit(u, u->cur, bson_iter_value(&u->arr_it), true, u->idx++, out);
+                *eof = false;
+                return 0;
+            }
+            bson_destroy(u->cur);
+            u->cur = NULL;
+        }
+        bson_t d;
+        int rc = mfi_stage_pull(s, &d, eof, err);
+        if (rc || *eof)
+            return rc;
+        bson_iter_t v, probe;
+        bool found = mfi_doc_get_path(&d, u->path, &v);
+        if (found && BSON_ITER_HOLDS_ARRAY(&v)) {
+            bson_iter_recurse(&v, &probe);
+            if (bson_iter_next(&probe)) {
+                if (!(u->cur = bson_copy(&d))) {
+                    bson_destroy(&d);
+                    return oom(err);
+                }
+                bson_destroy(&d);
+                mfi_doc_get_path(u->cur, u->path, &v);
+                bson_iter_recurse(&v, &u->arr_it);
+                u->idx = 0;
+                continue;
+            }
+            /* an empty array: dropped, or kept without the field */
+            if (u->preserve)
+                unwind_emit(u, &d, NULL, true, -1, out);
+            bson_destroy(&d);
+            if (!u->preserve)
+                continue;
+            *eof = false;
+            return 0;
+        }
+        if (!found || BSON_ITER_HOLDS_NULL(&v) || BSON_ITER_HOLDS_UNDEFINED(&v)) {
+            if (u->preserve)
+                unwind_emit(u, &d, NULL, false, -1, out);
+            bson_destroy(&d);
+            if (!u->preserve)
+                continue;
+            *eof = false;
+            return 0;
+        }
+        /* a value that is not an array is unwound as itself */
+        unwind_emit(u, &d, NULL, false, -1, out);
+        bson_destroy(&d);
+        *eof = false;
+        return 0;
+    }
+}
+
+static void unwind_explain(const mfi_stage *s, bson_t *out)
+{
+    const unwind_stage *u = (const unwind_stage *)s;
+    char p[1024];
+    snprintf(p, sizeof p, "$%s", u->path);
+    BSON_APPEND_UTF8(out, "path", p);
+    if (u->preserve)
+        BSON_APPEND_BOOL(out, "preserveNullAndEmptyArrays", true);
+    if (u->index_field)
+        BSON_APPEND_UTF8(out, "includeArrayIndex", u->index_field);
+}
+
+static void unwind_free(mfi_stage *s)
+{
+    unwind_stage *u = (unwind_stage *)s;
+    free(u->path);
+    free(u->index_field);
+    if (u->cur)
+        bson_destroy(u->cur);
+}
+
+static const mfi_stage_ops unwind_ops = {"$unwind", unwind_next, unwind_explain, unwind_free};
+
+int mfi_parse_unwind(const bson_iter_t *it, mfi_agg *agg, mfi_stage_list *out, mf_error *err)
+{
+    const char *path = NULL;
+    const char *index = NULL;
+    bool preserve = false;
+    if (BSON_ITER_HOLDS_UTF8(it)) {
+        path = bson_iter_utf8(it, NULL);
+    } else if (BSON_ITER_HOLDS_DOCUMENT(it)) {
+        bson_iter_t f;
+        bson_iter_recurse(it, &f);
+        while (bson_iter_next(&f)) {
+            const char *k = bson_iter_key(&f);
+            if (strcmp(k, "path") == 0) {
+                if (!BSON_ITER_HOLDS_UTF8(&f))
+                    return mf_error_set(err, 28808,
+                                        "expected a string as the path for $unwind stage, got %s",
+                                        mf_bsonx_type_alias(bson_iter_type(&f)));
+                path = bson_iter_utf8(&f, NULL);
+            } else if (strcmp(k, "preserveNullAndEmptyArrays") == 0) {
+                if (!BSON_ITER_HOLDS_BOOL(&f))
+                    return mf_error_set(err, 28809,
+                                        "expected a boolean for the preserveNullAndEmptyArrays "
+                                        "option to $unwind stage, got %s",
+                                        mf_bsonx_type_alias(bson_iter_type(&f)));
+                preserve = bson_iter_bool(&f);
+            } else if (strcmp(k, "includeArrayIndex") == 0) {
+                if (!BSON_ITER_HOLDS_UTF8(&f))
+                    return mf_error_set(err, 28810,
+                                        "expected a non-empty string for the includeArrayIndex "
+                                        " option to $unwind stage, got %s",
+                                        mf_bsonx_type_alias(bson_iter_type(&f)));
+                index = bson_iter_utf8(&f, NULL);
+                if (!*index)
+                    return mf_error_set(err, 28810,
+                                        "expected a non-empty string for the includeArrayIndex "
+                                        " option to $unwind stage, got string");
+                if (index[0] == '$')
+                    return mf_error_set(err, 28822,
+                                        "includeArrayIndex option to $unwind stage should not be "
+                                        "prefixed with a '$': %s",
+                                        index);
+            } else {
+                return mf_error_set(err, 28811, "unrecognized option to $unwind stage: %s", k);
+            }
+        }
+        if (!path)
+            return mf_error_set(err, 28812, "no path specified to $unwind stage");
+    } else {
+        return mf_error_set(err, 15981,
+                            "expected either a string or an object as specification for $unwind "
+                            "stage, got %s",
+                            mf_bsonx_type_alias(bson_iter_type(it)));
+    }
+    if (!*path)
+        return mf_error_set(err, 40352, "FieldPath cannot be constructed with empty string");
+    if (path[0] != '$')
+        return mf_error_set(err, 28818,
+                            "path option to $unwind stage should be prefixed with a '$': %s",
+                            path);
+    unwind_stage *u = mfi_stage_new(out, &unwind_ops, sizeof *u, it, agg, err);
+    if (!u)
+        return MF_InternalError;
+    u->preserve = preserve;
+    int rc = mfi_agg_field_path(path, &u->path, err);
+    if (rc == 0 && index && !(u->index_field = bson_strdup(index)))
+        rc = oom(err);
+    return rc;
+}
+
+/* ---------------------------------------------------------- $documents */
+
+typedef struct {
+    mfi_stage base;
+    bson_value_t arr;   /* the evaluated array */
+    bson_t arr_doc;
+    bson_iter_t it;
+    bool started;
+    mf_expr *e;
+} documents_stage;
+
+static int documents_next(mfi_stage *s, bson_t *out, bool *eof, mf_error *err)
+{
+    documents_stage *d = (documents_stage *)s;
+    if (!d->started) {
+        d->started = true;
+        bson_t empty = BSON_INITIALIZER;
+        int rc = mfi_agg_eval(s->agg, d->e, &empty, &d->arr, err);
+        if (rc)
+            return rc;
+        if (d->arr.value_type != BSON_TYPE_ARRAY)
+            return mf_error_set(err, 5858203,
+                                "an array is expected");
+        bson_init_static(&d->arr_doc, d->arr.value.v_doc.data, d->arr.value.v_doc.data_len);
+        bson_iter_init(&d->it, &d->arr_doc);
+    }
+    if (!bson_iter_next(&d->it)) {
+        *eof = true;
+        return 0;
+    }
+    if (!BSON_ITER_HOLDS_DOCUMENT(&d->it))
+        return mf_error_set(err, 40228,
+                            "'replacement document' must evaluate to an object, but resulting "
+                            "value was: %s. Type of resulting value: '%s'.",
+                            "?", mf_bsonx_type_alias(bson_iter_type(&d->it)));
+    uint32_t l;
+    const uint8_t *data;
+    bson_iter_document(&d->it, &l, &data);
+    bson_t tmp;
+    bson_init_static(&tmp, data, l);
+    bson_init(out);
+    bson_concat(out, &tmp);
+    *eof = false;
+    return 0;
+}
+
+static void documents_free(mfi_stage *s)
+{
+    documents_stage *d = (documents_stage *)s;
+    if (d->started)
+        mf_value_free(&d->arr);
+    mf_expr_free(d->e);
+}
+
+static const mfi_stage_ops documents_ops = {"$documents", documents_next, NULL, documents_free};
+
+int mfi_parse_documents(const bson_iter_t *it, mfi_agg *agg, mfi_stage_list *out, mf_error *err)
+{
+    documents_stage *d = mfi_stage_new(out, &documents_ops, sizeof *d, it, agg, err);
+    if (!d)
+        return MF_InternalError;
+    return mfi_agg_expr(agg, it, &d->e, err);
+}
+
+/* -------------------------------------------- $replaceRoot, $replaceWith */
+
+typedef struct {
+    mfi_stage base;
+    mf_expr *e;
+} replace_stage;
+
+static int replace_next(mfi_stage *s, bson_t *out, bool *eof, mf_error *err)
+{
+    replace_stage *r = (replace_stage *)s;
+    bson_t d;
+    int rc = mfi_stage_pull(s, &d, eof, err);
+    if (rc || *eof)
+        return rc;
+    bson_value_t v;
+    rc = mfi_agg_eval(s->agg, r->e, &d, &v, err);
+    if (rc == 0) {
+        if (v.value_type != BSON_TYPE_DOCUMENT) {
+            char shown[256];
+            bson_t tmp = BSON_INITIALIZER;
+            bson_iter_t vi;
+            if (v.value_type == BSON_TYPE_EOD) {
+                snprintf(shown, sizeof shown, "MISSING");
+            } else {
+                bson_append_value(&tmp, "v", 1, &v);
+                bson_iter_init(&vi, &tmp);
+                bson_iter_next(&vi);
+                mf_bsonx_elem_to_string(&vi, false, shown, sizeof shown);
+            }
+            bson_destroy(&tmp);
+            rc = mf_error_set(err, 40228,
+                              "'newRoot' expression must evaluate to an object, but resulting "
+                              "value was: %s. Type of resulting value: '%s'. Input document: %s",
+                              shown,
+                              v.value_type == BSON_TYPE_EOD ? "missing"
+                                                            : mf_bsonx_type_alias(v.value_type),
+                              "{...}");
+        } else {
+            bson_t tmp;
+            bson_init_static(&tmp, v.value.v_doc.data, v.value.v_doc.data_len);
+            bson_init(out);
+            bson_concat(out, &tmp);
+        }
+        mf_value_free(&v);
+    }
+    bson_destroy(&d);
+    return rc;
+}
+
+static void replace_free(mfi_stage *s)
+{
+    mf_expr_free(((replace_stage *)s)->e);
+}
+
+static const mfi_stage_ops replace_root_ops = {"$replaceRoot", replace_next, NULL, replace_free};
+
+int mfi_parse_replace_root(const bson_iter_t *it, mfi_agg *agg, mfi_stage_list *out,
+                           mf_error *err)
+{
+    if (!BSON_ITER_HOLDS_DOCUMENT(it))
+        return mf_error_set(err, 40229,
+                            "expected an object as specification for $replaceRoot stage, got %s",
+                            mf_bsonx_type_alias(bson_iter_type(it)));
+    bson_iter_t f, nr;
+    bool has = false;
+    bson_iter_recurse(it, &f);
+    while (bson_iter_next(&f)) {
+        if (strcmp(bson_iter_key(&f), "newRoot") != 0)
+            return mf_error_set(err, 40415,
+                                "BSON field '$replaceRoot.%s' is an unknown field.",
+                                bson_iter_key(&f));
+        nr = f;
+        has = true;
+    }
+    if (!has)
+        return mf_error_set(err, 40414,
+                            "BSON field '$replaceRoot.newRoot' is missing but a required field");
+    replace_stage *r = mfi_stage_new(out, &replace_root_ops, sizeof *r, it, agg, err);
+    if (!r)
+        return MF_InternalError;
+    return mfi_agg_expr(agg, &nr, &r->e, err);
+}
+
+int mfi_parse_replace_with(const bson_iter_t *it, mfi_agg *agg, mfi_stage_list *out,
+                           mf_error *err)
+{
+    replace_stage *r = mfi_stage_new(out, &replace_root_ops, sizeof *r, it, agg, err);
+    if (!r)
+        return MF_InternalError;
+    return mfi_agg_expr(agg, it, &r->e, err);
+}
+
+/* ------------------------------------------------------------- $sample */
+
+/* {$sample: {size: n}}: n documents chosen uniformly at random (a
+ * reservoir over the input), in random order. */
+typedef struct {
+    mfi_stage base;
+    int64_t size;
+    bson_t **res;
+    int64_t n;
+    int64_t next;
+    bool done;
+} sample_stage;
+
+static uint64_t rnd(void)
+{
+    static _Thread_local uint64_t x;
+    if (!x)
+        x = (uint64_t)mf_clock_mono_us() * 0x9E3779B97F4A7C15ull | 1;
+    x ^= x << 13;
+    x ^= x >> 7;
+    x ^= x << 17;
+    return x;
+}
+
+static int sample_next(mfi_stage *s, bson_t *out, bool *eof, mf_error *err)
+{
+    sample_stage *sm = (sample_stage *)s;
+    if (!sm->done) {
+        sm->done = true;
+        if (sm->size > 0 && !(sm->res = calloc((size_t)(sm->size < 1 << 20 ? sm->size : 1 << 20),
+                                               sizeof *sm->res)))
+            return oom(err);
+        int64_t cap = sm->size < 1 << 20 ? sm->size : 1 << 20, seen = 0;
+        for (;;) {
+            bson_t d;
+            bool e;
+            int rc = mfi_stage_pull(s, &d, &e, err);
+            if (rc)
+                return rc;
+            if (e)
+                break;
+            seen++;
+            int64_t slot = sm->n < cap ? sm->n++ : (int64_t)(rnd() % (uint64_t)seen);
+            if (slot < cap) {
+                if (sm->res[slot])
+                    bson_destroy(sm->res[slot]);
+                sm->res[slot] = bson_copy(&d);
+            }
+            bson_destroy(&d);
+        }
+        for (int64_t i = sm->n - 1; i > 0; i--) {
+            int64_t j = (int64_t)(rnd() % (uint64_t)(i + 1));
+            bson_t *t = sm->res[i];
+            sm->res[i] = sm->res[j];
+            sm->res[j] = t;
+        }
+    }
+    if (sm->next >= sm->n) {
+        *eof = true;
+        return 0;
+    }
+    bson_init(out);
+    bson_concat(out, sm->res[sm->next]);
+    bson_destroy(sm->res[sm->next]);
+    sm->res[sm->next++] = NULL;
+    *eof = false;
+    return 0;
+}
+
+static void sample_free(mfi_stage *s)
+{
+    sample_stage *sm = (sample_stage *)s;
+    for (int64_t i = 0; i < sm->n; i++)
+        if (sm->res[i])
+            bson_destroy(sm->res[i]);
+    free(sm->res);
+}
+
+static const mfi_stage_ops sample_ops = {"$sample", sample_next, NULL, sample_free};
+
+int mfi_parse_sample(const bson_iter_t *it, mfi_agg *agg, mfi_stage_list *out, mf_error *err)
+{
+    if (!BSON_ITER_HOLDS_DOCUMENT(it))
+        return mf_error_set(err, 28745, "the $sample stage specification must be an object");
+    bson_iter_t f;
+    bool has = false;
+    int64_t size = 0;
+    bson_iter_recurse(it, &f);
+    while (bson_iter_next(&f)) {
+        if (strcmp(bson_iter_key(&f), "size") != 0)
+            return mf_error_set(err, 28748, "unrecognized option to $sample: %s",
+                                bson_iter_key(&f));
+        if (!BSON_ITER_HOLDS_NUMBER(&f))
+            return mf_error_set(err, 28746, "size argument to $sample must be a number");
+        size = bson_iter_as_int64(&f);
+        if (size < 0)
+            return mf_error_set(err, 28747, "size argument to $sample must not be negative");
+        has = true;
+    }
+    if (!has)
+        return mf_error_set(err, 28749, "$sample stage must specify a size");
+    sample_stage *sm = mfi_stage_new(out, &sample_ops, sizeof *sm, it, agg, err);
+    if (!sm)
+        return MF_InternalError;
+    sm->size = size;
+    return 0;
+}
+
+/* ------------------------------------------------------------ the table */
+
+typedef struct {
+    const char *name;
+    mfi_stage_parse_fn parse;
+    bool makes_docs;   /* may begin a database pipeline */
+} stage_def;
+
+static const stage_def stage_table[] = {
+    {"$addFields", mfi_parse_add_fields, false},
+    {"$count", mfi_parse_count, false},
+    {"$documents", mfi_parse_documents, true},
+    {"$group", mfi_parse_group, false},
+    {"$limit", mfi_parse_limit, false},
+    {"$match", mfi_parse_match, false},
+    {"$project", mfi_parse_project, false},
+    {"$replaceRoot", mfi_parse_replace_root, false},
+    {"$replaceWith", mfi_parse_replace_with, false},
+    {"$sample", mfi_parse_sample, false},
+    {"$set", mfi_parse_set, false},
+    {"$skip", mfi_parse_skip, false},
+    {"$sort", mfi_parse_sort, false},
+    {"$sortByCount", mfi_parse_sort_by_count, false},
+    {"$unset", mfi_parse_unset, false},
+    {"$unwind", mfi_parse_unwind, false},
+};
+
+static const stage_def *find_stage(const char *name)
+{
+    for (size_t i = 0; i < sizeof stage_table / sizeof stage_table[0]; i++)
+        if (strcmp(stage_table[i].name, name) == 0)
+            return &stage_table[i];
+    return NULL;
+}
+
+/* ---------------------------------------------------------- the pipeline */
+
+static void agg_clear(mfi_agg *a)
+{
+    free(a->db);
+    free(a->coll);
+    free(a->tmpdir);
+    bson_destroy(&a->let_values);
+    for (size_t i = 0; i < a->nlet; i++)
+        free(a->let_names[i]);
+    free(a->let_names);
+}
+
+/* Evaluate the command's `let` into agg->let_values; each variable may use
+ * those before it. */
+static int eval_let(mfi_agg *a, const bson_t *let, mf_error *err)
+{
+    bson_iter_t it;
+    size_t n = bson_count_keys(let);
+    if (n && !(a->let_names = calloc(n, sizeof *a->let_names)))
+        return oom(err);
+    bson_iter_init(&it, let);
+    while (bson_iter_next(&it)) {
+        const char *k = bson_iter_key(&it);
+        mf_expr *e = NULL;
+        bson_value_t v;
+        bson_t empty = BSON_INITIALIZER;
+        int rc = mfi_agg_expr(a, &it, &e, err);
+        if (rc == 0)
+            rc = mfi_agg_eval(a, e, &empty, &v, err);
+        mf_expr_free(e);
+        if (rc)
+            return rc;
+        if (!*k || !((k[0] >= 'a' && k[0] <= 'z') || (unsigned char)k[0] >= 0x80)) {
+            mf_value_free(&v);
+            if (k[0] >= 'A' && k[0] <= 'Z')
+                return mf_error_set(err, 16867,
+                                    "'%s' starts with an invalid character for a user variable "
+                                    "name",
+                                    k);
+            return mf_error_set(err, 16866, "empty variable names are not allowed");
+        }
+        if (v.value_type != BSON_TYPE_EOD)
+            bson_append_value(&a->let_values, k, -1, &v);
+        mf_value_free(&v);
+        if (!(a->let_names[a->nlet] = bson_strdup(k)))
+            return oom(err);
+        a->nlet++;
+    }
+    return 0;
+}
+
+void mf_pipeline_free(mf_pipeline *p)
+{
+    if (!p)
+        return;
+    for (size_t i = 0; i < p->stages.n; i++)
+        stage_free(p->stages.v[i]);
+    free(p->stages.v);
+    if (p->source)
+        p->source->free(p->source);
+    bson_destroy(&p->filter);
+    bson_destroy(&p->sort);
+    bson_destroy(&p->hint_doc);
+    agg_clear(&p->agg);
+    free(p);
+}
+
+bool mf_pipeline_writes(const mf_pipeline *p)
+{
+    return p->writes;
+}
+
+/* Push the leading $match stages, a $sort and a $limit into the read. */
+static int push_down(mf_pipeline *p, mf_error *err)
+{
+    mfi_stage_list *l = &p->stages;
+    size_t first = 1; /* stage 0 is the source */
+    size_t nmatch = 0;
+    while (first + nmatch < l->n && l->v[first + nmatch]->ops == &match_ops)
+        nmatch++;
+    if (nmatch == 1) {
+        bson_concat(&p->filter, &((match_stage *)l->v[first])->filter);
+    } else if (nmatch > 1) {
+        bson_t arr;
+        BSON_APPEND_ARRAY_BEGIN(&p->filter, "$and", &arr);
+        for (size_t i = 0; i < nmatch; i++) {
+            char key[24];
+            snprintf(key, sizeof key, "%zu", i);
+            BSON_APPEND_DOCUMENT(&arr, key, &((match_stage *)l->v[first + i])->filter);
+        }
+        bson_append_array_end(&p->filter, &arr);
+    }
+    for (size_t i = 0; i < nmatch; i++)
+        stage_free(l->v[first + i]);
+    memmove(&l->v[first], &l->v[first + nmatch], (l->n - first - nmatch) * sizeof *l->v);
+    l->n -= nmatch;
+    /* $sort then $limit: the sort keeps only the first n (top-k). */
+    for (size_t i = 1; i + 1 < l->n; i++) {
+        if (l->v[i]->ops == &sort_ops && l->v[i + 1]->ops == &limit_ops) {
+            sort_stage *st = (sort_stage *)l->v[i];
+            int64_t n = ((count_stage *)l->v[i + 1])->n;
+            if (st->limit == 0 || n < st->limit)
+                st->limit = n;
+        }
+    }
+    if (first < l->n && l->v[first]->ops == &sort_ops) {
+        sort_stage *st = (sort_stage *)l->v[first];
+        bson_concat(&p->sort, &st->spec_doc);
+        p->limit = st->limit;
+    }
+    (void)err;
+    return 0;
+}
+
+int mf_pipeline_parse(const bson_t *stages, const mf_agg_opts *o, mf_pipeline **out,
+                      mf_error *err)
+{
+    int rc = 0;
+    *out = NULL;
+    mf_pipeline *p = calloc(1, sizeof *p);
+    if (!p)
+        return oom(err);
+    bson_init(&p->filter);
+    bson_init(&p->sort);
+    bson_init(&p->hint_doc);
+    bson_init(&p->agg.let_values);
+    mfi_agg *a = &p->agg;
+    a->env = o->env;
+    a->allow_disk_use = o->allow_disk_use;
+    a->deadline_us = o->deadline_us;
+    a->explain = o->explain;
+    a->vars.now_ms = o->now_ms;
+    a->vars.has_now = true;
+    a->vars.let = &a->let_values;
+    if (!(a->db = bson_strdup(o->db)) || (o->coll && !(a->coll = bson_strdup(o->coll))) ||
+        (o->tmpdir && !(a->tmpdir = bson_strdup(o->tmpdir)))) {
+        rc = oom(err);
+        goto fail;
+    }
+    if (o->hint) {
+        bson_append_iter(&p->hint_doc, "h", 1, o->hint);
+        bson_iter_init(&p->hint, &p->hint_doc);
+        bson_iter_next(&p->hint);
+        p->has_hint = true;
+    }
+    if (o->let && (rc = eval_let(a, o->let, err)) != 0)
+        goto fail;
+
+    source_stage *src = mfi_stage_new(&p->stages, &source_ops, sizeof *src, NULL, a, err);
+    if (!src) {
+        rc = MF_InternalError;
+        goto fail;
+    }
+    src->p = p;
+    p->has_read = o->coll != NULL;
+
+    bson_iter_t it;
+    bson_iter_init(&it, stages);
+    size_t idx = 0;
+    while (bson_iter_next(&it)) {
+        if (!BSON_ITER_HOLDS_DOCUMENT(&it)) {
+            rc = mf_error_set(err, MF_TypeMismatch,
+                              "Each element of the 'pipeline' array must be an object");
+            goto fail;
+        }
+        bson_iter_t st;
+        bson_iter_recurse(&it, &st);
+        if (!bson_iter_next(&st)) {
+            rc = mf_error_set(err, 40323,
+                              "A pipeline stage specification object must contain exactly one "
+                              "field.");
+            goto fail;
+        }
+        bson_iter_t more = st;
+        if (bson_iter_next(&more)) {
+            rc = mf_error_set(err, 40323,
+                              "A pipeline stage specification object must contain exactly one "
+                              "field.");
+            goto fail;
+        }
+        const char *name = bson_iter_key(&st);
+        const stage_def *def = find_stage(name);
+        if (!def) {
+            rc = mf_error_set(err, 40324, "Unrecognized pipeline stage name: '%s'", name);
+            goto fail;
+        }
+        if (!o->coll && idx == 0 && !def->makes_docs) {
+            rc = mf_error_set(err, MF_InvalidNamespace,
+                              "{aggregate: 1} is not valid for '%s'; a collection is required.",
+                              name);
+            goto fail;
+        }
+        if (def->makes_docs && idx != 0) {
+            rc = mf_error_set(err, 40602, "%s is only valid as the first stage in a pipeline",
+                              name);
+            goto fail;
+        }
+        if ((rc = def->parse(&st, a, &p->stages, err)) != 0)
+            goto fail;
+        idx++;
+    }
+    if (!o->coll && idx == 0) {
+        rc = mf_error_set(err, MF_InvalidNamespace,
+                          "{aggregate: 1} is not valid for an empty pipeline.");
+        goto fail;
+    }
+    if (p->has_read && (rc = push_down(p, err)) != 0)
+        goto fail;
+    for (size_t i = 1; i < p->stages.n; i++)
+        p->stages.v[i]->src = p->stages.v[i - 1];
+    *out = p;
+    return 0;
+fail:
+    mf_pipeline_free(p);
+    return rc;
+}
+
+/* After the read is open: a pushed $sort the read provides passes through. */
+static void settle_sort(mf_pipeline *p)
+{
+    if (p->stages.n > 1 && p->stages.v[1]->ops == &sort_ops && p->sorted)
+        ((sort_stage *)p->stages.v[1])->pushed = true;
+}
+
+int mf_pipeline_next(mf_pipeline *p, bson_t *out, bool *eof, mf_error *err)
+{
+    if (!p->opened) {
+        int rc = open_read(p, err);
+        if (rc)
+            return rc;
+        settle_sort(p);
+    }
+    mfi_stage *last = p->stages.v[p->stages.n - 1];
+    int64_t t0 = p->agg.explain ? mf_clock_mono_us() : 0;
+    int rc = last->ops->next(last, out, eof, err);
+    if (p->agg.explain)
+        last->time_us += mf_clock_mono_us() - t0;
+    if (rc == 0 && !*eof)
+        last->nreturned++;
+    return rc;
+}
+
+int mf_pipeline_explain(mf_pipeline *p, bool exec, bson_t *out, mf_error *err)
+{
+    int rc = 0;
+    if (!p->opened) {
+        if ((rc = open_read(p, err)) != 0)
+            return rc;
+        settle_sort(p);
+    }
+    if (exec) {
+        for (;;) {
+            bson_t d;
+            bool eof;
+            if ((rc = mf_pipeline_next(p, &d, &eof, err)) != 0)
+                return rc;
+            if (eof)
+                break;
+            bson_destroy(&d);
+        }
+    }
+    /* The stages left after pushdown, a pushed $sort that the read
+     * provides not counted. */
+    size_t first = 1;
+    if (p->stages.n > 1 && p->stages.v[1]->ops == &sort_ops &&
+        ((sort_stage *)p->stages.v[1])->pushed)
+        first = 2;
+    if (first >= p->stages.n && p->source) {
+        /* everything went into the read: find's explain shape */
+        return p->source->explain(p->source, exec, out, err);
+    }
+    bson_t arr, st, body;
+    BSON_APPEND_ARRAY_BEGIN(out, "stages", &arr);
+    uint32_t i = 0;
+    char key[16];
+    if (p->source) {
+        snprintf(key, sizeof key, "%u", i++);
+        BSON_APPEND_DOCUMENT_BEGIN(&arr, key, &st);
+        BSON_APPEND_DOCUMENT_BEGIN(&st, "$cursor", &body);
+        rc = p->source->explain(p->source, exec, &body, err);
+        bson_append_document_end(&st, &body);
+        if (exec) {
+            BSON_APPEND_INT64(&st, "nReturned", p->stages.v[0]->nreturned);
+            BSON_APPEND_INT64(&st, "executionTimeMillisEstimate", p->stages.v[0]->time_us / 1000);
+        }
+        bson_append_document_end(&arr, &st);
+    }
+    for (size_t k = first; rc == 0 && k < p->stages.n; k++) {
+        mfi_stage *s = p->stages.v[k];
+        snprintf(key, sizeof key, "%u", i++);
+        BSON_APPEND_DOCUMENT_BEGIN(&arr, key, &st);
+        if (s->ops->explain && s->spec_type == BSON_TYPE_DOCUMENT) {
+            BSON_APPEND_DOCUMENT_BEGIN(&st, s->ops->name, &body);
+            s->ops->explain(s, &body);
+            if (bson_empty(&body)) {
+                bson_iter_t v;
+                bson_iter_init(&v, &s->spec);
+                bson_iter_next(&v);
+                bson_t sub;
+                uint32_t l;
+                const uint8_t *d;
+                bson_iter_document(&v, &l, &d);
+                bson_init_static(&sub, d, l);
+                bson_concat(&body, &sub);
+            }
+            bson_append_document_end(&st, &body);
+        } else if (s->spec_type != BSON_TYPE_EOD) {
+            bson_iter_t v;
+            bson_iter_init(&v, &s->spec);
+            bson_iter_next(&v);
+            bson_append_value(&st, s->ops->name, -1, bson_iter_value(&v));
+        } else {
+            BSON_APPEND_DOCUMENT_BEGIN(&st, s->ops->name, &body);
+            bson_append_document_end(&st, &body);
+        }
+        if (exec) {
+            BSON_APPEND_INT64(&st, "nReturned", s->nreturned);
+            BSON_APPEND_INT64(&st, "executionTimeMillisEstimate", s->time_us / 1000);
+        }
+        bson_append_document_end(&arr, &st);
+    }
+    bson_append_array_end(out, &arr);
+    return rc;
+}

@@ -1,0 +1,97 @@
+/*
+ * pipeline.h -- the aggregation pipeline, as the command layer sees it.
+ *
+ * A pipeline is parsed once (mf_pipeline_parse) into a chain of stages and
+ * then pulled from, one document at a time (mf_pipeline_next), as mongod's
+ * DocumentSource::getNext.  Stages that must see every input first ($sort,
+ * $group, ...) do so on their first pull.
+ *
+ * The pipeline never touches storage itself.  Whatever it reads from a
+ * collection -- the documents it starts from, a $lookup's foreign side, a
+ * $unionWith -- it asks of the environment (mf_agg_env) the command layer
+ * supplies, which plans the read with the query planner and takes the
+ * collection's locks only while it fills a chunk of documents.  So no lock
+ * is held while stages run, and a stage may read a second collection
+ * without nesting locks.
+ */
+#ifndef MF_AGG_PIPELINE_H
+#define MF_AGG_PIPELINE_H
+
+#include "agg.h"
+
+#include <stdbool.h>
+#include <stdint.h>
+
+/* ------------------------------------------------------ the environment */
+
+/* An open read of a collection: documents come in the order asked for. */
+typedef struct mf_agg_source mf_agg_source;
+struct mf_agg_source {
+    /* The next document into `out` (initialised by the callee), or *eof. */
+    int (*next)(mf_agg_source *s, bson_t *out, bool *eof, mf_error *err);
+    /* Append the read's explain to `out` (the body of mongod's $cursor
+     * stage): queryPlanner, and executionStats when `exec` is set. */
+    int (*explain)(mf_agg_source *s, bool exec, bson_t *out, mf_error *err);
+    void (*free)(mf_agg_source *s);
+};
+
+/* What a pipeline asks to read. */
+typedef struct mf_agg_read {
+    const char *db;
+    const char *coll;
+    const bson_t *filter;     /* NULL: every document */
+    const bson_t *sort;       /* NULL: any order */
+    const bson_iter_t *hint;  /* NULL: the planner chooses */
+    int64_t limit;            /* > 0: at most this many (after the sort) */
+    const mf_expr_vars *vars; /* for $expr in the filter; may be NULL */
+    bool explain;             /* gather executionStats */
+} mf_agg_read;
+
+typedef struct mf_agg_env {
+    void *arg;
+    /* Open a read; `*sorted` tells whether it delivers `sort`'s order.  A
+     * collection that does not exist reads as empty. */
+    int (*open)(void *arg, const mf_agg_read *r, mf_agg_source **out, bool *sorted,
+                mf_error *err);
+} mf_agg_env;
+
+/* ------------------------------------------------------------ options */
+
+typedef struct mf_agg_opts {
+    const char *db;
+    const char *coll;          /* NULL: a database pipeline ({aggregate: 1}) */
+    const mf_agg_env *env;
+    const bson_t *let;         /* the command's `let`, unevaluated; may be NULL */
+    const bson_iter_t *hint;   /* may be NULL */
+    bool allow_disk_use;
+    const char *tmpdir;        /* where spilling stages write */
+    int64_t deadline_us;       /* monotonic; 0: none */
+    int64_t now_ms;            /* $$NOW for the whole command */
+    bool explain;
+} mf_agg_opts;
+
+typedef struct mf_pipeline mf_pipeline;
+
+/* Parse `stages` (a BSON array of stage documents).  Errors as mongod's:
+ * 40323 "A pipeline stage specification object must contain exactly one
+ * field.", 40324 "Unrecognized pipeline stage name: '$x'", 14 for a stage
+ * that is not an object, each stage's own parse errors.  The options are
+ * copied; `env` must outlive the pipeline. */
+int mf_pipeline_parse(const bson_t *stages, const mf_agg_opts *opts, mf_pipeline **out,
+                      mf_error *err);
+
+/* The next result into `out` (initialised by the callee), or *eof. */
+int mf_pipeline_next(mf_pipeline *p, bson_t *out, bool *eof, mf_error *err);
+
+/* Explain the pipeline as mongod 7.0 does: {stages: [...]} or, when
+ * everything was pushed into the read, the read's queryPlanner.  With
+ * `exec` the pipeline is run to the end first and the stages carry
+ * nReturned / executionTimeMillisEstimate. */
+int mf_pipeline_explain(mf_pipeline *p, bool exec, bson_t *out, mf_error *err);
+
+/* Whether the pipeline ends in $out or $merge (a write: no results). */
+bool mf_pipeline_writes(const mf_pipeline *p);
+
+void mf_pipeline_free(mf_pipeline *p);
+
+#endif /* MF_AGG_PIPELINE_H */

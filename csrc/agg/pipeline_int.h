@@ -1,0 +1,120 @@
+/*
+ * pipeline_int.h -- private to csrc/agg: the stage interface and what the
+ * stage files share.
+ *
+ * A stage is a struct whose first member is `mfi_stage`; its `next` pulls
+ * from `src` (the stage before it, NULL for the first).  Each stage file
+ * has a parse function per stage name, listed in pipeline.c's table.
+ */
+#ifndef MF_AGG_PIPELINE_INT_H
+#define MF_AGG_PIPELINE_INT_H
+
+#include "pipeline.h"
+#include "../query/query.h"
+
+#define MFI_AGG_MEMORY_LIMIT (100 * 1024 * 1024)
+
+typedef struct mfi_stage mfi_stage;
+typedef struct mfi_stage_ops mfi_stage_ops;
+
+/* What every stage of one pipeline shares (owned by the mf_pipeline). */
+typedef struct mfi_agg {
+    char *db;
+    char *coll;              /* NULL for a database pipeline */
+    const mf_agg_env *env;
+    bson_t let_values;       /* the command's `let`, evaluated */
+    char **let_names;        /* their names, in order, for parsing */
+    size_t nlet;
+    mf_expr_vars vars;       /* now + let_values */
+    bool allow_disk_use;
+    char *tmpdir;
+    int64_t deadline_us;
+    bool explain;
+    uint64_t tick;           /* for the deadline check */
+} mfi_agg;
+
+struct mfi_stage_ops {
+    const char *name;        /* "$match" */
+    /* The next document into `out` (initialised here), or *eof. */
+    int (*next)(mfi_stage *s, bson_t *out, bool *eof, mf_error *err);
+    /* Append the stage's explain body (the value of {"$name": ...}). */
+    void (*explain)(const mfi_stage *s, bson_t *out);
+    void (*free)(mfi_stage *s);
+};
+
+struct mfi_stage {
+    const mfi_stage_ops *ops;
+    mfi_stage *src;
+    mfi_agg *agg;
+    bson_t spec;             /* the stage's specification value, for explain */
+    bson_type_t spec_type;
+    int64_t nreturned;
+    int64_t time_us;
+};
+
+/* A stage parser: `it` is on the stage's value ({$name: <value>}); it may
+ * append one stage or several (a desugared stage) through mfi_stage_add. */
+typedef struct mfi_stage_list mfi_stage_list;
+typedef int (*mfi_stage_parse_fn)(const bson_iter_t *it, mfi_agg *agg, mfi_stage_list *out,
+                                  mf_error *err);
+
+struct mfi_stage_list {
+    mfi_stage **v;
+    size_t n, cap;
+};
+
+/* Allocate a stage of `size` bytes (zeroed) and append it to `l`. */
+void *mfi_stage_new(mfi_stage_list *l, const mfi_stage_ops *ops, size_t size,
+                    const bson_iter_t *spec, mfi_agg *agg, mf_error *err);
+
+/* Pull from the stage before `s`. */
+int mfi_stage_pull(mfi_stage *s, bson_t *out, bool *eof, mf_error *err);
+
+/* MaxTimeMSExpired (50) when the deadline has passed (checked every 256
+ * calls). */
+int mfi_agg_check_time(mfi_agg *a, mf_error *err);
+
+/* Parse an expression with the pipeline's `let` names in scope. */
+int mfi_agg_expr(mfi_agg *a, const bson_iter_t *it, mf_expr **out, mf_error *err);
+
+/* Evaluate `e` against `doc` into an owned value (BSON_TYPE_EOD: missing). */
+int mfi_agg_eval(mfi_agg *a, const mf_expr *e, const bson_t *doc, bson_value_t *out,
+                 mf_error *err);
+
+/* The field path of a "$a.b" string value, checked as mongod's FieldPath
+ * (errors 16872 empty, 16410 "$"-prefixed, ...).  `what` names the argument
+ * in the messages.  Returns the path without the "$" (owned). */
+int mfi_agg_field_path(const char *s, char **out, mf_error *err);
+
+/* A copy of `doc` with dotted `path` set to `v` (NULL: removed), into
+ * `out` (initialised by the caller); missing parents are created as
+ * documents, a parent that is not a document is replaced by one. */
+void mfi_doc_set_path(const bson_t *doc, const char *path, const bson_value_t *v, bson_t *out);
+/* The value at dotted `path` of `doc`, through sub-documents only. */
+bool mfi_doc_get_path(const bson_t *doc, const char *path, bson_iter_t *out);
+
+/* The hooks through which query/ (projections, $expr in filters) compiles
+ * and evaluates expressions with this pipeline's variables. */
+void mfi_agg_hooks(mfi_agg *a, mf_expr_hooks *h);
+
+/* Stage parsers, by file. */
+int mfi_parse_match(const bson_iter_t *, mfi_agg *, mfi_stage_list *, mf_error *);
+int mfi_parse_limit(const bson_iter_t *, mfi_agg *, mfi_stage_list *, mf_error *);
+int mfi_parse_skip(const bson_iter_t *, mfi_agg *, mfi_stage_list *, mf_error *);
+int mfi_parse_sort(const bson_iter_t *, mfi_agg *, mfi_stage_list *, mf_error *);
+int mfi_parse_count(const bson_iter_t *, mfi_agg *, mfi_stage_list *, mf_error *);
+int mfi_parse_unwind(const bson_iter_t *, mfi_agg *, mfi_stage_list *, mf_error *);
+int mfi_parse_documents(const bson_iter_t *, mfi_agg *, mfi_stage_list *, mf_error *);
+int mfi_parse_replace_root(const bson_iter_t *, mfi_agg *, mfi_stage_list *, mf_error *);
+int mfi_parse_replace_with(const bson_iter_t *, mfi_agg *, mfi_stage_list *, mf_error *);
+int mfi_parse_sample(const bson_iter_t *, mfi_agg *, mfi_stage_list *, mf_error *);
+/* stage_project.c */
+int mfi_parse_project(const bson_iter_t *, mfi_agg *, mfi_stage_list *, mf_error *);
+int mfi_parse_add_fields(const bson_iter_t *, mfi_agg *, mfi_stage_list *, mf_error *);
+int mfi_parse_set(const bson_iter_t *, mfi_agg *, mfi_stage_list *, mf_error *);
+int mfi_parse_unset(const bson_iter_t *, mfi_agg *, mfi_stage_list *, mf_error *);
+/* stage_group.c */
+int mfi_parse_group(const bson_iter_t *, mfi_agg *, mfi_stage_list *, mf_error *);
+int mfi_parse_sort_by_count(const bson_iter_t *, mfi_agg *, mfi_stage_list *, mf_error *);
+
+#endif /* MF_AGG_PIPELINE_INT_H */

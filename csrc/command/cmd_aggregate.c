@@ -1,0 +1,407 @@
+/*
+ * cmd_aggregate.c -- the aggregate command, and the environment through
+ * which pipelines read collections.
+ *
+ * A pipeline (agg/pipeline.c) asks the environment to open a read with a
+ * filter, sort, hint and limit.  The read is planned here with the query
+ * planner, under the collection's lock, and then fills chunks of documents:
+ * each chunk takes the catalog and collection locks, seeks back to where
+ * the last one stopped (the scan's saved position), reads up to 1,000
+ * documents or 4 MB, and releases them.  So a pipeline holds no lock while
+ * its stages run, a cursor over it holds none between getMores, and a
+ * dropped collection shows as QueryPlanKilled (175), as with find.
+ */
+#include "command_int.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define DEFAULT_FIRST_BATCH 101
+#define CHUNK_DOCS 1000
+#define CHUNK_BYTES (4 * 1024 * 1024)
+
+/* --------------------------------------------------------------- reads */
+
+typedef struct coll_read {
+    mf_agg_source base;
+    mf_instance *inst;
+    char ns[MF_MAX_NS_LEN + 1];
+    bool exists;
+    uint8_t uuid[16];
+    mfi_indexes ix;
+    mf_scan *scan;
+    mf_matcher *m;
+    bson_t filter, sort;
+    bool has_sort, sorted;
+    int64_t limit, returned;
+    mf_buf chunk;            /* documents, back to back */
+    size_t pos;
+    bool eof;
+    bool explain;
+    int64_t nreturned;
+} coll_read;
+
+static int read_chunk(coll_read *r, mf_error *err)
+{
+    mf_engine *e = r->inst->engine;
+    int rc = 0;
+    r->chunk.len = 0;
+    r->pos = 0;
+    mf_engine_catalog_lock(e, false);
+    mf_coll *c = mf_engine_coll(e, r->ns);
+    uint8_t uuid[16];
+    if (!c || !mfi_coll_uuid(c, uuid) || memcmp(uuid, r->uuid, 16) != 0) {
+        mf_engine_catalog_unlock(e);
+        return mf_error_set(err, MF_QueryPlanKilled,
+                            "collection dropped. UUID changed between getMore calls");
+    }
+    mf_coll_lock(c, false);
+    size_t n = 0;
+    while (n < CHUNK_DOCS && r->chunk.len < CHUNK_BYTES) {
+        if (r->limit > 0 && r->returned >= r->limit) {
+            r->eof = true;
+            break;
+        }
+        mf_scan_row row;
+        bool valid;
+        if ((rc = mf_scan_next(r->scan, e, c, r->m, &row, &valid, err)) != 0)
+            break;
+        if (!valid) {
+            r->eof = true;
+            break;
+        }
+        if (mf_buf_append(&r->chunk, bson_get_data(&row.doc), row.doc.len) != 0) {
+            rc = mf_error_set(err, MF_InternalError, "out of memory");
+            break;
+        }
+        n++;
+        r->returned++;
+    }
+    mf_scan_release(r->scan);
+    mf_coll_unlock(c);
+    mf_engine_catalog_unlock(e);
+    return rc;
+}
+
+static int read_next(mf_agg_source *s, bson_t *out, bool *eof, mf_error *err)
+{
+    coll_read *r = (coll_read *)s;
+    if (!r->exists) {
+        *eof = true;
+        return 0;
+    }
+    if (r->pos >= r->chunk.len) {
+        if (r->eof) {
+            *eof = true;
+            return 0;
+        }
+        int rc = read_chunk(r, err);
+        if (rc)
+            return rc;
+        if (r->chunk.len == 0) {
+            *eof = true;
+            return 0;
+        }
+    }
+    const uint8_t *d = r->chunk.data + r->pos;
+    uint32_t len;
+    memcpy(&len, d, 4);
+    len = BSON_UINT32_FROM_LE(len);
+    bson_t tmp;
+    if (!bson_init_static(&tmp, d, len))
+        return mf_error_set(err, MF_InternalError, "a read chunk is damaged");
+    bson_init(out);
+    bson_concat(out, &tmp);
+    r->pos += len;
+    r->nreturned++;
+    *eof = false;
+    return 0;
+}
+
+/* The read's explain: find's queryPlanner (and executionStats). */
+static int read_explain(mf_agg_source *s, bool exec, bson_t *out, mf_error *err)
+{
+    coll_read *r = (coll_read *)s;
+    bson_t qp, plan = BSON_INITIALIZER, stats = BSON_INITIALIZER;
+    int rc = 0;
+    if (!r->exists) {
+        BSON_APPEND_UTF8(&plan, "stage", "EOF");
+        BSON_APPEND_UTF8(&stats, "stage", "EOF");
+        BSON_APPEND_INT64(&stats, "nReturned", 0);
+    } else if (mf_scan_explain(r->scan, false, &plan) != 0 ||
+               (exec && mf_scan_explain(r->scan, true, &stats) != 0)) {
+        rc = mf_error_set(err, MF_InternalError, "explain: out of memory");
+    }
+    if (rc == 0) {
+        BSON_APPEND_DOCUMENT_BEGIN(out, "queryPlanner", &qp);
+        BSON_APPEND_UTF8(&qp, "namespace", r->ns);
+        BSON_APPEND_BOOL(&qp, "indexFilterSet", false);
+        BSON_APPEND_DOCUMENT(&qp, "parsedQuery", &r->filter);
+        BSON_APPEND_DOCUMENT(&qp, "winningPlan", &plan);
+        bson_t rej = BSON_INITIALIZER;
+        BSON_APPEND_ARRAY(&qp, "rejectedPlans", &rej);
+        bson_append_document_end(out, &qp);
+        if (exec) {
+            bson_t es;
+            const mf_scan_stats *st = r->exists ? mf_scan_get_stats(r->scan) : NULL;
+            BSON_APPEND_DOCUMENT_BEGIN(out, "executionStats", &es);
+            BSON_APPEND_BOOL(&es, "executionSuccess", true);
+            BSON_APPEND_INT64(&es, "nReturned", r->nreturned);
+            BSON_APPEND_INT64(&es, "totalKeysExamined", st ? (int64_t)st->keys_examined : 0);
+            BSON_APPEND_INT64(&es, "totalDocsExamined", st ? (int64_t)st->docs_examined : 0);
+            BSON_APPEND_DOCUMENT(&es, "executionStages", &stats);
+            bson_append_document_end(out, &es);
+        }
+    }
+    bson_destroy(&plan);
+    bson_destroy(&stats);
+    return rc;
+}
+
+static void read_free(mf_agg_source *s)
+{
+    coll_read *r = (coll_read *)s;
+    mf_scan_free(r->scan);
+    mfi_indexes_free(&r->ix);
+    mf_matcher_free(r->m);
+    bson_destroy(&r->filter);
+    bson_destroy(&r->sort);
+    mf_buf_free(&r->chunk);
+    free(r);
+}
+
+static int read_open(void *arg, const mf_agg_read *q, mf_agg_source **out, bool *sorted,
+                     mf_error *err)
+{
+    mf_instance *inst = arg;
+    mf_engine *e = inst->engine;
+    static const bson_t empty = BSON_INITIALIZER;
+    *out = NULL;
+    *sorted = false;
+    coll_read *r = calloc(1, sizeof *r);
+    if (!r)
+        return mf_error_set(err, MF_InternalError, "out of memory");
+    r->base.next = read_next;
+    r->base.explain = read_explain;
+    r->base.free = read_free;
+    r->inst = inst;
+    r->explain = q->explain;
+    bson_init(&r->filter);
+    bson_init(&r->sort);
+    if (q->filter)
+        bson_concat(&r->filter, q->filter);
+    if (q->sort) {
+        bson_concat(&r->sort, q->sort);
+        r->has_sort = true;
+    }
+    snprintf(r->ns, sizeof r->ns, "%s.%s", q->db, q->coll);
+    int rc = mf_matcher_parse(&r->filter, &r->m, err);
+    if (rc) {
+        read_free(&r->base);
+        return rc;
+    }
+    mf_engine_catalog_lock(e, false);
+    mf_coll *c = mf_engine_coll(e, r->ns);
+    if (c) {
+        mf_coll_lock(c, false);
+        r->exists = mfi_coll_uuid(c, r->uuid);
+        rc = mfi_indexes_load(c, &r->ix, err);
+        if (rc == 0)
+            rc = mfi_scan_new(c, &r->ix, &r->filter, q->hint, r->has_sort ? &r->sort : NULL,
+                              &r->scan, &r->sorted, err);
+        if (rc == 0) {
+            mf_scan_timed(r->scan, q->explain);
+            mf_scan_release(r->scan);
+        }
+        mf_coll_unlock(c);
+    } else {
+        (void)empty;
+    }
+    mf_engine_catalog_unlock(e);
+    if (rc) {
+        read_free(&r->base);
+        return rc;
+    }
+    /* A limit applies only when the read delivers the order asked for. */
+    r->limit = (!r->has_sort || r->sorted) ? q->limit : 0;
+    *sorted = r->sorted || !c;
+    *out = &r->base;
+    return 0;
+}
+
+void mfi_agg_env_init(mf_instance *inst)
+{
+    inst->agg_env.arg = inst;
+    inst->agg_env.open = read_open;
+}
+
+/* ------------------------------------------------------------ aggregate */
+
+typedef struct agg_args {
+    bson_t pipeline;
+    bool has_pipeline;
+    bool has_cursor;
+    int64_t batch_size;      /* -1: default */
+    bool allow_disk_use, explain;
+    bson_t let;
+    bool has_let;
+    bson_iter_t hint;
+    bool has_hint;
+    int64_t deadline;
+} agg_args;
+
+static int parse_args(const bson_t *cmd, bool explain_ctx, agg_args *a, mf_error *err)
+{
+    bson_iter_t it;
+    memset(a, 0, sizeof *a);
+    a->batch_size = -1;
+    bson_iter_init(&it, cmd);
+    bson_iter_next(&it);
+    while (bson_iter_next(&it)) {
+        const char *k = bson_iter_key(&it);
+        int rc = 0;
+        if (strcmp(k, "pipeline") == 0) {
+            if (!BSON_ITER_HOLDS_ARRAY(&it))
+                return mfi_type_error(err, "aggregate", k, &it, "array");
+            uint32_t l;
+            const uint8_t *d;
+            bson_iter_array(&it, &l, &d);
+            bson_init_static(&a->pipeline, d, l);
+            a->has_pipeline = true;
+        } else if (strcmp(k, "cursor") == 0) {
+            if (!BSON_ITER_HOLDS_DOCUMENT(&it))
+                return mfi_type_error(err, "aggregate", k, &it, "object");
+            bson_iter_t c;
+            bson_iter_recurse(&it, &c);
+            while (bson_iter_next(&c)) {
+                if (strcmp(bson_iter_key(&c), "batchSize") == 0) {
+                    if (!mfi_as_int64(&c, &a->batch_size))
+                        return mfi_type_error(err, "aggregate", "cursor.batchSize", &c, "long");
+                    if (a->batch_size < 0)
+                        return mf_error_set(err, 51024,
+                                            "BSON field 'batchSize' value must be >= 0, actual "
+                                            "value '%lld'",
+                                            (long long)a->batch_size);
+                } else {
+                    return mf_error_set(err, 40415,
+                                        "BSON field 'aggregate.cursor.%s' is an unknown field.",
+                                        bson_iter_key(&c));
+                }
+            }
+            a->has_cursor = true;
+        } else if (strcmp(k, "allowDiskUse") == 0) {
+            if (!BSON_ITER_HOLDS_BOOL(&it))
+                return mfi_type_error(err, "aggregate", k, &it, "bool");
+            a->allow_disk_use = bson_iter_bool(&it);
+        } else if (strcmp(k, "explain") == 0) {
+            if (!BSON_ITER_HOLDS_BOOL(&it))
+                return mfi_type_error(err, "aggregate", k, &it, "bool");
+            a->explain = bson_iter_bool(&it);
+        } else if (strcmp(k, "let") == 0) {
+            if (!mfi_doc_arg(&it, &a->let))
+                return mfi_type_error(err, "aggregate", k, &it, "object");
+            a->has_let = true;
+        } else if (strcmp(k, "hint") == 0) {
+            if ((rc = mfi_hint_arg(&it, "hint", err)) != 0)
+                return rc;
+            a->hint = it;
+            a->has_hint = true;
+        } else if (strcmp(k, "maxTimeMS") == 0) {
+            if ((rc = mfi_deadline_arg("aggregate", &it, &a->deadline, err)) != 0)
+                return rc;
+        } else if (strcmp(k, "collation") == 0) {
+            if ((rc = mfi_collation_arg(&it, "aggregate", "collation", err)) != 0)
+                return rc;
+        } else if (strcmp(k, "bypassDocumentValidation") == 0 ||
+                   strcmp(k, "readConcern") == 0 || strcmp(k, "writeConcern") == 0 ||
+                   strcmp(k, "fromMongos") == 0 || strcmp(k, "needsMerge") == 0 ||
+                   strcmp(k, "isMapReduceCommand") == 0 || strcmp(k, "rawData") == 0 ||
+                   mfi_is_generic_arg(k)) {
+        } else {
+            return mf_error_set(err, 40415, "BSON field 'aggregate.%s' is an unknown field.", k);
+        }
+    }
+    if (!a->has_pipeline)
+        return mf_error_set(err, 40414,
+                            "BSON field 'aggregate.pipeline' is missing but a required field");
+    if (!a->has_cursor && !a->explain && !explain_ctx)
+        return mf_error_set(err, MF_FailedToParse,
+                            "The 'cursor' option is required, except for aggregate with the "
+                            "explain argument");
+    return 0;
+}
+
+int mfi_cmd_aggregate(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_error *err)
+{
+    bson_iter_t it;
+    char ns[MF_MAX_NS_LEN + 1];
+    const char *coll = NULL;
+    int rc = 0;
+    bson_iter_init(&it, cmd);
+    bson_iter_next(&it);
+    if (BSON_ITER_HOLDS_UTF8(&it)) {
+        if ((rc = mfi_coll_arg(ctx, cmd, ns, sizeof ns, err)) != 0)
+            return rc;
+        coll = ns + strlen(ctx->db) + 1;
+    } else if (BSON_ITER_HOLDS_NUMBER(&it) && bson_iter_as_int64(&it) == 1) {
+        snprintf(ns, sizeof ns, "%s.$cmd.aggregate", ctx->db);
+    } else {
+        return mf_error_set(err, MF_FailedToParse,
+                            "Invalid command format: the '%s' field must specify a collection "
+                            "name or 1",
+                            bson_iter_key(&it));
+    }
+    agg_args a;
+    if ((rc = parse_args(cmd, ctx->explain != 0, &a, err)) != 0)
+        return rc;
+    a.explain |= ctx->explain != 0;
+    atomic_fetch_add_explicit(&ctx->inst->counters.op_command, 1, memory_order_relaxed);
+
+    char tmp[4096];
+    mfi_tmpdir_of(ctx->inst, tmp, sizeof tmp);
+    mf_agg_opts o = {
+        .db = ctx->db,
+        .coll = coll,
+        .env = &ctx->inst->agg_env,
+        .let = a.has_let ? &a.let : NULL,
+        .hint = a.has_hint ? &a.hint : NULL,
+        .allow_disk_use = a.allow_disk_use,
+        .tmpdir = tmp,
+        .deadline_us = a.deadline,
+        .now_ms = mf_clock_wall_ms(),
+        .explain = a.explain,
+    };
+    mf_pipeline *p = NULL;
+    if ((rc = mf_pipeline_parse(&a.pipeline, &o, &p, err)) != 0)
+        return rc;
+    if (a.explain) {
+        /* explain runs nothing unless a verbosity (from the explain
+         * command) asks for statistics */
+        BSON_APPEND_UTF8(reply, "explainVersion", "1");
+        rc = mf_pipeline_explain(p, ctx->explain > 1, reply, err);
+        if (rc == 0) {
+            bson_t si;
+            BSON_APPEND_DOCUMENT(reply, "command", cmd);
+            BSON_APPEND_DOCUMENT_BEGIN(reply, "serverInfo", &si);
+            BSON_APPEND_UTF8(&si, "host", ctx->inst->host);
+            BSON_APPEND_UTF8(&si, "version", "7.0.0");
+            bson_append_document_end(reply, &si);
+        }
+        mf_pipeline_free(p);
+        return rc;
+    }
+    mfi_cursor *cur = calloc(1, sizeof *cur);
+    if (!cur) {
+        mf_pipeline_free(p);
+        return mf_error_set(err, MF_InternalError, "out of memory");
+    }
+    snprintf(cur->ns, sizeof cur->ns, "%s", ns);
+    cur->pipeline = p;
+    cur->limit = -1;
+    int64_t first = a.batch_size >= 0 ? a.batch_size : DEFAULT_FIRST_BATCH;
+    rc = mfi_cursor_first_batch(ctx, cur, first, a.deadline, false, reply, err);
+    if (rc && rc != MF_QueryPlanKilled && rc != MF_MaxTimeMSExpired)
+        mfi_executor_error(err, "aggregate command");
+    return rc;
+}
