@@ -32,6 +32,9 @@ LIBRARIES = {
     "liblz4": "liblz4-dev",
     "libxxhash": "libxxhash-dev",
     "libpcre2-8": "libpcre2-dev",
+    # Olson time zones for the date operators (csrc/agg/expr_date.c)
+    "icu-i18n": "libicu-dev",
+    "icu-uc": "libicu-dev",
 }
 
 
@@ -55,7 +58,7 @@ def find_libraries():
         if _pkg_config("--exists", name).returncode != 0
     ]
     if missing:
-        debs = " ".join(LIBRARIES[m.split()[0]] for m in missing)
+        debs = " ".join(dict.fromkeys(LIBRARIES[m.split()[0]] for m in missing))
         sys.exit(
             "error: missing C libraries: " + ", ".join(missing)
             + f"\n  install them with: apt-get install {debs}"

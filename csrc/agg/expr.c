@@ -1440,6 +1440,8 @@ static const op_def *find_op(const char *name)
         op = find_in(mfi_expr_array_ops, mfi_expr_narray_ops, name);
     if (!op)
         op = find_in(mfi_expr_object_ops, mfi_expr_nobject_ops, name);
+    if (!op)
+        op = find_in(mfi_expr_date_ops, mfi_expr_ndate_ops, name);
     return op;
 }
 

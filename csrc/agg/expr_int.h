@@ -3,8 +3,8 @@
  * evaluation context, and the helpers the operator files share.
  *
  * expr.c holds the parser, the evaluator, variables, arithmetic,
- * comparison and conditionals; expr_string.c, expr_array.c and
- * expr_object.c each add a table of operators (mfi_expr_*_ops) that
+ * comparison and conditionals; expr_string.c, expr_array.c,
+ * expr_object.c and expr_date.c each add a table of operators (mfi_expr_*_ops) that
  * find_op in expr.c searches after its own.
  *
  * Ownership: every `val` an evaluator writes owns its memory (see expr.c);
@@ -155,5 +155,17 @@ extern const op_def mfi_expr_array_ops[];
 extern const size_t mfi_expr_narray_ops;
 extern const op_def mfi_expr_object_ops[];
 extern const size_t mfi_expr_nobject_ops;
+extern const op_def mfi_expr_date_ops[];
+extern const size_t mfi_expr_ndate_ops;
+
+/* expr_date.c: a date string to milliseconds since the epoch, as mongod's
+ * $dateFromString (and $convert to date): `format` (may be NULL: ISO 8601
+ * and the other forms mongod's parser accepts) uses the %-specifiers of
+ * $dateFromString; `tz` (may be NULL: UTC) is an Olson name or a UTC
+ * offset and applies when the string names no zone.  Errors: 241
+ * ConversionFailure (unparsable, incomplete or invalid date, a zone both in
+ * the string and in `tz`), 18535/18536 a bad format, 40485 an unknown tz. */
+int mfi_date_from_string(const char *s, size_t len, const char *format, const char *tz,
+                         int64_t *ms, mf_error *err);
 
 #endif /* MF_AGG_EXPR_INT_H */
