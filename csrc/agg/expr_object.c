@@ -1,8 +1,9 @@
 /*
  * expr_object.c -- object, type and set operators of the aggregation
- * language: $mergeObjects, $objectToArray, $arrayToObject; $type,
- * $isNumber, $toString, $toInt, $toLong, $toDouble, $toBool; $setUnion,
- * $setIntersection, $setDifference, $setEquals, $setIsSubset.
+ * language: $mergeObjects, $objectToArray, $arrayToObject, $getField,
+ * $setField, $unsetField, $bsonSize, $binarySize; $type, $isNumber, $rand;
+ * $setUnion, $setIntersection, $setDifference, $setEquals, $setIsSubset.
+ * (The conversions, $toString and the rest, are in expr_convert.c.)
  *
  * Sets.  An operand array becomes a sorted, de-duplicated list of values
  * (MongoDB order, so 1 and 1.0 are one element).  Results are arrays in
@@ -260,143 +261,6 @@ static int op_isnumber(const node *n, ctx *c, val *out)
         mfi_val_free(&v);
     }
     return rc;
-}
-
-static int unsupported(const val *v, const char *to, mf_error *err)
-{
-    return mf_error_set(err, MF_ConversionFailure, "Unsupported conversion from %s to %s in "
-                        "$convert with no onError value", mfi_type_name(v), to);
-}
-
-/* Parse a whole string as a number for $toInt/$toLong (base 10 integer)
- * or $toDouble. */
-static int parse_num(const val *v, bool integer, int64_t *l, double *d, mf_error *err)
-{
-    const char *s = v->value.v_utf8.str;
-    char *end = NULL;
-    errno = 0;
-    if (integer)
-        *l = strtoll(s, &end, 10);
-    else
-        *d = strtod(s, &end);
-    if (!*s || *end || end == s || (unsigned char)s[0] <= ' ' || errno == ERANGE)
-        return mf_error_set(err, MF_ConversionFailure, "Failed to parse number '%s' in "
-                            "$convert with no onError value", s);
-    return 0;
-}
-
-/* $toInt (which 0), $toLong (1), $toDouble (2). */
-static int to_number(const node *n, ctx *c, val *out, int which)
-{
-    static const char *const to[] = {"int", "long", "double"};
-    val v;
-    int rc = mfi_eval(n->args[0], c, &v);
-    if (rc != 0)
-        return rc;
-    int64_t l = 0;
-    double d = 0;
-    bool is_d = false;
-    switch (v.value_type) {
-    case BSON_TYPE_EOD: case BSON_TYPE_NULL: case BSON_TYPE_UNDEFINED:
-        set_null(out);
-        mfi_val_free(&v);
-        return 0;
-    case BSON_TYPE_BOOL: l = v.value.v_bool; break;
-    case BSON_TYPE_INT32: case BSON_TYPE_INT64: l = as_long(&v); break;
-    case BSON_TYPE_DOUBLE: d = v.value.v_double; is_d = true; break;
-    case BSON_TYPE_DATE_TIME:
-        if (which == 0)
-            rc = unsupported(&v, "int", c->err);
-        l = v.value.v_datetime;
-        break;
-    case BSON_TYPE_UTF8:
-        rc = parse_num(&v, which < 2, &l, &d, c->err);
-        is_d = which == 2;
-        break;
-    case BSON_TYPE_DECIMAL128:
-        rc = mfi_no_decimal(n->op->name, c->err);
-        break;
-    default:
-        rc = unsupported(&v, to[which], c->err);
-        break;
-    }
-    mfi_val_free(&v);
-    if (rc != 0)
-        return rc;
-    if (which == 2) {
-        set_double(out, is_d ? d : (double)l);
-        return 0;
-    }
-    if (is_d) {
-        if (isnan(d))
-            return mf_error_set(c->err, MF_ConversionFailure, "Attempt to convert NaN value to "
-                                "integer type in $convert with no onError value");
-        if (isinf(d))
-            return mf_error_set(c->err, MF_ConversionFailure, "Attempt to convert infinity "
-                                "value to integer type in $convert with no onError value");
-        double lim = which == 0 ? 2147483648.0 : 9223372036854775808.0;
-        if (!(d >= -lim && d < lim)) {
-            val dv;
-            char buf[64];
-            set_double(&dv, d);
-            mfi_val_str(&dv, buf, sizeof buf);
-            return mf_error_set(c->err, MF_ConversionFailure, "Conversion would overflow "
-                                "target type in $convert with no onError value: %s", buf);
-        }
-        l = (int64_t)d; /* truncates toward zero */
-    }
-    if (which == 0) {
-        if (l < INT32_MIN || l > INT32_MAX)
-            return mf_error_set(c->err, MF_ConversionFailure, "Conversion would overflow "
-                                "target type in $convert with no onError value: %lld",
-                                (long long)l);
-        set_int(out, (int32_t)l);
-    } else {
-        set_long(out, l);
-    }
-    return 0;
-}
-
-static int op_toint(const node *n, ctx *c, val *out) { return to_number(n, c, out, 0); }
-static int op_tolong(const node *n, ctx *c, val *out) { return to_number(n, c, out, 1); }
-static int op_todouble(const node *n, ctx *c, val *out) { return to_number(n, c, out, 2); }
-
-static int op_tostring(const node *n, ctx *c, val *out)
-{
-    val v;
-    int rc = mfi_eval(n->args[0], c, &v);
-    if (rc != 0)
-        return rc;
-    if (nullish(&v)) {
-        set_null(out);
-    } else if (v.value_type == BSON_TYPE_BOOL) {
-        rc = mfi_set_str(out, v.value.v_bool ? "true" : "false", v.value.v_bool ? 4 : 5, c->err);
-    } else if (v.value_type == BSON_TYPE_OID) {
-        char hex[25];
-        bson_oid_to_string(&v.value.v_oid, hex);
-        rc = mfi_set_str(out, hex, 24, c->err);
-    } else if (v.value_type == BSON_TYPE_UTF8 || is_num(&v) ||
-               v.value_type == BSON_TYPE_DATE_TIME) {
-        rc = mfi_coerce_to_string(&v, out, c->err);
-    } else {
-        rc = unsupported(&v, "string", c->err);
-    }
-    mfi_val_free(&v);
-    return rc;
-}
-
-static int op_tobool(const node *n, ctx *c, val *out)
-{
-    val v;
-    int rc = mfi_eval(n->args[0], c, &v);
-    if (rc != 0)
-        return rc;
-    if (nullish(&v))
-        set_null(out);
-    else
-        set_bool(out, mfi_truthy(&v)); /* strings, arrays, objects, dates: true */
-    mfi_val_free(&v);
-    return 0;
 }
 
 /* ------------------------------------------------------------------- sets */
@@ -659,11 +523,6 @@ const op_def mfi_expr_object_ops[] = {
     {"$setIntersection", op_setintersection, 0, -1, NULL},
     {"$setIsSubset", op_setissubset, 2, 2, NULL},
     {"$setUnion", op_setunion, 0, -1, NULL},
-    {"$toBool", op_tobool, 1, 1, NULL},
-    {"$toDouble", op_todouble, 1, 1, NULL},
-    {"$toInt", op_toint, 1, 1, NULL},
-    {"$toLong", op_tolong, 1, 1, NULL},
-    {"$toString", op_tostring, 1, 1, NULL},
     {"$type", op_type, 1, 1, NULL},
 };
 const size_t mfi_expr_nobject_ops = sizeof mfi_expr_object_ops / sizeof mfi_expr_object_ops[0];
