@@ -280,7 +280,8 @@ mf_dec mf_dec_from_string(const char *s, uint32_t *flags)
     char *lower = malloc(n + 1);
     mf_dec r = {0, 0};
     if (!lower) {
-        *flags |= MF_DEC_F_INVALID;
+        if (flags)
+            *flags |= MF_DEC_F_INVALID;
         return r;
     }
     for (size_t i = 0; i <= n; i++)

@@ -15,6 +15,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 
 /* --------------------------------------------------------- a field list */
 
@@ -261,6 +262,280 @@ static int op_isnumber(const node *n, ctx *c, val *out)
         mfi_val_free(&v);
     }
     return rc;
+}
+
+/* ------------------------------------------- $getField, $setField, $unsetField */
+
+/* The 'field' argument: a constant string, checked at parse time (mongod
+ * 7.0 does not allow an expression there).  `get`: $getField's codes and
+ * messages, else $setField's (which $unsetField shares). */
+static int check_field_arg(const node *f, const bson_iter_t *raw, bool get, mf_error *err)
+{
+    if (raw && BSON_ITER_HOLDS_UTF8(raw) && bson_iter_utf8(raw, NULL)[0] == '$') {
+        const char *s = bson_iter_utf8(raw, NULL);
+        if (get)
+            return mf_error_set(err, 5654600, "A field path reference which is not allowed in "
+                                "this context. Did you mean {$literal: '%s'}?", s);
+        char ref[512];
+        if (s[1] == '$')
+            snprintf(ref, sizeof ref, "%s", s + 1);
+        else
+            snprintf(ref, sizeof ref, "$CURRENT.%s", s + 1);
+        return mf_error_set(err, 4161108, "'%s' is a field path reference which is not allowed "
+                            "in this context. Did you mean {$literal: '%s'}?", ref, ref);
+    }
+    if (f->kind != K_CONST)
+        return mf_error_set(err, get ? 5654601 : 4161106, "%s requires 'field' to evaluate to a "
+                            "constant, but got a non-constant argument",
+                            get ? "$getField" : "$setField");
+    if (f->cst.value_type != BSON_TYPE_UTF8)
+        return mf_error_set(err, get ? 5654602 : 4161107, "%s requires 'field' to evaluate to "
+                            "type String, but got %s", get ? "$getField" : "$setField",
+                            mfi_type_name(&f->cst));
+    return 0;
+}
+
+static int push_current(void *vsc, node *n, mf_error *err)
+{
+    bson_t d;
+    bson_iter_t it;
+    node *a = NULL;
+    int rc;
+    bson_init(&d);
+    bson_append_utf8(&d, "", 0, "$$CURRENT", -1);
+    bson_iter_init(&it, &d);
+    bson_iter_next(&it);
+    rc = mfi_parse_node(&it, vsc, &a, err);
+    bson_destroy(&d);
+    return rc != 0 ? rc : mfi_push_arg(n, a, err);
+}
+
+/* $getField: {field, input} or the field alone (input $$CURRENT); args
+ * are field, input. */
+static int parse_getfield(const op_def *op, const bson_iter_t *it, void *vsc, node *n,
+                          mf_error *err)
+{
+    (void)op;
+    int rc;
+    bson_iter_t ch, f_it, in_it;
+    bool has_f = false, has_in = false, whole = !BSON_ITER_HOLDS_DOCUMENT(it);
+    if (!whole) {
+        bson_iter_recurse(it, &ch);
+        while (bson_iter_next(&ch)) {
+            const char *k = bson_iter_key(&ch);
+            if (!has_f && !has_in && k[0] == '$') { /* an expression for 'field' */
+                whole = true;
+                break;
+            } else if (strcmp(k, "field") == 0) {
+                f_it = ch;
+                has_f = true;
+            } else if (strcmp(k, "input") == 0) {
+                in_it = ch;
+                has_in = true;
+            } else {
+                return mf_error_set(err, 3041701, "$getField found an unknown argument: %s", k);
+            }
+        }
+    }
+    node *f = NULL, *in = NULL;
+    const bson_iter_t *fraw = whole ? it : &f_it;
+    if (whole || has_f) {
+        if ((rc = mfi_parse_node(fraw, vsc, &f, err)) != 0)
+            return rc;
+        if ((rc = mfi_push_arg(n, f, err)) != 0)
+            return rc;
+    }
+    if (!whole && !has_f)
+        return mf_error_set(err, 3041702, "$getField requires 'field' to be specified");
+    if (!whole && !has_in)
+        return mf_error_set(err, 3041703, "$getField requires 'input' to be specified");
+    if ((rc = check_field_arg(f, fraw, true, err)) != 0)
+        return rc;
+    if (whole)
+        return push_current(vsc, n, err);
+    if ((rc = mfi_parse_node(&in_it, vsc, &in, err)) != 0)
+        return rc;
+    return mfi_push_arg(n, in, err);
+}
+
+static int op_getfield(const node *n, ctx *c, val *out)
+{
+    val in;
+    int rc = mfi_eval(n->args[1], c, &in);
+    if (rc != 0)
+        return rc;
+    if (nullish(&in)) {
+        set_null(out);
+    } else if (in.value_type != BSON_TYPE_DOCUMENT) {
+        rc = mf_error_set(c->err, 3041705, "$getField requires 'input' to evaluate to type "
+                          "Object, but got %s", mfi_type_name(&in));
+    } else {
+        bson_t t;
+        bson_iter_t it;
+        begin(&in, &t, &it);
+        if (bson_iter_find_w_len(&it, n->args[0]->cst.value.v_utf8.str,
+                                 (int)n->args[0]->cst.value.v_utf8.len))
+            bson_value_copy(bson_iter_value(&it), out);
+    }
+    mfi_val_free(&in);
+    return rc;
+}
+
+/* $setField {field, input, value} and $unsetField {field, input}: args are
+ * field, input, value (value NULL for $unsetField: remove). */
+static int parse_setfield(const op_def *op, const bson_iter_t *it, void *vsc, node *n,
+                          mf_error *err)
+{
+    bool unset = strcmp(op->name, "$unsetField") == 0;
+    if (!BSON_ITER_HOLDS_DOCUMENT(it))
+        return mf_error_set(err, 4161100, "%s only supports an object as its argument",
+                            op->name);
+    bson_iter_t ch, f_it, in_it, v_it;
+    bool has_f = false, has_in = false, has_v = false;
+    int rc;
+    bson_iter_recurse(it, &ch);
+    while (bson_iter_next(&ch)) {
+        const char *k = bson_iter_key(&ch);
+        if (strcmp(k, "field") == 0) {
+            f_it = ch;
+            has_f = true;
+        } else if (strcmp(k, "input") == 0) {
+            in_it = ch;
+            has_in = true;
+        } else if (!unset && strcmp(k, "value") == 0) {
+            v_it = ch;
+            has_v = true;
+        } else {
+            return mf_error_set(err, 4161101, "%s found an unknown argument: %s", op->name, k);
+        }
+    }
+    if (!has_f)
+        return mf_error_set(err, 4161102, "%s requires 'field' to be specified", op->name);
+    if (!unset && !has_v)
+        return mf_error_set(err, 4161103, "%s requires 'value' to be specified", op->name);
+    if (!has_in)
+        return mf_error_set(err, 4161109, "%s requires 'input' to be specified", op->name);
+    node *f = NULL, *in = NULL, *v = NULL;
+    if ((rc = mfi_parse_node(&f_it, vsc, &f, err)) != 0 || (rc = mfi_push_arg(n, f, err)) != 0)
+        return rc;
+    if ((rc = check_field_arg(f, &f_it, false, err)) != 0)
+        return rc;
+    if ((rc = mfi_parse_node(&in_it, vsc, &in, err)) != 0 || (rc = mfi_push_arg(n, in, err)) != 0)
+        return rc;
+    if (has_v && (rc = mfi_parse_node(&v_it, vsc, &v, err)) != 0)
+        return rc;
+    return mfi_push_arg(n, v, err);
+}
+
+static int op_setfield(const node *n, ctx *c, val *out)
+{
+    val in, v;
+    v.value_type = BSON_TYPE_EOD;
+    int rc = mfi_eval(n->args[1], c, &in);
+    if (rc != 0)
+        return rc;
+    if (nullish(&in)) {
+        set_null(out);
+        mfi_val_free(&in);
+        return 0;
+    }
+    if (in.value_type != BSON_TYPE_DOCUMENT) {
+        rc = mf_error_set(c->err, 4161105, "%s requires 'input' to evaluate to type Object",
+                          n->op->name);
+        mfi_val_free(&in);
+        return rc;
+    }
+    if (n->args[2] && (rc = mfi_eval(n->args[2], c, &v)) != 0) {
+        mfi_val_free(&in);
+        return rc;
+    }
+    const char *name = n->args[0]->cst.value.v_utf8.str;
+    size_t nlen = n->args[0]->cst.value.v_utf8.len;
+    bson_t t, b;
+    bson_iter_t it;
+    bool done = false;
+    bson_init(&b);
+    begin(&in, &t, &it);
+    while (bson_iter_next(&it)) {
+        if (bson_iter_key_len(&it) == nlen && memcmp(bson_iter_key(&it), name, nlen) == 0) {
+            if (v.value_type != BSON_TYPE_EOD) /* replaced in place; missing removes */
+                bson_append_value(&b, name, (int)nlen, &v);
+            done = true;
+        } else {
+            bson_append_iter(&b, bson_iter_key(&it), (int)bson_iter_key_len(&it), &it);
+        }
+    }
+    if (!done && v.value_type != BSON_TYPE_EOD)
+        bson_append_value(&b, name, (int)nlen, &v);
+    rc = mfi_set_steal(out, &b, BSON_TYPE_DOCUMENT, c->err);
+    mfi_val_free(&v);
+    mfi_val_free(&in);
+    return rc;
+}
+
+/* ------------------------------------------- $bsonSize, $binarySize, $rand */
+
+static int op_bsonsize(const node *n, ctx *c, val *out)
+{
+    val v;
+    int rc = mfi_eval(n->args[0], c, &v);
+    if (rc != 0)
+        return rc;
+    if (nullish(&v))
+        set_null(out);
+    else if (v.value_type != BSON_TYPE_DOCUMENT)
+        rc = mf_error_set(c->err, 31393, "$bsonSize requires a document input, found: %s",
+                          mfi_type_name(&v));
+    else
+        set_int(out, (int32_t)v.value.v_doc.data_len);
+    mfi_val_free(&v);
+    return rc;
+}
+
+static int op_binarysize(const node *n, ctx *c, val *out)
+{
+    val v;
+    int rc = mfi_eval(n->args[0], c, &v);
+    if (rc != 0)
+        return rc;
+    if (nullish(&v))
+        set_null(out);
+    else if (v.value_type == BSON_TYPE_UTF8)
+        set_int(out, (int32_t)v.value.v_utf8.len);
+    else if (v.value_type == BSON_TYPE_BINARY)
+        set_int(out, (int32_t)v.value.v_binary.data_len);
+    else
+        rc = mf_error_set(c->err, 51276, "$binarySize requires a string or BinData argument, "
+                          "found: %s", mfi_type_name(&v));
+    mfi_val_free(&v);
+    return rc;
+}
+
+/* $rand: {} only. */
+static int parse_rand(const op_def *op, const bson_iter_t *it, void *vsc, node *n,
+                      mf_error *err)
+{
+    (void)op;
+    (void)vsc;
+    (void)n;
+    if (!BSON_ITER_HOLDS_DOCUMENT(it))
+        return mf_error_set(err, 10065, "invalid parameter: expected an object ($rand)");
+    bson_iter_t ch;
+    bson_iter_recurse(it, &ch);
+    if (bson_iter_next(&ch))
+        return mf_error_set(err, 3040501, "$rand does not currently accept arguments");
+    return 0;
+}
+
+/* A double uniform in [0, 1): 53 random bits from the kernel. */
+static int op_rand(const node *n, ctx *c, val *out)
+{
+    (void)n;
+    uint64_t x;
+    if (getrandom(&x, sizeof x, 0) != (ssize_t)sizeof x)
+        return mf_error_set(c->err, MF_InternalError, "$rand: no random bytes");
+    set_double(out, (double)(x >> 11) * (1.0 / 9007199254740992.0));
+    return 0;
 }
 
 /* ------------------------------------------------------------------- sets */
@@ -515,14 +790,20 @@ static int op_setissubset(const node *n, ctx *c, val *out)
 
 const op_def mfi_expr_object_ops[] = {
     {"$arrayToObject", op_arraytoobject, 1, 1, NULL},
+    {"$binarySize", op_binarysize, 1, 1, NULL},
+    {"$bsonSize", op_bsonsize, 1, 1, NULL},
+    {"$getField", op_getfield, 0, 0, parse_getfield},
     {"$isNumber", op_isnumber, 1, 1, NULL},
     {"$mergeObjects", op_mergeobjects, 0, -1, NULL},
     {"$objectToArray", op_objecttoarray, 1, 1, NULL},
+    {"$rand", op_rand, 0, 0, parse_rand},
     {"$setDifference", op_setdifference, 2, 2, NULL},
     {"$setEquals", op_setequals, 0, -1, parse_setequals},
+    {"$setField", op_setfield, 0, 0, parse_setfield},
     {"$setIntersection", op_setintersection, 0, -1, NULL},
     {"$setIsSubset", op_setissubset, 2, 2, NULL},
     {"$setUnion", op_setunion, 0, -1, NULL},
     {"$type", op_type, 1, 1, NULL},
+    {"$unsetField", op_setfield, 0, 0, parse_setfield},
 };
 const size_t mfi_expr_nobject_ops = sizeof mfi_expr_object_ops / sizeof mfi_expr_object_ops[0];
