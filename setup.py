@@ -192,7 +192,8 @@ def extension():
         libraries=libraries,
         extra_objects=static_objects,
         extra_compile_args=compile_flags(sanitize),
-        extra_link_args=["-pthread"] + (SANITIZE if sanitize else []),
+        # the static decimal library's symbols stay inside (one export)
+        extra_link_args=["-pthread", "-Wl,--exclude-libs,ALL"] + (SANITIZE if sanitize else []),
     )
 
 
