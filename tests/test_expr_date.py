@@ -480,7 +480,7 @@ FROM_STRING = [
     ({"$toDate": True}, None, Err(241)),
     ({"$toDate": float("nan")}, None, Err(241)),
     ({"$toDate": 1e300}, None, Err(241)),
-    ({"$toDate": [1, 2]}, None, Err(16020)),
+    ({"$toDate": [1, 2]}, None, Err(50723, "$toDate requires a single argument, got 2")),
 ]
 
 ARITH = [

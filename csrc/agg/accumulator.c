@@ -183,6 +183,8 @@ struct mfi_acc_state {
     int64_t lsum;            /* exact integer sum */
     bool lover;              /* ... overflowed: integers went into dsum */
     double dsum, dcomp;      /* compensated double sum */
+    mf_dec dec;              /* sum of the decimal inputs (has_dec) */
+    bool has_dec;
     int64_t count;           /* numeric inputs (avg, stddev) */
     double mean, m2;         /* stddev (Welford) */
     val v;                   /* first, last, min, max, mergeObjects (EOD: none) */
@@ -509,7 +511,10 @@ int mfi_acc_add(const mfi_acc *a, mfi_acc_state *s, const bson_t *doc, const bso
         case BSON_TYPE_INT32: add_long(s, v.value.v_int32); break;
         case BSON_TYPE_INT64: add_long(s, v.value.v_int64); break;
         case BSON_TYPE_DOUBLE: kahan_add(s, v.value.v_double); break;
-        case BSON_TYPE_DECIMAL128: rc = mfi_no_decimal(a->name, err); break;
+        case BSON_TYPE_DECIMAL128:
+            s->dec = s->has_dec ? mf_dec_add(s->dec, v.value.v_decimal128) : v.value.v_decimal128;
+            s->has_dec = true;
+            break;
         default: break;
         }
         if (is_num(&v)) {
@@ -519,14 +524,12 @@ int mfi_acc_add(const mfi_acc *a, mfi_acc_state *s, const bson_t *doc, const bso
         break;
     case A_STDDEV_POP:
     case A_STDDEV_SAMP:
-        if (is_num(&v) && v.value_type != BSON_TYPE_DECIMAL128) {
+        if (is_num(&v)) { /* decimals count as doubles, as mongod */
             double x = as_double(&v);
             s->count++;
             double d = x - s->mean;
             s->mean += d / (double)s->count;
             s->m2 += d * (x - s->mean);
-        } else if (v.value_type == BSON_TYPE_DECIMAL128) {
-            rc = mfi_no_decimal(a->name, err);
         }
         break;
     case A_MIN:
@@ -648,9 +651,23 @@ int mfi_acc_add(const mfi_acc *a, mfi_acc_state *s, const bson_t *doc, const bso
     return rc;
 }
 
+/* The non-decimal part of a sum as a decimal. */
+static mf_dec nondec_total(const mfi_acc_state *s)
+{
+    if (!s->lover && s->dsum == 0 && s->dcomp == 0)
+        return mf_dec_from_int64(s->lsum);
+    return mf_dec_add(mf_dec_add(mf_dec_from_double34(s->dsum), mf_dec_from_double34(s->dcomp)),
+                      mf_dec_from_int64(s->lsum));
+}
+
 /* The sum as mongod reports it. */
 static void sum_value(const mfi_acc_state *s, val *out)
 {
+    if (s->widest == BSON_TYPE_DECIMAL128) {
+        mf_dec t = nondec_total(s);
+        set_dec(out, s->has_dec ? mf_dec_add(s->dec, t) : t);
+        return;
+    }
     if (!s->lover && (s->widest == BSON_TYPE_INT32 || s->widest == BSON_TYPE_EOD)) {
         set_int_or_long(out, s->lsum);
         return;
@@ -681,6 +698,10 @@ int mfi_acc_result(const mfi_acc *a, const mfi_acc_state *s, bson_value_t *out, 
     case A_AVG:
         if (s->count == 0) {
             set_null(out);
+        } else if (s->widest == BSON_TYPE_DECIMAL128) {
+            val sv;
+            sum_value(s, &sv);
+            set_dec(out, mf_dec_div(sv.value.v_decimal128, mf_dec_from_int64(s->count)));
         } else {
             val sv;
             sum_value(s, &sv);
@@ -743,6 +764,8 @@ int mfi_acc_save(const mfi_acc_state *s, bson_t *out, const char *key)
     BSON_APPEND_DOUBLE(&d, "m", s->mean);
     BSON_APPEND_DOUBLE(&d, "q", s->m2);
     BSON_APPEND_INT64(&d, "N", s->n);
+    if (s->has_dec)
+        BSON_APPEND_DECIMAL128(&d, "D", &s->dec);
     BSON_APPEND_BOOL(&d, "S", s->n_set);
     if (s->has)
         bson_append_value(&d, "v", 1, &s->v);
@@ -782,6 +805,7 @@ int mfi_acc_merge(const mfi_acc *a, mfi_acc_state *s, const bson_iter_t *saved, 
         case 'm': o.mean = bson_iter_double(&f); break;
         case 'q': o.m2 = bson_iter_double(&f); break;
         case 'N': o.n = bson_iter_int64(&f); break;
+        case 'D': bson_iter_decimal128(&f, &o.dec); o.has_dec = true; break;
         case 'S': o.n_set = bson_iter_bool(&f); break;
         case 'v': bson_value_copy(bson_iter_value(&f), &o.v); o.has = true; break;
         case 'e': entries = f; has_entries = true; break;
@@ -796,6 +820,10 @@ int mfi_acc_merge(const mfi_acc *a, mfi_acc_state *s, const bson_iter_t *saved, 
     case A_SUM: case A_AVG: case A_COUNT:
         widen(s, o.widest);
         s->count += o.count;
+        if (o.has_dec) {
+            s->dec = s->has_dec ? mf_dec_add(s->dec, o.dec) : o.dec;
+            s->has_dec = true;
+        }
         if (o.lover) {
             kahan_add(s, o.dsum);
             kahan_add(s, o.dcomp);

@@ -2,7 +2,7 @@
  * expr_date.c -- date operators of the aggregation language: $year $month
  * $dayOfMonth $hour $minute $second $millisecond $dayOfWeek $dayOfYear
  * $week $isoWeek $isoWeekYear $isoDayOfWeek; $dateToParts $dateFromParts;
- * $dateToString $dateFromString $toDate; $dateAdd $dateSubtract $dateDiff
+ * $dateToString $dateFromString; $dateAdd $dateSubtract $dateDiff
  * $dateTrunc.  Also mfi_date_from_string, which $convert shares.
  *
  * Model.  A date is milliseconds since the epoch (UTC).  A time zone is UTC,
@@ -1444,61 +1444,6 @@ done:
     return rc;
 }
 
-/* ------------------------------------------------------------ $toDate */
-
-static int op_todate(const node *n, ctx *c, val *out)
-{
-    val v;
-    char buf[64];
-    int64_t ms = 0;
-    int rc = mfi_eval(n->args[0], c, &v);
-    if (rc != 0)
-        return rc;
-    switch (v.value_type) {
-    case BSON_TYPE_EOD: case BSON_TYPE_NULL: case BSON_TYPE_UNDEFINED:
-        set_null(out);
-        mfi_val_free(&v);
-        return 0;
-    case BSON_TYPE_DATE_TIME: case BSON_TYPE_TIMESTAMP: case BSON_TYPE_OID:
-        ms = date_ms(&v);
-        break;
-    case BSON_TYPE_INT64:
-        ms = v.value.v_int64;
-        break;
-    case BSON_TYPE_DOUBLE: {
-        double d = v.value.v_double;
-        if (isnan(d))
-            rc = mf_error_set(c->err, MF_ConversionFailure, "Attempt to convert NaN value to "
-                              "integer type in $convert with no onError value");
-        else if (isinf(d))
-            rc = mf_error_set(c->err, MF_ConversionFailure, "Attempt to convert infinity value "
-                              "to integer type in $convert with no onError value");
-        else if (!(d >= -9223372036854775808.0 && d < 9223372036854775808.0)) {
-            mfi_val_str(&v, buf, sizeof buf);
-            rc = mf_error_set(c->err, MF_ConversionFailure, "Conversion would overflow target "
-                              "type in $convert with no onError value: %s", buf);
-        } else {
-            ms = (int64_t)d; /* truncates toward zero */
-        }
-        break;
-    }
-    case BSON_TYPE_UTF8:
-        rc = mfi_date_from_string(v.value.v_utf8.str, v.value.v_utf8.len, NULL, NULL, &ms,
-                                  c->err);
-        break;
-    case BSON_TYPE_DECIMAL128:
-        rc = mfi_no_decimal("$toDate", c->err);
-        break;
-    default:
-        rc = mf_error_set(c->err, MF_ConversionFailure, "Unsupported conversion from %s to date "
-                          "in $convert with no onError value", mfi_type_name(&v));
-        break;
-    }
-    mfi_val_free(&v);
-    if (rc == 0)
-        set_date(out, ms);
-    return rc;
-}
 
 /* ------------------------------------------------- $dateAdd $dateSubtract */
 
@@ -1841,7 +1786,6 @@ const op_def mfi_expr_date_ops[] = {
     {"$minute", op_minute, 0, 0, parse_extract},
     {"$month", op_month, 0, 0, parse_extract},
     {"$second", op_second, 0, 0, parse_extract},
-    {"$toDate", op_todate, 1, 1, NULL},
     {"$week", op_week, 0, 0, parse_extract},
     {"$year", op_year, 0, 0, parse_extract},
 };
