@@ -29,7 +29,6 @@ COUNT_DOCS = 'countDocuments runs aggregate: not implemented (issue 6)'
 COLLATION = 'collation other than simple not supported'
 EXPR = '$expr not supported (let variables)'
 FAILPOINT = 'configureFailPoint not implemented (fail points)'
-OUT_MERGE = '$out / $merge stages not implemented yet (issue 6)'
 VIEWS = 'views (create with viewOn) not supported'
 
 # file -> reason (every runnable test in the file fails), or
@@ -37,9 +36,6 @@ VIEWS = 'views (create with viewOn) not supported'
 NOT_YET = {
     'aggregate-collation.json': COLLATION,
     'aggregate-let.json': EXPR,
-    'aggregate-merge-errorResponse.json': OUT_MERGE,
-    'aggregate-merge.json': OUT_MERGE,
-    'aggregate-out.json': OUT_MERGE,
     'bulkWrite-collation.json': COLLATION,
     'bulkWrite-deleteMany-let.json': EXPR,
     'bulkWrite-deleteOne-let.json': EXPR,
@@ -53,8 +49,6 @@ NOT_YET = {
     'bulkWrite-updateOne-let.json': PIPELINE_UPDATE,
     'bulkWrite-updateOne-pipeline.json': PIPELINE_UPDATE,
     'bulkWrite-updateOne-rawdata.json': PIPELINE_UPDATE,
-    ('bypassDocumentValidation.json', 'Aggregate with $out passes bypassDocumentValidation: false'):
-        OUT_MERGE,
     ('count-collation.json', 'Count documents with collation'):
         COUNT_DOCS,
     'db-aggregate-rawdata.json': AGG,

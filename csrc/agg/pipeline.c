@@ -1003,11 +1003,15 @@ typedef struct {
 
 static const stage_def stage_table[] = {
     {"$addFields", mfi_parse_add_fields, false},
+    {"$collStats", mfi_parse_coll_stats, false},
     {"$count", mfi_parse_count, false},
     {"$documents", mfi_parse_documents, true},
     {"$group", mfi_parse_group, false},
+    {"$indexStats", mfi_parse_index_stats, false},
     {"$limit", mfi_parse_limit, false},
     {"$match", mfi_parse_match, false},
+    {"$merge", mfi_parse_merge, false},
+    {"$out", mfi_parse_out, false},
     {"$project", mfi_parse_project, false},
     {"$replaceRoot", mfi_parse_replace_root, false},
     {"$replaceWith", mfi_parse_replace_with, false},
@@ -1026,6 +1030,18 @@ static const stage_def *find_stage(const char *name)
         if (strcmp(stage_table[i].name, name) == 0)
             return &stage_table[i];
     return NULL;
+}
+
+bool mfi_stage_known(const char *name)
+{
+    return find_stage(name) != NULL;
+}
+
+/* $out and $merge write the pipeline's results: mongod's
+ * PositionRequirement::kLast. */
+static bool is_write_stage(const char *name)
+{
+    return strcmp(name, "$out") == 0 || strcmp(name, "$merge") == 0;
 }
 
 /* ---------------------------------------------------------- the pipeline */
@@ -1092,6 +1108,7 @@ void mf_pipeline_free(mf_pipeline *p)
     bson_destroy(&p->filter);
     bson_destroy(&p->sort);
     bson_destroy(&p->hint_doc);
+    bson_destroy(&p->agg.err_info);
     agg_clear(&p->agg);
     free(p);
 }
@@ -1099,6 +1116,11 @@ void mf_pipeline_free(mf_pipeline *p)
 bool mf_pipeline_writes(const mf_pipeline *p)
 {
     return p->writes;
+}
+
+const bson_t *mf_pipeline_error_info(const mf_pipeline *p)
+{
+    return &p->agg.err_info;
 }
 
 /* Push the leading $match stages, a $sort and a $limit into the read. */
@@ -1155,6 +1177,7 @@ int mf_pipeline_parse(const bson_t *stages, const mf_agg_opts *o, mf_pipeline **
     bson_init(&p->sort);
     bson_init(&p->hint_doc);
     bson_init(&p->agg.let_values);
+    bson_init(&p->agg.err_info);
     mfi_agg *a = &p->agg;
     a->env = o->env;
     a->allow_disk_use = o->allow_disk_use;
@@ -1188,6 +1211,7 @@ int mf_pipeline_parse(const bson_t *stages, const mf_agg_opts *o, mf_pipeline **
     bson_iter_t it;
     bson_iter_init(&it, stages);
     size_t idx = 0;
+    const char *write_stage = NULL; /* a $out or $merge seen before this stage */
     while (bson_iter_next(&it)) {
         if (!BSON_ITER_HOLDS_DOCUMENT(&it)) {
             rc = mf_error_set(err, MF_TypeMismatch,
@@ -1228,6 +1252,15 @@ int mf_pipeline_parse(const bson_t *stages, const mf_agg_opts *o, mf_pipeline **
         }
         if ((rc = def->parse(&st, a, &p->stages, err)) != 0)
             goto fail;
+        if (write_stage) {
+            rc = mf_error_set(err, 40601, "%s can only be the final stage in the pipeline",
+                              write_stage);
+            goto fail;
+        }
+        if (is_write_stage(name)) {
+            write_stage = def->name;
+            p->writes = true;
+        }
         idx++;
     }
     if (!o->coll && idx == 0) {
@@ -1255,6 +1288,8 @@ static void settle_sort(mf_pipeline *p)
 
 int mf_pipeline_next(mf_pipeline *p, bson_t *out, bool *eof, mf_error *err)
 {
+    if (!bson_empty(&p->agg.err_info))
+        bson_reinit(&p->agg.err_info);
     if (!p->opened) {
         int rc = open_read(p, err);
         if (rc)

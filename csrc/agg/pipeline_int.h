@@ -31,6 +31,7 @@ typedef struct mfi_agg {
     int64_t deadline_us;
     bool explain;
     uint64_t tick;           /* for the deadline check */
+    bson_t err_info;         /* extra fields of the last error (mf_pipeline_error_info) */
 } mfi_agg;
 
 struct mfi_stage_ops {
@@ -113,6 +114,14 @@ int mfi_parse_project(const bson_iter_t *, mfi_agg *, mfi_stage_list *, mf_error
 int mfi_parse_add_fields(const bson_iter_t *, mfi_agg *, mfi_stage_list *, mf_error *);
 int mfi_parse_set(const bson_iter_t *, mfi_agg *, mfi_stage_list *, mf_error *);
 int mfi_parse_unset(const bson_iter_t *, mfi_agg *, mfi_stage_list *, mf_error *);
+/* Whether `name` ("$match") is a stage of the table (pipeline.c). */
+bool mfi_stage_known(const char *name);
+/* stage_out.c */
+int mfi_parse_out(const bson_iter_t *, mfi_agg *, mfi_stage_list *, mf_error *);
+int mfi_parse_merge(const bson_iter_t *, mfi_agg *, mfi_stage_list *, mf_error *);
+/* stage_stats.c */
+int mfi_parse_coll_stats(const bson_iter_t *, mfi_agg *, mfi_stage_list *, mf_error *);
+int mfi_parse_index_stats(const bson_iter_t *, mfi_agg *, mfi_stage_list *, mf_error *);
 /* stage_group.c */
 int mfi_parse_group(const bson_iter_t *, mfi_agg *, mfi_stage_list *, mf_error *);
 int mfi_parse_sort_by_count(const bson_iter_t *, mfi_agg *, mfi_stage_list *, mf_error *);
