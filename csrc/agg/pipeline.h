@@ -127,7 +127,14 @@ typedef struct mf_agg_opts {
     int64_t deadline_us;       /* monotonic; 0: none */
     int64_t now_ms;            /* $$NOW for the whole command */
     bool explain;
+    /* Memory limits of $group and of a blocking $sort (mongod's
+     * internalDocumentSourceGroupMaxMemoryBytes and
+     * internalQueryMaxBlockingSortMemoryUsageBytes); 0: the default. */
+    int64_t group_max_bytes;
+    int64_t sort_max_bytes;
 } mf_agg_opts;
+
+#define MF_AGG_DEFAULT_MEMORY_LIMIT (100 * 1024 * 1024)
 
 typedef struct mf_pipeline mf_pipeline;
 

@@ -12,8 +12,6 @@
 #include "pipeline.h"
 #include "../query/query.h"
 
-#define MFI_AGG_MEMORY_LIMIT (100 * 1024 * 1024)
-
 typedef struct mfi_stage mfi_stage;
 typedef struct mfi_stage_ops mfi_stage_ops;
 
@@ -30,6 +28,8 @@ typedef struct mfi_agg {
     char *tmpdir;
     int64_t deadline_us;
     bool explain;
+    size_t group_max_bytes;  /* $group's memory limit */
+    size_t sort_max_bytes;   /* a blocking $sort's */
     uint64_t tick;           /* for the deadline check */
     bson_t err_info;         /* extra fields of the last error (mf_pipeline_error_info) */
 } mfi_agg;

@@ -235,6 +235,8 @@ void mfi_agg_env_init(mf_instance *inst)
     inst->agg_env.arg = inst;
     inst->agg_env.open = read_open;
     mfi_agg_env_write_init(inst); /* $out, $merge, $collStats, $indexStats */
+    atomic_store(&inst->agg_group_max_bytes, MF_AGG_DEFAULT_MEMORY_LIMIT);
+    atomic_store(&inst->agg_sort_max_bytes, MF_AGG_DEFAULT_MEMORY_LIMIT);
 }
 
 /* ------------------------------------------------------------ aggregate */
@@ -378,6 +380,8 @@ int mfi_cmd_aggregate(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_erro
         .deadline_us = a.deadline,
         .now_ms = mf_clock_wall_ms(),
         .explain = a.explain,
+        .group_max_bytes = atomic_load(&ctx->inst->agg_group_max_bytes),
+        .sort_max_bytes = atomic_load(&ctx->inst->agg_sort_max_bytes),
     };
     mf_pipeline *p = NULL;
     if ((rc = mf_pipeline_parse(&a.pipeline, &o, &p, err)) != 0)
@@ -443,7 +447,13 @@ int mfi_cmd_aggregate(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_erro
     cur->limit = -1;
     int64_t first = a.batch_size >= 0 ? a.batch_size : DEFAULT_FIRST_BATCH;
     rc = mfi_cursor_first_batch(ctx, cur, first, a.deadline, false, reply, err);
-    if (rc && rc != MF_QueryPlanKilled && rc != MF_MaxTimeMSExpired)
-        mfi_executor_error(err, "aggregate command");
+    if (rc && rc != MF_QueryPlanKilled && rc != MF_MaxTimeMSExpired &&
+        strncmp(err->msg, "PlanExecutor error", 18) != 0) {
+        /* mongod's context for an error met while running a pipeline */
+        char msg[sizeof err->msg];
+        snprintf(msg, sizeof msg, "%s", err->msg);
+        mf_error_set(err, err->code, "PlanExecutor error during aggregation :: caused by :: %s",
+                     msg);
+    }
     return rc;
 }

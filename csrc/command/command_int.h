@@ -39,6 +39,9 @@ struct mf_instance {
     int64_t cursor_timeout_ms; /* cursorTimeoutMillis */
 
     mf_agg_env agg_env;     /* how pipelines read collections (cmd_aggregate.c) */
+    /* internalDocumentSourceGroupMaxMemoryBytes and
+     * internalQueryMaxBlockingSortMemoryUsageBytes (setParameter) */
+    atomic_int_fast64_t agg_group_max_bytes, agg_sort_max_bytes;
 
     int ttl_sleep_secs;     /* ttlMonitorSleepSecs */
     pthread_t ttl_thread;   /* the TTL monitor (cmd_index.c) */
