@@ -1529,8 +1529,18 @@ int mfi_parse_set_window_fields(const bson_iter_t *it, mfi_agg *agg, mfi_stage_l
     if (has_part) {
         if ((rc = mfi_agg_expr(agg, &part_it, &part, err)) != 0)
             goto done;
-        if (mf_expr_is_const(part, &pc)) {
-            if (pc->value_type == BSON_TYPE_ARRAY) {
+        /* mongod folds constants: an array of literals is a constant array */
+        bool const_array = BSON_ITER_HOLDS_ARRAY(&part_it);
+        if (const_array) {
+            bson_iter_t e;
+            bson_iter_recurse(&part_it, &e);
+            while (bson_iter_next(&e))
+                if (BSON_ITER_HOLDS_DOCUMENT(&e) || BSON_ITER_HOLDS_ARRAY(&e) ||
+                    (BSON_ITER_HOLDS_UTF8(&e) && bson_iter_utf8(&e, NULL)[0] == '$'))
+                    const_array = false;
+        }
+        if (const_array || mf_expr_is_const(part, &pc)) {
+            if (const_array || pc->value_type == BSON_TYPE_ARRAY) {
                 rc = mf_error_set(err, MF_TypeMismatch,
                                   "An expression used to partition cannot evaluate to value of "
                                   "type array");
