@@ -1047,6 +1047,12 @@ static int op_divide(const node *n, ctx *c, val *out)
 }
 
 /* Whether a number is an integer that fits in 32 bits (Value::integral). */
+int mfi_no_decimal(const char *what, mf_error *err)
+{
+    return mf_error_set(err, MF_NotImplemented, "%s does not support Decimal128 values yet",
+                        what);
+}
+
 bool mfi_integral32(const val *v)
 {
     if (v->value_type == BSON_TYPE_INT32)
