@@ -595,18 +595,17 @@ int mfi_parse_lookup(const bson_iter_t *it, mfi_agg *agg, mfi_stage_list *out, m
     }
     /* the sub-pipeline, parsed once for its errors */
     if (l->has_pipeline) {
-        mf_pipeline *sub = NULL;
-        bson_t vars = BSON_INITIALIZER;
-        if ((rc = lookup_open(l, &vars, NULL, &sub, err)) != 0) {
-            bson_destroy(&vars);
-            return rc;
-        }
-        mf_pipeline_free(sub);
-        bson_destroy(&vars);
         const char *bad = mfi_pipeline_find_stage(&l->pipeline, refused_in_sub);
         if (bad)
             return mf_error_set(err, 51047, "%s is not allowed within a $lookup's sub-pipeline",
                                 bad);
+        mf_pipeline *sub = NULL;
+        bson_t vars = BSON_INITIALIZER;
+        rc = lookup_open(l, &vars, NULL, &sub, err);
+        mf_pipeline_free(sub);
+        bson_destroy(&vars);
+        if (rc)
+            return rc;
     } else if (agg->depth + 1 > MFI_AGG_MAX_DEPTH) {
         return mf_error_set(err, 232, "Maximum number of nested sub-pipelines exceeded. Limit is %d",
                             MFI_AGG_MAX_DEPTH);
@@ -715,15 +714,12 @@ int mfi_parse_union_with(const bson_iter_t *it, mfi_agg *agg, mfi_stage_list *ou
                             agg->db);
     if (coll && !(u->coll = bson_strdup(coll)))
         return oom(err);
-    mfi_sub_opts o = {.coll = u->coll, .nested = true};
-    int rc = mfi_pipeline_sub(agg, &u->pipeline, &o, &u->sub, err);
-    if (rc)
-        return rc;
     const char *bad = mfi_pipeline_find_stage(&u->pipeline, refused_in_sub);
     if (bad)
         return mf_error_set(err, 31441, "%s is not allowed within a $unionWith's sub-pipeline",
                             bad);
-    return 0;
+    mfi_sub_opts o = {.coll = u->coll, .nested = true};
+    return mfi_pipeline_sub(agg, &u->pipeline, &o, &u->sub, err);
 }
 
 /* ========================================================= $graphLookup */
