@@ -370,7 +370,8 @@ static int lookup_next(mfi_stage *s, bson_t *out, bool *eof, mf_error *err)
     while (rc == 0) {
         bson_t d;
         bool end;
-        if ((rc = mf_pipeline_next(sub, &d, &end, err)) != 0 || end)
+        if ((rc = mfi_agg_check_time(s->agg, err)) != 0 ||
+            (rc = mf_pipeline_next(sub, &d, &end, err)) != 0 || end)
             break;
         res.bytes += d.len;
         if (res.bytes > LOOKUP_MAX_BYTES) {
@@ -965,7 +966,8 @@ static int graph_search_run(graph_stage *gs, const bson_t *doc, graph_search *g,
         while (rc == 0) {
             bson_t d;
             bool end, added;
-            if ((rc = mf_pipeline_next(sub, &d, &end, err)) != 0 || end)
+            if ((rc = mfi_agg_check_time(gs->base.agg, err)) != 0 ||
+                (rc = mf_pipeline_next(sub, &d, &end, err)) != 0 || end)
                 break;
             rc = graph_visit(gs, g, &d, depth, &next, &added, err);
             any |= added;
