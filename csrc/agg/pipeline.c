@@ -38,6 +38,7 @@ struct mf_pipeline {
     mf_agg_source *source;
     bool opened, sorted;
     bool writes;
+    bool has_input;           /* a sub-pipeline fed documents ($facet's) */
 };
 
 /* ------------------------------------------------------------- helpers */
@@ -1077,10 +1078,13 @@ static const stage_def stage_table[] = {
     {"$count", mfi_parse_count, false},
     {"$densify", mfi_parse_densify, false},
     {"$documents", mfi_parse_documents, true},
+    {"$facet", mfi_parse_facet, false},
     {"$fill", mfi_parse_fill, false},
+    {"$graphLookup", mfi_parse_graph_lookup, false},
     {"$group", mfi_parse_group, false},
     {"$indexStats", mfi_parse_index_stats, false},
     {"$limit", mfi_parse_limit, false},
+    {"$lookup", mfi_parse_lookup, false},
     {"$match", mfi_parse_match, false},
     {"$merge", mfi_parse_merge, false},
     {"$out", mfi_parse_out, false},
@@ -1094,6 +1098,7 @@ static const stage_def stage_table[] = {
     {"$skip", mfi_parse_skip, false},
     {"$sort", mfi_parse_sort, false},
     {"$sortByCount", mfi_parse_sort_by_count, false},
+    {"$unionWith", mfi_parse_union_with, false},
     {"$unset", mfi_parse_unset, false},
     {"$unwind", mfi_parse_unwind, false},
 };
@@ -1239,6 +1244,55 @@ static int push_down(mf_pipeline *p, mf_error *err)
     return 0;
 }
 
+/* Parse `stages` into p->stages (after the source stage).  `has_docs`:
+ * the pipeline has documents to start from (a collection, or a
+ * sub-pipeline's input); otherwise it must begin with $documents. */
+static int parse_stages(mf_pipeline *p, const bson_t *stages, bool has_docs, mf_error *err)
+{
+    bson_iter_t it;
+    bson_iter_init(&it, stages);
+    size_t idx = 0;
+    const char *write_stage = NULL; /* a $out or $merge seen before this stage */
+    while (bson_iter_next(&it)) {
+        if (!BSON_ITER_HOLDS_DOCUMENT(&it))
+            return mf_error_set(err, MF_TypeMismatch,
+                                "Each element of the 'pipeline' array must be an object");
+        bson_iter_t st;
+        bson_iter_recurse(&it, &st);
+        bson_iter_t more = st;
+        if (!bson_iter_next(&st) || (more = st, bson_iter_next(&more)))
+            return mf_error_set(err, 40323,
+                                "A pipeline stage specification object must contain exactly one "
+                                "field.");
+        const char *name = bson_iter_key(&st);
+        const stage_def *def = find_stage(name);
+        if (!def)
+            return mf_error_set(err, 40324, "Unrecognized pipeline stage name: '%s'", name);
+        if (!has_docs && idx == 0 && !def->makes_docs)
+            return mf_error_set(err, MF_InvalidNamespace,
+                                "{aggregate: 1} is not valid for '%s'; a collection is required.",
+                                name);
+        if (def->makes_docs && idx != 0)
+            return mf_error_set(err, 40602, "%s is only valid as the first stage in a pipeline",
+                                name);
+        int rc = def->parse(&st, &p->agg, &p->stages, err);
+        if (rc)
+            return rc;
+        if (write_stage)
+            return mf_error_set(err, 40601, "%s can only be the final stage in the pipeline",
+                                write_stage);
+        if (is_write_stage(name)) {
+            write_stage = def->name;
+            p->writes = true;
+        }
+        idx++;
+    }
+    if (!has_docs && idx == 0)
+        return mf_error_set(err, MF_InvalidNamespace,
+                            "{aggregate: 1} is not valid for an empty pipeline.");
+    return 0;
+}
+
 int mf_pipeline_parse(const bson_t *stages, const mf_agg_opts *o, mf_pipeline **out,
                       mf_error *err)
 {
@@ -1286,66 +1340,8 @@ int mf_pipeline_parse(const bson_t *stages, const mf_agg_opts *o, mf_pipeline **
     src->p = p;
     p->has_read = o->coll != NULL;
 
-    bson_iter_t it;
-    bson_iter_init(&it, stages);
-    size_t idx = 0;
-    const char *write_stage = NULL; /* a $out or $merge seen before this stage */
-    while (bson_iter_next(&it)) {
-        if (!BSON_ITER_HOLDS_DOCUMENT(&it)) {
-            rc = mf_error_set(err, MF_TypeMismatch,
-                              "Each element of the 'pipeline' array must be an object");
-            goto fail;
-        }
-        bson_iter_t st;
-        bson_iter_recurse(&it, &st);
-        if (!bson_iter_next(&st)) {
-            rc = mf_error_set(err, 40323,
-                              "A pipeline stage specification object must contain exactly one "
-                              "field.");
-            goto fail;
-        }
-        bson_iter_t more = st;
-        if (bson_iter_next(&more)) {
-            rc = mf_error_set(err, 40323,
-                              "A pipeline stage specification object must contain exactly one "
-                              "field.");
-            goto fail;
-        }
-        const char *name = bson_iter_key(&st);
-        const stage_def *def = find_stage(name);
-        if (!def) {
-            rc = mf_error_set(err, 40324, "Unrecognized pipeline stage name: '%s'", name);
-            goto fail;
-        }
-        if (!o->coll && idx == 0 && !def->makes_docs) {
-            rc = mf_error_set(err, MF_InvalidNamespace,
-                              "{aggregate: 1} is not valid for '%s'; a collection is required.",
-                              name);
-            goto fail;
-        }
-        if (def->makes_docs && idx != 0) {
-            rc = mf_error_set(err, 40602, "%s is only valid as the first stage in a pipeline",
-                              name);
-            goto fail;
-        }
-        if ((rc = def->parse(&st, a, &p->stages, err)) != 0)
-            goto fail;
-        if (write_stage) {
-            rc = mf_error_set(err, 40601, "%s can only be the final stage in the pipeline",
-                              write_stage);
-            goto fail;
-        }
-        if (is_write_stage(name)) {
-            write_stage = def->name;
-            p->writes = true;
-        }
-        idx++;
-    }
-    if (!o->coll && idx == 0) {
-        rc = mf_error_set(err, MF_InvalidNamespace,
-                          "{aggregate: 1} is not valid for an empty pipeline.");
+    if ((rc = parse_stages(p, stages, o->coll != NULL, err)) != 0)
         goto fail;
-    }
     if (p->has_read && (rc = push_down(p, err)) != 0)
         goto fail;
     for (size_t i = 1; i < p->stages.n; i++)
@@ -1409,7 +1405,7 @@ int mf_pipeline_explain(mf_pipeline *p, bool exec, bson_t *out, mf_error *err)
     if (p->stages.n > 1 && p->stages.v[1]->ops == &sort_ops &&
         ((sort_stage *)p->stages.v[1])->pushed)
         first = 2;
-    if (first >= p->stages.n && p->source) {
+    if (first >= p->stages.n && p->source && !p->has_input) {
         /* everything went into the read: find's explain shape */
         return p->source->explain(p->source, exec, out, err);
     }
@@ -1420,7 +1416,7 @@ int mf_pipeline_explain(mf_pipeline *p, bool exec, bson_t *out, mf_error *err)
     if (p->source) {
         snprintf(key, sizeof key, "%u", i++);
         BSON_APPEND_DOCUMENT_BEGIN(&arr, key, &st);
-        BSON_APPEND_DOCUMENT_BEGIN(&st, "$cursor", &body);
+        BSON_APPEND_DOCUMENT_BEGIN(&st, p->has_input ? "$teeConsumer" : "$cursor", &body);
         rc = p->source->explain(p->source, exec, &body, err);
         bson_append_document_end(&st, &body);
         if (exec) {
@@ -1465,4 +1461,137 @@ int mf_pipeline_explain(mf_pipeline *p, bool exec, bson_t *out, mf_error *err)
     }
     bson_append_array_end(out, &arr);
     return rc;
+}
+
+/* ======================================================= sub-pipelines
+ * (pipeline_int.h; used by stage_lookup.c and stage_facet.c) */
+
+/* `stages` with {$match: filter} put first, or second after a leading
+ * $documents, into `out` (initialised here). */
+static void prepend_match(const bson_t *stages, const bson_t *filter, bson_t *out)
+{
+    bson_iter_t it, probe;
+    uint32_t i = 0;
+    char key[16];
+    bool placed = false;
+    bson_init(out);
+    bson_iter_init(&it, stages);
+    while (bson_iter_next(&it)) {
+        bool documents = i == 0 && BSON_ITER_HOLDS_DOCUMENT(&it) &&
+                         bson_iter_recurse(&it, &probe) && bson_iter_next(&probe) &&
+                         strcmp(bson_iter_key(&probe), "$documents") == 0;
+        if (!placed && !documents) {
+            bson_t m;
+            snprintf(key, sizeof key, "%u", i++);
+            BSON_APPEND_DOCUMENT_BEGIN(out, key, &m);
+            BSON_APPEND_DOCUMENT(&m, "$match", filter);
+            bson_append_document_end(out, &m);
+            placed = true;
+        }
+        snprintf(key, sizeof key, "%u", i++);
+        bson_append_iter(out, key, -1, &it);
+    }
+    if (!placed) {
+        bson_t m;
+        snprintf(key, sizeof key, "%u", i);
+        BSON_APPEND_DOCUMENT_BEGIN(out, key, &m);
+        BSON_APPEND_DOCUMENT(&m, "$match", filter);
+        bson_append_document_end(out, &m);
+    }
+}
+
+/* The sub-pipeline's mfi_agg: the parent's context, its own variables. */
+static int sub_agg_init(mfi_agg *a, const mfi_agg *parent, const mfi_sub_opts *o, mf_error *err)
+{
+    bson_init(&a->let_values);
+    bson_init(&a->err_info);
+    a->env = parent->env;
+    a->group_max_bytes = parent->group_max_bytes;
+    a->sort_max_bytes = parent->sort_max_bytes;
+    a->allow_disk_use = parent->allow_disk_use;
+    a->deadline_us = parent->deadline_us;
+    a->explain = parent->explain;
+    a->vars.now_ms = parent->vars.now_ms;
+    a->vars.has_now = parent->vars.has_now;
+    a->vars.let = &a->let_values;
+    a->depth = parent->depth + (o->nested ? 1 : 0);
+    bson_concat(&a->let_values, o->let_values ? o->let_values : &parent->let_values);
+    if (!(a->db = bson_strdup(parent->db)) || (o->coll && !(a->coll = bson_strdup(o->coll))) ||
+        (parent->tmpdir && !(a->tmpdir = bson_strdup(parent->tmpdir))))
+        return oom(err);
+    size_t n = parent->nlet + o->nnames;
+    if (n && !(a->let_names = calloc(n, sizeof *a->let_names)))
+        return oom(err);
+    for (size_t i = 0; i < n; i++) {
+        const char *name = i < parent->nlet ? parent->let_names[i] : o->names[i - parent->nlet];
+        if (!(a->let_names[i] = bson_strdup(name)))
+            return oom(err);
+        a->nlet++;
+    }
+    return 0;
+}
+
+int mfi_pipeline_sub(mfi_agg *parent, const bson_t *stages, const mfi_sub_opts *o,
+                     mf_pipeline **out, mf_error *err)
+{
+    int rc = 0;
+    bson_t with_match = BSON_INITIALIZER;
+    *out = NULL;
+    mf_pipeline *p = calloc(1, sizeof *p);
+    if (!p) {
+        if (o->input)
+            o->input->free(o->input);
+        return oom(err);
+    }
+    bson_init(&p->filter);
+    bson_init(&p->sort);
+    bson_init(&p->hint_doc);
+    p->source = o->input;
+    p->has_input = o->input != NULL;
+    p->has_read = o->coll != NULL;
+    if ((rc = sub_agg_init(&p->agg, parent, o, err)) != 0)
+        goto fail;
+    if (p->agg.depth > MFI_AGG_MAX_DEPTH) {
+        rc = mf_error_set(err, 232, "Maximum number of nested sub-pipelines exceeded. Limit is %d",
+                          MFI_AGG_MAX_DEPTH);
+        goto fail;
+    }
+    source_stage *src = mfi_stage_new(&p->stages, &source_ops, sizeof *src, NULL, &p->agg, err);
+    if (!src) {
+        rc = MF_InternalError;
+        goto fail;
+    }
+    src->p = p;
+    if (o->filter) {
+        bson_destroy(&with_match);
+        prepend_match(stages, o->filter, &with_match);
+        stages = &with_match;
+    }
+    if ((rc = parse_stages(p, stages, p->has_read || p->has_input, err)) != 0)
+        goto fail;
+    if (p->has_read && (rc = push_down(p, err)) != 0)
+        goto fail;
+    for (size_t i = 1; i < p->stages.n; i++)
+        p->stages.v[i]->src = p->stages.v[i - 1];
+    bson_destroy(&with_match);
+    *out = p;
+    return 0;
+fail:
+    bson_destroy(&with_match);
+    mf_pipeline_free(p);
+    return rc;
+}
+
+const char *mfi_pipeline_find_stage(const bson_t *stages, const char *const *refused)
+{
+    bson_iter_t it, st;
+    bson_iter_init(&it, stages);
+    while (bson_iter_next(&it)) {
+        if (!BSON_ITER_HOLDS_DOCUMENT(&it) || !bson_iter_recurse(&it, &st) || !bson_iter_next(&st))
+            continue;
+        for (size_t i = 0; refused[i]; i++)
+            if (strcmp(bson_iter_key(&st), refused[i]) == 0)
+                return refused[i];
+    }
+    return NULL;
 }

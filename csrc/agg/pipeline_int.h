@@ -32,6 +32,7 @@ typedef struct mfi_agg {
     size_t sort_max_bytes;   /* a blocking $sort's */
     uint64_t tick;           /* for the deadline check */
     bson_t err_info;         /* extra fields of the last error (mf_pipeline_error_info) */
+    int depth;               /* nesting of $lookup / $unionWith sub-pipelines */
 } mfi_agg;
 
 struct mfi_stage_ops {
@@ -143,5 +144,43 @@ int64_t mfi_unit_ms(int unit);
 /* `ms` + `amount` units (UTC; months clamp the day to the month's end, as
  * mongod's dateAdd).  False on overflow. */
 bool mfi_date_add(int64_t ms, int unit, int64_t amount, int64_t *out);
+/* ------------------------------------------------------ sub-pipelines
+ * ($lookup, $graphLookup, $unionWith: stage_lookup.c; $facet:
+ * stage_facet.c).  A sub-pipeline is an mf_pipeline of its own, pulled
+ * with mf_pipeline_next and freed with mf_pipeline_free; it shares the
+ * parent's environment, deadline and $$NOW. */
+
+#define MFI_AGG_MAX_DEPTH 20 /* mongod's internalMaxSubPipelineViewDepth */
+
+typedef struct mfi_sub_opts {
+    const char *coll;          /* the collection it reads; NULL: none */
+    mf_agg_source *input;      /* or documents to start from (taken over,
+                                  also on error); NULL: none */
+    const bson_t *filter;      /* a $match put first (after a leading
+                                  $documents); NULL: none */
+    const char *const *names;  /* variables it sees besides the parent's */
+    size_t nnames;
+    const bson_t *let_values;  /* values of all its variables (parent's and
+                                  `names`); NULL: the parent's */
+    bool nested;               /* counts toward MFI_AGG_MAX_DEPTH */
+} mfi_sub_opts;
+
+/* Parse `stages` (an array) as a sub-pipeline of `parent`'s.  With neither
+ * `coll` nor `input` it must begin with $documents.  Errors: the stages'
+ * own, 232 MaxSubPipelineDepthExceeded past MFI_AGG_MAX_DEPTH. */
+int mfi_pipeline_sub(mfi_agg *parent, const bson_t *stages, const mfi_sub_opts *o,
+                     mf_pipeline **out, mf_error *err);
+
+/* The stage names of `stages` (an array of stage documents), for the
+ * stages that refuse some stages inside them: the first of `refused`
+ * (NULL-terminated) that occurs, or NULL. */
+const char *mfi_pipeline_find_stage(const bson_t *stages, const char *const *refused);
+
+/* stage_lookup.c */
+int mfi_parse_lookup(const bson_iter_t *, mfi_agg *, mfi_stage_list *, mf_error *);
+int mfi_parse_graph_lookup(const bson_iter_t *, mfi_agg *, mfi_stage_list *, mf_error *);
+int mfi_parse_union_with(const bson_iter_t *, mfi_agg *, mfi_stage_list *, mf_error *);
+/* stage_facet.c */
+int mfi_parse_facet(const bson_iter_t *, mfi_agg *, mfi_stage_list *, mf_error *);
 
 #endif /* MF_AGG_PIPELINE_INT_H */

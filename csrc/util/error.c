@@ -91,6 +91,7 @@ static const struct {
     {213, "DuplicateSession"},
     {223, "IllegalOpMsgFlag"},
     {228, "SessionTransferIncomplete"},
+    {232, "MaxSubPipelineDepthExceeded"},
     {233, "TooManyDocumentSequences"},
     {236, "ForTestingErrorExtraInfo"},
     {238, "NotImplemented"},
