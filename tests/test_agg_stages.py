@@ -811,3 +811,22 @@ def test_allow_disk_use_flag_type(db):
     assert e.value.code == 14
     r = db.command("aggregate", "c", pipeline=[], cursor={}, allowDiskUse=False)
     assert r["ok"] == 1
+
+
+# ------------------------------------------------- results past the BSON limit
+
+
+def test_result_document_too_large(db):
+    """A pipeline may build a document past 16 MiB; returning it fails with
+    BSONObjectTooLarge (10334), as mongod, and the cursor is gone."""
+    big = "x" * (6 * 1024 * 1024)
+    db.big.insert_many([{"_id": i, "s": big} for i in range(3)])
+    with pytest.raises(OperationFailure) as ei:
+        list(db.big.aggregate([{"$group": {"_id": None, "all": {"$push": "$s"}}}]))
+    assert ei.value.code == 10334
+    assert "is invalid. Size must be between 0 and 16793600(16MB) First element: _id: null" \
+        in str(ei.value)
+    # just under the limit is returned whole
+    out = list(db.big.aggregate([{"$match": {"_id": {"$lt": 2}}},
+                                 {"$group": {"_id": None, "all": {"$push": "$s"}}}]))
+    assert len(out) == 1 and len(out[0]["all"]) == 2

@@ -128,6 +128,22 @@ static bool batch_full(const batch *b)
     return b->max_docs >= 0 && b->n >= (uint64_t)b->max_docs;
 }
 
+/* A result a pipeline built past the BSON limit (16 MiB + 16 KiB, as
+ * mongod's BSONObjMaxInternalSize): BSONObjectTooLarge (10334). */
+static int too_large(const bson_t *d, mf_error *err)
+{
+    if (d->len <= 16 * 1024 * 1024 + 16 * 1024)
+        return 0;
+    char first[128] = "";
+    bson_iter_t it;
+    if (bson_iter_init(&it, d) && bson_iter_next(&it))
+        mf_bsonx_elem_to_string(&it, true, first, sizeof first);
+    return mf_error_set(err, 10334,
+                        "BSONObj size: %u (0x%X) is invalid. Size must be between 0 and "
+                        "16793600(16MB) First element: %s",
+                        d->len, d->len, first);
+}
+
 /* Offer one document: added, or stashed for the next batch. */
 static int offer(mfi_cursor *cur, batch *b, const uint8_t *data, size_t len, bool *stop,
                  mf_error *err)
@@ -217,7 +233,9 @@ static int fill(mfi_cursor *cur, mf_engine *e, mf_coll *c, batch *b, int64_t dea
                 *exhausted = rc == 0;
                 break;
             }
-            rc = offer(cur, b, bson_get_data(&d), d.len, &stop, err);
+            rc = too_large(&d, err);
+            if (rc == 0)
+                rc = offer(cur, b, bson_get_data(&d), d.len, &stop, err);
             bson_destroy(&d);
         } else if (cur->docs) {
             if (!bson_iter_next(&cur->docs_it)) {
@@ -269,13 +287,17 @@ static int fill(mfi_cursor *cur, mf_engine *e, mf_coll *c, batch *b, int64_t dea
             }
         } else if (cur->pipeline) {
             bool end;
-            rc = mf_pipeline_next(cur->pipeline, &shaped, &end, err);
+            bson_t pd;
+            rc = mf_pipeline_next(cur->pipeline, &pd, &end, err);
             if (rc == 0 && !end) {
-                d = bson_get_data(&shaped);
-                dl = shaped.len;
-                valid = true;
-            } else if (rc == 0) {
-                bson_init(&shaped);
+                rc = too_large(&pd, err);
+                if (rc == 0) {
+                    bson_concat(&shaped, &pd);
+                    d = bson_get_data(&shaped);
+                    dl = shaped.len;
+                    valid = true;
+                }
+                bson_destroy(&pd);
             }
         } else if (bson_iter_next(&cur->docs_it)) {
             uint32_t l;
