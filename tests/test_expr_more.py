@@ -529,3 +529,35 @@ def _has_date_parser():
 ])
 def test_string_to_date(expr, expected):
     check(expr, {}, expected)
+
+
+# ------------------------------------------ the accumulators as expressions
+
+ACC_EXPR = [
+    ({"$sum": [1, 2, 3]}, {}, 6),
+    ({"$sum": "$a"}, {"a": [1, 2.5, "x", Int64(3)]}, 6.5),
+    ({"$sum": ["$a", 1]}, {"a": [1, 2]}, 1),        # an array among operands is one value
+    ({"$sum": [2147483647, 1]}, {}, Int64(2147483648)),
+    ({"$sum": "$nope"}, {}, 0),
+    ({"$sum": [Decimal128("1.5"), 1]}, {}, Decimal128("2.5")),
+    ({"$avg": "$a"}, {"a": [1, 2]}, 1.5),
+    ({"$avg": "$a"}, {"a": ["x"]}, None),
+    ({"$min": "$a"}, {"a": [3, None, 1]}, 1),
+    ({"$max": [1, "a", 2]}, {}, "a"),
+    ({"$max": "$nope"}, {}, None),
+    ({"$stdDevPop": [1, 2, 3, 4]}, {}, 1.118033988749895),
+    ({"$stdDevSamp": [1]}, {}, None),
+    ({"$maxN": {"input": [3, 1, None, 7, 5], "n": 2}}, {}, [7, 5]),
+    ({"$minN": {"input": [3, 1, 7], "n": 5}}, {}, [1, 3, 7]),
+    ({"$firstN": {"input": [1, 2, 3], "n": 2}}, {}, [1, 2]),
+    ({"$lastN": {"input": [1, 2, 3], "n": 2}}, {}, [2, 3]),
+    ({"$firstN": {"input": 1, "n": 2}}, {}, Err(5788200)),
+    ({"$firstN": {"input": [1], "n": 0}}, {}, Err(5787908)),
+    ({"$firstN": {"input": [1], "n": 1.5}}, {}, Err(5787902)),
+    ({"$firstN": {"input": [1]}}, {}, Err(5787906)),
+]
+
+
+@pytest.mark.parametrize("expr,doc,expected", ACC_EXPR)
+def test_accumulator_expressions(expr, doc, expected):
+    check(expr, doc, expected)

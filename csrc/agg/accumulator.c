@@ -486,6 +486,9 @@ static int merge_into(mfi_acc_state *s, const val *add_v, mf_error *err)
     return rc;
 }
 
+static int add_value(const mfi_acc *a, mfi_acc_state *s, const bson_t *doc, val v,
+                     uint64_t seq, mf_error *err);
+
 int mfi_acc_add(const mfi_acc *a, mfi_acc_state *s, const bson_t *doc, const bson_t *group_root,
                 uint64_t seq, mfi_agg *agg, mf_error *err)
 {
@@ -495,6 +498,34 @@ int mfi_acc_add(const mfi_acc *a, mfi_acc_state *s, const bson_t *doc, const bso
         return rc;
     if (a->arg && (rc = mfi_agg_eval(agg, a->arg, doc, &v, err)) != 0)
         return rc;
+    return add_value(a, s, doc, v, seq, err);
+}
+
+int mfi_acc_init_kind(mfi_acc *a, const char *name)
+{
+    memset(a, 0, sizeof *a);
+    for (size_t i = 0; i < sizeof defs / sizeof defs[0]; i++)
+        if (strcmp(defs[i].name, name) == 0) {
+            a->kind = defs[i].kind;
+            a->name = defs[i].name;
+            return 0;
+        }
+    return -1;
+}
+
+int mfi_acc_add_value(const mfi_acc *a, mfi_acc_state *s, const bson_value_t *v, mf_error *err)
+{
+    val copy = {.value_type = BSON_TYPE_EOD};
+    if (v->value_type != BSON_TYPE_EOD)
+        bson_value_copy(v, &copy);
+    return add_value(a, s, NULL, copy, 0, err);
+}
+
+/* Accumulate `v` (taken: freed here). */
+static int add_value(const mfi_acc *a, mfi_acc_state *s, const bson_t *doc, val v,
+                     uint64_t seq, mf_error *err)
+{
+    int rc = 0;
     switch (a->kind) {
     case A_COUNT:
         set_int(&v, 1);

@@ -38,6 +38,13 @@ size_t mfi_acc_state_mem(const mfi_acc_state *s);
 int mfi_acc_add(const mfi_acc *a, mfi_acc_state *s, const bson_t *doc, const bson_t *group_root,
                 uint64_t seq, mfi_agg *agg, mf_error *err);
 
+/* A bare accumulator of kind `name` ("$sum", "$avg", "$min", "$max",
+ * "$stdDevPop", "$stdDevSamp": those that need no document) for the
+ * expression forms; -1 for another name.  Nothing to clear. */
+int mfi_acc_init_kind(mfi_acc *a, const char *name);
+/* Accumulate the value `v` (copied) into a bare accumulator's state. */
+int mfi_acc_add_value(const mfi_acc *a, mfi_acc_state *s, const bson_value_t *v, mf_error *err);
+
 /* The result, an owned value. */
 int mfi_acc_result(const mfi_acc *a, const mfi_acc_state *s, bson_value_t *out, mf_error *err);
 

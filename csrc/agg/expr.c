@@ -1652,6 +1652,8 @@ static const op_def *find_op(const char *name)
     if (!op)
         op = find_in(mfi_expr_date_ops, mfi_expr_ndate_ops, name);
     if (!op)
+        op = find_in(mfi_expr_acc_ops, mfi_expr_nacc_ops, name);
+    if (!op)
         op = find_in(mfi_expr_convert_ops, mfi_expr_nconvert_ops, name);
     if (!op)
         op = find_in(mfi_expr_regex_ops, mfi_expr_nregex_ops, name);

@@ -176,6 +176,8 @@ extern const op_def mfi_expr_array_ops[];
 extern const size_t mfi_expr_narray_ops;
 extern const op_def mfi_expr_object_ops[];
 extern const size_t mfi_expr_nobject_ops;
+extern const op_def mfi_expr_acc_ops[];
+extern const size_t mfi_expr_nacc_ops;
 extern const op_def mfi_expr_date_ops[];
 extern const size_t mfi_expr_ndate_ops;
 
