@@ -90,6 +90,7 @@ static const struct {
     {206, "NoSuchSession"},
     {213, "DuplicateSession"},
     {223, "IllegalOpMsgFlag"},
+    {224, "QueryFeatureNotAllowed"},
     {228, "SessionTransferIncomplete"},
     {233, "TooManyDocumentSequences"},
     {236, "ForTestingErrorExtraInfo"},
