@@ -1,6 +1,7 @@
 """Build MultiforaDB's C core, multifora._core, and its C test binary.
 
-The libraries are found with pkg-config; a missing one stops the build with
+The libraries are found with pkg-config (Intel's decimal library, which has
+no .pc file, by its header and archive); a missing one stops the build with
 the Debian package that provides it.  Environment switches:
 
   MULTIFORA_SANITIZE=1   build the extension with ASan and UBSan (load it
@@ -32,7 +33,21 @@ LIBRARIES = {
     "liblz4": "liblz4-dev",
     "libxxhash": "libxxhash-dev",
     "libpcre2-8": "libpcre2-dev",
+    # Olson time zones for the date operators (csrc/agg/expr_date.c)
+    "icu-i18n": "libicu-dev",
+    "icu-uc": "libicu-dev",
 }
+
+# Libraries without a .pc file: (header, static library, Debian package).
+# Intel's decimal floating-point library (decimal128 arithmetic, as mongod
+# uses) ships only static archives; libbidgcc000 is the build with
+# arguments by value and no global rounding mode or flags (agg/decimal.c).
+STATIC_LIBRARIES = [
+    ("bid_functions.h", "libbidgcc000.a", "libintelrdfpmath-dev"),
+]
+STATIC_DIRS = ["/usr/lib/x86_64-linux-gnu", "/usr/lib/aarch64-linux-gnu", "/usr/lib64",
+               "/usr/lib", "/usr/local/lib"]
+HEADER_DIRS = ["/usr/include", "/usr/local/include"]
 
 
 def _env(name):
@@ -54,8 +69,11 @@ def find_libraries():
         for name, deb in LIBRARIES.items()
         if _pkg_config("--exists", name).returncode != 0
     ]
+    static_objects, static_missing = find_static_libraries()
+    missing += [f"{lib} (Debian package: {deb})" for lib, deb in static_missing]
     if missing:
-        debs = " ".join(LIBRARIES[m.split()[0]] for m in missing)
+        debs = " ".join(dict.fromkeys([LIBRARIES[m.split()[0]] for m in missing if m.split()[0] in LIBRARIES]
+                        + [deb for _, deb in static_missing]))
         sys.exit(
             "error: missing C libraries: " + ", ".join(missing)
             + f"\n  install them with: apt-get install {debs}"
@@ -66,7 +84,20 @@ def find_libraries():
     include_dirs = [f[2:] for f in cflags if f.startswith("-I")]
     library_dirs = [f[2:] for f in libs if f.startswith("-L")]
     libraries = [f[2:] for f in libs if f.startswith("-l")] + ["m"]
-    return include_dirs, library_dirs, libraries
+    return include_dirs, library_dirs, libraries, static_objects
+
+
+def find_static_libraries():
+    """Return (archives found, [(library, Debian package) missing])."""
+    found, missing = [], []
+    for header, archive, deb in STATIC_LIBRARIES:
+        has_header = any(Path(d, header).exists() for d in HEADER_DIRS)
+        paths = [Path(d, archive) for d in STATIC_DIRS if Path(d, archive).exists()]
+        if has_header and paths:
+            found.append(str(paths[0]))
+        else:
+            missing.append((archive, deb))
+    return found, missing
 
 
 def c_sources(with_tests):
@@ -128,7 +159,7 @@ class BuildExt(build_ext):
         return super().get_outputs() + [str(Path(self.build_lib, "multifora", "_ctest"))]
 
     def build_ctest(self):
-        include_dirs, library_dirs, libraries = find_libraries()
+        include_dirs, library_dirs, libraries, static_objects = find_libraries()
         cc = self.compiler.compiler_so[0]
         sanitize = compiler_supports_sanitizers(cc)
         flags = compile_flags(sanitize)
@@ -143,7 +174,7 @@ class BuildExt(build_ext):
         link = ["-pthread"] + (SANITIZE if sanitize else [])
         # link_executable uses the linker_exe (cc), not the shared-object linker.
         self.compiler.link_executable(
-            objects, "_ctest", output_dir=out_dir, libraries=libraries,
+            objects + static_objects, "_ctest", output_dir=out_dir, libraries=libraries,
             library_dirs=library_dirs, extra_postargs=link,
         )
 
@@ -153,7 +184,7 @@ def headers():
 
 
 def extension():
-    include_dirs, library_dirs, libraries = find_libraries()
+    include_dirs, library_dirs, libraries, static_objects = find_libraries()
     sanitize = _env("MULTIFORA_SANITIZE")
     return Extension(
         "multifora._core",
@@ -162,8 +193,10 @@ def extension():
         include_dirs=include_dirs,
         library_dirs=library_dirs,
         libraries=libraries,
+        extra_objects=static_objects,
         extra_compile_args=compile_flags(sanitize),
-        extra_link_args=["-pthread"] + (SANITIZE if sanitize else []),
+        # the static decimal library's symbols stay inside (one export)
+        extra_link_args=["-pthread", "-Wl,--exclude-libs,ALL"] + (SANITIZE if sanitize else []),
     )
 
 

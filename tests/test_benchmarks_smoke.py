@@ -93,3 +93,17 @@ def test_index_bench_runs(tmp_path, keys):
         assert f"  {form} speedup unindexed/indexed per repetition: min " in out, out
     assert "all checks passed" in out, out
     assert list(tmp_path.iterdir()) == []  # the scratch data directory is removed
+
+
+def test_agg_group_runs(tmp_path):
+    r = subprocess.run([sys.executable, str(BENCH / "agg_group.py"), "--docs", "3000",
+                        "--keys", "30", "--reps", "2", "--dir", str(tmp_path)],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stdout + r.stderr
+    out = r.stdout
+    assert "loaded 3,000 documents in " in out, out
+    assert "3,000 documents, 30 keys, 2 repetitions each" in out, out
+    for name in ("group", "count"):
+        assert any(x.lstrip().startswith(name + " ") for x in out.splitlines()), out
+    assert "time ratio group/count per round: min " in out, out
+    assert list(tmp_path.iterdir()) == []  # the scratch data directory is removed

@@ -26,27 +26,15 @@ SPEC_DIR = SHARED / "spec" / "crud"
 AGG = 'aggregate not implemented (issue 6)'
 COUNT_DOCS = 'countDocuments runs aggregate: not implemented (issue 6)'
 COLLATION = 'collation other than simple not supported'
-SETFIELD = '$setField expression not implemented'
-RAND = '$rand expression not implemented'
 FAILPOINT = 'configureFailPoint not implemented (fail points)'
-OUT_MERGE = '$out / $merge stages not implemented yet (issue 6)'
 VIEWS = 'views (create with viewOn) not supported'
 
 # file -> reason (every runnable test in the file fails), or
 # (file, test description) -> reason (the file has passing tests too).
 NOT_YET = {
     'aggregate-collation.json': COLLATION,
-    ('aggregate-let.json', 'Aggregate with let option'): RAND,
-    ('aggregate-let.json', 'Aggregate to collection with let option'): OUT_MERGE,
-    'aggregate-merge-errorResponse.json': OUT_MERGE,
-    'aggregate-merge.json': OUT_MERGE,
-    'aggregate-out.json': OUT_MERGE,
     'bulkWrite-collation.json': COLLATION,
     'bulkWrite-errorResponse.json': FAILPOINT,
-    'bulkWrite-updateMany-dots_and_dollars.json': SETFIELD,
-    'bulkWrite-updateOne-dots_and_dollars.json': SETFIELD,
-    ('bypassDocumentValidation.json', 'Aggregate with $out passes bypassDocumentValidation: false'):
-        OUT_MERGE,
     ('count-collation.json', 'Count documents with collation'):
         COUNT_DOCS,
     'db-aggregate-rawdata.json': AGG,
@@ -65,14 +53,11 @@ NOT_YET = {
     'findOneAndDelete-collation.json': COLLATION,
     'findOneAndReplace-collation.json': COLLATION,
     'findOneAndUpdate-collation.json': COLLATION,
-    'findOneAndUpdate-dots_and_dollars.json': SETFIELD,
     'findOneAndUpdate-errorResponse.json': 'createIndexes not implemented; collMod not implemented',
     'insertOne-errorResponse.json': FAILPOINT,
     'replaceOne-collation.json': COLLATION,
     'updateMany-collation.json': COLLATION,
-    'updateMany-dots_and_dollars.json': SETFIELD,
     'updateOne-collation.json': COLLATION,
-    'updateOne-dots_and_dollars.json': SETFIELD,
     'updateOne-errorResponse.json': FAILPOINT,
 }
 

@@ -10,10 +10,10 @@
  * combine them later; merging a later partial into an earlier one gives the
  * same result as accumulating both inputs in order.
  *
- * Sums as mongod's AccumulatorSum: integers are added exactly in 64 bits
- * until they overflow, doubles with compensated (Neumaier) summation; the
- * result has the widest type seen (int if every input was an int and the
- * total fits, else long, else double).  Non-numeric inputs are ignored.
+ * Sums as mongod's AccumulatorSum: integers are added exactly (in 128
+ * bits), doubles with compensated (Neumaier) summation; the result has the
+ * widest type seen (int if every input was an int and the total fits, else
+ * long if the total fits, else double).  Non-numeric inputs are ignored.
  */
 #include "accumulator.h"
 #include "expr_int.h"
@@ -180,9 +180,10 @@ int mfi_acc_parse(const bson_iter_t *field, mfi_agg *agg, mfi_acc *a, mf_error *
 
 struct mfi_acc_state {
     bson_type_t widest;      /* sum, avg: the widest numeric type seen */
-    int64_t lsum;            /* exact integer sum */
-    bool lover;              /* ... overflowed: integers went into dsum */
+    __int128 isum;           /* exact integer sum (2^64 inputs cannot overflow it) */
     double dsum, dcomp;      /* compensated double sum */
+    mf_dec dec;              /* sum of the decimal inputs (has_dec) */
+    bool has_dec;
     int64_t count;           /* numeric inputs (avg, stddev) */
     double mean, m2;         /* stddev (Welford) */
     val v;                   /* first, last, min, max, mergeObjects (EOD: none) */
@@ -231,17 +232,12 @@ static void widen(mfi_acc_state *s, bson_type_t t)
 
 static void add_long(mfi_acc_state *s, int64_t x)
 {
-    if (!s->lover) {
-        int64_t r;
-        if (!__builtin_add_overflow(s->lsum, x, &r)) {
-            s->lsum = r;
-            return;
-        }
-        s->lover = true;
-        kahan_add(s, (double)s->lsum);
-        s->lsum = 0;
-    }
-    kahan_add(s, (double)x);
+    s->isum += x;
+}
+
+static bool isum_fits_long(const mfi_acc_state *s)
+{
+    return s->isum >= INT64_MIN && s->isum <= INT64_MAX;
 }
 
 mfi_acc_state *mfi_acc_state_new(void)
@@ -509,7 +505,10 @@ int mfi_acc_add(const mfi_acc *a, mfi_acc_state *s, const bson_t *doc, const bso
         case BSON_TYPE_INT32: add_long(s, v.value.v_int32); break;
         case BSON_TYPE_INT64: add_long(s, v.value.v_int64); break;
         case BSON_TYPE_DOUBLE: kahan_add(s, v.value.v_double); break;
-        case BSON_TYPE_DECIMAL128: rc = mfi_no_decimal(a->name, err); break;
+        case BSON_TYPE_DECIMAL128:
+            s->dec = s->has_dec ? mf_dec_add(s->dec, v.value.v_decimal128) : v.value.v_decimal128;
+            s->has_dec = true;
+            break;
         default: break;
         }
         if (is_num(&v)) {
@@ -519,14 +518,12 @@ int mfi_acc_add(const mfi_acc *a, mfi_acc_state *s, const bson_t *doc, const bso
         break;
     case A_STDDEV_POP:
     case A_STDDEV_SAMP:
-        if (is_num(&v) && v.value_type != BSON_TYPE_DECIMAL128) {
+        if (is_num(&v)) { /* decimals count as doubles, as mongod */
             double x = as_double(&v);
             s->count++;
             double d = x - s->mean;
             s->mean += d / (double)s->count;
             s->m2 += d * (x - s->mean);
-        } else if (v.value_type == BSON_TYPE_DECIMAL128) {
-            rc = mfi_no_decimal(a->name, err);
         }
         break;
     case A_MIN:
@@ -648,18 +645,46 @@ int mfi_acc_add(const mfi_acc *a, mfi_acc_state *s, const bson_t *doc, const bso
     return rc;
 }
 
+/* The non-decimal part of a sum as a decimal. */
+static mf_dec nondec_total(const mfi_acc_state *s)
+{
+    mf_dec t;
+    if (isum_fits_long(s)) {
+        t = mf_dec_from_int64((int64_t)s->isum);
+    } else {
+        /* hi * 2^64 + lo, lo as two 32-bit halves */
+        uint64_t lo = (uint64_t)s->isum;
+        mf_dec two32 = mf_dec_from_int64((int64_t)1 << 32);
+        t = mf_dec_mul(mf_dec_mul(mf_dec_from_int64((int64_t)(s->isum >> 64)), two32), two32);
+        t = mf_dec_add(t, mf_dec_mul(mf_dec_from_int64((int64_t)(lo >> 32)), two32));
+        t = mf_dec_add(t, mf_dec_from_int64((int64_t)(lo & 0xffffffffu)));
+    }
+    if (s->dsum == 0 && s->dcomp == 0)
+        return t;
+    return mf_dec_add(mf_dec_add(mf_dec_from_double34(s->dsum), mf_dec_from_double34(s->dcomp)),
+                      t);
+}
+
 /* The sum as mongod reports it. */
 static void sum_value(const mfi_acc_state *s, val *out)
 {
-    if (!s->lover && (s->widest == BSON_TYPE_INT32 || s->widest == BSON_TYPE_EOD)) {
-        set_int_or_long(out, s->lsum);
+    if (s->widest == BSON_TYPE_DECIMAL128) {
+        mf_dec t = nondec_total(s);
+        set_dec(out, s->has_dec ? mf_dec_add(s->dec, t) : t);
         return;
     }
-    if (!s->lover && s->widest == BSON_TYPE_INT64) {
-        set_long(out, s->lsum);
+    /* integers only: exact, as mongod's DoubleDoubleSummation; a total
+     * that does not fit in a long (even if a partial sum did not) is a
+     * double */
+    if (isum_fits_long(s) && (s->widest == BSON_TYPE_INT32 || s->widest == BSON_TYPE_EOD)) {
+        set_int_or_long(out, (int64_t)s->isum);
         return;
     }
-    set_double(out, (s->dsum + s->dcomp) + (double)s->lsum);
+    if (isum_fits_long(s) && s->widest == BSON_TYPE_INT64) {
+        set_long(out, (int64_t)s->isum);
+        return;
+    }
+    set_double(out, (s->dsum + s->dcomp) + (double)s->isum);
 }
 
 static int array_of_entries(const mfi_acc_state *s, val *out, mf_error *err)
@@ -681,6 +706,10 @@ int mfi_acc_result(const mfi_acc *a, const mfi_acc_state *s, bson_value_t *out, 
     case A_AVG:
         if (s->count == 0) {
             set_null(out);
+        } else if (s->widest == BSON_TYPE_DECIMAL128) {
+            val sv;
+            sum_value(s, &sv);
+            set_dec(out, mf_dec_div(sv.value.v_decimal128, mf_dec_from_int64(s->count)));
         } else {
             val sv;
             sum_value(s, &sv);
@@ -735,14 +764,16 @@ int mfi_acc_save(const mfi_acc_state *s, bson_t *out, const char *key)
     bson_t d, arr, ent;
     BSON_APPEND_DOCUMENT_BEGIN(out, key, &d);
     BSON_APPEND_INT32(&d, "w", (int32_t)s->widest);
-    BSON_APPEND_INT64(&d, "l", s->lsum);
-    BSON_APPEND_BOOL(&d, "o", s->lover);
+    BSON_APPEND_INT64(&d, "l", (int64_t)(uint64_t)s->isum);           /* low 64 bits */
+    BSON_APPEND_INT64(&d, "h", (int64_t)(s->isum >> 64));             /* high */
     BSON_APPEND_DOUBLE(&d, "d", s->dsum);
     BSON_APPEND_DOUBLE(&d, "c", s->dcomp);
     BSON_APPEND_INT64(&d, "n", s->count);
     BSON_APPEND_DOUBLE(&d, "m", s->mean);
     BSON_APPEND_DOUBLE(&d, "q", s->m2);
     BSON_APPEND_INT64(&d, "N", s->n);
+    if (s->has_dec)
+        BSON_APPEND_DECIMAL128(&d, "D", &s->dec);
     BSON_APPEND_BOOL(&d, "S", s->n_set);
     if (s->has)
         bson_append_value(&d, "v", 1, &s->v);
@@ -774,14 +805,15 @@ int mfi_acc_merge(const mfi_acc *a, mfi_acc_state *s, const bson_iter_t *saved, 
         const char *k = bson_iter_key(&f);
         switch (k[0]) {
         case 'w': o.widest = (bson_type_t)bson_iter_int32(&f); break;
-        case 'l': o.lsum = bson_iter_int64(&f); break;
-        case 'o': o.lover = bson_iter_bool(&f); break;
+        case 'l': o.isum |= (unsigned __int128)(uint64_t)bson_iter_int64(&f); break;
+        case 'h': o.isum |= (__int128)bson_iter_int64(&f) * ((__int128)1 << 64); break;
         case 'd': o.dsum = bson_iter_double(&f); break;
         case 'c': o.dcomp = bson_iter_double(&f); break;
         case 'n': o.count = bson_iter_int64(&f); break;
         case 'm': o.mean = bson_iter_double(&f); break;
         case 'q': o.m2 = bson_iter_double(&f); break;
         case 'N': o.n = bson_iter_int64(&f); break;
+        case 'D': bson_iter_decimal128(&f, &o.dec); o.has_dec = true; break;
         case 'S': o.n_set = bson_iter_bool(&f); break;
         case 'v': bson_value_copy(bson_iter_value(&f), &o.v); o.has = true; break;
         case 'e': entries = f; has_entries = true; break;
@@ -796,19 +828,13 @@ int mfi_acc_merge(const mfi_acc *a, mfi_acc_state *s, const bson_iter_t *saved, 
     case A_SUM: case A_AVG: case A_COUNT:
         widen(s, o.widest);
         s->count += o.count;
-        if (o.lover) {
-            kahan_add(s, o.dsum);
-            kahan_add(s, o.dcomp);
-            if (!s->lover) {
-                s->lover = true;
-                kahan_add(s, (double)s->lsum);
-                s->lsum = 0;
-            }
-        } else {
-            add_long(s, o.lsum);
-            kahan_add(s, o.dsum);
-            kahan_add(s, o.dcomp);
+        if (o.has_dec) {
+            s->dec = s->has_dec ? mf_dec_add(s->dec, o.dec) : o.dec;
+            s->has_dec = true;
         }
+        s->isum += o.isum;
+        kahan_add(s, o.dsum);
+        kahan_add(s, o.dcomp);
         break;
     case A_STDDEV_POP: case A_STDDEV_SAMP:
         if (o.count) {

@@ -49,8 +49,8 @@ int mf_expr_parse(const bson_iter_t *it, const char *const *let_names, size_t nl
  * under `key` to `out`.  When the result is missing nothing is appended and
  * *missing is set (it is cleared otherwise).  `vars` may be NULL.  Errors:
  * the operators' runtime errors as mongod's (16608 "can't $divide by zero",
- * ...); 238 NotImplemented for decimal128 arithmetic, which needs a decimal
- * library that the build does not have yet.  On error `out` is unchanged. */
+ * 241 ConversionFailure from $convert without onError, ...).  On error
+ * `out` is unchanged. */
 int mf_expr_eval(const mf_expr *e, const bson_t *root, const mf_expr_vars *vars, bson_t *out,
                  const char *key, bool *missing, mf_error *err);
 

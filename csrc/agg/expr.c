@@ -122,12 +122,6 @@ void mfi_val_str(const val *v, char *out, size_t cap)
     bson_destroy(&t);
 }
 
-int mfi_no_decimal(const char *op, mf_error *err)
-{
-    return mf_error_set(err, MF_NotImplemented,
-                        "%s: decimal128 arithmetic is not supported yet", op);
-}
-
 /* ------------------------------------------------------------------ trees */
 
 static void node_free(node *n)
@@ -822,18 +816,37 @@ void mfi_free_all(val *v, size_t k)
 
 /* ------------------------------------------------------------ arithmetic */
 
-static bool add_overflows(int64_t a, int64_t b, int64_t *r)
+/* The number types in widening order (mongod's getWidestNumeric). */
+enum { W_INT, W_LONG, W_DOUBLE, W_DEC };
+
+static int width(const val *v)
 {
-    return __builtin_add_overflow(a, b, r);
+    switch (v->value_type) {
+    case BSON_TYPE_INT32: return W_INT;
+    case BSON_TYPE_INT64: return W_LONG;
+    case BSON_TYPE_DOUBLE: return W_DOUBLE;
+    default: return W_DEC;
+    }
 }
 
-/* $add: the narrowest of int, long, double that holds the sum (int32 and
- * int64 overflow widen); one date allowed, which makes the result a date. */
+/* A double total as a decimal when a decimal joins the sum: an integral
+ * total exactly, another at 34 digits (DoubleDoubleSummation::getDecimal). */
+static mf_dec double_total_dec(double d)
+{
+    if (d == trunc(d) && d >= -9223372036854775808.0 && d < 9223372036854775808.0)
+        return mf_dec_from_int64((int64_t)d);
+    return mf_dec_from_double34(d);
+}
+
+/* $add: the narrowest of int, long, double, decimal that holds the sum
+ * (int32 and int64 overflow widen to double; a decimal operand makes the
+ * result decimal); one date allowed, which makes the result a date. */
 static int op_add(const node *n, ctx *c, val *out)
 {
     int64_t ltot = 0;
     double dtot = 0;
-    int widest = 0; /* 0 int, 1 long, 2 double */
+    mf_dec xtot = mf_dec_from_int64(0);
+    int widest = W_INT;
     bool is_date = false;
     for (size_t i = 0; i < n->nargs; i++) {
         val v;
@@ -851,50 +864,57 @@ static int op_add(const node *n, ctx *c, val *out)
             mfi_val_free(&v);
             return rc;
         }
-        if (v.value_type == BSON_TYPE_DECIMAL128)
-            return mfi_no_decimal("$add", c->err);
-        int64_t lv;
+        val lv; /* the operand as a number (a date as its milliseconds) */
         if (v.value_type == BSON_TYPE_DATE_TIME) {
             if (is_date)
                 return mf_error_set(c->err, 16612, "only one date allowed in an $add "
                                     "expression");
             is_date = true;
-            lv = v.value.v_datetime;
+            set_long(&lv, v.value.v_datetime);
         } else {
-            int w = v.value_type == BSON_TYPE_INT32 ? 0 : v.value_type == BSON_TYPE_INT64 ? 1 : 2;
+            lv = v;
+            int w = width(&v);
             if (w > widest) {
-                if (w == 2 && widest < 2)
+                if (w >= W_DOUBLE && widest < W_DOUBLE)
                     dtot = (double)ltot;
+                if (w == W_DEC)
+                    xtot = widest == W_DOUBLE ? double_total_dec(dtot) : mf_dec_from_int64(ltot);
                 widest = w;
             }
-            lv = as_long(&v);
         }
-        if (widest == 2) {
-            dtot += v.value_type == BSON_TYPE_DATE_TIME ? (double)lv : as_double(&v);
+        if (widest == W_DEC) {
+            xtot = mf_dec_add(xtot, as_dec(&lv));
+        } else if (widest == W_DOUBLE) {
+            dtot += as_double(&lv);
         } else {
             int64_t sum;
-            if (add_overflows(ltot, lv, &sum)) { /* widen to double, as mongod */
-                widest = 2;
-                dtot = (double)ltot + (double)lv;
+            if (__builtin_add_overflow(ltot, as_long(&lv), &sum)) { /* widen, as mongod */
+                widest = W_DOUBLE;
+                dtot = (double)ltot + (double)as_long(&lv);
             } else {
                 ltot = sum;
             }
         }
     }
     if (is_date) {
-        if (widest == 2) {
+        if (widest == W_DEC) {
+            /* mongod does not check a decimal date for overflow */
+            set_date(out, mf_dec_to_int64(xtot, MF_DEC_HALF_EVEN, NULL));
+        } else if (widest == W_DOUBLE) {
             if (!(dtot >= -9223372036854775808.0 && dtot < 9223372036854775808.0))
                 return mf_error_set(c->err, MF_Overflow, "date overflow in $add");
             set_date(out, llround(dtot));
         } else {
             set_date(out, ltot);
         }
-    } else if (widest == 0) {
+    } else if (widest == W_INT) {
         set_int_or_long(out, ltot);
-    } else if (widest == 1) {
+    } else if (widest == W_LONG) {
         set_long(out, ltot);
-    } else {
+    } else if (widest == W_DOUBLE) {
         set_double(out, dtot);
+    } else {
+        set_dec(out, xtot);
     }
     return 0;
 }
@@ -907,16 +927,16 @@ static int op_subtract(const node *n, ctx *c, val *out)
         return rc;
     val *a = &v[0], *b = &v[1];
     if (is_num(a) && is_num(b)) {
-        if (a->value_type == BSON_TYPE_DECIMAL128 || b->value_type == BSON_TYPE_DECIMAL128)
-            rc = mfi_no_decimal("$subtract", c->err);
-        else if (a->value_type == BSON_TYPE_DOUBLE || b->value_type == BSON_TYPE_DOUBLE)
+        int w = width(a) > width(b) ? width(a) : width(b);
+        if (w == W_DEC)
+            set_dec(out, mf_dec_sub(as_dec(a), as_dec(b)));
+        else if (w == W_DOUBLE)
             set_double(out, as_double(a) - as_double(b));
         else {
             int64_t r;
-            bool is_long = a->value_type == BSON_TYPE_INT64 || b->value_type == BSON_TYPE_INT64;
             if (__builtin_sub_overflow(as_long(a), as_long(b), &r))
                 set_double(out, as_double(a) - as_double(b));
-            else if (is_long)
+            else if (w == W_LONG)
                 set_long(out, r);
             else
                 set_int_or_long(out, r);
@@ -926,8 +946,6 @@ static int op_subtract(const node *n, ctx *c, val *out)
     } else if (a->value_type == BSON_TYPE_DATE_TIME) {
         if (b->value_type == BSON_TYPE_DATE_TIME)
             set_long(out, a->value.v_datetime - b->value.v_datetime);
-        else if (b->value_type == BSON_TYPE_DECIMAL128)
-            rc = mfi_no_decimal("$subtract", c->err);
         else if (is_num(b))
             set_date(out, a->value.v_datetime - as_long(b));
         else
@@ -942,18 +960,22 @@ static int op_subtract(const node *n, ctx *c, val *out)
 }
 
 /* $multiply: int64 product while it fits (an int result when both are
- * ints and it fits in 32 bits), double after an overflow or a double. */
+ * ints and it fits in 32 bits), double after an overflow or a double,
+ * decimal from the first decimal on (the product so far converted: a
+ * double one to 15 digits, as mongod). */
 static int op_multiply(const node *n, ctx *c, val *out)
 {
     int64_t lp = 1;
     double dp = 1;
-    int widest = 0;
+    mf_dec xp = mf_dec_from_int64(1);
+    int widest = W_INT;
     for (size_t i = 0; i < n->nargs; i++) {
         val v;
         int rc = mfi_eval(n->args[i], c, &v);
         if (rc != 0)
             return rc;
         if (nullish(&v)) {
+            mfi_val_free(&v);
             set_null(out);
             return 0;
         }
@@ -963,32 +985,36 @@ static int op_multiply(const node *n, ctx *c, val *out)
             mfi_val_free(&v);
             return rc;
         }
-        if (v.value_type == BSON_TYPE_DECIMAL128)
-            return mfi_no_decimal("$multiply", c->err);
-        int w = v.value_type == BSON_TYPE_INT32 ? 0 : v.value_type == BSON_TYPE_INT64 ? 1 : 2;
+        int w = width(&v);
         if (w > widest) {
-            if (w == 2)
+            if (w == W_DEC)
+                xp = widest == W_DOUBLE ? mf_dec_from_double(dp) : mf_dec_from_int64(lp);
+            else if (w == W_DOUBLE)
                 dp = (double)lp;
             widest = w;
         }
-        if (widest == 2) {
+        if (widest == W_DEC) {
+            xp = mf_dec_mul(xp, as_dec(&v));
+        } else if (widest == W_DOUBLE) {
             dp *= as_double(&v);
         } else {
             int64_t r;
             if (__builtin_mul_overflow(lp, as_long(&v), &r)) {
-                widest = 2;
+                widest = W_DOUBLE;
                 dp = (double)lp * as_double(&v);
             } else {
                 lp = r;
             }
         }
     }
-    if (widest == 0)
+    if (widest == W_INT)
         set_int_or_long(out, lp);
-    else if (widest == 1)
+    else if (widest == W_LONG)
         set_long(out, lp);
-    else
+    else if (widest == W_DOUBLE)
         set_double(out, dp);
+    else
+        set_dec(out, xp);
     return 0;
 }
 
@@ -999,12 +1025,17 @@ static int op_divide(const node *n, ctx *c, val *out)
     if (rc != 0)
         return rc;
     if (is_num(&v[0]) && is_num(&v[1])) {
-        if (v[0].value_type == BSON_TYPE_DECIMAL128 || v[1].value_type == BSON_TYPE_DECIMAL128)
-            rc = mfi_no_decimal("$divide", c->err);
-        else if (as_double(&v[1]) == 0)
+        if (width(&v[0]) == W_DEC || width(&v[1]) == W_DEC) {
+            mf_dec d = as_dec(&v[1]);
+            if (mf_dec_iszero(d))
+                rc = mf_error_set(c->err, 16608, "can't $divide by zero");
+            else
+                set_dec(out, mf_dec_div(as_dec(&v[0]), d));
+        } else if (as_double(&v[1]) == 0) {
             rc = mf_error_set(c->err, 16608, "can't $divide by zero");
-        else
+        } else {
             set_double(out, as_double(&v[0]) / as_double(&v[1]));
+        }
     } else if (nullish(&v[0]) || nullish(&v[1])) {
         set_null(out);
     } else {
@@ -1015,7 +1046,13 @@ static int op_divide(const node *n, ctx *c, val *out)
     return rc;
 }
 
-/* Whether a double holds an integer that fits in 32 bits (Value::integral). */
+/* Whether a number is an integer that fits in 32 bits (Value::integral). */
+int mfi_no_decimal(const char *what, mf_error *err)
+{
+    return mf_error_set(err, MF_NotImplemented, "%s does not support Decimal128 values yet",
+                        what);
+}
+
 bool mfi_integral32(const val *v)
 {
     if (v->value_type == BSON_TYPE_INT32)
@@ -1026,11 +1063,18 @@ bool mfi_integral32(const val *v)
         double d = v->value.v_double;
         return d >= INT32_MIN && d <= INT32_MAX && d == (double)(int32_t)d;
     }
+    if (v->value_type == BSON_TYPE_DECIMAL128) {
+        uint32_t flags = 0;
+        int32_t i = mf_dec_to_int32(v->value.v_decimal128, MF_DEC_HALF_EVEN, &flags);
+        return !(flags & MF_DEC_F_INVALID) &&
+               mf_dec_cmp(v->value.v_decimal128, mf_dec_from_int64(i)) == 0;
+    }
     return false;
 }
 
-/* $mod: fmod for a double dividend or a fractional divisor; otherwise
- * integer remainder (long if either is a long), x % -1 being 0. */
+/* $mod: decimal fmod if either is a decimal; fmod for a double dividend or
+ * a fractional divisor; otherwise integer remainder (long if either is a
+ * long), x % -1 being 0. */
 static int op_mod(const node *n, ctx *c, val *out)
 {
     val v[2];
@@ -1039,8 +1083,12 @@ static int op_mod(const node *n, ctx *c, val *out)
         return rc;
     val *a = &v[0], *b = &v[1];
     if (is_num(a) && is_num(b)) {
-        if (a->value_type == BSON_TYPE_DECIMAL128 || b->value_type == BSON_TYPE_DECIMAL128) {
-            rc = mfi_no_decimal("$mod", c->err);
+        if (width(a) == W_DEC || width(b) == W_DEC) {
+            mf_dec y = as_dec(b);
+            if (mf_dec_iszero(y))
+                rc = mf_error_set(c->err, 16610, "can't $mod by zero");
+            else
+                set_dec(out, mf_dec_mod(as_dec(a), y));
         } else if (as_double(b) == 0) {
             rc = mf_error_set(c->err, 16610, "can't $mod by zero");
         } else if (a->value_type == BSON_TYPE_DOUBLE ||
@@ -1083,9 +1131,20 @@ static int one_number(const node *n, ctx *c, val *v, bool *done, val *out)
         mfi_val_free(v);
         return rc;
     }
-    if (v->value_type == BSON_TYPE_DECIMAL128)
-        return mfi_no_decimal(n->op->name, c->err);
     return 0;
+}
+
+/* A number as mongod prints it in an error that shows coerceToDouble()
+ * ("-1", "0.5"). */
+static void double_str_of(const val *v, char *buf, size_t cap)
+{
+    val d, s;
+    set_double(&d, as_double(v));
+    buf[0] = 0;
+    if (mfi_coerce_to_string(&d, &s, NULL) == 0) {
+        snprintf(buf, cap, "%s", s.value.v_utf8.str);
+        mfi_val_free(&s);
+    }
 }
 
 static int op_abs(const node *n, ctx *c, val *out)
@@ -1097,6 +1156,8 @@ static int op_abs(const node *n, ctx *c, val *out)
         return rc;
     if (v.value_type == BSON_TYPE_DOUBLE) {
         set_double(out, fabs(v.value.v_double));
+    } else if (v.value_type == BSON_TYPE_DECIMAL128) {
+        set_dec(out, mf_dec_abs(v.value.v_decimal128));
     } else {
         int64_t x = as_long(&v);
         if (x == INT64_MIN)
@@ -1110,7 +1171,7 @@ static int op_abs(const node *n, ctx *c, val *out)
     return 0;
 }
 
-static int round_op(const node *n, ctx *c, val *out, double (*fn)(double))
+static int round_op(const node *n, ctx *c, val *out, double (*fn)(double), mf_dec_round mode)
 {
     val v;
     bool done;
@@ -1119,21 +1180,30 @@ static int round_op(const node *n, ctx *c, val *out, double (*fn)(double))
         return rc;
     if (v.value_type == BSON_TYPE_DOUBLE)
         set_double(out, fn(v.value.v_double));
+    else if (v.value_type == BSON_TYPE_DECIMAL128) /* to exponent 0, toward +-inf */
+        set_dec(out, mf_dec_quantize(v.value.v_decimal128, 0, mode, NULL));
     else
         *out = v; /* integers are their own ceiling and floor */
     return 0;
 }
 
-static int op_ceil(const node *n, ctx *c, val *out) { return round_op(n, c, out, ceil); }
-static int op_floor(const node *n, ctx *c, val *out) { return round_op(n, c, out, floor); }
+static int op_ceil(const node *n, ctx *c, val *out) { return round_op(n, c, out, ceil, MF_DEC_CEIL); }
+static int op_floor(const node *n, ctx *c, val *out)
+{
+    return round_op(n, c, out, floor, MF_DEC_FLOOR);
+}
 
 static int op_exp(const node *n, ctx *c, val *out)
 {
     val v;
     bool done;
     int rc = one_number(n, c, &v, &done, out);
-    if (rc == 0 && !done)
-        set_double(out, exp(as_double(&v)));
+    if (rc == 0 && !done) {
+        if (v.value_type == BSON_TYPE_DECIMAL128)
+            set_dec(out, mf_dec_exp(v.value.v_decimal128));
+        else
+            set_double(out, exp(as_double(&v)));
+    }
     return rc;
 }
 
@@ -1144,25 +1214,46 @@ static int op_sqrt(const node *n, ctx *c, val *out)
     int rc = one_number(n, c, &v, &done, out);
     if (rc != 0 || done)
         return rc;
-    double x = as_double(&v);
-    if (x < 0)
+    bool neg = v.value_type == BSON_TYPE_DECIMAL128
+                   ? mf_dec_cmp(v.value.v_decimal128, mf_dec_from_int64(0)) < 0 &&
+                         !mf_dec_isnan(v.value.v_decimal128)
+                   : as_double(&v) < 0; /* NaN gives NaN */
+    if (neg)
         return mf_error_set(c->err, 28714, "$sqrt's argument must be greater than or equal "
                             "to 0");
-    set_double(out, sqrt(x));
+    if (v.value_type == BSON_TYPE_DECIMAL128)
+        set_dec(out, mf_dec_sqrt(v.value.v_decimal128));
+    else
+        set_double(out, sqrt(as_double(&v)));
     return 0;
 }
 
-static int log_op(const node *n, ctx *c, val *out, int code, double (*fn)(double))
+static bool dec_positive(const val *v)
+{
+    return v->value_type == BSON_TYPE_DECIMAL128 &&
+           !mf_dec_isnan(v->value.v_decimal128) &&
+           mf_dec_cmp(v->value.v_decimal128, mf_dec_from_int64(0)) > 0;
+}
+
+/* $ln and $log10: a positive decimal gives a decimal; anything else is
+ * checked, and computed, as a double (so a decimal NaN gives a double
+ * NaN), as mongod. */
+static int log_op(const node *n, ctx *c, val *out, int code, double (*fn)(double),
+                  mf_dec (*dfn)(mf_dec))
 {
     val v;
     bool done;
     int rc = one_number(n, c, &v, &done, out);
     if (rc != 0 || done)
         return rc;
+    if (dec_positive(&v)) {
+        set_dec(out, dfn(v.value.v_decimal128));
+        return 0;
+    }
     double x = as_double(&v);
     if (!(x > 0) && !isnan(x)) {
         char buf[64];
-        mfi_val_str(&v, buf, sizeof buf);
+        double_str_of(&v, buf, sizeof buf);
         return mf_error_set(c->err, code, "%s's argument must be a positive number, but is %s",
                             n->op->name, buf);
     }
@@ -1170,8 +1261,11 @@ static int log_op(const node *n, ctx *c, val *out, int code, double (*fn)(double
     return 0;
 }
 
-static int op_ln(const node *n, ctx *c, val *out) { return log_op(n, c, out, 28766, log); }
-static int op_log10(const node *n, ctx *c, val *out) { return log_op(n, c, out, 28761, log10); }
+static int op_ln(const node *n, ctx *c, val *out) { return log_op(n, c, out, 28766, log, mf_dec_ln); }
+static int op_log10(const node *n, ctx *c, val *out)
+{
+    return log_op(n, c, out, 28761, log10, mf_dec_log10);
+}
 
 static int op_log(const node *n, ctx *c, val *out)
 {
@@ -1181,32 +1275,36 @@ static int op_log(const node *n, ctx *c, val *out)
     if (rc != 0)
         return rc;
     val *x = &v[0], *b = &v[1];
-    if (nullish(x) || nullish(b))
+    double dx = as_double(x), db = as_double(b);
+    if (nullish(x) || nullish(b)) {
         set_null(out);
-    else if (!is_num(x))
+    } else if (!is_num(x)) {
         rc = mf_error_set(c->err, 28756, "$log's argument must be numeric, not %s", mfi_type_name(x));
-    else if (!is_num(b))
+    } else if (!is_num(b)) {
         rc = mf_error_set(c->err, 28757, "$log's base must be numeric, not %s", mfi_type_name(b));
-    else if (x->value_type == BSON_TYPE_DECIMAL128 || b->value_type == BSON_TYPE_DECIMAL128)
-        rc = mfi_no_decimal("$log", c->err);
-    else if (!(as_double(x) > 0)) {
-        mfi_val_str(x, buf, sizeof buf);
+    } else if ((width(x) == W_DEC || width(b) == W_DEC) &&
+               mf_dec_cmp(as_dec(x), mf_dec_from_int64(0)) > 0 && !mf_dec_isnan(as_dec(x)) &&
+               mf_dec_cmp(as_dec(b), mf_dec_from_int64(0)) > 0 && !mf_dec_isnan(as_dec(b)) &&
+               mf_dec_cmp(as_dec(b), mf_dec_from_int64(1)) != 0) {
+        set_dec(out, mf_dec_log(as_dec(x), as_dec(b)));
+    } else if (!(dx > 0) && !isnan(dx)) {
+        double_str_of(x, buf, sizeof buf);
         rc = mf_error_set(c->err, 28758, "$log's argument must be a positive number, but is %s",
                           buf);
-    } else if (!(as_double(b) > 0) || as_double(b) == 1) {
-        mfi_val_str(b, buf, sizeof buf);
+    } else if (!((db > 0 && db != 1) || isnan(db))) {
+        double_str_of(b, buf, sizeof buf);
         rc = mf_error_set(c->err, 28759, "$log's base must be a positive number not equal to "
                           "1, but is %s", buf);
     } else {
-        set_double(out, log(as_double(x)) / log(as_double(b)));
+        set_double(out, log(dx) / log(db));
     }
     mfi_free_all(v, 2);
     return rc;
 }
 
-/* $pow: integral base and exponent give an integer while it fits (int for
- * two ints, long otherwise), a double after overflow or for a negative
- * exponent (but 1 and -1 stay integers). */
+/* $pow: a decimal if either is one; integral base and exponent give an
+ * integer while it fits (int for two ints, long otherwise), a double
+ * after overflow or for a negative exponent (but 1 and -1 stay integers). */
 static int op_pow(const node *n, ctx *c, val *out)
 {
     val v[2];
@@ -1221,8 +1319,13 @@ static int op_pow(const node *n, ctx *c, val *out)
     } else if (!is_num(e)) {
         rc = mf_error_set(c->err, 28763, "$pow's exponent must be numeric, not %s",
                           mfi_type_name(e));
-    } else if (b->value_type == BSON_TYPE_DECIMAL128 || e->value_type == BSON_TYPE_DECIMAL128) {
-        rc = mfi_no_decimal("$pow", c->err);
+    } else if (width(b) == W_DEC || width(e) == W_DEC) {
+        mf_dec db = as_dec(b), de = as_dec(e);
+        if (mf_dec_iszero(db) && mf_dec_isneg(de))
+            rc = mf_error_set(c->err, 28764, "$pow cannot take a base of 0 and a negative "
+                              "exponent");
+        else
+            set_dec(out, mf_dec_pow(db, de));
     } else if (as_double(b) == 0 && as_double(e) < 0) {
         rc = mf_error_set(c->err, 28764, "$pow cannot take a base of 0 and a negative exponent");
     } else if (b->value_type == BSON_TYPE_DOUBLE || e->value_type == BSON_TYPE_DOUBLE) {
@@ -1253,6 +1356,110 @@ static int op_pow(const node *n, ctx *c, val *out)
             set_long(out, r);
     }
     mfi_free_all(v, 2);
+    return rc;
+}
+
+/* $round and $trunc: [number, place], place an integer in [-20, 100]
+ * (default 0).  Decimals round in decimal; a double goes through its
+ * exact value at 34 digits and back (so 2.675 at 2 places is 2.67, the
+ * double being a little below); integers change only for a negative
+ * place, and an int that grows past 32 bits becomes a long.  $round
+ * rounds half to even, $trunc toward zero. */
+static int round_place(const node *n, ctx *c, val *out, mf_dec_round mode)
+{
+    val v[2];
+    int rc = mfi_eval_all(n, c, v);
+    if (rc != 0)
+        return rc;
+    val *x = &v[0], *p = n->nargs > 1 ? &v[1] : NULL;
+    int64_t place = 0;
+    char buf[64];
+    if (nullish(x)) {
+        set_null(out);
+        goto done;
+    }
+    if (!is_num(x)) {
+        rc = mf_error_set(c->err, 51081, "%s only supports numeric types, not %s", n->op->name,
+                          mfi_type_name(x));
+        goto done;
+    }
+    if (p) {
+        if (nullish(p)) {
+            set_null(out);
+            goto done;
+        }
+        if (!is_num(p)) {
+            rc = mf_error_set(c->err, 16003, "can't convert from BSON type %s to long",
+                              mfi_type_name(p));
+            goto done;
+        }
+        place = p->value_type == BSON_TYPE_DOUBLE ? (int64_t)p->value.v_double : as_long(p);
+        if (!mfi_integral32(p)) {
+            rc = mf_error_set(c->err, 51082, "precision argument to  %s must be a integral value",
+                              n->op->name);
+            goto done;
+        }
+        if (place < -20 || place > 100) {
+            rc = mf_error_set(c->err, 51083, "cannot apply %s with precision value %lld value "
+                              "must be in [-20, 100]", n->op->name, (long long)place);
+            goto done;
+        }
+    }
+    switch (x->value_type) {
+    case BSON_TYPE_DECIMAL128:
+        if (mf_dec_isinf(x->value.v_decimal128))
+            set_dec(out, x->value.v_decimal128);
+        else
+            set_dec(out, mf_dec_quantize(x->value.v_decimal128, (int)-place, mode, NULL));
+        break;
+    case BSON_TYPE_DOUBLE: {
+        mf_dec d = mf_dec_from_double34(x->value.v_double);
+        if (mf_dec_isinf(d))
+            set_double(out, x->value.v_double);
+        else
+            set_double(out, mf_dec_to_double(mf_dec_quantize(d, (int)-place, mode, NULL), NULL));
+        break;
+    }
+    default: {
+        if (place >= 0) {
+            *out = *x;
+            break;
+        }
+        uint32_t flags = 0;
+        mf_dec q = mf_dec_quantize(mf_dec_from_int64(as_long(x)), (int)-place, mode, NULL);
+        int64_t r = mf_dec_to_int64(q, MF_DEC_HALF_EVEN, &flags);
+        if (flags & MF_DEC_F_INVALID) {
+            mfi_val_str(x, buf, sizeof buf);
+            rc = mf_error_set(c->err, 51080, "invalid conversion from Decimal128 result in %s "
+                              "resulting from arguments: [%s, %lld]", n->op->name, buf,
+                              (long long)place);
+        } else if (x->value_type == BSON_TYPE_INT64 || r > INT32_MAX || r < INT32_MIN) {
+            set_long(out, r);
+        } else {
+            set_int(out, (int32_t)r);
+        }
+        break;
+    }
+    }
+done:
+    mfi_free_all(v, n->nargs);
+    return rc;
+}
+
+static int op_round(const node *n, ctx *c, val *out) { return round_place(n, c, out, MF_DEC_HALF_EVEN); }
+static int op_trunc(const node *n, ctx *c, val *out) { return round_place(n, c, out, MF_DEC_TRUNC); }
+
+/* ExpressionRangedArity's message and code, for $round and $trunc. */
+static int parse_round(const op_def *op, const bson_iter_t *it, void *vsc, node *n,
+                       mf_error *err)
+{
+    op_def any = *op;
+    any.min = 0;
+    any.max = -1;
+    int rc = mfi_parse_args(&any, it, vsc, n, err);
+    if (rc == 0 && (n->nargs < 1 || n->nargs > 2))
+        return mf_error_set(err, 28667, "Expression %s takes at least 1 arguments, and at most "
+                            "2. %zu were passed in.", op->name, n->nargs);
     return rc;
 }
 
@@ -1418,9 +1625,11 @@ static const op_def OPS[] = {
     {"$not", op_not, 1, 1, NULL},
     {"$or", op_or, 0, -1, NULL},
     {"$pow", op_pow, 2, 2, NULL},
+    {"$round", op_round, 1, 2, parse_round},
     {"$sqrt", op_sqrt, 1, 1, NULL},
     {"$subtract", op_subtract, 2, 2, NULL},
     {"$switch", op_switch, 0, -1, parse_switch},
+    {"$trunc", op_trunc, 1, 2, parse_round},
 };
 
 static const op_def *find_in(const op_def *ops, size_t n, const char *name)
@@ -1440,6 +1649,12 @@ static const op_def *find_op(const char *name)
         op = find_in(mfi_expr_array_ops, mfi_expr_narray_ops, name);
     if (!op)
         op = find_in(mfi_expr_object_ops, mfi_expr_nobject_ops, name);
+    if (!op)
+        op = find_in(mfi_expr_date_ops, mfi_expr_ndate_ops, name);
+    if (!op)
+        op = find_in(mfi_expr_convert_ops, mfi_expr_nconvert_ops, name);
+    if (!op)
+        op = find_in(mfi_expr_regex_ops, mfi_expr_nregex_ops, name);
     return op;
 }
 

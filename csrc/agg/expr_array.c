@@ -1,8 +1,8 @@
 /*
  * expr_array.c -- array operators of the aggregation language: $arrayElemAt,
  * $first, $last, $size, $isArray, $in, $concatArrays, $slice,
- * $reverseArray, $range, $indexOfArray, and the ones that bind a variable
- * per element: $filter, $map, $reduce.
+ * $reverseArray, $range, $indexOfArray, $sortArray, $zip, and the ones
+ * that bind a variable per element: $filter, $map, $reduce.
  *
  * Variables.  $filter and $map bind `as` (default "this"), $reduce binds
  * "this" and "value".  Each gets a slot at parse time, as $let's bindings
@@ -10,6 +10,7 @@
  * Per element the slot is overwritten with a copy of the element.
  */
 #include "expr_int.h"
+#include "../query/query.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -617,6 +618,305 @@ static int op_reduce(const node *n, ctx *c, val *out)
     return rc;
 }
 
+/* ------------------------------------------------------ $sortArray, $zip */
+
+/* {$sortArray: {input, sortBy}}: args[0] input; sortBy is not an
+ * expression but a constant kept in n->cst: a number (1 or -1: whole
+ * values in MongoDB order) or a sort pattern (fields of documents; other
+ * elements sort as documents without those fields), checked at parse. */
+static int parse_sortarray(const op_def *op, const bson_iter_t *it, void *vsc, node *n,
+                           mf_error *err)
+{
+    (void)op;
+    if (!BSON_ITER_HOLDS_DOCUMENT(it))
+        return mf_error_set(err, 2942500, "$sortArray requires an object as an argument, "
+                            "found: %s", mf_bsonx_type_alias(bson_iter_type(it)));
+    bson_iter_t ch, in_it, by_it;
+    bool has_in = false, has_by = false;
+    bson_iter_recurse(it, &ch);
+    while (bson_iter_next(&ch)) {
+        if (strcmp(bson_iter_key(&ch), "input") == 0) {
+            in_it = ch;
+            has_in = true;
+        } else if (strcmp(bson_iter_key(&ch), "sortBy") == 0) {
+            by_it = ch;
+            has_by = true;
+        } else {
+            return mf_error_set(err, 2942501, "$sortArray found an unknown argument: %s",
+                                bson_iter_key(&ch));
+        }
+    }
+    if (!has_in)
+        return mf_error_set(err, 2942502, "$sortArray requires 'input' to be specified");
+    if (!has_by)
+        return mf_error_set(err, 2942503, "$sortArray requires 'sortBy' to be specified");
+    const bson_value_t *by = bson_iter_value(&by_it);
+    if (by->value_type == BSON_TYPE_DOCUMENT) {
+        bson_t spec;
+        mf_sort *s = NULL;
+        bson_init_static(&spec, by->value.v_doc.data, by->value.v_doc.data_len);
+        if (bson_count_keys(&spec) == 0)
+            return mf_error_set(err, 15976, "$sort stage must have at least one sort key");
+        int rc = mf_sort_parse(&spec, &s, err);
+        mf_sort_free(s);
+        if (rc != 0)
+            return rc;
+    } else if (is_num(by)) {
+        double d = as_double(by);
+        if (d != 1 && d != -1)
+            return mf_error_set(err, 2942506, "The $sort element value must be either 1 or -1");
+    } else {
+        return mf_error_set(err, 2942505, "The $sort is invalid: use 1/-1 to sort the whole "
+                            "element, or {field:1/-1} to sort embedded fields");
+    }
+    bson_value_copy(by, &n->cst);
+    node *a = NULL;
+    int rc = mfi_parse_node(&in_it, vsc, &a, err);
+    return rc != 0 ? rc : mfi_push_arg(n, a, err);
+}
+
+typedef struct sort_item {
+    bson_value_t v; /* borrowed from the input array */
+    uint8_t *key;   /* the sort key, for a pattern */
+    size_t klen;
+    size_t pos;     /* input position: keeps the sort stable */
+    int dir;
+} sort_item;
+
+static int cmp_items(const void *pa, const void *pb)
+{
+    const sort_item *a = pa, *b = pb;
+    int r;
+    if (a->key || b->key) {
+        size_t m = a->klen < b->klen ? a->klen : b->klen;
+        r = memcmp(a->key, b->key, m);
+        if (r == 0)
+            r = (a->klen > b->klen) - (a->klen < b->klen);
+    } else {
+        r = mfi_val_cmp(&a->v, &b->v) * a->dir;
+    }
+    return r != 0 ? r : (a->pos > b->pos) - (a->pos < b->pos);
+}
+
+static int op_sortarray(const node *n, ctx *c, val *out)
+{
+    val v;
+    int rc = mfi_eval(n->args[0], c, &v);
+    if (rc != 0)
+        return rc;
+    if (nullish(&v)) {
+        set_null(out);
+        mfi_val_free(&v);
+        return 0;
+    }
+    if (v.value_type != BSON_TYPE_ARRAY) {
+        rc = mf_error_set(c->err, 2942504, "The input argument to $sortArray must be an array, "
+                          "but was of type: %s", mfi_type_name(&v));
+        mfi_val_free(&v);
+        return rc;
+    }
+    uint32_t k = arr_count(&v);
+    sort_item *items = calloc(k ? k : 1, sizeof *items);
+    mf_sort *s = NULL;
+    if (!items) {
+        mfi_val_free(&v);
+        return mf_error_set(c->err, MF_InternalError, "out of memory");
+    }
+    if (n->cst.value_type == BSON_TYPE_DOCUMENT) {
+        bson_t spec;
+        bson_init_static(&spec, n->cst.value.v_doc.data, n->cst.value.v_doc.data_len);
+        rc = mf_sort_parse(&spec, &s, c->err);
+    }
+    bson_t t;
+    bson_iter_t it;
+    size_t i = 0;
+    arr_begin(&v, &t, &it);
+    while (rc == 0 && bson_iter_next(&it)) {
+        sort_item *x = &items[i];
+        x->v = *bson_iter_value(&it);
+        x->pos = i++;
+        x->dir = s ? 1 : (as_double(&n->cst) < 0 ? -1 : 1);
+        if (!s)
+            continue;
+        /* a non-document sorts as a document without the pattern's fields */
+        bson_t doc, empty;
+        bson_init(&empty);
+        if (x->v.value_type == BSON_TYPE_DOCUMENT)
+            bson_init_static(&doc, x->v.value.v_doc.data, x->v.value.v_doc.data_len);
+        mf_buf key = {0};
+        rc = mf_sort_key(s, x->v.value_type == BSON_TYPE_DOCUMENT ? &doc : &empty, &key, c->err);
+        bson_destroy(&empty);
+        x->key = key.data ? key.data : malloc(1);
+        x->klen = key.len;
+    }
+    if (rc == 0) {
+        qsort(items, k, sizeof *items, cmp_items);
+        bson_t b;
+        bson_init(&b);
+        for (uint32_t j = 0; j < k; j++)
+            mfi_arr_push(&b, j, &items[j].v);
+        rc = mfi_set_steal(out, &b, BSON_TYPE_ARRAY, c->err);
+    }
+    for (uint32_t j = 0; j < k; j++)
+        free(items[j].key);
+    free(items);
+    mf_sort_free(s);
+    mfi_val_free(&v);
+    return rc;
+}
+
+/* {$zip: {inputs, useLongestLength?, defaults?}}: args are the inputs then
+ * the defaults; n->slots = {number of inputs, useLongestLength}. */
+static int parse_zip(const op_def *op, const bson_iter_t *it, void *vsc, node *n, mf_error *err)
+{
+    (void)op;
+    if (!BSON_ITER_HOLDS_DOCUMENT(it))
+        return mf_error_set(err, 34460, "$zip only supports an object as an argument, found %s",
+                            mf_bsonx_type_alias(bson_iter_type(it)));
+    bson_iter_t ch, in_it, def_it;
+    bool has_in = false, has_def = false, longest = false;
+    int rc;
+    bson_iter_recurse(it, &ch);
+    while (bson_iter_next(&ch)) {
+        const char *k = bson_iter_key(&ch);
+        if (strcmp(k, "inputs") == 0) {
+            if (!BSON_ITER_HOLDS_ARRAY(&ch))
+                return mf_error_set(err, 34461, "inputs must be an array of expressions, found "
+                                    "%s", mf_bsonx_type_alias(bson_iter_type(&ch)));
+            in_it = ch;
+            has_in = true;
+        } else if (strcmp(k, "defaults") == 0) {
+            if (!BSON_ITER_HOLDS_ARRAY(&ch))
+                return mf_error_set(err, 34462, "defaults must be an array of expressions, "
+                                    "found %s", mf_bsonx_type_alias(bson_iter_type(&ch)));
+            def_it = ch;
+            has_def = true;
+        } else if (strcmp(k, "useLongestLength") == 0) {
+            if (!BSON_ITER_HOLDS_BOOL(&ch)) /* sic: mongod names the type of the whole */
+                return mf_error_set(err, 34463, "useLongestLength must be a bool, found object");
+            longest = bson_iter_bool(&ch);
+        } else {
+            return mf_error_set(err, 34464, "$zip found an unknown argument: %s", k);
+        }
+    }
+    size_t nin = 0, ndef = 0;
+    bson_iter_t el;
+    if (has_in) {
+        bson_iter_recurse(&in_it, &el);
+        while (bson_iter_next(&el)) {
+            node *a = NULL;
+            if ((rc = mfi_parse_node(&el, vsc, &a, err)) != 0 || (rc = mfi_push_arg(n, a, err)) != 0)
+                return rc;
+            nin++;
+        }
+    }
+    if (has_def) {
+        bson_iter_recurse(&def_it, &el);
+        while (bson_iter_next(&el)) {
+            node *a = NULL;
+            if ((rc = mfi_parse_node(&el, vsc, &a, err)) != 0 || (rc = mfi_push_arg(n, a, err)) != 0)
+                return rc;
+            ndef++;
+        }
+    }
+    if (nin == 0)
+        return mf_error_set(err, 34465, "$zip requires at least one input array");
+    if (ndef && !longest)
+        return mf_error_set(err, 34466, "cannot specify defaults unless useLongestLength is "
+                            "true");
+    if (ndef && ndef != nin)
+        return mf_error_set(err, 34467, "defaults and inputs must have the same length");
+    if (!(n->slots = calloc(2, sizeof *n->slots)))
+        return mf_error_set(err, MF_InternalError, "out of memory");
+    n->slots[0] = (int)nin;
+    n->slots[1] = longest;
+    return 0;
+}
+
+static int op_zip(const node *n, ctx *c, val *out)
+{
+    size_t nin = (size_t)n->slots[0];
+    bool longest = n->slots[1] != 0;
+    val *v = calloc(2 * nin, sizeof *v); /* inputs, then defaults */
+    int rc = 0;
+    if (!v)
+        return mf_error_set(c->err, MF_InternalError, "out of memory");
+    for (size_t i = 0; i < 2 * nin; i++)
+        v[i].value_type = BSON_TYPE_EOD;
+    uint32_t lo = 0, hi = 0;
+    bool is_null = false;
+    for (size_t i = 0; i < nin && rc == 0 && !is_null; i++) {
+        if ((rc = mfi_eval(n->args[i], c, &v[i])) != 0)
+            break;
+        if (nullish(&v[i])) {
+            is_null = true;
+        } else if (v[i].value_type != BSON_TYPE_ARRAY) {
+            char buf[256];
+            mfi_val_str(&v[i], buf, sizeof buf);
+            rc = mf_error_set(c->err, 34468, "$zip found a non-array expression in input: %s",
+                              buf);
+        } else {
+            uint32_t k = arr_count(&v[i]);
+            lo = i == 0 || k < lo ? k : lo;
+            hi = i == 0 || k > hi ? k : hi;
+        }
+    }
+    if (rc == 0 && is_null)
+        set_null(out);
+    if (rc == 0 && !is_null) {
+        /* defaults are evaluated only when the lengths differ */
+        for (size_t i = 0; lo != hi && nin + i < n->nargs && rc == 0; i++)
+            rc = mfi_eval(n->args[nin + i], c, &v[nin + i]);
+    }
+    if (rc == 0 && !is_null) {
+        uint32_t rows = longest ? hi : lo;
+        /* each input's elements, borrowed from v[i] (bson_iter_t is
+         * over-aligned, so no array of iterators) */
+        bson_value_t **cols = calloc(nin, sizeof *cols);
+        uint32_t *lens = calloc(nin, sizeof *lens);
+        bson_t b;
+        bson_init(&b);
+        if (!cols || !lens)
+            rc = mf_error_set(c->err, MF_InternalError, "out of memory");
+        for (size_t i = 0; i < nin && rc == 0; i++) {
+            bson_t t;
+            bson_iter_t it;
+            if (!(cols[i] = calloc(arr_count(&v[i]) + 1, sizeof **cols))) {
+                rc = mf_error_set(c->err, MF_InternalError, "out of memory");
+                break;
+            }
+            arr_begin(&v[i], &t, &it);
+            while (bson_iter_next(&it))
+                cols[i][lens[i]++] = *bson_iter_value(&it);
+        }
+        for (uint32_t r = 0; r < rows && rc == 0; r++) {
+            bson_t row;
+            char kb[16];
+            const char *key;
+            size_t kl = bson_uint32_to_string(r, &key, kb, sizeof kb);
+            bson_append_array_begin(&b, key, (int)kl, &row);
+            for (size_t i = 0; i < nin; i++) {
+                val d;
+                set_null(&d);
+                mfi_arr_push(&row, (uint32_t)i, r < lens[i] ? &cols[i][r]
+                             : v[nin + i].value_type == BSON_TYPE_EOD ? &d : &v[nin + i]);
+            }
+            bson_append_array_end(&b, &row);
+        }
+        for (size_t i = 0; cols && i < nin; i++)
+            free(cols[i]);
+        free(cols);
+        free(lens);
+        if (rc == 0)
+            rc = mfi_set_steal(out, &b, BSON_TYPE_ARRAY, c->err);
+        else
+            bson_destroy(&b);
+    }
+    mfi_free_all(v, 2 * nin);
+    free(v);
+    return rc;
+}
+
 const op_def mfi_expr_array_ops[] = {
     {"$arrayElemAt", op_arrayelemat, 2, 2, NULL},
     {"$concatArrays", op_concatarrays, 0, -1, NULL},
@@ -632,5 +932,7 @@ const op_def mfi_expr_array_ops[] = {
     {"$reverseArray", op_reversearray, 1, 1, NULL},
     {"$size", op_size, 1, 1, NULL},
     {"$slice", op_slice, 2, 3, NULL},
+    {"$sortArray", op_sortarray, 0, 0, parse_sortarray},
+    {"$zip", op_zip, 0, 0, parse_zip},
 };
 const size_t mfi_expr_narray_ops = sizeof mfi_expr_array_ops / sizeof mfi_expr_array_ops[0];

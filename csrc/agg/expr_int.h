@@ -3,8 +3,8 @@
  * evaluation context, and the helpers the operator files share.
  *
  * expr.c holds the parser, the evaluator, variables, arithmetic,
- * comparison and conditionals; expr_string.c, expr_array.c and
- * expr_object.c each add a table of operators (mfi_expr_*_ops) that
+ * comparison and conditionals; expr_string.c, expr_array.c,
+ * expr_object.c and expr_date.c each add a table of operators (mfi_expr_*_ops) that
  * find_op in expr.c searches after its own.
  *
  * Ownership: every `val` an evaluator writes owns its memory (see expr.c);
@@ -15,6 +15,7 @@
 #define MF_AGG_EXPR_INT_H
 
 #include "agg.h"
+#include "decimal.h"
 
 #include <stdint.h>
 
@@ -84,6 +85,7 @@ static inline void set_int(val *v, int32_t i) { v->value_type = BSON_TYPE_INT32;
 static inline void set_long(val *v, int64_t i) { v->value_type = BSON_TYPE_INT64; v->value.v_int64 = i; }
 static inline void set_double(val *v, double d) { v->value_type = BSON_TYPE_DOUBLE; v->value.v_double = d; }
 static inline void set_date(val *v, int64_t ms) { v->value_type = BSON_TYPE_DATE_TIME; v->value.v_datetime = ms; }
+static inline void set_dec(val *v, mf_dec d) { v->value_type = BSON_TYPE_DECIMAL128; v->value.v_decimal128 = d; }
 
 /* mongod's Value::createIntOrLong. */
 static inline void set_int_or_long(val *v, int64_t i)
@@ -100,7 +102,21 @@ static inline double as_double(const val *v)
     case BSON_TYPE_INT32: return v->value.v_int32;
     case BSON_TYPE_INT64: return (double)v->value.v_int64;
     case BSON_TYPE_DOUBLE: return v->value.v_double;
+    case BSON_TYPE_DECIMAL128: return mf_dec_to_double(v->value.v_decimal128, NULL);
     default: return 0;
+    }
+}
+
+/* mongod's Value::coerceToDecimal: integers exactly, a double rounded to 15
+ * digits. */
+static inline mf_dec as_dec(const val *v)
+{
+    switch (v->value_type) {
+    case BSON_TYPE_INT32: return mf_dec_from_int64(v->value.v_int32);
+    case BSON_TYPE_INT64: return mf_dec_from_int64(v->value.v_int64);
+    case BSON_TYPE_DOUBLE: return mf_dec_from_double(v->value.v_double);
+    case BSON_TYPE_DECIMAL128: return v->value.v_decimal128;
+    default: return mf_dec_from_int64(0);
     }
 }
 
@@ -110,6 +126,8 @@ static inline int64_t as_long(const val *v) /* int types, or a double truncated 
     case BSON_TYPE_INT32: return v->value.v_int32;
     case BSON_TYPE_INT64: return v->value.v_int64;
     case BSON_TYPE_DOUBLE: return (int64_t)v->value.v_double;
+    case BSON_TYPE_DECIMAL128:
+        return mf_dec_to_int64(v->value.v_decimal128, MF_DEC_HALF_EVEN, NULL);
     default: return 0;
     }
 }
@@ -122,8 +140,11 @@ const char *mfi_type_name(const val *v);
 int mfi_val_cmp(const val *a, const val *b);
 bool mfi_truthy(const val *v);
 void mfi_val_str(const val *v, char *out, size_t cap);
-int mfi_no_decimal(const char *op, mf_error *err);
 void mfi_arr_push(bson_t *b, uint32_t i, const val *v);
+/* NotImplemented (238) "<what> does not support Decimal128 values yet":
+ * the few places (window bounds, $densify, $bucketAuto granularity,
+ * $expMovingAvg) whose decimal arithmetic is not written. */
+int mfi_no_decimal(const char *what, mf_error *err);
 /* Whether a number is an integer that fits in 32 bits (Value::integral). */
 bool mfi_integral32(const val *v);
 
@@ -155,5 +176,21 @@ extern const op_def mfi_expr_array_ops[];
 extern const size_t mfi_expr_narray_ops;
 extern const op_def mfi_expr_object_ops[];
 extern const size_t mfi_expr_nobject_ops;
+extern const op_def mfi_expr_date_ops[];
+extern const size_t mfi_expr_ndate_ops;
+
+/* expr_date.c: a date string to milliseconds since the epoch, as mongod's
+ * $dateFromString (and $convert to date): `format` (may be NULL: ISO 8601
+ * and the other forms mongod's parser accepts) uses the %-specifiers of
+ * $dateFromString; `tz` (may be NULL: UTC) is an Olson name or a UTC
+ * offset and applies when the string names no zone.  Errors: 241
+ * ConversionFailure (unparsable, incomplete or invalid date, a zone both in
+ * the string and in `tz`), 18535/18536 a bad format, 40485 an unknown tz. */
+int mfi_date_from_string(const char *s, size_t len, const char *format, const char *tz,
+                         int64_t *ms, mf_error *err);
+extern const op_def mfi_expr_convert_ops[];
+extern const size_t mfi_expr_nconvert_ops;
+extern const op_def mfi_expr_regex_ops[];
+extern const size_t mfi_expr_nregex_ops;
 
 #endif /* MF_AGG_EXPR_INT_H */

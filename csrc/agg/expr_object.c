@@ -1,8 +1,9 @@
 /*
  * expr_object.c -- object, type and set operators of the aggregation
- * language: $mergeObjects, $objectToArray, $arrayToObject; $type,
- * $isNumber, $toString, $toInt, $toLong, $toDouble, $toBool; $setUnion,
- * $setIntersection, $setDifference, $setEquals, $setIsSubset.
+ * language: $mergeObjects, $objectToArray, $arrayToObject, $getField,
+ * $setField, $unsetField, $bsonSize, $binarySize; $type, $isNumber, $rand;
+ * $setUnion, $setIntersection, $setDifference, $setEquals, $setIsSubset.
+ * (The conversions, $toString and the rest, are in expr_convert.c.)
  *
  * Sets.  An operand array becomes a sorted, de-duplicated list of values
  * (MongoDB order, so 1 and 1.0 are one element).  Results are arrays in
@@ -14,6 +15,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 
 /* --------------------------------------------------------- a field list */
 
@@ -262,130 +264,218 @@ static int op_isnumber(const node *n, ctx *c, val *out)
     return rc;
 }
 
-static int unsupported(const val *v, const char *to, mf_error *err)
-{
-    return mf_error_set(err, MF_ConversionFailure, "Unsupported conversion from %s to %s in "
-                        "$convert with no onError value", mfi_type_name(v), to);
-}
+/* ------------------------------------------- $getField, $setField, $unsetField */
 
-/* Parse a whole string as a number for $toInt/$toLong (base 10 integer)
- * or $toDouble. */
-static int parse_num(const val *v, bool integer, int64_t *l, double *d, mf_error *err)
+/* The 'field' argument: a constant string, checked at parse time (mongod
+ * 7.0 does not allow an expression there).  `get`: $getField's codes and
+ * messages, else $setField's (which $unsetField shares). */
+static int check_field_arg(const node *f, const bson_iter_t *raw, bool get, mf_error *err)
 {
-    const char *s = v->value.v_utf8.str;
-    char *end = NULL;
-    errno = 0;
-    if (integer)
-        *l = strtoll(s, &end, 10);
-    else
-        *d = strtod(s, &end);
-    if (!*s || *end || end == s || (unsigned char)s[0] <= ' ' || errno == ERANGE)
-        return mf_error_set(err, MF_ConversionFailure, "Failed to parse number '%s' in "
-                            "$convert with no onError value", s);
+    if (raw && BSON_ITER_HOLDS_UTF8(raw) && bson_iter_utf8(raw, NULL)[0] == '$') {
+        const char *s = bson_iter_utf8(raw, NULL);
+        if (get)
+            return mf_error_set(err, 5654600, "A field path reference which is not allowed in "
+                                "this context. Did you mean {$literal: '%s'}?", s);
+        char ref[512];
+        if (s[1] == '$')
+            snprintf(ref, sizeof ref, "%s", s + 1);
+        else
+            snprintf(ref, sizeof ref, "$CURRENT.%s", s + 1);
+        return mf_error_set(err, 4161108, "'%s' is a field path reference which is not allowed "
+                            "in this context. Did you mean {$literal: '%s'}?", ref, ref);
+    }
+    if (f->kind != K_CONST)
+        return mf_error_set(err, get ? 5654601 : 4161106, "%s requires 'field' to evaluate to a "
+                            "constant, but got a non-constant argument",
+                            get ? "$getField" : "$setField");
+    if (f->cst.value_type != BSON_TYPE_UTF8)
+        return mf_error_set(err, get ? 5654602 : 4161107, "%s requires 'field' to evaluate to "
+                            "type String, but got %s", get ? "$getField" : "$setField",
+                            mfi_type_name(&f->cst));
     return 0;
 }
 
-/* $toInt (which 0), $toLong (1), $toDouble (2). */
-static int to_number(const node *n, ctx *c, val *out, int which)
+static int push_current(void *vsc, node *n, mf_error *err)
 {
-    static const char *const to[] = {"int", "long", "double"};
-    val v;
-    int rc = mfi_eval(n->args[0], c, &v);
-    if (rc != 0)
-        return rc;
-    int64_t l = 0;
-    double d = 0;
-    bool is_d = false;
-    switch (v.value_type) {
-    case BSON_TYPE_EOD: case BSON_TYPE_NULL: case BSON_TYPE_UNDEFINED:
-        set_null(out);
-        mfi_val_free(&v);
-        return 0;
-    case BSON_TYPE_BOOL: l = v.value.v_bool; break;
-    case BSON_TYPE_INT32: case BSON_TYPE_INT64: l = as_long(&v); break;
-    case BSON_TYPE_DOUBLE: d = v.value.v_double; is_d = true; break;
-    case BSON_TYPE_DATE_TIME:
-        if (which == 0)
-            rc = unsupported(&v, "int", c->err);
-        l = v.value.v_datetime;
-        break;
-    case BSON_TYPE_UTF8:
-        rc = parse_num(&v, which < 2, &l, &d, c->err);
-        is_d = which == 2;
-        break;
-    case BSON_TYPE_DECIMAL128:
-        rc = mfi_no_decimal(n->op->name, c->err);
-        break;
-    default:
-        rc = unsupported(&v, to[which], c->err);
-        break;
-    }
-    mfi_val_free(&v);
-    if (rc != 0)
-        return rc;
-    if (which == 2) {
-        set_double(out, is_d ? d : (double)l);
-        return 0;
-    }
-    if (is_d) {
-        if (isnan(d))
-            return mf_error_set(c->err, MF_ConversionFailure, "Attempt to convert NaN value to "
-                                "integer type in $convert with no onError value");
-        if (isinf(d))
-            return mf_error_set(c->err, MF_ConversionFailure, "Attempt to convert infinity "
-                                "value to integer type in $convert with no onError value");
-        double lim = which == 0 ? 2147483648.0 : 9223372036854775808.0;
-        if (!(d >= -lim && d < lim)) {
-            val dv;
-            char buf[64];
-            set_double(&dv, d);
-            mfi_val_str(&dv, buf, sizeof buf);
-            return mf_error_set(c->err, MF_ConversionFailure, "Conversion would overflow "
-                                "target type in $convert with no onError value: %s", buf);
+    bson_t d;
+    bson_iter_t it;
+    node *a = NULL;
+    int rc;
+    bson_init(&d);
+    bson_append_utf8(&d, "", 0, "$$CURRENT", -1);
+    bson_iter_init(&it, &d);
+    bson_iter_next(&it);
+    rc = mfi_parse_node(&it, vsc, &a, err);
+    bson_destroy(&d);
+    return rc != 0 ? rc : mfi_push_arg(n, a, err);
+}
+
+/* $getField: {field, input} or the field alone (input $$CURRENT); args
+ * are field, input. */
+static int parse_getfield(const op_def *op, const bson_iter_t *it, void *vsc, node *n,
+                          mf_error *err)
+{
+    (void)op;
+    int rc;
+    bson_iter_t ch, f_it, in_it;
+    bool has_f = false, has_in = false, whole = !BSON_ITER_HOLDS_DOCUMENT(it);
+    if (!whole) {
+        bson_iter_recurse(it, &ch);
+        while (bson_iter_next(&ch)) {
+            const char *k = bson_iter_key(&ch);
+            if (!has_f && !has_in && k[0] == '$') { /* an expression for 'field' */
+                whole = true;
+                break;
+            } else if (strcmp(k, "field") == 0) {
+                f_it = ch;
+                has_f = true;
+            } else if (strcmp(k, "input") == 0) {
+                in_it = ch;
+                has_in = true;
+            } else {
+                return mf_error_set(err, 3041701, "$getField found an unknown argument: %s", k);
+            }
         }
-        l = (int64_t)d; /* truncates toward zero */
     }
-    if (which == 0) {
-        if (l < INT32_MIN || l > INT32_MAX)
-            return mf_error_set(c->err, MF_ConversionFailure, "Conversion would overflow "
-                                "target type in $convert with no onError value: %lld",
-                                (long long)l);
-        set_int(out, (int32_t)l);
-    } else {
-        set_long(out, l);
+    node *f = NULL, *in = NULL;
+    const bson_iter_t *fraw = whole ? it : &f_it;
+    if (whole || has_f) {
+        if ((rc = mfi_parse_node(fraw, vsc, &f, err)) != 0)
+            return rc;
+        if ((rc = mfi_push_arg(n, f, err)) != 0)
+            return rc;
     }
-    return 0;
+    if (!whole && !has_f)
+        return mf_error_set(err, 3041702, "$getField requires 'field' to be specified");
+    if (!whole && !has_in)
+        return mf_error_set(err, 3041703, "$getField requires 'input' to be specified");
+    if ((rc = check_field_arg(f, fraw, true, err)) != 0)
+        return rc;
+    if (whole)
+        return push_current(vsc, n, err);
+    if ((rc = mfi_parse_node(&in_it, vsc, &in, err)) != 0)
+        return rc;
+    return mfi_push_arg(n, in, err);
 }
 
-static int op_toint(const node *n, ctx *c, val *out) { return to_number(n, c, out, 0); }
-static int op_tolong(const node *n, ctx *c, val *out) { return to_number(n, c, out, 1); }
-static int op_todouble(const node *n, ctx *c, val *out) { return to_number(n, c, out, 2); }
-
-static int op_tostring(const node *n, ctx *c, val *out)
+static int op_getfield(const node *n, ctx *c, val *out)
 {
-    val v;
-    int rc = mfi_eval(n->args[0], c, &v);
+    val in;
+    int rc = mfi_eval(n->args[1], c, &in);
     if (rc != 0)
         return rc;
-    if (nullish(&v)) {
+    if (nullish(&in)) {
         set_null(out);
-    } else if (v.value_type == BSON_TYPE_BOOL) {
-        rc = mfi_set_str(out, v.value.v_bool ? "true" : "false", v.value.v_bool ? 4 : 5, c->err);
-    } else if (v.value_type == BSON_TYPE_OID) {
-        char hex[25];
-        bson_oid_to_string(&v.value.v_oid, hex);
-        rc = mfi_set_str(out, hex, 24, c->err);
-    } else if (v.value_type == BSON_TYPE_UTF8 || is_num(&v) ||
-               v.value_type == BSON_TYPE_DATE_TIME) {
-        rc = mfi_coerce_to_string(&v, out, c->err);
+    } else if (in.value_type != BSON_TYPE_DOCUMENT) {
+        rc = mf_error_set(c->err, 3041705, "$getField requires 'input' to evaluate to type "
+                          "Object, but got %s", mfi_type_name(&in));
     } else {
-        rc = unsupported(&v, "string", c->err);
+        bson_t t;
+        bson_iter_t it;
+        begin(&in, &t, &it);
+        if (bson_iter_find_w_len(&it, n->args[0]->cst.value.v_utf8.str,
+                                 (int)n->args[0]->cst.value.v_utf8.len))
+            bson_value_copy(bson_iter_value(&it), out);
     }
-    mfi_val_free(&v);
+    mfi_val_free(&in);
     return rc;
 }
 
-static int op_tobool(const node *n, ctx *c, val *out)
+/* $setField {field, input, value} and $unsetField {field, input}: args are
+ * field, input, value (value NULL for $unsetField: remove). */
+static int parse_setfield(const op_def *op, const bson_iter_t *it, void *vsc, node *n,
+                          mf_error *err)
+{
+    bool unset = strcmp(op->name, "$unsetField") == 0;
+    if (!BSON_ITER_HOLDS_DOCUMENT(it))
+        return mf_error_set(err, 4161100, "%s only supports an object as its argument",
+                            op->name);
+    bson_iter_t ch, f_it, in_it, v_it;
+    bool has_f = false, has_in = false, has_v = false;
+    int rc;
+    bson_iter_recurse(it, &ch);
+    while (bson_iter_next(&ch)) {
+        const char *k = bson_iter_key(&ch);
+        if (strcmp(k, "field") == 0) {
+            f_it = ch;
+            has_f = true;
+        } else if (strcmp(k, "input") == 0) {
+            in_it = ch;
+            has_in = true;
+        } else if (!unset && strcmp(k, "value") == 0) {
+            v_it = ch;
+            has_v = true;
+        } else {
+            return mf_error_set(err, 4161101, "%s found an unknown argument: %s", op->name, k);
+        }
+    }
+    if (!has_f)
+        return mf_error_set(err, 4161102, "%s requires 'field' to be specified", op->name);
+    if (!unset && !has_v)
+        return mf_error_set(err, 4161103, "%s requires 'value' to be specified", op->name);
+    if (!has_in)
+        return mf_error_set(err, 4161109, "%s requires 'input' to be specified", op->name);
+    node *f = NULL, *in = NULL, *v = NULL;
+    if ((rc = mfi_parse_node(&f_it, vsc, &f, err)) != 0 || (rc = mfi_push_arg(n, f, err)) != 0)
+        return rc;
+    if ((rc = check_field_arg(f, &f_it, false, err)) != 0)
+        return rc;
+    if ((rc = mfi_parse_node(&in_it, vsc, &in, err)) != 0 || (rc = mfi_push_arg(n, in, err)) != 0)
+        return rc;
+    if (has_v && (rc = mfi_parse_node(&v_it, vsc, &v, err)) != 0)
+        return rc;
+    return mfi_push_arg(n, v, err);
+}
+
+static int op_setfield(const node *n, ctx *c, val *out)
+{
+    val in, v;
+    v.value_type = BSON_TYPE_EOD;
+    int rc = mfi_eval(n->args[1], c, &in);
+    if (rc != 0)
+        return rc;
+    if (nullish(&in)) {
+        set_null(out);
+        mfi_val_free(&in);
+        return 0;
+    }
+    if (in.value_type != BSON_TYPE_DOCUMENT) {
+        rc = mf_error_set(c->err, 4161105, "%s requires 'input' to evaluate to type Object",
+                          n->op->name);
+        mfi_val_free(&in);
+        return rc;
+    }
+    if (n->args[2] && (rc = mfi_eval(n->args[2], c, &v)) != 0) {
+        mfi_val_free(&in);
+        return rc;
+    }
+    const char *name = n->args[0]->cst.value.v_utf8.str;
+    size_t nlen = n->args[0]->cst.value.v_utf8.len;
+    bson_t t, b;
+    bson_iter_t it;
+    bool done = false;
+    bson_init(&b);
+    begin(&in, &t, &it);
+    while (bson_iter_next(&it)) {
+        if (bson_iter_key_len(&it) == nlen && memcmp(bson_iter_key(&it), name, nlen) == 0) {
+            if (v.value_type != BSON_TYPE_EOD) /* replaced in place; missing removes */
+                bson_append_value(&b, name, (int)nlen, &v);
+            done = true;
+        } else {
+            bson_append_iter(&b, bson_iter_key(&it), (int)bson_iter_key_len(&it), &it);
+        }
+    }
+    if (!done && v.value_type != BSON_TYPE_EOD)
+        bson_append_value(&b, name, (int)nlen, &v);
+    rc = mfi_set_steal(out, &b, BSON_TYPE_DOCUMENT, c->err);
+    mfi_val_free(&v);
+    mfi_val_free(&in);
+    return rc;
+}
+
+/* ------------------------------------------- $bsonSize, $binarySize, $rand */
+
+static int op_bsonsize(const node *n, ctx *c, val *out)
 {
     val v;
     int rc = mfi_eval(n->args[0], c, &v);
@@ -393,9 +483,58 @@ static int op_tobool(const node *n, ctx *c, val *out)
         return rc;
     if (nullish(&v))
         set_null(out);
+    else if (v.value_type != BSON_TYPE_DOCUMENT)
+        rc = mf_error_set(c->err, 31393, "$bsonSize requires a document input, found: %s",
+                          mfi_type_name(&v));
     else
-        set_bool(out, mfi_truthy(&v)); /* strings, arrays, objects, dates: true */
+        set_int(out, (int32_t)v.value.v_doc.data_len);
     mfi_val_free(&v);
+    return rc;
+}
+
+static int op_binarysize(const node *n, ctx *c, val *out)
+{
+    val v;
+    int rc = mfi_eval(n->args[0], c, &v);
+    if (rc != 0)
+        return rc;
+    if (nullish(&v))
+        set_null(out);
+    else if (v.value_type == BSON_TYPE_UTF8)
+        set_int(out, (int32_t)v.value.v_utf8.len);
+    else if (v.value_type == BSON_TYPE_BINARY)
+        set_int(out, (int32_t)v.value.v_binary.data_len);
+    else
+        rc = mf_error_set(c->err, 51276, "$binarySize requires a string or BinData argument, "
+                          "found: %s", mfi_type_name(&v));
+    mfi_val_free(&v);
+    return rc;
+}
+
+/* $rand: {} only. */
+static int parse_rand(const op_def *op, const bson_iter_t *it, void *vsc, node *n,
+                      mf_error *err)
+{
+    (void)op;
+    (void)vsc;
+    (void)n;
+    if (!BSON_ITER_HOLDS_DOCUMENT(it))
+        return mf_error_set(err, 10065, "invalid parameter: expected an object ($rand)");
+    bson_iter_t ch;
+    bson_iter_recurse(it, &ch);
+    if (bson_iter_next(&ch))
+        return mf_error_set(err, 3040501, "$rand does not currently accept arguments");
+    return 0;
+}
+
+/* A double uniform in [0, 1): 53 random bits from the kernel. */
+static int op_rand(const node *n, ctx *c, val *out)
+{
+    (void)n;
+    uint64_t x;
+    if (getrandom(&x, sizeof x, 0) != (ssize_t)sizeof x)
+        return mf_error_set(c->err, MF_InternalError, "$rand: no random bytes");
+    set_double(out, (double)(x >> 11) * (1.0 / 9007199254740992.0));
     return 0;
 }
 
@@ -651,19 +790,20 @@ static int op_setissubset(const node *n, ctx *c, val *out)
 
 const op_def mfi_expr_object_ops[] = {
     {"$arrayToObject", op_arraytoobject, 1, 1, NULL},
+    {"$binarySize", op_binarysize, 1, 1, NULL},
+    {"$bsonSize", op_bsonsize, 1, 1, NULL},
+    {"$getField", op_getfield, 0, 0, parse_getfield},
     {"$isNumber", op_isnumber, 1, 1, NULL},
     {"$mergeObjects", op_mergeobjects, 0, -1, NULL},
     {"$objectToArray", op_objecttoarray, 1, 1, NULL},
+    {"$rand", op_rand, 0, 0, parse_rand},
     {"$setDifference", op_setdifference, 2, 2, NULL},
     {"$setEquals", op_setequals, 0, -1, parse_setequals},
+    {"$setField", op_setfield, 0, 0, parse_setfield},
     {"$setIntersection", op_setintersection, 0, -1, NULL},
     {"$setIsSubset", op_setissubset, 2, 2, NULL},
     {"$setUnion", op_setunion, 0, -1, NULL},
-    {"$toBool", op_tobool, 1, 1, NULL},
-    {"$toDouble", op_todouble, 1, 1, NULL},
-    {"$toInt", op_toint, 1, 1, NULL},
-    {"$toLong", op_tolong, 1, 1, NULL},
-    {"$toString", op_tostring, 1, 1, NULL},
     {"$type", op_type, 1, 1, NULL},
+    {"$unsetField", op_setfield, 0, 0, parse_setfield},
 };
 const size_t mfi_expr_nobject_ops = sizeof mfi_expr_object_ops / sizeof mfi_expr_object_ops[0];

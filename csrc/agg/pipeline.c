@@ -17,6 +17,7 @@
  */
 #include "pipeline_int.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -293,37 +294,53 @@ static void count_explain(const mfi_stage *s, bson_t *out)
 static const mfi_stage_ops limit_ops = {"$limit", limit_next, count_explain, NULL};
 static const mfi_stage_ops skip_ops = {"$skip", skip_next, count_explain, NULL};
 
-/* A whole number argument (doubles and decimals that are whole count). */
-static bool whole_number(const bson_iter_t *it, int64_t *out)
+/* The argument of $limit or $skip as mongod 5.0+ reads it
+ * (BSONElement::parseIntegerElementToNonNegativeLong): a number with an
+ * integral value that fits in 64 bits and is not negative.  Failures are
+ * `code` "invalid argument to $<stage> stage: <reason>: $<stage>: <value>". */
+static int count_arg(const bson_iter_t *it, int code, int64_t *out, mf_error *err)
 {
+    char shown[128];
+    const char *why = NULL;
+    mf_bsonx_elem_to_string(it, true, shown, sizeof shown);
     switch (bson_iter_type(it)) {
     case BSON_TYPE_INT32:
         *out = bson_iter_int32(it);
-        return true;
+        break;
     case BSON_TYPE_INT64:
         *out = bson_iter_int64(it);
-        return true;
+        break;
     case BSON_TYPE_DOUBLE: {
         double d = bson_iter_double(it);
-        if (d != d || d < -9.2e18 || d > 9.2e18 || (double)(int64_t)d != d)
-            return false;
-        *out = (int64_t)d;
-        return true;
+        if (d != d)
+            why = "Expected an integer, but found NaN in: ";
+        else if (d >= 9223372036854775808.0 || d < -9223372036854775808.0)
+            why = "Cannot represent as a 64-bit integer: ";
+        else if (floor(d) != d)
+            why = "Expected an integer: ";
+        else
+            *out = (int64_t)d;
+        break;
     }
     default:
-        return false;
+        why = "Expected a number in: ";
+        break;
     }
+    if (!why && *out < 0)
+        why = "Expected a non-negative number in: ";
+    if (why)
+        return mf_error_set(err, code, "invalid argument to %s stage: %s%s", bson_iter_key(it),
+                            why, shown);
+    return 0;
 }
 
 int mfi_parse_limit(const bson_iter_t *it, mfi_agg *agg, mfi_stage_list *out, mf_error *err)
 {
     int64_t n;
-    char buf[64];
-    if (!whole_number(it, &n)) {
-        mf_bsonx_elem_to_string(it, false, buf, sizeof buf);
-        return mf_error_set(err, 15957, "the limit must be specified as a number");
-    }
-    if (n <= 0)
+    int rc = count_arg(it, 5107201, &n, err);
+    if (rc)
+        return rc;
+    if (n == 0)
         return mf_error_set(err, 15958, "the limit must be positive");
     count_stage *l = mfi_stage_new(out, &limit_ops, sizeof *l, it, agg, err);
     if (!l)
@@ -335,11 +352,9 @@ int mfi_parse_limit(const bson_iter_t *it, mfi_agg *agg, mfi_stage_list *out, mf
 int mfi_parse_skip(const bson_iter_t *it, mfi_agg *agg, mfi_stage_list *out, mf_error *err)
 {
     int64_t n;
-    if (!whole_number(it, &n))
-        return mf_error_set(err, 15972, "Argument to $skip must be a number not a %s",
-                            mf_bsonx_type_alias(bson_iter_type(it)));
-    if (n < 0)
-        return mf_error_set(err, 15956, "Argument to $skip cannot be negative");
+    int rc = count_arg(it, 5107200, &n, err);
+    if (rc)
+        return rc;
     count_stage *k = mfi_stage_new(out, &skip_ops, sizeof *k, it, agg, err);
     if (!k)
         return MF_InternalError;
@@ -367,7 +382,7 @@ static int sort_next(mfi_stage *s, bson_t *out, bool *eof, mf_error *err)
         return mfi_stage_pull(s, out, eof, err);
     if (!st->done) {
         st->done = true;
-        st->sorter = mf_sorter_new(MFI_AGG_MEMORY_LIMIT, s->agg->allow_disk_use, s->agg->tmpdir,
+        st->sorter = mf_sorter_new(s->agg->sort_max_bytes, s->agg->allow_disk_use, s->agg->tmpdir,
                                    st->limit);
         if (!st->sorter)
             return oom(err);
@@ -807,7 +822,64 @@ int mfi_parse_documents(const bson_iter_t *it, mfi_agg *agg, mfi_stage_list *out
 typedef struct {
     mfi_stage base;
     mf_expr *e;
+    bool is_with;            /* $replaceWith: mongod words its error otherwise */
 } replace_stage;
+
+/* Append the element at `it` to `b` as mongod's Value operator<< shows it:
+ * documents as {a: 1, b: "x"}, arrays as [1, 2], doubles as an ostream
+ * does (%g), other scalars as BSONElement::toString. */
+static void value_out(const bson_iter_t *it, mf_buf *b)
+{
+    char tmp[256];
+    bson_iter_t sub;
+    switch (bson_iter_type(it)) {
+    case BSON_TYPE_DOCUMENT:
+    case BSON_TYPE_ARRAY: {
+        bool is_doc = BSON_ITER_HOLDS_DOCUMENT(it);
+        bool first = true;
+        mf_buf_append(b, is_doc ? "{" : "[", 1);
+        bson_iter_recurse(it, &sub);
+        while (bson_iter_next(&sub)) {
+            if (!first)
+                mf_buf_append(b, ", ", 2);
+            first = false;
+            if (is_doc) {
+                mf_buf_append(b, bson_iter_key(&sub), strlen(bson_iter_key(&sub)));
+                mf_buf_append(b, ": ", 2);
+            }
+            value_out(&sub, b);
+        }
+        mf_buf_append(b, is_doc ? "}" : "]", 1);
+        return;
+    }
+    case BSON_TYPE_DOUBLE:
+        snprintf(tmp, sizeof tmp, "%g", bson_iter_double(it));
+        break;
+    default:
+        mf_bsonx_elem_to_string(it, false, tmp, sizeof tmp);
+        break;
+    }
+    mf_buf_append(b, tmp, strlen(tmp));
+}
+
+/* `v` as mongod's Value::toString shows it ("MISSING" for missing). */
+static void value_str(const bson_value_t *v, char *out, size_t cap)
+{
+    if (v->value_type == BSON_TYPE_EOD) {
+        snprintf(out, cap, "MISSING");
+        return;
+    }
+    bson_t tmp = BSON_INITIALIZER;
+    bson_iter_t vi;
+    mf_buf b = {0};
+    bson_append_value(&tmp, "v", 1, v);
+    bson_iter_init(&vi, &tmp);
+    bson_iter_next(&vi);
+    value_out(&vi, &b);
+    snprintf(out, cap, "%.*s", (int)b.len, b.data ? (const char *)b.data : "");
+    mf_buf_free(&b);
+    bson_destroy(&tmp);
+}
 
 static int replace_next(mfi_stage *s, bson_t *out, bool *eof, mf_error *err)
 {
@@ -820,25 +892,20 @@ static int replace_next(mfi_stage *s, bson_t *out, bool *eof, mf_error *err)
     rc = mfi_agg_eval(s->agg, r->e, &d, &v, err);
     if (rc == 0) {
         if (v.value_type != BSON_TYPE_DOCUMENT) {
-            char shown[256];
-            bson_t tmp = BSON_INITIALIZER;
-            bson_iter_t vi;
-            if (v.value_type == BSON_TYPE_EOD) {
-                snprintf(shown, sizeof shown, "MISSING");
-            } else {
-                bson_append_value(&tmp, "v", 1, &v);
-                bson_iter_init(&vi, &tmp);
-                bson_iter_next(&vi);
-                mf_bsonx_elem_to_string(&vi, false, shown, sizeof shown);
-            }
-            bson_destroy(&tmp);
+            char shown[256], input[512];
+            bson_value_t dv = {.value_type = BSON_TYPE_DOCUMENT};
+            dv.value.v_doc.data = (uint8_t *)bson_get_data(&d);
+            dv.value.v_doc.data_len = d.len;
+            value_str(&v, shown, sizeof shown);
+            value_str(&dv, input, sizeof input);
             rc = mf_error_set(err, 40228,
-                              "'newRoot' expression must evaluate to an object, but resulting "
-                              "value was: %s. Type of resulting value: '%s'. Input document: %s",
+                              "'%s must evaluate to an object, but resulting value was: %s. "
+                              "Type of resulting value: '%s'. Input document: %s",
+                              r->is_with ? "replacement document'" : "newRoot' expression ",
                               shown,
                               v.value_type == BSON_TYPE_EOD ? "missing"
                                                             : mf_bsonx_type_alias(v.value_type),
-                              "{...}");
+                              input);
         } else {
             bson_t tmp;
             bson_init_static(&tmp, v.value.v_doc.data, v.value.v_doc.data_len);
@@ -891,6 +958,7 @@ int mfi_parse_replace_with(const bson_iter_t *it, mfi_agg *agg, mfi_stage_list *
     replace_stage *r = mfi_stage_new(out, &replace_root_ops, sizeof *r, it, agg, err);
     if (!r)
         return MF_InternalError;
+    r->is_with = true;
     return mfi_agg_expr(agg, it, &r->e, err);
 }
 
@@ -1012,16 +1080,26 @@ typedef struct {
 
 static const stage_def stage_table[] = {
     {"$addFields", mfi_parse_add_fields, false},
+    {"$bucket", mfi_parse_bucket, false},
+    {"$bucketAuto", mfi_parse_bucket_auto, false},
+    {"$collStats", mfi_parse_coll_stats, false},
     {"$count", mfi_parse_count, false},
+    {"$densify", mfi_parse_densify, false},
     {"$documents", mfi_parse_documents, true},
+    {"$fill", mfi_parse_fill, false},
     {"$group", mfi_parse_group, false},
+    {"$indexStats", mfi_parse_index_stats, false},
     {"$limit", mfi_parse_limit, false},
     {"$match", mfi_parse_match, false},
+    {"$merge", mfi_parse_merge, false},
+    {"$out", mfi_parse_out, false},
     {"$project", mfi_parse_project, false},
+    {"$redact", mfi_parse_redact, false},
     {"$replaceRoot", mfi_parse_replace_root, false},
     {"$replaceWith", mfi_parse_replace_with, false},
     {"$sample", mfi_parse_sample, false},
     {"$set", mfi_parse_set, false},
+    {"$setWindowFields", mfi_parse_set_window_fields, false},
     {"$skip", mfi_parse_skip, false},
     {"$sort", mfi_parse_sort, false},
     {"$sortByCount", mfi_parse_sort_by_count, false},
@@ -1035,6 +1113,18 @@ static const stage_def *find_stage(const char *name)
         if (strcmp(stage_table[i].name, name) == 0)
             return &stage_table[i];
     return NULL;
+}
+
+bool mfi_stage_known(const char *name)
+{
+    return find_stage(name) != NULL;
+}
+
+/* $out and $merge write the pipeline's results: mongod's
+ * PositionRequirement::kLast. */
+static bool is_write_stage(const char *name)
+{
+    return strcmp(name, "$out") == 0 || strcmp(name, "$merge") == 0;
 }
 
 /* ---------------------------------------------------------- the pipeline */
@@ -1101,6 +1191,7 @@ void mf_pipeline_free(mf_pipeline *p)
     bson_destroy(&p->filter);
     bson_destroy(&p->sort);
     bson_destroy(&p->hint_doc);
+    bson_destroy(&p->agg.err_info);
     agg_clear(&p->agg);
     free(p);
 }
@@ -1108,6 +1199,11 @@ void mf_pipeline_free(mf_pipeline *p)
 bool mf_pipeline_writes(const mf_pipeline *p)
 {
     return p->writes;
+}
+
+const bson_t *mf_pipeline_error_info(const mf_pipeline *p)
+{
+    return &p->agg.err_info;
 }
 
 /* Push the leading $match stages, a $sort and a $limit into the read. */
@@ -1164,11 +1260,16 @@ int mf_pipeline_parse(const bson_t *stages, const mf_agg_opts *o, mf_pipeline **
     bson_init(&p->sort);
     bson_init(&p->hint_doc);
     bson_init(&p->agg.let_values);
+    bson_init(&p->agg.err_info);
     mfi_agg *a = &p->agg;
     a->env = o->env;
     a->allow_disk_use = o->allow_disk_use;
     a->deadline_us = o->deadline_us;
     a->explain = o->explain;
+    a->group_max_bytes = (size_t)(o->group_max_bytes > 0 ? o->group_max_bytes
+                                                         : MF_AGG_DEFAULT_MEMORY_LIMIT);
+    a->sort_max_bytes = (size_t)(o->sort_max_bytes > 0 ? o->sort_max_bytes
+                                                       : MF_AGG_DEFAULT_MEMORY_LIMIT);
     a->vars.now_ms = o->now_ms;
     a->vars.has_now = true;
     a->vars.let = &a->let_values;
@@ -1197,6 +1298,7 @@ int mf_pipeline_parse(const bson_t *stages, const mf_agg_opts *o, mf_pipeline **
     bson_iter_t it;
     bson_iter_init(&it, stages);
     size_t idx = 0;
+    const char *write_stage = NULL; /* a $out or $merge seen before this stage */
     while (bson_iter_next(&it)) {
         if (!BSON_ITER_HOLDS_DOCUMENT(&it)) {
             rc = mf_error_set(err, MF_TypeMismatch,
@@ -1237,6 +1339,15 @@ int mf_pipeline_parse(const bson_t *stages, const mf_agg_opts *o, mf_pipeline **
         }
         if ((rc = def->parse(&st, a, &p->stages, err)) != 0)
             goto fail;
+        if (write_stage) {
+            rc = mf_error_set(err, 40601, "%s can only be the final stage in the pipeline",
+                              write_stage);
+            goto fail;
+        }
+        if (is_write_stage(name)) {
+            write_stage = def->name;
+            p->writes = true;
+        }
         idx++;
     }
     if (!o->coll && idx == 0) {
@@ -1264,6 +1375,8 @@ static void settle_sort(mf_pipeline *p)
 
 int mf_pipeline_next(mf_pipeline *p, bson_t *out, bool *eof, mf_error *err)
 {
+    if (!bson_empty(&p->agg.err_info))
+        bson_reinit(&p->agg.err_info);
     if (!p->opened) {
         int rc = open_read(p, err);
         if (rc)

@@ -50,12 +50,71 @@ typedef struct mf_agg_read {
     bool explain;             /* gather executionStats */
 } mf_agg_read;
 
+/* What $merge does with one document, decided by the pipeline. */
+typedef enum mf_agg_merge_action {
+    MF_AGG_MERGE_NONE,    /* write nothing */
+    MF_AGG_MERGE_INSERT,  /* insert `out` */
+    MF_AGG_MERGE_REPLACE, /* replace the matched document with `out` */
+} mf_agg_merge_action;
+
+/* $merge's decision for one document, called under the target's lock:
+ * `existing` is the target's document the `on` fields matched (NULL:
+ * none); fill `out` (initialised by the callee when it returns INSERT or
+ * REPLACE) and `*action`.  Must not read collections. */
+typedef int (*mf_agg_merge_fn)(void *arg, const bson_t *existing, bson_t *out,
+                               mf_agg_merge_action *action, mf_error *err);
+
+/* An open write into one collection: $out's temporary collection, or
+ * $merge's target.  On an error the call may fill `info` (a document,
+ * initialised by the caller) with the fields mongod adds to the error
+ * reply: keyPattern and keyValue for a DuplicateKey. */
+typedef struct mf_agg_sink mf_agg_sink;
+struct mf_agg_sink {
+    /* $out: insert `doc` (an _id is added if it has none). */
+    int (*insert)(mf_agg_sink *s, const bson_t *doc, bson_t *info, mf_error *err);
+    /* $merge: look up the target's document matching `match` (equalities
+     * on the `on` fields), let `fn` decide, write what it says; the target
+     * is created when `fn` first inserts. */
+    int (*merge)(mf_agg_sink *s, const bson_t *match, mf_agg_merge_fn fn, void *fn_arg,
+                 bson_t *info, mf_error *err);
+    /* Finish: $out renames its temporary collection over the target
+     * (keeping the target's indexes); both wait until every write is
+     * durable (the command's write concern). */
+    int (*commit)(mf_agg_sink *s, mf_error *err);
+    /* Close; a $out that did not commit drops its temporary collection. */
+    void (*free)(mf_agg_sink *s);
+};
+
+/* What $collStats asks for. */
+typedef struct mf_agg_coll_stats {
+    bool storage;        /* storageStats, sizes divided by `scale` */
+    int64_t scale;
+    bool count;
+} mf_agg_coll_stats;
+
 typedef struct mf_agg_env {
     void *arg;
     /* Open a read; `*sorted` tells whether it delivers `sort`'s order.  A
      * collection that does not exist reads as empty. */
     int (*open)(void *arg, const mf_agg_read *r, mf_agg_source **out, bool *sorted,
                 mf_error *err);
+    /* $out into db.coll: creates the temporary collection with the
+     * target's indexes. */
+    int (*out_open)(void *arg, const char *db, const char *coll, mf_agg_sink **out,
+                    mf_error *err);
+    /* $merge into db.coll (created by the first insert). */
+    int (*merge_open)(void *arg, const char *db, const char *coll, mf_agg_sink **out,
+                      mf_error *err);
+    /* Whether db.coll has a unique, non-partial index on exactly the
+     * fields `on` (any order); a collection that does not exist has only
+     * the _id index. */
+    int (*has_unique_index)(void *arg, const char *db, const char *coll, const char *const *on,
+                            size_t non, bool *out, mf_error *err);
+    /* $collStats: append {ns, host, localTime, storageStats?, count?}. */
+    int (*coll_stats)(void *arg, const char *db, const char *coll, const mf_agg_coll_stats *q,
+                      bson_t *out, mf_error *err);
+    /* $indexStats: append one document per index to the array `out`. */
+    int (*index_stats)(void *arg, const char *db, const char *coll, bson_t *out, mf_error *err);
 } mf_agg_env;
 
 /* ------------------------------------------------------------ options */
@@ -71,7 +130,14 @@ typedef struct mf_agg_opts {
     int64_t deadline_us;       /* monotonic; 0: none */
     int64_t now_ms;            /* $$NOW for the whole command */
     bool explain;
+    /* Memory limits of $group and of a blocking $sort (mongod's
+     * internalDocumentSourceGroupMaxMemoryBytes and
+     * internalQueryMaxBlockingSortMemoryUsageBytes); 0: the default. */
+    int64_t group_max_bytes;
+    int64_t sort_max_bytes;
 } mf_agg_opts;
+
+#define MF_AGG_DEFAULT_MEMORY_LIMIT (100 * 1024 * 1024)
 
 typedef struct mf_pipeline mf_pipeline;
 
@@ -94,6 +160,11 @@ int mf_pipeline_explain(mf_pipeline *p, bool exec, bson_t *out, mf_error *err);
 
 /* Whether the pipeline ends in $out or $merge (a write: no results). */
 bool mf_pipeline_writes(const mf_pipeline *p);
+
+/* The fields mongod adds to the reply of the error the pipeline last
+ * returned (keyPattern and keyValue of a DuplicateKey); empty if none.
+ * Valid until the next call on `p`. */
+const bson_t *mf_pipeline_error_info(const mf_pipeline *p);
 
 void mf_pipeline_free(mf_pipeline *p);
 

@@ -12,8 +12,6 @@
 #include "pipeline.h"
 #include "../query/query.h"
 
-#define MFI_AGG_MEMORY_LIMIT (100 * 1024 * 1024)
-
 typedef struct mfi_stage mfi_stage;
 typedef struct mfi_stage_ops mfi_stage_ops;
 
@@ -30,7 +28,10 @@ typedef struct mfi_agg {
     char *tmpdir;
     int64_t deadline_us;
     bool explain;
+    size_t group_max_bytes;  /* $group's memory limit */
+    size_t sort_max_bytes;   /* a blocking $sort's */
     uint64_t tick;           /* for the deadline check */
+    bson_t err_info;         /* extra fields of the last error (mf_pipeline_error_info) */
 } mfi_agg;
 
 struct mfi_stage_ops {
@@ -119,8 +120,34 @@ int mfi_parse_project(const bson_iter_t *, mfi_agg *, mfi_stage_list *, mf_error
 int mfi_parse_add_fields(const bson_iter_t *, mfi_agg *, mfi_stage_list *, mf_error *);
 int mfi_parse_set(const bson_iter_t *, mfi_agg *, mfi_stage_list *, mf_error *);
 int mfi_parse_unset(const bson_iter_t *, mfi_agg *, mfi_stage_list *, mf_error *);
+/* Whether `name` ("$match") is a stage of the table (pipeline.c). */
+bool mfi_stage_known(const char *name);
+/* stage_out.c */
+int mfi_parse_out(const bson_iter_t *, mfi_agg *, mfi_stage_list *, mf_error *);
+int mfi_parse_merge(const bson_iter_t *, mfi_agg *, mfi_stage_list *, mf_error *);
+/* stage_stats.c */
+int mfi_parse_coll_stats(const bson_iter_t *, mfi_agg *, mfi_stage_list *, mf_error *);
+int mfi_parse_index_stats(const bson_iter_t *, mfi_agg *, mfi_stage_list *, mf_error *);
 /* stage_group.c */
 int mfi_parse_group(const bson_iter_t *, mfi_agg *, mfi_stage_list *, mf_error *);
 int mfi_parse_sort_by_count(const bson_iter_t *, mfi_agg *, mfi_stage_list *, mf_error *);
+
+/* stage_window.c */
+int mfi_parse_set_window_fields(const bson_iter_t *, mfi_agg *, mfi_stage_list *, mf_error *);
+/* stage_bucket.c */
+int mfi_parse_bucket(const bson_iter_t *, mfi_agg *, mfi_stage_list *, mf_error *);
+int mfi_parse_bucket_auto(const bson_iter_t *, mfi_agg *, mfi_stage_list *, mf_error *);
+int mfi_parse_redact(const bson_iter_t *, mfi_agg *, mfi_stage_list *, mf_error *);
+/* stage_densify.c: $densify, $fill, and the time units both they and
+ * $setWindowFields use (millisecond ... year, as mongod's TimeUnit). */
+int mfi_parse_densify(const bson_iter_t *, mfi_agg *, mfi_stage_list *, mf_error *);
+int mfi_parse_fill(const bson_iter_t *, mfi_agg *, mfi_stage_list *, mf_error *);
+/* The unit named `s` into *unit; FailedToParse "unknown time unit value: x". */
+int mfi_time_unit(const char *s, int *unit, mf_error *err);
+/* Milliseconds in a unit up to a week; 0 for month, quarter and year. */
+int64_t mfi_unit_ms(int unit);
+/* `ms` + `amount` units (UTC; months clamp the day to the month's end, as
+ * mongod's dateAdd).  False on overflow. */
+bool mfi_date_add(int64_t ms, int unit, int64_t amount, int64_t *out);
 
 #endif /* MF_AGG_PIPELINE_INT_H */

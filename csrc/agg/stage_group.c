@@ -166,7 +166,7 @@ static int spill(group_stage *gs, mf_error *err)
     if (!gs->spill) {
         if (agg->tmpdir)
             (void)mkdir(agg->tmpdir, 0700);
-        if (!(gs->spill = mf_sorter_new(MFI_AGG_MEMORY_LIMIT, true, agg->tmpdir, 0)))
+        if (!(gs->spill = mf_sorter_new(agg->group_max_bytes, true, agg->tmpdir, 0)))
             return oom(err);
     }
     int rc = 0;
@@ -224,7 +224,7 @@ static int consume(group_stage *gs, mf_error *err)
         bson_destroy(&d);
         if (rc)
             break;
-        if (gs->mem > MFI_AGG_MEMORY_LIMIT) {
+        if (gs->mem > s->agg->group_max_bytes) {
             if (!s->agg->allow_disk_use) {
                 rc = mf_error_set(err, 292,
                                   "Exceeded memory limit for $group, but didn't allow external "

@@ -71,6 +71,8 @@ typedef enum {
     P_TEST_COMMANDS, /* the instance's enableTestCommands */
     P_CURSOR_TIMEOUT, /* the instance's cursorTimeoutMillis */
     P_TTL_SLEEP,      /* the instance's ttlMonitorSleepSecs */
+    P_GROUP_MEM,      /* internalDocumentSourceGroupMaxMemoryBytes (long) */
+    P_SORT_MEM,       /* internalQueryMaxBlockingSortMemoryUsageBytes (int) */
 } param_kind;
 
 /* Sorted by name, as mongod lists them.  `runtime`/`startup` feed
@@ -85,6 +87,8 @@ static const struct param {
     {"cursorTimeoutMillis", P_CURSOR_TIMEOUT, 0, true, true},
     {"enableTestCommands", P_TEST_COMMANDS, 0, false, true},
     {"featureCompatibilityVersion", P_FCV, 0, false, false},
+    {"internalDocumentSourceGroupMaxMemoryBytes", P_GROUP_MEM, 0, true, true},
+    {"internalQueryMaxBlockingSortMemoryUsageBytes", P_SORT_MEM, 0, true, true},
     {"localLogicalSessionTimeoutMinutes", P_INT, MF_SESSION_TIMEOUT_MINUTES, false, true},
     {"logLevel", P_INT, 0, true, true},
     {"maxBSONDepth", P_INT, MF_BSON_MAX_DEPTH, false, true},
@@ -132,6 +136,12 @@ static void param_value(mf_instance *inst, const struct param *p, bson_t *out,
         break;
     case P_TTL_SLEEP:
         bson_append_int32(out, key, -1, inst->ttl_sleep_secs);
+        break;
+    case P_GROUP_MEM:
+        bson_append_int64(out, key, -1, atomic_load(&inst->agg_group_max_bytes));
+        break;
+    case P_SORT_MEM:
+        bson_append_int32(out, key, -1, (int32_t)atomic_load(&inst->agg_sort_max_bytes));
         break;
     case P_CURSOR_TIMEOUT:
         pthread_mutex_lock(&inst->cursors_mu);
@@ -228,16 +238,26 @@ int mfi_cmd_set_parameter(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_
         if (!p->runtime)
             return mf_error_set(err, MF_IllegalOperation,
                                 "Cannot set parameter %s at runtime", k);
-        if (p->kind != P_CURSOR_TIMEOUT)
+        if (p->kind != P_CURSOR_TIMEOUT && p->kind != P_GROUP_MEM && p->kind != P_SORT_MEM)
             return mf_error_set(err, MF_IllegalOperation,
                                 "Setting parameter %s is not supported by this server", k);
         int64_t v;
         if (!mfi_as_int64(&it, &v))
             return mf_error_set(err, MF_BadValue, "Invalid value for parameter %s", k);
+        /* the memory limits: positive, the sort's an int as in mongod */
+        if ((p->kind == P_GROUP_MEM || p->kind == P_SORT_MEM) &&
+            (v <= 0 || (p->kind == P_SORT_MEM && v > INT32_MAX)))
+            return mf_error_set(err, MF_BadValue, "Invalid value for parameter %s", k);
         param_value(ctx->inst, p, reply, "was");
-        pthread_mutex_lock(&ctx->inst->cursors_mu);
-        ctx->inst->cursor_timeout_ms = v;
-        pthread_mutex_unlock(&ctx->inst->cursors_mu);
+        if (p->kind == P_GROUP_MEM) {
+            atomic_store(&ctx->inst->agg_group_max_bytes, v);
+        } else if (p->kind == P_SORT_MEM) {
+            atomic_store(&ctx->inst->agg_sort_max_bytes, v);
+        } else {
+            pthread_mutex_lock(&ctx->inst->cursors_mu);
+            ctx->inst->cursor_timeout_ms = v;
+            pthread_mutex_unlock(&ctx->inst->cursors_mu);
+        }
         found = true;
     }
     if (!found)

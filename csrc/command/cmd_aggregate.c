@@ -234,6 +234,9 @@ void mfi_agg_env_init(mf_instance *inst)
 {
     inst->agg_env.arg = inst;
     inst->agg_env.open = read_open;
+    mfi_agg_env_write_init(inst); /* $out, $merge, $collStats, $indexStats */
+    atomic_store(&inst->agg_group_max_bytes, MF_AGG_DEFAULT_MEMORY_LIMIT);
+    atomic_store(&inst->agg_sort_max_bytes, MF_AGG_DEFAULT_MEMORY_LIMIT);
 }
 
 /* ------------------------------------------------------------ aggregate */
@@ -248,6 +251,7 @@ typedef struct agg_args {
     bool has_let;
     bson_iter_t hint;
     bool has_hint;
+    bool has_write_concern;
     int64_t deadline;
 } agg_args;
 
@@ -313,6 +317,8 @@ static int parse_args(const bson_t *cmd, bool explain_ctx, agg_args *a, mf_error
         } else if (strcmp(k, "collation") == 0) {
             if ((rc = mfi_collation_arg(&it, "aggregate", "collation", err)) != 0)
                 return rc;
+        } else if (strcmp(k, "writeConcern") == 0) {
+            a->has_write_concern = true; /* checked by the dispatcher */
         } else if (strcmp(k, "bypassDocumentValidation") == 0 ||
                    strcmp(k, "readConcern") == 0 || strcmp(k, "writeConcern") == 0 ||
                    strcmp(k, "fromMongos") == 0 || strcmp(k, "needsMerge") == 0 ||
@@ -329,6 +335,9 @@ static int parse_args(const bson_t *cmd, bool explain_ctx, agg_args *a, mf_error
         return mf_error_set(err, MF_FailedToParse,
                             "The 'cursor' option is required, except for aggregate with the "
                             "explain argument");
+    if ((a->explain || explain_ctx) && a->has_write_concern)
+        return mf_error_set(err, MF_FailedToParse,
+                            "Aggregation explain does not support the'writeConcern' option");
     return 0;
 }
 
@@ -371,10 +380,20 @@ int mfi_cmd_aggregate(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_erro
         .deadline_us = a.deadline,
         .now_ms = mf_clock_wall_ms(),
         .explain = a.explain,
+        .group_max_bytes = atomic_load(&ctx->inst->agg_group_max_bytes),
+        .sort_max_bytes = atomic_load(&ctx->inst->agg_sort_max_bytes),
     };
     mf_pipeline *p = NULL;
     if ((rc = mf_pipeline_parse(&a.pipeline, &o, &p, err)) != 0)
         return rc;
+    if (a.explain && ctx->explain > 1 && mf_pipeline_writes(p)) {
+        /* explain must not write: mongod refuses execution statistics of
+         * a $out or $merge (51029 / 51184) */
+        mf_pipeline_free(p);
+        return mf_error_set(err, 51029,
+                            "Explain of an aggregation ending in $out or $merge cannot run it: use "
+                            "the 'queryPlanner' verbosity");
+    }
     if (a.explain) {
         /* explain runs nothing unless a verbosity (from the explain
          * command) asks for statistics */
@@ -391,6 +410,33 @@ int mfi_cmd_aggregate(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_erro
         mf_pipeline_free(p);
         return rc;
     }
+    if (mf_pipeline_writes(p)) {
+        /* $out / $merge: run to the end here, reply an empty, closed
+         * cursor; the writes are durable before the reply (the sinks sync
+         * at commit). */
+        bson_t d, c, fb;
+        bool eof = false;
+        while (rc == 0 && !eof) {
+            rc = mf_pipeline_next(p, &d, &eof, err);
+            if (rc == 0 && !eof)
+                bson_destroy(&d);
+        }
+        if (rc && ctx->err_info)
+            bson_concat(ctx->err_info, mf_pipeline_error_info(p));
+        mf_pipeline_free(p);
+        if (rc) {
+            if (rc != MF_QueryPlanKilled && rc != MF_MaxTimeMSExpired)
+                mfi_executor_error(err, "aggregate command");
+            return rc;
+        }
+        BSON_APPEND_DOCUMENT_BEGIN(reply, "cursor", &c);
+        BSON_APPEND_ARRAY_BEGIN(&c, "firstBatch", &fb);
+        bson_append_array_end(&c, &fb);
+        BSON_APPEND_INT64(&c, "id", 0);
+        BSON_APPEND_UTF8(&c, "ns", ns);
+        bson_append_document_end(reply, &c);
+        return 0;
+    }
     mfi_cursor *cur = calloc(1, sizeof *cur);
     if (!cur) {
         mf_pipeline_free(p);
@@ -401,7 +447,13 @@ int mfi_cmd_aggregate(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_erro
     cur->limit = -1;
     int64_t first = a.batch_size >= 0 ? a.batch_size : DEFAULT_FIRST_BATCH;
     rc = mfi_cursor_first_batch(ctx, cur, first, a.deadline, false, reply, err);
-    if (rc && rc != MF_QueryPlanKilled && rc != MF_MaxTimeMSExpired)
-        mfi_executor_error(err, "aggregate command");
+    if (rc && rc != MF_QueryPlanKilled && rc != MF_MaxTimeMSExpired &&
+        strncmp(err->msg, "PlanExecutor error", 18) != 0) {
+        /* mongod's context for an error met while running a pipeline */
+        char msg[sizeof err->msg];
+        snprintf(msg, sizeof msg, "%s", err->msg);
+        mf_error_set(err, err->code, "PlanExecutor error during aggregation :: caused by :: %s",
+                     msg);
+    }
     return rc;
 }

@@ -20,7 +20,7 @@
 #define BUILD_BATCH 512 /* keys per engine write during a build */
 
 /* The spec as listIndexes shows it: without the server's own fields. */
-static void public_spec(const uint8_t *spec, size_t len, bson_t *out)
+void mfi_index_public_spec(const uint8_t *spec, size_t len, bson_t *out)
 {
     bson_t s;
     bson_init(out);
@@ -283,7 +283,7 @@ int mfi_cmd_create_indexes(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf
         for (size_t j = 0; rc == 0 && !same && j < mf_coll_index_count(c); j++) {
             const mf_index_info *info = mf_coll_index(c, j);
             bson_t pub;
-            public_spec(info->spec, info->spec_len, &pub);
+            mfi_index_public_spec(info->spec, info->spec_len, &pub);
             rc = mf_index_spec_conflict(&pub, &norm[i], &same, err);
             bson_destroy(&pub);
         }
@@ -406,7 +406,7 @@ int mfi_cmd_list_indexes(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_e
         bson_t pub;
         char key[16];
         const char *k;
-        public_spec(info->spec, info->spec_len, &pub);
+        mfi_index_public_spec(info->spec, info->spec_len, &pub);
         bson_uint32_to_string(n++, &k, key, sizeof key);
         bson_append_document(docs, k, -1, &pub);
         bson_destroy(&pub);

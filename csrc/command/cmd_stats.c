@@ -212,8 +212,14 @@ int mfi_cmd_coll_stats(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_err
         return mf_error_set(err, 51024, "BSON field 'scale' value must be >= 1, actual value '%lld'",
                             (long long)scale);
 
-    mf_engine *e = ctx->inst->engine;
     BSON_APPEND_UTF8(reply, "ns", ns);
+    return mfi_coll_storage_stats(ctx->inst->engine, ns, scale, reply, err);
+}
+
+int mfi_coll_storage_stats(mf_engine *e, const char *ns, int64_t scale, bson_t *reply,
+                           mf_error *err)
+{
+    int rc;
     mf_engine_catalog_lock(e, false);
     mf_coll *c = mf_engine_coll(e, ns);
     if (!c) {

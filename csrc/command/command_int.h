@@ -39,6 +39,9 @@ struct mf_instance {
     int64_t cursor_timeout_ms; /* cursorTimeoutMillis */
 
     mf_agg_env agg_env;     /* how pipelines read collections (cmd_aggregate.c) */
+    /* internalDocumentSourceGroupMaxMemoryBytes and
+     * internalQueryMaxBlockingSortMemoryUsageBytes (setParameter) */
+    atomic_int_fast64_t agg_group_max_bytes, agg_sort_max_bytes;
 
     int ttl_sleep_secs;     /* ttlMonitorSleepSecs */
     pthread_t ttl_thread;   /* the TTL monitor (cmd_index.c) */
@@ -60,6 +63,9 @@ typedef struct mf_cmd_ctx {
     int flags;        /* MF_RUN_* bits the handler sets */
     int explain;      /* explain of a command that runs it: 1 queryPlanner,
                          2 with executionStats */
+    bson_t *err_info; /* fields the error reply carries after codeName
+                         (a DuplicateKey's keyPattern, keyValue); NULL
+                         when the caller does not send error replies */
 } mf_cmd_ctx;
 
 /* A handler appends its reply fields (not `ok`) to `reply` and returns 0, or
@@ -122,6 +128,11 @@ int mfi_cmd_validate(mf_cmd_ctx *, const bson_t *, bson_t *, mf_error *);
  * index tree (cmd_stats.c).  The caller holds the catalog lock; this takes
  * the collection's shared lock.  Walks every page of the collection. */
 int mfi_coll_storage_bytes(mf_engine *e, mf_coll *c, uint64_t *bytes, mf_error *err);
+/* collStats's fields after `ns` (size, count, ..., scaleFactor) for `ns`,
+ * sizes divided by `scale`; zeros for a collection that does not exist, as
+ * mongod 7.0 (cmd_stats.c).  Takes the catalog and collection locks. */
+int mfi_coll_storage_stats(mf_engine *e, const char *ns, int64_t scale, bson_t *reply,
+                           mf_error *err);
 
 int mfi_cmd_find(mf_cmd_ctx *, const bson_t *, bson_t *, mf_error *);
 int mfi_cmd_get_more(mf_cmd_ctx *, const bson_t *, bson_t *, mf_error *);
@@ -220,6 +231,12 @@ void mfi_tmpdir_of(mf_instance *inst, char *out, size_t cap);
 int mfi_cmd_aggregate(mf_cmd_ctx *, const bson_t *, bson_t *, mf_error *);
 /* Set up inst->agg_env (cmd_aggregate.c). */
 void mfi_agg_env_init(mf_instance *inst);
+/* Add the environment's writes and statistics ($out, $merge, $collStats,
+ * $indexStats) to inst->agg_env (agg_env_write.c). */
+void mfi_agg_env_write_init(mf_instance *inst);
+/* The public form of an index's catalog spec (cmd_index.c): without the
+ * internal multikeyPaths and building fields. */
+void mfi_index_public_spec(const uint8_t *spec, size_t len, bson_t *out);
 
 /* ------------------------------------------------- writes (cmd_write.c) */
 

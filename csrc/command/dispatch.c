@@ -133,7 +133,7 @@ bool mfi_instance_sleep(mf_instance *inst, int64_t ms)
 
 /* Sorted by name with strcmp; the C tests check the order. */
 static const mf_cmd_def table[] = {
-    {"aggregate", mfi_cmd_aggregate, 0, "Runs the aggregation command."},
+    {"aggregate", mfi_cmd_aggregate, MF_CMD_WRITE, "Runs the aggregation command."},
     {"buildInfo", mfi_cmd_build_info, 0,
      "get version #, etc.\n{ buildinfo:1 }"},
     {"buildinfo", mfi_cmd_build_info, MF_CMD_ALIAS,
@@ -341,7 +341,8 @@ void mf_command_run(mf_instance *inst, mf_client *client, const bson_t *cmd,
                     bson_t *reply, int *out_flags)
 {
     mf_error err;
-    mf_cmd_ctx ctx = {.inst = inst, .client = client};
+    bson_t err_info = BSON_INITIALIZER;
+    mf_cmd_ctx ctx = {.inst = inst, .client = client, .err_info = &err_info};
     bson_iter_t it;
     int rc;
 
@@ -391,12 +392,16 @@ void mf_command_run(mf_instance *inst, mf_client *client, const bson_t *cmd,
         goto fail;
     BSON_APPEND_DOUBLE(reply, "ok", 1.0);
     *out_flags = ctx.flags;
+    bson_destroy(&err_info);
     return;
 
 fail:
     if (err.code == 0)
         mf_error_set(&err, rc, "command failed");
     mf_command_error_reply(reply, &err);
+    if (!bson_empty(&err_info) && err.code != MF_ERRMSG_ONLY)
+        bson_concat(reply, &err_info);
+    bson_destroy(&err_info);
     *out_flags = ctx.flags & MF_RUN_CLOSE;
 }
 

@@ -124,6 +124,7 @@ static const struct {
     {11000, "DuplicateKey"},
     {11600, "InterruptedAtShutdown"},
     {11601, "Interrupted"},
+    {13113, "MergeStageNoMatchingDocument"},
     {13297, "DatabaseDifferCase"},
     {13435, "NotPrimaryNoSecondaryOk"},
     {14031, "OutOfDiskSpace"},
