@@ -66,4 +66,23 @@ bool mf_expr_is_const(const mf_expr *e, const bson_value_t **v);
 
 void mf_expr_free(mf_expr *e);
 
+/* ------------------------------------------- expressions of other commands */
+
+/* What `$expr` in a filter, a find projection's computed fields and an
+ * update pipeline evaluate with outside an aggregation: $$NOW and the
+ * command's `let`.  mf_expr_ctx_new evaluates `let` (unevaluated, may be
+ * NULL; each variable may use those before it) once, with $$NOW =
+ * `now_ms`.  Errors as mongod's for let: 16866 / 16867 a bad variable
+ * name, the expressions' own errors.  On error *out is NULL. */
+typedef struct mf_expr_ctx mf_expr_ctx;
+struct mf_expr_hooks;
+
+int mf_expr_ctx_new(const bson_t *let, int64_t now_ms, mf_expr_ctx **out, mf_error *err);
+
+/* The hooks query/ compiles and evaluates expressions through (the
+ * matcher's $expr, a projection's computed fields); valid while `x` is. */
+void mf_expr_ctx_hooks(mf_expr_ctx *x, struct mf_expr_hooks *out);
+
+void mf_expr_ctx_free(mf_expr_ctx *x);
+
 #endif /* MF_AGG_H */

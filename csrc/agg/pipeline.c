@@ -176,6 +176,9 @@ static int open_read(mf_pipeline *p, mf_error *err)
         .vars = &p->agg.vars,
         .explain = p->agg.explain,
     };
+    mf_expr_hooks hooks; /* copied by the read's matcher */
+    mfi_agg_hooks(&p->agg, &hooks);
+    r.hooks = &hooks;
     return p->agg.env->open(p->agg.env->arg, &r, &p->source, &p->sorted, err);
 }
 
@@ -206,11 +209,15 @@ static int match_next(mfi_stage *s, bson_t *out, bool *eof, mf_error *err)
 {
     match_stage *m = (match_stage *)s;
     for (;;) {
+        bool hit;
         int rc = mfi_stage_pull(s, out, eof, err);
         if (rc || *eof)
             return rc;
-        if (mf_matcher_match(m->m, out))
-            return 0;
+        if ((rc = mf_matcher_eval(m->m, out, NULL, &hit, err)) != 0 || hit) {
+            if (rc)
+                bson_destroy(out);
+            return rc;
+        }
         bson_destroy(out);
     }
 }
@@ -242,7 +249,9 @@ int mfi_parse_match(const bson_iter_t *it, mfi_agg *agg, mfi_stage_list *out, mf
     if (bson_iter_init_find(&w, &f, "$where"))
         return mf_error_set(err, MF_BadValue, "$where is not allowed inside of a $match "
                                               "aggregation expression");
-    return mf_matcher_parse(&m->filter, &m->m, err);
+    mf_expr_hooks hooks;
+    mfi_agg_hooks(agg, &hooks);
+    return mf_matcher_parse_ex(&m->filter, &hooks, &m->m, err);
 }
 
 /* ------------------------------------------------------ $limit and $skip */
@@ -1594,4 +1603,143 @@ const char *mfi_pipeline_find_stage(const bson_t *stages, const char *const *ref
                 return refused[i];
     }
     return NULL;
+}
+
+/* =====================================================================
+ * Outside a pipeline: the expression context of other commands
+ * (expr_ctx.c), and update pipelines run over one document at a time
+ * (cmd_update.c).  Kept apart from the stages above.
+ * ===================================================================== */
+
+int mfi_agg_init_let(mfi_agg *a, const bson_t *let, int64_t now_ms, mf_error *err)
+{
+    bson_init(&a->let_values);
+    a->vars.now_ms = now_ms;
+    a->vars.has_now = true;
+    a->vars.let = &a->let_values;
+    return let ? eval_let(a, let, err) : 0;
+}
+
+void mfi_agg_release(mfi_agg *a)
+{
+    agg_clear(a);
+}
+
+/* The source of an update pipeline: the one document it is run over. */
+typedef struct {
+    mf_agg_source base;
+    const bson_t *doc; /* borrowed for one mf_pipeline_run_one; NULL once read */
+} one_source;
+
+static int one_next(mf_agg_source *s, bson_t *out, bool *eof, mf_error *err)
+{
+    one_source *o = (one_source *)s;
+    (void)err;
+    *eof = o->doc == NULL;
+    if (o->doc)
+        bson_copy_to(o->doc, out);
+    o->doc = NULL;
+    return 0;
+}
+
+static int one_explain(mf_agg_source *s, bool exec, bson_t *out, mf_error *err)
+{
+    (void)s, (void)exec, (void)out, (void)err;
+    return 0;
+}
+
+static void one_free(mf_agg_source *s)
+{
+    free(s);
+}
+
+/* An update pipeline reads no collection. */
+static int no_open(void *arg, const mf_agg_read *r, mf_agg_source **out, bool *sorted,
+                   mf_error *err)
+{
+    (void)arg, (void)r, (void)out, (void)sorted;
+    return mf_error_set(err, MF_InvalidOptions, "an update pipeline reads no collection");
+}
+
+static const mf_agg_env no_env = {NULL, no_open};
+
+/* The stages mongod allows within an update (isAllowedWithinUpdatePipeline). */
+static bool update_stage_ok(const char *name)
+{
+    static const char *const ok[] = {"$addFields", "$project", "$replaceRoot",
+                                     "$replaceWith", "$set", "$unset"};
+    for (size_t i = 0; i < sizeof ok / sizeof ok[0]; i++)
+        if (strcmp(name, ok[i]) == 0)
+            return true;
+    return false;
+}
+
+int mf_pipeline_parse_update(const bson_t *stages, const mf_agg_opts *opts,
+                             const bson_t *constants, mf_pipeline **out, mf_error *err)
+{
+    mf_agg_opts o = *opts;
+    bson_t let = BSON_INITIALIZER;
+    mf_pipeline *p = NULL;
+    *out = NULL;
+    /* The constants (`c`) are variables whose values are taken as they are. */
+    if (opts->let)
+        bson_concat(&let, opts->let);
+    bson_iter_t it;
+    if (constants && bson_iter_init(&it, constants)) {
+        while (bson_iter_next(&it)) {
+            bson_t lit;
+            bson_append_document_begin(&let, bson_iter_key(&it), -1, &lit);
+            bson_append_iter(&lit, "$literal", -1, &it);
+            bson_append_document_end(&let, &lit);
+        }
+    }
+    o.let = opts->let || constants ? &let : NULL;
+    o.coll = opts->coll ? opts->coll : ""; /* documents come from the source */
+    o.env = &no_env;
+    o.hint = NULL;
+    o.explain = false;
+    int rc = mf_pipeline_parse(stages, &o, &p, err);
+    bson_destroy(&let);
+    if (rc)
+        return rc;
+    /* mongod checks the stages once parsed.  Leading $match stages are in
+     * the read's filter by now: the first stage tells. */
+    const char *bad = NULL;
+    bson_iter_t first, name;
+    if (bson_iter_init(&first, stages) && bson_iter_next(&first) &&
+        BSON_ITER_HOLDS_DOCUMENT(&first) && bson_iter_recurse(&first, &name) &&
+        bson_iter_next(&name) && strcmp(bson_iter_key(&name), "$match") == 0)
+        bad = "$match";
+    for (size_t i = 1; !bad && i < p->stages.n; i++)
+        if (!update_stage_ok(p->stages.v[i]->ops->name))
+            bad = p->stages.v[i]->ops->name;
+    if (bad) {
+        mf_pipeline_free(p);
+        return mf_error_set(err, MF_InvalidOptions,
+                            "%s is not allowed to be used within an update", bad);
+    }
+    one_source *src = calloc(1, sizeof *src);
+    if (!src) {
+        mf_pipeline_free(p);
+        return oom(err);
+    }
+    src->base.next = one_next;
+    src->base.explain = one_explain;
+    src->base.free = one_free;
+    p->source = &src->base;
+    p->opened = true;
+    *out = p;
+    return 0;
+}
+
+int mf_pipeline_run_one(mf_pipeline *p, const bson_t *doc, bson_t *out, mf_error *err)
+{
+    one_source *src = (one_source *)p->source;
+    bool eof;
+    src->doc = doc;
+    int rc = mf_pipeline_next(p, out, &eof, err);
+    src->doc = NULL;
+    if (rc == 0 && eof)
+        rc = mf_error_set(err, MF_InternalError, "an update pipeline returned no document");
+    return rc;
 }

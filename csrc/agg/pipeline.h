@@ -44,6 +44,9 @@ typedef struct mf_agg_read {
     const bson_iter_t *hint;  /* NULL: the planner chooses */
     int64_t limit;            /* > 0: at most this many (after the sort) */
     const mf_expr_vars *vars; /* for $expr in the filter; may be NULL */
+    /* compiles and evaluates $expr in the filter (the matcher copies the
+     * struct; its arg lives as long as the pipeline); may be NULL */
+    const struct mf_expr_hooks *hooks;
     bool explain;             /* gather executionStats */
 } mf_agg_read;
 
@@ -164,5 +167,22 @@ bool mf_pipeline_writes(const mf_pipeline *p);
 const bson_t *mf_pipeline_error_info(const mf_pipeline *p);
 
 void mf_pipeline_free(mf_pipeline *p);
+
+/* ----------------------------------------------------- update pipelines */
+
+/* Parse the pipeline of a pipeline-style update (update's `u` or
+ * findAndModify's `update` given as an array).  Of `opts`, db / coll (may
+ * be NULL), let, now_ms and deadline_us are used.  `constants` (update's
+ * `c`, may be NULL) are variables whose values are literal.  Errors: the
+ * stages' parse errors, then InvalidOptions (72) "<$stage> is not allowed
+ * to be used within an update" for a stage other than $addFields / $set /
+ * $project / $unset / $replaceRoot / $replaceWith. */
+int mf_pipeline_parse_update(const bson_t *stages, const mf_agg_opts *opts,
+                             const bson_t *constants, mf_pipeline **out, mf_error *err);
+
+/* Run an update pipeline over `doc` (borrowed for the call): the new
+ * document into `out` (initialised by the callee on success).  Errors: the
+ * stages' runtime errors.  Not thread-safe: one call at a time. */
+int mf_pipeline_run_one(mf_pipeline *p, const bson_t *doc, bson_t *out, mf_error *err);
 
 #endif /* MF_AGG_PIPELINE_H */

@@ -99,6 +99,12 @@ bool mfi_doc_get_path(const bson_t *doc, const char *path, bson_iter_t *out);
  * and evaluates expressions with this pipeline's variables. */
 void mfi_agg_hooks(mfi_agg *a, mf_expr_hooks *h);
 
+/* Set up `a` (zeroed) outside a pipeline: $$NOW is `now_ms` and `let`
+ * (may be NULL) is evaluated as a command's let.  mfi_agg_release frees
+ * what it holds (on error too). */
+int mfi_agg_init_let(mfi_agg *a, const bson_t *let, int64_t now_ms, mf_error *err);
+void mfi_agg_release(mfi_agg *a);
+
 /* Stage parsers, by file. */
 int mfi_parse_match(const bson_iter_t *, mfi_agg *, mfi_stage_list *, mf_error *);
 int mfi_parse_limit(const bson_iter_t *, mfi_agg *, mfi_stage_list *, mf_error *);

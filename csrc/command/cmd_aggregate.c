@@ -196,7 +196,7 @@ static int read_open(void *arg, const mf_agg_read *q, mf_agg_source **out, bool 
         r->has_sort = true;
     }
     snprintf(r->ns, sizeof r->ns, "%s.%s", q->db, q->coll);
-    int rc = mf_matcher_parse(&r->filter, &r->m, err);
+    int rc = mf_matcher_parse_ex(&r->filter, q->hooks, &r->m, err);
     if (rc) {
         read_free(&r->base);
         return rc;

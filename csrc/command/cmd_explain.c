@@ -194,10 +194,21 @@ int mfi_cmd_explain(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_error 
     if (rc == 0)
         rc = read_what(op, &inner, &w, err);
     mf_matcher *m = NULL;
+    mf_expr_ctx *xctx = NULL;
+    mf_expr_hooks hooks;
+    bson_iter_t let_it;
+    bson_t let;
+    bool has_let = bson_iter_init_find(&let_it, &inner, "let") && mfi_doc_arg(&let_it, &let);
     if (rc == 0)
-        rc = mf_matcher_parse(&w.filter, &m, err);
-    if (rc)
+        rc = mf_expr_ctx_new(has_let ? &let : NULL, mf_clock_wall_ms(), &xctx, err);
+    if (rc == 0) {
+        mf_expr_ctx_hooks(xctx, &hooks);
+        rc = mf_matcher_parse_ex(&w.filter, &hooks, &m, err);
+    }
+    if (rc) {
+        mf_expr_ctx_free(xctx);
         return rc;
+    }
     bool stats = strcmp(verbosity, "queryPlanner") != 0;
 
     bson_t plan = BSON_INITIALIZER, exec = BSON_INITIALIZER;
@@ -287,6 +298,7 @@ int mfi_cmd_explain(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_error 
     }
     mf_engine_catalog_unlock(e);
     mf_matcher_free(m);
+    mf_expr_ctx_free(xctx);
     if (rc == 0) {
         bson_t qp, es, si;
         BSON_APPEND_UTF8(reply, "explainVersion", "1");

@@ -367,8 +367,8 @@ int mfi_cursor_reply_from_docs(mf_cmd_ctx *ctx, const char *ns, bson_t *docs, in
 /* ------------------------------------------------------------------ find */
 
 typedef struct find_args {
-    bson_t filter, projection, sort;
-    bool has_filter, has_projection, has_sort;
+    bson_t filter, projection, sort, let;
+    bool has_filter, has_projection, has_sort, has_let;
     bson_iter_t hint;
     bool has_hint;
     int64_t skip, limit, batch_size; /* limit 0: none; batch_size -1: default */
@@ -417,7 +417,7 @@ static int parse_find(const bson_t *cmd, find_args *a, mf_error *err)
         } else if (strcmp(k, "maxTimeMS") == 0) {
             rc = mfi_deadline_arg("find", &it, &a->deadline, err);
         } else if (strcmp(k, "let") == 0) {
-            if (!BSON_ITER_HOLDS_DOCUMENT(&it))
+            if (!(a->has_let = mfi_doc_arg(&it, &a->let)))
                 rc = mfi_type_error(err, "find", k, &it, "object");
         } else if (strcmp(k, "collation") == 0) {
             rc = mfi_collation_arg(&it, "find", k, err);
@@ -465,13 +465,15 @@ static void parts_free(query_parts *q)
     memset(q, 0, sizeof *q);
 }
 
+/* `hooks` compile the filter's $expr and the projection's computed fields. */
 static int parse_parts(const bson_t *filter, const bson_t *projection, const bson_t *sort,
-                       query_parts *q, mf_error *err)
+                       const mf_expr_hooks *hooks, query_parts *q, mf_error *err)
 {
     static const bson_t empty = BSON_INITIALIZER;
-    int rc = mf_matcher_parse(filter ? filter : &empty, &q->m, err);
+    int rc = mf_matcher_parse_ex(filter ? filter : &empty, hooks, &q->m, err);
     if (rc == 0 && projection && !doc_empty(projection))
-        rc = mf_projection_parse(projection, filter ? filter : &empty, &q->proj, err);
+        rc = mf_projection_parse_ex(projection, filter ? filter : &empty, hooks, MF_PROJ_FIND,
+                                    &q->proj, err);
     if (rc == 0 && sort && !doc_empty(sort))
         rc = mf_sort_parse(sort, &q->sort, err);
     if (rc)
@@ -569,23 +571,33 @@ int mfi_cmd_find(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_error *er
     char ns[MF_MAX_NS_LEN + 1];
     find_args a;
     query_parts q = {0};
+    mf_expr_ctx *xctx = NULL;
+    mf_expr_hooks hooks;
     int rc = mfi_coll_arg(ctx, cmd, ns, sizeof ns, err);
     if (rc == 0)
         rc = parse_find(cmd, &a, err);
     if (rc == 0 && a.show_record_id)
         rc = mf_error_set(err, MF_NotImplemented, "showRecordId is not supported");
     if (rc == 0)
+        rc = mf_expr_ctx_new(a.has_let ? &a.let : NULL, mf_clock_wall_ms(), &xctx, err);
+    if (rc == 0) {
+        mf_expr_ctx_hooks(xctx, &hooks);
         rc = parse_parts(a.has_filter ? &a.filter : NULL, a.has_projection ? &a.projection : NULL,
-                         a.has_sort ? &a.sort : NULL, &q, err);
-    if (rc)
+                         a.has_sort ? &a.sort : NULL, &hooks, &q, err);
+    }
+    if (rc) {
+        mf_expr_ctx_free(xctx);
         return rc;
+    }
     atomic_fetch_add_explicit(&ctx->inst->counters.op_query, 1, memory_order_relaxed);
 
     mfi_cursor *cur = calloc(1, sizeof *cur);
     if (!cur) {
         parts_free(&q);
+        mf_expr_ctx_free(xctx);
         return mf_error_set(err, MF_InternalError, "out of memory");
     }
+    cur->xctx = xctx;
     snprintf(cur->ns, sizeof cur->ns, "%s", ns);
     cur->matcher = q.m;
     cur->proj = q.proj;
@@ -971,8 +983,15 @@ int mfi_cmd_distinct(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_error
         return mf_error_set(err, 40414,
                             "BSON field 'distinct.key' is missing but a required field");
     query_parts q = {0};
-    if ((rc = parse_parts(has_query ? &query : NULL, NULL, NULL, &q, err)) != 0)
+    mf_expr_ctx *xctx = NULL;
+    mf_expr_hooks hooks;
+    if ((rc = mf_expr_ctx_new(NULL, mf_clock_wall_ms(), &xctx, err)) != 0)
         return rc;
+    mf_expr_ctx_hooks(xctx, &hooks);
+    if ((rc = parse_parts(has_query ? &query : NULL, NULL, NULL, &hooks, &q, err)) != 0) {
+        mf_expr_ctx_free(xctx);
+        return rc;
+    }
     distinct_set set = {0};
     mf_engine_catalog_lock(e, false);
     mf_coll *c = mf_engine_coll(e, ns);
@@ -1013,6 +1032,7 @@ int mfi_cmd_distinct(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_error
     }
     mf_engine_catalog_unlock(e);
     parts_free(&q);
+    mf_expr_ctx_free(xctx);
     if (rc == 0) {
         set_dedup(&set);
         bson_t values;

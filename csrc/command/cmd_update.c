@@ -12,6 +12,13 @@
  * nModified.  An upsert that matches nothing inserts the seed built from
  * the filter's equalities with the update applied ($setOnInsert too).
  * The command syncs once, after its last write, before replying.
+ *
+ * An update is operators, a replacement, or an aggregation pipeline (an
+ * array of $set / $project / $replaceWith ... stages) run over each
+ * matched document, whose result then replaces it as a replacement would.
+ * The command's `let` is evaluated once (with $$NOW fixed for the command)
+ * and serves the filters' $expr, the pipelines and findAndModify's
+ * projection.
  */
 #include "command_int.h"
 
@@ -115,6 +122,108 @@ static int read_record(mf_engine *e, mf_coll *c, uint64_t rid, bson_t *doc, bool
     return rc;
 }
 
+/* ------------------------------------------------------------ the updates */
+
+/* An update of any form: an mf_update (operators or a replacement), or an
+ * update pipeline. */
+typedef struct upd {
+    mf_update *u;
+    mf_pipeline *pl;
+} upd;
+
+/* What the command's expressions see: its let and $$NOW, and where. */
+typedef struct xenv {
+    mf_expr_ctx *xctx;
+    mf_expr_hooks hooks;
+    const bson_t *let; /* unevaluated (pipelines evaluate it themselves) */
+    char db[MF_MAX_NS_LEN + 1];
+    const char *coll;
+    int64_t now;
+} xenv;
+
+/* The command's `let` (checked: a document) and the context built from
+ * it.  Errors: TypeMismatch for a `let` that is not an object, the let's
+ * own evaluation errors. */
+static int xenv_open(xenv *x, const bson_t *cmd, const char *cmdname, const char *ns,
+                     bson_t *let_buf, mf_error *err)
+{
+    bson_iter_t it;
+    memset(x, 0, sizeof *x);
+    x->now = mf_clock_wall_ms();
+    snprintf(x->db, sizeof x->db, "%s", ns);
+    char *dot = strchr(x->db, '.');
+    if (dot) {
+        *dot = 0;
+        x->coll = dot + 1;
+    }
+    if (bson_iter_init_find(&it, cmd, "let")) {
+        if (!mfi_doc_arg(&it, let_buf))
+            return mfi_type_error(err, cmdname, "let", &it, "object");
+        x->let = let_buf;
+    }
+    int rc = mf_expr_ctx_new(x->let, x->now, &x->xctx, err);
+    if (rc == 0)
+        mf_expr_ctx_hooks(x->xctx, &x->hooks);
+    return rc;
+}
+
+static void xenv_close(xenv *x)
+{
+    mf_expr_ctx_free(x->xctx);
+    x->xctx = NULL;
+}
+
+/* Parse an update: `spec` is the operator or replacement document, or
+ * (`is_pipeline`) the stages.  `constants` is update's `c` (may be NULL). */
+static int upd_parse(const xenv *x, const bson_t *spec, bool is_pipeline,
+                     const bson_t *array_filters, const bson_t *constants, upd *out,
+                     mf_error *err)
+{
+    memset(out, 0, sizeof *out);
+    if (!is_pipeline) {
+        if (constants)
+            return mf_error_set(err, 51198,
+                                "Constant values may only be specified for pipeline updates");
+        return mf_update_parse(spec, array_filters, &out->u, err);
+    }
+    if (array_filters)
+        return mf_error_set(err, MF_FailedToParse,
+                            "arrayFilters may not be specified for pipeline-syle updates");
+    mf_agg_opts o = {.db = x->db, .coll = x->coll, .let = x->let, .now_ms = x->now};
+    return mf_pipeline_parse_update(spec, &o, constants, &out->pl, err);
+}
+
+static void upd_free(upd *w)
+{
+    mf_update_free(w->u);
+    mf_pipeline_free(w->pl);
+    memset(w, 0, sizeof *w);
+}
+
+static bool upd_needs_pos(const upd *w)
+{
+    return w->u && mf_update_needs_pos(w->u);
+}
+
+/* As mf_update_apply, for either form: `out` is initialised here, and
+ * the caller destroys it, on error too. */
+static int upd_apply(const upd *w, const bson_t *doc, bool is_insert, int64_t pos, int64_t now,
+                     bson_t *out, bool *changed, mf_error *err)
+{
+    if (w->u)
+        return mf_update_apply(w->u, doc, is_insert, pos, now, out, changed, err);
+    bson_t made;
+    *changed = false;
+    int rc = mf_pipeline_run_one(w->pl, doc, &made, err);
+    if (rc) {
+        bson_init(out);
+        return rc;
+    }
+    rc = mf_update_apply_doc(doc, &made, out, changed, err);
+    bson_destroy(&made);
+    return rc;
+}
+
 /* Where a command writes: the collection (exclusive lock held), its
  * parsed indexes, and what a unique index last refused. */
 typedef struct wtarget {
@@ -140,7 +249,7 @@ static void target_close(wtarget *w)
 
 /* Apply `u` to record `rid`.  `before`/`after` (if not NULL) receive
  * copies of the document as it was and as it is. */
-static int update_record(wtarget *w, uint64_t rid, const mf_update *u, int64_t pos, int64_t now,
+static int update_record(wtarget *w, uint64_t rid, const upd *u, int64_t pos, int64_t now,
                          bool *modified, bson_t *before, bson_t *after, mf_lsn *lsn,
                          mf_error *err)
 {
@@ -152,7 +261,7 @@ static int update_record(wtarget *w, uint64_t rid, const mf_update *u, int64_t p
         return rc;
     if (before)
         bson_copy_to(&doc, before);
-    rc = mf_update_apply(u, &doc, false, pos, now, &out, &changed, err);
+    rc = upd_apply(u, &doc, false, pos, now, &out, &changed, err);
     if (rc == 0 && after)
         bson_copy_to(changed ? &out : &doc, after);
     if (rc == 0 && changed) {
@@ -184,7 +293,7 @@ static int delete_record(wtarget *w, uint64_t rid, bson_t *before, bool *deleted
 
 /* Insert the upsert's document: the filter's seed with the update applied
  * as an insert.  `*id_out` (initialised here) gets {"": _id}. */
-static int upsert_insert(wtarget *w, const bson_t *filter, const mf_update *u, int64_t now,
+static int upsert_insert(wtarget *w, const bson_t *filter, const upd *u, int64_t now,
                          bson_t *stored, bson_t *id_out, mf_lsn *lsn, mf_error *err)
 {
     bson_t seed, doc;
@@ -199,7 +308,7 @@ static int upsert_insert(wtarget *w, const bson_t *filter, const mf_update *u, i
         bson_destroy(&seed);
         return rc;
     }
-    rc = mf_update_apply(u, &seed, true, -1, now, &doc, &changed, err);
+    rc = upd_apply(u, &seed, true, -1, now, &doc, &changed, err);
     bson_destroy(&seed);
     if (rc == 0)
         rc = mfi_next_record_id(w->e, w->c, &next_id, err);
@@ -217,8 +326,11 @@ static int upsert_insert(wtarget *w, const bson_t *filter, const mf_update *u, i
 typedef struct update_stmt {
     bson_t q, u;
     bool has_q, has_u, upsert, multi;
+    bool is_pipeline;          /* `u` is an array of stages */
     const bson_t *array_filters;
     bson_t af;
+    const bson_t *constants;   /* `c`, or NULL */
+    bson_t c;
     bson_iter_t hint;
     bool has_hint;
 } update_stmt;
@@ -238,11 +350,12 @@ static int parse_update_stmt(const bson_iter_t *el, update_stmt *s, mf_error *er
             if (!(s->has_q = mfi_doc_arg(&it, &s->q)))
                 return mfi_type_error(err, "update.updates", k, &it, "object");
         } else if (strcmp(k, "u") == 0) {
-            if (BSON_ITER_HOLDS_ARRAY(&it))
-                return mf_error_set(err, MF_NotImplemented,
-                                    "pipeline-style updates need the aggregation pipeline, "
-                                    "which this server does not have yet");
-            if (!(s->has_u = mfi_doc_arg(&it, &s->u)))
+            if (BSON_ITER_HOLDS_ARRAY(&it)) {
+                uint32_t len;
+                const uint8_t *data;
+                bson_iter_array(&it, &len, &data);
+                s->has_u = s->is_pipeline = bson_init_static(&s->u, data, len);
+            } else if (!(s->has_u = mfi_doc_arg(&it, &s->u)))
                 return mf_error_set(err, MF_TypeMismatch,
                                     "BSON field 'update.updates.u' is the wrong type '%s', "
                                     "expected types '[object, array]'",
@@ -267,8 +380,11 @@ static int parse_update_stmt(const bson_iter_t *el, update_stmt *s, mf_error *er
         } else if (strcmp(k, "collation") == 0) {
             if (mfi_collation_arg(&it, "update.updates", k, err) != 0)
                 return err->code;
-        } else if (strcmp(k, "c") == 0 || strcmp(k, "upsertSupplied") == 0) {
-            /* constants for pipeline updates; nothing without one */
+        } else if (strcmp(k, "c") == 0) {
+            if (!mfi_doc_arg(&it, &s->c))
+                return mfi_type_error(err, "update.updates", k, &it, "object");
+            s->constants = &s->c;
+        } else if (strcmp(k, "upsertSupplied") == 0) {
         } else {
             return mf_error_set(err, 40415, "BSON field 'update.updates.%s' is an unknown field.",
                                 k);
@@ -284,28 +400,29 @@ static int parse_update_stmt(const bson_iter_t *el, update_stmt *s, mf_error *er
 }
 
 /* Run one update statement on `c` (exclusive lock held). */
-static int run_update(wtarget *w, update_stmt *s, int64_t now, int64_t *n, int64_t *nmod,
+static int run_update(wtarget *w, const xenv *x, update_stmt *s, int64_t *n, int64_t *nmod,
                       bson_t *upserted_id, bool *upserted, mf_lsn *lsn, mf_error *err)
 {
     mf_engine *e = w->e;
     mf_coll *c = w->c;
     mf_matcher *m = NULL;
-    mf_update *u = NULL;
+    upd u = {0};
     hits h = {0};
-    int rc = mf_matcher_parse(&s->q, &m, err);
+    int64_t now = x->now;
+    int rc = mf_matcher_parse_ex(&s->q, &x->hooks, &m, err);
     if (rc == 0)
-        rc = mf_update_parse(&s->u, s->array_filters, &u, err);
-    if (rc == 0 && s->multi && mf_update_is_replacement(u))
+        rc = upd_parse(x, &s->u, s->is_pipeline, s->array_filters, s->constants, &u, err);
+    if (rc == 0 && s->multi && u.u && mf_update_is_replacement(u.u))
         rc = mf_error_set(err, MF_FailedToParse,
                           "multi update is not supported for replacement-style update");
     /* No collection (and no upsert to create one): nothing matches, but
      * the statement was still parsed and its errors reported. */
     if (rc == 0 && c)
         rc = find_hits(e, c, &w->ix, &s->q, m, s->has_hint ? &s->hint : NULL, NULL, NULL, s->multi,
-                       mf_update_needs_pos(u), &h, err);
+                       upd_needs_pos(&u), &h, err);
     for (size_t i = 0; rc == 0 && i < h.n; i++) {
         bool modified;
-        rc = update_record(w, h.v[i].rid, u, h.v[i].pos, now, &modified, NULL, NULL, lsn, err);
+        rc = update_record(w, h.v[i].rid, &u, h.v[i].pos, now, &modified, NULL, NULL, lsn, err);
         if (rc == 0) {
             (*n)++;
             *nmod += modified;
@@ -313,7 +430,7 @@ static int run_update(wtarget *w, update_stmt *s, int64_t now, int64_t *n, int64
     }
     if (rc == 0 && h.n == 0 && s->upsert && c) {
         bson_t stored;
-        rc = upsert_insert(w, &s->q, u, now, &stored, upserted_id, lsn, err);
+        rc = upsert_insert(w, &s->q, &u, now, &stored, upserted_id, lsn, err);
         bson_destroy(&stored);
         if (rc == 0) {
             (*n)++;
@@ -321,7 +438,7 @@ static int run_update(wtarget *w, update_stmt *s, int64_t now, int64_t *n, int64
         }
     }
     free(h.v);
-    mf_update_free(u);
+    upd_free(&u);
     mf_matcher_free(m);
     return rc;
 }
@@ -409,7 +526,12 @@ int mfi_cmd_update(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_error *
         rc = parse_update_stmt(&el, &st[i], err);
         any_upsert |= st[i++].upsert;
     }
+    xenv x = {0};
+    bson_t let;
+    if (rc == 0)
+        rc = xenv_open(&x, cmd, "update", ns, &let, err);
     if (rc) {
+        xenv_close(&x);
         free(st);
         return rc;
     }
@@ -423,10 +545,11 @@ int mfi_cmd_update(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_error *
         c = mf_engine_coll(e, ns);
     }
     if (rc) {
+        xenv_close(&x);
         free(st);
         return rc;
     }
-    int64_t n = 0, nmod = 0, now = mf_clock_wall_ms();
+    int64_t n = 0, nmod = 0;
     bson_t werrs = BSON_INITIALIZER, upserted = BSON_INITIALIZER;
     uint32_t nerr = 0, nups = 0;
     mf_lsn lsn = 0;
@@ -438,7 +561,7 @@ int mfi_cmd_update(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_error *
         bson_t id = BSON_INITIALIZER;
         bool was_upsert = false;
         mf_error serr;
-        int r = run_update(&w, &st[i], now, &n, &nmod, &id, &was_upsert, &lsn, &serr);
+        int r = run_update(&w, &x, &st[i], &n, &nmod, &id, &was_upsert, &lsn, &serr);
         atomic_fetch_add_explicit(&ctx->inst->counters.op_update, 1, memory_order_relaxed);
         if (r == 0 && was_upsert) {
             char key[16];
@@ -467,6 +590,7 @@ int mfi_cmd_update(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_error *
     if (c)
         mf_coll_unlock(c);
     mf_engine_catalog_unlock(e);
+    xenv_close(&x);
     free(st);
     if (rc == 0 && lsn)
         rc = mf_engine_sync(e, lsn, err);
@@ -557,7 +681,12 @@ int mfi_cmd_delete(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_error *
     bson_iter_recurse(&stmts, &el);
     while (rc == 0 && bson_iter_next(&el))
         rc = parse_delete_stmt(&el, &st[i++], err);
+    xenv x = {0};
+    bson_t let;
+    if (rc == 0)
+        rc = xenv_open(&x, cmd, "delete", ns, &let, err);
     if (rc) {
+        xenv_close(&x);
         free(st);
         return rc;
     }
@@ -575,7 +704,7 @@ int mfi_cmd_delete(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_error *
         mf_error serr;
         mf_matcher *m = NULL;
         hits h = {0};
-        int r = mf_matcher_parse(&st[i].q, &m, &serr);
+        int r = mf_matcher_parse_ex(&st[i].q, &x.hooks, &m, &serr);
         atomic_fetch_add_explicit(&ctx->inst->counters.op_delete, 1, memory_order_relaxed);
         if (r == 0 && c)
             r = find_hits(e, c, &w.ix, &st[i].q, m, st[i].has_hint ? &st[i].hint : NULL, NULL, NULL,
@@ -601,6 +730,7 @@ int mfi_cmd_delete(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_error *
     if (c)
         mf_coll_unlock(c);
     mf_engine_catalog_unlock(e);
+    xenv_close(&x);
     free(st);
     if (rc == 0 && lsn)
         rc = mf_engine_sync(e, lsn, err);
@@ -618,6 +748,7 @@ int mfi_cmd_delete(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_error *
 typedef struct fam_args {
     bson_t query, sort, fields, update;
     bool has_query, has_sort, has_fields, has_update;
+    bool is_pipeline; /* `update` is an array of stages */
     bool remove, return_new, upsert;
     bson_t af;
     const bson_t *array_filters;
@@ -651,11 +782,12 @@ static int parse_fam(const bson_t *cmd, fam_args *a, mf_error *err)
         } else if (strcmp(k, "update") == 0) {
             if (BSON_ITER_HOLDS_NULL(&it))
                 continue;
-            if (BSON_ITER_HOLDS_ARRAY(&it))
-                return mf_error_set(err, MF_NotImplemented,
-                                    "pipeline-style updates need the aggregation pipeline, "
-                                    "which this server does not have yet");
-            if (!(a->has_update = mfi_doc_arg(&it, &a->update)))
+            if (BSON_ITER_HOLDS_ARRAY(&it)) {
+                uint32_t len;
+                const uint8_t *data;
+                bson_iter_array(&it, &len, &data);
+                a->has_update = a->is_pipeline = bson_init_static(&a->update, data, len);
+            } else if (!(a->has_update = mfi_doc_arg(&it, &a->update)))
                 return mf_error_set(err, MF_FailedToParse,
                                     "Update argument must be either an object or an array");
         } else if (strcmp(k, "remove") == 0) {
@@ -707,21 +839,27 @@ int mfi_cmd_find_and_modify(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, m
     char ns[MF_MAX_NS_LEN + 1];
     fam_args a;
     mf_matcher *m = NULL;
-    mf_update *u = NULL;
+    upd u = {0};
     mf_projection *proj = NULL;
     mf_sort *sort = NULL;
+    xenv x = {0};
+    bson_t let;
     static const bson_t empty = BSON_INITIALIZER;
     int rc = mfi_coll_arg(ctx, cmd, ns, sizeof ns, err);
     if (rc == 0)
         rc = parse_fam(cmd, &a, err);
-    if (rc)
+    if (rc == 0)
+        rc = xenv_open(&x, cmd, "findAndModify", ns, &let, err);
+    if (rc) {
+        xenv_close(&x);
         return rc;
+    }
     const bson_t *query = a.has_query ? &a.query : &empty;
-    rc = mf_matcher_parse(query, &m, err);
+    rc = mf_matcher_parse_ex(query, &x.hooks, &m, err);
     if (rc == 0 && a.has_update)
-        rc = mf_update_parse(&a.update, a.array_filters, &u, err);
+        rc = upd_parse(&x, &a.update, a.is_pipeline, a.array_filters, NULL, &u, err);
     if (rc == 0 && a.has_fields && a.fields.len > 5)
-        rc = mf_projection_parse(&a.fields, query, &proj, err);
+        rc = mf_projection_parse_ex(&a.fields, query, &x.hooks, MF_PROJ_FIND, &proj, err);
     if (rc == 0 && a.has_sort && a.sort.len > 5)
         rc = mf_sort_parse(&a.sort, &sort, err);
 
@@ -746,7 +884,7 @@ int mfi_cmd_find_and_modify(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, m
         if (rc == 0)
             rc = find_hits(e, c, &w.ix, query, m, a.has_hint ? &a.hint : NULL, sort,
                        sort ? &a.sort : NULL, false,
-                       (u && mf_update_needs_pos(u)) || (proj && mf_projection_needs_pos(proj)),
+                       upd_needs_pos(&u) || (proj && mf_projection_needs_pos(proj)),
                        &h, err);
         if (rc == 0 && h.n) {
             matched = true;
@@ -759,7 +897,7 @@ int mfi_cmd_find_and_modify(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, m
             } else {
                 bool modified;
                 bson_t before, after;
-                rc = update_record(&w, h.v[0].rid, u, pos, mf_clock_wall_ms(), &modified,
+                rc = update_record(&w, h.v[0].rid, &u, pos, x.now, &modified,
                                    &before, &after, &lsn, err);
                 if (rc == 0) {
                     /* bson_t holds pointers into itself: move, never copy. */
@@ -770,8 +908,7 @@ int mfi_cmd_find_and_modify(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, m
             }
         } else if (rc == 0 && a.upsert) {
             bson_t stored;
-            rc = upsert_insert(&w, query, u, mf_clock_wall_ms(), &stored, &upserted_id, &lsn,
-                               err);
+            rc = upsert_insert(&w, query, &u, x.now, &stored, &upserted_id, &lsn, err);
             if (rc == 0) {
                 upserted = true;
                 if (a.return_new) {
@@ -817,8 +954,9 @@ int mfi_cmd_find_and_modify(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, m
         bson_destroy(&value);
     bson_destroy(&upserted_id);
     mf_matcher_free(m);
-    mf_update_free(u);
+    upd_free(&u);
     mf_projection_free(proj);
     mf_sort_free(sort);
+    xenv_close(&x);
     return rc;
 }

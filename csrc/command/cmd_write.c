@@ -284,8 +284,16 @@ int mfi_cmd_count(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_error *e
             return rc;
         has_hint = true;
     }
-    if (has_q && (rc = mf_matcher_parse(&q, &m, err)) != 0)
+    mf_expr_ctx *xctx = NULL;
+    mf_expr_hooks hooks;
+    if (has_q && (rc = mf_expr_ctx_new(NULL, mf_clock_wall_ms(), &xctx, err)) != 0)
         return rc;
+    if (xctx)
+        mf_expr_ctx_hooks(xctx, &hooks);
+    if (has_q && (rc = mf_matcher_parse_ex(&q, &hooks, &m, err)) != 0) {
+        mf_expr_ctx_free(xctx);
+        return rc;
+    }
     if (limit < 0)
         limit = -limit;
     int64_t n = 0, seen = 0;
@@ -316,6 +324,7 @@ int mfi_cmd_count(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_error *e
     }
     mf_engine_catalog_unlock(e);
     mf_matcher_free(m);
+    mf_expr_ctx_free(xctx);
     if (rc == 0)
         BSON_APPEND_INT32(reply, "n", (int32_t)n);
     return rc;

@@ -177,6 +177,8 @@ struct mfi_cursor {
     mfi_indexes *ix;        /* owns: the indexes the scan was planned over */
     mf_matcher *matcher;    /* owns */
     mf_projection *proj;    /* owns */
+    mf_expr_ctx *xctx;      /* owns: what the matcher's $expr and the
+                               projection's computed fields evaluate with */
     mf_sorter *sorter;      /* owns */
     bool project_late;      /* the sorter holds [pos (8 bytes LE)][whole
                                document]: project as documents leave it */

@@ -37,6 +37,7 @@ void mfi_cursor_free(mfi_cursor *c)
     }
     mf_matcher_free(c->matcher);
     mf_projection_free(c->proj);
+    mf_expr_ctx_free(c->xctx); /* after what compiled expressions with it */
     mf_sorter_free(c->sorter);
     mf_pipeline_free(c->pipeline);
     mf_buf_free(&c->stash);

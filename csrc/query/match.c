@@ -5,6 +5,11 @@
  * Tree:   AND / OR / NOR    children (a filter document is an AND; an
  *                           empty one, or only $comment, matches all)
  *         PATH              a dotted path and its conditions (ANDed)
+ *         EXPR              {$expr: <aggregation expression>}, compiled and
+ *                           evaluated through the caller's mf_expr_hooks;
+ *                           true when the value is (false, null, missing and
+ *                           zeros are not).  Within an AND it is evaluated
+ *                           after the path predicates, as mongod sorts it.
  * A PATH node's conditions: comparisons ($eq ... $lte, implicit equality),
  * $in/$nin, $exists, $type, $mod, $regex, $size, $all, $elemMatch (value
  * form), bit tests, and $not over any of these.
@@ -25,7 +30,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-typedef enum { N_AND, N_OR, N_NOR, N_PATH } node_kind;
+typedef enum { N_AND, N_OR, N_NOR, N_PATH, N_EXPR } node_kind;
 
 typedef enum {
     C_EQ, C_NE, C_GT, C_GTE, C_LT, C_LTE, C_IN, C_NIN, C_EXISTS, C_TYPE, C_MOD, C_REGEX,
@@ -59,11 +64,29 @@ struct node {
     char *path;          /* N_PATH */
     cond *conds;
     size_t nconds;
+    void *expr;                /* N_EXPR: compiled by the hooks */
+    void (*expr_free)(void *);
 };
 
 struct mf_matcher {
     node *root;
+    mf_expr_hooks hooks;       /* for N_EXPR nodes (unset without $expr) */
 };
+
+/* How a (sub-)filter is parsed: the hooks for $expr (NULL: $expr is not
+ * allowed) and whether it is an $elemMatch's document, where $expr may
+ * not stand. */
+typedef struct pctx {
+    const mf_expr_hooks *hooks;
+    bool sub;
+} pctx;
+
+/* One evaluation's error: the first $expr error, kept in `err`. */
+typedef struct ectx {
+    const mf_expr_hooks *hooks;
+    mf_error *err; /* never NULL */
+    int rc;
+} ectx;
 
 /* --------------------------------------------------------------- freeing */
 
@@ -95,6 +118,8 @@ static void node_free(node *n)
         cond_clear(&n->conds[i]);
     free(n->conds);
     free(n->path);
+    if (n->expr && n->expr_free)
+        n->expr_free(n->expr);
     free(n);
 }
 
@@ -108,7 +133,7 @@ void mf_matcher_free(mf_matcher *m)
 
 /* -------------------------------------------------------------- parsing */
 
-static int parse_doc(const bson_t *filter, node **out, mf_error *err);
+static int parse_doc(const pctx *pc, const bson_t *filter, node **out, mf_error *err);
 
 /* An array of `n` zeroed conditions.  A cond holds a bson_t, which libbson
  * declares 128-byte aligned: calloc's alignment is not enough (UBSan). */
@@ -519,7 +544,8 @@ static int parse_op(bson_iter_t *it, const bson_iter_t *all, cond *c, mf_error *
             return parse_conds(&ops, "$elemMatch", &c->sub, &c->nsub, err);
         }
         c->kind = C_ELEM_OBJ;
-        return parse_doc(&sub, &c->elem, err);
+        static const pctx elem_level = {NULL, true};
+        return parse_doc(&elem_level, &sub, &c->elem, err);
     }
     if (strcmp(op, "$not") == 0) {
         c->kind = C_NOT;
@@ -648,7 +674,8 @@ static int parse_path(const char *path, bson_iter_t *it, node **out, mf_error *e
     return 0;
 }
 
-static int parse_logical(const char *op, bson_iter_t *it, node **out, mf_error *err)
+static int parse_logical(const pctx *pc, const char *op, bson_iter_t *it, node **out,
+                         mf_error *err)
 {
     node_kind k = op[1] == 'a' ? N_AND : op[2] == 'r' ? N_OR : N_NOR;
     if (!BSON_ITER_HOLDS_ARRAY(it))
@@ -669,7 +696,7 @@ static int parse_logical(const char *op, bson_iter_t *it, node **out, mf_error *
         bson_iter_document(&el, &len, &data);
         bson_init_static(&sub, data, len);
         node *kid;
-        int rc = parse_doc(&sub, &kid, err);
+        int rc = parse_doc(pc, &sub, &kid, err);
         if (rc == 0)
             rc = add_kid(n, kid, err);
         if (rc) {
@@ -685,7 +712,43 @@ static int parse_logical(const char *op, bson_iter_t *it, node **out, mf_error *
     return 0;
 }
 
-static int parse_doc(const bson_t *filter, node **out, mf_error *err)
+/* {$expr: <expression>}, as mongod's parseExpr. */
+static int parse_expr(const pctx *pc, const bson_iter_t *it, node **out, mf_error *err)
+{
+    if (pc->sub)
+        return mf_error_set(err, MF_BadValue,
+                            "$expr can only be applied to the top-level document");
+    if (!pc->hooks)
+        return mf_error_set(err, MF_QueryFeatureNotAllowed, "$expr is not allowed in this context");
+    node *n = new_node(N_EXPR);
+    if (!n)
+        return oom(err);
+    int rc = pc->hooks->parse(it, pc->hooks->arg, &n->expr, err);
+    n->expr_free = pc->hooks->free;
+    if (rc) {
+        node_free(n);
+        return rc;
+    }
+    *out = n;
+    return 0;
+}
+
+/* Move the EXPR children of `n` after the others, keeping their order:
+ * the cheap path predicates reject a document first (mongod sorts an
+ * AND's children by kind, $expr late). */
+static void exprs_last(node *n)
+{
+    size_t w = 0;
+    for (size_t i = 0; i < n->nkids; i++) {
+        node *k = n->kids[i];
+        if (k->kind == N_EXPR)
+            continue;
+        memmove(&n->kids[w + 1], &n->kids[w], (i - w) * sizeof *n->kids);
+        n->kids[w++] = k;
+    }
+}
+
+static int parse_doc(const pctx *pc, const bson_t *filter, node **out, mf_error *err)
 {
     node *n = new_node(N_AND);
     bson_iter_t it;
@@ -698,7 +761,9 @@ static int parse_doc(const bson_t *filter, node **out, mf_error *err)
         int rc;
         if (k[0] == '$') {
             if (strcmp(k, "$and") == 0 || strcmp(k, "$or") == 0 || strcmp(k, "$nor") == 0)
-                rc = parse_logical(k, &it, &kid, err);
+                rc = parse_logical(pc, k, &it, &kid, err);
+            else if (strcmp(k, "$expr") == 0)
+                rc = parse_expr(pc, &it, &kid, err);
             else if (strcmp(k, "$comment") == 0)
                 continue;
             else
@@ -713,16 +778,21 @@ static int parse_doc(const bson_t *filter, node **out, mf_error *err)
             return rc;
         }
     }
+    exprs_last(n);
     *out = n;
     return 0;
 }
 
-int mf_matcher_parse(const bson_t *filter, mf_matcher **out, mf_error *err)
+int mf_matcher_parse_ex(const bson_t *filter, const mf_expr_hooks *hooks, mf_matcher **out,
+                        mf_error *err)
 {
     mf_matcher *m = calloc(1, sizeof *m);
     if (!m)
         return oom(err);
-    int rc = parse_doc(filter, &m->root, err);
+    if (hooks)
+        m->hooks = *hooks;
+    pctx pc = {hooks ? &m->hooks : NULL, false};
+    int rc = parse_doc(&pc, filter, &m->root, err);
     if (rc) {
         free(m);
         return rc;
@@ -731,9 +801,14 @@ int mf_matcher_parse(const bson_t *filter, mf_matcher **out, mf_error *err)
     return 0;
 }
 
+int mf_matcher_parse(const bson_t *filter, mf_matcher **out, mf_error *err)
+{
+    return mf_matcher_parse_ex(filter, NULL, out, err);
+}
+
 /* ------------------------------------------------------------ evaluation */
 
-static bool eval_node(const node *n, const bson_t *doc, int64_t *pos);
+static bool eval_node(const node *n, const bson_t *doc, int64_t *pos, ectx *x);
 
 static bool regex_match(const pcre2_code *re, const bson_iter_t *v)
 {
@@ -1025,7 +1100,7 @@ static bool leaf_matches(const cond *c, const bson_iter_t *v, bool expand)
                 else
                     bson_iter_array(&el, &len, &data);
                 bson_init_static(&sub, data, len);
-                if (eval_node(c->elem, &sub, NULL))
+                if (eval_node(c->elem, &sub, NULL, NULL))
                     return true;
             }
         }
@@ -1164,7 +1239,7 @@ static int64_t leaf_pos(const cond *c, const bson_iter_t *v)
             else
                 continue;
             bson_init_static(&sub, data, len);
-            ok = eval_node(c->elem, &sub, NULL);
+            ok = eval_node(c->elem, &sub, NULL, NULL);
             break;
         }
         case C_SIZE: case C_ALL: case C_EXISTS: case C_NE: case C_NIN: case C_NOT:
@@ -1233,20 +1308,58 @@ static bool path_cond(const char *path, const cond *c, const bson_t *doc, int64_
     }
 }
 
+/* mongod's Value::coerceToBool: false, null, undefined, missing and
+ * numeric zeros are false (NaN is true). */
+static bool truthy(const bson_value_t *v)
+{
+    switch (v->value_type) {
+    case BSON_TYPE_EOD: case BSON_TYPE_NULL: case BSON_TYPE_UNDEFINED: return false;
+    case BSON_TYPE_BOOL: return v->value.v_bool;
+    case BSON_TYPE_INT32: return v->value.v_int32 != 0;
+    case BSON_TYPE_INT64: return v->value.v_int64 != 0;
+    case BSON_TYPE_DOUBLE: return v->value.v_double != 0;
+    case BSON_TYPE_DECIMAL128: {
+        int sign, e;
+        uint64_t hi, lo;
+        mf_dec_class k = mf_bsonx_decimal_parts(&v->value.v_decimal128, &sign, &hi, &lo, &e);
+        return k != MF_DEC_FINITE || hi != 0 || lo != 0;
+    }
+    default: return true;
+    }
+}
+
+/* An $expr against the whole document.  An evaluation error fails the
+ * query: it is kept in `x` (the first one) and the node is false. */
+static bool eval_expr(const node *n, const bson_t *doc, ectx *x)
+{
+    if (!x || x->rc)
+        return false;
+    bson_value_t v;
+    int rc = x->hooks->eval(n->expr, doc, x->hooks->arg, &v, x->err);
+    if (rc) {
+        x->rc = rc;
+        return false;
+    }
+    bool ok = truthy(&v);
+    x->hooks->free_value(&v);
+    return ok;
+}
+
 /* `pos` as for path_cond: $and keeps the last position recorded, $or the
- * position of the clause that matched; negations record none. */
-static bool eval_node(const node *n, const bson_t *doc, int64_t *pos)
+ * position of the clause that matched; negations record none.  `x` is
+ * NULL below an $elemMatch, where no $expr stands. */
+static bool eval_node(const node *n, const bson_t *doc, int64_t *pos, ectx *x)
 {
     switch (n->kind) {
     case N_AND:
         for (size_t i = 0; i < n->nkids; i++)
-            if (!eval_node(n->kids[i], doc, pos))
+            if (!eval_node(n->kids[i], doc, pos, x))
                 return false;
         return true;
     case N_OR:
         for (size_t i = 0; i < n->nkids; i++) {
             int64_t before = pos ? *pos : -1;
-            if (eval_node(n->kids[i], doc, pos))
+            if (eval_node(n->kids[i], doc, pos, x))
                 return true;
             if (pos)
                 *pos = before;
@@ -1254,9 +1367,11 @@ static bool eval_node(const node *n, const bson_t *doc, int64_t *pos)
         return false;
     case N_NOR:
         for (size_t i = 0; i < n->nkids; i++)
-            if (eval_node(n->kids[i], doc, NULL))
+            if (eval_node(n->kids[i], doc, NULL, x))
                 return false;
         return true;
+    case N_EXPR:
+        return eval_expr(n, doc, x);
     case N_PATH:
         for (size_t i = 0; i < n->nconds; i++)
             if (!path_cond(n->path, &n->conds[i], doc, pos))
@@ -1266,16 +1381,31 @@ static bool eval_node(const node *n, const bson_t *doc, int64_t *pos)
     return false;
 }
 
+int mf_matcher_eval(const mf_matcher *m, const bson_t *doc, int64_t *pos, bool *matched,
+                    mf_error *err)
+{
+    mf_error scratch;
+    ectx x = {&m->hooks, err ? err : &scratch, 0};
+    int64_t at = -1;
+    bool ok = eval_node(m->root, doc, pos ? &at : NULL, &x);
+    if (x.rc)
+        ok = false;
+    if (pos)
+        *pos = ok ? at : -1;
+    *matched = ok;
+    return x.rc;
+}
+
 bool mf_matcher_match(const mf_matcher *m, const bson_t *doc)
 {
-    return eval_node(m->root, doc, NULL);
+    bool ok;
+    mf_matcher_eval(m, doc, NULL, &ok, NULL);
+    return ok;
 }
 
 bool mf_matcher_match_pos(const mf_matcher *m, const bson_t *doc, int64_t *pos)
 {
-    int64_t at = -1;
-    bool ok = eval_node(m->root, doc, &at);
-    if (pos)
-        *pos = ok ? at : -1;
+    bool ok;
+    mf_matcher_eval(m, doc, pos, &ok, NULL);
     return ok;
 }

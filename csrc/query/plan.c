@@ -898,17 +898,17 @@ static int fetch(mf_engine *e, mf_coll *c, const uint8_t *rid, mf_scan_row *row,
     return 0;
 }
 
-/* Offer the row to the matcher; `*take` when it passes. */
-static void judge(mf_scan *s, const mf_matcher *m, mf_scan_row *row, bool *take)
+/* Offer the row to the matcher; `*take` when it passes.  Errors: an
+ * $expr's evaluation error (the query fails with it). */
+static int judge(mf_scan *s, const mf_matcher *m, mf_scan_row *row, bool *take, mf_error *err)
 {
     s->stats.docs_examined++;
     row->pos = -1;
-    if (!m)
+    if (!m) {
         *take = true;
-    else if (s->want_pos)
-        *take = mf_matcher_match_pos(m, &row->doc, &row->pos);
-    else
-        *take = mf_matcher_match(m, &row->doc);
+        return 0;
+    }
+    return mf_matcher_eval(m, &row->doc, s->want_pos ? &row->pos : NULL, take, err);
 }
 
 /* An index entry pointing at record `rid` (8 bytes): fetch and judge it,
@@ -943,8 +943,7 @@ static int consider(mf_scan *s, mf_engine *e, mf_coll *c, const mf_matcher *m,
     /* fetch() moves no cursor: the index cursor stays put. */
     if ((rc = fetch(e, c, rid, row, &found, err)) != 0 || !found)
         return rc;
-    judge(s, m, row, take);
-    return 0;
+    return judge(s, m, row, take, err);
 }
 
 /* Unique whole keys, looked up one by one in scan order. */
@@ -1117,7 +1116,8 @@ static int scan_next(mf_scan *s, mf_engine *e, mf_coll *c, const mf_matcher *m,
             if (!bson_init_static(&row->doc, v, vl))
                 return mf_error_set(err, MF_DataCorruption, "record %llu is not a document",
                                     (unsigned long long)row->rid);
-            judge(s, m, row, &take);
+            if ((rc = judge(s, m, row, &take, err)) != 0)
+                return rc;
         }
         if (take)
             return 0;

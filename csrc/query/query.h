@@ -15,13 +15,47 @@
 
 typedef struct mf_matcher mf_matcher;
 
+/* Aggregation expressions as the layer above supplies them: query/ cannot
+ * call agg/ itself, so a projection with computed fields (and $expr in a
+ * filter) is given these.  `parse` compiles the expression at `it` into
+ * an opaque object; `eval` evaluates it against the whole document `root`
+ * into an owned value (BSON_TYPE_EOD: missing), freed with `free_value`. */
+typedef struct mf_expr_hooks {
+    int (*parse)(const bson_iter_t *it, void *arg, void **out, mf_error *err);
+    int (*eval)(const void *x, const bson_t *root, void *arg, bson_value_t *out,
+                mf_error *err);
+    void (*free)(void *x);
+    void (*free_value)(bson_value_t *v);
+    void *arg; /* borrowed: must outlive what is parsed with it */
+} mf_expr_hooks;
+
 /* Parse `filter`.  Errors are mongod's: BadValue (2) for an unknown or
  * malformed operator ("unknown operator: $foo", "$in needs an array", ...),
  * and the codes mongod gives for a bad regex or $type.  The matcher copies
- * what it needs: `filter` may be freed after. */
+ * what it needs: `filter` may be freed after.  `$expr` is refused here
+ * (QueryFeatureNotAllowed 224 "$expr is not allowed in this context", as
+ * mongod where a filter may not hold one: arrayFilters, partial indexes). */
 int mf_matcher_parse(const bson_t *filter, mf_matcher **out, mf_error *err);
 
-/* Whether `doc` matches.  Thread-safe: one matcher may serve many threads. */
+/* As mf_matcher_parse, with `$expr` (at the top level and inside $and /
+ * $or / $nor) compiled through `hooks` (copied; its `arg` must outlive the
+ * matcher).  The expression's parse errors are returned as they are;
+ * inside $elemMatch, BadValue "$expr can only be applied to the top-level
+ * document".  `hooks` NULL: as mf_matcher_parse. */
+int mf_matcher_parse_ex(const bson_t *filter, const mf_expr_hooks *hooks, mf_matcher **out,
+                        mf_error *err);
+
+/* Whether `doc` matches, into `*matched`; `pos` (may be NULL) as for
+ * mf_matcher_match_pos.  An `$expr` matches when its value is true as
+ * mongod coerces it (false, null, undefined, missing and numeric zeros are
+ * not).  Returns 0, or the first error an `$expr` evaluation met (then
+ * `*matched` is false): mongod fails the query with it. */
+int mf_matcher_eval(const mf_matcher *m, const bson_t *doc, int64_t *pos, bool *matched,
+                    mf_error *err);
+
+/* Whether `doc` matches; an `$expr` error counts as no match (use
+ * mf_matcher_eval where it must be reported).  Thread-safe: one matcher
+ * may serve many threads. */
 bool mf_matcher_match(const mf_matcher *m, const bson_t *doc);
 
 void mf_matcher_free(mf_matcher *m);
@@ -74,6 +108,16 @@ bool mf_update_needs_pos(const mf_update *u);
 int mf_update_apply(const mf_update *u, const bson_t *doc, bool is_insert, int64_t pos,
                     int64_t now_ms, bson_t *out, bool *changed, mf_error *err);
 
+/* Replace `doc` by `repl`, the document an update pipeline made of it, as
+ * mongod's ObjectReplaceExecutor: `repl`'s fields, _id first -- `doc`'s
+ * _id when `repl` has none -- into `out` (initialised by the call; the
+ * caller destroys it, on error too).  `*changed` as for mf_update_apply.
+ * Errors: ImmutableField (66) "After applying the update, the (immutable)
+ * field '_id' was found to have been altered to _id: 2", InvalidIdField
+ * (53), 17419 when the result is larger than 16 MiB. */
+int mf_update_apply_doc(const bson_t *doc, const bson_t *repl, bson_t *out, bool *changed,
+                        mf_error *err);
+
 /* The seed document of an upsert: the equality fields of `filter`
  * ({a: 1}, {a: {$eq: 1}}, {a: {$in: [1]}}, through $and and a one-clause
  * $or; dotted paths become nested documents), _id first, the other fields
@@ -93,19 +137,6 @@ void mf_update_free(mf_update *u);
 
 typedef struct mf_projection mf_projection;
 
-/* Aggregation expressions as the layer above supplies them: query/ cannot
- * call agg/ itself, so a projection with computed fields (and $expr in a
- * filter) is given these.  `parse` compiles the expression at `it` into
- * an opaque object; `eval` evaluates it against the whole document `root`
- * into an owned value (BSON_TYPE_EOD: missing), freed with `free_value`. */
-typedef struct mf_expr_hooks {
-    int (*parse)(const bson_iter_t *it, void *arg, void **out, mf_error *err);
-    int (*eval)(const void *x, const bson_t *root, void *arg, bson_value_t *out,
-                mf_error *err);
-    void (*free)(void *x);
-    void (*free_value)(bson_value_t *v);
-    void *arg; /* borrowed: must outlive what is parsed with it */
-} mf_expr_hooks;
 
 /* What a projection specification means: find's projection, the
  * aggregation $project (find's operators $slice / $elemMatch / positional

@@ -2371,11 +2371,14 @@ static void id_first(const bson_t *src, bson_t *out)
             bson_append_iter(out, NULL, 0, &it);
 }
 
-static int apply_replacement(const mf_update *u, const bson_t *doc, bson_t *out, mf_error *err)
+/* `doc` replaced by `spec` (a replacement, or what an update pipeline
+ * made), as mongod's ObjectReplaceExecutor: the old _id is kept when
+ * `spec` has none, and may not change. */
+static int apply_replacement(const bson_t *spec, const bson_t *doc, bson_t *out, mf_error *err)
 {
     bson_iter_t old_id, new_id;
     bool has_old = bson_iter_init_find(&old_id, doc, "_id");
-    bool has_new = bson_iter_init_find(&new_id, u->spec, "_id");
+    bool has_new = bson_iter_init_find(&new_id, spec, "_id");
     if (has_old && has_new && mf_bsonx_compare_values(&old_id, &new_id) != 0) {
         char s[STR_CAP];
         elem_str(&new_id, s);
@@ -2390,13 +2393,41 @@ static int apply_replacement(const mf_update *u, const bson_t *doc, bson_t *out,
     else if (has_old)
         bson_append_iter(&tmp, "_id", 3, &old_id);
     bson_iter_t it;
-    bson_iter_init(&it, u->spec);
+    bson_iter_init(&it, spec);
     while (bson_iter_next(&it))
         if (strcmp(bson_iter_key(&it), "_id") != 0)
             bson_append_iter(&tmp, NULL, 0, &it);
     bson_destroy(out);
     bson_steal(out, &tmp);
     return 0;
+}
+
+/* The checks every updated document passes: its size, and the type of a
+ * new _id (`check_id`); then whether it differs from `doc`. */
+static int check_result(const bson_t *doc, const bson_t *out, bool check_id, bool *changed,
+                        mf_error *err)
+{
+    if (out->len > MAX_DOC_SIZE)
+        return mf_error_set(err, DocumentTooLarge,
+                            "Resulting document after update is larger than %d", MAX_DOC_SIZE);
+    bson_iter_t id;
+    if (check_id && bson_iter_init_find(&id, out, "_id")) {
+        bson_type_t t = bson_iter_type(&id);
+        if (t == BSON_TYPE_ARRAY || t == BSON_TYPE_REGEX || t == BSON_TYPE_UNDEFINED)
+            return mf_error_set(err, InvalidIdField, "The '_id' value cannot be of type %s",
+                                type_name(&id));
+    }
+    *changed = out->len != doc->len || memcmp(bson_get_data(out), bson_get_data(doc), doc->len);
+    return 0;
+}
+
+int mf_update_apply_doc(const bson_t *doc, const bson_t *repl, bson_t *out, bool *changed,
+                        mf_error *err)
+{
+    bson_init(out);
+    *changed = false;
+    int rc = apply_replacement(repl, doc, out, err);
+    return rc ? rc : check_result(doc, out, true, changed, err);
 }
 
 int mf_update_apply(const mf_update *u, const bson_t *doc, bool is_insert, int64_t pos,
@@ -2406,7 +2437,7 @@ int mf_update_apply(const mf_update *u, const bson_t *doc, bool is_insert, int64
     bson_init(out);
     *changed = false;
     if (u->is_replacement) {
-        rc = apply_replacement(u, doc, out, err);
+        rc = apply_replacement(u->spec, doc, out, err);
     } else {
         views vs = {0};
         actx c = {.u = u, .doc = doc, .is_insert = is_insert, .pos = pos, .now_ms = now_ms,
@@ -2440,18 +2471,7 @@ int mf_update_apply(const mf_update *u, const bson_t *doc, bool is_insert, int64
     }
     if (rc)
         return rc;
-    if (out->len > MAX_DOC_SIZE)
-        return mf_error_set(err, DocumentTooLarge,
-                            "Resulting document after update is larger than %d", MAX_DOC_SIZE);
-    bson_iter_t id;
-    if ((is_insert || u->is_replacement) && bson_iter_init_find(&id, out, "_id")) {
-        bson_type_t t = bson_iter_type(&id);
-        if (t == BSON_TYPE_ARRAY || t == BSON_TYPE_REGEX || t == BSON_TYPE_UNDEFINED)
-            return mf_error_set(err, InvalidIdField, "The '_id' value cannot be of type %s",
-                                type_name(&id));
-    }
-    *changed = out->len != doc->len || memcmp(bson_get_data(out), bson_get_data(doc), doc->len);
-    return 0;
+    return check_result(doc, out, is_insert || u->is_replacement, changed, err);
 }
 
 /* ================================================================ upsert */

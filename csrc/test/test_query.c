@@ -177,3 +177,93 @@ MFT_CASE(sorter_limit, "/query/sorter/memory_limit_without_disk")
                        "sorting.");
     mf_sorter_free(s);
 }
+
+/* ------------------------------------------------ $expr through hooks */
+
+/* A stand-in for agg/: an "expression" is its literal value, except the
+ * string "$f" (the document's field f) and "boom" (an error). */
+static int nfree;
+
+static int fake_parse(const bson_iter_t *it, void *arg, void **out, mf_error *err)
+{
+    (void)arg, (void)err;
+    bson_value_t *v = malloc(sizeof *v);
+    bson_value_copy(bson_iter_value((bson_iter_t *)it), v);
+    *out = v;
+    return 0;
+}
+
+static int fake_eval(const void *x, const bson_t *root, void *arg, bson_value_t *out,
+                     mf_error *err)
+{
+    const bson_value_t *v = x;
+    bson_iter_t f;
+    (void)arg;
+    out->value_type = BSON_TYPE_EOD;
+    if (v->value_type == BSON_TYPE_UTF8 && strcmp(v->value.v_utf8.str, "boom") == 0)
+        return mf_error_set(err, 16608, "can't $divide by zero");
+    if (v->value_type == BSON_TYPE_UTF8 && strcmp(v->value.v_utf8.str, "$f") == 0) {
+        if (bson_iter_init_find(&f, root, "f"))
+            bson_value_copy(bson_iter_value(&f), out);
+        return 0;
+    }
+    bson_value_copy(v, out);
+    return 0;
+}
+
+static void fake_free(void *x)
+{
+    bson_value_destroy(x);
+    free(x);
+    nfree++;
+}
+
+static void fake_free_value(bson_value_t *v)
+{
+    if (v->value_type != BSON_TYPE_EOD)
+        bson_value_destroy(v);
+}
+
+static int expr_match(const mf_expr_hooks *h, bson_t *filter, bson_t *doc, bool *hit,
+                      mf_error *err)
+{
+    mf_matcher *m = NULL;
+    int rc = mf_matcher_parse_ex(filter, h, &m, err);
+    if (rc == 0)
+        rc = mf_matcher_eval(m, doc, NULL, hit, err);
+    mf_matcher_free(m);
+    bson_destroy(filter);
+    return rc;
+}
+
+MFT_CASE(match_expr_hooks, "/query/match/expr_hooks")
+{
+    mf_expr_hooks h = {fake_parse, fake_eval, fake_free, fake_free_value, NULL};
+    mf_error err;
+    bool hit = true;
+    bson_t *doc = BCON_NEW("f", BCON_INT32(0), "g", BCON_INT32(1));
+    nfree = 0;
+    /* truthiness: the field's 0 is false, a non-empty string true */
+    CHECK_INT(expr_match(&h, BCON_NEW("$expr", "$f"), doc, &hit, &err), 0);
+    CHECK(!hit);
+    CHECK_INT(expr_match(&h, BCON_NEW("$expr", "x"), doc, &hit, &err), 0);
+    CHECK(hit);
+    CHECK_INT(expr_match(&h, BCON_NEW("$expr", BCON_NULL), doc, &hit, &err), 0);
+    CHECK(!hit);
+    /* the path predicate rejects the document before the erroring $expr */
+    CHECK_INT(expr_match(&h, BCON_NEW("$expr", "boom", "g", BCON_INT32(2)), doc, &hit, &err), 0);
+    CHECK(!hit);
+    /* an evaluation error is the query's */
+    CHECK_INT(expr_match(&h, BCON_NEW("$or", "[", "{", "$expr", "boom", "}", "]"), doc, &hit,
+                         &err),
+              16608);
+    CHECK(!hit);
+    CHECK_STR(err.msg, "can't $divide by zero");
+    /* nowhere below $elemMatch; not at all without hooks */
+    CHECK_INT(expr_match(&h, BCON_NEW("a", "{", "$elemMatch", "{", "$expr", "x", "}", "}"), doc,
+                         &hit, &err),
+              MF_BadValue);
+    CHECK_INT(expr_match(NULL, BCON_NEW("$expr", "x"), doc, &hit, &err), 224);
+    CHECK_INT(nfree, 5); /* every parsed expression freed with its matcher */
+    bson_destroy(doc);
+}

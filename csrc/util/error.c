@@ -90,6 +90,7 @@ static const struct {
     {206, "NoSuchSession"},
     {213, "DuplicateSession"},
     {223, "IllegalOpMsgFlag"},
+    {224, "QueryFeatureNotAllowed"},
     {228, "SessionTransferIncomplete"},
     {232, "MaxSubPipelineDepthExceeded"},
     {233, "TooManyDocumentSequences"},
