@@ -90,23 +90,9 @@ int mfi_val_cmp(const val *a, const val *b)
     return r;
 }
 
-/* mongod's Value::coerceToBool. */
 bool mfi_truthy(const val *v)
 {
-    switch (v->value_type) {
-    case BSON_TYPE_EOD: case BSON_TYPE_NULL: case BSON_TYPE_UNDEFINED: return false;
-    case BSON_TYPE_BOOL: return v->value.v_bool;
-    case BSON_TYPE_INT32: return v->value.v_int32 != 0;
-    case BSON_TYPE_INT64: return v->value.v_int64 != 0;
-    case BSON_TYPE_DOUBLE: return v->value.v_double != 0;
-    case BSON_TYPE_DECIMAL128: {
-        int sign, e;
-        uint64_t hi, lo;
-        mf_dec_class k = mf_bsonx_decimal_parts(&v->value.v_decimal128, &sign, &hi, &lo, &e);
-        return k != MF_DEC_FINITE || hi != 0 || lo != 0;
-    }
-    default: return true;
-    }
+    return mf_bsonx_truthy(v);
 }
 
 /* The value alone, as mongod prints it in a message ("-1", "2.5"). */

@@ -62,6 +62,11 @@ int mf_bsonx_compare_values(const bson_iter_t *a, const bson_iter_t *b);
 int mf_bsonx_compare_docs_iter(bson_iter_t *a, bson_iter_t *b);
 int mf_bsonx_compare_docs(const bson_t *a, const bson_t *b);
 
+/* mongod's Value::coerceToBool: false, null, undefined, missing (EOD) and
+ * numeric zeros are false; everything else (NaN included) is true.  The
+ * truth of $expr, $cond and the boolean operators. */
+bool mf_bsonx_truthy(const bson_value_t *v);
+
 /* ------------------------------------------- key encoding (keyenc.c) */
 
 /* Append the order-preserving encoding of `value` to `out`: memcmp order of

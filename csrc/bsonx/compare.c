@@ -470,3 +470,21 @@ int mf_bsonx_compare_docs(const bson_t *a, const bson_t *b)
         return 0;
     return cmp_fields(&x, &y, true);
 }
+
+bool mf_bsonx_truthy(const bson_value_t *v)
+{
+    switch (v->value_type) {
+    case BSON_TYPE_EOD: case BSON_TYPE_NULL: case BSON_TYPE_UNDEFINED: return false;
+    case BSON_TYPE_BOOL: return v->value.v_bool;
+    case BSON_TYPE_INT32: return v->value.v_int32 != 0;
+    case BSON_TYPE_INT64: return v->value.v_int64 != 0;
+    case BSON_TYPE_DOUBLE: return v->value.v_double != 0;
+    case BSON_TYPE_DECIMAL128: {
+        int sign, e;
+        uint64_t hi, lo;
+        mf_dec_class k = mf_bsonx_decimal_parts(&v->value.v_decimal128, &sign, &hi, &lo, &e);
+        return k != MF_DEC_FINITE || hi != 0 || lo != 0;
+    }
+    default: return true;
+    }
+}

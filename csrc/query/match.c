@@ -1308,25 +1308,6 @@ static bool path_cond(const char *path, const cond *c, const bson_t *doc, int64_
     }
 }
 
-/* mongod's Value::coerceToBool: false, null, undefined, missing and
- * numeric zeros are false (NaN is true). */
-static bool truthy(const bson_value_t *v)
-{
-    switch (v->value_type) {
-    case BSON_TYPE_EOD: case BSON_TYPE_NULL: case BSON_TYPE_UNDEFINED: return false;
-    case BSON_TYPE_BOOL: return v->value.v_bool;
-    case BSON_TYPE_INT32: return v->value.v_int32 != 0;
-    case BSON_TYPE_INT64: return v->value.v_int64 != 0;
-    case BSON_TYPE_DOUBLE: return v->value.v_double != 0;
-    case BSON_TYPE_DECIMAL128: {
-        int sign, e;
-        uint64_t hi, lo;
-        mf_dec_class k = mf_bsonx_decimal_parts(&v->value.v_decimal128, &sign, &hi, &lo, &e);
-        return k != MF_DEC_FINITE || hi != 0 || lo != 0;
-    }
-    default: return true;
-    }
-}
 
 /* An $expr against the whole document.  An evaluation error fails the
  * query: it is kept in `x` (the first one) and the node is false. */
@@ -1340,7 +1321,7 @@ static bool eval_expr(const node *n, const bson_t *doc, ectx *x)
         x->rc = rc;
         return false;
     }
-    bool ok = truthy(&v);
+    bool ok = mf_bsonx_truthy(&v);
     x->hooks->free_value(&v);
     return ok;
 }
