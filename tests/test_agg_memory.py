@@ -4,7 +4,9 @@ internalQueryMaxBlockingSortMemoryUsageBytes: without allowDiskUse both
 fail with 292 (mongod's messages); with it they spill, and the results are
 exactly those computed in memory (under the default 100 MB), for every
 accumulator -- partial states written to disk and merged
-(accumulator.c mfi_acc_save / mfi_acc_merge)."""
+(accumulator.c mfi_acc_save / mfi_acc_merge).  $bucketAuto and
+$setWindowFields likewise, under internalDocumentSourceBucketAutoMaxMemoryBytes
+and internalDocumentSourceSetWindowFieldsMaxMemoryBytes (end of the file)."""
 from __future__ import annotations
 
 import random
@@ -223,3 +225,149 @@ def test_sort_spill_matches_memory(mc, data):
         set_limits(mc)
     assert typed(got) == typed(want)
     assert typed(top) == typed(want[:5])
+
+
+# ------------------------------------------- $bucketAuto and $setWindowFields
+# Their limits: internalDocumentSourceBucketAutoMaxMemoryBytes (the sorter
+# $bucketAuto sorts its input with) and
+# internalDocumentSourceSetWindowFieldsMaxMemoryBytes (the partition buffer,
+# agg/spill.c).  Each spill test also shows, without allowDiskUse, that the
+# small limit is exceeded -- so the allowDiskUse run really went to disk.
+
+SMALL = 16 * 1024
+BAUTO = "internalDocumentSourceBucketAutoMaxMemoryBytes"
+WINDOW = "internalDocumentSourceSetWindowFieldsMaxMemoryBytes"
+
+
+def set_stage_limits(mc, bauto=DEFAULT, window=DEFAULT):
+    mc.admin.command("setParameter", 1, **{BAUTO: bauto})
+    mc.admin.command("setParameter", 1, **{WINDOW: window})
+
+
+def spilled_and_failed(mc, db, pipeline, **limits):
+    """(results with allowDiskUse, the error without it) under `limits`."""
+    set_stage_limits(mc, **limits)
+    try:
+        got = run(db, pipeline, allowDiskUse=True)
+        with pytest.raises(OperationFailure) as e:
+            run(db, pipeline)
+    finally:
+        set_stage_limits(mc)
+    return got, e.value
+
+
+def test_stage_parameters_get_and_set(mc):
+    p = mc.admin.command("getParameter", 1, **{BAUTO: 1, WINDOW: 1})
+    assert typed([p[BAUTO], p[WINDOW]]) == typed([Int64(DEFAULT), Int64(DEFAULT)])
+    try:
+        for name in (BAUTO, WINDOW):
+            r = mc.admin.command("setParameter", 1, **{name: 4096})
+            assert typed(r["was"]) == typed(Int64(DEFAULT))
+            assert typed(mc.admin.command("getParameter", 1, **{name: 1})[name]) == \
+                typed(Int64(4096))
+            for bad in (0, -1, "x"):
+                with pytest.raises(OperationFailure) as e:
+                    mc.admin.command("setParameter", 1, **{name: bad})
+                assert e.value.code == 2
+    finally:
+        set_stage_limits(mc)
+
+
+BAUTO_OUT = {"n": {"$sum": 1}, "ids": {"$push": "$_id"}, "first": {"$first": "$seq"},
+             "last": {"$last": "$v"}, "top": {"$top": {"output": "$_id", "sortBy": {"pad": 1}}}}
+
+
+@pytest.mark.parametrize("group_by,gran", [
+    ("$v", None),                                      # mixed types, nulls, missing
+    ("$k", None),                                      # many equal values per bucket edge
+    ({"$add": ["$k", 0.5]}, "R5"),
+    ("$seq", "E12"),
+    ("$k", "1-2-5"),
+    ({"$multiply": ["$k", 3]}, "POWERSOF2"),
+])
+def test_bucket_auto_spill_matches_memory(mc, data, group_by, gran):
+    spec = {"groupBy": group_by, "buckets": 9, "output": BAUTO_OUT}
+    if gran:
+        spec["granularity"] = gran
+    pipeline = [{"$bucketAuto": spec}]
+    want = run(data, pipeline)
+    assert sum(b["n"] for b in want) == 3000
+    got, e = spilled_and_failed(mc, data, pipeline, bauto=SMALL)
+    assert typed(got) == typed(want)
+    assert e.code == 292
+    assert e.details["errmsg"] == (EXEC + "Sort exceeded memory limit of 16384 bytes, but did "
+                                   "not opt in to external sorting.")
+    assert e.details["codeName"] == "QueryExceededMemoryLimitNoDiskUseAllowed"
+
+
+def test_bucket_auto_spill_more_buckets_than_values(mc, data):
+    pipeline = [{"$bucketAuto": {"groupBy": {"$mod": ["$k", 5]}, "buckets": 50}}]
+    got, _ = spilled_and_failed(mc, data, pipeline, bauto=SMALL)
+    assert typed(got) == typed([{"_id": {"min": m, "max": m + 1 if m < 4 else 4}, "count": 600}
+                                for m in range(5)])
+
+
+WINDOW_SEQ = {
+    "push": {"$push": "$seq", "window": {"documents": [-3, 2]}},
+    "pushAll": {"$push": "$_id", "window": {"documents": ["unbounded", -995]}},
+    "run": {"$sum": "$v", "window": {"documents": ["unbounded", "current"]}},
+    "avg": {"$avg": "$v", "window": {"range": [-20, 20]}},
+    "cnt": {"$count": {}, "window": {"range": [-7, "current"]}},
+    "min": {"$min": "$pad", "window": {"documents": [-10, 10]}},
+    "first": {"$first": "$o", "window": {"range": [-30, 5]}},
+    "last": {"$last": "$v", "window": {"documents": [0, 40]}},
+    "shiftB": {"$shift": {"output": "$_id", "by": -700, "default": "none"}},
+    "shiftF": {"$shift": {"output": "$pad", "by": 3}},
+    "deriv": {"$derivative": {"input": {"$multiply": ["$_id", "$_id"]}},
+              "window": {"range": [-12, 0]}},
+    "integral": {"$integral": {"input": "$_id"}, "window": {"documents": [-2, 0]}},
+    "num": {"$documentNumber": {}},
+    "ema": {"$expMovingAvg": {"input": "$seq", "N": 4}},
+}
+
+# one partition of 3000: range windows here cost O(n^2) endpoint scans
+WINDOW_SEQ_DOCS = {k: v for k, v in WINDOW_SEQ.items() if "range" not in v.get("window", {})}
+
+WINDOW_RANK = {
+    "rank": {"$rank": {}},
+    "dense": {"$denseRank": {}},
+    "peers": {"$push": "$seq", "window": {"range": [0, 0]}},
+    "near": {"$addToSet": "$k", "window": {"range": [-1, 1]}},
+    "lastN": {"$lastN": {"n": 2, "input": "$seq"}, "window": {"documents": [-2, 2]}},
+}
+
+
+@pytest.mark.parametrize("part,sort_by,output,limit", [
+    ({"$mod": ["$k", 3]}, {"seq": 1}, WINDOW_SEQ, SMALL),  # three partitions of 1000
+    (None, {"seq": 1}, WINDOW_SEQ_DOCS, SMALL),            # one partition of 3000
+    ("$pad", {"k": 1}, WINDOW_RANK, 4096),                 # 41 partitions, each spills
+    (None, {"k": 1}, WINDOW_RANK, SMALL),
+], ids=["mod3", "whole", "pad", "whole-rank"])
+def test_window_spill_matches_memory(mc, data, part, sort_by, output, limit):
+    spec = {"sortBy": sort_by, "output": output}
+    if part is not None:
+        spec["partitionBy"] = part
+    pipeline = [{"$setWindowFields": spec}, {"$sort": {"_id": 1}}]
+    want = run(data, pipeline)
+    assert len(want) == 3000
+    got, e = spilled_and_failed(mc, data, pipeline, window=limit)
+    assert typed(got) == typed(want)
+    assert e.code == 5414201
+    msg = e.details["errmsg"]
+    assert msg.startswith(EXEC + "Exceeded memory limit in DocumentSourceSetWindowFields, used ")
+    assert msg.endswith(f" bytes but max allowed is {limit}")
+
+
+def test_window_spill_without_sort_keeps_input_order(mc, data):
+    """No sortBy: the partition is the input in order; $push of the whole
+    partition reads spilled documents back in that order."""
+    pipeline = [{"$sort": {"_id": 1}},
+                {"$setWindowFields": {"output": {
+                    "all": {"$push": "$seq", "window": {"documents": ["unbounded", "unbounded"]}},
+                    "tot": {"$sum": "$seq"}}}},
+                {"$project": {"tot": 1, "n": {"$size": "$all"}, "f": {"$first": "$all"},
+                              "l": {"$last": "$all"}}}]
+    got, e = spilled_and_failed(mc, data, pipeline, window=4096)
+    assert e.code == 5414201
+    assert typed(got) == typed([{"_id": i, "tot": 4498500, "n": 3000, "f": 0, "l": 2999}
+                                for i in range(3000)])

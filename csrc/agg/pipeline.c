@@ -1324,6 +1324,10 @@ int mf_pipeline_parse(const bson_t *stages, const mf_agg_opts *o, mf_pipeline **
                                                          : MF_AGG_DEFAULT_MEMORY_LIMIT);
     a->sort_max_bytes = (size_t)(o->sort_max_bytes > 0 ? o->sort_max_bytes
                                                        : MF_AGG_DEFAULT_MEMORY_LIMIT);
+    a->bucket_auto_max_bytes = (size_t)(o->bucket_auto_max_bytes > 0 ? o->bucket_auto_max_bytes
+                                                                     : MF_AGG_DEFAULT_MEMORY_LIMIT);
+    a->window_max_bytes = (size_t)(o->window_max_bytes > 0 ? o->window_max_bytes
+                                                           : MF_AGG_DEFAULT_MEMORY_LIMIT);
     a->vars.now_ms = o->now_ms;
     a->vars.has_now = true;
     a->vars.let = &a->let_values;
@@ -1517,6 +1521,8 @@ static int sub_agg_init(mfi_agg *a, const mfi_agg *parent, const mfi_sub_opts *o
     a->env = parent->env;
     a->group_max_bytes = parent->group_max_bytes;
     a->sort_max_bytes = parent->sort_max_bytes;
+    a->bucket_auto_max_bytes = parent->bucket_auto_max_bytes;
+    a->window_max_bytes = parent->window_max_bytes;
     a->allow_disk_use = parent->allow_disk_use;
     a->deadline_us = parent->deadline_us;
     a->explain = parent->explain;

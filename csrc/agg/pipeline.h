@@ -135,6 +135,11 @@ typedef struct mf_agg_opts {
      * internalQueryMaxBlockingSortMemoryUsageBytes); 0: the default. */
     int64_t group_max_bytes;
     int64_t sort_max_bytes;
+    /* $bucketAuto's and $setWindowFields' (mongod's
+     * internalDocumentSourceBucketAutoMaxMemoryBytes and
+     * internalDocumentSourceSetWindowFieldsMaxMemoryBytes); 0: the default. */
+    int64_t bucket_auto_max_bytes;
+    int64_t window_max_bytes;
 } mf_agg_opts;
 
 #define MF_AGG_DEFAULT_MEMORY_LIMIT (100 * 1024 * 1024)

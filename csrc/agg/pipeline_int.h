@@ -30,6 +30,8 @@ typedef struct mfi_agg {
     bool explain;
     size_t group_max_bytes;  /* $group's memory limit */
     size_t sort_max_bytes;   /* a blocking $sort's */
+    size_t bucket_auto_max_bytes; /* $bucketAuto's sorter */
+    size_t window_max_bytes; /* $setWindowFields' partition buffer */
     uint64_t tick;           /* for the deadline check */
     bson_t err_info;         /* extra fields of the last error (mf_pipeline_error_info) */
     int depth;               /* nesting of $lookup / $unionWith sub-pipelines */

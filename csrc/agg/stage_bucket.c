@@ -8,8 +8,11 @@
  * (output defaults to {count: {$sum: 1}}), so a value outside the
  * boundaries without a default fails as $switch does (40066).
  *
- * $bucketAuto reads its input, sorts it by the groupBy value (stable:
- * equal values keep their input order) and fills buckets of about
+ * $bucketAuto sorts its input by the groupBy value through mf_sorter
+ * (stable: equal values keep their input order; past
+ * internalDocumentSourceBucketAutoMaxMemoryBytes it spills sorted runs to
+ * disk with allowDiskUse, else fails with 292), then, the count known,
+ * streams the sorted records into buckets of about
  * round(n / buckets) documents; equal values never straddle a bucket, a
  * bucket's max is the next bucket's min (the last one's is its greatest
  * value), and with a granularity the boundaries are rounded to the
@@ -30,6 +33,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 static int oom(mf_error *err)
 {
@@ -407,12 +411,9 @@ static int round_to(const series *s, const val *x, bool up, val *out, mf_error *
     return 0;
 }
 
-typedef struct entry {
-    val key;
-    bson_t *doc;
-    size_t pos;
-} entry;
-
+/* The sorter's records: key = the encoded groupBy value (input order
+ * breaks ties), document = {k: <groupBy value>, p: <input position>,
+ * d: <the input document>}. */
 typedef struct {
     mfi_stage base;
     mf_expr *group_by;
@@ -421,97 +422,165 @@ typedef struct {
     mfi_acc *accs;
     size_t nacc;
     bool done;
-    entry *e;
-    size_t n, cap, next;     /* next: the first entry not yet in a bucket */
+    mf_sorter *sorter;
+    int64_t n;               /* input documents */
+    /* the first record not yet in a bucket (has_next false at the end) */
+    bool has_next;
+    val next_key;
+    bson_t *next_doc;
+    int64_t next_pos;
     int64_t bucket_no;
     val prev_max;            /* the previous bucket's max (granularity) */
     int64_t approx;
 } bauto_stage;
 
-static int entry_cmp(const void *a, const void *b)
+/* The groupBy value of `d` (missing -> null) into *k; granularity checks. */
+static int bauto_key(bauto_stage *b, const bson_t *d, val *k, mf_error *err)
 {
-    const entry *x = a, *y = b;
-    int c = mfi_val_cmp(&x->key, &y->key);
-    return c ? c : (x->pos < y->pos ? -1 : x->pos > y->pos);
+    int rc = mfi_agg_eval(b->base.agg, b->group_by, d, k, err);
+    if (rc)
+        return rc;
+    if (b->gran) {
+        if (!is_num(k))
+            rc = mf_error_set(err, 40258,
+                              "$bucketAuto can specify a 'granularity' with numeric "
+                              "boundaries only, but found a value with type: %s",
+                              mf_bsonx_type_alias(k->value_type));
+        else if (isnan(as_double(k)))
+            rc = mf_error_set(err, 40259,
+                              "$bucketAuto can specify a 'granularity' with numeric "
+                              "boundaries only, but found a NaN");
+        else if (as_double(k) < 0)
+            rc = mf_error_set(err, 40260,
+                              "$bucketAuto can specify a 'granularity' with non-negative "
+                              "numbers only, but found a negative number");
+        if (rc) {
+            mfi_val_free(k);
+            return rc;
+        }
+    }
+    if (k->value_type == BSON_TYPE_EOD)
+        set_null(k);
+    return 0;
 }
 
+/* Add one input document to the sorter. */
+static int bauto_add(bauto_stage *b, const bson_t *d, mf_buf *key, mf_error *err)
+{
+    val k;
+    int rc = bauto_key(b, d, &k, err);
+    if (rc)
+        return rc;
+    bson_t rec = BSON_INITIALIZER;
+    bson_iter_t it;
+    bson_append_value(&rec, "k", 1, &k);
+    mfi_val_free(&k);
+    BSON_APPEND_INT64(&rec, "p", b->n);
+    BSON_APPEND_DOCUMENT(&rec, "d", d);
+    key->len = 0;
+    bson_iter_init_find(&it, &rec, "k");
+    if (mf_bsonx_key_append(key, &it, false) != 0)
+        rc = oom(err);
+    if (rc == 0)
+        rc = mf_sorter_add(b->sorter, key->data, key->len, bson_get_data(&rec), rec.len, err);
+    bson_destroy(&rec);
+    if (rc == 0)
+        b->n++;
+    return rc;
+}
+
+/* Move to the next sorted record (has_next false at the end). */
+static int bauto_advance(bauto_stage *b, mf_error *err)
+{
+    mfi_val_free(&b->next_key);
+    if (b->next_doc) {
+        bson_destroy(b->next_doc);
+        b->next_doc = NULL;
+    }
+    const uint8_t *data;
+    size_t len;
+    bool valid;
+    int rc = mf_sorter_next(b->sorter, &data, &len, &valid, err);
+    b->has_next = false;
+    if (rc || !valid)
+        return rc;
+    bson_t rec;
+    bson_iter_t it;
+    if (!bson_init_static(&rec, data, len) || !bson_iter_init(&it, &rec))
+        return mf_error_set(err, MF_InternalError, "$bucketAuto: corrupt sorter record");
+    bool has_k = false, has_d = false;
+    while (bson_iter_next(&it)) {
+        const char *f = bson_iter_key(&it);
+        if (strcmp(f, "k") == 0) {
+            bson_value_copy(bson_iter_value(&it), &b->next_key);
+            has_k = true;
+        } else if (strcmp(f, "p") == 0) {
+            b->next_pos = bson_iter_int64(&it);
+        } else if (strcmp(f, "d") == 0 && BSON_ITER_HOLDS_DOCUMENT(&it)) {
+            const uint8_t *dd;
+            uint32_t dl;
+            bson_iter_document(&it, &dl, &dd);
+            if (!(b->next_doc = bson_new_from_data(dd, dl)))
+                return oom(err);
+            has_d = true;
+        }
+    }
+    if (!has_k || !has_d)
+        return mf_error_set(err, MF_InternalError, "$bucketAuto: corrupt sorter record");
+    b->has_next = true;
+    return 0;
+}
+
+/* Sort the whole input through the sorter (spilling with allowDiskUse),
+ * then position on the first record. */
 static int bauto_read(bauto_stage *b, mf_error *err)
 {
     mfi_stage *s = &b->base;
+    mfi_agg *agg = s->agg;
+    if (agg->allow_disk_use && agg->tmpdir)
+        (void)mkdir(agg->tmpdir, 0700);
+    /* without allowDiskUse the sorter fails past the limit with 292 "Sort
+     * exceeded memory limit of N bytes, but did not opt in to external
+     * sorting.", as mongod's $bucketAuto (its Sorter says the same) */
+    if (!(b->sorter = mf_sorter_new(agg->bucket_auto_max_bytes, agg->allow_disk_use, agg->tmpdir,
+                                    0)))
+        return oom(err);
+    mf_buf key = {0};
     int rc = 0;
     for (;;) {
         bson_t d;
         bool eof;
         if ((rc = mfi_stage_pull(s, &d, &eof, err)) != 0 || eof)
             break;
-        val k;
-        rc = mfi_agg_eval(s->agg, b->group_by, &d, &k, err);
-        if (rc == 0 && b->gran) {
-            if (!is_num(&k))
-                rc = mf_error_set(err, 40258,
-                                  "$bucketAuto can specify a 'granularity' with numeric "
-                                  "boundaries only, but found a value with type: %s",
-                                  mf_bsonx_type_alias(k.value_type == BSON_TYPE_EOD
-                                                          ? BSON_TYPE_EOD
-                                                          : k.value_type));
-            else if (isnan(as_double(&k)))
-                rc = mf_error_set(err, 40259,
-                                  "$bucketAuto can specify a 'granularity' with numeric "
-                                  "boundaries only, but found a NaN");
-            else if (as_double(&k) < 0)
-                rc = mf_error_set(err, 40260,
-                                  "$bucketAuto can specify a 'granularity' with non-negative "
-                                  "numbers only, but found a negative number");
-            if (rc)
-                mfi_val_free(&k);
-        }
-        if (rc) {
-            bson_destroy(&d);
-            break;
-        }
-        if (k.value_type == BSON_TYPE_EOD)
-            set_null(&k);
-        if (b->n == b->cap) {
-            size_t cap = b->cap ? 2 * b->cap : 64;
-            entry *ne = realloc(b->e, cap * sizeof *ne);
-            if (!ne) {
-                mfi_val_free(&k);
-                bson_destroy(&d);
-                rc = oom(err);
-                break;
-            }
-            b->e = ne;
-            b->cap = cap;
-        }
-        entry *en = &b->e[b->n];
-        en->key = k;
-        en->pos = b->n;
-        en->doc = bson_copy(&d);
+        rc = bauto_add(b, &d, &key, err);
         bson_destroy(&d);
-        if (!en->doc) {
-            mfi_val_free(&k);
-            rc = oom(err);
+        if (rc)
             break;
-        }
-        b->n++;
     }
-    if (rc == 0 && b->n)
-        qsort(b->e, b->n, sizeof *b->e, entry_cmp);
+    mf_buf_free(&key);
+    if (rc == 0)
+        rc = mf_sorter_finish(b->sorter, err);
+    if (rc == 0)
+        rc = bauto_advance(b, err);
     b->approx = (int64_t)llround((double)b->n / (double)b->nbuckets);
     if (b->approx < 1)
         b->approx = 1;
     return rc;
 }
 
-static int bucket_add(bauto_stage *b, mfi_acc_state **st, size_t i, val *max, mf_error *err)
+/* Accumulate the current record into the bucket, make its key the
+ * bucket's max, and advance. */
+static int bucket_add(bauto_stage *b, mfi_acc_state **st, val *max, mf_error *err)
 {
     bson_t root = BSON_INITIALIZER;
     int rc = 0;
     for (size_t a = 0; rc == 0 && a < b->nacc; a++)
-        rc = mfi_acc_add(&b->accs[a], st[a], b->e[i].doc, &root, b->e[i].pos, b->base.agg, err);
+        rc = mfi_acc_add(&b->accs[a], st[a], b->next_doc, &root, (uint64_t)b->next_pos,
+                         b->base.agg, err);
+    bson_destroy(&root);
     mfi_val_free(max);
-    bson_value_copy(&b->e[i].key, max);
-    return rc;
+    bson_value_copy(&b->next_key, max);
+    return rc ? rc : bauto_advance(b, err);
 }
 
 static int bauto_next(mfi_stage *s, bson_t *out, bool *eof, mf_error *err)
@@ -523,7 +592,7 @@ static int bauto_next(mfi_stage *s, bson_t *out, bool *eof, mf_error *err)
         if ((rc = bauto_read(b, err)) != 0)
             return rc;
     }
-    if (b->bucket_no >= b->nbuckets || b->next >= b->n) {
+    if (b->bucket_no >= b->nbuckets || !b->has_next) {
         *eof = true;
         return 0;
     }
@@ -540,26 +609,26 @@ static int bauto_next(mfi_stage *s, bson_t *out, bool *eof, mf_error *err)
         if (b->gran && b->prev_max.value_type != BSON_TYPE_EOD)
             bson_value_copy(&b->prev_max, &min);
         else if (b->gran)
-            rc = round_to(b->gran, &b->e[b->next].key, false, &min, err);
+            rc = round_to(b->gran, &b->next_key, false, &min, err);
         else
-            bson_value_copy(&b->e[b->next].key, &min);
+            bson_value_copy(&b->next_key, &min);
     }
     int64_t taken = 0;
-    while (rc == 0 && b->next < b->n && (taken < b->approx || last)) {
-        rc = bucket_add(b, st, b->next++, &max, err);
+    while (rc == 0 && b->has_next && (taken < b->approx || last)) {
+        rc = bucket_add(b, st, &max, err);
         taken++;
     }
     if (rc == 0 && b->gran) {
         val bound;
         if ((rc = round_to(b->gran, &max, true, &bound, err)) == 0) {
-            while (rc == 0 && b->next < b->n &&
-                   (mfi_val_cmp(&bound, &b->e[b->next].key) > 0 ||
-                    mfi_val_cmp(&max, &b->e[b->next].key) == 0))
-                rc = bucket_add(b, st, b->next++, &max, err);
+            while (rc == 0 && b->has_next &&
+                   (mfi_val_cmp(&bound, &b->next_key) > 0 ||
+                    mfi_val_cmp(&max, &b->next_key) == 0))
+                rc = bucket_add(b, st, &max, err);
             if (rc == 0) {
                 mfi_val_free(&max);
-                if (as_double(&bound) == 0.0 && b->next < b->n) {
-                    rc = round_to(b->gran, &b->e[b->next].key, false, &max, err);
+                if (as_double(&bound) == 0.0 && b->has_next) {
+                    rc = round_to(b->gran, &b->next_key, false, &max, err);
                     mfi_val_free(&bound);
                 } else {
                     max = bound;
@@ -573,11 +642,11 @@ static int bauto_next(mfi_stage *s, bson_t *out, bool *eof, mf_error *err)
             bson_value_copy(&max, &b->prev_max);
         }
     } else if (rc == 0) {
-        while (rc == 0 && b->next < b->n && mfi_val_cmp(&max, &b->e[b->next].key) == 0)
-            rc = bucket_add(b, st, b->next++, &max, err);
-        if (rc == 0 && b->next < b->n) {
+        while (rc == 0 && b->has_next && mfi_val_cmp(&max, &b->next_key) == 0)
+            rc = bucket_add(b, st, &max, err);
+        if (rc == 0 && b->has_next) {
             mfi_val_free(&max);
-            bson_value_copy(&b->e[b->next].key, &max);
+            bson_value_copy(&b->next_key, &max);
         }
     }
     if (rc == 0) {
@@ -611,11 +680,10 @@ static int bauto_next(mfi_stage *s, bson_t *out, bool *eof, mf_error *err)
 static void bauto_free(mfi_stage *s)
 {
     bauto_stage *b = (bauto_stage *)s;
-    for (size_t i = 0; i < b->n; i++) {
-        mfi_val_free(&b->e[i].key);
-        bson_destroy(b->e[i].doc);
-    }
-    free(b->e);
+    mf_sorter_free(b->sorter);
+    mfi_val_free(&b->next_key);
+    if (b->next_doc)
+        bson_destroy(b->next_doc);
     mf_expr_free(b->group_by);
     for (size_t a = 0; a < b->nacc; a++)
         mfi_acc_clear(&b->accs[a]);
@@ -636,6 +704,7 @@ int mfi_parse_bucket_auto(const bson_iter_t *it, mfi_agg *agg, mfi_stage_list *o
     if (!b)
         return MF_InternalError;
     b->prev_max.value_type = BSON_TYPE_EOD;
+    b->next_key.value_type = BSON_TYPE_EOD;
     bson_iter_t f;
     bool has_buckets = false;
     char shown[512];

@@ -13,10 +13,14 @@
  * documents with equal keys (missing is null, as mongod's
  * PartitionIterator; an array key fails with TypeMismatch).
  *
- * Execution.  A partition is buffered whole (its bytes count against
- * 100 MB; past it the stage fails with 5414201 whatever allowDiskUse says,
- * since it does not spill), then every output is computed for every
- * document of the partition and the documents go out in order.
+ * Execution.  A partition is buffered whole, then every output is
+ * computed for every document of the partition and the documents go out
+ * in order.  The buffer (spill.c) keeps documents in memory up to
+ * internalDocumentSourceSetWindowFieldsMaxMemoryBytes; past it, with
+ * allowDiskUse, they move to a temporary file and are read back by
+ * position (as mongod's SpillableCache), else the stage fails with
+ * 5414201.  What stays in memory per document is its sortBy value and
+ * sort key and the computed outputs.
  *
  * Windows.  Endpoints follow mongod's PartitionIterator: documents
  * [l, u] are offsets from the current document clamped to the partition;
@@ -31,11 +35,13 @@
  */
 #include "accumulator.h"
 #include "expr_int.h"
+#include "spill.h"
 
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #define PARTITION_KEY_TMP "__internal_setWindowFields_partition_key"
 
@@ -76,9 +82,9 @@ typedef struct {
     mf_expr *sort_expr;      /* "$<first sortBy path>" */
     wfn *f;
     size_t nf;
-    /* the partition being returned */
-    bson_t **docs;
-    size_t n, cap, next;
+    /* the partition being returned: documents 0..n-1 of `buf` */
+    mfi_docbuf buf;
+    size_t n, next;
     val **res;               /* res[f][i] */
     bson_t *pending;         /* the first document of the next partition */
     val pending_key;
@@ -668,6 +674,20 @@ static int eval(window_stage *w, const mf_expr *e, const bson_t *doc, val *out, 
     return mfi_agg_eval(w->base.agg, e, doc, out, err);
 }
 
+/* Document i of the partition: borrowed until the next doc_at. */
+static int doc_at(window_stage *w, size_t i, const bson_t **doc, mf_error *err)
+{
+    return mfi_docbuf_get(&w->buf, i, doc, err);
+}
+
+/* Evaluate `e` on document i. */
+static int eval_at(window_stage *w, const mf_expr *e, size_t i, val *out, mf_error *err)
+{
+    const bson_t *doc;
+    int rc = doc_at(w, i, &doc, err);
+    return rc ? rc : eval(w, e, doc, out, err);
+}
+
 static void free_results(window_stage *w)
 {
     if (w->res) {
@@ -681,9 +701,7 @@ static void free_results(window_stage *w)
         free(w->res);
         w->res = NULL;
     }
-    for (size_t i = 0; i < w->n; i++)
-        if (w->docs[i])
-            bson_destroy(w->docs[i]);
+    mfi_docbuf_clear(&w->buf);
     w->n = w->next = 0;
 }
 
@@ -705,21 +723,39 @@ static int partition_key(window_stage *w, const bson_t *doc, val *key, mf_error 
     return 0;
 }
 
-/* Read the next partition into w->docs. */
+/* Add `doc` (a heap bson_t, taken) to the partition: past the memory
+ * limit the partition's documents go to disk with allowDiskUse, else the
+ * stage fails with 5414201 as mongod's. */
+static int buffer_doc(window_stage *w, bson_t *doc, mf_error *err)
+{
+    mfi_agg *agg = w->base.agg;
+    int rc = mfi_docbuf_add(&w->buf, doc, err);
+    if (rc || w->buf.mem_bytes <= agg->window_max_bytes)
+        return rc;
+    if (!agg->allow_disk_use)
+        return mf_error_set(err, 5414201,
+                            "Exceeded memory limit in DocumentSourceSetWindowFields, used %zu "
+                            "bytes but max allowed is %zu",
+                            w->buf.mem_bytes, agg->window_max_bytes);
+    if (agg->tmpdir)
+        (void)mkdir(agg->tmpdir, 0700);
+    return mfi_docbuf_spill(&w->buf, err);
+}
+
+/* Read the next partition into w->buf. */
 static int read_partition(window_stage *w, mf_error *err)
 {
     mfi_stage *s = &w->base;
-    size_t mem = 0;
     int rc = 0;
     val key = {.value_type = BSON_TYPE_EOD};
     if (w->pending) {
-        w->docs[w->n++] = w->pending;
-        mem += w->pending->len + 64;
+        bson_t *first = w->pending;
         w->pending = NULL;
         key = w->pending_key;
         w->pending_key.value_type = BSON_TYPE_EOD;
+        rc = buffer_doc(w, first, err);
     }
-    while (!w->eof) {
+    while (rc == 0 && !w->eof) {
         bson_t d;
         bool eof;
         if ((rc = mfi_stage_pull(s, &d, &eof, err)) != 0)
@@ -740,36 +776,16 @@ static int read_partition(window_stage *w, mf_error *err)
             rc = oom(err);
             break;
         }
-        if (w->n && key.value_type != BSON_TYPE_EOD && mfi_val_cmp(&k, &key) != 0) {
+        if (w->buf.n && key.value_type != BSON_TYPE_EOD && mfi_val_cmp(&k, &key) != 0) {
             w->pending = copy;
             w->pending_key = k;
             break;
         }
         mfi_val_free(&key);
         key = k;
-        if (w->n == w->cap) {
-            size_t cap = w->cap ? 2 * w->cap : 64;
-            bson_t **v = realloc(w->docs, cap * sizeof *v);
-            if (!v) {
-                bson_destroy(copy);
-                rc = oom(err);
-                break;
-            }
-            w->docs = v;
-            w->cap = cap;
-        }
-        w->docs[w->n++] = copy;
-        mem += copy->len + 64;
-        if (mem > MF_AGG_DEFAULT_MEMORY_LIMIT) {
-            /* mongod spills with allowDiskUse; this stage keeps the partition
-             * in memory, so it fails either way. */
-            rc = mf_error_set(err, 5414201,
-                              "Exceeded memory limit in DocumentSourceSetWindowFields, used %zu "
-                              "bytes but max allowed is %d",
-                              mem, MF_AGG_DEFAULT_MEMORY_LIMIT);
-            break;
-        }
+        rc = buffer_doc(w, copy, err);
     }
+    w->n = w->buf.n;
     mfi_val_free(&key);
     return rc;
 }
@@ -955,7 +971,11 @@ static int compute_acc(window_stage *w, wfn *f, const part_ctx *pc, val *res, mf
         }
         if (!empty)
             for (; rc == 0 && st_next <= hi; st_next++)
-                rc = mfi_acc_add(&f->acc, st, w->docs[st_next], &root, st_next, w->base.agg, err);
+            {
+                const bson_t *doc;
+                if ((rc = doc_at(w, st_next, &doc, err)) == 0)
+                    rc = mfi_acc_add(&f->acc, st, doc, &root, st_next, w->base.agg, err);
+            }
         if (rc == 0)
             rc = mfi_acc_result(&f->acc, st, &res[i], err);
         if (rc == 0 && f->lo.kind != B_UNBOUNDED && strcmp(f->acc.name, "$addToSet") == 0)
@@ -985,7 +1005,7 @@ static int compute_first_last(window_stage *w, wfn *f, const part_ctx *pc, val *
             set_null(&res[i]);
             continue;
         }
-        if ((rc = eval(w, f->input, w->docs[f->kind == W_FIRST ? lo : hi], &res[i], err)) != 0)
+        if ((rc = eval_at(w, f->input, f->kind == W_FIRST ? lo : hi, &res[i], err)) != 0)
             return rc;
     }
     return 0;
@@ -1022,7 +1042,7 @@ static int compute_shift(window_stage *w, wfn *f, val *res, mf_error *err)
             bson_value_copy(&f->shift_default, &res[i]);
             continue;
         }
-        int rc = eval(w, f->input, w->docs[j], &res[i], err);
+        int rc = eval_at(w, f->input, j, &res[i], err);
         if (rc)
             return rc;
     }
@@ -1035,7 +1055,7 @@ static int compute_ema(window_stage *w, wfn *f, val *res, mf_error *err)
     bool has = false;
     for (size_t i = 0; i < w->n; i++) {
         val v;
-        int rc = eval(w, f->input, w->docs[i], &v, err);
+        int rc = eval_at(w, f->input, i, &v, err);
         if (rc)
             return rc;
         if (v.value_type == BSON_TYPE_DECIMAL128) {
@@ -1112,9 +1132,9 @@ static int compute_derivative(window_stage *w, wfn *f, const part_ctx *pc, val *
         val run, rise, ly, ry;
         if ((rc = subtract(rt, lt, &run, err)) != 0)
             return rc;
-        if ((rc = eval(w, f->input, w->docs[lo], &ly, err)) != 0)
+        if ((rc = eval_at(w, f->input, lo, &ly, err)) != 0)
             return rc;
-        if ((rc = eval(w, f->input, w->docs[hi], &ry, err)) != 0) {
+        if ((rc = eval_at(w, f->input, hi, &ry, err)) != 0) {
             mfi_val_free(&ly);
             return rc;
         }
@@ -1146,7 +1166,7 @@ static int compute_integral(window_stage *w, wfn *f, const part_ctx *pc, val *re
         return oom(err);
     int rc = 0;
     for (size_t i = 0; rc == 0 && i < w->n; i++) {
-        rc = eval(w, f->input, w->docs[i], &y[i], err);
+        rc = eval_at(w, f->input, i, &y[i], err);
         if (rc == 0 && !is_num(&y[i]))
             rc = mf_error_set(err, 5423900,
                               "$integral only works with numeric types, but found %s",
@@ -1202,7 +1222,7 @@ static int compute_covariance(window_stage *w, wfn *f, const part_ctx *pc, val *
         rc = oom(err);
     for (size_t i = 0; rc == 0 && i < w->n; i++) {
         val v;
-        if ((rc = eval(w, f->input, w->docs[i], &v, err)) != 0)
+        if ((rc = eval_at(w, f->input, i, &v, err)) != 0)
             break;
         if (v.value_type == BSON_TYPE_ARRAY) {
             bson_t arr;
@@ -1256,7 +1276,7 @@ static int compute_locf(window_stage *w, wfn *f, val *res, mf_error *err)
     val last = {.value_type = BSON_TYPE_NULL};
     for (size_t i = 0; i < w->n; i++) {
         val v;
-        int rc = eval(w, f->input, w->docs[i], &v, err);
+        int rc = eval_at(w, f->input, i, &v, err);
         if (rc) {
             mfi_val_free(&last);
             return rc;
@@ -1282,7 +1302,7 @@ static int compute_linear_fill(window_stage *w, wfn *f, const part_ctx *pc, val 
         return oom(err);
     int rc = 0;
     for (size_t i = 0; rc == 0 && i < w->n; i++) {
-        rc = eval(w, f->input, w->docs[i], &y[i], err);
+        rc = eval_at(w, f->input, i, &y[i], err);
         const val *x = &pc->sortv[i];
         if (rc == 0 && !is_num(&y[i]) && !nullish(&y[i]))
             rc = mf_error_set(err, MF_TypeMismatch,
@@ -1344,13 +1364,17 @@ static int compute_partition(window_stage *w, mf_error *err)
         if (!(pc.sortv = calloc(w->n ? w->n : 1, sizeof *pc.sortv)))
             return oom(err);
         for (size_t i = 0; rc == 0 && i < w->n; i++)
-            rc = eval(w, w->sort_expr, w->docs[i], &pc.sortv[i], err);
+            rc = eval_at(w, w->sort_expr, i, &pc.sortv[i], err);
     }
     if (rc == 0 && w->sort) {
         if (!(pc.keys = calloc(w->n ? w->n : 1, sizeof *pc.keys)))
             rc = oom(err);
         for (size_t i = 0; rc == 0 && i < w->n; i++)
-            rc = mf_sort_key(w->sort, w->docs[i], &pc.keys[i], err);
+        {
+            const bson_t *doc;
+            if ((rc = doc_at(w, i, &doc, err)) == 0)
+                rc = mf_sort_key(w->sort, doc, &pc.keys[i], err);
+        }
     }
     for (size_t k = 0; rc == 0 && k < w->nf; k++) {
         wfn *f = &w->f[k];
@@ -1402,7 +1426,10 @@ static int window_next(mfi_stage *s, bson_t *out, bool *eof, mf_error *err)
     size_t i = w->next++;
     /* each output rewrites the document; keep heap bson_t's and swap the
      * pointers (a grown bson_t must not be copied by value) */
-    bson_t *cur = bson_copy(w->docs[i]);
+    const bson_t *doc;
+    if ((rc = doc_at(w, i, &doc, err)) != 0)
+        return rc;
+    bson_t *cur = bson_copy(doc);
     for (size_t k = 0; cur && k < w->nf; k++) {
         const val *v = &w->res[k][i];
         bson_t *nd = bson_new();
@@ -1424,7 +1451,7 @@ static void window_free(mfi_stage *s)
 {
     window_stage *w = (window_stage *)s;
     free_results(w);
-    free(w->docs);
+    mfi_docbuf_free(&w->buf);
     if (w->pending)
         bson_destroy(w->pending);
     mfi_val_free(&w->pending_key);
@@ -1607,6 +1634,7 @@ int mfi_parse_set_window_fields(const bson_iter_t *it, mfi_agg *agg, mfi_stage_l
         goto done;
     }
     w->pending_key.value_type = BSON_TYPE_EOD;
+    mfi_docbuf_init(&w->buf, agg->tmpdir);
     if (part_path && !complex_part) {
         w->part = part;
         part = NULL;

@@ -73,6 +73,8 @@ typedef enum {
     P_TTL_SLEEP,      /* the instance's ttlMonitorSleepSecs */
     P_GROUP_MEM,      /* internalDocumentSourceGroupMaxMemoryBytes (long) */
     P_SORT_MEM,       /* internalQueryMaxBlockingSortMemoryUsageBytes (int) */
+    P_BAUTO_MEM,      /* internalDocumentSourceBucketAutoMaxMemoryBytes (long) */
+    P_WINDOW_MEM,     /* internalDocumentSourceSetWindowFieldsMaxMemoryBytes (long) */
 } param_kind;
 
 /* Sorted by name, as mongod lists them.  `runtime`/`startup` feed
@@ -87,7 +89,9 @@ static const struct param {
     {"cursorTimeoutMillis", P_CURSOR_TIMEOUT, 0, true, true},
     {"enableTestCommands", P_TEST_COMMANDS, 0, false, true},
     {"featureCompatibilityVersion", P_FCV, 0, false, false},
+    {"internalDocumentSourceBucketAutoMaxMemoryBytes", P_BAUTO_MEM, 0, true, true},
     {"internalDocumentSourceGroupMaxMemoryBytes", P_GROUP_MEM, 0, true, true},
+    {"internalDocumentSourceSetWindowFieldsMaxMemoryBytes", P_WINDOW_MEM, 0, true, true},
     {"internalQueryMaxBlockingSortMemoryUsageBytes", P_SORT_MEM, 0, true, true},
     {"localLogicalSessionTimeoutMinutes", P_INT, MF_SESSION_TIMEOUT_MINUTES, false, true},
     {"logLevel", P_INT, 0, true, true},
@@ -142,6 +146,12 @@ static void param_value(mf_instance *inst, const struct param *p, bson_t *out,
         break;
     case P_SORT_MEM:
         bson_append_int32(out, key, -1, (int32_t)atomic_load(&inst->agg_sort_max_bytes));
+        break;
+    case P_BAUTO_MEM:
+        bson_append_int64(out, key, -1, atomic_load(&inst->agg_bucket_auto_max_bytes));
+        break;
+    case P_WINDOW_MEM:
+        bson_append_int64(out, key, -1, atomic_load(&inst->agg_window_max_bytes));
         break;
     case P_CURSOR_TIMEOUT:
         pthread_mutex_lock(&inst->cursors_mu);
@@ -238,14 +248,16 @@ int mfi_cmd_set_parameter(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_
         if (!p->runtime)
             return mf_error_set(err, MF_IllegalOperation,
                                 "Cannot set parameter %s at runtime", k);
-        if (p->kind != P_CURSOR_TIMEOUT && p->kind != P_GROUP_MEM && p->kind != P_SORT_MEM)
+        bool is_mem = p->kind == P_GROUP_MEM || p->kind == P_SORT_MEM ||
+                      p->kind == P_BAUTO_MEM || p->kind == P_WINDOW_MEM;
+        if (p->kind != P_CURSOR_TIMEOUT && !is_mem)
             return mf_error_set(err, MF_IllegalOperation,
                                 "Setting parameter %s is not supported by this server", k);
         int64_t v;
         if (!mfi_as_int64(&it, &v))
             return mf_error_set(err, MF_BadValue, "Invalid value for parameter %s", k);
         /* the memory limits: positive, the sort's an int as in mongod */
-        if ((p->kind == P_GROUP_MEM || p->kind == P_SORT_MEM) &&
+        if (is_mem &&
             (v <= 0 || (p->kind == P_SORT_MEM && v > INT32_MAX)))
             return mf_error_set(err, MF_BadValue, "Invalid value for parameter %s", k);
         param_value(ctx->inst, p, reply, "was");
@@ -253,6 +265,10 @@ int mfi_cmd_set_parameter(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_
             atomic_store(&ctx->inst->agg_group_max_bytes, v);
         } else if (p->kind == P_SORT_MEM) {
             atomic_store(&ctx->inst->agg_sort_max_bytes, v);
+        } else if (p->kind == P_BAUTO_MEM) {
+            atomic_store(&ctx->inst->agg_bucket_auto_max_bytes, v);
+        } else if (p->kind == P_WINDOW_MEM) {
+            atomic_store(&ctx->inst->agg_window_max_bytes, v);
         } else {
             pthread_mutex_lock(&ctx->inst->cursors_mu);
             ctx->inst->cursor_timeout_ms = v;

@@ -237,6 +237,8 @@ void mfi_agg_env_init(mf_instance *inst)
     mfi_agg_env_write_init(inst); /* $out, $merge, $collStats, $indexStats */
     atomic_store(&inst->agg_group_max_bytes, MF_AGG_DEFAULT_MEMORY_LIMIT);
     atomic_store(&inst->agg_sort_max_bytes, MF_AGG_DEFAULT_MEMORY_LIMIT);
+    atomic_store(&inst->agg_bucket_auto_max_bytes, MF_AGG_DEFAULT_MEMORY_LIMIT);
+    atomic_store(&inst->agg_window_max_bytes, MF_AGG_DEFAULT_MEMORY_LIMIT);
 }
 
 /* ------------------------------------------------------------ aggregate */
@@ -382,6 +384,8 @@ int mfi_cmd_aggregate(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_erro
         .explain = a.explain,
         .group_max_bytes = atomic_load(&ctx->inst->agg_group_max_bytes),
         .sort_max_bytes = atomic_load(&ctx->inst->agg_sort_max_bytes),
+        .bucket_auto_max_bytes = atomic_load(&ctx->inst->agg_bucket_auto_max_bytes),
+        .window_max_bytes = atomic_load(&ctx->inst->agg_window_max_bytes),
     };
     mf_pipeline *p = NULL;
     if ((rc = mf_pipeline_parse(&a.pipeline, &o, &p, err)) != 0)

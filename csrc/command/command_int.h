@@ -42,6 +42,9 @@ struct mf_instance {
     /* internalDocumentSourceGroupMaxMemoryBytes and
      * internalQueryMaxBlockingSortMemoryUsageBytes (setParameter) */
     atomic_int_fast64_t agg_group_max_bytes, agg_sort_max_bytes;
+    /* internalDocumentSourceBucketAutoMaxMemoryBytes and
+     * internalDocumentSourceSetWindowFieldsMaxMemoryBytes */
+    atomic_int_fast64_t agg_bucket_auto_max_bytes, agg_window_max_bytes;
 
     int ttl_sleep_secs;     /* ttlMonitorSleepSecs */
     pthread_t ttl_thread;   /* the TTL monitor (cmd_index.c) */
