@@ -802,6 +802,33 @@ static bool expected_type(const wfn *f, const val *v)
 }
 
 /* base + delta for range windows. */
+/* In the values v[from..n): the first index whose value is >= x (or > x
+ * when `strict`), n if none.  Ascending values (the usual case) are
+ * searched by bisection, so a range window's edges cost O(log n)
+ * comparisons rather than a scan of the partition. */
+static int64_t first_not_below(const val *v, int64_t from, int64_t n, const val *x, bool strict)
+{
+    int64_t lo = from, hi = n;
+    if (n - from > 1 && mfi_val_cmp(&v[from], &v[n - 1]) > 0) {
+        /* not ascending (a descending sortBy): scan, as before */
+        for (; lo < n; lo++) {
+            int c = mfi_val_cmp(&v[lo], x);
+            if (strict ? c > 0 : c >= 0)
+                break;
+        }
+        return lo;
+    }
+    while (lo < hi) {
+        int64_t mid = lo + (hi - lo) / 2;
+        int c = mfi_val_cmp(&v[mid], x);
+        if (strict ? c <= 0 : c < 0)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
 static int range_add(const wfn *f, const val *base, const val *delta, val *out, mf_error *err)
 {
     if (f->unit >= 0) {
@@ -870,12 +897,13 @@ static int endpoints(window_stage *w, const wfn *f, const part_ctx *pc, size_t i
     case B_VALUE:
         if ((rc = range_add(f, base, &f->lo.delta, &th, err)) != 0)
             return rc;
-        for (int64_t j = 0; j < n; j++)
-            if (mfi_val_cmp(&pc->sortv[j], &th) >= 0) {
-                if (expected_type(f, &pc->sortv[j]))
-                    l = j;
-                break;
-            }
+        {
+            /* the first value >= th (the partition is sorted) */
+            int64_t j = first_not_below(pc->sortv, 0, n, &th, false);
+            if (j < n && expected_type(f, &pc->sortv[j]))
+                l = j;
+        }
+        mfi_val_free(&th);
         break;
     }
     if (l < 0) {
@@ -894,10 +922,9 @@ static int endpoints(window_stage *w, const wfn *f, const part_ctx *pc, size_t i
     case B_VALUE: {
         if ((rc = range_add(f, base, &f->hi.delta, &th, err)) != 0)
             return rc;
-        int64_t j = l;
-        for (; j < n; j++)
-            if (mfi_val_cmp(&th, &pc->sortv[j]) < 0)
-                break;
+        /* the first value > th, from l on */
+        int64_t j = first_not_below(pc->sortv, l, n, &th, true);
+        mfi_val_free(&th);
         u = j == l && j < n ? -1 : j - 1;
         break;
     }
