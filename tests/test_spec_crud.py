@@ -23,7 +23,6 @@ SPEC_DIR = SHARED / "spec" / "crud"
 
 # Reasons, as the server answers today (tests/unified/triage.py --not-yet
 # drafts this table from a run; each reason is the first failure a test hits).
-AGG = 'aggregate not implemented (issue 6)'
 COUNT_DOCS = 'countDocuments runs aggregate: not implemented (issue 6)'
 COLLATION = 'collation other than simple not supported'
 FAILPOINT = 'configureFailPoint not implemented (fail points)'
@@ -37,8 +36,6 @@ NOT_YET = {
     'bulkWrite-errorResponse.json': FAILPOINT,
     ('count-collation.json', 'Count documents with collation'):
         COUNT_DOCS,
-    'db-aggregate-rawdata.json': AGG,
-    'db-aggregate.json': AGG,
     'deleteMany-collation.json': COLLATION,
     'deleteOne-collation.json': COLLATION,
     'deleteOne-errorResponse.json': FAILPOINT,

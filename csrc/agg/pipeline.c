@@ -1093,6 +1093,7 @@ static const stage_def stage_table[] = {
     {"$group", mfi_parse_group, false},
     {"$indexStats", mfi_parse_index_stats, false},
     {"$limit", mfi_parse_limit, false},
+    {"$listLocalSessions", mfi_parse_list_local_sessions, true},
     {"$lookup", mfi_parse_lookup, false},
     {"$match", mfi_parse_match, false},
     {"$merge", mfi_parse_merge, false},

@@ -92,6 +92,16 @@ typedef struct mf_agg_coll_stats {
     bool count;
 } mf_agg_coll_stats;
 
+/* What $listLocalSessions asks for: every session (`all_users`), or those
+ * of the users named (users[i] in database dbs[i]); none named: the
+ * caller's own. */
+typedef struct mf_agg_sessions_query {
+    bool all_users;
+    size_t nusers;
+    const char *const *users;
+    const char *const *dbs;
+} mf_agg_sessions_query;
+
 typedef struct mf_agg_env {
     void *arg;
     /* Open a read; `*sorted` tells whether it delivers `sort`'s order.  A
@@ -115,6 +125,10 @@ typedef struct mf_agg_env {
                       bson_t *out, mf_error *err);
     /* $indexStats: append one document per index to the array `out`. */
     int (*index_stats)(void *arg, const char *db, const char *coll, bson_t *out, mf_error *err);
+    /* $listLocalSessions: append to the array `out` one document
+     * {_id: {id, uid}, lastUse} per live session `q` selects, most
+     * recently used first. */
+    int (*list_sessions)(void *arg, const mf_agg_sessions_query *q, bson_t *out, mf_error *err);
 } mf_agg_env;
 
 /* ------------------------------------------------------------ options */

@@ -128,6 +128,8 @@ bool mfi_stage_known(const char *name);
 /* stage_out.c */
 int mfi_parse_out(const bson_iter_t *, mfi_agg *, mfi_stage_list *, mf_error *);
 int mfi_parse_merge(const bson_iter_t *, mfi_agg *, mfi_stage_list *, mf_error *);
+/* stage_sessions.c */
+int mfi_parse_list_local_sessions(const bson_iter_t *, mfi_agg *, mfi_stage_list *, mf_error *);
 /* stage_stats.c */
 int mfi_parse_coll_stats(const bson_iter_t *, mfi_agg *, mfi_stage_list *, mf_error *);
 int mfi_parse_index_stats(const bson_iter_t *, mfi_agg *, mfi_stage_list *, mf_error *);

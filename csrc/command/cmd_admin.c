@@ -7,6 +7,7 @@
  */
 #include "command_int.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 /* ---------------------------------------------------------------- buildInfo */
@@ -353,9 +354,8 @@ int mfi_cmd_list_commands(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply,
 
 /* ------------------------------------------------------------------ sessions */
 
-/* Both take an array of documents.  There is no session registry yet (no
- * command creates server-side session state), so once the argument is
- * checked there is nothing to end or kill. */
+/* Both take an array of documents, and change the session registry
+ * (sessions.c). */
 static int check_doc_array(const bson_t *cmd, const char *name, mf_error *err)
 {
     bson_iter_t it, el;
@@ -373,15 +373,67 @@ static int check_doc_array(const bson_t *cmd, const char *name, mf_error *err)
 
 int mfi_cmd_end_sessions(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_error *err)
 {
-    (void)ctx, (void)reply;
-    return check_doc_array(cmd, "endSessions", err);
+    (void)reply;
+    int rc = check_doc_array(cmd, "endSessions", err);
+    return rc ? rc : mfi_end_sessions(ctx, cmd, err);
 }
 
+/* One {user, db} of killAllSessions (IDL KillAllSessionsUser, strict). */
+static int kill_user_arg(const bson_iter_t *el, uint8_t uid[32], mf_error *err)
+{
+    static const char *const path = "KillAllSessionsCmd.killAllSessions";
+    const char *user = NULL, *db = NULL;
+    bson_iter_t f;
+    bson_iter_recurse(el, &f);
+    while (bson_iter_next(&f)) {
+        const char *k = bson_iter_key(&f);
+        const char **slot = strcmp(k, "user") == 0 ? &user : strcmp(k, "db") == 0 ? &db : NULL;
+        if (!slot)
+            return mf_error_set(err, 40415, "BSON field '%s.%s' is an unknown field.", path, k);
+        if (*slot)
+            return mf_error_set(err, 40413, "BSON field '%s.%s' is a duplicate field", path, k);
+        if (!BSON_ITER_HOLDS_UTF8(&f))
+            return mf_error_set(err, MF_TypeMismatch,
+                                "BSON field '%s.%s' is the wrong type '%s', expected type "
+                                "'string'",
+                                path, k, mf_bsonx_type_alias(bson_iter_type(&f)));
+        *slot = bson_iter_utf8(&f, NULL);
+    }
+    if (!user || !db)
+        return mf_error_set(err, 40414, "BSON field '%s.%s' is missing but a required field",
+                            path, user ? "db" : "user");
+    mfi_session_user_digest(user, db, uid);
+    return 0;
+}
+
+/* killAllSessions: [] ends every session; [{user, db}, ...] those users'. */
 int mfi_cmd_kill_all_sessions(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply,
                               mf_error *err)
 {
-    (void)ctx, (void)reply;
-    return check_doc_array(cmd, "killAllSessions", err);
+    (void)reply;
+    int rc = check_doc_array(cmd, "killAllSessions", err);
+    if (rc)
+        return rc;
+    bson_iter_t it, el;
+    bson_iter_init(&it, cmd);
+    bson_iter_next(&it);
+    bson_iter_recurse(&it, &el);
+    size_t n = 0;
+    while (bson_iter_next(&el))
+        n++;
+    uint8_t(*uids)[32] = n ? calloc(n, 32) : NULL;
+    if (n && !uids)
+        return mf_error_set(err, MF_InternalError, "out of memory");
+    bson_iter_recurse(&it, &el);
+    for (size_t i = 0; bson_iter_next(&el); i++) {
+        if ((rc = kill_user_arg(&el, uids[i], err)) != 0) {
+            free(uids);
+            return rc;
+        }
+    }
+    mfi_sessions_kill(ctx->inst, (const uint8_t(*)[32])uids, n, n == 0);
+    free(uids);
+    return 0;
 }
 
 /* ------------------------------------------------------------------- getLog */

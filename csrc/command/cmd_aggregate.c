@@ -235,6 +235,7 @@ void mfi_agg_env_init(mf_instance *inst)
     inst->agg_env.arg = inst;
     inst->agg_env.open = read_open;
     mfi_agg_env_write_init(inst); /* $out, $merge, $collStats, $indexStats */
+    inst->agg_env.list_sessions = mfi_sessions_list; /* sessions.c */
     atomic_store(&inst->agg_group_max_bytes, MF_AGG_DEFAULT_MEMORY_LIMIT);
     atomic_store(&inst->agg_sort_max_bytes, MF_AGG_DEFAULT_MEMORY_LIMIT);
     atomic_store(&inst->agg_bucket_auto_max_bytes, MF_AGG_DEFAULT_MEMORY_LIMIT);

@@ -13,6 +13,7 @@
 typedef struct mfi_cursor mfi_cursor;
 typedef struct mfi_indexes mfi_indexes;
 typedef struct mfi_dup mfi_dup;
+typedef struct mfi_sessions mfi_sessions;
 
 #define MF_MAX_NS_LEN 319 /* "db.collection" as a C string fits in 320 bytes */
 
@@ -45,6 +46,8 @@ struct mf_instance {
     /* internalDocumentSourceBucketAutoMaxMemoryBytes and
      * internalDocumentSourceSetWindowFieldsMaxMemoryBytes */
     atomic_int_fast64_t agg_bucket_auto_max_bytes, agg_window_max_bytes;
+
+    mfi_sessions *sessions; /* the logical-session registry (sessions.c) */
 
     int ttl_sleep_secs;     /* ttlMonitorSleepSecs */
     pthread_t ttl_thread;   /* the TTL monitor (cmd_index.c) */
@@ -114,6 +117,44 @@ int mfi_cmd_list_commands(mf_cmd_ctx *, const bson_t *, bson_t *, mf_error *);
 int mfi_cmd_end_sessions(mf_cmd_ctx *, const bson_t *, bson_t *, mf_error *);
 int mfi_cmd_kill_all_sessions(mf_cmd_ctx *, const bson_t *, bson_t *, mf_error *);
 int mfi_cmd_get_log(mf_cmd_ctx *, const bson_t *, bson_t *, mf_error *);
+int mfi_cmd_start_session(mf_cmd_ctx *, const bson_t *, bson_t *, mf_error *);
+int mfi_cmd_refresh_sessions(mf_cmd_ctx *, const bson_t *, bson_t *, mf_error *);
+
+/* ------------------------------------------------ sessions (sessions.c) */
+
+/* The registry: created with the instance, freed with it. */
+int mfi_sessions_open(mf_instance *inst, mf_error *err);
+void mfi_sessions_close(mf_instance *inst);
+/* How long an idle session lives (default localLogicalSessionTimeoutMinutes). */
+void mfi_sessions_set_timeout_ms(mf_instance *inst, int64_t ms);
+/* Record the command's `lsid`, if it has one, as used now: mongod's
+ * OperationSessionInfo errors for a malformed one (TypeMismatch 14,
+ * 40414 missing id, 40415 unknown field, InvalidUUID 207),
+ * TooManyLogicalSessions (261) when the registry is full. */
+int mfi_session_use(mf_cmd_ctx *ctx, const bson_t *cmd, mf_error *err);
+/* Parse a LogicalSessionFromClient {id, uid?} at `it`; `path` names it in
+ * errors ("OperationSessionInfo.lsid").  A missing uid is the caller's
+ * (the unauthenticated user's) digest. */
+int mfi_session_from_client(const bson_iter_t *it, const char *path, uint8_t id[16],
+                            uint8_t uid[32], mf_error *err);
+/* Add session (id, uid) or refresh its lastUse to `now_ms`. */
+int mfi_sessions_touch(mf_instance *inst, const uint8_t id[16], const uint8_t uid[32],
+                       int64_t now_ms, mf_error *err);
+/* Remove session (id, uid) if present. */
+void mfi_sessions_end(mf_instance *inst, const uint8_t id[16], const uint8_t uid[32]);
+/* Remove every session (`all`) or those owned by one of `uids`. */
+void mfi_sessions_kill(mf_instance *inst, const uint8_t (*uids)[32], size_t nuids, bool all);
+/* Sessions live at `now_ms` (expired ones are dropped first). */
+size_t mfi_sessions_count(mf_instance *inst, int64_t now_ms);
+/* endSessions' work once its argument is an array of documents. */
+int mfi_end_sessions(mf_cmd_ctx *ctx, const bson_t *cmd, mf_error *err);
+/* The aggregation environment's list_sessions (pipeline.h); `arg` is the
+ * instance. */
+int mfi_sessions_list(void *arg, const mf_agg_sessions_query *q, bson_t *out, mf_error *err);
+/* A user's session digest: SHA-256 of "user@db", or of "" for ("", "")
+ * (no one authenticated), as mongod's getLogicalSessionUserDigestFor. */
+void mfi_session_user_digest(const char *user, const char *db, uint8_t out[32]);
+void mfi_sha256(const void *data, size_t len, uint8_t out[32]);
 int mfi_cmd_shutdown(mf_cmd_ctx *, const bson_t *, bson_t *, mf_error *);
 int mfi_cmd_create(mf_cmd_ctx *, const bson_t *, bson_t *, mf_error *);
 int mfi_cmd_insert(mf_cmd_ctx *, const bson_t *, bson_t *, mf_error *);

@@ -64,7 +64,8 @@ int mf_instance_open(const mf_instance_config *cfg, mf_instance **out, mf_error 
     pthread_cond_init(&inst->cond, &ca);
     pthread_condattr_destroy(&ca);
     /* Indexes a crash left half built go; then the TTL monitor starts. */
-    if ((rc = mfi_indexes_recover(inst, err)) != 0 || (rc = mfi_ttl_start(inst, err)) != 0) {
+    if ((rc = mfi_sessions_open(inst, err)) != 0 || (rc = mfi_indexes_recover(inst, err)) != 0 ||
+        (rc = mfi_ttl_start(inst, err)) != 0) {
         mf_instance_close(inst);
         return rc;
     }
@@ -85,6 +86,7 @@ void mf_instance_close(mf_instance *inst)
         mf_log(MF_LOG_ERROR, "STORAGE", 22437, "shutdown", "closing the storage engine: %s",
                err.msg);
     mfi_cursors_destroy(inst);
+    mfi_sessions_close(inst);
     mf_os_dir_unlock(inst->lock_fd);
     bson_destroy(&inst->cmdline_argv);
     bson_destroy(&inst->cmdline_parsed);
@@ -191,6 +193,7 @@ static const mf_cmd_def table[] = {
      "{ listDatabases:1, [filter: <filterObject>] [, nameOnly: true ] }\nlist databases on this server"},
     {"listIndexes", mfi_cmd_list_indexes, 0, "list indexes for a collection"},
     {"ping", mfi_cmd_ping, 0, "a way to check that the server is alive. responds immediately even if server is in a db lock."},
+    {"refreshSessions", mfi_cmd_refresh_sessions, 0, "renew a set of logical sessions"},
     {"renameCollection", mfi_cmd_rename_collection, MF_CMD_ADMIN_ONLY | MF_CMD_WRITE,
      " example: { renameCollection: foo.a, to: bar.b }"},
     {"serverStatus", mfi_cmd_server_status, 0,
@@ -199,6 +202,7 @@ static const mf_cmd_def table[] = {
      "set administrative option(s)"},
     {"shutdown", mfi_cmd_shutdown, MF_CMD_ADMIN_ONLY,
      "shutdown the database.  must be ran against admin db and either (1) ran from localhost or (2) authenticated. If this is a primary in a replica set and there is no secondary within 10 seconds of its optime, it will not shutdown without force : true.  You can also specify timeoutSecs : N to wait N seconds for other members to catch up."},
+    {"startSession", mfi_cmd_start_session, 0, "start a logical session"},
     {"update", mfi_cmd_update, MF_CMD_WRITE, "update documents"},
     {"validate", mfi_cmd_validate, 0,
      "Validate contents of a namespace by scanning its data structures for correctness.\n"
@@ -386,6 +390,10 @@ void mf_command_run(mf_instance *inst, mf_client *client, const bson_t *cmd,
     }
 
     if ((rc = check_write_concern(def, cmd, &err)) != 0)
+        goto fail;
+    /* The session the command runs in is in use from now (hello and
+     * isMaster take no session, as in mongod). */
+    if (!(def->flags & MF_CMD_HELLO) && (rc = mfi_session_use(&ctx, cmd, &err)) != 0)
         goto fail;
     rc = def->fn(&ctx, cmd, reply, &err);
     if (rc != 0)
