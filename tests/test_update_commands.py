@@ -622,3 +622,23 @@ def test_write_concern_messages_on_a_standalone(client):
                       writeConcern={"w": "tag"})
     assert e.details["errmsg"] == ('cannot use non-majority \'w\' mode "tag" when a host is not '
                                    'a member of a replica set')
+
+
+def test_find_and_modify_duplicate_key_error_info(tmp_path):
+    """findAndModify's DuplicateKey error carries keyPattern and keyValue
+    after codeName, as mongod's DuplicateKeyErrorInfo."""
+    import pymongo
+    from pymongo.errors import DuplicateKeyError
+    srv = multifora.Server(str(tmp_path / "db"), port=0)
+    srv.start()
+    try:
+        c = pymongo.MongoClient(srv.uri).t.fam
+        c.create_index("x", unique=True)
+        c.insert_many([{"_id": 1, "x": 1}, {"_id": 2, "x": 2}])
+        with pytest.raises(DuplicateKeyError) as ei:
+            c.find_one_and_update({"_id": 2}, {"$set": {"x": 1}})
+        d = ei.value.details
+        assert d["code"] == 11000 and d["codeName"] == "DuplicateKey"
+        assert d["keyPattern"] == {"x": 1} and d["keyValue"] == {"x": 1}
+    finally:
+        srv.stop()

@@ -921,6 +921,11 @@ int mfi_cmd_find_and_modify(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, m
                 bson_destroy(&stored);
             }
         }
+        /* mongod's DuplicateKeyErrorInfo rides on the error reply */
+        if (rc == MF_DuplicateKey && w.dup.has && ctx->err_info) {
+            BSON_APPEND_DOCUMENT(ctx->err_info, "keyPattern", &w.dup.key_pattern);
+            BSON_APPEND_DOCUMENT(ctx->err_info, "keyValue", &w.dup.key_value);
+        }
         target_close(&w);
         mf_coll_unlock(c);
     }
