@@ -830,3 +830,44 @@ def test_result_document_too_large(db):
     out = list(db.big.aggregate([{"$match": {"_id": {"$lt": 2}}},
                                  {"$group": {"_id": None, "all": {"$push": "$s"}}}]))
     assert len(out) == 1 and len(out[0]["all"]) == 2
+
+
+# ------------------------------------------------ indexes through the planner
+
+
+def _stages_of(plan):
+    out = []
+    while plan:
+        out.append(plan["stage"])
+        plan = plan.get("inputStage")
+    return out
+
+
+def test_leading_match_and_sort_use_indexes(db):
+    """A leading $match becomes the read's filter and a following $sort the
+    read's sort: the planner serves both from an index (IXSCAN, no SORT
+    stage left in the pipeline), and the answers equal the unindexed ones."""
+    db.ix.insert_many([{"_id": i, "a": (i * 7) % 50, "b": i % 3} for i in range(200)])
+    pipe = [{"$match": {"a": {"$gte": 10, "$lt": 20}}}, {"$sort": {"a": -1, "_id": -1}},
+            {"$limit": 5}, {"$project": {"_id": 1, "a": 1}}]
+    before = list(db.ix.aggregate(pipe))
+    db.ix.create_index([("a", 1), ("_id", 1)])
+    ex = db.command("aggregate", "ix", pipeline=pipe, explain=True)
+    cursor = ex["stages"][0]["$cursor"]
+    plan = _stages_of(cursor["queryPlanner"]["winningPlan"])
+    assert plan[-1] == "IXSCAN", plan
+    ix = cursor["queryPlanner"]["winningPlan"]
+    while ix["stage"] != "IXSCAN":
+        ix = ix["inputStage"]
+    assert ix["indexName"] == "a_1__id_1" and ix["direction"] == "backward"
+    # the $sort was absorbed by the index: no $sort stage remains
+    assert [next(iter(s)) for s in ex["stages"]][1:] == ["$limit", "$project"]
+    after = list(db.ix.aggregate(pipe))
+    assert after == before and len(after) == 5
+    assert [d["a"] for d in after] == sorted((d["a"] for d in after), reverse=True)
+    # executionStats: only the matching keys were examined
+    ex = db.command("explain", {"aggregate": "ix", "pipeline": pipe[:1], "cursor": {}},
+                    verbosity="executionStats")
+    n = db.ix.count_documents({"a": {"$gte": 10, "$lt": 20}})
+    assert ex["executionStats"]["nReturned"] == n
+    assert ex["executionStats"]["totalDocsExamined"] == n
