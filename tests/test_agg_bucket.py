@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import pytest
 from bson import Int64
+from bson.decimal128 import Decimal128 as Dec
 from pymongo.errors import OperationFailure
 
 import multifora
@@ -338,3 +339,72 @@ def test_redact_sees_let_variables(forecasts):
                                                             "$$KEEP", "$$PRUNE"]}}],
                                     let={"y": 2014}))
     assert [r["_id"] for r in rows] == [1]
+
+
+def test_redact_root_stays_the_input_document(db):
+    """$$ROOT is the whole document at every level; "$level" ($$CURRENT)
+    the sub-document being judged."""
+    c = db.redroot
+    c.insert_one({"_id": 1, "level": 2, "tag": "a",
+                  "sub": {"level": 3, "x": 1, "deep": {"level": 1, "y": 2}},
+                  "arr": [{"level": 5}, {"level": 1, "z": 3}]})
+    rows = list(c.aggregate([{"$redact": {"$cond": [
+        {"$lte": ["$level", "$$ROOT.level"]}, "$$DESCEND", "$$PRUNE"]}}]))
+    check(rows, [{"_id": 1, "level": 2, "tag": "a", "arr": [{"level": 1, "z": 3}]}])
+    rows = list(c.aggregate([{"$redact": {"$cond": [
+        {"$eq": ["$$ROOT.tag", "a"]}, "$$DESCEND", "$$PRUNE"]}}]))
+    check(rows, [{"_id": 1, "level": 2, "tag": "a",
+                  "sub": {"level": 3, "x": 1, "deep": {"level": 1, "y": 2}},
+                  "arr": [{"level": 5}, {"level": 1, "z": 3}]}])
+    rows = list(c.aggregate([{"$redact": {"$cond": [
+        {"$eq": ["$$CURRENT.tag", "a"]}, "$$DESCEND", "$$PRUNE"]}}]))
+    check(rows, [{"_id": 1, "level": 2, "tag": "a", "arr": []}])
+
+
+@pytest.fixture(scope="module")
+def decvals(db):
+    c = db.decvals
+    c.insert_many([{"_id": i, "v": Dec(s)} for i, s in
+                   enumerate(["0.8", "1.3", "13", "27", "45.5", "100"])])
+    return c
+
+
+def bounds(coll, granularity):
+    return [(b["_id"]["min"], b["_id"]["max"], b["count"]) for b in coll.aggregate([
+        {"$bucketAuto": {"groupBy": "$v", "buckets": 3, "granularity": granularity}}])]
+
+
+def test_bucket_auto_granularity_decimal(decvals):
+    # mongod's rounders keep decimals decimal: the series as Decimal128(double)
+    # (15 significant digits) scaled by decimal powers of ten
+    check(bounds(decvals, "E6"), [
+        (Dec("0.680000000000000"), Dec("1.50000000000000"), 2),
+        (Dec("1.50000000000000"), Dec("33.0000000000000"), 2),
+        (Dec("33.0000000000000"), Dec("150.0000000000000"), 2)])
+    check(bounds(decvals, "R5"), [
+        (Dec("0.630000000000000"), Dec("1.60000000000000"), 2),
+        (Dec("1.60000000000000"), Dec("40.0000000000000"), 2),
+        (Dec("40.0000000000000"), Dec("160.0000000000000"), 2)])
+    # POWERSOF2: $pow(2, <decimal exponent>), 34 digits
+    check(bounds(decvals, "POWERSOF2"), [
+        (Dec("0.5000000000000000000000000000000000"), Dec("2.000000000000000000000000000000000"), 2),
+        (Dec("2.000000000000000000000000000000000"), Dec("32.00000000000000000000000000000000"), 2),
+        (Dec("32.00000000000000000000000000000000"), Dec("128.0000000000000000000000000000000"), 2)])
+
+
+def test_bucket_auto_granularity_decimal_errors(db):
+    c = db.decbad
+    c.insert_many([{"_id": 1, "v": Dec("-1")}, {"_id": 2, "v": Dec("NaN")},
+                   {"_id": 3, "v": Dec("Infinity")}])
+
+    def auto(i, g):
+        return [{"$match": {"_id": i}},
+                {"$bucketAuto": {"groupBy": "$v", "buckets": 1, "granularity": g}}]
+
+    fail(c, auto(1, "E6"), 40260,
+         "$bucketAuto can specify a 'granularity' with non-negative numbers only")
+    fail(c, auto(2, "POWERSOF2"), 40259,
+         "$bucketAuto can specify a 'granularity' with numeric boundaries only, but found a NaN")
+    # mongod 7.0 never returns here; later versions answer 11785400
+    fail(c, auto(3, "E6"), 11785400, "A granularity rounder can only round finite numbers")
+    fail(c, auto(3, "POWERSOF2"), 11785400)

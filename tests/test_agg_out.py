@@ -622,3 +622,38 @@ def test_index_stats_missing_collection_is_empty(db):
 def test_index_stats_errors(db, pipeline, code):
     db.c.insert_one({"_id": 1})
     fails(db, "c", pipeline, code)
+
+
+def test_index_stats_counts_accesses(db):
+    db.c.insert_many([{"_id": i, "a": i, "b": i} for i in range(5)])
+    db.c.create_index("a")
+
+    def ops():
+        return {d["name"]: d["accesses"]["ops"] for d in db.c.aggregate([{"$indexStats": {}}])}
+
+    assert ops() == {"_id_": 0, "a_1": 0}
+    list(db.c.find({"a": 1}))
+    list(db.c.find({"a": {"$gt": 2}}))
+    list(db.c.find({"b": 1}))  # a collection scan counts for no index
+    got = ops()
+    assert got == {"_id_": 0, "a_1": 2} and isinstance(got["a_1"], Int64)
+    # count, distinct, update, delete and aggregate reads count too; an
+    # _id equality (IDHACK) counts for _id_; explain does not count
+    db.c.count_documents({"a": 1})
+    db.c.distinct("b", {"a": 1})
+    db.c.update_one({"a": 2}, {"$set": {"x": 1}})
+    db.c.delete_one({"a": 3})
+    list(db.c.aggregate([{"$match": {"a": 4}}]))
+    list(db.c.find({"_id": 1}))
+    db.command("explain", {"find": "c", "filter": {"a": 1}})
+    assert ops() == {"_id_": 1, "a_1": 7}
+    # dropping the index forgets its counter; a new one starts now
+    before = datetime.datetime.now(datetime.timezone.utc).replace(tzinfo=None)
+    db.c.drop_index("a_1")
+    db.c.create_index("a")
+    got = list(db.c.aggregate([{"$indexStats": {}}]))
+    assert [(d["name"], d["accesses"]["ops"]) for d in got] == [("_id_", 1), ("a_1", 0)]
+    assert got[1]["accesses"]["since"] >= before.replace(microsecond=before.microsecond // 1000 * 1000)
+    db.c.drop()
+    db.c.insert_one({"a": 1})
+    assert ops() == {"_id_": 0}

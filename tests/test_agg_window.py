@@ -10,6 +10,7 @@ import datetime as dt
 
 import pytest
 from bson import Int64
+from bson.decimal128 import Decimal128 as Dec
 from pymongo.errors import OperationFailure
 
 import multifora
@@ -764,3 +765,68 @@ def test_fill_partition_by_fields(db):
 ])
 def test_fill_parse_errors(dress, spec, code, msg):
     fail(dress, [{"$fill": spec}], code, msg)
+
+
+# ------------------------------------------------------------- Decimal128
+
+
+@pytest.fixture(scope="module")
+def decs(db):
+    c = db.decs
+    c.insert_many([{"_id": 0, "x": Dec("1.5"), "y": 1}, {"_id": 1, "x": Dec("2.0"), "y": 2},
+                   {"_id": 2, "x": Dec("2.75"), "y": Dec("3.5")},
+                   {"_id": 3, "x": Dec("4"), "y": 4}])
+    return c
+
+
+def test_decimal_range_bounds(decs):
+    rows = swf(decs, {"sortBy": {"x": 1},
+                      "output": {"s": {"$sum": "$y", "window": {"range": [Dec("-1.0"), 0]}}}})
+    check(out(rows, "s"), [(0, 1), (1, 3), (2, Dec("5.5")), (3, 4)])
+    # integer and decimal bounds mixed, over decimal sortBy values
+    rows = swf(decs, {"sortBy": {"x": 1},
+                      "output": {"ids": {"$push": "$_id", "window": {"range": [-1, Dec("0.5")]}}}})
+    check(out(rows, "ids"), [(0, [0, 1]), (1, [0, 1]), (2, [1, 2]), (3, [3])])
+    fail(decs, [{"$setWindowFields": {"sortBy": {"x": 1}, "output": {
+        "s": {"$sum": "$y", "window": {"range": [Dec("0.5"), Dec("0.25")]}}}}}], 5339900,
+         "Lower bound must not exceed upper bound")
+
+
+def test_decimal_exp_moving_avg(decs):
+    # computed in Decimal128 throughout (alpha = 2/3); a double until the
+    # first decimal input, then a decimal
+    rows = swf(decs, {"sortBy": {"x": 1},
+                      "output": {"e": {"$expMovingAvg": {"input": "$y", "N": 2}}}})
+    check(out(rows, "e"), [(0, 1.0), (1, 1.6666666666666667),
+                           (2, Dec("2.888888888888888888888888888888888")),
+                           (3, Dec("3.629629629629629629629629629629630"))])
+    rows = swf(decs, {"sortBy": {"x": 1},
+                      "output": {"e": {"$expMovingAvg": {"input": "$x", "alpha": Dec("0.25")}}}})
+    check(out(rows, "e"), [(0, Dec("1.5")), (1, Dec("1.625")), (2, Dec("1.90625")),
+                           (3, Dec("2.4296875"))])
+
+
+def test_decimal_derivative(decs):
+    rows = swf(decs, {"sortBy": {"x": 1}, "output": {
+        "d": {"$derivative": {"input": "$y"}, "window": {"documents": [-1, 0]}}}})
+    check(out(rows, "d"), [(0, None), (1, Dec("2")), (2, Dec("2")), (3, Dec("0.4"))])
+
+
+def test_densify_decimal(db):
+    c = db.densdec
+    c.insert_many([{"_id": 1, "v": Dec("1.0")}, {"_id": 2, "v": Dec("2.0")}])
+    got = [(d.get("_id"), d["v"]) for d in c.aggregate([
+        {"$densify": {"field": "v", "range": {"step": Dec("0.25"), "bounds": "full"}}}])]
+    check(got, [(1, Dec("1.0")), (None, Dec("1.25")), (None, Dec("1.50")),
+                (None, Dec("1.75")), (2, Dec("2.0"))])
+    got = [(d.get("_id"), d["v"]) for d in c.aggregate([
+        {"$densify": {"field": "v", "range": {"step": Dec("0.5"),
+                                              "bounds": [Dec("0"), Dec("2.5")]}}}])]
+    check(got, [(None, Dec("0")), (None, Dec("0.5")), (1, Dec("1.0")), (None, Dec("1.5")),
+                (2, Dec("2.0"))])
+    # integer values, a decimal step: the generated values are decimals
+    c = db.densint
+    c.insert_many([{"_id": 1, "v": 1}, {"_id": 2, "v": 3}])
+    got = [(d.get("_id"), d["v"]) for d in c.aggregate([
+        {"$densify": {"field": "v", "range": {"step": Dec("0.5"), "bounds": "full"}}}])]
+    check(got, [(1, 1), (None, Dec("1.5")), (None, Dec("2.0")), (None, Dec("2.5")), (2, 3)])

@@ -59,6 +59,11 @@ int mf_expr_eval(const mf_expr *e, const bson_t *root, const mf_expr_vars *vars,
 int mf_expr_eval_value(const mf_expr *e, const bson_t *root, const mf_expr_vars *vars,
                        bson_value_t *out, mf_error *err);
 
+/* As mf_expr_eval_value with $$CURRENT (what "$field" paths read) a
+ * different document than $$ROOT: $redact descending into sub-documents. */
+int mf_expr_eval_value_at(const mf_expr *e, const bson_t *root, const bson_t *current,
+                          const mf_expr_vars *vars, bson_value_t *out, mf_error *err);
+
 void mf_value_free(bson_value_t *v);
 
 /* Whether `e` is a constant (then *v, if asked, borrows its value). */

@@ -693,14 +693,16 @@ static int eval_var(const node *n, ctx *c, val *out)
     val v;
     switch (n->slot) {
     case VAR_ROOT:
-    case VAR_CURRENT:
+    case VAR_CURRENT: {
+        const bson_t *d = n->slot == VAR_ROOT ? c->top : c->root;
         if (n->nparts)
-            return path_in(BSON_TYPE_DOCUMENT, bson_get_data(c->root), c->root->len, n->parts,
-                           n->nparts, out, c->err);
+            return path_in(BSON_TYPE_DOCUMENT, bson_get_data(d), d->len, n->parts, n->nparts,
+                           out, c->err);
         v.value_type = BSON_TYPE_DOCUMENT;
-        v.value.v_doc.data = (uint8_t *)bson_get_data(c->root);
-        v.value.v_doc.data_len = c->root->len;
+        v.value.v_doc.data = (uint8_t *)bson_get_data(d);
+        v.value.v_doc.data_len = d->len;
         return path_on_val(&v, NULL, 0, out, c->err);
+    }
     case VAR_REMOVE:
         out->value_type = BSON_TYPE_EOD;
         return 0;
@@ -1033,12 +1035,6 @@ static int op_divide(const node *n, ctx *c, val *out)
 }
 
 /* Whether a number is an integer that fits in 32 bits (Value::integral). */
-int mfi_no_decimal(const char *what, mf_error *err)
-{
-    return mf_error_set(err, MF_NotImplemented, "%s does not support Decimal128 values yet",
-                        what);
-}
-
 bool mfi_integral32(const val *v)
 {
     if (v->value_type == BSON_TYPE_INT32)
@@ -1697,7 +1693,13 @@ fail:
 int mf_expr_eval_value(const mf_expr *e, const bson_t *root, const mf_expr_vars *vars,
                        bson_value_t *out, mf_error *err)
 {
-    ctx c = {root, vars, NULL, err};
+    return mf_expr_eval_value_at(e, root, root, vars, out, err);
+}
+
+int mf_expr_eval_value_at(const mf_expr *e, const bson_t *root, const bson_t *current,
+                          const mf_expr_vars *vars, bson_value_t *out, mf_error *err)
+{
+    ctx c = {.root = current, .top = root, .vars = vars, .slots = NULL, .err = err};
     int rc = 0;
     out->value_type = BSON_TYPE_EOD;
     if (e->nslots && !(c.slots = calloc((size_t)e->nslots, sizeof *c.slots)))

@@ -50,7 +50,8 @@ struct node {
 };
 
 struct ctx {
-    const bson_t *root;
+    const bson_t *root;      /* $$CURRENT: what field paths read */
+    const bson_t *top;       /* $$ROOT (the same document but inside $redact) */
     const mf_expr_vars *vars;
     val *slots;
     mf_error *err;
@@ -141,10 +142,6 @@ int mfi_val_cmp(const val *a, const val *b);
 bool mfi_truthy(const val *v);
 void mfi_val_str(const val *v, char *out, size_t cap);
 void mfi_arr_push(bson_t *b, uint32_t i, const val *v);
-/* NotImplemented (238) "<what> does not support Decimal128 values yet":
- * the few places (window bounds, $densify, $bucketAuto granularity,
- * $expMovingAvg) whose decimal arithmetic is not written. */
-int mfi_no_decimal(const char *what, mf_error *err);
 /* Whether a number is an integer that fits in 32 bits (Value::integral). */
 bool mfi_integral32(const val *v);
 

@@ -23,8 +23,8 @@
  * each sub-document (in arrays too), keeping, pruning or descending.  The
  * variables DESCEND, PRUNE and KEEP exist only inside $redact, as in
  * mongod, so they are passed as extra `let` names of the expression.  The
- * sub-document being judged is both $$CURRENT and $$ROOT here (mongod keeps
- * $$ROOT the top document).
+ * sub-document being judged is $$CURRENT (what "$field" reads); $$ROOT stays
+ * the input document, as in mongod.
  */
 #include "accumulator.h"
 #include "expr_int.h"
@@ -334,6 +334,55 @@ static const series all_series[] = {
 };
 #undef S
 
+/* The decimal path of mongod's rounders: the series as Decimal128(double)
+ * (15 digits, so 16 is 16.0000000000000) scaled by powers of ten kept in
+ * decimal, and $pow(2, exp) computed in decimal for POWERSOF2. */
+static void round_dec(const series *s, mf_dec x, bool up, val *out)
+{
+    if (s->v == NULL) {
+        double l2 = mf_dec_to_double(mf_dec_log(x, mf_dec_from_int64(2)), NULL);
+        int exp = up ? (int)(floor(l2) + 1.0) : (int)(ceil(l2) - 1.0);
+        set_dec(out, mf_dec_pow(mf_dec_from_int64(2), mf_dec_from_int64(exp)));
+        return;
+    }
+    size_t n = s->n;
+    mf_dec ten = mf_dec_from_int64(10), m = mf_dec_from_int64(1);
+    mf_dec first = mf_dec_from_double(s->v[0]), last = mf_dec_from_double(s->v[n - 1]);
+#define AT(e, mult) mf_dec_mul((e), (mult))
+    if (up) {
+        while (mf_dec_cmp(x, AT(last, m)) >= 0)
+            m = mf_dec_mul(m, ten);
+        while (mf_dec_cmp(x, AT(first, m)) < 0) {
+            mf_dec prev_min = AT(first, m);
+            m = mf_dec_div(m, ten);
+            if (mf_dec_cmp(x, AT(last, m)) >= 0) {
+                set_dec(out, prev_min);
+                return;
+            }
+        }
+        size_t i = 0;
+        while (i < n - 1 && !(mf_dec_cmp(x, AT(mf_dec_from_double(s->v[i]), m)) < 0))
+            i++;
+        set_dec(out, AT(mf_dec_from_double(s->v[i]), m));
+        return;
+    }
+    while (mf_dec_cmp(x, AT(first, m)) <= 0)
+        m = mf_dec_div(m, ten);
+    while (mf_dec_cmp(x, AT(last, m)) > 0) {
+        mf_dec prev_max = AT(last, m);
+        m = mf_dec_mul(m, ten);
+        if (mf_dec_cmp(x, AT(first, m)) <= 0) {
+            set_dec(out, prev_max);
+            return;
+        }
+    }
+    size_t i = 0;
+    while (i < n && mf_dec_cmp(AT(mf_dec_from_double(s->v[i]), m), x) < 0)
+        i++;
+    set_dec(out, AT(mf_dec_from_double(s->v[i - 1]), m));
+#undef AT
+}
+
 /* Round `x` (a non-negative number) up (strictly above) or down (strictly
  * below) to the series, as mongod's rounders. */
 static int round_to(const series *s, const val *x, bool up, val *out, mf_error *err)
@@ -344,8 +393,6 @@ static int round_to(const series *s, const val *x, bool up, val *out, mf_error *
                             "A granularity rounder can only round numeric values, but found type: "
                             "%s",
                             mf_bsonx_type_alias(x->value_type));
-    if (x->value_type == BSON_TYPE_DECIMAL128)
-        return mfi_no_decimal("$bucketAuto granularity", err);
     double d = as_double(x);
     if (isnan(d))
         return mf_error_set(err, p2 ? 40266 : 40263, "A granularity rounder cannot round NaN");
@@ -354,6 +401,13 @@ static int round_to(const series *s, const val *x, bool up, val *out, mf_error *
                             "A granularity rounder can only round non-negative numbers");
     if (d == 0) {
         bson_value_copy(x, out);
+        return 0;
+    }
+    /* (mongod 7.0 loops forever here; later versions answer 11785400) */
+    if (isinf(d))
+        return mf_error_set(err, 11785400, "A granularity rounder can only round finite numbers");
+    if (x->value_type == BSON_TYPE_DECIMAL128) {
+        round_dec(s, x->value.v_decimal128, up, out);
         return 0;
     }
     if (p2) {
@@ -828,10 +882,11 @@ typedef struct {
 
 enum { R_KEEP, R_PRUNE, R_DESCEND };
 
-static int judge(redact_stage *r, const bson_t *doc, int *what, mf_error *err)
+static int judge(redact_stage *r, const bson_t *root, const bson_t *doc, int *what,
+                 mf_error *err)
 {
     val v;
-    int rc = mf_expr_eval_value(r->e, doc, &r->vars, &v, err);
+    int rc = mf_expr_eval_value_at(r->e, root, doc, &r->vars, &v, err);
     if (rc)
         return rc;
     const char *s = v.value_type == BSON_TYPE_UTF8 ? v.value.v_utf8.str : "";
@@ -856,10 +911,12 @@ static int judge(redact_stage *r, const bson_t *doc, int *what, mf_error *err)
     return rc;
 }
 
-static int redact_doc(redact_stage *r, const bson_t *doc, bson_t *out, bool *kept, mf_error *err);
+static int redact_doc(redact_stage *r, const bson_t *root, const bson_t *doc, bson_t *out,
+                      bool *kept, mf_error *err);
 
 /* The elements of an array, documents redacted (pruned ones dropped). */
-static int redact_array(redact_stage *r, const bson_iter_t *arr_it, bson_t *out, mf_error *err)
+static int redact_array(redact_stage *r, const bson_t *root, const bson_iter_t *arr_it,
+                        bson_t *out, mf_error *err)
 {
     bson_iter_t e;
     uint32_t i = 0;
@@ -877,7 +934,7 @@ static int redact_array(redact_stage *r, const bson_iter_t *arr_it, bson_t *out,
             bson_iter_document(&e, &l, &d);
             bson_init_static(&sub, d, l);
             bson_init(&res);
-            if ((rc = redact_doc(r, &sub, &res, &kept, err)) == 0 && kept) {
+            if ((rc = redact_doc(r, root, &sub, &res, &kept, err)) == 0 && kept) {
                 bson_append_document(out, key, (int)kl, &res);
                 i++;
             }
@@ -885,7 +942,7 @@ static int redact_array(redact_stage *r, const bson_iter_t *arr_it, bson_t *out,
         } else if (BSON_ITER_HOLDS_ARRAY(&e)) {
             bson_t child;
             bson_append_array_begin(out, key, (int)kl, &child);
-            rc = redact_array(r, &e, &child, err);
+            rc = redact_array(r, root, &e, &child, err);
             bson_append_array_end(out, &child);
             i++;
         } else {
@@ -896,13 +953,14 @@ static int redact_array(redact_stage *r, const bson_iter_t *arr_it, bson_t *out,
     return rc;
 }
 
-/* Redact `doc` into `out` (initialised by the caller); *kept false when
- * pruned. */
-static int redact_doc(redact_stage *r, const bson_t *doc, bson_t *out, bool *kept, mf_error *err)
+/* Redact `doc` (a part of the input document `root`) into `out`
+ * (initialised by the caller); *kept false when pruned. */
+static int redact_doc(redact_stage *r, const bson_t *root, const bson_t *doc, bson_t *out,
+                      bool *kept, mf_error *err)
 {
     int what, rc;
     *kept = false;
-    if ((rc = judge(r, doc, &what, err)) != 0)
+    if ((rc = judge(r, root, doc, &what, err)) != 0)
         return rc;
     if (what == R_PRUNE)
         return 0;
@@ -922,13 +980,13 @@ static int redact_doc(redact_stage *r, const bson_t *doc, bson_t *out, bool *kep
             bson_iter_document(&it, &l, &d);
             bson_init_static(&sub, d, l);
             bson_init(&res);
-            if ((rc = redact_doc(r, &sub, &res, &sub_kept, err)) == 0 && sub_kept)
+            if ((rc = redact_doc(r, root, &sub, &res, &sub_kept, err)) == 0 && sub_kept)
                 bson_append_document(out, bson_iter_key(&it), -1, &res);
             bson_destroy(&res);
         } else if (BSON_ITER_HOLDS_ARRAY(&it)) {
             bson_t child;
             bson_append_array_begin(out, bson_iter_key(&it), -1, &child);
-            rc = redact_array(r, &it, &child, err);
+            rc = redact_array(r, root, &it, &child, err);
             bson_append_array_end(out, &child);
         } else {
             bson_append_iter(out, NULL, 0, &it);
@@ -947,7 +1005,7 @@ static int redact_next(mfi_stage *s, bson_t *out, bool *eof, mf_error *err)
             return rc;
         bool kept;
         bson_init(out);
-        rc = redact_doc(r, &d, out, &kept, err);
+        rc = redact_doc(r, &d, &d, out, &kept, err);
         bson_destroy(&d);
         if (rc || !kept) {
             bson_destroy(out);

@@ -161,6 +161,16 @@ static int grid(const densify_stage *d, const val *anchor, int64_t k, val *out, 
         set_date(out, ms);
         return 0;
     }
+    if (k == 0) {
+        bson_value_copy(anchor, out); /* the anchor itself, not anchor + 0 */
+        return 0;
+    }
+    if (anchor->value_type == BSON_TYPE_DECIMAL128 || d->step.value_type == BSON_TYPE_DECIMAL128) {
+        /* as mongod's ExpressionAdd: a decimal operand makes the sum decimal */
+        mf_dec m = mf_dec_mul(mf_dec_from_int64(k), as_dec(&d->step));
+        set_dec(out, mf_dec_add(as_dec(anchor), m));
+        return 0;
+    }
     bool ints = anchor->value_type != BSON_TYPE_DOUBLE && d->step.value_type != BSON_TYPE_DOUBLE;
     int64_t m, r;
     if (ints && !__builtin_mul_overflow(k, as_long(&d->step), &m) &&
@@ -251,8 +261,6 @@ static int check_type(const densify_stage *d, const val *v, mf_error *err)
     if (d->unit < 0 && !is_num(v))
         return mf_error_set(err, 5733201, "Densify field type must be numeric, found %s",
                             mfi_type_name(v));
-    if (v->value_type == BSON_TYPE_DECIMAL128)
-        return mfi_no_decimal("$densify", err);
     return 0;
 }
 
@@ -457,8 +465,6 @@ static int parse_range(densify_stage *d, const bson_iter_t *it, mf_error *err)
                             "types '[long, int, decimal, double']",
                             mf_bsonx_type_alias(bson_iter_type(&step_it)));
     bson_value_copy(bson_iter_value(&step_it), &d->step);
-    if (d->step.value_type == BSON_TYPE_DECIMAL128)
-        return mfi_no_decimal("$densify", err);
     if (!(as_double(&d->step) > 0))
         return mf_error_set(err, 5733401,
                             "The step parameter in a range statement must be a strictly positive "
@@ -509,8 +515,6 @@ static int parse_range(densify_stage *d, const bson_iter_t *it, mf_error *err)
         } else {
             return mf_error_set(err, 5946800, "Explicit bounds must be numeric or dates");
         }
-        if (b[0].value_type == BSON_TYPE_DECIMAL128)
-            return mfi_no_decimal("$densify", err);
         bson_value_copy(&b[0], &d->lo);
         bson_value_copy(&b[1], &d->hi);
         d->bounds = BND_EXPLICIT;

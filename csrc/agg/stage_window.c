@@ -70,7 +70,7 @@ typedef struct wfn {
     int64_t unit_ms;         /* $derivative / $integral unit (0: none) */
     int64_t shift_by;
     val shift_default;
-    long double alpha;       /* $expMovingAvg */
+    mf_dec alpha;            /* $expMovingAvg, as mongod keeps it */
 } wfn;
 
 typedef struct {
@@ -181,8 +181,6 @@ static int bound_parse(mfi_agg *agg, const bson_iter_t *it, bool is_range, bool 
         mfi_val_free(&v);
         return mf_error_set(err, MF_FailedToParse, "Range-based bounds expression must be a number");
     }
-    if (v.value_type == BSON_TYPE_DECIMAL128)
-        return mfi_no_decimal("range-based window bounds", err);
     b->delta = v;
     return 0;
 }
@@ -475,14 +473,17 @@ static int parse_ema(window_stage *w, wfn *f, const bson_iter_t *it, int nfields
         if (n <= 0)
             return mf_error_set(err, MF_FailedToParse,
                                 "'N' must be greater than zero. Got %lld", (long long)n);
-        f->alpha = 2.0L / ((long double)n + 1.0L);
+        f->alpha = mf_dec_div(mf_dec_from_int64(2),
+                              mf_dec_add(mf_dec_from_int64(n), mf_dec_from_int64(1)));
         return 0;
     }
     if (has_alpha) {
-        if (!BSON_ITER_HOLDS_NUMBER(&alpha_it))
+        if (!BSON_ITER_HOLDS_NUMBER(&alpha_it) && !BSON_ITER_HOLDS_DECIMAL128(&alpha_it))
             return mf_error_set(err, MF_FailedToParse, "'alpha' must be a number");
-        double d = bson_iter_as_double(&alpha_it);
-        if (!(d > 0 && d < 1)) {
+        val av;
+        bson_value_copy(bson_iter_value(&alpha_it), &av);
+        mf_dec d = as_dec(&av);
+        if (!(mf_dec_cmp(d, mf_dec_from_int64(0)) > 0 && mf_dec_cmp(d, mf_dec_from_int64(1)) < 0)) {
             char shown[256];
             mf_bsonx_elem_to_string(&alpha_it, true, shown, sizeof shown);
             return mf_error_set(err, MF_FailedToParse,
@@ -838,6 +839,10 @@ static int range_add(const wfn *f, const val *base, const val *delta, val *out, 
         set_date(out, ms);
         return 0;
     }
+    if (base->value_type == BSON_TYPE_DECIMAL128 || delta->value_type == BSON_TYPE_DECIMAL128) {
+        set_dec(out, mf_dec_add(as_dec(base), as_dec(delta)));
+        return 0;
+    }
     bool ints = base->value_type != BSON_TYPE_DOUBLE && delta->value_type != BSON_TYPE_DOUBLE;
     int64_t r;
     if (ints && !__builtin_add_overflow(as_long(base), as_long(delta), &r))
@@ -1076,28 +1081,29 @@ static int compute_shift(window_stage *w, wfn *f, val *res, mf_error *err)
     return 0;
 }
 
+/* As mongod's AccumulatorExpMovingAvg: computed in Decimal128 throughout;
+ * the result is a double unless a decimal input was seen. */
 static int compute_ema(window_stage *w, wfn *f, val *res, mf_error *err)
 {
-    long double ema = 0;
-    bool has = false;
+    mf_dec ema = mf_dec_from_int64(0);
+    mf_dec keep = mf_dec_sub(mf_dec_from_int64(1), f->alpha);
+    bool has = false, is_dec = false;
     for (size_t i = 0; i < w->n; i++) {
         val v;
         int rc = eval_at(w, f->input, i, &v, err);
         if (rc)
             return rc;
-        if (v.value_type == BSON_TYPE_DECIMAL128) {
-            mfi_val_free(&v);
-            return mfi_no_decimal("$expMovingAvg", err);
-        }
         if (is_num(&v)) {
-            long double x = v.value_type == BSON_TYPE_INT64 ? (long double)v.value.v_int64
-                                                            : (long double)as_double(&v);
-            ema = has ? x * f->alpha + ema * (1.0L - f->alpha) : x;
+            mf_dec x = as_dec(&v);
+            is_dec |= v.value_type == BSON_TYPE_DECIMAL128;
+            ema = has ? mf_dec_add(mf_dec_mul(x, f->alpha), mf_dec_mul(ema, keep)) : x;
             has = true;
         }
         mfi_val_free(&v);
-        if (has)
-            set_double(&res[i], (double)ema);
+        if (has && is_dec)
+            set_dec(&res[i], ema);
+        else if (has)
+            set_double(&res[i], mf_dec_to_double(ema, NULL));
         else
             set_null(&res[i]);
     }
@@ -1114,8 +1120,10 @@ static int subtract(const val *b, const val *a, val *out, mf_error *err)
     if (!is_num(a) || !is_num(b))
         return mf_error_set(err, 16556, "cant $subtract a %s from a %s", mfi_type_name(a),
                             mfi_type_name(b));
-    if (a->value_type == BSON_TYPE_DECIMAL128 || b->value_type == BSON_TYPE_DECIMAL128)
-        return mfi_no_decimal("$subtract", err);
+    if (a->value_type == BSON_TYPE_DECIMAL128 || b->value_type == BSON_TYPE_DECIMAL128) {
+        set_dec(out, mf_dec_sub(as_dec(b), as_dec(a)));
+        return 0;
+    }
     if (a->value_type == BSON_TYPE_DOUBLE || b->value_type == BSON_TYPE_DOUBLE) {
         set_double(out, as_double(b) - as_double(a));
         return 0;
@@ -1177,6 +1185,13 @@ static int compute_derivative(window_stage *w, wfn *f, const part_ctx *pc, val *
             return rc;
         if (as_double(&run) == 0)
             continue;
+        if (rise.value_type == BSON_TYPE_DECIMAL128 || run.value_type == BSON_TYPE_DECIMAL128) {
+            mf_dec q = mf_dec_div(as_dec(&rise), as_dec(&run));
+            if (f->unit_ms)
+                q = mf_dec_mul(q, mf_dec_from_int64(f->unit_ms));
+            set_dec(&res[i], q);
+            continue;
+        }
         double r = as_double(&rise) / as_double(&run);
         if (f->unit_ms)
             r *= (double)f->unit_ms;

@@ -155,7 +155,7 @@ static int find_match(mf_engine *e, mf_coll *c, mfi_indexes *ix, const bson_t *m
     *found = false;
     int rc = mf_matcher_parse(match, &m, err);
     if (rc == 0)
-        rc = mfi_scan_new(c, ix, match, NULL, NULL, &scan, &sorted, err);
+        rc = mfi_scan_new(NULL, c, ix, match, NULL, NULL, &scan, &sorted, err);
     if (rc == 0) {
         mf_scan_row row;
         rc = mf_scan_next(scan, e, c, m, &row, found, err);
@@ -259,6 +259,8 @@ static int sink_commit(mf_agg_sink *base, mf_error *err)
             rc = mf_engine_coll_rename(e, s->ns, s->target, &s->lsn, err);
         s->committed = rc == 0;
         mf_engine_catalog_unlock(e);
+        if (rc == 0) /* $out replaced the target: its indexes start afresh */
+            mfi_index_usage_forget(s->inst, s->target, NULL);
     }
     /* reply only once every write is durable */
     if (rc == 0 && s->lsn)
@@ -495,9 +497,8 @@ static int coll_stats(void *arg, const char *db, const char *coll, const mf_agg_
 }
 
 /* One document per index: {name, key, host, accesses: {ops, since},
- * spec[, building]}.  Index accesses are not counted yet: ops is 0 and
- * since is the server's start (mongod's counters also start at zero when
- * the server starts). */
+ * spec[, building]}; the accesses from the instance's counters
+ * (index_usage.c). */
 static int index_stats(void *arg, const char *db, const char *coll, bson_t *out, mf_error *err)
 {
     mf_instance *inst = arg;
@@ -523,8 +524,10 @@ static int index_stats(void *arg, const char *db, const char *coll, bson_t *out,
                 bson_append_iter(&doc, "key", 3, &it);
             BSON_APPEND_UTF8(&doc, "host", inst->host);
             BSON_APPEND_DOCUMENT_BEGIN(&doc, "accesses", &acc);
-            BSON_APPEND_INT64(&acc, "ops", 0);
-            BSON_APPEND_DATE_TIME(&acc, "since", inst->start_wall_ms);
+            int64_t ops, since;
+            mfi_index_usage_get(inst, ns, info->name, &ops, &since);
+            BSON_APPEND_INT64(&acc, "ops", ops);
+            BSON_APPEND_DATE_TIME(&acc, "since", since);
             bson_append_document_end(&doc, &acc);
             BSON_APPEND_DOCUMENT(&doc, "spec", &pub);
             if (bson_init_static(&raw, info->spec, info->spec_len) &&

@@ -146,6 +146,8 @@ int mfi_cmd_drop(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_error *er
     rc = mf_engine_coll_drop(e, ns, &lsn, err);
     mf_engine_catalog_unlock(e);
     if (rc == 0)
+        mfi_index_usage_forget(ctx->inst, ns, NULL);
+    if (rc == 0)
         rc = mf_engine_sync(e, lsn, err);
     if (rc == 0) {
         BSON_APPEND_INT32(reply, "nIndexesWas", nidx);
@@ -339,6 +341,8 @@ int mfi_cmd_drop_database(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_
         char ns[NS_MAX + 64];
         snprintf(ns, sizeof ns, "%s", mf_coll_name(l.v[i]));
         rc = mf_engine_coll_drop(e, ns, &lsn, err);
+        if (rc == 0)
+            mfi_index_usage_forget(ctx->inst, ns, NULL);
     }
     mf_engine_catalog_unlock(e);
     free(l.v);
@@ -404,6 +408,9 @@ int mfi_cmd_rename_collection(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply,
     if (rc == 0)
         rc = mf_engine_coll_rename(e, from, to, &lsn, err);
     mf_engine_catalog_unlock(e);
-    (void)ctx;
+    if (rc == 0) {
+        mfi_index_usage_forget(ctx->inst, from, NULL);
+        mfi_index_usage_forget(ctx->inst, to, NULL);
+    }
     return rc == 0 ? mf_engine_sync(e, lsn, err) : rc;
 }

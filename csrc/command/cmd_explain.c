@@ -229,7 +229,7 @@ int mfi_cmd_explain(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_error 
         mf_coll_lock(c, false);
         rc = mfi_indexes_load(c, &ix, err);
         if (rc == 0)
-            rc = mfi_scan_new(c, &ix, &w.filter, w.has_hint ? &w.hint : NULL,
+            rc = mfi_scan_new(NULL, c, &ix, &w.filter, w.has_hint ? &w.hint : NULL,
                               w.has_sort ? &w.sort : NULL, &scan, &sorted, err);
         if (rc == 0) {
             mf_scan_timed(scan, true);

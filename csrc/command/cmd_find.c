@@ -620,7 +620,7 @@ int mfi_cmd_find(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_error *er
         rc = cur->ix ? mfi_indexes_load(c, cur->ix, err)
                      : mf_error_set(err, MF_InternalError, "out of memory");
         if (rc == 0)
-            rc = mfi_scan_new(c, cur->ix, a.has_filter ? &a.filter : NULL,
+            rc = mfi_scan_new(ctx->inst, c, cur->ix, a.has_filter ? &a.filter : NULL,
                               a.has_hint ? &a.hint : NULL, q.sort ? &a.sort : NULL, &cur->scan,
                               &sorted, err);
         if (rc == 0)
@@ -1004,8 +1004,8 @@ int mfi_cmd_distinct(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_error
         mfi_indexes ix = {0};
         rc = mfi_indexes_load(c, &ix, err);
         if (rc == 0)
-            rc = mfi_scan_new(c, &ix, has_query ? &query : NULL, has_hint ? &hint : NULL, NULL,
-                              &scan, &sorted, err);
+            rc = mfi_scan_new(ctx->inst, c, &ix, has_query ? &query : NULL,
+                              has_hint ? &hint : NULL, NULL, &scan, &sorted, err);
         while (rc == 0) {
             mf_scan_row row;
             bool valid;

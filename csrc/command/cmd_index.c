@@ -330,6 +330,8 @@ int mfi_cmd_create_indexes(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf
         rc = build_index(e, c, &x, &dup, &lsn, err);
         if (rc == 0) {
             rc = finish_spec(e, c, name, &lsn, err);
+            if (rc == 0)
+                mfi_index_usage_start(ctx->inst, ns, name);
         } else {
             mf_error derr;
             if (rc == MF_DuplicateKey && dup.has) {
@@ -527,8 +529,11 @@ int mfi_cmd_drop_indexes(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_e
                 break;
         }
     }
-    for (size_t i = 0; rc == 0 && i < nn; i++)
+    for (size_t i = 0; rc == 0 && i < nn; i++) {
         rc = mf_coll_index_drop(e, c, names[i], &lsn, err);
+        if (rc == 0)
+            mfi_index_usage_forget(ctx->inst, ns, names[i]);
+    }
     mf_coll_unlock(c);
     mf_engine_catalog_unlock(e);
     for (size_t i = 0; names && i < nn; i++)
@@ -785,7 +790,7 @@ static int ttl_batch(mf_engine *e, mf_coll *c, mfi_indexes *ix, mf_index_desc *x
     bool sorted;
     int rc = mf_matcher_parse(&filter, &m, err);
     if (rc == 0)
-        rc = mfi_scan_new(c, ix, &filter, NULL, NULL, &scan, &sorted, err);
+        rc = mfi_scan_new(NULL, c, ix, &filter, NULL, NULL, &scan, &sorted, err);
     if (rc == 0 && !(rids = malloc(TTL_BATCH * sizeof *rids)))
         rc = mf_error_set(err, MF_InternalError, "out of memory");
     while (rc == 0 && n < TTL_BATCH) {

@@ -61,14 +61,15 @@ static int hits_add(hits *h, uint64_t rid, int64_t pos, mf_error *err)
 
 /* The records of `c` that `m` matches: all, or the first -- in `sort`
  * order when there is a sort (findAndModify). */
-static int find_hits(mf_engine *e, mf_coll *c, const mfi_indexes *ix, const bson_t *filter,
+static int find_hits(mf_instance *inst, mf_engine *e, mf_coll *c, const mfi_indexes *ix,
+                     const bson_t *filter,
                      const mf_matcher *m,
                      const bson_iter_t *hint, const mf_sort *sort, const bson_t *sort_spec,
                      bool all, bool want_pos, hits *out, mf_error *err)
 {
     mf_scan *scan;
     bool sorted;
-    int rc = mfi_scan_new(c, ix, filter, hint, sort ? sort_spec : NULL, &scan, &sorted, err);
+    int rc = mfi_scan_new(inst, c, ix, filter, hint, sort ? sort_spec : NULL, &scan, &sorted, err);
     if (rc)
         return rc;
     mf_scan_want_pos(scan, want_pos);
@@ -227,15 +228,17 @@ static int upd_apply(const upd *w, const bson_t *doc, bool is_insert, int64_t po
 /* Where a command writes: the collection (exclusive lock held), its
  * parsed indexes, and what a unique index last refused. */
 typedef struct wtarget {
+    mf_instance *inst;       /* counts the index accesses of the scans */
     mf_engine *e;
     mf_coll *c;
     mfi_indexes ix;
     mfi_dup dup;
 } wtarget;
 
-static int target_open(wtarget *w, mf_engine *e, mf_coll *c, mf_error *err)
+static int target_open(wtarget *w, mf_instance *inst, mf_engine *e, mf_coll *c, mf_error *err)
 {
     memset(w, 0, sizeof *w);
+    w->inst = inst;
     w->e = e;
     w->c = c;
     return c ? mfi_indexes_load(c, &w->ix, err) : 0;
@@ -418,8 +421,8 @@ static int run_update(wtarget *w, const xenv *x, update_stmt *s, int64_t *n, int
     /* No collection (and no upsert to create one): nothing matches, but
      * the statement was still parsed and its errors reported. */
     if (rc == 0 && c)
-        rc = find_hits(e, c, &w->ix, &s->q, m, s->has_hint ? &s->hint : NULL, NULL, NULL, s->multi,
-                       upd_needs_pos(&u), &h, err);
+        rc = find_hits(w->inst, e, c, &w->ix, &s->q, m, s->has_hint ? &s->hint : NULL, NULL,
+                       NULL, s->multi, upd_needs_pos(&u), &h, err);
     for (size_t i = 0; rc == 0 && i < h.n; i++) {
         bool modified;
         rc = update_record(w, h.v[i].rid, &u, h.v[i].pos, now, &modified, NULL, NULL, lsn, err);
@@ -556,7 +559,7 @@ int mfi_cmd_update(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_error *
     wtarget w;
     if (c)
         mf_coll_lock(c, true);
-    rc = target_open(&w, e, c, err);
+    rc = target_open(&w, ctx->inst, e, c, err);
     for (i = 0; rc == 0 && i < count; i++) {
         bson_t id = BSON_INITIALIZER;
         bool was_upsert = false;
@@ -699,7 +702,7 @@ int mfi_cmd_delete(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_error *
     wtarget w;
     if (c)
         mf_coll_lock(c, true);
-    rc = target_open(&w, e, c, err);
+    rc = target_open(&w, ctx->inst, e, c, err);
     for (i = 0; rc == 0 && i < count; i++) {
         mf_error serr;
         mf_matcher *m = NULL;
@@ -707,8 +710,9 @@ int mfi_cmd_delete(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_error *
         int r = mf_matcher_parse_ex(&st[i].q, &x.hooks, &m, &serr);
         atomic_fetch_add_explicit(&ctx->inst->counters.op_delete, 1, memory_order_relaxed);
         if (r == 0 && c)
-            r = find_hits(e, c, &w.ix, &st[i].q, m, st[i].has_hint ? &st[i].hint : NULL, NULL, NULL,
-                          st[i].limit == 0, false, &h, &serr);
+            r = find_hits(w.inst, e, c, &w.ix, &st[i].q, m,
+                          st[i].has_hint ? &st[i].hint : NULL, NULL, NULL, st[i].limit == 0,
+                          false, &h, &serr);
         for (size_t j = 0; r == 0 && j < h.n; j++) {
             bool deleted;
             r = delete_record(&w, h.v[j].rid, NULL, &deleted, &lsn, &serr);
@@ -880,9 +884,9 @@ int mfi_cmd_find_and_modify(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, m
     wtarget w = {0};
     if (c) {
         mf_coll_lock(c, true);
-        rc = target_open(&w, e, c, err);
+        rc = target_open(&w, ctx->inst, e, c, err);
         if (rc == 0)
-            rc = find_hits(e, c, &w.ix, query, m, a.has_hint ? &a.hint : NULL, sort,
+            rc = find_hits(w.inst, e, c, &w.ix, query, m, a.has_hint ? &a.hint : NULL, sort,
                        sort ? &a.sort : NULL, false,
                        upd_needs_pos(&u) || (proj && mf_projection_needs_pos(proj)),
                        &h, err);

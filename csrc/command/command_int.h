@@ -12,6 +12,7 @@
 
 typedef struct mfi_cursor mfi_cursor;
 typedef struct mfi_indexes mfi_indexes;
+typedef struct mfi_index_usage mfi_index_usage;
 typedef struct mfi_dup mfi_dup;
 typedef struct mfi_sessions mfi_sessions;
 
@@ -40,6 +41,9 @@ struct mf_instance {
     int64_t cursor_timeout_ms; /* cursorTimeoutMillis */
 
     mf_agg_env agg_env;     /* how pipelines read collections (cmd_aggregate.c) */
+    pthread_mutex_t usage_mu;  /* guards the index access counters (index_usage.c) */
+    mfi_index_usage *usage;
+    size_t nusage, capusage;
     /* internalDocumentSourceGroupMaxMemoryBytes and
      * internalQueryMaxBlockingSortMemoryUsageBytes (setParameter) */
     atomic_int_fast64_t agg_group_max_bytes, agg_sort_max_bytes;
@@ -330,9 +334,27 @@ void mfi_dup_message(const mfi_dup *d, const char *ns, char *out, size_t cap);
 int mfi_write_doc(mf_engine *e, mf_coll *c, mfi_indexes *ix, uint64_t rid, const bson_t *old_doc,
                   const bson_t *new_doc, mf_lsn *lsn, mfi_dup *dup, mf_error *err);
 
-/* Plan a scan of `c` over its indexes `ix` (query/plan.c's mf_scan_new). */
-int mfi_scan_new(mf_coll *c, const mfi_indexes *ix, const bson_t *filter, const bson_iter_t *hint,
-                 const bson_t *sort, mf_scan **out, bool *sorted, mf_error *err);
+/* Plan a scan of `c` over its indexes `ix` (query/plan.c's mf_scan_new).
+ * A user operation passes its instance: a plan on an index then counts
+ * as one access of it ($indexStats); internal reads (explain, TTL, $merge's
+ * lookups) pass NULL. */
+int mfi_scan_new(mf_instance *inst, mf_coll *c, const mfi_indexes *ix, const bson_t *filter,
+                 const bson_iter_t *hint, const bson_t *sort, mf_scan **out, bool *sorted,
+                 mf_error *err);
+
+/* Index access counters (index_usage.c): one per (namespace, index name),
+ * `since` the server's start or the index's creation.  Thread-safe. */
+void mfi_index_usage_init(mf_instance *inst);
+void mfi_index_usage_destroy(mf_instance *inst);
+void mfi_index_usage_count(mf_instance *inst, const char *ns, const char *index);
+/* createIndexes: a fresh counter, since now. */
+void mfi_index_usage_start(mf_instance *inst, const char *ns, const char *index);
+/* Forget the counter of an index, or (index NULL) of every index of the
+ * collection `ns`, or of every collection of a database when `ns` is
+ * "db." (dropDatabase). */
+void mfi_index_usage_forget(mf_instance *inst, const char *ns, const char *index);
+void mfi_index_usage_get(mf_instance *inst, const char *ns, const char *index, int64_t *ops,
+                         int64_t *since_ms);
 
 /* Record in index `x`'s spec that fields `bits` have met arrays. */
 int mfi_mark_multikey(mf_engine *e, mf_coll *c, mf_index_desc *x, uint32_t bits, mf_error *err);

@@ -23,6 +23,7 @@ void mfi_cursors_init(mf_instance *inst)
 {
     pthread_mutex_init(&inst->cursors_mu, NULL);
     inst->cursors = NULL;
+    mfi_index_usage_init(inst); /* the per-index access counters live as long */
     inst->cursor_timeout_ms = DEFAULT_TIMEOUT_MS;
 }
 
@@ -56,6 +57,7 @@ void mfi_cursors_destroy(mf_instance *inst)
     }
     inst->cursors = NULL;
     pthread_mutex_destroy(&inst->cursors_mu);
+    mfi_index_usage_destroy(inst);
 }
 
 /* Close idle cursors (registry mutex held). */
