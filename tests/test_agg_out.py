@@ -657,3 +657,30 @@ def test_index_stats_counts_accesses(db):
     db.c.drop()
     db.c.insert_one({"a": 1})
     assert ops() == {"_id_": 0}
+
+
+def test_out_temporary_collection_dropped_at_open(tmp_path):
+    """A crash between $out's temporary collection and its rename leaves
+    <db>.tmp.agg_out.<uuid>; the next open drops it (mongod drops its
+    temporary collections at startup), and the other collections stay."""
+    import pymongo
+
+    import multifora
+    path = str(tmp_path / "db")
+    srv = multifora.Server(path, port=0)
+    srv.start()
+    c = pymongo.MongoClient(srv.uri)
+    c.t["tmp.agg_out.0f0e0d0c-0b0a-4908-8706-050403020100"].insert_one({"_id": 1})
+    c.t.keep.insert_one({"_id": 1})
+    assert "tmp.agg_out.0f0e0d0c-0b0a-4908-8706-050403020100" in c.t.list_collection_names()
+    c.close()
+    srv.stop()
+    srv = multifora.Server(path, port=0)
+    srv.start()
+    try:
+        c = pymongo.MongoClient(srv.uri)
+        assert c.t.list_collection_names() == ["keep"]
+        assert c.t.keep.find_one() == {"_id": 1}
+        c.close()
+    finally:
+        srv.stop()

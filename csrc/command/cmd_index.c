@@ -759,6 +759,26 @@ int mfi_indexes_recover(mf_instance *inst, mf_error *err)
         mf_coll_unlock(c);
     }
     mf_engine_catalog_unlock(e);
+    /* A $out that a crash interrupted leaves its temporary collection
+     * "<db>.tmp.agg_out.<uuid>" behind; mongod drops its temporary
+     * collections at startup, and so does this. */
+    mf_engine_catalog_lock(e, true);
+    for (size_t i = 0; rc == 0 && i < l.n; i++) {
+        const char *dot = strchr(l.ns[i], '.');
+        if (!dot || strncmp(dot + 1, "tmp.agg_out.", 12) != 0)
+            continue;
+        mf_lsn lsn;
+        mf_error derr;
+        mf_log(MF_LOG_WARNING, "STORAGE", 20002, "dropping temporary collection",
+               "dropping %s: a $out that did not finish before the last shutdown left it",
+               l.ns[i]);
+        /* a failure is logged, not fatal: the database still opens */
+        if (mf_engine_coll_drop(e, l.ns[i], &lsn, &derr) != 0 ||
+            mf_engine_sync(e, lsn, &derr) != 0)
+            mf_log(MF_LOG_WARNING, "STORAGE", 20003, "temporary collection not dropped",
+                   "%s stays: %s", l.ns[i], derr.msg);
+    }
+    mf_engine_catalog_unlock(e);
     list_free(&l);
     return rc;
 }
