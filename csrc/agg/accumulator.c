@@ -280,17 +280,7 @@ static size_t val_mem(const val *v)
 /* The encoding of a value (for set membership and ordering). */
 static int encode(const val *v, mf_buf *out, bool desc, mf_error *err)
 {
-    bson_t tmp = BSON_INITIALIZER;
-    bson_iter_t it;
-    if (v->value_type == BSON_TYPE_EOD)
-        BSON_APPEND_UNDEFINED(&tmp, "v");
-    else
-        bson_append_value(&tmp, "v", 1, v);
-    bson_iter_init(&it, &tmp);
-    bson_iter_next(&it);
-    int rc = mf_bsonx_key_append(out, &it, desc) == 0 ? 0 : oom(err);
-    bson_destroy(&tmp);
-    return rc;
+    return mf_bsonx_key_append_value(out, v, desc) == 0 ? 0 : oom(err);
 }
 
 static int entries_grow(mfi_acc_state *s, mf_error *err)

@@ -286,14 +286,8 @@ static int skip_next(mfi_stage *s, bson_t *out, bool *eof, mf_error *err)
     }
 }
 
-static void count_explain(const mfi_stage *s, bson_t *out)
-{
-    (void)out;
-    (void)s;
-}
-
-static const mfi_stage_ops limit_ops = {"$limit", limit_next, count_explain, NULL};
-static const mfi_stage_ops skip_ops = {"$skip", skip_next, count_explain, NULL};
+static const mfi_stage_ops limit_ops = {"$limit", limit_next, NULL, NULL};
+static const mfi_stage_ops skip_ops = {"$skip", skip_next, NULL, NULL};
 
 /* The argument of $limit or $skip as mongod 5.0+ reads it
  * (BSONElement::parseIntegerElementToNonNegativeLong): a number with an

@@ -149,14 +149,7 @@ static void group_root(const group *g, bson_t *out)
 
 static int encode_id(const bson_value_t *id, mf_buf *key, mf_error *err)
 {
-    bson_t tmp = BSON_INITIALIZER;
-    bson_iter_t it;
-    bson_append_value(&tmp, "v", 1, id);
-    bson_iter_init(&it, &tmp);
-    bson_iter_next(&it);
-    int rc = mf_bsonx_key_append(key, &it, false) == 0 ? 0 : oom(err);
-    bson_destroy(&tmp);
-    return rc;
+    return mf_bsonx_key_append_value(key, id, false) == 0 ? 0 : oom(err);
 }
 
 /* Write every group's partial state to the sorter and empty the table. */

@@ -744,14 +744,8 @@ static void set_clear(key_set *s)
 /* Add the encoding of `v`; *added tells whether it was new. */
 static int set_add(key_set *s, const bson_value_t *v, bool *added, mf_error *err)
 {
-    bson_t tmp = BSON_INITIALIZER;
-    bson_iter_t it;
     mf_buf k = {0};
-    bson_append_value(&tmp, "", 0, v);
-    bson_iter_init(&it, &tmp);
-    bson_iter_next(&it);
-    int rc = mf_bsonx_key_append(&k, &it, false);
-    bson_destroy(&tmp);
+    int rc = mf_bsonx_key_append_value(&k, v, false);
     if (rc) {
         mf_buf_free(&k);
         return oom(err);

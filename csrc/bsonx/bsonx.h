@@ -75,6 +75,9 @@ bool mf_bsonx_truthy(const bson_value_t *v);
  * self-delimiting, so a compound key is the concatenation of its parts.
  * Returns 0, or -1 on out of memory (`out` unchanged). */
 int mf_bsonx_key_append(mf_buf *out, const bson_iter_t *value, bool descending);
+/* The same for a value held outside a document (an expression's result);
+ * BSON_TYPE_EOD (missing) encodes as undefined. */
+int mf_bsonx_key_append_value(mf_buf *out, const bson_value_t *value, bool descending);
 
 /* Render `doc` as mongod's BSONObj::toString does ("{ a: 1, s: \"x\" }"),
  * into `out` (always NUL-terminated; cut with "..." past `cap`). */

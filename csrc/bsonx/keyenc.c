@@ -368,3 +368,18 @@ int mf_bsonx_key_append(mf_buf *out, const bson_iter_t *value, bool descending)
             out->data[i] = (uint8_t)~out->data[i];
     return 0;
 }
+
+int mf_bsonx_key_append_value(mf_buf *out, const bson_value_t *value, bool descending)
+{
+    bson_t tmp = BSON_INITIALIZER;
+    bson_iter_t it;
+    if (value->value_type == BSON_TYPE_EOD)
+        BSON_APPEND_UNDEFINED(&tmp, "v");
+    else
+        bson_append_value(&tmp, "v", 1, value);
+    bson_iter_init(&it, &tmp);
+    bson_iter_next(&it);
+    int rc = mf_bsonx_key_append(out, &it, descending);
+    bson_destroy(&tmp);
+    return rc;
+}

@@ -176,7 +176,6 @@ static int read_open(void *arg, const mf_agg_read *q, mf_agg_source **out, bool 
 {
     mf_instance *inst = arg;
     mf_engine *e = inst->engine;
-    static const bson_t empty = BSON_INITIALIZER;
     *out = NULL;
     *sorted = false;
     coll_read *r = calloc(1, sizeof *r);
@@ -215,8 +214,6 @@ static int read_open(void *arg, const mf_agg_read *q, mf_agg_source **out, bool 
             mf_scan_release(r->scan);
         }
         mf_coll_unlock(c);
-    } else {
-        (void)empty;
     }
     mf_engine_catalog_unlock(e);
     if (rc) {
