@@ -48,6 +48,9 @@ typedef struct mf_agg_read {
      * struct; its arg lives as long as the pipeline); may be NULL */
     const struct mf_expr_hooks *hooks;
     bool explain;             /* gather executionStats */
+    /* the collation the filter and sort compare strings under (the
+     * pipeline's); NULL: simple */
+    const mf_collator *collation;
 } mf_agg_read;
 
 /* What $merge does with one document, decided by the pipeline. */
@@ -139,6 +142,12 @@ typedef struct mf_agg_opts {
     const mf_agg_env *env;
     const bson_t *let;         /* the command's `let`, unevaluated; may be NULL */
     const bson_iter_t *hint;   /* may be NULL */
+    /* The command's collation (NULL: simple), resolved by the caller (the
+     * command's own, else the collection's default): every comparison of
+     * strings in the pipeline -- $match, $sort, $group keys, expressions,
+     * $lookup's equality -- uses it.  Borrowed; must outlive the pipeline
+     * (the pipeline may take its own reference). */
+    const mf_collator *collation;
     bool allow_disk_use;
     const char *tmpdir;        /* where spilling stages write */
     int64_t deadline_us;       /* monotonic; 0: none */

@@ -11,6 +11,8 @@
  *
  *  - The order-preserving key encoding of index keys (keyenc.c).
  *
+ *  - Collations: ICU's language-aware string order (collation.c).
+ *
  * Later: dotted-path lookup (DESIGN.md section 3).
  */
 #ifndef MF_BSONX_H
@@ -37,6 +39,47 @@ int mf_bsonx_validate_prefix(const uint8_t *data, size_t avail, size_t *len, mf_
 /* As mf_bsonx_validate_prefix, and the document must fill all `len` bytes. */
 int mf_bsonx_validate(const uint8_t *data, size_t len, mf_error *err);
 
+/* ------------------------------------------------ collation (collation.c) */
+
+/* A collation other than the simple one.  Every function taking a
+ * `const mf_collator *` reads NULL as the simple (binary) collation. */
+typedef struct mf_collator mf_collator;
+
+/* Parse a collation document as mongod's CollatorFactoryICU::makeFromBSON:
+ * into `*out` (one reference), or NULL for {locale: "simple"}.  Errors and
+ * messages as mongod's: NoSuchKey (4) without a locale, TypeMismatch (14)
+ * for an option of the wrong type, BadValue (2) for an unknown locale
+ * ("Field 'locale' is invalid in: { ... }. Did you mean 'en'?") or an
+ * option combination that means nothing (backwards at strength 1,
+ * caseFirst without caseLevel below strength 3), FailedToParse (9) for a
+ * bad option value or an unknown field, IncompatibleCollationVersion (161)
+ * for a version other than this ICU's. */
+int mf_collator_new(const bson_t *spec, mf_collator **out, mf_error *err);
+/* The same from an element, which must hold a document (else
+ * TypeMismatch "collation must be an object"). */
+int mf_collator_new_iter(const bson_iter_t *it, mf_collator **out, mf_error *err);
+
+/* Take and drop references (both accept NULL).  A collator is immutable
+ * and thread-safe; the last unref frees it. */
+mf_collator *mf_collator_ref(const mf_collator *c);
+void mf_collator_unref(mf_collator *c);
+
+/* Append the full spec's fields to `out` as mongod shows it: locale,
+ * caseLevel, caseFirst, strength, numericOrdering, alternate, maxVariable,
+ * normalization, backwards, version -- or only locale: "simple" for NULL. */
+void mf_collator_to_bson(const mf_collator *c, bson_t *out);
+
+/* Whether two collations order every string alike (NULL: simple). */
+bool mf_collator_equal(const mf_collator *a, const mf_collator *b);
+
+/* Compare two UTF-8 strings under `c` (not NULL): <0, 0 or >0. */
+int mf_collator_strcmp(const mf_collator *c, const char *a, size_t al, const char *b, size_t bl);
+
+/* Append the sort key of a UTF-8 string under `c` (not NULL) to `out`:
+ * sort keys compare with memcmp as mf_collator_strcmp orders the strings,
+ * and contain no 0 byte.  0, or -1 on out of memory (`out` unchanged). */
+int mf_collator_sort_key(const mf_collator *c, const char *s, size_t len, mf_buf *out);
+
 /* ------------------------------------------------- comparison (compare.c) */
 
 /* MongoDB's alias for a BSON type ("double", "string", "object", ...). */
@@ -56,11 +99,16 @@ int mf_bsonx_canonical_type(bson_type_t t);
  * Numbers compare by exact value across int32, int64, double and
  * decimal128; NaN equals NaN and sorts below every other number. */
 int mf_bsonx_compare_values(const bson_iter_t *a, const bson_iter_t *b);
+/* The same under a collation: strings and symbols, at any depth, compare
+ * as `coll` orders them (field names never do). */
+int mf_bsonx_compare_values_coll(const bson_iter_t *a, const bson_iter_t *b,
+                                 const mf_collator *coll);
 
 /* Compare two documents element by element (type, name, value); `a` and
  * `b` are positioned before their first fields and are advanced. */
 int mf_bsonx_compare_docs_iter(bson_iter_t *a, bson_iter_t *b);
 int mf_bsonx_compare_docs(const bson_t *a, const bson_t *b);
+int mf_bsonx_compare_docs_coll(const bson_t *a, const bson_t *b, const mf_collator *coll);
 
 /* mongod's Value::coerceToBool: false, null, undefined, missing (EOD) and
  * numeric zeros are false; everything else (NaN included) is true.  The
@@ -78,6 +126,14 @@ int mf_bsonx_key_append(mf_buf *out, const bson_iter_t *value, bool descending);
 /* The same for a value held outside a document (an expression's result);
  * BSON_TYPE_EOD (missing) encodes as undefined. */
 int mf_bsonx_key_append_value(mf_buf *out, const bson_value_t *value, bool descending);
+/* The same under a collation: a string or symbol, at any depth, encodes
+ * as its sort key (mf_collator_sort_key), so memcmp order is the collated
+ * order and strings `coll` calls equal encode alike.  Such a key cannot be
+ * read back into the value. */
+int mf_bsonx_key_append_coll(mf_buf *out, const bson_iter_t *value, bool descending,
+                             const mf_collator *coll);
+int mf_bsonx_key_append_value_coll(mf_buf *out, const bson_value_t *value, bool descending,
+                                   const mf_collator *coll);
 
 /* Render `doc` as mongod's BSONObj::toString does ("{ a: 1, s: \"x\" }"),
  * into `out` (always NUL-terminated; cut with "..." past `cap`). */

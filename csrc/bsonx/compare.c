@@ -1,5 +1,6 @@
 /*
- * compare.c -- MongoDB's order over BSON values (no collation).
+ * compare.c -- MongoDB's order over BSON values, under the simple binary
+ * collation or a collator (collation.c) for strings and symbols.
  *
  * Values of different types compare by their canonical type bracket
  * (mongod's canonicalizeBSONType):
@@ -334,9 +335,16 @@ static int cmp_bytes(const void *a, size_t al, const void *b, size_t bl)
     return al < bl ? -1 : al > bl;
 }
 
-static int cmp_docs(const bson_iter_t *a, const bson_iter_t *b, bool names);
+static int cmp_docs(const bson_iter_t *a, const bson_iter_t *b, bool names,
+                    const mf_collator *coll);
 
 int mf_bsonx_compare_values(const bson_iter_t *a, const bson_iter_t *b)
+{
+    return mf_bsonx_compare_values_coll(a, b, NULL);
+}
+
+int mf_bsonx_compare_values_coll(const bson_iter_t *a, const bson_iter_t *b,
+                                 const mf_collator *coll)
 {
     bson_type_t ta = bson_iter_type(a), tb = bson_iter_type(b);
     int ca = mf_bsonx_canonical_type(ta), cb = mf_bsonx_canonical_type(tb);
@@ -355,11 +363,11 @@ int mf_bsonx_compare_values(const bson_iter_t *a, const bson_iter_t *b)
     case 15: {
         const char *sa = ta == BSON_TYPE_UTF8 ? bson_iter_utf8(a, &la) : bson_iter_symbol(a, &la);
         const char *sb = tb == BSON_TYPE_UTF8 ? bson_iter_utf8(b, &lb) : bson_iter_symbol(b, &lb);
-        return cmp_bytes(sa, la, sb, lb);
+        return coll ? mf_collator_strcmp(coll, sa, la, sb, lb) : cmp_bytes(sa, la, sb, lb);
     }
     case 20:
     case 25:
-        return cmp_docs(a, b, true);
+        return cmp_docs(a, b, true, coll);
     case 30: {
         bson_subtype_t sa, sb;
         const uint8_t *da, *db;
@@ -428,8 +436,9 @@ int mf_bsonx_compare_values(const bson_iter_t *a, const bson_iter_t *b)
     return 0;
 }
 
-/* Element by element: canonical type, field name (if `names`), value. */
-static int cmp_fields(bson_iter_t *x, bson_iter_t *y, bool names)
+/* Element by element: canonical type, field name (if `names`, never
+ * collated), value. */
+static int cmp_fields(bson_iter_t *x, bson_iter_t *y, bool names, const mf_collator *coll)
 {
     for (;;) {
         bool hx = bson_iter_next(x), hy = bson_iter_next(y);
@@ -444,31 +453,37 @@ static int cmp_fields(bson_iter_t *x, bson_iter_t *y, bool names)
             if (c)
                 return c < 0 ? -1 : 1;
         }
-        int c = mf_bsonx_compare_values(x, y);
+        int c = mf_bsonx_compare_values_coll(x, y, coll);
         if (c)
             return c;
     }
 }
 
-static int cmp_docs(const bson_iter_t *a, const bson_iter_t *b, bool names)
+static int cmp_docs(const bson_iter_t *a, const bson_iter_t *b, bool names,
+                    const mf_collator *coll)
 {
     bson_iter_t x, y;
     if (!bson_iter_recurse(a, &x) || !bson_iter_recurse(b, &y))
         return 0;
-    return cmp_fields(&x, &y, names);
+    return cmp_fields(&x, &y, names, coll);
 }
 
 int mf_bsonx_compare_docs_iter(bson_iter_t *a, bson_iter_t *b)
 {
-    return cmp_fields(a, b, true);
+    return cmp_fields(a, b, true, NULL);
 }
 
-int mf_bsonx_compare_docs(const bson_t *a, const bson_t *b)
+int mf_bsonx_compare_docs_coll(const bson_t *a, const bson_t *b, const mf_collator *coll)
 {
     bson_iter_t x, y;
     if (!bson_iter_init(&x, a) || !bson_iter_init(&y, b))
         return 0;
-    return cmp_fields(&x, &y, true);
+    return cmp_fields(&x, &y, true, coll);
+}
+
+int mf_bsonx_compare_docs(const bson_t *a, const bson_t *b)
+{
+    return mf_bsonx_compare_docs_coll(a, b, NULL);
 }
 
 bool mf_bsonx_truthy(const bson_value_t *v)

@@ -34,6 +34,12 @@
  * compound key be the concatenation of its parts, and a descending part be
  * its bytes inverted (mf_bsonx_key_append(..., descending)).
  *
+ * Under a collation (mf_bsonx_key_append_coll) a string or symbol, at any
+ * depth, is written as its collator's sort key (collation.c) in place of
+ * its bytes: the same tag and escaping, so memcmp order is the collated
+ * order and strings the collation calls equal encode identically.  Field
+ * names and code are never collated, as in mongod.
+ *
  * A double becomes its exact decimal expansion (0.1 is 55 digits), because
  * decimal128 values must interleave with doubles exactly.
  */
@@ -251,32 +257,45 @@ static int put_number(mf_buf *out, const bson_iter_t *it)
 
 /* ---------------------------------------------------------------- values */
 
-static int put_payload(mf_buf *out, const bson_iter_t *it);
+static int put_payload(mf_buf *out, const bson_iter_t *it, const mf_collator *coll);
 
-static int put_value(mf_buf *out, const bson_iter_t *it)
+static int put_value(mf_buf *out, const bson_iter_t *it, const mf_collator *coll)
 {
     if (put_byte(out, TAG(mf_bsonx_canonical_type(bson_iter_type(it)))) != 0)
         return -1;
-    return put_payload(out, it);
+    return put_payload(out, it, coll);
 }
 
-static int put_fields(mf_buf *out, bson_iter_t *child, bool names)
+static int put_fields(mf_buf *out, bson_iter_t *child, bool names, const mf_collator *coll)
 {
     while (bson_iter_next(child)) {
         if (!names) {
-            if (put_value(out, child) != 0)
+            if (put_value(out, child, coll) != 0)
                 return -1;
             continue;
         }
         if (put_byte(out, TAG(mf_bsonx_canonical_type(bson_iter_type(child)))) != 0 ||
             put_string(out, bson_iter_key(child), bson_iter_key_len(child)) != 0 ||
-            put_payload(out, child) != 0)
+            put_payload(out, child, coll) != 0)
             return -1;
     }
     return put_byte(out, 0);
 }
 
-static int put_payload(mf_buf *out, const bson_iter_t *it)
+/* A string under `coll`: its sort key, escaped and terminated as any. */
+static int put_collated(mf_buf *out, const char *s, size_t len, const mf_collator *coll)
+{
+    if (!coll)
+        return put_string(out, s, len);
+    mf_buf key = {0};
+    int rc = mf_collator_sort_key(coll, s, len, &key);
+    if (rc == 0)
+        rc = put_string(out, (const char *)key.data, key.len);
+    mf_buf_free(&key);
+    return rc;
+}
+
+static int put_payload(mf_buf *out, const bson_iter_t *it, const mf_collator *coll)
 {
     uint32_t len;
     bson_iter_t child;
@@ -294,11 +313,11 @@ static int put_payload(mf_buf *out, const bson_iter_t *it)
         return put_number(out, it);
     case BSON_TYPE_UTF8: {
         const char *s = bson_iter_utf8(it, &len);
-        return put_string(out, s, len);
+        return put_collated(out, s, len, coll);
     }
     case BSON_TYPE_SYMBOL: {
         const char *s = bson_iter_symbol(it, &len);
-        return put_string(out, s, len);
+        return put_collated(out, s, len, coll);
     }
     case BSON_TYPE_CODE: {
         const char *s = bson_iter_code(it, &len);
@@ -308,7 +327,7 @@ static int put_payload(mf_buf *out, const bson_iter_t *it)
     case BSON_TYPE_ARRAY:
         if (!bson_iter_recurse(it, &child))
             return -1;
-        return put_fields(out, &child, bson_iter_type(it) == BSON_TYPE_DOCUMENT);
+        return put_fields(out, &child, bson_iter_type(it) == BSON_TYPE_DOCUMENT, coll);
     case BSON_TYPE_BINARY: {
         bson_subtype_t sub;
         const uint8_t *data;
@@ -350,7 +369,7 @@ static int put_payload(mf_buf *out, const bson_iter_t *it)
         if (put_string(out, code, len) != 0 || !bson_init_static(&sd, scope, slen) ||
             !bson_iter_init(&child, &sd))
             return -1;
-        return put_fields(out, &child, true);
+        return put_fields(out, &child, true, NULL);
     }
     }
     return -1;
@@ -358,8 +377,14 @@ static int put_payload(mf_buf *out, const bson_iter_t *it)
 
 int mf_bsonx_key_append(mf_buf *out, const bson_iter_t *value, bool descending)
 {
+    return mf_bsonx_key_append_coll(out, value, descending, NULL);
+}
+
+int mf_bsonx_key_append_coll(mf_buf *out, const bson_iter_t *value, bool descending,
+                             const mf_collator *coll)
+{
     size_t start = out->len;
-    if (put_value(out, value) != 0) {
+    if (put_value(out, value, coll) != 0) {
         out->len = start;
         return -1;
     }
@@ -371,6 +396,12 @@ int mf_bsonx_key_append(mf_buf *out, const bson_iter_t *value, bool descending)
 
 int mf_bsonx_key_append_value(mf_buf *out, const bson_value_t *value, bool descending)
 {
+    return mf_bsonx_key_append_value_coll(out, value, descending, NULL);
+}
+
+int mf_bsonx_key_append_value_coll(mf_buf *out, const bson_value_t *value, bool descending,
+                                   const mf_collator *coll)
+{
     bson_t tmp = BSON_INITIALIZER;
     bson_iter_t it;
     if (value->value_type == BSON_TYPE_EOD)
@@ -379,7 +410,7 @@ int mf_bsonx_key_append_value(mf_buf *out, const bson_value_t *value, bool desce
         bson_append_value(&tmp, "v", 1, value);
     bson_iter_init(&it, &tmp);
     bson_iter_next(&it);
-    int rc = mf_bsonx_key_append(out, &it, descending);
+    int rc = mf_bsonx_key_append_coll(out, &it, descending, coll);
     bson_destroy(&tmp);
     return rc;
 }

@@ -155,7 +155,7 @@ static int find_match(mf_engine *e, mf_coll *c, mfi_indexes *ix, const bson_t *m
     *found = false;
     int rc = mf_matcher_parse(match, &m, err);
     if (rc == 0)
-        rc = mfi_scan_new(NULL, c, ix, match, NULL, NULL, &scan, &sorted, err);
+        rc = mfi_scan_new(NULL, c, ix, match, NULL, NULL, NULL, &scan, &sorted, err);
     if (rc == 0) {
         mf_scan_row row;
         rc = mf_scan_next(scan, e, c, m, &row, found, err);

@@ -208,7 +208,8 @@ static int read_open(void *arg, const mf_agg_read *q, mf_agg_source **out, bool 
         rc = mfi_indexes_load(c, &r->ix, err);
         if (rc == 0)
             rc = mfi_scan_new(q->explain ? NULL : inst, c, &r->ix, &r->filter, q->hint,
-                              r->has_sort ? &r->sort : NULL, &r->scan, &r->sorted, err);
+                              r->has_sort ? &r->sort : NULL, NULL, &r->scan, &r->sorted,
+                              err);
         if (rc == 0) {
             mf_scan_timed(r->scan, q->explain);
             mf_scan_release(r->scan);

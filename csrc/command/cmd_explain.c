@@ -230,7 +230,7 @@ int mfi_cmd_explain(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_error 
         rc = mfi_indexes_load(c, &ix, err);
         if (rc == 0)
             rc = mfi_scan_new(NULL, c, &ix, &w.filter, w.has_hint ? &w.hint : NULL,
-                              w.has_sort ? &w.sort : NULL, &scan, &sorted, err);
+                              w.has_sort ? &w.sort : NULL, NULL, &scan, &sorted, err);
         if (rc == 0) {
             mf_scan_timed(scan, true);
             mf_scan_count_only(scan, strcmp(op, "count") == 0);

@@ -621,8 +621,8 @@ int mfi_cmd_find(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_error *er
                      : mf_error_set(err, MF_InternalError, "out of memory");
         if (rc == 0)
             rc = mfi_scan_new(ctx->inst, c, cur->ix, a.has_filter ? &a.filter : NULL,
-                              a.has_hint ? &a.hint : NULL, q.sort ? &a.sort : NULL, &cur->scan,
-                              &sorted, err);
+                              a.has_hint ? &a.hint : NULL, q.sort ? &a.sort : NULL, NULL,
+                              &cur->scan, &sorted, err);
         if (rc == 0)
             mf_scan_want_pos(cur->scan, cur->proj && mf_projection_needs_pos(cur->proj));
         running = rc == 0;
@@ -1005,7 +1005,7 @@ int mfi_cmd_distinct(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_error
         rc = mfi_indexes_load(c, &ix, err);
         if (rc == 0)
             rc = mfi_scan_new(ctx->inst, c, &ix, has_query ? &query : NULL,
-                              has_hint ? &hint : NULL, NULL, &scan, &sorted, err);
+                              has_hint ? &hint : NULL, NULL, NULL, &scan, &sorted, err);
         while (rc == 0) {
             mf_scan_row row;
             bool valid;

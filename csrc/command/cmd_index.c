@@ -810,7 +810,7 @@ static int ttl_batch(mf_engine *e, mf_coll *c, mfi_indexes *ix, mf_index_desc *x
     bool sorted;
     int rc = mf_matcher_parse(&filter, &m, err);
     if (rc == 0)
-        rc = mfi_scan_new(NULL, c, ix, &filter, NULL, NULL, &scan, &sorted, err);
+        rc = mfi_scan_new(NULL, c, ix, &filter, NULL, NULL, NULL, &scan, &sorted, err);
     if (rc == 0 && !(rids = malloc(TTL_BATCH * sizeof *rids)))
         rc = mf_error_set(err, MF_InternalError, "out of memory");
     while (rc == 0 && n < TTL_BATCH) {

@@ -69,7 +69,8 @@ static int find_hits(mf_instance *inst, mf_engine *e, mf_coll *c, const mfi_inde
 {
     mf_scan *scan;
     bool sorted;
-    int rc = mfi_scan_new(inst, c, ix, filter, hint, sort ? sort_spec : NULL, &scan, &sorted, err);
+    int rc = mfi_scan_new(inst, c, ix, filter, hint, sort ? sort_spec : NULL, NULL, &scan, &sorted,
+                          err);
     if (rc)
         return rc;
     mf_scan_want_pos(scan, want_pos);

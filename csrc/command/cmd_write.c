@@ -307,7 +307,7 @@ int mfi_cmd_count(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_error *e
         rc = mfi_indexes_load(c, &ix, err);
         if (rc == 0)
             rc = mfi_scan_new(ctx->inst, c, &ix, has_q ? &q : NULL, has_hint ? &hint : NULL,
-                              NULL, &scan, &sorted, err);
+                              NULL, NULL, &scan, &sorted, err);
         if (rc == 0)
             mf_scan_count_only(scan, true);
         while (rc == 0 && (limit == 0 || n < limit)) {

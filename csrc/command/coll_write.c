@@ -276,11 +276,11 @@ int mfi_write_doc(mf_engine *e, mf_coll *c, mfi_indexes *ix, uint64_t rid, const
 }
 
 int mfi_scan_new(mf_instance *inst, mf_coll *c, const mfi_indexes *ix, const bson_t *filter,
-                 const bson_iter_t *hint, const bson_t *sort, mf_scan **out, bool *sorted,
-                 mf_error *err)
+                 const bson_iter_t *hint, const bson_t *sort, const mf_collator *coll,
+                 mf_scan **out, bool *sorted, mf_error *err)
 {
-    int rc = mf_scan_new(c, ix ? ix->v : NULL, ix ? ix->n : 0, filter, hint, sort, out, sorted,
-                         err);
+    int rc = mf_scan_new(c, ix ? ix->v : NULL, ix ? ix->n : 0, filter, hint, sort, coll, out,
+                         sorted, err);
     const char *name = rc == 0 && inst ? mf_scan_index_name(*out) : NULL;
     if (rc == 0 && inst && !name && strcmp(mf_scan_describe(*out), "IDHACK") == 0)
         name = "_id_"; /* mongod's IDHACK reports the _id index used */

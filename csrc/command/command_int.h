@@ -339,8 +339,8 @@ int mfi_write_doc(mf_engine *e, mf_coll *c, mfi_indexes *ix, uint64_t rid, const
  * as one access of it ($indexStats); internal reads (explain, TTL, $merge's
  * lookups) pass NULL. */
 int mfi_scan_new(mf_instance *inst, mf_coll *c, const mfi_indexes *ix, const bson_t *filter,
-                 const bson_iter_t *hint, const bson_t *sort, mf_scan **out, bool *sorted,
-                 mf_error *err);
+                 const bson_iter_t *hint, const bson_t *sort, const mf_collator *coll,
+                 mf_scan **out, bool *sorted, mf_error *err);
 
 /* Index access counters (index_usage.c): one per (namespace, index name),
  * `since` the server's start or the index's creation.  Thread-safe. */

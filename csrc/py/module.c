@@ -762,7 +762,7 @@ static PyObject *core_plan(PyObject *mod, PyObject *args)
     }
     if (h.buf && bson_iter_init(&hint, &hb) && bson_iter_next(&hint))
         has_hint = true;
-    if (mf_scan_new(NULL, idx, nidx, &fb, has_hint ? &hint : NULL, so.buf ? &sb : NULL, &scan,
+    if (mf_scan_new(NULL, idx, nidx, &fb, has_hint ? &hint : NULL, so.buf ? &sb : NULL, NULL, &scan,
                     &sorted, &err) != 0) {
         raise_error(PyModule_GetState(mod), &err);
         goto out;

@@ -55,6 +55,7 @@ struct cond {
     cond *sub;           /* $not / $elemMatch value form: conditions */
     size_t nsub;
     node *elem;          /* $elemMatch object form */
+    const mf_collator *coll; /* the matcher's collation (NULL: simple) */
 };
 
 struct node {
@@ -71,6 +72,7 @@ struct node {
 struct mf_matcher {
     node *root;
     mf_expr_hooks hooks;       /* for N_EXPR nodes (unset without $expr) */
+    mf_collator *coll;         /* one reference, or NULL (simple) */
 };
 
 /* How a (sub-)filter is parsed: the hooks for $expr (NULL: $expr is not
@@ -127,6 +129,7 @@ void mf_matcher_free(mf_matcher *m)
 {
     if (m) {
         node_free(m->root);
+        mf_collator_unref(m->coll);
         free(m);
     }
 }
@@ -783,8 +786,29 @@ static int parse_doc(const pctx *pc, const bson_t *filter, node **out, mf_error 
     return 0;
 }
 
-int mf_matcher_parse_ex(const bson_t *filter, const mf_expr_hooks *hooks, mf_matcher **out,
-                        mf_error *err)
+/* Give every condition of the tree the matcher's collation. */
+static void set_coll(node *n, const mf_collator *coll);
+
+static void set_coll_conds(cond *cs, size_t n, const mf_collator *coll)
+{
+    for (size_t i = 0; i < n; i++) {
+        cs[i].coll = coll;
+        set_coll_conds(cs[i].sub, cs[i].nsub, coll);
+        set_coll(cs[i].elem, coll);
+    }
+}
+
+static void set_coll(node *n, const mf_collator *coll)
+{
+    if (!n)
+        return;
+    set_coll_conds(n->conds, n->nconds, coll);
+    for (size_t i = 0; i < n->nkids; i++)
+        set_coll(n->kids[i], coll);
+}
+
+int mf_matcher_parse_coll(const bson_t *filter, const mf_expr_hooks *hooks,
+                          const mf_collator *coll, mf_matcher **out, mf_error *err)
 {
     mf_matcher *m = calloc(1, sizeof *m);
     if (!m)
@@ -797,8 +821,21 @@ int mf_matcher_parse_ex(const bson_t *filter, const mf_expr_hooks *hooks, mf_mat
         free(m);
         return rc;
     }
+    m->coll = mf_collator_ref(coll);
+    set_coll(m->root, coll);
     *out = m;
     return 0;
+}
+
+int mf_matcher_parse_ex(const bson_t *filter, const mf_expr_hooks *hooks, mf_matcher **out,
+                        mf_error *err)
+{
+    return mf_matcher_parse_coll(filter, hooks, NULL, out, err);
+}
+
+const mf_collator *mf_matcher_collation(const mf_matcher *m)
+{
+    return m->coll;
 }
 
 int mf_matcher_parse(const bson_t *filter, mf_matcher **out, mf_error *err)
@@ -843,26 +880,27 @@ static bool is_nan(const bson_iter_t *v)
 }
 
 /* Equality, with undefined equal to null (mongod 7.0). */
-static bool elem_equal(const bson_iter_t *v, const bson_iter_t *o)
+static bool elem_equal(const bson_iter_t *v, const bson_iter_t *o, const mf_collator *coll)
 {
     int cv = mf_bsonx_canonical_type(bson_iter_type(v));
     int co = mf_bsonx_canonical_type(bson_iter_type(o));
     if (cv + co == 5 && (cv == 0 || co == 0))
         return true;
-    return mf_bsonx_compare_values(v, o) == 0;
+    return mf_bsonx_compare_values_coll(v, o, coll) == 0;
 }
 
-static bool values_equal(const bson_iter_t *v, const bson_t *operand)
+static bool values_equal(const bson_iter_t *v, const bson_t *operand, const mf_collator *coll)
 {
     bson_iter_t o;
     bson_iter_init(&o, operand);
     bson_iter_next(&o);
-    return elem_equal(v, &o);
+    return elem_equal(v, &o, coll);
 }
 
 /* A comparison with type bracketing: only values in the operand's bracket
  * compare (MinKey/MaxKey operands compare with everything). */
-static bool compare_ok(cond_kind k, const bson_iter_t *v, const bson_t *operand)
+static bool compare_ok(cond_kind k, const bson_iter_t *v, const bson_t *operand,
+                       const mf_collator *coll)
 {
     bson_iter_t o;
     bson_iter_init(&o, operand);
@@ -879,7 +917,7 @@ static bool compare_ok(cond_kind k, const bson_iter_t *v, const bson_t *operand)
         return vnan && (k == C_GTE || k == C_LTE);
     if (vnan && cv == co)
         return false;
-    int c = mf_bsonx_compare_values(v, &o);
+    int c = mf_bsonx_compare_values_coll(v, &o, coll);
     if (cv != co && ot != BSON_TYPE_MINKEY && ot != BSON_TYPE_MAXKEY)
         return false;
     switch (k) {
@@ -951,7 +989,7 @@ static bool in_list(const cond *c, const bson_iter_t *v)
         if (i < c->nres && c->res[i]) {
             if (regex_match(c->res[i], v) || mf_bsonx_compare_values(v, &o) == 0)
                 return true;
-        } else if (elem_equal(v, &o)) {
+        } else if (elem_equal(v, &o, c->coll)) {
             return true;
         }
     }
@@ -962,8 +1000,9 @@ static bool in_list(const cond *c, const bson_iter_t *v)
 static bool value_matches(const cond *c, const bson_iter_t *v)
 {
     switch (c->kind) {
-    case C_EQ: return values_equal(v, &c->operand);
-    case C_GT: case C_GTE: case C_LT: case C_LTE: return compare_ok(c->kind, v, &c->operand);
+    case C_EQ: return values_equal(v, &c->operand, c->coll);
+    case C_GT: case C_GTE: case C_LT: case C_LTE:
+        return compare_ok(c->kind, v, &c->operand, c->coll);
     case C_IN: return in_list(c, v);
     case C_TYPE: return type_matches(c, v);
     case C_MOD: {

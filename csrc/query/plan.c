@@ -612,9 +612,10 @@ out:
 }
 
 int mf_scan_new(mf_coll *c, const mf_index_desc *idx, size_t nidx, const bson_t *filter,
-                const bson_iter_t *hint, const bson_t *sort, mf_scan **out, bool *sorted,
-                mf_error *err)
+                const bson_iter_t *hint, const bson_t *sort, const mf_collator *coll,
+                mf_scan **out, bool *sorted, mf_error *err)
 {
+    (void)coll; /* TODO(collation): index eligibility and bounds under coll */
     mf_scan *s = calloc(1, sizeof *s);
     int rc = 0;
     bool natural_back = false;

@@ -221,6 +221,7 @@ typedef struct pctx {
     bool id_specified, id_included, id_excluded;
     bool has_positional, has_elem_match, has_find_slice;
     const mf_expr_hooks *hooks; /* NULL: computed fields are refused */
+    const mf_collator *coll;    /* $elemMatch's collation */
     mf_proj_mode mode;
     mf_error *err;
 } pctx;
@@ -505,7 +506,7 @@ static int parse_elem_match(pctx *c, const char *path, const bson_t *sub, const 
     mf_matcher *m = NULL;
     bson_init(&filter);
     bson_append_document(&filter, path, -1, sub);
-    int rc = mf_matcher_parse(&filter, &m, c->err);
+    int rc = mf_matcher_parse_coll(&filter, NULL, c->coll, &m, c->err);
     bson_destroy(&filter);
     if (rc)
         return rc;
@@ -726,6 +727,13 @@ int mf_projection_parse(const bson_t *spec, const bson_t *filter, mf_projection 
 int mf_projection_parse_ex(const bson_t *spec, const bson_t *filter, const mf_expr_hooks *hooks,
                            mf_proj_mode mode, mf_projection **out, mf_error *err)
 {
+    return mf_projection_parse_coll(spec, filter, hooks, mode, NULL, out, err);
+}
+
+int mf_projection_parse_coll(const bson_t *spec, const bson_t *filter,
+                             const mf_expr_hooks *hooks, mf_proj_mode mode,
+                             const mf_collator *coll, mf_projection **out, mf_error *err)
+{
     mf_projection *p = calloc(1, sizeof *p);
     if (!p)
         return oom(err);
@@ -734,7 +742,7 @@ int mf_projection_parse_ex(const bson_t *spec, const bson_t *filter, const mf_ex
         p->has_hooks = true;
     }
     p->mode = mode;
-    pctx c = {.p = p, .filter = filter, .err = err, .hooks = hooks, .mode = mode};
+    pctx c = {.p = p, .filter = filter, .err = err, .hooks = hooks, .mode = mode, .coll = coll};
     bson_iter_t it;
     int rc = 0;
     bson_iter_init(&it, spec);

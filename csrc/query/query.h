@@ -45,6 +45,18 @@ int mf_matcher_parse(const bson_t *filter, mf_matcher **out, mf_error *err);
 int mf_matcher_parse_ex(const bson_t *filter, const mf_expr_hooks *hooks, mf_matcher **out,
                         mf_error *err);
 
+/* As mf_matcher_parse_ex, comparing strings under `coll` (NULL: the simple
+ * collation), as mongod's CollatorInterface does for $eq, $ne, $gt, $gte,
+ * $lt, $lte, $in, $nin, $all and $elemMatch -- strings nested in an
+ * operand document or array included.  $regex, $type, $size, $exists,
+ * $mod and the bit tests are never collated.  The matcher holds a
+ * reference to `coll`.  An $expr's collation is the hooks' own. */
+int mf_matcher_parse_coll(const bson_t *filter, const mf_expr_hooks *hooks,
+                          const mf_collator *coll, mf_matcher **out, mf_error *err);
+
+/* The collation a matcher compares under (NULL: simple). */
+const mf_collator *mf_matcher_collation(const mf_matcher *m);
+
 /* Whether `doc` matches, into `*matched`; `pos` (may be NULL) as for
  * mf_matcher_match_pos.  An `$expr` matches when its value is true as
  * mongod coerces it (false, null, undefined, missing and numeric zeros are
@@ -84,6 +96,13 @@ typedef struct mf_update mf_update;
  * operand ({$set: {}}) is accepted and does nothing (mongod 5.0+). */
 int mf_update_parse(const bson_t *update, const bson_t *array_filters, mf_update **out,
                     mf_error *err);
+
+/* As mf_update_parse, under the collation `coll` (NULL: simple): it
+ * orders and equates strings for $addToSet, $pull (its conditions too),
+ * $pullAll, $min, $max, $push's $sort and the arrayFilters, as mongod's
+ * update driver does.  The update holds a reference to `coll`. */
+int mf_update_parse_coll(const bson_t *update, const bson_t *array_filters,
+                         const mf_collator *coll, mf_update **out, mf_error *err);
 
 /* Whether `u` replaces the document rather than modifying it. */
 bool mf_update_is_replacement(const mf_update *u);
@@ -166,6 +185,11 @@ int mf_projection_parse(const bson_t *spec, const bson_t *filter, mf_projection 
  * (copied; NULL: refused as above) and the meaning of `mode`. */
 int mf_projection_parse_ex(const bson_t *spec, const bson_t *filter, const mf_expr_hooks *hooks,
                            mf_proj_mode mode, mf_projection **out, mf_error *err);
+/* As mf_projection_parse_ex, with find's $elemMatch comparing strings
+ * under `coll` (NULL: simple), the query's collation. */
+int mf_projection_parse_coll(const bson_t *spec, const bson_t *filter,
+                             const mf_expr_hooks *hooks, mf_proj_mode mode,
+                             const mf_collator *coll, mf_projection **out, mf_error *err);
 
 /* Whether the projection uses the positional `$` (the caller must then
  * give the matcher's `pos`). */
@@ -203,6 +227,13 @@ typedef struct mf_sort mf_sort;
  * An empty specification is valid (no keys: every document ties); the
  * aggregation $sort stage must itself refuse it (15976). */
 int mf_sort_parse(const bson_t *spec, mf_sort **out, mf_error *err);
+
+/* As mf_sort_parse, with strings ordered by `coll` (NULL: simple): their
+ * sort keys go into the key in place of their bytes.  The sort holds a
+ * reference to `coll`. */
+int mf_sort_parse_coll(const bson_t *spec, const mf_collator *coll, mf_sort **out,
+                       mf_error *err);
+const mf_collator *mf_sort_collation(const mf_sort *s);
 
 /* The number of sort keys (0 for {}). */
 size_t mf_sort_nkeys(const mf_sort *s);
@@ -275,6 +306,8 @@ typedef struct mf_index_desc {
     uint32_t multikey;    /* bit i: field i has met an array (server field
                              "multikeyPaths" in the stored spec) */
     bool building;        /* an interrupted build (server field "building") */
+    mf_collator *coll;    /* the index's collation (one reference), or NULL:
+                             simple; its keys encode strings as sort keys */
 } mf_index_desc;
 
 /* Validate one createIndexes spec and complete it as mongod 7.0 does (v: 2
@@ -406,8 +439,8 @@ typedef struct mf_scan_stats {
  * only narrows what is read.  A scan over a multikey index returns each
  * document once (it remembers the RecordIds returned, across batches). */
 int mf_scan_new(mf_coll *c, const mf_index_desc *idx, size_t nidx, const bson_t *filter,
-                const bson_iter_t *hint, const bson_t *sort, mf_scan **out, bool *sorted,
-                mf_error *err);
+                const bson_iter_t *hint, const bson_t *sort, const mf_collator *coll,
+                mf_scan **out, bool *sorted, mf_error *err);
 
 /* The next document that `m` accepts (all, if `m` is NULL), with the
  * collection lock held; `*valid` false at the end. */

@@ -73,6 +73,7 @@ typedef struct sort_part {
 struct mf_sort {
     sort_part *parts;
     size_t nparts;
+    mf_collator *coll; /* strings' order (one reference), or NULL: simple */
 };
 
 /* {n: null, u: undefined}: the values of a missing path and of []. */
@@ -91,6 +92,7 @@ void mf_sort_free(mf_sort *s)
     for (size_t i = 0; i < s->nparts; i++)
         free(s->parts[i].path);
     free(s->parts);
+    mf_collator_unref(s->coll);
     free(s);
 }
 
@@ -201,6 +203,20 @@ int mf_sort_parse(const bson_t *spec, mf_sort **out, mf_error *err)
     }
     *out = s;
     return 0;
+}
+
+int mf_sort_parse_coll(const bson_t *spec, const mf_collator *coll, mf_sort **out,
+                       mf_error *err)
+{
+    int rc = mf_sort_parse(spec, out, err);
+    if (rc == 0)
+        (*out)->coll = mf_collator_ref(coll);
+    return rc;
+}
+
+const mf_collator *mf_sort_collation(const mf_sort *s)
+{
+    return s->coll;
 }
 
 const char *mf_sort_path(const mf_sort *s, size_t i)
@@ -315,7 +331,7 @@ static int emit(kgen *g, const fstate *f)
     const mf_sort *s = g->s;
     g->cand.len = 0;
     for (size_t i = 0; i < s->nparts; i++)
-        if (mf_bsonx_key_append(&g->cand, &f[i].fixed, s->parts[i].desc) != 0)
+        if (mf_bsonx_key_append_coll(&g->cand, &f[i].fixed, s->parts[i].desc, s->coll) != 0)
             return oom(g->err);
     size_t blen = g->best->len - g->best_at;
     if (g->have_best) {

@@ -109,6 +109,8 @@ struct unode {
     bson_iter_t sort_pattern;
     pull_kind pull;
     mf_matcher *matcher;
+    const mf_collator *coll; /* the update's collation: $addToSet, $pull,
+                                $pullAll, $min, $max, $push's $sort */
     bool pop_front;
     bool date_is_ts;
 };
@@ -125,6 +127,7 @@ typedef struct rename_pair {
 
 struct mf_update {
     bson_t *spec; /* owned copy of the update; leaves point into it */
+    mf_collator *coll; /* one reference, or NULL (simple) */
     bool is_replacement;
     bool needs_pos;
     unode *root;
@@ -496,7 +499,7 @@ static int parse_pull(unode *n, const bson_iter_t *it, mf_error *err)
         bson_iter_init(&first, &cond);
         if (!bson_iter_next(&first) || !is_path_keyword(bson_iter_key(&first))) {
             n->pull = PULL_OBJECT;
-            return mf_matcher_parse(&cond, &n->matcher, err);
+            return mf_matcher_parse_coll(&cond, NULL, n->coll, &n->matcher, err);
         }
     } else if (!BSON_ITER_HOLDS_REGEX(it)) {
         n->pull = PULL_EQ;
@@ -506,7 +509,7 @@ static int parse_pull(unode *n, const bson_iter_t *it, mf_error *err)
     n->pull = PULL_WRAPPED;
     bson_init(&cond);
     bson_append_iter(&cond, "", 0, it);
-    rc = mf_matcher_parse(&cond, &n->matcher, err);
+    rc = mf_matcher_parse_coll(&cond, NULL, n->coll, &n->matcher, err);
     bson_destroy(&cond);
     return rc;
 }
@@ -886,7 +889,7 @@ static int parse_filters(mf_update *u, const bson_t *array_filters, mf_error *er
         bson_iter_document(&it, &len, &data);
         bson_init_static(&f, data, len);
         afilter *af = &u->filters[u->nfilters];
-        int rc = mf_matcher_parse(&f, &af->m, err);
+        int rc = mf_matcher_parse_coll(&f, NULL, u->coll, &af->m, err);
         if (rc) {
             char msg[MF_ERRMSG_MAX];
             snprintf(msg, sizeof msg, "%s", err ? err->msg : "");
@@ -977,6 +980,7 @@ static int parse_operators(mf_update *u, mf_error *err)
                 if (!leaf)
                     return oom(err);
                 leaf->path = strdup(bson_iter_key(&field));
+                leaf->coll = u->coll;
                 rc = leaf->path ? parse_leaf(leaf, op_names[i].op, &field, err) : oom(err);
                 if (rc)
                     node_free(leaf);
@@ -1002,6 +1006,12 @@ static int parse_operators(mf_update *u, mf_error *err)
 int mf_update_parse(const bson_t *update, const bson_t *array_filters, mf_update **out,
                     mf_error *err)
 {
+    return mf_update_parse_coll(update, array_filters, NULL, out, err);
+}
+
+int mf_update_parse_coll(const bson_t *update, const bson_t *array_filters,
+                         const mf_collator *coll, mf_update **out, mf_error *err)
+{
     mf_update *u = calloc(1, sizeof *u);
     int rc;
     *out = NULL;
@@ -1009,6 +1019,7 @@ int mf_update_parse(const bson_t *update, const bson_t *array_filters, mf_update
         mf_update_free(u);
         return oom(err);
     }
+    u->coll = mf_collator_ref(coll);
     /* mongod parses the arrayFilters before the update itself. */
     rc = array_filters ? parse_filters(u, array_filters, err) : 0;
     if (rc == 0) {
@@ -1054,6 +1065,7 @@ void mf_update_free(mf_update *u)
     free(u->renames);
     if (u->spec)
         bson_destroy(u->spec);
+    mf_collator_unref(u->coll);
     free(u);
 }
 
@@ -1589,7 +1601,8 @@ static bool sort_key(const bson_iter_t *el, const char *path, bson_iter_t *out)
     return bson_iter_find_descendant(&child, path, out);
 }
 
-static int null_cmp(const bson_iter_t *a, bool ha, const bson_iter_t *b, bool hb)
+static int null_cmp(const bson_iter_t *a, bool ha, const bson_iter_t *b, bool hb,
+                    const mf_collator *coll)
 {
     static const uint8_t null_doc[] = {8, 0, 0, 0, BSON_TYPE_NULL, 0, 0, 0};
     bson_t nb;
@@ -1597,19 +1610,19 @@ static int null_cmp(const bson_iter_t *a, bool ha, const bson_iter_t *b, bool hb
     bson_init_static(&nb, null_doc, sizeof null_doc);
     bson_iter_init(&nul, &nb);
     bson_iter_next(&nul);
-    return mf_bsonx_compare_values(ha ? a : &nul, hb ? b : &nul);
+    return mf_bsonx_compare_values_coll(ha ? a : &nul, hb ? b : &nul, coll);
 }
 
 static int push_cmp(const unode *n, const bson_iter_t *a, const bson_iter_t *b)
 {
     if (n->sort == SORT_WHOLE)
-        return n->sort_dir * mf_bsonx_compare_values(a, b);
+        return n->sort_dir * mf_bsonx_compare_values_coll(a, b, n->coll);
     bson_iter_t p;
     bson_iter_recurse(&n->sort_pattern, &p);
     while (bson_iter_next(&p)) {
         bson_iter_t ka, kb;
         bool ha = sort_key(a, bson_iter_key(&p), &ka), hb = sort_key(b, bson_iter_key(&p), &kb);
-        int c = null_cmp(&ka, ha, &kb, hb);
+        int c = null_cmp(&ka, ha, &kb, hb, n->coll);
         if (c)
             return bson_iter_as_double(&p) < 0 ? -c : c;
     }
@@ -1715,7 +1728,7 @@ static int do_add_to_set(const actx *c, const unode *n, const bson_iter_t *cur, 
         const bson_iter_t *cand = n->has_each ? &el : &one;
         bool dup = false;
         for (size_t i = 0; i < len && !dup; i++)
-            dup = mf_bsonx_compare_values(&v[i].it, cand) == 0;
+            dup = mf_bsonx_compare_values_coll(&v[i].it, cand, n->coll) == 0;
         if (!dup)
             v[len++].it = *cand;
     }
@@ -1732,7 +1745,7 @@ static int do_add_to_set(const actx *c, const unode *n, const bson_iter_t *cur, 
 static bool pull_matches(const unode *n, const bson_iter_t *el)
 {
     switch (n->pull) {
-    case PULL_EQ: return mf_bsonx_compare_values(el, &n->arg) == 0;
+    case PULL_EQ: return mf_bsonx_compare_values_coll(el, &n->arg, n->coll) == 0;
     case PULL_OBJECT: {
         if (!BSON_ITER_HOLDS_DOCUMENT(el))
             return false;
@@ -1769,7 +1782,7 @@ static int do_pull(const actx *c, const unode *n, const bson_iter_t *cur, res *r
             bson_iter_t x;
             bson_iter_recurse(&n->arg, &x);
             while (!drop && bson_iter_next(&x))
-                drop = mf_bsonx_compare_values(&v[i].it, &x) == 0;
+                drop = mf_bsonx_compare_values_coll(&v[i].it, &x, n->coll) == 0;
         }
         if (!drop)
             v[len++] = v[i];
@@ -1882,7 +1895,7 @@ static int leaf_existing(const actx *c, const unode *n, const bson_iter_t *cur, 
         break;
     case OP_MIN:
     case OP_MAX: {
-        int cmp = mf_bsonx_compare_values(&n->arg, cur);
+        int cmp = mf_bsonx_compare_values_coll(&n->arg, cur, n->coll);
         if ((n->op == OP_MIN && cmp < 0) || (n->op == OP_MAX && cmp > 0))
             bson_append_iter(v, "", 0, &n->arg);
         else

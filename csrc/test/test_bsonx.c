@@ -119,3 +119,109 @@ MFT_CASE(tostring, "/bsonx/tostring/mongod_shapes")
     CHECK(strstr(small, "...") != NULL);
     bson_destroy(b);
 }
+
+/* ------------------------------------------------------------ collation */
+
+static int coll_of(const char *json, mf_collator **out, mf_error *err)
+{
+    bson_error_t e;
+    bson_t *spec = bson_new_from_json((const uint8_t *)json, -1, &e);
+    if (!spec)
+        return -1;
+    int rc = mf_collator_new(spec, out, err);
+    bson_destroy(spec);
+    return rc;
+}
+
+MFT_CASE(coll_parse, "/bsonx/collation/parse")
+{
+    mf_error err;
+    mf_collator *c = NULL;
+    CHECK_INT(coll_of("{\"locale\": \"simple\"}", &c, &err), 0);
+    CHECK(c == NULL);
+    CHECK_INT(coll_of("{\"locale\": \"simple\", \"strength\": 2}", &c, &err), MF_FailedToParse);
+    CHECK_INT(coll_of("{\"strength\": 2}", &c, &err), MF_NoSuchKey);
+    CHECK_INT(coll_of("{\"locale\": 1}", &c, &err), MF_TypeMismatch);
+    CHECK_INT(coll_of("{\"locale\": \"\"}", &c, &err), MF_BadValue);
+    CHECK_INT(coll_of("{\"locale\": \"xx_bogus\"}", &c, &err), MF_BadValue);
+    CHECK_INT(coll_of("{\"locale\": \"en_US\", \"strength\": 6}", &c, &err), MF_FailedToParse);
+    CHECK_INT(coll_of("{\"locale\": \"en_US\", \"strength\": 1.5}", &c, &err), MF_BadValue);
+    CHECK_INT(coll_of("{\"locale\": \"en_US\", \"caseLevel\": 1}", &c, &err), MF_TypeMismatch);
+    CHECK_INT(coll_of("{\"locale\": \"en_US\", \"caseFirst\": \"x\"}", &c, &err),
+              MF_FailedToParse);
+    CHECK_INT(coll_of("{\"locale\": \"en_US\", \"foo\": 1}", &c, &err), MF_FailedToParse);
+    CHECK_INT(coll_of("{\"locale\": \"en_US\", \"strength\": 1, \"backwards\": true}", &c, &err),
+              MF_BadValue);
+    CHECK_INT(coll_of("{\"locale\": \"en_US\", \"strength\": 2, \"caseFirst\": \"upper\"}", &c,
+                      &err),
+              MF_BadValue);
+    CHECK_INT(coll_of("{\"locale\": \"en_US\", \"version\": \"1.0\"}", &c, &err),
+              MF_IncompatibleCollationVersion);
+    CHECK_INT(coll_of("{\"locale\": \"en_US\", \"strength\": 2}", &c, &err), 0);
+    CHECK(c != NULL);
+    bson_t full = BSON_INITIALIZER;
+    mf_collator_to_bson(c, &full);
+    bson_iter_t it;
+    CHECK(bson_iter_init_find(&it, &full, "locale") &&
+          strcmp(bson_iter_utf8(&it, NULL), "en_US") == 0);
+    CHECK(bson_iter_init_find(&it, &full, "strength") && bson_iter_int32(&it) == 2);
+    CHECK(bson_iter_init_find(&it, &full, "version"));
+    CHECK_INT((int)bson_count_keys(&full), 10);
+    /* The full spec parses back to an equal collator. */
+    mf_collator *d = NULL;
+    CHECK_INT(mf_collator_new(&full, &d, &err), 0);
+    CHECK(mf_collator_equal(c, d));
+    mf_collator_unref(d);
+    bson_destroy(&full);
+    mf_collator_unref(c);
+}
+
+MFT_CASE(coll_order, "/bsonx/collation/order_and_keys")
+{
+    mf_error err;
+    mf_collator *ci = NULL, *num = NULL;
+    CHECK_INT(coll_of("{\"locale\": \"en_US\", \"strength\": 2}", &ci, &err), 0);
+    CHECK_INT(coll_of("{\"locale\": \"en\", \"numericOrdering\": true}", &num, &err), 0);
+    CHECK_INT(mf_collator_strcmp(ci, "PING", 4, "ping", 4), 0);
+    CHECK(mf_collator_strcmp(ci, "a", 1, "B", 1) < 0);
+    CHECK(mf_collator_strcmp(num, "10", 2, "9", 1) > 0);
+
+    /* Values: strings in documents and arrays compare collated; keys too. */
+    bson_t *a = BCON_NEW("v", "{", "x", BCON_UTF8("Hello"), "y", "[", BCON_UTF8("A"), "]", "}");
+    bson_t *b = BCON_NEW("v", "{", "x", BCON_UTF8("hello"), "y", "[", BCON_UTF8("a"), "]", "}");
+    bson_iter_t ia, ib;
+    bson_iter_init_find(&ia, a, "v");
+    bson_iter_init_find(&ib, b, "v");
+    CHECK(mf_bsonx_compare_values(&ia, &ib) != 0);
+    CHECK_INT(mf_bsonx_compare_values_coll(&ia, &ib, ci), 0);
+    mf_buf ka = {0}, kb = {0};
+    CHECK_INT(mf_bsonx_key_append_coll(&ka, &ia, false, ci), 0);
+    CHECK_INT(mf_bsonx_key_append_coll(&kb, &ib, false, ci), 0);
+    CHECK(ka.len == kb.len && memcmp(ka.data, kb.data, ka.len) == 0);
+    mf_buf_free(&ka);
+    mf_buf_free(&kb);
+    bson_destroy(a);
+    bson_destroy(b);
+
+    /* Sort keys order as strcmp does, over a mix of cases and accents. */
+    static const char *const words[] = {"apple", "Apple", "\xc3\xa9tude", "etude", "Zebra",
+                                        "zebra", "10", "9",     "",       "a b",   "ab"};
+    size_t n = sizeof words / sizeof *words;
+    for (size_t i = 0; i < n; i++)
+        for (size_t j = 0; j < n; j++) {
+            mf_buf x = {0}, y = {0};
+            CHECK_INT(mf_collator_sort_key(num, words[i], strlen(words[i]), &x), 0);
+            CHECK_INT(mf_collator_sort_key(num, words[j], strlen(words[j]), &y), 0);
+            CHECK(memchr(x.data, 0, x.len) == NULL);
+            size_t m = x.len < y.len ? x.len : y.len;
+            int c = memcmp(x.data, y.data, m);
+            c = c ? c : (x.len < y.len ? -1 : x.len > y.len);
+            int s = mf_collator_strcmp(num, words[i], strlen(words[i]), words[j],
+                                       strlen(words[j]));
+            CHECK((c < 0) == (s < 0) && (c > 0) == (s > 0));
+            mf_buf_free(&x);
+            mf_buf_free(&y);
+        }
+    mf_collator_unref(ci);
+    mf_collator_unref(num);
+}

@@ -214,7 +214,7 @@ static const char *check_query(world *w, const char *json, const char *sort_json
         goto out;
     }
     mf_coll_lock(w->c, false);
-    if (mf_scan_new(w->c, w->idx, w->nidx, filter, NULL, sort, &s, &sorted, &err) != 0) {
+    if (mf_scan_new(w->c, w->idx, w->nidx, filter, NULL, sort, NULL, &s, &sorted, &err) != 0) {
         mf_coll_unlock(w->c);
         snprintf(msg, sizeof msg, "%s: plan: %s", json, err.msg);
         fail = msg;
@@ -355,7 +355,7 @@ MFT_CASE(plan_explain_stats, "/query/plan/explain_counts")
     bool sorted, valid = true;
     CHECK_INT(mf_matcher_parse(filter, &m, &err), 0);
     mf_coll_lock(w.c, false);
-    CHECK_INT(mf_scan_new(w.c, w.idx, w.nidx, filter, NULL, NULL, &s, &sorted, &err), 0);
+    CHECK_INT(mf_scan_new(w.c, w.idx, w.nidx, filter, NULL, NULL, NULL, &s, &sorted, &err), 0);
     uint64_t n = 0;
     while (valid) {
         mf_scan_row row;
@@ -394,7 +394,7 @@ MFT_CASE(plan_reseek_across_writes, "/query/plan/reseek_sees_deletes")
     mf_scan *s = NULL;
     bool sorted, valid = true;
     mf_coll_lock(w.c, false);
-    CHECK_INT(mf_scan_new(w.c, w.idx, w.nidx, filter, NULL, NULL, &s, &sorted, &err), 0);
+    CHECK_INT(mf_scan_new(w.c, w.idx, w.nidx, filter, NULL, NULL, NULL, &s, &sorted, &err), 0);
     CHECK_STR(mf_scan_index_name(s), "b_1");
     mf_scan_row row;
     CHECK_INT(mf_scan_next(s, w.e, w.c, NULL, &row, &valid, &err), 0);

@@ -77,6 +77,7 @@ static const struct {
     {148, "ReadConcernMajorityNotEnabled"},
     {159, "DurationOverflow"},
     {160, "MaxStalenessOutOfRange"},
+    {161, "IncompatibleCollationVersion"},
     {166, "CommandNotSupportedOnView"},
     {167, "OptionNotSupportedOnView"},
     {168, "InvalidPipelineOperator"},

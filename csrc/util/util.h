@@ -75,6 +75,7 @@ enum {
     MF_InvalidUUID = 207,
     MF_TooManyLogicalSessions = 261,
     MF_ConversionFailure = 241,
+    MF_IncompatibleCollationVersion = 161,
     MF_Location40430 = 40430,
     MF_Location40431 = 40431,
     MF_Location40432 = 40432,
