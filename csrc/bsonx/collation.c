@@ -395,8 +395,10 @@ int mf_collator_new(const bson_t *spec, mf_collator **out, mf_error *err)
     char name[ULOC_FULLNAME_CAPACITY];
     UErrorCode st = U_ZERO_ERROR;
     int32_t nlen = uloc_getName(id, name, (int32_t)sizeof name, &st);
-    if (U_FAILURE(st) || st == U_STRING_NOT_TERMINATED_WARNING || nlen <= 0)
+    if (U_FAILURE(st) || st == U_STRING_NOT_TERMINATED_WARNING)
         return spec_error(err, MF_BadValue, spec, "%s", "Field 'locale' is not valid in: ");
+    if (nlen <= 0) /* "root" canonicalises to "" */
+        snprintf(name, sizeof name, "%s", id);
 
     mf_collator *c = calloc(1, sizeof *c);
     if (!c)
@@ -423,13 +425,7 @@ int mf_collator_new(const bson_t *spec, mf_collator **out, mf_error *err)
                         "Failed to get locale from icu::Collator. Collation spec: ");
         goto fail;
     }
-    /* A keyword (de@collation=phonebook) is part of the request but not of
-     * the valid locale: compare the base names. */
-    char base[ULOC_FULLNAME_CAPACITY];
-    st = U_ZERO_ERROR;
-    uloc_getBaseName(id, base, (int32_t)sizeof base, &st);
-    if (U_FAILURE(st) || strcmp(base, valid) != 0 || strncmp(id, base, strlen(base)) != 0 ||
-        (strchr(id, '@') == NULL && strcmp(id, name) != 0)) {
+    if (strcmp(id, valid) != 0) {
         char doc[512];
         mf_bsonx_to_string(spec, doc, sizeof doc);
         if (strcmp(valid, "root") != 0 && *valid)
