@@ -28,6 +28,15 @@ REPO = Path(__file__).resolve().parents[1]
 SHARED = REPO.parent / "shared"
 
 
+def pytest_addoption(parser):
+    # Reliability suites (issue 7): the large, on-demand settings.
+    parser.addoption("--rounds", type=int, default=None,
+                     help="kill -9 rounds (test_rel_kill9.py; CI: 50)")
+    parser.addoption("--crash-points", type=int, default=None,
+                     help="power-loss crash points to try, spread over the workload "
+                          "(test_rel_power.py; CI: every one of a short workload)")
+
+
 @pytest.fixture
 def server(tmp_path):
     srv = multifora.Server(str(tmp_path / "db"), port=0, enable_test_commands=True)
