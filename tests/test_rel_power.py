@@ -29,6 +29,7 @@ takes N of them spread over the workload instead (for quick runs).
 """
 from __future__ import annotations
 
+import random
 import shutil
 
 import bson
@@ -38,6 +39,12 @@ import multifora
 from multifora import _core
 
 INT_MAX = 2**31 - 1
+
+
+def _blob(seed: int, n: int) -> str:
+    """n incompressible characters, the same for the same seed (so the log
+    writes are large enough to tear)."""
+    return random.Random(seed).randbytes(n // 2).hex()
 
 
 def _workload() -> list:
@@ -51,7 +58,7 @@ def _workload() -> list:
     for i in range(8):
         w.append(("app", {"insert": "c", "documents": [
             {"_id": i, "u": i, "g": i % 3, "n": i * 10, "tags": [i, i + 1],
-             "s": "x" * (i * 300)}]}))
+             "s": _blob(i, i * 700)}]}))
     w.append(("app", {"insert": "c", "documents": [
         {"_id": 100 + j, "u": 100 + j, "g": j % 2, "n": j, "tags": ["t"]} for j in range(5)]}))
     w.append(("app", {"insert": "c", "documents": [{"_id": 200, "u": 3}]}))  # duplicate u
@@ -66,18 +73,25 @@ def _workload() -> list:
     w.append(("app", {"delete": "c", "deletes": [{"q": {"_id": 4}, "limit": 1}]}))
     w.append(("app", {"findAndModify": "c", "query": {"_id": 5},
                       "update": {"$push": {"tags": "fm"}}, "new": True}))
-    w.append(("app", {"insert": "d", "documents": [{"_id": k, "big": "y" * 9000}
+    w.append(("app", {"insert": "d", "documents": [{"_id": k, "big": _blob(50 + k, 9000)}
                                                     for k in range(3)]}))
     w.append(("app", {"createIndexes": "d", "indexes": [{"key": {"big": 1}, "name": "big_1"}]}))
     w.append(("admin", {"fsync": 1}))
     w.append(("app", {"delete": "c", "deletes": [{"q": {"g": 0}, "limit": 0}]}))
     w.append(("app", {"dropIndexes": "c", "index": "tags_1"}))
     w.append(("app", {"update": "d", "updates": [
-        {"q": {"_id": 1}, "u": {"$set": {"big": "z" * 20000}}}]}))
+        {"q": {"_id": 1}, "u": {"$set": {"big": _blob(60, 20000)}}}]}))
     w.append(("app", {"drop": "d"}))
     for i in range(3):
         w.append(("app", {"insert": "c", "documents": [{"_id": 400 + i, "u": 400 + i,
-                                                        "tags": [i]}]}))
+                                                        "tags": [i], "s": _blob(70 + i, 3000)}]}))
+    w.append(("admin", {"fsync": 1}))
+    w.append(("app", {"insert": "c", "documents": [
+        {"_id": 500 + j, "u": 500 + j, "g": j % 3, "s": _blob(80 + j, 1500)} for j in range(30)]}))
+    w.append(("app", {"update": "c", "updates": [
+        {"q": {"_id": {"$gte": 500}}, "u": {"$set": {"s": "short"}}, "multi": True}]}))
+    w.append(("admin", {"renameCollection": "app.c", "to": "app.e"}))
+    w.append(("app", {"insert": "e", "documents": [{"_id": 600, "u": 600}]}))
     return w
 
 
@@ -175,10 +189,12 @@ def _check_image(d, expect_oks, states, k, kind) -> dict:
         for c in got:
             v = srv.command("app", {"validate": c})
             assert v["valid"] is True, (k, kind, c, v["errors"])
-        if "c" in got and "g_1_n_-1" in got["c"][1]:
-            by_index = srv.command("app", {"count": "c", "query": {"g": {"$gte": 0}},
+        for c in got:
+            if "g_1_n_-1" not in got[c][1]:
+                continue
+            by_index = srv.command("app", {"count": c, "query": {"g": {"$gte": 0}},
                                            "hint": "g_1_n_-1"})["n"]
-            by_scan = srv.command("app", {"count": "c", "query": {"g": {"$gte": 0}},
+            by_scan = srv.command("app", {"count": c, "query": {"g": {"$gte": 0}},
                                           "hint": {"$natural": 1}})["n"]
             assert by_index == by_scan, (k, kind, by_index, by_scan)
         srv.command("app", {"insert": "after", "documents": [{"_id": 1}]})
