@@ -124,3 +124,12 @@ def shared_dir() -> Path:
     if not SHARED.is_dir():
         pytest.skip(f"{SHARED} is absent: the spec tests and bench data live there")
     return SHARED
+
+
+def pytest_addoption(parser):
+    # Reliability suites (issue 7): each has a small CI setting and a large
+    # on-demand one (docs/reliability.md gives the commands).
+    parser.addoption("--wire-mutations", type=int, default=2000,
+                     help="test_rel_bad_input: mutated documents sent to the server")
+    parser.addoption("--fuzz-seconds", type=int, default=60,
+                     help="test_rel_fuzz: libFuzzer run time per target")

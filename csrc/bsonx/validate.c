@@ -217,12 +217,8 @@ int mf_bsonx_validate_prefix(const uint8_t *data, size_t avail, size_t *len, mf_
     int32_t n = mf_load_i32le(data);
     if (n < 5)
         return fail(&w, MF_InvalidBSON, "BSON data has to be at least 5 bytes");
-    if ((size_t)n > avail) {
-        char msg[128];
-        snprintf(msg, sizeof msg, "Incorrect BSON length %d should be less or equal to %zu",
-                 n, avail);
-        return fail(&w, MF_InvalidBSON, msg);
-    }
+    if ((size_t)n > avail)
+        return fail(&w, MF_InvalidBSON, "Incorrect BSON length");
     w.end = data + n;
     if (w.end[-1] != 0)
         return fail(&w, MF_InvalidBSON, "BSON object not terminated with EOO");
@@ -287,4 +283,28 @@ int mf_bsonx_validate(const uint8_t *data, size_t len, mf_error *err)
         return mf_error_set(err, MF_InvalidBSON,
                             "BSON size field %zu does not match the %zu bytes present", n, len);
     return rc;
+}
+
+/* Levels below the document `it` iterates, up to `left` more. */
+static bool depth_exceeds(bson_iter_t *it, int left)
+{
+    while (bson_iter_next(it)) {
+        if (!BSON_ITER_HOLDS_DOCUMENT(it) && !BSON_ITER_HOLDS_ARRAY(it))
+            continue;
+        bson_iter_t sub;
+        if (!bson_iter_recurse(it, &sub) || !bson_iter_next(&sub))
+            continue; /* empty: does not count */
+        if (left == 0)
+            return true;
+        bson_iter_recurse(it, &sub);
+        if (depth_exceeds(&sub, left - 1))
+            return true;
+    }
+    return false;
+}
+
+bool mf_bsonx_depth_exceeds(const bson_t *doc, int max_levels)
+{
+    bson_iter_t it;
+    return bson_iter_init(&it, doc) && depth_exceeds(&it, max_levels - 1);
 }

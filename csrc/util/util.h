@@ -59,6 +59,7 @@ enum {
     MF_UnsupportedOpQueryCommand = 352,
     MF_OutOfDiskSpace = 14031,
     MF_DuplicateKey = 11000,
+    MF_BSONObjectTooLarge = 10334,
     MF_ShutdownInProgress = 91,
     MF_InterruptedAtShutdown = 11600,
     MF_DBPathInUse = 98,
