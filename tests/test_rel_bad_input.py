@@ -221,6 +221,37 @@ def test_vector_in_document_sequence(served, bystander, mclient, raw):
     assert mclient.test.vectors.count_documents({}) == before == 0
 
 
+def test_invalid_document_message_names_its_id_escaped(served, bystander):
+    """mongod's validator context: the path, then the _id rendered and
+    escaped with str::escape (quotes, backslashes, control characters)."""
+    doc = bson.encode(SON([("_id", 'q"\\\n'), ("ok", True)]))
+    bad = bytearray(doc)
+    bad[-2] = 2  # the bool's byte
+    # rendered: _id: "q\"\\\n"   then escaped once more as the context
+    want_id = r'_id: \"q\\\"\\\\\\n\"'
+    with conn(served) as c:
+        reply = command(c, {"insert": "esc", "$db": "test"}, [("documents", [bytes(bad)])])
+        assert reply == {"ok": 0.0, "codeName": "InvalidBSON", "code": 22, "errmsg":
+                         "BSON bool is neither false nor true in element with field name 'ok' "
+                         f"in object with {want_id}"}
+
+
+def test_second_id_a_document_with_an_error_inside(served, bystander):
+    """{_id: 1, x: 2, _id: {ok: <bool 2>}}: mongod names the document by the
+    last scalar top-level _id.  This once made the validator render the _id
+    with a negative length and abort the server (fuzz_bson)."""
+    def doc(body):
+        return struct.pack("<i", 4 + len(body) + 1) + body + b"\x00"
+    raw = doc(b"\x10_id\x00" + struct.pack("<i", 1) + b"\x10x\x00" + struct.pack("<i", 2)
+              + b"\x03_id\x00" + doc(b"\x08ok\x00\x02"))
+    with conn(served) as c:
+        r = c.roundtrip(wirelib.op_msg(b"\x00" + raw, request_id=5))
+        assert r.doc == {"ok": 0.0, "code": 22, "codeName": "InvalidBSON", "errmsg":
+                         "BSON bool is neither false nor true in element with field name "
+                         "'_id.ok' in object with _id: 1"}
+        assert ping(c)
+
+
 # ------------------------------------------------------------ document size
 
 def test_document_of_16_mib_is_stored_and_read_back(served, bystander, mclient):

@@ -52,8 +52,11 @@ int mf_fuzz_wal(const uint8_t *data, size_t len);
 extern uint64_t mf_fuzz_wire_parsed;
 extern uint64_t mf_fuzz_wal_replayed;
 
-/* Quiet the log (torn tails are warnings) and pick a scratch directory for
- * the wal target.  Called once before the first input. */
+/* Quiet the log (torn tails are warnings).  Called before the first input. */
 void mf_fuzz_init(void);
+/* Remove the wal target's scratch directory ($MF_FUZZ_TMP, else /dev/shm,
+ * else $TMPDIR: made on its first input); the libFuzzer binaries do it at
+ * exit. */
+void mf_fuzz_cleanup(void);
 
 #endif /* MF_TEST_FUZZ_H */

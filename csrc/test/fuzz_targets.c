@@ -285,8 +285,12 @@ static char wal_dir[256];
 void mf_fuzz_init(void)
 {
     mf_log_configure(MF_LOG_ERROR, false);
-    if (wal_dir[0])
-        return;
+}
+
+/* The wal target's scratch directory, made on its first input (so the
+ * other targets leave none behind, even when they crash). */
+static void wal_dir_make(void)
+{
     const char *base = getenv("MF_FUZZ_TMP");
     struct stat st;
     if (!base || !*base)
@@ -378,7 +382,7 @@ int mf_fuzz_wal(const uint8_t *data, size_t len)
     if (len < 1)
         return 0;
     if (!wal_dir[0])
-        mf_fuzz_init();
+        wal_dir_make();
     uint8_t mode = data[0];
     data++, len--;
 
@@ -436,21 +440,22 @@ int mf_fuzz_wal(const uint8_t *data, size_t len)
 
 /* ------------------------------------------------------- libFuzzer glue */
 
-#ifdef MF_FUZZ_TARGET
-int LLVMFuzzerInitialize(int *argc, char ***argv);
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
-
-static void cleanup(void)
+void mf_fuzz_cleanup(void)
 {
     if (wal_dir[0])
         wal_dir_clear(true);
+    wal_dir[0] = '\0';
 }
+
+#ifdef MF_FUZZ_TARGET
+int LLVMFuzzerInitialize(int *argc, char ***argv);
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 int LLVMFuzzerInitialize(int *argc, char ***argv)
 {
     (void)argc, (void)argv;
     mf_fuzz_init();
-    atexit(cleanup);
+    atexit(mf_fuzz_cleanup);
     return 0;
 }
 

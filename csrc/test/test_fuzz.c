@@ -106,6 +106,7 @@ MFT_CASE(fuzz_regressions, "/fuzz/regressions")
         free(names);
     }
     printf("  %d regression inputs replayed\n", total);
+    mf_fuzz_cleanup();
     mf_log_configure(MF_LOG_INFO, true);
 }
 
@@ -140,9 +141,10 @@ MFT_CASE(fuzz_wal_replays_a_real_log, "/fuzz/targets/wal_replays_a_real_log")
     mf_fuzz_init();
     mf_fuzz_wal_replayed = 0;
     mf_fuzz_wal(seg + 31, len - 31);
-    CHECK_INT(mf_fuzz_wal_replayed, 3);
     free(seg);
+    mf_fuzz_cleanup();
     mf_log_configure(MF_LOG_INFO, true);
+    CHECK_INT(mf_fuzz_wal_replayed, 3);
 }
 
 MFT_CASE(fuzz_wire_parses_a_ping, "/fuzz/targets/wire_parses_a_ping")
