@@ -572,4 +572,5 @@ def test_random_mutations_of_valid_documents(served, bystander, request):
             c = conn(served, timeout=10)
     assert ping(c)
     c.close()
+    print(f"\n{n} mutated documents: {answered} answered, {closed} connections closed")
     assert answered + closed == n and answered > n // 2

@@ -68,8 +68,8 @@ static void put_escaped(sb *s, const char *str, size_t n)
             } else {
                 /* A multi-byte character goes in whole or not at all: cut
                  * in two it would make the rendering (and the reply that
-                 * quotes it) invalid UTF-8.  Found by fuzz_bson,
-                 * tests/fuzz_regressions/bson/render-cuts-a-utf8-sequence. */
+                 * quotes it) invalid UTF-8 (fuzz_bson's UTF-8 property,
+                 * tests/fuzz_regressions/bson/render-cuts-a-utf8-sequence). */
                 size_t k = c >= 0xf0 ? 4 : c >= 0xe0 ? 3 : c >= 0xc0 ? 2 : 1;
                 if (k > n - i)
                     k = n - i;
