@@ -61,18 +61,22 @@ static bool is_nan(const bson_iter_t *v)
     return false;
 }
 
-/* A value as mongod's BSONElement::toString(false) prints it in bounds;
- * under a collation a string or symbol is its sort key, which mongod
- * prints "CollationKey(0x<hex>)". */
-static char *value_string(const bson_iter_t *v, const mf_collator *coll)
+/* A value as mongod's BSONElement::toString(false) prints it in bounds.
+ * With `show_keys` (the bounds of an index with a collation) a string or
+ * symbol is printed as mongod prints the bytes its bound holds,
+ * "CollationKey(0x<hex>)": the sort key under `coll`, or the string's own
+ * bytes when `coll` is NULL (a type bracket's edge, "" -- mongod does not
+ * translate those). */
+static char *value_string(const bson_iter_t *v, const mf_collator *coll, bool show_keys)
 {
     char buf[512];
-    if (coll && (BSON_ITER_HOLDS_UTF8(v) || BSON_ITER_HOLDS_SYMBOL(v))) {
+    if (show_keys && (BSON_ITER_HOLDS_UTF8(v) || BSON_ITER_HOLDS_SYMBOL(v))) {
         uint32_t len;
         const char *str = BSON_ITER_HOLDS_UTF8(v) ? bson_iter_utf8(v, &len)
                                                   : bson_iter_symbol(v, &len);
         mf_buf key = {0};
-        if (mf_collator_sort_key(coll, str, len, &key) != 0)
+        if (coll ? mf_collator_sort_key(coll, str, len, &key) != 0
+                 : mf_buf_append(&key, str, len) != 0)
             return NULL;
         size_t at = (size_t)snprintf(buf, sizeof buf, "CollationKey(0x");
         for (size_t i = 0; i < key.len && at + 4 < sizeof buf; i++)
@@ -129,28 +133,37 @@ static int oil_push(mfi_oil *o, mfi_ival *iv)
     return 0;
 }
 
-/* Push the interval from `lo` to `hi` (values, encoded under `coll`); an
- * empty one ((x, x], [x, x)) is dropped, as mongod drops it. */
-static int oil_push_range(mfi_oil *o, const bson_iter_t *lo, bool lo_incl, const bson_iter_t *hi,
-                          bool hi_incl, const mf_collator *coll)
+/* Push the interval from `lo` to `hi` (values, encoded under `lo_coll`
+ * and `hi_coll`; `show_keys`: printed as an index with a collation shows
+ * them); an empty one ((x, x], [x, x)) is dropped, as mongod drops it. */
+static int oil_push_ends(mfi_oil *o, const bson_iter_t *lo, bool lo_incl,
+                         const mf_collator *lo_coll, const bson_iter_t *hi, bool hi_incl,
+                         const mf_collator *hi_coll, bool show_keys)
 {
     mfi_ival iv = {.lo_incl = lo_incl, .hi_incl = hi_incl};
-    if (mf_bsonx_key_append_coll(&iv.lo, lo, false, coll) != 0 ||
-        mf_bsonx_key_append_coll(&iv.hi, hi, false, coll) != 0)
+    if (mf_bsonx_key_append_coll(&iv.lo, lo, false, lo_coll) != 0 ||
+        mf_bsonx_key_append_coll(&iv.hi, hi, false, hi_coll) != 0)
         goto fail;
     int c = cmp_bytes(&iv.lo, &iv.hi);
     if (c > 0 || (c == 0 && !(lo_incl && hi_incl))) {
         ival_free(&iv);
         return 0;
     }
-    iv.lo_s = value_string(lo, coll);
-    iv.hi_s = value_string(hi, coll);
+    iv.lo_s = value_string(lo, lo_coll, show_keys);
+    iv.hi_s = value_string(hi, hi_coll, show_keys);
     if (!iv.lo_s || !iv.hi_s)
         goto fail;
     return oil_push(o, &iv);
 fail:
     ival_free(&iv);
     return -1;
+}
+
+/* Both ends under `coll` (NULL: simple). */
+static int oil_push_range(mfi_oil *o, const bson_iter_t *lo, bool lo_incl, const bson_iter_t *hi,
+                          bool hi_incl, const mf_collator *coll)
+{
+    return oil_push_ends(o, lo, lo_incl, coll, hi, hi_incl, coll, coll != NULL);
 }
 
 static int oil_push_point(mfi_oil *o, const bson_iter_t *v, const mf_collator *coll)
@@ -434,8 +447,9 @@ static int translate_range(const char *op, const bson_iter_t *v, const mf_collat
         *none = true;
         return 0;
     }
-    int rc = lower ? oil_push_range(o, v, incl, &edge, edge_incl, coll)
-                   : oil_push_range(o, &edge, edge_incl, v, incl, coll);
+    /* The edge as it is: the empty string encodes below every sort key. */
+    int rc = lower ? oil_push_ends(o, v, incl, coll, &edge, edge_incl, NULL, coll != NULL)
+                   : oil_push_ends(o, &edge, edge_incl, NULL, v, incl, coll, coll != NULL);
     bson_destroy(&tmp);
     return rc;
 }
