@@ -893,3 +893,174 @@ MFT_CASE(plan_collation_partial, "/query/plan/collation/partial_filter")
     CQUERY(.filter = "{\"s\": \"zebra\", \"n\": 2}", .ci = true, .want_index = "n_ci_partial");
     cteardown(&w);
 }
+
+/* ------------------------------------------------- specs and keys (index.c) */
+
+static bson_t *json_doc(const char *json)
+{
+    bson_error_t berr;
+    return bson_new_from_json((const uint8_t *)json, -1, &berr);
+}
+
+MFT_CASE(index_collation_specs, "/query/index/collation/specs")
+{
+    mf_error err;
+    mf_collator *ci = NULL;
+    bson_t *cs = json_doc(STRENGTH2), *in, out, id, full = BSON_INITIALIZER;
+    char shown[700], want[700], fulls[400];
+    bson_iter_t it;
+    CHECK_INT(mf_collator_new(cs, &ci, &err), 0);
+    mf_collator_to_bson(ci, &full);
+    mf_bsonx_to_string(&full, fulls, sizeof fulls);
+    /* a v: 2 index inherits the collection's default, spelled out, last */
+    in = json_doc("{\"key\": {\"a\": 1}, \"name\": \"a_1\", \"sparse\": true}");
+    CHECK_INT(mf_index_spec_normalize_coll(in, ci, &out, &err), 0);
+    mf_bsonx_to_string(&out, shown, sizeof shown);
+    snprintf(want, sizeof want,
+             "{ v: 2, key: { a: 1 }, name: \"a_1\", sparse: true, collation: %s }", fulls);
+    CHECK_STR(shown, want);
+    bson_destroy(&out);
+    bson_destroy(in);
+    /* v: 1 cannot have one: the simple collation */
+    in = json_doc("{\"key\": {\"a\": 1}, \"name\": \"a_1\", \"v\": 1}");
+    CHECK_INT(mf_index_spec_normalize_coll(in, ci, &out, &err), 0);
+    CHECK(!bson_iter_init_find(&it, &out, "collation"));
+    bson_destroy(&out);
+    bson_destroy(in);
+    /* an explicit simple collation opts out */
+    in = json_doc("{\"key\": {\"a\": 1}, \"name\": \"a_1\", \"collation\": {\"locale\": "
+                  "\"simple\"}}");
+    CHECK_INT(mf_index_spec_normalize_coll(in, ci, &out, &err), 0);
+    CHECK(!bson_iter_init_find(&it, &out, "collation"));
+    bson_destroy(&out);
+    bson_destroy(in);
+    /* the _id index takes the default, as mf_index_id_spec builds it */
+    in = json_doc("{\"key\": {\"_id\": 1}, \"name\": \"_id_\"}");
+    CHECK_INT(mf_index_spec_normalize_coll(in, ci, &out, &err), 0);
+    mf_index_id_spec(ci, &id);
+    CHECK(bson_equal(&out, &id));
+    bson_destroy(&id);
+    bson_destroy(&out);
+    mf_index_id_spec(NULL, &id);
+    mf_bsonx_to_string(&id, shown, sizeof shown);
+    CHECK_STR(shown, "{ v: 2, key: { _id: 1 }, name: \"_id_\" }");
+    bson_destroy(&id);
+    /* ... and no other */
+    CHECK_INT(mf_index_spec_normalize_coll(in, NULL, &out, &err), 0);
+    bson_destroy(&out);
+    bson_destroy(in);
+    in = json_doc("{\"key\": {\"_id\": 1}, \"name\": \"_id_\", \"collation\": " STRENGTH2 "}");
+    CHECK_INT(mf_index_spec_normalize_coll(in, NULL, &out, &err), MF_BadValue);
+    snprintf(want, sizeof want,
+             "The _id index must have the same collation as the collection. Index collation: "
+             "%s, collection collation: { locale: \"simple\" }",
+             fulls);
+    CHECK_STR(err.msg, want);
+    bson_destroy(&out);
+    bson_destroy(in);
+    in = json_doc("{\"key\": {\"_id\": 1}, \"name\": \"_id_\", \"collation\": {\"locale\": "
+                  "\"simple\"}}");
+    CHECK_INT(mf_index_spec_normalize_coll(in, ci, &out, &err), MF_BadValue);
+    snprintf(want, sizeof want,
+             "The _id index must have the same collation as the collection. Index collation: "
+             "{ locale: \"simple\" }, collection collation: %s",
+             fulls);
+    CHECK_STR(err.msg, want);
+    bson_destroy(&out);
+    bson_destroy(in);
+    /* a bad collation: the collator's error, prefixed as mongod */
+    in = json_doc("{\"key\": {\"a\": 1}, \"name\": \"a_1\", \"collation\": {\"locale\": \"en\", "
+                  "\"strength\": 9}}");
+    int rc = mf_index_spec_normalize_coll(in, NULL, &out, &err);
+    CHECK(rc != 0);
+    CHECK(strncmp(err.msg,
+                  "failed to add collation information to index spec for index creation: { key: "
+                  "{ a: 1 }, name: \"a_1\", collation: { locale: \"en\", strength: 9 }, v: 2 } :: "
+                  "caused by :: ",
+                  148) == 0);
+    bson_destroy(&out);
+    bson_destroy(in);
+    bson_destroy(&full);
+    bson_destroy(cs);
+    mf_collator_unref(ci);
+}
+
+MFT_CASE(index_collation_conflicts, "/query/index/collation/conflicts")
+{
+    mf_error err;
+    bool same;
+    bson_t a, b, c;
+    bson_t *ia = json_doc("{\"key\": {\"s\": 1}, \"name\": \"s_ci\", \"collation\": " STRENGTH2 "}");
+    bson_t *ib = json_doc("{\"key\": {\"s\": 1}, \"name\": \"s_1\"}");
+    bson_t *ic = json_doc("{\"key\": {\"s\": 1}, \"name\": \"s_ci\"}");
+    CHECK_INT(mf_index_spec_normalize(ia, &a, &err), 0);
+    CHECK_INT(mf_index_spec_normalize(ib, &b, &err), 0);
+    CHECK_INT(mf_index_spec_normalize(ic, &c, &err), 0);
+    /* one key pattern, two collations: two indexes */
+    CHECK_INT(mf_index_spec_conflict(&a, &b, &same, &err), 0);
+    CHECK(!same);
+    /* the same spec again: the same index */
+    CHECK_INT(mf_index_spec_conflict(&a, &a, &same, &err), 0);
+    CHECK(same);
+    /* one name, two collations */
+    CHECK_INT(mf_index_spec_conflict(&a, &c, &same, &err), 86);
+    CHECK(strncmp(err.msg, "An existing index has the same name as the requested index.", 59) == 0);
+    bson_destroy(&a);
+    bson_destroy(&b);
+    bson_destroy(&c);
+    bson_destroy(ia);
+    bson_destroy(ib);
+    bson_destroy(ic);
+}
+
+MFT_CASE(index_collation_keys, "/query/index/collation/keys")
+{
+    mf_error err;
+    mf_index_desc d;
+    mf_keyset ka = {0}, kb = {0};
+    uint32_t mk;
+    static const char *const specs[] = {
+        "{\"v\": 2, \"key\": {\"s\": 1, \"n\": -1}, \"name\": \"x\", \"unique\": true, "
+        "\"collation\": {\"locale\": \"en\", \"strength\": 2}}",
+        "{\"v\": 2, \"key\": {\"s\": 1, \"n\": -1}, \"name\": \"x\", \"unique\": true, "
+        "\"collation\": {\"locale\": \"en\", \"strength\": 1}}",
+        "{\"v\": 2, \"key\": {\"s\": 1, \"n\": -1}, \"name\": \"x\", \"unique\": true}"};
+    /* "a" vs "A", "a" vs a-acute, arrays and documents holding them */
+    static const char *const pairs[][2] = {
+        {"{\"s\": \"a\", \"n\": 1}", "{\"s\": \"A\", \"n\": 1}"},
+        {"{\"s\": \"a\", \"n\": 1}", "{\"s\": \"\\u00e1\", \"n\": 1}"},
+        {"{\"s\": {\"x\": \"Caf\\u00e9\"}, \"n\": 1}", "{\"s\": {\"x\": \"caf\\u00e9\"}, \"n\": 1}"},
+        {"{\"s\": [\"B\"], \"n\": 1}", "{\"s\": \"b\", \"n\": 1}"},
+    };
+    /* same key? per spec (strength 2, strength 1, simple), per pair */
+    static const bool same[3][4] = {{true, false, true, true},
+                                    {true, true, true, true},
+                                    {false, false, false, false}};
+    for (size_t i = 0; i < 3; i++) {
+        bson_t *spec = json_doc(specs[i]);
+        CHECK_INT(mf_index_desc_init(&d, NULL, 1, bson_get_data(spec), spec->len, &err), 0);
+        CHECK((d.coll != NULL) == (i < 2));
+        for (size_t p = 0; p < 4; p++) {
+            bson_t *x = json_doc(pairs[p][0]), *y = json_doc(pairs[p][1]);
+            CHECK_INT(mf_index_keys(&d, x, &ka, &mk, &err), 0);
+            CHECK_INT(mf_index_keys(&d, y, &kb, &mk, &err), 0);
+            CHECK_INT(ka.n, 1);
+            CHECK_INT(kb.n, 1);
+            bool eq = ka.keys[0].len == kb.keys[0].len &&
+                      memcmp(ka.keys[0].data, kb.keys[0].data, ka.keys[0].len) == 0;
+            if (eq != same[i][p]) {
+                char m[128];
+                snprintf(m, sizeof m, "spec %zu pair %zu: same key %d", i, p, eq);
+                mft_fail(__FILE__, __LINE__, m);
+            }
+            bson_destroy(x);
+            bson_destroy(y);
+        }
+        mf_index_desc_clear(&d);
+        bson_destroy(spec);
+        if (mft_failed())
+            break;
+    }
+    mf_keyset_free(&ka);
+    mf_keyset_free(&kb);
+}
