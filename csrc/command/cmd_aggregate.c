@@ -316,8 +316,15 @@ static int parse_args(const bson_t *cmd, bool explain_ctx, agg_args *a, mf_error
             if ((rc = mfi_deadline_arg("aggregate", &it, &a->deadline, err)) != 0)
                 return rc;
         } else if (strcmp(k, "collation") == 0) {
-            if ((rc = mfi_collation_arg(&it, "aggregate", "collation", err)) != 0)
+            mf_collator *coll = NULL;
+            if ((rc = mfi_collation_arg(&it, "aggregate", "collation", &coll, err)) != 0)
                 return rc;
+            if (coll) { /* the pipeline does not take a collation yet */
+                mf_collator_unref(coll);
+                return mf_error_set(err, MF_NotImplemented,
+                                    "collation other than {locale: \"simple\"} is not "
+                                    "supported by aggregate yet");
+            }
         } else if (strcmp(k, "writeConcern") == 0) {
             a->has_write_concern = true; /* checked by the dispatcher */
         } else if (strcmp(k, "bypassDocumentValidation") == 0 ||
