@@ -199,29 +199,6 @@ static int finish_spec(mf_engine *e, mf_coll *c, const char *name, mf_lsn *lsn, 
 
 /* ---------------------------------------------------------- createIndexes */
 
-/* The default collation of collection `ns` -- its catalog options'
- * "collation", the full spec `create` stored -- into `*out` (a reference;
- * NULL: simple, or no such collection: one created implicitly has none). */
-static int default_collation(mf_engine *e, const char *ns, mf_collator **out, mf_error *err)
-{
-    const uint8_t *ob;
-    size_t olen;
-    bson_t meta;
-    bson_iter_t it;
-    int rc = 0;
-    *out = NULL;
-    mf_engine_catalog_lock(e, false);
-    mf_coll *c = mf_engine_coll(e, ns);
-    if (c) {
-        mf_coll_options(c, &ob, &olen);
-        if (bson_init_static(&meta, ob, olen) && bson_iter_init(&it, &meta) &&
-            bson_iter_find_descendant(&it, "options.collation", &it))
-            rc = mf_collator_new_iter(&it, out, err);
-    }
-    mf_engine_catalog_unlock(e);
-    return rc;
-}
-
 int mfi_cmd_create_indexes(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_error *err)
 {
     mf_engine *e = ctx->inst->engine;
@@ -259,8 +236,10 @@ int mfi_cmd_create_indexes(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf
         nspec++;
     if (nspec == 0)
         return mf_error_set(err, MF_BadValue, "Must specify at least one index to create");
+    /* The collection's default collation, given to specs without one (a
+     * collection created here implicitly has none). */
     mf_collator *dflt = NULL;
-    if ((rc = default_collation(e, ns, &dflt, err)) != 0)
+    if ((rc = mfi_collation_of_ns(e, ns, false, NULL, &dflt, err)) != 0)
         return rc;
     if (posix_memalign((void **)&norm, 128, nspec * sizeof *norm) != 0) {
         mf_collator_unref(dflt);
