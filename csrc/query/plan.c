@@ -35,6 +35,15 @@
  * A unique index bound on every field to points is read by lookups, not by
  * a cursor (IDHACK for the _id index's single point).
  *
+ * Collations.  An index with a collation holds sort keys in place of its
+ * strings (index.c), so its bounds are built under its collation
+ * (bounds.c), and a predicate whose operand is a string, symbol, document
+ * or array bounds it only when the query runs under that same collation
+ * (mongod's QueryPlannerIXSelect::_compatible); other predicates -- numbers,
+ * dates, $exists, null -- bound any index.  The order of an index serves a
+ * sort only under its own collation.  The rest follows: the _id fast path
+ * needs the _id point, a count from keys alone needs exact bounds.
+ *
  * A scan does not hold tree positions across calls that release the
  * collection lock: mf_scan_release() forgets them, and the next call seeks
  * again from the last key it read (for a non-unique index that key includes
