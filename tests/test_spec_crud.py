@@ -30,11 +30,8 @@ VIEWS = 'views (create with viewOn) not supported'
 # file -> reason (every runnable test in the file fails), or
 # (file, test description) -> reason (the file has passing tests too).
 NOT_YET = {
-    'aggregate-collation.json': COLLATION,
     'bulkWrite-collation.json': COLLATION,
     'bulkWrite-errorResponse.json': FAILPOINT,
-    ('count-collation.json', 'Count documents with collation'):
-        COLLATION,
     'deleteMany-collation.json': COLLATION,
     'deleteOne-collation.json': COLLATION,
     'deleteOne-errorResponse.json': FAILPOINT,

@@ -147,9 +147,11 @@ static void group_root(const group *g, bson_t *out)
     bson_append_value(out, "_id", 3, &g->id);
 }
 
-static int encode_id(const bson_value_t *id, mf_buf *key, mf_error *err)
+/* The _id's key: _ids equal under the pipeline's collation encode alike
+ * (one group, reported with the _id seen first, as mongod). */
+static int encode_id(const mfi_agg *agg, const bson_value_t *id, mf_buf *key, mf_error *err)
 {
-    return mf_bsonx_key_append_value(key, id, false) == 0 ? 0 : oom(err);
+    return mf_bsonx_key_append_value_coll(key, id, false, agg->collator) == 0 ? 0 : oom(err);
 }
 
 /* Write every group's partial state to the sorter and empty the table. */
@@ -198,7 +200,7 @@ static int consume(group_stage *gs, mf_error *err)
                 id.value_type = BSON_TYPE_NULL;
             key.len = 0;
             group *g = NULL;
-            rc = encode_id(&id, &key, err);
+            rc = encode_id(s->agg, &id, &key, err);
             if (rc == 0)
                 rc = lookup(gs, &key, &id, &g, err);
             mf_value_free(&id);

@@ -369,6 +369,14 @@ bool mfi_write_fatal(int rc);
 /* The uuid of collection `c` from its catalog options; false if none. */
 bool mfi_coll_uuid(mf_coll *c, uint8_t out[16]);
 
+/* The default collation of collection `c` (collation.c): the one `create`
+ * stored in its catalog options (options.collation), into *out (one
+ * reference, or NULL for the simple collation, also when `c` is NULL: a
+ * collection that does not exist).  Catalog lock held.  Errors: those of
+ * mf_collator_new for a stored spec this ICU cannot build (161
+ * IncompatibleCollationVersion). */
+int mfi_coll_default_collation(mf_coll *c, mf_collator **out, mf_error *err);
+
 /* Helpers for reading arguments. */
 
 /* The command's first value as a collection name in ctx->db (mongod's
