@@ -14,6 +14,13 @@
  * after them becomes the read's sort -- dropped from the chain when an
  * index provides it -- and a $limit after the $sort becomes the read's
  * limit (top-k otherwise).
+ *
+ * Collation.  The pipeline holds a reference to the aggregate's collation
+ * (mfi_agg.collator) and every stage compares strings under it: the read
+ * (mf_agg_read.collation), $match and $sort here, the accumulators, $group
+ * keys, windows, buckets; expressions see it through mfi_agg.vars.coll;
+ * sub-pipelines ($lookup, $graphLookup, $unionWith, $facet) take the
+ * parent's.
  */
 #include "pipeline_int.h"
 

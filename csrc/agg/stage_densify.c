@@ -3,7 +3,9 @@
  * with $setWindowFields.
  *
  * $densify desugars as mongod's: {$sort: {<partitionByFields>..., field: 1}}
- * (no partition fields with bounds "full") and the densify stage, which
+ * (no partition fields with bounds "full") and the densify stage, whose
+ * partition keys compare under the pipeline's collation (as the $sort's
+ * do), which
  * reads its sorted input and adds, per partition, documents whose field
  * takes the values of a grid anchored at
  *     explicit bounds [lo, hi]   lo; values in [lo, hi) (hi exclusive)

@@ -2,9 +2,10 @@
  * stage_group.c -- $group and $sortByCount.
  *
  * $group reads its whole input on the first pull.  Groups live in a hash
- * table keyed by the order-preserving encoding of the group's _id (equal
- * values -- 1 and 1.0, say -- encode alike, so they share a group, and the
- * _id reported is the first one seen).  Results come out in the order the
+ * table keyed by the order-preserving encoding of the group's _id under
+ * the pipeline's collation (equal values -- 1 and 1.0, or "a" and "A" at
+ * strength 2 -- encode alike, so they share a group, and the _id reported
+ * is the first one seen).  Results come out in the order the
  * groups were first seen.
  *
  * Memory.  The groups' keys and accumulator states count against 100 MB

@@ -23,6 +23,12 @@
  * order they were found (mongod's order is a hash table's, unspecified).
  *
  * $unionWith.  The input, then the sub-pipeline's output.
+ *
+ * Collation.  All three read under the aggregate's collation (mongod's
+ * sub-pipelines share the ExpressionContext's collator; a foreign
+ * collection's own default does not apply): the join's equality, the
+ * user's $match, and $graphLookup's frontier and visited _ids, which are
+ * sets of values equal under it.
  */
 #include "pipeline_int.h"
 
