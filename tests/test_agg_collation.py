@@ -456,13 +456,7 @@ def test_collation_errors(db, coll, code, msg):
 def test_collection_default_collation(db):
     """A collection created with a collation: aggregates without one use
     it (and so does $lookup's foreign read); the command's own wins."""
-    try:
-        db.create_collection("dc", collation=CI)
-    except OperationFailure as e:
-        if e.code == 115:
-            pytest.skip("create does not take a collation yet (the lead's change to "
-                        "cmd_catalog.c storing options.collation)")
-        raise
+    db.create_collection("dc", collation=CI)
     load(db.dc, ["ping", "PING", "pong"])
     assert [d["_id"] for d in db.dc.aggregate([{"$match": {"x": "PING"}}])] == [1, 2]
     assert [d["_id"] for d in db.dc.aggregate([{"$match": {"x": "PING"}}],

@@ -30,28 +30,17 @@ VIEWS = 'views (create with viewOn) not supported'
 # file -> reason (every runnable test in the file fails), or
 # (file, test description) -> reason (the file has passing tests too).
 NOT_YET = {
-    'bulkWrite-collation.json': COLLATION,
     'bulkWrite-errorResponse.json': FAILPOINT,
-    'deleteMany-collation.json': COLLATION,
-    'deleteOne-collation.json': COLLATION,
     'deleteOne-errorResponse.json': FAILPOINT,
-    'distinct-collation.json': COLLATION,
     ('estimatedDocumentCount.json', 'estimatedDocumentCount errors correctly--command error'):
         FAILPOINT,
     ('estimatedDocumentCount.json', 'estimatedDocumentCount errors correctly--socket error'):
         FAILPOINT,
     ('estimatedDocumentCount.json', 'estimatedDocumentCount works correctly on views'):
         VIEWS,
-    'find-collation.json': COLLATION,
-    'findOneAndDelete-collation.json': COLLATION,
-    'findOneAndReplace-collation.json': COLLATION,
-    'findOneAndUpdate-collation.json': COLLATION,
     ('findOneAndUpdate-errorResponse.json', 'findOneAndUpdate document validation errInfo is accessible'):
         'collMod validator (document validation) not supported',
     'insertOne-errorResponse.json': FAILPOINT,
-    'replaceOne-collation.json': COLLATION,
-    'updateMany-collation.json': COLLATION,
-    'updateOne-collation.json': COLLATION,
     'updateOne-errorResponse.json': FAILPOINT,
 }
 

@@ -25,10 +25,14 @@
  *
  * A collator is immutable once made and shared by reference count: ICU's
  * const collator operations are thread-safe, so one collator serves every
- * thread that holds a reference.
+ * thread that holds a reference.  Opening an ICU collator costs about as
+ * much as a whole find_one, so the last few specs parsed are remembered
+ * (by their bytes) with a reference each, and asking again for one of
+ * them is a lookup.
  */
 #include "bsonx.h"
 
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -364,7 +368,65 @@ static int validate(const mf_collator *c, mf_error *err)
     return rc;
 }
 
+/* ---------------------------------------------------------------- cache */
+
+#define CACHE_SLOTS 16
+
+static struct {
+    pthread_mutex_t mu;
+    struct {
+        uint8_t *spec;
+        uint32_t len;
+        mf_collator *c;
+    } slot[CACHE_SLOTS];
+    unsigned next; /* the slot to replace next (round robin) */
+} cache = {.mu = PTHREAD_MUTEX_INITIALIZER};
+
+static mf_collator *cache_get(const bson_t *spec)
+{
+    mf_collator *c = NULL;
+    pthread_mutex_lock(&cache.mu);
+    for (int i = 0; i < CACHE_SLOTS && !c; i++)
+        if (cache.slot[i].c && cache.slot[i].len == spec->len &&
+            memcmp(cache.slot[i].spec, bson_get_data(spec), spec->len) == 0)
+            c = mf_collator_ref(cache.slot[i].c);
+    pthread_mutex_unlock(&cache.mu);
+    return c;
+}
+
+static void cache_put(const bson_t *spec, mf_collator *c)
+{
+    uint8_t *copy = malloc(spec->len);
+    if (!copy)
+        return; /* not remembered: nothing else is lost */
+    memcpy(copy, bson_get_data(spec), spec->len);
+    pthread_mutex_lock(&cache.mu);
+    unsigned i = cache.next++ % CACHE_SLOTS;
+    uint8_t *old_spec = cache.slot[i].spec;
+    mf_collator *old = cache.slot[i].c;
+    cache.slot[i].spec = copy;
+    cache.slot[i].len = spec->len;
+    cache.slot[i].c = mf_collator_ref(c);
+    pthread_mutex_unlock(&cache.mu);
+    free(old_spec);
+    mf_collator_unref(old);
+}
+
+static int collator_open(const bson_t *spec, mf_collator **out, mf_error *err);
+
 int mf_collator_new(const bson_t *spec, mf_collator **out, mf_error *err)
+{
+    if ((*out = cache_get(spec)) != NULL)
+        return 0;
+    int rc = collator_open(spec, out, err);
+    if (rc == 0 && *out)
+        cache_put(spec, *out);
+    return rc;
+}
+
+/* ---------------------------------------------------------------- opening */
+
+static int collator_open(const bson_t *spec, mf_collator **out, mf_error *err)
 {
     bool found;
     const char *id = NULL;
@@ -395,8 +457,10 @@ int mf_collator_new(const bson_t *spec, mf_collator **out, mf_error *err)
     char name[ULOC_FULLNAME_CAPACITY];
     UErrorCode st = U_ZERO_ERROR;
     int32_t nlen = uloc_getName(id, name, (int32_t)sizeof name, &st);
-    if (U_FAILURE(st) || st == U_STRING_NOT_TERMINATED_WARNING || nlen <= 0)
+    if (U_FAILURE(st) || st == U_STRING_NOT_TERMINATED_WARNING)
         return spec_error(err, MF_BadValue, spec, "%s", "Field 'locale' is not valid in: ");
+    if (nlen <= 0) /* "root" canonicalises to "" */
+        snprintf(name, sizeof name, "%s", id);
 
     mf_collator *c = calloc(1, sizeof *c);
     if (!c)
@@ -423,13 +487,7 @@ int mf_collator_new(const bson_t *spec, mf_collator **out, mf_error *err)
                         "Failed to get locale from icu::Collator. Collation spec: ");
         goto fail;
     }
-    /* A keyword (de@collation=phonebook) is part of the request but not of
-     * the valid locale: compare the base names. */
-    char base[ULOC_FULLNAME_CAPACITY];
-    st = U_ZERO_ERROR;
-    uloc_getBaseName(id, base, (int32_t)sizeof base, &st);
-    if (U_FAILURE(st) || strcmp(base, valid) != 0 || strncmp(id, base, strlen(base)) != 0 ||
-        (strchr(id, '@') == NULL && strcmp(id, name) != 0)) {
+    if (strcmp(id, valid) != 0) {
         char doc[512];
         mf_bsonx_to_string(spec, doc, sizeof doc);
         if (strcmp(valid, "root") != 0 && *valid)

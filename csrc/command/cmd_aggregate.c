@@ -364,14 +364,10 @@ static int resolve_collation(mf_cmd_ctx *ctx, const agg_args *a, const char *ns,
 {
     *out = NULL;
     if (a->has_collation)
-        return mf_collator_new_iter(&a->collation, out, err);
+        return mfi_collation_arg(&a->collation, "aggregate", "collation", out, err);
     if (!ns)
         return 0;
-    mf_engine *e = ctx->inst->engine;
-    mf_engine_catalog_lock(e, false);
-    int rc = mfi_coll_default_collation(mf_engine_coll(e, ns), out, err);
-    mf_engine_catalog_unlock(e);
-    return rc;
+    return mfi_collation_of_ns(ctx->inst->engine, ns, false, NULL, out, err);
 }
 
 int mfi_cmd_aggregate(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_error *err)

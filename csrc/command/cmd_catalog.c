@@ -56,20 +56,28 @@ int mfi_coll_arg(mf_cmd_ctx *ctx, const bson_t *cmd, char *ns, size_t cap, mf_er
     return 0;
 }
 
-/* The _id index's spec: {v: 2, key: {_id: 1}, name: "_id_"}. */
-static void id_index_spec(bson_t *out)
+/* The _id index's spec: {v: 2, key: {_id: 1}, name: "_id_"}, and the
+ * collection's default collation when it has one (the _id index always
+ * has the collection's collation, as in mongod). */
+static void id_index_spec(bson_t *out, const mf_collator *coll)
 {
-    bson_t key;
+    bson_t key, sub;
     bson_init(out);
     BSON_APPEND_INT32(out, "v", 2);
     BSON_APPEND_DOCUMENT_BEGIN(out, "key", &key);
     BSON_APPEND_INT32(&key, "_id", 1);
     bson_append_document_end(out, &key);
     BSON_APPEND_UTF8(out, "name", ID_INDEX_SPEC_NAME);
+    if (coll) {
+        BSON_APPEND_DOCUMENT_BEGIN(out, "collation", &sub);
+        mf_collator_to_bson(coll, &sub);
+        bson_append_document_end(out, &sub);
+    }
 }
 
 /* Create `ns` with `options` and its _id index; durable on return. */
-static int create_coll(mf_engine *e, const char *ns, const bson_t *options, mf_error *err)
+static int create_coll(mf_engine *e, const char *ns, const bson_t *options,
+                       const mf_collator *coll, mf_error *err)
 {
     uint8_t uuid[16];
     if (getrandom(uuid, sizeof uuid, 0) != (ssize_t)sizeof uuid)
@@ -86,7 +94,7 @@ static int create_coll(mf_engine *e, const char *ns, const bson_t *options, mf_e
     bson_destroy(&meta);
     if (rc)
         return rc;
-    id_index_spec(&spec);
+    id_index_spec(&spec, coll);
     mf_coll_lock(c, true);
     rc = mf_coll_index_create(e, c, ID_INDEX_SPEC_NAME, bson_get_data(&spec), spec.len, NULL,
                               &lsn, err);
@@ -104,25 +112,40 @@ int mfi_cmd_create(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_error *
         return rc;
     /* Options MultiforaDB does not implement yet are refused by name,
      * rather than stored and silently ignored. */
-    bson_t options = BSON_INITIALIZER;
+    bson_t options = BSON_INITIALIZER, sub;
     bson_iter_t it;
+    mf_collator *coll = NULL;
     bson_iter_init(&it, cmd);
     bson_iter_next(&it);
-    while (bson_iter_next(&it)) {
+    while (rc == 0 && bson_iter_next(&it)) {
         const char *k = bson_iter_key(&it);
         if (mfi_is_generic_arg(k))
             continue;
-        bson_destroy(&options);
-        return mf_error_set(err, 115, /* CommandNotSupported */
-                            "create option '%s' is not supported by MultiforaDB yet", k);
+        if (strcmp(k, "collation") == 0) {
+            /* Kept as the full spec; the simple collation is no default. */
+            mf_collator_unref(coll);
+            if ((rc = mfi_collation_arg(&it, "create", k, &coll, err)) != 0)
+                break;
+            continue;
+        }
+        rc = mf_error_set(err, 115, /* CommandNotSupported */
+                          "create option '%s' is not supported by MultiforaDB yet", k);
+    }
+    if (rc == 0 && coll) {
+        BSON_APPEND_DOCUMENT_BEGIN(&options, "collation", &sub);
+        mf_collator_to_bson(coll, &sub);
+        bson_append_document_end(&options, &sub);
     }
     mf_engine *e = ctx->inst->engine;
-    mf_engine_catalog_lock(e, true);
-    if (mf_engine_coll(e, ns))
-        rc = mf_error_set(err, MF_NamespaceExists, "Collection %s already exists.", ns);
-    else
-        rc = create_coll(e, ns, &options, err);
-    mf_engine_catalog_unlock(e);
+    if (rc == 0) {
+        mf_engine_catalog_lock(e, true);
+        if (mf_engine_coll(e, ns))
+            rc = mf_error_set(err, MF_NamespaceExists, "Collection %s already exists.", ns);
+        else
+            rc = create_coll(e, ns, &options, coll, err);
+        mf_engine_catalog_unlock(e);
+    }
+    mf_collator_unref(coll);
     bson_destroy(&options);
     return rc;
 }
@@ -255,7 +278,11 @@ int mfi_cmd_list_collections(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply,
             if (bson_iter_init_find(&mit, &meta, "uuid"))
                 bson_append_iter(&sub, "uuid", -1, &mit);
             bson_append_document_end(&entry, &sub);
-            id_index_spec(&idx);
+            mf_collator *dflt = NULL;
+            mf_error cerr;
+            (void)mfi_coll_default_collation(c, &dflt, &cerr); /* damage: shown without */
+            id_index_spec(&idx, dflt);
+            mf_collator_unref(dflt);
             BSON_APPEND_DOCUMENT(&entry, "idIndex", &idx);
             bson_destroy(&idx);
         }

@@ -33,6 +33,8 @@ typedef struct what {
     int64_t skip, limit;
     bool multi;           /* update/delete: all, or the first */
     const char *distinct_key;
+    bson_iter_t coll;     /* the collation the command gives */
+    bool has_coll;
 } what;
 
 /* Read the parts of the explained command that shape its plan. */
@@ -54,6 +56,10 @@ static int read_what(const char *op, const bson_t *inner, what *w, mf_error *err
         bson_t stmt;
         mfi_doc_arg(&el, &stmt);
         if (bson_iter_init_find(&it, &stmt, "q") && mfi_doc_arg(&it, &w->filter)) {
+        }
+        if (bson_iter_init_find(&it, &stmt, "collation")) {
+            w->coll = it;
+            w->has_coll = true;
         }
         if (bson_iter_init_find(&it, &stmt, "hint")) {
             w->hint = it;
@@ -89,6 +95,9 @@ static int read_what(const char *op, const bson_t *inner, what *w, mf_error *err
             w->distinct_key = bson_iter_utf8(&it, NULL);
         } else if (strcmp(k, "remove") == 0) {
             w->multi = false;
+        } else if (strcmp(k, "collation") == 0) {
+            w->coll = it;
+            w->has_coll = true;
         }
     }
     return 0;
@@ -198,15 +207,22 @@ int mfi_cmd_explain(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_error 
     mf_expr_hooks hooks;
     bson_iter_t let_it;
     bson_t let;
+    mf_collator *given = NULL, *coll = NULL;
     bool has_let = bson_iter_init_find(&let_it, &inner, "let") && mfi_doc_arg(&let_it, &let);
+    if (rc == 0 && w.has_coll)
+        rc = mfi_collation_arg(&w.coll, op, "collation", &given, err);
+    if (rc == 0)
+        rc = mfi_collation_of_ns(e, ns, w.has_coll, given, &coll, err);
+    mf_collator_unref(given);
     if (rc == 0)
         rc = mf_expr_ctx_new(has_let ? &let : NULL, mf_clock_wall_ms(), &xctx, err);
     if (rc == 0) {
         mf_expr_ctx_hooks(xctx, &hooks);
-        rc = mf_matcher_parse_ex(&w.filter, &hooks, &m, err);
+        rc = mf_matcher_parse_coll(&w.filter, &hooks, coll, &m, err);
     }
     if (rc) {
         mf_expr_ctx_free(xctx);
+        mf_collator_unref(coll);
         return rc;
     }
     bool stats = strcmp(verbosity, "queryPlanner") != 0;
@@ -230,7 +246,7 @@ int mfi_cmd_explain(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_error 
         rc = mfi_indexes_load(c, &ix, err);
         if (rc == 0)
             rc = mfi_scan_new(NULL, c, &ix, &w.filter, w.has_hint ? &w.hint : NULL,
-                              w.has_sort ? &w.sort : NULL, NULL, &scan, &sorted, err);
+                              w.has_sort ? &w.sort : NULL, coll, &scan, &sorted, err);
         if (rc == 0) {
             mf_scan_timed(scan, true);
             mf_scan_count_only(scan, strcmp(op, "count") == 0);
@@ -299,6 +315,7 @@ int mfi_cmd_explain(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_error 
     mf_engine_catalog_unlock(e);
     mf_matcher_free(m);
     mf_expr_ctx_free(xctx);
+    mf_collator_unref(coll);
     if (rc == 0) {
         bson_t qp, es, si;
         BSON_APPEND_UTF8(reply, "explainVersion", "1");

@@ -374,6 +374,8 @@ typedef struct find_args {
     int64_t skip, limit, batch_size; /* limit 0: none; batch_size -1: default */
     bool single_batch, allow_disk_use, no_cursor_timeout, show_record_id;
     int64_t deadline;
+    mf_collator *coll; /* the command's collation (one reference), if has_coll */
+    bool has_coll;
 } find_args;
 
 static int parse_find(const bson_t *cmd, find_args *a, mf_error *err)
@@ -420,7 +422,9 @@ static int parse_find(const bson_t *cmd, find_args *a, mf_error *err)
             if (!(a->has_let = mfi_doc_arg(&it, &a->let)))
                 rc = mfi_type_error(err, "find", k, &it, "object");
         } else if (strcmp(k, "collation") == 0) {
-            rc = mfi_collation_arg(&it, "find", k, err);
+            mf_collator_unref(a->coll);
+            rc = mfi_collation_arg(&it, "find", k, &a->coll, err);
+            a->has_coll = rc == 0;
         } else if (strcmp(k, "tailable") == 0 || strcmp(k, "awaitData") == 0) {
             if (bson_iter_as_bool(&it))
                 rc = mf_error_set(err, MF_BadValue,
@@ -465,17 +469,19 @@ static void parts_free(query_parts *q)
     memset(q, 0, sizeof *q);
 }
 
-/* `hooks` compile the filter's $expr and the projection's computed fields. */
+/* `hooks` compile the filter's $expr and the projection's computed fields;
+ * strings compare under `coll`. */
 static int parse_parts(const bson_t *filter, const bson_t *projection, const bson_t *sort,
-                       const mf_expr_hooks *hooks, query_parts *q, mf_error *err)
+                       const mf_expr_hooks *hooks, const mf_collator *coll, query_parts *q,
+                       mf_error *err)
 {
     static const bson_t empty = BSON_INITIALIZER;
-    int rc = mf_matcher_parse_ex(filter ? filter : &empty, hooks, &q->m, err);
+    int rc = mf_matcher_parse_coll(filter ? filter : &empty, hooks, coll, &q->m, err);
     if (rc == 0 && projection && !doc_empty(projection))
-        rc = mf_projection_parse_ex(projection, filter ? filter : &empty, hooks, MF_PROJ_FIND,
-                                    &q->proj, err);
+        rc = mf_projection_parse_coll(projection, filter ? filter : &empty, hooks, MF_PROJ_FIND,
+                                      coll, &q->proj, err);
     if (rc == 0 && sort && !doc_empty(sort))
-        rc = mf_sort_parse(sort, &q->sort, err);
+        rc = mf_sort_parse_coll(sort, coll, &q->sort, err);
     if (rc)
         parts_free(q);
     return rc;
@@ -569,24 +575,29 @@ int mfi_cmd_find(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_error *er
 {
     mf_engine *e = ctx->inst->engine;
     char ns[MF_MAX_NS_LEN + 1];
-    find_args a;
+    find_args a = {0};
     query_parts q = {0};
     mf_expr_ctx *xctx = NULL;
     mf_expr_hooks hooks;
+    mf_collator *coll = NULL;
     int rc = mfi_coll_arg(ctx, cmd, ns, sizeof ns, err);
     if (rc == 0)
         rc = parse_find(cmd, &a, err);
     if (rc == 0 && a.show_record_id)
         rc = mf_error_set(err, MF_NotImplemented, "showRecordId is not supported");
     if (rc == 0)
+        rc = mfi_collation_of_ns(e, ns, a.has_coll, a.coll, &coll, err);
+    mf_collator_unref(a.coll);
+    if (rc == 0)
         rc = mf_expr_ctx_new(a.has_let ? &a.let : NULL, mf_clock_wall_ms(), &xctx, err);
     if (rc == 0) {
         mf_expr_ctx_hooks(xctx, &hooks);
         rc = parse_parts(a.has_filter ? &a.filter : NULL, a.has_projection ? &a.projection : NULL,
-                         a.has_sort ? &a.sort : NULL, &hooks, &q, err);
+                         a.has_sort ? &a.sort : NULL, &hooks, coll, &q, err);
     }
     if (rc) {
         mf_expr_ctx_free(xctx);
+        mf_collator_unref(coll);
         return rc;
     }
     atomic_fetch_add_explicit(&ctx->inst->counters.op_query, 1, memory_order_relaxed);
@@ -595,6 +606,7 @@ int mfi_cmd_find(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_error *er
     if (!cur) {
         parts_free(&q);
         mf_expr_ctx_free(xctx);
+        mf_collator_unref(coll);
         return mf_error_set(err, MF_InternalError, "out of memory");
     }
     cur->xctx = xctx;
@@ -621,7 +633,7 @@ int mfi_cmd_find(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_error *er
                      : mf_error_set(err, MF_InternalError, "out of memory");
         if (rc == 0)
             rc = mfi_scan_new(ctx->inst, c, cur->ix, a.has_filter ? &a.filter : NULL,
-                              a.has_hint ? &a.hint : NULL, q.sort ? &a.sort : NULL, NULL,
+                              a.has_hint ? &a.hint : NULL, q.sort ? &a.sort : NULL, coll,
                               &cur->scan, &sorted, err);
         if (rc == 0)
             mf_scan_want_pos(cur->scan, cur->proj && mf_projection_needs_pos(cur->proj));
@@ -639,6 +651,7 @@ int mfi_cmd_find(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_error *er
     }
     mf_engine_catalog_unlock(e);
     mf_sort_free(q.sort);
+    mf_collator_unref(coll);
     if (rc == 0) {
         if (a.single_batch)
             exhausted = true;
@@ -810,12 +823,15 @@ typedef struct distinct_value {
     mf_buf value; /* the BSON document {"": value} (bytes: the array of
                      these is moved by realloc and qsort, which a bson_t
                      -- it points into itself -- would not survive) */
+    uint64_t seq; /* order of arrival: of equal values the first stays */
 } distinct_value;
 
 typedef struct distinct_set {
     distinct_value *v;
     size_t n, cap;
     size_t bytes;
+    uint64_t seq;
+    const mf_collator *coll; /* values equal under it are one */
 } distinct_set;
 
 static int set_add(distinct_set *s, const bson_iter_t *value, mf_error *err)
@@ -830,7 +846,8 @@ static int set_add(distinct_set *s, const bson_iter_t *value, mf_error *err)
     }
     distinct_value *d = &s->v[s->n];
     memset(d, 0, sizeof *d);
-    if (mf_bsonx_key_append(&d->key, value, false) != 0)
+    d->seq = s->seq++;
+    if (mf_bsonx_key_append_coll(&d->key, value, false, s->coll) != 0)
         return mf_error_set(err, MF_InternalError, "out of memory");
     bson_t one = BSON_INITIALIZER;
     bson_append_iter(&one, "", 0, value);
@@ -844,17 +861,24 @@ static int set_add(distinct_set *s, const bson_iter_t *value, mf_error *err)
     return 0;
 }
 
-static int cmp_values(const void *a, const void *b)
+static int cmp_keys(const distinct_value *x, const distinct_value *y)
 {
-    const distinct_value *x = a, *y = b;
     size_t n = x->key.len < y->key.len ? x->key.len : y->key.len;
     int c = memcmp(x->key.data, y->key.data, n);
     return c ? c : (x->key.len > y->key.len) - (x->key.len < y->key.len);
 }
 
-/* Sort and drop duplicates (the first of equal values stays: qsort is not
- * stable, so equal values keep whichever; they are equal in MongoDB's
- * sense, as mongod's set keeps one of them). */
+/* By key, then by arrival. */
+static int cmp_values(const void *a, const void *b)
+{
+    const distinct_value *x = a, *y = b;
+    int c = cmp_keys(x, y);
+    return c ? c : (x->seq > y->seq) - (x->seq < y->seq);
+}
+
+/* Sort and drop duplicates: of values equal in MongoDB's sense (1 and 1.0;
+ * under a collation, "a" and "A") the first to arrive stays, as in
+ * mongod's set. */
 static void set_dedup(distinct_set *s)
 {
     if (s->n == 0)
@@ -862,7 +886,7 @@ static void set_dedup(distinct_set *s)
     qsort(s->v, s->n, sizeof *s->v, cmp_values);
     size_t w = 1;
     for (size_t r = 1; r < s->n; r++) {
-        if (cmp_values(&s->v[w - 1], &s->v[r]) == 0) {
+        if (cmp_keys(&s->v[w - 1], &s->v[r]) == 0) {
             mf_buf_free(&s->v[r].key);
             mf_buf_free(&s->v[r].value);
             continue;
@@ -941,9 +965,9 @@ int mfi_cmd_distinct(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_error
 {
     mf_engine *e = ctx->inst->engine;
     char ns[MF_MAX_NS_LEN + 1];
-    bson_iter_t it, hint;
+    bson_iter_t it, hint, coll_arg;
     bson_t query;
-    bool has_query = false, has_hint = false;
+    bool has_query = false, has_hint = false, has_coll = false;
     const char *key = NULL;
     int64_t deadline = 0;
     int rc = mfi_coll_arg(ctx, cmd, ns, sizeof ns, err);
@@ -970,8 +994,8 @@ int mfi_cmd_distinct(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_error
         } else if (strcmp(k, "maxTimeMS") == 0) {
             rc = mfi_deadline_arg("distinct", &it, &deadline, err);
         } else if (strcmp(k, "collation") == 0) {
-            if (mfi_collation_arg(&it, "distinct", k, err) != 0)
-                return err->code;
+            coll_arg = it; /* parsed below, once every field is known good */
+            has_coll = true;
         } else if (strcmp(k, "rawData") == 0 || mfi_is_generic_arg(k)) {
         } else {
             return mf_error_set(err, 40415, "BSON field 'distinct.%s' is an unknown field.", k);
@@ -985,14 +1009,24 @@ int mfi_cmd_distinct(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_error
     query_parts q = {0};
     mf_expr_ctx *xctx = NULL;
     mf_expr_hooks hooks;
-    if ((rc = mf_expr_ctx_new(NULL, mf_clock_wall_ms(), &xctx, err)) != 0)
+    mf_collator *given = NULL, *coll = NULL;
+    if (has_coll && (rc = mfi_collation_arg(&coll_arg, "distinct", "collation", &given, err)))
         return rc;
-    mf_expr_ctx_hooks(xctx, &hooks);
-    if ((rc = parse_parts(has_query ? &query : NULL, NULL, NULL, &hooks, &q, err)) != 0) {
-        mf_expr_ctx_free(xctx);
+    rc = mfi_collation_of_ns(e, ns, has_coll, given, &coll, err);
+    mf_collator_unref(given);
+    if (rc)
+        return rc;
+    if ((rc = mf_expr_ctx_new(NULL, mf_clock_wall_ms(), &xctx, err)) != 0) {
+        mf_collator_unref(coll);
         return rc;
     }
-    distinct_set set = {0};
+    mf_expr_ctx_hooks(xctx, &hooks);
+    if ((rc = parse_parts(has_query ? &query : NULL, NULL, NULL, &hooks, coll, &q, err)) != 0) {
+        mf_expr_ctx_free(xctx);
+        mf_collator_unref(coll);
+        return rc;
+    }
+    distinct_set set = {.coll = coll};
     mf_engine_catalog_lock(e, false);
     mf_coll *c = mf_engine_coll(e, ns);
     if (c) {
@@ -1005,7 +1039,7 @@ int mfi_cmd_distinct(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_error
         rc = mfi_indexes_load(c, &ix, err);
         if (rc == 0)
             rc = mfi_scan_new(ctx->inst, c, &ix, has_query ? &query : NULL,
-                              has_hint ? &hint : NULL, NULL, NULL, &scan, &sorted, err);
+                              has_hint ? &hint : NULL, NULL, coll, &scan, &sorted, err);
         while (rc == 0) {
             mf_scan_row row;
             bool valid;
@@ -1057,5 +1091,6 @@ int mfi_cmd_distinct(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_error
         }
     }
     set_free(&set);
+    mf_collator_unref(coll);
     return rc;
 }

@@ -69,8 +69,8 @@ static int find_hits(mf_instance *inst, mf_engine *e, mf_coll *c, const mfi_inde
 {
     mf_scan *scan;
     bool sorted;
-    int rc = mfi_scan_new(inst, c, ix, filter, hint, sort ? sort_spec : NULL, NULL, &scan, &sorted,
-                          err);
+    int rc = mfi_scan_new(inst, c, ix, filter, hint, sort ? sort_spec : NULL,
+                          m ? mf_matcher_collation(m) : NULL, &scan, &sorted, err);
     if (rc)
         return rc;
     mf_scan_want_pos(scan, want_pos);
@@ -178,20 +178,21 @@ static void xenv_close(xenv *x)
 /* Parse an update: `spec` is the operator or replacement document, or
  * (`is_pipeline`) the stages.  `constants` is update's `c` (may be NULL). */
 static int upd_parse(const xenv *x, const bson_t *spec, bool is_pipeline,
-                     const bson_t *array_filters, const bson_t *constants, upd *out,
-                     mf_error *err)
+                     const bson_t *array_filters, const bson_t *constants,
+                     const mf_collator *coll, upd *out, mf_error *err)
 {
     memset(out, 0, sizeof *out);
     if (!is_pipeline) {
         if (constants)
             return mf_error_set(err, 51198,
                                 "Constant values may only be specified for pipeline updates");
-        return mf_update_parse(spec, array_filters, &out->u, err);
+        return mf_update_parse_coll(spec, array_filters, coll, &out->u, err);
     }
     if (array_filters)
         return mf_error_set(err, MF_FailedToParse,
                             "arrayFilters may not be specified for pipeline-syle updates");
-    mf_agg_opts o = {.db = x->db, .coll = x->coll, .let = x->let, .now_ms = x->now};
+    mf_agg_opts o = {.db = x->db, .coll = x->coll, .let = x->let, .now_ms = x->now,
+                     .collation = coll};
     return mf_pipeline_parse_update(spec, &o, constants, &out->pl, err);
 }
 
@@ -337,6 +338,8 @@ typedef struct update_stmt {
     bson_t c;
     bson_iter_t hint;
     bool has_hint;
+    bson_iter_t coll; /* collation, parsed when the statement runs */
+    bool has_coll;
 } update_stmt;
 
 /* A statement of update.updates.  Errors end the whole command (mongod
@@ -382,8 +385,10 @@ static int parse_update_stmt(const bson_iter_t *el, update_stmt *s, mf_error *er
             s->hint = it;
             s->has_hint = true;
         } else if (strcmp(k, "collation") == 0) {
-            if (mfi_collation_arg(&it, "update.updates", k, err) != 0)
-                return err->code;
+            if (!BSON_ITER_HOLDS_DOCUMENT(&it))
+                return mfi_type_error(err, "update.updates", k, &it, "object");
+            s->coll = it;
+            s->has_coll = true;
         } else if (strcmp(k, "c") == 0) {
             if (!mfi_doc_arg(&it, &s->c))
                 return mfi_type_error(err, "update.updates", k, &it, "object");
@@ -413,9 +418,16 @@ static int run_update(wtarget *w, const xenv *x, update_stmt *s, int64_t *n, int
     upd u = {0};
     hits h = {0};
     int64_t now = x->now;
-    int rc = mf_matcher_parse_ex(&s->q, &x->hooks, &m, err);
+    mf_collator *given = NULL, *coll = NULL;
+    int rc = s->has_coll ? mfi_collation_arg(&s->coll, "update.updates", "collation", &given, err)
+                         : 0;
     if (rc == 0)
-        rc = upd_parse(x, &s->u, s->is_pipeline, s->array_filters, s->constants, &u, err);
+        rc = mfi_collation_for(c, s->has_coll, given, &coll, err);
+    mf_collator_unref(given);
+    if (rc == 0)
+        rc = mf_matcher_parse_coll(&s->q, &x->hooks, coll, &m, err);
+    if (rc == 0)
+        rc = upd_parse(x, &s->u, s->is_pipeline, s->array_filters, s->constants, coll, &u, err);
     if (rc == 0 && s->multi && u.u && mf_update_is_replacement(u.u))
         rc = mf_error_set(err, MF_FailedToParse,
                           "multi update is not supported for replacement-style update");
@@ -444,6 +456,7 @@ static int run_update(wtarget *w, const xenv *x, update_stmt *s, int64_t *n, int
     free(h.v);
     upd_free(&u);
     mf_matcher_free(m);
+    mf_collator_unref(coll);
     return rc;
 }
 
@@ -619,6 +632,8 @@ typedef struct delete_stmt {
     int64_t limit;
     bson_iter_t hint;
     bool has_hint;
+    bson_iter_t coll; /* collation, parsed when the statement runs */
+    bool has_coll;
 } delete_stmt;
 
 static int parse_delete_stmt(const bson_iter_t *el, delete_stmt *s, mf_error *err)
@@ -644,8 +659,10 @@ static int parse_delete_stmt(const bson_iter_t *el, delete_stmt *s, mf_error *er
             s->hint = it;
             s->has_hint = true;
         } else if (strcmp(k, "collation") == 0) {
-            if (mfi_collation_arg(&it, "delete.deletes", k, err) != 0)
-                return err->code;
+            if (!BSON_ITER_HOLDS_DOCUMENT(&it))
+                return mfi_type_error(err, "delete.deletes", k, &it, "object");
+            s->coll = it;
+            s->has_coll = true;
         } else {
             return mf_error_set(err, 40415, "BSON field 'delete.deletes.%s' is an unknown field.",
                                 k);
@@ -708,7 +725,16 @@ int mfi_cmd_delete(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_error *
         mf_error serr;
         mf_matcher *m = NULL;
         hits h = {0};
-        int r = mf_matcher_parse_ex(&st[i].q, &x.hooks, &m, &serr);
+        mf_collator *given = NULL, *coll = NULL;
+        int r = st[i].has_coll ? mfi_collation_arg(&st[i].coll, "delete.deletes", "collation",
+                                                   &given, &serr)
+                               : 0;
+        if (r == 0)
+            r = mfi_collation_for(c, st[i].has_coll, given, &coll, &serr);
+        mf_collator_unref(given);
+        if (r == 0)
+            r = mf_matcher_parse_coll(&st[i].q, &x.hooks, coll, &m, &serr);
+        mf_collator_unref(coll); /* the matcher holds its own */
         atomic_fetch_add_explicit(&ctx->inst->counters.op_delete, 1, memory_order_relaxed);
         if (r == 0 && c)
             r = find_hits(w.inst, e, c, &w.ix, &st[i].q, m,
@@ -759,6 +785,8 @@ typedef struct fam_args {
     const bson_t *array_filters;
     bson_iter_t hint;
     bool has_hint;
+    mf_collator *coll; /* the command's collation (one reference), if has_coll */
+    bool has_coll;
 } fam_args;
 
 static int parse_fam(const bson_t *cmd, fam_args *a, mf_error *err)
@@ -815,8 +843,11 @@ static int parse_fam(const bson_t *cmd, fam_args *a, mf_error *err)
             a->hint = it;
             a->has_hint = true;
         } else if (strcmp(k, "collation") == 0) {
-            if (mfi_collation_arg(&it, "findAndModify", k, err) != 0)
+            mf_collator_unref(a->coll);
+            a->coll = NULL;
+            if (mfi_collation_arg(&it, "findAndModify", k, &a->coll, err) != 0)
                 return err->code;
+            a->has_coll = true;
         } else if (strcmp(k, "bypassDocumentValidation") == 0 || strcmp(k, "let") == 0 ||
                    strcmp(k, "rawData") == 0 || mfi_is_generic_arg(k)) {
         } else {
@@ -849,24 +880,31 @@ int mfi_cmd_find_and_modify(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, m
     mf_sort *sort = NULL;
     xenv x = {0};
     bson_t let;
+    mf_collator *coll = NULL;
     static const bson_t empty = BSON_INITIALIZER;
+    memset(&a, 0, sizeof a);
     int rc = mfi_coll_arg(ctx, cmd, ns, sizeof ns, err);
     if (rc == 0)
         rc = parse_fam(cmd, &a, err);
     if (rc == 0)
+        rc = mfi_collation_of_ns(e, ns, a.has_coll, a.coll, &coll, err);
+    mf_collator_unref(a.coll);
+    if (rc == 0)
         rc = xenv_open(&x, cmd, "findAndModify", ns, &let, err);
     if (rc) {
         xenv_close(&x);
+        mf_collator_unref(coll);
         return rc;
     }
     const bson_t *query = a.has_query ? &a.query : &empty;
-    rc = mf_matcher_parse_ex(query, &x.hooks, &m, err);
+    rc = mf_matcher_parse_coll(query, &x.hooks, coll, &m, err);
     if (rc == 0 && a.has_update)
-        rc = upd_parse(&x, &a.update, a.is_pipeline, a.array_filters, NULL, &u, err);
+        rc = upd_parse(&x, &a.update, a.is_pipeline, a.array_filters, NULL, coll, &u, err);
     if (rc == 0 && a.has_fields && a.fields.len > 5)
-        rc = mf_projection_parse_ex(&a.fields, query, &x.hooks, MF_PROJ_FIND, &proj, err);
+        rc = mf_projection_parse_coll(&a.fields, query, &x.hooks, MF_PROJ_FIND, coll, &proj,
+                                      err);
     if (rc == 0 && a.has_sort && a.sort.len > 5)
-        rc = mf_sort_parse(&a.sort, &sort, err);
+        rc = mf_sort_parse_coll(&a.sort, coll, &sort, err);
 
     mf_coll *c = NULL;
     if (rc == 0 && a.upsert) {
@@ -967,6 +1005,7 @@ int mfi_cmd_find_and_modify(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, m
     upd_free(&u);
     mf_projection_free(proj);
     mf_sort_free(sort);
+    mf_collator_unref(coll);
     xenv_close(&x);
     return rc;
 }

@@ -284,14 +284,25 @@ int mfi_cmd_count(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_error *e
             return rc;
         has_hint = true;
     }
+    mf_collator *given = NULL, *coll = NULL;
+    bool has_coll = bson_iter_init_find(&it, cmd, "collation");
+    if (has_coll && (rc = mfi_collation_arg(&it, "count", "collation", &given, err)) != 0)
+        return rc;
+    rc = mfi_collation_of_ns(e, ns, has_coll, given, &coll, err);
+    mf_collator_unref(given);
+    if (rc)
+        return rc;
     mf_expr_ctx *xctx = NULL;
     mf_expr_hooks hooks;
-    if (has_q && (rc = mf_expr_ctx_new(NULL, mf_clock_wall_ms(), &xctx, err)) != 0)
+    if (has_q && (rc = mf_expr_ctx_new(NULL, mf_clock_wall_ms(), &xctx, err)) != 0) {
+        mf_collator_unref(coll);
         return rc;
+    }
     if (xctx)
         mf_expr_ctx_hooks(xctx, &hooks);
-    if (has_q && (rc = mf_matcher_parse_ex(&q, &hooks, &m, err)) != 0) {
+    if (has_q && (rc = mf_matcher_parse_coll(&q, &hooks, coll, &m, err)) != 0) {
         mf_expr_ctx_free(xctx);
+        mf_collator_unref(coll);
         return rc;
     }
     if (limit < 0)
@@ -307,7 +318,7 @@ int mfi_cmd_count(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_error *e
         rc = mfi_indexes_load(c, &ix, err);
         if (rc == 0)
             rc = mfi_scan_new(ctx->inst, c, &ix, has_q ? &q : NULL, has_hint ? &hint : NULL,
-                              NULL, NULL, &scan, &sorted, err);
+                              NULL, coll, &scan, &sorted, err);
         if (rc == 0)
             mf_scan_count_only(scan, true);
         while (rc == 0 && (limit == 0 || n < limit)) {
@@ -325,6 +336,7 @@ int mfi_cmd_count(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_error *e
     mf_engine_catalog_unlock(e);
     mf_matcher_free(m);
     mf_expr_ctx_free(xctx);
+    mf_collator_unref(coll);
     if (rc == 0)
         BSON_APPEND_INT32(reply, "n", (int32_t)n);
     return rc;

@@ -369,14 +369,6 @@ bool mfi_write_fatal(int rc);
 /* The uuid of collection `c` from its catalog options; false if none. */
 bool mfi_coll_uuid(mf_coll *c, uint8_t out[16]);
 
-/* The default collation of collection `c` (collation.c): the one `create`
- * stored in its catalog options (options.collation), into *out (one
- * reference, or NULL for the simple collation, also when `c` is NULL: a
- * collection that does not exist).  Catalog lock held.  Errors: those of
- * mf_collator_new for a stored spec this ICU cannot build (161
- * IncompatibleCollationVersion). */
-int mfi_coll_default_collation(mf_coll *c, mf_collator **out, mf_error *err);
-
 /* Helpers for reading arguments. */
 
 /* The command's first value as a collection name in ctx->db (mongod's
@@ -396,7 +388,21 @@ bool mfi_doc_arg(const bson_iter_t *it, bson_t *out);
  * (`field` as mongod names it, e.g. "find.hint"). */
 int mfi_hint_arg(const bson_iter_t *it, const char *field, mf_error *err);
 /* A collation: only the simple one is supported (NotImplemented 238). */
-int mfi_collation_arg(const bson_iter_t *it, const char *cmd, const char *field, mf_error *err);
+/* Collations (collation.c).  mfi_collation_arg parses a command's
+ * `collation` field (TypeMismatch unless a document, then
+ * mf_collator_new's errors) into `*out` (NULL: simple).  An operation's
+ * collation is the command's when it gives one, else the collection's
+ * default (`create`'s, kept in the catalog options), else simple:
+ * mfi_collation_for returns a new reference to it (`c` may be NULL). */
+int mfi_collation_arg(const bson_iter_t *it, const char *cmd, const char *field,
+                      mf_collator **out, mf_error *err);
+int mfi_coll_default_collation(const mf_coll *c, mf_collator **out, mf_error *err);
+int mfi_collation_for(const mf_coll *c, bool has_given, const mf_collator *given,
+                      mf_collator **out, mf_error *err);
+/* The same for namespace `ns`, looked up under the catalog lock (which
+ * the caller must not hold). */
+int mfi_collation_of_ns(mf_engine *e, const char *ns, bool has_given, const mf_collator *given,
+                        mf_collator **out, mf_error *err);
 
 /* mongod's "BSON field 'cmd.field' is the wrong type 'x', expected type 'y'"
  * TypeMismatch error. */

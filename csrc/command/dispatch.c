@@ -487,20 +487,6 @@ int mfi_hint_arg(const bson_iter_t *it, const char *field, mf_error *err)
                         field, mf_bsonx_type_alias(bson_iter_type(it)));
 }
 
-int mfi_collation_arg(const bson_iter_t *it, const char *cmd, const char *field, mf_error *err)
-{
-    bson_t coll;
-    bson_iter_t loc;
-    if (!mfi_doc_arg(it, &coll))
-        return mfi_type_error(err, cmd, field, it, "object");
-    if (coll.len > 5 &&
-        !(bson_iter_init_find(&loc, &coll, "locale") && BSON_ITER_HOLDS_UTF8(&loc) &&
-          strcmp(bson_iter_utf8(&loc, NULL), "simple") == 0))
-        return mf_error_set(err, MF_NotImplemented,
-                            "collation other than {locale: \"simple\"} is not supported");
-    return 0;
-}
-
 int mfi_type_error(mf_error *err, const char *cmd, const char *field,
                    const bson_iter_t *it, const char *expected)
 {
