@@ -59,7 +59,7 @@ static int read_what(const char *op, const bson_t *inner, what *w, mf_error *err
         }
         if (bson_iter_init_find(&it, &stmt, "collation")) {
             w->coll = it;
-            w->has_coll = true;
+            w->has_coll = mfi_collation_given(&it);
         }
         if (bson_iter_init_find(&it, &stmt, "hint")) {
             w->hint = it;
@@ -97,7 +97,7 @@ static int read_what(const char *op, const bson_t *inner, what *w, mf_error *err
             w->multi = false;
         } else if (strcmp(k, "collation") == 0) {
             w->coll = it;
-            w->has_coll = true;
+            w->has_coll = mfi_collation_given(&it);
         }
     }
     return 0;
@@ -215,7 +215,7 @@ int mfi_cmd_explain(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_error 
         rc = mfi_collation_of_ns(e, ns, w.has_coll, given, &coll, err);
     mf_collator_unref(given);
     if (rc == 0)
-        rc = mf_expr_ctx_new(has_let ? &let : NULL, mf_clock_wall_ms(), &xctx, err);
+        rc = mf_expr_ctx_new_coll(has_let ? &let : NULL, mf_clock_wall_ms(), coll, &xctx, err);
     if (rc == 0) {
         mf_expr_ctx_hooks(xctx, &hooks);
         rc = mf_matcher_parse_coll(&w.filter, &hooks, coll, &m, err);
