@@ -218,6 +218,10 @@ def test_explain_runs_under_the_collation(pings):
                                             "collation": CI.document},
                                 verbosity="executionStats")
     assert ex["executionStats"]["nReturned"] == 2
+    assert ex["queryPlanner"]["collation"]["locale"] == "en_US"
+    assert ex["queryPlanner"]["collation"]["strength"] == 2
+    ex = pings.database.command("explain", {"find": "c", "filter": {"x": "ping"}})
+    assert "collation" not in ex["queryPlanner"]
 
 
 # ---------------------------------------------------- collection default

@@ -315,7 +315,6 @@ int mfi_cmd_explain(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_error 
     mf_engine_catalog_unlock(e);
     mf_matcher_free(m);
     mf_expr_ctx_free(xctx);
-    mf_collator_unref(coll);
     if (rc == 0) {
         bson_t qp, es, si;
         BSON_APPEND_UTF8(reply, "explainVersion", "1");
@@ -323,6 +322,12 @@ int mfi_cmd_explain(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_error 
         BSON_APPEND_UTF8(&qp, "namespace", ns);
         BSON_APPEND_BOOL(&qp, "indexFilterSet", false);
         BSON_APPEND_DOCUMENT(&qp, "parsedQuery", &w.filter);
+        if (coll) {
+            bson_t cs;
+            BSON_APPEND_DOCUMENT_BEGIN(&qp, "collation", &cs);
+            mf_collator_to_bson(coll, &cs);
+            bson_append_document_end(&qp, &cs);
+        }
         BSON_APPEND_BOOL(&qp, "maxIndexedOrSolutionsReached", false);
         BSON_APPEND_BOOL(&qp, "maxIndexedAndSolutionsReached", false);
         BSON_APPEND_BOOL(&qp, "maxScansToExplodeReached", false);
@@ -352,5 +357,6 @@ int mfi_cmd_explain(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_error 
     }
     bson_destroy(&plan);
     bson_destroy(&exec);
+    mf_collator_unref(coll);
     return rc;
 }
