@@ -124,7 +124,9 @@ int mfi_cmd_create(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_error *
         if (strcmp(k, "collation") == 0) {
             /* Kept as the full spec; the simple collation is no default. */
             mf_collator_unref(coll);
-            if ((rc = mfi_collation_arg(&it, "create", k, &coll, err)) != 0)
+            coll = NULL;
+            if (mfi_collation_given(&it) &&
+                (rc = mfi_collation_arg(&it, "create", k, &coll, err)) != 0)
                 break;
             continue;
         }
