@@ -325,9 +325,6 @@ def test_graph_lookup_restrict_search(db):
     assert list(db.g.aggregate(p, collation=CI)) == [{"_id": 1, "p": [2]}]
 
 
-@pytest.mark.xfail(strict=True, reason="planner: an index with the simple collation is still "
-                   "used for string bounds under another collation (query/plan.c "
-                   "TODO(collation), index eligibility)")
 def test_graph_lookup_on_id_index(db):
     db.g.insert_many([{"_id": "a", "to": "B"}, {"_id": "b", "to": None}])
     p = [{"$match": {"_id": "a"}},
