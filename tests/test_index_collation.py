@@ -226,13 +226,40 @@ def test_the_id_index_of_a_case_insensitive_collection(client):
                                "collation": SIMPLE})) == ["COLLSCAN"]
 
 
-@pytest.mark.xfail(strict=True, reason="validate (command/cmd_stats.c) encodes the _id index's "
-                   "keys without the index's collation: it reports every string _id missing")
 def test_validate_a_collated_id_index(client):
     db = client.ixid
     db.create_collection("d", collation=Collation(**CI))
     db.d.insert_many([{"_id": "abc"}, {"_id": 5}])
-    assert db.command("validate", "d")["valid"] is True
+    db.d.create_index("s", collation=Collation(**CI))
+    db.d.insert_one({"_id": "x", "s": "Mixed"})
+    res = db.command("validate", "d")
+    assert res["valid"] is True, res
+    assert res["nrecords"] == 3
+
+
+def test_duplicate_key_error_shows_collation_keys(client):
+    """mongod reports what collided: the index's collation and each string
+    as its comparison key, CollationKey(0x<hex>)."""
+    db = client.ixdup
+    db.c.create_index("s", unique=True, name="s_ci", collation=Collation(**CI))
+    db.c.insert_one({"_id": 1, "s": "Apple", "n": 1})
+    with pytest.raises(DuplicateKeyError) as e:
+        db.c.insert_one({"_id": 2, "s": "APPLE", "n": 1})
+    msg = e.value.details["errmsg"]
+    head = "E11000 duplicate key error collection: ixdup.c index: s_ci collation: { locale: \"en_US\""
+    assert msg.startswith(head), msg
+    assert re.search(r'version: "[0-9.]+" } dup key: \{ s: "CollationKey\(0x[0-9a-f]+\)" \}$', msg), msg
+    kv = e.value.details["keyValue"]["s"]
+    assert re.fullmatch(r"CollationKey\(0x[0-9a-f]+\)", kv)
+    # the same key for both spellings: it is the key that collided
+    with pytest.raises(DuplicateKeyError) as e2:
+        db.c.insert_one({"_id": 3, "s": "apple"})
+    assert e2.value.details["keyValue"]["s"] == kv
+    # a simple index keeps the plain form
+    db.c.create_index("n", unique=True)
+    with pytest.raises(DuplicateKeyError) as e3:
+        db.c.insert_one({"_id": 4, "s": "pear", "n": 1})
+    assert e3.value.details["errmsg"].endswith("index: n_1 dup key: { n: 1 }")
 
 
 # ------------------------------------------------------- index choice

@@ -318,6 +318,7 @@ mf_index_desc *mfi_indexes_find(mfi_indexes *x, const char *name);
 struct mfi_dup {
     bool has;
     char index[256];
+    char collation[640]; /* the index's collation as mongod prints it, or "" */
     bson_t key_pattern, key_value;
 };
 
