@@ -173,27 +173,37 @@ static UColAttributeValue get_attr(const mf_collator *c, UColAttribute a)
     return U_FAILURE(st) ? UCOL_DEFAULT : v;
 }
 
+/* A boolean option: set on the collator when given (counted in
+ * `*parsed`), else read back from the locale's default. */
+static int bool_option(mf_collator *c, const bson_t *spec, const char *name, UColAttribute a,
+                       bool *field, int *parsed, mf_error *err)
+{
+    bool found, b = false;
+    int rc = get_bool(spec, name, &found, &b, err);
+    if (rc != 0)
+        return rc;
+    if (!found) {
+        *field = get_attr(c, a) == UCOL_ON;
+        return 0;
+    }
+    (*parsed)++;
+    *field = b;
+    return set_attr(c, a, b ? UCOL_ON : UCOL_OFF, name, spec, err);
+}
+
 /* The options after `locale`, each set on the collator when given, else
- * read back from the locale's defaults. */
+ * read back from the locale's defaults -- in mongod's order, which decides
+ * which error a spec with several bad options gets. */
 static int parse_options(mf_collator *c, const bson_t *spec, mf_error *err)
 {
     int parsed = 1; /* locale */
-    bool found, b = false;
+    bool found;
     const char *s = NULL;
     int64_t n = 0;
     int rc;
 
-    /* caseLevel */
-    if ((rc = get_bool(spec, "caseLevel", &found, &b, err)) != 0)
+    if ((rc = bool_option(c, spec, "caseLevel", UCOL_CASE_LEVEL, &c->case_level, &parsed, err)))
         return rc;
-    if (found) {
-        parsed++;
-        c->case_level = b;
-        if ((rc = set_attr(c, UCOL_CASE_LEVEL, b ? UCOL_ON : UCOL_OFF, "caseLevel", spec, err)))
-            return rc;
-    } else {
-        c->case_level = get_attr(c, UCOL_CASE_LEVEL) == UCOL_ON;
-    }
 
     /* caseFirst */
     if ((rc = get_string(spec, "caseFirst", &found, &s, err)) != 0)
@@ -244,18 +254,9 @@ static int parse_options(mf_collator *c, const bson_t *spec, mf_error *err)
         }
     }
 
-    /* numericOrdering */
-    if ((rc = get_bool(spec, "numericOrdering", &found, &b, err)) != 0)
+    if ((rc = bool_option(c, spec, "numericOrdering", UCOL_NUMERIC_COLLATION,
+                          &c->numeric_ordering, &parsed, err)))
         return rc;
-    if (found) {
-        parsed++;
-        c->numeric_ordering = b;
-        if ((rc = set_attr(c, UCOL_NUMERIC_COLLATION, b ? UCOL_ON : UCOL_OFF, "numericOrdering",
-                           spec, err)))
-            return rc;
-    } else {
-        c->numeric_ordering = get_attr(c, UCOL_NUMERIC_COLLATION) == UCOL_ON;
-    }
 
     /* alternate */
     if ((rc = get_string(spec, "alternate", &found, &s, err)) != 0)
@@ -302,31 +303,11 @@ static int parse_options(mf_collator *c, const bson_t *spec, mf_error *err)
         c->max_var_space = ucol_getMaxVariable(c->ucol) == UCOL_REORDER_CODE_SPACE;
     }
 
-    /* normalization */
-    if ((rc = get_bool(spec, "normalization", &found, &b, err)) != 0)
+    if ((rc = bool_option(c, spec, "normalization", UCOL_NORMALIZATION_MODE, &c->normalization,
+                          &parsed, err)) ||
+        (rc = bool_option(c, spec, "backwards", UCOL_FRENCH_COLLATION, &c->backwards, &parsed,
+                          err)))
         return rc;
-    if (found) {
-        parsed++;
-        c->normalization = b;
-        if ((rc = set_attr(c, UCOL_NORMALIZATION_MODE, b ? UCOL_ON : UCOL_OFF, "normalization",
-                           spec, err)))
-            return rc;
-    } else {
-        c->normalization = get_attr(c, UCOL_NORMALIZATION_MODE) == UCOL_ON;
-    }
-
-    /* backwards */
-    if ((rc = get_bool(spec, "backwards", &found, &b, err)) != 0)
-        return rc;
-    if (found) {
-        parsed++;
-        c->backwards = b;
-        if ((rc = set_attr(c, UCOL_FRENCH_COLLATION, b ? UCOL_ON : UCOL_OFF, "backwards", spec,
-                           err)))
-            return rc;
-    } else {
-        c->backwards = get_attr(c, UCOL_FRENCH_COLLATION) == UCOL_ON;
-    }
 
     /* version */
     if ((rc = get_string(spec, "version", &found, &s, err)) != 0)
