@@ -291,7 +291,7 @@ int mfi_cmd_count(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_error *e
         has_hint = true;
     }
     mf_collator *given = NULL, *coll = NULL;
-    bool has_coll = bson_iter_init_find(&it, cmd, "collation");
+    bool has_coll = bson_iter_init_find(&it, cmd, "collation") && mfi_collation_given(&it);
     if (has_coll && (rc = mfi_collation_arg(&it, "count", "collation", &given, err)) != 0)
         return rc;
     rc = mfi_collation_of_ns(e, ns, has_coll, given, &coll, err);
@@ -300,7 +300,7 @@ int mfi_cmd_count(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_error *e
         return rc;
     mf_expr_ctx *xctx = NULL;
     mf_expr_hooks hooks;
-    if (has_q && (rc = mf_expr_ctx_new(NULL, mf_clock_wall_ms(), &xctx, err)) != 0) {
+    if (has_q && (rc = mf_expr_ctx_new_coll(NULL, mf_clock_wall_ms(), coll, &xctx, err)) != 0) {
         mf_collator_unref(coll);
         return rc;
     }

@@ -85,6 +85,7 @@ static const struct {
     {170, "TooManyMatchingDocuments"},
     {171, "CannotIndexParallelArrays"},
     {175, "QueryPlanKilled"},
+    {181, "AmbiguousIndexKeyPattern"},
     {186, "ClientMetadataCannotBeMutated"},
     {197, "InvalidIndexSpecificationOption"},
     {201, "CannotBuildIndexKeys"},

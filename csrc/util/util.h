@@ -70,6 +70,7 @@ enum {
     MF_CursorNotFound = 43,
     MF_MaxTimeMSExpired = 50,
     MF_QueryPlanKilled = 175,
+    MF_AmbiguousIndexKeyPattern = 181,
     MF_QueryFeatureNotAllowed = 224,
     MF_NotImplemented = 238,
     MF_UnsupportedFormat = 12,
