@@ -28,15 +28,6 @@ REPO = Path(__file__).resolve().parents[1]
 SHARED = REPO.parent / "shared"
 
 
-def pytest_addoption(parser):
-    # Reliability suites (issue 7): the large, on-demand settings.
-    parser.addoption("--rounds", type=int, default=None,
-                     help="kill -9 rounds (test_rel_kill9.py; CI: 50)")
-    parser.addoption("--crash-points", type=int, default=None,
-                     help="power-loss crash points to try, spread over the workload "
-                          "(test_rel_power.py; CI: every one of a short workload)")
-
-
 @pytest.fixture
 def server(tmp_path):
     srv = multifora.Server(str(tmp_path / "db"), port=0, enable_test_commands=True)
@@ -133,3 +124,17 @@ def shared_dir() -> Path:
     if not SHARED.is_dir():
         pytest.skip(f"{SHARED} is absent: the spec tests and bench data live there")
     return SHARED
+
+
+def pytest_addoption(parser):
+    # Reliability suites (issue 7): each has a small CI setting and a large
+    # on-demand one (docs/reliability.md gives the commands).
+    parser.addoption("--wire-mutations", type=int, default=2000,
+                     help="test_rel_bad_input: mutated documents sent to the server")
+    parser.addoption("--fuzz-seconds", type=int, default=60,
+                     help="test_rel_fuzz: libFuzzer run time per target")
+    parser.addoption("--rounds", type=int, default=None,
+                     help="test_rel_kill9: kill -9 rounds (CI: 50)")
+    parser.addoption("--crash-points", type=int, default=None,
+                     help="test_rel_power: crash points to try, spread over the workload "
+                          "(CI: every one)")

@@ -193,11 +193,35 @@ def test_find_and_modify_sorts_and_matches_under_collation(db):
     assert doc == {"_id": 3, "x": "c"}
 
 
+def test_expr_compares_under_the_collation(pings):
+    q = {"$expr": {"$eq": ["$x", "PING"]}}
+    assert ids(pings.find(q)) == [2]
+    assert ids(pings.find(q, collation=CI)) == [1, 2]
+    assert pings.database.command("count", "c", query=q, collation=CI.document)["n"] == 2
+    assert pings.update_many(q, {"$set": {"e": 1}}, collation=CI).modified_count == 2
+    assert pings.find_one_and_update(q, {"$set": {"f": 1}}, sort=[("_id", -1)],
+                                     collation=CI)["_id"] == 2
+    assert pings.delete_many(q, collation=CI).deleted_count == 2
+
+
+def test_an_empty_collation_is_none_given(db):
+    db.create_collection("ci", collation=CI)
+    db.ci.insert_many([{"_id": 1, "x": "a"}, {"_id": 2, "x": "A"}])
+    assert len(db.command("find", "ci", filter={"x": "a"}, collation={})["cursor"]["firstBatch"]) == 2
+    assert db.command("count", "ci", query={"x": "a"}, collation={})["n"] == 2
+    db.create_collection("plain", collation={})
+    assert "collation" not in next(db.list_collections(filter={"name": "plain"}))["options"]
+
+
 def test_explain_runs_under_the_collation(pings):
     ex = pings.database.command("explain", {"find": "c", "filter": {"x": "ping"},
                                             "collation": CI.document},
                                 verbosity="executionStats")
     assert ex["executionStats"]["nReturned"] == 2
+    assert ex["queryPlanner"]["collation"]["locale"] == "en_US"
+    assert ex["queryPlanner"]["collation"]["strength"] == 2
+    ex = pings.database.command("explain", {"find": "c", "filter": {"x": "ping"}})
+    assert "collation" not in ex["queryPlanner"]
 
 
 # ---------------------------------------------------- collection default

@@ -26,6 +26,7 @@ def test_binary_is_built():
 @pytest.mark.parametrize("path", _cases())
 def test_c_case(path, tmp_path):
     env = dict(os.environ, TMPDIR=str(tmp_path),
+               MF_FUZZ_REGRESSIONS=str(Path(__file__).resolve().parent / "fuzz_regressions"),
                ASAN_OPTIONS="detect_leaks=1:abort_on_error=0:halt_on_error=1",
                UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1")
     r = subprocess.run([str(CTEST), path], capture_output=True, text=True, env=env, timeout=120)

@@ -41,11 +41,24 @@ def test_v_key_name_order_and_defaults():
     assert "unique" not in norm(S(("key", {"a": 1}), ("name", "x"), ("unique", False)))
 
 
-def test_simple_collation_dropped_others_refused():
+def test_simple_collation_dropped_others_spelled_out_last():
     out = norm(S(("key", {"a": 1}), ("name", "x"), ("collation", {"locale": "simple"})))
     assert "collation" not in out
-    code, msg = fails(S(("key", {"a": 1}), ("name", "x"), ("collation", {"locale": "fr"})))
-    assert code == 67 and "simple collation" in msg
+    # mongod's validateIndexSpecCollation appends the full spec after the
+    # other options; _fixIndexSpec keeps that order after v, key, name.
+    out = norm(S(("collation", {"locale": "fr", "strength": 1}), ("key", {"a": 1}),
+                 ("name", "x"), ("sparse", True)))
+    assert list(out.keys()) == ["v", "key", "name", "sparse", "collation"]
+    coll = out["collation"]
+    assert list(coll.keys()) == ["locale", "caseLevel", "caseFirst", "strength",
+                                 "numericOrdering", "alternate", "maxVariable",
+                                 "normalization", "backwards", "version"]
+    assert coll["locale"] == "fr" and coll["strength"] == 1 and coll["caseFirst"] == "off"
+    code, msg = fails(S(("key", {"a": 1}), ("name", "x"), ("collation", {"locale": "EN"})))
+    assert (code, msg) == (
+        2, 'failed to add collation information to index spec for index creation: '
+           '{ key: { a: 1 }, name: "x", collation: { locale: "EN" }, v: 2 } :: caused by :: '
+           "Field 'locale' is invalid in: { locale: \"EN\" }. Did you mean 'en'?")
 
 
 def test_required_fields():  # (*)

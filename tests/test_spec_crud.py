@@ -30,10 +30,7 @@ VIEWS = 'views (create with viewOn) not supported'
 # file -> reason (every runnable test in the file fails), or
 # (file, test description) -> reason (the file has passing tests too).
 NOT_YET = {
-    'aggregate-collation.json': COLLATION,
     'bulkWrite-errorResponse.json': FAILPOINT,
-    ('count-collation.json', 'Count documents with collation'):
-        COLLATION,
     'deleteOne-errorResponse.json': FAILPOINT,
     ('estimatedDocumentCount.json', 'estimatedDocumentCount errors correctly--command error'):
         FAILPOINT,

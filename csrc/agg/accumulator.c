@@ -115,7 +115,7 @@ static int parse_n_form(const char *op, const bson_iter_t *it, mfi_agg *agg, mfi
         bson_t spec;
         bson_iter_document(&sort_it, &l, &d);
         bson_init_static(&spec, d, l);
-        rc = mf_sort_parse(&spec, &a->sort_by, err);
+        rc = mf_sort_parse_coll(&spec, agg->collator, &a->sort_by, err);
     }
     return rc;
 }
@@ -142,6 +142,7 @@ int mfi_acc_parse(const bson_iter_t *field, mfi_agg *agg, mfi_acc *a, mf_error *
         return mf_error_set(err, 15952, "unknown group operator '%s'", opname);
     a->kind = def->kind;
     a->name = def->name;
+    a->coll = agg->collator;
     if (!(a->field = bson_strdup(name)))
         return oom(err);
     switch (a->kind) {
@@ -277,10 +278,11 @@ static size_t val_mem(const val *v)
     }
 }
 
-/* The encoding of a value (for set membership and ordering). */
-static int encode(const val *v, mf_buf *out, bool desc, mf_error *err)
+/* The encoding of a value (for set membership and ordering): values
+ * equal under the collation encode alike. */
+static int encode(const mfi_acc *a, const val *v, mf_buf *out, bool desc, mf_error *err)
 {
-    return mf_bsonx_key_append_value(out, v, desc) == 0 ? 0 : oom(err);
+    return mf_bsonx_key_append_value_coll(out, v, desc, a->coll) == 0 ? 0 : oom(err);
 }
 
 static int entries_grow(mfi_acc_state *s, mf_error *err)
@@ -394,10 +396,10 @@ static bool set_contains_or_add(mfi_acc_state *s, uint64_t h, bool add, mf_error
 
 /* addToSet: the encoding's hash decides membership only after comparing
  * encodings of entries with the same hash (kept in the entries' keys). */
-static int set_add(mfi_acc_state *s, val *v, mf_error *err)
+static int set_add(const mfi_acc *a, mfi_acc_state *s, val *v, mf_error *err)
 {
     mf_buf key = {0};
-    int rc = encode(v, &key, false, err);
+    int rc = encode(a, v, &key, false, err);
     if (rc)
         return rc;
     uint64_t h = XXH3_64bits(key.data, key.len);
@@ -550,7 +552,7 @@ static int add_value(const mfi_acc *a, mfi_acc_state *s, const bson_t *doc, val 
     case A_MIN:
     case A_MAX:
         if (!nullish(&v)) {
-            int c = s->has ? mfi_val_cmp(&v, &s->v) : 0;
+            int c = s->has ? mfi_val_cmp(&v, &s->v, a->coll) : 0;
             if (!s->has || (a->kind == A_MIN ? c < 0 : c > 0)) {
                 s->mem -= s->has ? val_mem(&s->v) : 0;
                 mfi_val_free(&s->v);
@@ -608,7 +610,7 @@ static int add_value(const mfi_acc *a, mfi_acc_state *s, const bson_t *doc, val 
         break;
     case A_ADD_TO_SET:
         if (v.value_type != BSON_TYPE_EOD) {
-            rc = set_add(s, &v, err);
+            rc = set_add(a, s, &v, err);
             if (rc == 0 && s->mem > PER_ACC_LIMIT)
                 rc = mf_error_set(err, 4569,
                                   "$addToSet used too much memory and cannot spill to disk. "
@@ -637,7 +639,7 @@ static int add_value(const mfi_acc *a, mfi_acc_state *s, const bson_t *doc, val 
     case A_MIN_N:
         if (!nullish(&v)) {
             mf_buf key = {0};
-            rc = encode(&v, &key, a->kind == A_MAX_N, err);
+            rc = encode(a, &v, &key, a->kind == A_MAX_N, err);
             if (rc == 0)
                 rc = ordered_add(s, &v, &key, seq, false, err);
             mf_buf_free(&key);
@@ -868,7 +870,7 @@ int mfi_acc_merge(const mfi_acc *a, mfi_acc_state *s, const bson_iter_t *saved, 
         break;
     case A_MIN: case A_MAX:
         if (o.has) {
-            int c = s->has ? mfi_val_cmp(&o.v, &s->v) : 0;
+            int c = s->has ? mfi_val_cmp(&o.v, &s->v, a->coll) : 0;
             if (!s->has || (a->kind == A_MIN ? c < 0 : c > 0)) {
                 mfi_val_free(&s->v);
                 s->v = o.v;
@@ -930,7 +932,7 @@ int mfi_acc_merge(const mfi_acc *a, mfi_acc_state *s, const bson_iter_t *saved, 
                     rc = entry_insert(s, s->ne, &v, &key, seq, err);
                     break;
                 case A_ADD_TO_SET:
-                    rc = set_add(s, &v, err);
+                    rc = set_add(a, s, &v, err);
                     break;
                 case A_FIRST_N:
                     if ((int64_t)s->ne < s->n)

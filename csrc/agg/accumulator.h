@@ -14,6 +14,10 @@ typedef struct mfi_acc {
     mf_expr *arg;            /* the input (output for $top...), NULL for $count */
     mf_expr *n;              /* the N forms' n */
     mf_sort *sort_by;        /* $top, $bottom, $topN, $bottomN */
+    /* The collation $min, $max, $minN, $maxN, $addToSet and sortBy compare
+     * under (the pipeline's; NULL: simple); borrowed: the pipeline holds
+     * it. */
+    const mf_collator *coll;
 } mfi_acc;
 
 typedef struct mfi_acc_state mfi_acc_state;
@@ -40,7 +44,8 @@ int mfi_acc_add(const mfi_acc *a, mfi_acc_state *s, const bson_t *doc, const bso
 
 /* A bare accumulator of kind `name` ("$sum", "$avg", "$min", "$max",
  * "$stdDevPop", "$stdDevSamp": those that need no document) for the
- * expression forms; -1 for another name.  Nothing to clear. */
+ * expression forms; -1 for another name.  Its collation is NULL (the
+ * caller may set `coll`).  Nothing to clear. */
 int mfi_acc_init_kind(mfi_acc *a, const char *name);
 /* Accumulate the value `v` (copied) into a bare accumulator's state. */
 int mfi_acc_add_value(const mfi_acc *a, mfi_acc_state *s, const bson_value_t *v, mf_error *err);

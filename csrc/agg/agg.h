@@ -24,12 +24,25 @@
 typedef struct mf_expr mf_expr;
 
 /* What evaluation sees besides the document: the value of $$NOW (taken
- * from the wall clock when `has_now` is false) and the values of the
- * command-level variables (`let`), a document {name: value, ...}. */
+ * from the wall clock when `has_now` is false), the values of the
+ * command-level variables (`let`), a document {name: value, ...}, and the
+ * operation's collation.
+ *
+ * Collation.  mongod binds the collator in the ExpressionContext, so every
+ * expression of an operation compares strings under the operation's
+ * collation; here it travels with the variables to every evaluation.  It
+ * applies wherever values are compared or equated: $eq $ne $gt $gte $lt
+ * $lte $cmp, $in, $indexOfArray, the set operators ($setEquals $setUnion
+ * $setIntersection $setDifference $setIsSubset), $max $min $minN $maxN,
+ * $sortArray -- strings and symbols at any depth of the values.  Never:
+ * $regexMatch/$regexFind/$regexFindAll, $strcasecmp, $toUpper/$toLower,
+ * $split, $indexOfBytes/$indexOfCP, $replaceOne/$replaceAll, $type, field
+ * names.  NULL is the simple (binary) collation. */
 typedef struct mf_expr_vars {
     int64_t now_ms;
     bool has_now;
-    const bson_t *let; /* may be NULL; borrowed for the call */
+    const bson_t *let;         /* may be NULL; borrowed for the call */
+    const mf_collator *coll;   /* may be NULL (simple); borrowed for the call */
 } mf_expr_vars;
 
 /* Parse the aggregation expression at `it` (a literal, "$field.path",
@@ -83,6 +96,14 @@ typedef struct mf_expr_ctx mf_expr_ctx;
 struct mf_expr_hooks;
 
 int mf_expr_ctx_new(const bson_t *let, int64_t now_ms, mf_expr_ctx **out, mf_error *err);
+
+/* As mf_expr_ctx_new, with the expressions (`let` and those compiled
+ * through the hooks) comparing strings under `coll` (NULL: simple), the
+ * command's resolved collation: {$expr: {$eq: ["$x", "PING"]}} in a find
+ * with collation {locale: "en", strength: 2} matches "ping".  The context
+ * holds its own reference to `coll`. */
+int mf_expr_ctx_new_coll(const bson_t *let, int64_t now_ms, const mf_collator *coll,
+                         mf_expr_ctx **out, mf_error *err);
 
 /* The hooks query/ compiles and evaluates expressions through (the
  * matcher's $expr, a projection's computed fields); valid while `x` is. */

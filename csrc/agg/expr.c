@@ -73,7 +73,7 @@ static bool val_iter(const val *v, bson_t *tmp, bson_iter_t *it)
 }
 
 /* Compare in MongoDB's order; missing sorts with undefined, below null. */
-int mfi_val_cmp(const val *a, const val *b)
+int mfi_val_cmp(const val *a, const val *b, const mf_collator *coll)
 {
     if (a->value_type == BSON_TYPE_EOD || b->value_type == BSON_TYPE_EOD) {
         int ca = mf_bsonx_canonical_type(a->value_type);
@@ -84,10 +84,15 @@ int mfi_val_cmp(const val *a, const val *b)
     bson_iter_t ia, ib;
     int r = 0;
     if (val_iter(a, &ta, &ia) && val_iter(b, &tb, &ib))
-        r = mf_bsonx_compare_values(&ia, &ib);
+        r = mf_bsonx_compare_values_coll(&ia, &ib, coll);
     bson_destroy(&ta);
     bson_destroy(&tb);
     return r;
+}
+
+int mfi_val_cmp_r(const void *a, const void *b, void *coll)
+{
+    return mfi_val_cmp(a, b, coll);
 }
 
 bool mfi_truthy(const val *v)
@@ -1453,7 +1458,7 @@ static int cmp_op(const node *n, ctx *c, val *out, int which)
     int rc = mfi_eval_all(n, c, v);
     if (rc != 0)
         return rc;
-    int r = mfi_val_cmp(&v[0], &v[1]);
+    int r = mfi_val_cmp(&v[0], &v[1], ctx_coll(c));
     switch (which) {
     case 0: set_bool(out, r == 0); break;
     case 1: set_bool(out, r != 0); break;

@@ -21,6 +21,7 @@ static int accumulate(const node *n, ctx *c, val *out)
     int rc = 0;
     if (mfi_acc_init_kind(&a, n->op->name) != 0)
         return mf_error_set(c->err, MF_InternalError, "no accumulator %s", n->op->name);
+    a.coll = ctx_coll(c); /* $max and $min compare under it */
     mfi_acc_state *s = mfi_acc_state_new();
     if (!s)
         return mf_error_set(c->err, MF_InternalError, "out of memory");
@@ -46,8 +47,25 @@ static int accumulate(const node *n, ctx *c, val *out)
     return rc;
 }
 
-static int cmp_asc(const void *a, const void *b) { return mfi_val_cmp(a, b); }
-static int cmp_desc(const void *a, const void *b) { return mfi_val_cmp(b, a); }
+/* $minN / $maxN order: by value under the collation (descending for
+ * $maxN), equal values in input order, as mongod's multimap keeps them. */
+typedef struct n_item {
+    val v;
+    size_t pos;
+} n_item;
+
+typedef struct n_order {
+    const mf_collator *coll;
+    int dir;
+} n_order;
+
+static int cmp_n(const void *pa, const void *pb, void *arg)
+{
+    const n_item *a = pa, *b = pb;
+    const n_order *o = arg;
+    int r = mfi_val_cmp(&a->v, &b->v, o->coll) * o->dir;
+    return r != 0 ? r : (a->pos > b->pos) - (a->pos < b->pos);
+}
 
 /* {$firstN|$lastN|$minN|$maxN: {input: <array>, n: <positive integer>}} */
 enum { N_INPUT, N_N };
@@ -100,16 +118,19 @@ static int op_n(const node *n, ctx *c, val *out)
         total++;
     if (is_min || is_max) {
         /* the non-null elements, copied, sorted; the first n */
-        val *all = bson_malloc0((total ? total : 1) * sizeof *all);
+        n_item *all = bson_malloc0((total ? total : 1) * sizeof *all);
         size_t cnt = 0;
         bson_iter_init(&it, &arr);
         while (bson_iter_next(&it))
-            if (!nullish(bson_iter_value(&it)))
-                bson_value_copy(bson_iter_value(&it), &all[cnt++]);
-        qsort(all, cnt, sizeof *all, is_min ? cmp_asc : cmp_desc);
+            if (!nullish(bson_iter_value(&it))) {
+                all[cnt].v = *bson_iter_value(&it); /* borrowed from `in` */
+                all[cnt].pos = cnt;
+                cnt++;
+            }
+        n_order o = {ctx_coll(c), is_min ? 1 : -1};
+        qsort_r(all, cnt, sizeof *all, cmp_n, &o);
         for (size_t i = 0; i < cnt && i < (size_t)k; i++)
-            mfi_arr_push(&res, (uint32_t)i, &all[i]);
-        mfi_free_all(all, cnt);
+            mfi_arr_push(&res, (uint32_t)i, &all[i].v);
         bson_free(all);
     } else {
         size_t start = is_last && total > (size_t)k ? total - (size_t)k : 0, i = 0, np = 0;

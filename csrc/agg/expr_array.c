@@ -158,7 +158,7 @@ static int op_in(const node *n, ctx *c, val *out)
         bool hit = false;
         arr_begin(&v[1], &t, &it);
         while (!hit && bson_iter_next(&it))
-            hit = mfi_val_cmp(&v[0], bson_iter_value(&it)) == 0;
+            hit = mfi_val_cmp(&v[0], bson_iter_value(&it), ctx_coll(c)) == 0;
         set_bool(out, hit);
     }
     mfi_free_all(v, 2);
@@ -350,7 +350,7 @@ static int op_indexofarray(const node *n, ctx *c, val *out)
         int64_t i = 0, found = -1;
         arr_begin(&v[0], &t, &it);
         for (; bson_iter_next(&it) && i < hi; i++)
-            if (i >= lo && mfi_val_cmp(&v[1], bson_iter_value(&it)) == 0) {
+            if (i >= lo && mfi_val_cmp(&v[1], bson_iter_value(&it), ctx_coll(c)) == 0) {
                 found = i;
                 break;
             }
@@ -681,6 +681,7 @@ typedef struct sort_item {
     size_t klen;
     size_t pos;     /* input position: keeps the sort stable */
     int dir;
+    const mf_collator *coll; /* whole values compare under it */
 } sort_item;
 
 static int cmp_items(const void *pa, const void *pb)
@@ -693,7 +694,7 @@ static int cmp_items(const void *pa, const void *pb)
         if (r == 0)
             r = (a->klen > b->klen) - (a->klen < b->klen);
     } else {
-        r = mfi_val_cmp(&a->v, &b->v) * a->dir;
+        r = mfi_val_cmp(&a->v, &b->v, a->coll) * a->dir;
     }
     return r != 0 ? r : (a->pos > b->pos) - (a->pos < b->pos);
 }
@@ -725,7 +726,7 @@ static int op_sortarray(const node *n, ctx *c, val *out)
     if (n->cst.value_type == BSON_TYPE_DOCUMENT) {
         bson_t spec;
         bson_init_static(&spec, n->cst.value.v_doc.data, n->cst.value.v_doc.data_len);
-        rc = mf_sort_parse(&spec, &s, c->err);
+        rc = mf_sort_parse_coll(&spec, ctx_coll(c), &s, c->err);
     }
     bson_t t;
     bson_iter_t it;
@@ -736,6 +737,7 @@ static int op_sortarray(const node *n, ctx *c, val *out)
         x->v = *bson_iter_value(&it);
         x->pos = i++;
         x->dir = s ? 1 : (as_double(&n->cst) < 0 ? -1 : 1);
+        x->coll = ctx_coll(c);
         if (!s)
             continue;
         /* a non-document sorts as a document without the pattern's fields */

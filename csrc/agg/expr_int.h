@@ -65,6 +65,12 @@ typedef struct scope {
     int nslots;
 } scope;
 
+/* The collation the context's comparisons use (NULL: simple). */
+static inline const mf_collator *ctx_coll(const ctx *c)
+{
+    return c->vars ? c->vars->coll : NULL;
+}
+
 static inline bool nullish(const val *v)
 {
     return v->value_type == BSON_TYPE_EOD || v->value_type == BSON_TYPE_NULL ||
@@ -138,7 +144,13 @@ static inline int64_t as_long(const val *v) /* int types, or a double truncated 
 void mfi_val_free(val *v);
 int mfi_set_steal(val *v, bson_t *b, bson_type_t t, mf_error *err);
 const char *mfi_type_name(const val *v);
-int mfi_val_cmp(const val *a, const val *b);
+/* Compare in MongoDB's order, strings under `coll` (NULL: simple); missing
+ * sorts with undefined, below null.  Operators pass their context's
+ * collation (ctx_coll); comparisons that can only meet numbers and dates
+ * pass NULL. */
+int mfi_val_cmp(const val *a, const val *b, const mf_collator *coll);
+/* A qsort_r comparator of vals: `arg` is the collator (may be NULL). */
+int mfi_val_cmp_r(const void *a, const void *b, void *coll);
 bool mfi_truthy(const val *v);
 void mfi_val_str(const val *v, char *out, size_t cap);
 void mfi_arr_push(bson_t *b, uint32_t i, const val *v);

@@ -538,11 +538,16 @@ static int op_rand(const node *n, ctx *c, val *out)
     return 0;
 }
 
-/* ------------------------------------------------------------------- sets */
+/* ------------------------------------------------------------------- sets
+ *
+ * As mongod's ValueSet (an ordered set under the expression context's
+ * comparator): elements that compare equal under the collation are one,
+ * the one inserted first stays, and a set reads out in ascending order. */
 
 typedef struct vset {
     val *v;
     size_t n;
+    const mf_collator *coll;
 } vset;
 
 static void vset_free(vset *s)
@@ -553,10 +558,23 @@ static void vset_free(vset *s)
     s->n = 0;
 }
 
-static int cmp_vals(const void *a, const void *b) { return mfi_val_cmp(a, b); }
+/* Orders positions into `base` by value, then by position. */
+typedef struct pos_order {
+    const val *base;
+    const mf_collator *coll;
+} pos_order;
 
-/* The distinct elements of array `arr`, sorted. */
-static int vset_of(const val *arr, vset *s, mf_error *err)
+static int cmp_pos(const void *a, const void *b, void *arg)
+{
+    const pos_order *o = arg;
+    size_t i = *(const size_t *)a, j = *(const size_t *)b;
+    int r = mfi_val_cmp(&o->base[i], &o->base[j], o->coll);
+    return r != 0 ? r : (i > j) - (i < j);
+}
+
+/* The distinct elements of array `arr` under `coll`, ascending; of equal
+ * ones the first in the array. */
+static int vset_of(const val *arr, const mf_collator *coll, vset *s, mf_error *err)
 {
     bson_t t;
     bson_iter_t it;
@@ -565,37 +583,54 @@ static int vset_of(const val *arr, vset *s, mf_error *err)
     while (bson_iter_next(&it))
         k++;
     s->n = 0;
-    if (!(s->v = calloc(k ? k : 1, sizeof *s->v)))
+    s->coll = coll;
+    val *all = calloc(k ? k : 1, sizeof *all);
+    size_t *ix = calloc(k ? k : 1, sizeof *ix);
+    if (!all || !ix || !(s->v = calloc(k ? k : 1, sizeof *s->v))) {
+        free(all);
+        free(ix);
         return mf_error_set(err, MF_InternalError, "out of memory");
-    begin(arr, &t, &it);
-    while (bson_iter_next(&it))
-        bson_value_copy(bson_iter_value(&it), &s->v[s->n++]);
-    qsort(s->v, s->n, sizeof *s->v, cmp_vals);
-    size_t w = 0;
-    for (size_t i = 0; i < s->n; i++) {
-        if (w > 0 && mfi_val_cmp(&s->v[w - 1], &s->v[i]) == 0)
-            mfi_val_free(&s->v[i]);
-        else
-            s->v[w++] = s->v[i];
     }
-    s->n = w;
+    begin(arr, &t, &it);
+    for (size_t i = 0; bson_iter_next(&it); i++) {
+        bson_value_copy(bson_iter_value(&it), &all[i]);
+        ix[i] = i;
+    }
+    pos_order o = {all, coll};
+    qsort_r(ix, k, sizeof *ix, cmp_pos, &o);
+    for (size_t i = 0; i < k; i++) {
+        if (s->n > 0 && mfi_val_cmp(&s->v[s->n - 1], &all[ix[i]], coll) == 0)
+            mfi_val_free(&all[ix[i]]);
+        else
+            s->v[s->n++] = all[ix[i]];
+    }
+    free(all);
+    free(ix);
     return 0;
 }
 
 static bool vset_has(const vset *s, const val *x)
 {
-    return bsearch(x, s->v, s->n, sizeof *s->v, cmp_vals) != NULL;
+    size_t lo = 0, hi = s->n;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        int r = mfi_val_cmp(&s->v[mid], x, s->coll);
+        if (r == 0)
+            return true;
+        if (r < 0)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return false;
 }
 
-static int vset_to_array(const vset *s, bool (*keep)(const val *, void *), void *arg, val *out,
-                         mf_error *err)
+static int vset_to_array(const vset *s, val *out, mf_error *err)
 {
     bson_t b;
-    uint32_t k = 0;
     bson_init(&b);
     for (size_t i = 0; i < s->n; i++)
-        if (!keep || keep(&s->v[i], arg))
-            mfi_arr_push(&b, k++, &s->v[i]);
+        mfi_arr_push(&b, (uint32_t)i, &s->v[i]);
     return mfi_set_steal(out, &b, BSON_TYPE_ARRAY, err);
 }
 
@@ -647,8 +682,8 @@ static int op_setunion(const node *n, ctx *c, val *out)
             val all;
             vset s = {0};
             if ((rc = mfi_set_steal(&all, &b, BSON_TYPE_ARRAY, c->err)) == 0) {
-                if ((rc = vset_of(&all, &s, c->err)) == 0)
-                    rc = vset_to_array(&s, NULL, NULL, out, c->err);
+                if ((rc = vset_of(&all, ctx_coll(c), &s, c->err)) == 0)
+                    rc = vset_to_array(&s, out, c->err);
                 vset_free(&s);
                 mfi_val_free(&all);
             }
@@ -659,54 +694,62 @@ static int op_setunion(const node *n, ctx *c, val *out)
     return rc;
 }
 
-static bool in_all(const val *x, void *arg)
-{
-    const vset *sets = arg;
-    for (size_t i = 1; sets[i].v; i++)
-        if (!vset_has(&sets[i], x))
-            return false;
-    return true;
-}
-
+/* As mongod: the intersection so far is filtered by each next operand's
+ * set, the smaller of the two being the one kept (whose elements, among
+ * those equal under the collation, are the ones reported). */
 static int op_setintersection(const node *n, ctx *c, val *out)
 {
     size_t k = n->nargs;
     val *v = calloc(k ? k : 1, sizeof *v);
-    vset *sets = calloc(k + 1, sizeof *sets); /* NULL-terminated by v == NULL */
     bool any_null;
     int rc = 0;
-    if (!v || !sets) {
-        free(v);
-        free(sets);
+    if (!v)
         return mf_error_set(c->err, MF_InternalError, "out of memory");
-    }
     rc = set_args(n, c, v, true, &any_null, 17047, 0, "All operands of $setIntersection must "
                   "be arrays. One argument is of type: %.0s%s");
     if (rc == 0) {
         if (any_null) {
             set_null(out);
         } else {
-            for (size_t i = 0; i < k && rc == 0; i++)
-                rc = vset_of(&v[i], &sets[i], c->err);
-            if (rc == 0 && k == 0) {
-                bson_t b;
-                bson_init(&b);
-                rc = mfi_set_steal(out, &b, BSON_TYPE_ARRAY, c->err);
-            } else if (rc == 0) {
-                rc = vset_to_array(&sets[0], in_all, sets, out, c->err);
+            vset cur = {0};
+            if (k > 0)
+                rc = vset_of(&v[0], ctx_coll(c), &cur, c->err);
+            for (size_t i = 1; rc == 0 && i < k && cur.n > 0; i++) {
+                vset next = {0}, kept = {.coll = ctx_coll(c)};
+                if ((rc = vset_of(&v[i], ctx_coll(c), &next, c->err)) != 0)
+                    break;
+                if (cur.n > next.n) {
+                    vset t = cur;
+                    cur = next;
+                    next = t;
+                }
+                if (!(kept.v = calloc(cur.n, sizeof *kept.v))) {
+                    rc = mf_error_set(c->err, MF_InternalError, "out of memory");
+                } else {
+                    for (size_t j = 0; j < cur.n; j++) {
+                        if (vset_has(&next, &cur.v[j])) {
+                            kept.v[kept.n++] = cur.v[j];
+                            cur.v[j].value_type = BSON_TYPE_EOD;
+                        }
+                    }
+                }
+                vset_free(&next);
+                vset_free(&cur);
+                cur = kept;
             }
-            for (size_t i = 0; i < k; i++)
-                vset_free(&sets[i]);
+            if (rc == 0)
+                rc = vset_to_array(&cur, out, c->err);
+            vset_free(&cur);
         }
         mfi_free_all(v, k);
     }
     free(v);
-    free(sets);
     return rc;
 }
 
-static bool not_in(const val *x, void *arg) { return !vset_has(arg, x); }
-
+/* As mongod: the first operand's elements in their order, each once (the
+ * first of those equal under the collation), those in the second left
+ * out. */
 static int op_setdifference(const node *n, ctx *c, val *out)
 {
     val v[2];
@@ -718,11 +761,42 @@ static int op_setdifference(const node *n, ctx *c, val *out)
     if (any_null) {
         set_null(out);
     } else {
-        vset a = {0}, b = {0};
-        if ((rc = vset_of(&v[0], &a, c->err)) == 0 && (rc = vset_of(&v[1], &b, c->err)) == 0)
-            rc = vset_to_array(&a, not_in, &b, out, c->err);
-        vset_free(&a);
-        vset_free(&b);
+        vset rhs = {0};
+        val *lhs = NULL;
+        size_t *ix = NULL, k = 0;
+        bool *keep = NULL;
+        bson_t t;
+        bson_iter_t it;
+        begin(&v[0], &t, &it);
+        while (bson_iter_next(&it))
+            k++;
+        if ((rc = vset_of(&v[1], ctx_coll(c), &rhs, c->err)) == 0 &&
+            (!(lhs = calloc(k ? k : 1, sizeof *lhs)) || !(ix = calloc(k ? k : 1, sizeof *ix)) ||
+             !(keep = calloc(k ? k : 1, sizeof *keep))))
+            rc = mf_error_set(c->err, MF_InternalError, "out of memory");
+        if (rc == 0) {
+            /* the first of each run of equal values, by sorting positions */
+            begin(&v[0], &t, &it);
+            for (size_t i = 0; bson_iter_next(&it); i++) {
+                lhs[i] = *bson_iter_value(&it); /* borrowed from v[0] */
+                ix[i] = i;
+            }
+            pos_order o = {lhs, ctx_coll(c)};
+            qsort_r(ix, k, sizeof *ix, cmp_pos, &o);
+            for (size_t i = 0; i < k; i++)
+                keep[ix[i]] = (i == 0 || mfi_val_cmp(&lhs[ix[i - 1]], &lhs[ix[i]], o.coll) != 0) &&
+                              !vset_has(&rhs, &lhs[ix[i]]);
+            bson_t b = BSON_INITIALIZER;
+            uint32_t nb = 0;
+            for (size_t i = 0; i < k; i++)
+                if (keep[i])
+                    mfi_arr_push(&b, nb++, &lhs[i]);
+            rc = mfi_set_steal(out, &b, BSON_TYPE_ARRAY, c->err);
+        }
+        free(lhs);
+        free(ix);
+        free(keep);
+        vset_free(&rhs);
     }
     mfi_free_all(v, 2);
     return rc;
@@ -739,12 +813,12 @@ static int op_setequals(const node *n, ctx *c, val *out)
     if (rc == 0) {
         vset first = {0}, s = {0};
         bool eq = true;
-        rc = vset_of(&v[0], &first, c->err);
+        rc = vset_of(&v[0], ctx_coll(c), &first, c->err);
         for (size_t i = 1; i < n->nargs && rc == 0 && eq; i++) {
-            if ((rc = vset_of(&v[i], &s, c->err)) == 0) {
+            if ((rc = vset_of(&v[i], ctx_coll(c), &s, c->err)) == 0) {
                 eq = s.n == first.n;
                 for (size_t j = 0; eq && j < s.n; j++)
-                    eq = mfi_val_cmp(&s.v[j], &first.v[j]) == 0;
+                    eq = mfi_val_cmp(&s.v[j], &first.v[j], ctx_coll(c)) == 0;
             }
             vset_free(&s);
         }
@@ -776,7 +850,8 @@ static int op_setissubset(const node *n, ctx *c, val *out)
     if (rc != 0)
         return rc;
     vset a = {0}, b = {0};
-    if ((rc = vset_of(&v[0], &a, c->err)) == 0 && (rc = vset_of(&v[1], &b, c->err)) == 0) {
+    if ((rc = vset_of(&v[0], ctx_coll(c), &a, c->err)) == 0 &&
+        (rc = vset_of(&v[1], ctx_coll(c), &b, c->err)) == 0) {
         bool sub = true;
         for (size_t i = 0; sub && i < a.n; i++)
             sub = vset_has(&b, &a.v[i]);

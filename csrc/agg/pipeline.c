@@ -14,6 +14,13 @@
  * after them becomes the read's sort -- dropped from the chain when an
  * index provides it -- and a $limit after the $sort becomes the read's
  * limit (top-k otherwise).
+ *
+ * Collation.  The pipeline holds a reference to the aggregate's collation
+ * (mfi_agg.collator) and every stage compares strings under it: the read
+ * (mf_agg_read.collation), $match and $sort here, the accumulators, $group
+ * keys, windows, buckets; expressions see it through mfi_agg.vars.coll;
+ * sub-pipelines ($lookup, $graphLookup, $unionWith, $facet) take the
+ * parent's.
  */
 #include "pipeline_int.h"
 
@@ -175,6 +182,7 @@ static int open_read(mf_pipeline *p, mf_error *err)
         .limit = p->limit,
         .vars = &p->agg.vars,
         .explain = p->agg.explain,
+        .collation = p->agg.collator,
     };
     mf_expr_hooks hooks; /* copied by the read's matcher */
     mfi_agg_hooks(&p->agg, &hooks);
@@ -251,7 +259,7 @@ int mfi_parse_match(const bson_iter_t *it, mfi_agg *agg, mfi_stage_list *out, mf
                                               "aggregation expression");
     mf_expr_hooks hooks;
     mfi_agg_hooks(agg, &hooks);
-    return mf_matcher_parse_ex(&m->filter, &hooks, &m->m, err);
+    return mf_matcher_parse_coll(&m->filter, &hooks, agg->collator, &m->m, err);
 }
 
 /* ------------------------------------------------------ $limit and $skip */
@@ -455,7 +463,7 @@ int mfi_parse_sort(const bson_iter_t *it, mfi_agg *agg, mfi_stage_list *out, mf_
     bson_concat(&st->spec_doc, &spec);
     if (bson_count_keys(&spec) == 0)
         return mf_error_set(err, 15976, "$sort stage must have at least one sort key");
-    return mf_sort_parse(&st->spec_doc, &st->sort, err);
+    return mf_sort_parse_coll(&st->spec_doc, agg->collator, &st->sort, err);
 }
 
 /* ------------------------------------------------------------- $count */
@@ -1131,6 +1139,8 @@ static bool is_write_stage(const char *name)
 
 static void agg_clear(mfi_agg *a)
 {
+    mf_collator_unref(a->collator);
+    a->collator = NULL;
     free(a->db);
     free(a->coll);
     free(a->tmpdir);
@@ -1326,6 +1336,8 @@ int mf_pipeline_parse(const bson_t *stages, const mf_agg_opts *o, mf_pipeline **
     a->vars.now_ms = o->now_ms;
     a->vars.has_now = true;
     a->vars.let = &a->let_values;
+    a->collator = mf_collator_ref(o->collation);
+    a->vars.coll = a->collator;
     if (!(a->db = bson_strdup(o->db)) || (o->coll && !(a->coll = bson_strdup(o->coll))) ||
         (o->tmpdir && !(a->tmpdir = bson_strdup(o->tmpdir)))) {
         rc = oom(err);
@@ -1524,6 +1536,8 @@ static int sub_agg_init(mfi_agg *a, const mfi_agg *parent, const mfi_sub_opts *o
     a->vars.now_ms = parent->vars.now_ms;
     a->vars.has_now = parent->vars.has_now;
     a->vars.let = &a->let_values;
+    a->collator = mf_collator_ref(parent->collator); /* the aggregate's, for every sub-pipeline */
+    a->vars.coll = a->collator;
     a->depth = parent->depth + (o->nested ? 1 : 0);
     bson_concat(&a->let_values, o->let_values ? o->let_values : &parent->let_values);
     if (!(a->db = bson_strdup(parent->db)) || (o->coll && !(a->coll = bson_strdup(o->coll))) ||
@@ -1612,12 +1626,15 @@ const char *mfi_pipeline_find_stage(const bson_t *stages, const char *const *ref
  * (cmd_update.c).  Kept apart from the stages above.
  * ===================================================================== */
 
-int mfi_agg_init_let(mfi_agg *a, const bson_t *let, int64_t now_ms, mf_error *err)
+int mfi_agg_init_let(mfi_agg *a, const bson_t *let, int64_t now_ms, const mf_collator *coll,
+                     mf_error *err)
 {
     bson_init(&a->let_values);
+    a->collator = mf_collator_ref(coll);
     a->vars.now_ms = now_ms;
     a->vars.has_now = true;
     a->vars.let = &a->let_values;
+    a->vars.coll = a->collator;
     return let ? eval_let(a, let, err) : 0;
 }
 

@@ -145,8 +145,8 @@ typedef struct mf_agg_opts {
     /* The command's collation (NULL: simple), resolved by the caller (the
      * command's own, else the collection's default): every comparison of
      * strings in the pipeline -- $match, $sort, $group keys, expressions,
-     * $lookup's equality -- uses it.  Borrowed; must outlive the pipeline
-     * (the pipeline may take its own reference). */
+     * $lookup's equality -- uses it.  Borrowed for mf_pipeline_parse: the
+     * pipeline takes its own reference. */
     const mf_collator *collation;
     bool allow_disk_use;
     const char *tmpdir;        /* where spilling stages write */

@@ -23,7 +23,11 @@ typedef struct mfi_agg {
     bson_t let_values;       /* the command's `let`, evaluated */
     char **let_names;        /* their names, in order, for parsing */
     size_t nlet;
-    mf_expr_vars vars;       /* now + let_values */
+    mf_expr_vars vars;       /* now + let_values + coll */
+    /* The pipeline's collation (one reference; NULL: simple): $match,
+     * $sort, $group keys, accumulators, expressions (through vars.coll),
+     * the reads of $lookup / $graphLookup / $unionWith, sub-pipelines. */
+    mf_collator *collator;
     bool allow_disk_use;
     char *tmpdir;
     int64_t deadline_us;
@@ -101,10 +105,12 @@ bool mfi_doc_get_path(const bson_t *doc, const char *path, bson_iter_t *out);
  * and evaluates expressions with this pipeline's variables. */
 void mfi_agg_hooks(mfi_agg *a, mf_expr_hooks *h);
 
-/* Set up `a` (zeroed) outside a pipeline: $$NOW is `now_ms` and `let`
+/* Set up `a` (zeroed) outside a pipeline: $$NOW is `now_ms`, strings
+ * compare under `coll` (NULL: simple; a reference is taken) and `let`
  * (may be NULL) is evaluated as a command's let.  mfi_agg_release frees
  * what it holds (on error too). */
-int mfi_agg_init_let(mfi_agg *a, const bson_t *let, int64_t now_ms, mf_error *err);
+int mfi_agg_init_let(mfi_agg *a, const bson_t *let, int64_t now_ms, const mf_collator *coll,
+                     mf_error *err);
 void mfi_agg_release(mfi_agg *a);
 
 /* Stage parsers, by file. */

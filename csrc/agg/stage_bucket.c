@@ -170,7 +170,7 @@ int mfi_parse_bucket(const bson_iter_t *it, mfi_agg *agg, mfi_stage_list *out, m
                                       "have the same type. Found conflicting types %s and %s.",
                                       mf_bsonx_type_alias(lo->value_type),
                                       mf_bsonx_type_alias(hi->value_type));
-                } else if (mfi_val_cmp(lo, hi) >= 0) {
+                } else if (mfi_val_cmp(lo, hi, agg->collator) >= 0) {
                     char ls[128], hs[128];
                     mfi_val_str(lo, ls, sizeof ls);
                     mfi_val_str(hi, hs, sizeof hs);
@@ -207,7 +207,8 @@ int mfi_parse_bucket(const bson_iter_t *it, mfi_agg *agg, mfi_stage_list *out, m
         rc = mf_error_set(err, 40198, "$bucket requires 'groupBy' and 'boundaries' to be specified.");
     if (rc == 0 && def.value_type != BSON_TYPE_EOD &&
         canonical(def.value_type) == canonical(bounds[0].value_type) &&
-        !(mfi_val_cmp(&def, &bounds[0]) < 0 || mfi_val_cmp(&def, &bounds[nb - 1]) >= 0))
+        !(mfi_val_cmp(&def, &bounds[0], agg->collator) < 0 ||
+          mfi_val_cmp(&def, &bounds[nb - 1], agg->collator) >= 0))
         rc = mf_error_set(err, 40199,
                           "The $bucket 'default' field must be less than the lowest boundary or "
                           "greater than or equal to the highest boundary.");
@@ -533,7 +534,7 @@ static int bauto_add(bauto_stage *b, const bson_t *d, mf_buf *key, mf_error *err
     BSON_APPEND_DOCUMENT(&rec, "d", d);
     key->len = 0;
     bson_iter_init_find(&it, &rec, "k");
-    if (mf_bsonx_key_append(key, &it, false) != 0)
+    if (mf_bsonx_key_append_coll(key, &it, false, b->base.agg->collator) != 0)
         rc = oom(err);
     if (rc == 0)
         rc = mf_sorter_add(b->sorter, key->data, key->len, bson_get_data(&rec), rec.len, err);
@@ -676,8 +677,8 @@ static int bauto_next(mfi_stage *s, bson_t *out, bool *eof, mf_error *err)
         val bound;
         if ((rc = round_to(b->gran, &max, true, &bound, err)) == 0) {
             while (rc == 0 && b->has_next &&
-                   (mfi_val_cmp(&bound, &b->next_key) > 0 ||
-                    mfi_val_cmp(&max, &b->next_key) == 0))
+                   (mfi_val_cmp(&bound, &b->next_key, NULL) > 0 ||
+                    mfi_val_cmp(&max, &b->next_key, NULL) == 0))
                 rc = bucket_add(b, st, &max, err);
             if (rc == 0) {
                 mfi_val_free(&max);
@@ -696,7 +697,8 @@ static int bauto_next(mfi_stage *s, bson_t *out, bool *eof, mf_error *err)
             bson_value_copy(&max, &b->prev_max);
         }
     } else if (rc == 0) {
-        while (rc == 0 && b->has_next && mfi_val_cmp(&max, &b->next_key) == 0)
+        while (rc == 0 && b->has_next &&
+               mfi_val_cmp(&max, &b->next_key, b->base.agg->collator) == 0)
             rc = bucket_add(b, st, &max, err);
         if (rc == 0 && b->has_next) {
             mfi_val_free(&max);

@@ -3,7 +3,9 @@
  * with $setWindowFields.
  *
  * $densify desugars as mongod's: {$sort: {<partitionByFields>..., field: 1}}
- * (no partition fields with bounds "full") and the densify stage, which
+ * (no partition fields with bounds "full") and the densify stage, whose
+ * partition keys compare under the pipeline's collation (as the $sort's
+ * do), which
  * reads its sorted input and adds, per partition, documents whose field
  * takes the values of a grid anchored at
  *     explicit bounds [lo, hi]   lo; values in [lo, hi) (hi exclusive)
@@ -217,15 +219,15 @@ static int fill_to(densify_stage *d, pstate *p, const val *anchor, const val *li
         val g;
         if ((rc = grid(d, anchor, p->k, &g, err)) != 0)
             return rc;
-        if (d->bounds == BND_EXPLICIT && mfi_val_cmp(&g, &d->hi) >= 0)
+        if (d->bounds == BND_EXPLICIT && mfi_val_cmp(&g, &d->hi, NULL) >= 0)
             return 0;
-        if (limit && mfi_val_cmp(&g, limit) < 0) {
+        if (limit && mfi_val_cmp(&g, limit, NULL) < 0) {
             if ((rc = generate(d, d->npf ? &p->key : NULL, &g, err)) != 0)
                 return rc;
             p->k++;
             continue;
         }
-        if (upto && mfi_val_cmp(&g, upto) <= 0) {
+        if (upto && mfi_val_cmp(&g, upto, NULL) <= 0) {
             p->k++;
             continue;
         }
@@ -300,7 +302,7 @@ static int densify_run(densify_stage *d, mf_error *err)
         /* the partition's state: a new one starts at grid index 0 */
         cur = NULL;
         for (size_t i = 0; i < nps; i++)
-            if (!d->npf || mfi_val_cmp(&ps[i].key, &key) == 0)
+            if (!d->npf || mfi_val_cmp(&ps[i].key, &key, d->base.agg->collator) == 0)
                 cur = &ps[i];
         if (!cur) {
             if (d->bounds != BND_FULL) {
@@ -490,7 +492,7 @@ static int parse_range(densify_stage *d, const bson_iter_t *it, mf_error *err)
             return mf_error_set(err, 5733403,
                                 "A bounding array in a range statement must have exactly two "
                                 "elements");
-        if (mfi_val_cmp(&b[0], &b[1]) > 0)
+        if (mfi_val_cmp(&b[0], &b[1], NULL) > 0)
             return mf_error_set(err, 5733402,
                                 "A bounding array must be an ascending array of either two dates "
                                 "or two numbers");

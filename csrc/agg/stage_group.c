@@ -2,9 +2,10 @@
  * stage_group.c -- $group and $sortByCount.
  *
  * $group reads its whole input on the first pull.  Groups live in a hash
- * table keyed by the order-preserving encoding of the group's _id (equal
- * values -- 1 and 1.0, say -- encode alike, so they share a group, and the
- * _id reported is the first one seen).  Results come out in the order the
+ * table keyed by the order-preserving encoding of the group's _id under
+ * the pipeline's collation (equal values -- 1 and 1.0, or "a" and "A" at
+ * strength 2 -- encode alike, so they share a group, and the _id reported
+ * is the first one seen).  Results come out in the order the
  * groups were first seen.
  *
  * Memory.  The groups' keys and accumulator states count against 100 MB
@@ -147,9 +148,11 @@ static void group_root(const group *g, bson_t *out)
     bson_append_value(out, "_id", 3, &g->id);
 }
 
-static int encode_id(const bson_value_t *id, mf_buf *key, mf_error *err)
+/* The _id's key: _ids equal under the pipeline's collation encode alike
+ * (one group, reported with the _id seen first, as mongod). */
+static int encode_id(const mfi_agg *agg, const bson_value_t *id, mf_buf *key, mf_error *err)
 {
-    return mf_bsonx_key_append_value(key, id, false) == 0 ? 0 : oom(err);
+    return mf_bsonx_key_append_value_coll(key, id, false, agg->collator) == 0 ? 0 : oom(err);
 }
 
 /* Write every group's partial state to the sorter and empty the table. */
@@ -198,7 +201,7 @@ static int consume(group_stage *gs, mf_error *err)
                 id.value_type = BSON_TYPE_NULL;
             key.len = 0;
             group *g = NULL;
-            rc = encode_id(&id, &key, err);
+            rc = encode_id(s->agg, &id, &key, err);
             if (rc == 0)
                 rc = lookup(gs, &key, &id, &g, err);
             mf_value_free(&id);

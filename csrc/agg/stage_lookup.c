@@ -23,6 +23,12 @@
  * order they were found (mongod's order is a hash table's, unspecified).
  *
  * $unionWith.  The input, then the sub-pipeline's output.
+ *
+ * Collation.  All three read under the aggregate's collation (mongod's
+ * sub-pipelines share the ExpressionContext's collator; a foreign
+ * collection's own default does not apply): the join's equality, the
+ * user's $match, and $graphLookup's frontier and visited _ids, which are
+ * sets of values equal under it.
  */
 #include "pipeline_int.h"
 
@@ -741,11 +747,14 @@ static void set_clear(key_set *s)
     memset(s, 0, sizeof *s);
 }
 
-/* Add the encoding of `v`; *added tells whether it was new. */
-static int set_add(key_set *s, const bson_value_t *v, bool *added, mf_error *err)
+/* Add the encoding of `v` under `coll` (values equal under it are one, as
+ * in mongod's sets from the expression context's comparator); *added
+ * tells whether it was new. */
+static int set_add(key_set *s, const bson_value_t *v, const mf_collator *coll, bool *added,
+                   mf_error *err)
 {
     mf_buf k = {0};
-    int rc = mf_bsonx_key_append_value(&k, v, false);
+    int rc = mf_bsonx_key_append_value_coll(&k, v, false, coll);
     if (rc) {
         mf_buf_free(&k);
         return oom(err);
@@ -804,12 +813,13 @@ typedef struct {
     size_t bytes;
 } graph_search;
 
-static int frontier_add(graph_search *g, const bson_value_t *v, mf_error *err)
+static int frontier_add(const graph_stage *gs, graph_search *g, const bson_value_t *v,
+                        mf_error *err)
 {
     bool added;
     if (v->value_type == BSON_TYPE_EOD)
         return 0;
-    int rc = set_add(&g->in_frontier, v, &added, err);
+    int rc = set_add(&g->in_frontier, v, gs->base.agg->collator, &added, err);
     if (rc == 0 && added)
         list_add(&g->frontier, v);
     return rc;
@@ -875,7 +885,7 @@ static int graph_visit(graph_stage *gs, graph_search *g, const bson_t *d, int64_
                             "Documents in the '%s.%s' namespace must contain an _id for "
                             "de-duplication in $graphLookup",
                             gs->base.agg->db, gs->from);
-    int rc = set_add(&g->visited, bson_iter_value(&id), added, err);
+    int rc = set_add(&g->visited, bson_iter_value(&id), gs->base.agg->collator, added, err);
     if (rc || !*added)
         return rc;
     bson_t with_depth = BSON_INITIALIZER;
@@ -892,7 +902,7 @@ static int graph_visit(graph_stage *gs, graph_search *g, const bson_t *d, int64_
     bson_iter_t v;
     bson_iter_init(&v, &vl.arr);
     while (rc == 0 && bson_iter_next(&v))
-        rc = frontier_add(next, bson_iter_value(&v), err);
+        rc = frontier_add(gs, next, bson_iter_value(&v), err);
     bson_destroy(&vl.arr);
     char key[16];
     snprintf(key, sizeof key, "%u", g->nfound++);
@@ -941,9 +951,9 @@ static int graph_search_run(graph_stage *gs, const bson_t *doc, graph_search *g,
         if (bson_init_static(&arr, start.value.v_doc.data, start.value.v_doc.data_len) &&
             bson_iter_init(&e, &arr))
             while (rc == 0 && bson_iter_next(&e))
-                rc = frontier_add(g, bson_iter_value(&e), err);
+                rc = frontier_add(gs, g, bson_iter_value(&e), err);
     } else {
-        rc = frontier_add(g, &start, err);
+        rc = frontier_add(gs, g, &start, err);
     }
     mf_value_free(&start);
     for (int64_t depth = 0; rc == 0 && g->frontier.n > 0; depth++) {
@@ -1113,7 +1123,8 @@ int mfi_parse_graph_lookup(const bson_iter_t *it, mfi_agg *agg, mfi_stage_list *
             iter_doc(&f, &gs->restrict_filter);
             gs->has_restrict = true;
             mf_matcher *m = NULL;
-            if ((rc = mf_matcher_parse(&gs->restrict_filter, &m, err)) != 0) {
+            if ((rc = mf_matcher_parse_coll(&gs->restrict_filter, NULL, agg->collator, &m, err)) !=
+                0) {
                 char msg[sizeof err->msg];
                 snprintf(msg, sizeof msg, "%s", err->msg);
                 return mf_error_set(err, rc,

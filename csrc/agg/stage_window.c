@@ -285,7 +285,7 @@ static int parse_window(window_stage *w, wfn *f, const bson_iter_t *it, mf_error
             l = f->is_range ? f->lo.delta : (val){.value_type = BSON_TYPE_INT64, .value.v_int64 = f->lo.off};
         if (f->hi.kind == B_VALUE)
             u = f->is_range ? f->hi.delta : (val){.value_type = BSON_TYPE_INT64, .value.v_int64 = f->hi.off};
-        if (mfi_val_cmp(&l, &u) > 0) {
+        if (mfi_val_cmp(&l, &u, NULL) > 0) {
             char ls[64], us[64];
             bound_str(&f->lo, ls, sizeof ls);
             bound_str(&f->hi, us, sizeof us);
@@ -777,7 +777,8 @@ static int read_partition(window_stage *w, mf_error *err)
             rc = oom(err);
             break;
         }
-        if (w->buf.n && key.value_type != BSON_TYPE_EOD && mfi_val_cmp(&k, &key) != 0) {
+        if (w->buf.n && key.value_type != BSON_TYPE_EOD &&
+            mfi_val_cmp(&k, &key, s->agg->collator) != 0) {
             w->pending = copy;
             w->pending_key = k;
             break;
@@ -810,10 +811,10 @@ static bool expected_type(const wfn *f, const val *v)
 static int64_t first_not_below(const val *v, int64_t from, int64_t n, const val *x, bool strict)
 {
     int64_t lo = from, hi = n;
-    if (n - from > 1 && mfi_val_cmp(&v[from], &v[n - 1]) > 0) {
+    if (n - from > 1 && mfi_val_cmp(&v[from], &v[n - 1], NULL) > 0) {
         /* not ascending (a descending sortBy): scan, as before */
         for (; lo < n; lo++) {
-            int c = mfi_val_cmp(&v[lo], x);
+            int c = mfi_val_cmp(&v[lo], x, NULL);
             if (strict ? c > 0 : c >= 0)
                 break;
         }
@@ -821,7 +822,7 @@ static int64_t first_not_below(const val *v, int64_t from, int64_t n, const val 
     }
     while (lo < hi) {
         int64_t mid = lo + (hi - lo) / 2;
-        int c = mfi_val_cmp(&v[mid], x);
+        int c = mfi_val_cmp(&v[mid], x, NULL);
         if (strict ? c <= 0 : c < 0)
             lo = mid + 1;
         else
@@ -943,14 +944,9 @@ static int endpoints(window_stage *w, const wfn *f, const part_ctx *pc, size_t i
     return 0;
 }
 
-static int cmp_vals(const void *a, const void *b)
-{
-    return mfi_val_cmp((const val *)a, (const val *)b);
-}
-
 /* $addToSet over a bounded window comes out sorted (mongod's removable
- * $addToSet keeps a sorted multiset). */
-static void sort_array(val *v)
+ * $addToSet keeps a sorted multiset, under the collation). */
+static void sort_array(val *v, const mf_collator *coll)
 {
     if (v->value_type != BSON_TYPE_ARRAY)
         return;
@@ -969,7 +965,7 @@ static void sort_array(val *v)
     bson_iter_init(&it, &arr);
     while (bson_iter_next(&it))
         e[i++] = *bson_iter_value(&it); /* borrowed from v until v is replaced */
-    qsort(e, n, sizeof *e, cmp_vals);
+    qsort_r(e, n, sizeof *e, mfi_val_cmp_r, (void *)coll);
     bson_t out = BSON_INITIALIZER;
     for (i = 0; i < n; i++)
         mfi_arr_push(&out, (uint32_t)i, &e[i]);
@@ -1011,7 +1007,7 @@ static int compute_acc(window_stage *w, wfn *f, const part_ctx *pc, val *res, mf
         if (rc == 0)
             rc = mfi_acc_result(&f->acc, st, &res[i], err);
         if (rc == 0 && f->lo.kind != B_UNBOUNDED && strcmp(f->acc.name, "$addToSet") == 0)
-            sort_array(&res[i]);
+            sort_array(&res[i], w->base.agg->collator);
         if (empty) {
             mfi_acc_state_free(st);
             st = NULL;
@@ -1357,7 +1353,7 @@ static int compute_linear_fill(window_stage *w, wfn *f, const part_ctx *pc, val 
                               mfi_type_name(x));
         if (rc == 0 && i > 0) {
             const val *px = &pc->sortv[i - 1];
-            if (mfi_val_cmp(x, px) == 0)
+            if (mfi_val_cmp(x, px, NULL) == 0)
                 rc = mf_error_set(err, 6050106, "There can be no repeated values in the sort field");
             else if (is_num(x) != is_num(px))
                 rc = mf_error_set(err, MF_TypeMismatch,
@@ -1659,7 +1655,7 @@ int mfi_parse_set_window_fields(const bson_iter_t *it, mfi_agg *agg, mfi_stage_l
         bool nonempty = bson_iter_next(&bi);
         /* validate sortBy first (its errors are mongod's SortPattern's) */
         mf_sort *probe = NULL;
-        if (has_sort && (rc = mf_sort_parse(&sort_spec, &probe, err)) != 0) {
+        if (has_sort && (rc = mf_sort_parse_coll(&sort_spec, agg->collator, &probe, err)) != 0) {
             bson_destroy(&d);
             goto done;
         }
@@ -1684,7 +1680,7 @@ int mfi_parse_set_window_fields(const bson_iter_t *it, mfi_agg *agg, mfi_stage_l
         goto done;
     }
     if (has_sort && !bson_empty(&sort_spec)) {
-        if ((rc = mf_sort_parse(&sort_spec, &w->sort, err)) != 0)
+        if ((rc = mf_sort_parse_coll(&sort_spec, agg->collator, &w->sort, err)) != 0)
             goto done;
         w->nsort = mf_sort_nkeys(w->sort);
         bson_iter_t si;

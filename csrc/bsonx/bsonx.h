@@ -39,6 +39,16 @@ int mf_bsonx_validate_prefix(const uint8_t *data, size_t avail, size_t *len, mf_
 /* As mf_bsonx_validate_prefix, and the document must fill all `len` bytes. */
 int mf_bsonx_validate(const uint8_t *data, size_t len, mf_error *err);
 
+/* mongod's BSONDepth::getMaxDepthForUserStorage(): the deepest a stored
+ * document may be, counting itself (200 less 20 levels kept for the
+ * server's own wrapping). */
+#define MF_BSON_MAX_STORAGE_DEPTH 180
+
+/* Whether `doc` is more than `max_levels` documents deep, counting itself;
+ * empty documents and arrays do not count (mongod's validateDepth).  Stops
+ * descending past the limit, so any depth is safe. */
+bool mf_bsonx_depth_exceeds(const bson_t *doc, int max_levels);
+
 /* ------------------------------------------------ collation (collation.c) */
 
 /* A collation other than the simple one.  Every function taking a

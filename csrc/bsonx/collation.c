@@ -25,10 +25,14 @@
  *
  * A collator is immutable once made and shared by reference count: ICU's
  * const collator operations are thread-safe, so one collator serves every
- * thread that holds a reference.
+ * thread that holds a reference.  Opening an ICU collator costs about as
+ * much as a whole find_one, so the last few specs parsed are remembered
+ * (by their bytes) with a reference each, and asking again for one of
+ * them is a lookup.
  */
 #include "bsonx.h"
 
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -169,27 +173,37 @@ static UColAttributeValue get_attr(const mf_collator *c, UColAttribute a)
     return U_FAILURE(st) ? UCOL_DEFAULT : v;
 }
 
+/* A boolean option: set on the collator when given (counted in
+ * `*parsed`), else read back from the locale's default. */
+static int bool_option(mf_collator *c, const bson_t *spec, const char *name, UColAttribute a,
+                       bool *field, int *parsed, mf_error *err)
+{
+    bool found, b = false;
+    int rc = get_bool(spec, name, &found, &b, err);
+    if (rc != 0)
+        return rc;
+    if (!found) {
+        *field = get_attr(c, a) == UCOL_ON;
+        return 0;
+    }
+    (*parsed)++;
+    *field = b;
+    return set_attr(c, a, b ? UCOL_ON : UCOL_OFF, name, spec, err);
+}
+
 /* The options after `locale`, each set on the collator when given, else
- * read back from the locale's defaults. */
+ * read back from the locale's defaults -- in mongod's order, which decides
+ * which error a spec with several bad options gets. */
 static int parse_options(mf_collator *c, const bson_t *spec, mf_error *err)
 {
     int parsed = 1; /* locale */
-    bool found, b = false;
+    bool found;
     const char *s = NULL;
     int64_t n = 0;
     int rc;
 
-    /* caseLevel */
-    if ((rc = get_bool(spec, "caseLevel", &found, &b, err)) != 0)
+    if ((rc = bool_option(c, spec, "caseLevel", UCOL_CASE_LEVEL, &c->case_level, &parsed, err)))
         return rc;
-    if (found) {
-        parsed++;
-        c->case_level = b;
-        if ((rc = set_attr(c, UCOL_CASE_LEVEL, b ? UCOL_ON : UCOL_OFF, "caseLevel", spec, err)))
-            return rc;
-    } else {
-        c->case_level = get_attr(c, UCOL_CASE_LEVEL) == UCOL_ON;
-    }
 
     /* caseFirst */
     if ((rc = get_string(spec, "caseFirst", &found, &s, err)) != 0)
@@ -240,18 +254,9 @@ static int parse_options(mf_collator *c, const bson_t *spec, mf_error *err)
         }
     }
 
-    /* numericOrdering */
-    if ((rc = get_bool(spec, "numericOrdering", &found, &b, err)) != 0)
+    if ((rc = bool_option(c, spec, "numericOrdering", UCOL_NUMERIC_COLLATION,
+                          &c->numeric_ordering, &parsed, err)))
         return rc;
-    if (found) {
-        parsed++;
-        c->numeric_ordering = b;
-        if ((rc = set_attr(c, UCOL_NUMERIC_COLLATION, b ? UCOL_ON : UCOL_OFF, "numericOrdering",
-                           spec, err)))
-            return rc;
-    } else {
-        c->numeric_ordering = get_attr(c, UCOL_NUMERIC_COLLATION) == UCOL_ON;
-    }
 
     /* alternate */
     if ((rc = get_string(spec, "alternate", &found, &s, err)) != 0)
@@ -298,31 +303,11 @@ static int parse_options(mf_collator *c, const bson_t *spec, mf_error *err)
         c->max_var_space = ucol_getMaxVariable(c->ucol) == UCOL_REORDER_CODE_SPACE;
     }
 
-    /* normalization */
-    if ((rc = get_bool(spec, "normalization", &found, &b, err)) != 0)
+    if ((rc = bool_option(c, spec, "normalization", UCOL_NORMALIZATION_MODE, &c->normalization,
+                          &parsed, err)) ||
+        (rc = bool_option(c, spec, "backwards", UCOL_FRENCH_COLLATION, &c->backwards, &parsed,
+                          err)))
         return rc;
-    if (found) {
-        parsed++;
-        c->normalization = b;
-        if ((rc = set_attr(c, UCOL_NORMALIZATION_MODE, b ? UCOL_ON : UCOL_OFF, "normalization",
-                           spec, err)))
-            return rc;
-    } else {
-        c->normalization = get_attr(c, UCOL_NORMALIZATION_MODE) == UCOL_ON;
-    }
-
-    /* backwards */
-    if ((rc = get_bool(spec, "backwards", &found, &b, err)) != 0)
-        return rc;
-    if (found) {
-        parsed++;
-        c->backwards = b;
-        if ((rc = set_attr(c, UCOL_FRENCH_COLLATION, b ? UCOL_ON : UCOL_OFF, "backwards", spec,
-                           err)))
-            return rc;
-    } else {
-        c->backwards = get_attr(c, UCOL_FRENCH_COLLATION) == UCOL_ON;
-    }
 
     /* version */
     if ((rc = get_string(spec, "version", &found, &s, err)) != 0)
@@ -364,7 +349,65 @@ static int validate(const mf_collator *c, mf_error *err)
     return rc;
 }
 
+/* ---------------------------------------------------------------- cache */
+
+#define CACHE_SLOTS 16
+
+static struct {
+    pthread_mutex_t mu;
+    struct {
+        uint8_t *spec;
+        uint32_t len;
+        mf_collator *c;
+    } slot[CACHE_SLOTS];
+    unsigned next; /* the slot to replace next (round robin) */
+} cache = {.mu = PTHREAD_MUTEX_INITIALIZER};
+
+static mf_collator *cache_get(const bson_t *spec)
+{
+    mf_collator *c = NULL;
+    pthread_mutex_lock(&cache.mu);
+    for (int i = 0; i < CACHE_SLOTS && !c; i++)
+        if (cache.slot[i].c && cache.slot[i].len == spec->len &&
+            memcmp(cache.slot[i].spec, bson_get_data(spec), spec->len) == 0)
+            c = mf_collator_ref(cache.slot[i].c);
+    pthread_mutex_unlock(&cache.mu);
+    return c;
+}
+
+static void cache_put(const bson_t *spec, mf_collator *c)
+{
+    uint8_t *copy = malloc(spec->len);
+    if (!copy)
+        return; /* not remembered: nothing else is lost */
+    memcpy(copy, bson_get_data(spec), spec->len);
+    pthread_mutex_lock(&cache.mu);
+    unsigned i = cache.next++ % CACHE_SLOTS;
+    uint8_t *old_spec = cache.slot[i].spec;
+    mf_collator *old = cache.slot[i].c;
+    cache.slot[i].spec = copy;
+    cache.slot[i].len = spec->len;
+    cache.slot[i].c = mf_collator_ref(c);
+    pthread_mutex_unlock(&cache.mu);
+    free(old_spec);
+    mf_collator_unref(old);
+}
+
+static int collator_open(const bson_t *spec, mf_collator **out, mf_error *err);
+
 int mf_collator_new(const bson_t *spec, mf_collator **out, mf_error *err)
+{
+    if ((*out = cache_get(spec)) != NULL)
+        return 0;
+    int rc = collator_open(spec, out, err);
+    if (rc == 0 && *out)
+        cache_put(spec, *out);
+    return rc;
+}
+
+/* ---------------------------------------------------------------- opening */
+
+static int collator_open(const bson_t *spec, mf_collator **out, mf_error *err)
 {
     bool found;
     const char *id = NULL;

@@ -63,10 +63,19 @@ static void put_escaped(sb *s, const char *str, size_t n)
         case '\b': puts_(s, "\\b"); break;
         case '\f': puts_(s, "\\f"); break;
         default:
-            if (c < 0x20)
+            if (c < 0x20) {
                 putf(s, "\\x%02x", c);
-            else
-                put(s, (const char *)&c, 1);
+            } else {
+                /* A multi-byte character goes in whole or not at all: cut
+                 * in two it would make the rendering (and the reply that
+                 * quotes it) invalid UTF-8 (fuzz_bson's UTF-8 property,
+                 * tests/fuzz_regressions/bson/render-cuts-a-utf8-sequence). */
+                size_t k = c >= 0xf0 ? 4 : c >= 0xe0 ? 3 : c >= 0xc0 ? 2 : 1;
+                if (k > n - i)
+                    k = n - i;
+                put(s, str + i, k);
+                i += k - 1;
+            }
         }
     }
 }

@@ -39,7 +39,7 @@ typedef struct walker {
     const char *elem;         /* the element being checked, for context */
     frame frames[MAX_FRAMES];
     int depth;                /* index of the current frame */
-    const uint8_t *id_start;  /* the top-level _id element, once checked */
+    const uint8_t *id_start;  /* the last top-level scalar _id element checked */
     const uint8_t *id_end;
     mf_error *err;
 } walker;
@@ -59,8 +59,28 @@ static void render_id(const walker *w, char *out, size_t cap)
     bson_free(doc);
 }
 
+/* mongod's str::escape, which its validator applies to the whole context:
+ * quotes, backslashes and control characters. */
+static void escape_ctx(const char *in, char *out, size_t cap)
+{
+    size_t o = 0;
+    for (; *in && o + 7 < cap; in++) {
+        unsigned char c = (unsigned char)*in;
+        const char *rep = c == '"' ? "\\\"" : c == '\\' ? "\\\\" : c == '\b' ? "\\b"
+                        : c == '\f' ? "\\f" : c == '\n' ? "\\n" : c == '\r' ? "\\r"
+                        : c == '\t' ? "\\t" : NULL;
+        if (rep)
+            o += (size_t)snprintf(out + o, cap - o, "%s", rep);
+        else if (c < 0x20)
+            o += (size_t)snprintf(out + o, cap - o, "\\u00%02x", c);
+        else
+            out[o++] = (char)c;
+    }
+    out[o] = '\0';
+}
+
 /* mongod's context suffix: " in element with field name 'a.b.c' in object
- * with _id: 1" (or "unknown _id"). */
+ * with _id: 1" (or "unknown _id"), escaped as str::escape does. */
 static int fail(walker *w, int code, const char *what)
 {
     char ctx[MF_ERRMSG_MAX];
@@ -78,7 +98,9 @@ static int fail(walker *w, int code, const char *what)
             render_id(w, idstr, sizeof idstr);
         snprintf(ctx + n, sizeof ctx - n, "%s", idstr);
     }
-    return mf_error_set(w->err, code, "%s %s", what, ctx);
+    char escaped[MF_ERRMSG_MAX];
+    escape_ctx(ctx, escaped, sizeof escaped);
+    return mf_error_set(w->err, code, "%s %s", what, escaped);
 }
 
 static bool skip(walker *w, size_t len)
@@ -217,12 +239,8 @@ int mf_bsonx_validate_prefix(const uint8_t *data, size_t avail, size_t *len, mf_
     int32_t n = mf_load_i32le(data);
     if (n < 5)
         return fail(&w, MF_InvalidBSON, "BSON data has to be at least 5 bytes");
-    if ((size_t)n > avail) {
-        char msg[128];
-        snprintf(msg, sizeof msg, "Incorrect BSON length %d should be less or equal to %zu",
-                 n, avail);
-        return fail(&w, MF_InvalidBSON, msg);
-    }
+    if ((size_t)n > avail)
+        return fail(&w, MF_InvalidBSON, "Incorrect BSON length");
     w.end = data + n;
     if (w.end[-1] != 0)
         return fail(&w, MF_InvalidBSON, "BSON object not terminated with EOO");
@@ -249,11 +267,16 @@ int mf_bsonx_validate_prefix(const uint8_t *data, size_t avail, size_t *len, mf_
             bool top = w.depth == 0;
             if ((rc = check_elem(&w, type, key)) != 0)
                 return rc;
+            /* As mongod's precise validator: a top-level _id names the
+             * document once validated -- the last one, and only a scalar
+             * (a container has opened its frame by now, so mongod's check
+             * misses it).  Tracking a container here once set the start of
+             * a second _id past the end of the first: a negative length
+             * rendering it (fuzz_bson, tests/fuzz_regressions/bson/
+             * second-id-a-document-then-an-error). */
             if (top && w.depth == 0 && strcmp(key, "_id") == 0) {
-                w.id_start = start; /* a scalar _id: complete now */
+                w.id_start = start;
                 w.id_end = w.ptr;
-            } else if (top && strcmp(key, "_id") == 0) {
-                w.id_start = start; /* a container: complete when it closes */
             }
             if (w.ptr >= w.end)
                 return fail(&w, MF_InvalidBSON, "BSON size is larger than buffer size");
@@ -264,15 +287,11 @@ int mf_bsonx_validate_prefix(const uint8_t *data, size_t avail, size_t *len, mf_
         if (w.depth == 0)
             break;
         w.depth--;
-        if (w.depth == 0 && w.id_start && !w.id_end)
-            w.id_end = w.ptr;
         /* Closing a code-with-scope's scope closes its outer frame too. */
         if (w.depth > 0 && w.frames[w.depth].is_code_scope) {
             if (w.ptr != w.frames[w.depth].end)
                 return fail(&w, MF_InvalidBSON, "incorrect BSON length");
             w.depth--;
-            if (w.depth == 0 && w.id_start && !w.id_end)
-                w.id_end = w.ptr;
         }
     }
     *len = (size_t)n;
@@ -287,4 +306,28 @@ int mf_bsonx_validate(const uint8_t *data, size_t len, mf_error *err)
         return mf_error_set(err, MF_InvalidBSON,
                             "BSON size field %zu does not match the %zu bytes present", n, len);
     return rc;
+}
+
+/* Levels below the document `it` iterates, up to `left` more. */
+static bool depth_exceeds(bson_iter_t *it, int left)
+{
+    while (bson_iter_next(it)) {
+        if (!BSON_ITER_HOLDS_DOCUMENT(it) && !BSON_ITER_HOLDS_ARRAY(it))
+            continue;
+        bson_iter_t sub;
+        if (!bson_iter_recurse(it, &sub) || !bson_iter_next(&sub))
+            continue; /* empty: does not count */
+        if (left == 0)
+            return true;
+        bson_iter_recurse(it, &sub);
+        if (depth_exceeds(&sub, left - 1))
+            return true;
+    }
+    return false;
+}
+
+bool mf_bsonx_depth_exceeds(const bson_t *doc, int max_levels)
+{
+    bson_iter_t it;
+    return bson_iter_init(&it, doc) && depth_exceeds(&it, max_levels - 1);
 }

@@ -138,6 +138,13 @@ static int read_explain(mf_agg_source *s, bool exec, bson_t *out, mf_error *err)
         BSON_APPEND_UTF8(&qp, "namespace", r->ns);
         BSON_APPEND_BOOL(&qp, "indexFilterSet", false);
         BSON_APPEND_DOCUMENT(&qp, "parsedQuery", &r->filter);
+        if (mf_matcher_collation(r->m)) {
+            /* mongod shows the query's collator after parsedQuery */
+            bson_t cs;
+            BSON_APPEND_DOCUMENT_BEGIN(&qp, "collation", &cs);
+            mf_collator_to_bson(mf_matcher_collation(r->m), &cs);
+            bson_append_document_end(&qp, &cs);
+        }
         BSON_APPEND_DOCUMENT(&qp, "winningPlan", &plan);
         bson_t rej = BSON_INITIALIZER;
         BSON_APPEND_ARRAY(&qp, "rejectedPlans", &rej);
@@ -195,7 +202,7 @@ static int read_open(void *arg, const mf_agg_read *q, mf_agg_source **out, bool 
         r->has_sort = true;
     }
     snprintf(r->ns, sizeof r->ns, "%s.%s", q->db, q->coll);
-    int rc = mf_matcher_parse_ex(&r->filter, q->hooks, &r->m, err);
+    int rc = mf_matcher_parse_coll(&r->filter, q->hooks, q->collation, &r->m, err);
     if (rc) {
         read_free(&r->base);
         return rc;
@@ -208,8 +215,8 @@ static int read_open(void *arg, const mf_agg_read *q, mf_agg_source **out, bool 
         rc = mfi_indexes_load(c, &r->ix, err);
         if (rc == 0)
             rc = mfi_scan_new(q->explain ? NULL : inst, c, &r->ix, &r->filter, q->hint,
-                              r->has_sort ? &r->sort : NULL, NULL, &r->scan, &r->sorted,
-                              err);
+                              r->has_sort ? &r->sort : NULL, q->collation, &r->scan,
+                              &r->sorted, err);
         if (rc == 0) {
             mf_scan_timed(r->scan, q->explain);
             mf_scan_release(r->scan);
@@ -252,6 +259,8 @@ typedef struct agg_args {
     bool has_let;
     bson_iter_t hint;
     bool has_hint;
+    bson_iter_t collation;   /* a document */
+    bool has_collation;      /* given and not empty */
     bool has_write_concern;
     int64_t deadline;
 } agg_args;
@@ -316,15 +325,12 @@ static int parse_args(const bson_t *cmd, bool explain_ctx, agg_args *a, mf_error
             if ((rc = mfi_deadline_arg("aggregate", &it, &a->deadline, err)) != 0)
                 return rc;
         } else if (strcmp(k, "collation") == 0) {
-            mf_collator *coll = NULL;
-            if ((rc = mfi_collation_arg(&it, "aggregate", "collation", &coll, err)) != 0)
-                return rc;
-            if (coll) { /* the pipeline does not take a collation yet */
-                mf_collator_unref(coll);
-                return mf_error_set(err, MF_NotImplemented,
-                                    "collation other than {locale: \"simple\"} is not "
-                                    "supported by aggregate yet");
-            }
+            bson_t spec;
+            if (!mfi_doc_arg(&it, &spec))
+                return mfi_type_error(err, "aggregate", k, &it, "object");
+            /* an empty collation is none given: the collection's applies */
+            a->collation = it;
+            a->has_collation = !bson_empty(&spec);
         } else if (strcmp(k, "writeConcern") == 0) {
             a->has_write_concern = true; /* checked by the dispatcher */
         } else if (strcmp(k, "bypassDocumentValidation") == 0 ||
@@ -347,6 +353,21 @@ static int parse_args(const bson_t *cmd, bool explain_ctx, agg_args *a, mf_error
         return mf_error_set(err, MF_FailedToParse,
                             "Aggregation explain does not support the'writeConcern' option");
     return 0;
+}
+
+/* The aggregate's collation (mongod's resolveCollator): the command's
+ * `collation` if given, else the default of the collection `ns` (NULL: a
+ * database pipeline), else simple (*out NULL).  $lookup, $graphLookup and
+ * $unionWith read their collections under it too, as in mongod. */
+static int resolve_collation(mf_cmd_ctx *ctx, const agg_args *a, const char *ns,
+                             mf_collator **out, mf_error *err)
+{
+    *out = NULL;
+    if (a->has_collation)
+        return mfi_collation_arg(&a->collation, "aggregate", "collation", out, err);
+    if (!ns)
+        return 0;
+    return mfi_collation_of_ns(ctx->inst->engine, ns, false, NULL, out, err);
 }
 
 int mfi_cmd_aggregate(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_error *err)
@@ -375,6 +396,9 @@ int mfi_cmd_aggregate(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_erro
     a.explain |= ctx->explain != 0;
     atomic_fetch_add_explicit(&ctx->inst->counters.op_command, 1, memory_order_relaxed);
 
+    mf_collator *collation = NULL;
+    if ((rc = resolve_collation(ctx, &a, coll ? ns : NULL, &collation, err)) != 0)
+        return rc;
     char tmp[4096];
     mfi_tmpdir_of(ctx->inst, tmp, sizeof tmp);
     mf_agg_opts o = {
@@ -383,6 +407,7 @@ int mfi_cmd_aggregate(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_erro
         .env = &ctx->inst->agg_env,
         .let = a.has_let ? &a.let : NULL,
         .hint = a.has_hint ? &a.hint : NULL,
+        .collation = collation,
         .allow_disk_use = a.allow_disk_use,
         .tmpdir = tmp,
         .deadline_us = a.deadline,
@@ -394,7 +419,9 @@ int mfi_cmd_aggregate(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_erro
         .window_max_bytes = atomic_load(&ctx->inst->agg_window_max_bytes),
     };
     mf_pipeline *p = NULL;
-    if ((rc = mf_pipeline_parse(&a.pipeline, &o, &p, err)) != 0)
+    rc = mf_pipeline_parse(&a.pipeline, &o, &p, err);
+    mf_collator_unref(collation); /* the pipeline holds its own reference */
+    if (rc)
         return rc;
     if (a.explain && ctx->explain > 1 && mf_pipeline_writes(p)) {
         /* explain must not write: mongod refuses execution statistics of

@@ -56,25 +56,6 @@ int mfi_coll_arg(mf_cmd_ctx *ctx, const bson_t *cmd, char *ns, size_t cap, mf_er
     return 0;
 }
 
-/* The _id index's spec: {v: 2, key: {_id: 1}, name: "_id_"}, and the
- * collection's default collation when it has one (the _id index always
- * has the collection's collation, as in mongod). */
-static void id_index_spec(bson_t *out, const mf_collator *coll)
-{
-    bson_t key, sub;
-    bson_init(out);
-    BSON_APPEND_INT32(out, "v", 2);
-    BSON_APPEND_DOCUMENT_BEGIN(out, "key", &key);
-    BSON_APPEND_INT32(&key, "_id", 1);
-    bson_append_document_end(out, &key);
-    BSON_APPEND_UTF8(out, "name", ID_INDEX_SPEC_NAME);
-    if (coll) {
-        BSON_APPEND_DOCUMENT_BEGIN(out, "collation", &sub);
-        mf_collator_to_bson(coll, &sub);
-        bson_append_document_end(out, &sub);
-    }
-}
-
 /* Create `ns` with `options` and its _id index; durable on return. */
 static int create_coll(mf_engine *e, const char *ns, const bson_t *options,
                        const mf_collator *coll, mf_error *err)
@@ -94,7 +75,7 @@ static int create_coll(mf_engine *e, const char *ns, const bson_t *options,
     bson_destroy(&meta);
     if (rc)
         return rc;
-    id_index_spec(&spec, coll);
+    mf_index_id_spec(coll, &spec);
     mf_coll_lock(c, true);
     rc = mf_coll_index_create(e, c, ID_INDEX_SPEC_NAME, bson_get_data(&spec), spec.len, NULL,
                               &lsn, err);
@@ -124,7 +105,9 @@ int mfi_cmd_create(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_error *
         if (strcmp(k, "collation") == 0) {
             /* Kept as the full spec; the simple collation is no default. */
             mf_collator_unref(coll);
-            if ((rc = mfi_collation_arg(&it, "create", k, &coll, err)) != 0)
+            coll = NULL;
+            if (mfi_collation_given(&it) &&
+                (rc = mfi_collation_arg(&it, "create", k, &coll, err)) != 0)
                 break;
             continue;
         }
@@ -281,7 +264,7 @@ int mfi_cmd_list_collections(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply,
             mf_collator *dflt = NULL;
             mf_error cerr;
             (void)mfi_coll_default_collation(c, &dflt, &cerr); /* damage: shown without */
-            id_index_spec(&idx, dflt);
+            mf_index_id_spec(dflt, &idx);
             mf_collator_unref(dflt);
             BSON_APPEND_DOCUMENT(&entry, "idIndex", &idx);
             bson_destroy(&idx);

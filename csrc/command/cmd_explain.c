@@ -59,7 +59,7 @@ static int read_what(const char *op, const bson_t *inner, what *w, mf_error *err
         }
         if (bson_iter_init_find(&it, &stmt, "collation")) {
             w->coll = it;
-            w->has_coll = true;
+            w->has_coll = mfi_collation_given(&it);
         }
         if (bson_iter_init_find(&it, &stmt, "hint")) {
             w->hint = it;
@@ -97,7 +97,7 @@ static int read_what(const char *op, const bson_t *inner, what *w, mf_error *err
             w->multi = false;
         } else if (strcmp(k, "collation") == 0) {
             w->coll = it;
-            w->has_coll = true;
+            w->has_coll = mfi_collation_given(&it);
         }
     }
     return 0;
@@ -215,7 +215,7 @@ int mfi_cmd_explain(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_error 
         rc = mfi_collation_of_ns(e, ns, w.has_coll, given, &coll, err);
     mf_collator_unref(given);
     if (rc == 0)
-        rc = mf_expr_ctx_new(has_let ? &let : NULL, mf_clock_wall_ms(), &xctx, err);
+        rc = mf_expr_ctx_new_coll(has_let ? &let : NULL, mf_clock_wall_ms(), coll, &xctx, err);
     if (rc == 0) {
         mf_expr_ctx_hooks(xctx, &hooks);
         rc = mf_matcher_parse_coll(&w.filter, &hooks, coll, &m, err);
@@ -315,7 +315,6 @@ int mfi_cmd_explain(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_error 
     mf_engine_catalog_unlock(e);
     mf_matcher_free(m);
     mf_expr_ctx_free(xctx);
-    mf_collator_unref(coll);
     if (rc == 0) {
         bson_t qp, es, si;
         BSON_APPEND_UTF8(reply, "explainVersion", "1");
@@ -323,6 +322,12 @@ int mfi_cmd_explain(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_error 
         BSON_APPEND_UTF8(&qp, "namespace", ns);
         BSON_APPEND_BOOL(&qp, "indexFilterSet", false);
         BSON_APPEND_DOCUMENT(&qp, "parsedQuery", &w.filter);
+        if (coll) {
+            bson_t cs;
+            BSON_APPEND_DOCUMENT_BEGIN(&qp, "collation", &cs);
+            mf_collator_to_bson(coll, &cs);
+            bson_append_document_end(&qp, &cs);
+        }
         BSON_APPEND_BOOL(&qp, "maxIndexedOrSolutionsReached", false);
         BSON_APPEND_BOOL(&qp, "maxIndexedAndSolutionsReached", false);
         BSON_APPEND_BOOL(&qp, "maxScansToExplodeReached", false);
@@ -352,5 +357,6 @@ int mfi_cmd_explain(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_error 
     }
     bson_destroy(&plan);
     bson_destroy(&exec);
+    mf_collator_unref(coll);
     return rc;
 }

@@ -423,8 +423,10 @@ static int parse_find(const bson_t *cmd, find_args *a, mf_error *err)
                 rc = mfi_type_error(err, "find", k, &it, "object");
         } else if (strcmp(k, "collation") == 0) {
             mf_collator_unref(a->coll);
-            rc = mfi_collation_arg(&it, "find", k, &a->coll, err);
-            a->has_coll = rc == 0;
+            a->coll = NULL;
+            a->has_coll = mfi_collation_given(&it);
+            if (a->has_coll)
+                rc = mfi_collation_arg(&it, "find", k, &a->coll, err);
         } else if (strcmp(k, "tailable") == 0 || strcmp(k, "awaitData") == 0) {
             if (bson_iter_as_bool(&it))
                 rc = mf_error_set(err, MF_BadValue,
@@ -589,7 +591,8 @@ int mfi_cmd_find(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_error *er
         rc = mfi_collation_of_ns(e, ns, a.has_coll, a.coll, &coll, err);
     mf_collator_unref(a.coll);
     if (rc == 0)
-        rc = mf_expr_ctx_new(a.has_let ? &a.let : NULL, mf_clock_wall_ms(), &xctx, err);
+        rc = mf_expr_ctx_new_coll(a.has_let ? &a.let : NULL, mf_clock_wall_ms(), coll, &xctx,
+                                  err);
     if (rc == 0) {
         mf_expr_ctx_hooks(xctx, &hooks);
         rc = parse_parts(a.has_filter ? &a.filter : NULL, a.has_projection ? &a.projection : NULL,
@@ -995,7 +998,7 @@ int mfi_cmd_distinct(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_error
             rc = mfi_deadline_arg("distinct", &it, &deadline, err);
         } else if (strcmp(k, "collation") == 0) {
             coll_arg = it; /* parsed below, once every field is known good */
-            has_coll = true;
+            has_coll = mfi_collation_given(&it);
         } else if (strcmp(k, "rawData") == 0 || mfi_is_generic_arg(k)) {
         } else {
             return mf_error_set(err, 40415, "BSON field 'distinct.%s' is an unknown field.", k);
@@ -1016,7 +1019,7 @@ int mfi_cmd_distinct(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_error
     mf_collator_unref(given);
     if (rc)
         return rc;
-    if ((rc = mf_expr_ctx_new(NULL, mf_clock_wall_ms(), &xctx, err)) != 0) {
+    if ((rc = mf_expr_ctx_new_coll(NULL, mf_clock_wall_ms(), coll, &xctx, err)) != 0) {
         mf_collator_unref(coll);
         return rc;
     }

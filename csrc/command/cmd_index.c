@@ -236,8 +236,15 @@ int mfi_cmd_create_indexes(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf
         nspec++;
     if (nspec == 0)
         return mf_error_set(err, MF_BadValue, "Must specify at least one index to create");
-    if (posix_memalign((void **)&norm, 128, nspec * sizeof *norm) != 0)
+    /* The collection's default collation, given to specs without one (a
+     * collection created here implicitly has none). */
+    mf_collator *dflt = NULL;
+    if ((rc = mfi_collation_of_ns(e, ns, false, NULL, &dflt, err)) != 0)
+        return rc;
+    if (posix_memalign((void **)&norm, 128, nspec * sizeof *norm) != 0) {
+        mf_collator_unref(dflt);
         return mf_error_set(err, MF_InternalError, "out of memory");
+    }
     size_t ok = 0;
     bson_iter_recurse(&specs, &el);
     while (rc == 0 && bson_iter_next(&el)) {
@@ -248,12 +255,13 @@ int mfi_cmd_create_indexes(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf
                               mf_bsonx_type_alias(bson_iter_type(&el)));
             break;
         }
-        rc = mf_index_spec_normalize(&in, &norm[ok], err);
+        rc = mf_index_spec_normalize_coll(&in, dflt, &norm[ok], err);
         if (rc == 0)
             ok++;
         else
             bson_destroy(&norm[ok]);
     }
+    mf_collator_unref(dflt);
 
     mf_coll *c = NULL;
     bool created = false;
@@ -421,11 +429,20 @@ int mfi_cmd_list_indexes(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_e
 
 /* ------------------------------------------------------------ dropIndexes */
 
-/* The name of the index of `c` whose key pattern is `key`, or NULL. */
-static const char *index_by_key(mf_coll *c, const bson_t *key, int *count)
+/* The name of the index of `c` whose key pattern is `key`, or NULL;
+ * `*count`: how many have it (indexes that differ only in collation
+ * share a key pattern), `first`/`second` (may be NULL): the first two
+ * matches' specs as listIndexes shows them (initialised here when given;
+ * the caller destroys them). */
+static const char *index_by_key(mf_coll *c, const bson_t *key, int *count, bson_t *first,
+                                bson_t *second)
 {
     const char *found = NULL;
     *count = 0;
+    if (first)
+        bson_init(first);
+    if (second)
+        bson_init(second);
     for (size_t i = 0; i < mf_coll_index_count(c); i++) {
         const mf_index_info *info = mf_coll_index(c, i);
         bson_t s, k;
@@ -433,7 +450,13 @@ static const char *index_by_key(mf_coll *c, const bson_t *key, int *count)
         if (bson_init_static(&s, info->spec, info->spec_len) &&
             bson_iter_init_find(&it, &s, "key") && mfi_doc_arg(&it, &k) &&
             k.len == key->len && memcmp(bson_get_data(&k), bson_get_data(key), k.len) == 0) {
-            found = info->name;
+            bson_t *keep = *count == 0 ? first : *count == 1 ? second : NULL;
+            if (keep) {
+                bson_destroy(keep);
+                mfi_index_public_spec(info->spec, info->spec_len, keep);
+            }
+            if (!found)
+                found = info->name;
             (*count)++;
         }
     }
@@ -490,14 +513,23 @@ int mfi_cmd_drop_indexes(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_e
             if (strcmp(mf_coll_index(c, i)->name, "_id_") != 0)
                 names[nn++] = strdup(mf_coll_index(c, i)->name);
     } else if (BSON_ITER_HOLDS_DOCUMENT(&which)) {
-        bson_t key;
+        bson_t key, one, two;
         int count;
         mfi_doc_arg(&which, &key);
-        const char *name = index_by_key(c, &key, &count);
-        char shown[512];
+        const char *name = index_by_key(c, &key, &count, &one, &two);
+        char shown[512], s1[512], s2[512];
         mf_bsonx_to_string(&key, shown, sizeof shown);
+        mf_bsonx_to_string(&one, s1, sizeof s1);
+        mf_bsonx_to_string(&two, s2, sizeof s2);
+        bson_destroy(&one);
+        bson_destroy(&two);
         if (!name)
             rc = mf_error_set(err, MF_IndexNotFound, "can't find index with key: %s", shown);
+        else if (count > 1)
+            rc = mf_error_set(err, MF_AmbiguousIndexKeyPattern,
+                              "%d indexes found for key: %s, identify by name instead. "
+                              "Conflicting indexes: %s, %s",
+                              count, shown, s1, s2);
         else if (strcmp(name, "_id_") == 0)
             rc = mf_error_set(err, MF_InvalidOptions, "cannot drop _id index");
         else
@@ -605,15 +637,24 @@ int mfi_cmd_coll_mod(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_error
                 rc = mfi_type_error(err, "collMod.index", k, &opt, "object");
                 break;
             }
+            bson_t one, two;
+            char shown[512], s1[512], s2[512];
             mf_coll_lock(c, false);
-            name = index_by_key(c, &key, &count);
+            name = index_by_key(c, &key, &count, &one, &two);
             mf_coll_unlock(c);
-            if (!name) {
-                char shown[512];
-                mf_bsonx_to_string(&key, shown, sizeof shown);
+            mf_bsonx_to_string(&key, shown, sizeof shown);
+            mf_bsonx_to_string(&one, s1, sizeof s1);
+            mf_bsonx_to_string(&two, s2, sizeof s2);
+            bson_destroy(&one);
+            bson_destroy(&two);
+            if (!name)
                 rc = mf_error_set(err, MF_IndexNotFound, "cannot find index %s for ns %s", shown,
                                   ns);
-            }
+            else if (count > 1)
+                rc = mf_error_set(err, MF_AmbiguousIndexKeyPattern,
+                                  "index keyPattern %s matches %d indexes, must use index name. "
+                                  "Conflicting indexes:%s, %s",
+                                  shown, count, s1, s2);
         } else if (strcmp(k, "name") == 0) {
             if (!BSON_ITER_HOLDS_UTF8(&opt)) {
                 rc = mfi_type_error(err, "collMod.index", k, &opt, "string");

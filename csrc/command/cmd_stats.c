@@ -471,6 +471,15 @@ static void note_corrupt(vstate *v, int64_t rid)
     bson_append_int64(&v->corrupt, k, -1, rid);
 }
 
+/* The _id index's collation (its keys encode strings under it). */
+static const mf_collator *id_collation(const vstate *v)
+{
+    for (size_t i = 0; i < v->ix.n; i++)
+        if (v->ix.v[i].is_id)
+            return v->ix.v[i].coll;
+    return NULL;
+}
+
 /* Check 3 for one valid document: its _id_ entry exists and names `rid`. */
 static int check_has_entry(vstate *v, uint64_t rid, const bson_t *doc, mf_error *err)
 {
@@ -480,7 +489,7 @@ static int check_has_entry(vstate *v, uint64_t rid, const bson_t *doc, mf_error 
         return 0;
     }
     mf_buf key = {0};
-    if (mf_bsonx_key_append(&key, &id, false) != 0)
+    if (mf_bsonx_key_append_coll(&key, &id, false, id_collation(v)) != 0)
         return mf_error_set(err, MF_InternalError, "out of memory");
     bool found;
     const uint8_t *val;
@@ -605,7 +614,7 @@ static int scan_id_index(vstate *v, mf_error *err)
         if (rc == 0 && found && mf_bsonx_validate(doc, dl, &derr) == 0 &&
             bson_init_static(&d, doc, dl) && bson_iter_init_find(&id, &d, "_id")) {
             want.len = 0;
-            if (mf_bsonx_key_append(&want, &id, false) != 0)
+            if (mf_bsonx_key_append_coll(&want, &id, false, id_collation(v)) != 0)
                 rc = mf_error_set(err, MF_InternalError, "out of memory");
             matches = want.len == kl && memcmp(want.data, k, kl) == 0;
         }

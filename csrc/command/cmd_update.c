@@ -147,7 +147,7 @@ typedef struct xenv {
  * it.  Errors: TypeMismatch for a `let` that is not an object, the let's
  * own evaluation errors. */
 static int xenv_open(xenv *x, const bson_t *cmd, const char *cmdname, const char *ns,
-                     bson_t *let_buf, mf_error *err)
+                     const mf_collator *coll, bson_t *let_buf, mf_error *err)
 {
     bson_iter_t it;
     memset(x, 0, sizeof *x);
@@ -163,9 +163,26 @@ static int xenv_open(xenv *x, const bson_t *cmd, const char *cmdname, const char
             return mfi_type_error(err, cmdname, "let", &it, "object");
         x->let = let_buf;
     }
-    int rc = mf_expr_ctx_new(x->let, x->now, &x->xctx, err);
+    int rc = mf_expr_ctx_new_coll(x->let, x->now, coll, &x->xctx, err);
     if (rc == 0)
         mf_expr_ctx_hooks(x->xctx, &x->hooks);
+    return rc;
+}
+
+/* The expressions of one statement: the command's, unless the statement
+ * runs under a collation, which its $expr must compare under (a context
+ * of its own in `*own`, freed by the caller after its matcher). */
+static int stmt_exprs(const xenv *x, const mf_collator *coll, mf_expr_ctx **own,
+                      mf_expr_hooks *hooks, mf_error *err)
+{
+    *own = NULL;
+    if (!coll) {
+        *hooks = x->hooks;
+        return 0;
+    }
+    int rc = mf_expr_ctx_new_coll(x->let, x->now, coll, own, err);
+    if (rc == 0)
+        mf_expr_ctx_hooks(*own, hooks);
     return rc;
 }
 
@@ -388,7 +405,7 @@ static int parse_update_stmt(const bson_iter_t *el, update_stmt *s, mf_error *er
             if (!BSON_ITER_HOLDS_DOCUMENT(&it))
                 return mfi_type_error(err, "update.updates", k, &it, "object");
             s->coll = it;
-            s->has_coll = true;
+            s->has_coll = mfi_collation_given(&it);
         } else if (strcmp(k, "c") == 0) {
             if (!mfi_doc_arg(&it, &s->c))
                 return mfi_type_error(err, "update.updates", k, &it, "object");
@@ -424,8 +441,12 @@ static int run_update(wtarget *w, const xenv *x, update_stmt *s, int64_t *n, int
     if (rc == 0)
         rc = mfi_collation_for(c, s->has_coll, given, &coll, err);
     mf_collator_unref(given);
+    mf_expr_ctx *own = NULL;
+    mf_expr_hooks hooks;
     if (rc == 0)
-        rc = mf_matcher_parse_coll(&s->q, &x->hooks, coll, &m, err);
+        rc = stmt_exprs(x, coll, &own, &hooks, err);
+    if (rc == 0)
+        rc = mf_matcher_parse_coll(&s->q, &hooks, coll, &m, err);
     if (rc == 0)
         rc = upd_parse(x, &s->u, s->is_pipeline, s->array_filters, s->constants, coll, &u, err);
     if (rc == 0 && s->multi && u.u && mf_update_is_replacement(u.u))
@@ -456,6 +477,7 @@ static int run_update(wtarget *w, const xenv *x, update_stmt *s, int64_t *n, int
     free(h.v);
     upd_free(&u);
     mf_matcher_free(m);
+    mf_expr_ctx_free(own);
     mf_collator_unref(coll);
     return rc;
 }
@@ -546,7 +568,7 @@ int mfi_cmd_update(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_error *
     xenv x = {0};
     bson_t let;
     if (rc == 0)
-        rc = xenv_open(&x, cmd, "update", ns, &let, err);
+        rc = xenv_open(&x, cmd, "update", ns, NULL, &let, err);
     if (rc) {
         xenv_close(&x);
         free(st);
@@ -662,7 +684,7 @@ static int parse_delete_stmt(const bson_iter_t *el, delete_stmt *s, mf_error *er
             if (!BSON_ITER_HOLDS_DOCUMENT(&it))
                 return mfi_type_error(err, "delete.deletes", k, &it, "object");
             s->coll = it;
-            s->has_coll = true;
+            s->has_coll = mfi_collation_given(&it);
         } else {
             return mf_error_set(err, 40415, "BSON field 'delete.deletes.%s' is an unknown field.",
                                 k);
@@ -705,7 +727,7 @@ int mfi_cmd_delete(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_error *
     xenv x = {0};
     bson_t let;
     if (rc == 0)
-        rc = xenv_open(&x, cmd, "delete", ns, &let, err);
+        rc = xenv_open(&x, cmd, "delete", ns, NULL, &let, err);
     if (rc) {
         xenv_close(&x);
         free(st);
@@ -732,8 +754,12 @@ int mfi_cmd_delete(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_error *
         if (r == 0)
             r = mfi_collation_for(c, st[i].has_coll, given, &coll, &serr);
         mf_collator_unref(given);
+        mf_expr_ctx *own = NULL;
+        mf_expr_hooks hooks;
         if (r == 0)
-            r = mf_matcher_parse_coll(&st[i].q, &x.hooks, coll, &m, &serr);
+            r = stmt_exprs(&x, coll, &own, &hooks, &serr);
+        if (r == 0)
+            r = mf_matcher_parse_coll(&st[i].q, &hooks, coll, &m, &serr);
         mf_collator_unref(coll); /* the matcher holds its own */
         atomic_fetch_add_explicit(&ctx->inst->counters.op_delete, 1, memory_order_relaxed);
         if (r == 0 && c)
@@ -747,6 +773,7 @@ int mfi_cmd_delete(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_error *
         }
         free(h.v);
         mf_matcher_free(m);
+        mf_expr_ctx_free(own);
         if (r != 0) {
             add_write_error(&werrs, &nerr, i, r, &serr, ns, NULL);
             if (mfi_write_fatal(r)) {
@@ -845,9 +872,9 @@ static int parse_fam(const bson_t *cmd, fam_args *a, mf_error *err)
         } else if (strcmp(k, "collation") == 0) {
             mf_collator_unref(a->coll);
             a->coll = NULL;
-            if (mfi_collation_arg(&it, "findAndModify", k, &a->coll, err) != 0)
+            a->has_coll = mfi_collation_given(&it);
+            if (a->has_coll && mfi_collation_arg(&it, "findAndModify", k, &a->coll, err) != 0)
                 return err->code;
-            a->has_coll = true;
         } else if (strcmp(k, "bypassDocumentValidation") == 0 || strcmp(k, "let") == 0 ||
                    strcmp(k, "rawData") == 0 || mfi_is_generic_arg(k)) {
         } else {
@@ -890,7 +917,7 @@ int mfi_cmd_find_and_modify(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, m
         rc = mfi_collation_of_ns(e, ns, a.has_coll, a.coll, &coll, err);
     mf_collator_unref(a.coll);
     if (rc == 0)
-        rc = xenv_open(&x, cmd, "findAndModify", ns, &let, err);
+        rc = xenv_open(&x, cmd, "findAndModify", ns, coll, &let, err);
     if (rc) {
         xenv_close(&x);
         mf_collator_unref(coll);

@@ -44,9 +44,15 @@ int mfi_stored_form(const bson_t *doc, bson_t *out, bson_iter_t *id, mf_error *e
 {
     bson_iter_t it;
     bool has_id = bson_iter_init_find(&it, doc, "_id");
+    /* mongod's fixDocumentForInsert: size, then depth, before the _id. */
     if (doc->len > MF_MAX_BSON_OBJECT_SIZE)
-        return mf_error_set(err, 10334, "object to insert too large. size in bytes: %u, max size: %d",
+        return mf_error_set(err, MF_BadValue,
+                            "object to insert too large. size in bytes: %u, max size: %d",
                             doc->len, MF_MAX_BSON_OBJECT_SIZE);
+    if (mf_bsonx_depth_exceeds(doc, MF_BSON_MAX_STORAGE_DEPTH))
+        return mf_error_set(err, MF_Overflow,
+                            "cannot insert document because it exceeds %d levels of nesting",
+                            MF_BSON_MAX_STORAGE_DEPTH);
     if (has_id) {
         bson_type_t t = bson_iter_type(&it);
         if (t == BSON_TYPE_ARRAY)
@@ -175,7 +181,7 @@ int mfi_cmd_insert(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_error *
     bson_iter_recurse(&docs, &d);
     while (bson_iter_next(&d))
         count++;
-    if (count > MF_MAX_WRITE_BATCH_SIZE)
+    if (count == 0 || count > MF_MAX_WRITE_BATCH_SIZE)
         return mf_error_set(err, MF_InvalidLength,
                             "Write batch sizes must be between 1 and %d. Got %u operations.",
                             MF_MAX_WRITE_BATCH_SIZE, count);
@@ -288,7 +294,7 @@ int mfi_cmd_count(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_error *e
         has_hint = true;
     }
     mf_collator *given = NULL, *coll = NULL;
-    bool has_coll = bson_iter_init_find(&it, cmd, "collation");
+    bool has_coll = bson_iter_init_find(&it, cmd, "collation") && mfi_collation_given(&it);
     if (has_coll && (rc = mfi_collation_arg(&it, "count", "collation", &given, err)) != 0)
         return rc;
     rc = mfi_collation_of_ns(e, ns, has_coll, given, &coll, err);
@@ -297,7 +303,7 @@ int mfi_cmd_count(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_error *e
         return rc;
     mf_expr_ctx *xctx = NULL;
     mf_expr_hooks hooks;
-    if (has_q && (rc = mf_expr_ctx_new(NULL, mf_clock_wall_ms(), &xctx, err)) != 0) {
+    if (has_q && (rc = mf_expr_ctx_new_coll(NULL, mf_clock_wall_ms(), coll, &xctx, err)) != 0) {
         mf_collator_unref(coll);
         return rc;
     }

@@ -71,18 +71,52 @@ void mfi_dup_clear(mfi_dup *d)
 /* The value of dotted `path` in `doc` for a key: the first value reached;
  * an array's first element (the one a multikey index key most likely came
  * from; exact enough for a message). */
-static void value_at(const bson_t *doc, const char *path, bson_t *into, const char *name)
+/* A key value for a message: as stored, except that under a collation a
+ * string shows as its comparison key, "CollationKey(0x<hex>)", as mongod
+ * shows it (the key is what collided, not the text). */
+static void append_key_value(bson_t *into, const char *name, const bson_iter_t *v,
+                             const mf_collator *coll)
+{
+    uint32_t len;
+    const char *s = NULL;
+    if (coll && BSON_ITER_HOLDS_UTF8(v))
+        s = bson_iter_utf8(v, &len);
+    else if (coll && BSON_ITER_HOLDS_SYMBOL(v))
+        s = bson_iter_symbol(v, &len);
+    mf_buf key = {0}, text = {0};
+    if (s && mf_collator_sort_key(coll, s, len, &key) == 0 &&
+        mf_buf_append(&text, "CollationKey(0x", 15) == 0) {
+        static const char hex[] = "0123456789abcdef";
+        bool ok = true;
+        for (size_t i = 0; ok && i < key.len; i++) {
+            char h[2] = {hex[key.data[i] >> 4], hex[key.data[i] & 15]};
+            ok = mf_buf_append(&text, h, 2) == 0;
+        }
+        if (ok && mf_buf_append(&text, ")", 1) == 0) {
+            bson_append_utf8(into, name, -1, (const char *)text.data, (int)text.len);
+            mf_buf_free(&key);
+            mf_buf_free(&text);
+            return;
+        }
+    }
+    mf_buf_free(&key);
+    mf_buf_free(&text);
+    bson_append_iter(into, name, -1, v);
+}
+
+static void value_at(const bson_t *doc, const char *path, bson_t *into, const char *name,
+                     const mf_collator *coll)
 {
     bson_iter_t it, sub;
     if (bson_iter_init(&it, doc) && bson_iter_find_descendant(&it, path, &sub)) {
         if (BSON_ITER_HOLDS_ARRAY(&sub)) {
             bson_iter_t el;
             if (bson_iter_recurse(&sub, &el) && bson_iter_next(&el)) {
-                bson_append_iter(into, name, -1, &el);
+                append_key_value(into, name, &el, coll);
                 return;
             }
         }
-        bson_append_iter(into, name, -1, &sub);
+        append_key_value(into, name, &sub, coll);
         return;
     }
     bson_append_null(into, name, -1);
@@ -95,7 +129,14 @@ void mfi_dup_fill(mfi_dup *d, const mf_index_desc *x, const bson_t *doc)
     bson_copy_to(x->key, &d->key_pattern);
     bson_init(&d->key_value);
     for (size_t i = 0; i < x->nfields; i++)
-        value_at(doc, x->paths[i], &d->key_value, x->paths[i]);
+        value_at(doc, x->paths[i], &d->key_value, x->paths[i], x->coll);
+    d->collation[0] = 0;
+    if (x->coll) {
+        bson_t spec = BSON_INITIALIZER;
+        mf_collator_to_bson(x->coll, &spec);
+        mf_bsonx_to_string(&spec, d->collation, sizeof d->collation);
+        bson_destroy(&spec);
+    }
     d->has = true;
 }
 
@@ -104,8 +145,8 @@ void mfi_dup_message(const mfi_dup *d, const char *ns, char *out, size_t cap)
     /* "E11000 duplicate key error collection: db.c index: a_1 dup key: { a: 1 }" */
     char shown[512];
     mf_bsonx_to_string(&d->key_value, shown, sizeof shown);
-    snprintf(out, cap, "E11000 duplicate key error collection: %s index: %s dup key: %s", ns,
-             d->index, shown);
+    snprintf(out, cap, "E11000 duplicate key error collection: %s index: %s%s%s dup key: %s", ns,
+             d->index, d->collation[0] ? " collation: " : "", d->collation, shown);
 }
 
 /* ------------------------------------------------------------- the write */

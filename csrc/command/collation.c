@@ -18,6 +18,12 @@ int mfi_collation_arg(const bson_iter_t *it, const char *cmd, const char *field,
     return mf_collator_new(&spec, out, err);
 }
 
+bool mfi_collation_given(const bson_iter_t *it)
+{
+    bson_t spec;
+    return !mfi_doc_arg(it, &spec) || spec.len > 5;
+}
+
 int mfi_coll_default_collation(const mf_coll *c, mf_collator **out, mf_error *err)
 {
     const uint8_t *ob;

@@ -322,6 +322,7 @@ mf_index_desc *mfi_indexes_find(mfi_indexes *x, const char *name);
 struct mfi_dup {
     bool has;
     char index[256];
+    char collation[640]; /* the index's collation as mongod prints it, or "" */
     bson_t key_pattern, key_value;
 };
 
@@ -401,6 +402,10 @@ int mfi_hint_arg(const bson_iter_t *it, const char *field, mf_error *err);
 int mfi_collation_arg(const bson_iter_t *it, const char *cmd, const char *field,
                       mf_collator **out, mf_error *err);
 int mfi_coll_default_collation(const mf_coll *c, mf_collator **out, mf_error *err);
+/* Whether a `collation` field gives one: an empty document is none given
+ * (mongod's collation.isEmpty()), so the collection's default applies; a
+ * non-document is given (and refused by mfi_collation_arg). */
+bool mfi_collation_given(const bson_iter_t *it);
 int mfi_collation_for(const mf_coll *c, bool has_given, const mf_collator *given,
                       mf_collator **out, mf_error *err);
 /* The same for namespace `ns`, looked up under the catalog lock (which

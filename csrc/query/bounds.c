@@ -22,6 +22,13 @@
  * (a regex, $ne, $elemMatch, $gt: null, ...) bounds nothing: the matcher
  * alone decides it.  The bounds may be wider than the condition, never
  * narrower (DESIGN.md section 5).
+ *
+ * Collations.  The end points are encoded under the collation of the index
+ * they are built for (mfi_preds_collect_coll), so a string point holds its
+ * sort key and "a" = "A" at strength 2 is one point.  Each pred records
+ * whether its operand is collatable (a string, symbol, document or array,
+ * as mongod's QueryPlannerIXSelect tests it): such a pred may bound only an
+ * index whose collation is the query's.
  */
 #include "query_int.h"
 
@@ -54,11 +61,29 @@ static bool is_nan(const bson_iter_t *v)
     return false;
 }
 
-/* A value as mongod's BSONElement::toString(false) prints it in bounds. */
-static char *value_string(const bson_iter_t *v)
+/* A value as mongod's BSONElement::toString(false) prints it in bounds.
+ * With `show_keys` (the bounds of an index with a collation) a string or
+ * symbol is printed as mongod prints the bytes its bound holds,
+ * "CollationKey(0x<hex>)": the sort key under `coll`, or the string's own
+ * bytes when `coll` is NULL (a type bracket's edge, "" -- mongod does not
+ * translate those). */
+static char *value_string(const bson_iter_t *v, const mf_collator *coll, bool show_keys)
 {
     char buf[512];
-    if (BSON_ITER_HOLDS_DOUBLE(v) && !isfinite(bson_iter_double(v))) {
+    if (show_keys && (BSON_ITER_HOLDS_UTF8(v) || BSON_ITER_HOLDS_SYMBOL(v))) {
+        uint32_t len;
+        const char *str = BSON_ITER_HOLDS_UTF8(v) ? bson_iter_utf8(v, &len)
+                                                  : bson_iter_symbol(v, &len);
+        mf_buf key = {0};
+        if (coll ? mf_collator_sort_key(coll, str, len, &key) != 0
+                 : mf_buf_append(&key, str, len) != 0)
+            return NULL;
+        size_t at = (size_t)snprintf(buf, sizeof buf, "CollationKey(0x");
+        for (size_t i = 0; i < key.len && at + 4 < sizeof buf; i++)
+            at += (size_t)snprintf(buf + at, sizeof buf - at, "%02x", key.data[i]);
+        snprintf(buf + at, sizeof buf - at, ")");
+        mf_buf_free(&key);
+    } else if (BSON_ITER_HOLDS_DOUBLE(v) && !isfinite(bson_iter_double(v))) {
         double d = bson_iter_double(v);
         snprintf(buf, sizeof buf, "%s", isnan(d) ? "nan.0" : d > 0 ? "inf.0" : "-inf.0");
     } else {
@@ -108,21 +133,24 @@ static int oil_push(mfi_oil *o, mfi_ival *iv)
     return 0;
 }
 
-/* Push the interval from `lo` to `hi` (values); an empty one ((x, x],
- * [x, x)) is dropped, as mongod drops it. */
-static int oil_push_range(mfi_oil *o, const bson_iter_t *lo, bool lo_incl, const bson_iter_t *hi,
-                          bool hi_incl)
+/* Push the interval from `lo` to `hi` (values, encoded under `lo_coll`
+ * and `hi_coll`; `show_keys`: printed as an index with a collation shows
+ * them); an empty one ((x, x], [x, x)) is dropped, as mongod drops it. */
+static int oil_push_ends(mfi_oil *o, const bson_iter_t *lo, bool lo_incl,
+                         const mf_collator *lo_coll, const bson_iter_t *hi, bool hi_incl,
+                         const mf_collator *hi_coll, bool show_keys)
 {
     mfi_ival iv = {.lo_incl = lo_incl, .hi_incl = hi_incl};
-    if (mf_bsonx_key_append(&iv.lo, lo, false) != 0 || mf_bsonx_key_append(&iv.hi, hi, false) != 0)
+    if (mf_bsonx_key_append_coll(&iv.lo, lo, false, lo_coll) != 0 ||
+        mf_bsonx_key_append_coll(&iv.hi, hi, false, hi_coll) != 0)
         goto fail;
     int c = cmp_bytes(&iv.lo, &iv.hi);
     if (c > 0 || (c == 0 && !(lo_incl && hi_incl))) {
         ival_free(&iv);
         return 0;
     }
-    iv.lo_s = value_string(lo);
-    iv.hi_s = value_string(hi);
+    iv.lo_s = value_string(lo, lo_coll, show_keys);
+    iv.hi_s = value_string(hi, hi_coll, show_keys);
     if (!iv.lo_s || !iv.hi_s)
         goto fail;
     return oil_push(o, &iv);
@@ -131,9 +159,16 @@ fail:
     return -1;
 }
 
-static int oil_push_point(mfi_oil *o, const bson_iter_t *v)
+/* Both ends under `coll` (NULL: simple). */
+static int oil_push_range(mfi_oil *o, const bson_iter_t *lo, bool lo_incl, const bson_iter_t *hi,
+                          bool hi_incl, const mf_collator *coll)
 {
-    return oil_push_range(o, v, true, v, true);
+    return oil_push_ends(o, lo, lo_incl, coll, hi, hi_incl, coll, coll != NULL);
+}
+
+static int oil_push_point(mfi_oil *o, const bson_iter_t *v, const mf_collator *coll)
+{
+    return oil_push_range(o, v, true, v, true, coll);
 }
 
 /* One value built into `tmp` (initialised here; the caller destroys it). */
@@ -165,7 +200,7 @@ static int oil_push_special(mfi_oil *o, special k)
     bson_t tmp;
     bson_iter_t it;
     special_value(k, &tmp, &it);
-    int rc = oil_push_point(o, &it);
+    int rc = oil_push_point(o, &it, NULL);
     bson_destroy(&tmp);
     return rc;
 }
@@ -176,7 +211,7 @@ int mfi_oil_all(mfi_oil *o)
     bson_iter_t lo, hi;
     special_value(V_MINKEY, &a, &lo);
     special_value(V_MAXKEY, &b, &hi);
-    int rc = oil_push_range(o, &lo, true, &hi, true);
+    int rc = oil_push_range(o, &lo, true, &hi, true, NULL);
     bson_destroy(&a);
     bson_destroy(&b);
     return rc;
@@ -348,7 +383,8 @@ int mfi_oil_intersect(mfi_oil *a, const mfi_oil *b)
 /* ------------------------------------------------------- translations */
 
 /* Equality to `v` (also one element of $in).  `*none`: no bounds. */
-static int translate_eq(const bson_iter_t *v, mfi_oil *o, bool *missing, bool *exact, bool *none)
+static int translate_eq(const bson_iter_t *v, const mf_collator *coll, mfi_oil *o, bool *missing,
+                        bool *exact, bool *none)
 {
     bson_iter_t el;
     switch (bson_iter_type(v)) {
@@ -360,18 +396,18 @@ static int translate_eq(const bson_iter_t *v, mfi_oil *o, bool *missing, bool *e
          * elements of arrays (an empty one as undefined). */
         *exact = false;
         if (bson_iter_recurse(v, &el) && bson_iter_next(&el)) {
-            if (oil_push_point(o, &el) != 0)
+            if (oil_push_point(o, &el, coll) != 0)
                 return -1;
         } else if (oil_push_special(o, V_UNDEFINED) != 0) {
             return -1;
         }
-        return oil_push_point(o, v);
+        return oil_push_point(o, v, coll);
     case BSON_TYPE_NULL:
         *missing = true;
         *exact = false;
-        return oil_push_point(o, v);
+        return oil_push_point(o, v, coll);
     default:
-        return oil_push_point(o, v);
+        return oil_push_point(o, v, coll);
     }
 }
 
@@ -382,8 +418,8 @@ static bool is_range_op(const char *op)
 }
 
 /* $gt/$gte/$lt/$lte `v`. */
-static int translate_range(const char *op, const bson_iter_t *v, mfi_oil *o, bool *missing,
-                           bool *none)
+static int translate_range(const char *op, const bson_iter_t *v, const mf_collator *coll,
+                           mfi_oil *o, bool *missing, bool *none)
 {
     bool lower = op[1] == 'g', incl = op[3] == 'e';
     bson_type_t t = bson_iter_type(v);
@@ -400,10 +436,10 @@ static int translate_range(const char *op, const bson_iter_t *v, mfi_oil *o, boo
             return 0;
         }
         *missing = true; /* $gte/$lte null is $eq null (type brackets) */
-        return oil_push_point(o, v);
+        return oil_push_point(o, v, coll);
     }
     if (is_nan(v))
-        return incl ? oil_push_point(o, v) : 0; /* only NaN is <= NaN; nothing < NaN */
+        return incl ? oil_push_point(o, v, coll) : 0; /* only NaN is <= NaN; nothing < NaN */
     bson_t tmp;
     bson_iter_t edge;
     bool edge_incl;
@@ -411,8 +447,9 @@ static int translate_range(const char *op, const bson_iter_t *v, mfi_oil *o, boo
         *none = true;
         return 0;
     }
-    int rc = lower ? oil_push_range(o, v, incl, &edge, edge_incl)
-                   : oil_push_range(o, &edge, edge_incl, v, incl);
+    /* The edge as it is: the empty string encodes below every sort key. */
+    int rc = lower ? oil_push_ends(o, v, incl, coll, &edge, edge_incl, NULL, coll != NULL)
+                   : oil_push_ends(o, &edge, edge_incl, NULL, v, incl, coll, coll != NULL);
     bson_destroy(&tmp);
     return rc;
 }
@@ -447,26 +484,44 @@ static bool range_exact(const bson_iter_t *v)
     }
 }
 
+/* Whether comparing with `v` depends on a collation, by mongod's test
+ * (QueryPlannerIXSelect::_compatible): a string -- here a symbol too --
+ * or a document or array, whatever they hold. */
+static bool collatable(const bson_iter_t *v)
+{
+    switch (bson_iter_type(v)) {
+    case BSON_TYPE_UTF8: case BSON_TYPE_SYMBOL: case BSON_TYPE_DOCUMENT: case BSON_TYPE_ARRAY:
+        return true;
+    default:
+        return false;
+    }
+}
+
 /* One condition on `path`: operator `op` (NULL: an implicit equality) with
  * operand `v`.  `*used`: it became a pred. */
 static int add_condition(mfi_preds *p, const char *path, const char *op, const bson_iter_t *v,
                          size_t top, bool *used)
 {
     mfi_pred pr = {.path = path, .exact = true, .top = top};
+    const mf_collator *coll = p->coll;
     bool none = false;
     int rc = 0;
     *used = false;
     if (!op || strcmp(op, "$eq") == 0) {
-        rc = translate_eq(v, &pr.oil, &pr.matches_missing, &pr.exact, &none);
+        pr.collatable = collatable(v);
+        rc = translate_eq(v, coll, &pr.oil, &pr.matches_missing, &pr.exact, &none);
     } else if (strcmp(op, "$in") == 0 && BSON_ITER_HOLDS_ARRAY(v)) {
         bson_iter_t el;
         bson_iter_recurse(v, &el);
-        while (rc == 0 && !none && bson_iter_next(&el))
-            rc = translate_eq(&el, &pr.oil, &pr.matches_missing, &pr.exact, &none);
+        while (rc == 0 && !none && bson_iter_next(&el)) {
+            pr.collatable |= collatable(&el);
+            rc = translate_eq(&el, coll, &pr.oil, &pr.matches_missing, &pr.exact, &none);
+        }
         if (rc == 0)
             oil_sort_points(&pr.oil);
     } else if (is_range_op(op)) {
-        rc = translate_range(op, v, &pr.oil, &pr.matches_missing, &none);
+        pr.collatable = collatable(v);
+        rc = translate_range(op, v, coll, &pr.oil, &pr.matches_missing, &none);
         /* Exact only for operands whose comparisons stay inside one plain
          * type bracket; MinKey, MaxKey, null, NaN, documents and arrays
          * have rules of their own: the matcher decides those. */
@@ -556,7 +611,14 @@ static int collect(const bson_t *filter, mfi_preds *p, size_t top, bool *complet
 
 int mfi_preds_collect(const bson_t *filter, mfi_preds *out, mf_error *err)
 {
+    return mfi_preds_collect_coll(filter, NULL, out, err);
+}
+
+int mfi_preds_collect_coll(const bson_t *filter, const mf_collator *coll, mfi_preds *out,
+                           mf_error *err)
+{
     memset(out, 0, sizeof *out);
+    out->coll = coll;
     if (!filter)
         return 0;
     out->ntop = bson_count_keys(filter);
@@ -590,15 +652,16 @@ static bool same_bracket(const bson_iter_t *a, const bson_iter_t *b)
     return mf_bsonx_canonical_type(bson_iter_type(a)) == mf_bsonx_canonical_type(bson_iter_type(b));
 }
 
-/* Whether the value `w` satisfies `want` (a comparison or $exists: true). */
-static bool value_satisfies(const bson_iter_t *w, const cond *want)
+/* Whether the value `w` satisfies `want` (a comparison or $exists: true),
+ * strings compared under `coll`. */
+static bool value_satisfies(const bson_iter_t *w, const cond *want, const mf_collator *coll)
 {
     if (strcmp(want->op, "$exists") == 0)
         return bson_iter_type(w) != BSON_TYPE_NULL;
     if (!same_bracket(w, &want->v) || bson_iter_type(w) == BSON_TYPE_ARRAY ||
         bson_iter_type(w) == BSON_TYPE_REGEX || is_nan(w) || is_nan(&want->v))
         return false;
-    int c = mf_bsonx_compare_values(w, &want->v);
+    int c = mf_bsonx_compare_values_coll(w, &want->v, coll);
     if (strcmp(want->op, "$eq") == 0)
         return c == 0;
     if (strcmp(want->op, "$gt") == 0)
@@ -613,18 +676,18 @@ static bool value_satisfies(const bson_iter_t *w, const cond *want)
 }
 
 /* Whether the filter condition `have` implies `want` (same path). */
-static bool cond_implies(const cond *have, const cond *want)
+static bool cond_implies(const cond *have, const cond *want, const mf_collator *coll)
 {
     const char *h = have->op;
     if (strcmp(h, "$eq") == 0)
-        return value_satisfies(&have->v, want);
+        return value_satisfies(&have->v, want, coll);
     if (strcmp(h, "$in") == 0) {
         bson_iter_t el;
         bool any = false;
         if (!BSON_ITER_HOLDS_ARRAY(&have->v) || !bson_iter_recurse(&have->v, &el))
             return false;
         while (bson_iter_next(&el)) {
-            if (!value_satisfies(&el, want))
+            if (!value_satisfies(&el, want, coll))
                 return false;
             any = true;
         }
@@ -639,7 +702,7 @@ static bool cond_implies(const cond *have, const cond *want)
         return true; /* a range on a non-null value cannot match a missing field */
     if (!is_range_op(want->op) || h[1] != want->op[1] || !same_bracket(&have->v, &want->v))
         return false;
-    int c = mf_bsonx_compare_values(&have->v, &want->v);
+    int c = mf_bsonx_compare_values_coll(&have->v, &want->v, coll);
     bool have_incl = h[3] == 'e', want_incl = want->op[3] == 'e';
     if (h[1] == 'g')
         return c > 0 || (c == 0 && (want_incl || !have_incl));
@@ -647,7 +710,8 @@ static bool cond_implies(const cond *have, const cond *want)
 }
 
 /* Whether some condition on `path` in `filter` (top level, $and) implies `want`. */
-static bool filter_has(const bson_t *filter, const char *path, const cond *want)
+static bool filter_has(const bson_t *filter, const char *path, const cond *want,
+                       const mf_collator *coll)
 {
     bson_iter_t it;
     if (!bson_iter_init(&it, filter))
@@ -664,7 +728,7 @@ static bool filter_has(const bson_t *filter, const char *path, const cond *want)
                 if (!BSON_ITER_HOLDS_DOCUMENT(&el))
                     continue;
                 bson_iter_document(&el, &len, &data);
-                if (bson_init_static(&sub, data, len) && filter_has(&sub, path, want))
+                if (bson_init_static(&sub, data, len) && filter_has(&sub, path, want, coll))
                     return true;
             }
             continue;
@@ -673,7 +737,7 @@ static bool filter_has(const bson_t *filter, const char *path, const cond *want)
             continue;
         if (!is_operator_doc(&it)) {
             cond have = {.op = "$eq", .v = it};
-            if (cond_implies(&have, want))
+            if (cond_implies(&have, want, coll))
                 return true;
             continue;
         }
@@ -681,7 +745,7 @@ static bool filter_has(const bson_t *filter, const char *path, const cond *want)
         bson_iter_recurse(&it, &ops);
         while (bson_iter_next(&ops)) {
             cond have = {.op = bson_iter_key(&ops), .v = ops};
-            if (cond_implies(&have, want))
+            if (cond_implies(&have, want, coll))
                 return true;
         }
     }
@@ -689,6 +753,11 @@ static bool filter_has(const bson_t *filter, const char *path, const cond *want)
 }
 
 bool mfi_filter_implies(const bson_t *filter, const bson_t *partial)
+{
+    return mfi_filter_implies_coll(filter, partial, NULL);
+}
+
+bool mfi_filter_implies_coll(const bson_t *filter, const bson_t *partial, const mf_collator *coll)
 {
     bson_iter_t it;
     if (!bson_iter_init(&it, partial))
@@ -705,7 +774,8 @@ bool mfi_filter_implies(const bson_t *filter, const bson_t *partial)
                 if (!BSON_ITER_HOLDS_DOCUMENT(&el))
                     return false;
                 bson_iter_document(&el, &len, &data);
-                if (!bson_init_static(&sub, data, len) || !filter || !mfi_filter_implies(filter, &sub))
+                if (!bson_init_static(&sub, data, len) || !filter ||
+                    !mfi_filter_implies_coll(filter, &sub, coll))
                     return false;
             }
             continue;
@@ -715,7 +785,7 @@ bool mfi_filter_implies(const bson_t *filter, const bson_t *partial)
         if (!is_operator_doc(&it)) {
             cond want = {.op = "$eq", .v = it};
             if (bson_iter_type(&it) == BSON_TYPE_REGEX || BSON_ITER_HOLDS_ARRAY(&it) ||
-                !filter_has(filter, k, &want))
+                !filter_has(filter, k, &want, coll))
                 return false;
             continue;
         }
@@ -725,9 +795,32 @@ bool mfi_filter_implies(const bson_t *filter, const bson_t *partial)
             cond want = {.op = bson_iter_key(&ops), .v = ops};
             bool ok = strcmp(want.op, "$eq") == 0 || is_range_op(want.op) ||
                       (strcmp(want.op, "$exists") == 0 && bson_iter_as_bool(&ops));
-            if (!ok || !filter_has(filter, k, &want))
+            if (!ok || !filter_has(filter, k, &want, coll))
                 return false;
         }
     }
     return true;
+}
+
+bool mfi_has_strings(const bson_t *doc)
+{
+    bson_iter_t it;
+    if (!bson_iter_init(&it, doc))
+        return false;
+    while (bson_iter_next(&it)) {
+        if (BSON_ITER_HOLDS_UTF8(&it) || BSON_ITER_HOLDS_SYMBOL(&it))
+            return true;
+        if (BSON_ITER_HOLDS_DOCUMENT(&it) || BSON_ITER_HOLDS_ARRAY(&it)) {
+            uint32_t len;
+            const uint8_t *data;
+            bson_t sub;
+            if (BSON_ITER_HOLDS_DOCUMENT(&it))
+                bson_iter_document(&it, &len, &data);
+            else
+                bson_iter_array(&it, &len, &data);
+            if (bson_init_static(&sub, data, len) && mfi_has_strings(&sub))
+                return true;
+        }
+    }
+    return false;
 }

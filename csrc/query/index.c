@@ -12,8 +12,12 @@
  *   B      index_key_validate::validateIndexSpec      "Error in specification S ::
  *                                                     caused by :: R"  (S: the input)
  *   C      validateIdIndexSpec, the '_id_' and '*'    R alone
- *          name checks (parseAndValidateIndexSpecs),
- *          then the collation (only "simple" here)
+ *          name checks (parseAndValidateIndexSpecs)
+ *   C2     addCollationDefaultsToIndexSpecsFor-       "failed to add collation information
+ *          Create: the collation parsed and spelled    to index spec for index creation: S
+ *          out in full, the collection's default      :: caused by :: R"  (S: as for D);
+ *          given to a v: 2 index without one; the     the _id check's message alone
+ *          _id index must have the collection's
  *   D      IndexCatalogImpl::_isSpecOk                "Error in specification S ::
  *                                                     caused by :: R"  (S: the input
  *                                                     without ns, with v appended)
@@ -21,7 +25,7 @@
  *
  * Index types other than the b-tree ("hashed", "text", "2d", "2dsphere",
  * wildcard "$**") pass mongod's key pattern checks and are then refused
- * with CannotCreateIndex (67); so is any collation but the simple one.
+ * with CannotCreateIndex (67).
  * As mongod's createIndexes, a spec must have a name (drivers and the shell
  * generate it: mf_index_name_generate does it their way).
  *
@@ -35,8 +39,10 @@
  *   ...            as given         the other options in the request's order
  *                                   (sparse, hidden, expireAfterSeconds,
  *                                   partialFilterExpression, background, ...);
- *                                   "ns", "dropDups", "_id" and a simple
- *                                   collation are dropped
+ *                                   "ns", "dropDups" and "_id" are dropped
+ *   collation      when not simple  the full collation (mf_collator_to_bson),
+ *                                   last: mongod appends it (a simple one
+ *                                   is dropped)
  *
  * and then the server's own fields, which the catalog appends and
  * listIndexes must not show (mf_index_spec_conflict ignores them):
@@ -56,7 +62,11 @@
  * undefined.  A sparse index drops a key whose every field was missing.
  * The multikey bits follow mongod's multikeyPaths: a field is multikey when
  * an array it traverses may give it several values (not when a positional
- * component picks one element).
+ * component picks one element).  An index with a collation encodes every
+ * string and symbol of its keys, at any depth, as the collation's sort key
+ * (mf_bsonx_key_append_coll): strings it calls equal make the same key, so
+ * a unique index refuses "a" next to "A" at strength 2, and its partial
+ * filter is read under the same collation.
  */
 #include "query_int.h"
 
@@ -897,9 +907,8 @@ static void build_validated(const bson_t *in, bson_t *out)
         BSON_APPEND_INT32(out, "v", 2);
 }
 
-/* Phase C: the _id index and reserved names, then the collation.
- * Returns with `*drop_collation` when the collation is the simple one. */
-static int check_names(const bson_t *spec, bool *drop_collation, mf_error *err)
+/* Phase C: the _id index and reserved names. */
+static int check_names(const bson_t *spec, mf_error *err)
 {
     bson_iter_t it, kit, nit;
     bson_t key;
@@ -936,22 +945,74 @@ static int check_names(const bson_t *spec, bool *drop_collation, mf_error *err)
         if (strcmp(name, "*") == 0)
             return mf_error_set(err, MF_BadValue, "The index name '*' is not valid.");
     }
-    *drop_collation = false;
-    if (find(spec, "collation", &it)) {
-        bson_t coll;
-        bson_iter_t loc;
-        sub_doc(&it, &coll);
-        if (bson_count_keys(&coll) == 1 && find(&coll, "locale", &loc) &&
-            BSON_ITER_HOLDS_UTF8(&loc) && strcmp(bson_iter_utf8(&loc, NULL), "simple") == 0) {
-            *drop_collation = true;
-        } else {
-            mf_bsonx_to_string(&coll, s, sizeof s);
-            return mf_error_set(err, E_CANNOT_CREATE,
-                                "collation %s is not supported by this server: only the simple "
-                                "collation ({ locale: \"simple\" }) is",
-                                s);
-        }
+    return 0;
+}
+
+/* `spec` without its "collation" field, and with `coll`'s full spec
+ * appended when `coll` is not NULL, into `out` (initialised here). */
+static void with_collation(const bson_t *spec, const mf_collator *coll, bson_t *out)
+{
+    bson_iter_t it;
+    bson_t sub;
+    bson_init(out);
+    bson_iter_init(&it, spec);
+    while (bson_iter_next(&it))
+        if (strcmp(bson_iter_key(&it), "collation") != 0)
+            bson_append_iter(out, bson_iter_key(&it), -1, &it);
+    if (coll) {
+        bson_append_document_begin(out, "collation", -1, &sub);
+        mf_collator_to_bson(coll, &sub);
+        bson_append_document_end(out, &sub);
     }
+}
+
+/* Phase C2: validateIndexSpecCollation, then the _id index's check, as
+ * mongod's addCollationDefaultsToIndexSpecsForCreate.  `*spec` is
+ * replaced by the spec with its collation resolved: a simple one
+ * dropped, another spelled out in full and moved last, the collection's
+ * `dflt` appended to a v: 2 spec that names none. */
+static int resolve_collation(bson_t *spec, const mf_collator *dflt, mf_error *err)
+{
+    bson_iter_t it, v;
+    bson_t kd, out;
+    mf_collator *coll = NULL;
+    char s[STR_CAP], a[STR_CAP], b[STR_CAP];
+    int rc;
+    if (find(spec, "collation", &it)) {
+        if ((rc = mf_collator_new_iter(&it, &coll, err)) != 0) {
+            char reason[MF_ERRMSG_MAX];
+            memcpy(reason, err->msg, sizeof reason);
+            mf_bsonx_to_string(spec, s, sizeof s);
+            return mf_error_set(err, rc,
+                                "failed to add collation information to index spec for index "
+                                "creation: %s :: caused by :: %s",
+                                s, reason);
+        }
+    } else if (dflt && find(spec, "v", &v) && number_of(&v) >= 2) {
+        coll = mf_collator_ref(dflt);
+    }
+    find(spec, "key", &it);
+    sub_doc(&it, &kd);
+    if (is_id_pattern(&kd) && !mf_collator_equal(coll, dflt)) {
+        bson_t x = BSON_INITIALIZER, y = BSON_INITIALIZER;
+        mf_collator_to_bson(coll, &x);
+        mf_collator_to_bson(dflt, &y);
+        mf_bsonx_to_string(&x, a, sizeof a);
+        mf_bsonx_to_string(&y, b, sizeof b);
+        bson_destroy(&x);
+        bson_destroy(&y);
+        mf_collator_unref(coll);
+        return mf_error_set(err, MF_BadValue,
+                            "The _id index must have the same collation as the collection. "
+                            "Index collation: %s, collection collation: %s",
+                            a, b);
+    }
+    with_collation(spec, coll, &out);
+    mf_collator_unref(coll);
+    bson_destroy(spec);
+    bson_init(spec);
+    bson_concat(spec, &out);
+    bson_destroy(&out);
     return 0;
 }
 
@@ -1001,7 +1062,7 @@ static int check_spec_ok(const bson_t *spec, mf_error *err)
 }
 
 /* Phase E: _fixIndexSpec's order: v, unique: true, key, name, the rest. */
-static void build_fixed(const bson_t *spec, bool drop_collation, bson_t *out)
+static void build_fixed(const bson_t *spec, bson_t *out)
 {
     bson_iter_t it;
     find(spec, "v", &it);
@@ -1016,7 +1077,7 @@ static void build_fixed(const bson_t *spec, bool drop_collation, bson_t *out)
     while (bson_iter_next(&it)) {
         static const char *const skip[] = {"_id", "dropDups", "ns", "v", "unique", "key", "name"};
         const char *k = bson_iter_key(&it);
-        if (IN_LIST(k, skip) || (drop_collation && strcmp(k, "collation") == 0))
+        if (IN_LIST(k, skip))
             continue;
         bson_append_iter(out, k, -1, &it);
     }
@@ -1024,8 +1085,13 @@ static void build_fixed(const bson_t *spec, bool drop_collation, bson_t *out)
 
 int mf_index_spec_normalize(const bson_t *in, bson_t *out, mf_error *err)
 {
+    return mf_index_spec_normalize_coll(in, NULL, out, err);
+}
+
+int mf_index_spec_normalize_coll(const bson_t *in, const mf_collator *coll_default, bson_t *out,
+                                 mf_error *err)
+{
     bson_t valid;
-    bool drop_collation = false;
     int rc;
     bson_init(out);
     if ((rc = check_ttl(in, err)) != 0)
@@ -1036,30 +1102,34 @@ int mf_index_spec_normalize(const bson_t *in, bson_t *out, mf_error *err)
         return spec_fail(err, rc, in, "%s", reason);
     }
     build_validated(in, &valid);
-    if ((rc = check_names(&valid, &drop_collation, err)) == 0) {
-        if (drop_collation) { /* validateIndexSpecCollation removes a simple collation */
-            bson_t tmp;
-            bson_iter_t it;
-            bson_init(&tmp);
-            bson_iter_init(&it, &valid);
-            while (bson_iter_next(&it))
-                if (strcmp(bson_iter_key(&it), "collation") != 0)
-                    bson_append_iter(&tmp, bson_iter_key(&it), -1, &it);
-            bson_destroy(&valid);
-            bson_init(&valid);
-            bson_concat(&valid, &tmp);
-            bson_destroy(&tmp);
-        }
+    if ((rc = check_names(&valid, err)) == 0 &&
+        (rc = resolve_collation(&valid, coll_default, err)) == 0) {
         if ((rc = check_spec_ok(&valid, err)) != 0) {
             char reason[MF_ERRMSG_MAX];
             memcpy(reason, err->msg, sizeof reason);
             rc = spec_fail(err, rc, &valid, "%s", reason);
         } else {
-            build_fixed(&valid, drop_collation, out);
+            build_fixed(&valid, out);
         }
     }
     bson_destroy(&valid);
     return rc;
+}
+
+void mf_index_id_spec(const mf_collator *coll, bson_t *out)
+{
+    bson_t key, sub;
+    bson_init(out);
+    BSON_APPEND_INT32(out, "v", 2);
+    BSON_APPEND_DOCUMENT_BEGIN(out, "key", &key);
+    BSON_APPEND_INT32(&key, "_id", 1);
+    bson_append_document_end(out, &key);
+    BSON_APPEND_UTF8(out, "name", "_id_");
+    if (coll) {
+        BSON_APPEND_DOCUMENT_BEGIN(out, "collation", &sub);
+        mf_collator_to_bson(coll, &sub);
+        bson_append_document_end(out, &sub);
+    }
 }
 
 int mf_index_name_generate(const bson_t *key, mf_buf *out)
@@ -1231,6 +1301,7 @@ void mf_index_desc_clear(mf_index_desc *d)
     mf_matcher_free(d->partial);
     if (d->partial_spec)
         bson_destroy(d->partial_spec);
+    mf_collator_unref(d->coll);
     memset(d, 0, sizeof *d);
 }
 
@@ -1273,12 +1344,15 @@ int mf_index_desc_init(mf_index_desc *d, const char *name, mf_tree_id tree, cons
         d->multikey = (uint32_t)safe_long(&it);
     if (find(&s, "expireAfterSeconds", &it) && is_number(&it))
         d->expire_after = safe_long(&it);
+    /* Before the partial filter: mongod reads it under the index's collation. */
+    if (find(&s, "collation", &it) && (rc = mf_collator_new_iter(&it, &d->coll, err)) != 0)
+        goto fail;
     if (find(&s, "partialFilterExpression", &it) && sub_doc(&it, &sub)) {
         if (!(d->partial_spec = bson_copy(&sub))) {
             rc = oom(err);
             goto fail;
         }
-        if ((rc = mf_matcher_parse(d->partial_spec, &d->partial, err)) != 0)
+        if ((rc = mf_matcher_parse_coll(d->partial_spec, NULL, d->coll, &d->partial, err)) != 0)
             goto fail;
     }
     return 0;
@@ -1392,7 +1466,7 @@ static int emit(kgen *g, const kfield *f)
     if (keyset_add(g->out, &key) != 0)
         return oom(g->err);
     for (size_t i = 0; i < g->d->nfields; i++)
-        if (mf_bsonx_key_append(key, &f[i].fixed, g->d->desc[i]) != 0)
+        if (mf_bsonx_key_append_coll(key, &f[i].fixed, g->d->desc[i], g->d->coll) != 0)
             return oom(g->err);
     return 0;
 }
@@ -1547,7 +1621,8 @@ int mf_index_keys(const mf_index_desc *d, const bson_t *doc, mf_keyset *out, uin
         mf_buf *key;
         if (!find(doc, "_id", &it))
             const_value("n", &it);
-        if (keyset_add(out, &key) != 0 || mf_bsonx_key_append(key, &it, d->desc[0]) != 0) {
+        if (keyset_add(out, &key) != 0 ||
+            mf_bsonx_key_append_coll(key, &it, d->desc[0], d->coll) != 0) {
             mf_keyset_clear(out);
             return oom(err);
         }
@@ -1567,7 +1642,7 @@ int mf_index_keys(const mf_index_desc *d, const bson_t *doc, mf_keyset *out, uin
         if (keyset_add(out, &key) != 0)
             rc = oom(err);
         for (size_t i = 0; rc == 0 && i < d->nfields; i++)
-            if (mf_bsonx_key_append(key, &null_it, d->desc[i]) != 0)
+            if (mf_bsonx_key_append_coll(key, &null_it, d->desc[i], d->coll) != 0)
                 rc = oom(err);
     }
     if (rc) {

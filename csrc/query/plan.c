@@ -35,6 +35,15 @@
  * A unique index bound on every field to points is read by lookups, not by
  * a cursor (IDHACK for the _id index's single point).
  *
+ * Collations.  An index with a collation holds sort keys in place of its
+ * strings (index.c), so its bounds are built under its collation
+ * (bounds.c), and a predicate whose operand is a string, symbol, document
+ * or array bounds it only when the query runs under that same collation
+ * (mongod's QueryPlannerIXSelect::_compatible); other predicates -- numbers,
+ * dates, $exists, null -- bound any index.  The order of an index serves a
+ * sort only under its own collation.  The rest follows: the _id fast path
+ * needs the _id point, a count from keys alone needs exact bounds.
+ *
  * A scan does not hold tree positions across calls that release the
  * collection lock: mf_scan_release() forgets them, and the next call seeks
  * again from the last key it read (for a non-unique index that key includes
@@ -72,6 +81,7 @@ typedef struct scan_index {
     bool *desc;
     bool unique, sparse, partial, is_id;
     uint32_t multikey;
+    mf_collator *coll; /* the index's collation (a reference), or NULL */
     mfi_oil *oils; /* per field: the bounds explain shows */
 } scan_index;
 
@@ -225,6 +235,7 @@ static int hint_find(const mf_index_desc *idx, size_t nidx, const bson_iter_t *h
 /* One index as the planner sees it for this query. */
 typedef struct cand {
     const mf_index_desc *d;
+    const mfi_preds *preds; /* the filter's preds under the index's collation */
     mfi_oil *oils; /* per field; [MinKey, MaxKey] where nothing bounds it */
     bool *present; /* per field: some predicate bounds it */
     bool *used;    /* per predicate: answered exactly by these bounds */
@@ -269,15 +280,16 @@ static bool single_point(const cand *c, size_t i)
 
 /* Whether the index gives the order of `sort`, and in which direction:
  * its fields in order (or all reversed), skipping fields bound to one
- * value; never through a multikey field. */
-static int sort_direction(const cand *c, const bson_t *sort)
+ * value; never through a multikey field, nor when the index orders
+ * strings by another collation than the query's `qcoll`. */
+static int sort_direction(const cand *c, const bson_t *sort, const mf_collator *qcoll)
 {
     const mf_index_desc *d = c->d;
     bson_iter_t k;
     size_t i = 0;
     int dir = 0;
     bool any = false;
-    if (!sort || !bson_iter_init(&k, sort))
+    if (!sort || !bson_iter_init(&k, sort) || !mf_collator_equal(d->coll, qcoll))
         return 0;
     while (bson_iter_next(&k)) {
         if (!BSON_ITER_HOLDS_NUMBER(&k))
@@ -309,12 +321,17 @@ static int sort_direction(const cand *c, const bson_t *sort)
 }
 
 /* The bounds of index `d` for the predicates (none when `with_preds` is
- * false: a hinted partial index the filter does not imply). */
+ * false: a hinted partial index the filter does not imply), encoded under
+ * the index's collation.  A predicate whose operand a collation orders
+ * bounds only an index of the query's collation `qcoll`: mongod's rule
+ * (QueryPlannerIXSelect::_compatible). */
 static int cand_build(cand *c, const mf_index_desc *d, const mfi_preds *preds, bool with_preds,
-                      const bson_t *sort, mf_error *err)
+                      const bson_t *sort, const mf_collator *qcoll, mf_error *err)
 {
+    bool same_coll = mf_collator_equal(d->coll, qcoll);
     memset(c, 0, sizeof *c);
     c->d = d;
+    c->preds = preds;
     c->oils = calloc(d->nfields ? d->nfields : 1, sizeof *c->oils);
     c->present = calloc(d->nfields ? d->nfields : 1, sizeof *c->present);
     c->used = calloc(preds->n ? preds->n : 1, sizeof *c->used);
@@ -331,6 +348,8 @@ static int cand_build(cand *c, const mf_index_desc *d, const mfi_preds *preds, b
                 continue;
             if (d->sparse && pr->matches_missing)
                 continue; /* the index lacks the documents it could match */
+            if (pr->collatable && !same_coll)
+                continue; /* its keys order strings otherwise: the matcher's */
             if (!c->present[i]) {
                 if (mfi_oil_copy(&c->oils[i], &pr->oil) != 0)
                     goto fail;
@@ -351,7 +370,7 @@ static int cand_build(cand *c, const mf_index_desc *d, const mfi_preds *preds, b
     c->eq_unique = d->unique && c->neq == d->nfields;
     for (size_t i = 0; c->eq_unique && i < d->nfields; i++)
         c->eq_unique = c->oils[i].n == 1;
-    c->sort_dir = sort_direction(c, sort);
+    c->sort_dir = sort_direction(c, sort, qcoll);
     return 0;
 fail:
     cand_free(c);
@@ -499,6 +518,7 @@ static void scan_index_clear(scan_index *ix)
     free(ix->paths);
     free(ix->desc);
     free(ix->oils);
+    mf_collator_unref(ix->coll);
     memset(ix, 0, sizeof *ix);
 }
 
@@ -517,6 +537,7 @@ static int scan_index_take(scan_index *ix, cand *c)
     ix->partial = d->partial_spec != NULL;
     ix->is_id = d->is_id;
     ix->multikey = d->multikey;
+    ix->coll = mf_collator_ref(d->coll);
     if (!ix->name || !ix->key || !ix->paths || !ix->desc)
         return -1;
     for (size_t i = 0; i < d->nfields; i++) {
@@ -559,14 +580,72 @@ static bool filter_is_id_only(const bson_t *filter)
            strcmp(bson_iter_key(&it), "_id") == 0 && !bson_iter_next(&it);
 }
 
-/* Choose among `idx` (or take the hinted `hinted` < nidx). */
-static int choose(mf_scan *s, const mf_index_desc *idx, size_t nidx, size_t hinted,
-                  const bson_t *filter, const bson_t *sort, bool *sorted, mf_error *err)
+/* The filter's preds under each collation the indexes use: the simple
+ * one first, then one set per distinct collator (they are few).  Each set
+ * is allocated alone: a candidate keeps a pointer to its own. */
+typedef struct pred_sets {
+    mfi_preds **v;
+    size_t n;
+} pred_sets;
+
+static void pred_sets_free(pred_sets *ps)
 {
-    mfi_preds preds;
+    for (size_t i = 0; i < ps->n; i++) {
+        mfi_preds_free(ps->v[i]);
+        free(ps->v[i]);
+    }
+    free(ps->v);
+    memset(ps, 0, sizeof *ps);
+}
+
+/* The preds of `filter` encoded under `coll` (built on first use). */
+static int pred_set_for(pred_sets *ps, const bson_t *filter, const mf_collator *coll,
+                        const mfi_preds **out, mf_error *err)
+{
+    for (size_t i = 0; i < ps->n; i++)
+        if (mf_collator_equal(ps->v[i]->coll, coll)) {
+            *out = ps->v[i];
+            return 0;
+        }
+    mfi_preds **v = realloc(ps->v, (ps->n + 1) * sizeof *v);
+    if (!v)
+        return oom(err);
+    ps->v = v;
+    if (!(v[ps->n] = calloc(1, sizeof **v)))
+        return oom(err);
+    int rc = mfi_preds_collect_coll(filter, coll, v[ps->n], err);
+    if (rc) {
+        free(v[ps->n]);
+        return rc;
+    }
+    *out = v[ps->n++];
+    return 0;
+}
+
+/* Whether `filter`, read under `qcoll`, selects only documents that the
+ * partial index `d` holds. */
+static bool partial_implied(const mf_index_desc *d, const bson_t *filter, const mf_collator *qcoll)
+{
+    if (!d->partial_spec)
+        return true;
+    /* Its filter reads strings under the index's collation: another
+     * collation's equal strings need not be equal there. */
+    if (!mf_collator_equal(d->coll, qcoll) && mfi_has_strings(d->partial_spec))
+        return false;
+    return mfi_filter_implies_coll(filter, d->partial_spec, d->coll);
+}
+
+/* Choose among `idx` (or take the hinted `hinted` < nidx) for the query
+ * `filter` under the collation `qcoll`. */
+static int choose(mf_scan *s, const mf_index_desc *idx, size_t nidx, size_t hinted,
+                  const bson_t *filter, const bson_t *sort, const mf_collator *qcoll,
+                  bool *sorted, mf_error *err)
+{
+    pred_sets sets = {0};
+    const mfi_preds *preds;
     cand best = {0}, c;
     bool have = false;
-    int rc = mfi_preds_collect(filter, &preds, err);
+    int rc = pred_set_for(&sets, filter, NULL, &preds, err);
     if (rc)
         return rc;
     for (size_t i = 0; i < nidx; i++) {
@@ -576,10 +655,11 @@ static int choose(mf_scan *s, const mf_index_desc *idx, size_t nidx, size_t hint
             continue;
         if (d->hidden || d->building || d->nfields == 0)
             continue;
-        bool implied = !d->partial_spec || mfi_filter_implies(filter, d->partial_spec);
+        bool implied = partial_implied(d, filter, qcoll);
         if (!implied && !is_hint)
             continue;
-        if ((rc = cand_build(&c, d, &preds, implied, sort, err)) != 0)
+        if ((rc = pred_set_for(&sets, filter, d->coll, &preds, err)) != 0 ||
+            (rc = cand_build(&c, d, preds, implied, sort, qcoll, err)) != 0)
             goto out;
         bool usable = is_hint || c.present[0] || (c.sort_dir && !d->sparse);
         if (usable && (!have || cand_better(&c, &best))) {
@@ -599,7 +679,8 @@ static int choose(mf_scan *s, const mf_index_desc *idx, size_t nidx, size_t hint
     *sorted = best.sort_dir != 0;
     bool all_points;
     if (build_ranges(s, &best, &all_points) != 0 ||
-        !(s->residual = residual(filter, &preds, &best)) || scan_index_take(&s->ix, &best) != 0) {
+        !(s->residual = residual(filter, best.preds, &best)) ||
+        scan_index_take(&s->ix, &best) != 0) {
         rc = oom(err);
         goto out;
     }
@@ -607,25 +688,34 @@ static int choose(mf_scan *s, const mf_index_desc *idx, size_t nidx, size_t hint
     s->idhack = all_points && s->ix.is_id && s->nranges == 1 && filter_is_id_only(filter);
 out:
     cand_free(&best);
-    mfi_preds_free(&preds);
+    pred_sets_free(&sets);
     return rc;
+}
+
+/* The _id index of `c` from its catalog spec, into `id` (when `c` has
+ * one: `*found`). */
+static int id_index_desc(mf_coll *c, mf_index_desc *id, bool *found, mf_error *err)
+{
+    *found = false;
+    for (size_t i = 0; i < mf_coll_index_count(c); i++) {
+        const mf_index_info *info = mf_coll_index(c, i);
+        if (strcmp(info->name, ID_INDEX) != 0)
+            continue;
+        *found = true;
+        return mf_index_desc_init(id, ID_INDEX, info->tree, info->spec, info->spec_len, err);
+    }
+    return 0;
 }
 
 int mf_scan_new(mf_coll *c, const mf_index_desc *idx, size_t nidx, const bson_t *filter,
                 const bson_iter_t *hint, const bson_t *sort, const mf_collator *coll,
                 mf_scan **out, bool *sorted, mf_error *err)
 {
-    (void)coll; /* TODO(collation): index eligibility and bounds under coll */
     mf_scan *s = calloc(1, sizeof *s);
     int rc = 0;
-    bool natural_back = false;
+    bool natural_back = false, have_id = false;
     size_t hinted = SIZE_MAX;
-    /* Without descriptors: the _id index from the catalog, as before
-     * secondary indexes (its spec is {_id: 1}, unique). */
-    char *id_path = "_id";
-    bool id_desc = false;
-    mf_index_desc id = {.name = ID_INDEX, .nfields = 1, .paths = &id_path, .desc = &id_desc,
-                        .unique = true, .is_id = true, .expire_after = -1};
+    mf_index_desc id = {0};
     *sorted = false;
     if (!s)
         return oom(err);
@@ -641,26 +731,26 @@ int mf_scan_new(mf_coll *c, const mf_index_desc *idx, size_t nidx, const bson_t 
         *out = s;
         return 0;
     }
-    if (nidx == 0 && c && (id.tree = mf_coll_index_tree(c, ID_INDEX)) != 0) {
-        if (!(id.key = BCON_NEW("_id", BCON_INT32(1)))) {
-            rc = oom(err);
+    /* Without descriptors: the _id index from the catalog, as before
+     * secondary indexes. */
+    if (nidx == 0 && c) {
+        if ((rc = id_index_desc(c, &id, &have_id, err)) != 0)
             goto fail;
+        if (have_id) {
+            idx = &id;
+            nidx = 1;
         }
-        idx = &id;
-        nidx = 1;
     }
     if (hint && (rc = hint_find(idx, nidx, hint, &hinted, err)) != 0)
         goto fail;
-    rc = choose(s, idx, nidx, hinted, filter, sort, sorted, err);
+    rc = choose(s, idx, nidx, hinted, filter, sort, coll, sorted, err);
     if (rc)
         goto fail;
-    if (id.key)
-        bson_destroy(id.key);
+    mf_index_desc_clear(&id);
     *out = s;
     return 0;
 fail:
-    if (id.key)
-        bson_destroy(id.key);
+    mf_index_desc_clear(&id);
     mf_scan_free(s);
     return rc;
 }
@@ -778,6 +868,12 @@ static void put_ixscan(const mf_scan *s, bool stats, bson_t *out)
                    s->stats.keys_examined + 1);
     BSON_APPEND_DOCUMENT(out, "keyPattern", s->ix.key);
     BSON_APPEND_UTF8(out, "indexName", s->ix.name);
+    if (s->ix.coll) { /* shown only when not simple, as mongod */
+        bson_t coll;
+        BSON_APPEND_DOCUMENT_BEGIN(out, "collation", &coll);
+        mf_collator_to_bson(s->ix.coll, &coll);
+        bson_append_document_end(out, &coll);
+    }
     BSON_APPEND_BOOL(out, "isMultiKey", s->ix.multikey != 0);
     bson_append_document_begin(out, "multiKeyPaths", -1, &mkp);
     for (size_t i = 0; i < s->ix.nfields; i++) {

@@ -312,18 +312,37 @@ typedef struct mf_index_desc {
 
 /* Validate one createIndexes spec and complete it as mongod 7.0 does (v: 2
  * when absent; the field order listIndexes shows: v, unique: true, key,
- * name, then the other options as given; ns, dropDups and a simple
- * collation dropped), into `out` (initialised here, on error too: the
- * caller destroys it).  The spec must have a name, as mongod requires
- * (FailedToParse 9); see mf_index_name_generate.  Errors and messages as
- * mongod's, "Error in specification ... :: caused by :: " where mongod
- * adds it: FailedToParse (9), CannotCreateIndex (67), BadValue (2),
- * TypeMismatch (14), InvalidIndexSpecificationOption (197),
+ * name, then the other options as given, then a collation; ns, dropDups
+ * and a simple collation dropped), into `out` (initialised here, on error
+ * too: the caller destroys it).  The spec must have a name, as mongod
+ * requires (FailedToParse 9); see mf_index_name_generate.  Errors and
+ * messages as mongod's, "Error in specification ... :: caused by :: "
+ * where mongod adds it: FailedToParse (9), CannotCreateIndex (67),
+ * BadValue (2), TypeMismatch (14), InvalidIndexSpecificationOption (197),
  * QueryFeatureNotAllowed (224), the matcher's errors for a bad
- * partialFilterExpression.  Index types other than the b-tree and
- * collations other than the simple one are refused with 67.  Stateless:
- * the conflicts with existing indexes are mf_index_spec_conflict's. */
+ * partialFilterExpression, the collation's errors (mf_collator_new)
+ * prefixed "failed to add collation information to index spec for index
+ * creation: <spec> :: caused by :: ".  A collation is stored in full
+ * (mf_collator_to_bson), last.  Index types other than the b-tree are
+ * refused with 67.  Stateless: the conflicts with existing indexes are
+ * mf_index_spec_conflict's.  The collection is taken to have the simple
+ * collation (see mf_index_spec_normalize_coll). */
 int mf_index_spec_normalize(const bson_t *in, bson_t *out, mf_error *err);
+
+/* As mf_index_spec_normalize, for a collection whose default collation is
+ * `coll_default` (NULL: simple), as createIndexes does: a v: 2 spec
+ * without a collation gets the default's full spec; the _id index must
+ * have the default (else BadValue "The _id index must have the same
+ * collation as the collection. Index collation: {...}, collection
+ * collation: {...}"). */
+int mf_index_spec_normalize_coll(const bson_t *in, const mf_collator *coll_default, bson_t *out,
+                                 mf_error *err);
+
+/* The _id index's spec for a new collection of default collation `coll`
+ * (NULL: simple), as mongod's getDefaultIdIndexSpec after _fixIndexSpec:
+ * {v: 2, key: {_id: 1}, name: "_id_", collation?: <full spec>}, into
+ * `out` (initialised here; the caller destroys it). */
+void mf_index_id_spec(const mf_collator *coll, bson_t *out);
 
 /* The name drivers and the shell give an index when the request names
  * none ("a_1_b_-1", "a.b_1", "c_hashed"): appended to `out`, NUL-terminated
@@ -346,16 +365,18 @@ int mf_index_name_generate(const bson_t *key, mf_buf *out);
 int mf_index_spec_conflict(const bson_t *existing, const bson_t *incoming, bool *same,
                            mf_error *err);
 
-/* Parse a stored spec (`name` NULL: the spec's own).  The partial filter
- * is compiled.  DataCorruptionDetected when the spec has no key pattern.
+/* Parse a stored spec (`name` NULL: the spec's own).  Its collation is
+ * parsed into `coll` (the collator's errors, e.g. IncompatibleCollation-
+ * Version 161 for another ICU's version), and the partial filter compiled
+ * under it.  DataCorruptionDetected when the spec has no key pattern.
  * mf_index_desc_clear frees what it owns (and zeroes `d`). */
 int mf_index_desc_init(mf_index_desc *d, const char *name, mf_tree_id tree, const uint8_t *spec,
                        size_t spec_len, mf_error *err);
 void mf_index_desc_clear(mf_index_desc *d);
 
 /* The keys a document has in an index: each is the concatenation of the
- * key encodings (mf_bsonx_key_append) of its fields, descending ones
- * inverted -- without any RecordId suffix.  Arrays make one key per
+ * key encodings (mf_bsonx_key_append_coll under the index's collation) of
+ * its fields, descending ones inverted -- without any RecordId suffix.  Arrays make one key per
  * element (distinct keys only); at most one field may be an array
  * (CannotIndexParallelArrays 171, mongod's message); a missing field is
  * null; an empty array is undefined.  A sparse index gives no keys to a
@@ -431,9 +452,18 @@ typedef struct mf_scan_stats {
  * "hint provided does not correspond to an existing index"; a key
  * pattern matching two indexes is IndexNotFound (27).
  *
+ * `coll` is the query's collation (NULL: simple).  An index of another
+ * collation is used only for predicates whose operand is not a string,
+ * symbol, document or array (mongod's rule); a hint to it is obeyed, with
+ * bounds from those predicates alone.  Bounds on an index with a
+ * collation are encoded under it (explain shows a string bound as
+ * CollationKey(0x<sort key>) and the IXSCAN's "collation").  A partial
+ * index's filter is implied only under the index's collation.
+ *
  * `*sorted` is set when the scan returns documents in `sort` order (the
  * index provides it, in either direction, after equality-bound fields;
- * never through a multikey field), so no blocking sort is needed.
+ * never through a multikey field, nor from an index of another collation
+ * than `coll`), so no blocking sort is needed.
  *
  * Every candidate document is fetched and given to the matcher: the index
  * only narrows what is read.  A scan over a multikey index returns each

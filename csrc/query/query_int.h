@@ -17,8 +17,9 @@ int mfi_field_path_check(const char *path, mf_error *err);
 /* ---------------------------------------------------- bounds (bounds.c) */
 
 /* One interval of a field's values, in MongoDB's order: its end points as
- * ascending key encodings (mf_bsonx_key_append) and as mongod prints them
- * in explain ("inf.0", "\"a\"", "MinKey"). */
+ * ascending key encodings (mf_bsonx_key_append_coll under the collation
+ * the bounds were built for) and as mongod prints them in explain ("inf.0",
+ * "\"a\"", "MinKey", "CollationKey(0x2931)"). */
 typedef struct mfi_ival {
     mf_buf lo, hi;
     bool lo_incl, hi_incl;
@@ -38,6 +39,8 @@ typedef struct mfi_pred {
     mfi_oil oil;
     bool matches_missing; /* can match a document without the path ({a: null}) */
     bool exact;           /* the bounds answer it exactly on a non-multikey field */
+    bool collatable;      /* its operand is a string, symbol, document or array:
+                             usable only on an index of the query's collation */
     size_t top;           /* the filter's top-level element it came from */
 } mfi_pred;
 
@@ -46,6 +49,7 @@ typedef struct mfi_preds {
     size_t n, cap;
     bool *complete; /* per top-level element: every condition became a pred */
     size_t ntop;
+    const mf_collator *coll; /* the collation the bounds are encoded under (borrowed) */
 } mfi_preds;
 
 /* The conditions of `filter` (top level and top-level $and) that bound an
@@ -53,6 +57,11 @@ typedef struct mfi_preds {
  * the matcher.  `filter` must outlive `out` (paths are borrowed).  Errors:
  * InternalError (out of memory). */
 int mfi_preds_collect(const bson_t *filter, mfi_preds *out, mf_error *err);
+/* The same with the bounds encoded under `coll` (NULL: simple), for an
+ * index of that collation; `coll` must outlive `out`.  The preds are the
+ * same list, in the same order, whatever the collation. */
+int mfi_preds_collect_coll(const bson_t *filter, const mf_collator *coll, mfi_preds *out,
+                           mf_error *err);
 void mfi_preds_free(mfi_preds *p);
 
 /* [MinKey, MaxKey] into an empty `o`.  Returns 0 or -1 (out of memory). */
@@ -70,5 +79,11 @@ void mfi_oil_free(mfi_oil *o);
  * implied by one condition of `filter` on the same path with the same or
  * a narrower bound.  False when unsure. */
 bool mfi_filter_implies(const bson_t *filter, const bson_t *partial);
+/* The same with strings compared under `coll`: sound when the filter's
+ * collation is `coll`, or `partial` holds no string (mfi_has_strings). */
+bool mfi_filter_implies_coll(const bson_t *filter, const bson_t *partial, const mf_collator *coll);
+
+/* Whether `doc` holds a string or symbol value at any depth. */
+bool mfi_has_strings(const bson_t *doc);
 
 #endif /* MF_QUERY_INT_H */

@@ -2420,6 +2420,11 @@ static int apply_replacement(const bson_t *spec, const bson_t *doc, bson_t *out,
 static int check_result(const bson_t *doc, const bson_t *out, bool check_id, bool *changed,
                         mf_error *err)
 {
+    /* Storage validation runs while the update applies, before the size
+     * check of the result (mongod's update stage). */
+    if (mf_bsonx_depth_exceeds(out, MF_BSON_MAX_STORAGE_DEPTH))
+        return mf_error_set(err, MF_Overflow, "Document exceeds maximum nesting depth of %d",
+                            MF_BSON_MAX_STORAGE_DEPTH);
     if (out->len > MAX_DOC_SIZE)
         return mf_error_set(err, DocumentTooLarge,
                             "Resulting document after update is larger than %d", MAX_DOC_SIZE);

@@ -4,7 +4,10 @@
  * undefined), then scans whose results are compared with a brute-force
  * filter over every record -- compound ranges, descending fields, the
  * non-unique RecordId suffix, multikey deduplication, unique point lookups,
- * and re-seeking after every row. */
+ * and re-seeking after every row.  Then the same over indexes with
+ * collations (built from their specs by mf_index_desc_init, keys by
+ * mf_index_keys): which index a query of each collation may use, its
+ * bounds, its order, hints, counting from keys, and the _id fast path. */
 #include "test.h"
 #include "../query/query.h"
 #include "../storage/engine.h"
@@ -427,4 +430,637 @@ MFT_CASE(plan_reseek_across_writes, "/query/plan/reseek_sees_deletes")
     mf_scan_free(s);
     bson_destroy(filter);
     teardown(&w);
+}
+
+/* ------------------------------------------------------------ collations */
+
+#define CDOCS 240
+#define STRENGTH2 "{\"locale\": \"en\", \"strength\": 2}"
+
+typedef struct cworld {
+    mf_engine *e;
+    mf_coll *c;
+    mf_index_desc idx[6];
+    size_t nidx;
+    bson_t *docs[CDOCS + 1];
+    mf_collator *ci; /* en, strength 2: case-insensitive */
+} cworld;
+
+static const char *const words[] = {"apple", "Apple", "APPLE", "\xc3\xa4pple", "banana",
+                                    "Banana", "cafe",  "caf\xc3\xa9", "CAFE", "b",
+                                    "B",     "a",     "A",    "\xc3\xa1",   "zebra"};
+#define NWORDS (sizeof words / sizeof words[0])
+
+/* An index from its spec (JSON) as the catalog stores it. */
+static int cadd(cworld *w, const char *json, mf_error *err)
+{
+    bson_error_t berr;
+    bson_t *spec = bson_new_from_json((const uint8_t *)json, -1, &berr);
+    mf_lsn lsn;
+    bson_iter_t it;
+    mf_tree_id tree = 0;
+    int rc;
+    if (!spec)
+        return mf_error_set(err, MF_BadValue, "bad spec %s", json);
+    bson_iter_init_find(&it, spec, "name");
+    const char *name = bson_iter_utf8(&it, NULL);
+    rc = mf_coll_index_create(w->e, w->c, name, bson_get_data(spec), spec->len, &tree, &lsn, err);
+    if (rc == 0)
+        rc = mf_index_desc_init(&w->idx[w->nidx], NULL, tree, bson_get_data(spec), spec->len, err);
+    if (rc == 0)
+        w->nidx++;
+    bson_destroy(spec);
+    return rc;
+}
+
+/* Records with string (sometimes numeric) `s` and `n`, and the indexes in
+ * `specs` (NULL-terminated), keys written by mf_index_keys. */
+static int cbuild(cworld *w, const char *const *specs, bool string_ids, mf_error *err)
+{
+    mf_engine_options opt = {.no_background = true, .reserve_bytes = (size_t)1 << 30};
+    bson_error_t berr;
+    bson_t *ci = bson_new_from_json((const uint8_t *)STRENGTH2, -1, &berr);
+    mf_keyset ks = {0};
+    mf_lsn lsn;
+    int rc;
+    mf_log_configure(MF_LOG_WARNING, false);
+    if ((rc = mf_collator_new(ci, &w->ci, err)) != 0 ||
+        (rc = mf_engine_open(mft_tmpdir(), &opt, &w->e, err)) != 0) {
+        bson_destroy(ci);
+        return rc;
+    }
+    bson_destroy(ci);
+    mf_engine_catalog_lock(w->e, true);
+    rc = mf_engine_coll_create(w->e, "db.c", (const uint8_t *)"", 0, &w->c, &lsn, err);
+    for (size_t i = 0; rc == 0 && specs[i]; i++)
+        rc = cadd(w, specs[i], err);
+    mf_engine_catalog_unlock(w->e);
+    if (rc)
+        return rc;
+    mf_coll_lock(w->c, true);
+    for (uint64_t rid = 1; rc == 0 && rid <= CDOCS; rid++) {
+        uint8_t rk[8];
+        bson_t *d = w->docs[rid] = bson_new();
+        mf_record_id_encode(rid, rk);
+        if (string_ids) {
+            char id[32];
+            snprintf(id, sizeof id, "%s-%u", words[rid % NWORDS], (unsigned)rid);
+            BSON_APPEND_UTF8(d, "_id", id);
+        } else
+            BSON_APPEND_INT64(d, "_id", (int64_t)rid);
+        if (rnd() % 8) {
+            const char *word = words[rnd() % NWORDS]; /* the macro reads it twice */
+            BSON_APPEND_UTF8(d, "s", word);
+        }
+        else
+            BSON_APPEND_INT32(d, "s", (int32_t)(rnd() % 4));
+        BSON_APPEND_INT32(d, "n", (int32_t)(rnd() % 5));
+        mf_op op = {.kind = MF_OP_PUT, .tree = mf_coll_records(w->c), .key = rk, .klen = 8,
+                    .val = bson_get_data(d), .vlen = d->len};
+        rc = mf_engine_write(w->e, &op, 1, &lsn, err);
+        for (size_t i = 0; rc == 0 && i < w->nidx; i++) {
+            uint32_t mk;
+            if ((rc = mf_index_keys(&w->idx[i], d, &ks, &mk, err)) != 0)
+                break;
+            for (size_t k = 0; rc == 0 && k < ks.n; k++) {
+                mf_buf key = {0};
+                mf_buf_append(&key, ks.keys[k].data, ks.keys[k].len);
+                if (!w->idx[i].unique)
+                    mf_buf_append(&key, rk, 8);
+                mf_op iop = {.kind = MF_OP_PUT, .tree = w->idx[i].tree, .key = key.data,
+                             .klen = key.len, .val = rk, .vlen = 8};
+                rc = mf_engine_write(w->e, &iop, 1, &lsn, err);
+                mf_buf_free(&key);
+            }
+        }
+    }
+    mf_coll_unlock(w->c);
+    mf_keyset_free(&ks);
+    return rc;
+}
+
+static void cteardown(cworld *w)
+{
+    mf_error err;
+    for (size_t i = 0; i < w->nidx; i++)
+        mf_index_desc_clear(&w->idx[i]);
+    for (size_t r = 1; r <= CDOCS; r++)
+        if (w->docs[r])
+            bson_destroy(w->docs[r]);
+    mf_collator_unref(w->ci);
+    if (w->e)
+        mf_engine_close(w->e, &err);
+}
+
+typedef struct cquery {
+    const char *filter, *sort, *hint; /* JSON; hint: an index name */
+    bool ci;                          /* the query's collation: strength 2, else simple */
+    bool count_only;
+    const char *want_index; /* NULL: a collection scan */
+    bool want_sorted;
+    size_t *nrows, *keys_only; /* out, may be NULL */
+    bson_t *explain;            /* out (initialised by the caller), may be NULL */
+} cquery;
+
+/* Plan and scan `q` (released after every row when `reseek`), compared
+ * with the matcher over every record under the query's collation. */
+static const char *ccheck(cworld *w, const cquery *q, bool reseek)
+{
+    static char msg[1024];
+    bson_error_t berr;
+    const mf_collator *coll = q->ci ? w->ci : NULL;
+    bson_t *filter = bson_new_from_json((const uint8_t *)q->filter, -1, &berr);
+    bson_t *sort = q->sort ? bson_new_from_json((const uint8_t *)q->sort, -1, &berr) : NULL;
+    bson_t hint_doc = BSON_INITIALIZER;
+    bson_iter_t hint;
+    mf_matcher *m = NULL;
+    mf_sort *so = NULL;
+    mf_scan *s = NULL;
+    mf_error err;
+    bool sorted = false, valid = true;
+    static bool got[CDOCS + 1];
+    size_t n = 0;
+    const char *fail = NULL;
+    mf_buf prev = {0};
+    memset(got, 0, sizeof got);
+    if (q->hint) {
+        BSON_APPEND_UTF8(&hint_doc, "h", q->hint);
+        bson_iter_init_find(&hint, &hint_doc, "h");
+    }
+    if (!filter || mf_matcher_parse_coll(filter, NULL, coll, &m, &err) != 0 ||
+        (sort && mf_sort_parse_coll(sort, coll, &so, &err) != 0)) {
+        snprintf(msg, sizeof msg, "%s: bad query", q->filter);
+        fail = msg;
+        goto out;
+    }
+    mf_coll_lock(w->c, false);
+    if (mf_scan_new(w->c, w->idx, w->nidx, filter, q->hint ? &hint : NULL, sort, coll, &s,
+                    &sorted, &err) != 0) {
+        mf_coll_unlock(w->c);
+        snprintf(msg, sizeof msg, "%s: plan: %s", q->filter, err.msg);
+        fail = msg;
+        goto out;
+    }
+    mf_scan_count_only(s, q->count_only);
+    const char *used = mf_scan_index_name(s);
+    if ((q->want_index || used) &&
+        (!q->want_index || !used || strcmp(q->want_index, used) != 0)) {
+        snprintf(msg, sizeof msg, "%s (ci %d): index %s, wanted %s", q->filter, q->ci,
+                 used ? used : "none", q->want_index ? q->want_index : "none");
+        fail = msg;
+    }
+    if (!fail && sorted != q->want_sorted) {
+        snprintf(msg, sizeof msg, "%s (ci %d): sorted %d", q->filter, q->ci, sorted);
+        fail = msg;
+    }
+    while (!fail && valid) {
+        mf_scan_row row;
+        if (mf_scan_next(s, w->e, w->c, m, &row, &valid, &err) != 0) {
+            snprintf(msg, sizeof msg, "%s: scan: %s", q->filter, err.msg);
+            fail = msg;
+            break;
+        }
+        if (!valid)
+            break;
+        if (row.rid == 0 || row.rid > CDOCS || got[row.rid]) {
+            snprintf(msg, sizeof msg, "%s: record %llu twice or unknown", q->filter,
+                     (unsigned long long)row.rid);
+            fail = msg;
+            break;
+        }
+        got[row.rid] = true;
+        n++;
+        if (so && q->want_sorted) {
+            mf_buf key = {0};
+            mf_sort_key(so, w->docs[row.rid], &key, &err);
+            size_t l = key.len < prev.len ? key.len : prev.len;
+            int c = l ? memcmp(key.data, prev.data, l) : 0;
+            if (n > 1 && (c < 0 || (c == 0 && key.len < prev.len))) {
+                snprintf(msg, sizeof msg, "%s: out of order at record %llu", q->filter,
+                         (unsigned long long)row.rid);
+                fail = msg;
+            }
+            mf_buf_free(&prev);
+            prev = key;
+        }
+        if (reseek) {
+            mf_scan_release(s);
+            mf_coll_unlock(w->c);
+            mf_coll_lock(w->c, false);
+        }
+    }
+    mf_coll_unlock(w->c);
+    for (uint64_t r = 1; !fail && r <= CDOCS; r++) {
+        bool match = mf_matcher_match(m, w->docs[r]);
+        if (match != got[r]) {
+            snprintf(msg, sizeof msg, "%s (ci %d): record %llu %s", q->filter, q->ci,
+                     (unsigned long long)r, match ? "missing" : "extra");
+            fail = msg;
+        }
+    }
+    if (!fail && q->nrows)
+        *q->nrows = n;
+    if (!fail && q->keys_only)
+        *q->keys_only = mf_scan_get_stats(s)->keys_only;
+    if (!fail && q->explain)
+        mf_scan_explain(s, false, q->explain);
+out:
+    mf_buf_free(&prev);
+    mf_scan_free(s);
+    mf_matcher_free(m);
+    mf_sort_free(so);
+    bson_destroy(&hint_doc);
+    if (filter)
+        bson_destroy(filter);
+    if (sort)
+        bson_destroy(sort);
+    return fail;
+}
+
+#define CQUERY(...)                                                                       \
+    do {                                                                                  \
+        cquery q_ = {__VA_ARGS__};                                                        \
+        const char *f_ = ccheck(&w, &q_, false);                                          \
+        if (!f_)                                                                          \
+            f_ = ccheck(&w, &q_, true);                                                   \
+        if (f_) {                                                                         \
+            mft_fail(__FILE__, __LINE__, f_);                                             \
+            cteardown(&w);                                                                \
+            return;                                                                       \
+        }                                                                                 \
+    } while (0)
+
+static const char *const ci_and_simple[] = {
+    "{\"v\": 2, \"key\": {\"_id\": 1}, \"name\": \"_id_\"}",
+    "{\"v\": 2, \"key\": {\"s\": 1}, \"name\": \"s_ci\", \"collation\": " STRENGTH2 "}",
+    "{\"v\": 2, \"key\": {\"s\": 1}, \"name\": \"s_plain\"}",
+    "{\"v\": 2, \"key\": {\"n\": 1, \"s\": -1}, \"name\": \"n_s_ci\", \"collation\": " STRENGTH2 "}",
+    NULL};
+
+MFT_CASE(plan_collation_choice, "/query/plan/collation/choice_and_results")
+{
+    cworld w = {0};
+    mf_error err;
+    CHECK_INT(cbuild(&w, ci_and_simple, false, &err), 0);
+    /* a string predicate: only the index of the query's collation */
+    CQUERY(.filter = "{\"s\": \"apple\"}", .ci = true, .want_index = "s_ci");
+    CQUERY(.filter = "{\"s\": \"apple\"}", .ci = false, .want_index = "s_plain");
+    CQUERY(.filter = "{\"s\": {\"$in\": [\"CAFE\", \"b\"]}}", .ci = true, .want_index = "s_ci");
+    CQUERY(.filter = "{\"s\": {\"$gte\": \"B\", \"$lt\": \"c\"}}", .ci = true, .want_index = "s_ci");
+    CQUERY(.filter = "{\"s\": {\"$gt\": \"b\"}}", .ci = false, .want_index = "s_plain");
+    /* a number is compared alike under both: either index; the names decide */
+    CQUERY(.filter = "{\"s\": 2}", .ci = false, .want_index = "s_ci");
+    CQUERY(.filter = "{\"s\": {\"$lt\": 3}}", .ci = true, .want_index = "s_ci");
+    /* compound: the string field's bound only under the same collation */
+    CQUERY(.filter = "{\"n\": 3, \"s\": \"Banana\"}", .ci = true, .want_index = "n_s_ci");
+    CQUERY(.filter = "{\"n\": 3, \"s\": \"Banana\"}", .ci = false, .want_index = "s_plain");
+    /* order: only from an index of the query's collation */
+    CQUERY(.filter = "{}", .sort = "{\"s\": 1}", .ci = true, .want_index = "s_ci",
+           .want_sorted = true);
+    CQUERY(.filter = "{}", .sort = "{\"s\": -1}", .ci = false, .want_index = "s_plain",
+           .want_sorted = true);
+    CQUERY(.filter = "{\"n\": 1}", .sort = "{\"s\": 1}", .ci = true, .want_index = "n_s_ci",
+           .want_sorted = true);
+    /* a hint to an index of another collation: obeyed, the matcher decides */
+    CQUERY(.filter = "{\"s\": \"apple\"}", .hint = "s_ci", .ci = false, .want_index = "s_ci");
+    CQUERY(.filter = "{\"s\": \"APPLE\"}", .hint = "s_plain", .ci = true,
+           .want_index = "s_plain");
+    CQUERY(.filter = "{}", .sort = "{\"s\": 1}", .hint = "s_plain", .ci = true,
+           .want_index = "s_plain", .want_sorted = false);
+    cteardown(&w);
+}
+
+MFT_CASE(plan_collation_no_simple_index, "/query/plan/collation/other_collation_unused")
+{
+    static const char *const only_ci[] = {
+        "{\"v\": 2, \"key\": {\"_id\": 1}, \"name\": \"_id_\"}",
+        "{\"v\": 2, \"key\": {\"s\": 1}, \"name\": \"s_ci\", \"collation\": " STRENGTH2 "}",
+        NULL};
+    cworld w = {0};
+    mf_error err;
+    CHECK_INT(cbuild(&w, only_ci, false, &err), 0);
+    CQUERY(.filter = "{\"s\": \"apple\"}", .ci = false, .want_index = NULL);
+    CQUERY(.filter = "{\"s\": {\"$in\": [1, \"b\"]}}", .ci = false, .want_index = NULL);
+    CQUERY(.filter = "{\"s\": {\"$gt\": {\"x\": 1}}}", .ci = false, .want_index = NULL);
+    CQUERY(.filter = "{\"s\": {\"$in\": [1, 3]}}", .ci = false, .want_index = "s_ci");
+    CQUERY(.filter = "{\"s\": {\"$exists\": true}}", .ci = false, .want_index = "s_ci");
+    CQUERY(.filter = "{}", .sort = "{\"s\": 1}", .ci = false, .want_index = NULL);
+    CQUERY(.filter = "{\"s\": \"apple\"}", .ci = true, .want_index = "s_ci");
+    cteardown(&w);
+}
+
+MFT_CASE(plan_collation_count_and_explain, "/query/plan/collation/count_keys_explain")
+{
+    cworld w = {0};
+    mf_error err;
+    size_t rows = 0, keys = 0, brute = 0;
+    bson_iter_t it;
+    CHECK_INT(cbuild(&w, ci_and_simple, false, &err), 0);
+    /* The collated bounds answer {s: "apple"} exactly: counted from keys. */
+    CQUERY(.filter = "{\"s\": \"apple\"}", .ci = true, .count_only = true, .want_index = "s_ci",
+           .nrows = &rows, .keys_only = &keys);
+    for (size_t r = 1; r <= CDOCS; r++) {
+        bson_iter_t s;
+        if (bson_iter_init_find(&s, w.docs[r], "s") && BSON_ITER_HOLDS_UTF8(&s) &&
+            strcasecmp(bson_iter_utf8(&s, NULL), "apple") == 0)
+            brute++;
+    }
+    CHECK(brute > 3);
+    CHECK_INT(rows, brute);
+    CHECK_INT(keys, brute);
+    /* Through the same index under the simple collation the keys say
+     * nothing exact: every row is fetched and judged. */
+    rows = keys = 0;
+    CQUERY(.filter = "{\"s\": \"apple\"}", .ci = false, .hint = "s_ci", .count_only = true,
+           .want_index = "s_ci", .nrows = &rows, .keys_only = &keys);
+    CHECK(rows > 0 && rows < brute);
+    CHECK_INT(keys, 0);
+
+    /* explain: the IXSCAN's collation after indexName, sort-key bounds */
+    bson_t ex = BSON_INITIALIZER;
+    CQUERY(.filter = "{\"s\": \"a\"}", .ci = true, .want_index = "s_ci", .explain = &ex);
+    CHECK(bson_iter_init(&it, &ex) && bson_iter_find_descendant(&it, "inputStage.collation", &it));
+    bson_t coll_doc;
+    uint32_t len;
+    const uint8_t *data;
+    bson_iter_document(&it, &len, &data);
+    bson_init_static(&coll_doc, data, len);
+    char shown[512];
+    mf_bsonx_to_string(&coll_doc, shown, sizeof shown);
+    CHECK(strncmp(shown, "{ locale: \"en\", caseLevel: false, caseFirst: \"off\", strength: 2, ",
+                  62) == 0);
+    bson_iter_t f;
+    const char *order[] = {"stage", "keyPattern", "indexName", "collation", "isMultiKey"};
+    CHECK(bson_iter_init(&it, &ex) && bson_iter_find_descendant(&it, "inputStage", &it));
+    bson_iter_recurse(&it, &f);
+    for (size_t i = 0; i < 5; i++) {
+        CHECK(bson_iter_next(&f));
+        CHECK_STR(bson_iter_key(&f), order[i]);
+    }
+    CHECK(bson_iter_init(&it, &ex) &&
+          bson_iter_find_descendant(&it, "inputStage.indexBounds.s.0", &it));
+    mf_buf key = {0};
+    char hex[128] = "", want[300];
+    CHECK_INT(mf_collator_sort_key(w.ci, "A", 1, &key), 0);
+    CHECK(key.len > 0 && key.len < 60);
+    for (size_t i = 0; i < key.len; i++)
+        snprintf(hex + 2 * i, sizeof hex - 2 * i, "%02x", key.data[i]);
+    mf_buf_free(&key);
+    snprintf(want, sizeof want, "[CollationKey(0x%s), CollationKey(0x%s)]", hex, hex);
+    CHECK_STR(bson_iter_utf8(&it, NULL), want);
+    bson_destroy(&ex);
+    /* a range: the string bracket's lower edge is the empty string's key */
+    bson_init(&ex);
+    CQUERY(.filter = "{\"s\": {\"$lt\": \"b\"}}", .ci = true, .want_index = "s_ci",
+           .explain = &ex);
+    CHECK(bson_iter_init(&it, &ex) &&
+          bson_iter_find_descendant(&it, "inputStage.indexBounds.s.0", &it));
+    CHECK(strncmp(bson_iter_utf8(&it, NULL), "[CollationKey(0x), CollationKey(0x", 34) == 0);
+    bson_destroy(&ex);
+    /* the simple index shows no collation */
+    bson_init(&ex);
+    CQUERY(.filter = "{\"s\": \"a\"}", .ci = false, .want_index = "s_plain", .explain = &ex);
+    CHECK(bson_iter_init(&it, &ex) && bson_iter_find_descendant(&it, "inputStage", &it));
+    bson_iter_recurse(&it, &f);
+    CHECK(!bson_iter_find(&f, "collation"));
+    CHECK(bson_iter_init(&it, &ex) &&
+          bson_iter_find_descendant(&it, "inputStage.indexBounds.s.0", &it));
+    CHECK_STR(bson_iter_utf8(&it, NULL), "[\"a\", \"a\"]");
+    bson_destroy(&ex);
+    cteardown(&w);
+}
+
+MFT_CASE(plan_collation_idhack, "/query/plan/collation/id_index")
+{
+    static const char *const ci_id[] = {
+        "{\"v\": 2, \"key\": {\"_id\": 1}, \"name\": \"_id_\", \"collation\": " STRENGTH2 "}",
+        NULL};
+    cworld w = {0};
+    mf_error err;
+    CHECK_INT(cbuild(&w, ci_id, true, &err), 0);
+    /* The _id index of a case-insensitive collection: an equality on a
+     * string uses it only under the same collation. */
+    CQUERY(.filter = "{\"_id\": \"APPLE-1\"}", .ci = true, .want_index = "_id_");
+    CQUERY(.filter = "{\"_id\": \"APPLE-1\"}", .ci = false, .want_index = NULL);
+    CQUERY(.filter = "{\"_id\": 7}", .ci = false, .want_index = "_id_");
+    bson_error_t berr;
+    bson_t *filter = bson_new_from_json((const uint8_t *)"{\"_id\": \"cafe-22\"}", -1, &berr);
+    mf_scan *s = NULL;
+    bool sorted;
+    mf_coll_lock(w.c, false);
+    CHECK_INT(mf_scan_new(w.c, w.idx, w.nidx, filter, NULL, NULL, w.ci, &s, &sorted, &err), 0);
+    mf_coll_unlock(w.c);
+    CHECK_STR(mf_scan_describe(s), "IDHACK");
+    mf_scan_free(s);
+    mf_coll_lock(w.c, false);
+    CHECK_INT(mf_scan_new(w.c, w.idx, w.nidx, filter, NULL, NULL, NULL, &s, &sorted, &err), 0);
+    mf_coll_unlock(w.c);
+    CHECK_STR(mf_scan_describe(s), "COLLSCAN");
+    mf_scan_free(s);
+    /* without descriptors the catalog's _id spec is read: its collation too */
+    mf_coll_lock(w.c, false);
+    CHECK_INT(mf_scan_new(w.c, NULL, 0, filter, NULL, NULL, NULL, &s, &sorted, &err), 0);
+    mf_coll_unlock(w.c);
+    CHECK_STR(mf_scan_describe(s), "COLLSCAN");
+    mf_scan_free(s);
+    mf_coll_lock(w.c, false);
+    CHECK_INT(mf_scan_new(w.c, NULL, 0, filter, NULL, NULL, w.ci, &s, &sorted, &err), 0);
+    mf_coll_unlock(w.c);
+    CHECK_STR(mf_scan_describe(s), "IDHACK");
+    mf_scan_free(s);
+    bson_destroy(filter);
+    cteardown(&w);
+}
+
+MFT_CASE(plan_collation_partial, "/query/plan/collation/partial_filter")
+{
+    static const char *const partial[] = {
+        "{\"v\": 2, \"key\": {\"_id\": 1}, \"name\": \"_id_\"}",
+        "{\"v\": 2, \"key\": {\"n\": 1}, \"name\": \"n_ci_partial\", \"collation\": " STRENGTH2
+        ", \"partialFilterExpression\": {\"s\": {\"$gte\": \"b\"}}}",
+        NULL};
+    cworld w = {0};
+    mf_error err;
+    CHECK_INT(cbuild(&w, partial, false, &err), 0);
+    /* Under the index's collation "B" >= "b" holds, so {s: "B"} implies the
+     * partial filter; simple bytes would say "B" < "b". */
+    CQUERY(.filter = "{\"s\": \"B\", \"n\": 2}", .ci = true, .want_index = "n_ci_partial");
+    /* Under another collation the implication is not drawn over strings. */
+    CQUERY(.filter = "{\"s\": \"b\", \"n\": 2}", .ci = false, .want_index = NULL);
+    /* Bytes put "\xc3\xa1" (a-acute) above "b"; the collation below it: the
+     * index lacks those documents and must not be used. */
+    CQUERY(.filter = "{\"s\": \"\xc3\xa1\", \"n\": 2}", .ci = true, .want_index = NULL);
+    CQUERY(.filter = "{\"s\": \"zebra\", \"n\": 2}", .ci = true, .want_index = "n_ci_partial");
+    cteardown(&w);
+}
+
+/* ------------------------------------------------- specs and keys (index.c) */
+
+static bson_t *json_doc(const char *json)
+{
+    bson_error_t berr;
+    return bson_new_from_json((const uint8_t *)json, -1, &berr);
+}
+
+MFT_CASE(index_collation_specs, "/query/index/collation/specs")
+{
+    mf_error err;
+    mf_collator *ci = NULL;
+    bson_t *cs = json_doc(STRENGTH2), *in, out, id, full = BSON_INITIALIZER;
+    char shown[700], want[700], fulls[400];
+    bson_iter_t it;
+    CHECK_INT(mf_collator_new(cs, &ci, &err), 0);
+    mf_collator_to_bson(ci, &full);
+    mf_bsonx_to_string(&full, fulls, sizeof fulls);
+    /* a v: 2 index inherits the collection's default, spelled out, last */
+    in = json_doc("{\"key\": {\"a\": 1}, \"name\": \"a_1\", \"sparse\": true}");
+    CHECK_INT(mf_index_spec_normalize_coll(in, ci, &out, &err), 0);
+    mf_bsonx_to_string(&out, shown, sizeof shown);
+    snprintf(want, sizeof want,
+             "{ v: 2, key: { a: 1 }, name: \"a_1\", sparse: true, collation: %s }", fulls);
+    CHECK_STR(shown, want);
+    bson_destroy(&out);
+    bson_destroy(in);
+    /* v: 1 cannot have one: the simple collation */
+    in = json_doc("{\"key\": {\"a\": 1}, \"name\": \"a_1\", \"v\": 1}");
+    CHECK_INT(mf_index_spec_normalize_coll(in, ci, &out, &err), 0);
+    CHECK(!bson_iter_init_find(&it, &out, "collation"));
+    bson_destroy(&out);
+    bson_destroy(in);
+    /* an explicit simple collation opts out */
+    in = json_doc("{\"key\": {\"a\": 1}, \"name\": \"a_1\", \"collation\": {\"locale\": "
+                  "\"simple\"}}");
+    CHECK_INT(mf_index_spec_normalize_coll(in, ci, &out, &err), 0);
+    CHECK(!bson_iter_init_find(&it, &out, "collation"));
+    bson_destroy(&out);
+    bson_destroy(in);
+    /* the _id index takes the default, as mf_index_id_spec builds it */
+    in = json_doc("{\"key\": {\"_id\": 1}, \"name\": \"_id_\"}");
+    CHECK_INT(mf_index_spec_normalize_coll(in, ci, &out, &err), 0);
+    mf_index_id_spec(ci, &id);
+    CHECK(bson_equal(&out, &id));
+    bson_destroy(&id);
+    bson_destroy(&out);
+    mf_index_id_spec(NULL, &id);
+    mf_bsonx_to_string(&id, shown, sizeof shown);
+    CHECK_STR(shown, "{ v: 2, key: { _id: 1 }, name: \"_id_\" }");
+    bson_destroy(&id);
+    /* ... and no other */
+    CHECK_INT(mf_index_spec_normalize_coll(in, NULL, &out, &err), 0);
+    bson_destroy(&out);
+    bson_destroy(in);
+    in = json_doc("{\"key\": {\"_id\": 1}, \"name\": \"_id_\", \"collation\": " STRENGTH2 "}");
+    CHECK_INT(mf_index_spec_normalize_coll(in, NULL, &out, &err), MF_BadValue);
+    snprintf(want, sizeof want,
+             "The _id index must have the same collation as the collection. Index collation: "
+             "%s, collection collation: { locale: \"simple\" }",
+             fulls);
+    CHECK_STR(err.msg, want);
+    bson_destroy(&out);
+    bson_destroy(in);
+    in = json_doc("{\"key\": {\"_id\": 1}, \"name\": \"_id_\", \"collation\": {\"locale\": "
+                  "\"simple\"}}");
+    CHECK_INT(mf_index_spec_normalize_coll(in, ci, &out, &err), MF_BadValue);
+    snprintf(want, sizeof want,
+             "The _id index must have the same collation as the collection. Index collation: "
+             "{ locale: \"simple\" }, collection collation: %s",
+             fulls);
+    CHECK_STR(err.msg, want);
+    bson_destroy(&out);
+    bson_destroy(in);
+    /* a bad collation: the collator's error, prefixed as mongod */
+    in = json_doc("{\"key\": {\"a\": 1}, \"name\": \"a_1\", \"collation\": {\"locale\": \"en\", "
+                  "\"strength\": 9}}");
+    int rc = mf_index_spec_normalize_coll(in, NULL, &out, &err);
+    CHECK(rc != 0);
+    CHECK(strncmp(err.msg,
+                  "failed to add collation information to index spec for index creation: { key: "
+                  "{ a: 1 }, name: \"a_1\", collation: { locale: \"en\", strength: 9 }, v: 2 } :: "
+                  "caused by :: ",
+                  148) == 0);
+    bson_destroy(&out);
+    bson_destroy(in);
+    bson_destroy(&full);
+    bson_destroy(cs);
+    mf_collator_unref(ci);
+}
+
+MFT_CASE(index_collation_conflicts, "/query/index/collation/conflicts")
+{
+    mf_error err;
+    bool same;
+    bson_t a, b, c;
+    bson_t *ia = json_doc("{\"key\": {\"s\": 1}, \"name\": \"s_ci\", \"collation\": " STRENGTH2 "}");
+    bson_t *ib = json_doc("{\"key\": {\"s\": 1}, \"name\": \"s_1\"}");
+    bson_t *ic = json_doc("{\"key\": {\"s\": 1}, \"name\": \"s_ci\"}");
+    CHECK_INT(mf_index_spec_normalize(ia, &a, &err), 0);
+    CHECK_INT(mf_index_spec_normalize(ib, &b, &err), 0);
+    CHECK_INT(mf_index_spec_normalize(ic, &c, &err), 0);
+    /* one key pattern, two collations: two indexes */
+    CHECK_INT(mf_index_spec_conflict(&a, &b, &same, &err), 0);
+    CHECK(!same);
+    /* the same spec again: the same index */
+    CHECK_INT(mf_index_spec_conflict(&a, &a, &same, &err), 0);
+    CHECK(same);
+    /* one name, two collations */
+    CHECK_INT(mf_index_spec_conflict(&a, &c, &same, &err), 86);
+    CHECK(strncmp(err.msg, "An existing index has the same name as the requested index.", 59) == 0);
+    bson_destroy(&a);
+    bson_destroy(&b);
+    bson_destroy(&c);
+    bson_destroy(ia);
+    bson_destroy(ib);
+    bson_destroy(ic);
+}
+
+MFT_CASE(index_collation_keys, "/query/index/collation/keys")
+{
+    mf_error err;
+    mf_index_desc d;
+    mf_keyset ka = {0}, kb = {0};
+    uint32_t mk;
+    static const char *const specs[] = {
+        "{\"v\": 2, \"key\": {\"s\": 1, \"n\": -1}, \"name\": \"x\", \"unique\": true, "
+        "\"collation\": {\"locale\": \"en\", \"strength\": 2}}",
+        "{\"v\": 2, \"key\": {\"s\": 1, \"n\": -1}, \"name\": \"x\", \"unique\": true, "
+        "\"collation\": {\"locale\": \"en\", \"strength\": 1}}",
+        "{\"v\": 2, \"key\": {\"s\": 1, \"n\": -1}, \"name\": \"x\", \"unique\": true}"};
+    /* "a" vs "A", "a" vs a-acute, arrays and documents holding them */
+    static const char *const pairs[][2] = {
+        {"{\"s\": \"a\", \"n\": 1}", "{\"s\": \"A\", \"n\": 1}"},
+        {"{\"s\": \"a\", \"n\": 1}", "{\"s\": \"\\u00e1\", \"n\": 1}"},
+        {"{\"s\": {\"x\": \"Caf\\u00e9\"}, \"n\": 1}", "{\"s\": {\"x\": \"caf\\u00e9\"}, \"n\": 1}"},
+        {"{\"s\": [\"B\"], \"n\": 1}", "{\"s\": \"b\", \"n\": 1}"},
+    };
+    /* same key? per spec (strength 2, strength 1, simple), per pair */
+    static const bool same[3][4] = {{true, false, true, true},
+                                    {true, true, true, true},
+                                    {false, false, false, false}};
+    for (size_t i = 0; i < 3; i++) {
+        bson_t *spec = json_doc(specs[i]);
+        CHECK_INT(mf_index_desc_init(&d, NULL, 1, bson_get_data(spec), spec->len, &err), 0);
+        CHECK((d.coll != NULL) == (i < 2));
+        for (size_t p = 0; p < 4; p++) {
+            bson_t *x = json_doc(pairs[p][0]), *y = json_doc(pairs[p][1]);
+            CHECK_INT(mf_index_keys(&d, x, &ka, &mk, &err), 0);
+            CHECK_INT(mf_index_keys(&d, y, &kb, &mk, &err), 0);
+            CHECK_INT(ka.n, 1);
+            CHECK_INT(kb.n, 1);
+            bool eq = ka.keys[0].len == kb.keys[0].len &&
+                      memcmp(ka.keys[0].data, kb.keys[0].data, ka.keys[0].len) == 0;
+            if (eq != same[i][p]) {
+                char m[128];
+                snprintf(m, sizeof m, "spec %zu pair %zu: same key %d", i, p, eq);
+                mft_fail(__FILE__, __LINE__, m);
+            }
+            bson_destroy(x);
+            bson_destroy(y);
+        }
+        mf_index_desc_clear(&d);
+        bson_destroy(spec);
+        if (mft_failed())
+            break;
+    }
+    mf_keyset_free(&ka);
+    mf_keyset_free(&kb);
 }

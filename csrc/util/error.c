@@ -85,6 +85,7 @@ static const struct {
     {170, "TooManyMatchingDocuments"},
     {171, "CannotIndexParallelArrays"},
     {175, "QueryPlanKilled"},
+    {181, "AmbiguousIndexKeyPattern"},
     {186, "ClientMetadataCannotBeMutated"},
     {197, "InvalidIndexSpecificationOption"},
     {201, "CannotBuildIndexKeys"},
@@ -161,11 +162,28 @@ const char *mf_error_name(int code, char *scratch)
     return scratch;
 }
 
+/* Drop a UTF-8 sequence that truncation cut in two from the end of `s`:
+ * the message goes into a reply as a BSON string, which must be UTF-8. */
+static void trim_cut_sequence(char *s)
+{
+    size_t n = strlen(s), lead = n;
+    while (lead > 0 && n - lead < 4 && ((unsigned char)s[lead - 1] & 0xc0) == 0x80)
+        lead--;
+    if (lead == 0)
+        return;
+    unsigned char c = (unsigned char)s[lead - 1];
+    size_t want = c >= 0xf0 ? 4 : c >= 0xe0 ? 3 : c >= 0xc0 ? 2 : 1;
+    if (n - (lead - 1) < want)
+        s[lead - 1] = '\0';
+}
+
 int mf_error_setv(mf_error *err, int code, const char *fmt, va_list ap)
 {
     if (err) {
         err->code = code;
-        vsnprintf(err->msg, sizeof err->msg, fmt, ap);
+        int n = vsnprintf(err->msg, sizeof err->msg, fmt, ap);
+        if (n >= (int)sizeof err->msg)
+            trim_cut_sequence(err->msg);
     }
     return code;
 }

@@ -46,10 +46,24 @@ bool mf_msg_error_is_fatal(int code)
 }
 
 /* Read one BSON document at `p` with `avail` bytes left in its section and
- * validate it.  On success `*doclen` is its length. */
+ * validate it.  On success `*doclen` is its length.  As mongod's
+ * Validated<BSONObj>: the bytes are validated first, then the BSONObj
+ * constructor refuses one larger than BSONObjMaxInternalSize. */
 static int read_doc(const uint8_t *p, size_t avail, size_t *doclen, mf_error *err)
 {
-    return mf_bsonx_validate_prefix(p, avail, doclen, err);
+    int rc = mf_bsonx_validate_prefix(p, avail, doclen, err);
+    if (rc != 0 || *doclen <= MF_MAX_BSON_INTERNAL_SIZE)
+        return rc;
+    char first[128] = "";
+    bson_t doc;
+    bson_iter_t it;
+    if (bson_init_static(&doc, p, *doclen) && bson_iter_init(&it, &doc) && bson_iter_next(&it))
+        mf_bsonx_elem_to_string(&it, true, first, sizeof first);
+    return mf_error_set(err, MF_BSONObjectTooLarge,
+                        "BSONObj size: %zu (0x%zX) is invalid. Size must be between 0 and "
+                        "%d(%dMB) First element: %s",
+                        *doclen, *doclen, MF_MAX_BSON_INTERNAL_SIZE,
+                        MF_MAX_BSON_INTERNAL_SIZE / (1024 * 1024), first);
 }
 
 /* Whether `body` has a top-level field `name` (mongod looks up the dotted
@@ -131,6 +145,13 @@ int mf_msg_parse_op_msg(const uint8_t *msg, size_t len, mf_op_msg *out, mf_error
                                     "couldn't locate terminal char (\\u0000) in buffer[%zu] at offset: %zu",
                                     (size_t)(send - sp), off + 4);
             const char *name = (const char *)sp;
+            /* The identifier becomes a field name of the command: UTF-8,
+             * as every key is (mongod does not check; found by fuzz_wire,
+             * tests/fuzz_regressions/wire/sequence-name-not-utf8). */
+            if (!bson_utf8_validate(name, (size_t)(nul - sp), false))
+                return mf_error_set(err, MF_InvalidBSON,
+                                    "Found string that doesn't follow UTF-8 encoding. in "
+                                    "document sequence identifier");
             for (int i = 0; i < out->nseq; i++)
                 if (strcmp(out->seq[i].name, name) == 0)
                     return mf_error_set(err, MF_Location40431,
@@ -191,20 +212,23 @@ int mf_msg_command_doc(const mf_op_msg *m, bson_t *out, mf_error *err)
         char key[16];
         const char *k;
         uint32_t idx = 0;
-        bson_append_array_begin(out, s->name, -1, &arr);
-        for (const uint8_t *d = s->docs; d < s->docs + s->len;) {
+        /* No size limit of our own here: mongod keeps the sequences apart,
+         * so a 48,000,000-byte message of 100,000 documents is a valid
+         * insert even though this one document is larger (array keys add
+         * up to 8 bytes per document, far below bson_t's 2 GiB). */
+        bool ok = bson_append_array_begin(out, s->name, -1, &arr);
+        for (const uint8_t *d = s->docs; ok && d < s->docs + s->len;) {
             bson_t doc;
             size_t n = (size_t)mf_load_i32le(d);
             bson_init_static(&doc, d, n);
             bson_uint32_to_string(idx++, &k, key, sizeof key);
-            bson_append_document(&arr, k, -1, &doc);
+            ok = bson_append_document(&arr, k, -1, &doc);
             d += n;
         }
-        bson_append_array_end(out, &arr);
-    }
-    if (out->len > (uint32_t)MF_MAX_MESSAGE_SIZE) {
-        bson_destroy(out);
-        return mf_error_set(err, MF_BadValue, "command is too large");
+        if (!ok || !bson_append_array_end(out, &arr)) {
+            bson_destroy(out);
+            return mf_error_set(err, MF_BSONObjectTooLarge, "command is too large");
+        }
     }
     return 0;
 }
@@ -258,6 +282,9 @@ int mf_msg_parse_op_query(const uint8_t *msg, size_t len, mf_op_query *out,
         return mf_error_set(err, MF_Overflow,
                             "couldn't locate terminal char (\\u0000) in OP_QUERY namespace");
     out->ns = (const char *)p;
+    /* It becomes the command's $db, and error messages quote it. */
+    if (!bson_utf8_validate(out->ns, (size_t)(nul - p), false))
+        return mf_error_set(err, MF_InvalidNamespace, "OP_QUERY namespace is not valid UTF-8");
     p = nul + 1;
     if (end - p < 8)
         return mf_error_set(err, MF_Overflow, "OP_QUERY message is truncated");
