@@ -168,10 +168,11 @@ def _check_image(d, expect_oks, states, k, kind) -> dict:
                 acked = i + 1
             srv.stop()
         torn = _core._fault_stats()[2]
+        _core._fault_clear()
+        _core._sim_crash()
     finally:
         _core._fault_clear()
-    _core._sim_crash()
-    _core._sim_enable(False)
+        _core._sim_enable(False)  # never leave tracking on for other tests
     srv = multifora.Server(str(d), port=0)  # every image opens
     try:
         got = _snapshot(srv)
