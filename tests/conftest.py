@@ -133,3 +133,7 @@ def pytest_addoption(parser):
                      help="test_rel_bad_input: mutated documents sent to the server")
     parser.addoption("--fuzz-seconds", type=int, default=60,
                      help="test_rel_fuzz: libFuzzer run time per target")
+    parser.addoption("--flips", type=int, default=500,
+                     help="test_rel_corruption: single-byte flips, one database opened per flip")
+    parser.addoption("--flip-seed", type=int, default=1,
+                     help="test_rel_corruption: seed choosing the flips")
