@@ -138,3 +138,7 @@ def pytest_addoption(parser):
     parser.addoption("--crash-points", type=int, default=None,
                      help="test_rel_power: crash points to try, spread over the workload "
                           "(CI: every one)")
+    parser.addoption("--flips", type=int, default=500,
+                     help="test_rel_corruption: single-byte flips, one database opened per flip")
+    parser.addoption("--flip-seed", type=int, default=1,
+                     help="test_rel_corruption: seed choosing the flips")

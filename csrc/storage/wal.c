@@ -92,6 +92,11 @@
 #define BLK_HDR 48
 #define SEG_MAGIC "MFWALSEG"
 #define BLK_MAGIC "MFWB"
+#define TORN_SECTOR 512u /* the unit a crash persists or loses */
+/* Why an intact block (both hashes verify) ends the log: stale bytes of
+ * an older log, not damage. */
+#define WHY_OTHER_LOG "block of another log (wrong salt)"
+#define WHY_OUT_OF_SEQUENCE "block LSN does not follow the previous block's"
 #define SEG_VERSION 1
 #define CODEC_RAW 0
 #define CODEC_LZ4 1
@@ -241,7 +246,7 @@ static const char *blk_header_decode(const uint8_t h[BLK_HDR], uint64_t salt, bl
     b->stored_len = mf_load_u32le(h + 32);
     b->payload_hash = get_u64(h + 40);
     if (b->salt != salt)
-        return "block of another log (wrong salt)";
+        return WHY_OTHER_LOG;
     if (h[5] || h[6] || h[7] || b->codec > CODEC_LZ4)
         return "unknown block codec";
     /* Each record is at least 5 bytes (length and one byte). */
@@ -789,9 +794,39 @@ typedef struct recovery {
     mf_buf scratch; /* decompressed payloads */
 } recovery;
 
+/* Whether the end of the log at `off` is one a crash can leave: an intact
+ * block of an older log (stale bytes), or damage that looks like a write
+ * a crash cut short rather than changed bytes.  A crash can only tear the
+ * flush it interrupted, which was never synced and so never acknowledged:
+ * its bytes are missing (the file ends inside the block) or read as zeros
+ * (sectors the file covers that never reached the disk).  A block that is
+ * whole and has no zero sector was written in full, and possibly synced
+ * and acknowledged: if it fails its hash, its bytes changed, and cutting
+ * it off would silently drop acknowledged writes.  A zero sector inside a
+ * written block is implausible: a payload with 512 zero bytes compresses,
+ * and is stored LZ4. */
+static int looks_torn(reader *rd, uint64_t off, const char *why, bool *torn, mf_error *err)
+{
+    *torn = strncmp(why, "short", 5) == 0 || strcmp(why, WHY_OTHER_LOG) == 0 ||
+            strcmp(why, WHY_OUT_OF_SEQUENCE) == 0;
+    for (uint64_t s = (off + TORN_SECTOR - 1) / TORN_SECTOR * TORN_SECTOR;
+         !*torn && s + TORN_SECTOR <= rd->size; s += TORN_SECTOR) {
+        const uint8_t *p;
+        size_t avail;
+        int rc = rd_peek(rd, s, TORN_SECTOR, &p, &avail, err);
+        if (rc)
+            return rc;
+        size_t i = 0;
+        while (i < TORN_SECTOR && p[i] == 0)
+            i++;
+        *torn = i == TORN_SECTOR;
+    }
+    return 0;
+}
+
 /* The valid log ends at `off` for reason `why`.  A torn tail (the last
- * segment, nothing valid after it) is cut off; anything else is
- * corruption. */
+ * segment, nothing valid after it, and damage a crash can leave: see
+ * looks_torn) is cut off; anything else is corruption. */
 static int tail_or_corrupt(recovery *r, reader *rd, uint64_t off, uint64_t salt,
                            const char *why, bool is_last, mf_lsn lsn, mf_error *err)
 {
@@ -807,6 +842,16 @@ static int tail_or_corrupt(recovery *r, reader *rd, uint64_t off, uint64_t salt,
                             why, rd->path, off, lsn,
                             any ? ", and valid blocks follow it"
                                 : ", in a segment that is not the last");
+    bool torn;
+    rc = looks_torn(rd, off, why, &torn, err);
+    if (rc)
+        return rc;
+    if (!torn)
+        return mf_error_set(err, MF_DataCorruption,
+                            "write-ahead log is corrupt: %s in %s at offset %" PRIu64
+                            " (LSN %" PRIu64 " on), in the last block, which is whole: "
+                            "changed bytes, not a write cut short by a crash",
+                            why, rd->path, off, lsn);
     mf_log(MF_LOG_WARNING, "STORAGE", LOGID_TORN_TAIL, "wal",
            "write-ahead log %s: torn tail at offset %" PRIu64 " (%s): %" PRIu64
            " bytes removed; the log ends at LSN %" PRIu64,
@@ -917,7 +962,7 @@ static int seg_recover(recovery *r, mf_lsn first, bool is_last, mf_lsn *lsn, mf_
         if (rc)
             goto fail;
         if (!why && b.h.first != *lsn)
-            why = "block LSN does not follow the previous block's";
+            why = WHY_OUT_OF_SEQUENCE;
         if (why && off == SEG_HDR && (rc = check_header_salt(r, &rd, salt, first, err)) != 0)
             goto fail;
         if (why) {

@@ -484,7 +484,7 @@ static int open_flipped(const char *dir, const char *file, const uint8_t *img, s
     return rc;
 }
 
-MFT_CASE(bit_flips, "/storage/wal/bit_flips_last_block_truncate_interior_corrupt")
+MFT_CASE(bit_flips, "/storage/wal/bit_flips_whole_last_block_corrupt_torn_truncated_interior_corrupt")
 {
     quiet();
     char src[600], dst[600], path[600], dpath[600];
@@ -511,12 +511,14 @@ MFT_CASE(bit_flips, "/storage/wal/bit_flips_last_block_truncate_interior_corrupt
      * lengths, header hash), the payload hash, the payload. */
     static const unsigned where[] = {1, 4, 9, 16, 24, 29, 33, 37, 41, 47, 48, 50};
     for (size_t k = 0; k < sizeof where / sizeof where[0]; k++) {
-        /* The last block: a torn tail, cut off. */
+        /* The last block, whole: changed bytes, not a torn write, so
+         * corruption (cutting it would drop acknowledged records). */
         uint64_t at = b.off[5] + where[k];
-        CHECK_INT(open_flipped(dst, dpath, img, len, at, &s, &err), 0);
-        CHECK_INT(s.n, 10);
-        CHECK_INT(s.bad, 0);
-        CHECK_INT(fsize(dpath), b.off[5] + 48 + 5 + 4); /* cut, then one append */
+        CHECK_INT(open_flipped(dst, dpath, img, len, at, &s, &err), MF_DataCorruption);
+        CHECK(strstr(err.msg, dpath) != NULL);
+        CHECK(strstr(err.msg, "in the last block, which is whole") != NULL);
+        CHECK_INT(s.n, 10); /* the blocks before it were replayed */
+        CHECK_INT(fsize(dpath), len); /* and nothing was cut */
         /* An interior block: corruption, naming the file and offset. */
         at = b.off[2] + where[k];
         CHECK_INT(open_flipped(dst, dpath, img, len, at, &s, &err), MF_DataCorruption);
@@ -527,6 +529,23 @@ MFT_CASE(bit_flips, "/storage/wal/bit_flips_last_block_truncate_interior_corrupt
         CHECK(s.n <= 4); /* nothing past the damage was replayed */
         CHECK_INT(fsize(dpath), len); /* and nothing was cut */
     }
+    /* The same flips in the last block when zero sectors follow it (a
+     * crash that extended the file but never wrote those sectors): a torn
+     * tail, cut off, and the log takes appends after it. */
+    uint8_t *ext = calloc(1, len + 1024);
+    CHECK(ext);
+    memcpy(ext, img, len);
+    for (size_t k = 0; k < sizeof where / sizeof where[0]; k++) {
+        CHECK_INT(open_flipped(dst, dpath, ext, len + 1024, b.off[5] + where[k], &s, &err), 0);
+        CHECK_INT(s.n, 10);
+        CHECK_INT(s.bad, 0);
+        CHECK_INT(fsize(dpath), b.off[5] + 48 + 5 + 4); /* cut, then one append */
+    }
+    /* Zeros alone after the last block: cut, nothing lost. */
+    CHECK_INT(open_flipped(dst, dpath, ext, len + 1024, len + 1023, &s, &err), 0);
+    CHECK_INT(s.n, 12);
+    CHECK_INT(fsize(dpath), len + 48 + 5 + 4);
+    free(ext);
     /* The segment header: magic, version, reserved, salt, first LSN. */
     static const unsigned hdr[] = {0, 8, 12, 16, 24};
     for (size_t k = 0; k < 5; k++) {
