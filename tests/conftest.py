@@ -133,3 +133,6 @@ def pytest_addoption(parser):
                      help="test_rel_bad_input: mutated documents sent to the server")
     parser.addoption("--fuzz-seconds", type=int, default=60,
                      help="test_rel_fuzz: libFuzzer run time per target")
+    parser.addoption("--load-seconds", type=float, default=12.0,
+                     help="test_rel_load: how long 16 busy clients run beside 1,000 idle "
+                          "connections (the issue's large setting: 60)")
