@@ -357,3 +357,77 @@ def test_interpreter_exit_with_running_server(tmp_path, mode, code):
     if mode == "open":
         with multifora.open(path + "-emb") as c:
             assert list(c.app.e.find()) == [{"_id": 1}]
+
+
+FORK_UNDER_LOAD = """
+import os, sys, threading, time, multifora, pymongo
+srv = multifora.Server(sys.argv[1], port=0).start()
+stop = threading.Event()
+acked = [[] for _ in range(4)]
+errors = []
+
+def writer(k):
+    c = pymongo.MongoClient(srv.uri)
+    i = 0
+    try:
+        while not stop.is_set():
+            c.app.items.insert_one({"_id": f"{k}-{i}", "k": k})
+            acked[k].append(f"{k}-{i}")
+            if i % 5 == 0:
+                c.app.items.update_one({"_id": f"{k}-{i}"}, {"$set": {"u": i}})
+            i += 1
+    except Exception as e:
+        errors.append(repr(e))
+    c.close()
+
+threads = [threading.Thread(target=writer, args=(k,)) for k in range(4)]
+for t in threads:
+    t.start()
+time.sleep(0.3)
+bad = 0
+for n in range(int(sys.argv[2])):
+    pid = os.fork()
+    if pid == 0:
+        code = 0
+        try:
+            srv.command("app", {"insert": "items", "documents": [{"_id": "child"}]})
+            code = 1
+        except multifora.MultiforaError as e:
+            code = 0 if e.code == 20 else 2
+        srv.stop()
+        sys.exit(code)  # a normal interpreter exit in the child
+    deadline = time.monotonic() + 20
+    while True:
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            bad += os.waitstatus_to_exitcode(status) != 0
+            break
+        if time.monotonic() > deadline:
+            os.kill(pid, 9)
+            os.waitpid(pid, 0)
+            bad += 1
+            break
+        time.sleep(0.01)
+    time.sleep(0.02)
+stop.set()
+for t in threads:
+    t.join()
+r = srv.command("app", {"find": "items", "filter": {}, "batchSize": 1000000})
+ids = sorted(d["_id"] for d in r["cursor"]["firstBatch"])
+want = sorted(i for a in acked for i in a)
+v = srv.command("app", {"validate": "items", "full": True})
+srv.stop()
+print(bad, len(errors), ids == want, len(want), v["valid"], sep=" ")
+"""
+
+
+def test_fork_under_load(tmp_path):
+    """20 forks while 4 threads write: each child gets the error and exits
+    through a normal interpreter shutdown; no writer sees an error and
+    every acknowledged write is there."""
+    r = subprocess.run([sys.executable, "-c", FORK_UNDER_LOAD, str(tmp_path / "db"), "20"],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr[-3000:]
+    bad, errors, same, n, valid = r.stdout.split()
+    assert (bad, errors, same, valid) == ("0", "0", "True", "True"), r.stdout
+    assert int(n) > 100
