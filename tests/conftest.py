@@ -142,3 +142,6 @@ def pytest_addoption(parser):
                      help="test_rel_corruption: single-byte flips, one database opened per flip")
     parser.addoption("--flip-seed", type=int, default=1,
                      help="test_rel_corruption: seed choosing the flips")
+    parser.addoption("--load-seconds", type=float, default=12.0,
+                     help="test_rel_load: how long 16 busy clients run beside 1,000 idle "
+                          "connections (the issue's large setting: 60)")

@@ -6,7 +6,12 @@
  * The lock is flock(2) on <dbpath>/multifora.lock.  flock locks belong to
  * the open file description, so two servers in one process conflict just as
  * two processes do, and the kernel drops the lock when the holder dies --
- * a kill -9 never leaves a directory locked.
+ * a kill -9 never leaves a directory locked.  The same rule means a forked
+ * child shares its parent's lock: a long-lived child would keep the parent
+ * from reopening its own directory after closing it.  So a fork handler
+ * closes every held lock descriptor in the child (which cannot use the
+ * parent's database anyway); closing a duplicate leaves the parent's lock
+ * in place.
  *
  * Fault injection costs one relaxed atomic load per call when no fault is
  * armed.  The power-loss simulation keeps, per tracked path, the bytes the
@@ -54,6 +59,53 @@ static int make_dirs(const char *dir, mf_error *err)
     return 0;
 }
 
+/* The lock descriptors this process holds, as fd + 1 (0: a free slot).
+ * Atomics, not a mutex: the fork handler runs in a child where another
+ * thread may have held any mutex. */
+#define MAX_HELD_LOCKS 64
+static atomic_int held_locks[MAX_HELD_LOCKS];
+static atomic_bool forked_child;
+static pthread_once_t atfork_once = PTHREAD_ONCE_INIT;
+
+static void close_locks_in_child(void)
+{
+    atomic_store(&forked_child, true);
+    for (int i = 0; i < MAX_HELD_LOCKS; i++) {
+        int v = atomic_exchange(&held_locks[i], 0);
+        if (v)
+            close(v - 1);
+    }
+}
+
+static void register_atfork(void)
+{
+    (void)pthread_atfork(NULL, NULL, close_locks_in_child);
+}
+
+/* Record `fd` as held; false when every slot is taken (the lock then stays
+ * with a forked child, as before). */
+static bool hold_lock(int fd)
+{
+    pthread_once(&atfork_once, register_atfork);
+    for (int i = 0; i < MAX_HELD_LOCKS; i++) {
+        int expect = 0;
+        if (atomic_compare_exchange_strong(&held_locks[i], &expect, fd + 1))
+            return true;
+    }
+    return false;
+}
+
+/* Forget `fd`; false if it is not held (a fork handler closed it). */
+static bool release_lock(int fd)
+{
+    for (int i = 0; i < MAX_HELD_LOCKS; i++) {
+        int expect = fd + 1;
+        if (atomic_compare_exchange_strong(&held_locks[i], &expect, 0))
+            return true;
+    }
+    return false;
+}
+
 int mf_os_dir_lock(const char *dir, int *fd, mf_error *err)
 {
     char path[PATH_MAX];
@@ -82,12 +134,17 @@ int mf_os_dir_lock(const char *dir, int *fd, mf_error *err)
     int n = snprintf(pid, sizeof pid, "%ld\n", (long)getpid());
     if (ftruncate(f, 0) == 0 && pwrite(f, pid, (size_t)n, 0) == n)
         (void)fdatasync(f);
+    (void)hold_lock(f);
     *fd = f;
     return 0;
 }
 
 void mf_os_dir_unlock(int fd)
 {
+    /* In a forked child the descriptor is closed already and its number
+     * may name another file now: leave it alone. */
+    if (fd >= 0 && !release_lock(fd) && atomic_load(&forked_child))
+        return;
     if (fd >= 0) {
         /* Leave the file (mongod does too); an empty one says "clean". */
         (void)ftruncate(fd, 0);
