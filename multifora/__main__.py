@@ -27,6 +27,9 @@ def _parser() -> argparse.ArgumentParser:
     s.add_argument("--log-level", default="info", choices=["error", "warning", "info", "debug"])
     s.add_argument("--ttl-monitor-sleep-secs", type=int, default=60,
                    help="seconds between TTL monitor passes (default 60)")
+    s.add_argument("--read-deadline-secs", type=float, default=30.0,
+                   help="close a connection whose message is not complete this many seconds "
+                        "after its first byte (default 30; 0: never)")
     s.add_argument("--enable-test-commands", action="store_true",
                    help="report enableTestCommands=1, as test harnesses expect")
     return p
@@ -39,7 +42,8 @@ def serve(args: argparse.Namespace) -> int:
                         unix_socket=args.unix_socket, max_connections=args.max_conns,
                         enable_test_commands=args.enable_test_commands,
                         log_level=args.log_level,
-                        ttl_monitor_sleep_secs=args.ttl_monitor_sleep_secs)
+                        ttl_monitor_sleep_secs=args.ttl_monitor_sleep_secs,
+                        read_deadline_secs=args.read_deadline_secs or None)
         server.start()
     except MultiforaError as e:
         print(f"multifora: cannot start: {e}", file=sys.stderr)

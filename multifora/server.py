@@ -48,14 +48,17 @@ class Server:
     other work; no Python code runs on them.  ``port=0`` picks a free port,
     ``port=None`` listens on no TCP port (``unix_socket`` must then be set).
     A server runs once: after ``stop()`` the directory is released and a new
-    ``Server`` may open it.
+    ``Server`` may open it.  A client that has sent a message's first byte
+    must send the rest within ``read_deadline_secs`` (None: no limit) or
+    its connection is closed; an idle connection is never closed.
     """
 
     def __init__(self, dbpath: str, host: str = "127.0.0.1",
                  port: Optional[int] = 27017, unix_socket: Optional[str] = None,
                  *, max_connections: int = 1000,
                  enable_test_commands: bool = False, log_level: str = "warning",
-                 argv: Optional[list] = None, ttl_monitor_sleep_secs: int = 60):
+                 argv: Optional[list] = None, ttl_monitor_sleep_secs: int = 60,
+                 read_deadline_secs: Optional[float] = 30.0):
         self.dbpath = os.path.abspath(dbpath)
         self.host = host
         self.unix_socket = os.path.abspath(unix_socket) if unix_socket else None
@@ -76,7 +79,8 @@ class Server:
             self.dbpath, host, -1 if port is None else port, self.unix_socket,
             max_connections, enable_test_commands,
             bson.encode({str(i): a for i, a in enumerate(argv)}),
-            bson.encode(parsed), log_level, ttl_monitor_sleep_secs)
+            bson.encode(parsed), log_level, ttl_monitor_sleep_secs,
+            -1 if read_deadline_secs is None else max(1, round(read_deadline_secs * 1000)))
         self._started = False
 
     # -- life cycle ---------------------------------------------------------

@@ -15,6 +15,7 @@
 #include "../wire/wire.h"
 #include "../query/query.h"
 #include "../agg/agg.h"
+#include "../storage/os.h"
 
 #include <unistd.h>
 
@@ -77,9 +78,11 @@ static int server_init(server_object *self, PyObject *args, PyObject *kwds)
 {
     static char *kwlist[] = {"dbpath", "host", "port", "unix_socket",
                              "max_connections", "enable_test_commands", "argv",
-                             "parsed_options", "log_level", "ttl_monitor_sleep_secs", NULL};
+                             "parsed_options", "log_level", "ttl_monitor_sleep_secs",
+                             "read_deadline_ms", NULL};
     const char *dbpath, *host = "127.0.0.1", *unix_socket = NULL, *log_level = "warning";
     int port = 27017, max_connections = 1000, test_commands = 0, ttl_sleep = 60;
+    int read_deadline_ms = 0;
     Py_buffer argv = {0}, parsed = {0};
     module_state *st = state_of_type(Py_TYPE(self));
     mf_error err;
@@ -89,9 +92,10 @@ static int server_init(server_object *self, PyObject *args, PyObject *kwds)
         PyErr_SetString(PyExc_RuntimeError, "Server.__init__ called twice");
         return -1;
     }
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "s|zizipy*y*si", kwlist, &dbpath, &host,
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "s|zizipy*y*sii", kwlist, &dbpath, &host,
                                      &port, &unix_socket, &max_connections,
-                                     &test_commands, &argv, &parsed, &log_level, &ttl_sleep))
+                                     &test_commands, &argv, &parsed, &log_level, &ttl_sleep,
+                                     &read_deadline_ms))
         return -1;
 
     int level = mf_log_level_parse(log_level);
@@ -113,6 +117,7 @@ static int server_init(server_object *self, PyObject *args, PyObject *kwds)
         .max_connections = max_connections,
         .enable_test_commands = test_commands != 0,
         .ttl_monitor_sleep_secs = ttl_sleep,
+        .read_deadline_ms = read_deadline_ms,
         .cmdline_argv = has_argv ? &argv_doc : NULL,
         .cmdline_parsed = has_parsed ? &parsed_doc : NULL,
     };
@@ -268,7 +273,8 @@ static PyType_Slot server_slots[] = {
     {Py_tp_new, PyType_GenericNew},
     {Py_tp_doc, "Server(dbpath, host='127.0.0.1', port=27017, unix_socket=None, "
                 "max_connections=1000, enable_test_commands=False, argv=None, "
-                "parsed_options=None, log_level='warning')\n--\n\n"
+                "parsed_options=None, log_level='warning', ttl_monitor_sleep_secs=60, "
+                "read_deadline_ms=0)\n--\n\n"
                 "The C wire server over one data directory."},
     {0, NULL},
 };
@@ -1022,7 +1028,90 @@ static PyObject *core_expr(PyObject *mod, PyObject *args)
     return res;
 }
 
+/* ------------------------------------------- storage faults (tests only) */
+
+/* For the reliability tests: arm the os layer's fault injection
+ * (storage/os.h) in this process.  kind: "EIO", "ENOSPC", "short", "torn". */
+static PyObject *core_fault_set(PyObject *mod, PyObject *args)
+{
+    (void)mod;
+    const char *site, *kind;
+    int skip, count;
+    if (!PyArg_ParseTuple(args, "ssii", &site, &kind, &skip, &count))
+        return NULL;
+    mf_fault_kind k;
+    if (strcmp(kind, "EIO") == 0)
+        k = MF_FAULT_EIO;
+    else if (strcmp(kind, "ENOSPC") == 0)
+        k = MF_FAULT_ENOSPC;
+    else if (strcmp(kind, "short") == 0)
+        k = MF_FAULT_SHORT;
+    else if (strcmp(kind, "torn") == 0)
+        k = MF_FAULT_TORN;
+    else {
+        PyErr_Format(PyExc_ValueError, "unknown fault kind '%s'", kind);
+        return NULL;
+    }
+    mf_os_fault_set(site, k, skip, count);
+    Py_RETURN_NONE;
+}
+
+static PyObject *core_fault_clear(PyObject *mod, PyObject *noargs)
+{
+    (void)mod;
+    (void)noargs;
+    mf_os_fault_clear();
+    Py_RETURN_NONE;
+}
+
+/* (calls matched, calls failed, bytes a torn write kept) since arming. */
+static PyObject *core_fault_stats(PyObject *mod, PyObject *noargs)
+{
+    (void)mod;
+    (void)noargs;
+    return Py_BuildValue("(iin)", mf_os_fault_calls(), mf_os_fault_hits(),
+                         (Py_ssize_t)mf_os_fault_torn_bytes());
+}
+
+static PyObject *core_sim_enable(PyObject *mod, PyObject *args)
+{
+    (void)mod;
+    int on;
+    if (!PyArg_ParseTuple(args, "p", &on))
+        return NULL;
+    mf_os_sim_enable(on != 0);
+    Py_RETURN_NONE;
+}
+
+static PyObject *core_sim_crash(PyObject *mod, PyObject *noargs)
+{
+    (void)noargs;
+    mf_error err;
+    int rc;
+    Py_BEGIN_ALLOW_THREADS
+    rc = mf_os_sim_crash(&err);
+    Py_END_ALLOW_THREADS
+    if (rc != 0)
+        return raise_error(PyModule_GetState(mod), &err);
+    Py_RETURN_NONE;
+}
+
 static PyMethodDef core_methods[] = {
+    {"_fault_set", core_fault_set, METH_VARARGS,
+     "_fault_set(site_prefix, kind, skip, count)\n--\n\nArm a storage fault in this process: "
+     "calls at sites starting with site_prefix pass `skip` times, then fail `count` times "
+     "(-1: forever) (tests)."},
+    {"_fault_clear", core_fault_clear, METH_NOARGS,
+     "_fault_clear()\n--\n\nDisarm the storage fault (tests)."},
+    {"_fault_stats", core_fault_stats, METH_NOARGS,
+     "_fault_stats()\n--\n\n(calls matched, calls failed, torn bytes kept) since the fault "
+     "was armed (tests)."},
+    {"_sim_enable", core_sim_enable, METH_VARARGS,
+     "_sim_enable(on)\n--\n\nTrack files opened from now on for simulated power loss; off "
+     "forgets them (tests)."},
+    {"_sim_crash", core_sim_crash, METH_NOARGS,
+     "_sim_crash()\n--\n\nPut every tracked file back to its content at its last sync, "
+     "plus a torn write's surviving sectors (tests)."},
     {"crc32c", core_crc32c, METH_VARARGS,
      "crc32c(data, crc=0)\n--\n\nCRC-32C of data, continuing from crc."},
     {"_bson_compare", core_bson_compare, METH_VARARGS,

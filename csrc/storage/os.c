@@ -6,7 +6,12 @@
  * The lock is flock(2) on <dbpath>/multifora.lock.  flock locks belong to
  * the open file description, so two servers in one process conflict just as
  * two processes do, and the kernel drops the lock when the holder dies --
- * a kill -9 never leaves a directory locked.
+ * a kill -9 never leaves a directory locked.  The same rule means a forked
+ * child shares its parent's lock: a long-lived child would keep the parent
+ * from reopening its own directory after closing it.  So a fork handler
+ * closes every held lock descriptor in the child (which cannot use the
+ * parent's database anyway); closing a duplicate leaves the parent's lock
+ * in place.
  *
  * Fault injection costs one relaxed atomic load per call when no fault is
  * armed.  The power-loss simulation keeps, per tracked path, the bytes the
@@ -54,6 +59,53 @@ static int make_dirs(const char *dir, mf_error *err)
     return 0;
 }
 
+/* The lock descriptors this process holds, as fd + 1 (0: a free slot).
+ * Atomics, not a mutex: the fork handler runs in a child where another
+ * thread may have held any mutex. */
+#define MAX_HELD_LOCKS 64
+static atomic_int held_locks[MAX_HELD_LOCKS];
+static atomic_bool forked_child;
+static pthread_once_t atfork_once = PTHREAD_ONCE_INIT;
+
+static void close_locks_in_child(void)
+{
+    atomic_store(&forked_child, true);
+    for (int i = 0; i < MAX_HELD_LOCKS; i++) {
+        int v = atomic_exchange(&held_locks[i], 0);
+        if (v)
+            close(v - 1);
+    }
+}
+
+static void register_atfork(void)
+{
+    (void)pthread_atfork(NULL, NULL, close_locks_in_child);
+}
+
+/* Record `fd` as held; false when every slot is taken (the lock then stays
+ * with a forked child, as before). */
+static bool hold_lock(int fd)
+{
+    pthread_once(&atfork_once, register_atfork);
+    for (int i = 0; i < MAX_HELD_LOCKS; i++) {
+        int expect = 0;
+        if (atomic_compare_exchange_strong(&held_locks[i], &expect, fd + 1))
+            return true;
+    }
+    return false;
+}
+
+/* Forget `fd`; false if it is not held (a fork handler closed it). */
+static bool release_lock(int fd)
+{
+    for (int i = 0; i < MAX_HELD_LOCKS; i++) {
+        int expect = fd + 1;
+        if (atomic_compare_exchange_strong(&held_locks[i], &expect, 0))
+            return true;
+    }
+    return false;
+}
+
 int mf_os_dir_lock(const char *dir, int *fd, mf_error *err)
 {
     char path[PATH_MAX];
@@ -82,12 +134,17 @@ int mf_os_dir_lock(const char *dir, int *fd, mf_error *err)
     int n = snprintf(pid, sizeof pid, "%ld\n", (long)getpid());
     if (ftruncate(f, 0) == 0 && pwrite(f, pid, (size_t)n, 0) == n)
         (void)fdatasync(f);
+    (void)hold_lock(f);
     *fd = f;
     return 0;
 }
 
 void mf_os_dir_unlock(int fd)
 {
+    /* In a forked child the descriptor is closed already and its number
+     * may name another file now: leave it alone. */
+    if (fd >= 0 && !release_lock(fd) && atomic_load(&forked_child))
+        return;
     if (fd >= 0) {
         /* Leave the file (mongod does too); an empty one says "clean". */
         (void)ftruncate(fd, 0);
@@ -101,7 +158,8 @@ static pthread_mutex_t fault_mu = PTHREAD_MUTEX_INITIALIZER;
 static atomic_bool fault_armed;
 static char fault_site[64];
 static mf_fault_kind fault_kind;
-static int fault_skip, fault_count, fault_hits;
+static int fault_skip, fault_count, fault_hits, fault_calls;
+static size_t fault_torn;
 
 void mf_os_fault_set(const char *site_prefix, mf_fault_kind kind, int skip, int count)
 {
@@ -111,6 +169,8 @@ void mf_os_fault_set(const char *site_prefix, mf_fault_kind kind, int skip, int 
     fault_skip = skip;
     fault_count = count;
     fault_hits = 0;
+    fault_calls = 0;
+    fault_torn = 0;
     atomic_store(&fault_armed, true);
     pthread_mutex_unlock(&fault_mu);
 }
@@ -130,6 +190,22 @@ int mf_os_fault_hits(void)
     return h;
 }
 
+int mf_os_fault_calls(void)
+{
+    pthread_mutex_lock(&fault_mu);
+    int n = fault_calls;
+    pthread_mutex_unlock(&fault_mu);
+    return n;
+}
+
+size_t mf_os_fault_torn_bytes(void)
+{
+    pthread_mutex_lock(&fault_mu);
+    size_t n = fault_torn;
+    pthread_mutex_unlock(&fault_mu);
+    return n;
+}
+
 /* Whether the call at `site` must fail; *kind says how. */
 static bool fault_fires(const char *site, mf_fault_kind *kind)
 {
@@ -138,13 +214,16 @@ static bool fault_fires(const char *site, mf_fault_kind *kind)
     bool fire = false;
     pthread_mutex_lock(&fault_mu);
     if (atomic_load(&fault_armed) && strncmp(site, fault_site, strlen(fault_site)) == 0) {
+        if (fault_calls < INT_MAX)
+            fault_calls++;
         if (fault_skip > 0) {
             fault_skip--;
         } else if (fault_count != 0) {
             if (fault_count > 0)
                 fault_count--;
             fault_hits++;
-            *kind = fault_kind;
+            /* A power cut tears at most one write: after it, calls fail. */
+            *kind = fault_kind == MF_FAULT_TORN && fault_hits > 1 ? MF_FAULT_EIO : fault_kind;
             fire = true;
         }
     }
@@ -166,12 +245,19 @@ static int injected(mf_error *err, mf_fault_kind kind, const char *site, const c
     return os_error(err, kind == MF_FAULT_ENOSPC ? ENOSPC : EIO, site, what, path);
 }
 
+static void sim_patch(const char *path, uint64_t off, const void *buf, size_t n);
+
 /* -------------------------------------------------- power-loss simulation */
 
 typedef struct sim_file {
     char *path;
     uint8_t *bytes; /* content at the last sync */
     size_t len;
+    /* A torn write's surviving sectors (MF_FAULT_TORN): put back over the
+     * synced content at the crash. */
+    uint8_t *patch;
+    size_t patch_len;
+    uint64_t patch_off;
 } sim_file;
 
 static pthread_mutex_t sim_mu = PTHREAD_MUTEX_INITIALIZER;
@@ -191,6 +277,7 @@ static void sim_forget(sim_file *sf)
 {
     free(sf->path);
     free(sf->bytes);
+    free(sf->patch);
     *sf = sim_files[--sim_n];
 }
 
@@ -255,6 +342,21 @@ out:
     pthread_mutex_unlock(&sim_mu);
 }
 
+static void sim_patch(const char *path, uint64_t off, const void *buf, size_t n)
+{
+    pthread_mutex_lock(&sim_mu);
+    sim_file *sf = sim_on ? sim_find(path) : NULL;
+    uint8_t *p = sf ? malloc(n) : NULL;
+    if (p) {
+        memcpy(p, buf, n);
+        free(sf->patch);
+        sf->patch = p;
+        sf->patch_len = n;
+        sf->patch_off = off;
+    }
+    pthread_mutex_unlock(&sim_mu);
+}
+
 static void sim_synced(const char *path, int fd)
 {
     pthread_mutex_lock(&sim_mu);
@@ -291,6 +393,11 @@ int mf_os_sim_crash(mf_error *err)
         }
         if (rc == 0 && ftruncate(fd, (off_t)sf->len) != 0)
             rc = os_error(err, errno, "sim.crash", "truncate", sf->path);
+        if (rc == 0 && sf->patch &&
+            pwrite(fd, sf->patch, sf->patch_len, (off_t)sf->patch_off) != (ssize_t)sf->patch_len)
+            rc = os_error(err, errno, "sim.crash", "write", sf->path);
+        free(sf->patch);
+        sf->patch = NULL;
         close(fd);
     }
     pthread_mutex_unlock(&sim_mu);
@@ -379,6 +486,18 @@ int mf_os_pwrite(mf_file *f, const void *buf, size_t n, uint64_t off, const char
             return mf_error_set(err, MF_InternalError, "%s: short write %s: %zu of %zu bytes",
                                 site, f->path, n / 2, n);
         }
+        if (k == MF_FAULT_TORN) {
+            /* The sectors that reached the platter before the power went. */
+            size_t keep = n / 2 / 512 * 512;
+            if (keep > 0) {
+                ssize_t r = pwrite(f->fd, buf, keep, (off_t)off);
+                (void)r;
+                sim_patch(f->path, off, buf, keep);
+            }
+            pthread_mutex_lock(&fault_mu);
+            fault_torn = keep;
+            pthread_mutex_unlock(&fault_mu);
+        }
         return injected(err, k, site, "write", f->path);
     }
     size_t done = 0;
@@ -423,6 +542,39 @@ int mf_os_truncate(mf_file *f, uint64_t size, const char *site, mf_error *err)
     if (ftruncate(f->fd, (off_t)size) != 0)
         return os_error(err, errno, site, "truncate", f->path);
     return 0;
+}
+
+int mf_os_allocate(mf_file *f, uint64_t off, uint64_t len, bool keep_size, const char *site,
+                   mf_error *err)
+{
+    mf_fault_kind k;
+    struct stat st;
+    if (fault_fires(site, &k))
+        return injected(err, k, site, "allocate", f->path);
+    if (len == 0)
+        return 0;
+    if (fstat(f->fd, &st) != 0)
+        return os_error(err, errno, site, "stat", f->path);
+    int r;
+    do
+        r = fallocate(f->fd, keep_size ? FALLOC_FL_KEEP_SIZE : 0, (off_t)off, (off_t)len);
+    while (r != 0 && errno == EINTR);
+    if (r == 0)
+        return 0;
+    int e = errno;
+    if (e == EOPNOTSUPP || e == ENOSYS) {
+        /* No reservation on this file system: set the length, as asked. */
+        if (!keep_size && (uint64_t)st.st_size < off + len &&
+            ftruncate(f->fd, (off_t)(off + len)) != 0)
+            return os_error(err, errno, site, "truncate", f->path);
+        return 0;
+    }
+    /* A failed fallocate may have moved the end: put it back, so the
+     * caller's idea of the length stays true. */
+    struct stat now;
+    if (fstat(f->fd, &now) == 0 && now.st_size != st.st_size)
+        (void)!ftruncate(f->fd, st.st_size);
+    return os_error(err, e, site, "allocate", f->path);
 }
 
 int mf_os_reserve(size_t len, void **base, mf_error *err)

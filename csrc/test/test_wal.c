@@ -967,7 +967,8 @@ static const fault_case fault_cases[] = {
     {"wal.write", MF_FAULT_EIO, 0, true},     {"wal.write", MF_FAULT_SHORT, 0, true},
     {"wal.write", MF_FAULT_ENOSPC, 1, true},  {"wal.write", MF_FAULT_SHORT, 1, true},
     {"wal.sync", MF_FAULT_EIO, 0, true},      {"wal.create", MF_FAULT_EIO, 0, true},
-    {"wal.create", MF_FAULT_ENOSPC, 0, true}, {"wal.dir", MF_FAULT_EIO, 0, true},
+    {"wal.dir", MF_FAULT_EIO, 0, true},
+    /* (ENOSPC at wal.create does not fail the log: full_disk below) */
 };
 
 /* Commit 6 records, arm the fault, commit until it bites; then check the
@@ -1040,6 +1041,59 @@ MFT_CASE(fault_sites, "/storage/wal/fault_at_each_write_site_once_and_forever")
             }
         }
     }
+}
+
+/* A full disk: a reservation is refused without failing the log, and a
+ * rotation that finds no room keeps writing the current segment (which
+ * has the blocks its records reserved); both work again once there is
+ * room. */
+MFT_CASE(full_disk, "/storage/wal/full_disk_refuses_reservations_and_rotations")
+{
+    quiet();
+    char dir[600], path[600];
+    static const size_t sizes[] = {300, 45, 1000};
+    gen g = {.seed = 77, .sizes = sizes, .nsizes = 3, .kind = GEN_MIXED};
+    mf_wal_options opt = {.segment_target = 1};
+    mf_error err;
+    mf_wal *w;
+    seen s;
+    mf_wal_stats st;
+    subdir(dir, sizeof dir, "full");
+    CHECK_INT(open_log(dir, &opt, 0, &s, &g, &w, &err), 0);
+    CHECK_INT(put_commit(w, &g, 1, 4, 1, &err), 0);
+    mf_wal_get_stats(w, &st);
+    uint64_t segs = st.segments;
+
+    /* No room for a new segment: records go on into the current one. */
+    mf_os_fault_set("wal.create", MF_FAULT_ENOSPC, 0, -1);
+    CHECK_INT(put_commit(w, &g, 5, 10, 2, &err), 0);
+    CHECK(mf_os_fault_hits() >= 1);
+    mf_os_fault_clear();
+    mf_wal_get_stats(w, &st);
+    CHECK_INT(st.segments, segs);
+    CHECK(!mf_wal_is_failed(w));
+    /* The file it started is gone: open would take it for the last one. */
+    seg_file(path, sizeof path, dir, 5);
+    CHECK(access(path, F_OK) != 0);
+
+    /* No room to reserve: refused, the log goes on. */
+    mf_os_fault_set("wal.reserve", MF_FAULT_ENOSPC, 0, -1);
+    int rc = 0;
+    for (int i = 0; i < 2000 && rc == 0; i++)
+        rc = mf_wal_reserve(w, 4000, &err);
+    mf_os_fault_clear();
+    CHECK_INT(rc, MF_OutOfDiskSpace);
+    CHECK(!mf_wal_is_failed(w));
+    mf_wal_unreserve(w, 4000000); /* give back more than was taken: clamps */
+    CHECK_INT(put_commit(w, &g, 11, 14, 1, &err), 0);
+    mf_wal_get_stats(w, &st);
+    CHECK(st.segments > segs); /* room again: rotations resume */
+    CHECK_INT(mf_wal_close(w, &err), 0);
+
+    CHECK_INT(open_log(dir, &opt, 0, &s, &g, &w, &err), 0);
+    CHECK_INT(s.n, 14);
+    CHECK_INT(s.bad, 0);
+    CHECK_INT(mf_wal_close(w, &err), 0);
 }
 
 MFT_CASE(open_faults, "/storage/wal/fault_at_each_open_site")

@@ -14,6 +14,9 @@
  *   anything else   logged, no reply, the connection stays open
  *
  * A framing error (length outside [16, 48000000]) closes the connection;
+ * so does a message not complete within the server's read deadline after
+ * its first byte (a client trickling bytes would otherwise hold a thread
+ * forever); an idle connection between messages is never closed.
  * an OP_MSG parse error gets an error reply unless mongod counts it as
  * connection-fatal (mf_msg_error_is_fatal).  Nothing here is shared with
  * another connection except the counters, so no other client notices.
@@ -23,6 +26,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -40,10 +44,28 @@ int32_t mfi_next_request_id(void)
                      0x7fffffff);
 }
 
-/* Read exactly `n` bytes.  Returns 0, or -1 on EOF or error. */
-static int read_full(int fd, uint8_t *p, size_t n)
+/* What read_full() returns besides 0. */
+enum { READ_EOF = -1, READ_LATE = -2 };
+
+/* Read exactly `n` bytes, giving up at `deadline_us` on the monotonic clock
+ * (negative: never).  Returns 0, READ_EOF on EOF or error, READ_LATE when
+ * the deadline passed first. */
+static int read_full(int fd, uint8_t *p, size_t n, int64_t deadline_us)
 {
     while (n > 0) {
+        if (deadline_us >= 0) {
+            int64_t left = deadline_us - mf_clock_mono_us();
+            if (left <= 0)
+                return READ_LATE;
+            struct pollfd pfd = {.fd = fd, .events = POLLIN};
+            int pr = poll(&pfd, 1, (int)((left + 999) / 1000));
+            if (pr < 0 && errno == EINTR)
+                continue;
+            if (pr < 0)
+                return READ_EOF;
+            if (pr == 0)
+                return READ_LATE;
+        }
         ssize_t r = recv(fd, p, n, 0);
         if (r > 0) {
             p += r;
@@ -51,10 +73,24 @@ static int read_full(int fd, uint8_t *p, size_t n)
         } else if (r < 0 && errno == EINTR) {
             continue;
         } else {
-            return -1;
+            return READ_EOF;
         }
     }
     return 0;
+}
+
+/* Read the rest of a message whose first bytes arrived, within the
+ * server's read deadline; log a connection closed for being too slow. */
+static int read_rest(mf_conn *c, uint8_t *p, size_t n, int64_t deadline_us)
+{
+    int r = read_full(c->fd, p, n, deadline_us);
+    if (r == READ_LATE) {
+        mf_log(MF_LOG_INFO, "NETWORK", 22989, c->client.remote,
+               "Error receiving request from client: a message was not complete %d ms after "
+               "its first byte. Ending connection from remote",
+               c->srv->read_deadline_ms);
+    }
+    return r;
 }
 
 static int write_full(mf_conn *c, const uint8_t *p, size_t n)
@@ -369,7 +405,18 @@ static void conn_loop(mf_conn *c)
     bool first = true;
 
     for (;;) {
-        if (read_full(c->fd, hdr, sizeof hdr) != 0)
+        /* Idle between messages for as long as the client likes; once a
+         * message's first byte is here, the whole of it must follow within
+         * the read deadline. */
+        ssize_t got = recv(c->fd, hdr, sizeof hdr, 0);
+        if (got < 0 && errno == EINTR)
+            continue;
+        if (got <= 0)
+            break;
+        int64_t deadline_us = c->srv->read_deadline_ms < 0
+                                  ? -1
+                                  : mf_clock_mono_us() + (int64_t)c->srv->read_deadline_ms * 1000;
+        if (read_rest(c, hdr + got, sizeof hdr - (size_t)got, deadline_us) != 0)
             break;
         if (first && looks_like_http(hdr)) {
             send_http_notice(c);
@@ -389,7 +436,7 @@ static void conn_loop(mf_conn *c)
         if (mf_buf_reserve(&in, (size_t)h.length) != 0)
             break;
         memcpy(in.data, hdr, sizeof hdr);
-        if (read_full(c->fd, in.data + sizeof hdr, (size_t)h.length - sizeof hdr) != 0)
+        if (read_rest(c, in.data + sizeof hdr, (size_t)h.length - sizeof hdr, deadline_us) != 0)
             break;
         in.len = (size_t)h.length;
         atomic_fetch_add_explicit(&k->bytes_in, in.len, memory_order_relaxed);

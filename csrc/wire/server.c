@@ -140,6 +140,9 @@ int mf_server_open(const mf_server_config *cfg, mf_server **out, mf_error *err)
         return mf_error_set(err, MF_InternalError, "out of memory");
     srv->wake[0] = srv->wake[1] = -1;
     srv->max_connections = cfg->max_connections > 0 ? cfg->max_connections : 1000;
+    srv->read_deadline_ms = cfg->read_deadline_ms == 0  ? MF_READ_DEADLINE_MS_DEFAULT
+                            : cfg->read_deadline_ms < 0 ? -1
+                                                        : cfg->read_deadline_ms;
     pthread_mutex_init(&srv->mu, NULL);
     pthread_cond_init(&srv->cond, NULL);
     atomic_init(&srv->next_conn_id, 1);

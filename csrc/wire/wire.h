@@ -20,6 +20,11 @@
 
 typedef struct mf_server mf_server;
 
+/* A client that starts a message must finish it within this many ms, or its
+ * connection is closed (a slowloris defence).  Idle time between messages
+ * has no limit. */
+#define MF_READ_DEADLINE_MS_DEFAULT 30000
+
 typedef struct mf_server_config {
     const char *dbpath;
     const char *bind_ip;     /* "127.0.0.1"; comma-separated list allowed */
@@ -28,6 +33,8 @@ typedef struct mf_server_config {
     int max_connections;     /* accepted connections beyond it are closed */
     bool enable_test_commands;
     int ttl_monitor_sleep_secs; /* the TTL monitor's period; 0: 60 */
+    int read_deadline_ms;       /* time to finish a message once its first
+                                 * byte arrived; 0: 30000, negative: none */
     const bson_t *cmdline_argv;
     const bson_t *cmdline_parsed;
 } mf_server_config;

@@ -20,6 +20,7 @@ struct mf_server {
     char unix_path[108]; /* sun_path; "" when none */
     int port;
     int max_connections;
+    int read_deadline_ms; /* mf_server_config's; -1: none */
     int wake[2]; /* self-pipe: written to stop the listener */
 
     pthread_t listener;
