@@ -17,7 +17,9 @@ and 20 slowloris connections trickle a hello one byte a second.  Then:
 - the healthy client's ping p50 and p99 are printed, p99 bounded;
 - after every client disconnects, the server's open descriptors and
   threads return to their baseline exactly and its RSS returns near its
-  baseline: within max(1.25 x baseline, baseline + 24 MiB).
+  baseline: within max(1.25 x baseline, baseline + 24 MiB + the size of the
+  documents and index entries the busy clients left behind, which the
+  database may keep cached).
 
 ``pytest -s test_rel_load.py --load-seconds 60`` runs the issue's setting
 and prints the figures docs/reliability.md reports.
@@ -295,8 +297,14 @@ def test_load_idle_busy_slowloris(loaded, request):
           f"fds {base['fds']} -> {after['fds']}, threads {base['threads']} -> {after['threads']}")
     assert after["fds"] == base["fds"]
     assert after["threads"] == base["threads"]
-    near = max(1.25 * base["rss"], base["rss"] + 24 * 1024)
-    assert after["rss"] <= near, (base, after)
+    # The documents the busy clients left are the database's to cache; the
+    # connections' memory is what must come back.
+    st = probe.load.command("collStats", "docs")
+    data_kib = (st["size"] + st["totalIndexSize"]) // 1024
+    near = max(1.25 * base["rss"], base["rss"] + 24 * 1024 + data_kib)
+    print(f"near: <= {near / 1024:.1f} MiB (data + indexes left: {data_kib / 1024:.1f} MiB, "
+          f"{st['count']} documents)")
+    assert after["rss"] <= near, (base, after, data_kib)
     # A healthy client is not starved: generous on 2 shared cores.
     assert p99 < 250.0, (p50, p99)
     probe.close()
