@@ -337,9 +337,9 @@ def test_idle_connection_outlives_the_read_deadline(loaded):
             assert split.recv().doc == {"ok": 1.0}
 
 
-def test_read_deadline_off_and_default(tmp_path):
-    """--read-deadline-secs 0 turns the deadline off; the embedded Server
-    takes read_deadline_secs."""
+def test_read_deadline_embedded_and_off(tmp_path):
+    """The embedded Server takes read_deadline_secs; None turns the deadline
+    off (as --read-deadline-secs 0 does for serve)."""
     import multifora
     srv = multifora.Server(str(tmp_path / "db"), port=0, read_deadline_secs=1.0).start()
     try:
