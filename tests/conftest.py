@@ -133,6 +133,15 @@ def pytest_addoption(parser):
                      help="test_rel_bad_input: mutated documents sent to the server")
     parser.addoption("--fuzz-seconds", type=int, default=60,
                      help="test_rel_fuzz: libFuzzer run time per target")
+    parser.addoption("--rounds", type=int, default=None,
+                     help="test_rel_kill9: kill -9 rounds (CI: 50)")
+    parser.addoption("--crash-points", type=int, default=None,
+                     help="test_rel_power: crash points to try, spread over the workload "
+                          "(CI: every one)")
+    parser.addoption("--flips", type=int, default=500,
+                     help="test_rel_corruption: single-byte flips, one database opened per flip")
+    parser.addoption("--flip-seed", type=int, default=1,
+                     help="test_rel_corruption: seed choosing the flips")
     parser.addoption("--load-seconds", type=float, default=12.0,
                      help="test_rel_load: how long 16 busy clients run beside 1,000 idle "
                           "connections (the issue's large setting: 60)")

@@ -174,6 +174,7 @@ int mfi_cmd_hello(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_error *e
         BSON_APPEND_INT64(reply, "connectionId", ctx->client->id);
     BSON_APPEND_INT32(reply, "minWireVersion", MF_MIN_WIRE_VERSION);
     BSON_APPEND_INT32(reply, "maxWireVersion", MF_MAX_WIRE_VERSION);
-    BSON_APPEND_BOOL(reply, "readOnly", false);
+    /* True once the storage engine refuses writes (a failed sync). */
+    BSON_APPEND_BOOL(reply, "readOnly", mf_engine_failure(ctx->inst->engine, NULL, 0));
     return 0;
 }

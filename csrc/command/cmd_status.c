@@ -94,6 +94,7 @@ int mfi_cmd_server_status(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply,
         BSON_APPEND_UTF8(&d, "name", "multifora");
         BSON_APPEND_BOOL(&d, "supportsCommittedReads", false);
         BSON_APPEND_BOOL(&d, "persistent", true);
+        BSON_APPEND_BOOL(&d, "readOnly", mf_engine_failure(ctx->inst->engine, NULL, 0));
         bson_append_document_end(reply, &d);
     }
     return 0;

@@ -105,8 +105,11 @@ void mfi_duplicate_error(bson_t *werr, uint32_t index, const char *ns, const mfi
 
 bool mfi_write_fatal(int rc)
 {
-    return rc == MF_InternalError || rc == MF_DataCorruption || rc == MF_OutOfDiskSpace ||
-           rc == MF_IllegalOperation || rc == MF_InterruptedAtShutdown;
+    /* Not MF_OutOfDiskSpace: a full disk refuses a write before it changes
+     * anything and leaves the engine usable, so it is that item's write
+     * error, and the items before it are synced and counted. */
+    return rc == MF_InternalError || rc == MF_DataCorruption || rc == MF_IllegalOperation ||
+           rc == MF_InterruptedAtShutdown;
 }
 
 /* mongod's WriteError: index, code, errmsg -- no codeName. */

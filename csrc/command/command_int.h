@@ -171,6 +171,10 @@ int mfi_cmd_rename_collection(mf_cmd_ctx *, const bson_t *, bson_t *, mf_error *
 int mfi_cmd_coll_stats(mf_cmd_ctx *, const bson_t *, bson_t *, mf_error *);
 int mfi_cmd_db_stats(mf_cmd_ctx *, const bson_t *, bson_t *, mf_error *);
 int mfi_cmd_validate(mf_cmd_ctx *, const bson_t *, bson_t *, mf_error *);
+/* configureFailPoint "storageFault" (cmd_failpoint.c): test commands only. */
+int mfi_cmd_configure_fail_point(mf_cmd_ctx *, const bson_t *, bson_t *, mf_error *);
+/* fsync: a checkpoint now (cmd_fsync.c). */
+int mfi_cmd_fsync(mf_cmd_ctx *, const bson_t *, bson_t *, mf_error *);
 
 /* Bytes of the file collection `c` occupies: its record tree and every
  * index tree (cmd_stats.c).  The caller holds the catalog lock; this takes

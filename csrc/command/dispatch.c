@@ -148,6 +148,8 @@ static const mf_cmd_def table[] = {
     {"collstats", mfi_cmd_coll_stats, MF_CMD_ALIAS,
      "{ collStats:\"blog.posts\" , scale : 1 } scale divides sizes e.g. for KB use 1024\n"
      "    avgObjSize - in bytes"},
+    {"configureFailPoint", mfi_cmd_configure_fail_point, MF_CMD_ADMIN_ONLY,
+     "test only: enables, disables, or configures a fail point"},
     {"connectionStatus", mfi_cmd_connection_status, 0,
      "Returns connection-specific information such as logged-in users and their roles"},
     {"count", mfi_cmd_count, 0, "count objects in collection"},
@@ -170,6 +172,8 @@ static const mf_cmd_def table[] = {
     {"findAndModify", mfi_cmd_find_and_modify, MF_CMD_WRITE,
      "{ findAndModify: \"collection\", query: {processed:false}, update: {$set: {processed:true}}, new: true}"},
     {"findandmodify", mfi_cmd_find_and_modify, MF_CMD_ALIAS | MF_CMD_WRITE, ""},
+    {"fsync", mfi_cmd_fsync, MF_CMD_ADMIN_ONLY,
+     "force a checkpoint: everything acknowledged goes into the data file's image"},
     {"getCmdLineOpts", mfi_cmd_get_cmd_line_opts, MF_CMD_ADMIN_ONLY,
      "get argv"},
     {"getLog", mfi_cmd_get_log, MF_CMD_ADMIN_ONLY,

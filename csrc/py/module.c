@@ -15,6 +15,7 @@
 #include "../wire/wire.h"
 #include "../query/query.h"
 #include "../agg/agg.h"
+#include "../storage/os.h"
 
 #include <unistd.h>
 
@@ -1027,7 +1028,90 @@ static PyObject *core_expr(PyObject *mod, PyObject *args)
     return res;
 }
 
+/* ------------------------------------------- storage faults (tests only) */
+
+/* For the reliability tests: arm the os layer's fault injection
+ * (storage/os.h) in this process.  kind: "EIO", "ENOSPC", "short", "torn". */
+static PyObject *core_fault_set(PyObject *mod, PyObject *args)
+{
+    (void)mod;
+    const char *site, *kind;
+    int skip, count;
+    if (!PyArg_ParseTuple(args, "ssii", &site, &kind, &skip, &count))
+        return NULL;
+    mf_fault_kind k;
+    if (strcmp(kind, "EIO") == 0)
+        k = MF_FAULT_EIO;
+    else if (strcmp(kind, "ENOSPC") == 0)
+        k = MF_FAULT_ENOSPC;
+    else if (strcmp(kind, "short") == 0)
+        k = MF_FAULT_SHORT;
+    else if (strcmp(kind, "torn") == 0)
+        k = MF_FAULT_TORN;
+    else {
+        PyErr_Format(PyExc_ValueError, "unknown fault kind '%s'", kind);
+        return NULL;
+    }
+    mf_os_fault_set(site, k, skip, count);
+    Py_RETURN_NONE;
+}
+
+static PyObject *core_fault_clear(PyObject *mod, PyObject *noargs)
+{
+    (void)mod;
+    (void)noargs;
+    mf_os_fault_clear();
+    Py_RETURN_NONE;
+}
+
+/* (calls matched, calls failed, bytes a torn write kept) since arming. */
+static PyObject *core_fault_stats(PyObject *mod, PyObject *noargs)
+{
+    (void)mod;
+    (void)noargs;
+    return Py_BuildValue("(iin)", mf_os_fault_calls(), mf_os_fault_hits(),
+                         (Py_ssize_t)mf_os_fault_torn_bytes());
+}
+
+static PyObject *core_sim_enable(PyObject *mod, PyObject *args)
+{
+    (void)mod;
+    int on;
+    if (!PyArg_ParseTuple(args, "p", &on))
+        return NULL;
+    mf_os_sim_enable(on != 0);
+    Py_RETURN_NONE;
+}
+
+static PyObject *core_sim_crash(PyObject *mod, PyObject *noargs)
+{
+    (void)noargs;
+    mf_error err;
+    int rc;
+    Py_BEGIN_ALLOW_THREADS
+    rc = mf_os_sim_crash(&err);
+    Py_END_ALLOW_THREADS
+    if (rc != 0)
+        return raise_error(PyModule_GetState(mod), &err);
+    Py_RETURN_NONE;
+}
+
 static PyMethodDef core_methods[] = {
+    {"_fault_set", core_fault_set, METH_VARARGS,
+     "_fault_set(site_prefix, kind, skip, count)\n--\n\nArm a storage fault in this process: "
+     "calls at sites starting with site_prefix pass `skip` times, then fail `count` times "
+     "(-1: forever) (tests)."},
+    {"_fault_clear", core_fault_clear, METH_NOARGS,
+     "_fault_clear()\n--\n\nDisarm the storage fault (tests)."},
+    {"_fault_stats", core_fault_stats, METH_NOARGS,
+     "_fault_stats()\n--\n\n(calls matched, calls failed, torn bytes kept) since the fault "
+     "was armed (tests)."},
+    {"_sim_enable", core_sim_enable, METH_VARARGS,
+     "_sim_enable(on)\n--\n\nTrack files opened from now on for simulated power loss; off "
+     "forgets them (tests)."},
+    {"_sim_crash", core_sim_crash, METH_NOARGS,
+     "_sim_crash()\n--\n\nPut every tracked file back to its content at its last sync, "
+     "plus a torn write's surviving sectors (tests)."},
     {"crc32c", core_crc32c, METH_VARARGS,
      "crc32c(data, crc=0)\n--\n\nCRC-32C of data, continuing from crc."},
     {"_bson_compare", core_bson_compare, METH_VARARGS,

@@ -857,6 +857,23 @@ void mf_cursor_init(mf_cursor *c, mf_btree *t)
     c->depth = 0;
 }
 
+static uint8_t *cursor_cell(mf_cursor *c);
+
+/* The cursor has reached a leaf entry: verify its overflow runs now, so
+ * that mf_cursor_key and mf_cursor_value (which return no error) only ever
+ * hand out verified bytes.  A damaged run fails the move, `*valid` false. */
+static int landed(mf_cursor *c, bool *valid, mf_error *err)
+{
+    const uint8_t *cl = cursor_cell(c);
+    size_t len;
+    if ((cl[0] & KEY_OVF) && !cell_key(c->t, cl, true, &len, err))
+        return err->code;
+    if ((cl[0] & VAL_OVF) && !cell_value(c->t, cl, &len, err))
+        return err->code;
+    *valid = true;
+    return 0;
+}
+
 /* Push page `no` and descend to its first (or last) entry. */
 static int descend_edge(mf_cursor *c, mf_pgno no, bool last, bool *valid, mf_error *err)
 {
@@ -873,8 +890,7 @@ static int descend_edge(mf_cursor *c, mf_pgno no, bool last, bool *valid, mf_err
             c->path[c->depth].no = no;
             c->path[c->depth].idx = last ? n - 1 : 0;
             c->depth++;
-            *valid = true;
-            return 0;
+            return landed(c, valid, err);
         }
         int idx = last ? n - 1 : -1;
         c->path[c->depth].no = no;
@@ -909,10 +925,8 @@ int mf_cursor_next(mf_cursor *c, bool *valid, mf_error *err)
         int n = pcount(p);
         if (c->path[d].idx + 1 < n) {
             c->path[d].idx++;
-            if (is_leaf(p)) {
-                *valid = true;
-                return 0;
-            }
+            if (is_leaf(p))
+                return landed(c, valid, err);
             return descend_edge(c, child_at(p, c->path[d].idx), false, valid, err);
         }
         c->depth--; /* this page is done: go up */
@@ -931,10 +945,8 @@ int mf_cursor_prev(mf_cursor *c, bool *valid, mf_error *err)
         int lowest = is_leaf(p) ? 0 : -1;
         if (c->path[d].idx - 1 >= lowest) {
             c->path[d].idx--;
-            if (is_leaf(p)) {
-                *valid = true;
-                return 0;
-            }
+            if (is_leaf(p))
+                return landed(c, valid, err);
             return descend_edge(c, child_at(p, c->path[d].idx), true, valid, err);
         }
         c->depth--;
@@ -967,8 +979,7 @@ int mf_cursor_seek(mf_cursor *c, const uint8_t *key, size_t klen, bool backward,
         if (!backward) {
             if (idx < n) {
                 c->path[c->depth - 1].idx = idx;
-                *valid = true;
-                return 0;
+                return landed(c, valid, err);
             }
             c->path[c->depth - 1].idx = n - 1; /* past the end: step on */
             return mf_cursor_next(c, valid, err);
@@ -976,8 +987,7 @@ int mf_cursor_seek(mf_cursor *c, const uint8_t *key, size_t klen, bool backward,
         /* Backward: the last key <= key. */
         if (exact) {
             c->path[c->depth - 1].idx = idx;
-            *valid = true;
-            return 0;
+            return landed(c, valid, err);
         }
         c->path[c->depth - 1].idx = idx; /* idx is the first key > key */
         return mf_cursor_prev(c, valid, err);

@@ -100,7 +100,9 @@ int mf_cursor_first(mf_cursor *c, bool *valid, mf_error *err);
 int mf_cursor_last(mf_cursor *c, bool *valid, mf_error *err);
 int mf_cursor_next(mf_cursor *c, bool *valid, mf_error *err);
 int mf_cursor_prev(mf_cursor *c, bool *valid, mf_error *err);
-/* The current entry (the cursor must be valid). */
+/* The current entry (the cursor must be valid).  These cannot fail: the
+ * move that made the cursor valid verified the entry's overflow runs (a
+ * damaged run fails that move with MF_DataCorruption instead). */
 void mf_cursor_key(mf_cursor *c, const uint8_t **key, size_t *klen);
 void mf_cursor_value(mf_cursor *c, const uint8_t **val, size_t *vlen);
 

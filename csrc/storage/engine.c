@@ -68,10 +68,13 @@ struct mf_engine {
     size_t ncolls, cap_colls;
 
     pthread_rwlock_t apply_lock;
+    pthread_mutex_t long_run_mu; /* one write needing a long page run at a
+                                    time (mf_pager_reserve) */
     pthread_mutex_t state_mu; /* failed, checkpoint bookkeeping, thread */
     pthread_cond_t state_cond;
     char failed[MF_ERRMSG_MAX];
     bool is_failed;
+    bool cp_no_space; /* the last checkpoint found no space (logged once) */
     mf_lsn last_cp_lsn, prev_cp_lsn;
     uint64_t cp_log_bytes; /* wal bytes stored at the last checkpoint */
     int64_t cp_time_us;
@@ -358,6 +361,36 @@ static bool is_failed(mf_engine *e)
     return f;
 }
 
+/* Pages one operation may allocate, besides its value's overflow run: a
+ * copy of each page on its path (copy-on-write) and a split at each level
+ * plus a new root, for a tree of up to OP_HEIGHT levels. */
+#define OP_HEIGHT 10
+#define OP_PAGES (2 * OP_HEIGHT + 2)
+/* Cells longer than this go to overflow runs (btree.c keeps cells at most
+ * 1000 bytes; a little less here is a safe over-estimate). */
+#define OP_INLINE 900u
+
+/* The most pages `ops` can allocate, and the longest run among them. */
+static uint64_t ops_pages(const mf_op *ops, size_t n, uint32_t *max_run)
+{
+    uint64_t pages = 0;
+    *max_run = 1;
+    for (size_t i = 0; i < n; i++) {
+        pages += OP_PAGES;
+        if (ops[i].kind != MF_OP_PUT || ops[i].klen + ops[i].vlen <= OP_INLINE)
+            continue;
+        /* Either may go to a run; counting both over-estimates safely. */
+        uint64_t runs[2] = {(ops[i].klen + MF_PAGE_SIZE - 1) / MF_PAGE_SIZE,
+                            (ops[i].vlen + MF_PAGE_SIZE - 1) / MF_PAGE_SIZE};
+        for (int j = 0; j < 2; j++) {
+            pages += runs[j];
+            if (runs[j] > *max_run)
+                *max_run = (uint32_t)runs[j]; /* a record is < 48 MiB */
+        }
+    }
+    return pages;
+}
+
 int mf_engine_write(mf_engine *e, const mf_op *ops, size_t nops, mf_lsn *lsn, mf_error *err)
 {
     int rc = 0;
@@ -368,12 +401,25 @@ int mf_engine_write(mf_engine *e, const mf_op *ops, size_t nops, mf_lsn *lsn, mf
     if (!rec)
         return mf_error_set(err, MF_InternalError, "out of memory");
     encode(ops, nops, rec);
+    uint32_t max_run;
+    uint64_t pages = ops_pages(ops, nops, &max_run);
+    bool long_run = max_run > 1, paged = false, logged = false;
 
+    if (long_run)
+        pthread_mutex_lock(&e->long_run_mu);
     pthread_rwlock_rdlock(&e->apply_lock);
     if (is_failed(e)) {
         rc = engine_failed(e, err);
         goto out;
     }
+    /* Space first, in the file and in the log: a full disk refuses the
+     * write here, before any tree changes, and the engine stays usable. */
+    if ((rc = mf_pager_reserve(e->pg, pages, max_run, err)) != 0)
+        goto out;
+    paged = true;
+    if ((rc = mf_wal_reserve(e->wal, size, err)) != 0)
+        goto out;
+    logged = true;
     for (size_t i = 0; i < nops; i++) {
         if ((rc = apply_one(e, &ops[i], err)) != 0) {
             /* The trees may now hold what the log never will. */
@@ -383,8 +429,15 @@ int mf_engine_write(mf_engine *e, const mf_op *ops, size_t nops, mf_lsn *lsn, mf
     }
     if ((rc = mf_wal_append(e->wal, rec, size, lsn, err)) != 0)
         set_failed(e, err);
+    logged = false; /* the append took the reservation over */
 out:
+    if (logged)
+        mf_wal_unreserve(e->wal, size);
+    if (paged)
+        mf_pager_unreserve(e->pg, pages);
     pthread_rwlock_unlock(&e->apply_lock);
+    if (long_run)
+        pthread_mutex_unlock(&e->long_run_mu);
     free(rec);
     if (rc == 0) {
         /* Wake the checkpointer if the log has grown enough. */
@@ -392,6 +445,16 @@ out:
             pthread_cond_signal(&e->state_cond);
     }
     return rc;
+}
+
+bool mf_engine_failure(mf_engine *e, char *why, size_t cap)
+{
+    pthread_mutex_lock(&e->state_mu);
+    bool f = e->is_failed;
+    if (f && why && cap)
+        snprintf(why, cap, "%s", e->failed);
+    pthread_mutex_unlock(&e->state_mu);
+    return f;
 }
 
 int mf_engine_sync(mf_engine *e, mf_lsn lsn, mf_error *err)
@@ -438,10 +501,26 @@ static int checkpoint(mf_engine *e, mf_error *err)
     uint8_t user[MF_META_USER_SIZE] = {0};
 
     pthread_mutex_lock(&e->cp_mu);
+    /* The freeze allocates (changed roots into the catalog, the free
+     * list): promise it the pages first, so a full disk postpones the
+     * checkpoint instead of failing the engine half way through. */
+    pthread_rwlock_rdlock(&e->trees_lock);
+    uint64_t cp_pages = OP_PAGES + e->ntrees / 16 + mf_pager_checkpoint_pages(e->pg);
+    pthread_rwlock_unlock(&e->trees_lock);
+    if ((rc = mf_pager_reserve(e->pg, cp_pages, 1, err)) != 0) {
+        pthread_mutex_lock(&e->state_mu);
+        if (!e->cp_no_space)
+            mf_log(MF_LOG_WARNING, "STORAGE", 22438, "checkpointer",
+                   "checkpoint postponed: %s", err->msg);
+        e->cp_no_space = true;
+        pthread_mutex_unlock(&e->state_mu);
+        goto out;
+    }
     /* The freeze: writers held off. */
     pthread_rwlock_wrlock(&e->apply_lock);
     if (is_failed(e)) {
         pthread_rwlock_unlock(&e->apply_lock);
+        mf_pager_unreserve(e->pg, cp_pages);
         rc = engine_failed(e, err);
         goto out;
     }
@@ -456,6 +535,7 @@ static int checkpoint(mf_engine *e, mf_error *err)
         rc = mf_pager_checkpoint_freeze(e->pg, user, &cp, err);
     }
     pthread_rwlock_unlock(&e->apply_lock);
+    mf_pager_unreserve(e->pg, cp_pages);
     if (rc != 0) {
         set_failed(e, err);
         goto out;
@@ -473,6 +553,7 @@ static int checkpoint(mf_engine *e, mf_error *err)
     e->cp_log_bytes = ws.bytes_stored;
     e->cp_time_us = mf_clock_mono_us();
     e->checkpoints++;
+    e->cp_no_space = false;
     mf_lsn droppable = e->prev_cp_lsn;
     pthread_mutex_unlock(&e->state_mu);
     /* Recovery may still fall back to the previous checkpoint: keep the log
@@ -508,7 +589,7 @@ static void *checkpointer(void *arg)
             continue;
         pthread_mutex_unlock(&e->state_mu);
         mf_error err;
-        if (checkpoint(e, &err) != 0)
+        if (checkpoint(e, &err) != 0 && err.code != MF_OutOfDiskSpace)
             mf_log(MF_LOG_ERROR, "STORAGE", 22436, "checkpointer", "checkpoint failed: %s",
                    err.msg);
         pthread_mutex_lock(&e->state_mu);
@@ -1003,6 +1084,7 @@ static void engine_free(mf_engine *e)
     pthread_rwlock_destroy(&e->trees_lock);
     pthread_rwlock_destroy(&e->catalog_lock);
     pthread_rwlock_destroy(&e->apply_lock);
+    pthread_mutex_destroy(&e->long_run_mu);
     pthread_mutex_destroy(&e->catalog_tree_mu);
     pthread_mutex_destroy(&e->state_mu);
     pthread_mutex_destroy(&e->cp_mu);
@@ -1032,6 +1114,7 @@ int mf_engine_open(const char *dir, const mf_engine_options *opt, mf_engine **ou
     pthread_rwlock_init(&e->trees_lock, NULL);
     pthread_rwlock_init(&e->catalog_lock, NULL);
     pthread_rwlock_init(&e->apply_lock, NULL);
+    pthread_mutex_init(&e->long_run_mu, NULL);
     pthread_mutex_init(&e->catalog_tree_mu, NULL);
     pthread_mutex_init(&e->state_mu, NULL);
     pthread_mutex_init(&e->cp_mu, NULL);

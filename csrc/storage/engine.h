@@ -42,6 +42,13 @@
  * Failure.  If the log cannot be made durable or a checkpoint cannot be
  * written, the engine refuses further writes (MF_IllegalOperation naming
  * the cause) until it is reopened; reads go on.
+ *
+ * A full disk is not a failure.  A write takes its space first -- pages in
+ * the data file (mf_pager_reserve) and blocks in the log (mf_wal_reserve)
+ * -- and only then changes any tree, so on a full disk it fails with
+ * MF_OutOfDiskSpace having changed nothing, and writes work again once
+ * space is freed.  A checkpoint likewise reserves its pages or is
+ * postponed (logged once) until there is room.
  */
 #ifndef MF_STORAGE_ENGINE_H
 #define MF_STORAGE_ENGINE_H
@@ -98,12 +105,17 @@ typedef struct mf_op {
 } mf_op;
 
 /* Apply `ops` in order and append them to the log as one record; `*lsn`
- * gets its LSN for mf_engine_sync.  The caller holds the exclusive lock of
+ * gets its LSN for mf_engine_sync.  MF_OutOfDiskSpace: nothing applied,
+ * nothing logged, the engine still usable.  The caller holds the exclusive lock of
  * the collection the trees belong to (or the exclusive catalog lock for
  * catalog changes).  A delete of a missing key is not an error.  Errors:
  * the engine is failed, a tree is unknown, os errors (which fail the
  * engine: the trees may hold a change the log does not). */
 int mf_engine_write(mf_engine *e, const mf_op *ops, size_t nops, mf_lsn *lsn, mf_error *err);
+
+/* Whether the engine refuses writes until reopened (a failed sync or
+ * checkpoint write); `why` (may be NULL) gets the cause. */
+bool mf_engine_failure(mf_engine *e, char *why, size_t cap);
 
 /* Wait until the write with `lsn` is durable (group commit).  Call it
  * without holding a collection lock, so others can write meanwhile. */

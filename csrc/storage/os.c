@@ -158,7 +158,8 @@ static pthread_mutex_t fault_mu = PTHREAD_MUTEX_INITIALIZER;
 static atomic_bool fault_armed;
 static char fault_site[64];
 static mf_fault_kind fault_kind;
-static int fault_skip, fault_count, fault_hits;
+static int fault_skip, fault_count, fault_hits, fault_calls;
+static size_t fault_torn;
 
 void mf_os_fault_set(const char *site_prefix, mf_fault_kind kind, int skip, int count)
 {
@@ -168,6 +169,8 @@ void mf_os_fault_set(const char *site_prefix, mf_fault_kind kind, int skip, int 
     fault_skip = skip;
     fault_count = count;
     fault_hits = 0;
+    fault_calls = 0;
+    fault_torn = 0;
     atomic_store(&fault_armed, true);
     pthread_mutex_unlock(&fault_mu);
 }
@@ -187,6 +190,22 @@ int mf_os_fault_hits(void)
     return h;
 }
 
+int mf_os_fault_calls(void)
+{
+    pthread_mutex_lock(&fault_mu);
+    int n = fault_calls;
+    pthread_mutex_unlock(&fault_mu);
+    return n;
+}
+
+size_t mf_os_fault_torn_bytes(void)
+{
+    pthread_mutex_lock(&fault_mu);
+    size_t n = fault_torn;
+    pthread_mutex_unlock(&fault_mu);
+    return n;
+}
+
 /* Whether the call at `site` must fail; *kind says how. */
 static bool fault_fires(const char *site, mf_fault_kind *kind)
 {
@@ -195,13 +214,16 @@ static bool fault_fires(const char *site, mf_fault_kind *kind)
     bool fire = false;
     pthread_mutex_lock(&fault_mu);
     if (atomic_load(&fault_armed) && strncmp(site, fault_site, strlen(fault_site)) == 0) {
+        if (fault_calls < INT_MAX)
+            fault_calls++;
         if (fault_skip > 0) {
             fault_skip--;
         } else if (fault_count != 0) {
             if (fault_count > 0)
                 fault_count--;
             fault_hits++;
-            *kind = fault_kind;
+            /* A power cut tears at most one write: after it, calls fail. */
+            *kind = fault_kind == MF_FAULT_TORN && fault_hits > 1 ? MF_FAULT_EIO : fault_kind;
             fire = true;
         }
     }
@@ -223,12 +245,19 @@ static int injected(mf_error *err, mf_fault_kind kind, const char *site, const c
     return os_error(err, kind == MF_FAULT_ENOSPC ? ENOSPC : EIO, site, what, path);
 }
 
+static void sim_patch(const char *path, uint64_t off, const void *buf, size_t n);
+
 /* -------------------------------------------------- power-loss simulation */
 
 typedef struct sim_file {
     char *path;
     uint8_t *bytes; /* content at the last sync */
     size_t len;
+    /* A torn write's surviving sectors (MF_FAULT_TORN): put back over the
+     * synced content at the crash. */
+    uint8_t *patch;
+    size_t patch_len;
+    uint64_t patch_off;
 } sim_file;
 
 static pthread_mutex_t sim_mu = PTHREAD_MUTEX_INITIALIZER;
@@ -248,6 +277,7 @@ static void sim_forget(sim_file *sf)
 {
     free(sf->path);
     free(sf->bytes);
+    free(sf->patch);
     *sf = sim_files[--sim_n];
 }
 
@@ -312,6 +342,21 @@ out:
     pthread_mutex_unlock(&sim_mu);
 }
 
+static void sim_patch(const char *path, uint64_t off, const void *buf, size_t n)
+{
+    pthread_mutex_lock(&sim_mu);
+    sim_file *sf = sim_on ? sim_find(path) : NULL;
+    uint8_t *p = sf ? malloc(n) : NULL;
+    if (p) {
+        memcpy(p, buf, n);
+        free(sf->patch);
+        sf->patch = p;
+        sf->patch_len = n;
+        sf->patch_off = off;
+    }
+    pthread_mutex_unlock(&sim_mu);
+}
+
 static void sim_synced(const char *path, int fd)
 {
     pthread_mutex_lock(&sim_mu);
@@ -348,6 +393,11 @@ int mf_os_sim_crash(mf_error *err)
         }
         if (rc == 0 && ftruncate(fd, (off_t)sf->len) != 0)
             rc = os_error(err, errno, "sim.crash", "truncate", sf->path);
+        if (rc == 0 && sf->patch &&
+            pwrite(fd, sf->patch, sf->patch_len, (off_t)sf->patch_off) != (ssize_t)sf->patch_len)
+            rc = os_error(err, errno, "sim.crash", "write", sf->path);
+        free(sf->patch);
+        sf->patch = NULL;
         close(fd);
     }
     pthread_mutex_unlock(&sim_mu);
@@ -436,6 +486,18 @@ int mf_os_pwrite(mf_file *f, const void *buf, size_t n, uint64_t off, const char
             return mf_error_set(err, MF_InternalError, "%s: short write %s: %zu of %zu bytes",
                                 site, f->path, n / 2, n);
         }
+        if (k == MF_FAULT_TORN) {
+            /* The sectors that reached the platter before the power went. */
+            size_t keep = n / 2 / 512 * 512;
+            if (keep > 0) {
+                ssize_t r = pwrite(f->fd, buf, keep, (off_t)off);
+                (void)r;
+                sim_patch(f->path, off, buf, keep);
+            }
+            pthread_mutex_lock(&fault_mu);
+            fault_torn = keep;
+            pthread_mutex_unlock(&fault_mu);
+        }
         return injected(err, k, site, "write", f->path);
     }
     size_t done = 0;
@@ -480,6 +542,39 @@ int mf_os_truncate(mf_file *f, uint64_t size, const char *site, mf_error *err)
     if (ftruncate(f->fd, (off_t)size) != 0)
         return os_error(err, errno, site, "truncate", f->path);
     return 0;
+}
+
+int mf_os_allocate(mf_file *f, uint64_t off, uint64_t len, bool keep_size, const char *site,
+                   mf_error *err)
+{
+    mf_fault_kind k;
+    struct stat st;
+    if (fault_fires(site, &k))
+        return injected(err, k, site, "allocate", f->path);
+    if (len == 0)
+        return 0;
+    if (fstat(f->fd, &st) != 0)
+        return os_error(err, errno, site, "stat", f->path);
+    int r;
+    do
+        r = fallocate(f->fd, keep_size ? FALLOC_FL_KEEP_SIZE : 0, (off_t)off, (off_t)len);
+    while (r != 0 && errno == EINTR);
+    if (r == 0)
+        return 0;
+    int e = errno;
+    if (e == EOPNOTSUPP || e == ENOSYS) {
+        /* No reservation on this file system: set the length, as asked. */
+        if (!keep_size && (uint64_t)st.st_size < off + len &&
+            ftruncate(f->fd, (off_t)(off + len)) != 0)
+            return os_error(err, errno, site, "truncate", f->path);
+        return 0;
+    }
+    /* A failed fallocate may have moved the end: put it back, so the
+     * caller's idea of the length stays true. */
+    struct stat now;
+    if (fstat(f->fd, &now) == 0 && now.st_size != st.st_size)
+        (void)!ftruncate(f->fd, st.st_size);
+    return os_error(err, e, site, "allocate", f->path);
 }
 
 int mf_os_reserve(size_t len, void **base, mf_error *err)

@@ -56,6 +56,17 @@ int mf_os_sync(mf_file *f, bool data_only, const char *site, mf_error *err);
 int mf_os_size(mf_file *f, uint64_t *size, mf_error *err);
 int mf_os_truncate(mf_file *f, uint64_t size, const char *site, mf_error *err);
 
+/* Give [off, off + len) of `f` real disk blocks (fallocate), so that later
+ * writes there -- including stores through a mapping, which would otherwise
+ * die of SIGBUS on a full file system -- cannot fail for want of space.
+ * With `keep_size` the file's length does not change (blocks past the end
+ * are reserved for appends); without it the file grows to off + len if it
+ * is shorter.  On a file system without fallocate the length is set as
+ * asked and nothing is reserved.  Errors: MF_OutOfDiskSpace (ENOSPC, the
+ * file's length unchanged), other os errors. */
+int mf_os_allocate(mf_file *f, uint64_t off, uint64_t len, bool keep_size, const char *site,
+                   mf_error *err);
+
 /* Reserve `len` bytes of address space (no memory, no access) so a file
  * mapped at its start can grow without the base ever moving. */
 int mf_os_reserve(size_t len, void **base, mf_error *err);
@@ -82,6 +93,10 @@ typedef enum {
     MF_FAULT_EIO,    /* the call fails with EIO */
     MF_FAULT_ENOSPC, /* the call fails with ENOSPC */
     MF_FAULT_SHORT,  /* a write stores half its bytes, then fails with EIO */
+    MF_FAULT_TORN,   /* power fails during a write: it stores its first half,
+                        rounded down to 512-byte sectors, then fails with EIO;
+                        under simulated power loss those sectors survive the
+                        crash (any other call fails with EIO) */
 } mf_fault_kind;
 
 /* Arm a fault: calls whose site starts with `site_prefix` pass `skip` times,
@@ -91,6 +106,13 @@ void mf_os_fault_set(const char *site_prefix, mf_fault_kind kind, int skip, int 
 void mf_os_fault_clear(void);
 /* How many calls the armed fault has failed so far. */
 int mf_os_fault_hits(void);
+/* How many calls have matched the armed fault's prefix since it was armed,
+ * passed or failed: with skip = INT_MAX this counts the crash points of a
+ * workload. */
+int mf_os_fault_calls(void);
+/* Bytes a MF_FAULT_TORN fault let reach the file (0 when it hit a call that
+ * is not a write, or a write of one sector or less). */
+size_t mf_os_fault_torn_bytes(void);
 
 /* ------------------------------------------------------ simulated power loss */
 

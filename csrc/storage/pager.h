@@ -110,6 +110,21 @@ uint8_t *mf_pager_page(mf_pager *pg, mf_pgno no, mf_error *err);
  * grow the file.  Errors: os errors (ENOSPC as MF_OutOfDiskSpace). */
 int mf_pager_alloc(mf_pager *pg, uint32_t n, uint8_t type, mf_pgno *out, mf_error *err);
 
+/* Promise `pages` free pages, `max_run` of them contiguous, to a writer
+ * about to make changes that must not fail half way for want of space:
+ * grows the file first if the free pages not already promised to others
+ * fall short.  Errors: MF_OutOfDiskSpace (nothing promised, nothing
+ * changed), os errors.  The caller allocates as usual, then gives the
+ * promise back with mf_pager_unreserve(pages).  (Contiguity is checked
+ * against the free extents, not promised: two writers each needing a long
+ * run may still share one extent; the engine serializes those.) */
+int mf_pager_reserve(mf_pager *pg, uint64_t pages, uint32_t max_run, mf_error *err);
+void mf_pager_unreserve(mf_pager *pg, uint64_t pages);
+
+/* An upper bound on the pages the next checkpoint freeze allocates (its
+ * free list), for mf_pager_reserve before it. */
+uint64_t mf_pager_checkpoint_pages(mf_pager *pg);
+
 /* Allocate `n` contiguous pages for an overflow run: no header, so a value
  * of n * 4096 bytes fills exactly n pages.  The owner records the run's
  * generation (`*gen`) and its checksum, and passes them back to

@@ -37,6 +37,17 @@
  *       a range the checkpoint already covers (open with after_lsn past the
  *       end of the log starts a new segment at after_lsn + 1).
  *
+ *   I6. Space is taken before a change is made, never during the flush:
+ *       mf_wal_reserve gives the current segment real disk blocks
+ *       (fallocate, the file's length unchanged) for the worst-case
+ *       framing of a record -- its own block, stored raw -- before the
+ *       engine applies the change, so a full disk refuses the write
+ *       cleanly (MF_OutOfDiskSpace, log not failed) instead of failing a
+ *       group commit whose changes are already applied.  A rotation moves
+ *       every outstanding claim to the new segment, under mu, or does not
+ *       happen (a full disk keeps the current segment growing past its
+ *       target).  The segment and its allocation change only under mu.
+ *
  * States:   open --append/commit--> ok --leader flush fails--> failed
  *           ok/failed --close/abandon--> gone.  Nothing leaves `failed`
  *           but closing (then reopening, which recovers what is on disk).
@@ -81,6 +92,11 @@
 #define BLK_HDR 48
 #define SEG_MAGIC "MFWALSEG"
 #define BLK_MAGIC "MFWB"
+#define TORN_SECTOR 512u /* the unit a crash persists or loses */
+/* Why an intact block (both hashes verify) ends the log: stale bytes of
+ * an older log, not damage. */
+#define WHY_OTHER_LOG "block of another log (wrong salt)"
+#define WHY_OUT_OF_SEQUENCE "block LSN does not follow the previous block's"
 #define SEG_VERSION 1
 #define CODEC_RAW 0
 #define CODEC_LZ4 1
@@ -95,6 +111,8 @@
 /* A leader pwrites its blocks in pieces of about this size, so a large
  * batch does not need a second copy of itself in memory. */
 #define WRITE_CHUNK (4u << 20)
+/* A segment's disk blocks are reserved ahead in steps of about this size. */
+#define PREALLOC_STEP (4u << 20)
 /* A buffer that grew past this for one big batch is freed, not kept. */
 #define KEEP_MAX (16u << 20)
 
@@ -103,6 +121,7 @@
 #define LOGID_TORN_SEGMENT 8801002
 #define LOGID_FAILED 8801003
 #define LOGID_BAD_OLD_SEGMENT 8801004
+#define LOGID_NO_ROTATE 8801005
 
 struct mf_wal {
     pthread_mutex_t mu;
@@ -124,6 +143,13 @@ struct mf_wal {
     mf_lsn *segs;
     size_t nsegs, segs_cap;
     mf_wal_stats stats;
+    /* Space (I6): the segment being written has disk blocks up to
+     * alloc_end; records need at most seg_end + claim_* bytes of it. */
+    uint64_t seg_end;        /* seg_size as of the last flush or rotation */
+    uint64_t alloc_end;
+    uint64_t claim_reserved; /* mf_wal_reserve'd, not yet appended */
+    uint64_t claim_pending;  /* appended, in `pending` */
+    uint64_t claim_flushing; /* in the batch a leader is writing */
 
     /* Owned by the leader (I2), or by open / close. */
     mf_file *seg;
@@ -220,7 +246,7 @@ static const char *blk_header_decode(const uint8_t h[BLK_HDR], uint64_t salt, bl
     b->stored_len = mf_load_u32le(h + 32);
     b->payload_hash = get_u64(h + 40);
     if (b->salt != salt)
-        return "block of another log (wrong salt)";
+        return WHY_OTHER_LOG;
     if (h[5] || h[6] || h[7] || b->codec > CODEC_LZ4)
         return "unknown block codec";
     /* Each record is at least 5 bytes (length and one byte). */
@@ -301,6 +327,61 @@ fail:
 
 /* -------------------------------------------------------------- writing */
 
+static int failed_error(mf_wal *w, mf_error *err);
+
+/* The most bytes a record of `len` bytes takes in a segment: its own
+ * block, stored raw. */
+static uint64_t worst_size(size_t len)
+{
+    return (uint64_t)BLK_HDR + 4 + len;
+}
+
+static uint64_t claims(const mf_wal *w)
+{
+    return w->claim_reserved + w->claim_pending + w->claim_flushing;
+}
+
+/* Give the current segment disk blocks up to at least `end` (a step more
+ * if the disk has it).  Under mu. */
+static int alloc_upto(mf_wal *w, uint64_t end, mf_error *err)
+{
+    if (end <= w->alloc_end)
+        return 0;
+    uint64_t step = end < w->alloc_end + PREALLOC_STEP ? w->alloc_end + PREALLOC_STEP : end;
+    int rc = mf_os_allocate(w->seg, w->alloc_end, step - w->alloc_end, true, "wal.reserve", err);
+    if (rc == MF_OutOfDiskSpace && step > end) {
+        step = end;
+        rc = mf_os_allocate(w->seg, w->alloc_end, step - w->alloc_end, true, "wal.reserve", err);
+    }
+    if (rc == 0)
+        w->alloc_end = step;
+    return rc;
+}
+
+int mf_wal_reserve(mf_wal *w, size_t len, mf_error *err)
+{
+    int rc;
+    pthread_mutex_lock(&w->mu);
+    if (w->failed) {
+        rc = failed_error(w, err);
+    } else {
+        uint64_t need = worst_size(len);
+        rc = alloc_upto(w, w->seg_end + claims(w) + need, err);
+        if (rc == 0)
+            w->claim_reserved += need;
+    }
+    pthread_mutex_unlock(&w->mu);
+    return rc;
+}
+
+void mf_wal_unreserve(mf_wal *w, size_t len)
+{
+    uint64_t need = worst_size(len);
+    pthread_mutex_lock(&w->mu);
+    w->claim_reserved = w->claim_reserved > need ? w->claim_reserved - need : 0;
+    pthread_mutex_unlock(&w->mu);
+}
+
 int mf_wal_append(mf_wal *w, const void *rec, size_t len, mf_lsn *lsn, mf_error *err)
 {
     int rc = 0;
@@ -319,6 +400,10 @@ int mf_wal_append(mf_wal *w, const void *rec, size_t len, mf_lsn *lsn, mf_error 
     }
     mf_buf_put_i32le(&w->pending, (int32_t)len); /* cannot fail: reserved */
     mf_buf_append(&w->pending, rec, len);
+    /* The record takes over its reservation, if its writer made one. */
+    uint64_t need = worst_size(len);
+    w->claim_reserved = w->claim_reserved > need ? w->claim_reserved - need : 0;
+    w->claim_pending += need;
     *lsn = w->next_lsn++;
     w->stats.appends++;
 out:
@@ -373,30 +458,55 @@ static int frame_block(mf_wal *w, const mf_buf *batch, size_t *pos, mf_lsn *lsn,
 
 /* Start segment "wal.<first>" and make it the one being written.  The
  * directory is synced before any record goes into it, so the batch's data
- * sync is all a record in it still needs to be durable. */
-static int rotate(mf_wal *w, mf_lsn first, mf_error *err)
+ * sync is all a record in it still needs to be durable.  The new segment
+ * gets disk blocks for every outstanding claim first (I6); if the disk
+ * cannot give them, the current segment stays (it has them) and grows past
+ * its target: `*rotated` says which.  Runs under mu, so no claim is made
+ * meanwhile. */
+static int rotate(mf_wal *w, mf_lsn first, bool *rotated, mf_error *err)
 {
     mf_file *f = NULL;
     uint64_t salt;
-    pthread_mutex_lock(&w->mu);
-    int rc = segs_reserve(w) == 0 ? 0 : oom(err, "rotating the segment");
-    pthread_mutex_unlock(&w->mu);
-    if (rc)
-        return rc;
-    rc = seg_create(w, first, &f, &salt, err);
-    if (rc)
-        return rc;
-    rc = mf_os_sync_dir(w->dir, "wal.dir", err);
-    if (rc)
+    char path[PATH_MAX];
+    mf_error serr;
+    *rotated = false;
+    if (segs_reserve(w) != 0)
+        return oom(err, "rotating the segment");
+    int rc = seg_create(w, first, &f, &salt, &serr);
+    if (rc == 0) {
+        uint64_t need = claims(w);
+        rc = mf_os_allocate(f, SEG_HDR, need + PREALLOC_STEP, true, "wal.reserve", &serr);
+        if (rc == MF_OutOfDiskSpace)
+            rc = mf_os_allocate(f, SEG_HDR, need, true, "wal.reserve", &serr);
+        if (rc == 0) {
+            rc = mf_os_sync_dir(w->dir, "wal.dir", err);
+            if (rc)
+                goto fail;
+            w->segs[w->nsegs++] = first; /* reserved above; only this leader adds */
+            /* The old segment was synced whole by the flush that ended it (I4). */
+            mf_os_close(w->seg);
+            w->seg = f;
+            w->seg_size = w->seg_end = SEG_HDR;
+            w->alloc_end = SEG_HDR + need;
+            w->seg_salt = salt;
+            *rotated = true;
+            return 0;
+        }
+    }
+    if (rc != MF_OutOfDiskSpace) {
+        *err = serr;
         goto fail;
-    pthread_mutex_lock(&w->mu);
-    w->segs[w->nsegs++] = first; /* reserved above; only this leader adds */
-    pthread_mutex_unlock(&w->mu);
-    /* The old segment was synced whole by the flush that ended it (I4). */
-    mf_os_close(w->seg);
-    w->seg = f;
-    w->seg_size = SEG_HDR;
-    w->seg_salt = salt;
+    }
+    /* No room for a new segment: keep writing the current one.  The new
+     * file must go, or open would take it for the last segment. */
+    mf_os_close(f);
+    f = NULL;
+    if ((rc = seg_path(w->dir, first, path, sizeof path, err)) != 0 ||
+        (rc = mf_os_unlink(path, "wal.unlink", err)) != 0)
+        return rc;
+    mf_log(MF_LOG_WARNING, "STORAGE", LOGID_NO_ROTATE, "wal",
+           "write-ahead log in %s: no space for a new segment; the current one grows: %s",
+           w->dir, serr.msg);
     return 0;
 fail:
     mf_os_close(f);
@@ -410,7 +520,10 @@ static int flush_batch(mf_wal *w, const mf_buf *batch, mf_lsn first, flush_stats
 {
     int rc = 0;
     if (w->seg_size >= w->segment_target && w->seg_size > SEG_HDR) {
-        rc = rotate(w, first, err);
+        bool rotated;
+        pthread_mutex_lock(&w->mu);
+        rc = rotate(w, first, &rotated, err);
+        pthread_mutex_unlock(&w->mu);
         if (rc)
             return rc;
     }
@@ -455,6 +568,8 @@ static int lead_flush(mf_wal *w, mf_error *err)
     w->spare = (mf_buf){0};
     w->pending_first = w->next_lsn;
     w->flushing = true;
+    w->claim_flushing = w->claim_pending;
+    w->claim_pending = 0;
     pthread_mutex_unlock(&w->mu);
 
     flush_stats fs = {0};
@@ -466,6 +581,8 @@ static int lead_flush(mf_wal *w, mf_error *err)
     w->flushing = false;
     if (rc == 0) {
         w->durable = last; /* only now: the sync covering it succeeded (I3) */
+        w->seg_end = w->seg_size;
+        w->claim_flushing = 0;
         w->stats.syncs++;
         w->stats.blocks += fs.blocks;
         w->stats.bytes_raw += fs.bytes_raw;
@@ -677,9 +794,39 @@ typedef struct recovery {
     mf_buf scratch; /* decompressed payloads */
 } recovery;
 
+/* Whether the end of the log at `off` is one a crash can leave: an intact
+ * block of an older log (stale bytes), or damage that looks like a write
+ * a crash cut short rather than changed bytes.  A crash can only tear the
+ * flush it interrupted, which was never synced and so never acknowledged:
+ * its bytes are missing (the file ends inside the block) or read as zeros
+ * (sectors the file covers that never reached the disk).  A block that is
+ * whole and has no zero sector was written in full, and possibly synced
+ * and acknowledged: if it fails its hash, its bytes changed, and cutting
+ * it off would silently drop acknowledged writes.  A zero sector inside a
+ * written block is implausible: a payload with 512 zero bytes compresses,
+ * and is stored LZ4. */
+static int looks_torn(reader *rd, uint64_t off, const char *why, bool *torn, mf_error *err)
+{
+    *torn = strncmp(why, "short", 5) == 0 || strcmp(why, WHY_OTHER_LOG) == 0 ||
+            strcmp(why, WHY_OUT_OF_SEQUENCE) == 0;
+    for (uint64_t s = (off + TORN_SECTOR - 1) / TORN_SECTOR * TORN_SECTOR;
+         !*torn && s + TORN_SECTOR <= rd->size; s += TORN_SECTOR) {
+        const uint8_t *p;
+        size_t avail;
+        int rc = rd_peek(rd, s, TORN_SECTOR, &p, &avail, err);
+        if (rc)
+            return rc;
+        size_t i = 0;
+        while (i < TORN_SECTOR && p[i] == 0)
+            i++;
+        *torn = i == TORN_SECTOR;
+    }
+    return 0;
+}
+
 /* The valid log ends at `off` for reason `why`.  A torn tail (the last
- * segment, nothing valid after it) is cut off; anything else is
- * corruption. */
+ * segment, nothing valid after it, and damage a crash can leave: see
+ * looks_torn) is cut off; anything else is corruption. */
 static int tail_or_corrupt(recovery *r, reader *rd, uint64_t off, uint64_t salt,
                            const char *why, bool is_last, mf_lsn lsn, mf_error *err)
 {
@@ -695,6 +842,16 @@ static int tail_or_corrupt(recovery *r, reader *rd, uint64_t off, uint64_t salt,
                             why, rd->path, off, lsn,
                             any ? ", and valid blocks follow it"
                                 : ", in a segment that is not the last");
+    bool torn;
+    rc = looks_torn(rd, off, why, &torn, err);
+    if (rc)
+        return rc;
+    if (!torn)
+        return mf_error_set(err, MF_DataCorruption,
+                            "write-ahead log is corrupt: %s in %s at offset %" PRIu64
+                            " (LSN %" PRIu64 " on), in the last block, which is whole: "
+                            "changed bytes, not a write cut short by a crash",
+                            why, rd->path, off, lsn);
     mf_log(MF_LOG_WARNING, "STORAGE", LOGID_TORN_TAIL, "wal",
            "write-ahead log %s: torn tail at offset %" PRIu64 " (%s): %" PRIu64
            " bytes removed; the log ends at LSN %" PRIu64,
@@ -805,7 +962,7 @@ static int seg_recover(recovery *r, mf_lsn first, bool is_last, mf_lsn *lsn, mf_
         if (rc)
             goto fail;
         if (!why && b.h.first != *lsn)
-            why = "block LSN does not follow the previous block's";
+            why = WHY_OUT_OF_SEQUENCE;
         if (why && off == SEG_HDR && (rc = check_header_salt(r, &rd, salt, first, err)) != 0)
             goto fail;
         if (why) {
@@ -1056,6 +1213,9 @@ int mf_wal_open(const char *dir, const mf_wal_options *opt, mf_lsn after_lsn,
         goto fail;
     w->next_lsn = w->pending_first = next;
     w->durable = next - 1;
+    /* Blocks past the end (a reservation before a crash) are not counted
+     * on: the first reservation asks for them again. */
+    w->seg_end = w->alloc_end = w->seg_size;
     mf_buf_free(&r.scratch);
     *out = w;
     return 0;

@@ -94,6 +94,16 @@ int mf_wal_open(const char *dir, const mf_wal_options *opt, mf_lsn after_lsn,
  * Fails if the log is failed. */
 int mf_wal_append(mf_wal *w, const void *rec, size_t len, mf_lsn *lsn, mf_error *err);
 
+/* Space for a record of `len` bytes that is about to be appended: gives
+ * the segment being written the disk blocks the record can take, so that
+ * neither the append nor the flush that makes it durable can fail for want
+ * of space.  The next mf_wal_append of that length takes the reservation
+ * over; mf_wal_unreserve gives back one that will not be used.  Errors:
+ * MF_OutOfDiskSpace (nothing reserved; the log is not failed), the failed
+ * log's error, os errors. */
+int mf_wal_reserve(mf_wal *w, size_t len, mf_error *err);
+void mf_wal_unreserve(mf_wal *w, size_t len);
+
 /* Return once every record up to `lsn` is durable (see group commit).  An
  * error means the record is not known to be durable and the log is failed. */
 int mf_wal_commit(mf_wal *w, mf_lsn lsn, mf_error *err);

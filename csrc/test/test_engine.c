@@ -389,16 +389,20 @@ static bool fault_state(ctx *x, uint64_t n, mf_error *err)
 
 MFT_CASE(faults, "/storage/engine/faults_at_each_site")
 {
+    /* `refused`: the fault hits while a write takes its space, before it
+     * changes anything -- that write fails and the engine goes on; every
+     * other fault fails the engine until it is reopened. */
     static const struct {
         const char *site;
         mf_fault_kind kind;
+        bool refused;
     } faults[] = {
-        {"pager.grow", MF_FAULT_EIO},   {"pager.grow", MF_FAULT_ENOSPC},
-        {"pager.map", MF_FAULT_EIO},    {"pager.sync", MF_FAULT_EIO},
-        {"pager.meta", MF_FAULT_EIO},   {"pager.meta", MF_FAULT_SHORT},
-        {"pager.meta", MF_FAULT_ENOSPC}, {"wal.write", MF_FAULT_EIO},
-        {"wal.write", MF_FAULT_ENOSPC}, {"wal.write", MF_FAULT_SHORT},
-        {"wal.sync", MF_FAULT_EIO},
+        {"pager.grow", MF_FAULT_EIO, true},   {"pager.grow", MF_FAULT_ENOSPC, true},
+        {"pager.map", MF_FAULT_EIO, true},    {"pager.sync", MF_FAULT_EIO, false},
+        {"pager.meta", MF_FAULT_EIO, false},  {"pager.meta", MF_FAULT_SHORT, false},
+        {"pager.meta", MF_FAULT_ENOSPC, false}, {"wal.write", MF_FAULT_EIO, false},
+        {"wal.write", MF_FAULT_ENOSPC, false}, {"wal.write", MF_FAULT_SHORT, false},
+        {"wal.sync", MF_FAULT_EIO, false},
     };
     mf_error err;
     char dir[512];
@@ -422,7 +426,8 @@ MFT_CASE(faults, "/storage/engine/faults_at_each_site")
              * an error comes back. */
             mf_os_fault_set(faults[f].site, faults[f].kind, 0, persistent ? -1 : 1);
             int failed_at = 0;
-            for (uint64_t i = committed + 1; i <= committed + 400 && !failed_at; i++) {
+            uint64_t last = committed + 400;
+            for (uint64_t i = committed + 1; i <= last && !failed_at; i++) {
                 int rc = fault_op(&x, i, &err);
                 if (rc == 0 && i % 20 == 0)
                     rc = mf_engine_checkpoint(x.e, &err);
@@ -436,10 +441,18 @@ MFT_CASE(faults, "/storage/engine/faults_at_each_site")
             if (!fired)
                 printf("  %s never ran\n", faults[f].site);
             CHECK(fired);
-            CHECK(failed_at != 0);
-            /* The engine refuses writes from now on, and says why. */
-            CHECK(fault_op(&x, 100000, &err) == MF_IllegalOperation);
-            CHECK(strstr(err.msg, "refuses writes") != NULL);
+            /* A one-time ENOSPC at growth may be absorbed: the pager then
+             * asks for just what it needs, and gets it. */
+            CHECK(failed_at != 0 || (faults[f].refused && !persistent));
+            if (faults[f].refused && failed_at) {
+                /* Nothing was applied: the same write now succeeds. */
+                CHECK_INT(fault_op(&x, (uint64_t)failed_at, &err), 0);
+                committed = (uint64_t)failed_at;
+            } else if (!faults[f].refused) {
+                /* The engine refuses writes from now on, and says why. */
+                CHECK(fault_op(&x, 100000, &err) == MF_IllegalOperation);
+                CHECK(strstr(err.msg, "refuses writes") != NULL);
+            }
             mf_engine_abandon(x.e);
             /* Reopen without the fault: everything committed is intact. */
             x.e = open_engine(dir, false, &err);

@@ -484,7 +484,7 @@ static int open_flipped(const char *dir, const char *file, const uint8_t *img, s
     return rc;
 }
 
-MFT_CASE(bit_flips, "/storage/wal/bit_flips_last_block_truncate_interior_corrupt")
+MFT_CASE(bit_flips, "/storage/wal/bit_flips_whole_last_block_corrupt_torn_truncated_interior_corrupt")
 {
     quiet();
     char src[600], dst[600], path[600], dpath[600];
@@ -511,12 +511,14 @@ MFT_CASE(bit_flips, "/storage/wal/bit_flips_last_block_truncate_interior_corrupt
      * lengths, header hash), the payload hash, the payload. */
     static const unsigned where[] = {1, 4, 9, 16, 24, 29, 33, 37, 41, 47, 48, 50};
     for (size_t k = 0; k < sizeof where / sizeof where[0]; k++) {
-        /* The last block: a torn tail, cut off. */
+        /* The last block, whole: changed bytes, not a torn write, so
+         * corruption (cutting it would drop acknowledged records). */
         uint64_t at = b.off[5] + where[k];
-        CHECK_INT(open_flipped(dst, dpath, img, len, at, &s, &err), 0);
-        CHECK_INT(s.n, 10);
-        CHECK_INT(s.bad, 0);
-        CHECK_INT(fsize(dpath), b.off[5] + 48 + 5 + 4); /* cut, then one append */
+        CHECK_INT(open_flipped(dst, dpath, img, len, at, &s, &err), MF_DataCorruption);
+        CHECK(strstr(err.msg, dpath) != NULL);
+        CHECK(strstr(err.msg, "in the last block, which is whole") != NULL);
+        CHECK_INT(s.n, 10); /* the blocks before it were replayed */
+        CHECK_INT(fsize(dpath), len); /* and nothing was cut */
         /* An interior block: corruption, naming the file and offset. */
         at = b.off[2] + where[k];
         CHECK_INT(open_flipped(dst, dpath, img, len, at, &s, &err), MF_DataCorruption);
@@ -527,6 +529,23 @@ MFT_CASE(bit_flips, "/storage/wal/bit_flips_last_block_truncate_interior_corrupt
         CHECK(s.n <= 4); /* nothing past the damage was replayed */
         CHECK_INT(fsize(dpath), len); /* and nothing was cut */
     }
+    /* The same flips in the last block when zero sectors follow it (a
+     * crash that extended the file but never wrote those sectors): a torn
+     * tail, cut off, and the log takes appends after it. */
+    uint8_t *ext = calloc(1, len + 1024);
+    CHECK(ext);
+    memcpy(ext, img, len);
+    for (size_t k = 0; k < sizeof where / sizeof where[0]; k++) {
+        CHECK_INT(open_flipped(dst, dpath, ext, len + 1024, b.off[5] + where[k], &s, &err), 0);
+        CHECK_INT(s.n, 10);
+        CHECK_INT(s.bad, 0);
+        CHECK_INT(fsize(dpath), b.off[5] + 48 + 5 + 4); /* cut, then one append */
+    }
+    /* Zeros alone after the last block: cut, nothing lost. */
+    CHECK_INT(open_flipped(dst, dpath, ext, len + 1024, len + 1023, &s, &err), 0);
+    CHECK_INT(s.n, 12);
+    CHECK_INT(fsize(dpath), len + 48 + 5 + 4);
+    free(ext);
     /* The segment header: magic, version, reserved, salt, first LSN. */
     static const unsigned hdr[] = {0, 8, 12, 16, 24};
     for (size_t k = 0; k < 5; k++) {
@@ -948,7 +967,8 @@ static const fault_case fault_cases[] = {
     {"wal.write", MF_FAULT_EIO, 0, true},     {"wal.write", MF_FAULT_SHORT, 0, true},
     {"wal.write", MF_FAULT_ENOSPC, 1, true},  {"wal.write", MF_FAULT_SHORT, 1, true},
     {"wal.sync", MF_FAULT_EIO, 0, true},      {"wal.create", MF_FAULT_EIO, 0, true},
-    {"wal.create", MF_FAULT_ENOSPC, 0, true}, {"wal.dir", MF_FAULT_EIO, 0, true},
+    {"wal.dir", MF_FAULT_EIO, 0, true},
+    /* (ENOSPC at wal.create does not fail the log: full_disk below) */
 };
 
 /* Commit 6 records, arm the fault, commit until it bites; then check the
@@ -1021,6 +1041,59 @@ MFT_CASE(fault_sites, "/storage/wal/fault_at_each_write_site_once_and_forever")
             }
         }
     }
+}
+
+/* A full disk: a reservation is refused without failing the log, and a
+ * rotation that finds no room keeps writing the current segment (which
+ * has the blocks its records reserved); both work again once there is
+ * room. */
+MFT_CASE(full_disk, "/storage/wal/full_disk_refuses_reservations_and_rotations")
+{
+    quiet();
+    char dir[600], path[600];
+    static const size_t sizes[] = {300, 45, 1000};
+    gen g = {.seed = 77, .sizes = sizes, .nsizes = 3, .kind = GEN_MIXED};
+    mf_wal_options opt = {.segment_target = 1};
+    mf_error err;
+    mf_wal *w;
+    seen s;
+    mf_wal_stats st;
+    subdir(dir, sizeof dir, "full");
+    CHECK_INT(open_log(dir, &opt, 0, &s, &g, &w, &err), 0);
+    CHECK_INT(put_commit(w, &g, 1, 4, 1, &err), 0);
+    mf_wal_get_stats(w, &st);
+    uint64_t segs = st.segments;
+
+    /* No room for a new segment: records go on into the current one. */
+    mf_os_fault_set("wal.create", MF_FAULT_ENOSPC, 0, -1);
+    CHECK_INT(put_commit(w, &g, 5, 10, 2, &err), 0);
+    CHECK(mf_os_fault_hits() >= 1);
+    mf_os_fault_clear();
+    mf_wal_get_stats(w, &st);
+    CHECK_INT(st.segments, segs);
+    CHECK(!mf_wal_is_failed(w));
+    /* The file it started is gone: open would take it for the last one. */
+    seg_file(path, sizeof path, dir, 5);
+    CHECK(access(path, F_OK) != 0);
+
+    /* No room to reserve: refused, the log goes on. */
+    mf_os_fault_set("wal.reserve", MF_FAULT_ENOSPC, 0, -1);
+    int rc = 0;
+    for (int i = 0; i < 2000 && rc == 0; i++)
+        rc = mf_wal_reserve(w, 4000, &err);
+    mf_os_fault_clear();
+    CHECK_INT(rc, MF_OutOfDiskSpace);
+    CHECK(!mf_wal_is_failed(w));
+    mf_wal_unreserve(w, 4000000); /* give back more than was taken: clamps */
+    CHECK_INT(put_commit(w, &g, 11, 14, 1, &err), 0);
+    mf_wal_get_stats(w, &st);
+    CHECK(st.segments > segs); /* room again: rotations resume */
+    CHECK_INT(mf_wal_close(w, &err), 0);
+
+    CHECK_INT(open_log(dir, &opt, 0, &s, &g, &w, &err), 0);
+    CHECK_INT(s.n, 14);
+    CHECK_INT(s.bad, 0);
+    CHECK_INT(mf_wal_close(w, &err), 0);
 }
 
 MFT_CASE(open_faults, "/storage/wal/fault_at_each_open_site")

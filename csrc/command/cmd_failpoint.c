@@ -1,0 +1,132 @@
+/*
+ * cmd_failpoint.c -- configureFailPoint, mongod's test command, for the
+ * storage faults the reliability suites inject (issue 7).  It exists only
+ * when the server runs with enableTestCommands; otherwise the name is
+ * unknown, as in mongod.
+ *
+ *   {configureFailPoint: "storageFault",
+ *    mode: "alwaysOn" | "off" | {times: n} | {skip: n} | {skip: n, times: m},
+ *    data: {site: "wal.sync", error: "EIO" | "ENOSPC" | "short"}}
+ *
+ * arms the os layer's fault injection (storage/os.h): every file operation
+ * whose site name starts with data.site ("" for all of them) passes `skip`
+ * times, then fails `times` times (alwaysOn: forever) with that error --
+ * "short" writes half the bytes first.  Site names are the engine's:
+ * wal.write, wal.sync, wal.reserve, wal.create, wal.dir, pager.grow,
+ * pager.map, pager.sync, pager.meta, ...  The fault is process-wide.
+ *
+ * The reply is mongod's: {count: <times the fail point was entered under
+ * its previous setting>}, here the calls the previous fault failed.  An
+ * unknown fail point is FailPointSetFailed (266), "<name> not found".
+ */
+#include "command_int.h"
+#include "../storage/os.h"
+
+#include <string.h>
+
+#define FP_STORAGE "storageFault"
+
+static int parse_mode(const bson_iter_t *it, bool *off, int *skip, int *times, mf_error *err)
+{
+    *off = false;
+    *skip = 0;
+    *times = -1;
+    if (BSON_ITER_HOLDS_UTF8(it)) {
+        const char *m = bson_iter_utf8(it, NULL);
+        if (strcmp(m, "off") == 0) {
+            *off = true;
+            return 0;
+        }
+        if (strcmp(m, "alwaysOn") == 0)
+            return 0;
+        return mf_error_set(err, MF_BadValue, "unknown mode: %s", m);
+    }
+    if (!BSON_ITER_HOLDS_DOCUMENT(it))
+        return mf_error_set(err, MF_TypeMismatch, "'mode' must be a string or JSON object");
+    bson_iter_t f;
+    bson_iter_recurse(it, &f);
+    while (bson_iter_next(&f)) {
+        const char *k = bson_iter_key(&f);
+        int64_t v;
+        if (strcmp(k, "times") != 0 && strcmp(k, "skip") != 0)
+            return mf_error_set(err, MF_BadValue, "mode has an unknown field: %s", k);
+        if (!mfi_as_int64(&f, &v) || v < 0 || v > INT32_MAX)
+            return mf_error_set(err, MF_BadValue, "'%s' must be a non-negative int32", k);
+        if (strcmp(k, "times") == 0)
+            *times = (int)v;
+        else
+            *skip = (int)v;
+    }
+    return 0;
+}
+
+static int parse_data(const bson_t *cmd, char *site, size_t cap, mf_fault_kind *kind,
+                      mf_error *err)
+{
+    bson_iter_t it, f;
+    *kind = MF_FAULT_EIO;
+    site[0] = '\0';
+    if (!bson_iter_init_find(&it, cmd, "data"))
+        return mf_error_set(err, MF_BadValue, FP_STORAGE " needs data: {site, error}");
+    if (!BSON_ITER_HOLDS_DOCUMENT(&it))
+        return mf_error_set(err, MF_TypeMismatch, "'data' must be a JSON object");
+    bson_iter_recurse(&it, &f);
+    while (bson_iter_next(&f)) {
+        const char *k = bson_iter_key(&f);
+        if (!BSON_ITER_HOLDS_UTF8(&f))
+            return mf_error_set(err, MF_TypeMismatch, "data.%s must be a string", k);
+        const char *v = bson_iter_utf8(&f, NULL);
+        if (strcmp(k, "site") == 0) {
+            if (strlen(v) >= cap)
+                return mf_error_set(err, MF_BadValue, "data.site is too long");
+            memcpy(site, v, strlen(v) + 1);
+        } else if (strcmp(k, "error") == 0) {
+            if (strcmp(v, "EIO") == 0)
+                *kind = MF_FAULT_EIO;
+            else if (strcmp(v, "ENOSPC") == 0)
+                *kind = MF_FAULT_ENOSPC;
+            else if (strcmp(v, "short") == 0)
+                *kind = MF_FAULT_SHORT;
+            else
+                return mf_error_set(err, MF_BadValue,
+                                    "data.error must be EIO, ENOSPC or short, not %s", v);
+        } else {
+            return mf_error_set(err, MF_BadValue, "data has an unknown field: %s", k);
+        }
+    }
+    return 0;
+}
+
+int mfi_cmd_configure_fail_point(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply,
+                                 mf_error *err)
+{
+    bson_iter_t it;
+    if (!ctx->inst->enable_test_commands)
+        return mf_error_set(err, MF_CommandNotFound, "no such command: '%s'", ctx->name);
+    bson_iter_init(&it, cmd);
+    bson_iter_next(&it);
+    if (!BSON_ITER_HOLDS_UTF8(&it))
+        return mfi_type_error(err, "configureFailPoint", "configureFailPoint", &it, "string");
+    const char *name = bson_iter_utf8(&it, NULL);
+    if (strcmp(name, FP_STORAGE) != 0)
+        return mf_error_set(err, 266 /* FailPointSetFailed */, "%s not found", name);
+    if (!bson_iter_init_find(&it, cmd, "mode"))
+        return mf_error_set(err, MF_BadValue, "missing 'mode'");
+    bool off;
+    int skip, times, rc;
+    if ((rc = parse_mode(&it, &off, &skip, &times, err)) != 0)
+        return rc;
+    char site[64];
+    mf_fault_kind kind = MF_FAULT_EIO;
+    if (!off && (rc = parse_data(cmd, site, sizeof site, &kind, err)) != 0)
+        return rc;
+    int before = mf_os_fault_hits();
+    if (off || times == 0)
+        mf_os_fault_clear();
+    else
+        mf_os_fault_set(site, kind, skip, times);
+    mf_log(MF_LOG_WARNING, "CONTROL", 23829, "conn", "Set failpoint %s to %s", name,
+           off ? "off" : site);
+    BSON_APPEND_INT64(reply, "count", before);
+    return 0;
+}
