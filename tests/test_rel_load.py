@@ -17,7 +17,9 @@ and 20 slowloris connections trickle a hello one byte a second.  Then:
 - the healthy client's ping p50 and p99 are printed, p99 bounded;
 - after every client disconnects, the server's open descriptors and
   threads return to their baseline exactly and its RSS returns near its
-  baseline: within max(1.25 x baseline, baseline + 24 MiB).
+  baseline: within max(1.25 x baseline, baseline + 24 MiB + the size of the
+  documents and index entries the busy clients left behind, which the
+  database may keep cached).
 
 ``pytest -s test_rel_load.py --load-seconds 60`` runs the issue's setting
 and prints the figures docs/reliability.md reports.
@@ -295,8 +297,14 @@ def test_load_idle_busy_slowloris(loaded, request):
           f"fds {base['fds']} -> {after['fds']}, threads {base['threads']} -> {after['threads']}")
     assert after["fds"] == base["fds"]
     assert after["threads"] == base["threads"]
-    near = max(1.25 * base["rss"], base["rss"] + 24 * 1024)
-    assert after["rss"] <= near, (base, after)
+    # The documents the busy clients left are the database's to cache; the
+    # connections' memory is what must come back.
+    st = probe.load.command("collStats", "docs")
+    data_kib = (st["size"] + st["totalIndexSize"]) // 1024
+    near = max(1.25 * base["rss"], base["rss"] + 24 * 1024 + data_kib)
+    print(f"near: <= {near / 1024:.1f} MiB (data + indexes left: {data_kib / 1024:.1f} MiB, "
+          f"{st['count']} documents)")
+    assert after["rss"] <= near, (base, after, data_kib)
     # A healthy client is not starved: generous on 2 shared cores.
     assert p99 < 250.0, (p50, p99)
     probe.close()
@@ -329,9 +337,9 @@ def test_idle_connection_outlives_the_read_deadline(loaded):
             assert split.recv().doc == {"ok": 1.0}
 
 
-def test_read_deadline_off_and_default(tmp_path):
-    """--read-deadline-secs 0 turns the deadline off; the embedded Server
-    takes read_deadline_secs."""
+def test_read_deadline_embedded_and_off(tmp_path):
+    """The embedded Server takes read_deadline_secs; None turns the deadline
+    off (as --read-deadline-secs 0 does for serve)."""
     import multifora
     srv = multifora.Server(str(tmp_path / "db"), port=0, read_deadline_secs=1.0).start()
     try:
