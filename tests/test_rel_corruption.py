@@ -34,7 +34,6 @@ from pathlib import Path
 import pytest
 
 HERE = Path(__file__).resolve().parent
-REPO = HERE.parent
 DB = "rel"
 CASE_TIMEOUT = 5.0
 CORRUPTION = 301  # DataCorruptionDetected
@@ -204,7 +203,7 @@ def build_reference(dbpath: str) -> None:
 
 class Worker:
     def __init__(self, ref: Path, scratch: Path):
-        env = dict(os.environ, PYTHONPATH=str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+        env = dict(os.environ)  # the multifora the tests import: installed, or PYTHONPATH's
         self.proc = subprocess.Popen(
             [sys.executable, __file__, "--worker", str(ref), str(scratch)],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
@@ -246,7 +245,7 @@ def reference():
     root = Path(tempfile.mkdtemp(prefix="mf-corrupt-", dir=scratch_root()))
     ref = root / "ref"
     ref.mkdir()
-    env = dict(os.environ, PYTHONPATH=str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    env = dict(os.environ)  # the multifora the tests import: installed, or PYTHONPATH's
     p = subprocess.run([sys.executable, __file__, "--build", str(ref)], env=env,
                        capture_output=True, text=True, timeout=120)
     assert p.returncode == -signal.SIGKILL, (p.returncode, p.stderr[-2000:])
