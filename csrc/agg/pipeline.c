@@ -1761,3 +1761,17 @@ int mf_pipeline_run_one(mf_pipeline *p, const bson_t *doc, bson_t *out, mf_error
         rc = mf_error_set(err, MF_InternalError, "an update pipeline returned no document");
     return rc;
 }
+
+void mfi_next_array_doc(bson_iter_t *it, bson_t *out, bool *eof)
+{
+    uint32_t len;
+    const uint8_t *data;
+    bson_t d;
+    if (!bson_iter_next(it) || !BSON_ITER_HOLDS_DOCUMENT(it))
+        return;
+    bson_iter_document(it, &len, &data);
+    bson_init_static(&d, data, len);
+    bson_init(out);
+    bson_concat(out, &d);
+    *eof = false;
+}

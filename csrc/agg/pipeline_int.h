@@ -199,4 +199,10 @@ int mfi_parse_union_with(const bson_iter_t *, mfi_agg *, mfi_stage_list *, mf_er
 /* stage_facet.c */
 int mfi_parse_facet(const bson_iter_t *, mfi_agg *, mfi_stage_list *, mf_error *);
 
+/* Emit the next document of an array being iterated by `it` into `out`
+ * (initialised here) and clear `*eof`; at the array's end, nothing
+ * (`*eof` stays set).  For stages that produce a list the environment
+ * filled ($indexStats, $listLocalSessions). */
+void mfi_next_array_doc(bson_iter_t *it, bson_t *out, bool *eof);
+
 #endif /* MF_AGG_PIPELINE_INT_H */

@@ -39,16 +39,7 @@ static int sessions_next(mfi_stage *s, bson_t *out, bool *eof, mf_error *err)
             return rc;
         bson_iter_init(&x->it, &x->docs);
     }
-    if (!bson_iter_next(&x->it))
-        return 0;
-    uint32_t len;
-    const uint8_t *data;
-    bson_t d;
-    bson_iter_document(&x->it, &len, &data);
-    bson_init_static(&d, data, len);
-    bson_init(out);
-    bson_concat(out, &d);
-    *eof = false;
+    mfi_next_array_doc(&x->it, out, eof);
     return 0;
 }
 

@@ -998,7 +998,7 @@ int mfi_cmd_distinct(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_error
             rc = mfi_deadline_arg("distinct", &it, &deadline, err);
         } else if (strcmp(k, "collation") == 0) {
             coll_arg = it; /* parsed below, once every field is known good */
-            has_coll = mfi_collation_given(&it);
+            has_coll = true;
         } else if (strcmp(k, "rawData") == 0 || mfi_is_generic_arg(k)) {
         } else {
             return mf_error_set(err, 40415, "BSON field 'distinct.%s' is an unknown field.", k);
@@ -1012,12 +1012,8 @@ int mfi_cmd_distinct(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_error
     query_parts q = {0};
     mf_expr_ctx *xctx = NULL;
     mf_expr_hooks hooks;
-    mf_collator *given = NULL, *coll = NULL;
-    if (has_coll && (rc = mfi_collation_arg(&coll_arg, "distinct", "collation", &given, err)))
-        return rc;
-    rc = mfi_collation_of_ns(e, ns, has_coll, given, &coll, err);
-    mf_collator_unref(given);
-    if (rc)
+    mf_collator *coll = NULL;
+    if ((rc = mfi_collation_of_arg(e, ns, has_coll ? &coll_arg : NULL, "distinct", &coll, err)))
         return rc;
     if ((rc = mf_expr_ctx_new_coll(NULL, mf_clock_wall_ms(), coll, &xctx, err)) != 0) {
         mf_collator_unref(coll);

@@ -293,13 +293,9 @@ int mfi_cmd_count(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_error *e
             return rc;
         has_hint = true;
     }
-    mf_collator *given = NULL, *coll = NULL;
-    bool has_coll = bson_iter_init_find(&it, cmd, "collation") && mfi_collation_given(&it);
-    if (has_coll && (rc = mfi_collation_arg(&it, "count", "collation", &given, err)) != 0)
-        return rc;
-    rc = mfi_collation_of_ns(e, ns, has_coll, given, &coll, err);
-    mf_collator_unref(given);
-    if (rc)
+    mf_collator *coll = NULL;
+    bool has_coll = bson_iter_init_find(&it, cmd, "collation");
+    if ((rc = mfi_collation_of_arg(e, ns, has_coll ? &it : NULL, "count", &coll, err)) != 0)
         return rc;
     mf_expr_ctx *xctx = NULL;
     mf_expr_hooks hooks;

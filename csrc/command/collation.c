@@ -56,6 +56,18 @@ int mfi_collation_for(const mf_coll *c, bool has_given, const mf_collator *given
     return mfi_coll_default_collation(c, out, err);
 }
 
+int mfi_collation_of_arg(mf_engine *e, const char *ns, const bson_iter_t *arg, const char *cmd,
+                         mf_collator **out, mf_error *err)
+{
+    mf_collator *given = NULL;
+    bool has = arg && mfi_collation_given(arg);
+    int rc = has ? mfi_collation_arg(arg, cmd, "collation", &given, err) : 0;
+    if (rc == 0)
+        rc = mfi_collation_of_ns(e, ns, has, given, out, err);
+    mf_collator_unref(given);
+    return rc;
+}
+
 int mfi_collation_of_ns(mf_engine *e, const char *ns, bool has_given, const mf_collator *given,
                         mf_collator **out, mf_error *err)
 {

@@ -412,6 +412,10 @@ int mfi_collation_for(const mf_coll *c, bool has_given, const mf_collator *given
  * the caller must not hold). */
 int mfi_collation_of_ns(mf_engine *e, const char *ns, bool has_given, const mf_collator *given,
                         mf_collator **out, mf_error *err);
+/* Both steps for a command's `collation` element `arg` (NULL: absent):
+ * parse it when given, then resolve against `ns`'s default. */
+int mfi_collation_of_arg(mf_engine *e, const char *ns, const bson_iter_t *arg, const char *cmd,
+                         mf_collator **out, mf_error *err);
 
 /* mongod's "BSON field 'cmd.field' is the wrong type 'x', expected type 'y'"
  * TypeMismatch error. */
