@@ -668,7 +668,7 @@ static int path_in(bson_type_t t, const uint8_t *data, uint32_t len, char *const
         if (v.value_type != BSON_TYPE_EOD) {
             char kb[16];
             const char *key;
-            size_t kl = bson_uint32_to_string(idx++, &key, kb, sizeof kb);
+            size_t kl = mf_uint32_to_key(idx++, &key, kb, sizeof kb);
             bson_append_value(&arr, key, (int)kl, &v);
             mfi_val_free(&v);
         }
@@ -742,7 +742,7 @@ void mfi_arr_push(bson_t *b, uint32_t i, const val *v)
 {
     char kb[16];
     const char *key;
-    size_t kl = bson_uint32_to_string(i, &key, kb, sizeof kb);
+    size_t kl = mf_uint32_to_key(i, &key, kb, sizeof kb);
     if (v->value_type == BSON_TYPE_EOD)
         bson_append_null(b, key, (int)kl);
     else

@@ -895,7 +895,7 @@ static int op_zip(const node *n, ctx *c, val *out)
             bson_t row;
             char kb[16];
             const char *key;
-            size_t kl = bson_uint32_to_string(r, &key, kb, sizeof kb);
+            size_t kl = mf_uint32_to_key(r, &key, kb, sizeof kb);
             bson_append_array_begin(&b, key, (int)kl, &row);
             for (size_t i = 0; i < nin; i++) {
                 val d;

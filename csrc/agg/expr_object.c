@@ -130,7 +130,7 @@ static int op_objecttoarray(const node *n, ctx *c, val *out)
         while (bson_iter_next(&it)) {
             char kb[16];
             const char *key;
-            size_t kl = bson_uint32_to_string(k++, &key, kb, sizeof kb);
+            size_t kl = mf_uint32_to_key(k++, &key, kb, sizeof kb);
             bson_t pair;
             bson_append_document_begin(&b, key, (int)kl, &pair);
             bson_append_utf8(&pair, "k", 1, bson_iter_key(&it), (int)bson_iter_key_len(&it));

@@ -166,7 +166,7 @@ static int rx_next(int which, const pcre2_code *re, pcre2_match_data *md, const 
     for (uint32_t i = 1; i <= ncap; i++) {
         char kb[16];
         const char *key;
-        size_t kl = bson_uint32_to_string(i - 1, &key, kb, sizeof kb);
+        size_t kl = mf_uint32_to_key(i - 1, &key, kb, sizeof kb);
         if ((int)i >= r || ov[2 * i] == PCRE2_UNSET)
             bson_append_null(&caps, key, (int)kl);
         else
@@ -236,7 +236,7 @@ static int rx_eval(const node *n, ctx *c, val *out, int which)
             }
             char kb[16];
             const char *key;
-            size_t kl = bson_uint32_to_string(k++, &key, kb, sizeof kb);
+            size_t kl = mf_uint32_to_key(k++, &key, kb, sizeof kb);
             bson_append_document(&arr, key, (int)kl, &doc);
             bson_destroy(&doc);
             PCRE2_SIZE *ov = pcre2_get_ovector_pointer(md);

@@ -305,7 +305,7 @@ static int op_split(const node *n, ctx *c, val *out)
             const char *stop = hit ? hit : end;
             char kb[16];
             const char *key;
-            size_t kl = bson_uint32_to_string(i++, &key, kb, sizeof kb);
+            size_t kl = mf_uint32_to_key(i++, &key, kb, sizeof kb);
             bson_append_utf8(&arr, key, (int)kl, p, (int)(stop - p));
             if (!hit)
                 break;

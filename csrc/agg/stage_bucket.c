@@ -927,7 +927,7 @@ static int redact_array(redact_stage *r, const bson_t *root, const bson_iter_t *
     while (rc == 0 && bson_iter_next(&e)) {
         char kb[16];
         const char *key;
-        size_t kl = bson_uint32_to_string(i, &key, kb, sizeof kb);
+        size_t kl = mf_uint32_to_key(i, &key, kb, sizeof kb);
         if (BSON_ITER_HOLDS_DOCUMENT(&e)) {
             uint32_t l;
             const uint8_t *d;

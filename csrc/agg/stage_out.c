@@ -577,7 +577,7 @@ static void merge_explain(const mfi_stage *s, bson_t *out)
         for (size_t i = 0; i < m->non; i++) {
             char key[16];
             const char *k;
-            bson_uint32_to_string((uint32_t)i, &k, key, sizeof key);
+            mf_uint32_to_key((uint32_t)i, &k, key, sizeof key);
             bson_append_utf8(&arr, k, -1, m->on[i], -1);
         }
         bson_append_array_end(out, &arr);

@@ -68,7 +68,7 @@ static void index_specs(mf_coll *c, bson_t *out)
         char key[16];
         const char *k;
         mfi_index_public_spec(info->spec, info->spec_len, &pub);
-        bson_uint32_to_string(n++, &k, key, sizeof key);
+        mf_uint32_to_key(n++, &k, key, sizeof key);
         bson_append_document(out, k, -1, &pub);
         bson_destroy(&pub);
     }
@@ -517,7 +517,7 @@ static int index_stats(void *arg, const char *db, const char *coll, bson_t *out,
             char key[16];
             const char *k;
             mfi_index_public_spec(info->spec, info->spec_len, &pub);
-            bson_uint32_to_string((uint32_t)i, &k, key, sizeof key);
+            mf_uint32_to_key((uint32_t)i, &k, key, sizeof key);
             bson_append_document_begin(out, k, -1, &doc);
             BSON_APPEND_UTF8(&doc, "name", info->name);
             if (bson_iter_init_find(&it, &pub, "key"))

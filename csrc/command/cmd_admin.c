@@ -448,7 +448,7 @@ static void log_line_append(const char *line, void *arg)
     log_sink *s = arg;
     char key[16];
     const char *k;
-    bson_uint32_to_string(s->i++, &k, key, sizeof key);
+    mf_uint32_to_key(s->i++, &k, key, sizeof key);
     bson_append_utf8(s->arr, k, -1, line, -1);
 }
 

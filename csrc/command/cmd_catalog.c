@@ -272,7 +272,7 @@ int mfi_cmd_list_collections(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply,
         if (!m || mf_matcher_match(m, &entry)) {
             char key[16];
             const char *k;
-            bson_uint32_to_string(out_i++, &k, key, sizeof key);
+            mf_uint32_to_key(out_i++, &k, key, sizeof key);
             bson_append_document(batch, k, -1, &entry);
         }
         bson_destroy(&entry);
@@ -320,7 +320,7 @@ int mfi_cmd_list_databases(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf
         if (!m || mf_matcher_match(m, &entry)) {
             char key[16];
             const char *k;
-            bson_uint32_to_string(out_i++, &k, key, sizeof key);
+            mf_uint32_to_key(out_i++, &k, key, sizeof key);
             bson_append_document(&dbs, k, -1, &entry);
             total += size; /* as mongod: only the databases the filter keeps */
         }

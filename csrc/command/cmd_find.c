@@ -116,7 +116,7 @@ static void batch_add(batch *b, const uint8_t *data, size_t len)
     char key[16];
     const char *k;
     bson_t doc;
-    bson_uint32_to_string(b->n, &k, key, sizeof key);
+    mf_uint32_to_key(b->n, &k, key, sizeof key);
     if (bson_init_static(&doc, data, len))
         bson_append_document(b->arr, k, -1, &doc);
     b->n++;
@@ -803,10 +803,10 @@ int mfi_cmd_kill_cursors(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_e
         char key[16];
         const char *k;
         if (mfi_cursor_kill(ctx->inst, id, ns)) {
-            bson_uint32_to_string(nk++, &k, key, sizeof key);
+            mf_uint32_to_key(nk++, &k, key, sizeof key);
             bson_append_int64(&killed, k, -1, id);
         } else {
-            bson_uint32_to_string(nm++, &k, key, sizeof key);
+            mf_uint32_to_key(nm++, &k, key, sizeof key);
             bson_append_int64(&missing, k, -1, id);
         }
     }
@@ -1081,7 +1081,7 @@ int mfi_cmd_distinct(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_error
                 const char *kp;
                 bson_iter_t v;
                 bson_t one;
-                bson_uint32_to_string((uint32_t)i, &kp, k, sizeof k);
+                mf_uint32_to_key((uint32_t)i, &kp, k, sizeof k);
                 if (bson_init_static(&one, set.v[i].value.data, set.v[i].value.len) &&
                     bson_iter_init(&v, &one) && bson_iter_next(&v))
                     bson_append_iter(&values, kp, -1, &v);

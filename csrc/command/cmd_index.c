@@ -417,7 +417,7 @@ int mfi_cmd_list_indexes(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_e
         char key[16];
         const char *k;
         mfi_index_public_spec(info->spec, info->spec_len, &pub);
-        bson_uint32_to_string(n++, &k, key, sizeof key);
+        mf_uint32_to_key(n++, &k, key, sizeof key);
         bson_append_document(docs, k, -1, &pub);
         bson_destroy(&pub);
     }

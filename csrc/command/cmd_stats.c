@@ -399,7 +399,7 @@ static void arr_append_utf8(bson_t *arr, uint32_t *n, const char *s)
 {
     char key[16];
     const char *k;
-    bson_uint32_to_string((*n)++, &k, key, sizeof key);
+    mf_uint32_to_key((*n)++, &k, key, sizeof key);
     bson_append_utf8(arr, k, -1, s, -1);
 }
 
@@ -426,7 +426,7 @@ static void note_missing(vstate *v, uint64_t rid, const bson_iter_t *id)
     char key[16];
     const char *k;
     bson_t ent, sub;
-    bson_uint32_to_string(v->nmissing_out++, &k, key, sizeof key);
+    mf_uint32_to_key(v->nmissing_out++, &k, key, sizeof key);
     bson_append_document_begin(&v->missing, k, -1, &ent);
     BSON_APPEND_UTF8(&ent, "indexName", ID_INDEX);
     BSON_APPEND_INT64(&ent, "recordId", (int64_t)rid);
@@ -450,7 +450,7 @@ static void note_extra(vstate *v, const char *index, int64_t rid, const uint8_t 
     char key[16];
     const char *ks;
     bson_t ent, sub;
-    bson_uint32_to_string(v->nextra_out++, &ks, key, sizeof key);
+    mf_uint32_to_key(v->nextra_out++, &ks, key, sizeof key);
     bson_append_document_begin(&v->extra, ks, -1, &ent);
     BSON_APPEND_UTF8(&ent, "indexName", index);
     BSON_APPEND_INT64(&ent, "recordId", rid);
@@ -467,7 +467,7 @@ static void note_corrupt(vstate *v, int64_t rid)
         return;
     char key[16];
     const char *k;
-    bson_uint32_to_string(v->ncorrupt++, &k, key, sizeof key);
+    mf_uint32_to_key(v->ncorrupt++, &k, key, sizeof key);
     bson_append_int64(&v->corrupt, k, -1, rid);
 }
 
@@ -542,7 +542,7 @@ static int check_keys(vstate *v, uint64_t rid, const bson_t *doc, mf_error *err)
                     char key[16];
                     const char *kp;
                     bson_t ent;
-                    bson_uint32_to_string(v->nmissing_out++, &kp, key, sizeof key);
+                    mf_uint32_to_key(v->nmissing_out++, &kp, key, sizeof key);
                     bson_append_document_begin(&v->missing, kp, -1, &ent);
                     BSON_APPEND_UTF8(&ent, "indexName", x->name);
                     BSON_APPEND_INT64(&ent, "recordId", (int64_t)rid);

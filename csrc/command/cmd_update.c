@@ -532,7 +532,7 @@ static void add_write_error(bson_t *werrs, uint32_t *nerr, uint32_t index, int r
     char key[16];
     const char *k;
     bson_t we;
-    bson_uint32_to_string((*nerr)++, &k, key, sizeof key);
+    mf_uint32_to_key((*nerr)++, &k, key, sizeof key);
     bson_append_document_begin(werrs, k, -1, &we);
     if (rc == MF_DuplicateKey && dup && dup->has)
         mfi_duplicate_error(&we, index, ns, dup);
@@ -607,7 +607,7 @@ int mfi_cmd_update(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_error *
             const char *k;
             bson_t up;
             bson_iter_t idit;
-            bson_uint32_to_string(nups++, &k, key, sizeof key);
+            mf_uint32_to_key(nups++, &k, key, sizeof key);
             bson_append_document_begin(&upserted, k, -1, &up);
             BSON_APPEND_INT32(&up, "index", (int32_t)i);
             if (bson_iter_init(&idit, &id) && bson_iter_next(&idit))

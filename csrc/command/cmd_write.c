@@ -225,7 +225,7 @@ int mfi_cmd_insert(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_error *
             char key[16];
             const char *k;
             bson_t we;
-            bson_uint32_to_string(nerr++, &k, key, sizeof key);
+            mf_uint32_to_key(nerr++, &k, key, sizeof key);
             bson_append_document_begin(&werrs, k, -1, &we);
             if (r == MF_DuplicateKey && dup.has)
                 mfi_duplicate_error(&we, index, ns, &dup);

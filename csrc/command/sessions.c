@@ -378,7 +378,7 @@ static void append_record(bson_t *arr, uint32_t i, const entry *e)
     char key[16];
     const char *k;
     bson_t doc, id;
-    bson_uint32_to_string(i, &k, key, sizeof key);
+    mf_uint32_to_key(i, &k, key, sizeof key);
     bson_append_document_begin(arr, k, -1, &doc);
     BSON_APPEND_DOCUMENT_BEGIN(&doc, "_id", &id);
     BSON_APPEND_BINARY(&id, "id", BSON_SUBTYPE_UUID, e->id, 16);

@@ -846,7 +846,7 @@ static int apply_level(actx *a, const pnode *node, const bson_t *doc, bson_t *ou
 
 static void index_key(uint32_t i, char *buf, const char **key, size_t *len)
 {
-    *len = bson_uint32_to_string(i, key, buf, 16);
+    *len = mf_uint32_to_key(i, key, buf, 16);
 }
 
 /* The elements of `node`'s array `arr`, projected, into the array `out`:

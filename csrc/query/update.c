@@ -1563,7 +1563,7 @@ static int build_array(bson_t *dst, const slot *items, size_t n)
     const char *key;
     bson_append_array_begin(dst, "", 0, &arr);
     for (size_t i = 0; i < n; i++) {
-        bson_uint32_to_string((uint32_t)i, &key, keybuf, sizeof keybuf);
+        mf_uint32_to_key((uint32_t)i, &key, keybuf, sizeof keybuf);
         bson_append_iter(&arr, key, -1, &items[i].it);
     }
     bson_append_array_end(dst, &arr);
@@ -2131,7 +2131,7 @@ static int apply_container(const actx *c, const unode *n, const uint8_t *data, u
         for (i = 0; i < k.n && ord[i] != pos; i++)
             ;
         if (is_array)
-            bson_uint32_to_string((uint32_t)pos, &key, keybuf, sizeof keybuf);
+            mf_uint32_to_key((uint32_t)pos, &key, keybuf, sizeof keybuf);
         else
             key = bson_iter_key(&it);
         if (i < k.n)
@@ -2152,10 +2152,10 @@ static int apply_container(const actx *c, const unode *n, const uint8_t *data, u
                 goto out;
             }
             for (; pos < idx; pos++) {
-                bson_uint32_to_string((uint32_t)pos, &key, keybuf, sizeof keybuf);
+                mf_uint32_to_key((uint32_t)pos, &key, keybuf, sizeof keybuf);
                 bson_append_null(dst, key, -1);
             }
-            bson_uint32_to_string((uint32_t)pos, &key, keybuf, sizeof keybuf);
+            mf_uint32_to_key((uint32_t)pos, &key, keybuf, sizeof keybuf);
             pos++;
         } else {
             key = k.names[i];
@@ -2240,7 +2240,7 @@ static int apply_array(const actx *c, const unode *n, const bson_iter_t *cur, wh
         char keybuf[16];
         const char *key;
         for (size_t i = 0; i < len; i++) {
-            bson_uint32_to_string((uint32_t)i, &key, keybuf, sizeof keybuf);
+            mf_uint32_to_key((uint32_t)i, &key, keybuf, sizeof keybuf);
             emit(dst, key, &rs[i], &items[i].it, true);
         }
         r->state = R_ARR;

@@ -131,8 +131,19 @@ static const uint8_t *cell_value(mf_btree *t, const uint8_t *c, size_t *vlen, mf
     return v;
 }
 
+static inline uint64_t load_be64(const uint8_t *p)
+{
+    uint64_t v;
+    memcpy(&v, p, 8);
+    return __builtin_bswap64(v);
+}
+
 static int keycmp(const uint8_t *a, size_t alen, const uint8_t *b, size_t blen)
 {
+    if (alen == 8 && blen == 8) { /* record ids: one load each, no call */
+        uint64_t x = load_be64(a), y = load_be64(b);
+        return x < y ? -1 : x > y;
+    }
     size_t n = alen < blen ? alen : blen;
     int c = n ? memcmp(a, b, n) : 0;
     if (c != 0)
@@ -149,14 +160,43 @@ static int corrupt(mf_btree *t, mf_pgno no, const char *what, mf_error *err)
 
 /* Binary search.  Leaf: the first slot whose key >= key (`*exact` if
  * equal).  Branch: the last slot whose key <= key, or -1. */
+/* Where an 8-byte key probably sits among a page's slots [lo, hi), all
+ * 8-byte keys too: record ids, which are dense where nothing was deleted,
+ * so the position interpolated between the first and last key is usually
+ * the slot itself.  A binary search touches about log2(n) cells, each a
+ * cache miss in a page not read lately; this touches three.  Returns -1
+ * when the page's keys are not plain 8-byte keys (search() bisects). */
+static int interpolate(uint8_t *p, bool leaf, int n, const uint8_t *key)
+{
+    const uint8_t *c0 = cell(p, 0), *cn = cell(p, n - 1);
+    if ((c0[0] | cn[0]) & KEY_OVF || c_klen(c0) != 8 || c_klen(cn) != 8)
+        return -1;
+    size_t hdr = leaf ? LEAF_CELL_HDR : BRANCH_CELL_HDR;
+    uint64_t first = load_be64(c0 + hdr), last = load_be64(cn + hdr), k = load_be64(key);
+    if (k <= first)
+        return 0;
+    if (k >= last)
+        return n - 1;
+    return (int)((unsigned __int128)(k - first) * (unsigned)(n - 1) / (last - first));
+}
+
 static int search(mf_btree *t, uint8_t *p, const uint8_t *key, size_t klen, bool *exact,
                   mf_error *err)
 {
     bool leaf = is_leaf(p);
     int lo = 0, hi = pcount(p);
+    int guess = klen == 8 && hi >= 4 ? interpolate(p, leaf, hi, key) : -1, guided = guess;
     *exact = false;
     while (lo < hi) {
+        /* The interpolated slot first, then its neighbour above (the key
+         * is often just past it), then bisection. */
         int mid = lo + (hi - lo) / 2;
+        if (guess >= lo && guess < hi) {
+            mid = guess;
+            guess = guess == guided ? guess + 1 : -1;
+        } else {
+            guess = -1;
+        }
         size_t ck;
         const uint8_t *k = cell_key(t, cell(p, mid), leaf, &ck, err);
         if (!k)
@@ -611,6 +651,90 @@ int mf_btree_get(mf_btree *t, const uint8_t *key, size_t klen, bool *found,
         no = child_at(p, idx);
     }
     return 0;
+}
+
+/* -------------------------------------------------------------- prefetch */
+
+int mf_btree_height(mf_btree *t, mf_error *err)
+{
+    int h = 0;
+    for (mf_pgno no = t->root; no != 0; h++) {
+        if (h >= MF_BTREE_MAX_DEPTH)
+            return corrupt(t, no, "the tree is too deep", err), -1;
+        uint8_t *p = get_page(t, no, err);
+        if (!p)
+            return -1;
+        if (is_leaf(p))
+            return h + 1;
+        no = pleft(p);
+    }
+    return h;
+}
+
+/* A slot's cell in a page that may be a stale or damaged one: NULL unless
+ * it lies inside the page. */
+static const uint8_t *cell_in_page(uint8_t *p, int i)
+{
+    uint16_t o = slot(p, i);
+    return o >= BT_HDR && o < MF_PAGE_SIZE - 64 ? p + o : NULL;
+}
+
+static inline void prefetch_lines(const uint8_t *c, int lines)
+{
+    for (int i = 0; i < lines; i++)
+        __builtin_prefetch(c + 64 * i);
+}
+
+void mf_btree_prefetch(mf_btree *t, const uint8_t *key, size_t klen, int height, int stage)
+{
+    mf_error err; /* only set on damage, which is ignored here */
+    err.code = 0;
+    mf_pgno no = t->root;
+    uint64_t lower = 0, upper = 0;
+    bool bounded = false;
+    for (int depth = 0; no != 0 && depth < height - 1; depth++) {
+        uint8_t *p = get_page(t, no, &err);
+        bool exact;
+        if (!p || is_leaf(p))
+            return;
+        int idx = search(t, p, key, klen, &exact, &err), n = pcount(p);
+        if (idx == -2)
+            return;
+        /* The separators around the child bound its keys. */
+        const uint8_t *lo = idx >= 0 ? cell_in_page(p, idx) : NULL;
+        const uint8_t *hi = idx + 1 < n ? cell_in_page(p, idx + 1) : NULL;
+        bounded = lo && hi && !((lo[0] | hi[0]) & KEY_OVF) && c_klen(lo) == 8 &&
+                  c_klen(hi) == 8 && klen == 8;
+        if (bounded) {
+            lower = load_be64(lo + BRANCH_CELL_HDR);
+            upper = load_be64(hi + BRANCH_CELL_HDR);
+        }
+        no = child_at(p, idx);
+    }
+    uint8_t *leaf = no ? mf_pager_hint(t->pg, no) : NULL;
+    if (!leaf)
+        return;
+    if (stage == 0) {
+        prefetch_lines(leaf, 2); /* the header and the first 40 slots */
+        return;
+    }
+    /* Stage 1: the header has arrived (stage 0 asked for it earlier); ask
+     * for the cells search() will read: the first, the last and the one
+     * the separators place the key at. */
+    int n = pcount(leaf);
+    if (n < 1 || n > (int)((MF_PAGE_SIZE - BT_HDR) / 2) || mf_page_type(leaf) != MF_PAGE_LEAF)
+        return;
+    const uint8_t *c;
+    if ((c = cell_in_page(leaf, 0)))
+        prefetch_lines(c, 1);
+    if ((c = cell_in_page(leaf, n - 1)))
+        prefetch_lines(c, 1);
+    uint64_t k = load_be64(key);
+    if (bounded && k >= lower && k < upper) {
+        int guess = (int)((unsigned __int128)(k - lower) * (unsigned)n / (upper - lower));
+        if ((c = cell_in_page(leaf, guess < n ? guess : n - 1)))
+            prefetch_lines(c, 3); /* the cell and a short value after it */
+    }
 }
 
 /* ---------------------------------------------------------------- delete */

@@ -42,6 +42,20 @@ typedef struct mf_btree {
 int mf_btree_get(mf_btree *t, const uint8_t *key, size_t klen, bool *found,
                  const uint8_t **val, size_t *vlen, mf_error *err);
 
+/* Levels from the root to the leaves (0 for the empty tree), or -1 with
+ * `err` set for a damaged page. */
+int mf_btree_height(mf_btree *t, mf_error *err);
+
+/* Ask the memory system for what a later mf_btree_get(`key`) will read,
+ * without waiting for it: stage 0 the leaf's header and slots, stage 1
+ * (issued after stage 0 had time to arrive) the cells the leaf's search
+ * will touch.  Branch pages are read (they are usually cached); leaves only
+ * by stage 1, once stage 0 brought them in.  `height` is
+ * mf_btree_height's answer (a stale one only makes the hint useless).
+ * Never fails and changes nothing: damage is left for the lookup to
+ * report. */
+void mf_btree_prefetch(mf_btree *t, const uint8_t *key, size_t klen, int height, int stage);
+
 /* Insert or replace.  With `no_overwrite`, an existing key is left alone
  * and `*existed` is set (the call succeeds). */
 int mf_btree_put(mf_btree *t, const uint8_t *key, size_t klen, const uint8_t *val,

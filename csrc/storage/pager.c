@@ -233,6 +233,12 @@ uint8_t *mf_pager_page(mf_pager *pg, mf_pgno no, mf_error *err)
     return p;
 }
 
+uint8_t *mf_pager_hint(mf_pager *pg, mf_pgno no)
+{
+    uint64_t mapped = atomic_load_explicit(&pg->mapped, memory_order_acquire);
+    return no >= 2 && no < mapped ? page_at(pg, no) : NULL;
+}
+
 bool mf_pager_writable(mf_pager *pg, mf_pgno no)
 {
     /* Only writers call this, and they are held off while gen changes. */

@@ -104,6 +104,10 @@ void mf_pager_close(mf_pager *pg);
  * set (MF_DataCorruption naming the page) if the checksum fails or `no` is
  * out of range. */
 uint8_t *mf_pager_page(mf_pager *pg, mf_pgno no, mf_error *err);
+/* Where page `no` is mapped, or NULL if it is out of range -- with no
+ * checksum verification: only for prefetch hints (mf_btree_prefetch),
+ * whose reads decide nothing. */
+uint8_t *mf_pager_hint(mf_pager *pg, mf_pgno no);
 
 /* Allocate a run of `n` contiguous pages, born in the current generation,
  * header initialised (type, run length, generation; the rest zero).  May

@@ -321,6 +321,73 @@ MFT_CASE(reference_model, "/storage/btree/reference_model")
     free(scratch);
 }
 
+/* Record-id trees (8-byte big-endian keys) are searched by interpolation
+ * first: dense runs, holes, one huge gap and short keys mixed in must all
+ * still be found exactly, and prefetch hints never change an answer. */
+static void put_id(uint8_t k[8], uint64_t id)
+{
+    for (int i = 7; i >= 0; i--, id >>= 8)
+        k[i] = (uint8_t)id;
+}
+
+MFT_CASE(record_ids, "/storage/btree/record_ids_interpolated")
+{
+    mf_error err;
+    mf_btree t = {0};
+    mf_pager *pg = open_pager(mft_tmpdir(), &t, &err);
+    CHECK(pg);
+    enum { N = 30000 };
+    static bool present[N + 64];
+    uint8_t k[8], val[40] = {0};
+    rng_state = 0xfeed;
+    for (uint64_t i = 0; i < N; i++) { /* ascending, as records arrive */
+        uint64_t id = i < N - 10 ? i : i + ((uint64_t)1 << 40); /* a gap at the end */
+        put_id(k, id);
+        memcpy(val, &id, 8);
+        bool existed;
+        CHECK_INT(mf_btree_put(&t, k, 8, val, sizeof val, false, &existed, &err), 0);
+        present[i] = true;
+    }
+    for (int d = 0; d < N / 3; d++) { /* holes: a third deleted at random */
+        uint64_t i = rnd() % (N - 10);
+        put_id(k, i);
+        bool found;
+        CHECK_INT(mf_btree_delete(&t, k, 8, &found, &err), 0);
+        CHECK(found == present[i]);
+        present[i] = false;
+    }
+    /* A few keys of other lengths among them: memcmp order still rules. */
+    static const uint8_t odd[][3] = {{0, 0, 1}, {0, 0, 0}, {0xff, 0xff, 0xff}};
+    for (size_t i = 0; i < 3; i++) {
+        bool existed;
+        CHECK_INT(mf_btree_put(&t, odd[i], 3, val, 8, false, &existed, &err), 0);
+    }
+    int height = mf_btree_height(&t, &err);
+    CHECK(height >= 2);
+    for (uint64_t i = 0; i < N + 20; i++) {
+        const uint64_t far = (uint64_t)1 << 40;
+        uint64_t id = i < N - 10 ? i : i + far - 5; /* around the tail, both sides */
+        bool want = i < N - 10 ? present[i] : id >= far + N - 10 && id < far + N;
+        put_id(k, id);
+        mf_btree_prefetch(&t, k, 8, height, 0);
+        mf_btree_prefetch(&t, k, 8, height, 1);
+        mf_btree_prefetch(&t, k, 8, height + 3, 1); /* a stale height */
+        bool found;
+        const uint8_t *v;
+        size_t vl;
+        CHECK_INT(mf_btree_get(&t, k, 8, &found, &v, &vl, &err), 0);
+        CHECK(found == want);
+        if (found) {
+            uint64_t got;
+            memcpy(&got, v, 8);
+            CHECK(got == id);
+        }
+    }
+    uint64_t entries;
+    CHECK_INT(mf_btree_validate(&t, &entries, &err), 0);
+    mf_pager_close(pg);
+}
+
 MFT_CASE(bulk, "/storage/btree/bulk_build")
 {
     mf_error err;

@@ -76,6 +76,19 @@ MFT_CASE(buf_grow, "/util/buf/append_and_grow")
     CHECK(b.data == NULL && b.len == 0);
 }
 
+MFT_CASE(uint32_key, "/util/buf/uint32_to_key_matches_printf")
+{
+    static const uint32_t vs[] = {0, 1, 9, 10, 99, 100, 999, 1000, 10000, 123456789,
+                                  4294967295u};
+    for (size_t i = 0; i < sizeof vs / sizeof vs[0]; i++) {
+        char buf[16], want[16];
+        const char *k;
+        snprintf(want, sizeof want, "%u", vs[i]);
+        CHECK_INT(mf_uint32_to_key(vs[i], &k, buf, sizeof buf), strlen(want));
+        CHECK_STR(k, want);
+    }
+}
+
 typedef struct {
     int n;
     char first[256];

@@ -49,6 +49,18 @@ void mf_buf_free(mf_buf *b)
     b->len = b->cap = 0;
 }
 
+size_t mf_uint32_to_key(uint32_t v, const char **out, char *buf, size_t size)
+{
+    char *end = buf + size - 1, *p = end;
+    *end = '\0';
+    do {
+        *--p = (char)('0' + v % 10);
+        v /= 10;
+    } while (v);
+    *out = p;
+    return (size_t)(end - p);
+}
+
 int64_t mf_clock_wall_ms(void)
 {
     struct timespec ts;

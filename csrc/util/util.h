@@ -117,6 +117,12 @@ typedef struct mf_buf {
  * which case the buffer is unchanged. */
 int mf_buf_reserve(mf_buf *b, size_t extra);
 int mf_buf_append(mf_buf *b, const void *p, size_t n);
+
+/* `v` in decimal, as an array index key ("0", "1", ... "4294967295"): the
+ * digits go at the end of `buf` (`size` >= 11 bytes) and `*out` points at
+ * them; returns their length.  bson_uint32_to_string's contract, without
+ * its snprintf past 999, which cost a tenth of a 10,000-document reply. */
+size_t mf_uint32_to_key(uint32_t v, const char **out, char *buf, size_t size);
 int mf_buf_put_i32le(mf_buf *b, int32_t v);
 void mf_buf_free(mf_buf *b);
 

@@ -221,7 +221,7 @@ int mf_msg_command_doc(const mf_op_msg *m, bson_t *out, mf_error *err)
             bson_t doc;
             size_t n = (size_t)mf_load_i32le(d);
             bson_init_static(&doc, d, n);
-            bson_uint32_to_string(idx++, &k, key, sizeof key);
+            mf_uint32_to_key(idx++, &k, key, sizeof key);
             ok = bson_append_document(&arr, k, -1, &doc);
             d += n;
         }
