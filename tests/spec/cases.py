@@ -101,17 +101,18 @@ def run(case: Case, server) -> None:
         pytest.fail(str(exc), pytrace=False)
 
 
-def bad_expected_failure_keys() -> list[str]:
-    """Keys of EXPECTED_FAILURES that name no real file or test, name both a
-    file and one of its tests, or whose reason is not one line."""
+def bad_expected_failure_keys(entries=EXPECTED_FAILURES) -> list[str]:
+    """What is wrong with the entries (EXPECTED_FAILURES by default): a key
+    that names no real file or test, a test whose file is listed too, a
+    reason that is not one line."""
     names = {c.name for c in all_cases()}
     file_keys = {c.file_key for c in all_cases()}
     bad = []
-    for key, reason in EXPECTED_FAILURES.items():
+    for key, reason in entries.items():
         if key not in names and key not in file_keys:
             bad.append(f"{key}: no such file or test")
         elif key in names and any(key.startswith(f + "/") for f in file_keys
-                                  if f in EXPECTED_FAILURES):
+                                  if f in entries):
             bad.append(f"{key}: its file is listed too")
         if not reason or "\n" in reason:
             bad.append(f"{key}: the reason must be one non-empty line")

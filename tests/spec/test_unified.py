@@ -23,3 +23,18 @@ def test_expected_failures_name_real_tests():
     if not SPEC_ROOT.is_dir():
         pytest.skip(ABSENT)
     assert bad_expected_failure_keys() == []
+
+
+def test_the_expected_failures_check_finds_bad_entries():
+    if not SPEC_ROOT.is_dir():
+        pytest.skip(ABSENT)
+    bad = bad_expected_failure_keys({
+        "crud/noSuchFile.json": "a reason",
+        "crud/aggregate.json/no such test": "a reason",
+        "gridfs/upload.json": "two\nlines",
+        "gridfs/upload.json/upload when length is 0": "listed with its file",
+    })
+    assert bad == ["crud/noSuchFile.json: no such file or test",
+                   "crud/aggregate.json/no such test: no such file or test",
+                   "gridfs/upload.json: the reason must be one non-empty line",
+                   "gridfs/upload.json/upload when length is 0: its file is listed too"]
