@@ -145,7 +145,7 @@ def test_a_wrong_result_fails(server):
 
 
 def test_a_missing_event_fails(server):
-    with pytest.raises(SpecFailure, match=r"expected 2 event\(s\).*observed 1"):
+    with pytest.raises(SpecFailure, match=r"expected 2 command event\(s\).*observed 1"):
         run(server, {"operations": [INSERT],
                      "expectEvents": [{"client": "client0", "events": [INSERT_EVENT, COUNT_EVENT]}]})
 
@@ -153,7 +153,7 @@ def test_a_missing_event_fails(server):
 def test_an_extra_event_fails_unless_ignored(server):
     test = {"operations": [INSERT, COUNT],
             "expectEvents": [{"client": "client0", "events": [INSERT_EVENT]}]}
-    with pytest.raises(SpecFailure, match=r"expected 1 event\(s\).*observed 2"):
+    with pytest.raises(SpecFailure, match=r"expected 1 command event\(s\).*observed 2"):
         run(server, test)
     test["expectEvents"][0]["ignoreExtraEvents"] = True
     run(server, test)
@@ -249,3 +249,96 @@ def test_an_outcome_is_compared(server, client):
         run(server, {"operations": [INSERT], "outcome": outcome})
     with pytest.raises(SpecFailure, match="outcome"):
         run(server, {"operations": [], "outcome": outcome})
+
+
+def test_schema_versions_up_to_1_28(server):
+    run(server, {"operations": []}, schemaVersion="1.28")
+    run(server, {"operations": []}, schemaVersion="1.4.1")
+    for newer in ("1.29", "2.0", "0.9"):
+        with pytest.raises(ValueError, match="schemaVersion"):
+            run(server, {"operations": []}, schemaVersion=newer)
+
+
+BUCKET = [{"bucket": {"id": "bucket0", "database": "db0"}},
+          {"collection": {"id": "files", "database": "db0", "collectionName": "fs.files"}}]
+UPLOAD = {"object": "bucket0", "name": "upload",
+          "arguments": {"filename": "f", "source": {"$$hexBytes": "1122334455"},
+                        "chunkSizeBytes": 2},
+          "expectResult": {"$$type": "objectId"}, "saveResultAsEntity": "fid"}
+
+
+def bucket_run(server, operations):
+    spec = spec_with({"operations": operations})
+    spec["createEntities"] += BUCKET
+    UnifiedRunner(server.uri).run(spec, "t")
+
+
+def test_a_bucket_uploads_and_downloads(server):
+    files = {"object": "files", "name": "find", "arguments": {"filter": {}}, "expectResult": [
+        {"_id": {"$$matchesEntity": "fid"}, "length": 5, "chunkSize": 2, "filename": "f",
+         "uploadDate": {"$$type": "date"}}]}
+    by_name = {"object": "bucket0", "name": "downloadByName", "arguments": {"filename": "f"},
+               "expectResult": {"$$matchesHexBytes": "1122334455"}}
+    bucket_run(server, [UPLOAD, files, by_name])
+    with pytest.raises(SpecFailure, match="matchesHexBytes"):
+        bucket_run(server, [UPLOAD, dict(by_name, expectResult={"$$matchesHexBytes": "11"})])
+    # A missing file is a client-side error (pymongo's NoFile).
+    missing = {"object": "bucket0", "name": "downloadByName", "arguments": {"filename": "nope"}}
+    bucket_run(server, [dict(missing, expectError={"isClientError": True})])
+    with pytest.raises(SpecFailure, match="client-side"):
+        bucket_run(server, [dict(missing, expectError={"isClientError": False})])
+
+
+def test_connection_pool_events(server):
+    spec = spec_with({"operations": [
+        COUNT,
+        {"object": "testRunner", "name": "assertNumberConnectionsCheckedOut",
+         "arguments": {"client": "client0", "connections": 0}}],
+        "expectEvents": [{"client": "client0", "eventType": "cmap", "events": [
+            {"connectionReadyEvent": {}}, {"connectionCheckedOutEvent": {}},
+            {"connectionCheckedInEvent": {}}]}]})
+    spec["createEntities"][0]["client"]["observeEvents"] = [
+        "connectionReadyEvent", "connectionCheckedOutEvent", "connectionCheckedInEvent"]
+    UnifiedRunner(server.uri).run(spec, "t")
+    wrong = copy.deepcopy(spec)
+    events = wrong["tests"][0]["expectEvents"][0]["events"]
+    events[1], events[2] = events[2], events[1]
+    with pytest.raises(SpecFailure, match="connectionCheckedInEvent"):
+        UnifiedRunner(server.uri).run(wrong, "t")
+    wrong = copy.deepcopy(spec)
+    wrong["tests"][0]["operations"][1]["arguments"]["connections"] = 1
+    with pytest.raises(SpecFailure, match="0 connection"):
+        UnifiedRunner(server.uri).run(wrong, "t")
+
+
+def test_session_dirtiness_is_asserted(server):
+    sessions = [{"session": {"id": "s0", "client": "client0"}}]
+    insert = dict(INSERT, arguments={"document": {"_id": 2}, "session": "s0"})
+    not_dirty = {"object": "testRunner", "name": "assertSessionNotDirty",
+                 "arguments": {"session": "s0"}}
+    spec = spec_with({"operations": [insert, not_dirty]})
+    spec["createEntities"] += sessions
+    UnifiedRunner(server.uri).run(spec, "t")
+    spec["tests"][0]["operations"][1]["name"] = "assertSessionDirty"
+    with pytest.raises(SpecFailure, match="not dirty"):
+        UnifiedRunner(server.uri).run(spec, "t")
+
+
+def test_map_reduce_sends_the_command(server):
+    map_reduce = {"object": "coll0", "name": "mapReduce", "ignoreResultAndError": True,
+                  "arguments": {"map": {"$code": "function() { emit(1, 1) }"},
+                                "reduce": {"$code": "function(k, v) { return 1 }"},
+                                "out": {"inline": 1}}}
+    event = {"commandStartedEvent": {"commandName": "mapReduce", "command": {
+        "mapReduce": "c", "out": {"inline": 1}, "map": {"$code": "function() { emit(1, 1) }"},
+        "writeConcern": {"$$exists": False}}}}
+    run(server, {"operations": [map_reduce],
+                 "expectEvents": [{"client": "client0", "events": [event]}]})
+
+
+def test_a_refused_fail_point_is_a_spec_failure(server):
+    fail_point = {"object": "testRunner", "name": "failPoint", "arguments": {
+        "client": "client0",
+        "failPoint": {"configureFailPoint": "noSuchFailPoint", "mode": "alwaysOn"}}}
+    with pytest.raises(SpecFailure, match="refused configureFailPoint"):
+        run(server, {"operations": [fail_point]})

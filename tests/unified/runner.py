@@ -35,6 +35,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Optional
 
+import gridfs
 import pymongo
 from bson import json_util
 from bson.json_util import JSONOptions
@@ -48,15 +49,24 @@ from pymongo.read_concern import ReadConcern
 from pymongo.read_preferences import ReadPreference, make_read_preference, read_pref_mode_from_name
 from pymongo.results import (BulkWriteResult, DeleteResult, InsertManyResult, InsertOneResult,
                              UpdateResult)
+from pymongo.operations import SearchIndexModel
 from pymongo.server_api import ServerApi
 from pymongo.write_concern import WriteConcern
+
+try:
+    from pymongo.client_session_shared import _TxnState
+except ImportError:  # pymongo before 4.11
+    from pymongo.client_session import _TxnState
 
 from .matcher import MISSING, MatchError, exact_equal, match
 
 __all__ = ["Skipped", "SpecFailure", "UnifiedRunner", "Unsupported", "load_spec",
-           "SCHEMA_MAJOR"]
+           "SCHEMA_MAJOR", "SCHEMA_MAX"]
 
 SCHEMA_MAJOR = 1
+# The newest schema version whose features this runner has (the format's
+# rule: a file declaring a newer minor version is refused, not half-run).
+SCHEMA_MAX = (1, 28)
 _JSON = JSONOptions(tz_aware=False)
 
 # Commands whose events are never observed (command monitoring spec,
@@ -107,11 +117,12 @@ def parse_version(text: str) -> tuple:
 
 
 def check_schema_version(spec: Mapping) -> None:
-    """Raise if the file's schemaVersion is not 1.x (the runner supports 1.x)."""
+    """Raise if the file's schemaVersion is not 1.0 .. SCHEMA_MAX."""
     version = spec.get("schemaVersion")
-    if version is None or parse_version(version)[0] != SCHEMA_MAJOR:
+    parsed = parse_version(version) if version is not None else None
+    if parsed is None or parsed[0] != SCHEMA_MAJOR or parsed[:2] > SCHEMA_MAX:
         raise ValueError(f"schemaVersion {version!r} is not supported (this runner reads "
-                         f"{SCHEMA_MAJOR}.x)")
+                         f"{SCHEMA_MAJOR}.0 to {SCHEMA_MAX[0]}.{SCHEMA_MAX[1]})")
 
 
 # ---------------------------------------------------------------- the server
@@ -242,10 +253,58 @@ class EventRecorder(monitoring.CommandListener):
         self._add("commandFailedEvent", event, {"_": 1})
 
 
+# The connection pool (CMAP) events a client entity may observe: the unified
+# format's name -> pymongo's ConnectionPoolListener method.
+_CMAP_EVENTS = {
+    "poolCreatedEvent": "pool_created", "poolReadyEvent": "pool_ready",
+    "poolClearedEvent": "pool_cleared", "poolClosedEvent": "pool_closed",
+    "connectionCreatedEvent": "connection_created", "connectionReadyEvent": "connection_ready",
+    "connectionClosedEvent": "connection_closed",
+    "connectionCheckOutStartedEvent": "connection_check_out_started",
+    "connectionCheckOutFailedEvent": "connection_check_out_failed",
+    "connectionCheckedOutEvent": "connection_checked_out",
+    "connectionCheckedInEvent": "connection_checked_in",
+}
+_COMMAND_EVENTS = ("commandStartedEvent", "commandSucceededEvent", "commandFailedEvent")
+
+
+class PoolRecorder(monitoring.ConnectionPoolListener):
+    """Collects a client's connection pool events of the observed kinds, and
+    counts the connections checked out now (for assertNumberConnectionsCheckedOut,
+    so it is attached to every client entity, observing or not)."""
+
+    def __init__(self, observe):
+        self.observe = set(observe)
+        self.events: list = []
+        self.checked_out = 0
+        self.enabled = True
+
+    def _add(self, kind: str, event) -> None:
+        if self.enabled and kind in self.observe:
+            self.events.append((kind, event))
+
+
+def _pool_method(kind: str):
+    def method(self, event) -> None:
+        if kind == "connectionCheckedOutEvent":
+            self.checked_out += 1
+        elif kind == "connectionCheckedInEvent":
+            self.checked_out -= 1
+        self._add(kind, event)
+    method.__name__ = _CMAP_EVENTS[kind]
+    return method
+
+
+for _kind, _name in _CMAP_EVENTS.items():
+    setattr(PoolRecorder, _name, _pool_method(_kind))
+
+
 class ClientEntity:
-    def __init__(self, client: pymongo.MongoClient, recorder: Optional[EventRecorder]):
+    def __init__(self, client: pymongo.MongoClient, recorder: Optional[EventRecorder],
+                 pool: PoolRecorder):
         self.client = client
-        self.recorder = recorder
+        self.recorder = recorder   # command events; None: the client observes none
+        self.pool = pool           # connection pool events
 
 
 class SessionEntity:
@@ -255,23 +314,48 @@ class SessionEntity:
         self.lsid = session.session_id
 
 
-class CursorEntity:
-    """A find or command cursor whose server-side cursor already exists: the
-    first document is fetched at creation (pymongo runs find lazily) and
-    handed out by the first iteration."""
+class BucketEntity:
+    """A GridFS bucket (pymongo's GridFSBucket) over a database entity."""
 
-    def __init__(self, cursor):
+    def __init__(self, bucket: gridfs.GridFSBucket, db: Database, name: str):
+        self.bucket = bucket
+        self.db = db
+        self.name = name
+
+
+class CursorEntity:
+    """A find or command cursor whose server-side cursor already exists.
+
+    pymongo runs a find lazily: ``prefetch`` fetches its first document at
+    creation, handed out by the first iteration.  A command cursor exists
+    once the command returned, so it needs none (and a tailable one could
+    wait for ever)."""
+
+    def __init__(self, cursor, prefetch: bool = True):
         self.cursor = cursor
         self.buffered: list = []
-        try:
-            self.buffered.append(next(cursor))
-        except StopIteration:
-            pass
+        if prefetch:
+            try:
+                self.buffered.append(next(cursor))
+            except StopIteration:
+                pass
 
     def next(self):
+        """The next document, waiting for one; StopIteration when exhausted."""
         if self.buffered:
             return self.buffered.pop(0)
         return next(self.cursor)
+
+    def next_once(self):
+        """The next document, or None after one round trip without one."""
+        if self.buffered:
+            return self.buffered.pop(0)
+        if hasattr(self.cursor, "try_next"):
+            return self.cursor.try_next()
+        try:
+            return next(self.cursor)
+        except StopIteration:
+            return None
 
     def close(self):
         try:
@@ -494,20 +578,23 @@ class _TestState:
                 raise Unsupported(f"client option {key}")
         observe = spec.get("observeEvents") or []
         for kind in observe:
-            if kind not in ("commandStartedEvent", "commandSucceededEvent", "commandFailedEvent"):
-                raise Unsupported(f"observing {kind} (only command events are observed)")
+            if kind not in _COMMAND_EVENTS and kind not in _CMAP_EVENTS:
+                raise Unsupported(f"observing {kind} (command and connection pool events "
+                                  f"are observed, not server/topology ones)")
         kw = dict(self.runner.client_kwargs)
         kw.update(spec.get("uriOptions") or {})
         recorder = None
-        if observe or "ignoreCommandMonitoringEvents" in spec:
-            recorder = EventRecorder(observe, spec.get("ignoreCommandMonitoringEvents") or [],
+        command_kinds = [k for k in observe if k in _COMMAND_EVENTS]
+        if command_kinds or "ignoreCommandMonitoringEvents" in spec:
+            recorder = EventRecorder(command_kinds, spec.get("ignoreCommandMonitoringEvents") or [],
                                      bool(spec.get("observeSensitiveCommands")))
-            kw["event_listeners"] = [recorder]
+        pool = PoolRecorder(k for k in observe if k in _CMAP_EVENTS)
+        kw["event_listeners"] = [pool] + ([recorder] if recorder else [])
         if "serverApi" in spec:
             api = spec["serverApi"]
             kw["server_api"] = ServerApi(api["version"], strict=api.get("strict"),
                                          deprecation_errors=api.get("deprecationErrors"))
-        return ClientEntity(pymongo.MongoClient(self.runner.uri, **kw), recorder)
+        return ClientEntity(pymongo.MongoClient(self.runner.uri, **kw), recorder, pool)
 
     def _make_database(self, spec) -> Database:
         client = self._entity(spec["client"], ClientEntity).client
@@ -518,6 +605,25 @@ class _TestState:
         db = self._entity(spec["database"], Database)
         return db.get_collection(spec["collectionName"],
                                  **_collection_options(spec.get("collectionOptions")))
+
+    def _make_bucket(self, spec) -> BucketEntity:
+        db = self._entity(spec["database"], Database)
+        opts = dict(spec.get("bucketOptions") or {})
+        name = opts.pop("bucketName", "fs")
+        kw = {}
+        if "chunkSizeBytes" in opts:
+            kw["chunk_size_bytes"] = opts.pop("chunkSizeBytes")
+        # The concerns and read preference apply to the bucket's two
+        # collections: set them on the database the bucket is made from.
+        db_kw = _collection_options({k: opts.pop(k) for k in
+                                     ("readConcern", "writeConcern", "readPreference")
+                                     if k in opts})
+        opts.pop("disableMD5", None)  # pymongo 4 never computes an MD5
+        if opts:
+            raise Unsupported(f"bucket option(s) {sorted(opts)}")
+        if db_kw:
+            db = db.with_options(**db_kw)
+        return BucketEntity(gridfs.GridFSBucket(db, bucket_name=name, **kw), db, name)
 
     def _make_session(self, spec) -> SessionEntity:
         client = self._entity(spec["client"], ClientEntity).client
@@ -562,7 +668,8 @@ class _TestState:
             return
         target = self._entity(obj)
         kind = {ClientEntity: "client", Database: "db", Collection: "coll",
-                SessionEntity: "session", CursorEntity: "cursor"}.get(type(target))
+                SessionEntity: "session", CursorEntity: "cursor",
+                BucketEntity: "bucket"}.get(type(target))
         handler = getattr(self, f"_{kind}_{name}", None) if kind else None
         if handler is None:
             raise Unsupported(f"operation {name} on a {kind or type(target).__name__}")
@@ -847,6 +954,51 @@ class _TestState:
     def _coll_drop(self, coll, a):
         coll.drop(**self._kwargs("drop", a, {"comment": "comment"}))
 
+    _MAP_REDUCE = ("map", "reduce", "out", "query", "sort", "limit", "finalize", "scope",
+                   "jsMode", "verbose", "bypassDocumentValidation", "collation", "comment")
+
+    def _coll_mapReduce(self, coll, a):
+        # pymongo 4 has no map_reduce helper: the command, as drivers send it.
+        cmd = {"mapReduce": coll.name}
+        for key in self._MAP_REDUCE:
+            if key in a:
+                cmd[key] = a.pop(key)
+        kw = self._kwargs("mapReduce", a, {})
+        reply = coll.database.command(cmd, read_preference=ReadPreference.PRIMARY,
+                                      codec_options=coll.codec_options, **kw)
+        return reply["results"] if "results" in reply else reply
+
+    @staticmethod
+    def _search_model(model: Mapping) -> SearchIndexModel:
+        unknown = set(model) - {"definition", "name", "type"}
+        if unknown:
+            raise Unsupported(f"search index model field(s) {sorted(unknown)}")
+        return SearchIndexModel(model["definition"], name=model.get("name"),
+                                type=model.get("type"))
+
+    def _coll_createSearchIndex(self, coll, a):
+        model = self._search_model(a.pop("model"))
+        return coll.create_search_index(model, **self._kwargs("createSearchIndex", a, {}))
+
+    def _coll_createSearchIndexes(self, coll, a):
+        models = [self._search_model(m) for m in a.pop("models")]
+        return coll.create_search_indexes(models, **self._kwargs("createSearchIndexes", a, {}))
+
+    def _coll_dropSearchIndex(self, coll, a):
+        name = a.pop("name")
+        coll.drop_search_index(name, **self._kwargs("dropSearchIndex", a, {}))
+
+    def _coll_updateSearchIndex(self, coll, a):
+        name, definition = a.pop("name"), a.pop("definition")
+        coll.update_search_index(name, definition, **self._kwargs("updateSearchIndex", a, {}))
+
+    def _coll_listSearchIndexes(self, coll, a):
+        name = a.pop("name", None)
+        kw = dict(a.pop("aggregationOptions", None) or {})
+        kw.update(self._kwargs("listSearchIndexes", a, {}))
+        with coll.list_search_indexes(name, **kw) as cursor:
+            return list(cursor)
+
     # -- database operations --------------------------------------------
 
     def _db_runCommand(self, db, a):
@@ -868,7 +1020,7 @@ class _TestState:
         # Every other argument is one of create's own fields, passed through.
         kw = self._kwargs("createCollection", {k: a.pop(k) for k in ("session", "rawData")
                                                if k in a}, {})
-        db.create_collection(name, check_exists=False, **kw, **a)
+        return db.create_collection(name, check_exists=False, **kw, **a)
 
     def _db_dropCollection(self, db, a):
         name = a.pop("collection")
@@ -897,17 +1049,24 @@ class _TestState:
             return list(cursor)
 
     def _db_createCommandCursor(self, db, a):
-        return CursorEntity(self._cursor_command(db, a))
+        return CursorEntity(self._cursor_command(db, a), prefetch=False)
 
     def _cursor_command(self, db, a):
         command = a.pop("command")
         a.pop("commandName", None)
+        # The server makes the cursor tailable from the command itself;
+        # getMore's batchSize is the cursor's.
+        a.pop("cursorType", None)
+        batch_size = a.pop("batchSize", None)
         if "readPreference" in a:
             a["readPreference"] = _read_preference(a["readPreference"])
         kw = self._kwargs("runCursorCommand", a, {"readPreference": "read_preference",
                                                    "comment": "comment",
                                                    "maxTimeMS": "max_await_time_ms"})
-        return db.cursor_command(command, **kw)
+        cursor = db.cursor_command(command, **kw)
+        if batch_size is not None:
+            cursor.batch_size(batch_size)
+        return cursor
 
     # -- client, session and cursor operations --------------------------
 
@@ -935,14 +1094,112 @@ class _TestState:
     def _session_endSession(self, ent, a):
         ent.session.end_session()
 
+    def _transaction_options(self, a) -> dict:
+        kw = {}
+        if "readConcern" in a:
+            kw["read_concern"] = _read_concern(a.pop("readConcern"))
+        if "writeConcern" in a:
+            kw["write_concern"] = _write_concern(a.pop("writeConcern"))
+        if "readPreference" in a:
+            kw["read_preference"] = _read_preference(a.pop("readPreference"))
+        if "maxCommitTimeMS" in a:
+            kw["max_commit_time_ms"] = a.pop("maxCommitTimeMS")
+        if a:
+            raise Unsupported(f"transaction option(s) {sorted(a)}")
+        return kw
+
+    def _session_startTransaction(self, ent, a):
+        ent.session.start_transaction(**self._transaction_options(a))
+
+    def _session_commitTransaction(self, ent, a):
+        ent.session.commit_transaction()
+
+    def _session_abortTransaction(self, ent, a):
+        ent.session.abort_transaction()
+
+    def _session_withTransaction(self, ent, a):
+        ops = a.pop("callback")
+
+        def callback(_session):
+            for i, op in enumerate(ops):
+                self.operation(i, op)
+
+        ent.session.with_transaction(callback, **self._transaction_options(a))
+
+    def _session_getSnapshotTime(self, ent, a):
+        return ent.session._snapshot_time
+
+    # -- GridFS bucket operations -----------------------------------------
+
+    @staticmethod
+    def _hex_bytes(value) -> bytes:
+        if not (isinstance(value, Mapping) and set(value) == {"$$hexBytes"}):
+            raise ValueError(f"an upload source must be {{$$hexBytes: ...}}, not {value!r}")
+        return bytes.fromhex(value["$$hexBytes"])
+
+    def _upload_kwargs(self, a) -> dict:
+        a.pop("disableMD5", None)  # pymongo 4 never computes an MD5
+        for key in ("contentType", "aliases"):
+            if key in a:
+                raise Unsupported(f"upload: {key} (deprecated; pymongo's GridFSBucket "
+                                  f"has no such option)")
+        return self._kwargs("upload", a, {"chunkSizeBytes": "chunk_size_bytes",
+                                           "metadata": "metadata"})
+
+    def _bucket_upload(self, b, a):
+        filename, source = a.pop("filename"), self._hex_bytes(a.pop("source"))
+        return b.bucket.upload_from_stream(filename, source, **self._upload_kwargs(a))
+
+    def _bucket_uploadWithId(self, b, a):
+        file_id, filename = a.pop("id"), a.pop("filename")
+        source = self._hex_bytes(a.pop("source"))
+        b.bucket.upload_from_stream_with_id(file_id, filename, source, **self._upload_kwargs(a))
+
+    def _bucket_download(self, b, a):
+        file_id = a.pop("id")
+        with b.bucket.open_download_stream(file_id, **self._kwargs("download", a, {})) as out:
+            return out.read()
+
+    def _bucket_downloadByName(self, b, a):
+        filename = a.pop("filename")
+        kw = self._kwargs("downloadByName", a, {"revision": "revision"})
+        with b.bucket.open_download_stream_by_name(filename, **kw) as out:
+            return out.read()
+
+    def _bucket_delete(self, b, a):
+        file_id = a.pop("id")
+        b.bucket.delete(file_id, **self._kwargs("delete", a, {}))
+
+    def _bucket_deleteByName(self, b, a):
+        filename = a.pop("filename")
+        b.bucket.delete_by_name(filename, **self._kwargs("deleteByName", a, {}))
+
+    def _bucket_rename(self, b, a):
+        file_id, new = a.pop("id"), a.pop("newFilename")
+        b.bucket.rename(file_id, new, **self._kwargs("rename", a, {}))
+
+    def _bucket_renameByName(self, b, a):
+        filename, new = a.pop("filename"), a.pop("newFilename")
+        b.bucket.rename_by_name(filename, new, **self._kwargs("renameByName", a, {}))
+
+    def _bucket_find(self, b, a):
+        f = a.pop("filter")
+        kw = self._kwargs("find", a, {"batchSize": "batch_size", "limit": "limit",
+                                       "maxTimeMS": "max_time_ms", "skip": "skip",
+                                       "sort": "sort", "noCursorTimeout": "no_cursor_timeout"})
+        # The files collection's documents, as the GridFS spec's find returns.
+        return [grid_out._file for grid_out in b.bucket.find(f, **kw)]
+
+    def _bucket_drop(self, b, a):
+        kw = self._kwargs("drop", a, {})
+        for suffix in ("files", "chunks"):
+            b.db.drop_collection(f"{b.name}.{suffix}", **kw)
+
     def _cursor_iterateUntilDocumentOrError(self, cur, a):
         return cur.next()
 
     def _cursor_iterateOnce(self, cur, a):
-        try:
-            return cur.next()
-        except StopIteration:
-            return None
+        return cur.next_once()
 
     def _cursor_close(self, cur, a):
         cur.close()
@@ -955,9 +1212,10 @@ class _TestState:
         try:
             client.admin.command(cmd)
         except OperationFailure as exc:
-            if exc.code == 59:
-                raise Unsupported("failPoint: the server has no configureFailPoint command") from exc
-            raise
+            # The runner starts the server with test commands enabled, so a
+            # refusal is the server's: a failure, not something unsupported.
+            raise SpecFailure(f"failPoint {cmd.get('configureFailPoint')!r}: the server "
+                              f"refused configureFailPoint: {_describe(exc)}") from None
         self.fail_points.append((client, cmd["configureFailPoint"]))
 
     def _tr_createEntities(self, a):
@@ -1008,42 +1266,122 @@ class _TestState:
     def _tr_wait(self, a):
         time.sleep(a["ms"] / 1000.0)
 
+    def _tr_assertNumberConnectionsCheckedOut(self, a):
+        got = self._entity(a["client"], ClientEntity).pool.checked_out
+        if got != a["connections"]:
+            raise SpecFailure(f"{got} connection(s) checked out, expected {a['connections']}")
+
+    def _count_events(self, a) -> int:
+        (kind, spec), = a["event"].items()
+        if kind in _COMMAND_EVENTS:
+            events = self._observed(a["client"], "command")
+        elif kind in _CMAP_EVENTS:
+            events = self._observed(a["client"], "cmap")
+        else:
+            raise Unsupported(f"counting {kind} events (command and cmap events only)")
+        return sum(1 for k, ev in events if self._event_matches(a["event"], k, ev))
+
+    def _tr_assertEventCount(self, a):
+        got = self._count_events(a)
+        if got != a["count"]:
+            raise SpecFailure(f"{got} event(s) {a['event']}, expected {a['count']}")
+
+    def _tr_waitForEvent(self, a):
+        deadline = time.monotonic() + 10.0
+        while self._count_events(a) < a["count"]:
+            if time.monotonic() > deadline:
+                raise SpecFailure(f"waited 10 s for {a['count']} event(s) {a['event']}, "
+                                  f"saw {self._count_events(a)}")
+            time.sleep(0.01)
+
+    def _session_arg(self, a):
+        return self._entity(a["session"], SessionEntity).session
+
+    def _dirty(self, a) -> bool:
+        server_session = self._session_arg(a)._server_session
+        if server_session is None:
+            raise SpecFailure(f"session {a['session']} has ended: no server session to inspect")
+        return server_session.dirty
+
+    def _tr_assertSessionDirty(self, a):
+        if not self._dirty(a):
+            raise SpecFailure(f"session {a['session']} is not dirty, expected dirty")
+
+    def _tr_assertSessionNotDirty(self, a):
+        if self._dirty(a):
+            raise SpecFailure(f"session {a['session']} is dirty, expected not dirty")
+
+    def _tr_assertSessionPinned(self, a):
+        if self._session_arg(a)._pinned_address is None:
+            raise SpecFailure(f"session {a['session']} is not pinned to a mongos")
+
+    def _tr_assertSessionUnpinned(self, a):
+        if self._session_arg(a)._pinned_address is not None:
+            raise SpecFailure(f"session {a['session']} is pinned to a mongos")
+
+    def _tr_assertSessionTransactionState(self, a):
+        state = self._session_arg(a)._transaction.state
+        names = {_TxnState.NONE: "none", _TxnState.STARTING: "starting",
+                 _TxnState.IN_PROGRESS: "in_progress", _TxnState.COMMITTED: "committed",
+                 _TxnState.COMMITTED_EMPTY: "committed", _TxnState.ABORTED: "aborted"}
+        if names.get(state) != a["state"]:
+            raise SpecFailure(f"session {a['session']}'s transaction is {names.get(state)!r}, "
+                              f"expected {a['state']!r}")
+
     # -- after the operations -------------------------------------------
 
     def stop_observing(self) -> None:
         for ent in self.entities.values():
-            if isinstance(ent, ClientEntity) and ent.recorder:
-                ent.recorder.enabled = False
+            if isinstance(ent, ClientEntity):
+                ent.pool.enabled = False
+                if ent.recorder:
+                    ent.recorder.enabled = False
 
     def disable_fail_points(self) -> None:
         points, self.fail_points = self.fail_points, []
         for client, name in points:
             client.admin.command({"configureFailPoint": name, "mode": "off"})
 
+    def _observed(self, cid: str, etype: str) -> list:
+        """The (kind, event) pairs client ``cid`` recorded of ``etype``."""
+        ent = self._entity(cid, ClientEntity)
+        if etype == "command":
+            if ent.recorder is None:
+                raise ValueError(f"client {cid!r} observes no command events")
+            return ent.recorder.events
+        if etype == "cmap":
+            return ent.pool.events
+        raise Unsupported(f"expectEvents of type {etype} (command and cmap events only)")
+
     def check_events(self, blocks) -> None:
         for block in blocks:
             etype = block.get("eventType", "command")
-            if etype != "command":
-                raise Unsupported(f"expectEvents of type {etype} (only command events)")
             cid = block["client"]
-            rec = self._entity(cid, ClientEntity).recorder
-            if rec is None:
-                raise ValueError(f"client {cid!r} observes no events")
-            actual, expected = rec.events, block["events"]
+            actual, expected = self._observed(cid, etype), block["events"]
             for i, (exp, (kind, ev)) in enumerate(zip(expected, actual)):
-                self._match_event(exp, kind, ev, f"{cid} event #{i}")
+                self._match_event(exp, kind, ev, f"{cid} {etype} event #{i}")
             extra_ok = block.get("ignoreExtraEvents", False)
             if len(actual) < len(expected) or (len(actual) > len(expected) and not extra_ok):
                 raise SpecFailure(
-                    f"{cid}: expected {len(expected)} event(s) "
+                    f"{cid}: expected {len(expected)} {etype} event(s) "
                     f"{[_event_summary(e) for e in expected]}, observed {len(actual)} "
-                    f"{[f'{k}:{ev.command_name}' for k, ev in actual]}")
+                    f"{[_observed_summary(k, ev) for k, ev in actual]}")
+
+    def _event_matches(self, exp: Mapping, kind: str, ev) -> bool:
+        try:
+            self._match_event(exp, kind, ev, "")
+            return True
+        except SpecFailure:
+            return False
 
     def _match_event(self, exp: Mapping, kind: str, ev, where: str) -> None:
         (ekind, spec), = exp.items()
         if ekind != kind:
-            raise SpecFailure(f"{where}: expected {ekind} {spec}, observed {kind} of "
-                              f"{ev.command_name}")
+            raise SpecFailure(f"{where}: expected {ekind} {spec}, observed "
+                              f"{_observed_summary(kind, ev)}")
+        if kind in _CMAP_EVENTS:
+            self._match_pool_event(spec, kind, ev, where)
+            return
         for key, want in spec.items():
             if key == "command":
                 self._match(want, ev.command, root=True, where=f"{where} ({ev.command_name}) command")
@@ -1061,6 +1399,24 @@ class _TestState:
                     raise SpecFailure(f"{where}: hasServerConnectionId is {not want}")
             else:
                 raise Unsupported(f"event assertion {kind}.{key}")
+
+    # The fields a connection pool event's expectation may name, and how
+    # pymongo's event carries them.
+    _POOL_FIELDS = {
+        ("poolClearedEvent", "hasServiceId"): lambda ev: ev.service_id is not None,
+        ("poolClearedEvent", "interruptInUseConnections"): lambda ev: ev.interrupt_connections,
+        ("connectionClosedEvent", "reason"): lambda ev: ev.reason,
+        ("connectionCheckOutFailedEvent", "reason"): lambda ev: ev.reason,
+    }
+
+    def _match_pool_event(self, spec: Mapping, kind: str, ev, where: str) -> None:
+        for key, want in spec.items():
+            get = self._POOL_FIELDS.get((kind, key))
+            if get is None:
+                raise Unsupported(f"event assertion {kind}.{key}")
+            got = get(ev)
+            if got != want:
+                raise SpecFailure(f"{where}: {kind}.{key} is {got!r}, expected {want!r}")
 
     def check_outcome(self, outcome) -> None:
         for cd in outcome:
@@ -1099,8 +1455,14 @@ class _TestState:
 
 def _event_summary(exp: Mapping) -> str:
     (kind, spec), = exp.items()
+    if kind in _CMAP_EVENTS:
+        return kind
     name = spec.get("commandName") or next(iter(spec.get("command") or {}), "?")
     return f"{kind}:{name}"
+
+
+def _observed_summary(kind: str, ev) -> str:
+    return kind if kind in _CMAP_EVENTS else f"{kind}:{ev.command_name}"
 
 
 def _convert(key: str, value: Any) -> Any:

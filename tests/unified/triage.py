@@ -1,15 +1,17 @@
-"""Run every test of a spec folder and report how each ends, to keep a
-NOT_YET table honest.
+"""Run every test of a spec folder and report how each ends, to keep
+tests/spec/expected_failures.py honest.
 
     cd tests && python -m unified.triage ../../shared/spec/crud [file.json ...]
-    cd tests && python -m unified.triage --not-yet ../../shared/spec/crud
+    cd tests && python -m unified.triage --expected ../../shared/spec/crud
 
-Each test gets a fresh in-process server, as in test_spec_crud.py.  The
-first form prints one line per test: PASS, SKIP (requirements), UNSUPPORTED
-or FAIL, and the first line of the reason.  ``--not-yet`` prints a draft
-NOT_YET table instead: a file whose every runnable test fails gets one entry,
-a file with some passing tests gets an entry per failing test; each reason
-is the first failure seen, in words (review it before pasting).
+Each test gets a fresh in-process server with test commands enabled, as in
+tests/spec.  The first form prints one line per test: PASS, SKIP
+(requirements), UNSUPPORTED (the runner cannot do it) or FAIL, and the first
+line of the reason.  ``--expected`` prints draft expected_failures.py
+entries instead: a file whose every runnable test fails gets one
+``folder/file.json`` entry, a file with some passing tests gets one
+``folder/file.json/description`` entry per failing test; each reason is the
+first failure seen, shortened (review it before pasting).
 """
 from __future__ import annotations
 
@@ -40,57 +42,24 @@ def run_one(spec, description: str) -> tuple[str, str]:
             srv.stop()
 
 
-_SHIM_FEATURE = {
-    "updateOne": "update operators", "updateMany": "update operators",
-    "replaceOne": "replacement updates", "bulkWrite": "update operators",
-    "find": "find's sort/projection", "findOne": "find's sort/projection",
-    "findOneAndUpdate": "findAndModify's update/sort/projection",
-    "findOneAndReplace": "findAndModify's replacement/sort/projection",
-    "findOneAndDelete": "findAndModify's sort/projection",
-}
-
-
 def classify(status: str, message: str) -> str:
-    """A NOT_YET reason in words for a test's first failure."""
+    """A one-line expected-failure reason for a test's first failure."""
     if status == "UNSUPPORTED":
-        if message.startswith("failPoint"):
-            return "configureFailPoint not implemented (fail points)"
         return f"runner: {message}"
-    op = re.search(r"operation #\d+ [\w-]+\.(\w+)", message)
-    op = op.group(1) if op else None
-    if message.startswith("SpecFailure: outcome") and "reading the collection" in message:
-        if "'shim'" in message or ": shim," in message:
-            return "find's sort not implemented (the outcome check sorts by _id)"
-        if "no such command: 'find'" in message:
-            return "find not implemented (the outcome check reads with it)"
-    if message.startswith("SpecFailure: outcome"):
-        return "the collection's contents after the test differ"
+    refused = re.search(r"(create|collMod) option '(\w+)' is not supported", message)
+    if refused:
+        return f"{refused.group(1)} option '{refused.group(2)}' not supported"
+    if "failCommand not found" in message:
+        return "configureFailPoint 'failCommand' not implemented"
     cmd = re.search(r"no such command: '(\w+)'", message)
     if cmd:
-        name = cmd.group(1)
-        if op == "countDocuments":
-            return "countDocuments runs aggregate: not implemented (issue 6)"
-        return f"{name} not implemented" + (" (issue 6)" if name == "aggregate" else "")
-    if "'shim'" in message or ": shim," in message:
-        return f"{_SHIM_FEATURE.get(op, op)} not implemented (NotImplemented 'shim')"
-    if "collation other than" in message:
-        return "collation other than simple not supported"
-    if "$expr" in message:
-        return "$expr not supported (let variables)"
-    if "pipeline-style updates" in message:
-        return "pipeline-style updates need aggregation (issue 6)"
-    if "viewOn" in message:
-        return "views (create with viewOn) not supported"
-    if "$ prefixed field names" in message:
-        return ("insert rejects top-level $-prefixed field names, which mongod 5.0+ "
-                "accepts (DollarPrefixedFieldName)")
-    if "expected an error" in message and "'$" in message:
-        return "insert accepts $-prefixed keys inside _id, which mongod rejects"
-    return message[:160]
+        return f"{cmd.group(1)} not implemented (CommandNotFound 59)"
+    message = re.sub(r", full error: .*", "", message)
+    return message.removeprefix("SpecFailure: ")[:160]
 
 
 def main(argv: list[str]) -> int:
-    draft = argv[:1] == ["--not-yet"]
+    draft = argv[:1] == ["--expected"]
     if draft:
         argv = argv[1:]
     folder = Path(argv[0])
@@ -107,12 +76,13 @@ def main(argv: list[str]) -> int:
             failing = [(d, classify(s, w)) for d, s, w in results if s in ("FAIL", "UNSUPPORTED")]
             if not failing:
                 continue
+            key = f"{folder.name}/{name}"
             if any(s == "PASS" for _, s, _ in results):
                 for desc, reason in failing:
-                    print(f"    ({name!r}, {desc!r}):\n        {reason!r},")
+                    print(f"    {key + '/' + desc!r}:\n        {reason!r},")
             else:
                 reasons = list(dict.fromkeys(r for _, r in failing))
-                print(f"    {name!r}: {'; '.join(reasons)!r},")
+                print(f"    {key!r}: {'; '.join(reasons)!r},")
     return 0
 
 
