@@ -24,24 +24,15 @@ SPEC_DIR = SHARED / "spec" / "crud"
 # Reasons, as the server answers today (tests/unified/triage.py --not-yet
 # drafts this table from a run; each reason is the first failure a test hits).
 COLLATION = 'collation other than simple not supported'
-FAILPOINT = 'configureFailPoint not implemented (fail points)'
 VIEWS = 'views (create with viewOn) not supported'
 
 # file -> reason (every runnable test in the file fails), or
 # (file, test description) -> reason (the file has passing tests too).
 NOT_YET = {
-    'bulkWrite-errorResponse.json': FAILPOINT,
-    'deleteOne-errorResponse.json': FAILPOINT,
-    ('estimatedDocumentCount.json', 'estimatedDocumentCount errors correctly--command error'):
-        FAILPOINT,
-    ('estimatedDocumentCount.json', 'estimatedDocumentCount errors correctly--socket error'):
-        FAILPOINT,
     ('estimatedDocumentCount.json', 'estimatedDocumentCount works correctly on views'):
         VIEWS,
     ('findOneAndUpdate-errorResponse.json', 'findOneAndUpdate document validation errInfo is accessible'):
         'collMod validator (document validation) not supported',
-    'insertOne-errorResponse.json': FAILPOINT,
-    'updateOne-errorResponse.json': FAILPOINT,
 }
 
 
