@@ -151,8 +151,8 @@ def test_checkpoint_sync_failure_turns_read_only(tmp_path):
 def test_fail_point_command_shape(tmp_path):
     srv, client = _start(tmp_path / "db")
     with pytest.raises(OperationFailure) as e:
-        client.admin.command({"configureFailPoint": "failCommand", "mode": "off"})
-    assert e.value.code == 266 and e.value.details["errmsg"] == "failCommand not found"
+        client.admin.command({"configureFailPoint": "noSuchFailPoint", "mode": "off"})
+    assert e.value.code == 266 and e.value.details["errmsg"] == "noSuchFailPoint not found"
     with pytest.raises(OperationFailure) as e:
         client.app.command({"configureFailPoint": "storageFault", "mode": "off"})
     assert e.value.code == 13  # admin only

@@ -1,8 +1,13 @@
 /*
- * cmd_failpoint.c -- configureFailPoint, mongod's test command, for the
- * storage faults the reliability suites inject (issue 7).  It exists only
- * when the server runs with enableTestCommands; otherwise the name is
- * unknown, as in mongod.
+ * cmd_failpoint.c -- configureFailPoint, mongod's test command.  It exists
+ * only when the server runs with enableTestCommands; otherwise the name is
+ * unknown, as in mongod.  Two fail points:
+ *
+ * "failCommand" (failpoint.c): mongod's, for drivers' tests -- chosen
+ * commands fail with an error code, close the connection, wait, or carry a
+ * writeConcernError.
+ *
+ * "storageFault" (ours, for the reliability suites of issue 7):
  *
  *   {configureFailPoint: "storageFault",
  *    mode: "alwaysOn" | "off" | {times: n} | {skip: n} | {skip: n, times: m},
@@ -15,9 +20,10 @@
  * wal.write, wal.sync, wal.reserve, wal.create, wal.dir, pager.grow,
  * pager.map, pager.sync, pager.meta, ...  The fault is process-wide.
  *
- * The reply is mongod's: {count: <times the fail point was entered under
- * its previous setting>}, here the calls the previous fault failed.  An
- * unknown fail point is FailPointSetFailed (266), "<name> not found".
+ * The reply is mongod's: {count: <times the fail point was entered>} --
+ * for failCommand since the server started, as mongod counts; for
+ * storageFault the calls its previous setting failed.  An unknown fail
+ * point is FailPointSetFailed (266), "<name> not found".
  */
 #include "command_int.h"
 #include "../storage/os.h"
@@ -25,6 +31,7 @@
 #include <string.h>
 
 #define FP_STORAGE "storageFault"
+#define FP_FAIL_COMMAND "failCommand"
 
 static int parse_mode(const bson_iter_t *it, bool *off, int *skip, int *times, mf_error *err)
 {
@@ -97,6 +104,32 @@ static int parse_data(const bson_t *cmd, char *site, size_t cap, mf_fault_kind *
     return 0;
 }
 
+/* BSONObjBuilder::appendNumber(long long): an int while it is small. */
+static void append_count(bson_t *reply, int64_t count)
+{
+    if (count > -(1LL << 30) && count < (1LL << 30))
+        BSON_APPEND_INT32(reply, "count", (int32_t)count);
+    else
+        BSON_APPEND_INT64(reply, "count", count);
+}
+
+static int configure_fail_command(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply,
+                                  mf_error *err)
+{
+    int64_t count;
+    int rc = mfi_fail_command_configure(ctx->inst, cmd, &count, err);
+    if (rc != 0)
+        return rc;
+    bson_iter_t it;
+    const char *mode = "";
+    if (bson_iter_init_find(&it, cmd, "mode") && BSON_ITER_HOLDS_UTF8(&it))
+        mode = bson_iter_utf8(&it, NULL);
+    mf_log(MF_LOG_WARNING, "CONTROL", 23829, "conn", "Set failpoint " FP_FAIL_COMMAND "%s%s",
+           *mode ? " to " : "", mode);
+    append_count(reply, count);
+    return 0;
+}
+
 int mfi_cmd_configure_fail_point(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply,
                                  mf_error *err)
 {
@@ -108,6 +141,8 @@ int mfi_cmd_configure_fail_point(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *rep
     if (!BSON_ITER_HOLDS_UTF8(&it))
         return mfi_type_error(err, "configureFailPoint", "configureFailPoint", &it, "string");
     const char *name = bson_iter_utf8(&it, NULL);
+    if (strcmp(name, FP_FAIL_COMMAND) == 0)
+        return configure_fail_command(ctx, cmd, reply, err);
     if (strcmp(name, FP_STORAGE) != 0)
         return mf_error_set(err, 266 /* FailPointSetFailed */, "%s not found", name);
     if (!bson_iter_init_find(&it, cmd, "mode"))
@@ -127,6 +162,6 @@ int mfi_cmd_configure_fail_point(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *rep
         mf_os_fault_set(site, kind, skip, times);
     mf_log(MF_LOG_WARNING, "CONTROL", 23829, "conn", "Set failpoint %s to %s", name,
            off ? "off" : site);
-    BSON_APPEND_INT64(reply, "count", before);
+    append_count(reply, before);
     return 0;
 }

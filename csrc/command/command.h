@@ -83,6 +83,11 @@ typedef struct mf_client {
     bool is_internal;       /* the in-process caller: no socket */
     bool has_hello;         /* a hello ran: client metadata is now fixed */
     bool exhaust_allowed;   /* this request set OP_MSG's exhaustAllowed */
+    /* From the first hello's client metadata: client.application.name
+     * ("" when none was sent), and whether the hello said internalClient
+     * (another server).  The failCommand fail point filters on them. */
+    char app_name[129];
+    bool is_internal_client;
 } mf_client;
 
 /* Outcome flags of a command beyond its reply. */

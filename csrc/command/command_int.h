@@ -15,6 +15,7 @@ typedef struct mfi_indexes mfi_indexes;
 typedef struct mfi_index_usage mfi_index_usage;
 typedef struct mfi_dup mfi_dup;
 typedef struct mfi_sessions mfi_sessions;
+typedef struct mfi_fail_command mfi_fail_command;
 
 #define MF_MAX_NS_LEN 319 /* "db.collection" as a C string fits in 320 bytes */
 
@@ -52,6 +53,7 @@ struct mf_instance {
     atomic_int_fast64_t agg_bucket_auto_max_bytes, agg_window_max_bytes;
 
     mfi_sessions *sessions; /* the logical-session registry (sessions.c) */
+    mfi_fail_command *fail_command; /* the failCommand fail point (failpoint.c) */
 
     int ttl_sleep_secs;     /* ttlMonitorSleepSecs */
     pthread_t ttl_thread;   /* the TTL monitor (cmd_index.c) */
@@ -171,8 +173,44 @@ int mfi_cmd_rename_collection(mf_cmd_ctx *, const bson_t *, bson_t *, mf_error *
 int mfi_cmd_coll_stats(mf_cmd_ctx *, const bson_t *, bson_t *, mf_error *);
 int mfi_cmd_db_stats(mf_cmd_ctx *, const bson_t *, bson_t *, mf_error *);
 int mfi_cmd_validate(mf_cmd_ctx *, const bson_t *, bson_t *, mf_error *);
-/* configureFailPoint "storageFault" (cmd_failpoint.c): test commands only. */
+/* configureFailPoint "storageFault" and "failCommand" (cmd_failpoint.c):
+ * test commands only. */
 int mfi_cmd_configure_fail_point(mf_cmd_ctx *, const bson_t *, bson_t *, mf_error *);
+
+/* ------------------------------------- the failCommand fail point (failpoint.c) */
+
+/* Created with the instance, freed with it. */
+int mfi_fail_command_open(mf_instance *inst, mf_error *err);
+void mfi_fail_command_close(mf_instance *inst);
+/* Set the fail point from a configureFailPoint command (mode, data) as
+ * mongod's FailPoint::parseBSON reads it; `*count` receives the times it
+ * has been entered since the instance started.  Errors: IllegalOperation
+ * (no mode), BadValue / TypeMismatch (a malformed mode or data). */
+int mfi_fail_command_configure(mf_instance *inst, const bson_t *cmd, int64_t *count,
+                               mf_error *err);
+/* Record what the first hello of a connection says about the client (its
+ * appName, internalClient) before the fail point looks at it. */
+void mfi_client_note_hello(mf_client *client, const bson_t *cmd);
+
+/* What the fail point did to one command, for the reply: fields that go
+ * before `ok` ({writeConcernError}) and the errorLabels override.  Lives on
+ * the dispatcher's stack; init and destroy around one command. */
+typedef struct mfi_fail_effect {
+    bson_t wce;    /* {writeConcernError: <data's value>} or empty */
+    bson_t labels; /* {errorLabels: [...]} or empty */
+} mfi_fail_effect;
+void mfi_fail_effect_init(mfi_fail_effect *fx);
+void mfi_fail_effect_destroy(mfi_fail_effect *fx);
+/* Before the command runs: if the fail point fires for it, wait
+ * blockTimeMS, then fail it (errorCode) or close the connection
+ * (closeConnection: ctx->flags gets MF_RUN_CLOSE).  Returns 0 to run the
+ * command, or the error it fails with. */
+int mfi_fail_command_before(mf_cmd_ctx *ctx, const mf_cmd_def *def, const bson_t *cmd,
+                            mfi_fail_effect *fx, mf_error *err);
+/* After a command that takes a write concern ran (successfully or not): if
+ * the fail point fires with a writeConcernError, put it in `fx`. */
+void mfi_fail_command_after(mf_cmd_ctx *ctx, const mf_cmd_def *def, const bson_t *cmd,
+                            mfi_fail_effect *fx);
 /* fsync: a checkpoint now (cmd_fsync.c). */
 int mfi_cmd_fsync(mf_cmd_ctx *, const bson_t *, bson_t *, mf_error *);
 

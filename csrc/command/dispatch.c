@@ -64,7 +64,8 @@ int mf_instance_open(const mf_instance_config *cfg, mf_instance **out, mf_error 
     pthread_cond_init(&inst->cond, &ca);
     pthread_condattr_destroy(&ca);
     /* Indexes a crash left half built go; then the TTL monitor starts. */
-    if ((rc = mfi_sessions_open(inst, err)) != 0 || (rc = mfi_indexes_recover(inst, err)) != 0 ||
+    if ((rc = mfi_sessions_open(inst, err)) != 0 || (rc = mfi_fail_command_open(inst, err)) != 0 ||
+        (rc = mfi_indexes_recover(inst, err)) != 0 ||
         (rc = mfi_ttl_start(inst, err)) != 0) {
         mf_instance_close(inst);
         return rc;
@@ -87,6 +88,7 @@ void mf_instance_close(mf_instance *inst)
                err.msg);
     mfi_cursors_destroy(inst);
     mfi_sessions_close(inst);
+    mfi_fail_command_close(inst);
     mf_os_dir_unlock(inst->lock_fd);
     bson_destroy(&inst->cmdline_argv);
     bson_destroy(&inst->cmdline_parsed);
@@ -345,15 +347,40 @@ static int check_write_concern(const mf_cmd_def *def, const bson_t *cmd, mf_erro
     return 0;
 }
 
+/* Whether mongod waits for a write concern after the command: a command
+ * that writes, and aggregate only with an $out or $merge stage. */
+static bool takes_write_concern(const mf_cmd_def *def, const bson_t *cmd)
+{
+    bson_iter_t it, stage, last;
+    if (!(def->flags & MF_CMD_WRITE))
+        return false;
+    if (strcmp(def->name, "aggregate") != 0)
+        return true;
+    if (!bson_iter_init_find(&it, cmd, "pipeline") || !BSON_ITER_HOLDS_ARRAY(&it))
+        return false;
+    bson_iter_recurse(&it, &stage);
+    bool any = false;
+    while (bson_iter_next(&stage)) {
+        last = stage;
+        any = true;
+    }
+    if (!any || !BSON_ITER_HOLDS_DOCUMENT(&last) || !bson_iter_recurse(&last, &it) ||
+        !bson_iter_next(&it))
+        return false;
+    return strcmp(bson_iter_key(&it), "$out") == 0 || strcmp(bson_iter_key(&it), "$merge") == 0;
+}
+
 void mf_command_run(mf_instance *inst, mf_client *client, const bson_t *cmd,
                     bson_t *reply, int *out_flags)
 {
     mf_error err;
     bson_t err_info = BSON_INITIALIZER;
     mf_cmd_ctx ctx = {.inst = inst, .client = client, .err_info = &err_info};
+    mfi_fail_effect fx;
     bson_iter_t it;
     int rc;
 
+    mfi_fail_effect_init(&fx);
     mf_error_clear(&err);
     *out_flags = 0;
     atomic_fetch_add_explicit(&inst->counters.op_command, 1, memory_order_relaxed);
@@ -393,17 +420,33 @@ void mf_command_run(mf_instance *inst, mf_client *client, const bson_t *cmd,
         goto fail;
     }
 
-    if ((rc = check_write_concern(def, cmd, &err)) != 0)
-        goto fail;
+    /* The first hello fixes the client's metadata (the fail point below
+     * filters on its appName). */
+    if (def->flags & MF_CMD_HELLO)
+        mfi_client_note_hello(client, cmd);
     /* The session the command runs in is in use from now (hello and
      * isMaster take no session, as in mongod). */
     if (!(def->flags & MF_CMD_HELLO) && (rc = mfi_session_use(&ctx, cmd, &err)) != 0)
         goto fail;
+    /* failCommand: after the session is read and before the write concern,
+     * as mongod evaluates it (test commands only: off otherwise). */
+    if ((rc = mfi_fail_command_before(&ctx, def, cmd, &fx, &err)) != 0)
+        goto fail;
+    if ((rc = check_write_concern(def, cmd, &err)) != 0)
+        goto fail;
     rc = def->fn(&ctx, cmd, reply, &err);
+    /* Waiting for the write concern, success or not, is where a
+     * writeConcernError from the fail point comes in. */
+    if (takes_write_concern(def, cmd))
+        mfi_fail_command_after(&ctx, def, cmd, &fx);
     if (rc != 0)
         goto fail;
+    bson_concat(reply, &fx.wce);
     BSON_APPEND_DOUBLE(reply, "ok", 1.0);
+    if (!bson_empty(&fx.wce)) /* labels go with an error or a write concern error */
+        bson_concat(reply, &fx.labels);
     *out_flags = ctx.flags;
+    mfi_fail_effect_destroy(&fx);
     bson_destroy(&err_info);
     return;
 
@@ -413,6 +456,19 @@ fail:
     mf_command_error_reply(reply, &err);
     if (!bson_empty(&err_info) && err.code != MF_ERRMSG_ONLY)
         bson_concat(reply, &err_info);
+    /* mongod puts its extra fields (writeConcernError, errorLabels) before
+     * ok, errmsg, code and codeName. */
+    if (!bson_empty(&fx.wce) || !bson_empty(&fx.labels)) {
+        bson_t *rest = bson_copy(reply);
+        bson_reinit(reply);
+        bson_concat(reply, &fx.wce);
+        bson_concat(reply, &fx.labels);
+        if (rest) {
+            bson_concat(reply, rest);
+            bson_destroy(rest);
+        }
+    }
+    mfi_fail_effect_destroy(&fx);
     bson_destroy(&err_info);
     *out_flags = ctx.flags & MF_RUN_CLOSE;
 }

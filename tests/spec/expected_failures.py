@@ -14,8 +14,6 @@ To see how every test of a folder ends, and draft entries:
 from __future__ import annotations
 
 # Reasons shared by several entries.
-FAILPOINT = ("configureFailPoint 'failCommand' not implemented: the server answers "
-             "266 'failCommand not found' (issue 8, fail points)")
 SNAPSHOT = ("readConcern level 'snapshot' outside a transaction on a standalone is "
             "accepted; mongod refuses it")
 API_STRICT = "apiStrict: true does not refuse commands outside API Version 1 (APIStrictError 323)"
@@ -25,19 +23,11 @@ TIMESERIES = "time-series collections (create timeseries, expireAfterSeconds) no
 
 EXPECTED_FAILURES: dict[str, str] = {
     # crud
-    "crud/bulkWrite-errorResponse.json": FAILPOINT,
-    "crud/deleteOne-errorResponse.json": FAILPOINT,
-    "crud/estimatedDocumentCount.json/estimatedDocumentCount errors correctly--command error":
-        FAILPOINT,
-    "crud/estimatedDocumentCount.json/estimatedDocumentCount errors correctly--socket error":
-        FAILPOINT,
     "crud/estimatedDocumentCount.json/estimatedDocumentCount works correctly on views":
         "views not supported: create option 'viewOn' refused (CommandNotSupported 115)",
     "crud/findOneAndUpdate-errorResponse.json/"
     "findOneAndUpdate document validation errInfo is accessible":
         "document validation not supported: collMod option 'validator' refused",
-    "crud/insertOne-errorResponse.json": FAILPOINT,
-    "crud/updateOne-errorResponse.json": FAILPOINT,
 
     # collection-management
     "collection-management/clustered-indexes.json": CLUSTERED,
@@ -49,7 +39,6 @@ EXPECTED_FAILURES: dict[str, str] = {
     "collection-management/timeseries-collection.json": TIMESERIES,
 
     # run-command
-    "run-command/runCommand.json/does not retry retryable errors on given command": FAILPOINT,
     "run-command/runCursorCommand.json/does not close the cursor when receiving an empty batch":
         "capped collections (create capped/size/max) and tailable cursors not supported",
 
