@@ -318,34 +318,49 @@ static int fill(mfi_cursor *cur, mf_engine *e, mf_coll *c, batch *b, int64_t dea
 }
 
 /* The reply's cursor document: {firstBatch|nextBatch: [...], id, ns}. */
-static void cursor_reply(bson_t *reply, const char *batch_name, bson_t *arr, int64_t id,
-                         const char *ns)
+/* A cursor reply is built in place: the batch is filled straight into
+ * `reply`'s cursor.<batch_name> array (no copy of a batch that can reach
+ * 16 MiB), then closed with the cursor's id and namespace once they are
+ * known.  On an error it is closed all the same and the dispatcher
+ * replaces the reply. */
+typedef struct reply_cursor {
+    bson_t *reply;
+    bson_t cd, arr;
+} reply_cursor;
+
+static void cursor_reply_open(reply_cursor *rcur, bson_t *reply, const char *batch_name)
 {
-    bson_t cd;
-    BSON_APPEND_DOCUMENT_BEGIN(reply, "cursor", &cd);
-    bson_append_array(&cd, batch_name, -1, arr);
-    BSON_APPEND_INT64(&cd, "id", id);
-    BSON_APPEND_UTF8(&cd, "ns", ns);
-    bson_append_document_end(reply, &cd);
+    rcur->reply = reply;
+    bson_append_document_begin(reply, "cursor", -1, &rcur->cd);
+    bson_append_array_begin(&rcur->cd, batch_name, -1, &rcur->arr);
+}
+
+static void cursor_reply_close(reply_cursor *rcur, int64_t id, const char *ns)
+{
+    bson_append_array_end(&rcur->cd, &rcur->arr);
+    BSON_APPEND_INT64(&rcur->cd, "id", id);
+    BSON_APPEND_UTF8(&rcur->cd, "ns", ns);
+    bson_append_document_end(rcur->reply, &rcur->cd);
 }
 
 int mfi_cursor_first_batch(mf_cmd_ctx *ctx, mfi_cursor *cur, int64_t batch_size,
                            int64_t deadline, bool single_batch, bson_t *reply, mf_error *err)
 {
-    bson_t arr = BSON_INITIALIZER;
-    batch b = {.arr = &arr, .max_docs = batch_size};
+    reply_cursor rcur;
+    cursor_reply_open(&rcur, reply, "firstBatch");
+    batch b = {.arr = &rcur.arr, .max_docs = batch_size};
     bool exhausted;
     int rc = fill(cur, NULL, NULL, &b, deadline, &exhausted, err);
     if (rc == 0) {
         exhausted |= single_batch;
         int64_t id = exhausted ? 0 : mfi_cursor_register(ctx->inst, cur);
-        cursor_reply(reply, "firstBatch", &arr, id, cur->ns);
+        cursor_reply_close(&rcur, id, cur->ns);
         if (exhausted)
             mfi_cursor_free(cur);
     } else {
+        cursor_reply_close(&rcur, 0, cur->ns);
         mfi_cursor_free(cur);
     }
-    bson_destroy(&arr);
     return rc;
 }
 
@@ -620,10 +635,11 @@ int mfi_cmd_find(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_error *er
     cur->limit = a.limit > 0 ? a.limit : -1;
     cur->no_timeout = a.no_cursor_timeout;
 
-    bson_t arr = BSON_INITIALIZER;
+    reply_cursor rcur;
+    cursor_reply_open(&rcur, reply, "firstBatch");
     bool exhausted = true;
     int64_t first = a.batch_size >= 0 ? a.batch_size : DEFAULT_FIRST_BATCH;
-    batch b = {.arr = &arr, .max_docs = first};
+    batch b = {.arr = &rcur.arr, .max_docs = first};
     bool running = false; /* errors past planning are the executor's */
     mf_engine_catalog_lock(e, false);
     mf_coll *c = mf_engine_coll(e, ns);
@@ -659,15 +675,15 @@ int mfi_cmd_find(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_error *er
         if (a.single_batch)
             exhausted = true;
         int64_t id = exhausted ? 0 : mfi_cursor_register(ctx->inst, cur);
-        cursor_reply(reply, "firstBatch", &arr, id, ns);
+        cursor_reply_close(&rcur, id, ns);
         if (exhausted)
             mfi_cursor_free(cur);
     } else {
+        cursor_reply_close(&rcur, 0, ns);
         mfi_cursor_free(cur);
         if (running)
             mfi_executor_error(err, "find command");
     }
-    bson_destroy(&arr);
     return rc;
 }
 
@@ -730,8 +746,9 @@ int mfi_cmd_get_more(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_error
                             "different namespace %s",
                             ns, cur->ns);
     }
-    bson_t arr = BSON_INITIALIZER;
-    batch b = {.arr = &arr, .max_docs = batch_size};
+    reply_cursor rcur;
+    cursor_reply_open(&rcur, reply, "nextBatch");
+    batch b = {.arr = &rcur.arr, .max_docs = batch_size};
     bool exhausted = true;
     if (cur->scan) {
         mf_engine_catalog_lock(e, false);
@@ -750,12 +767,10 @@ int mfi_cmd_get_more(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_error
     } else {
         rc = fill(cur, e, NULL, &b, deadline, &exhausted, err);
     }
-    if (rc == 0)
-        cursor_reply(reply, "nextBatch", &arr, exhausted || cur->killed ? 0 : id, ns);
-    else if (rc != MF_QueryPlanKilled)
+    cursor_reply_close(&rcur, rc == 0 && !exhausted && !cur->killed ? id : 0, ns);
+    if (rc != 0 && rc != MF_QueryPlanKilled)
         mfi_executor_error(err, "getMore");
     mfi_cursor_checkin(ctx->inst, cur, rc != 0 || exhausted || cur->killed);
-    bson_destroy(&arr);
     return rc;
 }
 

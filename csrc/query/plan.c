@@ -85,6 +85,9 @@ typedef struct scan_index {
     mfi_oil *oils; /* per field: the bounds explain shows */
 } scan_index;
 
+#define AHEAD_BATCH 8
+#define AHEAD_RING 32 /* four batches */
+
 struct mf_scan {
     plan_kind kind;
     bool backward;
@@ -107,21 +110,24 @@ struct mf_scan {
     bool started, positioned, eof;
     mf_buf last; /* the last key read (record id or index key) */
     mf_cursor cur;
-    /* Read-ahead for the fetches of an index scan: two more cursors run
-     * AHEAD_FAR and AHEAD_NEAR entries ahead of `cur` and hint each entry's
-     * record to the memory system (mf_btree_prefetch, stages 0 and 1), so
-     * that a fetch finds the leaf it needs already in cache instead of
-     * waiting for it.  Hints only: they decide nothing, and go stale
-     * harmlessly; reset whenever `cur` is positioned. */
-    bool ahead_on;
+    /* Read-ahead for the fetches of an index scan: a second cursor runs
+     * ahead of `cur`, collecting record ids in batches of AHEAD_BATCH into
+     * a ring, and each batch is hinted to the memory system twice: its
+     * leaves (mf_btree_prefetch_leaves) three batches before its records
+     * are fetched, their cells (mf_btree_prefetch_cells) two before.
+     * So a fetch finds the leaf it needs in cache instead of waiting for
+     * it.  Hints only: they decide nothing, and go stale harmlessly; reset
+     * whenever `cur` is positioned. */
+    bool ahead_on, ahead_valid;
     int ahead_height;
-    bool ahead_valid[2];
-    mf_cursor ahead[2];
+    uint64_t ahead_used;     /* entries `cur` moved past since the reset */
+    uint64_t ahead_batches;  /* batches collected since the reset */
+    uint8_t ahead_ids[AHEAD_RING][8];
+    mf_btree_hint ahead_hints[AHEAD_RING];
+    int ahead_len[AHEAD_RING / AHEAD_BATCH]; /* ids in each ring batch */
+    mf_cursor ahead;
     mf_scan_stats stats;
 };
-
-#define AHEAD_FAR 16
-#define AHEAD_NEAR 8
 
 static int oom(mf_error *err)
 {
@@ -1163,22 +1169,36 @@ static int locate(mf_scan *s, const uint8_t *k, size_t kl)
     }
 }
 
-/* Move read-ahead cursor `i` one entry and hint its record. */
-static void ahead_move(mf_scan *s, mf_btree *records, int i)
+/* Collect the next batch of record ids from the read-ahead cursor into
+ * its ring slot; hint its leaves, and the cells of the batch before. */
+static void ahead_batch(mf_scan *s, mf_btree *records)
 {
-    mf_error ignored;
-    bool valid;
-    int rc = s->backward ? mf_cursor_prev(&s->ahead[i], &valid, &ignored)
-                         : mf_cursor_next(&s->ahead[i], &valid, &ignored);
-    if (rc != 0 || !valid) {
-        s->ahead_valid[i] = false;
-        return;
+    uint64_t b = s->ahead_batches++;
+    int slot = (int)(b % (AHEAD_RING / AHEAD_BATCH)), n = 0;
+    uint8_t (*ids)[8] = &s->ahead_ids[slot * AHEAD_BATCH];
+    while (s->ahead_valid && n < AHEAD_BATCH) {
+        mf_error ignored;
+        bool valid;
+        int rc = s->backward ? mf_cursor_prev(&s->ahead, &valid, &ignored)
+                             : mf_cursor_next(&s->ahead, &valid, &ignored);
+        if (rc != 0 || !valid) {
+            s->ahead_valid = false;
+            break;
+        }
+        const uint8_t *v;
+        size_t vl;
+        mf_cursor_value(&s->ahead, &v, &vl);
+        if (vl == 8)
+            memcpy(ids[n++], v, 8);
     }
-    const uint8_t *v;
-    size_t vl;
-    mf_cursor_value(&s->ahead[i], &v, &vl);
-    if (vl == 8)
-        mf_btree_prefetch(records, v, vl, s->ahead_height, i == 0 ? 0 : 1);
+    s->ahead_len[slot] = n;
+    mf_btree_prefetch_leaves(records, (const uint8_t (*)[8])ids, n, s->ahead_height,
+                             &s->ahead_hints[slot * AHEAD_BATCH]);
+    if (b > 0) {
+        int prev = (int)((b - 1) % (AHEAD_RING / AHEAD_BATCH)) * AHEAD_BATCH;
+        mf_btree_prefetch_cells(records, (const uint8_t (*)[8])&s->ahead_ids[prev],
+                                s->ahead_len[prev / AHEAD_BATCH], &s->ahead_hints[prev]);
+    }
 }
 
 /* `cur` was just positioned: start the read-ahead from there. */
@@ -1196,23 +1216,22 @@ static void ahead_reset(mf_scan *s, mf_engine *e, mf_coll *c)
         s->ahead_on = false;
         return;
     }
-    for (int i = 0; i < 2; i++) {
-        s->ahead[i] = s->cur;
-        s->ahead_valid[i] = true;
-        for (int n = i == 0 ? AHEAD_FAR : AHEAD_NEAR; n > 0 && s->ahead_valid[i]; n--)
-            ahead_move(s, records, i);
-    }
+    s->ahead = s->cur;
+    s->ahead_valid = true;
+    s->ahead_used = s->ahead_batches = 0;
+    for (int i = 0; i < 3; i++)
+        ahead_batch(s, records);
 }
 
-/* `cur` moved one entry: so do the read-ahead cursors. */
+/* `cur` moved one entry: every AHEAD_BATCH entries, the read-ahead moves a
+ * batch. */
 static void ahead_step(mf_scan *s, mf_engine *e, mf_coll *c)
 {
-    if (!s->ahead_on)
+    if (!s->ahead_on || ++s->ahead_used % AHEAD_BATCH != 0)
         return;
     mf_btree *records = mf_engine_tree(e, mf_coll_records(c));
-    for (int i = 0; i < 2; i++)
-        if (s->ahead_valid[i] && records)
-            ahead_move(s, records, i);
+    if (records)
+        ahead_batch(s, records);
 }
 
 static int scan_next(mf_scan *s, mf_engine *e, mf_coll *c, const mf_matcher *m,

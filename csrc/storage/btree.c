@@ -685,55 +685,78 @@ static inline void prefetch_lines(const uint8_t *c, int lines)
         __builtin_prefetch(c + 64 * i);
 }
 
-void mf_btree_prefetch(mf_btree *t, const uint8_t *key, size_t klen, int height, int stage)
+/* The leaf that would hold 8-byte `key`, and the separators around it
+ * (`bounded` when both are 8-byte keys), into `h`: branch pages only are
+ * read, the leaf is not touched.  h->leaf 0 when the descent meets
+ * anything odd. */
+static void hint_leaf(mf_btree *t, const uint8_t *key, int height, mf_btree_hint *h)
 {
     mf_error err; /* only set on damage, which is ignored here */
     err.code = 0;
     mf_pgno no = t->root;
-    uint64_t lower = 0, upper = 0;
-    bool bounded = false;
+    h->leaf = 0;
+    h->bounded = false;
     for (int depth = 0; no != 0 && depth < height - 1; depth++) {
         uint8_t *p = get_page(t, no, &err);
         bool exact;
         if (!p || is_leaf(p))
             return;
-        int idx = search(t, p, key, klen, &exact, &err), n = pcount(p);
+        int idx = search(t, p, key, 8, &exact, &err), n = pcount(p);
         if (idx == -2)
             return;
-        /* The separators around the child bound its keys. */
         const uint8_t *lo = idx >= 0 ? cell_in_page(p, idx) : NULL;
         const uint8_t *hi = idx + 1 < n ? cell_in_page(p, idx + 1) : NULL;
-        bounded = lo && hi && !((lo[0] | hi[0]) & KEY_OVF) && c_klen(lo) == 8 &&
-                  c_klen(hi) == 8 && klen == 8;
-        if (bounded) {
-            lower = load_be64(lo + BRANCH_CELL_HDR);
-            upper = load_be64(hi + BRANCH_CELL_HDR);
+        h->bounded = lo && hi && !((lo[0] | hi[0]) & KEY_OVF) && c_klen(lo) == 8 &&
+                     c_klen(hi) == 8;
+        if (h->bounded) {
+            h->lower = load_be64(lo + BRANCH_CELL_HDR);
+            h->upper = load_be64(hi + BRANCH_CELL_HDR);
         }
         no = child_at(p, idx);
     }
-    uint8_t *leaf = no ? mf_pager_hint(t->pg, no) : NULL;
-    if (!leaf)
-        return;
-    if (stage == 0) {
-        prefetch_lines(leaf, 2); /* the header and the first 40 slots */
-        return;
+    h->leaf = no;
+}
+
+void mf_btree_prefetch_leaves(mf_btree *t, const uint8_t (*keys)[8], int n, int height,
+                              mf_btree_hint *hints)
+{
+    /* The descents first (cached branch pages), the requests after, back to
+     * back: a request for a page missing from the TLB holds the core while
+     * its page walk runs, and walks issued together overlap. */
+    for (int i = 0; i < n; i++)
+        hint_leaf(t, keys[i], height, &hints[i]);
+    for (int i = 0; i < n; i++) {
+        uint8_t *p = hints[i].leaf ? mf_pager_hint(t->pg, hints[i].leaf) : NULL;
+        if (p)
+            prefetch_lines(p, 2); /* the header and the first 40 slots */
     }
-    /* Stage 1: the header has arrived (stage 0 asked for it earlier); ask
-     * for the cells search() will read: the first, the last and the one
-     * the separators place the key at. */
-    int n = pcount(leaf);
-    if (n < 1 || n > (int)((MF_PAGE_SIZE - BT_HDR) / 2) || mf_page_type(leaf) != MF_PAGE_LEAF)
-        return;
-    const uint8_t *c;
-    if ((c = cell_in_page(leaf, 0)))
-        prefetch_lines(c, 1);
-    if ((c = cell_in_page(leaf, n - 1)))
-        prefetch_lines(c, 1);
-    uint64_t k = load_be64(key);
-    if (bounded && k >= lower && k < upper) {
-        int guess = (int)((unsigned __int128)(k - lower) * (unsigned)n / (upper - lower));
-        if ((c = cell_in_page(leaf, guess < n ? guess : n - 1)))
-            prefetch_lines(c, 3); /* the cell and a short value after it */
+}
+
+void mf_btree_prefetch_cells(mf_btree *t, const uint8_t (*keys)[8], int n,
+                             const mf_btree_hint *hints)
+{
+    /* The headers have arrived (mf_btree_prefetch_leaves asked for them
+     * earlier); ask for the cells search() will read: the first, the last
+     * and the one the separators place the key at. */
+    for (int i = 0; i < n; i++) {
+        const mf_btree_hint *h = &hints[i];
+        uint8_t *p = h->leaf ? mf_pager_hint(t->pg, h->leaf) : NULL;
+        int cnt;
+        if (!p || (cnt = pcount(p)) < 1 || cnt > (int)((MF_PAGE_SIZE - BT_HDR) / 2) ||
+            mf_page_type(p) != MF_PAGE_LEAF)
+            continue;
+        const uint8_t *c;
+        if ((c = cell_in_page(p, 0)))
+            prefetch_lines(c, 1);
+        if ((c = cell_in_page(p, cnt - 1)))
+            prefetch_lines(c, 1);
+        uint64_t k = load_be64(keys[i]);
+        if (h->bounded && k >= h->lower && k < h->upper) {
+            int guess = (int)((unsigned __int128)(k - h->lower) * (unsigned)cnt /
+                              (h->upper - h->lower));
+            if ((c = cell_in_page(p, guess < cnt ? guess : cnt - 1)))
+                prefetch_lines(c, 3); /* the cell and a short value after it */
+        }
     }
 }
 

@@ -46,15 +46,25 @@ int mf_btree_get(mf_btree *t, const uint8_t *key, size_t klen, bool *found,
  * `err` set for a damaged page. */
 int mf_btree_height(mf_btree *t, mf_error *err);
 
-/* Ask the memory system for what a later mf_btree_get(`key`) will read,
- * without waiting for it: stage 0 the leaf's header and slots, stage 1
- * (issued after stage 0 had time to arrive) the cells the leaf's search
- * will touch.  Branch pages are read (they are usually cached); leaves only
- * by stage 1, once stage 0 brought them in.  `height` is
- * mf_btree_height's answer (a stale one only makes the hint useless).
- * Never fails and changes nothing: damage is left for the lookup to
- * report. */
-void mf_btree_prefetch(mf_btree *t, const uint8_t *key, size_t klen, int height, int stage);
+/* Hints for later mf_btree_get calls on 8-byte keys (record ids): ask the
+ * memory system for what they will read, without waiting for it.
+ * mf_btree_prefetch_leaves finds each key's leaf (reading branch pages,
+ * which are usually cached, into `hints`) and asks for the leaves' headers
+ * and slots; mf_btree_prefetch_cells, called with those hints once the
+ * headers had time to arrive, asks for the cells the leaves' searches will
+ * touch.  `height` is mf_btree_height's answer.  A stale height or stale
+ * hints (the tree changed since) only make the hints useless: these never
+ * fail, change nothing and leave damage for the lookups to report. */
+typedef struct mf_btree_hint {
+    mf_pgno leaf;          /* 0: none */
+    uint64_t lower, upper; /* the separators around the leaf, if bounded */
+    bool bounded;
+} mf_btree_hint;
+
+void mf_btree_prefetch_leaves(mf_btree *t, const uint8_t (*keys)[8], int n, int height,
+                              mf_btree_hint *hints);
+void mf_btree_prefetch_cells(mf_btree *t, const uint8_t (*keys)[8], int n,
+                             const mf_btree_hint *hints);
 
 /* Insert or replace.  With `no_overwrite`, an existing key is left alone
  * and `*existed` is set (the call succeeds). */

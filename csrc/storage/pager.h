@@ -105,7 +105,7 @@ void mf_pager_close(mf_pager *pg);
  * out of range. */
 uint8_t *mf_pager_page(mf_pager *pg, mf_pgno no, mf_error *err);
 /* Where page `no` is mapped, or NULL if it is out of range -- with no
- * checksum verification: only for prefetch hints (mf_btree_prefetch),
+ * checksum verification: only for prefetch hints (mf_btree_prefetch_*),
  * whose reads decide nothing. */
 uint8_t *mf_pager_hint(mf_pager *pg, mf_pgno no);
 

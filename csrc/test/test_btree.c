@@ -369,9 +369,14 @@ MFT_CASE(record_ids, "/storage/btree/record_ids_interpolated")
         uint64_t id = i < N - 10 ? i : i + far - 5; /* around the tail, both sides */
         bool want = i < N - 10 ? present[i] : id >= far + N - 10 && id < far + N;
         put_id(k, id);
-        mf_btree_prefetch(&t, k, 8, height, 0);
-        mf_btree_prefetch(&t, k, 8, height, 1);
-        mf_btree_prefetch(&t, k, 8, height + 3, 1); /* a stale height */
+        const uint8_t (*one)[8] = (const uint8_t (*)[8])k;
+        mf_btree_hint h;
+        mf_btree_prefetch_leaves(&t, one, 1, height, &h);
+        CHECK(h.leaf != 0);
+        mf_btree_prefetch_cells(&t, one, 1, &h);
+        mf_btree_prefetch_leaves(&t, one, 1, height + 3, &h); /* a stale height */
+        h.leaf = 3; /* a stale hint: some other page */
+        mf_btree_prefetch_cells(&t, one, 1, &h);
         bool found;
         const uint8_t *v;
         size_t vl;
