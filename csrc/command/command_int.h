@@ -162,6 +162,30 @@ int mfi_read_concern_check(const mf_cmd_def *def, const bson_t *cmd, mf_error *e
  * the API parameters the command was sent with. */
 int mfi_cmd_test_api_version(mf_cmd_ctx *, const bson_t *, bson_t *, mf_error *);
 
+/* ------------------------------------- collection options (coll_options.c) */
+
+/* create's / collMod's `clusteredIndex` at `it` (`cmd` names the command
+ * in errors) into `out` ({v: 2, key, name, unique: true}, initialised on
+ * success), with mongod's errors: 5979703 for the boolean form, TypeMismatch,
+ * 40414/40415 for missing/unknown fields, 5979700 unique not true, 5979701
+ * a key other than {_id: 1}, 5979704 a v other than 2. */
+int mfi_parse_clustered_index(const bson_iter_t *it, const char *cmd, bson_t *out,
+                              mf_error *err);
+/* `changeStreamPreAndPostImages: {enabled: <bool>}` at `it`. */
+int mfi_parse_pre_post_images(const bson_iter_t *it, const char *cmd, bool *enabled,
+                              mf_error *err);
+/* Whether `c` is clustered; `spec` (may be NULL) then borrows its
+ * clusteredIndex document (valid while the catalog lock is held). */
+bool mfi_coll_clustered(const mf_coll *c, bson_t *spec);
+/* The clustered index's name in `spec` (borrowed from it). */
+const char *mfi_clustered_name(const bson_t *spec);
+/* The clustered index as listIndexes shows it (initialised here). */
+void mfi_clustered_list_spec(const mf_coll *c, const bson_t *spec, bson_t *out);
+/* collMod's changeStreamPreAndPostImages: rewrite `c`'s options with the
+ * option {enabled: true} first, or without it.  Exclusive catalog lock. */
+int mfi_coll_set_pre_post_images(mf_engine *e, mf_coll *c, bool enabled, mf_lsn *lsn,
+                                 mf_error *err);
+
 /* ------------------------------------------------ sessions (sessions.c) */
 
 /* The registry: created with the instance, freed with it. */
