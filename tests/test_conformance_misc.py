@@ -91,6 +91,13 @@ def test_api_strict_refuses_stages_outside_v1(client):
     _fails(db, {"aggregate": "c", "cursor": {}, "apiVersion": "1", "apiStrict": True,
                 "pipeline": [{"$lookup": {"from": "c", "as": "j",
                                           "pipeline": [{"$indexStats": {}}]}}]}, 323)
+    # $collStats: only its count under strict
+    _fails(db, {"aggregate": "c", "cursor": {}, "apiVersion": "1", "apiStrict": True,
+                "pipeline": [{"$collStats": {"storageStats": {}}}]}, 323,
+           "only the 'count' option to $collStats is supported in API Version 1")
+    out = db.command({"aggregate": "c", "cursor": {}, "apiVersion": "1", "apiStrict": True,
+                      "pipeline": [{"$collStats": {"count": {}}}, {"$project": {"count": 1}}]})
+    assert out["cursor"]["firstBatch"][0]["count"] == 1
     # without strict the stage runs
     out = db.command({"aggregate": "c", "cursor": {}, "apiVersion": "1",
                       "pipeline": [{"$indexStats": {}}, {"$project": {"name": 1, "_id": 0}}]})

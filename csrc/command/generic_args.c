@@ -157,9 +157,9 @@ int mfi_api_params_check(const mf_cmd_def *def, const bson_t *cmd, mfi_api_param
 /* Stages registered with AllowedWithApiStrict::kNeverInVersion1 in mongod
  * 7.0. */
 static const char *const stages_not_v1[] = {
-    "$currentOp", "$indexStats", "$listCatalog", "$listLocalSessions", "$listSearchIndexes",
-    "$listSessions", "$planCacheStats", "$queryStats", "$search", "$searchMeta",
-    "$shardedDataDistribution",
+    "$changeStreamSplitLargeEvent", "$currentOp", "$indexStats", "$listCatalog",
+    "$listLocalSessions", "$listSampledQueries", "$listSearchIndexes", "$listSessions",
+    "$planCacheStats", "$queryStats", "$search", "$searchMeta", "$shardedDataDistribution",
 };
 
 static int check_stages(const bson_t *pipeline, int depth, mf_error *err);
@@ -196,6 +196,17 @@ static int check_stages(const bson_t *pipeline, int depth, mf_error *err)
                                     name);
         if (!BSON_ITER_HOLDS_DOCUMENT(&spec) || !bson_iter_recurse(&spec, &f))
             continue;
+        /* $collStats is kConditionally allowed: its count alone */
+        if (strcmp(name, "$collStats") == 0) {
+            while (bson_iter_next(&f))
+                if (strcmp(bson_iter_key(&f), "latencyStats") == 0 ||
+                    strcmp(bson_iter_key(&f), "queryExecStats") == 0 ||
+                    strcmp(bson_iter_key(&f), "storageStats") == 0)
+                    return mf_error_set(err, 323,
+                                        "only the 'count' option to $collStats is supported in "
+                                        "API Version 1");
+            continue;
+        }
         bool facet = strcmp(name, "$facet") == 0;
         if (!facet && strcmp(name, "$lookup") != 0 && strcmp(name, "$unionWith") != 0)
             continue;
