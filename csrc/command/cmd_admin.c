@@ -7,6 +7,7 @@
  */
 #include "command_int.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -326,26 +327,44 @@ int mfi_cmd_connection_status(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply,
 
 /* ------------------------------------------------------------- listCommands */
 
+/* An array of the API versions in bit set `v` ("1", "2"). */
+static void append_versions(bson_t *into, const char *key, unsigned v)
+{
+    bson_t arr;
+    uint32_t n = 0;
+    BSON_APPEND_ARRAY_BEGIN(into, key, &arr);
+    for (unsigned bit = 0; bit < 2; bit++) {
+        if (v & (1u << bit)) {
+            char idx[16], ver[4];
+            const char *k;
+            mf_uint32_to_key(n++, &k, idx, sizeof idx);
+            snprintf(ver, sizeof ver, "%u", bit + 1);
+            bson_append_utf8(&arr, k, -1, ver, -1);
+        }
+    }
+    bson_append_array_end(into, &arr);
+}
+
 int mfi_cmd_list_commands(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply,
                           mf_error *err)
 {
-    (void)ctx, (void)cmd, (void)err;
+    (void)cmd, (void)err;
     size_t n;
     const mf_cmd_def *t = mfi_command_table(&n);
-    bson_t cmds, one, arr;
+    bson_t cmds, one;
     BSON_APPEND_DOCUMENT_BEGIN(reply, "commands", &cmds);
     for (size_t i = 0; i < n; i++) {
-        if (t[i].flags & MF_CMD_ALIAS)
+        if ((t[i].flags & MF_CMD_ALIAS) ||
+            ((t[i].flags & MF_CMD_TEST_ONLY) && !ctx->inst->enable_test_commands))
             continue;
+        unsigned deprecated, versions = mfi_api_versions(&t[i], &deprecated);
         bson_append_document_begin(&cmds, t[i].name, -1, &one);
         BSON_APPEND_UTF8(&one, "help", t[i].help);
         BSON_APPEND_BOOL(&one, "requiresAuth", false);
         BSON_APPEND_BOOL(&one, "secondaryOk", true);
         BSON_APPEND_BOOL(&one, "adminOnly", (t[i].flags & MF_CMD_ADMIN_ONLY) != 0);
-        BSON_APPEND_ARRAY_BEGIN(&one, "apiVersions", &arr);
-        bson_append_array_end(&one, &arr);
-        BSON_APPEND_ARRAY_BEGIN(&one, "deprecatedApiVersions", &arr);
-        bson_append_array_end(&one, &arr);
+        append_versions(&one, "apiVersions", versions);
+        append_versions(&one, "deprecatedApiVersions", deprecated);
         bson_append_document_end(&cmds, &one);
     }
     bson_append_document_end(reply, &cmds);

@@ -391,7 +391,8 @@ int mfi_cmd_aggregate(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_erro
                             bson_iter_key(&it));
     }
     agg_args a;
-    if ((rc = parse_args(cmd, ctx->explain != 0, &a, err)) != 0)
+    if ((rc = parse_args(cmd, ctx->explain != 0, &a, err)) != 0 ||
+        (rc = mfi_api_check_pipeline(&ctx->api, &a.pipeline, err)) != 0)
         return rc;
     a.explain |= ctx->explain != 0;
     atomic_fetch_add_explicit(&ctx->inst->counters.op_command, 1, memory_order_relaxed);

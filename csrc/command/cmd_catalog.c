@@ -93,15 +93,28 @@ int mfi_cmd_create(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_error *
         return rc;
     /* Options MultiforaDB does not implement yet are refused by name,
      * rather than stored and silently ignored. */
-    bson_t options = BSON_INITIALIZER, sub;
+    bson_t options = BSON_INITIALIZER, sub, clustered;
     bson_iter_t it;
     mf_collator *coll = NULL;
+    bool has_clustered = false, pre_post_images = false;
     bson_iter_init(&it, cmd);
     bson_iter_next(&it);
     while (rc == 0 && bson_iter_next(&it)) {
         const char *k = bson_iter_key(&it);
         if (mfi_is_generic_arg(k))
             continue;
+        if (strcmp(k, "clusteredIndex") == 0) {
+            if (has_clustered)
+                bson_destroy(&clustered);
+            has_clustered = false;
+            if ((rc = mfi_parse_clustered_index(&it, "create", &clustered, err)) == 0)
+                has_clustered = true;
+            continue;
+        }
+        if (strcmp(k, "changeStreamPreAndPostImages") == 0) {
+            rc = mfi_parse_pre_post_images(&it, "create", &pre_post_images, err);
+            continue;
+        }
         if (strcmp(k, "collation") == 0) {
             /* Kept as the full spec; the simple collation is no default. */
             mf_collator_unref(coll);
@@ -114,11 +127,21 @@ int mfi_cmd_create(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_error *
         rc = mf_error_set(err, 115, /* CommandNotSupported */
                           "create option '%s' is not supported by MultiforaDB yet", k);
     }
+    /* CollectionOptions::appendBSON's order (coll_options.c) */
+    if (rc == 0 && pre_post_images) {
+        BSON_APPEND_DOCUMENT_BEGIN(&options, "changeStreamPreAndPostImages", &sub);
+        BSON_APPEND_BOOL(&sub, "enabled", true);
+        bson_append_document_end(&options, &sub);
+    }
     if (rc == 0 && coll) {
         BSON_APPEND_DOCUMENT_BEGIN(&options, "collation", &sub);
         mf_collator_to_bson(coll, &sub);
         bson_append_document_end(&options, &sub);
     }
+    if (rc == 0 && has_clustered)
+        BSON_APPEND_DOCUMENT(&options, "clusteredIndex", &clustered);
+    if (has_clustered)
+        bson_destroy(&clustered);
     mf_engine *e = ctx->inst->engine;
     if (rc == 0) {
         mf_engine_catalog_lock(e, true);
@@ -263,11 +286,14 @@ int mfi_cmd_list_collections(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply,
             bson_append_document_end(&entry, &sub);
             mf_collator *dflt = NULL;
             mf_error cerr;
-            (void)mfi_coll_default_collation(c, &dflt, &cerr); /* damage: shown without */
-            mf_index_id_spec(dflt, &idx);
-            mf_collator_unref(dflt);
-            BSON_APPEND_DOCUMENT(&entry, "idIndex", &idx);
-            bson_destroy(&idx);
+            /* a clustered collection has no _id index to show */
+            if (!mfi_coll_clustered(c, NULL)) {
+                (void)mfi_coll_default_collation(c, &dflt, &cerr); /* damage: shown without */
+                mf_index_id_spec(dflt, &idx);
+                mf_collator_unref(dflt);
+                BSON_APPEND_DOCUMENT(&entry, "idIndex", &idx);
+                bson_destroy(&idx);
+            }
         }
         if (!m || mf_matcher_match(m, &entry)) {
             char key[16];

@@ -285,6 +285,15 @@ int mfi_cmd_create_indexes(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf
     bool *skip = calloc(nspec, sizeof *skip);
     if (!skip)
         rc = mf_error_set(err, MF_InternalError, "out of memory");
+    /* The cluster key has its index already (IndexCatalogImpl::_isSpecOk). */
+    for (size_t i = 0; rc == 0 && i < nspec && mfi_coll_clustered(c, NULL); i++) {
+        bson_iter_t kit, f;
+        if (bson_iter_init_find(&kit, &norm[i], "key") && BSON_ITER_HOLDS_DOCUMENT(&kit) &&
+            bson_iter_recurse(&kit, &f) && bson_iter_next(&f) &&
+            strcmp(bson_iter_key(&f), "_id") == 0 && !bson_iter_next(&f))
+            rc = mf_error_set(err, MF_CannotCreateIndex,
+                              "cannot create the _id index on a clustered collection");
+    }
     size_t fresh = 0;
     for (size_t i = 0; rc == 0 && i < nspec; i++) {
         bool same = false;
@@ -411,12 +420,19 @@ int mfi_cmd_list_indexes(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_e
     }
     mf_coll_lock(c, false);
     uint32_t n = 0;
+    bson_t clustered;
+    bool is_clustered = mfi_coll_clustered(c, &clustered);
     for (size_t i = 0; i < mf_coll_index_count(c); i++) {
         const mf_index_info *info = mf_coll_index(c, i);
         bson_t pub;
         char key[16];
         const char *k;
-        mfi_index_public_spec(info->spec, info->spec_len, &pub);
+        /* A clustered collection shows its clustered index for "_id_"
+         * (coll_options.c). */
+        if (is_clustered && strcmp(info->name, "_id_") == 0)
+            mfi_clustered_list_spec(c, &clustered, &pub);
+        else
+            mfi_index_public_spec(info->spec, info->spec_len, &pub);
         mf_uint32_to_key(n++, &k, key, sizeof key);
         bson_append_document(docs, k, -1, &pub);
         bson_destroy(&pub);
@@ -501,6 +517,8 @@ int mfi_cmd_drop_indexes(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_e
     mf_coll_lock(c, true);
     size_t was = mf_coll_index_count(c);
     mf_lsn lsn = 0;
+    bson_t clustered;
+    const char *cname = mfi_coll_clustered(c, &clustered) ? mfi_clustered_name(&clustered) : NULL;
     /* The names to drop, checked before any is dropped. */
     char **names = calloc(was + 1, sizeof *names);
     size_t nn = 0;
@@ -530,6 +548,8 @@ int mfi_cmd_drop_indexes(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_e
                               "%d indexes found for key: %s, identify by name instead. "
                               "Conflicting indexes: %s, %s",
                               count, shown, s1, s2);
+        else if (cname && strcmp(name, "_id_") == 0)
+            rc = mf_error_set(err, 5979800, "It is illegal to drop the clusteredIndex");
         else if (strcmp(name, "_id_") == 0)
             rc = mf_error_set(err, MF_InvalidOptions, "cannot drop _id index");
         else
@@ -551,7 +571,11 @@ int mfi_cmd_drop_indexes(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_e
             bool exists = false;
             for (size_t i = 0; i < was; i++)
                 exists |= strcmp(mf_coll_index(c, i)->name, name) == 0;
-            if (strcmp(name, "_id_") == 0)
+            if (cname && strcmp(name, "*") != 0 && strcmp(name, cname) == 0)
+                rc = mf_error_set(err, 5979800, "It is illegal to drop the clusteredIndex");
+            else if (cname && strcmp(name, "_id_") == 0) /* the internal _id index */
+                rc = mf_error_set(err, MF_IndexNotFound, "index not found with name [%s]", name);
+            else if (strcmp(name, "_id_") == 0)
                 rc = mf_error_set(err, MF_InvalidOptions, "cannot drop _id index");
             else if (!exists)
                 rc = mf_error_set(err, MF_IndexNotFound, "index not found with name [%s]", name);
@@ -583,13 +607,346 @@ int mfi_cmd_drop_indexes(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_e
 
 /* ---------------------------------------------------------------- collMod */
 
+/* What collMod's `index` asks of one index. */
+typedef struct index_mod {
+    const char *name;
+    bool has_ttl, has_hidden, has_prepare_unique, has_unique;
+    bool hidden, prepare_unique, unique;
+    int64_t ttl;
+} index_mod;
+
+/* mongod's safeBool: a bool or a number, read as its truth. */
+static int safe_bool_opt(const bson_iter_t *it, const char *field, bool *out, mf_error *err)
+{
+    if (!BSON_ITER_HOLDS_BOOL(it) && !mfi_is_number(it))
+        return mf_error_set(err, MF_TypeMismatch,
+                            "BSON field 'collMod.index.%s' is the wrong type '%s', expected types "
+                            "'[bool, long, int, decimal, double]'",
+                            field, mf_bsonx_type_alias(bson_iter_type(it)));
+    *out = bson_iter_as_bool(it);
+    return 0;
+}
+
+/* Parse collMod's `index` document and find its index in `c` (catalog
+ * lock held), in mongod's order of checks. */
+static int parse_index_mod(mf_coll *c, const char *ns, const bson_t *index, index_mod *m,
+                           mf_error *err)
+{
+    bson_iter_t opt;
+    bson_t key;
+    bool has_key = false;
+    int rc = 0;
+    memset(m, 0, sizeof *m);
+    bson_iter_init(&opt, index);
+    while (rc == 0 && bson_iter_next(&opt)) {
+        const char *k = bson_iter_key(&opt);
+        if (strcmp(k, "keyPattern") == 0) {
+            if (!mfi_doc_arg(&opt, &key))
+                return mfi_type_error(err, "collMod.index", k, &opt, "object");
+            has_key = true;
+        } else if (strcmp(k, "name") == 0) {
+            if (!BSON_ITER_HOLDS_UTF8(&opt))
+                return mfi_type_error(err, "collMod.index", k, &opt, "string");
+            m->name = bson_iter_utf8(&opt, NULL);
+        } else if (strcmp(k, "expireAfterSeconds") == 0) {
+            if (!mfi_as_int64(&opt, &m->ttl) || m->ttl < 0 || m->ttl > INT32_MAX)
+                rc = mf_error_set(err, MF_BadValue,
+                                  "TTL index 'expireAfterSeconds' option must be within an "
+                                  "acceptable range, try a lower number");
+            m->has_ttl = true;
+        } else if (strcmp(k, "hidden") == 0) {
+            if (!BSON_ITER_HOLDS_BOOL(&opt))
+                return mfi_type_error(err, "collMod.index", k, &opt, "bool");
+            m->hidden = bson_iter_bool(&opt);
+            m->has_hidden = true;
+        } else if (strcmp(k, "prepareUnique") == 0) {
+            rc = safe_bool_opt(&opt, k, &m->prepare_unique, err);
+            m->has_prepare_unique = true;
+        } else if (strcmp(k, "unique") == 0) {
+            rc = safe_bool_opt(&opt, k, &m->unique, err);
+            m->has_unique = true;
+        } else {
+            rc = mf_error_set(err, 40415, "BSON field 'collMod.index.%s' is an unknown field.", k);
+        }
+    }
+    if (rc)
+        return rc;
+    if (m->name && has_key)
+        return mf_error_set(err, MF_InvalidOptions, "Cannot specify both key pattern and name.");
+    if (!m->name && !has_key)
+        return mf_error_set(err, MF_InvalidOptions,
+                            "Must specify either index name or key pattern.");
+    if (!m->has_ttl && !m->has_hidden && !m->has_unique && !m->has_prepare_unique)
+        return mf_error_set(err, MF_InvalidOptions,
+                            "no expireAfterSeconds, hidden, unique, or prepareUnique field");
+    bson_t clustered;
+    if (m->has_hidden && mfi_coll_clustered(c, &clustered)) {
+        const char *cname = mfi_clustered_name(&clustered);
+        bson_iter_t ck;
+        bson_t ckey;
+        bool same_key = has_key && bson_iter_init_find(&ck, &clustered, "key") &&
+                        mfi_doc_arg(&ck, &ckey) && ckey.len == key.len &&
+                        memcmp(bson_get_data(&ckey), bson_get_data(&key), key.len) == 0;
+        if ((m->name && strcmp(m->name, cname) == 0) || same_key)
+            return mf_error_set(err, 6011800,
+                                "The 'hidden' option is not supported for a clusteredIndex");
+    }
+    mf_coll_lock(c, false);
+    if (m->name) {
+        bool exists = false;
+        for (size_t i = 0; i < mf_coll_index_count(c); i++)
+            exists |= strcmp(mf_coll_index(c, i)->name, m->name) == 0;
+        if (!exists)
+            rc = mf_error_set(err, MF_IndexNotFound, "cannot find index %s for ns %s", m->name,
+                              ns);
+    } else {
+        bson_t one, two;
+        char shown[512], s1[512], s2[512];
+        int count;
+        m->name = index_by_key(c, &key, &count, &one, &two);
+        mf_bsonx_to_string(&key, shown, sizeof shown);
+        mf_bsonx_to_string(&one, s1, sizeof s1);
+        mf_bsonx_to_string(&two, s2, sizeof s2);
+        bson_destroy(&one);
+        bson_destroy(&two);
+        if (!m->name)
+            rc = mf_error_set(err, MF_IndexNotFound, "cannot find index %s for ns %s", shown, ns);
+        else if (count > 1)
+            rc = mf_error_set(err, MF_AmbiguousIndexKeyPattern,
+                              "index keyPattern %s matches %d indexes, must use index name. "
+                              "Conflicting indexes:%s, %s",
+                              shown, count, s1, s2);
+    }
+    mf_coll_unlock(c);
+    return rc;
+}
+
+/* The _id of the record `rid` of `c`, appended to `ids` under `key`. */
+static int append_record_id(mf_engine *e, mf_coll *c, const uint8_t rid[8], bson_t *ids,
+                            const char *key, mf_error *err)
+{
+    bool found;
+    const uint8_t *v;
+    size_t vl;
+    bson_t doc;
+    bson_iter_t id;
+    int rc = mf_btree_get(mf_engine_tree(e, mf_coll_records(c)), rid, 8, &found, &v, &vl, err);
+    if (rc)
+        return rc;
+    if (!found || !bson_init_static(&doc, v, vl) || !bson_iter_init_find(&id, &doc, "_id"))
+        return mf_error_set(err, MF_DataCorruption,
+                            "index entry of %s names a record without an _id", mf_coll_name(c));
+    bson_append_iter(ids, key, -1, &id);
+    return 0;
+}
+
+/* Every group of records sharing a key in the non-unique index `x`, as
+ * mongod's scanIndexForDuplicates reports them: `violations` gets
+ * [{ids: [<_id>, ...]}, ...] in key order.  Entries are key + RecordId, so
+ * a group is a run of entries whose keys agree but for the last 8 bytes. */
+static int find_duplicates(mf_engine *e, mf_coll *c, const mf_index_desc *x, bson_t *violations,
+                           uint32_t *nviolations, mf_error *err)
+{
+    mf_cursor cur;
+    bool valid;
+    mf_buf prev = {0};
+    uint8_t prev_rid[8];
+    bool has_prev = false, in_group = false;
+    bson_t group, ids;
+    uint32_t nids = 0;
+    int rc;
+    *nviolations = 0;
+    mf_cursor_init(&cur, mf_engine_tree(e, x->tree));
+    rc = mf_cursor_first(&cur, &valid, err);
+    while (rc == 0 && valid) {
+        const uint8_t *k;
+        size_t kl;
+        mf_cursor_key(&cur, &k, &kl);
+        if (kl < 8) {
+            rc = mf_error_set(err, MF_DataCorruption, "index %s has a short key", x->name);
+            break;
+        }
+        bool same = has_prev && prev.len == kl - 8 && memcmp(prev.data, k, kl - 8) == 0;
+        char idx[16];
+        const char *ik;
+        if (same && !in_group) {
+            mf_uint32_to_key((*nviolations)++, &ik, idx, sizeof idx);
+            bson_append_document_begin(violations, ik, -1, &group);
+            bson_append_array_begin(&group, "ids", -1, &ids);
+            nids = 0;
+            mf_uint32_to_key(nids++, &ik, idx, sizeof idx);
+            rc = append_record_id(e, c, prev_rid, &ids, ik, err);
+            in_group = true;
+        } else if (!same && in_group) {
+            bson_append_array_end(&group, &ids);
+            bson_append_document_end(violations, &group);
+            in_group = false;
+        }
+        if (rc == 0 && same) {
+            mf_uint32_to_key(nids++, &ik, idx, sizeof idx);
+            rc = append_record_id(e, c, k + kl - 8, &ids, ik, err);
+        }
+        if (rc)
+            break;
+        prev.len = 0;
+        if (mf_buf_append(&prev, k, kl - 8) != 0) {
+            rc = mf_error_set(err, MF_InternalError, "out of memory");
+            break;
+        }
+        memcpy(prev_rid, k + kl - 8, 8);
+        has_prev = true;
+        rc = mf_cursor_next(&cur, &valid, err);
+    }
+    if (in_group) {
+        bson_append_array_end(&group, &ids);
+        bson_append_document_end(violations, &group);
+    }
+    mf_buf_free(&prev);
+    return rc;
+}
+
+/* Make the non-unique index `name` of `c` unique (collection lock held
+ * exclusively): refused with CannotConvertIndexToUnique (359) and the
+ * violations in `ctx->err_info` when records share a key; else the index is
+ * rebuilt in the unique layout (key -> RecordId) under the same name, its
+ * spec with unique: true and without prepareUnique. */
+static int convert_to_unique(mf_cmd_ctx *ctx, mf_coll *c, const char *name, mf_lsn *lsn,
+                             mf_error *err)
+{
+    mf_engine *e = ctx->inst->engine;
+    mfi_indexes ix;
+    int rc = mfi_indexes_load(c, &ix, err);
+    if (rc)
+        return rc;
+    mf_index_desc *x = mfi_indexes_find(&ix, name);
+    bson_t violations = BSON_INITIALIZER, spec = BSON_INITIALIZER, s;
+    uint32_t nviol = 0;
+    if (!x)
+        rc = mf_error_set(err, MF_IndexNotFound, "index %s vanished", name);
+    else
+        rc = find_duplicates(e, c, x, &violations, &nviol, err);
+    if (rc == 0 && nviol > 0) {
+        if (ctx->err_info)
+            BSON_APPEND_ARRAY(ctx->err_info, "violations", &violations);
+        rc = mf_error_set(err, 359,
+                          "Cannot convert the index to unique. Please resolve conflicting "
+                          "documents before running collMod again.");
+    }
+    const mf_index_info *info = NULL;
+    for (size_t i = 0; rc == 0 && i < mf_coll_index_count(c); i++)
+        if (strcmp(mf_coll_index(c, i)->name, name) == 0)
+            info = mf_coll_index(c, i);
+    if (rc == 0 && (!info || !bson_init_static(&s, info->spec, info->spec_len)))
+        rc = mf_error_set(err, MF_IndexNotFound, "index %s vanished", name);
+    if (rc == 0) {
+        /* durable_catalog's unique update: the spec's fields, then unique */
+        bson_copy_to_excluding_noinit(&s, &spec, "unique", "prepareUnique", "building", NULL);
+        BSON_APPEND_BOOL(&spec, "unique", true);
+        BSON_APPEND_BOOL(&spec, "building", true);
+    }
+    char *keep = rc == 0 ? strdup(name) : NULL;
+    if (rc == 0 && !keep)
+        rc = mf_error_set(err, MF_InternalError, "out of memory");
+    mfi_indexes_free(&ix);
+    /* Drop and build again, both under the exclusive lock: no write sees
+     * the index missing.  A crash between leaves the "building" mark, and
+     * mfi_indexes_recover() drops the half-built index at open. */
+    mf_tree_id tree;
+    if (rc == 0)
+        rc = mf_coll_index_drop(e, c, keep, lsn, err);
+    if (rc == 0)
+        rc = mf_coll_index_create(e, c, keep, bson_get_data(&spec), spec.len, &tree, lsn, err);
+    if (rc == 0) {
+        mf_index_desc nx;
+        if ((rc = mf_index_desc_init(&nx, keep, tree, bson_get_data(&spec), spec.len, err)) ==
+            0) {
+            rc = build_index(e, c, &nx, NULL, lsn, err);
+            mf_index_desc_clear(&nx);
+        }
+        if (rc == 0)
+            rc = finish_spec(e, c, keep, lsn, err);
+    }
+    free(keep);
+    bson_destroy(&spec);
+    bson_destroy(&violations);
+    return rc;
+}
+
+/* Apply `m` to its index (collection lock held exclusively); the reply
+ * gets mongod's *_old / *_new fields for what changed. */
+static int apply_index_mod(mf_cmd_ctx *ctx, mf_coll *c, const char *ns, const index_mod *m,
+                           bson_t *reply, mf_lsn *lsn, mf_error *err)
+{
+    mf_engine *e = ctx->inst->engine;
+    const mf_index_info *info = NULL;
+    bson_t s, out = BSON_INITIALIZER;
+    bson_iter_t old;
+    int rc = 0;
+    for (size_t i = 0; i < mf_coll_index_count(c); i++)
+        if (strcmp(mf_coll_index(c, i)->name, m->name) == 0)
+            info = mf_coll_index(c, i);
+    if (!info || !bson_init_static(&s, info->spec, info->spec_len))
+        return mf_error_set(err, MF_IndexNotFound, "cannot find index %s for ns %s", m->name, ns);
+    bool is_id = strcmp(m->name, "_id_") == 0;
+    bool old_hidden = bson_iter_init_find(&old, &s, "hidden") && bson_iter_as_bool(&old);
+    bool had_ttl = bson_iter_init_find(&old, &s, "expireAfterSeconds");
+    int64_t old_ttl = had_ttl ? bson_iter_as_int64(&old) : 0;
+    bool old_unique = is_id || (bson_iter_init_find(&old, &s, "unique") && bson_iter_as_bool(&old));
+    bool old_prepare = bson_iter_init_find(&old, &s, "prepareUnique") && bson_iter_as_bool(&old);
+    if (m->has_ttl && is_id)
+        return mf_error_set(err, MF_InvalidOptions, "the _id field does not support TTL indexes");
+    if (m->has_unique && !m->unique)
+        return mf_error_set(err, MF_BadValue, "Cannot make index non-unique");
+    bool make_unique = m->has_unique && !old_unique;
+    if (make_unique && !old_prepare)
+        return mf_error_set(err, MF_InvalidOptions,
+                            "Cannot make index unique with 'prepareUnique=false'. Run collMod to "
+                            "set it first.");
+    if (m->has_hidden && is_id)
+        return mf_error_set(err, MF_BadValue, "can't hide _id index");
+    bool new_hidden = m->has_hidden && m->hidden != old_hidden;
+    bool new_prepare = m->has_prepare_unique && m->prepare_unique != old_prepare && !old_unique;
+    bson_copy_to_excluding_noinit(&s, &out, m->has_ttl ? "expireAfterSeconds" : "",
+                                  new_hidden ? "hidden" : "",
+                                  new_prepare ? "prepareUnique" : "", NULL);
+    if (m->has_ttl)
+        BSON_APPEND_INT64(&out, "expireAfterSeconds", m->ttl);
+    if (new_hidden && m->hidden)
+        BSON_APPEND_BOOL(&out, "hidden", true);
+    if (new_prepare && m->prepare_unique)
+        BSON_APPEND_BOOL(&out, "prepareUnique", true);
+    if (m->has_ttl || new_hidden || new_prepare)
+        rc = mf_coll_index_set_spec(e, c, m->name, bson_get_data(&out), out.len, lsn, err);
+    bson_destroy(&out);
+    if (rc == 0 && make_unique)
+        rc = convert_to_unique(ctx, c, m->name, lsn, err);
+    if (rc)
+        return rc;
+    if (m->has_ttl) {
+        if (had_ttl)
+            BSON_APPEND_INT64(reply, "expireAfterSeconds_old", old_ttl);
+        BSON_APPEND_INT64(reply, "expireAfterSeconds_new", m->ttl);
+    }
+    if (new_hidden) {
+        BSON_APPEND_BOOL(reply, "hidden_old", old_hidden);
+        BSON_APPEND_BOOL(reply, "hidden_new", m->hidden);
+    }
+    if (make_unique)
+        BSON_APPEND_BOOL(reply, "unique_new", true);
+    if (new_prepare) {
+        BSON_APPEND_BOOL(reply, "prepareUnique_old", old_prepare);
+        BSON_APPEND_BOOL(reply, "prepareUnique_new", m->prepare_unique);
+    }
+    return 0;
+}
+
 int mfi_cmd_coll_mod(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_error *err)
 {
     mf_engine *e = ctx->inst->engine;
     char ns[MF_MAX_NS_LEN + 1];
-    bson_iter_t it, opt;
+    bson_iter_t it;
     bson_t index;
-    bool has_index = false;
+    bool has_index = false, has_images = false, images = false;
     int rc = mfi_coll_arg(ctx, cmd, ns, sizeof ns, err);
     if (rc)
         return rc;
@@ -600,11 +957,14 @@ int mfi_cmd_coll_mod(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_error
         if (strcmp(k, "index") == 0) {
             if (!(has_index = mfi_doc_arg(&it, &index)))
                 return mfi_type_error(err, "collMod", k, &it, "object");
+        } else if (strcmp(k, "changeStreamPreAndPostImages") == 0) {
+            if ((rc = mfi_parse_pre_post_images(&it, "collMod", &images, err)) != 0)
+                return rc;
+            has_images = true;
         } else if (mfi_is_generic_arg(k)) {
         } else if (strcmp(k, "validator") == 0 || strcmp(k, "validationLevel") == 0 ||
                    strcmp(k, "validationAction") == 0 || strcmp(k, "viewOn") == 0 ||
                    strcmp(k, "pipeline") == 0 || strcmp(k, "expireAfterSeconds") == 0 ||
-                   strcmp(k, "changeStreamPreAndPostImages") == 0 ||
                    strcmp(k, "timeseries") == 0 || strcmp(k, "cappedSize") == 0 ||
                    strcmp(k, "cappedMax") == 0) {
             return mf_error_set(err, MF_NotImplemented,
@@ -613,123 +973,25 @@ int mfi_cmd_coll_mod(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_error
             return mf_error_set(err, 40415, "BSON field 'collMod.%s' is an unknown field.", k);
         }
     }
-    mf_engine_catalog_lock(e, false);
+    /* Changing the collection's options needs the catalog to itself:
+     * listCollections reads them under the shared lock. */
+    mf_engine_catalog_lock(e, has_images);
     mf_coll *c = mf_engine_coll(e, ns);
     if (!c) {
         mf_engine_catalog_unlock(e);
         return mf_error_set(err, MF_NamespaceNotFound, "ns does not exist: %s", ns);
     }
-    if (!has_index) {
-        mf_engine_catalog_unlock(e);
-        return 0;
-    }
-    /* The index: by keyPattern or by name. */
-    const char *name = NULL;
-    bool has_ttl = false, has_hidden = false, hidden = false;
-    int64_t ttl = 0;
-    bson_iter_init(&opt, &index);
-    while (rc == 0 && bson_iter_next(&opt)) {
-        const char *k = bson_iter_key(&opt);
-        if (strcmp(k, "keyPattern") == 0) {
-            bson_t key;
-            int count;
-            if (!mfi_doc_arg(&opt, &key)) {
-                rc = mfi_type_error(err, "collMod.index", k, &opt, "object");
-                break;
-            }
-            bson_t one, two;
-            char shown[512], s1[512], s2[512];
-            mf_coll_lock(c, false);
-            name = index_by_key(c, &key, &count, &one, &two);
-            mf_coll_unlock(c);
-            mf_bsonx_to_string(&key, shown, sizeof shown);
-            mf_bsonx_to_string(&one, s1, sizeof s1);
-            mf_bsonx_to_string(&two, s2, sizeof s2);
-            bson_destroy(&one);
-            bson_destroy(&two);
-            if (!name)
-                rc = mf_error_set(err, MF_IndexNotFound, "cannot find index %s for ns %s", shown,
-                                  ns);
-            else if (count > 1)
-                rc = mf_error_set(err, MF_AmbiguousIndexKeyPattern,
-                                  "index keyPattern %s matches %d indexes, must use index name. "
-                                  "Conflicting indexes:%s, %s",
-                                  shown, count, s1, s2);
-        } else if (strcmp(k, "name") == 0) {
-            if (!BSON_ITER_HOLDS_UTF8(&opt)) {
-                rc = mfi_type_error(err, "collMod.index", k, &opt, "string");
-                break;
-            }
-            name = bson_iter_utf8(&opt, NULL);
-            bool exists = false;
-            mf_coll_lock(c, false);
-            for (size_t i = 0; i < mf_coll_index_count(c); i++)
-                exists |= strcmp(mf_coll_index(c, i)->name, name) == 0;
-            mf_coll_unlock(c);
-            if (!exists)
-                rc = mf_error_set(err, MF_IndexNotFound, "cannot find index %s for ns %s", name,
-                                  ns);
-        } else if (strcmp(k, "expireAfterSeconds") == 0) {
-            if (!mfi_as_int64(&opt, &ttl) || ttl < 0 || ttl > INT32_MAX)
-                rc = mf_error_set(err, MF_BadValue,
-                                  "TTL index 'expireAfterSeconds' option must be within an "
-                                  "acceptable range, try a lower number");
-            has_ttl = true;
-        } else if (strcmp(k, "hidden") == 0) {
-            if (!BSON_ITER_HOLDS_BOOL(&opt)) {
-                rc = mfi_type_error(err, "collMod.index", k, &opt, "bool");
-                break;
-            }
-            hidden = bson_iter_bool(&opt);
-            has_hidden = true;
-        } else {
-            rc = mf_error_set(err, 40415, "BSON field 'collMod.index.%s' is an unknown field.", k);
-        }
-    }
-    if (rc == 0 && !name)
-        rc = mf_error_set(err, MF_InvalidOptions,
-                          "must specify either index name or key pattern for collMod");
-    if (rc == 0 && !has_ttl && !has_hidden)
-        rc = mf_error_set(err, MF_InvalidOptions,
-                          "no expireAfterSeconds or hidden field");
-    if (rc == 0 && strcmp(name, "_id_") == 0 && (has_hidden || has_ttl))
-        rc = mf_error_set(err, MF_BadValue, "can't %s _id index",
-                          has_hidden ? "hide" : "set expireAfterSeconds on");
+    index_mod m;
+    if (has_index)
+        rc = parse_index_mod(c, ns, &index, &m, err);
     mf_lsn lsn = 0;
-    if (rc == 0) {
+    if (rc == 0 && has_index) {
         mf_coll_lock(c, true);
-        const mf_index_info *info = NULL;
-        for (size_t i = 0; i < mf_coll_index_count(c); i++)
-            if (strcmp(mf_coll_index(c, i)->name, name) == 0)
-                info = mf_coll_index(c, i);
-        bson_t s, out = BSON_INITIALIZER;
-        bson_iter_t old;
-        if (!info || !bson_init_static(&s, info->spec, info->spec_len)) {
-            rc = mf_error_set(err, MF_IndexNotFound, "cannot find index %s for ns %s", name, ns);
-        } else {
-            bool old_hidden = bson_iter_init_find(&old, &s, "hidden") && bson_iter_as_bool(&old);
-            bool had_ttl = bson_iter_init_find(&old, &s, "expireAfterSeconds");
-            int64_t old_ttl = had_ttl ? bson_iter_as_int64(&old) : 0;
-            bson_copy_to_excluding_noinit(&s, &out, has_ttl ? "expireAfterSeconds" : "",
-                                          has_hidden ? "hidden" : "", NULL);
-            if (has_ttl)
-                BSON_APPEND_INT64(&out, "expireAfterSeconds", ttl);
-            if (has_hidden && hidden)
-                BSON_APPEND_BOOL(&out, "hidden", true);
-            rc = mf_coll_index_set_spec(e, c, name, bson_get_data(&out), out.len, &lsn, err);
-            if (rc == 0 && has_ttl) {
-                if (had_ttl)
-                    BSON_APPEND_INT64(reply, "expireAfterSeconds_old", old_ttl);
-                BSON_APPEND_INT64(reply, "expireAfterSeconds_new", ttl);
-            }
-            if (rc == 0 && has_hidden) {
-                BSON_APPEND_BOOL(reply, "hidden_old", old_hidden);
-                BSON_APPEND_BOOL(reply, "hidden_new", hidden);
-            }
-        }
-        bson_destroy(&out);
+        rc = apply_index_mod(ctx, c, ns, &m, reply, &lsn, err);
         mf_coll_unlock(c);
     }
+    if (rc == 0 && has_images)
+        rc = mfi_coll_set_pre_post_images(e, c, images, &lsn, err);
     mf_engine_catalog_unlock(e);
     if (rc == 0 && lsn)
         rc = mf_engine_sync(e, lsn, err);

@@ -249,6 +249,34 @@ int mfi_mark_multikey(mf_engine *e, mf_coll *c, mf_index_desc *x, uint32_t bits,
     return rc;
 }
 
+/* Whether the non-unique index `tree` holds key `k` for a record other than
+ * `rid`: its entries are key + RecordId, and keys are self-delimiting, so
+ * the entries of `k` are exactly those of length k->len + 8 that start with
+ * it, one after another from the first at or after `k`. */
+static int has_other_entry(mf_btree *tree, const mf_buf *k, const uint8_t rid[8], bool *found,
+                           mf_error *err)
+{
+    mf_cursor cur;
+    bool valid;
+    int rc;
+    *found = false;
+    mf_cursor_init(&cur, tree);
+    rc = mf_cursor_seek(&cur, k->data, k->len, false, &valid, err);
+    while (rc == 0 && valid) {
+        const uint8_t *ek;
+        size_t el;
+        mf_cursor_key(&cur, &ek, &el);
+        if (el != k->len + 8 || memcmp(ek, k->data, k->len) != 0)
+            break;
+        if (memcmp(ek + k->len, rid, 8) != 0) {
+            *found = true;
+            break;
+        }
+        rc = mf_cursor_next(&cur, &valid, err);
+    }
+    return rc;
+}
+
 int mfi_write_doc(mf_engine *e, mf_coll *c, mfi_indexes *ix, uint64_t rid, const bson_t *old_doc,
                   const bson_t *new_doc, mf_lsn *lsn, mfi_dup *dup, mf_error *err)
 {
@@ -288,13 +316,16 @@ int mfi_write_doc(mf_engine *e, mf_coll *c, mfi_indexes *ix, uint64_t rid, const
         for (size_t k = 0; rc == 0 && k < after.n; k++) {
             if (key_in(&before, &after.keys[k]))
                 continue;
-            if (x->unique) {
+            if (x->unique || x->prepare_unique) {
                 bool found;
                 const uint8_t *v;
                 size_t vl;
-                rc = mf_btree_get(tree, after.keys[k].data, after.keys[k].len, &found, &v, &vl,
-                                  err);
-                if (rc == 0 && found && !(vl == 8 && memcmp(v, r, 8) == 0)) {
+                if (x->unique)
+                    rc = mf_btree_get(tree, after.keys[k].data, after.keys[k].len, &found, &v,
+                                      &vl, err);
+                else /* prepareUnique: existing duplicates stay, new ones are refused */
+                    rc = has_other_entry(tree, &after.keys[k], r, &found, err);
+                if (rc == 0 && found && !(x->unique && vl == 8 && memcmp(v, r, 8) == 0)) {
                     if (dup)
                         mfi_dup_fill(dup, x, new_doc);
                     rc = mf_error_set(err, MF_DuplicateKey, "duplicate key in index %s",

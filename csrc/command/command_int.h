@@ -66,6 +66,14 @@ struct mf_instance {
     bool is_shutting_down;
 };
 
+/* The API version parameters a command was sent with (generic_args.c);
+ * `version` is "" when none was given. */
+typedef struct mfi_api_params {
+    char version[8];
+    bool has_strict, strict;
+    bool has_deprecation_errors, deprecation_errors;
+} mfi_api_params;
+
 /* What a handler sees of the request beyond the command document. */
 typedef struct mf_cmd_ctx {
     mf_instance *inst;
@@ -78,6 +86,7 @@ typedef struct mf_cmd_ctx {
     bson_t *err_info; /* fields the error reply carries after codeName
                          (a DuplicateKey's keyPattern, keyValue); NULL
                          when the caller does not send error replies */
+    mfi_api_params api; /* the command's apiVersion, apiStrict, ... */
 } mf_cmd_ctx;
 
 /* A handler appends its reply fields (not `ok`) to `reply` and returns 0, or
@@ -92,6 +101,7 @@ enum {
                                    listCommands leaves it out */
     MF_CMD_HELLO = 1 << 2,      /* hello or isMaster: reads client metadata */
     MF_CMD_WRITE = 1 << 3,      /* writes: accepts a writeConcern */
+    MF_CMD_TEST_ONLY = 1 << 4,  /* exists only with enableTestCommands */
 };
 
 typedef struct mf_cmd_def {
@@ -125,6 +135,58 @@ int mfi_cmd_kill_all_sessions(mf_cmd_ctx *, const bson_t *, bson_t *, mf_error *
 int mfi_cmd_get_log(mf_cmd_ctx *, const bson_t *, bson_t *, mf_error *);
 int mfi_cmd_start_session(mf_cmd_ctx *, const bson_t *, bson_t *, mf_error *);
 int mfi_cmd_refresh_sessions(mf_cmd_ctx *, const bson_t *, bson_t *, mf_error *);
+
+/* ------------------------------------- generic arguments (generic_args.c) */
+
+/* mongod's initializeAPIParameters: parse apiVersion, apiStrict and
+ * apiDeprecationErrors of `cmd` into `out` and refuse what mongod refuses:
+ * TypeMismatch for a wrong type, 4886600 for strict/deprecationErrors
+ * without a version, APIVersionError (322) for a version other than "1",
+ * APIStrictError (323) when apiStrict is true and `def` is not in that
+ * version, APIDeprecationError (324) when it is deprecated there. */
+int mfi_api_params_check(const mf_cmd_def *def, const bson_t *cmd, mfi_api_params *out,
+                         mf_error *err);
+/* The API versions `def` belongs to (mongod's Command::apiVersions), as a
+ * bit set: bit v-1 for version v; deprecated: the versions it is
+ * deprecated in. */
+unsigned mfi_api_versions(const mf_cmd_def *def, unsigned *deprecated);
+/* APIStrictError for a pipeline stage outside API Version 1 (mongod's
+ * AllowedWithApiStrict::kNeverInVersion1), looking into sub-pipelines
+ * ($facet, $lookup, $unionWith), when the command is strict. */
+int mfi_api_check_pipeline(const mfi_api_params *api, const bson_t *pipeline, mf_error *err);
+/* A readConcern a standalone cannot satisfy, refused as mongod's
+ * waitForReadConcern refuses it: level "snapshot" or "linearizable" and
+ * afterOpTime are NotAReplicaSet (123), afterClusterTime and atClusterTime
+ * IllegalOperation (20).  Applies to the commands that take a read concern
+ * (find, aggregate, count, distinct); others ignore the argument. */
+int mfi_read_concern_check(const mf_cmd_def *def, const bson_t *cmd, mf_error *err);
+/* mongod's test commands for API versions (testVersion2, ...): reply with
+ * the API parameters the command was sent with. */
+int mfi_cmd_test_api_version(mf_cmd_ctx *, const bson_t *, bson_t *, mf_error *);
+
+/* ------------------------------------- collection options (coll_options.c) */
+
+/* create's / collMod's `clusteredIndex` at `it` (`cmd` names the command
+ * in errors) into `out` ({v: 2, key, name, unique: true}, initialised on
+ * success), with mongod's errors: 5979703 for the boolean form, TypeMismatch,
+ * 40414/40415 for missing/unknown fields, 5979700 unique not true, 5979701
+ * a key other than {_id: 1}, 5979704 a v other than 2. */
+int mfi_parse_clustered_index(const bson_iter_t *it, const char *cmd, bson_t *out,
+                              mf_error *err);
+/* `changeStreamPreAndPostImages: {enabled: <bool>}` at `it`. */
+int mfi_parse_pre_post_images(const bson_iter_t *it, const char *cmd, bool *enabled,
+                              mf_error *err);
+/* Whether `c` is clustered; `spec` (may be NULL) then borrows its
+ * clusteredIndex document (valid while the catalog lock is held). */
+bool mfi_coll_clustered(const mf_coll *c, bson_t *spec);
+/* The clustered index's name in `spec` (borrowed from it). */
+const char *mfi_clustered_name(const bson_t *spec);
+/* The clustered index as listIndexes shows it (initialised here). */
+void mfi_clustered_list_spec(const mf_coll *c, const bson_t *spec, bson_t *out);
+/* collMod's changeStreamPreAndPostImages: rewrite `c`'s options with the
+ * option {enabled: true} first, or without it.  Exclusive catalog lock. */
+int mfi_coll_set_pre_post_images(mf_engine *e, mf_coll *c, bool enabled, mf_lsn *lsn,
+                                 mf_error *err);
 
 /* ------------------------------------------------ sessions (sessions.c) */
 

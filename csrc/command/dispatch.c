@@ -209,6 +209,11 @@ static const mf_cmd_def table[] = {
     {"shutdown", mfi_cmd_shutdown, MF_CMD_ADMIN_ONLY,
      "shutdown the database.  must be ran against admin db and either (1) ran from localhost or (2) authenticated. If this is a primary in a replica set and there is no secondary within 10 seconds of its optime, it will not shutdown without force : true.  You can also specify timeoutSecs : N to wait N seconds for other members to catch up."},
     {"startSession", mfi_cmd_start_session, 0, "start a logical session"},
+    {"testDeprecation", mfi_cmd_test_api_version, MF_CMD_TEST_ONLY, ""},
+    {"testDeprecationInVersion2", mfi_cmd_test_api_version, MF_CMD_TEST_ONLY, ""},
+    {"testRemoval", mfi_cmd_test_api_version, MF_CMD_TEST_ONLY, ""},
+    {"testVersion2", mfi_cmd_test_api_version, MF_CMD_TEST_ONLY, ""},
+    {"testVersions1And2", mfi_cmd_test_api_version, MF_CMD_TEST_ONLY, ""},
     {"update", mfi_cmd_update, MF_CMD_WRITE, "update documents"},
     {"validate", mfi_cmd_validate, 0,
      "Validate contents of a namespace by scanning its data structures for correctness.\n"
@@ -410,10 +415,16 @@ void mf_command_run(mf_instance *inst, mf_client *client, const bson_t *cmd,
         goto fail;
 
     const mf_cmd_def *def = mfi_command_find(ctx.name);
+    if (def && (def->flags & MF_CMD_TEST_ONLY) && !inst->enable_test_commands)
+        def = NULL;
     if (!def) {
         rc = mf_error_set(&err, MF_CommandNotFound, "no such command: '%s'", ctx.name);
         goto fail;
     }
+    /* mongod parses the API parameters as it parses the command, before
+     * the admin-only and read concern checks. */
+    if ((rc = mfi_api_params_check(def, cmd, &ctx.api, &err)) != 0)
+        goto fail;
     if ((def->flags & MF_CMD_ADMIN_ONLY) && strcmp(ctx.db, "admin") != 0) {
         rc = mf_error_set(&err, MF_Unauthorized,
                           "%s may only be run against the admin database.", def->name);
@@ -432,7 +443,8 @@ void mf_command_run(mf_instance *inst, mf_client *client, const bson_t *cmd,
      * as mongod evaluates it (test commands only: off otherwise). */
     if ((rc = mfi_fail_command_before(&ctx, def, cmd, &fx, &err)) != 0)
         goto fail;
-    if ((rc = check_write_concern(def, cmd, &err)) != 0)
+    if ((rc = check_write_concern(def, cmd, &err)) != 0 ||
+        (rc = mfi_read_concern_check(def, cmd, &err)) != 0)
         goto fail;
     rc = def->fn(&ctx, cmd, reply, &err);
     /* Waiting for the write concern, success or not, is where a

@@ -1339,6 +1339,7 @@ int mf_index_desc_init(mf_index_desc *d, const char *name, mf_tree_id tree, cons
     d->unique = d->is_id || (find(&s, "unique", &it) && truthy(&it));
     d->sparse = find(&s, "sparse", &it) && truthy(&it);
     d->hidden = find(&s, "hidden", &it) && truthy(&it);
+    d->prepare_unique = !d->unique && find(&s, "prepareUnique", &it) && truthy(&it);
     d->building = find(&s, "building", &it) && truthy(&it);
     if (find(&s, "multikeyPaths", &it) && is_number(&it))
         d->multikey = (uint32_t)safe_long(&it);

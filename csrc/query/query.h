@@ -299,6 +299,8 @@ typedef struct mf_index_desc {
     char **paths;         /* the pattern's dotted paths, in order */
     bool *desc;           /* per field: descending */
     bool unique, sparse, hidden;
+    bool prepare_unique;  /* not unique, but refuses new duplicate keys
+                             (collMod prepareUnique; the write path checks) */
     bool is_id;           /* the _id index */
     int64_t expire_after; /* expireAfterSeconds, or -1 */
     mf_matcher *partial;  /* partialFilterExpression, or NULL */

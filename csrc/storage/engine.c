@@ -1041,6 +1041,29 @@ int mf_coll_index_set_spec(mf_engine *e, mf_coll *c, const char *name, const uin
     return 0;
 }
 
+int mf_coll_set_options(mf_engine *e, mf_coll *c, const uint8_t *options, size_t options_len,
+                        mf_lsn *lsn, mf_error *err)
+{
+    uint8_t *o = malloc(options_len ? options_len : 1);
+    if (!o)
+        return mf_error_set(err, MF_InternalError, "out of memory");
+    if (options_len)
+        memcpy(o, options, options_len);
+    uint8_t *old = c->options;
+    size_t old_len = c->options_len;
+    c->options = o;
+    c->options_len = options_len;
+    int rc = write_entry(e, c, NULL, lsn, err);
+    if (rc != 0) {
+        c->options = old;
+        c->options_len = old_len;
+        free(o);
+        return rc;
+    }
+    free(old);
+    return 0;
+}
+
 /* ----------------------------------------------------------- open, close */
 
 /* Load every "root:" entry of the catalog into the tree table. */

@@ -174,6 +174,11 @@ int mf_engine_coll_rename(mf_engine *e, const char *from, const char *to, mf_lsn
 const char *mf_coll_name(const mf_coll *c);
 mf_tree_id mf_coll_records(const mf_coll *c);
 void mf_coll_options(const mf_coll *c, const uint8_t **options, size_t *len);
+/* Replace the caller's bytes kept with `c` (collMod).  Exclusive catalog
+ * lock: readers of mf_coll_options hold it shared, and the old bytes are
+ * freed here. */
+int mf_coll_set_options(mf_engine *e, mf_coll *c, const uint8_t *options, size_t options_len,
+                        mf_lsn *lsn, mf_error *err);
 void mf_coll_lock(mf_coll *c, bool exclusive);
 void mf_coll_unlock(mf_coll *c);
 

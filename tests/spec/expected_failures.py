@@ -14,11 +14,6 @@ To see how every test of a folder ends, and draft entries:
 from __future__ import annotations
 
 # Reasons shared by several entries.
-SNAPSHOT = ("readConcern level 'snapshot' outside a transaction on a standalone is "
-            "accepted; mongod refuses it")
-API_STRICT = "apiStrict: true does not refuse commands outside API Version 1 (APIStrictError 323)"
-CLUSTERED = "create option 'clusteredIndex' not supported (CommandNotSupported 115)"
-PRE_POST_IMAGES = "option 'changeStreamPreAndPostImages' not supported in create/collMod"
 TIMESERIES = "time-series collections (create timeseries, expireAfterSeconds) not supported"
 
 EXPECTED_FAILURES: dict[str, str] = {
@@ -30,39 +25,13 @@ EXPECTED_FAILURES: dict[str, str] = {
         "document validation not supported: collMod option 'validator' refused",
 
     # collection-management
-    "collection-management/clustered-indexes.json": CLUSTERED,
-    "collection-management/createCollection-pre_and_post_images.json": PRE_POST_IMAGES,
-    "collection-management/modifyCollection-errorResponse.json/"
-    "modifyCollection prepareUnique violations are accessible":
-        "collMod index.prepareUnique refused as an unknown field (and no violations reply)",
-    "collection-management/modifyCollection-pre_and_post_images.json": PRE_POST_IMAGES,
     "collection-management/timeseries-collection.json": TIMESERIES,
 
     # run-command
     "run-command/runCursorCommand.json/does not close the cursor when receiving an empty batch":
         "capped collections (create capped/size/max) and tailable cursors not supported",
 
-    # versioned-api
-    "versioned-api/crud-api-version-1-strict.json/aggregate on database appends declared "
-    "API version": API_STRICT + ": aggregate with $listLocalSessions runs",
-    "versioned-api/crud-api-version-1-strict.json/distinct appends declared API version":
-        API_STRICT + ": distinct runs",
-    "versioned-api/runcommand-helper-no-api-version-declared.json/"
-    "runCommand does not inspect or change the command document":
-        "apiVersion 'server_will_never_support_this_api_version' accepted; mongod refuses "
-        "an unknown API version (APIVersionError 322)",
-    "versioned-api/runcommand-helper-no-api-version-declared.json/"
-    "runCommand does not prevent sending invalid API version declarations":
-        "apiStrict without apiVersion accepted; mongod refuses it (4886600 'Provided "
-        "apiStrict without passing apiVersion')",
-    "versioned-api/test-commands-strict-mode.json":
-        "test command testVersion2 missing (CommandNotFound): mongod's answer under apiStrict "
-        "is APIStrictError 'command testVersion2 is not in API Version 1'",
-
     # read-write-concern
     "read-write-concern/default-write-concern-3.4.json/MapReduce omits default write concern":
         "mapReduce not implemented (JavaScript map/reduce): CommandNotFound 59",
-
-    # sessions
-    "sessions/snapshot-sessions-not-supported-server-error.json": SNAPSHOT,
 }
