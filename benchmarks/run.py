@@ -40,6 +40,8 @@ mode, every part's dict), the same name .md (the tables) and .png (the
 comparison table: MultiforaDB against the floor, log scale), plus
 <same>_peers.png when the peers part ran.  Quick and smoke runs add
 "-quick"/"-smoke" to the name; only full runs are meant to be committed.
+A full run into benchmarks/results also rewrites README.md's benchmark block
+(between the markers README_BEGIN and README_END; --no-readme: not).
 """
 from __future__ import annotations
 
@@ -511,6 +513,61 @@ def chart_peers(part: dict, title: str, path: Path) -> bool:
     return True
 
 
+# -- the README's block -------------------------------------------------------
+
+README_BEGIN = "<!-- benchmarks:begin (written by benchmarks/run.py --full) -->"
+README_END = "<!-- benchmarks:end -->"
+
+
+def readme_block(results: dict, stem: str, files: Sequence[str]) -> str:
+    """The README's benchmark block: the run's facts, the comparison table,
+    the chart, and a line per other part linking the full results."""
+    m = results["machine"]
+    base = "benchmarks/results"
+    lines = [README_BEGIN, "",
+             f"Latest full run: {results['date_utc'][:10]}, commit `{results['commit']}`, "
+             f"{m.get('cores')} cores ({m.get('cpu', '?')}), "
+             f"{m.get('memtotal_bytes', 0) / 2**30:.1f} GiB RAM, load average "
+             f"{results['load_start'][0]} at the start. All figures: "
+             f"[{base}/{stem}.md]({base}/{stem}.md) "
+             f"([JSON]({base}/{stem}.json)).", ""]
+    table = results["parts"].get("table", {})
+    if table.get("rows"):
+        lines += ["| | median | range | floor | ratio |", "|---|---:|---|---:|---:|"]
+        for r in table["rows"]:
+            unit = r["unit"]
+            floor = f"{fmt(r['floor'])} {unit}" if "floor" in r else ""
+            ratio = f"{r['ratio']:.2f}" if "ratio" in r else ""
+            lines.append(f"| {r['name']} | {fmt(r['median'])} {unit} | "
+                         f"{fmt(r['min'])}..{fmt(r['max'])} | {floor} | {ratio} |")
+        lines += ["", "*floor*: the same calls against a do-nothing wire server in the same "
+                  "run (for bytes on disk: the documents' own bytes; for the reopen: the "
+                  "server started on an empty directory); *ratio*: MultiforaDB's cost over "
+                  "the floor's, median per round (above 1 is slower). "
+                  "See [docs/benchmarks.md](docs/benchmarks.md).", ""]
+    if f"{stem}.png" in files:
+        lines += [f"![comparison table]({base}/{stem}.png)", ""]
+    if f"{stem}_peers.png" in files:
+        lines += [f"![embedded peers]({base}/{stem}_peers.png)", ""]
+    for name, part in results["parts"].items():
+        if name != "table":
+            lines.append(f"- {name}: {part.get('status')}, {len(part.get('rows', []))} rows"
+                         + (f" ({part.get('reason')})" if part.get("reason") else ""))
+    lines += ["", README_END]
+    return "\n".join(lines)
+
+
+def update_readme(readme: Path, block: str) -> bool:
+    """Replace the text between the markers (inclusive) with block; returns
+    whether the markers were found."""
+    text = readme.read_text()
+    i, j = text.find(README_BEGIN), text.find(README_END)
+    if i < 0 or j < i:
+        return False
+    readme.write_text(text[:i] + block + text[j + len(README_END):])
+    return True
+
+
 # -- main --------------------------------------------------------------------
 
 def run_part(name: str, mode: str, shared: Optional[Path], size: Optional[str],
@@ -553,6 +610,9 @@ def main(argv=None) -> int:
     ap.add_argument("--scratch", default=None, help="where parts' scratch directories go "
                                                     "(default: the system temp directory)")
     ap.add_argument("--keep", action="store_true", help="keep the scratch directories")
+    ap.add_argument("--no-readme", dest="readme", action="store_false",
+                    help="--full into benchmarks/results rewrites README.md's benchmark "
+                         "block; this leaves it alone")
     args = ap.parse_args(argv)
     mode_name = args.mode or "quick"
 
@@ -614,6 +674,11 @@ def main(argv=None) -> int:
         if peers and chart_peers(peers, f"Embedded peers - {title}",
                                  out / f"{stem}_peers.png"):
             written.append(f"{stem}_peers.png")
+    if mode_name == "full" and args.readme and Path(args.out).resolve() == (HERE / "results"):
+        if update_readme(REPO / "README.md", readme_block(results, stem, written)):
+            written.append(str(REPO / "README.md"))
+        else:
+            print("[run] README.md has no benchmark markers; not updated", file=sys.stderr)
     print(f"[run] {results['seconds']:.0f} s; wrote {', '.join(str(out / w) for w in written)}",
           file=sys.stderr)
     return 1 if failed else 0

@@ -189,3 +189,29 @@ def test_run_rows_and_missing_parts(tmp_path):
     res = json.loads((out / next(f for f in files if f.endswith(".json"))).read_text())
     assert res["parts"]["nosuch"]["status"] == "error"
     assert "part_nosuch.py is not in this tree" in res["parts"]["nosuch"]["reason"]
+
+
+def test_run_readme_block(tmp_path):
+    sys.path.insert(0, str(BENCH))
+    try:
+        import run
+    finally:
+        sys.path.remove(str(BENCH))
+    row = run.make_row("findOne", "ms", [0.3, 0.4, 0.5], [0.2, 0.2, 0.25])
+    results = {"date_utc": "2026-11-30T10:00:00Z", "commit": "abc1234", "load_start": [0.5, 1, 1],
+               "machine": {"cores": 2, "cpu": "X", "memtotal_bytes": 2**31},
+               "parts": {"table": {"status": "ok", "rows": [row]},
+                         "peers": {"status": "absent", "rows": [], "reason": "not here"}}}
+    block = run.readme_block(results, "2026-11-30_abc1234", ["2026-11-30_abc1234.png"])
+    readme = tmp_path / "README.md"
+    readme.write_text(f"# x\n\n{run.README_BEGIN}\nold\n{run.README_END}\n\n## Layout\n")
+    assert run.update_readme(readme, block) and run.update_readme(readme, block)
+    text = readme.read_text()
+    assert text.startswith("# x\n\n" + run.README_BEGIN) and text.endswith(
+        run.README_END + "\n\n## Layout\n")
+    assert "old" not in text and text.count(run.README_BEGIN) == 1
+    assert "| findOne | 0.4 ms | 0.3..0.5 | 0.2 ms | 2.00 |" in text
+    assert "![comparison table](benchmarks/results/2026-11-30_abc1234.png)" in text
+    assert "- peers: absent, 0 rows (not here)" in text
+    readme.write_text("no markers\n")
+    assert not run.update_readme(readme, block) and readme.read_text() == "no markers\n"
