@@ -31,9 +31,9 @@ The context a part receives (class Context below):
 A part returns {"part": name, "rows": [row, ...], optional "series",
 optional "notes"}; each row {"name", "unit", "median", "min", "max", "n",
 optional "floor", "ratio", "ratio_min", "ratio_max", "note"}.  "ratio" is
-always a cost ratio, MultiforaDB's cost over the floor's: for a time that is
-multifora/floor, for a rate (docs/s, MB/s) floor/multifora, so above 1 means
-slower than the floor either way.
+MultiforaDB's figure over the floor's, per round: for a time above 1 is
+slower than the floor, for a rate (a unit ending in "/s") below 1 is.  How
+far a row is from its floor, either way, is |log ratio| (``distance``).
 
 Output: <out>/<UTC date>_<commit>.json (machine, software, commit, date,
 mode, every part's dict), the same name .md (the tables) and .png (the
@@ -76,6 +76,33 @@ RATE_UNITS = ("/s",)  # a unit ending so is a rate: higher is better
 
 def is_rate(unit: str) -> bool:
     return unit.endswith(RATE_UNITS)
+
+
+def slowdown(row: dict) -> Optional[float]:
+    """How many times slower than its floor a row is (below 1: faster),
+    whichever way its unit runs; None without a ratio."""
+    r = row.get("ratio")
+    if not r or r <= 0:
+        return None
+    return 1 / r if is_rate(row["unit"]) else r
+
+
+def furthest(results: dict, k: int = 3) -> List[tuple]:
+    """The k rows of every part furthest from their floor, slower side:
+    [(part, row, slowdown)], largest first."""
+    found = []
+    for name, part in results["parts"].items():
+        for row in part.get("rows", []):
+            x = slowdown(row)
+            if x is not None:
+                found.append((name, row, x))
+    found.sort(key=lambda t: -t[2])
+    return found[:k]
+
+
+def furthest_lines(results: dict) -> List[str]:
+    return [f"{name}: {row['name']}: {x:.1f}x its floor ({fmt(row['median'])} against "
+            f"{fmt(row['floor'])} {row['unit']})" for name, row, x in furthest(results)]
 
 
 # -- servers -----------------------------------------------------------------
@@ -178,7 +205,8 @@ def make_row(name: str, unit: str, values: Sequence[float],
              ratios: Optional[Sequence[float]] = None) -> dict:
     """One row: median and range of ``values`` (one per round); with
     ``floor`` (the floor's values, one per round, paired with ``values``)
-    the floor's median and the per-round cost ratio (median and range).
+    the floor's median and the per-round ratio values/floor (median and
+    range).
     ``ratios`` overrides the per-round ratios when they are not a plain
     pairing of values with floor."""
     if not values:
@@ -189,7 +217,7 @@ def make_row(name: str, unit: str, values: Sequence[float],
         row["floor"] = float(statistics.median(floor))
         if ratios is None:
             pairs = list(zip(values, floor))
-            ratios = [(f / v) if is_rate(unit) else (v / f) for v, f in pairs if v > 0 and f > 0]
+            ratios = [v / f for v, f in pairs if v > 0 and f > 0]
     if ratios:
         row["ratio"] = float(statistics.median(ratios))
         row["ratio_min"] = float(min(ratios))
@@ -380,9 +408,14 @@ def render_markdown(results: dict) -> str:
              f"- Total time: {results['seconds']:.0f} s", "",
              "Every figure is the median over rounds with its range (min..max) over n "
              "rounds. *floor* is the same operation against the do-nothing stub server "
-             "in the same run, rounds alternating; *ratio* is MultiforaDB's cost over "
-             "the floor's per round (for a rate, floor/MultiforaDB), median and range: "
-             "above 1 is slower than the floor.", ""]
+             "in the same run, rounds alternating; *ratio* is MultiforaDB's figure over "
+             "the floor's per round, median and range: for a time above 1 is slower "
+             "than the floor, for a rate (/s) below 1 is.", ""]
+    far = furthest_lines(results)
+    if far:
+        lines += ["Furthest from their floor (slower side):", ""]
+        lines += [f"{i}. {line}" for i, line in enumerate(far, 1)]
+        lines.append("")
     for name, part in results["parts"].items():
         lines.append(f"## {name}")
         lines.append("")
@@ -440,7 +473,7 @@ def chart_table(part: dict, title: str, path: Path) -> bool:
         ax.text(r["max"] * 1.08, y + h / 2, f"{fmt(r['median'])} {r['unit']}", va="center",
                 fontsize=7)
         if r.get("ratio"):
-            axr.barh(y, r["ratio"], 0.6, color="#cc0000" if r["ratio"] >= 1 else "#4e9a06",
+            axr.barh(y, r["ratio"], 0.6, color="#cc0000" if slowdown(r) >= 1 else "#4e9a06",
                      xerr=[[r["ratio"] - r.get("ratio_min", r["ratio"])],
                            [r.get("ratio_max", r["ratio"]) - r["ratio"]]],
                      error_kw={"ecolor": "#222", "capsize": 2, "lw": 0.8})
@@ -456,7 +489,7 @@ def chart_table(part: dict, title: str, path: Path) -> bool:
     ax.set_title(title, fontsize=10)
     axr.set_xscale("log")
     axr.axvline(1.0, color="#555", lw=0.8)
-    axr.set_xlabel("cost ratio MultiforaDB / floor (log)")
+    axr.set_xlabel("ratio MultiforaDB / floor (log; red: slower)")
     xmax = max(r["max"] for r in rows)
     ax.set_xlim(right=xmax * 30)
     fig.tight_layout()
@@ -467,10 +500,12 @@ def chart_table(part: dict, title: str, path: Path) -> bool:
 
 def chart_peers(part: dict, title: str, path: Path) -> bool:
     """Peer curves: one panel per operation, one line per peer, cost against
-    collection size, log-log.  series = {peer: {op: [[size, cost], ...]}};
-    a "unit" key at the top level names the cost's unit."""
+    collection size, log-log.  series = {peer: {op: [[size, cost], ...]}}
+    (or that under "peer_curves"); a "unit" key names the cost's unit.  Used
+    when the part module has no plot_curves(result, path) of its own."""
     series = part.get("series") or {}
-    peers = {p: ops for p, ops in series.items() if isinstance(ops, dict)}
+    curves = series.get("peer_curves", series)
+    peers = {p: ops for p, ops in curves.items() if isinstance(ops, dict)}
     opnames: List[str] = []
     for ops in peers.values():
         for op, pts in ops.items():
@@ -542,9 +577,14 @@ def readme_block(results: dict, stem: str, files: Sequence[str]) -> str:
                          f"{fmt(r['min'])}..{fmt(r['max'])} | {floor} | {ratio} |")
         lines += ["", "*floor*: the same calls against a do-nothing wire server in the same "
                   "run (for bytes on disk: the documents' own bytes; for the reopen: the "
-                  "server started on an empty directory); *ratio*: MultiforaDB's cost over "
-                  "the floor's, median per round (above 1 is slower). "
+                  "server started on an empty directory); *ratio*: MultiforaDB's figure over "
+                  "the floor's, median per round (for a time above 1 is slower, for a rate "
+                  "below 1). "
                   "See [docs/benchmarks.md](docs/benchmarks.md).", ""]
+    far = furthest_lines(results)
+    if far:
+        lines += ["Furthest from their floor:", ""] + [f"{i}. {x}" for i, x in
+                                                       enumerate(far, 1)] + [""]
     if f"{stem}.png" in files:
         lines += [f"![comparison table]({base}/{stem}.png)", ""]
     if f"{stem}_peers.png" in files:
@@ -571,12 +611,12 @@ def update_readme(readme: Path, block: str) -> bool:
 # -- main --------------------------------------------------------------------
 
 def run_part(name: str, mode: str, shared: Optional[Path], size: Optional[str],
-             scratch: Path, keep: bool) -> dict:
+             scratch: Path, keep: bool, modules: dict) -> dict:
     workdir = Path(tempfile.mkdtemp(prefix=f"{name}-", dir=scratch))
     ctx = Context(mode, workdir, shared, size, name)
     t0 = time.perf_counter()
     try:
-        module = importlib.import_module(f"part_{name}")
+        module = modules[name] = importlib.import_module(f"part_{name}")
         result = module.run(ctx)
         problems = check_part(result, name)
         if problems:
@@ -633,6 +673,7 @@ def main(argv=None) -> int:
     scratch = Path(tempfile.mkdtemp(prefix="mf-bench-", dir=args.scratch))
     t0 = time.perf_counter()
     failed = False
+    modules: dict = {}
     try:
         for name in names:
             if not (HERE / f"part_{name}.py").exists():
@@ -643,7 +684,7 @@ def main(argv=None) -> int:
                                           "reason": reason}
                 print(f"[run] {name}: {status}: {reason}", file=sys.stderr)
                 continue
-            part = run_part(name, mode_name, shared, args.size, scratch, args.keep)
+            part = run_part(name, mode_name, shared, args.size, scratch, args.keep, modules)
             failed |= part["status"] == "error"
             results["parts"][name] = part
     finally:
@@ -671,9 +712,19 @@ def main(argv=None) -> int:
                                  out / f"{stem}.png"):
             written.append(f"{stem}.png")
         peers = results["parts"].get("peers")
-        if peers and chart_peers(peers, f"Embedded peers - {title}",
-                                 out / f"{stem}_peers.png"):
-            written.append(f"{stem}_peers.png")
+        if peers and peers.get("status") == "ok":
+            png = out / f"{stem}_peers.png"
+            own = getattr(modules.get("peers"), "plot_curves", None)
+            try:
+                if own is not None:
+                    own(peers, png)
+                else:
+                    chart_peers(peers, f"Embedded peers - {title}", png)
+            except Exception:  # noqa: BLE001 - a chart must not lose the results
+                print("[run] the peers chart failed:\n" + traceback.format_exc(),
+                      file=sys.stderr)
+            if png.exists():
+                written.append(png.name)
     if mode_name == "full" and args.readme and Path(args.out).resolve() == (HERE / "results"):
         if update_readme(REPO / "README.md", readme_block(results, stem, written)):
             written.append(str(REPO / "README.md"))

@@ -175,12 +175,15 @@ def test_run_rows_and_missing_parts(tmp_path):
         import run
     finally:
         sys.path.remove(str(BENCH))
-    # A time: ratio multifora/floor per round; a rate: floor/multifora.
+    # The ratio is multifora/floor per round, for a time and a rate alike.
     t = run.make_row("t", "ms", [2.0, 4.0, 3.0], [1.0, 1.0, 2.0])
     assert (t["median"], t["min"], t["max"], t["n"], t["floor"]) == (3.0, 2.0, 4.0, 3, 1.0)
     assert (t["ratio"], t["ratio_min"], t["ratio_max"]) == (2.0, 1.5, 4.0)
     q = run.make_row("q", "docs/s", [100.0, 50.0], [400.0, 400.0])
-    assert (q["ratio"], q["ratio_min"], q["ratio_max"]) == (6.0, 4.0, 8.0)
+    assert (q["ratio"], q["ratio_min"], q["ratio_max"]) == (0.1875, 0.125, 0.25)
+    # Furthest from the floor on the slower side: the rate, 1/0.1875 = 5.3x.
+    far = run.furthest({"parts": {"a": {"rows": [t, q]}}})
+    assert [(p, r["name"], round(x, 2)) for p, r, x in far] == [("a", "q", 5.33), ("a", "t", 2.0)]
     assert run.check_part({"part": "x", "rows": [{"name": "a", "unit": "ms", "median": 1,
                                                   "min": 1, "max": 1, "n": True}]}, "x")
     # A part named but not in the tree is an error, recorded; the run exits 1.
@@ -213,5 +216,6 @@ def test_run_readme_block(tmp_path):
     assert "| findOne | 0.4 ms | 0.3..0.5 | 0.2 ms | 2.00 |" in text
     assert "![comparison table](benchmarks/results/2026-11-30_abc1234.png)" in text
     assert "- peers: absent, 0 rows (not here)" in text
+    assert "1. table: findOne: 2.0x its floor (0.4 against 0.2 ms)" in text
     readme.write_text("no markers\n")
     assert not run.update_readme(readme, block) and readme.read_text() == "no markers\n"
