@@ -80,9 +80,9 @@ def is_rate(unit: str) -> bool:
 
 def slowdown(row: dict) -> Optional[float]:
     """How many times slower than its floor a row is (below 1: faster),
-    whichever way its unit runs; None without a ratio."""
+    whichever way its unit runs; None without a floor and a ratio."""
     r = row.get("ratio")
-    if not r or r <= 0:
+    if "floor" not in row or not r or r <= 0:
         return None
     return 1 / r if is_rate(row["unit"]) else r
 
@@ -473,7 +473,7 @@ def chart_table(part: dict, title: str, path: Path) -> bool:
         ax.text(r["max"] * 1.08, y + h / 2, f"{fmt(r['median'])} {r['unit']}", va="center",
                 fontsize=7)
         if r.get("ratio"):
-            axr.barh(y, r["ratio"], 0.6, color="#cc0000" if slowdown(r) >= 1 else "#4e9a06",
+            axr.barh(y, r["ratio"], 0.6, color="#cc0000" if (slowdown(r) or 1) >= 1 else "#4e9a06",
                      xerr=[[r["ratio"] - r.get("ratio_min", r["ratio"])],
                            [r.get("ratio_max", r["ratio"]) - r["ratio"]]],
                      error_kw={"ecolor": "#222", "capsize": 2, "lw": 0.8})

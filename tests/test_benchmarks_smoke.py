@@ -182,7 +182,9 @@ def test_run_rows_and_missing_parts(tmp_path):
     q = run.make_row("q", "docs/s", [100.0, 50.0], [400.0, 400.0])
     assert (q["ratio"], q["ratio_min"], q["ratio_max"]) == (0.1875, 0.125, 0.25)
     # Furthest from the floor on the slower side: the rate, 1/0.1875 = 5.3x.
-    far = run.furthest({"parts": {"a": {"rows": [t, q]}}})
+    # A ratio without a floor (a peer against MultiforaDB) is no distance from a floor.
+    peer = dict(run.make_row("p", "us", [50.0]), ratio=100.0)
+    far = run.furthest({"parts": {"a": {"rows": [t, q]}, "peers": {"rows": [peer]}}})
     assert [(p, r["name"], round(x, 2)) for p, r, x in far] == [("a", "q", 5.33), ("a", "t", 2.0)]
     assert run.check_part({"part": "x", "rows": [{"name": "a", "unit": "ms", "median": 1,
                                                   "min": 1, "max": 1, "n": True}]}, "x")
