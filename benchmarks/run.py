@@ -413,7 +413,7 @@ def render_markdown(results: dict) -> str:
              "than the floor, for a rate (/s) below 1 is.", ""]
     far = furthest_lines(results)
     if far:
-        lines += ["Furthest from their floor (slower side):", ""]
+        lines += ["Furthest from their floor (a time or size above it, a rate below it):", ""]
         lines += [f"{i}. {line}" for i, line in enumerate(far, 1)]
         lines.append("")
     for name, part in results["parts"].items():
