@@ -11,7 +11,7 @@ bench.c is first loaded with --preload small documents
 index lookup.  ``insert_one`` inserts a document of the same shape with a
 fresh _id.  A round times --ops calls of one operation on one side; each
 operation has its own alternation.  The stub answers both calls with the
-same fixed body (cursor.firstBatch [{_id: 1}], n: 1), so each ratio is the
+same fixed body (an empty cursor, n: 1), so each ratio is the
 server's own cost for that operation on top of the driver and the loopback
 round trip.  Reported per operation: each side's median of round medians
 and its range across rounds, and the per-round ratio (min, median, max).

@@ -107,3 +107,117 @@ def test_agg_group_runs(tmp_path):
         assert any(x.lstrip().startswith(name + " ") for x in out.splitlines()), out
     assert "time ratio group/count per round: min " in out, out
     assert list(tmp_path.iterdir()) == []  # the scratch data directory is removed
+
+
+def _run_py(tmp_path, *args):
+    out = tmp_path / "results"
+    r = subprocess.run([sys.executable, str(BENCH / "run.py"), *args, "--out", str(out),
+                        "--scratch", str(tmp_path)],
+                       capture_output=True, text=True, timeout=300)
+    files = sorted(p.name for p in out.iterdir()) if out.exists() else []
+    return r, out, files
+
+
+TABLE_ROWS = [
+    "insertOne sequential x20", "bulk insert, 16 KiB documents", "createIndex({k: 1})",
+    "countDocuments({})", "findOne({_id: ObjectId})", "findOne({k: v}), indexed",
+    "count {p: {$gte, $lt}}, unindexed (10%)", "find().sort({_id: -1}).limit(20)",
+    "find({}, {k, p}).limit(1000)", "aggregate $group by k", "updateOne({_id}) x10",
+    "updateMany({k: 7}, {$inc})", "deleteOne({_id}) + insertOne",
+    "concurrent durable insertOne, 1 client", "concurrent durable insertOne, 4 clients",
+    "server RSS", "bytes on disk, open", "kill -9 reopen",
+    "bytes on disk, after clean shutdown"]
+
+
+@pytest.mark.skipif(not shutil.which("cc") and not shutil.which("gcc"), reason="no C compiler")
+def test_run_table_smoke(tmp_path):
+    import json
+    r, out, files = _run_py(tmp_path, "--smoke", "--parts", "table")
+    assert r.returncode == 0, r.stderr
+    stem = next(f[:-5] for f in files if f.endswith("-smoke.json"))
+    assert f"{stem}.md" in files
+    try:
+        import matplotlib  # noqa: F401
+        assert f"{stem}.png" in files
+    except ImportError:
+        pass
+    res = json.loads((out / f"{stem}.json").read_text())
+    assert res["mode"] == "smoke" and res["machine"]["cores"] >= 1
+    assert res["machine"]["memtotal_bytes"] > 0 and res["software"]["pymongo"]
+    assert len(res["load_start"]) == 3 and len(res["load_end"]) == 3
+    part = res["parts"]["table"]
+    assert part["status"] == "ok", part
+    rows = {row["name"]: row for row in part["rows"]}
+    assert list(rows) == TABLE_ROWS
+    no_floor = {"server RSS"}
+    for name, row in rows.items():
+        assert 0 < row["min"] <= row["median"] <= row["max"], row
+        assert row["n"] >= 1, row
+        if name in no_floor:
+            assert "floor" not in row and "ratio" not in row, row
+        else:
+            assert row["floor"] > 0 and row["ratio_min"] <= row["ratio"] <= row["ratio_max"], row
+    # Timed rows alternate 2 rounds a side; bulk insert is one value per chunk (256/32).
+    assert rows["findOne({_id: ObjectId})"]["n"] == 2
+    assert rows["bulk insert, 16 KiB documents"]["n"] == 8
+    assert rows["kill -9 reopen"]["n"] == 2
+    # The floor of bytes on disk is the documents' own bytes: 256 x 16 KiB.
+    assert rows["bytes on disk, open"]["floor"] == 4.0
+    md = (out / f"{stem}.md").read_text()
+    assert "| findOne({_id: ObjectId}) | ms | " in md
+    assert [p.name for p in tmp_path.iterdir()] == ["results"]  # scratch removed
+
+
+def test_run_rows_and_missing_parts(tmp_path):
+    import json
+    sys.path.insert(0, str(BENCH))
+    try:
+        import run
+    finally:
+        sys.path.remove(str(BENCH))
+    # The ratio is multifora/floor per round, for a time and a rate alike.
+    t = run.make_row("t", "ms", [2.0, 4.0, 3.0], [1.0, 1.0, 2.0])
+    assert (t["median"], t["min"], t["max"], t["n"], t["floor"]) == (3.0, 2.0, 4.0, 3, 1.0)
+    assert (t["ratio"], t["ratio_min"], t["ratio_max"]) == (2.0, 1.5, 4.0)
+    q = run.make_row("q", "docs/s", [100.0, 50.0], [400.0, 400.0])
+    assert (q["ratio"], q["ratio_min"], q["ratio_max"]) == (0.1875, 0.125, 0.25)
+    # Furthest from the floor on the slower side: the rate, 1/0.1875 = 5.3x.
+    # A ratio without a floor (a peer against MultiforaDB) is no distance from a floor.
+    peer = dict(run.make_row("p", "us", [50.0]), ratio=100.0)
+    far = run.furthest({"parts": {"a": {"rows": [t, q]}, "peers": {"rows": [peer]}}})
+    assert [(p, r["name"], round(x, 2)) for p, r, x in far] == [("a", "q", 5.33), ("a", "t", 2.0)]
+    assert run.check_part({"part": "x", "rows": [{"name": "a", "unit": "ms", "median": 1,
+                                                  "min": 1, "max": 1, "n": True}]}, "x")
+    # A part named but not in the tree is an error, recorded; the run exits 1.
+    r, out, files = _run_py(tmp_path, "--smoke", "--parts", "nosuch")
+    assert r.returncode == 1, r.stderr
+    res = json.loads((out / next(f for f in files if f.endswith(".json"))).read_text())
+    assert res["parts"]["nosuch"]["status"] == "error"
+    assert "part_nosuch.py is not in this tree" in res["parts"]["nosuch"]["reason"]
+
+
+def test_run_readme_block(tmp_path):
+    sys.path.insert(0, str(BENCH))
+    try:
+        import run
+    finally:
+        sys.path.remove(str(BENCH))
+    row = run.make_row("findOne", "ms", [0.3, 0.4, 0.5], [0.2, 0.2, 0.25])
+    results = {"date_utc": "2026-11-30T10:00:00Z", "commit": "abc1234", "load_start": [0.5, 1, 1],
+               "machine": {"cores": 2, "cpu": "X", "memtotal_bytes": 2**31},
+               "parts": {"table": {"status": "ok", "rows": [row]},
+                         "peers": {"status": "absent", "rows": [], "reason": "not here"}}}
+    block = run.readme_block(results, "2026-11-30_abc1234", ["2026-11-30_abc1234.png"])
+    readme = tmp_path / "README.md"
+    readme.write_text(f"# x\n\n{run.README_BEGIN}\nold\n{run.README_END}\n\n## Layout\n")
+    assert run.update_readme(readme, block) and run.update_readme(readme, block)
+    text = readme.read_text()
+    assert text.startswith("# x\n\n" + run.README_BEGIN) and text.endswith(
+        run.README_END + "\n\n## Layout\n")
+    assert "old" not in text and text.count(run.README_BEGIN) == 1
+    assert "| findOne | 0.4 ms | 0.3..0.5 | 0.2 ms | 2.00 |" in text
+    assert "![comparison table](benchmarks/results/2026-11-30_abc1234.png)" in text
+    assert "- peers: absent, 0 rows (not here)" in text
+    assert "1. table: findOne: 2.0x its floor (0.4 against 0.2 ms)" in text
+    readme.write_text("no markers\n")
+    assert not run.update_readme(readme, block) and readme.read_text() == "no markers\n"
