@@ -291,7 +291,7 @@ def _run_size(ctx, cfg, n: int, names: List[str], out: dict) -> List[str]:
                 note = f"{t.calls} calls"
                 if t.wrong:
                     note = f"WRONG: {len(t.wrong)} of {t.calls} answers differ; " + note
-                    notes.append(f"{peer} @ {size_label(n)}: {op} answered wrongly, e.g. "
+                    notes.append(f"{peer} @ {size_label(n)}: WRONG answers to {op}, e.g. "
                                  f"{t.wrong[0]}")
                 row(op, peer, "us/op", t.round_medians, len(t.round_medians), note)
                 if t.longest > op_budget and t.longest > slow.get(peer, ("", 0))[1]:
