@@ -115,20 +115,21 @@ def settings(ctx) -> SimpleNamespace:
 class Child:
     """One store's process (peers/worker.py) and its pipe."""
 
-    def __init__(self, peer: str, path: Path, timeout: float):
+    def __init__(self, peer: str, path: Path):
         mp = multiprocessing.get_context("spawn")
         self.conn, child_conn = mp.Pipe()
         self.proc = mp.Process(target=worker.serve, args=(child_conn, peer, str(path)),
                                daemon=True)
         self.proc.start()
         child_conn.close()
-        self.timeout = timeout
 
-    def call(self, *cmd) -> dict:
+    def call(self, *cmd, timeout: float = 600) -> dict:
+        """Send one command and wait for its reply; a store that has not
+        answered in timeout seconds is killed: {"timeout": seconds}."""
         self.conn.send(cmd)
-        if not self.conn.poll(self.timeout):
+        if not self.conn.poll(timeout):
             self.kill()
-            return {"error": f"no reply in {self.timeout:.0f} s"}
+            return {"timeout": timeout}
         try:
             return self.conn.recv()
         except EOFError:
@@ -208,7 +209,6 @@ def _run_size(ctx, cfg, n: int, names: List[str], out: dict) -> List[str]:
     rows, notes = out["rows"], out["notes"]
     curves, gave_up = out["series"]["peer_curves"], out["series"]["gave_up"]
     op_budget = cfg.cap / 2 / len(OPS)
-    timeout = cfg.cap * 4 + 120
     children: Dict[str, Child] = {}
     go_on: List[str] = []
 
@@ -225,9 +225,15 @@ def _run_size(ctx, cfg, n: int, names: List[str], out: dict) -> List[str]:
     try:
         for peer in names:
             (base / peer).mkdir(parents=True)
-            ch = Child(peer, base / peer, timeout)
+            ch = Child(peer, base / peer)
             ctx.log(f"peers {size_label(n)}: loading {peer}")
-            rep = ch.call("load", n, BATCH, cfg.cap)
+            rep = ch.call("load", n, BATCH, cfg.cap, timeout=2 * cfg.cap + 30)
+            if "timeout" in rep:
+                notes.append(f"{peer}: gave up at {n:,} documents: one batch of the load "
+                             f"did not return in {rep['timeout']:.0f} s")
+                gave_up[peer] = n
+                ch.close()
+                continue
             if "error" in rep:
                 notes.append(f"{peer} @ {size_label(n)}: load failed: {rep['error']}")
                 out["series"]["failed"][peer] = n
@@ -263,8 +269,15 @@ def _run_size(ctx, cfg, n: int, names: List[str], out: dict) -> List[str]:
                     t = tallies[op][peer]
                     if t.skip or (rnd and t.spent >= op_budget):
                         continue
-                    rep = children[peer].call("op", op, args,
-                                              (op_budget - t.spent) / (cfg.rounds - rnd))
+                    slice_s = (op_budget - t.spent) / (cfg.rounds - rnd)
+                    rep = children[peer].call("op", op, args, slice_s,
+                                              timeout=slice_s + cfg.cap)
+                    if "timeout" in rep:  # killed: no more of this store at any size
+                        notes.append(f"{peer}: gave up at {n:,} documents: one {op} call "
+                                     f"did not return in {cfg.cap:.0f} s")
+                        gave_up[peer] = n
+                        active.remove(peer)
+                        continue
                     if "unsupported" in rep or "error" in rep:
                         t.skip = rep.get("unsupported") or "failed"
                         if "error" in rep:
@@ -284,9 +297,9 @@ def _run_size(ctx, cfg, n: int, names: List[str], out: dict) -> List[str]:
 
         slow: Dict[str, tuple] = {}
         for op in OPS:
-            for peer in active:
+            for peer in children:  # a store killed part-way keeps the rows it finished
                 t = tallies[op][peer]
-                if t.skip and not t.round_medians:
+                if not t.round_medians:
                     continue
                 note = f"{t.calls} calls"
                 if t.wrong:
@@ -297,6 +310,8 @@ def _run_size(ctx, cfg, n: int, names: List[str], out: dict) -> List[str]:
                 if t.longest > op_budget and t.longest > slow.get(peer, ("", 0))[1]:
                     slow[peer] = (op, t.longest)
         for peer, (op, secs) in slow.items():
+            if peer not in active:
+                continue
             notes.append(f"{peer}: not run past {n:,} documents: one {op} call took "
                          f"{secs:.1f} s there, over an operation's {op_budget:.1f} s share")
             if n != cfg.sizes[-1]:
@@ -304,9 +319,11 @@ def _run_size(ctx, cfg, n: int, names: List[str], out: dict) -> List[str]:
 
         for peer in active:  # the state the writes must have left
             n_upd, n_del = tallies["update_one"][peer].calls, tallies["delete_one"][peer].calls
-            rep = children[peer].call("final", pools["update_one"][0], pools["delete_one"][0])
-            if "error" in rep:
-                notes.append(f"{peer} @ {size_label(n)}: final check failed: {rep['error']}")
+            rep = children[peer].call("final", pools["update_one"][0], pools["delete_one"][0],
+                                      timeout=cfg.cap + 30)
+            if "error" in rep or "timeout" in rep:
+                notes.append(f"{peer} @ {size_label(n)}: final check failed: "
+                             f"{rep.get('error') or 'no reply'}")
                 continue
             want_upd = dict(wl.doc(pools["update_one"][0]), u=1) if n_upd else \
                 wl.doc(pools["update_one"][0])
@@ -381,6 +398,9 @@ def plot_curves(result: dict, png: Path) -> None:
     curves = result["series"]["peer_curves"]
     gave_up = result["series"]["gave_up"]
     ops = ["insert_many"] + list(OPS) + ["disk"]
+    colors = ["tab:blue", "tab:orange", "tab:green", "tab:red", "tab:purple", "tab:brown",
+              "tab:pink"]
+    colors = colors[:1] + colors  # index 0 is multifora, drawn black
     fig, axes = plt.subplots(2, 4, figsize=(17, 8.5))
     for ax, op in zip(axes.flat, ops):
         for peer in peers.PEERS:
@@ -388,7 +408,8 @@ def plot_curves(result: dict, png: Path) -> None:
             if not pts:
                 continue
             xs, ys = zip(*pts)
-            style = {"linewidth": 2.6, "color": "black"} if peer == "multifora" else {}
+            style = {"linewidth": 2.6, "color": "black"} if peer == "multifora" else \
+                {"color": colors[list(peers.PEERS).index(peer) % len(colors)]}
             label = peer + (f" (gave up at {size_label(gave_up[peer])})" if peer in gave_up else "")
             ax.plot(xs, ys, marker="o", label=label, **style)
         ax.set_xscale("log")
