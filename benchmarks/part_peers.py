@@ -377,6 +377,9 @@ def run(ctx) -> dict:
         f"sizes {', '.join(f'{s:,}' for s in cfg.sizes)}; cap {cfg.cap:.0f} s for a load, "
         f"{cfg.cap / 2:.0f} s for the operations; {cfg.rounds} rounds; ratio = the store's "
         f"median / MultiforaDB embedded's, same operation, size and run")
+    out["notes"].append("update_one and delete_one are one durable commit each on multifora "
+                        "and sqlite-json: their figures follow the disk's sync latency, which "
+                        "on a shared machine varies from call to call (see the ranges)")
     out["notes"].append("durability: " + "; ".join(
         f"{p} {peers.PEERS[p][0].durability}" for p in names))
     for n in cfg.sizes:
