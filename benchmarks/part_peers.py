@@ -14,7 +14,9 @@ and an expression index on json_extract(doc, '$.k').  A store whose
 package is not installed is skipped with a note (``pip install
 multifora[bench]`` brings them).
 
-At each collection size N (10,000; 100,000; 1,000,000 in --full) every
+At each collection size N (--quick: 10,000 with a 3 s cap; by default
+10,000 and 100,000, cap 20 s; --full: 10,000, 100,000 and 1,000,000, cap
+60 s; run.py --smoke: 1,000, cap 2 s) every
 store gets a fresh process and directory, the index on k, then the N
 documents of peers/workload.py in bulk batches of 1,000.  Then the same
 operations on every store, each with the same arguments:
@@ -86,11 +88,14 @@ def size_label(n: int) -> str:
 
 
 def settings(ctx) -> SimpleNamespace:
-    """Sizes, cap, rounds and calls from the mode, overridden by ctx's
+    """Sizes, cap, rounds and calls from the mode (ctx.smoke, ctx.quick,
+    ctx.full; none of them: 10k and 100k with a 20 s cap), overridden by ctx's
     peers_sizes / peers_cap / peers_names or $MF_BENCH_PEERS_SIZES,
     $MF_BENCH_PEERS_CAP, $MF_BENCH_PEERS."""
     quick, full = bool(getattr(ctx, "quick", False)), bool(getattr(ctx, "full", False))
-    if quick:
+    if getattr(ctx, "smoke", False):  # run.py --smoke: seconds, for the smoke tests
+        cfg = SimpleNamespace(sizes=[1_000], cap=2.0, rounds=2, calls=CALLS_QUICK)
+    elif quick:
         cfg = SimpleNamespace(sizes=[10_000], cap=3.0, rounds=3, calls=CALLS_QUICK)
     elif full:
         cfg = SimpleNamespace(sizes=[10_000, 100_000, 1_000_000], cap=60.0, rounds=5,
