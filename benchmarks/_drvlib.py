@@ -171,10 +171,12 @@ class Served:
         self.clients = []
 
     def kill9(self) -> None:
-        """SIGKILL: no shutdown, no final checkpoint, no flush."""
+        """SIGKILL: no shutdown, no final checkpoint, no flush.  This
+        object's clients are closed first: a client closed after its server
+        is gone waits for server selection to time out (endSessions)."""
+        self._close_clients()
         self.proc.send_signal(signal.SIGKILL)
         self.proc.wait()
-        self._close_clients()
 
     def stop(self) -> None:
         self._close_clients()
