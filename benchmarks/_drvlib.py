@@ -5,7 +5,7 @@ disk, and a stand-in for run.py's context when a part runs alone.
 A part module exposes ``run(ctx) -> dict`` (see benchmarks/run.py).  Each
 one also runs alone, for development and for the smoke tests:
 
-    python benchmarks/part_driver.py [--quick|--full] [--workdir DIR] [--out FILE]
+    python benchmarks/part_driver.py [--quick|--full|--tiny] [--workdir DIR] [--out FILE]
 
 which builds a context with the same fields run.py gives (quick, full,
 workdir, shared, log) and prints or writes the part's dict as JSON.
@@ -207,6 +207,7 @@ class Ctx:
     workdir: Path
     shared: Optional[Path]
     size: Optional[str] = None
+    tiny: bool = False   # smaller than quick: the smoke tests' setting
 
     def log(self, msg: str) -> None:
         print(msg, file=sys.stderr, flush=True)
@@ -230,6 +231,7 @@ def main(run: Callable[[object], dict], argv=None, extra_args=()) -> int:
     mode = ap.add_mutually_exclusive_group()
     mode.add_argument("--quick", action="store_true", help="small sizes (the default)")
     mode.add_argument("--full", action="store_true", help="the sizes of a full run")
+    mode.add_argument("--tiny", action="store_true", help="smaller than quick: for the smoke tests")
     ap.add_argument("--workdir", default=None, help="scratch directory (default: a fresh one, "
                     "removed afterwards)")
     ap.add_argument("--shared", default=None, help="the ../shared directory")
@@ -241,7 +243,7 @@ def main(run: Callable[[object], dict], argv=None, extra_args=()) -> int:
     work.mkdir(parents=True, exist_ok=True)
     shared = Path(args.shared) if args.shared else find_shared()
     ctx = Ctx(quick=not args.full, full=args.full, workdir=work, shared=shared,
-              size=getattr(args, "size", None))
+              size=getattr(args, "size", None), tiny=args.tiny)
     try:
         result = run(ctx)
     finally:

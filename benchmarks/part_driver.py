@@ -85,6 +85,8 @@ FULL = Mode(docs=10_000, large=10, gridfs_bytes=52_428_800, ldjson_files=100,
             min_s=60.0, max_s=300.0, min_iters=5, max_iters=100)
 QUICK = Mode(docs=1_000, large=2, gridfs_bytes=8 << 20, ldjson_files=2,
              min_s=0.0, max_s=0.0, min_iters=3, max_iters=3)
+TINY = Mode(docs=100, large=1, gridfs_bytes=1 << 20, ldjson_files=1,
+            min_s=0.0, max_s=0.0, min_iters=2, max_iters=2)
 
 
 @dataclass
@@ -93,7 +95,8 @@ class Task:
     mb: float                                   # dataset size, 10^6 bytes
     do: Callable[[str], object]                 # one timed iteration on a side
     before: Optional[Callable[[str], None]] = None   # untimed, before each iteration
-    verify: Optional[Callable[[object], Optional[str]]] = None  # multifora only: None or what is wrong
+    # Untimed, on MultiforaDB's result only: None, or what is wrong.
+    verify: Optional[Callable[[object], Optional[str]]] = None
     floor: bool = False                         # also run against the stub
     what: str = ""                              # the row's note: the dataset
     setup: Optional[Callable[[], None]] = None  # untimed, once before the iterations
@@ -333,7 +336,7 @@ def run(ctx) -> dict:
         ctx.log("driver: " + msg)
         out["notes"].append(msg)
         return out
-    mode = FULL if ctx.full else QUICK
+    mode = FULL if ctx.full else TINY if _drvlib.ctx_get(ctx, "tiny") else QUICK
     data = extract(ctx, mode)
     dbpath = Path(ctx.workdir) / "driver-db"
     shutil.rmtree(dbpath, ignore_errors=True)
@@ -371,8 +374,9 @@ def run(ctx) -> dict:
         f"composites over the {len(scores)} tasks run (the spec's ReadBench/WriteBench also "
         f"average tasks not run here: BulkWrite, GridFS multi-file): ReadBench {rb:.2f} MB/s, "
         f"WriteBench {wb:.2f} MB/s, DriverBench {(rb + wb) / 2:.2f} MB/s")
+    mode_name = "full" if mode is FULL else "tiny" if mode is TINY else "quick"
     out["notes"].append(
-        f"mode {'full' if ctx.full else 'quick'}: {mode.docs} documents, {mode.large} large, "
+        f"mode {mode_name}: {mode.docs} documents, {mode.large} large, "
         f"{mode.gridfs_bytes:,} GridFS bytes, {mode.ldjson_files} LDJSON files per iteration")
     if problems:
         out["notes"].extend("WRONG ANSWER: " + p for p in problems)
