@@ -87,6 +87,12 @@ def dir_bytes(path: Path) -> Dict[str, int]:
     return out
 
 
+def remove_db(dbpath: Path) -> None:
+    """Remove a data directory and the server's stderr file beside it."""
+    shutil.rmtree(dbpath, ignore_errors=True)
+    Path(str(dbpath) + ".stderr").unlink(missing_ok=True)
+
+
 def rss_bytes(pid: int, field_name: str = "VmRSS") -> int:
     """A process's resident set (or VmHWM, its peak) from /proc, in bytes."""
     with open(f"/proc/{pid}/status") as f:
@@ -136,12 +142,17 @@ class Served:
         # cwd is the scratch directory: "python -c" puts it first on
         # sys.path, so a source checkout's multifora (no built _core) is
         # never imported by mistake.
-        self.proc = subprocess.Popen([sys.executable, "-c", _SERVE, str(self.dbpath)],
-                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                                     cwd=str(self.dbpath.parent))
+        # stderr goes to a file: a pipe nobody reads would stall a server
+        # that logs more than the pipe holds.
+        errpath = self.dbpath.parent / (self.dbpath.name + ".stderr")
+        with open(errpath, "ab") as err:
+            self.proc = subprocess.Popen([sys.executable, "-c", _SERVE, str(self.dbpath)],
+                                         stdout=subprocess.PIPE, stderr=err, text=True,
+                                         cwd=str(self.dbpath.parent))
         line = self.proc.stdout.readline()
         if not line:
-            raise RuntimeError("multifora did not start: " + self.proc.stderr.read()[-2000:])
+            self.proc.wait()
+            raise RuntimeError("multifora did not start: " + errpath.read_text()[-2000:])
         info = json.loads(line)
         self.uri, self.open_s = info["uri"], info["open_s"]
         c = self.client()

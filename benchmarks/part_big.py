@@ -223,7 +223,7 @@ def run(ctx) -> dict:
     finally:
         for srv in servers:
             srv.stop()
-        shutil.rmtree(dbpath, ignore_errors=True)
+        _drvlib.remove_db(dbpath)
 
     size1 = acked * DOC_BYTES
     size2 = final_count * DOC_BYTES

@@ -181,7 +181,7 @@ def churn_one(ctx, mode: str, size: int, n: int, min_rounds: int, max_rounds: in
             problem = c.check(sample)
     finally:
         s.stop()
-        shutil.rmtree(dbpath, ignore_errors=True)
+        _drvlib.remove_db(dbpath)
     last = ratios[-3:]
     flat = (max(last) - min(last)) / statistics.median(last) <= FLAT
     label = _drvlib.human_bytes(size) if size >= 1024 else f"{size} B"
