@@ -5,10 +5,10 @@ disk, and a stand-in for run.py's context when a part runs alone.
 A part module exposes ``run(ctx) -> dict`` (see benchmarks/run.py).  Each
 one also runs alone, for development and for the smoke tests:
 
-    python benchmarks/part_driver.py [--quick|--full|--tiny] [--workdir DIR] [--out FILE]
+    python benchmarks/part_driver.py [--quick|--full|--smoke] [--workdir DIR] [--out FILE]
 
-which builds a context with the same fields run.py gives (quick, full,
-workdir, shared, log) and prints or writes the part's dict as JSON.
+which builds a context with the fields of run.py's that these parts use
+(quick, full, smoke, workdir, shared, size, log) and prints or writes the part's dict as JSON.
 """
 from __future__ import annotations
 
@@ -39,13 +39,16 @@ def row(name: str, unit: str, values: Sequence[float], *, floor: Optional[Sequen
         note: Optional[str] = None) -> dict:
     """One row of the common format from a list of measurements: median,
     min, max and n; with ``floor`` (the stub's measurements of the same
-    operation) also the floor's median and the ratio multifora/floor of the
-    two medians, in the row's own unit."""
+    operation, paired with ``values`` round by round) also the floor's
+    median and the per-round ratio multifora/floor, in the row's own unit:
+    its median as "ratio", its range as "ratio_min".."ratio_max"."""
     r = {"name": name, "unit": unit, "median": float(statistics.median(values)),
          "min": float(min(values)), "max": float(max(values)), "n": len(values)}
     if floor:
         r["floor"] = float(statistics.median(floor))
-        r["ratio"] = r["median"] / r["floor"] if r["floor"] else float("inf")
+        ratios = [v / f for v, f in zip(values, floor) if v > 0 and f > 0]
+        r["ratio"] = float(statistics.median(ratios))
+        r["ratio_min"], r["ratio_max"] = float(min(ratios)), float(max(ratios))
     if note:
         r["note"] = note
     return r
@@ -218,7 +221,7 @@ class Ctx:
     workdir: Path
     shared: Optional[Path]
     size: Optional[str] = None
-    tiny: bool = False   # smaller than quick: the smoke tests' setting
+    smoke: bool = False   # smaller than quick: the smoke tests' setting
 
     def log(self, msg: str) -> None:
         print(msg, file=sys.stderr, flush=True)
@@ -242,7 +245,8 @@ def main(run: Callable[[object], dict], argv=None, extra_args=()) -> int:
     mode = ap.add_mutually_exclusive_group()
     mode.add_argument("--quick", action="store_true", help="small sizes (the default)")
     mode.add_argument("--full", action="store_true", help="the sizes of a full run")
-    mode.add_argument("--tiny", action="store_true", help="smaller than quick: for the smoke tests")
+    mode.add_argument("--smoke", action="store_true",
+                      help="smaller than quick: for the smoke tests")
     ap.add_argument("--workdir", default=None, help="scratch directory (default: a fresh one, "
                     "removed afterwards)")
     ap.add_argument("--shared", default=None, help="the ../shared directory")
@@ -254,7 +258,7 @@ def main(run: Callable[[object], dict], argv=None, extra_args=()) -> int:
     work.mkdir(parents=True, exist_ok=True)
     shared = Path(args.shared) if args.shared else find_shared()
     ctx = Ctx(quick=not args.full, full=args.full, workdir=work, shared=shared,
-              size=getattr(args, "size", None), tiny=args.tiny)
+              size=getattr(args, "size", None), smoke=args.smoke)
     try:
         result = run(ctx)
     finally:

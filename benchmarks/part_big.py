@@ -132,10 +132,10 @@ def check_after_kill(s, expect_lo: int, expect_hi: int, payloads: dict):
 
 def run(ctx) -> dict:
     size_text = (_drvlib.ctx_get(ctx, "size") or os.environ.get("MF_BENCH_BIG_SIZE")
-                 or ("4g" if ctx.full else "16m" if _drvlib.ctx_get(ctx, "tiny") else "64m"))
+                 or ("4g" if ctx.full else "16m" if _drvlib.ctx_get(ctx, "smoke") else "64m"))
     total = max(64, _drvlib.parse_size(size_text) // DOC_BYTES)
     first_stage = total // 4
-    reopens = 5 if ctx.full else 2 if _drvlib.ctx_get(ctx, "tiny") else 3
+    reopens = 5 if ctx.full else 2 if _drvlib.ctx_get(ctx, "smoke") else 3
     dbpath = Path(ctx.workdir) / "big-db"
     shutil.rmtree(dbpath, ignore_errors=True)
     dbpath.mkdir(parents=True)

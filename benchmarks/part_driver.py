@@ -85,7 +85,7 @@ FULL = Mode(docs=10_000, large=10, gridfs_bytes=52_428_800, ldjson_files=100,
             min_s=60.0, max_s=300.0, min_iters=5, max_iters=100)
 QUICK = Mode(docs=500, large=2, gridfs_bytes=8 << 20, ldjson_files=2,
              min_s=0.0, max_s=0.0, min_iters=3, max_iters=3)
-TINY = Mode(docs=100, large=1, gridfs_bytes=1 << 20, ldjson_files=1,
+SMOKE = Mode(docs=100, large=1, gridfs_bytes=1 << 20, ldjson_files=1,
             min_s=0.0, max_s=0.0, min_iters=2, max_iters=2)
 
 
@@ -145,10 +145,6 @@ def measure(ctx, task: Task, sides: List[str], mode: Mode, problems: List[str]) 
     floor = [task.mb / t for t in times["stub"]] if "stub" in times else None
     med_t = statistics.median(times["multifora"])
     note = f"{task.what}; {task.mb:.2f} MB per iteration, median iteration {med_t * 1000:.1f} ms"
-    if floor:
-        ratios = [f / m for m, f in zip(times["multifora"], times["stub"])]
-        note += (f"; per-iteration ratio multifora/floor (MB/s) {min(ratios):.3f}.."
-                 f"{max(ratios):.3f}")
     if wrong:
         note += "; WRONG ANSWER: " + "; ".join(wrong)
         problems.append(f"{task.name}: " + "; ".join(wrong))
@@ -336,7 +332,7 @@ def run(ctx) -> dict:
         ctx.log("driver: " + msg)
         out["notes"].append(msg)
         return out
-    mode = FULL if ctx.full else TINY if _drvlib.ctx_get(ctx, "tiny") else QUICK
+    mode = FULL if ctx.full else SMOKE if _drvlib.ctx_get(ctx, "smoke") else QUICK
     data = extract(ctx, mode)
     dbpath = Path(ctx.workdir) / "driver-db"
     shutil.rmtree(dbpath, ignore_errors=True)
@@ -374,7 +370,7 @@ def run(ctx) -> dict:
         f"composites over the {len(scores)} tasks run (the spec's ReadBench/WriteBench also "
         f"average tasks not run here: BulkWrite, GridFS multi-file): ReadBench {rb:.2f} MB/s, "
         f"WriteBench {wb:.2f} MB/s, DriverBench {(rb + wb) / 2:.2f} MB/s")
-    mode_name = "full" if mode is FULL else "tiny" if mode is TINY else "quick"
+    mode_name = "full" if mode is FULL else "smoke" if mode is SMOKE else "quick"
     out["notes"].append(
         f"mode {mode_name}: {mode.docs} documents, {mode.large} large, "
         f"{mode.gridfs_bytes:,} GridFS bytes, {mode.ldjson_files} LDJSON files per iteration")

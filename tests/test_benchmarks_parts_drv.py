@@ -1,5 +1,5 @@
 """benchmarks/part_driver.py, part_big.py and part_churn.py still run, at
-their tiny setting, and their results have the common shape with values
+their smoke setting (--smoke), and their results have the common shape with values
 that make sense.  No timing is asserted."""
 import json
 import re
@@ -22,7 +22,7 @@ needs_cc = pytest.mark.skipif(not shutil.which("cc") and not shutil.which("gcc")
 def run_part(tmp_path, name, *args):
     out = tmp_path / f"{name}.json"
     work = tmp_path / "work"
-    r = subprocess.run([sys.executable, str(BENCH / f"part_{name}.py"), "--tiny",
+    r = subprocess.run([sys.executable, str(BENCH / f"part_{name}.py"), "--smoke",
                         "--workdir", str(work), "--out", str(out), *args],
                        capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stdout + r.stderr
@@ -34,14 +34,15 @@ def run_part(tmp_path, name, *args):
         assert row["n"] >= 1 and isinstance(row["n"], int), row
         assert "WRONG" not in row.get("note", ""), row
         if "floor" in row:
-            assert row["ratio"] == pytest.approx(row["median"] / row["floor"]), row
+            # The per-round ratio multifora/floor: its median lies in its range.
+            assert 0 < row["ratio_min"] <= row["ratio"] <= row["ratio_max"], row
     assert not any("WRONG" in n for n in result["notes"]), result["notes"]
     return result, work
 
 
 @needs_cc
 @pytest.mark.skipif(not (SHARED / "bench-data").is_dir(), reason="no ../shared/bench-data")
-def test_part_driver_tiny(tmp_path):
+def test_part_driver_smoke(tmp_path):
     result, work = run_part(tmp_path, "driver", "--shared", str(SHARED))
     rows = {r["name"]: r for r in result["rows"]}
     floored = ["find one by _id", "small doc insertOne", "large doc insertOne",
@@ -53,7 +54,7 @@ def test_part_driver_tiny(tmp_path):
         assert row["unit"] == "MB/s" and row["median"] > 0 and row["n"] == 2, row
         assert ("floor" in row) == (name[len("driver: "):] in floored), row
     # Scores are the spec's dataset sizes over the iteration time: the
-    # tiny mode's find one moves 100 x 1,622 bytes per iteration.
+    # smoke mode's find one moves 100 x 1,622 bytes per iteration.
     assert "100 x find_one of a 1622 B tweet; 0.16 MB per iteration" in \
         rows["driver: find one by _id"]["note"]
     assert "1 files x 5000 documents" in rows["driver: LDJSON multi-file import"]["note"]
@@ -66,7 +67,7 @@ def test_part_driver_tiny(tmp_path):
         == ["ldjson000.txt"]
 
 
-def test_part_big_tiny(tmp_path):
+def test_part_big_smoke(tmp_path):
     result, work = run_part(tmp_path, "big")  # 16 MiB: 1,024 documents
     rows = {r["name"]: r for r in result["rows"]}
     assert rows["big: bulk load, 16 KiB documents"]["unit"] == "MB/s"
@@ -91,7 +92,7 @@ def test_part_big_tiny(tmp_path):
     assert list(work.iterdir()) == []  # the data directory is removed
 
 
-def test_part_churn_tiny(tmp_path):
+def test_part_churn_smoke(tmp_path):
     result, _ = run_part(tmp_path, "churn")
     names = [r["name"] for r in result["rows"]]
     assert names == [f"churn: {m}, {s} documents: data file / live data"
