@@ -22,7 +22,7 @@ The answers are checked: the count every round; at the end, a sample of
 documents byte for byte (against a hash of what was sent) and a range count
 on the k index against the model.
 
-Sizes: --full 40,000 x 16 KiB (655 MB live) and 100,000 x 200 B, 4 to 12
+Sizes: --full 40,000 x 16 KiB (655 MB live) and 100,000 x 200 B, 6 to 12
 rounds; quick 1,000 x 16 KiB and 5,000 x 200 B, 3 rounds.  Disk in --full:
 about 2 GB at the peak.
 """
@@ -205,7 +205,7 @@ def churn_one(ctx, mode: str, size: int, n: int, min_rounds: int, max_rounds: in
 def run(ctx) -> dict:
     if ctx.full:
         sizes = [(16_384, 40_000), (200, 100_000)]
-        min_rounds, max_rounds, sample = 4, 12, 1_000
+        min_rounds, max_rounds, sample = 6, 12, 1_000
     elif _drvlib.ctx_get(ctx, "smoke"):
         sizes = [(16_384, 200), (200, 1_000)]
         min_rounds, max_rounds, sample = 2, 2, 20

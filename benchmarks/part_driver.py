@@ -35,13 +35,17 @@ exported.  A wrong answer is reported in the row's note and in "notes".
 Iterations: --full follows the spec (at least 60 s of iterations, then stop
 at 100 iterations or 300 s); quick mode runs 3 iterations of each task on a
 scaled-down dataset (scores are scaled by the same factor).
+$MF_BENCH_DRIVER_ITERS=N runs exactly N iterations at the mode's sizes (a
+check of --full's datasets without its half hour).
 """
 from __future__ import annotations
 
 import concurrent.futures
+import dataclasses
 import json
 import math
 import multiprocessing
+import os
 import shutil
 import statistics
 import sys
@@ -333,6 +337,10 @@ def run(ctx) -> dict:
         out["notes"].append(msg)
         return out
     mode = FULL if ctx.full else SMOKE if _drvlib.ctx_get(ctx, "smoke") else QUICK
+    iters = os.environ.get("MF_BENCH_DRIVER_ITERS")
+    if iters:  # the mode's datasets, a fixed number of iterations
+        mode = dataclasses.replace(mode, min_s=0.0, max_s=0.0, min_iters=int(iters),
+                                   max_iters=int(iters))
     data = extract(ctx, mode)
     dbpath = Path(ctx.workdir) / "driver-db"
     shutil.rmtree(dbpath, ignore_errors=True)
