@@ -337,6 +337,7 @@ def run(ctx) -> dict:
         out["notes"].append(msg)
         return out
     mode = FULL if ctx.full else SMOKE if _drvlib.ctx_get(ctx, "smoke") else QUICK
+    mode_name = "full" if mode is FULL else "smoke" if mode is SMOKE else "quick"
     iters = os.environ.get("MF_BENCH_DRIVER_ITERS")
     if iters:  # the mode's datasets, a fixed number of iterations
         mode = dataclasses.replace(mode, min_s=0.0, max_s=0.0, min_iters=int(iters),
@@ -378,10 +379,10 @@ def run(ctx) -> dict:
         f"composites over the {len(scores)} tasks run (the spec's ReadBench/WriteBench also "
         f"average tasks not run here: BulkWrite, GridFS multi-file): ReadBench {rb:.2f} MB/s, "
         f"WriteBench {wb:.2f} MB/s, DriverBench {(rb + wb) / 2:.2f} MB/s")
-    mode_name = "full" if mode is FULL else "smoke" if mode is SMOKE else "quick"
     out["notes"].append(
-        f"mode {mode_name}: {mode.docs} documents, {mode.large} large, "
-        f"{mode.gridfs_bytes:,} GridFS bytes, {mode.ldjson_files} LDJSON files per iteration")
+        f"mode {mode_name}" + (f" ({iters} iterations)" if iters else "")
+        + f": {mode.docs} documents, {mode.large} large, {mode.gridfs_bytes:,} GridFS bytes, "
+        f"{mode.ldjson_files} LDJSON files per iteration")
     if problems:
         out["notes"].extend("WRONG ANSWER: " + p for p in problems)
     else:
