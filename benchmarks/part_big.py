@@ -215,7 +215,7 @@ def run(ctx) -> dict:
             payloads[total + acked2 + j] = p
         lo, hi = total + acked2, total + acked2 + len(inflight)
         s, opens2, ready2, rss2, rss2c = reopen_series(
-            lo, hi, f"during an insert_many at {_drvlib.human_bytes(total * DOC_BYTES)} "
+            lo, hi, f"during an insert_many at {_drvlib.human_bytes(lo * DOC_BYTES)} "
             f"({acked2} acknowledged by the writer, {len(inflight)} in flight)")
         final_count = s.client().bench.big.count_documents({})
         s.stop()
