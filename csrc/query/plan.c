@@ -999,12 +999,13 @@ static int seen_before(mf_scan *s, uint64_t rid, bool *dup, mf_error *err)
 }
 
 /* The record `rid` into `row`; `*found` false if it is gone. */
-static int fetch(mf_engine *e, mf_coll *c, const uint8_t *rid, mf_scan_row *row, bool *found,
-                 mf_error *err)
+static int fetch(mf_engine *e, mf_coll *c, const uint8_t *rid, mf_pgno hint, mf_scan_row *row,
+                 bool *found, mf_error *err)
 {
     const uint8_t *v;
     size_t vl;
-    int rc = mf_btree_get(mf_engine_tree(e, mf_coll_records(c)), rid, 8, found, &v, &vl, err);
+    int rc = mf_btree_get_hinted(mf_engine_tree(e, mf_coll_records(c)), hint, rid, 8, found, &v,
+                                 &vl, err);
     if (rc || !*found)
         return rc;
     row->rid = get_be64(rid);
@@ -1030,7 +1031,8 @@ static int judge(mf_scan *s, const mf_matcher *m, mf_scan_row *row, bool *take, 
 /* An index entry pointing at record `rid` (8 bytes): fetch and judge it,
  * once per document on a multikey index. */
 static int consider(mf_scan *s, mf_engine *e, mf_coll *c, const mf_matcher *m,
-                    const uint8_t *rid, size_t rl, mf_scan_row *row, bool *take, mf_error *err)
+                    const uint8_t *rid, size_t rl, mf_pgno hint, mf_scan_row *row, bool *take,
+                    mf_error *err)
 {
     bool found, dup = false;
     int rc;
@@ -1057,7 +1059,7 @@ static int consider(mf_scan *s, mf_engine *e, mf_coll *c, const mf_matcher *m,
         return 0;
     }
     /* fetch() moves no cursor: the index cursor stays put. */
-    if ((rc = fetch(e, c, rid, row, &found, err)) != 0 || !found)
+    if ((rc = fetch(e, c, rid, hint, row, &found, err)) != 0 || !found)
         return rc;
     return judge(s, m, row, take, err);
 }
@@ -1079,7 +1081,7 @@ static int next_point(mf_scan *s, mf_engine *e, mf_coll *c, const mf_matcher *m,
         s->stats.works++;
         int rc = mf_btree_get(idx, p->data, p->len, &found, &rid, &rl, err);
         if (rc == 0 && found)
-            rc = consider(s, e, c, m, rid, rl, row, &take, err);
+            rc = consider(s, e, c, m, rid, rl, 0, row, &take, err);
         if (rc)
             return rc;
         if (found && take) {
@@ -1188,8 +1190,12 @@ static void ahead_batch(mf_scan *s, mf_btree *records)
         const uint8_t *v;
         size_t vl;
         mf_cursor_value(&s->ahead, &v, &vl);
+        /* Every entry takes its place, so that entry k after the reset is
+         * at k - 1 in the ring (ahead_hint); an odd one gets id 0. */
         if (vl == 8)
             memcpy(ids[n++], v, 8);
+        else
+            memset(ids[n++], 0, 8);
     }
     s->ahead_len[slot] = n;
     mf_btree_prefetch_leaves(records, (const uint8_t (*)[8])ids, n, s->ahead_height,
@@ -1221,6 +1227,19 @@ static void ahead_reset(mf_scan *s, mf_engine *e, mf_coll *c)
     s->ahead_used = s->ahead_batches = 0;
     for (int i = 0; i < 3; i++)
         ahead_batch(s, records);
+}
+
+/* The leaf the read-ahead found for record `rid` (8 bytes), the entry
+ * `cur` is on, or 0.  The ring holds the entry `cur` reaches after k steps
+ * from the reset at k - 1; the ids must agree, else there is no hint. */
+static mf_pgno ahead_hint(const mf_scan *s, const uint8_t *rid, size_t rl)
+{
+    if (!s->ahead_on || s->ahead_used == 0 || rl != 8)
+        return 0;
+    size_t pos = (size_t)((s->ahead_used - 1) % AHEAD_RING);
+    if (s->ahead_used > s->ahead_batches * AHEAD_BATCH || memcmp(s->ahead_ids[pos], rid, 8) != 0)
+        return 0;
+    return s->ahead_hints[pos].leaf;
 }
 
 /* `cur` moved one entry: every AHEAD_BATCH entries, the read-ahead moves a
@@ -1293,7 +1312,7 @@ static int scan_next(mf_scan *s, mf_engine *e, mf_coll *c, const mf_matcher *m,
                 continue;
             }
             if ((rc = remember(s, k, kl, err)) != 0 ||
-                (rc = consider(s, e, c, m, v, vl, row, &take, err)) != 0)
+                (rc = consider(s, e, c, m, v, vl, ahead_hint(s, v, vl), row, &take, err)) != 0)
                 return rc;
         } else if (kl == 8) {
             if ((rc = remember(s, k, kl, err)) != 0)

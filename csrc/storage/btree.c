@@ -760,6 +760,28 @@ void mf_btree_prefetch_cells(mf_btree *t, const uint8_t (*keys)[8], int n,
     }
 }
 
+int mf_btree_get_hinted(mf_btree *t, mf_pgno leaf, const uint8_t *key, size_t klen,
+                        bool *found, const uint8_t **val, size_t *vlen, mf_error *err)
+{
+    mf_error ignored;
+    uint8_t *p = leaf ? get_page(t, leaf, &ignored) : NULL;
+    int n;
+    if (p && is_leaf(p) && (n = pcount(p)) > 0) {
+        bool exact;
+        int idx = search(t, p, key, klen, &exact, &ignored);
+        if (idx >= 0 && exact) {
+            const uint8_t *v = cell_value(t, cell(p, idx), vlen, err);
+            if (!v)
+                return err->code;
+            *val = v;
+            *found = true;
+            return 0;
+        }
+    }
+    /* Not there (gone, or the hint is no good): the whole descent decides. */
+    return mf_btree_get(t, key, klen, found, val, vlen, err);
+}
+
 /* ---------------------------------------------------------------- delete */
 
 /* Returns the subtree's new page, or 0 if it became empty. */

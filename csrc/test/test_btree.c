@@ -364,6 +364,7 @@ MFT_CASE(record_ids, "/storage/btree/record_ids_interpolated")
     }
     int height = mf_btree_height(&t, &err);
     CHECK(height >= 2);
+    mf_pgno first_leaf = 0;
     for (uint64_t i = 0; i < N + 20; i++) {
         const uint64_t far = (uint64_t)1 << 40;
         uint64_t id = i < N - 10 ? i : i + far - 5; /* around the tail, both sides */
@@ -374,6 +375,23 @@ MFT_CASE(record_ids, "/storage/btree/record_ids_interpolated")
         mf_btree_prefetch_leaves(&t, one, 1, height, &h);
         CHECK(h.leaf != 0);
         mf_btree_prefetch_cells(&t, one, 1, &h);
+        /* A lookup from the hinted leaf, and from a wrong one (the first
+         * key's), answers as the descent from the root does. */
+        for (int w = 0; w < 2; w++) {
+            bool hfound;
+            const uint8_t *hv;
+            size_t hvl;
+            CHECK_INT(mf_btree_get_hinted(&t, w ? first_leaf : h.leaf, k, 8, &hfound, &hv, &hvl,
+                                          &err), 0);
+            CHECK(hfound == want);
+            if (hfound) {
+                uint64_t got;
+                memcpy(&got, hv, 8);
+                CHECK(got == id);
+            }
+        }
+        if (i == 0)
+            first_leaf = h.leaf;
         mf_btree_prefetch_leaves(&t, one, 1, height + 3, &h); /* a stale height */
         h.leaf = 3; /* a stale hint: some other page */
         mf_btree_prefetch_cells(&t, one, 1, &h);
