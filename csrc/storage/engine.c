@@ -77,6 +77,9 @@ struct mf_engine {
     bool cp_no_space; /* the last checkpoint found no space (logged once) */
     mf_lsn last_cp_lsn, prev_cp_lsn;
     uint64_t cp_log_bytes; /* wal bytes stored at the last checkpoint */
+    uint64_t cp_log_carry; /* log bytes replayed at open: written since the last
+                              checkpoint by an earlier process; they count toward
+                              the next checkpoint until it is taken */
     int64_t cp_time_us;
     uint64_t checkpoints, replayed;
     pthread_mutex_t cp_mu; /* one checkpoint at a time */
@@ -306,6 +309,7 @@ static int replay_record(void *arg, mf_lsn lsn, const uint8_t *rec, size_t len, 
             return rc;
     }
     e->replayed++;
+    e->cp_log_carry += len;
     return 0;
 bad:
     return mf_error_set(err, MF_DataCorruption, "log record %llu is malformed",
@@ -328,7 +332,12 @@ static bool checkpoint_due(mf_engine *e)
     if (space_due > e->opt.checkpoint_log_bytes / 2)
         space_due = e->opt.checkpoint_log_bytes / 2;
     pthread_mutex_lock(&e->state_mu);
-    bool due = ws.bytes_stored - e->cp_log_bytes >= e->opt.checkpoint_log_bytes ||
+    /* The log since the last checkpoint includes what was replayed at open:
+     * else a server killed again and again before it wrote a threshold's
+     * worth of log would never checkpoint, and every reopen would replay a
+     * longer log. */
+    bool due = ws.bytes_stored - e->cp_log_bytes + e->cp_log_carry >=
+                   e->opt.checkpoint_log_bytes ||
                pending >= space_due;
     pthread_mutex_unlock(&e->state_mu);
     return due;
@@ -551,6 +560,7 @@ static int checkpoint(mf_engine *e, mf_error *err)
     e->prev_cp_lsn = e->last_cp_lsn;
     e->last_cp_lsn = lsn;
     e->cp_log_bytes = ws.bytes_stored;
+    e->cp_log_carry = 0;
     e->cp_time_us = mf_clock_mono_us();
     e->checkpoints++;
     e->cp_no_space = false;

@@ -222,6 +222,52 @@ MFT_CASE(reopen, "/storage/engine/catalog_and_data_survive_close")
     CHECK_INT(mf_engine_close(x.e, &err), 0);
 }
 
+/* A log replayed at open counts toward the next checkpoint: a process
+ * killed before it writes a threshold's worth of log of its own still
+ * leaves the next one a checkpoint, so reopen never replays an ever longer
+ * log (a crash-looping server did, before). */
+MFT_CASE(replayed_log_checkpoints, "/storage/engine/replayed_log_counts_toward_checkpoint")
+{
+    mf_error err;
+    ctx x = {0};
+    x.e = open_engine(mft_tmpdir(), false, &err); /* no checkpoints */
+    CHECK(x.e);
+    CHECK_INT(setup(&x, &err), 0);
+    for (uint64_t i = 1; i <= 3000; i++)
+        CHECK_INT(run_op(&x, i, &err), 0);
+    mf_engine_stats st;
+    mf_engine_get_stats(x.e, &st);
+    mf_engine_abandon(x.e); /* killed: the log holds it all */
+
+    mf_engine_options opt = {
+        .checkpoint_log_bytes = 64 * 1024,
+        .checkpoint_interval_ms = 3600 * 1000, /* never by time in this test */
+        .reserve_bytes = (size_t)4 << 30,
+        .wal = {.segment_target = 256 * 1024},
+    };
+    CHECK_INT(mf_engine_open(mft_tmpdir(), &opt, &x.e, &err), 0);
+    mf_engine_get_stats(x.e, &st);
+    CHECK(st.replayed > 0);
+    /* Nothing new is written, yet the checkpointer (it looks every second)
+     * takes a checkpoint for the replayed log. */
+    for (int t = 0; t < 50 && st.checkpoints == 0; t++) {
+        usleep(100 * 1000);
+        mf_engine_get_stats(x.e, &st);
+    }
+    CHECK(st.checkpoints >= 1);
+    CHECK_INT(setup(&x, &err), 0);
+    CHECK(state_is(&x, 3000, &err));
+    mf_engine_abandon(x.e);
+    /* The next open starts from that checkpoint. */
+    x.e = open_engine(mft_tmpdir(), false, &err);
+    CHECK(x.e);
+    mf_engine_get_stats(x.e, &st);
+    CHECK_INT(st.replayed, 0);
+    CHECK_INT(setup(&x, &err), 0);
+    CHECK(state_is(&x, 3000, &err));
+    CHECK_INT(mf_engine_close(x.e, &err), 0);
+}
+
 /* The child: run the workload, reporting each committed op on `fd`. */
 static void child_run(const char *dir, int fd, uint64_t total)
 {
