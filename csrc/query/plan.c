@@ -119,6 +119,7 @@ struct mf_scan {
      * it.  Hints only: they decide nothing, and go stale harmlessly; reset
      * whenever `cur` is positioned. */
     bool ahead_on, ahead_valid;
+    bool ahead_pending; /* positioned: start at `cur`'s first step */
     int ahead_height;
     uint64_t ahead_used;     /* entries `cur` moved past since the reset */
     uint64_t ahead_batches;  /* batches collected since the reset */
@@ -1187,8 +1188,17 @@ static void ahead_batch(mf_scan *s, mf_btree *records)
             s->ahead_valid = false;
             break;
         }
-        const uint8_t *v;
-        size_t vl;
+        /* Not past the range `cur` is in: a lookup of one key must not pay
+         * for hints of the entries after it. */
+        const uint8_t *k, *v;
+        size_t kl, vl;
+        mf_cursor_key(&s->ahead, &k, &kl);
+        const krange *r = &s->ranges[s->range];
+        if (s->backward ? cmp_bytes(k, kl, r->lo.data, r->lo.len) < 0
+                        : r->has_hi && cmp_bytes(k, kl, r->hi.data, r->hi.len) >= 0) {
+            s->ahead_valid = false;
+            break;
+        }
         mf_cursor_value(&s->ahead, &v, &vl);
         /* Every entry takes its place, so that entry k after the reset is
          * at k - 1 in the ring (ahead_hint); an odd one gets id 0. */
@@ -1207,9 +1217,18 @@ static void ahead_batch(mf_scan *s, mf_btree *records)
     }
 }
 
-/* `cur` was just positioned: start the read-ahead from there. */
-static void ahead_reset(mf_scan *s, mf_engine *e, mf_coll *c)
+/* `cur` was just positioned: the read-ahead starts at its first step (a
+ * query that reads one entry pays nothing for it). */
+static void ahead_reset(mf_scan *s)
 {
+    s->ahead_on = false;
+    s->ahead_pending = true;
+}
+
+/* Start the read-ahead from where `cur` is. */
+static void ahead_start(mf_scan *s, mf_engine *e, mf_coll *c)
+{
+    s->ahead_pending = false;
     /* Only index scans that read their records: not COUNT_SCAN's keys. */
     s->ahead_on = s->kind == P_IXSCAN && !s->points &&
                   !(s->count_only && s->residual && bson_empty(s->residual));
@@ -1246,6 +1265,10 @@ static mf_pgno ahead_hint(const mf_scan *s, const uint8_t *rid, size_t rl)
  * batch. */
 static void ahead_step(mf_scan *s, mf_engine *e, mf_coll *c)
 {
+    if (s->ahead_pending) {
+        ahead_start(s, e, c);
+        return;
+    }
     if (!s->ahead_on || ++s->ahead_used % AHEAD_BATCH != 0)
         return;
     mf_btree *records = mf_engine_tree(e, mf_coll_records(c));
@@ -1280,7 +1303,7 @@ static int scan_next(mf_scan *s, mf_engine *e, mf_coll *c, const mf_matcher *m,
             return rc;
         s->positioned = true;
         if (index)
-            ahead_reset(s, e, c);
+            ahead_reset(s);
     } else if ((rc = step(s, valid, err)) != 0) {
         return rc;
     } else if (index) {
@@ -1308,7 +1331,7 @@ static int scan_next(mf_scan *s, mf_engine *e, mf_coll *c, const mf_matcher *m,
             if (where > 0) {
                 if ((rc = seek_range(s, valid, err)) != 0)
                     return rc;
-                ahead_reset(s, e, c);
+                ahead_reset(s);
                 continue;
             }
             if ((rc = remember(s, k, kl, err)) != 0 ||
