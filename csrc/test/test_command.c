@@ -1,31 +1,18 @@
 /* Cases for csrc/command: the table and the dispatcher, without a socket. */
 #include "test.h"
-#include "../command/command_int.h"
+#include "cmdtest.h"
 
 #include <stdlib.h>
 
 static mf_instance *open_instance(void)
 {
-    mf_instance_config cfg = {.dbpath = mft_tmpdir(), .max_connections = 10};
-    mf_instance *inst = NULL;
-    mf_error err;
-    if (mf_instance_open(&cfg, &inst, &err) != 0) {
-        printf("  mf_instance_open: %s\n", err.msg);
-        return NULL;
-    }
-    return inst;
+    return mft_instance_open(false);
 }
 
 /* Run `cmd` (a BCON-built document, consumed) and return the reply. */
 static bson_t *run(mf_instance *inst, mf_client *client, bson_t *cmd, int *flags)
 {
-    bson_t *reply = bson_new();
-    int f = 0;
-    mf_command_run(inst, client, cmd, reply, &f);
-    if (flags)
-        *flags = f;
-    bson_destroy(cmd);
-    return reply;
+    return mft_command(inst, client, cmd, flags);
 }
 
 static int32_t reply_code(const bson_t *reply)

@@ -1,34 +1,20 @@
 /* Cases for the failCommand fail point (command/failpoint.c) through the
  * dispatcher, without a socket; the threads case is for the sanitizers. */
 #include "test.h"
-#include "../command/command_int.h"
+#include "cmdtest.h"
 
 #include <pthread.h>
 #include <stdlib.h>
 
 static mf_instance *open_instance(void)
 {
-    mf_instance_config cfg = {.dbpath = mft_tmpdir(), .max_connections = 10,
-                              .enable_test_commands = true};
-    mf_instance *inst = NULL;
-    mf_error err;
-    if (mf_instance_open(&cfg, &inst, &err) != 0) {
-        printf("  mf_instance_open: %s\n", err.msg);
-        return NULL;
-    }
-    return inst;
+    return mft_instance_open(true);
 }
 
 /* Run `cmd` (consumed) and return the reply; `*flags` gets MF_RUN_*. */
 static bson_t *run(mf_instance *inst, mf_client *client, bson_t *cmd, int *flags)
 {
-    bson_t *reply = bson_new();
-    int f = 0;
-    mf_command_run(inst, client, cmd, reply, &f);
-    if (flags)
-        *flags = f;
-    bson_destroy(cmd);
-    return reply;
+    return mft_command(inst, client, cmd, flags);
 }
 
 static int32_t reply_int(const bson_t *reply, const char *key)

@@ -1,20 +1,13 @@
 /* Cases for the logical-session registry (command/sessions.c): the digest,
  * expiry by idle time, ending and killing. */
 #include "test.h"
-#include "../command/command_int.h"
+#include "cmdtest.h"
 
 #include <stdlib.h>
 
 static mf_instance *open_instance(void)
 {
-    mf_instance_config cfg = {.dbpath = mft_tmpdir(), .max_connections = 10};
-    mf_instance *inst = NULL;
-    mf_error err;
-    if (mf_instance_open(&cfg, &inst, &err) != 0) {
-        printf("  mf_instance_open: %s\n", err.msg);
-        return NULL;
-    }
-    return inst;
+    return mft_instance_open(false);
 }
 
 static void hex(const uint8_t *d, size_t n, char *out)

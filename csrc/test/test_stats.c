@@ -2,7 +2,7 @@
  * validate command: damage made directly in the pages or the trees, which
  * no client can make, must be reported. */
 #include "test.h"
-#include "../command/command_int.h"
+#include "cmdtest.h"
 #include "../storage/btree.h"
 
 #include <stdlib.h>
@@ -108,14 +108,7 @@ MFT_CASE(validate_order, "/storage/btree/validate_detects_keys_out_of_order")
 
 static mf_instance *open_instance(void)
 {
-    mf_instance_config cfg = {.dbpath = mft_tmpdir(), .max_connections = 10};
-    mf_instance *inst = NULL;
-    mf_error err;
-    if (mf_instance_open(&cfg, &inst, &err) != 0) {
-        printf("  mf_instance_open: %s\n", err.msg);
-        return NULL;
-    }
-    return inst;
+    return mft_instance_open(false);
 }
 
 /* Run `cmd` (consumed) and return the reply. */
