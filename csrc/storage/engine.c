@@ -37,6 +37,9 @@ typedef struct tree_ent {
     mf_tree_id id;
     mf_btree bt;
     mf_pgno saved_root; /* as the last checkpoint recorded it */
+    bool saved;         /* a checkpoint recorded it (its "root:" entry exists);
+                           an empty tree's root is 0, so saved_root alone
+                           cannot tell */
 } tree_ent;
 
 struct mf_coll {
@@ -150,7 +153,7 @@ int mf_engine_tree_measure(mf_engine *e, mf_tree_id id, mf_btree_usage *out, mf_
     return mf_btree_measure(t, out, err);
 }
 
-static int tree_add(mf_engine *e, mf_tree_id id, mf_pgno root, mf_error *err)
+static int tree_add(mf_engine *e, mf_tree_id id, mf_pgno root, bool saved, mf_error *err)
 {
     int rc = 0;
     pthread_rwlock_wrlock(&e->trees_lock);
@@ -176,6 +179,7 @@ static int tree_add(mf_engine *e, mf_tree_id id, mf_pgno root, mf_error *err)
     t->bt.pg = e->pg;
     t->bt.root = root;
     t->saved_root = root;
+    t->saved = saved;
     memmove(&e->trees[i + 1], &e->trees[i], (e->ntrees - i) * sizeof *e->trees);
     e->trees[i] = t;
     e->ntrees++;
@@ -208,7 +212,7 @@ static int tree_drop(mf_engine *e, mf_tree_id id, mf_error *err)
             e->cap_dropped = cap;
         }
     }
-    if (e->ndropped < e->cap_dropped && t->saved_root != 0)
+    if (e->ndropped < e->cap_dropped && t->saved)
         e->dropped[e->ndropped++] = id;
     pthread_rwlock_unlock(&e->trees_lock);
     free(t);
@@ -228,7 +232,7 @@ static int apply_one(mf_engine *e, const mf_op *op, mf_error *err)
     bool flag;
     switch (op->kind) {
     case MF_OP_CREATE_TREE:
-        return tree_add(e, op->tree, 0, err);
+        return tree_add(e, op->tree, 0, false, err);
     case MF_OP_DROP_TREE:
         return tree_drop(e, op->tree, err);
     case MF_OP_PUT:
@@ -492,13 +496,16 @@ static int save_roots(mf_engine *e, mf_error *err)
     e->ndropped = 0;
     for (size_t i = 0; i < e->ntrees; i++) {
         tree_ent *t = e->trees[i];
-        if (t->id == MF_CATALOG_TREE || t->bt.root == t->saved_root)
+        /* A new tree is recorded even while empty: the log before this
+         * checkpoint, which created it, is not replayed again. */
+        if (t->id == MF_CATALOG_TREE || (t->saved && t->bt.root == t->saved_root))
             continue;
         put_u64be(key + sizeof ROOT_PREFIX - 1, t->id);
         if ((rc = mf_btree_put(&cat->bt, key, sizeof key, (const uint8_t *)&t->bt.root, 8, false,
                                &flag, err)) != 0)
             return rc;
         t->saved_root = t->bt.root;
+        t->saved = true;
     }
     return 0;
 }
@@ -1097,7 +1104,7 @@ static int load_roots(mf_engine *e, mf_error *err)
         mf_tree_id id = 0;
         for (int i = 0; i < 8; i++)
             id = id << 8 | k[5 + i];
-        if ((rc = tree_add(e, id, get_u64(v), err)) != 0)
+        if ((rc = tree_add(e, id, get_u64(v), true, err)) != 0)
             return rc;
         if ((rc = mf_cursor_next(&cur, &valid, err)) != 0)
             return rc;
@@ -1165,7 +1172,7 @@ int mf_engine_open(const char *dir, const mf_engine_options *opt, mf_engine **ou
     mf_lsn cp_lsn = get_u64(user);
     mf_pgno cat_root = get_u64(user + 8);
     uint64_t next = get_u64(user + 16);
-    if ((rc = tree_add(e, MF_CATALOG_TREE, cat_root, err)) != 0 ||
+    if ((rc = tree_add(e, MF_CATALOG_TREE, cat_root, true, err)) != 0 ||
         (rc = load_roots(e, err)) != 0)
         goto fail;
     if (next > atomic_load(&e->next_tree))
