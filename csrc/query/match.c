@@ -41,6 +41,12 @@ typedef enum {
 typedef struct node node;
 typedef struct cond cond;
 
+/* Where an element of a list operand starts (bson_iter_t cannot be kept
+ * in an array: its alignment exceeds its size). */
+typedef struct in_elem_at {
+    uint32_t off, keylen;
+} in_elem_at;
+
 struct cond {
     cond_kind kind;
     bson_t operand;      /* {"": value} or {"0": .., "1": ..} for lists */
@@ -51,6 +57,10 @@ struct cond {
     pcre2_code *re;      /* $regex */
     pcre2_code **res;    /* $in/$nin regexes, one per operand element (or NULL) */
     size_t nres;
+    in_elem_at *in_elems;   /* $in/$nin: the non-regex elements in the collation's */
+    size_t nsorted;         /* order (NULL: a short list, searched in turn) */
+    size_t in_nregex;       /* ... and how many regexes it holds besides */
+    bool in_null, in_undef; /* the list holds null / undefined (which equal each other) */
     uint64_t bits[4];    /* bit tests: mask over 256 bits */
     cond *sub;           /* $not / $elemMatch value form: conditions */
     size_t nsub;
@@ -103,6 +113,7 @@ static void cond_clear(cond *c)
         if (c->res[i])
             pcre2_code_free(c->res[i]);
     free(c->res);
+    free(c->in_elems);
     for (size_t i = 0; i < c->nsub; i++)
         cond_clear(&c->sub[i]);
     free(c->sub);
@@ -786,6 +797,72 @@ static int parse_doc(const pctx *pc, const bson_t *filter, node **out, mf_error 
     return 0;
 }
 
+/* Lists shorter than this are searched element by element. */
+#define IN_SORT_MIN 8
+
+/* An element of `c`'s list operand, as an iterator. */
+static void in_elem(const cond *c, in_elem_at at, bson_iter_t *it)
+{
+    bson_iter_init_from_data_at_offset(it, bson_get_data(&c->operand), c->operand.len, at.off,
+                                       at.keylen);
+}
+
+/* Sort `n` elements of `c`'s operand in the order of its collation (a
+ * merge sort: qsort cannot carry the collation portably).  `tmp` holds n. */
+static void sort_elems(cond *c, in_elem_at *e, in_elem_at *tmp, size_t n)
+{
+    for (size_t width = 1; width < n; width *= 2) {
+        for (size_t lo = 0; lo < n; lo += 2 * width) {
+            size_t mid = lo + width < n ? lo + width : n;
+            size_t hi = lo + 2 * width < n ? lo + 2 * width : n, a = lo, b = mid, k = lo;
+            while (a < mid && b < hi) {
+                bson_iter_t x, y;
+                in_elem(c, e[a], &x);
+                in_elem(c, e[b], &y);
+                tmp[k++] = mf_bsonx_compare_values_coll(&y, &x, c->coll) < 0 ? e[b++] : e[a++];
+            }
+            while (a < mid)
+                tmp[k++] = e[a++];
+            while (b < hi)
+                tmp[k++] = e[b++];
+        }
+        memcpy(e, tmp, n * sizeof *e);
+    }
+}
+
+/* A long $in/$nin list's elements, sorted for in_list()'s binary search.
+ * Regexes stay out (in_list tries them one by one).  Without memory the
+ * list is searched element by element, which gives the same answers. */
+static void sort_in_list(cond *c)
+{
+    free(c->in_elems);
+    c->in_elems = NULL;
+    c->nsorted = 0;
+    c->in_null = c->in_undef = false;
+    c->in_nregex = 0;
+    if (c->nres < IN_SORT_MIN)
+        return;
+    in_elem_at *e = malloc(2 * c->nres * sizeof *e);
+    if (!e)
+        return;
+    size_t n = 0;
+    bson_iter_t it;
+    bson_iter_init(&it, &c->operand);
+    for (size_t i = 0; bson_iter_next(&it) && i < c->nres; i++) {
+        if (c->res[i]) {
+            c->in_nregex++;
+            continue;
+        }
+        c->in_null |= BSON_ITER_HOLDS_NULL(&it);
+        c->in_undef |= bson_iter_type(&it) == BSON_TYPE_UNDEFINED;
+        e[n].off = bson_iter_offset(&it);
+        e[n++].keylen = bson_iter_key_len(&it);
+    }
+    sort_elems(c, e, e + c->nres, n);
+    c->in_elems = e;
+    c->nsorted = n;
+}
+
 /* Give every condition of the tree the matcher's collation. */
 static void set_coll(node *n, const mf_collator *coll);
 
@@ -793,6 +870,8 @@ static void set_coll_conds(cond *cs, size_t n, const mf_collator *coll)
 {
     for (size_t i = 0; i < n; i++) {
         cs[i].coll = coll;
+        if (cs[i].kind == C_IN || cs[i].kind == C_NIN)
+            sort_in_list(&cs[i]);
         set_coll_conds(cs[i].sub, cs[i].nsub, coll);
         set_coll(cs[i].elem, coll);
     }
@@ -984,6 +1063,34 @@ static bool bits_test(const cond *c, const bson_iter_t *v)
 static bool in_list(const cond *c, const bson_iter_t *v)
 {
     bson_iter_t o;
+    if (c->in_elems) {
+        /* elem_equal() is compare == 0, but for null and undefined, which
+         * are equal without comparing so. */
+        int cv = mf_bsonx_canonical_type(bson_iter_type(v));
+        if ((cv == 0 && c->in_null) || (cv == 5 && c->in_undef))
+            return true;
+        size_t lo = 0, hi = c->nsorted;
+        while (lo < hi) {
+            size_t mid = lo + (hi - lo) / 2;
+            bson_iter_t e;
+            in_elem(c, c->in_elems[mid], &e);
+            int r = mf_bsonx_compare_values_coll(v, &e, c->coll);
+            if (r == 0)
+                return true;
+            if (r < 0)
+                hi = mid;
+            else
+                lo = mid + 1;
+        }
+        /* then the regexes alone */
+        if (c->in_nregex == 0)
+            return false;
+        bson_iter_init(&o, &c->operand);
+        for (size_t i = 0; bson_iter_next(&o) && i < c->nres; i++)
+            if (c->res[i] && (regex_match(c->res[i], v) || mf_bsonx_compare_values(v, &o) == 0))
+                return true;
+        return false;
+    }
     bson_iter_init(&o, &c->operand);
     for (size_t i = 0; bson_iter_next(&o); i++) {
         if (i < c->nres && c->res[i]) {

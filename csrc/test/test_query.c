@@ -267,3 +267,84 @@ MFT_CASE(match_expr_hooks, "/query/match/expr_hooks")
     CHECK_INT(nfree, 5); /* every parsed expression freed with its matcher */
     bson_destroy(doc);
 }
+
+/* A long $in list is searched sorted (a binary search); a short one
+ * element by element.  Both must give every document the same answer,
+ * null and undefined (equal without comparing equal) included. */
+static void in_hit(const bson_t *list, const bson_t *doc, bool *hit)
+{
+    bson_t filter, f;
+    mf_matcher *m = NULL;
+    mf_error err;
+    bson_init(&filter);
+    bson_append_document_begin(&filter, "f", 1, &f);
+    bson_append_array(&f, "$in", 3, list);
+    bson_append_document_end(&filter, &f);
+    *hit = false;
+    CHECK_INT(mf_matcher_parse(&filter, &m, &err), 0);
+    CHECK_INT(mf_matcher_eval(m, doc, NULL, hit, &err), 0);
+    mf_matcher_free(m);
+    bson_destroy(&filter);
+}
+
+/* Append the values of `src` (a document) to array `dst` from index `*at`. */
+static void append_values(bson_t *dst, const bson_t *src, uint32_t *at)
+{
+    bson_iter_t it;
+    bson_iter_init(&it, src);
+    while (bson_iter_next(&it)) {
+        char key[16];
+        const char *k;
+        size_t kl = bson_uint32_to_string((*at)++, &k, key, sizeof key);
+        bson_append_iter(dst, k, (int)kl, &it);
+    }
+}
+
+MFT_CASE(match_in_long_list, "/query/match/in_long_list_same_as_short")
+{
+    bson_t *docs[8];
+    docs[0] = BCON_NEW("f", BCON_UNDEFINED);
+    docs[1] = BCON_NEW("f", BCON_NULL);
+    docs[2] = BCON_NEW("g", BCON_INT32(1));
+    docs[3] = BCON_NEW("f", BCON_DOUBLE(3.0));
+    docs[4] = BCON_NEW("f", "[", BCON_INT32(40), BCON_INT64(5), "]");
+    docs[5] = BCON_NEW("f", BCON_UTF8("b"));
+    docs[6] = BCON_NEW("f", "[", "]");
+    docs[7] = BCON_NEW("f", BCON_DOUBLE(4.5));
+    bson_t *wanted = BCON_NEW("0", BCON_INT64(3), "1", BCON_UTF8("b"), "2", BCON_INT32(5),
+                              "3", "[", "]");
+    bson_t *others = BCON_NEW("0", BCON_INT32(100), "1", BCON_UTF8("z"), "2", BCON_DOUBLE(-1.5),
+                              "3", BCON_INT32(7), "4", BCON_BOOL(true), "5", BCON_UTF8("a"),
+                              "6", BCON_INT32(9));
+    bson_t *nulls[2] = {BCON_NEW("0", BCON_NULL), BCON_NEW("0", BCON_UNDEFINED)};
+    for (int nullish = 0; nullish < 2; nullish++) {
+        /* the same five values, alone (searched in turn) and among twelve
+         * (sorted), the null or undefined last and in the middle */
+        bson_t shrt = BSON_INITIALIZER, lng = BSON_INITIALIZER;
+        uint32_t ns = 0, nl = 0;
+        append_values(&shrt, wanted, &ns);
+        append_values(&shrt, nulls[nullish], &ns);
+        append_values(&lng, others, &nl);
+        append_values(&lng, nulls[nullish], &nl);
+        append_values(&lng, wanted, &nl);
+        for (int d = 0; d < 8; d++) {
+            bool a, b;
+            in_hit(&shrt, docs[d], &a);
+            in_hit(&lng, docs[d], &b);
+            if (a != b)
+                fprintf(stderr, "doc %d, list with %s: short %d, long %d\n", d,
+                        nullish ? "undefined" : "null", a, b);
+            CHECK(a == b);
+            /* null/undefined/missing, 3.0, [40, 5], "b" and [] match */
+            CHECK(b == (d != 7));
+        }
+        bson_destroy(&shrt);
+        bson_destroy(&lng);
+    }
+    for (int d = 0; d < 8; d++)
+        bson_destroy(docs[d]);
+    bson_destroy(wanted);
+    bson_destroy(others);
+    bson_destroy(nulls[0]);
+    bson_destroy(nulls[1]);
+}
