@@ -166,6 +166,8 @@ typedef struct {
     mf_pipeline *p;
 } source_stage;
 
+static bool reads_no_field(const mf_pipeline *p);
+
 static int open_read(mf_pipeline *p, mf_error *err)
 {
     if (p->opened)
@@ -183,6 +185,7 @@ static int open_read(mf_pipeline *p, mf_error *err)
         .vars = &p->agg.vars,
         .explain = p->agg.explain,
         .collation = p->agg.collator,
+        .no_fields = reads_no_field(p),
     };
     mf_expr_hooks hooks; /* copied by the read's matcher */
     mfi_agg_hooks(&p->agg, &hooks);
@@ -296,6 +299,20 @@ static int skip_next(mfi_stage *s, bson_t *out, bool *eof, mf_error *err)
 
 static const mfi_stage_ops limit_ops = {"$limit", limit_next, NULL, NULL};
 static const mfi_stage_ops skip_ops = {"$skip", skip_next, NULL, NULL};
+
+/* Whether the stages after the read use no field of its documents:
+ * $skip and $limit, then a $group of constants (what a driver's
+ * countDocuments sends). */
+static bool reads_no_field(const mf_pipeline *p)
+{
+    for (size_t i = 1; i < p->stages.n; i++) {
+        const mfi_stage *s = p->stages.v[i];
+        if (s->ops == &skip_ops || s->ops == &limit_ops)
+            continue;
+        return mfi_group_reads_no_field(s);
+    }
+    return false;
+}
 
 /* The argument of $limit or $skip as mongod 5.0+ reads it
  * (BSONElement::parseIntegerElementToNonNegativeLong): a number with an

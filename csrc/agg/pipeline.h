@@ -51,6 +51,10 @@ typedef struct mf_agg_read {
     /* the collation the filter and sort compare strings under (the
      * pipeline's); NULL: simple */
     const mf_collator *collation;
+    /* The stages after the read use no field of its documents (a count):
+     * the read may hand out empty documents, and answer from index keys
+     * alone where its bounds answer the whole filter. */
+    bool no_fields;
 } mf_agg_read;
 
 /* What $merge does with one document, decided by the pipeline. */

@@ -141,6 +141,10 @@ int mfi_parse_coll_stats(const bson_iter_t *, mfi_agg *, mfi_stage_list *, mf_er
 int mfi_parse_index_stats(const bson_iter_t *, mfi_agg *, mfi_stage_list *, mf_error *);
 /* stage_group.c */
 int mfi_parse_group(const bson_iter_t *, mfi_agg *, mfi_stage_list *, mf_error *);
+/* Whether stage `s` is a $group that reads no field of its input: a
+ * constant _id, and accumulators of constants ({$sum: 1}, $count).  The
+ * read before it may then hand it empty documents. */
+bool mfi_group_reads_no_field(const mfi_stage *s);
 int mfi_parse_sort_by_count(const bson_iter_t *, mfi_agg *, mfi_stage_list *, mf_error *);
 
 /* stage_window.c */

@@ -383,6 +383,23 @@ static void group_free(mfi_stage *s)
 
 static const mfi_stage_ops group_ops = {"$group", group_next, NULL, group_free};
 
+bool mfi_group_reads_no_field(const mfi_stage *s)
+{
+    if (s->ops != &group_ops)
+        return false;
+    const group_stage *gs = (const group_stage *)s;
+    const bson_value_t *v;
+    if (!mf_expr_is_const(gs->id, &v))
+        return false;
+    for (size_t a = 0; a < gs->nacc; a++) {
+        const mfi_acc *acc = &gs->accs[a];
+        if (acc->sort_by || (acc->arg && !mf_expr_is_const(acc->arg, &v)) ||
+            (acc->n && !mf_expr_is_const(acc->n, &v)))
+            return false;
+    }
+    return true;
+}
+
 int mfi_parse_group(const bson_iter_t *it, mfi_agg *agg, mfi_stage_list *out, mf_error *err)
 {
     if (!BSON_ITER_HOLDS_DOCUMENT(it))

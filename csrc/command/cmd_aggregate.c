@@ -39,6 +39,7 @@ typedef struct coll_read {
     size_t pos;
     bool eof;
     bool explain;
+    bool no_fields;          /* hand out empty documents (mf_agg_read.no_fields) */
     int64_t nreturned;
 } coll_read;
 
@@ -65,13 +66,17 @@ static int read_chunk(coll_read *r, mf_error *err)
         }
         mf_scan_row row;
         bool valid;
-        if ((rc = mf_scan_next(r->scan, e, c, r->m, &row, &valid, err)) != 0)
+        /* Counting everything: no matcher, so no record is read. */
+        const mf_matcher *m = r->no_fields && bson_empty(&r->filter) ? NULL : r->m;
+        if ((rc = mf_scan_next(r->scan, e, c, m, &row, &valid, err)) != 0)
             break;
         if (!valid) {
             r->eof = true;
             break;
         }
-        if (mf_buf_append(&r->chunk, bson_get_data(&row.doc), row.doc.len) != 0) {
+        static const uint8_t empty_doc[5] = {5, 0, 0, 0, 0};
+        if ((r->no_fields ? mf_buf_append(&r->chunk, empty_doc, sizeof empty_doc)
+                          : mf_buf_append(&r->chunk, bson_get_data(&row.doc), row.doc.len)) != 0) {
             rc = mf_error_set(err, MF_InternalError, "out of memory");
             break;
         }
@@ -193,6 +198,7 @@ static int read_open(void *arg, const mf_agg_read *q, mf_agg_source **out, bool 
     r->base.free = read_free;
     r->inst = inst;
     r->explain = q->explain;
+    r->no_fields = q->no_fields && !q->explain;
     bson_init(&r->filter);
     bson_init(&r->sort);
     if (q->filter)
@@ -219,6 +225,9 @@ static int read_open(void *arg, const mf_agg_read *q, mf_agg_source **out, bool 
                               &r->sorted, err);
         if (rc == 0) {
             mf_scan_timed(r->scan, q->explain);
+            /* Keys answer where the bounds answer the whole filter
+             * (mongod's COUNT_SCAN). */
+            mf_scan_count_only(r->scan, r->no_fields);
             mf_scan_release(r->scan);
         }
         mf_coll_unlock(c);
