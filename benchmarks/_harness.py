@@ -29,6 +29,19 @@ HERE = Path(__file__).resolve().parent
 SIDES = ("multifora", "stub")
 
 
+def disk_bytes(path: Path) -> int:
+    """Allocated bytes of every file under path (du, not apparent size); 0
+    for a store in memory.  Shared by run.py's parts and the peers' worker."""
+    total = 0
+    for root, _dirs, files in os.walk(path):
+        for name in files:
+            try:
+                total += os.lstat(os.path.join(root, name)).st_blocks * 512
+            except FileNotFoundError:
+                pass  # removed while we walked
+    return total
+
+
 def build_stub(workdir: Path) -> Path:
     exe = workdir / "stub_server"
     cc = shutil.which("cc") or shutil.which("gcc")

@@ -68,6 +68,8 @@ HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
 sys.path.insert(0, str(HERE))
 
+from _harness import disk_bytes  # noqa: E402 (after the path)
+
 PARTS = ("table", "peers", "driver", "big", "churn")
 ROW_KEYS = {"name": str, "unit": str, "median": (int, float), "min": (int, float),
             "max": (int, float), "n": int}
@@ -184,18 +186,6 @@ def rss_bytes(pid: int) -> int:
             if line.startswith("VmRSS:"):
                 return int(line.split()[1]) * 1024
     raise RuntimeError(f"no VmRSS for pid {pid}")
-
-
-def disk_bytes(path: Path) -> int:
-    """Allocated bytes of every file under path (du, not apparent size)."""
-    total = 0
-    for root, _dirs, files in os.walk(path):
-        for name in files:
-            try:
-                total += os.lstat(os.path.join(root, name)).st_blocks * 512
-            except FileNotFoundError:
-                pass  # removed while we walked
-    return total
 
 
 # -- rows --------------------------------------------------------------------

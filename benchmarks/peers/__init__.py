@@ -25,7 +25,6 @@ that differs and the figures have to be read with it.
 from __future__ import annotations
 
 import json
-import os
 import sqlite3
 from pathlib import Path
 from typing import Dict, List, Optional, Tuple
@@ -315,15 +314,3 @@ def missing_module(name: str) -> Optional[str]:
         if mod and importlib.util.find_spec(mod) is None:
             return mod
     return None
-
-
-def disk_bytes(path: Path) -> int:
-    """Allocated bytes under path (st_blocks), 0 for a store in memory."""
-    total = 0
-    for root, _dirs, files in os.walk(path):
-        for f in files:
-            try:
-                total += os.lstat(os.path.join(root, f)).st_blocks * 512
-            except FileNotFoundError:
-                pass
-    return total

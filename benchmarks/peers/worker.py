@@ -24,7 +24,8 @@ import time
 import traceback
 from pathlib import Path
 
-from peers import PEERS, Unsupported, disk_bytes
+from _harness import disk_bytes
+from peers import PEERS, Unsupported
 from peers.workload import Workload
 
 

@@ -807,27 +807,14 @@ static void in_elem(const cond *c, in_elem_at at, bson_iter_t *it)
                                        at.keylen);
 }
 
-/* Sort `n` elements of `c`'s operand in the order of its collation (a
- * merge sort: qsort cannot carry the collation portably).  `tmp` holds n. */
-static void sort_elems(cond *c, in_elem_at *e, in_elem_at *tmp, size_t n)
+/* qsort_r's order of two elements of cond `arg`'s list: its collation's. */
+static int cmp_elems(const void *a, const void *b, void *arg)
 {
-    for (size_t width = 1; width < n; width *= 2) {
-        for (size_t lo = 0; lo < n; lo += 2 * width) {
-            size_t mid = lo + width < n ? lo + width : n;
-            size_t hi = lo + 2 * width < n ? lo + 2 * width : n, a = lo, b = mid, k = lo;
-            while (a < mid && b < hi) {
-                bson_iter_t x, y;
-                in_elem(c, e[a], &x);
-                in_elem(c, e[b], &y);
-                tmp[k++] = mf_bsonx_compare_values_coll(&y, &x, c->coll) < 0 ? e[b++] : e[a++];
-            }
-            while (a < mid)
-                tmp[k++] = e[a++];
-            while (b < hi)
-                tmp[k++] = e[b++];
-        }
-        memcpy(e, tmp, n * sizeof *e);
-    }
+    const cond *c = arg;
+    bson_iter_t x, y;
+    in_elem(c, *(const in_elem_at *)a, &x);
+    in_elem(c, *(const in_elem_at *)b, &y);
+    return mf_bsonx_compare_values_coll(&x, &y, c->coll);
 }
 
 /* A long $in/$nin list's elements, sorted for in_list()'s binary search.
@@ -842,7 +829,7 @@ static void sort_in_list(cond *c)
     c->in_nregex = 0;
     if (c->nres < IN_SORT_MIN)
         return;
-    in_elem_at *e = malloc(2 * c->nres * sizeof *e);
+    in_elem_at *e = malloc(c->nres * sizeof *e);
     if (!e)
         return;
     size_t n = 0;
@@ -858,7 +845,7 @@ static void sort_in_list(cond *c)
         e[n].off = bson_iter_offset(&it);
         e[n++].keylen = bson_iter_key_len(&it);
     }
-    sort_elems(c, e, e + c->nres, n);
+    qsort_r(e, n, sizeof *e, cmp_elems, c);
     c->in_elems = e;
     c->nsorted = n;
 }
@@ -1060,43 +1047,47 @@ static bool bits_test(const cond *c, const bson_iter_t *v)
     return c->kind == C_BITS_ALL_SET || c->kind == C_BITS_ALL_CLEAR ? all : any;
 }
 
+/* Whether a long list's sorted elements hold `v` (a bisection). */
+static bool in_sorted(const cond *c, const bson_iter_t *v)
+{
+    /* elem_equal() is compare == 0, but for null and undefined, which are
+     * equal without comparing so. */
+    int cv = mf_bsonx_canonical_type(bson_iter_type(v));
+    if ((cv == 0 && c->in_null) || (cv == 5 && c->in_undef))
+        return true;
+    size_t lo = 0, hi = c->nsorted;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        bson_iter_t e;
+        in_elem(c, c->in_elems[mid], &e);
+        int r = mf_bsonx_compare_values_coll(v, &e, c->coll);
+        if (r == 0)
+            return true;
+        if (r < 0)
+            hi = mid;
+        else
+            lo = mid + 1;
+    }
+    return false;
+}
+
 static bool in_list(const cond *c, const bson_iter_t *v)
 {
-    bson_iter_t o;
     if (c->in_elems) {
-        /* elem_equal() is compare == 0, but for null and undefined, which
-         * are equal without comparing so. */
-        int cv = mf_bsonx_canonical_type(bson_iter_type(v));
-        if ((cv == 0 && c->in_null) || (cv == 5 && c->in_undef))
+        if (in_sorted(c, v))
             return true;
-        size_t lo = 0, hi = c->nsorted;
-        while (lo < hi) {
-            size_t mid = lo + (hi - lo) / 2;
-            bson_iter_t e;
-            in_elem(c, c->in_elems[mid], &e);
-            int r = mf_bsonx_compare_values_coll(v, &e, c->coll);
-            if (r == 0)
-                return true;
-            if (r < 0)
-                hi = mid;
-            else
-                lo = mid + 1;
-        }
-        /* then the regexes alone */
         if (c->in_nregex == 0)
             return false;
-        bson_iter_init(&o, &c->operand);
-        for (size_t i = 0; bson_iter_next(&o) && i < c->nres; i++)
-            if (c->res[i] && (regex_match(c->res[i], v) || mf_bsonx_compare_values(v, &o) == 0))
-                return true;
-        return false;
     }
+    /* element by element: every one in a short list, the regexes alone in
+     * a long one */
+    bson_iter_t o;
     bson_iter_init(&o, &c->operand);
     for (size_t i = 0; bson_iter_next(&o); i++) {
         if (i < c->nres && c->res[i]) {
             if (regex_match(c->res[i], v) || mf_bsonx_compare_values(v, &o) == 0)
                 return true;
-        } else if (elem_equal(v, &o, c->coll)) {
+        } else if (!c->in_elems && elem_equal(v, &o, c->coll)) {
             return true;
         }
     }

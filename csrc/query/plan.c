@@ -999,6 +999,13 @@ static int seen_before(mf_scan *s, uint64_t rid, bool *dup, mf_error *err)
     return 0;
 }
 
+/* Counting, with bounds that answer the whole filter: index keys alone
+ * answer, no record is read. */
+static bool keys_answer(const mf_scan *s)
+{
+    return s->count_only && s->residual && bson_empty(s->residual);
+}
+
 /* The record `rid` into `row`; `*found` false if it is gone. */
 static int fetch(mf_engine *e, mf_coll *c, const uint8_t *rid, mf_pgno hint, mf_scan_row *row,
                  bool *found, mf_error *err)
@@ -1051,7 +1058,7 @@ static int consider(mf_scan *s, mf_engine *e, mf_coll *c, const mf_matcher *m,
     }
     /* Counting, with bounds that answer the whole filter: the key is the
      * answer, and the record need not be read (mongod's COUNT_SCAN). */
-    if (s->count_only && s->residual && bson_empty(s->residual)) {
+    if (keys_answer(s)) {
         row->rid = get_be64(rid);
         row->pos = -1;
         bson_init(&row->doc);
@@ -1231,7 +1238,7 @@ static void ahead_start(mf_scan *s, mf_engine *e, mf_coll *c)
     s->ahead_pending = false;
     /* Only index scans that read their records: not COUNT_SCAN's keys. */
     s->ahead_on = s->kind == P_IXSCAN && !s->points &&
-                  !(s->count_only && s->residual && bson_empty(s->residual));
+                  !keys_answer(s);
     if (!s->ahead_on)
         return;
     mf_btree *records = mf_engine_tree(e, mf_coll_records(c));

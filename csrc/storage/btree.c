@@ -765,8 +765,7 @@ int mf_btree_get_hinted(mf_btree *t, mf_pgno leaf, const uint8_t *key, size_t kl
 {
     mf_error ignored;
     uint8_t *p = leaf ? get_page(t, leaf, &ignored) : NULL;
-    int n;
-    if (p && is_leaf(p) && (n = pcount(p)) > 0) {
+    if (p && is_leaf(p) && pcount(p) > 0) {
         bool exact;
         int idx = search(t, p, key, klen, &exact, &ignored);
         if (idx >= 0 && exact) {
