@@ -179,6 +179,12 @@ void mf_os_fault_clear(void)
 {
     pthread_mutex_lock(&fault_mu);
     atomic_store(&fault_armed, false);
+    /* The counts start again, as a mongod fail point's timesEntered does
+     * at every configureFailPoint: the table is the process's, and the
+     * next server in it must not see this one's hits. */
+    fault_hits = 0;
+    fault_calls = 0;
+    fault_torn = 0;
     pthread_mutex_unlock(&fault_mu);
 }
 

@@ -103,6 +103,7 @@ typedef enum {
  * then fail `count` times (-1: forever).  One fault at a time; arming
  * replaces the previous one.  Thread-safe. */
 void mf_os_fault_set(const char *site_prefix, mf_fault_kind kind, int skip, int count);
+/* Disarm, and start the counts below again from 0. */
 void mf_os_fault_clear(void);
 /* How many calls the armed fault has failed so far. */
 int mf_os_fault_hits(void);
