@@ -60,3 +60,75 @@ def test_changes_between_batches_are_seen(coll, batch, deletes):
                 version[i] = version.get(i, 0) + 1
                 coll.update_one({"_id": i}, {"$set": {"v": version[i]}})
     assert seen == {i for i in ahead if i not in deleted}
+
+
+@pytest.fixture
+def big(client):
+    """Records of three levels (about 900 leaves): a long index scan builds
+    the records' locator (btree.h) and finds every leaf through it."""
+    c = client.fetchdb.big
+    rng = random.Random(8)
+    for s in range(0, 30000, 5000):
+        c.insert_many([{"_id": i, "r": rng.randrange(30000), "s": "p" * 60}
+                       for i in range(s, s + 5000)])
+    c.create_index("r")
+    return c
+
+
+def _both(c, lo, hi):
+    q = {"r": {"$gte": lo, "$lt": hi}}
+    got = sorted(d["_id"] for d in c.find(q, batch_size=20000))
+    want = sorted(d["_id"] for d in c.find(q, hint={"$natural": 1}, batch_size=20000))
+    return got, want
+
+
+def test_locator_answers_as_the_scan_across_writes(client, big):
+    """Long index scans between writes of every kind (each drops the
+    locator; the next long scan builds another): the index answers as the
+    collection scan does.  Another collection is created and dropped in
+    between, so pages freed by one tree are reused by another whose record
+    ids are the same."""
+    rng = random.Random(3)
+    other = client.fetchdb.other
+    for step in range(8):
+        lo = rng.randrange(20000)
+        got, want = _both(big, lo, lo + 9000)
+        assert got == want and len(got) > 5000, step
+        kind = step % 4
+        if kind == 0:  # deletes spread over the records
+            big.delete_many({"_id": {"$in": [rng.randrange(30000) for _ in range(2000)]}})
+        elif kind == 1:  # documents grow: their leaves split
+            big.update_many({"_id": {"$mod": [7, step]}}, {"$set": {"s": "q" * 300}})
+        elif kind == 2:  # new records at the end, and pages for another tree
+            n0 = 30000 + step * 1000
+            big.insert_many([{"_id": i, "r": rng.randrange(30000), "s": "n"}
+                             for i in range(n0, n0 + 1000)])
+            other.insert_many([{"_id": i, "r": i, "s": "o" * 80} for i in range(20000)])
+        else:
+            other.drop()
+    got, want = _both(big, 0, 40000)
+    assert got == want
+
+
+def test_locator_cursor_sees_changes_between_batches(big):
+    """A cursor reading through the locator, with writes between its
+    batches: every document returned is current, none twice, none deleted."""
+    rng = random.Random(4)
+    q = {"r": {"$gte": 5000, "$lt": 25000}}
+    cur = big.find(q, batch_size=1500)
+    seen, deleted = set(), set()
+    n = 0
+    for doc in cur:
+        assert doc["_id"] not in seen and doc["_id"] not in deleted
+        assert 5000 <= doc["r"] < 25000
+        assert doc["s"] in ("p" * 60, "z" * 200)
+        seen.add(doc["_id"])
+        n += 1
+        if n % 1500 == 0:
+            gone = [rng.randrange(30000) for _ in range(300)]
+            big.delete_many({"_id": {"$in": gone}})
+            deleted.update(g for g in gone if g not in seen)
+            big.update_many({"_id": {"$in": [rng.randrange(30000) for _ in range(300)]}},
+                            {"$set": {"s": "z" * 200}})
+    left = {d["_id"] for d in big.find(q, hint={"$natural": 1})}
+    assert not (left - seen), "a document present throughout was not returned"

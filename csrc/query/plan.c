@@ -87,6 +87,7 @@ typedef struct scan_index {
 
 #define AHEAD_BATCH 8
 #define AHEAD_RING 32 /* four batches */
+#define LOCATOR_AFTER 512 /* entries, before a scan considers the locator */
 
 struct mf_scan {
     plan_kind kind;
@@ -123,6 +124,8 @@ struct mf_scan {
     int ahead_height;
     uint64_t ahead_used;     /* entries `cur` moved past since the reset */
     uint64_t ahead_batches;  /* batches collected since the reset */
+    uint64_t locator_at;     /* ahead_used at which to consider the
+                                records' locator next (0: not again) */
     uint8_t ahead_ids[AHEAD_RING][8];
     mf_btree_hint ahead_hints[AHEAD_RING];
     int ahead_len[AHEAD_RING / AHEAD_BATCH]; /* ids in each ring batch */
@@ -1251,6 +1254,7 @@ static void ahead_start(mf_scan *s, mf_engine *e, mf_coll *c)
     s->ahead = s->cur;
     s->ahead_valid = true;
     s->ahead_used = s->ahead_batches = 0;
+    s->locator_at = mf_btree_has_locator(records) ? 0 : LOCATOR_AFTER;
     for (int i = 0; i < 3; i++)
         ahead_batch(s, records);
 }
@@ -1268,6 +1272,24 @@ static mf_pgno ahead_hint(const mf_scan *s, const uint8_t *rid, size_t rl)
     return s->ahead_hints[pos].leaf;
 }
 
+/* A long scan: build the records' locator (btree.h) once the entries read
+ * are at least an eighth of the leaves, so that building it (a read of
+ * every branch entry above the leaves) costs less than the descents it
+ * saves.  It stays until the collection is next written, for the scans
+ * after this one. */
+static void consider_locator(mf_scan *s, mf_btree *records)
+{
+    uint64_t leaves = mf_btree_leaves_estimate(records, s->ahead_height);
+    if (leaves == 0 || mf_btree_has_locator(records)) {
+        s->locator_at = 0;
+    } else if (leaves <= 8 * s->ahead_used) {
+        mf_btree_locator_build(records, s->ahead_height);
+        s->locator_at = 0;
+    } else {
+        s->locator_at *= 2;
+    }
+}
+
 /* `cur` moved one entry: every AHEAD_BATCH entries, the read-ahead moves a
  * batch. */
 static void ahead_step(mf_scan *s, mf_engine *e, mf_coll *c)
@@ -1279,8 +1301,11 @@ static void ahead_step(mf_scan *s, mf_engine *e, mf_coll *c)
     if (!s->ahead_on || ++s->ahead_used % AHEAD_BATCH != 0)
         return;
     mf_btree *records = mf_engine_tree(e, mf_coll_records(c));
-    if (records)
-        ahead_batch(s, records);
+    if (!records)
+        return;
+    if (s->locator_at && s->ahead_used >= s->locator_at)
+        consider_locator(s, records);
+    ahead_batch(s, records);
 }
 
 static int scan_next(mf_scan *s, mf_engine *e, mf_coll *c, const mf_matcher *m,

@@ -40,6 +40,7 @@
  */
 #include "btree.h"
 
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <xxhash.h>
 
@@ -149,6 +150,34 @@ static int keycmp(const uint8_t *a, size_t alen, const uint8_t *b, size_t blen)
     if (c != 0)
         return c;
     return alen < blen ? -1 : alen > blen ? 1 : 0;
+}
+
+/* The locator: the first key of every leaf, ascending, and the leaf. */
+struct mf_btree_locator {
+    size_t n, cap;
+    uint64_t *key;
+    mf_pgno *leaf;
+};
+
+static void locator_free(mf_btree_locator *l)
+{
+    if (l) {
+        free(l->key);
+        free(l->leaf);
+        free(l);
+    }
+}
+
+/* Every modifying call starts here: the locator names pages the change
+ * may free or copy. */
+static void modified(mf_btree *t)
+{
+    locator_free(atomic_exchange_explicit(&t->loc, NULL, memory_order_acq_rel));
+}
+
+void mf_btree_release(mf_btree *t)
+{
+    modified(t);
 }
 
 static int corrupt(mf_btree *t, mf_pgno no, const char *what, mf_error *err)
@@ -598,6 +627,7 @@ int mf_btree_put(mf_btree *t, const uint8_t *key, size_t klen, const uint8_t *va
                             MF_BTREE_MAX_KEY);
     if (vlen > MF_BTREE_MAX_VALUE)
         return mf_error_set(err, MF_BadValue, "B+tree value of %zu bytes is too large", vlen);
+    modified(t);
     if (t->root == 0) {
         mf_pgno no;
         if ((rc = mf_pager_alloc(t->pg, 1, MF_PAGE_LEAF, &no, err)) != 0)
@@ -717,14 +747,141 @@ static void hint_leaf(mf_btree *t, const uint8_t *key, int height, mf_btree_hint
     h->leaf = no;
 }
 
+uint64_t mf_btree_leaves_estimate(mf_btree *t, int height)
+{
+    if (height < 3)
+        return 0;
+    mf_error err;
+    uint64_t leaves = 1;
+    mf_pgno no = t->root;
+    for (int depth = 0; depth < height - 1; depth++) {
+        uint8_t *p = get_page(t, no, &err);
+        if (!p || is_leaf(p))
+            return 0;
+        leaves *= (uint64_t)pcount(p) + 1;
+        no = pleft(p);
+    }
+    return leaves;
+}
+
+static bool locator_push(mf_btree_locator *l, uint64_t key, mf_pgno leaf)
+{
+    if (l->n == l->cap) {
+        size_t cap = l->cap ? 2 * l->cap : 1024;
+        uint64_t *k = realloc(l->key, cap * sizeof *k);
+        if (k)
+            l->key = k;
+        mf_pgno *v = k ? realloc(l->leaf, cap * sizeof *v) : NULL;
+        if (!v)
+            return false;
+        l->leaf = v;
+        l->cap = cap;
+    }
+    if (l->n > 0 && key <= l->key[l->n - 1])
+        return false; /* out of order: damage */
+    l->key[l->n] = key;
+    l->leaf[l->n++] = leaf;
+    return true;
+}
+
+/* Branch page `no`, `levels` above the leaves, whose keys are >= `lower`:
+ * its leaves into `l`.  False for anything but a sound branch of 8-byte
+ * separators. */
+static bool locator_fill(mf_btree *t, mf_btree_locator *l, mf_pgno no, int levels,
+                         uint64_t lower)
+{
+    mf_error err;
+    uint8_t *p = get_page(t, no, &err);
+    int n;
+    if (!p || is_leaf(p) || (n = pcount(p)) > (int)((MF_PAGE_SIZE - BT_HDR) / 2))
+        return false;
+    if (levels == 1 ? !locator_push(l, lower, pleft(p))
+                    : !locator_fill(t, l, pleft(p), levels - 1, lower))
+        return false;
+    for (int i = 0; i < n; i++) {
+        uint16_t o = slot(p, i);
+        const uint8_t *c = p + o;
+        if (o < BT_HDR + 2 * n || o + BRANCH_CELL_HDR + 8 > MF_PAGE_SIZE || (c[0] & KEY_OVF) ||
+            c_klen(c) != 8)
+            return false;
+        uint64_t k = load_be64(c + BRANCH_CELL_HDR);
+        if (levels == 1 ? !locator_push(l, k, c_child(c))
+                        : !locator_fill(t, l, c_child(c), levels - 1, k))
+            return false;
+    }
+    return true;
+}
+
+bool mf_btree_locator_build(mf_btree *t, int height)
+{
+    if (atomic_load_explicit(&t->loc, memory_order_acquire))
+        return true;
+    if (height < 3 || height > MF_BTREE_MAX_DEPTH)
+        return false;
+    mf_btree_locator *l = calloc(1, sizeof *l);
+    if (!l || !locator_fill(t, l, t->root, height - 1, 0) || l->n < 2) {
+        locator_free(l);
+        return false;
+    }
+    /* Another reader may have built one meanwhile: the first stays. */
+    mf_btree_locator *none = NULL;
+    if (!atomic_compare_exchange_strong_explicit(&t->loc, &none, l, memory_order_acq_rel,
+                                                 memory_order_acquire))
+        locator_free(l);
+    return true;
+}
+
+bool mf_btree_has_locator(mf_btree *t)
+{
+    return atomic_load_explicit(&t->loc, memory_order_acquire) != NULL;
+}
+
+/* hint_leaf by the locator: the last leaf whose first key is <= `key`. */
+static void locate_leaf(const mf_btree_locator *l, const uint8_t *key, mf_btree_hint *h)
+{
+    uint64_t k = load_be64(key);
+    size_t lo = 0, hi = l->n; /* the answer is in [lo, hi) */
+    uint64_t first = l->key[0], last = l->key[l->n - 1];
+    /* Interpolated first: record ids are dense, so it is usually right. */
+    size_t g = k <= first ? 0
+               : k >= last ? l->n - 1
+                           : (size_t)((unsigned __int128)(k - first) * (l->n - 1) / (last - first));
+    if (l->key[g] <= k && (g + 1 == l->n || l->key[g + 1] > k)) {
+        lo = g;
+    } else {
+        if (l->key[g] <= k)
+            lo = g + 1;
+        else
+            hi = g;
+        while (hi - lo > 1) {
+            size_t mid = lo + (hi - lo) / 2;
+            if (l->key[mid] <= k)
+                lo = mid;
+            else
+                hi = mid;
+        }
+    }
+    h->leaf = l->leaf[lo];
+    h->bounded = lo > 0 && lo + 1 < l->n;
+    if (h->bounded) {
+        h->lower = l->key[lo];
+        h->upper = l->key[lo + 1];
+    }
+}
+
 void mf_btree_prefetch_leaves(mf_btree *t, const uint8_t (*keys)[8], int n, int height,
                               mf_btree_hint *hints)
 {
     /* The descents first (cached branch pages), the requests after, back to
      * back: a request for a page missing from the TLB holds the core while
      * its page walk runs, and walks issued together overlap. */
-    for (int i = 0; i < n; i++)
-        hint_leaf(t, keys[i], height, &hints[i]);
+    const mf_btree_locator *l = atomic_load_explicit(&t->loc, memory_order_acquire);
+    for (int i = 0; i < n; i++) {
+        if (l)
+            locate_leaf(l, keys[i], &hints[i]);
+        else
+            hint_leaf(t, keys[i], height, &hints[i]);
+    }
     for (int i = 0; i < n; i++) {
         uint8_t *p = hints[i].leaf ? mf_pager_hint(t->pg, hints[i].leaf) : NULL;
         if (p)
@@ -848,6 +1005,7 @@ int mf_btree_delete(mf_btree *t, const uint8_t *key, size_t klen, bool *found, m
     int rc = mf_btree_get(t, key, klen, found, &v, &vlen, err);
     if (rc != 0 || !*found)
         return rc;
+    modified(t);
     mf_pgno root;
     if ((rc = del_rec(t, t->root, 0, key, klen, &root, err)) != 0)
         return rc;
@@ -880,6 +1038,7 @@ static int drop_rec(mf_btree *t, mf_pgno no, int depth, mf_error *err)
 
 int mf_btree_drop(mf_btree *t, mf_error *err)
 {
+    modified(t);
     int rc = t->root ? drop_rec(t, t->root, 0, err) : 0;
     if (rc == 0)
         t->root = 0;
@@ -1318,6 +1477,7 @@ int mf_btree_bulk_add(mf_bulk *b, const uint8_t *key, size_t klen, const uint8_t
 int mf_btree_bulk_finish(mf_bulk *b, mf_error *err)
 {
     (void)err;
+    modified(b->t);
     b->t->root = b->levels ? b->page[b->levels - 1] : 0;
     free(b->all);
     free(b);

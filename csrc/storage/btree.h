@@ -32,10 +32,22 @@
 #define MF_BTREE_MAX_VALUE (64u * 1024 * 1024)
 #define MF_BTREE_MAX_DEPTH 40
 
+typedef struct mf_btree_locator mf_btree_locator;
+
 typedef struct mf_btree {
     mf_pager *pg;
     mf_pgno root;
+    /* The leaf of every key range of a tree of 8-byte keys (record ids),
+     * for mf_btree_prefetch_leaves: NULL until mf_btree_locator_build,
+     * and again after any change to the tree.  Readers build and install
+     * it while holding the tree's read lock; every modifying call drops
+     * it, and a writer holds the write lock, so no reader still uses it. */
+    _Atomic(mf_btree_locator *) loc;
 } mf_btree;
+
+/* Free what the tree holds in memory (the locator): before the struct
+ * goes. */
+void mf_btree_release(mf_btree *t);
 
 /* Look `key` up.  `*found` says whether it is there; if so `*val`/`*vlen`
  * give its value (valid as the header says). */
@@ -63,6 +75,23 @@ typedef struct mf_btree_hint {
 
 void mf_btree_prefetch_leaves(mf_btree *t, const uint8_t (*keys)[8], int n, int height,
                               mf_btree_hint *hints);
+
+/* The locator: the first key and page of every leaf, in one sorted array,
+ * so that mf_btree_prefetch_leaves finds a key's leaf by interpolation in
+ * it instead of a descent through the branch pages (whose cells, spread
+ * over a page each, miss the cache).  Worth it for long index scans: it
+ * costs a read of every branch entry above the leaves (about 16 bytes of
+ * memory per leaf) and lasts until the tree next changes.
+ *
+ * mf_btree_leaves_estimate: the number of leaves, extrapolated from the
+ * fan-out along the leftmost path (0 for a tree of height < 3, where the
+ * descent is one cached page and no locator is built).
+ * mf_btree_locator_build: builds and installs the locator unless there is
+ * one; false when there is none after (height < 3, a key that is not 8
+ * bytes, damage or no memory: the descents go on, and report damage). */
+uint64_t mf_btree_leaves_estimate(mf_btree *t, int height);
+bool mf_btree_locator_build(mf_btree *t, int height);
+bool mf_btree_has_locator(mf_btree *t);
 void mf_btree_prefetch_cells(mf_btree *t, const uint8_t (*keys)[8], int n,
                              const mf_btree_hint *hints);
 

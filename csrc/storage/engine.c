@@ -215,6 +215,7 @@ static int tree_drop(mf_engine *e, mf_tree_id id, mf_error *err)
     if (e->ndropped < e->cap_dropped && t->saved)
         e->dropped[e->ndropped++] = id;
     pthread_rwlock_unlock(&e->trees_lock);
+    mf_btree_release(&t->bt);
     free(t);
     return 0;
 }
@@ -1114,8 +1115,10 @@ static int load_roots(mf_engine *e, mf_error *err)
 
 static void engine_free(mf_engine *e)
 {
-    for (size_t i = 0; i < e->ntrees; i++)
+    for (size_t i = 0; i < e->ntrees; i++) {
+        mf_btree_release(&e->trees[i]->bt);
         free(e->trees[i]);
+    }
     free(e->trees);
     free(e->dropped);
     for (size_t i = 0; i < e->ncolls; i++)

@@ -411,6 +411,108 @@ MFT_CASE(record_ids, "/storage/btree/record_ids_interpolated")
     mf_pager_close(pg);
 }
 
+/* The locator finds the leaf the descent finds, for present keys, holes
+ * and keys past both ends, and any change to the tree drops it. */
+MFT_CASE(locator, "/storage/btree/locator_names_the_descents_leaf")
+{
+    mf_error err;
+    mf_btree t = {0};
+    mf_pager *pg = open_pager(mft_tmpdir(), &t, &err);
+    CHECK(pg);
+    enum { N = 40000 };
+    static bool present[N];
+    static mf_btree_hint want[N + 2];
+    uint8_t k[8], val[100] = {0};
+    bool existed, found;
+    rng_state = 0x10ca;
+    for (uint64_t i = 1; i < N; i += 2) { /* odd ids first, then the even ones */
+        put_id(k, i);
+        CHECK_INT(mf_btree_put(&t, k, 8, val, sizeof val, false, &existed, &err), 0);
+        present[i] = true;
+    }
+    for (uint64_t i = 2; i < N; i += 2) {
+        put_id(k, i);
+        CHECK_INT(mf_btree_put(&t, k, 8, val, sizeof val, false, &existed, &err), 0);
+        present[i] = true;
+    }
+    for (uint64_t i = 0; i < 400; i++) { /* far away: interpolation misses, bisection decides */
+        put_id(k, ((uint64_t)1 << 40) + i);
+        CHECK_INT(mf_btree_put(&t, k, 8, val, sizeof val, false, &existed, &err), 0);
+    }
+    for (int d = 0; d < N / 3; d++) {
+        uint64_t i = 1 + rnd() % (N - 1);
+        put_id(k, i);
+        CHECK_INT(mf_btree_delete(&t, k, 8, &found, &err), 0);
+        present[i] = false;
+    }
+    int height = mf_btree_height(&t, &err);
+    CHECK(height >= 3);
+    CHECK(!mf_btree_has_locator(&t));
+    for (uint64_t i = 0; i < N + 2; i++) { /* by the descents */
+        put_id(k, i == N + 1 ? UINT64_MAX : i);
+        mf_btree_prefetch_leaves(&t, (const uint8_t (*)[8])k, 1, height, &want[i]);
+        CHECK(want[i].leaf != 0);
+    }
+    uint64_t leaves = mf_btree_leaves_estimate(&t, height);
+    CHECK(leaves > 100);
+    for (int round = 0; round < 3; round++) {
+        CHECK(mf_btree_locator_build(&t, height));
+        CHECK(mf_btree_has_locator(&t));
+        CHECK(mf_btree_locator_build(&t, height)); /* there is one: kept */
+        for (uint64_t i = 0; i < N + 2; i++) {
+            put_id(k, i == N + 1 ? UINT64_MAX : i);
+            mf_btree_hint h;
+            mf_btree_prefetch_leaves(&t, (const uint8_t (*)[8])k, 1, height, &h);
+            CHECK(h.leaf == want[i].leaf);
+            if (h.bounded && want[i].bounded) /* the descent knows its last branch's */
+                CHECK(h.lower == want[i].lower && h.upper == want[i].upper);
+            if (h.bounded) {
+                uint64_t id = i == N + 1 ? UINT64_MAX : i;
+                CHECK(h.lower <= id && id < h.upper);
+            }
+            const uint8_t *v;
+            size_t vl;
+            CHECK_INT(mf_btree_get_hinted(&t, h.leaf, k, 8, &found, &v, &vl, &err), 0);
+            CHECK(found == (i < N && present[i]));
+        }
+        /* Any change drops it: a put of a present key, a delete, a put of
+         * an absent one (the answers above stay right after each). */
+        put_id(k, 2 + 2 * (uint64_t)round);
+        if (round == 0) {
+            CHECK_INT(mf_btree_put(&t, k, 8, val, sizeof val, false, &existed, &err), 0);
+            present[2] = true;
+        } else if (round == 1) {
+            CHECK_INT(mf_btree_delete(&t, k, 8, &found, &err), 0);
+            present[4] = false;
+        } else {
+            CHECK_INT(mf_btree_put(&t, k, 8, val, 60, false, &existed, &err), 0);
+            present[6] = true;
+        }
+        CHECK(!mf_btree_has_locator(&t));
+        for (uint64_t i = 0; i < N + 2; i++) {
+            put_id(k, i == N + 1 ? UINT64_MAX : i);
+            mf_btree_prefetch_leaves(&t, (const uint8_t (*)[8])k, 1, height, &want[i]);
+        }
+    }
+    /* A tree of two levels has no use for one. */
+    mf_btree small = {0};
+    small.pg = t.pg;
+    for (uint64_t i = 0; i < 500; i++) {
+        put_id(k, i);
+        CHECK_INT(mf_btree_put(&small, k, 8, val, sizeof val, false, &existed, &err), 0);
+    }
+    int h2 = mf_btree_height(&small, &err);
+    CHECK(h2 == 2);
+    CHECK(mf_btree_leaves_estimate(&small, h2) == 0);
+    CHECK(!mf_btree_locator_build(&small, h2));
+    CHECK(mf_btree_locator_build(&t, height));
+    CHECK_INT(mf_btree_drop(&t, &err), 0);
+    CHECK(!mf_btree_has_locator(&t));
+    CHECK(mf_btree_locator_build(&t, height) == false); /* empty: height 0 is passed stale */
+    mf_btree_release(&small);
+    mf_pager_close(pg);
+}
+
 MFT_CASE(bulk, "/storage/btree/bulk_build")
 {
     mf_error err;
