@@ -201,6 +201,70 @@ def test_numbers(f, d, expected):
     check(f, d, expected)
 
 
+# Integers against integers and doubles against doubles take a shortcut in
+# compare_ok (match.c); the boundaries of every operator, both widths, and
+# several conditions on one field (looked up once, flat_conds).
+@pytest.mark.parametrize("f,d,expected", [
+    ({"a": {"$gte": 1}}, {"a": 1}, T),
+    ({"a": {"$gt": 1}}, {"a": 1}, F),
+    ({"a": {"$lte": 1}}, {"a": 1}, T),
+    ({"a": {"$lt": 1}}, {"a": 1}, F),
+    ({"a": {"$gte": Int64(5)}}, {"a": 5}, T),
+    ({"a": {"$gt": 5}}, {"a": Int64(6)}, T),
+    ({"a": {"$lt": Int64(-(2**63))}}, {"a": Int64(-(2**63))}, F),
+    ({"a": {"$lte": Int64(-(2**63))}}, {"a": Int64(-(2**63))}, T),
+    ({"a": {"$gt": Int64(2**63 - 2)}}, {"a": Int64(2**63 - 1)}, T),
+    ({"a": {"$lt": -1}}, {"a": Int64(-2)}, T),
+    ({"a": {"$gte": 2**31 - 1}}, {"a": Int64(2**31)}, T),
+    ({"a": {"$gte": 0.5}}, {"a": 0.5}, T),
+    ({"a": {"$gt": 0.5}}, {"a": 0.5}, F),
+    ({"a": {"$lte": -0.0}}, {"a": 0.0}, T),
+    ({"a": {"$lt": 0.0}}, {"a": -0.0}, F),
+    ({"a": {"$gt": -INF}}, {"a": -1e308}, T),
+    ({"a": {"$lt": INF}}, {"a": INF}, F),
+    ({"a": {"$lte": INF}}, {"a": INF}, T),
+    ({"a": {"$gte": NAN}}, {"a": 1.0}, F),
+    ({"a": {"$lte": 1.0}}, {"a": NAN}, F),
+    ({"a": {"$gte": 1, "$lt": 3}}, {"a": 1}, T),
+    ({"a": {"$gte": 1, "$lt": 3}}, {"a": 3}, F),
+    ({"a": {"$gt": 1, "$lte": 3}}, {"a": 3}, T),
+    ({"a": {"$gte": 1, "$lt": 3}}, {"a": [0, 5]}, T),  # each condition by some element
+    ({"a": {"$gte": 1, "$lt": 3}}, {"b": 2}, F),
+    ({"a": {"$gte": 1, "$exists": True}}, {"a": 2}, T),
+    ({"a": {"$gte": 1, "$exists": False}}, {"a": 2}, F),
+    ({"a": {"$gte": 1, "$ne": 2}}, {"a": 2}, F),
+    ({"a": {"$gte": 1, "$nin": [3]}}, {"a": 2}, T),
+    ({"a": {"$gte": 1, "$not": {"$gt": 5}}}, {"a": 6}, F),
+    ({"a": {"$lt": 3, "$gte": 1}}, {"a": 2}, T),
+])
+def test_numbers_shortcut(f, d, expected):
+    check(f, d, expected)
+
+
+def test_numbers_shortcut_random():
+    """Ranges of integers and doubles (several conditions on one field, the
+    field first, last or repeated) against the reference."""
+    if REFERENCE_ONLY:
+        pytest.skip("server-only")
+    rng = random.Random(99)
+    pool = [0, 1, -1, 2, 3, 2**31 - 1, -(2**31), Int64(2**31), Int64(2**63 - 1),
+            Int64(-(2**63)), Int64(1), Int64(3), 0.0, -0.0, 0.5, 1.0, 2.5, 3.0, -1e300, INF,
+            -INF, NAN, Decimal128("2"), "2", None]
+    ops = ["$gt", "$gte", "$lt", "$lte", "$eq", "$ne"]
+    bad = []
+    for i in range(3000):
+        f = {"a": {rng.choice(ops): rng.choice(pool) for _ in range(rng.randrange(1, 4))}}
+        v = rng.choice(pool) if rng.random() < 0.8 else [rng.choice(pool) for _ in range(3)]
+        shape = rng.randrange(3)
+        d = ({"a": v, "b": 1} if shape == 0 else {"x": 0, "a": v} if shape == 1
+             else {"b": 1})
+        want = matches(rt(f), rt(d))
+        got = _core._match(bson.encode(f), bson.encode(d))
+        if got != want:
+            bad.append((f, d, got, want))
+    assert not bad, bad[:5]
+
+
 # ---------------------------------------------------------------------------
 # type bracketing, MinKey/MaxKey, the order between types
 # ---------------------------------------------------------------------------

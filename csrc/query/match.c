@@ -73,6 +73,8 @@ struct node {
     node **kids;
     size_t nkids;
     char *path;          /* N_PATH */
+    size_t path_len;
+    bool flat;           /* the path is one field name (no dot) */
     cond *conds;
     size_t nconds;
     void *expr;                /* N_EXPR: compiled by the hooks */
@@ -657,6 +659,8 @@ static int parse_path(const char *path, bson_iter_t *it, node **out, mf_error *e
         free(n);
         return oom(err);
     }
+    n->path_len = strlen(path);
+    n->flat = !strchr(path, '.');
     int rc;
     if (is_operator_doc(it)) {
         bson_iter_t ops;
@@ -965,6 +969,17 @@ static bool values_equal(const bson_iter_t *v, const bson_t *operand, const mf_c
 
 /* A comparison with type bracketing: only values in the operand's bracket
  * compare (MinKey/MaxKey operands compare with everything). */
+static bool order_ok(cond_kind k, int c)
+{
+    switch (k) {
+    case C_GT: return c > 0;
+    case C_GTE: return c >= 0;
+    case C_LT: return c < 0;
+    case C_LTE: return c <= 0;
+    default: return false;
+    }
+}
+
 static bool compare_ok(cond_kind k, const bson_iter_t *v, const bson_t *operand,
                        const mf_collator *coll)
 {
@@ -972,6 +987,18 @@ static bool compare_ok(cond_kind k, const bson_iter_t *v, const bson_t *operand,
     bson_iter_init(&o, operand);
     bson_iter_next(&o);
     bson_type_t ot = bson_iter_type(&o), vt = bson_iter_type(v);
+    /* Integers with integers, and doubles (not NaN) with doubles, compare
+     * as numbers without the general comparison's type work. */
+    if ((vt == BSON_TYPE_INT32 || vt == BSON_TYPE_INT64) &&
+        (ot == BSON_TYPE_INT32 || ot == BSON_TYPE_INT64)) {
+        int64_t a = bson_iter_as_int64(v), b = bson_iter_as_int64(&o);
+        return order_ok(k, a < b ? -1 : a > b);
+    }
+    if (vt == BSON_TYPE_DOUBLE && ot == BSON_TYPE_DOUBLE) {
+        double a = bson_iter_double(v), b = bson_iter_double(&o);
+        if (!isnan(a) && !isnan(b))
+            return order_ok(k, a < b ? -1 : a > b);
+    }
     int cv = mf_bsonx_canonical_type(vt);
     int co = mf_bsonx_canonical_type(ot);
     /* null and undefined are one for $lte and $gte, as for $eq. */
@@ -986,13 +1013,7 @@ static bool compare_ok(cond_kind k, const bson_iter_t *v, const bson_t *operand,
     int c = mf_bsonx_compare_values_coll(v, &o, coll);
     if (cv != co && ot != BSON_TYPE_MINKEY && ot != BSON_TYPE_MAXKEY)
         return false;
-    switch (k) {
-    case C_GT: return c > 0;
-    case C_GTE: return c >= 0;
-    case C_LT: return c < 0;
-    case C_LTE: return c <= 0;
-    default: return false;
-    }
+    return order_ok(k, c);
 }
 
 static bool type_matches(const cond *c, const bson_iter_t *v)
@@ -1446,6 +1467,42 @@ static bool path_cond(const char *path, const cond *c, const bson_t *doc, int64_
 }
 
 
+/* Whether a condition is path_cond's default case: the walk's one value
+ * (or its absence) decides, with no negation over the whole path. */
+static bool positive_cond(const cond *c)
+{
+    switch (c->kind) {
+    case C_NE: case C_NIN: case C_NOT: return false;
+    case C_EXISTS: return c->exists;
+    default: return true;
+    }
+}
+
+/* Several conditions on one field name, no position wanted: the field is
+ * looked up once.  On such a path the walk reaches exactly one value, the
+ * first field of that name, or none, so each positive condition is
+ * leaf_matches of it, as path_cond would find; the others take their own
+ * walk. */
+static bool flat_conds(const node *n, const bson_t *doc)
+{
+    bson_iter_t it, found;
+    const bson_iter_t *v = NULL;
+    if (bson_iter_init(&it, doc))
+        while (bson_iter_next(&it))
+            if (bson_iter_key_len(&it) == n->path_len &&
+                memcmp(bson_iter_key(&it), n->path, n->path_len) == 0) {
+                found = it;
+                v = &found;
+                break;
+            }
+    for (size_t i = 0; i < n->nconds; i++) {
+        const cond *c = &n->conds[i];
+        if (!(positive_cond(c) ? leaf_matches(c, v, true) : path_cond(n->path, c, doc, NULL)))
+            return false;
+    }
+    return true;
+}
+
 /* An $expr against the whole document.  An evaluation error fails the
  * query: it is kept in `x` (the first one) and the node is false. */
 static bool eval_expr(const node *n, const bson_t *doc, ectx *x)
@@ -1491,6 +1548,8 @@ static bool eval_node(const node *n, const bson_t *doc, int64_t *pos, ectx *x)
     case N_EXPR:
         return eval_expr(n, doc, x);
     case N_PATH:
+        if (n->flat && !pos)
+            return flat_conds(n, doc);
         for (size_t i = 0; i < n->nconds; i++)
             if (!path_cond(n->path, &n->conds[i], doc, pos))
                 return false;
