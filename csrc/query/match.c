@@ -967,8 +967,7 @@ static bool values_equal(const bson_iter_t *v, const bson_t *operand, const mf_c
     return elem_equal(v, &o, coll);
 }
 
-/* A comparison with type bracketing: only values in the operand's bracket
- * compare (MinKey/MaxKey operands compare with everything). */
+/* Whether comparison result `c` (value against operand) satisfies `k`. */
 static bool order_ok(cond_kind k, int c)
 {
     switch (k) {
@@ -980,6 +979,8 @@ static bool order_ok(cond_kind k, int c)
     }
 }
 
+/* A comparison with type bracketing: only values in the operand's bracket
+ * compare (MinKey/MaxKey operands compare with everything). */
 static bool compare_ok(cond_kind k, const bson_iter_t *v, const bson_t *operand,
                        const mf_collator *coll)
 {
@@ -1478,8 +1479,8 @@ static bool positive_cond(const cond *c)
     }
 }
 
-/* Several conditions on one field name, no position wanted: the field is
- * looked up once.  On such a path the walk reaches exactly one value, the
+/* The conditions on one field name, no position wanted: the field is
+ * looked up once for all of them.  On such a path the walk reaches exactly one value, the
  * first field of that name, or none, so each positive condition is
  * leaf_matches of it, as path_cond would find; the others take their own
  * walk. */
