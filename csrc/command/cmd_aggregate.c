@@ -32,6 +32,7 @@ typedef struct coll_read {
     mfi_indexes ix;
     mf_scan *scan;
     mf_matcher *m;
+    const mf_matcher *judge;  /* m, or NULL when counting everything: no record read */
     bson_t filter, sort;
     bool has_sort, sorted;
     int64_t limit, returned;
@@ -66,9 +67,7 @@ static int read_chunk(coll_read *r, mf_error *err)
         }
         mf_scan_row row;
         bool valid;
-        /* Counting everything: no matcher, so no record is read. */
-        const mf_matcher *m = r->no_fields && bson_empty(&r->filter) ? NULL : r->m;
-        if ((rc = mf_scan_next(r->scan, e, c, m, &row, &valid, err)) != 0)
+        if ((rc = mf_scan_next(r->scan, e, c, r->judge, &row, &valid, err)) != 0)
             break;
         if (!valid) {
             r->eof = true;
@@ -213,6 +212,7 @@ static int read_open(void *arg, const mf_agg_read *q, mf_agg_source **out, bool 
         read_free(&r->base);
         return rc;
     }
+    r->judge = r->no_fields && bson_empty(&r->filter) ? NULL : r->m;
     mf_engine_catalog_lock(e, false);
     mf_coll *c = mf_engine_coll(e, r->ns);
     if (c) {

@@ -1289,6 +1289,18 @@ static bool leaf_matches(const cond *c, const bson_iter_t *v, bool expand)
     return false;
 }
 
+/* The first field of `container` (an iterator positioned before its first
+ * field) named `key` (`len` bytes) into `*found`; false if there is none. */
+static bool find_key(const bson_iter_t *container, const char *key, size_t len,
+                     bson_iter_t *found)
+{
+    *found = *container;
+    while (bson_iter_next(found))
+        if (bson_iter_key_len(found) == len && memcmp(bson_iter_key(found), key, len) == 0)
+            return true;
+    return false;
+}
+
 /* Walk `path` from the document iterator `it` (positioned before the
  * first field), calling `leaf` for every value reached and for every
  * missing branch.  Returns true as soon as `leaf` does. */
@@ -1301,17 +1313,9 @@ static bool walk(const bson_iter_t *container, bool is_doc, const char *path, le
     size_t clen = dot ? (size_t)(dot - path) : strlen(path);
     const char *rest = dot ? dot + 1 : NULL;
     bson_iter_t it = *container, found;
-    bool have = false;
 
     if (is_doc) {
-        while (bson_iter_next(&it)) {
-            if (bson_iter_key_len(&it) == clen && memcmp(bson_iter_key(&it), path, clen) == 0) {
-                found = it;
-                have = true;
-                break;
-            }
-        }
-        if (!have)
+        if (!find_key(container, path, clen, &found))
             return leaf(arg, NULL, true);
         if (!rest)
             return leaf(arg, &found, true);
@@ -1331,22 +1335,17 @@ static bool walk(const bson_iter_t *container, bool is_doc, const char *path, le
     /* An array: a numeric component indexes it; every document element
      * continues with the same component. */
     bool numeric = clen > 0 && strspn(path, "0123456789") >= clen;
-    if (numeric) {
-        bson_iter_t a = *container;
-        while (bson_iter_next(&a)) {
-            if (bson_iter_key_len(&a) == clen && memcmp(bson_iter_key(&a), path, clen) == 0) {
-                if (!rest) {
-                    /* A path ending at an index: that element, unexpanded. */
-                    if (leaf(arg, &a, false))
-                        return true;
-                } else if (BSON_ITER_HOLDS_DOCUMENT(&a) || BSON_ITER_HOLDS_ARRAY(&a)) {
-                    bson_iter_t child;
-                    bson_iter_recurse(&a, &child);
-                    if (walk(&child, BSON_ITER_HOLDS_DOCUMENT(&a), rest, leaf, arg, off))
-                        return true;
-                }
-                break;
-            }
+    bson_iter_t a;
+    if (numeric && find_key(container, path, clen, &a)) {
+        if (!rest) {
+            /* A path ending at an index: that element, unexpanded. */
+            if (leaf(arg, &a, false))
+                return true;
+        } else if (BSON_ITER_HOLDS_DOCUMENT(&a) || BSON_ITER_HOLDS_ARRAY(&a)) {
+            bson_iter_t child;
+            bson_iter_recurse(&a, &child);
+            if (walk(&child, BSON_ITER_HOLDS_DOCUMENT(&a), rest, leaf, arg, off))
+                return true;
         }
     }
     bool any_doc = false;
@@ -1480,22 +1479,16 @@ static bool positive_cond(const cond *c)
 }
 
 /* The conditions on one field name, no position wanted: the field is
- * looked up once for all of them.  On such a path the walk reaches exactly one value, the
- * first field of that name, or none, so each positive condition is
- * leaf_matches of it, as path_cond would find; the others take their own
- * walk. */
+ * looked up once for all of them.  On such a path the walk reaches exactly
+ * one value, the first field of that name, or none, so each positive
+ * condition is leaf_matches of it, as path_cond would find; the others
+ * take their own walk. */
 static bool flat_conds(const node *n, const bson_t *doc)
 {
     bson_iter_t it, found;
     const bson_iter_t *v = NULL;
-    if (bson_iter_init(&it, doc))
-        while (bson_iter_next(&it))
-            if (bson_iter_key_len(&it) == n->path_len &&
-                memcmp(bson_iter_key(&it), n->path, n->path_len) == 0) {
-                found = it;
-                v = &found;
-                break;
-            }
+    if (bson_iter_init(&it, doc) && find_key(&it, n->path, n->path_len, &found))
+        v = &found;
     for (size_t i = 0; i < n->nconds; i++) {
         const cond *c = &n->conds[i];
         if (!(positive_cond(c) ? leaf_matches(c, v, true) : path_cond(n->path, c, doc, NULL)))

@@ -411,6 +411,41 @@ MFT_CASE(record_ids, "/storage/btree/record_ids_interpolated")
     mf_pager_close(pg);
 }
 
+/* Put ids from, from + step, ... below `to`, each with 100 zero bytes, and
+ * mark them in `present` (if not NULL).  The first error's code, or 0. */
+static int put_ids(mf_btree *t, uint64_t from, uint64_t to, uint64_t step, bool *present,
+                   mf_error *err)
+{
+    static const uint8_t val[100];
+    uint8_t k[8];
+    for (uint64_t i = from; i < to; i += step) {
+        bool existed;
+        put_id(k, i);
+        int rc = mf_btree_put(t, k, 8, val, sizeof val, false, &existed, err);
+        if (rc)
+            return rc;
+        if (present)
+            present[i] = true;
+    }
+    return 0;
+}
+
+/* The locator test's probe i: ids 0 .. n, then the largest one. */
+static uint64_t probe_id(uint64_t i, uint64_t n)
+{
+    return i == n + 1 ? UINT64_MAX : i;
+}
+
+/* Hints for probes 0 .. n + 1 into `h`. */
+static void hint_probes(mf_btree *t, int height, uint64_t n, mf_btree_hint *h)
+{
+    uint8_t k[8];
+    for (uint64_t i = 0; i < n + 2; i++) {
+        put_id(k, probe_id(i, n));
+        mf_btree_prefetch_leaves(t, (const uint8_t (*)[8])k, 1, height, &h[i]);
+    }
+}
+
 /* The locator finds the leaf the descent finds, for present keys, holes
  * and keys past both ends, and any change to the tree drops it. */
 MFT_CASE(locator, "/storage/btree/locator_names_the_descents_leaf")
@@ -425,20 +460,10 @@ MFT_CASE(locator, "/storage/btree/locator_names_the_descents_leaf")
     uint8_t k[8], val[100] = {0};
     bool existed, found;
     rng_state = 0x10ca;
-    for (uint64_t i = 1; i < N; i += 2) { /* odd ids first, then the even ones */
-        put_id(k, i);
-        CHECK_INT(mf_btree_put(&t, k, 8, val, sizeof val, false, &existed, &err), 0);
-        present[i] = true;
-    }
-    for (uint64_t i = 2; i < N; i += 2) {
-        put_id(k, i);
-        CHECK_INT(mf_btree_put(&t, k, 8, val, sizeof val, false, &existed, &err), 0);
-        present[i] = true;
-    }
-    for (uint64_t i = 0; i < 400; i++) { /* far away: interpolation misses, bisection decides */
-        put_id(k, ((uint64_t)1 << 40) + i);
-        CHECK_INT(mf_btree_put(&t, k, 8, val, sizeof val, false, &existed, &err), 0);
-    }
+    CHECK_INT(put_ids(&t, 1, N, 2, present, &err), 0); /* odd ids first, then the even ones */
+    CHECK_INT(put_ids(&t, 2, N, 2, present, &err), 0);
+    /* far away: interpolation misses, bisection decides */
+    CHECK_INT(put_ids(&t, (uint64_t)1 << 40, ((uint64_t)1 << 40) + 400, 1, NULL, &err), 0);
     for (int d = 0; d < N / 3; d++) {
         uint64_t i = 1 + rnd() % (N - 1);
         put_id(k, i);
@@ -448,11 +473,9 @@ MFT_CASE(locator, "/storage/btree/locator_names_the_descents_leaf")
     int height = mf_btree_height(&t, &err);
     CHECK(height >= 3);
     CHECK(!mf_btree_has_locator(&t));
-    for (uint64_t i = 0; i < N + 2; i++) { /* by the descents */
-        put_id(k, i == N + 1 ? UINT64_MAX : i);
-        mf_btree_prefetch_leaves(&t, (const uint8_t (*)[8])k, 1, height, &want[i]);
+    hint_probes(&t, height, N, want); /* by the descents */
+    for (uint64_t i = 0; i < N + 2; i++)
         CHECK(want[i].leaf != 0);
-    }
     uint64_t leaves = mf_btree_leaves_estimate(&t, height);
     CHECK(leaves > 100);
     for (int round = 0; round < 3; round++) {
@@ -460,16 +483,15 @@ MFT_CASE(locator, "/storage/btree/locator_names_the_descents_leaf")
         CHECK(mf_btree_has_locator(&t));
         CHECK(mf_btree_locator_build(&t, height)); /* there is one: kept */
         for (uint64_t i = 0; i < N + 2; i++) {
-            put_id(k, i == N + 1 ? UINT64_MAX : i);
+            uint64_t id = probe_id(i, N);
+            put_id(k, id);
             mf_btree_hint h;
             mf_btree_prefetch_leaves(&t, (const uint8_t (*)[8])k, 1, height, &h);
             CHECK(h.leaf == want[i].leaf);
             if (h.bounded && want[i].bounded) /* the descent knows its last branch's */
                 CHECK(h.lower == want[i].lower && h.upper == want[i].upper);
-            if (h.bounded) {
-                uint64_t id = i == N + 1 ? UINT64_MAX : i;
+            if (h.bounded)
                 CHECK(h.lower <= id && id < h.upper);
-            }
             const uint8_t *v;
             size_t vl;
             CHECK_INT(mf_btree_get_hinted(&t, h.leaf, k, 8, &found, &v, &vl, &err), 0);
@@ -489,18 +511,12 @@ MFT_CASE(locator, "/storage/btree/locator_names_the_descents_leaf")
             present[6] = true;
         }
         CHECK(!mf_btree_has_locator(&t));
-        for (uint64_t i = 0; i < N + 2; i++) {
-            put_id(k, i == N + 1 ? UINT64_MAX : i);
-            mf_btree_prefetch_leaves(&t, (const uint8_t (*)[8])k, 1, height, &want[i]);
-        }
+        hint_probes(&t, height, N, want);
     }
     /* A tree of two levels has no use for one. */
     mf_btree small = {0};
     small.pg = t.pg;
-    for (uint64_t i = 0; i < 500; i++) {
-        put_id(k, i);
-        CHECK_INT(mf_btree_put(&small, k, 8, val, sizeof val, false, &existed, &err), 0);
-    }
+    CHECK_INT(put_ids(&small, 0, 500, 1, NULL, &err), 0);
     int h2 = mf_btree_height(&small, &err);
     CHECK(h2 == 2);
     CHECK(mf_btree_leaves_estimate(&small, h2) == 0);
