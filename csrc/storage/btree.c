@@ -155,15 +155,16 @@ static int keycmp(const uint8_t *a, size_t alen, const uint8_t *b, size_t blen)
 /* The locator: the first key of every leaf, ascending, and the leaf. */
 struct mf_btree_locator {
     size_t n, cap;
-    uint64_t *key;
-    mf_pgno *leaf;
+    struct {
+        uint64_t key;
+        mf_pgno leaf;
+    } *at; /* key and page side by side: one cache line per probe */
 };
 
 static void locator_free(mf_btree_locator *l)
 {
     if (l) {
-        free(l->key);
-        free(l->leaf);
+        free(l->at);
         free(l);
     }
 }
@@ -189,6 +190,15 @@ static int corrupt(mf_btree *t, mf_pgno no, const char *what, mf_error *err)
 
 /* Binary search.  Leaf: the first slot whose key >= key (`*exact` if
  * equal).  Branch: the last slot whose key <= key, or -1. */
+/* `off` of `span` scaled to [0, n), for a guess: off < span, n > 0.  In double
+ * precision, which is plenty for a guess and cheaper than a 128-bit
+ * division. */
+static inline size_t scaled(uint64_t off, uint64_t span, size_t n)
+{
+    size_t g = (size_t)((double)off / (double)span * (double)n);
+    return g < n ? g : n - 1;
+}
+
 /* Where an 8-byte key probably sits among a page's slots [lo, hi), all
  * 8-byte keys too: record ids, which are dense where nothing was deleted,
  * so the position interpolated between the first and last key is usually
@@ -206,7 +216,7 @@ static int interpolate(uint8_t *p, bool leaf, int n, const uint8_t *key)
         return 0;
     if (k >= last)
         return n - 1;
-    return (int)((unsigned __int128)(k - first) * (unsigned)(n - 1) / (last - first));
+    return (int)scaled(k - first, last - first, (size_t)n - 1);
 }
 
 static int search(mf_btree *t, uint8_t *p, const uint8_t *key, size_t klen, bool *exact,
@@ -768,19 +778,16 @@ static bool locator_push(mf_btree_locator *l, uint64_t key, mf_pgno leaf)
 {
     if (l->n == l->cap) {
         size_t cap = l->cap ? 2 * l->cap : 1024;
-        uint64_t *k = realloc(l->key, cap * sizeof *k);
-        if (k)
-            l->key = k;
-        mf_pgno *v = k ? realloc(l->leaf, cap * sizeof *v) : NULL;
-        if (!v)
+        void *at = realloc(l->at, cap * sizeof *l->at);
+        if (!at)
             return false;
-        l->leaf = v;
+        l->at = at;
         l->cap = cap;
     }
-    if (l->n > 0 && key <= l->key[l->n - 1])
+    if (l->n > 0 && key <= l->at[l->n - 1].key)
         return false; /* out of order: damage */
-    l->key[l->n] = key;
-    l->leaf[l->n++] = leaf;
+    l->at[l->n].key = key;
+    l->at[l->n++].leaf = leaf;
     return true;
 }
 
@@ -841,31 +848,29 @@ static void locate_leaf(const mf_btree_locator *l, const uint8_t *key, mf_btree_
 {
     uint64_t k = load_be64(key);
     size_t lo = 0, hi = l->n; /* the answer is in [lo, hi) */
-    uint64_t first = l->key[0], last = l->key[l->n - 1];
+    uint64_t first = l->at[0].key, last = l->at[l->n - 1].key;
     /* Interpolated first: record ids are dense, so it is usually right. */
-    size_t g = k <= first ? 0
-               : k >= last ? l->n - 1
-                           : (size_t)((unsigned __int128)(k - first) * (l->n - 1) / (last - first));
-    if (l->key[g] <= k && (g + 1 == l->n || l->key[g + 1] > k)) {
+    size_t g = k <= first ? 0 : k >= last ? l->n - 1 : scaled(k - first, last - first, l->n - 1);
+    if (l->at[g].key <= k && (g + 1 == l->n || l->at[g + 1].key > k)) {
         lo = g;
     } else {
-        if (l->key[g] <= k)
+        if (l->at[g].key <= k)
             lo = g + 1;
         else
             hi = g;
         while (hi - lo > 1) {
             size_t mid = lo + (hi - lo) / 2;
-            if (l->key[mid] <= k)
+            if (l->at[mid].key <= k)
                 lo = mid;
             else
                 hi = mid;
         }
     }
-    h->leaf = l->leaf[lo];
+    h->leaf = l->at[lo].leaf;
     h->bounded = lo > 0 && lo + 1 < l->n;
     if (h->bounded) {
-        h->lower = l->key[lo];
-        h->upper = l->key[lo + 1];
+        h->lower = l->at[lo].key;
+        h->upper = l->at[lo + 1].key;
     }
 }
 
@@ -909,9 +914,8 @@ void mf_btree_prefetch_cells(mf_btree *t, const uint8_t (*keys)[8], int n,
             prefetch_lines(c, 1);
         uint64_t k = load_be64(keys[i]);
         if (h->bounded && k >= h->lower && k < h->upper) {
-            int guess = (int)((unsigned __int128)(k - h->lower) * (unsigned)cnt /
-                              (h->upper - h->lower));
-            if ((c = cell_in_page(p, guess < cnt ? guess : cnt - 1)))
+            int guess = (int)scaled(k - h->lower, h->upper - h->lower, (size_t)cnt);
+            if ((c = cell_in_page(p, guess)))
                 prefetch_lines(c, 3); /* the cell and a short value after it */
         }
     }
