@@ -132,3 +132,33 @@ def test_locator_cursor_sees_changes_between_batches(big):
                             {"$set": {"s": "z" * 200}})
     left = {d["_id"] for d in big.find(q, hint={"$natural": 1})}
     assert not (left - seen), "a document present throughout was not returned"
+
+
+@pytest.mark.parametrize("direction", [1, -1])
+@pytest.mark.parametrize("batch", [1, 3, 7, 40])
+def test_several_ranges_across_batches(coll, batch, direction):
+    """The scan reads index entries ahead of the rows it returns, past the
+    end of one range into the next.  A cursor's batch can end anywhere in
+    that window; the next batch must resume in the range of the last row
+    returned, not of the last entry read ahead."""
+    values = [3, 4, 10, 11, 12, 500, 998]
+    want = sorted(((d["r"], d["_id"]) for d in coll.find({}, hint={"$natural": 1})
+                   if d["r"] in values), reverse=direction < 0)
+    cur = coll.find({"r": {"$in": values}}, batch_size=batch).sort("r", direction)
+    got = [(d["r"], d["_id"]) for d in cur]
+    assert got == want
+    plan = coll.find({"r": {"$in": values}}).sort("r", direction).explain()
+    assert "SORT" not in str(plan["queryPlanner"]["winningPlan"])
+
+
+def test_read_ahead_is_not_counted(coll):
+    """Entries read ahead but never taken are not examined: explain counts
+    what a scan reading one entry at a time would (mongod's counts)."""
+    for limit in (1, 5, 40):
+        e = coll.find({"r": {"$gte": 100}}).limit(limit).explain()["executionStats"]
+        assert (e["nReturned"], e["totalKeysExamined"], e["totalDocsExamined"]) == (
+            limit, limit, limit)
+    # $in: one more key per value it seeks past (mongod's count too)
+    e = coll.find({"r": {"$in": [5, 6, 7]}}).limit(4).explain()["executionStats"]
+    assert e["nReturned"] == 4 and e["totalDocsExamined"] == 4
+    assert e["totalKeysExamined"] <= 6

@@ -85,9 +85,17 @@ typedef struct scan_index {
     mfi_oil *oils; /* per field: the bounds explain shows */
 } scan_index;
 
-#define AHEAD_BATCH 8
-#define AHEAD_RING 32 /* four batches */
+#define QUEUE 32  /* index entries read ahead of the one being fetched */
+#define QBATCH 8  /* entries hinted together */
 #define LOCATOR_AFTER 512 /* entries, before a scan considers the locator */
+
+/* What a queued index entry is (scan_next's loop, one landing each). */
+typedef enum {
+    Q_ENTRY, /* in the current range: fetch and judge its record */
+    Q_SEEK,  /* before the next range: the cursor sought on past it */
+    Q_PAST,  /* past the last range: the scan ends */
+    Q_END    /* the end of the tree: the scan ends */
+} qkind;
 
 struct mf_scan {
     plan_kind kind;
@@ -111,25 +119,33 @@ struct mf_scan {
     bool started, positioned, eof;
     mf_buf last; /* the last key read (record id or index key) */
     mf_cursor cur;
-    /* Read-ahead for the fetches of an index scan: a second cursor runs
-     * ahead of `cur`, collecting record ids in batches of AHEAD_BATCH into
-     * a ring, and each batch is hinted to the memory system twice: its
-     * leaves (mf_btree_prefetch_leaves) three batches before its records
-     * are fetched, their cells (mf_btree_prefetch_cells) two before.
-     * So a fetch finds the leaf it needs in cache instead of waiting for
-     * it.  Hints only: they decide nothing, and go stale harmlessly; reset
-     * whenever `cur` is positioned. */
-    bool ahead_on, ahead_valid;
-    bool ahead_pending; /* positioned: start at `cur`'s first step */
-    int ahead_height;
-    uint64_t ahead_used;     /* entries `cur` moved past since the reset */
-    uint64_t ahead_batches;  /* batches collected since the reset */
-    uint64_t locator_at;     /* ahead_used at which to consider the
-                                records' locator next (0: not again) */
-    uint8_t ahead_ids[AHEAD_RING][8];
-    mf_btree_hint ahead_hints[AHEAD_RING];
-    int ahead_len[AHEAD_RING / AHEAD_BATCH]; /* ids in each ring batch */
-    mf_cursor ahead;
+    /* An index scan reads its entries into a queue, up to QUEUE ahead of
+     * the one whose record is fetched.  Each batch of QBATCH record ids is
+     * hinted to the memory system twice: its leaves
+     * (mf_btree_prefetch_leaves) when it is read, its cells
+     * (mf_btree_prefetch_cells) when the next batch is.  So a fetch finds
+     * the leaf it needs in cache instead of waiting for it.  Hints decide
+     * nothing.  Entries are counted (keysExamined, works) when they leave
+     * the queue, not when they are read, so that the counts are the same
+     * as a scan that reads one entry at a time.  The queue is emptied
+     * whenever `cur` is positioned, from the last entry taken: `range` is
+     * then put back to that entry's. */
+    bool cur_valid;          /* `cur` is on an entry not yet queued */
+    bool q_hints;            /* hint the records: a range scan that fetches */
+    int q_height;            /* the records tree's */
+    unsigned q_head, q_len;  /* the queue: slots q_head.. (mod QUEUE) */
+    bool q_done;             /* its last entry is Q_PAST or Q_END */
+    uint64_t q_read;         /* entries queued since positioned */
+    uint64_t q_taken;        /* entries taken since positioned */
+    uint64_t locator_at;     /* q_taken at which to consider the records'
+                                locator next (0: not again) */
+    size_t q_range[QUEUE];   /* `range` when the entry was read */
+    size_t q_range_taken;    /* and that of the last entry taken */
+    uint8_t q_kind[QUEUE];
+    mf_buf q_key[QUEUE];
+    uint8_t q_rid[QUEUE][8]; /* the value: a record id, when 8 bytes */
+    size_t q_vlen[QUEUE];
+    mf_btree_hint q_hint[QUEUE];
     mf_scan_stats stats;
 };
 
@@ -794,6 +810,8 @@ void mf_scan_free(mf_scan *s)
         bson_destroy(s->residual);
     free(s->seen);
     mf_buf_free(&s->last);
+    for (int i = 0; i < QUEUE; i++)
+        mf_buf_free(&s->q_key[i]);
     free(s);
 }
 
@@ -1115,7 +1133,6 @@ static int seek_range(mf_scan *s, bool *valid, mf_error *err)
 {
     const krange *r = &s->ranges[s->range];
     int rc;
-    s->stats.seeks++;
     if (!s->backward)
         return r->lo.len ? mf_cursor_seek(&s->cur, r->lo.data, r->lo.len, false, valid, err)
                          : mf_cursor_first(&s->cur, valid, err);
@@ -1140,6 +1157,7 @@ static int position(mf_scan *s, bool *valid, mf_error *err)
         s->started = true;
         if (s->kind == P_IXSCAN) {
             s->range = s->backward ? s->nranges - 1 : 0;
+            s->stats.seeks++;
             return seek_range(s, valid, err);
         }
         return s->backward ? mf_cursor_last(&s->cur, valid, err)
@@ -1182,96 +1200,6 @@ static int locate(mf_scan *s, const uint8_t *k, size_t kl)
     }
 }
 
-/* Collect the next batch of record ids from the read-ahead cursor into
- * its ring slot; hint its leaves, and the cells of the batch before. */
-static void ahead_batch(mf_scan *s, mf_btree *records)
-{
-    uint64_t b = s->ahead_batches++;
-    int slot = (int)(b % (AHEAD_RING / AHEAD_BATCH)), n = 0;
-    uint8_t (*ids)[8] = &s->ahead_ids[slot * AHEAD_BATCH];
-    while (s->ahead_valid && n < AHEAD_BATCH) {
-        mf_error ignored;
-        bool valid;
-        int rc = s->backward ? mf_cursor_prev(&s->ahead, &valid, &ignored)
-                             : mf_cursor_next(&s->ahead, &valid, &ignored);
-        if (rc != 0 || !valid) {
-            s->ahead_valid = false;
-            break;
-        }
-        /* Not past the range `cur` is in: a lookup of one key must not pay
-         * for hints of the entries after it. */
-        const uint8_t *k, *v;
-        size_t kl, vl;
-        mf_cursor_key(&s->ahead, &k, &kl);
-        const krange *r = &s->ranges[s->range];
-        if (s->backward ? cmp_bytes(k, kl, r->lo.data, r->lo.len) < 0
-                        : r->has_hi && cmp_bytes(k, kl, r->hi.data, r->hi.len) >= 0) {
-            s->ahead_valid = false;
-            break;
-        }
-        mf_cursor_value(&s->ahead, &v, &vl);
-        /* Every entry takes its place, so that entry k after the reset is
-         * at k - 1 in the ring (ahead_hint); an odd one gets id 0. */
-        if (vl == 8)
-            memcpy(ids[n++], v, 8);
-        else
-            memset(ids[n++], 0, 8);
-    }
-    s->ahead_len[slot] = n;
-    mf_btree_prefetch_leaves(records, (const uint8_t (*)[8])ids, n, s->ahead_height,
-                             &s->ahead_hints[slot * AHEAD_BATCH]);
-    if (b > 0) {
-        int prev = (int)((b - 1) % (AHEAD_RING / AHEAD_BATCH)) * AHEAD_BATCH;
-        mf_btree_prefetch_cells(records, (const uint8_t (*)[8])&s->ahead_ids[prev],
-                                s->ahead_len[prev / AHEAD_BATCH], &s->ahead_hints[prev]);
-    }
-}
-
-/* `cur` was just positioned: the read-ahead starts at its first step (a
- * query that reads one entry pays nothing for it). */
-static void ahead_reset(mf_scan *s)
-{
-    s->ahead_on = false;
-    s->ahead_pending = true;
-}
-
-/* Start the read-ahead from where `cur` is. */
-static void ahead_start(mf_scan *s, mf_engine *e, mf_coll *c)
-{
-    s->ahead_pending = false;
-    /* Only index scans that read their records: not COUNT_SCAN's keys. */
-    s->ahead_on = s->kind == P_IXSCAN && !s->points &&
-                  !keys_answer(s);
-    if (!s->ahead_on)
-        return;
-    mf_btree *records = mf_engine_tree(e, mf_coll_records(c));
-    mf_error ignored;
-    s->ahead_height = records ? mf_btree_height(records, &ignored) : -1;
-    if (s->ahead_height < 2) { /* nothing worth hinting, or damage */
-        s->ahead_on = false;
-        return;
-    }
-    s->ahead = s->cur;
-    s->ahead_valid = true;
-    s->ahead_used = s->ahead_batches = 0;
-    s->locator_at = mf_btree_has_locator(records) ? 0 : LOCATOR_AFTER;
-    for (int i = 0; i < 3; i++)
-        ahead_batch(s, records);
-}
-
-/* The leaf the read-ahead found for record `rid` (8 bytes), the entry
- * `cur` is on, or 0.  The ring holds the entry `cur` reaches after k steps
- * from the reset at k - 1; the ids must agree, else there is no hint. */
-static mf_pgno ahead_hint(const mf_scan *s, const uint8_t *rid, size_t rl)
-{
-    if (!s->ahead_on || s->ahead_used == 0 || rl != 8)
-        return 0;
-    size_t pos = (size_t)((s->ahead_used - 1) % AHEAD_RING);
-    if (s->ahead_used > s->ahead_batches * AHEAD_BATCH || memcmp(s->ahead_ids[pos], rid, 8) != 0)
-        return 0;
-    return s->ahead_hints[pos].leaf;
-}
-
 /* A long scan: build the records' locator (btree.h) once the entries read
  * are at least an eighth of the leaves, so that building it (a read of
  * every branch entry above the leaves) costs less than the descents it
@@ -1279,33 +1207,154 @@ static mf_pgno ahead_hint(const mf_scan *s, const uint8_t *rid, size_t rl)
  * after this one. */
 static void consider_locator(mf_scan *s, mf_btree *records)
 {
-    uint64_t leaves = mf_btree_leaves_estimate(records, s->ahead_height);
+    uint64_t leaves = mf_btree_leaves_estimate(records, s->q_height);
     if (leaves == 0 || mf_btree_has_locator(records)) {
         s->locator_at = 0;
-    } else if (leaves <= 8 * s->ahead_used) {
-        mf_btree_locator_build(records, s->ahead_height);
+    } else if (leaves <= 8 * s->q_taken) {
+        mf_btree_locator_build(records, s->q_height);
         s->locator_at = 0;
     } else {
         s->locator_at *= 2;
     }
 }
 
-/* `cur` moved one entry: every AHEAD_BATCH entries, the read-ahead moves a
- * batch. */
-static void ahead_step(mf_scan *s, mf_engine *e, mf_coll *c)
+/* `cur` was just positioned: an empty queue.  Whether to hint records:
+ * only index scans that read them (not COUNT_SCAN's keys), of a records
+ * tree with branch pages. */
+static void queue_reset(mf_scan *s, mf_engine *e, mf_coll *c)
 {
-    if (s->ahead_pending) {
-        ahead_start(s, e, c);
-        return;
+    s->q_head = s->q_len = 0;
+    s->q_done = false;
+    s->q_read = s->q_taken = 0;
+    mf_btree *records = keys_answer(s) ? NULL : mf_engine_tree(e, mf_coll_records(c));
+    mf_error ignored;
+    s->q_height = records ? mf_btree_height(records, &ignored) : -1;
+    s->q_hints = s->q_height >= 2;
+    s->locator_at = records && mf_btree_has_locator(records) ? 0 : LOCATOR_AFTER;
+}
+
+/* The batch of QBATCH entries ending at queue slot `last`: hint its
+ * records' leaves, and the cells of the batch before it, whose leaves
+ * were hinted a batch ago. */
+static void hint_batch(mf_scan *s, mf_btree *records, unsigned last)
+{
+    unsigned first = last + 1 - QBATCH;
+    mf_btree_prefetch_leaves(records, (const uint8_t (*)[8])&s->q_rid[first], QBATCH,
+                             s->q_height, &s->q_hint[first]);
+    if (s->q_read > QBATCH) {
+        unsigned prev = (first + QUEUE - QBATCH) % QUEUE;
+        mf_btree_prefetch_cells(records, (const uint8_t (*)[8])&s->q_rid[prev], QBATCH,
+                                &s->q_hint[prev]);
     }
-    if (!s->ahead_on || ++s->ahead_used % AHEAD_BATCH != 0)
-        return;
-    mf_btree *records = mf_engine_tree(e, mf_coll_records(c));
-    if (!records)
-        return;
-    if (s->locator_at && s->ahead_used >= s->locator_at)
-        consider_locator(s, records);
-    ahead_batch(s, records);
+}
+
+/* Read entries from `cur` into the queue until it holds `want`, or its
+ * last entry ends the scan.  Errors: a damaged page met by the cursor. */
+static int queue_fill(mf_scan *s, mf_engine *e, mf_coll *c, unsigned want, mf_error *err)
+{
+    mf_btree *records = s->q_hints ? mf_engine_tree(e, mf_coll_records(c)) : NULL;
+    while (!s->q_done && s->q_len < want) {
+        unsigned at = (s->q_head + s->q_len) % QUEUE;
+        const uint8_t *k, *v;
+        size_t kl, vl;
+        int rc, where = -1;
+        s->q_len++;
+        s->q_read++;
+        memset(s->q_rid[at], 0, 8);
+        s->q_hint[at].leaf = 0;
+        if (!s->cur_valid) {
+            s->q_kind[at] = Q_END;
+        } else {
+            mf_cursor_key(&s->cur, &k, &kl);
+            where = locate(s, k, kl);
+            s->q_kind[at] = where < 0 ? Q_PAST : where > 0 ? Q_SEEK : Q_ENTRY;
+        }
+        s->q_range[at] = s->range;
+        if (s->q_kind[at] == Q_PAST || s->q_kind[at] == Q_END) {
+            s->q_done = true;
+        } else if (s->q_kind[at] == Q_SEEK) {
+            if ((rc = seek_range(s, &s->cur_valid, err)) != 0)
+                return rc;
+        } else {
+            mf_cursor_value(&s->cur, &v, &vl);
+            s->q_key[at].len = 0;
+            if (mf_buf_append(&s->q_key[at], k, kl) != 0)
+                return oom(err);
+            s->q_vlen[at] = vl;
+            if (vl == 8)
+                memcpy(s->q_rid[at], v, 8);
+            if ((rc = step(s, &s->cur_valid, err)) != 0)
+                return rc;
+        }
+        if (records && at % QBATCH == QBATCH - 1)
+            hint_batch(s, records, at);
+    }
+    return 0;
+}
+
+/* The next row of an index scan over ranges. */
+static int index_next(mf_scan *s, mf_engine *e, mf_coll *c, const mf_matcher *m,
+                      mf_scan_row *row, bool *valid, mf_error *err)
+{
+    int rc;
+    if (!s->positioned) {
+        mf_btree *tree = mf_engine_tree(e, s->ix.tree);
+        if (!tree)
+            return mf_error_set(err, MF_QueryPlanKilled, "index '%s' dropped", s->ix.name);
+        mf_cursor_init(&s->cur, tree);
+        if (s->started)
+            s->range = s->q_range_taken;
+        if ((rc = position(s, &s->cur_valid, err)) != 0)
+            return rc;
+        s->q_range_taken = s->range;
+        s->positioned = true;
+        queue_reset(s, e, c);
+    }
+    for (;;) {
+        /* The first entry alone: a query that takes one row pays for no
+         * read-ahead.  After it, whole batches. */
+        if (s->q_len == 0 || (s->q_taken > 0 && s->q_len <= QUEUE - QBATCH))
+            if ((rc = queue_fill(s, e, c, s->q_taken ? QUEUE : 1, err)) != 0)
+                return rc;
+        if (s->q_len == 0) { /* the end was taken before: nothing follows it */
+            s->eof = true;
+            return 0;
+        }
+        unsigned at = s->q_head;
+        s->q_head = (s->q_head + 1) % QUEUE;
+        s->q_len--;
+        s->q_taken++;
+        s->q_range_taken = s->q_range[at];
+        s->stats.works++;
+        if (s->q_kind[at] == Q_END) {
+            s->eof = true;
+            return 0;
+        }
+        s->stats.keys_examined++;
+        if (s->q_kind[at] == Q_PAST) {
+            s->eof = true;
+            return 0;
+        }
+        if (s->q_kind[at] == Q_SEEK) {
+            s->stats.seeks++;
+            continue;
+        }
+        if (s->locator_at && s->q_taken >= s->locator_at) {
+            mf_btree *records = mf_engine_tree(e, mf_coll_records(c));
+            if (records)
+                consider_locator(s, records);
+        }
+        bool take;
+        const mf_buf *k = &s->q_key[at];
+        if ((rc = remember(s, k->data, k->len, err)) != 0 ||
+            (rc = consider(s, e, c, m, s->q_rid[at], s->q_vlen[at], s->q_hint[at].leaf, row,
+                           &take, err)) != 0)
+            return rc;
+        if (take) {
+            *valid = true;
+            return 0;
+        }
+    }
 }
 
 static int scan_next(mf_scan *s, mf_engine *e, mf_coll *c, const mf_matcher *m,
@@ -1315,31 +1364,28 @@ static int scan_next(mf_scan *s, mf_engine *e, mf_coll *c, const mf_matcher *m,
     *valid = false;
     if (s->eof)
         return 0;
-    bool index = s->kind == P_IXSCAN;
-    if (index && s->points)
-        return next_point(s, e, c, m, row, valid, err);
-    if (index && s->nranges == 0) {
-        s->eof = true;
-        return 0;
+    if (s->kind == P_IXSCAN) {
+        if (s->points)
+            return next_point(s, e, c, m, row, valid, err);
+        if (s->nranges == 0) {
+            s->eof = true;
+            return 0;
+        }
+        return index_next(s, e, c, m, row, valid, err);
     }
     if (!s->positioned) {
-        mf_tree_id t = index ? s->ix.tree : mf_coll_records(c);
+        mf_tree_id t = mf_coll_records(c);
         mf_btree *tree = mf_engine_tree(e, t);
         if (!tree)
-            return index ? mf_error_set(err, MF_QueryPlanKilled, "index '%s' dropped", s->ix.name)
-                         : mf_error_set(err, MF_InternalError, "tree %llu is gone",
-                                        (unsigned long long)t);
+            return mf_error_set(err, MF_InternalError, "tree %llu is gone",
+                                (unsigned long long)t);
         mf_cursor_init(&s->cur, tree);
         rc = position(s, valid, err);
         if (rc)
             return rc;
         s->positioned = true;
-        if (index)
-            ahead_reset(s);
     } else if ((rc = step(s, valid, err)) != 0) {
         return rc;
-    } else if (index) {
-        ahead_step(s, e, c);
     }
     for (;;) {
         s->stats.works++;
@@ -1352,24 +1398,7 @@ static int scan_next(mf_scan *s, mf_engine *e, mf_coll *c, const mf_matcher *m,
         bool take = false;
         mf_cursor_key(&s->cur, &k, &kl);
         mf_cursor_value(&s->cur, &v, &vl);
-        if (index) {
-            s->stats.keys_examined++;
-            int where = locate(s, k, kl);
-            if (where < 0) {
-                *valid = false;
-                s->eof = true;
-                return 0;
-            }
-            if (where > 0) {
-                if ((rc = seek_range(s, valid, err)) != 0)
-                    return rc;
-                ahead_reset(s);
-                continue;
-            }
-            if ((rc = remember(s, k, kl, err)) != 0 ||
-                (rc = consider(s, e, c, m, v, vl, ahead_hint(s, v, vl), row, &take, err)) != 0)
-                return rc;
-        } else if (kl == 8) {
+        if (kl == 8) {
             if ((rc = remember(s, k, kl, err)) != 0)
                 return rc;
             row->rid = get_be64(k);
@@ -1383,8 +1412,6 @@ static int scan_next(mf_scan *s, mf_engine *e, mf_coll *c, const mf_matcher *m,
             return 0;
         if ((rc = step(s, valid, err)) != 0)
             return rc;
-        if (index)
-            ahead_step(s, e, c);
     }
 }
 
