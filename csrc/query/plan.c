@@ -141,6 +141,10 @@ struct mf_scan {
                                 locator next (0: not again) */
     size_t q_range[QUEUE];   /* `range` when the entry was read */
     size_t q_range_taken;    /* and that of the last entry taken */
+    unsigned q_last;         /* the slot of the last entry taken, whose key
+                                is `last` once repositioning needs it */
+    bool q_has_last;
+    mf_btree *records;       /* the records tree, while positioned */
     uint8_t q_kind[QUEUE];
     mf_buf q_key[QUEUE];
     uint8_t q_rid[QUEUE][8]; /* the value: a record id, when 8 bytes */
@@ -1028,13 +1032,14 @@ static bool keys_answer(const mf_scan *s)
 }
 
 /* The record `rid` into `row`; `*found` false if it is gone. */
-static int fetch(mf_engine *e, mf_coll *c, const uint8_t *rid, mf_pgno hint, mf_scan_row *row,
-                 bool *found, mf_error *err)
+static int fetch(mf_btree *records, const uint8_t *rid, const mf_btree_hint *hint,
+                 mf_scan_row *row, bool *found, mf_error *err)
 {
     const uint8_t *v;
     size_t vl;
-    int rc = mf_btree_get_hinted(mf_engine_tree(e, mf_coll_records(c)), hint, rid, 8, found, &v,
-                                 &vl, err);
+    if (!records)
+        return mf_error_set(err, MF_InternalError, "the collection's records are gone");
+    int rc = mf_btree_get_hinted(records, hint, rid, 8, found, &v, &vl, err);
     if (rc || !*found)
         return rc;
     row->rid = get_be64(rid);
@@ -1059,8 +1064,8 @@ static int judge(mf_scan *s, const mf_matcher *m, mf_scan_row *row, bool *take, 
 
 /* An index entry pointing at record `rid` (8 bytes): fetch and judge it,
  * once per document on a multikey index. */
-static int consider(mf_scan *s, mf_engine *e, mf_coll *c, const mf_matcher *m,
-                    const uint8_t *rid, size_t rl, mf_pgno hint, mf_scan_row *row, bool *take,
+static int consider(mf_scan *s, mf_btree *records, const mf_matcher *m, const uint8_t *rid,
+                    size_t rl, const mf_btree_hint *hint, mf_scan_row *row, bool *take,
                     mf_error *err)
 {
     bool found, dup = false;
@@ -1088,7 +1093,7 @@ static int consider(mf_scan *s, mf_engine *e, mf_coll *c, const mf_matcher *m,
         return 0;
     }
     /* fetch() moves no cursor: the index cursor stays put. */
-    if ((rc = fetch(e, c, rid, hint, row, &found, err)) != 0 || !found)
+    if ((rc = fetch(records, rid, hint, row, &found, err)) != 0 || !found)
         return rc;
     return judge(s, m, row, take, err);
 }
@@ -1110,7 +1115,8 @@ static int next_point(mf_scan *s, mf_engine *e, mf_coll *c, const mf_matcher *m,
         s->stats.works++;
         int rc = mf_btree_get(idx, p->data, p->len, &found, &rid, &rl, err);
         if (rc == 0 && found)
-            rc = consider(s, e, c, m, rid, rl, 0, row, &take, err);
+            rc = consider(s, mf_engine_tree(e, mf_coll_records(c)), m, rid, rl, NULL, row,
+                          &take, err);
         if (rc)
             return rc;
         if (found && take) {
@@ -1226,7 +1232,8 @@ static void queue_reset(mf_scan *s, mf_engine *e, mf_coll *c)
     s->q_head = s->q_len = 0;
     s->q_done = false;
     s->q_read = s->q_taken = 0;
-    mf_btree *records = keys_answer(s) ? NULL : mf_engine_tree(e, mf_coll_records(c));
+    s->records = mf_engine_tree(e, mf_coll_records(c));
+    mf_btree *records = keys_answer(s) ? NULL : s->records;
     mf_error ignored;
     s->q_height = records ? mf_btree_height(records, &ignored) : -1;
     s->q_hints = s->q_height >= 2;
@@ -1250,9 +1257,9 @@ static void hint_batch(mf_scan *s, mf_btree *records, unsigned last)
 
 /* Read entries from `cur` into the queue until it holds `want`, or its
  * last entry ends the scan.  Errors: a damaged page met by the cursor. */
-static int queue_fill(mf_scan *s, mf_engine *e, mf_coll *c, unsigned want, mf_error *err)
+static int queue_fill(mf_scan *s, unsigned want, mf_error *err)
 {
-    mf_btree *records = s->q_hints ? mf_engine_tree(e, mf_coll_records(c)) : NULL;
+    mf_btree *records = s->q_hints ? s->records : NULL;
     while (!s->q_done && s->q_len < want) {
         unsigned at = (s->q_head + s->q_len) % QUEUE;
         const uint8_t *k, *v;
@@ -1304,6 +1311,12 @@ static int index_next(mf_scan *s, mf_engine *e, mf_coll *c, const mf_matcher *m,
         mf_cursor_init(&s->cur, tree);
         if (s->started)
             s->range = s->q_range_taken;
+        if (s->started && s->q_has_last) { /* the key to resume after */
+            const mf_buf *k = &s->q_key[s->q_last];
+            s->q_has_last = false;
+            if ((rc = remember(s, k->data, k->len, err)) != 0)
+                return rc;
+        }
         if ((rc = position(s, &s->cur_valid, err)) != 0)
             return rc;
         s->q_range_taken = s->range;
@@ -1314,7 +1327,7 @@ static int index_next(mf_scan *s, mf_engine *e, mf_coll *c, const mf_matcher *m,
         /* The first entry alone: a query that takes one row pays for no
          * read-ahead.  After it, whole batches. */
         if (s->q_len == 0 || (s->q_taken > 0 && s->q_len <= QUEUE - QBATCH))
-            if ((rc = queue_fill(s, e, c, s->q_taken ? QUEUE : 1, err)) != 0)
+            if ((rc = queue_fill(s, s->q_taken ? QUEUE : 1, err)) != 0)
                 return rc;
         if (s->q_len == 0) { /* the end was taken before: nothing follows it */
             s->eof = true;
@@ -1339,15 +1352,12 @@ static int index_next(mf_scan *s, mf_engine *e, mf_coll *c, const mf_matcher *m,
             s->stats.seeks++;
             continue;
         }
-        if (s->locator_at && s->q_taken >= s->locator_at) {
-            mf_btree *records = mf_engine_tree(e, mf_coll_records(c));
-            if (records)
-                consider_locator(s, records);
-        }
+        if (s->locator_at && s->q_taken >= s->locator_at && s->records)
+            consider_locator(s, s->records);
         bool take;
-        const mf_buf *k = &s->q_key[at];
-        if ((rc = remember(s, k->data, k->len, err)) != 0 ||
-            (rc = consider(s, e, c, m, s->q_rid[at], s->q_vlen[at], s->q_hint[at].leaf, row,
+        s->q_last = at;
+        s->q_has_last = true;
+        if ((rc = consider(s, s->records, m, s->q_rid[at], s->q_vlen[at], &s->q_hint[at], row,
                            &take, err)) != 0)
             return rc;
         if (take) {

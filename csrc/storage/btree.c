@@ -898,8 +898,9 @@ void mf_btree_prefetch_cells(mf_btree *t, const uint8_t (*keys)[8], int n,
                              const mf_btree_hint *hints)
 {
     /* The headers have arrived (mf_btree_prefetch_leaves asked for them
-     * earlier); ask for the cells search() will read: the first, the last
-     * and the one the separators place the key at. */
+     * earlier); ask for the cell the separators place the key at, which
+     * mf_btree_get_hinted reads first.  Without separators, for the cells
+     * search() reads first: the first and the last. */
     for (int i = 0; i < n; i++) {
         const mf_btree_hint *h = &hints[i];
         uint8_t *p = h->leaf ? mf_pager_hint(t->pg, h->leaf) : NULL;
@@ -908,27 +909,56 @@ void mf_btree_prefetch_cells(mf_btree *t, const uint8_t (*keys)[8], int n,
             mf_page_type(p) != MF_PAGE_LEAF)
             continue;
         const uint8_t *c;
-        if ((c = cell_in_page(p, 0)))
-            prefetch_lines(c, 1);
-        if ((c = cell_in_page(p, cnt - 1)))
-            prefetch_lines(c, 1);
         uint64_t k = load_be64(keys[i]);
         if (h->bounded && k >= h->lower && k < h->upper) {
             int guess = (int)scaled(k - h->lower, h->upper - h->lower, (size_t)cnt);
             if ((c = cell_in_page(p, guess)))
                 prefetch_lines(c, 3); /* the cell and a short value after it */
+            continue;
         }
+        if ((c = cell_in_page(p, 0)))
+            prefetch_lines(c, 1);
+        if ((c = cell_in_page(p, cnt - 1)))
+            prefetch_lines(c, 1);
     }
 }
 
-int mf_btree_get_hinted(mf_btree *t, mf_pgno leaf, const uint8_t *key, size_t klen,
+/* The slot of 8-byte `key` in leaf `p` of `cnt` entries, if the hint's
+ * separators place it (the cell mf_btree_prefetch_cells asked for) or
+ * one slot either side; -1 if not there, for search() to decide. */
+static int hinted_slot(uint8_t *p, int cnt, const mf_btree_hint *h, const uint8_t *key)
+{
+    uint64_t k = load_be64(key);
+    if (!h->bounded || k < h->lower || k >= h->upper)
+        return -1;
+    int guess = (int)scaled(k - h->lower, h->upper - h->lower, (size_t)cnt);
+    for (int i = guess; i >= 0 && i < cnt && i >= guess - 1 && i <= guess + 1;) {
+        const uint8_t *c = cell_in_page(p, i);
+        if (!c || (c[0] & KEY_OVF) || c_klen(c) != 8)
+            return -1;
+        uint64_t ck = load_be64(c + LEAF_CELL_HDR);
+        if (ck == k)
+            return i;
+        if (i != guess) /* the neighbour was the last try */
+            return -1;
+        i += ck < k ? 1 : -1;
+    }
+    return -1;
+}
+
+int mf_btree_get_hinted(mf_btree *t, const mf_btree_hint *h, const uint8_t *key, size_t klen,
                         bool *found, const uint8_t **val, size_t *vlen, mf_error *err)
 {
     mf_error ignored;
-    uint8_t *p = leaf ? get_page(t, leaf, &ignored) : NULL;
-    if (p && is_leaf(p) && pcount(p) > 0) {
-        bool exact;
-        int idx = search(t, p, key, klen, &exact, &ignored);
+    uint8_t *p = h && h->leaf ? get_page(t, h->leaf, &ignored) : NULL;
+    int cnt;
+    if (p && is_leaf(p) && (cnt = pcount(p)) > 0) {
+        bool exact = false;
+        int idx = klen == 8 ? hinted_slot(p, cnt, h, key) : -1;
+        if (idx >= 0)
+            exact = true;
+        else
+            idx = search(t, p, key, klen, &exact, &ignored);
         if (idx >= 0 && exact) {
             const uint8_t *v = cell_value(t, cell(p, idx), vlen, err);
             if (!v)

@@ -96,12 +96,14 @@ void mf_btree_prefetch_cells(mf_btree *t, const uint8_t (*keys)[8], int n,
                              const mf_btree_hint *hints);
 
 /* mf_btree_get, starting at the leaf a hint found for `key`
- * (mf_btree_prefetch_leaves) instead of the root: the key found in that leaf
- * is the answer, since a leaf holds the only copy of a key; anything else
+ * (mf_btree_prefetch_leaves) instead of the root, and in it at the slot
+ * the hint's separators place the key (mf_btree_prefetch_cells' guess)
+ * before any search.  The key found in that leaf is the answer, since a
+ * leaf holds the only copy of a key; anything else
  * (no hint, the key not there) falls back to the descent from the root.
  * The hint must come from the tree as it is now: found since it was last
  * modified, like any cursor position (btree.h's rule for pointers). */
-int mf_btree_get_hinted(mf_btree *t, mf_pgno leaf, const uint8_t *key, size_t klen,
+int mf_btree_get_hinted(mf_btree *t, const mf_btree_hint *h, const uint8_t *key, size_t klen,
                         bool *found, const uint8_t **val, size_t *vlen, mf_error *err);
 
 /* Insert or replace.  With `no_overwrite`, an existing key is left alone
