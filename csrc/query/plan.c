@@ -131,8 +131,9 @@ struct mf_scan {
      * whenever `cur` is positioned, from the last entry taken: `range` is
      * then put back to that entry's. */
     bool cur_valid;          /* `cur` is on an entry not yet queued */
-    bool q_hints;            /* hint the records: a range scan that fetches */
-    int q_height;            /* the records tree's */
+    int q_height;            /* the records tree's; hints only when >= 2 (a
+                                range scan that fetches, of a tree with
+                                branch pages), else -1 */
     unsigned q_head, q_len;  /* the queue: slots q_head.. (mod QUEUE) */
     bool q_done;             /* its last entry is Q_PAST or Q_END */
     uint64_t q_read;         /* entries queued since positioned */
@@ -1105,6 +1106,7 @@ static int next_point(mf_scan *s, mf_engine *e, mf_coll *c, const mf_matcher *m,
     mf_btree *idx = mf_engine_tree(e, s->ix.tree);
     if (!idx)
         return mf_error_set(err, MF_QueryPlanKilled, "index '%s' dropped", s->ix.name);
+    mf_btree *records = mf_engine_tree(e, mf_coll_records(c));
     while (s->next_point < s->nranges) {
         size_t n = s->next_point++;
         const mf_buf *p = &s->ranges[s->backward ? s->nranges - 1 - n : n].lo;
@@ -1115,8 +1117,7 @@ static int next_point(mf_scan *s, mf_engine *e, mf_coll *c, const mf_matcher *m,
         s->stats.works++;
         int rc = mf_btree_get(idx, p->data, p->len, &found, &rid, &rl, err);
         if (rc == 0 && found)
-            rc = consider(s, mf_engine_tree(e, mf_coll_records(c)), m, rid, rl, NULL, row,
-                          &take, err);
+            rc = consider(s, records, m, rid, rl, NULL, row, &take, err);
         if (rc)
             return rc;
         if (found && take) {
@@ -1236,7 +1237,6 @@ static void queue_reset(mf_scan *s, mf_engine *e, mf_coll *c)
     mf_btree *records = keys_answer(s) ? NULL : s->records;
     mf_error ignored;
     s->q_height = records ? mf_btree_height(records, &ignored) : -1;
-    s->q_hints = s->q_height >= 2;
     s->locator_at = records && mf_btree_has_locator(records) ? 0 : LOCATOR_AFTER;
 }
 
@@ -1259,12 +1259,12 @@ static void hint_batch(mf_scan *s, mf_btree *records, unsigned last)
  * last entry ends the scan.  Errors: a damaged page met by the cursor. */
 static int queue_fill(mf_scan *s, unsigned want, mf_error *err)
 {
-    mf_btree *records = s->q_hints ? s->records : NULL;
+    mf_btree *records = s->q_height >= 2 ? s->records : NULL;
     while (!s->q_done && s->q_len < want) {
         unsigned at = (s->q_head + s->q_len) % QUEUE;
         const uint8_t *k, *v;
         size_t kl, vl;
-        int rc, where = -1;
+        int rc;
         s->q_len++;
         s->q_read++;
         memset(s->q_rid[at], 0, 8);
@@ -1273,7 +1273,7 @@ static int queue_fill(mf_scan *s, unsigned want, mf_error *err)
             s->q_kind[at] = Q_END;
         } else {
             mf_cursor_key(&s->cur, &k, &kl);
-            where = locate(s, k, kl);
+            int where = locate(s, k, kl);
             s->q_kind[at] = where < 0 ? Q_PAST : where > 0 ? Q_SEEK : Q_ENTRY;
         }
         s->q_range[at] = s->range;
@@ -1309,13 +1309,14 @@ static int index_next(mf_scan *s, mf_engine *e, mf_coll *c, const mf_matcher *m,
         if (!tree)
             return mf_error_set(err, MF_QueryPlanKilled, "index '%s' dropped", s->ix.name);
         mf_cursor_init(&s->cur, tree);
-        if (s->started)
+        if (s->started) { /* resume after the last entry taken, in its range */
             s->range = s->q_range_taken;
-        if (s->started && s->q_has_last) { /* the key to resume after */
-            const mf_buf *k = &s->q_key[s->q_last];
-            s->q_has_last = false;
-            if ((rc = remember(s, k->data, k->len, err)) != 0)
-                return rc;
+            if (s->q_has_last) {
+                const mf_buf *k = &s->q_key[s->q_last];
+                s->q_has_last = false;
+                if ((rc = remember(s, k->data, k->len, err)) != 0)
+                    return rc;
+            }
         }
         if ((rc = position(s, &s->cur_valid, err)) != 0)
             return rc;

@@ -894,6 +894,15 @@ void mf_btree_prefetch_leaves(mf_btree *t, const uint8_t (*keys)[8], int n, int 
     }
 }
 
+/* The slot of a leaf of `cnt` entries where the hint's separators place
+ * 8-byte key `k`, by interpolation; -1 when they do not bound it. */
+static int hint_guess(const mf_btree_hint *h, uint64_t k, int cnt)
+{
+    if (!h->bounded || k < h->lower || k >= h->upper)
+        return -1;
+    return (int)scaled(k - h->lower, h->upper - h->lower, (size_t)cnt);
+}
+
 void mf_btree_prefetch_cells(mf_btree *t, const uint8_t (*keys)[8], int n,
                              const mf_btree_hint *hints)
 {
@@ -909,9 +918,8 @@ void mf_btree_prefetch_cells(mf_btree *t, const uint8_t (*keys)[8], int n,
             mf_page_type(p) != MF_PAGE_LEAF)
             continue;
         const uint8_t *c;
-        uint64_t k = load_be64(keys[i]);
-        if (h->bounded && k >= h->lower && k < h->upper) {
-            int guess = (int)scaled(k - h->lower, h->upper - h->lower, (size_t)cnt);
+        int guess = hint_guess(h, load_be64(keys[i]), cnt);
+        if (guess >= 0) {
             if ((c = cell_in_page(p, guess)))
                 prefetch_lines(c, 3); /* the cell and a short value after it */
             continue;
@@ -929,19 +937,15 @@ void mf_btree_prefetch_cells(mf_btree *t, const uint8_t (*keys)[8], int n,
 static int hinted_slot(uint8_t *p, int cnt, const mf_btree_hint *h, const uint8_t *key)
 {
     uint64_t k = load_be64(key);
-    if (!h->bounded || k < h->lower || k >= h->upper)
-        return -1;
-    int guess = (int)scaled(k - h->lower, h->upper - h->lower, (size_t)cnt);
-    for (int i = guess; i >= 0 && i < cnt && i >= guess - 1 && i <= guess + 1;) {
+    int i = hint_guess(h, k, cnt);
+    for (int tries = 0; tries < 2 && i >= 0 && i < cnt; tries++) {
         const uint8_t *c = cell_in_page(p, i);
         if (!c || (c[0] & KEY_OVF) || c_klen(c) != 8)
             return -1;
         uint64_t ck = load_be64(c + LEAF_CELL_HDR);
         if (ck == k)
             return i;
-        if (i != guess) /* the neighbour was the last try */
-            return -1;
-        i += ck < k ? 1 : -1;
+        i += ck < k ? 1 : -1; /* then the neighbour towards the key */
     }
     return -1;
 }
@@ -953,11 +957,9 @@ int mf_btree_get_hinted(mf_btree *t, const mf_btree_hint *h, const uint8_t *key,
     uint8_t *p = h && h->leaf ? get_page(t, h->leaf, &ignored) : NULL;
     int cnt;
     if (p && is_leaf(p) && (cnt = pcount(p)) > 0) {
-        bool exact = false;
         int idx = klen == 8 ? hinted_slot(p, cnt, h, key) : -1;
-        if (idx >= 0)
-            exact = true;
-        else
+        bool exact = idx >= 0;
+        if (!exact)
             idx = search(t, p, key, klen, &exact, &ignored);
         if (idx >= 0 && exact) {
             const uint8_t *v = cell_value(t, cell(p, idx), vlen, err);
