@@ -9,6 +9,7 @@ import time
 import bson
 import pytest
 from bson import Decimal128, Int64, ObjectId
+from bson.raw_bson import RawBSONDocument
 from pymongo.errors import OperationFailure
 
 
@@ -82,6 +83,54 @@ def test_batches_are_bounded_by_16_mib(client):
     r2 = db.command("getMore", r["cursor"]["id"], collection="c")
     assert [d["_id"] for d in r2["cursor"]["nextBatch"]] == [3, 4]
     assert r2["cursor"]["id"] == 0
+
+
+def _elements(raw):
+    """(key, type, value bytes) of each element of a BSON document, for
+    the types a cursor reply holds."""
+    fixed = {0x01: 8, 0x08: 1, 0x10: 4, 0x12: 8}
+    at, end = 4, len(raw) - 1
+    while at < end:
+        kind = raw[at]
+        k_end = raw.index(b"\0", at + 1)
+        key = raw[at + 1:k_end].decode()
+        at = k_end + 1
+        if kind in (0x03, 0x04):
+            size = int.from_bytes(raw[at:at + 4], "little")
+        elif kind == 0x02:
+            size = 4 + int.from_bytes(raw[at:at + 4], "little")
+        else:
+            size = fixed[kind]
+        yield key, kind, raw[at:at + size]
+        at += size
+
+
+def test_large_batches_keep_every_document_in_order(client):
+    # About 800 KiB per batch: the reply's array is built in runs of 64 KiB
+    # (cmd_find.c), so a batch spans many runs; every document, its array
+    # key and the order must come through, in firstBatch, nextBatch, a
+    # sorted find and an aggregate cursor.
+    db = client.t
+    docs = [{"_id": i, "x": i % 7, "s": "v%05d" % i * 30} for i in range(6000)]
+    db.c.insert_many(docs)
+    raw = db.command("find", "c", batchSize=4000,
+                     codec_options=bson.CodecOptions(document_class=RawBSONDocument)).raw
+    cursor = dict((k, v) for k, _, v in _elements(raw))["cursor"]
+    parts = {k: (t, v) for k, t, v in _elements(cursor)}
+    assert list(parts) == ["firstBatch", "id", "ns"]
+    first = list(_elements(parts["firstBatch"][1]))
+    assert [(k, t) for k, t, _ in first] == [(str(i), 0x03) for i in range(4000)]
+    assert [bson.decode(v) for _, _, v in first] == docs[:4000]
+    cid = bson.decode(raw)["cursor"]["id"]
+    more = db.command("getMore", Int64(cid), collection="c", batchSize=5000)["cursor"]
+    assert more["id"] == 0
+    assert more["nextBatch"] == docs[4000:]
+    assert list(db.c.find({}, batch_size=6000)) == docs
+    by_x = sorted(docs, key=lambda d: (-d["x"], d["_id"]))
+    assert list(db.c.find({}).sort([("x", -1), ("_id", 1)]).batch_size(6000)) == by_x
+    got = db.command("aggregate", "c", pipeline=[{"$match": {"x": {"$lt": 3}}}],
+                     cursor={"batchSize": 6000})["cursor"]
+    assert got["firstBatch"] == [d for d in docs if d["x"] < 3]
 
 
 def test_find_argument_errors(client):

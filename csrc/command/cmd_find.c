@@ -96,11 +96,21 @@ static int count_arg(const char *cmdname, const bson_iter_t *it, int64_t *out, m
 
 /* --------------------------------------------------------------- batches */
 
+/* A batch's documents reach its array in runs: each is written as an
+ * array element ("<n>": document) into `run`, which is itself a BSON
+ * document, and the run is concatenated onto the array when it reaches
+ * RUN_BYTES and when fill() returns.  One libbson append per run instead
+ * of one per document: the append's own bookkeeping (the length of every
+ * enclosing document, by varargs) cost more than the copy of a 100-byte
+ * document. */
+#define RUN_BYTES (64 * 1024)
+
 typedef struct batch {
     bson_t *arr;
     uint32_t n;
     size_t bytes;
     int64_t max_docs; /* -1: no count limit */
+    mf_buf run;       /* elements added since the last batch_flush, after 4 bytes of length */
 } batch;
 
 /* Whether a document of `len` bytes fits the batch (the first always does). */
@@ -111,16 +121,38 @@ static bool batch_fits(const batch *b, size_t len)
     return true;
 }
 
-static void batch_add(batch *b, const uint8_t *data, size_t len)
+/* Append the run to the array and empty it. */
+static int batch_flush(batch *b, mf_error *err)
+{
+    bson_t run;
+    if (b->run.len == 0)
+        return 0;
+    if (mf_buf_append(&b->run, "", 1) != 0)
+        return mf_error_set(err, MF_InternalError, "out of memory");
+    uint32_t n = (uint32_t)b->run.len;
+    for (int i = 0; i < 4; i++)
+        b->run.data[i] = (uint8_t)(n >> (8 * i));
+    bool ok = bson_init_static(&run, b->run.data, b->run.len) && bson_concat(b->arr, &run);
+    b->run.len = 0;
+    return ok ? 0 : mf_error_set(err, MF_InternalError, "a reply batch could not be built");
+}
+
+static int batch_add(batch *b, const uint8_t *data, size_t len, mf_error *err)
 {
     char key[16];
     const char *k;
-    bson_t doc;
-    mf_uint32_to_key(b->n, &k, key, sizeof key);
-    if (bson_init_static(&doc, data, len))
-        bson_append_document(b->arr, k, -1, &doc);
+    size_t kl = mf_uint32_to_key(b->n, &k, key, sizeof key);
+    size_t at = b->run.len ? b->run.len : 4; /* the run's length goes first */
+    if (mf_buf_reserve(&b->run, at - b->run.len + 2 + kl + len) != 0)
+        return mf_error_set(err, MF_InternalError, "out of memory");
+    uint8_t *p = b->run.data + at;
+    *p++ = BSON_TYPE_DOCUMENT;
+    memcpy(p, k, kl + 1);
+    memcpy(p + kl + 1, data, len);
+    b->run.len = at + 2 + kl + len;
     b->n++;
     b->bytes += len;
+    return b->run.len >= RUN_BYTES ? batch_flush(b, err) : 0;
 }
 
 static bool batch_full(const batch *b)
@@ -156,20 +188,26 @@ static int offer(mfi_cursor *cur, batch *b, const uint8_t *data, size_t len, boo
         *stop = true;
         return 0;
     }
-    batch_add(b, data, len);
+    if (batch_add(b, data, len, err) != 0)
+        return err->code;
     if (cur->limit > 0)
         cur->limit--;
     *stop = batch_full(b) || cur->limit == 0;
     return 0;
 }
 
-/* Project a scanned row into `out` (initialised here), or copy it. */
-static int shape(mfi_cursor *cur, const mf_scan_row *row, bson_t *out, mf_error *err)
+/* A scanned row as the client sees it, `*doc`: projected into `out`, or,
+ * with no projection, the row's own document (no copy).  `out` is
+ * initialised either way. */
+static int shape(mfi_cursor *cur, const mf_scan_row *row, bson_t *out, const bson_t **doc,
+                 mf_error *err)
 {
-    if (cur->proj)
+    if (cur->proj) {
+        *doc = out;
         return mf_projection_apply(cur->proj, &row->doc, row->pos, out, err);
+    }
+    *doc = &row->doc;
     bson_init(out);
-    bson_concat(out, &row->doc);
     return 0;
 }
 
@@ -201,7 +239,7 @@ static int fill(mfi_cursor *cur, mf_engine *e, mf_coll *c, batch *b, int64_t dea
         mf_buf st = cur->stash;
         cur->has_stash = false;
         cur->stash = (mf_buf){0};
-        batch_add(b, st.data, st.len);
+        rc = batch_add(b, st.data, st.len, err);
         mf_buf_free(&st);
         if (cur->limit > 0)
             cur->limit--;
@@ -259,9 +297,10 @@ static int fill(mfi_cursor *cur, mf_engine *e, mf_coll *c, batch *b, int64_t dea
                 continue;
             }
             bson_t out;
-            rc = shape(cur, &row, &out, err);
+            const bson_t *doc;
+            rc = shape(cur, &row, &out, &doc, err);
             if (rc == 0)
-                rc = offer(cur, b, bson_get_data(&out), out.len, &stop, err);
+                rc = offer(cur, b, bson_get_data(doc), doc->len, &stop, err);
             bson_destroy(&out);
         }
     }
@@ -314,6 +353,10 @@ static int fill(mfi_cursor *cur, mf_engine *e, mf_coll *c, batch *b, int64_t dea
         }
         bson_destroy(&shaped);
     }
+    /* The last run; after an error the reply is replaced, run and all. */
+    if (rc == 0)
+        rc = batch_flush(b, err);
+    mf_buf_free(&b->run);
     return rc;
 }
 
@@ -560,9 +603,10 @@ static int sort_all(mf_cmd_ctx *ctx, mfi_cursor *cur, mf_coll *c, const mf_sort 
             rc = mf_sorter_add(cur->sorter, key.data, key.len, rec.data, rec.len, err);
         } else {
             bson_t out;
-            rc = shape(cur, &row, &out, err);
+            const bson_t *doc;
+            rc = shape(cur, &row, &out, &doc, err);
             if (rc == 0)
-                rc = mf_sorter_add(cur->sorter, key.data, key.len, bson_get_data(&out), out.len,
+                rc = mf_sorter_add(cur->sorter, key.data, key.len, bson_get_data(doc), doc->len,
                                    err);
             bson_destroy(&out);
         }
