@@ -46,7 +46,10 @@ struct mf_pager {
     size_t reserved;
     atomic_uint_fast64_t mapped; /* the file's length in pages, all mapped */
     uint64_t open_pages;         /* pages at open: these are verified on use */
-    atomic_uchar *verified;      /* one flag per page below open_pages */
+    /* One bit per page below open_pages, set once the page is verified
+     * (or rewritten): a bitmap rather than a byte per page, so that the
+     * check on a random page of a large file is a cache hit. */
+    _Atomic uint64_t *verified;
 
     pthread_mutex_t mu;
     uint64_t gen;         /* the current (writers') generation */
@@ -207,6 +210,21 @@ static uint64_t run_hash(const uint8_t *p, uint32_t run)
     return XXH3_64bits(p + 8, (size_t)run * MF_PAGE_SIZE - 8);
 }
 
+/* Whether page `no` needs no checksum check: written since open, or
+ * verified already. */
+static inline bool page_verified(mf_pager *pg, mf_pgno no)
+{
+    return no >= pg->open_pages ||
+           ((atomic_load_explicit(&pg->verified[no / 64], memory_order_acquire) >> (no % 64)) & 1);
+}
+
+/* Mark page `no` verified; true if it was not yet (for the count). */
+static bool set_verified(mf_pager *pg, mf_pgno no)
+{
+    uint64_t bit = (uint64_t)1 << (no % 64);
+    return !(atomic_fetch_or_explicit(&pg->verified[no / 64], bit, memory_order_release) & bit);
+}
+
 uint8_t *mf_pager_page(mf_pager *pg, mf_pgno no, mf_error *err)
 {
     uint64_t mapped = atomic_load_explicit(&pg->mapped, memory_order_acquire);
@@ -216,8 +234,7 @@ uint8_t *mf_pager_page(mf_pager *pg, mf_pgno no, mf_error *err)
         return NULL;
     }
     uint8_t *p = page_at(pg, no);
-    if (no < pg->open_pages &&
-        !atomic_load_explicit(&pg->verified[no], memory_order_acquire)) {
+    if (!page_verified(pg, no)) {
         uint32_t run = mf_page_run(p);
         uint64_t want;
         memcpy(&want, p, 8);
@@ -227,8 +244,8 @@ uint8_t *mf_pager_page(mf_pager *pg, mf_pgno no, mf_error *err)
                          (unsigned long long)no, mf_os_path(pg->file));
             return NULL;
         }
-        atomic_store_explicit(&pg->verified[no], 1, memory_order_release);
-        atomic_fetch_add_explicit(&pg->nverified, 1, memory_order_relaxed);
+        if (set_verified(pg, no))
+            atomic_fetch_add_explicit(&pg->nverified, 1, memory_order_relaxed);
     }
     return p;
 }
@@ -302,7 +319,7 @@ static int take_pages(mf_pager *pg, uint32_t n, mf_pgno *out, mf_error *err)
             return mf_error_set(err, MF_InternalError, "allocation failed after growth");
     }
     for (uint64_t i = *out; i < *out + n && i < pg->open_pages; i++)
-        atomic_store_explicit(&pg->verified[i], 1, memory_order_relaxed);
+        set_verified(pg, i);
     return 0;
 }
 
@@ -376,8 +393,7 @@ const uint8_t *mf_pager_run(mf_pager *pg, mf_pgno no, size_t len, uint64_t hash,
         return NULL;
     }
     const uint8_t *p = page_at(pg, no);
-    if (no < pg->open_pages &&
-        !atomic_load_explicit(&pg->verified[no], memory_order_acquire)) {
+    if (!page_verified(pg, no)) {
         if (XXH3_64bits(p, len) != hash) {
             mf_error_set(err, MF_DataCorruption,
                          "checksum mismatch in the %zu-byte run at page %llu of %s: the data "
@@ -385,8 +401,8 @@ const uint8_t *mf_pager_run(mf_pager *pg, mf_pgno no, size_t len, uint64_t hash,
                          len, (unsigned long long)no, mf_os_path(pg->file));
             return NULL;
         }
-        atomic_store_explicit(&pg->verified[no], 1, memory_order_release);
-        atomic_fetch_add_explicit(&pg->nverified, 1, memory_order_relaxed);
+        if (set_verified(pg, no))
+            atomic_fetch_add_explicit(&pg->nverified, 1, memory_order_relaxed);
     }
     return p;
 }
@@ -612,7 +628,7 @@ int mf_pager_open(const char *path, const mf_pager_options *opt, mf_pager **out,
         goto fail;
     atomic_store(&pg->mapped, npages);
     pg->open_pages = npages;
-    pg->verified = calloc(npages, 1);
+    pg->verified = calloc((npages + 63) / 64, sizeof *pg->verified);
     if (!pg->verified) {
         rc = mf_error_set(err, MF_InternalError, "out of memory");
         goto fail;
