@@ -131,6 +131,9 @@ struct mf_scan {
      * whenever `cur` is positioned, from the last entry taken: `range` is
      * then put back to that entry's. */
     bool cur_valid;          /* `cur` is on an entry not yet queued */
+    bool cur_noted;          /* and cur_key/cur_val are that entry's */
+    const uint8_t *cur_key, *cur_val;
+    size_t cur_klen, cur_vlen;
     int q_height;            /* the records tree's; hints only when >= 2 (a
                                 range scan that fetches, of a tree with
                                 branch pages), else -1 */
@@ -1232,6 +1235,7 @@ static void queue_reset(mf_scan *s, mf_engine *e, mf_coll *c)
 {
     s->q_head = s->q_len = 0;
     s->q_done = false;
+    s->cur_noted = false;
     s->q_read = s->q_taken = 0;
     s->records = mf_engine_tree(e, mf_coll_records(c));
     mf_btree *records = keys_answer(s) ? NULL : s->records;
@@ -1272,7 +1276,13 @@ static int queue_fill(mf_scan *s, unsigned want, mf_error *err)
         if (!s->cur_valid) {
             s->q_kind[at] = Q_END;
         } else {
-            mf_cursor_key(&s->cur, &k, &kl);
+            if (!s->cur_noted) {
+                mf_cursor_key(&s->cur, &s->cur_key, &s->cur_klen);
+                mf_cursor_value(&s->cur, &s->cur_val, &s->cur_vlen);
+                s->cur_noted = true;
+            }
+            k = s->cur_key;
+            kl = s->cur_klen;
             int where = locate(s, k, kl);
             s->q_kind[at] = where < 0 ? Q_PAST : where > 0 ? Q_SEEK : Q_ENTRY;
         }
@@ -1280,18 +1290,24 @@ static int queue_fill(mf_scan *s, unsigned want, mf_error *err)
         if (s->q_kind[at] == Q_PAST || s->q_kind[at] == Q_END) {
             s->q_done = true;
         } else if (s->q_kind[at] == Q_SEEK) {
+            s->cur_noted = false;
             if ((rc = seek_range(s, &s->cur_valid, err)) != 0)
                 return rc;
         } else {
-            mf_cursor_value(&s->cur, &v, &vl);
+            v = s->cur_val;
+            vl = s->cur_vlen;
             s->q_key[at].len = 0;
             if (mf_buf_append(&s->q_key[at], k, kl) != 0)
                 return oom(err);
             s->q_vlen[at] = vl;
             if (vl == 8)
                 memcpy(s->q_rid[at], v, 8);
-            if ((rc = step(s, &s->cur_valid, err)) != 0)
-                return rc;
+            if (!mf_cursor_step_in_leaf(&s->cur, s->backward, &s->cur_key, &s->cur_klen,
+                                        &s->cur_val, &s->cur_vlen)) {
+                s->cur_noted = false;
+                if ((rc = step(s, &s->cur_valid, err)) != 0)
+                    return rc;
+            }
         }
         if (records && at % QBATCH == QBATCH - 1)
             hint_batch(s, records, at);

@@ -1378,6 +1378,27 @@ void mf_cursor_value(mf_cursor *c, const uint8_t **val, size_t *vlen)
     *val = cell_value(c->t, cursor_cell(c), vlen, &err);
 }
 
+bool mf_cursor_step_in_leaf(mf_cursor *c, bool backward, const uint8_t **key, size_t *klen,
+                            const uint8_t **val, size_t *vlen)
+{
+    if (c->depth == 0)
+        return false;
+    int d = c->depth - 1, i = c->path[d].idx + (backward ? -1 : 1);
+    /* The cursor's page was verified when the cursor reached it. */
+    uint8_t *p = mf_pager_hint(c->t->pg, c->path[d].no);
+    if (!p || !is_leaf(p) || i < 0 || i >= pcount(p))
+        return false;
+    const uint8_t *cl = cell(p, i);
+    if (cl[0] & (KEY_OVF | VAL_OVF))
+        return false;
+    c->path[d].idx = i;
+    *klen = c_klen(cl);
+    *vlen = c_vlen(cl);
+    *key = cl + LEAF_CELL_HDR;
+    *val = *key + *klen;
+    return true;
+}
+
 /* ------------------------------------------------------------ bulk build */
 
 struct mf_bulk {

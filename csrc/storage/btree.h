@@ -169,6 +169,13 @@ int mf_cursor_prev(mf_cursor *c, bool *valid, mf_error *err);
  * damaged run fails that move with MF_DataCorruption instead). */
 void mf_cursor_key(mf_cursor *c, const uint8_t **key, size_t *klen);
 void mf_cursor_value(mf_cursor *c, const uint8_t **val, size_t *vlen);
+/* mf_cursor_next (or, `backward`, mf_cursor_prev) for the common case, in
+ * one call: when the next entry is in the same leaf and holds its key and
+ * value in the page (no overflow run, so nothing to verify), step onto it
+ * and give its key and value.  Otherwise return false with the cursor
+ * unchanged: the caller steps with mf_cursor_next or mf_cursor_prev. */
+bool mf_cursor_step_in_leaf(mf_cursor *c, bool backward, const uint8_t **key, size_t *klen,
+                            const uint8_t **val, size_t *vlen);
 
 /* ------------------------------------------------------------- bulk build */
 
