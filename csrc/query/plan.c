@@ -1244,19 +1244,21 @@ static void queue_reset(mf_scan *s, mf_engine *e, mf_coll *c)
     s->locator_at = records && mf_btree_has_locator(records) ? 0 : LOCATOR_AFTER;
 }
 
-/* The batch of QBATCH entries ending at queue slot `last`: hint its
- * records' leaves, and the cells of the batch before it, whose leaves
- * were hinted a batch ago. */
+/* The batch of QBATCH entries ending at queue slot `last` was read: hint
+ * its records' locator entries, the leaves of the batch before it (whose
+ * locator entries were asked for a batch ago), and the cells of the batch
+ * before that (whose leaves were). */
 static void hint_batch(mf_scan *s, mf_btree *records, unsigned last)
 {
     unsigned first = last + 1 - QBATCH;
-    mf_btree_prefetch_leaves(records, (const uint8_t (*)[8])&s->q_rid[first], QBATCH,
-                             s->q_height, &s->q_hint[first]);
-    if (s->q_read > QBATCH) {
-        unsigned prev = (first + QUEUE - QBATCH) % QUEUE;
-        mf_btree_prefetch_cells(records, (const uint8_t (*)[8])&s->q_rid[prev], QBATCH,
-                                &s->q_hint[prev]);
-    }
+    unsigned prev = (first + QUEUE - QBATCH) % QUEUE, prev2 = (prev + QUEUE - QBATCH) % QUEUE;
+    mf_btree_prefetch_locator(records, (const uint8_t (*)[8])&s->q_rid[first], QBATCH);
+    if (s->q_read > QBATCH)
+        mf_btree_prefetch_leaves(records, (const uint8_t (*)[8])&s->q_rid[prev], QBATCH,
+                                 s->q_height, &s->q_hint[prev]);
+    if (s->q_read > 2 * QBATCH)
+        mf_btree_prefetch_cells(records, (const uint8_t (*)[8])&s->q_rid[prev2], QBATCH,
+                                &s->q_hint[prev2]);
 }
 
 /* Read entries from `cur` into the queue until it holds `want`, or its

@@ -843,14 +843,20 @@ bool mf_btree_has_locator(mf_btree *t)
     return atomic_load_explicit(&t->loc, memory_order_acquire) != NULL;
 }
 
+/* The locator entry interpolation places key `k` at: record ids are
+ * dense, so it is usually the right one. */
+static size_t locator_guess(const mf_btree_locator *l, uint64_t k)
+{
+    uint64_t first = l->at[0].key, last = l->at[l->n - 1].key;
+    return k <= first ? 0 : k >= last ? l->n - 1 : scaled(k - first, last - first, l->n - 1);
+}
+
 /* hint_leaf by the locator: the last leaf whose first key is <= `key`. */
 static void locate_leaf(const mf_btree_locator *l, const uint8_t *key, mf_btree_hint *h)
 {
     uint64_t k = load_be64(key);
     size_t lo = 0, hi = l->n; /* the answer is in [lo, hi) */
-    uint64_t first = l->at[0].key, last = l->at[l->n - 1].key;
-    /* Interpolated first: record ids are dense, so it is usually right. */
-    size_t g = k <= first ? 0 : k >= last ? l->n - 1 : scaled(k - first, last - first, l->n - 1);
+    size_t g = locator_guess(l, k);
     if (l->at[g].key <= k && (g + 1 == l->n || l->at[g + 1].key > k)) {
         lo = g;
     } else {
@@ -872,6 +878,13 @@ static void locate_leaf(const mf_btree_locator *l, const uint8_t *key, mf_btree_
         h->lower = l->at[lo].key;
         h->upper = l->at[lo + 1].key;
     }
+}
+
+void mf_btree_prefetch_locator(mf_btree *t, const uint8_t (*keys)[8], int n)
+{
+    const mf_btree_locator *l = atomic_load_explicit(&t->loc, memory_order_acquire);
+    for (int i = 0; l && i < n; i++)
+        __builtin_prefetch(&l->at[locator_guess(l, load_be64(keys[i]))]);
 }
 
 void mf_btree_prefetch_leaves(mf_btree *t, const uint8_t (*keys)[8], int n, int height,

@@ -92,6 +92,10 @@ void mf_btree_prefetch_leaves(mf_btree *t, const uint8_t (*keys)[8], int n, int 
 uint64_t mf_btree_leaves_estimate(mf_btree *t, int height);
 bool mf_btree_locator_build(mf_btree *t, int height);
 bool mf_btree_has_locator(mf_btree *t);
+/* Ask for the locator entries mf_btree_prefetch_leaves will read first
+ * for these keys (nothing without a locator): a batch ahead of it, so
+ * that it does not wait for them when the locator is not in cache. */
+void mf_btree_prefetch_locator(mf_btree *t, const uint8_t (*keys)[8], int n);
 void mf_btree_prefetch_cells(mf_btree *t, const uint8_t (*keys)[8], int n,
                              const mf_btree_hint *hints);
 
