@@ -111,7 +111,21 @@ typedef struct batch {
     size_t bytes;
     int64_t max_docs; /* -1: no count limit */
     mf_buf run;       /* elements added since the last batch_flush, after 4 bytes of length */
+    char key[16];     /* the next document's array key: n in decimal, ending at key[14] */
+    int key_at;       /* where it starts in `key` (n has at most 10 digits); 0 until set */
 } batch;
+
+/* Count the array key up by one, in place ("9" -> "10", "199" -> "200"). */
+static void key_next(batch *b)
+{
+    int i = 14;
+    while (i >= b->key_at && b->key[i] == '9')
+        b->key[i--] = '0';
+    if (i >= b->key_at)
+        b->key[i]++;
+    else
+        b->key[--b->key_at] = '1';
+}
 
 /* Whether a document of `len` bytes fits the batch (the first always does). */
 static bool batch_fits(const batch *b, size_t len)
@@ -139,9 +153,13 @@ static int batch_flush(batch *b, mf_error *err)
 
 static int batch_add(batch *b, const uint8_t *data, size_t len, mf_error *err)
 {
-    char key[16];
-    const char *k;
-    size_t kl = mf_uint32_to_key(b->n, &k, key, sizeof key);
+    if (b->key_at == 0) { /* the first document */
+        const char *first;
+        mf_uint32_to_key(b->n, &first, b->key, sizeof b->key);
+        b->key_at = (int)(first - b->key);
+    }
+    const char *k = b->key + b->key_at;
+    size_t kl = (size_t)(15 - b->key_at);
     size_t at = b->run.len ? b->run.len : 4; /* the run's length goes first */
     if (mf_buf_reserve(&b->run, at - b->run.len + 2 + kl + len) != 0)
         return mf_error_set(err, MF_InternalError, "out of memory");
@@ -150,6 +168,7 @@ static int batch_add(batch *b, const uint8_t *data, size_t len, mf_error *err)
     memcpy(p, k, kl + 1);
     memcpy(p + kl + 1, data, len);
     b->run.len = at + 2 + kl + len;
+    key_next(b);
     b->n++;
     b->bytes += len;
     return b->run.len >= RUN_BYTES ? batch_flush(b, err) : 0;
@@ -196,19 +215,14 @@ static int offer(mfi_cursor *cur, batch *b, const uint8_t *data, size_t len, boo
     return 0;
 }
 
-/* A scanned row as the client sees it, `*doc`: projected into `out`, or,
- * with no projection, the row's own document (no copy).  `out` is
- * initialised either way. */
+/* A scanned row as the client sees it, `*doc`: projected into `out`
+ * (initialised then, error or not: the caller destroys it), or, with no
+ * projection, the row's own document (no copy, `out` untouched). */
 static int shape(mfi_cursor *cur, const mf_scan_row *row, bson_t *out, const bson_t **doc,
                  mf_error *err)
 {
-    if (cur->proj) {
-        *doc = out;
-        return mf_projection_apply(cur->proj, &row->doc, row->pos, out, err);
-    }
-    *doc = &row->doc;
-    bson_init(out);
-    return 0;
+    *doc = cur->proj ? out : &row->doc;
+    return cur->proj ? mf_projection_apply(cur->proj, &row->doc, row->pos, out, err) : 0;
 }
 
 /* A sorter record of a late projection, [pos][document], projected. */
@@ -301,7 +315,8 @@ static int fill(mfi_cursor *cur, mf_engine *e, mf_coll *c, batch *b, int64_t dea
             rc = shape(cur, &row, &out, &doc, err);
             if (rc == 0)
                 rc = offer(cur, b, bson_get_data(doc), doc->len, &stop, err);
-            bson_destroy(&out);
+            if (cur->proj)
+                bson_destroy(&out);
         }
     }
     if (rc == 0 && cur->limit == 0)
@@ -608,7 +623,8 @@ static int sort_all(mf_cmd_ctx *ctx, mfi_cursor *cur, mf_coll *c, const mf_sort 
             if (rc == 0)
                 rc = mf_sorter_add(cur->sorter, key.data, key.len, bson_get_data(doc), doc->len,
                                    err);
-            bson_destroy(&out);
+            if (cur->proj)
+                bson_destroy(&out);
         }
         if (rc)
             break;
