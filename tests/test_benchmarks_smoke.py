@@ -87,9 +87,9 @@ def test_index_bench_runs(tmp_path, keys):
     assert "explain count range as planned: " in out, out
     assert ("same documents from both plans, and count = expected: 3 of 3 repetitions "
             "(correct)") in out, out
-    for form in ("find", "count"):
+    for form in ("find", "count", "in-process"):
         for plan in ("indexed", "unindexed"):
-            assert f"  {form:<6}{plan:<10} min " in out, out
+            assert f"  {form:<11}{plan:<10} min " in out, out
         assert f"  {form} speedup unindexed/indexed per repetition: min " in out, out
     assert "all checks passed" in out, out
     assert list(tmp_path.iterdir()) == []  # the scratch data directory is removed
