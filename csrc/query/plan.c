@@ -121,10 +121,10 @@ struct mf_scan {
     mf_cursor cur;
     /* An index scan reads its entries into a queue, up to QUEUE ahead of
      * the one whose record is fetched.  Each batch of QBATCH record ids is
-     * hinted to the memory system twice: its leaves
-     * (mf_btree_prefetch_leaves) when it is read, its cells
-     * (mf_btree_prefetch_cells) when the next batch is.  So a fetch finds
-     * the leaf it needs in cache instead of waiting for it.  Hints decide
+     * hinted to the memory system three times, a batch apart (hint_batch):
+     * its locator entries when it is read, then its leaves, then its
+     * cells.  So a fetch finds the leaf it needs in cache instead of
+     * waiting for it.  Hints decide
      * nothing.  Entries are counted (keysExamined, works) when they leave
      * the queue, not when they are read, so that the counts are the same
      * as a scan that reads one entry at a time.  The queue is emptied
