@@ -119,21 +119,22 @@ struct mf_scan {
     bool started, positioned, eof;
     mf_buf last; /* the last key read (record id or index key) */
     mf_cursor cur;
+    /* The key and value of the entry `cur` is on, noted when it got there
+     * (step_noted, note): both scans read them once per entry. */
+    const uint8_t *cur_key, *cur_val;
+    size_t cur_klen, cur_vlen;
     /* An index scan reads its entries into a queue, up to QUEUE ahead of
      * the one whose record is fetched.  Each batch of QBATCH record ids is
      * hinted to the memory system three times, a batch apart (hint_batch):
      * its locator entries when it is read, then its leaves, then its
      * cells.  So a fetch finds the leaf it needs in cache instead of
-     * waiting for it.  Hints decide
-     * nothing.  Entries are counted (keysExamined, works) when they leave
-     * the queue, not when they are read, so that the counts are the same
-     * as a scan that reads one entry at a time.  The queue is emptied
+     * waiting for it.  Hints decide nothing.  Entries are counted
+     * (keysExamined, works) when they leave the queue, not when they are
+     * read, so that the counts are the same as a scan that reads one entry
+     * at a time.  The queue is emptied
      * whenever `cur` is positioned, from the last entry taken: `range` is
      * then put back to that entry's. */
     bool cur_valid;          /* `cur` is on an entry not yet queued */
-    bool cur_noted;          /* and cur_key/cur_val are that entry's */
-    const uint8_t *cur_key, *cur_val;
-    size_t cur_klen, cur_vlen;
     int q_height;            /* the records tree's; hints only when >= 2 (a
                                 range scan that fetches, of a tree with
                                 branch pages), else -1 */
@@ -1138,6 +1139,28 @@ static int step(mf_scan *s, bool *valid, mf_error *err)
     return s->backward ? mf_cursor_prev(&s->cur, valid, err) : mf_cursor_next(&s->cur, valid, err);
 }
 
+/* Note the key and value of the entry `cur` was just put on. */
+static void note(mf_scan *s)
+{
+    mf_cursor_key(&s->cur, &s->cur_key, &s->cur_klen);
+    mf_cursor_value(&s->cur, &s->cur_val, &s->cur_vlen);
+}
+
+/* step(), noting the entry reached: inside the leaf in one call where the
+ * next entry allows it (btree.h), else by the cursor's own step. */
+static inline int step_noted(mf_scan *s, bool *valid, mf_error *err)
+{
+    if (mf_cursor_step_in_leaf(&s->cur, s->backward, &s->cur_key, &s->cur_klen, &s->cur_val,
+                               &s->cur_vlen)) {
+        *valid = true;
+        return 0;
+    }
+    int rc = step(s, valid, err);
+    if (rc == 0 && *valid)
+        note(s);
+    return rc;
+}
+
 /* Seek to where range `s->range` starts in the scan's direction. */
 static int seek_range(mf_scan *s, bool *valid, mf_error *err)
 {
@@ -1235,7 +1258,6 @@ static void queue_reset(mf_scan *s, mf_engine *e, mf_coll *c)
 {
     s->q_head = s->q_len = 0;
     s->q_done = false;
-    s->cur_noted = false;
     s->q_read = s->q_taken = 0;
     s->records = mf_engine_tree(e, mf_coll_records(c));
     mf_btree *records = keys_answer(s) ? NULL : s->records;
@@ -1268,8 +1290,6 @@ static int queue_fill(mf_scan *s, unsigned want, mf_error *err)
     mf_btree *records = s->q_height >= 2 ? s->records : NULL;
     while (!s->q_done && s->q_len < want) {
         unsigned at = (s->q_head + s->q_len) % QUEUE;
-        const uint8_t *k, *v;
-        size_t kl, vl;
         int rc;
         s->q_len++;
         s->q_read++;
@@ -1278,38 +1298,26 @@ static int queue_fill(mf_scan *s, unsigned want, mf_error *err)
         if (!s->cur_valid) {
             s->q_kind[at] = Q_END;
         } else {
-            if (!s->cur_noted) {
-                mf_cursor_key(&s->cur, &s->cur_key, &s->cur_klen);
-                mf_cursor_value(&s->cur, &s->cur_val, &s->cur_vlen);
-                s->cur_noted = true;
-            }
-            k = s->cur_key;
-            kl = s->cur_klen;
-            int where = locate(s, k, kl);
+            int where = locate(s, s->cur_key, s->cur_klen);
             s->q_kind[at] = where < 0 ? Q_PAST : where > 0 ? Q_SEEK : Q_ENTRY;
         }
         s->q_range[at] = s->range;
         if (s->q_kind[at] == Q_PAST || s->q_kind[at] == Q_END) {
             s->q_done = true;
         } else if (s->q_kind[at] == Q_SEEK) {
-            s->cur_noted = false;
             if ((rc = seek_range(s, &s->cur_valid, err)) != 0)
                 return rc;
+            if (s->cur_valid)
+                note(s);
         } else {
-            v = s->cur_val;
-            vl = s->cur_vlen;
             s->q_key[at].len = 0;
-            if (mf_buf_append(&s->q_key[at], k, kl) != 0)
+            if (mf_buf_append(&s->q_key[at], s->cur_key, s->cur_klen) != 0)
                 return oom(err);
-            s->q_vlen[at] = vl;
-            if (vl == 8)
-                memcpy(s->q_rid[at], v, 8);
-            if (!mf_cursor_step_in_leaf(&s->cur, s->backward, &s->cur_key, &s->cur_klen,
-                                        &s->cur_val, &s->cur_vlen)) {
-                s->cur_noted = false;
-                if ((rc = step(s, &s->cur_valid, err)) != 0)
-                    return rc;
-            }
+            s->q_vlen[at] = s->cur_vlen;
+            if (s->cur_vlen == 8)
+                memcpy(s->q_rid[at], s->cur_val, 8);
+            if ((rc = step_noted(s, &s->cur_valid, err)) != 0)
+                return rc;
         }
         if (records && at % QBATCH == QBATCH - 1)
             hint_batch(s, records, at);
@@ -1338,6 +1346,8 @@ static int index_next(mf_scan *s, mf_engine *e, mf_coll *c, const mf_matcher *m,
         }
         if ((rc = position(s, &s->cur_valid, err)) != 0)
             return rc;
+        if (s->cur_valid)
+            note(s);
         s->q_range_taken = s->range;
         s->positioned = true;
         queue_reset(s, e, c);
@@ -1412,8 +1422,10 @@ static int scan_next(mf_scan *s, mf_engine *e, mf_coll *c, const mf_matcher *m,
         rc = position(s, valid, err);
         if (rc)
             return rc;
+        if (*valid)
+            note(s);
         s->positioned = true;
-    } else if ((rc = step(s, valid, err)) != 0) {
+    } else if ((rc = step_noted(s, valid, err)) != 0) {
         return rc;
     }
     for (;;) {
@@ -1422,11 +1434,9 @@ static int scan_next(mf_scan *s, mf_engine *e, mf_coll *c, const mf_matcher *m,
             s->eof = true;
             return 0;
         }
-        const uint8_t *k, *v;
-        size_t kl, vl;
+        const uint8_t *k = s->cur_key, *v = s->cur_val;
+        size_t kl = s->cur_klen, vl = s->cur_vlen;
         bool take = false;
-        mf_cursor_key(&s->cur, &k, &kl);
-        mf_cursor_value(&s->cur, &v, &vl);
         if (kl == 8) {
             if ((rc = remember(s, k, kl, err)) != 0)
                 return rc;
@@ -1439,7 +1449,7 @@ static int scan_next(mf_scan *s, mf_engine *e, mf_coll *c, const mf_matcher *m,
         }
         if (take)
             return 0;
-        if ((rc = step(s, valid, err)) != 0)
+        if ((rc = step_noted(s, valid, err)) != 0)
             return rc;
     }
 }

@@ -188,8 +188,6 @@ static int corrupt(mf_btree *t, mf_pgno no, const char *what, mf_error *err)
                         (unsigned long long)no, what);
 }
 
-/* Binary search.  Leaf: the first slot whose key >= key (`*exact` if
- * equal).  Branch: the last slot whose key <= key, or -1. */
 /* `off` of `span` scaled to [0, n), for a guess: off < span, n > 0.  In double
  * precision, which is plenty for a guess and cheaper than a 128-bit
  * division. */
@@ -219,6 +217,8 @@ static int interpolate(uint8_t *p, bool leaf, int n, const uint8_t *key)
     return (int)scaled(k - first, last - first, (size_t)n - 1);
 }
 
+/* Binary search.  Leaf: the first slot whose key >= key (`*exact` if
+ * equal).  Branch: the last slot whose key <= key, or -1. */
 static int search(mf_btree *t, uint8_t *p, const uint8_t *key, size_t klen, bool *exact,
                   mf_error *err)
 {
@@ -1404,11 +1404,10 @@ bool mf_cursor_step_in_leaf(mf_cursor *c, bool backward, const uint8_t **key, si
     const uint8_t *cl = cell(p, i);
     if (cl[0] & (KEY_OVF | VAL_OVF))
         return false;
+    mf_error none; /* no run to read, so nothing can fail */
     c->path[d].idx = i;
-    *klen = c_klen(cl);
-    *vlen = c_vlen(cl);
-    *key = cl + LEAF_CELL_HDR;
-    *val = *key + *klen;
+    *key = cell_key(c->t, cl, true, klen, &none);
+    *val = cell_value(c->t, cl, vlen, &none);
     return true;
 }
 

@@ -218,11 +218,18 @@ static inline bool page_verified(mf_pager *pg, mf_pgno no)
            ((atomic_load_explicit(&pg->verified[no / 64], memory_order_acquire) >> (no % 64)) & 1);
 }
 
-/* Mark page `no` verified; true if it was not yet (for the count). */
+/* Mark page `no` verified; true if it was not yet. */
 static bool set_verified(mf_pager *pg, mf_pgno no)
 {
     uint64_t bit = (uint64_t)1 << (no % 64);
     return !(atomic_fetch_or_explicit(&pg->verified[no / 64], bit, memory_order_release) & bit);
+}
+
+/* Page `no` passed its checksum: mark it, and count it once. */
+static void checked(mf_pager *pg, mf_pgno no)
+{
+    if (set_verified(pg, no))
+        atomic_fetch_add_explicit(&pg->nverified, 1, memory_order_relaxed);
 }
 
 uint8_t *mf_pager_page(mf_pager *pg, mf_pgno no, mf_error *err)
@@ -244,8 +251,7 @@ uint8_t *mf_pager_page(mf_pager *pg, mf_pgno no, mf_error *err)
                          (unsigned long long)no, mf_os_path(pg->file));
             return NULL;
         }
-        if (set_verified(pg, no))
-            atomic_fetch_add_explicit(&pg->nverified, 1, memory_order_relaxed);
+        checked(pg, no);
     }
     return p;
 }
@@ -401,8 +407,7 @@ const uint8_t *mf_pager_run(mf_pager *pg, mf_pgno no, size_t len, uint64_t hash,
                          len, (unsigned long long)no, mf_os_path(pg->file));
             return NULL;
         }
-        if (set_verified(pg, no))
-            atomic_fetch_add_explicit(&pg->nverified, 1, memory_order_relaxed);
+        checked(pg, no);
     }
     return p;
 }
