@@ -162,3 +162,22 @@ def test_read_ahead_is_not_counted(coll):
     e = coll.find({"r": {"$in": [5, 6, 7]}}).limit(4).explain()["executionStats"]
     assert e["nReturned"] == 4 and e["totalDocsExamined"] == 4
     assert e["totalKeysExamined"] <= 6
+
+
+@pytest.mark.parametrize("direction", [1, -1])
+@pytest.mark.parametrize("batch", [3, 1000])
+def test_exact_bounds_fetch_only_what_they_hold(coll, direction, batch):
+    """Ranges whose ends fall on runs of equal keys: the scan stops at each
+    range's end, so no record outside the bounds is fetched (docs examined
+    = returned), and only the key that ends a range is examined past it."""
+    queries = [({"r": {"$gte": 100, "$lt": 400}}, 1),
+               ({"r": {"$gt": 100, "$lte": 400}}, 1),
+               ({"r": {"$in": [5, 77, 500]}}, 3),
+               ({"r": {"$lt": 50}}, 1)]
+    for q, nranges in queries:
+        n = coll.count_documents(q)
+        docs = list(coll.find(q, batch_size=batch, sort=[("r", direction)], hint=[("r", 1)]))
+        assert len(docs) == n and n > 0
+        st = coll.find(q, sort=[("r", direction)], hint=[("r", 1)]).explain()["executionStats"]
+        assert (st["nReturned"], st["totalDocsExamined"]) == (n, n), (q, st)
+        assert n <= st["totalKeysExamined"] <= n + nranges, (q, st)

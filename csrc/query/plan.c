@@ -147,11 +147,15 @@ struct mf_scan {
     size_t q_range[QUEUE];   /* `range` when the entry was read */
     size_t q_range_taken;    /* and that of the last entry taken */
     unsigned q_last;         /* the slot of the last entry taken, whose key
-                                is `last` once repositioning needs it */
+                                mf_scan_release copies to `last` */
     bool q_has_last;
+    bool lost_last;          /* that copy ran out of memory: the next call fails */
+    size_t in_range;         /* the range the last key located fell inside, +1;
+                                0 when none has since `cur` was positioned */
     mf_btree *records;       /* the records tree, while positioned */
     uint8_t q_kind[QUEUE];
-    mf_buf q_key[QUEUE];
+    const uint8_t *q_key[QUEUE]; /* the key, in its page: valid while positioned */
+    size_t q_klen[QUEUE];
     uint8_t q_rid[QUEUE][8]; /* the value: a record id, when 8 bytes */
     size_t q_vlen[QUEUE];
     mf_btree_hint q_hint[QUEUE];
@@ -169,12 +173,11 @@ static void put_be64(uint8_t *p, uint64_t v)
         p[i] = (uint8_t)v;
 }
 
-static uint64_t get_be64(const uint8_t *p)
+static inline uint64_t get_be64(const uint8_t *p)
 {
-    uint64_t v = 0;
-    for (int i = 0; i < 8; i++)
-        v = v << 8 | p[i];
-    return v;
+    uint64_t v;
+    memcpy(&v, p, 8);
+    return __builtin_bswap64(v);
 }
 
 void mf_record_id_encode(uint64_t rid, uint8_t out[8])
@@ -195,9 +198,16 @@ mf_tree_id mf_coll_index_tree(const mf_coll *c, const char *name)
     return 0;
 }
 
-static int cmp_bytes(const uint8_t *a, size_t al, const uint8_t *b, size_t bl)
+/* memcmp order, a prefix first.  Index keys are mostly short (a type
+ * byte and a number): their first 8 bytes are compared as one word. */
+static inline int cmp_bytes(const uint8_t *a, size_t al, const uint8_t *b, size_t bl)
 {
     size_t n = al < bl ? al : bl;
+    if (n >= 8) {
+        uint64_t x = get_be64(a), y = get_be64(b);
+        if (x != y)
+            return x < y ? -1 : 1;
+    }
     int c = n ? memcmp(a, b, n) : 0;
     if (c)
         return c;
@@ -819,8 +829,6 @@ void mf_scan_free(mf_scan *s)
         bson_destroy(s->residual);
     free(s->seen);
     mf_buf_free(&s->last);
-    for (int i = 0; i < QUEUE; i++)
-        mf_buf_free(&s->q_key[i]);
     free(s);
 }
 
@@ -853,9 +861,17 @@ bool mf_scan_eof(const mf_scan *s)
 
 void mf_scan_release(mf_scan *s)
 {
-    if (s->positioned)
-        s->stats.saves++;
+    if (!s->positioned)
+        return;
+    s->stats.saves++;
     s->positioned = false;
+    /* The queue's keys are in pages the caller may change once it lets go:
+     * the one the scan resumes after is copied now. */
+    if (s->q_has_last) {
+        s->q_has_last = false;
+        s->last.len = 0;
+        s->lost_last = mf_buf_append(&s->last, s->q_key[s->q_last], s->q_klen[s->q_last]) != 0;
+    }
 }
 
 /* -------------------------------------------------------------- explain */
@@ -1210,9 +1226,26 @@ static int position(mf_scan *s, bool *valid, mf_error *err)
     return rc;
 }
 
+static int locate_slow(mf_scan *s, const uint8_t *k, size_t kl);
+
 /* Where key `k` lies against the ranges: 0 inside the current one (which
  * may advance), 1 before it (seek needed), -1 past the last (the end). */
 static int locate(mf_scan *s, const uint8_t *k, size_t kl)
+{
+    /* Keys come in order: once one fell inside the current range, the
+     * later ones are past its start, and only its end needs a look. */
+    const krange *in = s->in_range == s->range + 1 ? &s->ranges[s->range] : NULL;
+    if (in && !s->backward && (!in->has_hi || cmp_bytes(k, kl, in->hi.data, in->hi.len) < 0))
+        return 0;
+    if (in && s->backward && cmp_bytes(k, kl, in->lo.data, in->lo.len) >= 0)
+        return 0;
+    int where = locate_slow(s, k, kl);
+    s->in_range = where == 0 ? s->range + 1 : 0;
+    return where;
+}
+
+/* locate() without what it knows of the last key. */
+static int locate_slow(mf_scan *s, const uint8_t *k, size_t kl)
 {
     if (!s->backward) {
         while (s->range < s->nranges && s->ranges[s->range].has_hi &&
@@ -1259,6 +1292,7 @@ static void queue_reset(mf_scan *s, mf_engine *e, mf_coll *c)
     s->q_head = s->q_len = 0;
     s->q_done = false;
     s->q_read = s->q_taken = 0;
+    s->in_range = 0;
     s->records = mf_engine_tree(e, mf_coll_records(c));
     mf_btree *records = keys_answer(s) ? NULL : s->records;
     mf_error ignored;
@@ -1274,7 +1308,8 @@ static void hint_batch(mf_scan *s, mf_btree *records, unsigned last)
 {
     unsigned first = last + 1 - QBATCH;
     unsigned prev = (first + QUEUE - QBATCH) % QUEUE, prev2 = (prev + QUEUE - QBATCH) % QUEUE;
-    mf_btree_prefetch_locator(records, (const uint8_t (*)[8])&s->q_rid[first], QBATCH);
+    mf_btree_prefetch_locator(records, (const uint8_t (*)[8])&s->q_rid[first], QBATCH,
+                              &s->q_hint[first]);
     if (s->q_read > QBATCH)
         mf_btree_prefetch_leaves(records, (const uint8_t (*)[8])&s->q_rid[prev], QBATCH,
                                  s->q_height, &s->q_hint[prev]);
@@ -1295,6 +1330,7 @@ static int queue_fill(mf_scan *s, unsigned want, mf_error *err)
         s->q_read++;
         memset(s->q_rid[at], 0, 8);
         s->q_hint[at].leaf = 0;
+        s->q_hint[at].entry = s->q_hint[at].slot = -1;
         if (!s->cur_valid) {
             s->q_kind[at] = Q_END;
         } else {
@@ -1310,9 +1346,8 @@ static int queue_fill(mf_scan *s, unsigned want, mf_error *err)
             if (s->cur_valid)
                 note(s);
         } else {
-            s->q_key[at].len = 0;
-            if (mf_buf_append(&s->q_key[at], s->cur_key, s->cur_klen) != 0)
-                return oom(err);
+            s->q_key[at] = s->cur_key;
+            s->q_klen[at] = s->cur_klen;
             s->q_vlen[at] = s->cur_vlen;
             if (s->cur_vlen == 8)
                 memcpy(s->q_rid[at], s->cur_val, 8);
@@ -1334,16 +1369,11 @@ static int index_next(mf_scan *s, mf_engine *e, mf_coll *c, const mf_matcher *m,
         mf_btree *tree = mf_engine_tree(e, s->ix.tree);
         if (!tree)
             return mf_error_set(err, MF_QueryPlanKilled, "index '%s' dropped", s->ix.name);
+        if (s->lost_last)
+            return oom(err);
         mf_cursor_init(&s->cur, tree);
-        if (s->started) { /* resume after the last entry taken, in its range */
+        if (s->started) /* resume after the last entry taken, in its range */
             s->range = s->q_range_taken;
-            if (s->q_has_last) {
-                const mf_buf *k = &s->q_key[s->q_last];
-                s->q_has_last = false;
-                if ((rc = remember(s, k->data, k->len, err)) != 0)
-                    return rc;
-            }
-        }
         if ((rc = position(s, &s->cur_valid, err)) != 0)
             return rc;
         if (s->cur_valid)

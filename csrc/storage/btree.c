@@ -851,12 +851,14 @@ static size_t locator_guess(const mf_btree_locator *l, uint64_t k)
     return k <= first ? 0 : k >= last ? l->n - 1 : scaled(k - first, last - first, l->n - 1);
 }
 
-/* hint_leaf by the locator: the last leaf whose first key is <= `key`. */
+/* hint_leaf by the locator: the last leaf whose first key is <= `key`.
+ * h->entry, if set, is the guess to try first. */
 static void locate_leaf(const mf_btree_locator *l, const uint8_t *key, mf_btree_hint *h)
 {
     uint64_t k = load_be64(key);
     size_t lo = 0, hi = l->n; /* the answer is in [lo, hi) */
-    size_t g = locator_guess(l, k);
+    size_t g = h->entry >= 0 && (uint64_t)h->entry < l->n ? (size_t)h->entry
+                                                            : locator_guess(l, k);
     if (l->at[g].key <= k && (g + 1 == l->n || l->at[g + 1].key > k)) {
         lo = g;
     } else {
@@ -880,11 +882,15 @@ static void locate_leaf(const mf_btree_locator *l, const uint8_t *key, mf_btree_
     }
 }
 
-void mf_btree_prefetch_locator(mf_btree *t, const uint8_t (*keys)[8], int n)
+void mf_btree_prefetch_locator(mf_btree *t, const uint8_t (*keys)[8], int n,
+                               mf_btree_hint *hints)
 {
     const mf_btree_locator *l = atomic_load_explicit(&t->loc, memory_order_acquire);
-    for (int i = 0; l && i < n; i++)
-        __builtin_prefetch(&l->at[locator_guess(l, load_be64(keys[i]))]);
+    for (int i = 0; i < n; i++) {
+        hints[i].entry = l ? (int64_t)locator_guess(l, load_be64(keys[i])) : -1;
+        if (l)
+            __builtin_prefetch(&l->at[hints[i].entry]);
+    }
 }
 
 void mf_btree_prefetch_leaves(mf_btree *t, const uint8_t (*keys)[8], int n, int height,
@@ -895,6 +901,7 @@ void mf_btree_prefetch_leaves(mf_btree *t, const uint8_t (*keys)[8], int n, int 
      * its page walk runs, and walks issued together overlap. */
     const mf_btree_locator *l = atomic_load_explicit(&t->loc, memory_order_acquire);
     for (int i = 0; i < n; i++) {
+        hints[i].slot = -1;
         if (l)
             locate_leaf(l, keys[i], &hints[i]);
         else
@@ -917,21 +924,21 @@ static int hint_guess(const mf_btree_hint *h, uint64_t k, int cnt)
 }
 
 void mf_btree_prefetch_cells(mf_btree *t, const uint8_t (*keys)[8], int n,
-                             const mf_btree_hint *hints)
+                             mf_btree_hint *hints)
 {
     /* The headers have arrived (mf_btree_prefetch_leaves asked for them
      * earlier); ask for the cell the separators place the key at, which
      * mf_btree_get_hinted reads first.  Without separators, for the cells
      * search() reads first: the first and the last. */
     for (int i = 0; i < n; i++) {
-        const mf_btree_hint *h = &hints[i];
+        mf_btree_hint *h = &hints[i];
         uint8_t *p = h->leaf ? mf_pager_hint(t->pg, h->leaf) : NULL;
         int cnt;
         if (!p || (cnt = pcount(p)) < 1 || cnt > (int)((MF_PAGE_SIZE - BT_HDR) / 2) ||
             mf_page_type(p) != MF_PAGE_LEAF)
             continue;
         const uint8_t *c;
-        int guess = hint_guess(h, load_be64(keys[i]), cnt);
+        int guess = h->slot = hint_guess(h, load_be64(keys[i]), cnt);
         if (guess >= 0) {
             if ((c = cell_in_page(p, guess)))
                 prefetch_lines(c, 3); /* the cell and a short value after it */
@@ -950,7 +957,7 @@ void mf_btree_prefetch_cells(mf_btree *t, const uint8_t (*keys)[8], int n,
 static int hinted_slot(uint8_t *p, int cnt, const mf_btree_hint *h, const uint8_t *key)
 {
     uint64_t k = load_be64(key);
-    int i = hint_guess(h, k, cnt);
+    int i = h->slot >= 0 ? h->slot : hint_guess(h, k, cnt);
     for (int tries = 0; tries < 2 && i >= 0 && i < cnt; tries++) {
         const uint8_t *c = cell_in_page(p, i);
         if (!c || (c[0] & KEY_OVF) || c_klen(c) != 8)

@@ -71,6 +71,11 @@ typedef struct mf_btree_hint {
     mf_pgno leaf;          /* 0: none */
     uint64_t lower, upper; /* the separators around the leaf, if bounded */
     bool bounded;
+    /* Guesses kept from one stage for the next, each checked where used:
+     * the locator entry (mf_btree_prefetch_locator) and the leaf's slot
+     * (mf_btree_prefetch_cells); -1 when not guessed. */
+    int64_t entry;
+    int slot;
 } mf_btree_hint;
 
 void mf_btree_prefetch_leaves(mf_btree *t, const uint8_t (*keys)[8], int n, int height,
@@ -94,10 +99,13 @@ bool mf_btree_locator_build(mf_btree *t, int height);
 bool mf_btree_has_locator(mf_btree *t);
 /* Ask for the locator entries mf_btree_prefetch_leaves will read first
  * for these keys (nothing without a locator): a batch ahead of it, so
- * that it does not wait for them when the locator is not in cache. */
-void mf_btree_prefetch_locator(mf_btree *t, const uint8_t (*keys)[8], int n);
+ * that it does not wait for them when the locator is not in cache.  The
+ * entries guessed go to hints[i].entry, where mf_btree_prefetch_leaves
+ * starts; a caller that skips this call sets entry to -1. */
+void mf_btree_prefetch_locator(mf_btree *t, const uint8_t (*keys)[8], int n,
+                               mf_btree_hint *hints);
 void mf_btree_prefetch_cells(mf_btree *t, const uint8_t (*keys)[8], int n,
-                             const mf_btree_hint *hints);
+                             mf_btree_hint *hints);
 
 /* mf_btree_get, starting at the leaf a hint found for `key`
  * (mf_btree_prefetch_leaves) instead of the root, and in it at the slot

@@ -396,7 +396,7 @@ MFT_CASE(record_ids, "/storage/btree/record_ids_interpolated")
         bool want = i < N - 10 ? present[i] : id >= far + N - 10 && id < far + N;
         put_id(k, id);
         const uint8_t (*one)[8] = (const uint8_t (*)[8])k;
-        mf_btree_hint h;
+        mf_btree_hint h = {.entry = -1};
         mf_btree_prefetch_leaves(&t, one, 1, height, &h);
         CHECK(h.leaf != 0);
         mf_btree_prefetch_cells(&t, one, 1, &h);
@@ -471,6 +471,7 @@ static void hint_probes(mf_btree *t, int height, uint64_t n, mf_btree_hint *h)
     uint8_t k[8];
     for (uint64_t i = 0; i < n + 2; i++) {
         put_id(k, probe_id(i, n));
+        h[i].entry = -1;
         mf_btree_prefetch_leaves(t, (const uint8_t (*)[8])k, 1, height, &h[i]);
     }
 }
@@ -514,10 +515,10 @@ MFT_CASE(locator, "/storage/btree/locator_names_the_descents_leaf")
         for (uint64_t i = 0; i < N + 2; i++) {
             uint64_t id = probe_id(i, N);
             put_id(k, id);
-            mf_btree_hint h;
+            mf_btree_hint h = {.entry = -1};
             /* probe_id covers ids below and above every key: the guess
              * is clamped into the locator either way (ASan checks it). */
-            mf_btree_prefetch_locator(&t, (const uint8_t (*)[8])k, 1);
+            mf_btree_prefetch_locator(&t, (const uint8_t (*)[8])k, 1, &h);
             mf_btree_prefetch_leaves(&t, (const uint8_t (*)[8])k, 1, height, &h);
             CHECK(h.leaf == want[i].leaf);
             if (h.bounded && want[i].bounded) /* the descent knows its last branch's */
