@@ -3,6 +3,7 @@ mongod's shape, the stages the planner chose, and executionStats."""
 from __future__ import annotations
 
 import pytest
+from bson import MaxKey, MinKey
 from pymongo.errors import OperationFailure
 
 
@@ -64,7 +65,9 @@ def test_execution_stats(db):
 
 def test_other_commands(db):
     assert stages(explain(db, {"count": "c", "query": {"a": 3}})["queryPlanner"]
-                  ["winningPlan"]) == ["COUNT", "FETCH", "IXSCAN"]
+                  ["winningPlan"]) == ["COUNT", "COUNT_SCAN"]
+    assert stages(explain(db, {"count": "c", "query": {"a": 3, "b": {"$lt": 100}}})[
+        "queryPlanner"]["winningPlan"]) == ["COUNT", "FETCH", "IXSCAN"]
     assert stages(explain(db, {"distinct": "c", "key": "b", "query": {"a": 3}})["queryPlanner"]
                   ["winningPlan"])[-1] == "IXSCAN"
     e = explain(db, {"delete": "c", "deletes": [{"q": {"a": 3}, "limit": 0}]}, "executionStats")
@@ -92,3 +95,47 @@ def test_explain_errors(db):
     assert e.value.code == 2
     e = explain(db, {"find": "missing"})
     assert stages(e["queryPlanner"]["winningPlan"]) == ["EOF"]
+
+
+@pytest.mark.parametrize("query, hint, want", [
+    # one interval of keys: COUNT_SCAN from a start key to an end key
+    ({"a": {"$gte": 3, "$lt": 6}}, "a_1",
+     ({"a": 3}, True, {"a": 6}, False)),
+    ({"a": 3}, "a_1", ({"a": 3}, True, {"a": 3}, True)),
+    # a descending field runs from its high end
+    ({"a": 3, "b": {"$gt": 2}}, "a_1_b_-1",
+     ({"a": 3, "b": float("inf")}, True, {"a": 3, "b": 2}, False)),
+    # a trailing field of every value, after an exclusive range start
+    ({"a": {"$gt": 3}}, "a_1_b_-1",
+     ({"a": 3, "b": MinKey()}, False, {"a": float("inf"), "b": MinKey()}, True)),
+    ({"a": {"$lte": 3}}, "a_1_b_1",
+     ({"a": -float("inf"), "b": MinKey()}, True, {"a": 3, "b": MaxKey()}, True)),
+])
+def test_count_scan(db, query, hint, want):
+    """A count whose index bounds answer the filter and form one interval
+    is mongod's COUNT <- COUNT_SCAN: keys only, none examined past the end
+    key, none fetched."""
+    db.c.create_index([("a", 1), ("b", -1)])
+    db.c.create_index([("a", 1), ("b", 1)])
+    n = sum(1 for _ in db.c.find(query, hint=[("$natural", 1)]))
+    assert db.command("count", "c", query=query, hint=hint)["n"] == n
+    e = explain(db, {"count": "c", "query": query, "hint": hint}, "executionStats")
+    plan = e["queryPlanner"]["winningPlan"]["inputStage"]
+    assert plan["stage"] == "COUNT_SCAN" and plan["indexName"] == hint
+    b = plan["indexBounds"]
+    assert (b["startKey"], b["startKeyInclusive"], b["endKey"], b["endKeyInclusive"]) == want
+    assert "direction" not in plan
+    es = e["executionStats"]
+    assert (es["nReturned"], es["totalKeysExamined"], es["totalDocsExamined"]) == (n, n, 0)
+    cs = es["executionStages"]["inputStage"]
+    assert (cs["stage"], cs["nReturned"], cs["keysExamined"]) == ("COUNT_SCAN", n, n)
+
+
+def test_count_over_several_intervals_is_a_covered_ixscan(db):
+    e = explain(db, {"count": "c", "query": {"a": {"$in": [1, 4]}}}, "executionStats")
+    assert stages(e["queryPlanner"]["winningPlan"]) == ["COUNT", "IXSCAN"]
+    es = e["executionStats"]
+    assert (es["nReturned"], es["totalDocsExamined"]) == (20, 0)
+    ix = es["executionStages"]["inputStage"]
+    assert ix["stage"] == "IXSCAN" and ix["nReturned"] == 20
+    assert ix["indexBounds"] == {"a": ["[1, 1]", "[4, 4]"]}

@@ -98,18 +98,40 @@ static void ival_free(mfi_ival *iv)
     mf_buf_free(&iv->hi);
     free(iv->lo_s);
     free(iv->hi_s);
+    bson_value_destroy(&iv->lo_v);
+    bson_value_destroy(&iv->hi_v);
     memset(iv, 0, sizeof *iv);
+}
+
+/* bson_value_copy, which refuses an unset value (none stays none). */
+static void value_copy(const bson_value_t *src, bson_value_t *dst)
+{
+    if (src->value_type == BSON_TYPE_EOD)
+        memset(dst, 0, sizeof *dst);
+    else
+        bson_value_copy(src, dst);
+}
+
+/* `dst`'s lower end from `lo`'s, its upper end from `hi`'s (`dst` zeroed;
+ * on failure the caller frees it). */
+static int ival_ends_from(mfi_ival *dst, const mfi_ival *lo, const mfi_ival *hi)
+{
+    dst->lo_incl = lo->lo_incl;
+    dst->hi_incl = hi->hi_incl;
+    dst->lo_s = strdup(lo->lo_s);
+    dst->hi_s = strdup(hi->hi_s);
+    if (!dst->lo_s || !dst->hi_s || mf_buf_append(&dst->lo, lo->lo.data, lo->lo.len) != 0 ||
+        mf_buf_append(&dst->hi, hi->hi.data, hi->hi.len) != 0)
+        return -1;
+    value_copy(&lo->lo_v, &dst->lo_v);
+    value_copy(&hi->hi_v, &dst->hi_v);
+    return 0;
 }
 
 static int ival_copy(mfi_ival *dst, const mfi_ival *src)
 {
     memset(dst, 0, sizeof *dst);
-    dst->lo_incl = src->lo_incl;
-    dst->hi_incl = src->hi_incl;
-    dst->lo_s = strdup(src->lo_s);
-    dst->hi_s = strdup(src->hi_s);
-    if (!dst->lo_s || !dst->hi_s || mf_buf_append(&dst->lo, src->lo.data, src->lo.len) != 0 ||
-        mf_buf_append(&dst->hi, src->hi.data, src->hi.len) != 0) {
+    if (ival_ends_from(dst, src, src) != 0) {
         ival_free(dst);
         return -1;
     }
@@ -153,6 +175,8 @@ static int oil_push_ends(mfi_oil *o, const bson_iter_t *lo, bool lo_incl,
     iv.hi_s = value_string(hi, hi_coll, show_keys);
     if (!iv.lo_s || !iv.hi_s)
         goto fail;
+    bson_value_copy(bson_iter_value((bson_iter_t *)lo), &iv.lo_v);
+    bson_value_copy(bson_iter_value((bson_iter_t *)hi), &iv.hi_v);
     return oil_push(o, &iv);
 fail:
     ival_free(&iv);
@@ -360,11 +384,8 @@ int mfi_oil_intersect(mfi_oil *a, const mfi_oil *b)
         const mfi_ival *hi = hc <= 0 ? x : y;
         int c = cmp_bytes(&lo->lo, &hi->hi);
         if (c < 0 || (c == 0 && lo->lo_incl && hi->hi_incl)) {
-            mfi_ival iv = {.lo_incl = lo->lo_incl, .hi_incl = hi->hi_incl};
-            iv.lo_s = strdup(lo->lo_s);
-            iv.hi_s = strdup(hi->hi_s);
-            if (!iv.lo_s || !iv.hi_s || mf_buf_append(&iv.lo, lo->lo.data, lo->lo.len) != 0 ||
-                mf_buf_append(&iv.hi, hi->hi.data, hi->hi.len) != 0 || oil_push(&out, &iv) != 0) {
+            mfi_ival iv = {0};
+            if (ival_ends_from(&iv, lo, hi) != 0 || oil_push(&out, &iv) != 0) {
                 ival_free(&iv);
                 mfi_oil_free(&out);
                 return -1;

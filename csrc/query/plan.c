@@ -110,6 +110,7 @@ struct mf_scan {
     bson_t *filter;    /* the query (COLLSCAN's explain filter), or NULL */
     bson_t *residual;  /* what the bounds leave to the matcher (FETCH's filter) */
     bool count_only;   /* mf_scan_count_only: keys answer, when they can */
+    bool count_scan;   /* and as a COUNT_SCAN: its bounds are one interval */
     bool timed;        /* mf_scan_timed: keep executionTimeMillis */
     /* multikey deduplication: RecordIds returned, +1 (0 marks a free slot) */
     uint64_t *seen;
@@ -925,13 +926,15 @@ static void put_common(const mf_scan *s, bson_t *out, uint64_t returned, uint64_
     BSON_APPEND_BOOL(out, "isEOF", s->eof);
 }
 
-static void put_ixscan(const mf_scan *s, bool stats, bson_t *out)
+static bool keys_answer(const mf_scan *s);
+static bool single_interval(const mf_scan *s, bson_t *start, bool *start_incl, bson_t *end,
+                            bool *end_incl);
+
+/* What IXSCAN and COUNT_SCAN say of their index, keyPattern to
+ * indexVersion. */
+static void put_index(const mf_scan *s, bson_t *out)
 {
     bson_t mkp, arr;
-    BSON_APPEND_UTF8(out, "stage", "IXSCAN");
-    if (stats)
-        put_common(s, out, s->stats.docs_examined + s->stats.dups_dropped,
-                   s->stats.keys_examined + 1);
     BSON_APPEND_DOCUMENT(out, "keyPattern", s->ix.key);
     BSON_APPEND_UTF8(out, "indexName", s->ix.name);
     if (s->ix.coll) { /* shown only when not simple, as mongod */
@@ -954,6 +957,22 @@ static void put_ixscan(const mf_scan *s, bool stats, bson_t *out)
     BSON_APPEND_BOOL(out, "isSparse", s->ix.sparse);
     BSON_APPEND_BOOL(out, "isPartial", s->ix.partial);
     BSON_APPEND_INT32(out, "indexVersion", 2);
+}
+
+/* Rows an IXSCAN passed up: to FETCH, each key it did not drop as a
+ * duplicate; with no FETCH (keys answer), the rows returned. */
+static uint64_t ixscan_returned(const mf_scan *s)
+{
+    return keys_answer(s) ? s->stats.n_returned
+                          : s->stats.docs_examined + s->stats.dups_dropped;
+}
+
+static void put_ixscan(const mf_scan *s, bool stats, bson_t *out)
+{
+    BSON_APPEND_UTF8(out, "stage", "IXSCAN");
+    if (stats)
+        put_common(s, out, ixscan_returned(s), s->stats.keys_examined + 1);
+    put_index(s, out);
     BSON_APPEND_UTF8(out, "direction", s->backward ? "backward" : "forward");
     put_bounds(s, out);
     if (stats) {
@@ -962,6 +981,28 @@ static void put_ixscan(const mf_scan *s, bool stats, bson_t *out)
         BSON_APPEND_INT32(out, "dupsTested", (int32_t)s->stats.dups_tested);
         BSON_APPEND_INT32(out, "dupsDropped", (int32_t)s->stats.dups_dropped);
     }
+}
+
+/* mongod's COUNT_SCAN: the keys from a start key to an end key. */
+static void put_count_scan(const mf_scan *s, bool stats, bson_t *out)
+{
+    bson_t b, start = BSON_INITIALIZER, end = BSON_INITIALIZER;
+    bool si, ei;
+    BSON_APPEND_UTF8(out, "stage", "COUNT_SCAN");
+    if (stats) {
+        put_common(s, out, s->stats.n_returned, s->stats.keys_examined + 1);
+        BSON_APPEND_INT32(out, "keysExamined", (int32_t)s->stats.keys_examined);
+    }
+    put_index(s, out);
+    single_interval(s, &start, &si, &end, &ei);
+    BSON_APPEND_DOCUMENT_BEGIN(out, "indexBounds", &b);
+    BSON_APPEND_DOCUMENT(&b, "startKey", &start);
+    BSON_APPEND_BOOL(&b, "startKeyInclusive", si);
+    BSON_APPEND_DOCUMENT(&b, "endKey", &end);
+    BSON_APPEND_BOOL(&b, "endKeyInclusive", ei);
+    bson_append_document_end(out, &b);
+    bson_destroy(&start);
+    bson_destroy(&end);
 }
 
 int mf_scan_explain(const mf_scan *s, bool stats, bson_t *out)
@@ -983,6 +1024,10 @@ int mf_scan_explain(const mf_scan *s, bool stats, bson_t *out)
             BSON_APPEND_INT32(out, "keysExamined", (int32_t)s->stats.keys_examined);
             BSON_APPEND_INT32(out, "docsExamined", (int32_t)s->stats.docs_examined);
         }
+    } else if (s->count_scan) {
+        put_count_scan(s, stats, out);
+    } else if (keys_answer(s)) { /* counting keys: nothing is fetched */
+        put_ixscan(s, stats, out);
     } else {
         bson_t in;
         BSON_APPEND_UTF8(out, "stage", "FETCH");
@@ -1402,11 +1447,13 @@ static int index_next(mf_scan *s, mf_engine *e, mf_coll *c, const mf_matcher *m,
             s->eof = true;
             return 0;
         }
-        s->stats.keys_examined++;
         if (s->q_kind[at] == Q_PAST) {
+            /* A COUNT_SCAN stops at its end key without examining it. */
+            s->stats.keys_examined += !s->count_scan;
             s->eof = true;
             return 0;
         }
+        s->stats.keys_examined++;
         if (s->q_kind[at] == Q_SEEK) {
             s->stats.seeks++;
             continue;
@@ -1487,9 +1534,84 @@ static int scan_next(mf_scan *s, mf_engine *e, mf_coll *c, const mf_matcher *m,
 static int scan_next_counted(mf_scan *s, mf_engine *e, mf_coll *c, const mf_matcher *m,
                              mf_scan_row *row, bool *valid, mf_error *err);
 
+/* Whether field `i`'s bounds are every value: [MinKey, MaxKey]. */
+static bool all_values(const mf_scan *s, size_t i)
+{
+    const mfi_oil *o = &s->ix.oils[i];
+    return o->n == 1 && o->v[0].lo_incl && o->v[0].hi_incl &&
+           o->v[0].lo_v.value_type == BSON_TYPE_MINKEY &&
+           o->v[0].hi_v.value_type == BSON_TYPE_MAXKEY;
+}
+
+static bool is_point(const mfi_ival *iv)
+{
+    return iv->lo_incl && iv->hi_incl && iv->lo.len == iv->hi.len &&
+           memcmp(iv->lo.data, iv->hi.data, iv->lo.len) == 0;
+}
+
+/* The scan's bounds as one interval of keys, as mongod's
+ * IndexBoundsBuilder::isSingleInterval sees them: fields with one point,
+ * then at most one field with one interval, then fields of every value.
+ * Each field's interval is taken in its index direction (a descending
+ * field's runs from its high end).  With `start`/`end` (empty documents),
+ * the keys are appended to them, named by the key pattern's fields: a
+ * trailing field of every value extends the start key with MinKey or
+ * MaxKey so that it includes or excludes what the range field leaves. */
+static bool single_interval(const mf_scan *s, bson_t *start, bool *start_incl, bson_t *end,
+                            bool *end_incl)
+{
+    size_t i = 0, nf = s->ix.nfields;
+    bool si = true, ei = true;
+    for (; i < nf; i++) {
+        const mfi_oil *o = &s->ix.oils[i];
+        if (o->n != 1 || !is_point(&o->v[0]))
+            break;
+        if (start) {
+            bson_append_value(start, s->ix.paths[i], -1, &o->v[0].lo_v);
+            bson_append_value(end, s->ix.paths[i], -1, &o->v[0].hi_v);
+        }
+    }
+    if (i < nf) {
+        const mfi_oil *o = &s->ix.oils[i];
+        if (o->n != 1)
+            return false;
+        const mfi_ival *iv = &o->v[0];
+        bool desc = s->ix.desc[i];
+        si = desc ? iv->hi_incl : iv->lo_incl;
+        ei = desc ? iv->lo_incl : iv->hi_incl;
+        if (start) {
+            bson_append_value(start, s->ix.paths[i], -1, desc ? &iv->hi_v : &iv->lo_v);
+            bson_append_value(end, s->ix.paths[i], -1, desc ? &iv->lo_v : &iv->hi_v);
+        }
+        for (i++; i < nf; i++) {
+            if (!all_values(s, i))
+                return false;
+            if (!start)
+                continue;
+            /* Ascending: the field runs MinKey..MaxKey; descending, back. */
+            bool low_first = !s->ix.desc[i];
+            if (si == low_first)
+                bson_append_minkey(start, s->ix.paths[i], -1);
+            else
+                bson_append_maxkey(start, s->ix.paths[i], -1);
+            if (ei == low_first)
+                bson_append_maxkey(end, s->ix.paths[i], -1);
+            else
+                bson_append_minkey(end, s->ix.paths[i], -1);
+        }
+    }
+    if (start_incl)
+        *start_incl = si;
+    if (end_incl)
+        *end_incl = ei;
+    return true;
+}
+
 void mf_scan_count_only(mf_scan *s, bool on)
 {
     s->count_only = on;
+    s->count_scan = on && s->kind == P_IXSCAN && !s->idhack && keys_answer(s) &&
+                    single_interval(s, NULL, NULL, NULL, NULL);
 }
 
 void mf_scan_timed(mf_scan *s, bool on)

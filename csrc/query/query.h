@@ -480,7 +480,11 @@ int mf_scan_next(mf_scan *s, mf_engine *e, mf_coll *c, const mf_matcher *m, mf_s
                  bool *valid, mf_error *err);
 
 /* For counting: when the index bounds answer the whole filter, rows come
- * from index keys alone (their `doc` empty), as mongod's COUNT_SCAN. */
+ * from index keys alone (their `doc` empty), and no FETCH is explained.
+ * Bounds that are one interval of keys (mongod's isSingleInterval: point
+ * fields, then at most one range, then fields of every value) are a
+ * COUNT_SCAN from a start key to an end key, which examines no key past
+ * the end; other bounds an IXSCAN. */
 void mf_scan_count_only(mf_scan *s, bool on);
 
 /* Keep the time spent in mf_scan_next (explain's executionTimeMillis);

@@ -24,6 +24,8 @@ typedef struct mfi_ival {
     mf_buf lo, hi;
     bool lo_incl, hi_incl;
     char *lo_s, *hi_s;
+    bson_value_t lo_v, hi_v; /* the end points' values (COUNT_SCAN's startKey
+                                and endKey show them) */
 } mfi_ival;
 
 /* An ordered list of disjoint intervals of one field (mongod's
