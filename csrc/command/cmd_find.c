@@ -161,7 +161,8 @@ static int batch_add(batch *b, const uint8_t *data, size_t len, mf_error *err)
     const char *k = b->key + b->key_at;
     size_t kl = (size_t)(15 - b->key_at);
     size_t at = b->run.len ? b->run.len : 4; /* the run's length goes first */
-    if (mf_buf_reserve(&b->run, at - b->run.len + 2 + kl + len) != 0)
+    size_t need = at - b->run.len + 2 + kl + len;
+    if (need > b->run.cap - b->run.len && mf_buf_reserve(&b->run, need) != 0)
         return mf_error_set(err, MF_InternalError, "out of memory");
     uint8_t *p = b->run.data + at;
     *p++ = BSON_TYPE_DOCUMENT;
