@@ -860,6 +860,15 @@ bool mf_scan_eof(const mf_scan *s)
     return s->eof;
 }
 
+/* `last` := the key `k`, the one a repositioned scan resumes after. */
+static int remember(mf_scan *s, const uint8_t *k, size_t kl, mf_error *err)
+{
+    s->last.len = 0;
+    if (mf_buf_append(&s->last, k, kl) != 0)
+        return oom(err);
+    return 0;
+}
+
 void mf_scan_release(mf_scan *s)
 {
     if (!s->positioned)
@@ -869,9 +878,9 @@ void mf_scan_release(mf_scan *s)
     /* The queue's keys are in pages the caller may change once it lets go:
      * the one the scan resumes after is copied now. */
     if (s->q_has_last) {
+        mf_error ignored; /* reported by the next call, as lost_last */
         s->q_has_last = false;
-        s->last.len = 0;
-        s->lost_last = mf_buf_append(&s->last, s->q_key[s->q_last], s->q_klen[s->q_last]) != 0;
+        s->lost_last = remember(s, s->q_key[s->q_last], s->q_klen[s->q_last], &ignored) != 0;
     }
 }
 
@@ -1046,14 +1055,6 @@ int mf_scan_explain(const mf_scan *s, bool stats, bson_t *out)
 }
 
 /* --------------------------------------------------------------- scanning */
-
-static int remember(mf_scan *s, const uint8_t *k, size_t kl, mf_error *err)
-{
-    s->last.len = 0;
-    if (mf_buf_append(&s->last, k, kl) != 0)
-        return oom(err);
-    return 0;
-}
 
 /* Whether `rid` was returned before (and remember it if not). */
 static int seen_before(mf_scan *s, uint64_t rid, bool *dup, mf_error *err)
@@ -1374,8 +1375,7 @@ static int queue_fill(mf_scan *s, unsigned want, mf_error *err)
         s->q_len++;
         s->q_read++;
         memset(s->q_rid[at], 0, 8);
-        s->q_hint[at].leaf = 0;
-        s->q_hint[at].entry = s->q_hint[at].slot = -1;
+        s->q_hint[at].leaf = 0; /* entry and slot are set by the stages that read them */
         if (!s->cur_valid) {
             s->q_kind[at] = Q_END;
         } else {
