@@ -77,6 +77,7 @@ typedef enum {
     P_SORT_MEM,       /* internalQueryMaxBlockingSortMemoryUsageBytes (int) */
     P_BAUTO_MEM,      /* internalDocumentSourceBucketAutoMaxMemoryBytes (long) */
     P_WINDOW_MEM,     /* internalDocumentSourceSetWindowFieldsMaxMemoryBytes (long) */
+    P_INDEX_BUILD_MEM, /* maxIndexBuildMemoryUsageMegabytes (int) */
 } param_kind;
 
 /* Sorted by name, as mongod lists them.  `runtime`/`startup` feed
@@ -98,6 +99,7 @@ static const struct param {
     {"localLogicalSessionTimeoutMinutes", P_INT, MF_SESSION_TIMEOUT_MINUTES, false, true},
     {"logLevel", P_INT, 0, true, true},
     {"maxBSONDepth", P_INT, MF_BSON_MAX_DEPTH, false, true},
+    {"maxIndexBuildMemoryUsageMegabytes", P_INDEX_BUILD_MEM, 0, true, true},
     {"notablescan", P_BOOL, 0, true, true},
     {"quiet", P_BOOL, 0, true, true},
     {"requireApiVersion", P_BOOL, 0, true, true},
@@ -154,6 +156,9 @@ static void param_value(mf_instance *inst, const struct param *p, bson_t *out,
         break;
     case P_WINDOW_MEM:
         bson_append_int64(out, key, -1, atomic_load(&inst->agg_window_max_bytes));
+        break;
+    case P_INDEX_BUILD_MEM:
+        bson_append_int32(out, key, -1, (int32_t)atomic_load(&inst->index_build_max_mb));
         break;
     case P_CURSOR_TIMEOUT:
         pthread_mutex_lock(&inst->cursors_mu);
@@ -252,7 +257,7 @@ int mfi_cmd_set_parameter(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_
                                 "Cannot set parameter %s at runtime", k);
         bool is_mem = p->kind == P_GROUP_MEM || p->kind == P_SORT_MEM ||
                       p->kind == P_BAUTO_MEM || p->kind == P_WINDOW_MEM;
-        if (p->kind != P_CURSOR_TIMEOUT && !is_mem)
+        if (p->kind != P_CURSOR_TIMEOUT && p->kind != P_INDEX_BUILD_MEM && !is_mem)
             return mf_error_set(err, MF_IllegalOperation,
                                 "Setting parameter %s is not supported by this server", k);
         int64_t v;
@@ -262,6 +267,13 @@ int mfi_cmd_set_parameter(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_
         if (is_mem &&
             (v <= 0 || (p->kind == P_SORT_MEM && v > INT32_MAX)))
             return mf_error_set(err, MF_BadValue, "Invalid value for parameter %s", k);
+        /* mongod's floor is 50 MB; with test commands, as mongod's testing
+         * mode allows, down to 1 (tests build in several sorted runs) */
+        int64_t floor_mb = ctx->inst->enable_test_commands ? 1 : MF_INDEX_BUILD_MIN_MB;
+        if (p->kind == P_INDEX_BUILD_MEM && (v < floor_mb || v > INT32_MAX))
+            return mf_error_set(err, MF_BadValue,
+                                "Invalid value for parameter %s: %lld is not greater than or "
+                                "equal to %lld", k, (long long)v, (long long)floor_mb);
         param_value(ctx->inst, p, reply, "was");
         if (p->kind == P_GROUP_MEM) {
             atomic_store(&ctx->inst->agg_group_max_bytes, v);
@@ -271,6 +283,8 @@ int mfi_cmd_set_parameter(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_
             atomic_store(&ctx->inst->agg_bucket_auto_max_bytes, v);
         } else if (p->kind == P_WINDOW_MEM) {
             atomic_store(&ctx->inst->agg_window_max_bytes, v);
+        } else if (p->kind == P_INDEX_BUILD_MEM) {
+            atomic_store(&ctx->inst->index_build_max_mb, v);
         } else {
             pthread_mutex_lock(&ctx->inst->cursors_mu);
             ctx->inst->cursor_timeout_ms = v;

@@ -30,88 +30,164 @@ void mfi_index_public_spec(const uint8_t *spec, size_t len, bson_t *out)
 
 /* ------------------------------------------------------------- the build */
 
-/* Keys gathered for one engine write. */
-typedef struct batch {
-    mf_buf *keys;
-    uint8_t (*rids)[8];
-    mf_op *ops;
-    size_t n, cap;
-} batch;
+/* An index is built by sorting: every record's keys are gathered in
+ * memory, sorted, and written in key order, so that each engine write
+ * appends at the right edge of the tree.  Splits there leave the left page
+ * full (btree.c, split), so the built index is packed, and the build
+ * touches each leaf once instead of once per key.  Keys are gathered up to
+ * maxIndexBuildMemoryUsageMegabytes (200 by default), the bound mongod
+ * puts on its sorter; a collection whose keys need more is built in
+ * several sorted runs, each written before the next is gathered.  (mongod
+ * spills its runs to disk and merges them; here the later runs insert
+ * among the earlier ones' keys, so those leaves are not packed.) */
 
-static int batch_add(batch *b, const mf_buf *key, bool with_rid, const uint8_t rid[8],
-                     mf_error *err)
+typedef struct bkey {
+    union {
+        size_t at;        /* while the run is gathered: where the key starts in its arena */
+        const uint8_t *k; /* once it is sorted: the key's address */
+    };
+    uint32_t len;
+    uint8_t rid[8];   /* big-endian: memcmp order is RecordId order */
+} bkey;
+
+/* The keys of one run. */
+typedef struct run {
+    mf_buf arena; /* the keys, back to back: the tree's keys (with the RecordId
+                     after the key, for a non-unique index) */
+    bkey *v;
+    size_t n, cap;
+    bool first;   /* the index is still empty: no key to look up in it */
+} run;
+
+static int run_add(run *r, const mf_buf *key, bool with_rid, const uint8_t rid[8], mf_error *err)
 {
-    if (b->n == b->cap) {
-        size_t cap = b->cap ? b->cap * 2 : BUILD_BATCH;
-        mf_buf *k = realloc(b->keys, cap * sizeof *k);
-        if (k)
-            b->keys = k;
-        uint8_t(*r)[8] = realloc(b->rids, cap * sizeof *r);
-        if (r)
-            b->rids = r;
-        mf_op *o = realloc(b->ops, cap * sizeof *o);
-        if (o)
-            b->ops = o;
-        if (!k || !r || !o)
+    if (r->n == r->cap) {
+        size_t cap = r->cap ? r->cap * 2 : 4096;
+        bkey *v = realloc(r->v, cap * sizeof *v);
+        if (!v)
             return mf_error_set(err, MF_InternalError, "out of memory");
-        memset(&b->keys[b->cap], 0, (cap - b->cap) * sizeof *k);
-        b->cap = cap;
+        r->v = v;
+        r->cap = cap;
     }
-    mf_buf *kb = &b->keys[b->n];
-    kb->len = 0;
-    if (mf_buf_append(kb, key->data, key->len) != 0 || (with_rid && mf_buf_append(kb, rid, 8) != 0))
+    bkey *b = &r->v[r->n];
+    b->at = r->arena.len;
+    b->len = (uint32_t)(key->len + (with_rid ? 8 : 0));
+    memcpy(b->rid, rid, 8);
+    if (mf_buf_append(&r->arena, key->data, key->len) != 0 ||
+        (with_rid && mf_buf_append(&r->arena, rid, 8) != 0))
         return mf_error_set(err, MF_InternalError, "out of memory");
-    memcpy(b->rids[b->n], rid, 8);
-    b->n++;
+    r->n++;
     return 0;
 }
 
-/* Whether `key` is already in the batch for another record. */
-static bool batch_has(const batch *b, const mf_buf *key, const uint8_t rid[8])
+static size_t run_bytes(const run *r)
 {
-    for (size_t i = 0; i < b->n; i++)
-        if (b->keys[i].len == key->len && memcmp(b->keys[i].data, key->data, key->len) == 0 &&
-            memcmp(b->rids[i], rid, 8) != 0)
-            return true;
-    return false;
+    return r->arena.len + r->n * sizeof *r->v;
 }
 
-static int batch_flush(batch *b, mf_engine *e, mf_tree_id tree, mf_lsn *lsn, mf_error *err)
+static bool same_key(const bkey *a, const bkey *b)
 {
+    return a->len == b->len && memcmp(a->k, b->k, a->len) == 0;
+}
+
+/* Key order as the tree has it (btree.c, keycmp), then RecordId order. */
+static int bkey_cmp(const void *pa, const void *pb)
+{
+    const bkey *a = pa, *b = pb;
+    size_t n = a->len < b->len ? a->len : b->len;
+    int c = n ? memcmp(a->k, b->k, n) : 0;
+    if (c != 0)
+        return c;
+    if (a->len != b->len)
+        return a->len < b->len ? -1 : 1;
+    return memcmp(a->rid, b->rid, 8);
+}
+
+/* A unique index: the first key, in key order, that another record
+ * already has, in this run or in the index.  mongod's bulk build fails on
+ * the same one: it checks each sorted key against the one before.  The
+ * record's document goes into `dup`. */
+static int run_check_unique(run *r, mf_engine *e, mf_coll *c, mf_index_desc *x, mfi_dup *dup,
+                            mf_error *err)
+{
+    mf_btree *tree = mf_engine_tree(e, x->tree);
+    const uint8_t *dup_rid = NULL;
+    for (size_t i = 0; i < r->n && !dup_rid; i++) {
+        const bkey *b = &r->v[i];
+        bool taken = i > 0 && same_key(b, &r->v[i - 1]) && memcmp(b->rid, r->v[i - 1].rid, 8);
+        if (!taken && !r->first) {
+            const uint8_t *ev;
+            size_t el;
+            int rc = mf_btree_get(tree, b->k, b->len, &taken, &ev, &el, err);
+            if (rc != 0)
+                return rc;
+            taken = taken && !(el == 8 && memcmp(ev, b->rid, 8) == 0);
+        }
+        if (taken)
+            dup_rid = b->rid;
+    }
+    if (!dup_rid)
+        return 0;
+    if (dup) {
+        const uint8_t *v;
+        size_t vl;
+        bool found;
+        bson_t doc;
+        int rc = mf_btree_get(mf_engine_tree(e, mf_coll_records(c)), dup_rid, 8, &found, &v, &vl,
+                              err);
+        if (rc != 0)
+            return rc;
+        if (found && bson_init_static(&doc, v, vl))
+            mfi_dup_fill(dup, x, &doc);
+    }
+    return mf_error_set(err, MF_DuplicateKey, "duplicate key");
+}
+
+/* Sort the run, check it, write it in key order, and empty it. */
+static int run_write(run *r, mf_engine *e, mf_coll *c, mf_index_desc *x, mfi_dup *dup,
+                     mf_lsn *lsn, mf_error *err)
+{
+    mf_op ops[BUILD_BATCH];
     int rc = 0;
-    for (size_t i = 0; i < b->n; i++)
-        b->ops[i] = (mf_op){.kind = MF_OP_PUT, .tree = tree, .key = b->keys[i].data,
-                            .klen = b->keys[i].len, .val = b->rids[i], .vlen = 8};
-    if (b->n)
-        rc = mf_engine_write(e, b->ops, b->n, lsn, err);
-    b->n = 0;
+    for (size_t i = 0; i < r->n; i++) /* the arena has stopped growing */
+        r->v[i].k = r->arena.data + r->v[i].at;
+    qsort(r->v, r->n, sizeof *r->v, bkey_cmp);
+    if (x->unique && (rc = run_check_unique(r, e, c, x, dup, err)) != 0)
+        return rc;
+    for (size_t i = 0; rc == 0 && i < r->n;) {
+        size_t n = 0;
+        for (; i < r->n && n < BUILD_BATCH; i++) {
+            const bkey *b = &r->v[i];
+            if (i > 0 && same_key(b, &r->v[i - 1]))
+                continue; /* one record's key twice (checked above) */
+            ops[n++] = (mf_op){.kind = MF_OP_PUT, .tree = x->tree, .key = b->k, .klen = b->len,
+                               .val = b->rid, .vlen = 8};
+        }
+        if (n)
+            rc = mf_engine_write(e, ops, n, lsn, err);
+    }
+    r->arena.len = 0;
+    r->n = 0;
+    r->first = false;
     return rc;
 }
 
-static void batch_free(batch *b)
-{
-    for (size_t i = 0; i < b->cap; i++)
-        mf_buf_free(&b->keys[i]);
-    free(b->keys);
-    free(b->rids);
-    free(b->ops);
-}
-
 /* Write every record's keys into the (empty) index `x` (exclusive lock
- * held).  The record tree is read in runs of whole documents; between runs
- * the index writes happen, and the next run seeks past the last RecordId
- * (a write to one tree never moves another's pages, but the seek keeps this
- * independent of that). */
-static int build_index(mf_engine *e, mf_coll *c, mf_index_desc *x, mfi_dup *dup, mf_lsn *lsn,
-                       mf_error *err)
+ * held), in sorted runs (above).  The record tree is read until a run is
+ * full; after the run is written, the next read seeks past the last
+ * RecordId (a write to one tree never moves another's pages, but the seek
+ * keeps this independent of that). */
+static int build_index(mf_instance *inst, mf_coll *c, mf_index_desc *x, mfi_dup *dup,
+                       mf_lsn *lsn, mf_error *err)
 {
-    batch b = {0};
+    mf_engine *e = inst->engine;
+    run r = {.first = true};
+    size_t budget = (size_t)atomic_load(&inst->index_build_max_mb) << 20;
     mf_keyset ks = {0};
     uint32_t multikey = 0;
     uint8_t last[8];
     bool started = false, more = true;
     int rc = 0;
-    mf_btree *tree = mf_engine_tree(e, x->tree);
     while (rc == 0 && more) {
         mf_cursor cur;
         bool valid;
@@ -129,7 +205,7 @@ static int build_index(mf_engine *e, mf_coll *c, mf_index_desc *x, mfi_dup *dup,
             }
         }
         started = true;
-        while (rc == 0 && valid && b.n < BUILD_BATCH) {
+        while (rc == 0 && valid && run_bytes(&r) < budget) {
             const uint8_t *k, *v;
             size_t kl, vl;
             bson_t doc;
@@ -145,37 +221,19 @@ static int build_index(mf_engine *e, mf_coll *c, mf_index_desc *x, mfi_dup *dup,
             if ((rc = mf_index_keys(x, &doc, &ks, &mk, err)) != 0)
                 break;
             multikey |= mk;
-            for (size_t i = 0; rc == 0 && i < ks.n; i++) {
-                if (x->unique) {
-                    bool found = batch_has(&b, &ks.keys[i], k);
-                    const uint8_t *ev;
-                    size_t el;
-                    if (!found) {
-                        rc = mf_btree_get(tree, ks.keys[i].data, ks.keys[i].len, &found, &ev,
-                                          &el, err);
-                        if (rc == 0 && found && el == 8 && memcmp(ev, k, 8) == 0)
-                            found = false; /* the document's own key */
-                    }
-                    if (rc == 0 && found) {
-                        if (dup)
-                            mfi_dup_fill(dup, x, &doc);
-                        rc = mf_error_set(err, MF_DuplicateKey, "duplicate key");
-                        break;
-                    }
-                }
-                if (rc == 0)
-                    rc = batch_add(&b, &ks.keys[i], !x->unique, k, err);
-            }
+            for (size_t i = 0; rc == 0 && i < ks.n; i++)
+                rc = run_add(&r, &ks.keys[i], !x->unique, k, err);
             if (rc == 0)
                 rc = mf_cursor_next(&cur, &valid, err);
         }
         more = rc == 0 && valid;
         if (rc == 0)
-            rc = batch_flush(&b, e, x->tree, lsn, err);
+            rc = run_write(&r, e, c, x, dup, lsn, err);
     }
     if (rc == 0 && multikey)
         rc = mfi_mark_multikey(e, c, x, multikey, err);
-    batch_free(&b);
+    mf_buf_free(&r.arena);
+    free(r.v);
     mf_keyset_free(&ks);
     return rc;
 }
@@ -344,7 +402,7 @@ int mfi_cmd_create_indexes(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf
         if (rc)
             break;
         mfi_dup dup = {0};
-        rc = build_index(e, c, &x, &dup, &lsn, err);
+        rc = build_index(ctx->inst, c, &x, &dup, &lsn, err);
         if (rc == 0) {
             rc = finish_spec(e, c, name, &lsn, err);
             if (rc == 0)
@@ -860,7 +918,7 @@ static int convert_to_unique(mf_cmd_ctx *ctx, mf_coll *c, const char *name, mf_l
         mf_index_desc nx;
         if ((rc = mf_index_desc_init(&nx, keep, tree, bson_get_data(&spec), spec.len, err)) ==
             0) {
-            rc = build_index(e, c, &nx, NULL, lsn, err);
+            rc = build_index(ctx->inst, c, &nx, NULL, lsn, err);
             mf_index_desc_clear(&nx);
         }
         if (rc == 0)

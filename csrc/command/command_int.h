@@ -19,6 +19,10 @@ typedef struct mfi_fail_command mfi_fail_command;
 
 #define MF_MAX_NS_LEN 319 /* "db.collection" as a C string fits in 320 bytes */
 
+/* maxIndexBuildMemoryUsageMegabytes: mongod's default and floor */
+#define MF_INDEX_BUILD_DEFAULT_MB 200
+#define MF_INDEX_BUILD_MIN_MB 50
+
 struct mf_instance {
     char *dbpath;
     int lock_fd;
@@ -51,6 +55,8 @@ struct mf_instance {
     /* internalDocumentSourceBucketAutoMaxMemoryBytes and
      * internalDocumentSourceSetWindowFieldsMaxMemoryBytes */
     atomic_int_fast64_t agg_bucket_auto_max_bytes, agg_window_max_bytes;
+    /* maxIndexBuildMemoryUsageMegabytes: keys an index build sorts at once */
+    atomic_int_fast64_t index_build_max_mb;
 
     mfi_sessions *sessions; /* the logical-session registry (sessions.c) */
     mfi_fail_command *fail_command; /* the failCommand fail point (failpoint.c) */

@@ -40,6 +40,7 @@ int mf_instance_open(const mf_instance_config *cfg, mf_instance **out, mf_error 
     inst->max_connections = cfg->max_connections;
     inst->enable_test_commands = cfg->enable_test_commands;
     inst->ttl_sleep_secs = cfg->ttl_monitor_sleep_secs > 0 ? cfg->ttl_monitor_sleep_secs : 60;
+    atomic_store(&inst->index_build_max_mb, MF_INDEX_BUILD_DEFAULT_MB);
     bson_init(&inst->cmdline_argv);
     bson_init(&inst->cmdline_parsed);
     if (cfg->cmdline_argv)
