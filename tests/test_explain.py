@@ -131,6 +131,24 @@ def test_count_scan(db, query, hint, want):
     assert (cs["stage"], cs["nReturned"], cs["keysExamined"]) == ("COUNT_SCAN", n, n)
 
 
+def test_aggregate_count_explains_what_runs(db):
+    """A pipeline that reads no field ($match then $count) counts keys where
+    the bounds answer the filter, and its explain says so: COUNT_SCAN, no
+    document examined.  A filter the bounds do not answer fetches."""
+    for match, want, docs in (({"a": {"$gte": 10, "$lt": 20}}, ["COUNT_SCAN"], 0),
+                              ({"a": {"$gte": 10}, "b": {"$lt": 300}}, ["FETCH", "IXSCAN"], 400)):
+        pipe = [{"$match": match}, {"$count": "n"}]
+        n = db.c.count_documents(match)
+        assert list(db.c.aggregate(pipe)) == [{"n": n}]
+        for verbosity in ("queryPlanner", "executionStats"):
+            e = explain(db, {"aggregate": "c", "pipeline": pipe, "cursor": {}}, verbosity)
+            cur = e["stages"][0]["$cursor"]
+            assert stages(cur["queryPlanner"]["winningPlan"]) == want
+            if verbosity == "executionStats":
+                es = cur["executionStats"]
+                assert (es["nReturned"], es["totalDocsExamined"]) == (n, docs)
+
+
 def test_count_over_several_intervals_is_a_covered_ixscan(db):
     e = explain(db, {"count": "c", "query": {"a": {"$in": [1, 4]}}}, "executionStats")
     assert stages(e["queryPlanner"]["winningPlan"]) == ["COUNT", "IXSCAN"]

@@ -197,7 +197,7 @@ static int read_open(void *arg, const mf_agg_read *q, mf_agg_source **out, bool 
     r->base.free = read_free;
     r->inst = inst;
     r->explain = q->explain;
-    r->no_fields = q->no_fields && !q->explain;
+    r->no_fields = q->no_fields;
     bson_init(&r->filter);
     bson_init(&r->sort);
     if (q->filter)
