@@ -133,6 +133,27 @@ def test_command_rejects_invalid_bson(server):
     assert doc["ok"] == 0.0 and doc["code"] == 22
 
 
+def test_raw_command_reply_is_a_read_only_view_that_owns_its_bytes(tmp_path):
+    """_core.command hands the reply's buffer to Python without copying it:
+    a read-only memoryview over an object that owns the bytes, valid after
+    the server is closed."""
+    import bson
+    srv = multifora.Server(str(tmp_path / "db"), port=0).start()
+    srv.command("t", {"insert": "c", "documents": [{"_id": i, "s": "x" * 100} for i in range(500)]})
+    reply = srv._core.command("t", bson.encode({"find": "c", "batchSize": 1000}))
+    small = srv._core.command("admin", bson.encode({"ping": 1}))
+    srv.stop()
+    assert isinstance(reply, memoryview) and reply.readonly
+    assert type(reply.obj).__name__ == "Reply"
+    with pytest.raises(TypeError):
+        reply[0] = 0
+    with pytest.raises(TypeError):
+        type(reply.obj)()
+    docs = bson.decode(reply)["cursor"]["firstBatch"]
+    assert [d["_id"] for d in docs] == list(range(500))
+    assert bytes(small) == bson.encode({"ok": 1.0})
+
+
 def test_forked_child_may_not_use_the_parent_server(tmp_path):
     srv = multifora.Server(str(tmp_path / "db"), port=0).start()
     try:

@@ -22,6 +22,7 @@
 typedef struct {
     PyObject *error_type; /* multifora._core.MultiforaError */
     PyTypeObject *server_type;
+    PyTypeObject *reply_type;
 } module_state;
 
 typedef struct {
@@ -211,6 +212,62 @@ static PyObject *server_wait(server_object *self, PyObject *args)
     return PyBool_FromLong(stopped);
 }
 
+/* A command's reply, handed to Python without a copy: it owns the buffer
+ * libbson built the reply in, and exports it read-only (server_command
+ * returns a memoryview of it).  Copying a reply of a 10,000-document batch
+ * into a bytes object cost about 3% of an indexed find in-process. */
+typedef struct {
+    PyObject_HEAD
+    uint8_t *data; /* bson_free()d with the object */
+    Py_ssize_t len;
+} reply_object;
+
+static int reply_getbuffer(reply_object *self, Py_buffer *view, int flags)
+{
+    return PyBuffer_FillInfo(view, (PyObject *)self, self->data, self->len, 1, flags);
+}
+
+static void reply_dealloc(reply_object *self)
+{
+    PyTypeObject *tp = Py_TYPE(self);
+    bson_free(self->data);
+    tp->tp_free(self);
+    Py_DECREF(tp);
+}
+
+static PyType_Slot reply_slots[] = {
+    {Py_tp_dealloc, reply_dealloc},
+    {Py_bf_getbuffer, reply_getbuffer},
+    {Py_tp_doc, "The BSON bytes of one in-process command's reply (read-only buffer)."},
+    {0, NULL},
+};
+
+static PyType_Spec reply_spec = {
+    .name = "multifora._core.Reply",
+    .basicsize = sizeof(reply_object),
+    .flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_IMMUTABLETYPE | Py_TPFLAGS_DISALLOW_INSTANTIATION,
+    .slots = reply_slots,
+};
+
+/* A memoryview of `reply`'s bytes, which it takes (the bson_t is spent). */
+static PyObject *reply_view(module_state *st, bson_t *reply)
+{
+    uint32_t len;
+    uint8_t *data = bson_destroy_with_steal(reply, true, &len);
+    if (!data)
+        return PyErr_NoMemory();
+    reply_object *r = PyObject_New(reply_object, st->reply_type);
+    if (!r) {
+        bson_free(data);
+        return NULL;
+    }
+    r->data = data;
+    r->len = (Py_ssize_t)len;
+    PyObject *view = PyMemoryView_FromObject((PyObject *)r);
+    Py_DECREF(r);
+    return view;
+}
+
 static PyObject *server_command(server_object *self, PyObject *args)
 {
     const char *db;
@@ -227,10 +284,7 @@ static PyObject *server_command(server_object *self, PyObject *args)
     mf_server_command(self->srv, doc.buf, (size_t)doc.len, db, &reply);
     Py_END_ALLOW_THREADS
     PyBuffer_Release(&doc);
-    PyObject *out = PyBytes_FromStringAndSize((const char *)bson_get_data(&reply),
-                                              (Py_ssize_t)reply.len);
-    bson_destroy(&reply);
-    return out;
+    return reply_view(state_of_type(Py_TYPE(self)), &reply);
 }
 
 static PyObject *server_port(server_object *self, void *closure)
@@ -256,7 +310,7 @@ static PyMethodDef server_methods[] = {
      "server to stop; return whether it has."},
     {"command", (PyCFunction)server_command, METH_VARARGS,
      "command(db, bson)\n--\n\nRun one command (BSON bytes) in-process; return the "
-     "reply as BSON bytes."},
+     "reply's BSON as a read-only memoryview."},
     {NULL, NULL, 0, NULL},
 };
 
@@ -819,6 +873,9 @@ static int core_exec(PyObject *mod)
     st->server_type = (PyTypeObject *)PyType_FromModuleAndSpec(mod, &server_spec, NULL);
     if (!st->server_type || PyModule_AddType(mod, st->server_type) < 0)
         return -1;
+    st->reply_type = (PyTypeObject *)PyType_FromModuleAndSpec(mod, &reply_spec, NULL);
+    if (!st->reply_type)
+        return -1;
     if (PyModule_AddStringConstant(mod, "MONGODB_VERSION", MF_VERSION) < 0 ||
         PyModule_AddIntConstant(mod, "MAX_WIRE_VERSION", MF_MAX_WIRE_VERSION) < 0)
         return -1;
@@ -830,6 +887,7 @@ static int core_traverse(PyObject *mod, visitproc visit, void *arg)
     module_state *st = PyModule_GetState(mod);
     Py_VISIT(st->error_type);
     Py_VISIT(st->server_type);
+    Py_VISIT(st->reply_type);
     return 0;
 }
 
@@ -838,6 +896,7 @@ static int core_clear(PyObject *mod)
     module_state *st = PyModule_GetState(mod);
     Py_CLEAR(st->error_type);
     Py_CLEAR(st->server_type);
+    Py_CLEAR(st->reply_type);
     return 0;
 }
 
