@@ -698,6 +698,23 @@ def test_exhaust_hello_streams(conn, bystander):
     assert_bystander(bystander)
 
 
+def test_large_checksummed_reply_arrives_whole(server, conn):
+    """A 6 MB reply with a checksum goes out as one gather write (the
+    prefix, the body where libbson built it, the checksum). Read only after
+    the socket's buffer has filled, it arrives whole and its checksum
+    verifies."""
+    server.command("t", {"insert": "c", "documents": [{"_id": i, "s": "x" * 1000}
+                                                     for i in range(6000)]})
+    conn.send(op_msg(body_section({"find": "c", "batchSize": 6000, "$db": "t"}),
+                     checksum=True, request_id=31))
+    time.sleep(0.5)                           # the server's send waits on a full buffer
+    r = conn.recv()
+    assert r.opcode == OP_MSG and r.response_to == 31
+    assert r.flags == CHECKSUM_PRESENT and len(r.raw) > 6_000_000
+    assert r.checksum == crc32c(r.raw[:-4])
+    assert [d["_id"] for d in r.doc["cursor"]["firstBatch"]] == list(range(6000))
+
+
 def read_to_eof(conn: Conn, wait: float = 3.0) -> bytes:
     """Everything the server sends until it closes (a reset after data counts as the close)."""
     conn.sock.settimeout(wait)

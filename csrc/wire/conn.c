@@ -28,6 +28,7 @@
 #include <string.h>
 #include <poll.h>
 #include <sys/socket.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #define LEGACY_LINK "The client driver may require an upgrade. For more details see " \
@@ -111,6 +112,43 @@ static int write_full(mf_conn *c, const uint8_t *p, size_t n)
     return 0;
 }
 
+/* Send an OP_MSG reply of `body` without copying the body: its prefix,
+ * the body where it lies, and the checksum if asked, in one gather
+ * write (a reply can be 16 MiB, and copying it into a message buffer
+ * cost a copy and the buffer's growth). */
+static int send_msg_reply(mf_conn *c, int32_t request_id, int32_t response_to, uint32_t flags,
+                          const bson_t *body)
+{
+    uint8_t prefix[MF_MSG_REPLY_PREFIX], crc[4];
+    size_t tail = mf_msg_reply_parts(prefix, crc, request_id, response_to, flags, body);
+    struct iovec iov[3] = {{prefix, sizeof prefix},
+                           {(void *)bson_get_data(body), body->len},
+                           {crc, tail}};
+    struct msghdr mh = {.msg_iov = iov, .msg_iovlen = tail ? 3 : 2};
+    size_t left = sizeof prefix + body->len + tail;
+    mf_counters *k = mf_instance_counters(c->srv->inst);
+    atomic_fetch_add_explicit(&k->bytes_out, left, memory_order_relaxed);
+    while (left > 0) {
+        ssize_t r = sendmsg(c->fd, &mh, MSG_NOSIGNAL);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r <= 0)
+            return -1;
+        left -= (size_t)r;
+        /* skip what was sent: whole parts, then into the next one */
+        while (mh.msg_iovlen > 0 && (size_t)r >= mh.msg_iov->iov_len) {
+            r -= (ssize_t)mh.msg_iov->iov_len;
+            mh.msg_iov++;
+            mh.msg_iovlen--;
+        }
+        if (mh.msg_iovlen > 0) {
+            mh.msg_iov->iov_base = (uint8_t *)mh.msg_iov->iov_base + r;
+            mh.msg_iov->iov_len -= (size_t)r;
+        }
+    }
+    return 0;
+}
+
 static bool reply_ok(const bson_t *reply)
 {
     bson_iter_t it;
@@ -143,7 +181,7 @@ static int send_legacy_err(mf_conn *c, int32_t response_to, const char *what, mf
 /* ------------------------------------------------------------------- OP_MSG */
 
 static int handle_op_msg(mf_conn *c, const mf_msg_header *h, const uint8_t *msg,
-                         size_t len, mf_buf *out)
+                         size_t len)
 {
     mf_instance *inst = c->srv->inst;
     mf_op_msg m;
@@ -176,13 +214,10 @@ static int handle_op_msg(mf_conn *c, const mf_msg_header *h, const uint8_t *msg,
             return KEEP;
         bson_init(&reply);
         mf_command_error_reply(&reply, &err);
-        out->len = 0;
-        rc = mf_msg_build_reply(out, mfi_next_request_id(), h->request_id,
-                                raw_flags & MF_MSG_CHECKSUM_PRESENT, &reply);
+        rc = send_msg_reply(c, mfi_next_request_id(), h->request_id,
+                            raw_flags & MF_MSG_CHECKSUM_PRESENT, &reply);
         bson_destroy(&reply);
-        if (rc != 0 || write_full(c, out->data, out->len) != 0)
-            return CLOSE;
-        return KEEP;
+        return rc != 0 ? CLOSE : KEEP;
     }
 
     c->client.exhaust_allowed = (m.flags & MF_MSG_EXHAUST_ALLOWED) != 0;
@@ -209,10 +244,8 @@ static int handle_op_msg(mf_conn *c, const mf_msg_header *h, const uint8_t *msg,
         bool stream = c->client.exhaust_allowed && (run_flags & MF_RUN_EXHAUST) &&
                       reply_ok(&reply) && !mf_instance_is_shutting_down(inst);
         int32_t id = mfi_next_request_id();
-        out->len = 0;
-        if (mf_msg_build_reply(out, id, response_to,
-                               base | (stream ? MF_MSG_MORE_TO_COME : 0), &reply) != 0 ||
-            write_full(c, out->data, out->len) != 0) {
+        if (send_msg_reply(c, id, response_to, base | (stream ? MF_MSG_MORE_TO_COME : 0),
+                           &reply) != 0) {
             result = CLOSE;
             break;
         }
@@ -351,7 +384,7 @@ static int handle(mf_conn *c, const mf_msg_header *h, const uint8_t *msg,
     const char *ctx = c->client.remote;
     switch (h->opcode) {
     case MF_OPCODE_MSG:
-        return handle_op_msg(c, h, msg, len, out);
+        return handle_op_msg(c, h, msg, len);
     case MF_OPCODE_QUERY:
         return handle_op_query(c, h, msg, len, out);
     case MF_OPCODE_GET_MORE:

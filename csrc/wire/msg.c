@@ -243,28 +243,33 @@ static void put_header(mf_buf *out, size_t at, int32_t request_id,
     mf_store_i32le(h + 12, opcode);
 }
 
+size_t mf_msg_reply_parts(uint8_t prefix[MF_MSG_REPLY_PREFIX], uint8_t crc[4],
+                          int32_t request_id, int32_t response_to, uint32_t flags,
+                          const bson_t *body)
+{
+    size_t tail = (flags & MF_MSG_CHECKSUM_PRESENT) ? 4 : 0;
+    mf_store_i32le(prefix, (int32_t)(MF_MSG_REPLY_PREFIX + body->len + tail));
+    mf_store_i32le(prefix + 4, request_id);
+    mf_store_i32le(prefix + 8, response_to);
+    mf_store_i32le(prefix + 12, MF_OPCODE_MSG);
+    mf_store_i32le(prefix + 16, (int32_t)flags);
+    prefix[20] = 0; /* section kind 0: the body */
+    if (tail) {
+        uint32_t c = mf_crc32c(0, prefix, MF_MSG_REPLY_PREFIX);
+        c = mf_crc32c(c, bson_get_data(body), body->len);
+        mf_store_i32le(crc, (int32_t)c);
+    }
+    return tail;
+}
+
 int mf_msg_build_reply(mf_buf *out, int32_t request_id, int32_t response_to,
                        uint32_t flags, const bson_t *body)
 {
-    size_t at = out->len;
-    uint8_t zero[MF_MSG_HEADER_LEN] = {0};
-    uint8_t kind = 0;
-    uint8_t le[4];
-    mf_store_i32le(le, (int32_t)flags);
-    if (mf_buf_append(out, zero, sizeof zero) || mf_buf_append(out, le, 4) ||
-        mf_buf_append(out, &kind, 1) ||
-        mf_buf_append(out, bson_get_data(body), body->len))
+    uint8_t prefix[MF_MSG_REPLY_PREFIX], crc[4];
+    size_t tail = mf_msg_reply_parts(prefix, crc, request_id, response_to, flags, body);
+    if (mf_buf_append(out, prefix, sizeof prefix) ||
+        mf_buf_append(out, bson_get_data(body), body->len) || mf_buf_append(out, crc, tail))
         return -1;
-    if (flags & MF_MSG_CHECKSUM_PRESENT) {
-        if (mf_buf_reserve(out, 4))
-            return -1;
-        out->len += 4; /* length must count the checksum before it is computed */
-        put_header(out, at, request_id, response_to, MF_OPCODE_MSG);
-        uint32_t crc = mf_crc32c(0, out->data + at, out->len - at - 4);
-        mf_store_i32le(out->data + out->len - 4, (int32_t)crc);
-        return 0;
-    }
-    put_header(out, at, request_id, response_to, MF_OPCODE_MSG);
     return 0;
 }
 

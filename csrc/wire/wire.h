@@ -134,6 +134,15 @@ int mf_msg_command_doc(const mf_op_msg *m, bson_t *out, mf_error *err);
 int mf_msg_build_reply(mf_buf *out, int32_t request_id, int32_t response_to,
                        uint32_t flags, const bson_t *body);
 
+/* The parts of the same reply, for a gather write that does not copy the
+ * body: the bytes before it (header, flags, section kind) into `prefix`,
+ * and the checksum after it into `crc`; returns how many bytes of `crc`
+ * follow the body (0, or 4 when `flags` asks for a checksum). */
+#define MF_MSG_REPLY_PREFIX (MF_MSG_HEADER_LEN + 5)
+size_t mf_msg_reply_parts(uint8_t prefix[MF_MSG_REPLY_PREFIX], uint8_t crc[4],
+                          int32_t request_id, int32_t response_to, uint32_t flags,
+                          const bson_t *body);
+
 /* A parsed OP_QUERY (borrowing from the message). */
 typedef struct mf_op_query {
     int32_t flags;
