@@ -19,6 +19,28 @@
 
 #include <unistd.h>
 
+/* Python 3.9, the floor pyproject.toml names, lacks these 3.10 additions.
+ * A Reply type must not be instantiable from Python: on 3.9 its tp_new is
+ * cleared after it is made (core_exec), which is what the flag does. */
+#if PY_VERSION_HEX < 0x030A0000
+#define Py_TPFLAGS_IMMUTABLETYPE 0
+#define Py_TPFLAGS_DISALLOW_INSTANTIATION 0
+static PyObject *Py_NewRef(PyObject *o)
+{
+    Py_INCREF(o);
+    return o;
+}
+static int PyModule_AddObjectRef(PyObject *mod, const char *name, PyObject *value)
+{
+    Py_XINCREF(value);
+    if (PyModule_AddObject(mod, name, value) < 0) {
+        Py_XDECREF(value);
+        return -1;
+    }
+    return 0;
+}
+#endif
+
 typedef struct {
     PyObject *error_type; /* multifora._core.MultiforaError */
     PyTypeObject *server_type;
@@ -876,6 +898,9 @@ static int core_exec(PyObject *mod)
     st->reply_type = (PyTypeObject *)PyType_FromModuleAndSpec(mod, &reply_spec, NULL);
     if (!st->reply_type)
         return -1;
+#if PY_VERSION_HEX < 0x030A0000
+    st->reply_type->tp_new = NULL;
+#endif
     if (PyModule_AddStringConstant(mod, "MONGODB_VERSION", MF_VERSION) < 0 ||
         PyModule_AddIntConstant(mod, "MAX_WIRE_VERSION", MF_MAX_WIRE_VERSION) < 0)
         return -1;
