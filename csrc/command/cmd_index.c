@@ -28,6 +28,20 @@ void mfi_index_public_spec(const uint8_t *spec, size_t len, bson_t *out)
         bson_copy_to_excluding_noinit(&s, out, "multikeyPaths", "building", NULL);
 }
 
+/* The document of record `rid` of `c` into `doc` (static, valid while the
+ * collection is locked); *found false when there is none, or it is not a
+ * document. */
+static int record_doc(mf_engine *e, mf_coll *c, const uint8_t rid[8], bson_t *doc, bool *found,
+                      mf_error *err)
+{
+    const uint8_t *v;
+    size_t vl;
+    int rc = mf_btree_get(mf_engine_tree(e, mf_coll_records(c)), rid, 8, found, &v, &vl, err);
+    if (rc == 0 && *found)
+        *found = bson_init_static(doc, v, vl);
+    return rc;
+}
+
 /* ------------------------------------------------------------- the build */
 
 /* An index is built by sorting: every record's keys are gathered in
@@ -129,15 +143,12 @@ static int run_check_unique(run *r, mf_engine *e, mf_coll *c, mf_index_desc *x, 
     if (!dup_rid)
         return 0;
     if (dup) {
-        const uint8_t *v;
-        size_t vl;
         bool found;
         bson_t doc;
-        int rc = mf_btree_get(mf_engine_tree(e, mf_coll_records(c)), dup_rid, 8, &found, &v, &vl,
-                              err);
+        int rc = record_doc(e, c, dup_rid, &doc, &found, err);
         if (rc != 0)
             return rc;
-        if (found && bson_init_static(&doc, v, vl))
+        if (found)
             mfi_dup_fill(dup, x, &doc);
     }
     return mf_error_set(err, MF_DuplicateKey, "duplicate key");
@@ -784,14 +795,12 @@ static int append_record_id(mf_engine *e, mf_coll *c, const uint8_t rid[8], bson
                             const char *key, mf_error *err)
 {
     bool found;
-    const uint8_t *v;
-    size_t vl;
     bson_t doc;
     bson_iter_t id;
-    int rc = mf_btree_get(mf_engine_tree(e, mf_coll_records(c)), rid, 8, &found, &v, &vl, err);
+    int rc = record_doc(e, c, rid, &doc, &found, err);
     if (rc)
         return rc;
-    if (!found || !bson_init_static(&doc, v, vl) || !bson_iter_init_find(&id, &doc, "_id"))
+    if (!found || !bson_iter_init_find(&id, &doc, "_id"))
         return mf_error_set(err, MF_DataCorruption,
                             "index entry of %s names a record without an _id", mf_coll_name(c));
     bson_append_iter(ids, key, -1, &id);
@@ -1186,13 +1195,11 @@ static int ttl_batch(mf_engine *e, mf_coll *c, mfi_indexes *ix, mf_index_desc *x
     /* Then the deletes: no scan position is held across them. */
     for (size_t i = 0; rc == 0 && i < n; i++) {
         uint8_t k[8];
-        const uint8_t *v;
-        size_t vl;
         bool found;
         bson_t doc;
         mf_record_id_encode(rids[i], k);
-        rc = mf_btree_get(mf_engine_tree(e, mf_coll_records(c)), k, 8, &found, &v, &vl, err);
-        if (rc || !found || !bson_init_static(&doc, v, vl))
+        rc = record_doc(e, c, k, &doc, &found, err);
+        if (rc || !found)
             continue;
         rc = mfi_write_doc(e, c, ix, rids[i], &doc, NULL, lsn, NULL, err);
         if (rc == 0)

@@ -233,14 +233,20 @@ int mf_msg_command_doc(const mf_op_msg *m, bson_t *out, mf_error *err)
     return 0;
 }
 
-static void put_header(mf_buf *out, size_t at, int32_t request_id,
-                       int32_t response_to, int32_t opcode)
+static void store_header(uint8_t *h, size_t len, int32_t request_id, int32_t response_to,
+                         int32_t opcode)
 {
-    uint8_t *h = out->data + at;
-    mf_store_i32le(h, (int32_t)(out->len - at));
+    mf_store_i32le(h, (int32_t)len);
     mf_store_i32le(h + 4, request_id);
     mf_store_i32le(h + 8, response_to);
     mf_store_i32le(h + 12, opcode);
+}
+
+/* The header of the message from `at` to the end of `out`. */
+static void put_header(mf_buf *out, size_t at, int32_t request_id,
+                       int32_t response_to, int32_t opcode)
+{
+    store_header(out->data + at, out->len - at, request_id, response_to, opcode);
 }
 
 size_t mf_msg_reply_parts(uint8_t prefix[MF_MSG_REPLY_PREFIX], uint8_t crc[4],
@@ -248,10 +254,8 @@ size_t mf_msg_reply_parts(uint8_t prefix[MF_MSG_REPLY_PREFIX], uint8_t crc[4],
                           const bson_t *body)
 {
     size_t tail = (flags & MF_MSG_CHECKSUM_PRESENT) ? 4 : 0;
-    mf_store_i32le(prefix, (int32_t)(MF_MSG_REPLY_PREFIX + body->len + tail));
-    mf_store_i32le(prefix + 4, request_id);
-    mf_store_i32le(prefix + 8, response_to);
-    mf_store_i32le(prefix + 12, MF_OPCODE_MSG);
+    store_header(prefix, MF_MSG_REPLY_PREFIX + body->len + tail, request_id, response_to,
+                 MF_OPCODE_MSG);
     mf_store_i32le(prefix + 16, (int32_t)flags);
     prefix[20] = 0; /* section kind 0: the body */
     if (tail) {
