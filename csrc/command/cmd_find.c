@@ -111,8 +111,11 @@ typedef struct batch {
     size_t bytes;
     int64_t max_docs; /* -1: no count limit */
     mf_buf run;       /* elements added since the last batch_flush, after 4 bytes of length */
-    char key[16];     /* the next document's array key: n in decimal, ending at key[14] */
-    int key_at;       /* where it starts in `key` (n has at most 10 digits); 0 until set */
+    /* The next document's array key: n in decimal, ending at key[14],
+     * then its NUL and zeros, so that 16 bytes from key_at can be copied
+     * whole (a fixed-size copy, no call). */
+    char key[32];
+    int key_at; /* where it starts in `key` (n has at most 10 digits); 0 until set */
 } batch;
 
 /* Count the array key up by one, in place ("9" -> "10", "199" -> "200"). */
@@ -151,22 +154,24 @@ static int batch_flush(batch *b, mf_error *err)
     return ok ? 0 : mf_error_set(err, MF_InternalError, "a reply batch could not be built");
 }
 
-static int batch_add(batch *b, const uint8_t *data, size_t len, mf_error *err)
+/* Called once per document returned: kept to plain stores and one copy. */
+static inline int batch_add(batch *b, const uint8_t *data, size_t len, mf_error *err)
 {
     if (b->key_at == 0) { /* the first document */
         const char *first;
-        mf_uint32_to_key(b->n, &first, b->key, sizeof b->key);
+        mf_uint32_to_key(b->n, &first, b->key, 16);
         b->key_at = (int)(first - b->key);
     }
-    const char *k = b->key + b->key_at;
     size_t kl = (size_t)(15 - b->key_at);
     size_t at = b->run.len ? b->run.len : 4; /* the run's length goes first */
-    size_t need = at - b->run.len + 2 + kl + len;
+    /* room for the key copied 16 bytes whole; the document overwrites
+     * what follows its NUL */
+    size_t need = at - b->run.len + 1 + 16 + len;
     if (need > b->run.cap - b->run.len && mf_buf_reserve(&b->run, need) != 0)
         return mf_error_set(err, MF_InternalError, "out of memory");
     uint8_t *p = b->run.data + at;
     *p++ = BSON_TYPE_DOCUMENT;
-    memcpy(p, k, kl + 1);
+    memcpy(p, b->key + b->key_at, 16);
     memcpy(p + kl + 1, data, len);
     b->run.len = at + 2 + kl + len;
     key_next(b);
@@ -197,8 +202,8 @@ static int too_large(const bson_t *d, mf_error *err)
 }
 
 /* Offer one document: added, or stashed for the next batch. */
-static int offer(mfi_cursor *cur, batch *b, const uint8_t *data, size_t len, bool *stop,
-                 mf_error *err)
+static MF_ALWAYS_INLINE int offer(mfi_cursor *cur, batch *b, const uint8_t *data, size_t len,
+                                  bool *stop, mf_error *err)
 {
     if (!batch_fits(b, len)) {
         cur->stash.len = 0;
@@ -311,13 +316,16 @@ static int fill(mfi_cursor *cur, mf_engine *e, mf_coll *c, batch *b, int64_t dea
                 cur->skip--;
                 continue;
             }
+            if (!cur->proj) {
+                rc = offer(cur, b, row.data, row.doc.len, &stop, err);
+                continue;
+            }
             bson_t out;
             const bson_t *doc;
             rc = shape(cur, &row, &out, &doc, err);
             if (rc == 0)
                 rc = offer(cur, b, bson_get_data(doc), doc->len, &stop, err);
-            if (cur->proj)
-                bson_destroy(&out);
+            bson_destroy(&out);
         }
     }
     if (rc == 0 && cur->limit == 0)

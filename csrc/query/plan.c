@@ -1099,8 +1099,9 @@ static bool keys_answer(const mf_scan *s)
 }
 
 /* The record `rid` into `row`; `*found` false if it is gone. */
-static int fetch(mf_btree *records, const uint8_t *rid, const mf_btree_hint *hint,
-                 mf_scan_row *row, bool *found, mf_error *err)
+static MF_ALWAYS_INLINE int fetch(mf_btree *records, const uint8_t *rid,
+                                  const mf_btree_hint *hint, mf_scan_row *row, bool *found,
+                                  mf_error *err)
 {
     const uint8_t *v;
     size_t vl;
@@ -1113,6 +1114,7 @@ static int fetch(mf_btree *records, const uint8_t *rid, const mf_btree_hint *hin
     if (!bson_init_static(&row->doc, v, vl))
         return mf_error_set(err, MF_DataCorruption, "record %llu is not a document",
                             (unsigned long long)row->rid);
+    row->data = v;
     return 0;
 }
 
@@ -1130,10 +1132,11 @@ static int judge(mf_scan *s, const mf_matcher *m, mf_scan_row *row, bool *take, 
 }
 
 /* An index entry pointing at record `rid` (8 bytes): fetch and judge it,
- * once per document on a multikey index. */
-static int consider(mf_scan *s, mf_btree *records, const mf_matcher *m, const uint8_t *rid,
-                    size_t rl, const mf_btree_hint *hint, mf_scan_row *row, bool *take,
-                    mf_error *err)
+ * once per document on a multikey index.  Inlined: an index scan calls it
+ * once per entry. */
+static MF_ALWAYS_INLINE int consider(mf_scan *s, mf_btree *records, const mf_matcher *m,
+                                     const uint8_t *rid, size_t rl, const mf_btree_hint *hint,
+                                     mf_scan_row *row, bool *take, mf_error *err)
 {
     bool found, dup = false;
     int rc;
@@ -1155,6 +1158,7 @@ static int consider(mf_scan *s, mf_btree *records, const mf_matcher *m, const ui
         row->rid = get_be64(rid);
         row->pos = -1;
         bson_init(&row->doc);
+        row->data = bson_get_data(&row->doc);
         s->stats.keys_only++;
         *take = true;
         return 0;
@@ -1521,6 +1525,7 @@ static int scan_next(mf_scan *s, mf_engine *e, mf_coll *c, const mf_matcher *m,
             if (!bson_init_static(&row->doc, v, vl))
                 return mf_error_set(err, MF_DataCorruption, "record %llu is not a document",
                                     (unsigned long long)row->rid);
+            row->data = v;
             if ((rc = judge(s, m, row, &take, err)) != 0)
                 return rc;
         }

@@ -414,6 +414,8 @@ typedef struct mf_scan mf_scan;
 typedef struct mf_scan_row {
     uint64_t rid;
     bson_t doc;  /* static, into the mapping: valid while the lock is held */
+    const uint8_t *data; /* bson_get_data(&doc), for the callers that copy it
+                            per row (a call into libbson saved per document) */
     int64_t pos; /* the matcher's array position, if asked for; else -1 */
 } mf_scan_row;
 

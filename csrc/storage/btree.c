@@ -159,6 +159,10 @@ struct mf_btree_locator {
         uint64_t key;
         mf_pgno leaf;
     } *at; /* key and page side by side: one cache line per probe */
+    /* For locator_guess: the first and last keys, and entries per key
+     * between them, so that a guess is one multiplication. */
+    uint64_t first, last;
+    double per_key;
 };
 
 static void locator_free(mf_btree_locator *l)
@@ -267,7 +271,7 @@ static void set_child_at(uint8_t *p, int idx, mf_pgno no)
         set_c_child(cell(p, idx), no);
 }
 
-static uint8_t *get_page(mf_btree *t, mf_pgno no, mf_error *err)
+static inline uint8_t *get_page(mf_btree *t, mf_pgno no, mf_error *err)
 {
     uint8_t *p = mf_pager_page(t->pg, no, err);
     if (p && mf_page_type(p) != MF_PAGE_LEAF && mf_page_type(p) != MF_PAGE_BRANCH) {
@@ -830,6 +834,9 @@ bool mf_btree_locator_build(mf_btree *t, int height)
         locator_free(l);
         return false;
     }
+    l->first = l->at[0].key;
+    l->last = l->at[l->n - 1].key; /* > first: locator_push keeps them in order */
+    l->per_key = (double)(l->n - 1) / (double)(l->last - l->first);
     /* Another reader may have built one meanwhile: the first stays. */
     mf_btree_locator *none = NULL;
     if (!atomic_compare_exchange_strong_explicit(&t->loc, &none, l, memory_order_acq_rel,
@@ -847,8 +854,12 @@ bool mf_btree_has_locator(mf_btree *t)
  * dense, so it is usually the right one. */
 static size_t locator_guess(const mf_btree_locator *l, uint64_t k)
 {
-    uint64_t first = l->at[0].key, last = l->at[l->n - 1].key;
-    return k <= first ? 0 : k >= last ? l->n - 1 : scaled(k - first, last - first, l->n - 1);
+    if (k <= l->first)
+        return 0;
+    if (k >= l->last)
+        return l->n - 1;
+    size_t g = (size_t)((double)(k - l->first) * l->per_key);
+    return g < l->n - 1 ? g : l->n - 2;
 }
 
 /* hint_leaf by the locator: the last leaf whose first key is <= `key`.
@@ -915,12 +926,17 @@ void mf_btree_prefetch_leaves(mf_btree *t, const uint8_t (*keys)[8], int n, int 
 }
 
 /* The slot of a leaf of `cnt` entries where the hint's separators place
- * 8-byte key `k`, by interpolation; -1 when they do not bound it. */
-static int hint_guess(const mf_btree_hint *h, uint64_t k, int cnt)
+ * 8-byte key `k`, by interpolation; -1 when they do not bound it.  A leaf
+ * whose separators are `cnt` apart holds every key between them (records
+ * inserted in order, none deleted): the slot is the key's offset. */
+static inline int hint_guess(const mf_btree_hint *h, uint64_t k, int cnt)
 {
     if (!h->bounded || k < h->lower || k >= h->upper)
         return -1;
-    return (int)scaled(k - h->lower, h->upper - h->lower, (size_t)cnt);
+    uint64_t span = h->upper - h->lower;
+    if (span == (uint64_t)cnt)
+        return (int)(k - h->lower);
+    return (int)scaled(k - h->lower, span, (size_t)cnt);
 }
 
 void mf_btree_prefetch_cells(mf_btree *t, const uint8_t (*keys)[8], int n,

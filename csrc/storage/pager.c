@@ -41,15 +41,9 @@ typedef struct extlist {
 } extlist;
 
 struct mf_pager {
+    mf_pager_map map; /* first: pager.h's inline lookups read it */
     mf_file *file;
-    uint8_t *base;
     size_t reserved;
-    atomic_uint_fast64_t mapped; /* the file's length in pages, all mapped */
-    uint64_t open_pages;         /* pages at open: these are verified on use */
-    /* One bit per page below open_pages, set once the page is verified
-     * (or rewritten): a bitmap rather than a byte per page, so that the
-     * check on a random page of a large file is a cache hit. */
-    _Atomic uint64_t *verified;
 
     pthread_mutex_t mu;
     uint64_t gen;         /* the current (writers') generation */
@@ -194,7 +188,7 @@ static uint64_t avail_largest(const mf_pager *pg)
 
 static inline uint8_t *page_at(mf_pager *pg, mf_pgno no)
 {
-    return pg->base + no * (uint64_t)MF_PAGE_SIZE;
+    return pg->map.base + no * (uint64_t)MF_PAGE_SIZE;
 }
 
 static void header_init(uint8_t *p, uint64_t gen, uint8_t type, uint32_t run)
@@ -214,15 +208,16 @@ static uint64_t run_hash(const uint8_t *p, uint32_t run)
  * verified already. */
 static inline bool page_verified(mf_pager *pg, mf_pgno no)
 {
-    return no >= pg->open_pages ||
-           ((atomic_load_explicit(&pg->verified[no / 64], memory_order_acquire) >> (no % 64)) & 1);
+    return no >= pg->map.open_pages ||
+           ((atomic_load_explicit(&pg->map.verified[no / 64], memory_order_acquire) >>
+             (no % 64)) & 1);
 }
 
 /* Mark page `no` verified; true if it was not yet. */
 static bool set_verified(mf_pager *pg, mf_pgno no)
 {
     uint64_t bit = (uint64_t)1 << (no % 64);
-    return !(atomic_fetch_or_explicit(&pg->verified[no / 64], bit, memory_order_release) & bit);
+    return !(atomic_fetch_or_explicit(&pg->map.verified[no / 64], bit, memory_order_release) & bit);
 }
 
 /* Page `no` passed its checksum: mark it, and count it once. */
@@ -232,9 +227,9 @@ static void checked(mf_pager *pg, mf_pgno no)
         atomic_fetch_add_explicit(&pg->nverified, 1, memory_order_relaxed);
 }
 
-uint8_t *mf_pager_page(mf_pager *pg, mf_pgno no, mf_error *err)
+uint8_t *mf_pager_page_verify(mf_pager *pg, mf_pgno no, mf_error *err)
 {
-    uint64_t mapped = atomic_load_explicit(&pg->mapped, memory_order_acquire);
+    uint64_t mapped = atomic_load_explicit(&pg->map.mapped, memory_order_acquire);
     if (no < 2 || no >= mapped) {
         mf_error_set(err, MF_DataCorruption, "page %llu of %s is out of range (%llu pages)",
                      (unsigned long long)no, mf_os_path(pg->file), (unsigned long long)mapped);
@@ -256,12 +251,6 @@ uint8_t *mf_pager_page(mf_pager *pg, mf_pgno no, mf_error *err)
     return p;
 }
 
-uint8_t *mf_pager_hint(mf_pager *pg, mf_pgno no)
-{
-    uint64_t mapped = atomic_load_explicit(&pg->mapped, memory_order_acquire);
-    return no >= 2 && no < mapped ? page_at(pg, no) : NULL;
-}
-
 bool mf_pager_writable(mf_pager *pg, mf_pgno no)
 {
     /* Only writers call this, and they are held off while gen changes. */
@@ -278,7 +267,7 @@ uint64_t mf_pager_generation(mf_pager *pg)
 /* Grow the file by at least `n` pages; the new pages join avail.  Under mu. */
 static int grow(mf_pager *pg, uint64_t n, mf_error *err)
 {
-    uint64_t mapped = atomic_load(&pg->mapped);
+    uint64_t mapped = atomic_load(&pg->map.mapped);
     uint64_t add = n;
     if (add < mapped / 8)
         add = mapped / 8;
@@ -302,13 +291,13 @@ static int grow(mf_pager *pg, uint64_t n, mf_error *err)
                             add * (uint64_t)MF_PAGE_SIZE, false, "pager.grow", err);
     }
     if (rc == 0)
-        rc = mf_os_map(pg->file, pg->base, mapped * (uint64_t)MF_PAGE_SIZE,
+        rc = mf_os_map(pg->file, pg->map.base, mapped * (uint64_t)MF_PAGE_SIZE,
                        add * (uint64_t)MF_PAGE_SIZE, "pager.map", err);
     if (rc != 0)
         return rc;
     if (avail_put(pg, mapped, add) != 0)
         return mf_error_set(err, MF_InternalError, "out of memory");
-    atomic_store_explicit(&pg->mapped, new_pages, memory_order_release);
+    atomic_store_explicit(&pg->map.mapped, new_pages, memory_order_release);
     return 0;
 }
 
@@ -324,7 +313,7 @@ static int take_pages(mf_pager *pg, uint32_t n, mf_pgno *out, mf_error *err)
         if (!avail_take(pg, n, out))
             return mf_error_set(err, MF_InternalError, "allocation failed after growth");
     }
-    for (uint64_t i = *out; i < *out + n && i < pg->open_pages; i++)
+    for (uint64_t i = *out; i < *out + n && i < pg->map.open_pages; i++)
         set_verified(pg, i);
     return 0;
 }
@@ -391,7 +380,7 @@ void mf_pager_free_run(mf_pager *pg, mf_pgno no, uint32_t n, uint64_t gen)
 
 const uint8_t *mf_pager_run(mf_pager *pg, mf_pgno no, size_t len, uint64_t hash, mf_error *err)
 {
-    uint64_t mapped = atomic_load_explicit(&pg->mapped, memory_order_acquire);
+    uint64_t mapped = atomic_load_explicit(&pg->map.mapped, memory_order_acquire);
     uint64_t n = (len + MF_PAGE_SIZE - 1) / MF_PAGE_SIZE;
     if (no < 2 || no + n > mapped) {
         mf_error_set(err, MF_DataCorruption, "run at page %llu of %s is out of range",
@@ -500,7 +489,7 @@ static int load_freelist(mf_pager *pg, mf_pgno head, uint64_t image_gen, mf_erro
 {
     uint64_t guard = 0;
     for (mf_pgno no = head; no != 0; guard++) {
-        if (guard > atomic_load(&pg->mapped))
+        if (guard > atomic_load(&pg->map.mapped))
             return mf_error_set(err, MF_DataCorruption, "the free list of %s loops",
                                 mf_os_path(pg->file));
         uint8_t *p = mf_pager_page(pg, no, err);
@@ -522,7 +511,7 @@ static int load_freelist(mf_pager *pg, mf_pgno head, uint64_t image_gen, mf_erro
             memcpy(&start, e, 8);
             memcpy(&n, e + 8, 4);
             memcpy(&flags, e + 12, 4);
-            if (start < 2 || n == 0 || start + n > atomic_load(&pg->mapped))
+            if (start < 2 || n == 0 || start + n > atomic_load(&pg->map.mapped))
                 return mf_error_set(err, MF_DataCorruption,
                                     "free-list page %llu of %s names pages out of range",
                                     (unsigned long long)no, mf_os_path(pg->file));
@@ -623,18 +612,18 @@ int mf_pager_open(const char *path, const mf_pager_options *opt, mf_pager **out,
     }
     /* Address space may be limited (ulimit -v, many servers in one
      * process): settle for less, down to what the file needs plus room. */
-    while ((rc = mf_os_reserve(pg->reserved, (void **)&pg->base, err)) != 0 &&
+    while ((rc = mf_os_reserve(pg->reserved, (void **)&pg->map.base, err)) != 0 &&
            pg->reserved / 2 >= npages * (uint64_t)MF_PAGE_SIZE * 2 &&
            pg->reserved / 2 >= ((size_t)1 << 30))
         pg->reserved /= 2;
     if (rc != 0 ||
-        (rc = mf_os_map(pg->file, pg->base, 0, npages * (uint64_t)MF_PAGE_SIZE, "pager.map",
+        (rc = mf_os_map(pg->file, pg->map.base, 0, npages * (uint64_t)MF_PAGE_SIZE, "pager.map",
                         err)) != 0)
         goto fail;
-    atomic_store(&pg->mapped, npages);
-    pg->open_pages = npages;
-    pg->verified = calloc((npages + 63) / 64, sizeof *pg->verified);
-    if (!pg->verified) {
+    atomic_store(&pg->map.mapped, npages);
+    pg->map.open_pages = npages;
+    pg->map.verified = calloc((npages + 63) / 64, sizeof *pg->map.verified);
+    if (!pg->map.verified) {
         rc = mf_error_set(err, MF_InternalError, "out of memory");
         goto fail;
     }
@@ -655,9 +644,9 @@ void mf_pager_close(mf_pager *pg)
 {
     if (!pg)
         return;
-    mf_os_unreserve(pg->base, pg->reserved);
+    mf_os_unreserve(pg->map.base, pg->reserved);
     mf_os_close(pg->file);
-    free((void *)pg->verified);
+    free((void *)pg->map.verified);
     ext_free(&pg->avail);
     ext_free(&pg->pending);
     ext_free(&pg->born);
@@ -807,7 +796,7 @@ int mf_pager_checkpoint_freeze(mf_pager *pg, const uint8_t user[MF_META_USER_SIZ
 
     uint8_t *m = cp->meta;
     uint32_t version = 1, psize = MF_PAGE_SIZE;
-    uint64_t npages = atomic_load(&pg->mapped);
+    uint64_t npages = atomic_load(&pg->map.mapped);
     memcpy(m, META_MAGIC, 8);
     memcpy(m + 8, &version, 4);
     memcpy(m + 12, &psize, 4);
@@ -872,7 +861,7 @@ out:
 
 uint64_t mf_pager_file_pages(mf_pager *pg)
 {
-    return atomic_load_explicit(&pg->mapped, memory_order_relaxed);
+    return atomic_load_explicit(&pg->map.mapped, memory_order_relaxed);
 }
 
 uint64_t mf_pager_pending_pages(mf_pager *pg)
@@ -883,7 +872,7 @@ uint64_t mf_pager_pending_pages(mf_pager *pg)
 void mf_pager_get_stats(mf_pager *pg, mf_pager_stats *out)
 {
     pthread_mutex_lock(&pg->mu);
-    out->file_pages = atomic_load(&pg->mapped);
+    out->file_pages = atomic_load(&pg->map.mapped);
     out->free_pages = ext_total(&pg->avail);
     out->pending_pages = ext_total(&pg->pending);
     out->extents = pg->avail.n;

@@ -60,6 +60,7 @@
 
 #include "../util/util.h"
 
+#include <stdatomic.h>
 #include <string.h>
 
 #define MF_PAGE_SIZE 4096u
@@ -99,15 +100,51 @@ int mf_pager_open(const char *path, const mf_pager_options *opt, mf_pager **out,
  * close. */
 void mf_pager_close(mf_pager *pg);
 
+/* What every page lookup reads: the first member of struct mf_pager, so
+ * that the lookups below inline into the B+tree's loops (an index scan
+ * makes several per document it fetches).  Only pager.c writes it. */
+typedef struct mf_pager_map {
+    uint8_t *base;               /* the mapping; never moves */
+    atomic_uint_fast64_t mapped; /* the file's length in pages, all mapped */
+    uint64_t open_pages;         /* pages at open: these are verified on use */
+    /* One bit per page below open_pages, set once the page is verified
+     * (or rewritten): a bitmap rather than a byte per page, so that the
+     * check on a random page of a large file is a cache hit. */
+    _Atomic uint64_t *verified;
+} mf_pager_map;
+
+static inline const mf_pager_map *mf_pager_map_of(const mf_pager *pg)
+{
+    return (const mf_pager_map *)(const void *)pg;
+}
+
+/* mf_pager_page's work for a page not yet verified (or out of range). */
+uint8_t *mf_pager_page_verify(mf_pager *pg, mf_pgno no, mf_error *err);
+
 /* The page (first page of a run) `no`, verifying its run's checksum the
  * first time a page that existed at open is used.  Returns NULL with `err`
  * set (MF_DataCorruption naming the page) if the checksum fails or `no` is
  * out of range. */
-uint8_t *mf_pager_page(mf_pager *pg, mf_pgno no, mf_error *err);
+static inline uint8_t *mf_pager_page(mf_pager *pg, mf_pgno no, mf_error *err)
+{
+    const mf_pager_map *m = mf_pager_map_of(pg);
+    uint64_t mapped = atomic_load_explicit(&m->mapped, memory_order_acquire);
+    if (no >= 2 && no < mapped &&
+        (no >= m->open_pages ||
+         ((atomic_load_explicit(&m->verified[no / 64], memory_order_acquire) >> (no % 64)) & 1)))
+        return m->base + no * (uint64_t)MF_PAGE_SIZE;
+    return mf_pager_page_verify(pg, no, err);
+}
+
 /* Where page `no` is mapped, or NULL if it is out of range -- with no
  * checksum verification: only for prefetch hints (mf_btree_prefetch_*),
  * whose reads decide nothing. */
-uint8_t *mf_pager_hint(mf_pager *pg, mf_pgno no);
+static inline uint8_t *mf_pager_hint(mf_pager *pg, mf_pgno no)
+{
+    const mf_pager_map *m = mf_pager_map_of(pg);
+    uint64_t mapped = atomic_load_explicit(&m->mapped, memory_order_acquire);
+    return no >= 2 && no < mapped ? m->base + no * (uint64_t)MF_PAGE_SIZE : NULL;
+}
 
 /* Allocate a run of `n` contiguous pages, born in the current generation,
  * header initialised (type, run length, generation; the rest zero).  May

@@ -24,9 +24,13 @@
 #if defined(__GNUC__)
 #define MF_PRINTF(f, a) __attribute__((format(printf, f, a)))
 #define MF_UNUSED __attribute__((unused))
+/* For a small function on a per-document path that the compiler would
+ * leave as a call (it has several callers). */
+#define MF_ALWAYS_INLINE inline __attribute__((always_inline))
 #else
 #define MF_PRINTF(f, a)
 #define MF_UNUSED
+#define MF_ALWAYS_INLINE inline
 #endif
 
 /* ------------------------------------------------------------------ errors */
