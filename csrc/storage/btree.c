@@ -1434,6 +1434,23 @@ bool mf_cursor_step_in_leaf(mf_cursor *c, bool backward, const uint8_t **key, si
     return true;
 }
 
+void mf_cursor_prefetch_next_leaf(const mf_cursor *c, bool backward)
+{
+    if (c->depth < 2)
+        return;
+    /* The parent was verified when the cursor descended through it. */
+    int d = c->depth - 2, i = c->path[d].idx + (backward ? -1 : 1);
+    uint8_t *parent = mf_pager_hint(c->t->pg, c->path[d].no);
+    if (!parent || is_leaf(parent) || i < -1 || i >= pcount(parent))
+        return;
+    const uint8_t *cl = i < 0 ? NULL : cell_in_page(parent, i);
+    if (i >= 0 && !cl)
+        return;
+    uint8_t *p = mf_pager_hint(c->t->pg, i < 0 ? pleft(parent) : c_child(cl));
+    if (p)
+        prefetch_lines(p, MF_PAGE_SIZE / 64);
+}
+
 /* ------------------------------------------------------------ bulk build */
 
 struct mf_bulk {

@@ -188,6 +188,11 @@ void mf_cursor_value(mf_cursor *c, const uint8_t **val, size_t *vlen);
  * unchanged: the caller steps with mf_cursor_next or mf_cursor_prev. */
 bool mf_cursor_step_in_leaf(mf_cursor *c, bool backward, const uint8_t **key, size_t *klen,
                             const uint8_t **val, size_t *vlen);
+/* Ask the memory system for the whole of the leaf after the cursor's (the
+ * one before, `backward`), if the cursor's parent page holds it: a scan
+ * that reads every entry of its leaves calls this on entering one, so the
+ * next is in cache when it gets there.  Reads only; decides nothing. */
+void mf_cursor_prefetch_next_leaf(const mf_cursor *c, bool backward);
 
 /* ------------------------------------------------------------- bulk build */
 

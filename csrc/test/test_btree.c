@@ -170,6 +170,9 @@ static bool step_in_leaf(mf_cursor *c, bool backward, bool *stepped, size_t *ste
 {
     const uint8_t *k, *v, *k2, *v2;
     size_t kl, vl, kl2, vl2;
+    /* Run under ASan from every position of both scans, the tree's edges
+     * and one-leaf trees included (it reads the parent page). */
+    mf_cursor_prefetch_next_leaf(c, backward);
     *stepped = mf_cursor_step_in_leaf(c, backward, &k, &kl, &v, &vl);
     if (!*stepped)
         return true;
