@@ -63,6 +63,33 @@ def test_execution_stats(db):
     assert e["executionStats"]["totalKeysExamined"] == 0
 
 
+def test_keys_examined_as_mongod_counts_them(client):
+    """An IXSCAN over one interval stops at its end key without examining it
+    (mongod sets the cursor's end position); over several intervals each key
+    is examined, the one past the last interval too (IndexBoundsChecker)."""
+    db = client.t
+    db.k.insert_many([{"_id": i, "a": i, "u": i} for i in range(1, 11)])
+    db.k.create_index("a")
+    db.k.create_index("u", unique=True)
+
+    def stats(flt):
+        es = explain(db, {"find": "k", "filter": flt}, "executionStats")["executionStats"]
+        return es["nReturned"], es["totalKeysExamined"], es["totalDocsExamined"]
+
+    assert stats({"a": 5}) == (1, 1, 1)
+    assert stats({"a": {"$gte": 3, "$lte": 5}}) == (3, 3, 3)
+    assert stats({"a": {"$gt": 3, "$lt": 7}}) == (3, 3, 3)
+    assert stats({"a": 50}) == (0, 0, 0)
+    # [2, 2] and [7, 7]: 2, then 3 (between: seek), 7, then 8 (past the last)
+    assert stats({"a": {"$in": [2, 7]}}) == (2, 4, 2)
+    # a unique index's points are looked up: a key not there is not examined
+    assert stats({"u": 5}) == (1, 1, 1)
+    assert stats({"u": 50}) == (0, 0, 0)
+    e = explain(db, {"find": "k", "filter": {"a": {"$gte": 3, "$lte": 5}}, "sort": {"a": -1}},
+                "executionStats")
+    assert e["executionStats"]["totalKeysExamined"] == 3
+
+
 def test_other_commands(db):
     assert stages(explain(db, {"count": "c", "query": {"a": 3}})["queryPlanner"]
                   ["winningPlan"]) == ["COUNT", "COUNT_SCAN"]

@@ -111,6 +111,10 @@ struct mf_scan {
     bson_t *residual;  /* what the bounds leave to the matcher (FETCH's filter) */
     bool count_only;   /* mf_scan_count_only: keys answer, when they can */
     bool count_scan;   /* and as a COUNT_SCAN: its bounds are one interval */
+    bool single;       /* an IXSCAN whose bounds are one interval of keys: like
+                          mongod's cursor with an end position, it examines no
+                          key past the end (a key checked against several
+                          intervals is examined, then found past them) */
     bool timed;        /* mf_scan_timed: keep executionTimeMillis */
     /* multikey deduplication: RecordIds returned, +1 (0 marks a free slot) */
     uint64_t *seen;
@@ -162,6 +166,9 @@ struct mf_scan {
     mf_btree_hint q_hint[QUEUE];
     mf_scan_stats stats;
 };
+
+static bool single_interval(const mf_scan *s, bson_t *start, bool *start_incl, bson_t *end,
+                            bool *end_incl);
 
 static int oom(mf_error *err)
 {
@@ -745,6 +752,7 @@ static int choose(mf_scan *s, const mf_index_desc *idx, size_t nidx, size_t hint
     }
     s->points = all_points;
     s->idhack = all_points && s->ix.is_id && s->nranges == 1 && filter_is_id_only(filter);
+    s->single = single_interval(s, NULL, NULL, NULL, NULL);
 out:
     cand_free(&best);
     pred_sets_free(&sets);
@@ -936,8 +944,6 @@ static void put_common(const mf_scan *s, bson_t *out, uint64_t returned, uint64_
 }
 
 static bool keys_answer(const mf_scan *s);
-static bool single_interval(const mf_scan *s, bson_t *start, bool *start_incl, bson_t *end,
-                            bool *end_incl);
 
 /* What IXSCAN and COUNT_SCAN say of their index, keyPattern to
  * indexVersion. */
@@ -1183,9 +1189,9 @@ static int next_point(mf_scan *s, mf_engine *e, mf_coll *c, const mf_matcher *m,
         bool found, take;
         const uint8_t *rid;
         size_t rl;
-        s->stats.keys_examined++;
         s->stats.works++;
         int rc = mf_btree_get(idx, p->data, p->len, &found, &rid, &rl, err);
+        s->stats.keys_examined += found || !s->single;
         if (rc == 0 && found)
             rc = consider(s, records, m, rid, rl, NULL, row, &take, err);
         if (rc)
@@ -1471,8 +1477,7 @@ static int index_next(mf_scan *s, mf_engine *e, mf_coll *c, const mf_matcher *m,
             return 0;
         }
         if (s->q_kind[at] == Q_PAST) {
-            /* A COUNT_SCAN stops at its end key without examining it. */
-            s->stats.keys_examined += !s->count_scan;
+            s->stats.keys_examined += !s->single;
             s->eof = true;
             return 0;
         }
