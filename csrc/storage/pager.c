@@ -204,13 +204,9 @@ static uint64_t run_hash(const uint8_t *p, uint32_t run)
     return XXH3_64bits(p + 8, (size_t)run * MF_PAGE_SIZE - 8);
 }
 
-/* Whether page `no` needs no checksum check: written since open, or
- * verified already. */
 static inline bool page_verified(mf_pager *pg, mf_pgno no)
 {
-    return no >= pg->map.open_pages ||
-           ((atomic_load_explicit(&pg->map.verified[no / 64], memory_order_acquire) >>
-             (no % 64)) & 1);
+    return mf_pager_map_verified(&pg->map, no);
 }
 
 /* Mark page `no` verified; true if it was not yet. */

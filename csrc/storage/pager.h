@@ -118,6 +118,14 @@ static inline const mf_pager_map *mf_pager_map_of(const mf_pager *pg)
     return (const mf_pager_map *)(const void *)pg;
 }
 
+/* Whether page `no` needs no checksum check: written since open, or
+ * verified already. */
+static inline bool mf_pager_map_verified(const mf_pager_map *m, mf_pgno no)
+{
+    return no >= m->open_pages ||
+           ((atomic_load_explicit(&m->verified[no / 64], memory_order_acquire) >> (no % 64)) & 1);
+}
+
 /* mf_pager_page's work for a page not yet verified (or out of range). */
 uint8_t *mf_pager_page_verify(mf_pager *pg, mf_pgno no, mf_error *err);
 
@@ -129,9 +137,7 @@ static inline uint8_t *mf_pager_page(mf_pager *pg, mf_pgno no, mf_error *err)
 {
     const mf_pager_map *m = mf_pager_map_of(pg);
     uint64_t mapped = atomic_load_explicit(&m->mapped, memory_order_acquire);
-    if (no >= 2 && no < mapped &&
-        (no >= m->open_pages ||
-         ((atomic_load_explicit(&m->verified[no / 64], memory_order_acquire) >> (no % 64)) & 1)))
+    if (no >= 2 && no < mapped && mf_pager_map_verified(m, no))
         return m->base + no * (uint64_t)MF_PAGE_SIZE;
     return mf_pager_page_verify(pg, no, err);
 }
