@@ -94,38 +94,14 @@ static int read_rest(mf_conn *c, uint8_t *p, size_t n, int64_t deadline_us)
     return r;
 }
 
-static int write_full(mf_conn *c, const uint8_t *p, size_t n)
+/* Send the `n` parts in `iov` whole (the array is consumed), counting the
+ * bytes out. */
+static int send_parts(mf_conn *c, struct iovec *iov, int n)
 {
-    mf_counters *k = mf_instance_counters(c->srv->inst);
-    atomic_fetch_add_explicit(&k->bytes_out, n, memory_order_relaxed);
-    while (n > 0) {
-        ssize_t r = send(c->fd, p, n, MSG_NOSIGNAL);
-        if (r > 0) {
-            p += r;
-            n -= (size_t)r;
-        } else if (r < 0 && errno == EINTR) {
-            continue;
-        } else {
-            return -1;
-        }
-    }
-    return 0;
-}
-
-/* Send an OP_MSG reply of `body` without copying the body: its prefix,
- * the body where it lies, and the checksum if asked, in one gather
- * write (a reply can be 16 MiB, and copying it into a message buffer
- * cost a copy and the buffer's growth). */
-static int send_msg_reply(mf_conn *c, int32_t request_id, int32_t response_to, uint32_t flags,
-                          const bson_t *body)
-{
-    uint8_t prefix[MF_MSG_REPLY_PREFIX], crc[4];
-    size_t tail = mf_msg_reply_parts(prefix, crc, request_id, response_to, flags, body);
-    struct iovec iov[3] = {{prefix, sizeof prefix},
-                           {(void *)bson_get_data(body), body->len},
-                           {crc, tail}};
-    struct msghdr mh = {.msg_iov = iov, .msg_iovlen = tail ? 3 : 2};
-    size_t left = sizeof prefix + body->len + tail;
+    struct msghdr mh = {.msg_iov = iov, .msg_iovlen = (size_t)n};
+    size_t left = 0;
+    for (int i = 0; i < n; i++)
+        left += iov[i].iov_len;
     mf_counters *k = mf_instance_counters(c->srv->inst);
     atomic_fetch_add_explicit(&k->bytes_out, left, memory_order_relaxed);
     while (left > 0) {
@@ -147,6 +123,27 @@ static int send_msg_reply(mf_conn *c, int32_t request_id, int32_t response_to, u
         }
     }
     return 0;
+}
+
+static int write_full(mf_conn *c, const uint8_t *p, size_t n)
+{
+    struct iovec iov = {(void *)p, n};
+    return send_parts(c, &iov, 1);
+}
+
+/* Send an OP_MSG reply of `body` without copying the body: its prefix,
+ * the body where it lies, and the checksum if asked, in one gather
+ * write (a reply can be 16 MiB, and copying it into a message buffer
+ * cost a copy and the buffer's growth). */
+static int send_msg_reply(mf_conn *c, int32_t request_id, int32_t response_to, uint32_t flags,
+                          const bson_t *body)
+{
+    uint8_t prefix[MF_MSG_REPLY_PREFIX], crc[4];
+    size_t tail = mf_msg_reply_parts(prefix, crc, request_id, response_to, flags, body);
+    struct iovec iov[3] = {{prefix, sizeof prefix},
+                           {(void *)bson_get_data(body), body->len},
+                           {crc, tail}};
+    return send_parts(c, iov, tail ? 3 : 2);
 }
 
 static bool reply_ok(const bson_t *reply)
