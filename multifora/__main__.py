@@ -30,6 +30,10 @@ def _parser() -> argparse.ArgumentParser:
     s.add_argument("--read-deadline-secs", type=float, default=30.0,
                    help="close a connection whose message is not complete this many seconds "
                         "after its first byte (default 30; 0: never)")
+    s.add_argument("--huge-pages", default="auto", choices=["auto", "on", "off"],
+                   help="map the data file with 2 MiB pages: faster random reads of data in "
+                        "memory, but 2 MiB read per page-cache miss (default auto: while "
+                        "the file is at most a quarter of physical memory)")
     s.add_argument("--enable-test-commands", action="store_true",
                    help="report enableTestCommands=1, as test harnesses expect")
     return p
@@ -43,7 +47,8 @@ def serve(args: argparse.Namespace) -> int:
                         enable_test_commands=args.enable_test_commands,
                         log_level=args.log_level,
                         ttl_monitor_sleep_secs=args.ttl_monitor_sleep_secs,
-                        read_deadline_secs=args.read_deadline_secs or None)
+                        read_deadline_secs=args.read_deadline_secs or None,
+                        huge_pages=args.huge_pages)
         server.start()
     except MultiforaError as e:
         print(f"multifora: cannot start: {e}", file=sys.stderr)

@@ -51,6 +51,12 @@ class Server:
     ``Server`` may open it.  A client that has sent a message's first byte
     must send the rest within ``read_deadline_secs`` (None: no limit) or
     its connection is closed; an idle connection is never closed.
+
+    ``huge_pages`` ("auto", "on" or "off") is whether the data file's
+    mapping asks the kernel for 2 MiB pages: random reads of data in memory
+    (an index's fetches) walk fewer page tables, but a page-cache miss then
+    reads 2 MiB and more.  "auto" asks while the file is at most a quarter
+    of physical memory (docs/storage.md, "2 MiB pages").
     """
 
     def __init__(self, dbpath: str, host: str = "127.0.0.1",
@@ -58,7 +64,7 @@ class Server:
                  *, max_connections: int = 1000,
                  enable_test_commands: bool = False, log_level: str = "warning",
                  argv: Optional[list] = None, ttl_monitor_sleep_secs: int = 60,
-                 read_deadline_secs: Optional[float] = 30.0):
+                 read_deadline_secs: Optional[float] = 30.0, huge_pages: str = "auto"):
         self.dbpath = os.path.abspath(dbpath)
         self.host = host
         self.unix_socket = os.path.abspath(unix_socket) if unix_socket else None
@@ -75,12 +81,15 @@ class Server:
         if ttl_monitor_sleep_secs != 60:
             parsed.setdefault("setParameter", {})["ttlMonitorSleepSecs"] = str(
                 ttl_monitor_sleep_secs)
+        if huge_pages != "auto":
+            parsed["storage"]["hugePages"] = huge_pages
         self._core = _core.Server(
             self.dbpath, host, -1 if port is None else port, self.unix_socket,
             max_connections, enable_test_commands,
             bson.encode({str(i): a for i, a in enumerate(argv)}),
             bson.encode(parsed), log_level, ttl_monitor_sleep_secs,
-            -1 if read_deadline_secs is None else max(1, round(read_deadline_secs * 1000)))
+            -1 if read_deadline_secs is None else max(1, round(read_deadline_secs * 1000)),
+            huge_pages)
         self._started = False
 
     # -- life cycle ---------------------------------------------------------

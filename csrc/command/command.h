@@ -12,6 +12,7 @@
 #define MF_COMMAND_H
 
 #include "../bsonx/bsonx.h"
+#include "../storage/pager.h"
 #include "../util/util.h"
 
 #include <bson/bson.h>
@@ -48,6 +49,7 @@ typedef struct mf_instance_config {
     int max_connections;
     bool enable_test_commands;
     int ttl_monitor_sleep_secs; /* the TTL monitor's period; 0: 60 */
+    mf_huge_pages huge_pages;   /* the data file's mapping (pager.h) */
     /* getCmdLineOpts: the argv and the parsed options, as the process was
      * started.  Copied; may be NULL (empty). */
     const bson_t *cmdline_argv;   /* array */

@@ -102,8 +102,9 @@ static int server_init(server_object *self, PyObject *args, PyObject *kwds)
     static char *kwlist[] = {"dbpath", "host", "port", "unix_socket",
                              "max_connections", "enable_test_commands", "argv",
                              "parsed_options", "log_level", "ttl_monitor_sleep_secs",
-                             "read_deadline_ms", NULL};
+                             "read_deadline_ms", "huge_pages", NULL};
     const char *dbpath, *host = "127.0.0.1", *unix_socket = NULL, *log_level = "warning";
+    const char *huge_pages = "auto";
     int port = 27017, max_connections = 1000, test_commands = 0, ttl_sleep = 60;
     int read_deadline_ms = 0;
     Py_buffer argv = {0}, parsed = {0};
@@ -115,11 +116,25 @@ static int server_init(server_object *self, PyObject *args, PyObject *kwds)
         PyErr_SetString(PyExc_RuntimeError, "Server.__init__ called twice");
         return -1;
     }
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "s|zizipy*y*sii", kwlist, &dbpath, &host,
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "s|zizipy*y*siis", kwlist, &dbpath, &host,
                                      &port, &unix_socket, &max_connections,
                                      &test_commands, &argv, &parsed, &log_level, &ttl_sleep,
-                                     &read_deadline_ms))
+                                     &read_deadline_ms, &huge_pages))
         return -1;
+
+    mf_huge_pages huge;
+    if (strcmp(huge_pages, "auto") == 0)
+        huge = MF_HUGE_AUTO;
+    else if (strcmp(huge_pages, "on") == 0)
+        huge = MF_HUGE_ON;
+    else if (strcmp(huge_pages, "off") == 0)
+        huge = MF_HUGE_OFF;
+    else {
+        PyErr_Format(PyExc_ValueError, "huge_pages must be 'auto', 'on' or 'off', not '%s'",
+                     huge_pages);
+        rc = -1;
+        goto out;
+    }
 
     int level = mf_log_level_parse(log_level);
     if (level < 0) {
@@ -141,6 +156,7 @@ static int server_init(server_object *self, PyObject *args, PyObject *kwds)
         .enable_test_commands = test_commands != 0,
         .ttl_monitor_sleep_secs = ttl_sleep,
         .read_deadline_ms = read_deadline_ms,
+        .huge_pages = huge,
         .cmdline_argv = has_argv ? &argv_doc : NULL,
         .cmdline_parsed = has_parsed ? &parsed_doc : NULL,
     };
@@ -350,7 +366,7 @@ static PyType_Slot server_slots[] = {
     {Py_tp_doc, "Server(dbpath, host='127.0.0.1', port=27017, unix_socket=None, "
                 "max_connections=1000, enable_test_commands=False, argv=None, "
                 "parsed_options=None, log_level='warning', ttl_monitor_sleep_secs=60, "
-                "read_deadline_ms=0)\n--\n\n"
+                "read_deadline_ms=0, huge_pages='auto')\n--\n\n"
                 "The C wire server over one data directory."},
     {0, NULL},
 };

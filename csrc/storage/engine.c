@@ -1168,7 +1168,9 @@ int mf_engine_open(const char *dir, const mf_engine_options *opt, mf_engine **ou
     pthread_condattr_destroy(&ca);
     atomic_init(&e->next_tree, MF_CATALOG_TREE + 1);
 
-    mf_pager_options popt = {.reserve_bytes = e->opt.reserve_bytes};
+    mf_pager_options popt = {.reserve_bytes = e->opt.reserve_bytes,
+                             .huge_pages = e->opt.huge_pages,
+                             .huge_max_bytes = e->opt.huge_max_bytes};
     snprintf(path, sizeof path, "%s/data.mf", dir);
     if ((rc = mf_pager_open(path, &popt, &e->pg, user, &gen, err)) != 0)
         goto fail;

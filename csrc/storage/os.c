@@ -585,10 +585,18 @@ int mf_os_allocate(mf_file *f, uint64_t off, uint64_t len, bool keep_size, const
 
 int mf_os_reserve(size_t len, void **base, mf_error *err)
 {
-    void *p = mmap(NULL, len, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    /* Take one alignment more than asked, then give back the ends. */
+    size_t slack = (size_t)MF_OS_HUGE_BYTES;
+    uint8_t *p = mmap(NULL, len + slack, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
+                      -1, 0);
     if (p == MAP_FAILED)
         return os_error(err, errno, "os.reserve", "mmap", "");
-    *base = p;
+    size_t head = (slack - (uintptr_t)p % slack) % slack;
+    if (head)
+        munmap(p, head);
+    if (slack - head)
+        munmap(p + head + len, slack - head);
+    *base = p + head;
     return 0;
 }
 
@@ -609,6 +617,22 @@ int mf_os_map(mf_file *f, void *base, uint64_t off, uint64_t len, const char *si
     if (p == MAP_FAILED)
         return os_error(err, errno, site, "mmap", f->path);
     return 0;
+}
+
+bool mf_os_advise_huge(void *p, uint64_t len, bool on)
+{
+#if defined(MADV_HUGEPAGE) && defined(MADV_NOHUGEPAGE)
+    return len == 0 || madvise(p, len, on ? MADV_HUGEPAGE : MADV_NOHUGEPAGE) == 0;
+#else
+    (void)p, (void)len, (void)on;
+    return false;
+#endif
+}
+
+uint64_t mf_os_physical_memory(void)
+{
+    long pages = sysconf(_SC_PHYS_PAGES), size = sysconf(_SC_PAGESIZE);
+    return pages > 0 && size > 0 ? (uint64_t)pages * (uint64_t)size : 0;
 }
 
 int mf_os_unlink(const char *path, const char *site, mf_error *err)

@@ -68,7 +68,10 @@ int mf_os_allocate(mf_file *f, uint64_t off, uint64_t len, bool keep_size, const
                    mf_error *err);
 
 /* Reserve `len` bytes of address space (no memory, no access) so a file
- * mapped at its start can grow without the base ever moving. */
+ * mapped at its start can grow without the base ever moving.  The base is
+ * aligned to MF_OS_HUGE_BYTES, so that each aligned 2 MiB of the file can
+ * be mapped by one page-table entry (see mf_os_advise_huge). */
+#define MF_OS_HUGE_BYTES ((uint64_t)2 << 20)
 int mf_os_reserve(size_t len, void **base, mf_error *err);
 void mf_os_unreserve(void *base, size_t len);
 
@@ -77,6 +80,15 @@ void mf_os_unreserve(void *base, size_t len);
  * page size. */
 int mf_os_map(mf_file *f, void *base, uint64_t off, uint64_t len, const char *site,
               mf_error *err);
+
+/* Advise the kernel to back [p, p + len) of a file mapping with 2 MiB
+ * page-cache folios mapped by one entry each (`on`), or never to.  Advice
+ * only: false when the kernel has no transparent huge pages (or refuses),
+ * and nothing else changes. */
+bool mf_os_advise_huge(void *p, uint64_t len, bool on);
+
+/* The machine's physical memory in bytes; 0 if unknown. */
+uint64_t mf_os_physical_memory(void);
 
 int mf_os_unlink(const char *path, const char *site, mf_error *err);
 int mf_os_rename(const char *from, const char *to, const char *site, mf_error *err);

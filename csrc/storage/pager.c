@@ -28,6 +28,10 @@
 #define FL_PER_PAGE ((MF_PAGE_SIZE - MF_PAGE_HEADER) / FL_ENTRY)
 #define FL_PENDING 1u
 #define GROW_MIN_PAGES 256u /* grow the file by at least 1 MiB */
+/* Growth ends on a 2 MiB boundary: a page-cache folio is only made 2 MiB
+ * when all of it lies inside the file, and one made smaller at the end
+ * stays smaller after the file grows past it. */
+#define HUGE_PAGES (MF_OS_HUGE_BYTES / MF_PAGE_SIZE)
 
 typedef struct extent {
     mf_pgno start;
@@ -44,6 +48,10 @@ struct mf_pager {
     mf_pager_map map; /* first: pager.h's inline lookups read it */
     mf_file *file;
     size_t reserved;
+    mf_huge_pages huge_mode;
+    uint64_t huge_max_pages; /* AUTO: advised while mapped <= this */
+    bool huge_wanted;        /* the advice given: 2 MiB pages or none */
+    bool huge;               /* ... and the kernel took it, for all of it */
 
     pthread_mutex_t mu;
     uint64_t gen;         /* the current (writers') generation */
@@ -260,6 +268,21 @@ uint64_t mf_pager_generation(mf_pager *pg)
 
 /* ------------------------------------------------------------- growth */
 
+/* Give the advice of mf_huge_pages for pages [from, to), just mapped (the
+ * whole mapping at open, then each extent growth adds).  Under mu, or
+ * before the pager is shared. */
+static void advise_huge(mf_pager *pg, uint64_t from, uint64_t to)
+{
+    bool on = pg->huge_mode == MF_HUGE_ON ||
+              (pg->huge_mode == MF_HUGE_AUTO && to <= pg->huge_max_pages);
+    if (on != pg->huge_wanted)
+        from = 0; /* AUTO, outgrown: withdraw the advice from all of it */
+    bool took = mf_os_advise_huge(pg->map.base + from * (uint64_t)MF_PAGE_SIZE,
+                                  (to - from) * (uint64_t)MF_PAGE_SIZE, on);
+    pg->huge = on && took && (from == 0 || pg->huge);
+    pg->huge_wanted = on;
+}
+
 /* Grow the file by at least `n` pages; the new pages join avail.  Under mu. */
 static int grow(mf_pager *pg, uint64_t n, mf_error *err)
 {
@@ -269,6 +292,7 @@ static int grow(mf_pager *pg, uint64_t n, mf_error *err)
         add = mapped / 8;
     if (add < GROW_MIN_PAGES)
         add = GROW_MIN_PAGES;
+    add += (HUGE_PAGES - (mapped + add) % HUGE_PAGES) % HUGE_PAGES;
     uint64_t new_pages = mapped + add;
     if (new_pages * (uint64_t)MF_PAGE_SIZE > pg->reserved)
         return mf_error_set(err, MF_OutOfDiskSpace,
@@ -291,6 +315,7 @@ static int grow(mf_pager *pg, uint64_t n, mf_error *err)
                        add * (uint64_t)MF_PAGE_SIZE, "pager.map", err);
     if (rc != 0)
         return rc;
+    advise_huge(pg, mapped, new_pages);
     if (avail_put(pg, mapped, add) != 0)
         return mf_error_set(err, MF_InternalError, "out of memory");
     atomic_store_explicit(&pg->map.mapped, new_pages, memory_order_release);
@@ -537,6 +562,10 @@ int mf_pager_open(const char *path, const mf_pager_options *opt, mf_pager **out,
         return mf_error_set(err, MF_InternalError, "out of memory");
     pthread_mutex_init(&pg->mu, NULL);
     pg->reserved = opt && opt->reserve_bytes ? opt->reserve_bytes : ((size_t)1 << 40);
+    pg->huge_mode = opt ? opt->huge_pages : MF_HUGE_AUTO;
+    uint64_t huge_max = opt && opt->huge_max_bytes ? opt->huge_max_bytes
+                                                   : mf_os_physical_memory() / 4;
+    pg->huge_max_pages = huge_max / MF_PAGE_SIZE;
 
     if ((rc = mf_os_open(path, MF_OS_CREATE, &pg->file, "pager.open", err)) != 0 ||
         (rc = mf_os_size(pg->file, &size, err)) != 0)
@@ -616,6 +645,7 @@ int mf_pager_open(const char *path, const mf_pager_options *opt, mf_pager **out,
         (rc = mf_os_map(pg->file, pg->map.base, 0, npages * (uint64_t)MF_PAGE_SIZE, "pager.map",
                         err)) != 0)
         goto fail;
+    advise_huge(pg, 0, npages);
     atomic_store(&pg->map.mapped, npages);
     pg->map.open_pages = npages;
     pg->map.verified = calloc((npages + 63) / 64, sizeof *pg->map.verified);
@@ -873,5 +903,6 @@ void mf_pager_get_stats(mf_pager *pg, mf_pager_stats *out)
     out->pending_pages = ext_total(&pg->pending);
     out->extents = pg->avail.n;
     out->verified = atomic_load(&pg->nverified);
+    out->huge_pages = pg->huge;
     pthread_mutex_unlock(&pg->mu);
 }

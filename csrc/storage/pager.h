@@ -83,8 +83,23 @@ static inline uint64_t mf_page_gen(const uint8_t *p) { uint64_t v; memcpy(&v, p 
 static inline uint8_t mf_page_type(const uint8_t *p) { return p[16]; }
 static inline uint32_t mf_page_run(const uint8_t *p) { uint32_t v; memcpy(&v, p + 20, 4); return v; }
 
+/* Whether the mapping asks for 2 MiB pages (transparent huge pages): an
+ * index fetch touches a new 4 KiB page per document, and with one TLB entry
+ * per 2 MiB most of its page walks go.  The cost is read-ahead: a page-cache
+ * miss in such a mapping reads 2 MiB and more, which a file much larger than
+ * memory, read at random, would pay on every miss.  So by default (AUTO) the
+ * advice holds while the file is at most `huge_max_bytes`; a file past that
+ * at open, or once it grows past, is advised as OFF (the whole mapping). */
+typedef enum {
+    MF_HUGE_AUTO = 0,
+    MF_HUGE_ON,  /* always advised */
+    MF_HUGE_OFF, /* never: MADV_NOHUGEPAGE, even if the system default is "always" */
+} mf_huge_pages;
+
 typedef struct mf_pager_options {
-    uint64_t reserve_bytes; /* address space to reserve; 0: 1 TiB */
+    uint64_t reserve_bytes;  /* address space to reserve; 0: 1 TiB */
+    mf_huge_pages huge_pages;
+    uint64_t huge_max_bytes; /* AUTO's limit; 0: a quarter of physical memory */
 } mf_pager_options;
 
 /* Open (creating if missing) the data file at `path`.  Reads the two meta
@@ -225,6 +240,8 @@ typedef struct mf_pager_stats {
     uint64_t pending_pages; /* freed, waiting for a checkpoint */
     uint64_t extents;       /* free extents */
     uint64_t verified;      /* pages whose checksum was checked since open */
+    bool huge_pages;        /* all of the mapping is advised to use 2 MiB
+                               pages, and the kernel took the advice */
 } mf_pager_stats;
 void mf_pager_get_stats(mf_pager *pg, mf_pager_stats *out);
 

@@ -6,6 +6,7 @@
 #include "../storage/os.h"
 
 #include <stdlib.h>
+#include <unistd.h>
 
 static uint64_t rng_state;
 static uint64_t rnd(void)
@@ -751,4 +752,94 @@ MFT_CASE(torn_meta, "/storage/pager/torn_newest_meta_falls_back")
     CHECK_INT(mf_btree_validate(&t, &entries, &err), 0);
     CHECK_INT(entries, 1);
     mf_pager_close(pg);
+}
+
+/* ------------------------------------------------------------ huge pages */
+
+/* Whether the VmFlags of the mapping holding `addr` (in /proc/self/smaps)
+ * include `flag` ("hg": advised huge, "nh": advised never). */
+static bool vm_flag(const void *addr, const char *flag)
+{
+    FILE *f = fopen("/proc/self/smaps", "r");
+    char line[1024];
+    bool in = false, has = false;
+    uintptr_t a = (uintptr_t)addr;
+    while (f && fgets(line, sizeof line, f)) {
+        unsigned long lo, hi;
+        if (sscanf(line, "%lx-%lx ", &lo, &hi) == 2 && strchr(line, '-') < strchr(line, ' '))
+            in = a >= lo && a < hi;
+        else if (in && strncmp(line, "VmFlags:", 8) == 0) {
+            for (char *t = strtok(line + 8, " \n"); t; t = strtok(NULL, " \n"))
+                has = has || strcmp(t, flag) == 0;
+            break;
+        }
+    }
+    if (f)
+        fclose(f);
+    return has;
+}
+
+static mf_pager *open_huge(const char *path, mf_huge_pages mode, mf_error *err)
+{
+    uint8_t user[MF_META_USER_SIZE];
+    uint64_t gen;
+    mf_pager *pg = NULL;
+    mf_pager_options opt = {.reserve_bytes = (size_t)1 << 30, .huge_pages = mode,
+                            .huge_max_bytes = (uint64_t)4 << 20};
+    return mf_pager_open(path, &opt, &pg, user, &gen, err) == 0 ? pg : NULL;
+}
+
+/* The first and the last page of the mapping carry the advice `flag`. */
+static bool mapped_with(mf_pager *pg, const char *flag)
+{
+    const mf_pager_map *m = mf_pager_map_of(pg);
+    uint64_t last = atomic_load(&m->mapped) - 1;
+    return vm_flag(m->base, flag) && vm_flag(m->base + last * MF_PAGE_SIZE, flag);
+}
+
+MFT_CASE(huge_pages, "/storage/pager/huge_pages_advice_follows_the_mode")
+{
+    if (access("/sys/kernel/mm/transparent_hugepage", F_OK) != 0) {
+        printf("  (skipped: this kernel has no transparent huge pages)\n");
+        return;
+    }
+    char path[512];
+    mf_error err;
+    mf_pager_stats st;
+    mf_pgno no;
+    snprintf(path, sizeof path, "%s/data.mf", mft_tmpdir());
+
+    /* AUTO, limit 4 MiB: a new file is advised, and so is what it grows by. */
+    mf_pager *pg = open_huge(path, MF_HUGE_AUTO, &err);
+    CHECK(pg);
+    CHECK_INT((uintptr_t)mf_pager_map_of(pg)->base % MF_OS_HUGE_BYTES, 0);
+    mf_pager_get_stats(pg, &st);
+    CHECK(st.huge_pages);
+    CHECK(mapped_with(pg, "hg"));
+    CHECK_INT(mf_pager_alloc(pg, 100, MF_PAGE_LEAF, &no, &err), 0);
+    mf_pager_get_stats(pg, &st);
+    CHECK_INT(st.file_pages % (MF_OS_HUGE_BYTES / MF_PAGE_SIZE), 0); /* grown to 2 MiB */
+    CHECK(st.huge_pages);
+    CHECK(mapped_with(pg, "hg"));
+    /* Past the limit: the advice is withdrawn from all of the mapping. */
+    CHECK_INT(mf_pager_alloc(pg, 1024, MF_PAGE_LEAF, &no, &err), 0);
+    mf_pager_get_stats(pg, &st);
+    CHECK(st.file_pages * MF_PAGE_SIZE > ((uint64_t)4 << 20));
+    CHECK_INT(st.file_pages % (MF_OS_HUGE_BYTES / MF_PAGE_SIZE), 0);
+    CHECK(!st.huge_pages);
+    CHECK(mapped_with(pg, "nh"));
+    mf_btree t = {.pg = pg};
+    CHECK_INT(checkpoint(&t, &err), 0); /* or reopening truncates the file */
+    mf_pager_close(pg);
+
+    /* Opened past the limit: AUTO advises never, ON always, OFF never. */
+    static const struct { mf_huge_pages mode; bool huge; const char *flag; } open_as[] = {
+        {MF_HUGE_AUTO, false, "nh"}, {MF_HUGE_ON, true, "hg"}, {MF_HUGE_OFF, false, "nh"}};
+    for (size_t i = 0; i < sizeof open_as / sizeof open_as[0]; i++) {
+        CHECK((pg = open_huge(path, open_as[i].mode, &err)) != NULL);
+        mf_pager_get_stats(pg, &st);
+        bool ok = st.huge_pages == open_as[i].huge && mapped_with(pg, open_as[i].flag);
+        mf_pager_close(pg);
+        CHECK(ok);
+    }
 }

@@ -464,10 +464,13 @@ MFT_CASE(power_loss, "/storage/engine/simulated_power_loss")
 
 /* Op i: put key i with a 3000-byte value (an overflow run, so the file
  * keeps growing) in one write, then sync. */
+/* Values of 3 overflow pages: the 2 MiB the file grows by last ~150 writes. */
+#define FAULT_VAL 12000
+
 static int fault_op(ctx *x, uint64_t i, mf_error *err)
 {
     char key[16];
-    uint8_t val[3000];
+    uint8_t val[FAULT_VAL];
     int kl = snprintf(key, sizeof key, "f%06llu", (unsigned long long)i);
     memset(val, (int)(i & 0xff), sizeof val);
     mf_lsn lsn;
@@ -491,8 +494,8 @@ static bool fault_state(ctx *x, uint64_t n, mf_error *err)
         size_t vl;
         if (mf_btree_get(rec, (uint8_t *)key, (size_t)kl, &found, &v, &vl, err) != 0)
             return false;
-        if (i <= n && (!found || vl != 3000 || v[0] != (uint8_t)(i & 0xff) ||
-                       v[2999] != (uint8_t)(i & 0xff)))
+        if (i <= n && (!found || vl != FAULT_VAL || v[0] != (uint8_t)(i & 0xff) ||
+                       v[FAULT_VAL - 1] != (uint8_t)(i & 0xff)))
             return false;
         if (i > n + 1 && found)
             return false;

@@ -35,6 +35,7 @@ typedef struct mf_server_config {
     int ttl_monitor_sleep_secs; /* the TTL monitor's period; 0: 60 */
     int read_deadline_ms;       /* time to finish a message once its first
                                  * byte arrived; 0: 30000, negative: none */
+    mf_huge_pages huge_pages;   /* the data file's mapping (pager.h) */
     const bson_t *cmdline_argv;
     const bson_t *cmdline_parsed;
 } mf_server_config;
