@@ -221,3 +221,17 @@ def test_run_readme_block(tmp_path):
     assert "1. table: findOne: 2.0x its floor (0.4 against 0.2 ms)" in text
     readme.write_text("no markers\n")
     assert not run.update_readme(readme, block) and readme.read_text() == "no markers\n"
+
+
+def test_huge_pages_ab_runs(tmp_path):
+    r = subprocess.run([sys.executable, str(BENCH / "huge_pages_ab.py"), "--docs", "20000",
+                        "--reps", "3", "--dir", str(tmp_path)],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stdout + r.stderr
+    out = r.stdout
+    assert "huge_pages_ab: 20000 documents, 3 repetitions, range width 200" in out, out
+    for mode in ("auto", "off"):
+        assert f"  {mode:<5} data.mf " in out and f"  {mode:<5} indexed median " in out, out
+    assert "indexed time off/auto per repetition: median " in out, out
+    assert "same count from both plans on both servers: 3 of 3 (correct)" in out, out
+    assert not list(tmp_path.iterdir())  # both data directories removed
