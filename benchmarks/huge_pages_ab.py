@@ -6,7 +6,8 @@ Two servers run in this process (``multifora.Server``, port 0), one opened
 with ``huge_pages="auto"`` (the default) and one with ``"off"``.  Each is
 loaded alike, as index_bench.py loads bench.big: --docs documents of 100
 BSON bytes {_id: i, k: <random 62-bit int>, r: <uniform in [0, N)>, s:
-<padding>}, insert_many in batches of 10,000, then indexes r_1 and k_1.
+<padding>}, insert_many in batches of 10,000 (each batch to both servers,
+which first alternating, each call timed), then indexes r_1 and k_1.
 
 Each of --reps repetitions draws lo at random and runs, on one server then
 on the other (which goes first alternates), a collection scan (hint
@@ -15,9 +16,10 @@ through ``Server._core.command`` (raw BSON, one batch) as index_bench.py's
 in-process form does.  So each indexed query follows a scan, as there.
 
 Reported: how much of each data file is mapped by 2 MiB entries
-(FilePmdMapped in /proc/self/smaps), each side's median times and
-speedup unindexed/indexed, and the per-repetition ratio of indexed times
-off/auto (above 1: the 2 MiB pages are faster).  Both plans must return
+(FilePmdMapped in /proc/self/smaps), the per-batch ratio of insert times
+off/auto, each side's median query times and speedup unindexed/indexed,
+and the per-repetition ratio of indexed times off/auto (above 1: the
+2 MiB pages are faster).  Both plans must return
 the same number of documents on both servers; the exit status is 1 if not.
 """
 from __future__ import annotations
@@ -53,16 +55,24 @@ def pmd_kb(dbpath: str) -> int:
     return total
 
 
-def load(server: multifora.Server, n: int, keys: list, rs: list) -> None:
+def load(servers: dict, n: int, keys: list, rs: list) -> dict:
+    """Load both servers alike, batch by batch, the order alternating; the
+    insert_many times (ns) per side, one per batch."""
     pad = "s" * (100 - len(bson.encode({"_id": 0, "k": keys[0], "r": 0, "s": ""})))
-    client = pymongo.MongoClient(server.uri)
-    coll = client.bench.big
-    for start in range(0, n, 10_000):
-        coll.insert_many([{"_id": i, "k": keys[i], "r": rs[i], "s": pad}
-                          for i in range(start, min(n, start + 10_000))])
-    coll.create_index("r")
-    coll.create_index("k")
-    client.close()
+    clients = {m: pymongo.MongoClient(s.uri) for m, s in servers.items()}
+    ns = {m: [] for m in servers}
+    for b, start in enumerate(range(0, n, 10_000)):
+        docs = [{"_id": i, "k": keys[i], "r": rs[i], "s": pad}
+                for i in range(start, min(n, start + 10_000))]
+        for m in (MODES if b % 2 == 0 else MODES[::-1]):
+            t = time.perf_counter_ns()
+            clients[m].bench.big.insert_many(docs)
+            ns[m].append(time.perf_counter_ns() - t)
+    for c in clients.values():
+        c.bench.big.create_index("r")
+        c.bench.big.create_index("k")
+        c.close()
+    return ns
 
 
 def main(argv=None) -> int:
@@ -81,11 +91,16 @@ def main(argv=None) -> int:
     try:
         for m in MODES:
             servers[m] = multifora.Server(dirs[m], port=0, huge_pages=m).start()
-            load(servers[m], n, keys, rs)
+        load_ns = load(servers, n, keys, rs)
+        med = statistics.median
         print(f"huge_pages_ab: {n} documents, {args.reps} repetitions, range width {width}")
         for m in MODES:
             size = os.path.getsize(os.path.join(dirs[m], "data.mf")) // 1024
-            print(f"  {m:<5} data.mf {size} kB, mapped by 2 MiB entries {pmd_kb(dirs[m])} kB")
+            print(f"  {m:<5} data.mf {size} kB, mapped by 2 MiB entries {pmd_kb(dirs[m])} kB; "
+                  f"insert_many of 10,000 median {med(load_ns[m]) / 1e6:.1f} ms")
+        lr = sorted(b / a for a, b in zip(load_ns["auto"], load_ns["off"]))
+        print(f"  insert_many time off/auto per batch: median {med(lr):.3f} "
+              f"(min {lr[0]:.3f}, max {lr[-1]:.3f})")
 
         def query(m: str, lo: int, hint) -> bytes:
             """The raw reply: decoding it would cost more than the indexed query."""
@@ -110,7 +125,6 @@ def main(argv=None) -> int:
                     ms[m, p].append((time.perf_counter_ns() - t) / 1e6)
                     counts.add(len(bson.decode(raw)["cursor"]["firstBatch"]))
             same += len(counts) == 1
-        med = statistics.median
         for m in MODES:
             sp = [a / b for a, b in zip(ms[m, "scan"], ms[m, "idx"])]
             print(f"  {m:<5} indexed median {med(ms[m, 'idx']):.2f} ms, scan median "

@@ -232,6 +232,7 @@ def test_huge_pages_ab_runs(tmp_path):
     assert "huge_pages_ab: 20000 documents, 3 repetitions, range width 200" in out, out
     for mode in ("auto", "off"):
         assert f"  {mode:<5} data.mf " in out and f"  {mode:<5} indexed median " in out, out
+    assert "insert_many time off/auto per batch: median " in out, out
     assert "indexed time off/auto per repetition: median " in out, out
     assert "same count from both plans on both servers: 3 of 3 (correct)" in out, out
     assert not list(tmp_path.iterdir())  # both data directories removed
