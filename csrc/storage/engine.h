@@ -67,8 +67,8 @@ typedef struct mf_engine_options {
     uint32_t checkpoint_interval_ms; /* 0: 60 s; checkpoints only if written */
     bool no_background;              /* no checkpoint thread (tests) */
     uint64_t reserve_bytes;          /* address space for the data file */
-    mf_huge_pages huge_pages;        /* see mf_pager_options */
-    uint64_t huge_max_bytes;
+    mf_huge_pages huge_pages;        /* 2 MiB pages: see mf_pager_options */
+    uint64_t huge_max_bytes;         /* AUTO's limit; 0: a quarter of memory */
     mf_wal_options wal;
 } mf_engine_options;
 
