@@ -50,8 +50,8 @@ struct mf_pager {
     size_t reserved;
     mf_huge_pages huge_mode;
     uint64_t huge_max_pages; /* AUTO: advised while mapped <= this */
-    bool huge_wanted;        /* the advice given: 2 MiB pages or none */
-    bool huge;               /* ... and the kernel took it, for all of it */
+    bool huge;               /* advised 2 MiB pages, and the kernel took it,
+                                for all of the mapping */
 
     pthread_mutex_t mu;
     uint64_t gen;         /* the current (writers') generation */
@@ -268,19 +268,24 @@ uint64_t mf_pager_generation(mf_pager *pg)
 
 /* ------------------------------------------------------------- growth */
 
+/* Whether a file of `pages` pages is to be advised 2 MiB pages. */
+static bool huge_wanted(const mf_pager *pg, uint64_t pages)
+{
+    return pg->huge_mode == MF_HUGE_ON ||
+           (pg->huge_mode == MF_HUGE_AUTO && pages <= pg->huge_max_pages);
+}
+
 /* Give the advice of mf_huge_pages for pages [from, to), just mapped (the
  * whole mapping at open, then each extent growth adds).  Under mu, or
  * before the pager is shared. */
 static void advise_huge(mf_pager *pg, uint64_t from, uint64_t to)
 {
-    bool on = pg->huge_mode == MF_HUGE_ON ||
-              (pg->huge_mode == MF_HUGE_AUTO && to <= pg->huge_max_pages);
-    if (on != pg->huge_wanted)
+    bool on = huge_wanted(pg, to);
+    if (from > 0 && on != huge_wanted(pg, from))
         from = 0; /* AUTO, outgrown: withdraw the advice from all of it */
     bool took = mf_os_advise_huge(pg->map.base + from * (uint64_t)MF_PAGE_SIZE,
                                   (to - from) * (uint64_t)MF_PAGE_SIZE, on);
     pg->huge = on && took && (from == 0 || pg->huge);
-    pg->huge_wanted = on;
 }
 
 /* Grow the file by at least `n` pages; the new pages join avail.  Under mu. */
