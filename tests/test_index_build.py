@@ -1,7 +1,8 @@
 """Index builds over existing data: the keys are sorted before they are
 written (cmd_index.c, build_index), so the built index is packed, a unique
 build fails on the smallest duplicate key as mongod's bulk build does, and
-maxIndexBuildMemoryUsageMegabytes bounds the keys sorted at once."""
+maxIndexBuildMemoryUsageMegabytes bounds the keys kept in memory: past it
+the sorter spills runs and merges them, and the index is packed still."""
 from __future__ import annotations
 
 import random
@@ -79,6 +80,30 @@ def test_build_in_several_runs(client):
     assert e.value.code == 11000
     assert e.value.details["errmsg"].endswith(f'dup key: {{ s: "{keys[0]:020d}" }}')
     assert [ix["name"] for ix in db.c.list_indexes()] == ["_id_"]
+
+
+def test_build_past_the_budget_is_packed(client):
+    """With a 1 MB budget the keys of 60,000 documents spill in several
+    runs, which are merged: the index is written in one ordered pass and
+    takes no more room than the same index built in memory.  (Written run
+    after run, the later runs' keys land among the earlier ones' and split
+    their leaves: about half as large again.)"""
+    db = client.t
+    rng = random.Random(9)
+    n = 60000
+    docs = [{"_id": i, "r": rng.randrange(10**9)} for i in range(n)]
+    db.c.insert_many(docs)
+    sizes = {}
+    for mb in (200, 1):
+        client.admin.command("setParameter", 1, maxIndexBuildMemoryUsageMegabytes=mb)
+        db.c.create_index("r")
+        sizes[mb] = index_size(db, "c", "r_1")
+        v = db.command("validate", "c")
+        assert v["valid"] is True and v["keysPerIndex"]["r_1"] == n
+        got = [d["_id"] for d in db.c.find({}, {"_id": 1}).hint("r_1")]
+        assert got == [d["_id"] for d in sorted(docs, key=lambda d: (d["r"], d["_id"]))]
+        db.c.drop_index("r_1")
+    assert sizes[1] <= 1.02 * sizes[200], sizes
 
 
 def test_max_index_build_memory_parameter(tmp_path, client):

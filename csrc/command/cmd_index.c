@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #define MAX_INDEXES 64
 #define BUILD_BATCH 512 /* keys per engine write during a build */
@@ -44,108 +45,58 @@ static int record_doc(mf_engine *e, mf_coll *c, const uint8_t rid[8], bson_t *do
 
 /* ------------------------------------------------------------- the build */
 
-/* An index is built by sorting: every record's keys are gathered in
- * memory, sorted, and written in key order, so that each engine write
+/* An index is built by sorting: every record's keys go through a sorter
+ * (sort.c) and are written in key order, so that each engine write
  * appends at the right edge of the tree.  Splits there leave the left page
  * full (btree.c, split), so the built index is packed, and the build
- * touches each leaf once instead of once per key.  Keys are gathered up to
- * maxIndexBuildMemoryUsageMegabytes (200 by default), the bound mongod
- * puts on its sorter; a collection whose keys need more is built in
- * several sorted runs, each written before the next is gathered.  (mongod
- * spills its runs to disk and merges them; here the later runs insert
- * among the earlier ones' keys, so those leaves are not packed.) */
+ * touches each leaf once instead of once per key.  The sorter keeps keys
+ * in memory up to maxIndexBuildMemoryUsageMegabytes (200 by default), the
+ * bound mongod puts on its sorter; past it, as mongod's does, it spills
+ * sorted runs to unnamed files in <dbpath>/_tmp and merges them, so the
+ * index is written in one ordered pass whatever its size.
+ *
+ * A sorter record is the tree's key (with the RecordId after the key, for
+ * a non-unique index), and the RecordId as its document.  Records are
+ * added in RecordId order and the sorter keeps ties in the order added, so
+ * equal keys come out in RecordId order. */
 
-typedef struct bkey {
-    union {
-        size_t at;        /* while the run is gathered: where the key starts in its arena */
-        const uint8_t *k; /* once it is sorted: the key's address */
-    };
-    uint32_t len;
-    uint8_t rid[8];   /* big-endian: memcmp order is RecordId order */
-} bkey;
+/* Sorted keys gathered for one engine write.  The keys are copied: the
+ * sorter's stay valid only until its next record. */
+typedef struct build_batch {
+    mf_op ops[BUILD_BATCH];
+    size_t at[BUILD_BATCH]; /* where each key starts in `keys` */
+    uint8_t rid[BUILD_BATCH][8];
+    mf_buf keys;
+    size_t n;
+} build_batch;
 
-/* The keys of one run. */
-typedef struct run {
-    mf_buf arena; /* the keys, back to back: the tree's keys (with the RecordId
-                     after the key, for a non-unique index) */
-    bkey *v;
-    size_t n, cap;
-    bool first;   /* the index is still empty: no key to look up in it */
-} run;
-
-static int run_add(run *r, const mf_buf *key, bool with_rid, const uint8_t rid[8], mf_error *err)
+static int batch_write(build_batch *b, mf_engine *e, const mf_index_desc *x, mf_lsn *lsn,
+                       mf_error *err)
 {
-    if (r->n == r->cap) {
-        size_t cap = r->cap ? r->cap * 2 : 4096;
-        bkey *v = realloc(r->v, cap * sizeof *v);
-        if (!v)
-            return mf_error_set(err, MF_InternalError, "out of memory");
-        r->v = v;
-        r->cap = cap;
-    }
-    bkey *b = &r->v[r->n];
-    b->at = r->arena.len;
-    b->len = (uint32_t)(key->len + (with_rid ? 8 : 0));
-    memcpy(b->rid, rid, 8);
-    if (mf_buf_append(&r->arena, key->data, key->len) != 0 ||
-        (with_rid && mf_buf_append(&r->arena, rid, 8) != 0))
-        return mf_error_set(err, MF_InternalError, "out of memory");
-    r->n++;
-    return 0;
-}
-
-static size_t run_bytes(const run *r)
-{
-    return r->arena.len + r->n * sizeof *r->v;
-}
-
-static bool same_key(const bkey *a, const bkey *b)
-{
-    return a->len == b->len && memcmp(a->k, b->k, a->len) == 0;
-}
-
-/* Key order as the tree has it (btree.c, keycmp), then RecordId order. */
-static int bkey_cmp(const void *pa, const void *pb)
-{
-    const bkey *a = pa, *b = pb;
-    size_t n = a->len < b->len ? a->len : b->len;
-    int c = n ? memcmp(a->k, b->k, n) : 0;
-    if (c != 0)
-        return c;
-    if (a->len != b->len)
-        return a->len < b->len ? -1 : 1;
-    return memcmp(a->rid, b->rid, 8);
-}
-
-/* A unique index: the first key, in key order, that another record
- * already has, in this run or in the index.  mongod's bulk build fails on
- * the same one: it checks each sorted key against the one before.  The
- * record's document goes into `dup`. */
-static int run_check_unique(run *r, mf_engine *e, mf_coll *c, mf_index_desc *x, mfi_dup *dup,
-                            mf_error *err)
-{
-    mf_btree *tree = mf_engine_tree(e, x->tree);
-    const uint8_t *dup_rid = NULL;
-    for (size_t i = 0; i < r->n && !dup_rid; i++) {
-        const bkey *b = &r->v[i];
-        bool taken = i > 0 && same_key(b, &r->v[i - 1]) && memcmp(b->rid, r->v[i - 1].rid, 8);
-        if (!taken && !r->first) {
-            const uint8_t *ev;
-            size_t el;
-            int rc = mf_btree_get(tree, b->k, b->len, &taken, &ev, &el, err);
-            if (rc != 0)
-                return rc;
-            taken = taken && !(el == 8 && memcmp(ev, b->rid, 8) == 0);
-        }
-        if (taken)
-            dup_rid = b->rid;
-    }
-    if (!dup_rid)
+    if (b->n == 0)
         return 0;
+    for (size_t i = 0; i < b->n; i++) { /* the arena has stopped growing */
+        size_t end = i + 1 < b->n ? b->at[i + 1] : b->keys.len;
+        b->ops[i] = (mf_op){.kind = MF_OP_PUT, .tree = x->tree, .key = b->keys.data + b->at[i],
+                            .klen = end - b->at[i], .val = b->rid[i], .vlen = 8};
+    }
+    int rc = mf_engine_write(e, b->ops, b->n, lsn, err);
+    b->n = 0;
+    b->keys.len = 0;
+    return rc;
+}
+
+/* A unique index met the key it was given last, again, for record `rid`:
+ * DuplicateKey, with that record's document in `dup`.  mongod's bulk build
+ * fails on the same key: it checks each sorted key against the one
+ * before, so the key reported is the smallest duplicated one. */
+static int duplicate(mf_engine *e, mf_coll *c, const mf_index_desc *x, const uint8_t rid[8],
+                     mfi_dup *dup, mf_error *err)
+{
     if (dup) {
         bool found;
         bson_t doc;
-        int rc = record_doc(e, c, dup_rid, &doc, &found, err);
+        int rc = record_doc(e, c, rid, &doc, &found, err);
         if (rc != 0)
             return rc;
         if (found)
@@ -154,97 +105,105 @@ static int run_check_unique(run *r, mf_engine *e, mf_coll *c, mf_index_desc *x, 
     return mf_error_set(err, MF_DuplicateKey, "duplicate key");
 }
 
-/* Sort the run, check it, write it in key order, and empty it. */
-static int run_write(run *r, mf_engine *e, mf_coll *c, mf_index_desc *x, mfi_dup *dup,
-                     mf_lsn *lsn, mf_error *err)
+/* Write the sorter's records into the (empty) index `x`, in key order. */
+static int write_sorted(mf_sorter *s, mf_engine *e, mf_coll *c, const mf_index_desc *x,
+                        mfi_dup *dup, mf_lsn *lsn, mf_error *err)
 {
-    mf_op ops[BUILD_BATCH];
-    int rc = 0;
-    for (size_t i = 0; i < r->n; i++) /* the arena has stopped growing */
-        r->v[i].k = r->arena.data + r->v[i].at;
-    qsort(r->v, r->n, sizeof *r->v, bkey_cmp);
-    if (x->unique && (rc = run_check_unique(r, e, c, x, dup, err)) != 0)
-        return rc;
-    for (size_t i = 0; rc == 0 && i < r->n;) {
-        size_t n = 0;
-        for (; i < r->n && n < BUILD_BATCH; i++) {
-            const bkey *b = &r->v[i];
-            if (i > 0 && same_key(b, &r->v[i - 1]))
-                continue; /* one record's key twice (checked above) */
-            ops[n++] = (mf_op){.kind = MF_OP_PUT, .tree = x->tree, .key = b->k, .klen = b->len,
-                               .val = b->rid, .vlen = 8};
+    build_batch *b = calloc(1, sizeof *b);
+    mf_buf prev = {0}; /* the last key taken, and its record */
+    uint8_t prev_rid[8];
+    int rc = b ? 0 : mf_error_set(err, MF_InternalError, "out of memory");
+    for (bool first = true; rc == 0; first = false) {
+        const uint8_t *k, *rid;
+        size_t kl, rl;
+        bool valid;
+        if ((rc = mf_sorter_next_keyed(s, &k, &kl, &rid, &rl, &valid, err)) != 0 || !valid)
+            break;
+        if (!first && kl == prev.len && memcmp(k, prev.data, kl) == 0) {
+            if (memcmp(rid, prev_rid, 8) == 0)
+                continue; /* one record's key twice */
+            rc = duplicate(e, c, x, rid, dup, err);
+            break;
         }
-        if (n)
-            rc = mf_engine_write(e, ops, n, lsn, err);
+        prev.len = 0;
+        memcpy(prev_rid, rid, 8);
+        b->at[b->n] = b->keys.len;
+        memcpy(b->rid[b->n], rid, 8);
+        b->n++;
+        if (mf_buf_append(&prev, k, kl) != 0 || mf_buf_append(&b->keys, k, kl) != 0)
+            rc = mf_error_set(err, MF_InternalError, "out of memory");
+        else if (b->n == BUILD_BATCH)
+            rc = batch_write(b, e, x, lsn, err);
     }
-    r->arena.len = 0;
-    r->n = 0;
-    r->first = false;
+    if (rc == 0)
+        rc = batch_write(b, e, x, lsn, err);
+    if (b)
+        mf_buf_free(&b->keys);
+    free(b);
+    mf_buf_free(&prev);
     return rc;
 }
 
 /* Write every record's keys into the (empty) index `x` (exclusive lock
- * held), in sorted runs (above).  The record tree is read until a run is
- * full; after the run is written, the next read seeks past the last
- * RecordId (a write to one tree never moves another's pages, but the seek
- * keeps this independent of that). */
+ * held): the records are read in RecordId order into the sorter, then the
+ * sorted keys are written. */
 static int build_index(mf_instance *inst, mf_coll *c, mf_index_desc *x, mfi_dup *dup,
                        mf_lsn *lsn, mf_error *err)
 {
     mf_engine *e = inst->engine;
-    run r = {.first = true};
+    char tmp[4096];
+    mfi_tmpdir_of(inst, tmp, sizeof tmp);
+    (void)mkdir(tmp, 0700); /* an existing one is fine; a failure shows at spill */
     size_t budget = (size_t)atomic_load(&inst->index_build_max_mb) << 20;
+    mf_sorter *s = mf_sorter_new(budget, true, tmp, 0);
+    if (!s)
+        return mf_error_set(err, MF_InternalError, "out of memory");
     mf_keyset ks = {0};
+    mf_buf key = {0};
     uint32_t multikey = 0;
-    uint8_t last[8];
-    bool started = false, more = true;
-    int rc = 0;
-    while (rc == 0 && more) {
-        mf_cursor cur;
-        bool valid;
-        mf_cursor_init(&cur, mf_engine_tree(e, mf_coll_records(c)));
-        if (!started) {
-            rc = mf_cursor_first(&cur, &valid, err);
-        } else {
-            rc = mf_cursor_seek(&cur, last, 8, false, &valid, err);
-            if (rc == 0 && valid) {
-                const uint8_t *k;
-                size_t kl;
-                mf_cursor_key(&cur, &k, &kl);
-                if (kl == 8 && memcmp(k, last, 8) == 0)
-                    rc = mf_cursor_next(&cur, &valid, err);
-            }
+    mf_cursor cur;
+    bool valid;
+    mf_cursor_init(&cur, mf_engine_tree(e, mf_coll_records(c)));
+    int rc = mf_cursor_first(&cur, &valid, err);
+    while (rc == 0 && valid) {
+        const uint8_t *k, *v;
+        size_t kl, vl;
+        bson_t doc;
+        uint32_t mk = 0;
+        mf_cursor_key(&cur, &k, &kl);
+        mf_cursor_value(&cur, &v, &vl);
+        if (kl != 8 || !bson_init_static(&doc, v, vl)) {
+            rc = mf_error_set(err, MF_DataCorruption, "a record is not a document");
+            break;
         }
-        started = true;
-        while (rc == 0 && valid && run_bytes(&r) < budget) {
-            const uint8_t *k, *v;
-            size_t kl, vl;
-            bson_t doc;
-            uint32_t mk = 0;
-            mf_cursor_key(&cur, &k, &kl);
-            mf_cursor_value(&cur, &v, &vl);
-            if (kl != 8 || !bson_init_static(&doc, v, vl)) {
-                rc = mf_error_set(err, MF_DataCorruption, "a record is not a document");
-                break;
+        mf_keyset_clear(&ks);
+        if ((rc = mf_index_keys(x, &doc, &ks, &mk, err)) != 0)
+            break;
+        multikey |= mk;
+        for (size_t i = 0; rc == 0 && i < ks.n; i++) {
+            const mf_buf *ik = &ks.keys[i];
+            if (!x->unique) { /* the tree's key ends with the RecordId */
+                key.len = 0;
+                if (mf_buf_append(&key, ik->data, ik->len) != 0 ||
+                    mf_buf_append(&key, k, 8) != 0) {
+                    rc = mf_error_set(err, MF_InternalError, "out of memory");
+                    break;
+                }
+                ik = &key;
             }
-            memcpy(last, k, 8);
-            mf_keyset_clear(&ks);
-            if ((rc = mf_index_keys(x, &doc, &ks, &mk, err)) != 0)
-                break;
-            multikey |= mk;
-            for (size_t i = 0; rc == 0 && i < ks.n; i++)
-                rc = run_add(&r, &ks.keys[i], !x->unique, k, err);
-            if (rc == 0)
-                rc = mf_cursor_next(&cur, &valid, err);
+            rc = mf_sorter_add(s, ik->data, ik->len, k, 8, err);
         }
-        more = rc == 0 && valid;
         if (rc == 0)
-            rc = run_write(&r, e, c, x, dup, lsn, err);
+            rc = mf_cursor_next(&cur, &valid, err);
     }
+    if (rc == 0)
+        rc = mf_sorter_finish(s, err);
+    if (rc == 0)
+        rc = write_sorted(s, e, c, x, dup, lsn, err);
     if (rc == 0 && multikey)
         rc = mfi_mark_multikey(e, c, x, multikey, err);
-    mf_buf_free(&r.arena);
-    free(r.v);
+    mf_sorter_free(s);
+    mf_buf_free(&key);
     mf_keyset_free(&ks);
     return rc;
 }

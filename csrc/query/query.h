@@ -276,6 +276,9 @@ int mf_sorter_finish(mf_sorter *s, mf_error *err);
 /* The next document, valid until the next call; `*valid` false at the end. */
 int mf_sorter_next(mf_sorter *s, const uint8_t **doc, size_t *dlen, bool *valid,
                    mf_error *err);
+/* The same, with the record's key (valid as long as the document). */
+int mf_sorter_next_keyed(mf_sorter *s, const uint8_t **key, size_t *klen, const uint8_t **doc,
+                         size_t *dlen, bool *valid, mf_error *err);
 /* How many runs are on disk (for tests and explain). */
 size_t mf_sorter_nruns(const mf_sorter *s);
 void mf_sorter_free(mf_sorter *s);

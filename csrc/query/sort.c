@@ -62,6 +62,9 @@ enum {
 #define RECORD_OVERHEAD 32
 /* Runs merged at once; more are first merged into one. */
 #define MAX_FANIN 32
+/* The records of a sorter with no limit are carved from blocks of this
+ * size (a larger record gets a block of its own). */
+#define ARENA_BLOCK ((size_t)1 << 20)
 
 /* ---------------------------------------------------------- specification */
 
@@ -485,6 +488,13 @@ typedef struct rec {
     uint8_t data[]; /* key, then document */
 } rec;
 
+/* A block records are carved from (ARENA_BLOCK). */
+typedef struct block {
+    struct block *next;
+    size_t used, cap;
+    uint8_t data[]; /* at offset 24: records in it are 8-byte aligned */
+} block;
+
 /* A spilled run: an unlinked temporary file, and while merging, its
  * current record. */
 typedef struct run {
@@ -502,6 +512,7 @@ struct mf_sorter {
 
     rec **recs;        /* in memory: unordered, or a max-heap when limit > 0 */
     size_t nrecs, cap;
+    block *blocks;     /* no limit: where `recs` live, newest block first */
     size_t mem;        /* bytes counted for `recs` */
     rec *cutoff;       /* limit > 0: records not before this one are dropped */
 
@@ -537,6 +548,90 @@ static size_t rec_cost(const rec *r)
     return (size_t)r->klen + r->dlen + RECORD_OVERHEAD;
 }
 
+/* A record of `size` bytes.  With no limit, records are only ever
+ * forgotten all at once (recs_clear), so they are carved from blocks: one
+ * allocation per block, not per record.  With a limit, kept records are
+ * replaced one by one, and each is allocated on its own. */
+static rec *rec_alloc(mf_sorter *s, size_t size)
+{
+    if (s->limit)
+        return malloc(size);
+    size = (size + 7) & ~(size_t)7;
+    block *b = s->blocks;
+    if (!b || b->cap - b->used < size) {
+        size_t cap = size > ARENA_BLOCK ? size : ARENA_BLOCK;
+        if (!(b = malloc(sizeof *b + cap)))
+            return NULL;
+        b->next = s->blocks;
+        b->used = 0;
+        b->cap = cap;
+        s->blocks = b;
+    }
+    rec *r = (rec *)(b->data + b->used);
+    b->used += size;
+    return r;
+}
+
+static void rec_free(mf_sorter *s, rec *r)
+{
+    if (s->limit)
+        free(r);
+}
+
+/* Forget every record in memory. */
+static void recs_clear(mf_sorter *s)
+{
+    for (size_t i = 0; s->limit && i < s->nrecs; i++)
+        free(s->recs[i]);
+    while (s->blocks) {
+        block *b = s->blocks;
+        s->blocks = b->next;
+        free(b);
+    }
+    s->nrecs = 0;
+    s->mem = 0;
+}
+
+/* A record's place in the sort, as far as its first 8 key bytes tell:
+ * those bytes as a big-endian number, zero-padded past a shorter key. */
+typedef struct slot {
+    uint64_t pre;
+    rec *r;
+} slot;
+
+static int slot_cmp(const void *pa, const void *pb)
+{
+    const slot *a = pa, *b = pb;
+    if (a->pre != b->pre)
+        return a->pre < b->pre ? -1 : 1;
+    return rec_cmp(a->r, b->r);
+}
+
+/* Sort the records in memory into (key, sequence) order.  The comparisons
+ * mostly read the 8-byte prefix kept beside each record's address, not
+ * the record, which lies elsewhere in memory.  (Equal prefixes fall back
+ * to the whole comparison, so the order is rec_cmp's exactly.) */
+static void sort_recs(mf_sorter *s)
+{
+    size_t n = s->nrecs;
+    slot *v = n > 1 ? malloc(n * sizeof *v) : NULL;
+    if (!v) { /* one record, or no memory for the prefixes */
+        qsort(s->recs, n, sizeof *s->recs, rec_qsort_cmp);
+        return;
+    }
+    for (size_t i = 0; i < n; i++) {
+        const rec *r = s->recs[i];
+        uint64_t pre = 0;
+        for (size_t j = 0; j < 8; j++)
+            pre = pre << 8 | (j < r->klen ? r->data[j] : 0);
+        v[i] = (slot){pre, s->recs[i]};
+    }
+    qsort(v, n, sizeof *v, slot_cmp);
+    for (size_t i = 0; i < n; i++)
+        s->recs[i] = v[i].r;
+    free(v);
+}
+
 mf_sorter *mf_sorter_new(size_t mem_limit, bool allow_disk, const char *tmpdir, int64_t limit)
 {
     mf_sorter *s = calloc(1, sizeof *s);
@@ -558,8 +653,7 @@ void mf_sorter_free(mf_sorter *s)
 {
     if (!s)
         return;
-    for (size_t i = 0; i < s->nrecs; i++)
-        free(s->recs[i]);
+    recs_clear(s);
     free(s->recs);
     free(s->cutoff);
     for (size_t i = 0; i < s->nruns; i++) {
@@ -801,7 +895,7 @@ static int spill(mf_sorter *s, mf_error *err)
     int rc;
     if (s->nruns + 1 >= MAX_FANIN && (rc = merge_runs(s, err)) != 0)
         return rc;
-    qsort(s->recs, s->nrecs, sizeof *s->recs, rec_qsort_cmp);
+    sort_recs(s);
     if ((rc = run_create(s, &r, err)) != 0)
         return rc;
     for (size_t i = 0; i < s->nrecs; i++) {
@@ -816,10 +910,7 @@ static int spill(mf_sorter *s, mf_error *err)
         free(s->cutoff);
         s->cutoff = s->recs[--s->nrecs];
     }
-    for (size_t i = 0; i < s->nrecs; i++)
-        free(s->recs[i]);
-    s->nrecs = 0;
-    s->mem = 0;
+    recs_clear(s);
     return add_run(s, &r, err);
 }
 
@@ -830,7 +921,7 @@ int mf_sorter_add(mf_sorter *s, const void *key, size_t klen, const void *doc, s
         return mf_error_set(err, MF_InternalError, "mf_sorter_add after mf_sorter_finish");
     if (klen > UINT32_MAX || dlen > UINT32_MAX)
         return mf_error_set(err, MF_BadValue, "sort record too large");
-    rec *r = malloc(sizeof *r + klen + dlen);
+    rec *r = rec_alloc(s, sizeof *r + klen + dlen);
     if (!r)
         return oom(err);
     r->seq = s->next_seq++;
@@ -841,17 +932,17 @@ int mf_sorter_add(mf_sorter *s, const void *key, size_t klen, const void *doc, s
     if (dlen)
         memcpy(r->data + klen, doc, dlen);
     if (s->cutoff && rec_cmp(r, s->cutoff) >= 0) {
-        free(r);
+        rec_free(s, r);
         return 0;
     }
     if (s->limit && (int64_t)s->nrecs == s->limit) {
         /* Full: the new record replaces the worst kept one, if better. */
         if (rec_cmp(r, s->recs[0]) >= 0) {
-            free(r);
+            rec_free(s, r);
             return 0;
         }
         s->mem -= rec_cost(s->recs[0]);
-        free(s->recs[0]);
+        rec_free(s, s->recs[0]);
         s->recs[0] = r;
         s->mem += rec_cost(r);
         max_heap_down(s->recs, s->nrecs, 0);
@@ -860,7 +951,7 @@ int mf_sorter_add(mf_sorter *s, const void *key, size_t klen, const void *doc, s
             size_t cap = s->cap ? 2 * s->cap : 64;
             rec **p = realloc(s->recs, cap * sizeof *p);
             if (!p) {
-                free(r);
+                rec_free(s, r);
                 return oom(err);
             }
             s->recs = p;
@@ -888,8 +979,7 @@ int mf_sorter_finish(mf_sorter *s, mf_error *err)
         return 0;
     s->finished = true;
     if (s->nruns == 0) {
-        if (s->nrecs)
-            qsort(s->recs, s->nrecs, sizeof *s->recs, rec_qsort_cmp);
+        sort_recs(s);
         return 0;
     }
     if (s->nrecs && (rc = spill(s, err)) != 0)
@@ -898,6 +988,14 @@ int mf_sorter_finish(mf_sorter *s, mf_error *err)
 }
 
 int mf_sorter_next(mf_sorter *s, const uint8_t **doc, size_t *dlen, bool *valid, mf_error *err)
+{
+    const uint8_t *key;
+    size_t klen;
+    return mf_sorter_next_keyed(s, &key, &klen, doc, dlen, valid, err);
+}
+
+int mf_sorter_next_keyed(mf_sorter *s, const uint8_t **key, size_t *klen, const uint8_t **doc,
+                         size_t *dlen, bool *valid, mf_error *err)
 {
     const rec *r = NULL;
     *valid = false;
@@ -916,6 +1014,8 @@ int mf_sorter_next(mf_sorter *s, const uint8_t **doc, size_t *dlen, bool *valid,
     if (!r)
         return 0;
     s->nout++;
+    *key = r->data;
+    *klen = r->klen;
     *doc = r->data + r->klen;
     *dlen = r->dlen;
     *valid = true;

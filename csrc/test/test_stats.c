@@ -391,9 +391,10 @@ static int first_key(int i)
 }
 
 /* An index build sorts its keys (cmd_index.c, build_index): with a 1 MB
- * budget, 6,000 keys of 300 bytes are built in several sorted runs, the
- * index validates, and a unique build meets a duplicate in a later run
- * and leaves no index.  Here so that ASan sees the runs. */
+ * budget, 6,000 keys of 300 bytes spill in several sorted runs that are
+ * merged, the index validates, and a unique build meets a duplicate that
+ * lies in a later run and leaves no index.  Here so that ASan sees the
+ * spill and the merge. */
 MFT_CASE(sorted_build_runs, "/command/indexes/build_sorts_keys_in_runs")
 {
     mf_instance *inst = mft_instance_open(true);
