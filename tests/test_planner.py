@@ -6,6 +6,7 @@ from __future__ import annotations
 import datetime
 
 import bson
+import pymongo
 import pytest
 from bson import Decimal128, Int64, MaxKey, MinKey, ObjectId, Regex, Timestamp
 
@@ -183,8 +184,9 @@ def test_single_field_bounds(cond, expected):
 @pytest.mark.parametrize(
     "cond",
     [
-        Regex("^a"),
-        {"$regex": "^a"},
+        Regex("a"),
+        {"$regex": "^a", "$options": "i"},
+        {"$regex": "^.a"},
         {"$ne": 1},
         {"$nin": [1]},
         {"$not": {"$gt": 1}},
@@ -198,6 +200,72 @@ def test_single_field_bounds(cond, expected):
 )
 def test_conditions_without_bounds_do_not_use_the_index(cond):
     assert plan({"a": cond}, [ID, A])["stage"] == "COLLSCAN"
+
+
+@pytest.mark.parametrize(
+    "cond, want",
+    [
+        # mongod's simpleRegex: the literal prefix after ^ (or \A)
+        (Regex("^abc"), ['["abc", "abd")', "[/^abc/, /^abc/]"]),
+        ({"$regex": "^abc"}, ['["abc", "abd")', "[/^abc/, /^abc/]"]),
+        ({"$regex": "\\Aab", "$options": "m"}, ['["ab", "ac")', "[/\\Aab/m, /\\Aab/m]"]),
+        ({"$regex": "^ab", "$options": "s"}, ['["ab", "ac")', "[/^ab/s, /^ab/s]"]),
+        (Regex("^ab", "u"), ['["ab", "ac")', "[/^ab/u, /^ab/u]"]),  # re.compile's flag
+        ({"$regex": "^a b#c", "$options": "x"}, ['["ab", "ac")', "[/^a b#c/x, /^a b#c/x]"]),
+        # it stops at a metacharacter or an escaped letter
+        ({"$regex": "^ab.c"}, ['["ab", "ac")', "[/^ab.c/, /^ab.c/]"]),
+        ({"$regex": "^ab\\dc"}, ['["ab", "ac")', "[/^ab\\dc/, /^ab\\dc/]"]),
+        ({"$regex": "^ab$"}, ['["ab", "ac")', "[/^ab$/, /^ab$/]"]),
+        # an escaped punctuation character or \Q...\E is itself
+        ({"$regex": "^a\\.b"}, ['["a.b", "a.c")', "[/^a\\.b/, /^a\\.b/]"]),
+        ({"$regex": "^\\Qa.b\\Ec"}, ['["a.bc", "a.bd")', "[/^\\Qa.b\\Ec/, /^\\Qa.b\\Ec/]"]),
+        # a quantifier that allows none takes the last character off
+        ({"$regex": "^abc*"}, ['["ab", "ac")', "[/^abc*/, /^abc*/]"]),
+        ({"$regex": "^abc?d"}, ['["ab", "ac")', "[/^abc?d/, /^abc?d/]"]),
+        ({"$regex": "^abc{0,2}"}, ['["ab", "ac")', "[/^abc{0,2}/, /^abc{0,2}/]"]),
+        ({"$regex": "^abc{2}"}, ['["abc", "abd")', "[/^abc{2}/, /^abc{2}/]"]),
+        ({"$regex": "^abc+"}, ['["abc", "abd")', "[/^abc+/, /^abc+/]"]),
+        # a $in unites its regexes' bounds with its points
+        ({"$in": [Regex("^b"), "a", Regex("^ab")]},
+         ['["a", "a"]', '["ab", "ac")', '["b", "c")', "[/^ab/, /^ab/]", "[/^b/, /^b/]"]),
+        ({"$in": [Regex("^ab"), "abx"]}, ['["ab", "ac")', "[/^ab/, /^ab/]"]),
+    ],
+)
+def test_regex_prefix_bounds(cond, want):
+    assert bounds(plan({"a": cond}, [ID, A])) == {"a": want}
+
+
+def test_regex_bounds_backward():
+    r = plan({"a": Regex("^ab")}, [ID, A], sort={"a": -1})
+    assert bounds(r) == {"a": ["[/^ab/, /^ab/]", '("ac", "ab"]']}
+    assert r["explain"]["inputStage"]["direction"] == "backward"
+    assert r["sorted"] is True
+
+
+def test_regex_prefix_counts_from_keys_only_when_whole(client):
+    """/^ab/ is exactly the strings from "ab" up to "ac" and the regex
+    itself, so a count reads keys alone; /^ab./ needs its documents."""
+    c = client.t.c
+    c.create_index("a")
+    c.insert_many([{"a": v} for v in ("a", "ab", "abc", "ac", "b", "AB")]
+                  + [{"a": Regex("^ab")}, {"a": Regex("^ab", "i")}, {"a": ["x", "abz"]}, {}])
+
+    def count_plan(f):
+        e = client.t.command("explain", {"count": "c", "query": f}, verbosity="executionStats")
+        st = e["executionStats"]
+        stage = e["queryPlanner"]["winningPlan"]["inputStage"]["stage"]
+        return stage, st["totalDocsExamined"]
+
+    assert c.count_documents({"a": Regex("^ab")}) == 4  # ab, abc, the equal regex, abz
+    assert c.count_documents({"a": Regex("^ab.")}) == 2
+    # a multikey index: its keys may come from an array, so documents are read
+    assert count_plan({"a": Regex("^ab")})[0] == "FETCH"
+    c.drop_index("a_1")
+    c.delete_many({"a": ["x", "abz"]})
+    c.create_index("a")
+    assert count_plan({"a": Regex("^ab")}) == ("IXSCAN", 0)
+    assert c.count_documents({"a": Regex("^ab")}) == 3
+    assert count_plan({"a": Regex("^ab.")})[0] == "FETCH"
 
 
 def test_and_conditions_intersect():
@@ -460,3 +528,41 @@ def test_numbers_and_types_in_bounds():
     r = plan({"a": {"$in": [Decimal128("1.5"), Int64(2), MinKey()]}}, [ID, A])
     assert bounds(r) == {"a": ["[MinKey, MinKey]", '[NumberDecimal("1.5"), NumberDecimal("1.5")]',
                                "[2, 2]"]}
+
+
+def test_regex_bounds_never_lose_a_document(client):
+    """Random anchored patterns built from literals, metacharacters,
+    quantifiers, escapes and flags, over random strings (some in arrays,
+    some regex values): as planned, with the index hinted, and as a
+    collection scan, the same documents match."""
+    import random
+
+    rng = random.Random(41)
+    c = client.t.r
+    c.create_index("a")
+    alphabet = "abAB.c\n*{}0|"
+    docs = []
+    for i in range(600):
+        s = "".join(rng.choice(alphabet) for _ in range(rng.randrange(5)))
+        v = [s, "b" + s] if i % 7 == 0 else Regex("^" + s) if i % 11 == 0 else s
+        docs.append({"_id": i, "a": v})
+    c.insert_many(docs)
+    pieces = ["a", "b", "c", ".", "*", "?", "+", "{0}", "{2}", "{0,1}", "\\.", "\\*",
+              "\\Qa.\\E", "\\Qb", "$", "|", "[ab]", "(a)", "\\d", "\\n", " ", "#"]
+    planned = 0
+    for _ in range(300):
+        pat = rng.choice(["^", "^", "\\A", ""]) + "".join(
+            rng.choice(pieces) for _ in range(rng.randrange(1, 5)))
+        flags = rng.choice(["", "", "m", "s", "x", "u", "i", "mx"])
+        for f in ({"a": Regex(pat, flags)}, {"a": {"$regex": pat, "$options": flags}},
+                  {"a": {"$in": [Regex(pat, flags), "ab", Regex("^c")]}}):
+            try:
+                want = sorted(d["_id"] for d in c.find(f).hint({"$natural": 1}))
+            except pymongo.errors.OperationFailure:
+                continue  # not a valid pattern: mongod refuses it too
+            assert sorted(d["_id"] for d in c.find(f)) == want, f
+            assert sorted(d["_id"] for d in c.find(f).hint("a_1")) == want, f
+            assert c.count_documents(f) == len(want), f
+            e = client.t.command("explain", {"find": "r", "filter": f})
+            planned += e["queryPlanner"]["winningPlan"]["stage"] != "COLLSCAN"
+    assert planned > 100  # most patterns have a prefix and use the index

@@ -13,13 +13,18 @@
  *   {$gt: v}, {$gte: v}   (v, end of v's type bracket]
  *   {$lt: v}, {$lte: v}   [start of v's type bracket, v)
  *   {$exists: true}       [MinKey, MaxKey];  false: [null, null]
+ *   {a: /re/}, {$regex}   the strings starting with the regex's literal
+ *                         prefix, ["abc", "abd") for /^abc/, and the regex
+ *                         itself, [/re/, /re/] (a regex matches an equal
+ *                         regex value); in a $in, united with the rest.
+ *                         A regex with no prefix bounds nothing
  *
  * Comparisons never cross type brackets, so a range stops at the edge of
  * its operand's bracket, drawn as mongod draws it: numbers -inf.0..inf.0
  * (NaN lies below -inf and matches no range), strings ""..{} (exclusive),
  * objects {}..[] (exclusive), ObjectIds 00..ff, dates and timestamps their
  * extremes, booleans false..true.  A condition with no such translation
- * (a regex, $ne, $elemMatch, $gt: null, ...) bounds nothing: the matcher
+ * ($ne, $elemMatch, $gt: null, ...) bounds nothing: the matcher
  * alone decides it.  The bounds may be wider than the condition, never
  * narrower (DESIGN.md section 5).
  *
@@ -373,6 +378,39 @@ static int cmp_end(const mf_buf *a, bool a_incl, const mf_buf *b, bool b_incl, b
     return upper ? (a_incl ? 1 : -1) : (a_incl ? -1 : 1);
 }
 
+/* Sort intervals and merge those that overlap or touch (mongod's
+ * unionize): the union of a $in's equalities and regexes. */
+static int oil_union(mfi_oil *o)
+{
+    if (o->n < 2)
+        return 0;
+    qsort(o->v, o->n, sizeof *o->v, cmp_ival_lo);
+    size_t w = 0;
+    for (size_t r = 1; r < o->n; r++) {
+        mfi_ival *a = &o->v[w], *b = &o->v[r];
+        int c = cmp_bytes(&b->lo, &a->hi);
+        if (c > 0 || (c == 0 && !a->hi_incl && !b->lo_incl)) { /* apart */
+            o->v[++w] = *b;
+            continue;
+        }
+        if (cmp_end(&b->hi, b->hi_incl, &a->hi, a->hi_incl, true) > 0) {
+            mfi_ival iv = {0};
+            if (ival_ends_from(&iv, a, b) != 0) {
+                ival_free(&iv);
+                for (size_t i = r; i < o->n; i++) /* [w+1, r) were moved or freed */
+                    ival_free(&o->v[i]);
+                o->n = w + 1;
+                return -1;
+            }
+            ival_free(a);
+            *a = iv;
+        }
+        ival_free(b);
+    }
+    o->n = w + 1;
+    return 0;
+}
+
 int mfi_oil_intersect(mfi_oil *a, const mfi_oil *b)
 {
     mfi_oil out = {0};
@@ -430,6 +468,170 @@ static int translate_eq(const bson_iter_t *v, const mf_collator *coll, mfi_oil *
     default:
         return oil_push_point(o, v, coll);
     }
+}
+
+/* Whether `s` may hold a '|' that is not escaped, so that the pattern has
+ * alternatives.  A false yes only costs the prefix. */
+static bool may_have_pipe(const char *s)
+{
+    for (size_t i = 0; s[i]; i++)
+        if (s[i] == '|' && (i == 0 || s[i - 1] != '\\' || (i >= 2 && s[i - 2] == '\\')))
+            return true;
+    return false;
+}
+
+/* The literal prefix that every string `re` (with `flags`) matches starts
+ * with, into `out` (empty: none), found as mongod's simpleRegex finds it:
+ * after ^ (or \A, which 'm' leaves alone), up to the first character that
+ * is not itself -- a metacharacter, a class escape, the end of an 'x'
+ * comment -- with a quantified last character taken off again.  Flags
+ * other than 'm', 's', 'x' and 'u' (such as 'i') give no prefix.
+ * `*whole`: the pattern is that prefix and nothing else (/^abc/).  Two
+ * differences from mongod:
+ *   - 'u' (UTF-8 mode; pymongo sends it for every re.compile pattern)
+ *     keeps the prefix: literal characters match the same bytes with it
+ *     or without.  mongod takes no prefix.
+ *   - to keep the bounds no narrower than the condition, a "{" that may
+ *     repeat zero times ({0}, {,n}) takes the last character off as "*"
+ *     does, where mongod keeps it. */
+static int regex_prefix(const char *re, const char *flags, mf_buf *out, bool *whole)
+{
+    bool from_a = false, extended = false, stopped = false;
+    out->len = 0;
+    *whole = false;
+    if (re[0] == '\\' && re[1] == 'A') {
+        from_a = true;
+        re += 2;
+    } else if (re[0] == '^') {
+        re++;
+    } else {
+        return 0;
+    }
+    if (may_have_pipe(re))
+        return 0;
+    for (; *flags; flags++) {
+        if (*flags == 'm' && !from_a)
+            return 0; /* ^ would also match after every newline */
+        if (*flags == 'x')
+            extended = true;
+        else if (*flags != 'm' && *flags != 's' && *flags != 'u')
+            return 0;
+    }
+    while (*re && !stopped) {
+        char c = *re++;
+        if (c == '*' || c == '?' || (c == '{' && (*re == '0' || *re == ','))) {
+            if (out->len)
+                out->len--; /* the last character is optional */
+            return 0;
+        }
+        if (c == '\\') {
+            c = *re;
+            if (c == 'Q') { /* \Q...\E: all of it literal */
+                for (re++; *re && !(re[0] == '\\' && re[1] == 'E'); re++)
+                    if (mf_buf_append(out, re, 1) != 0)
+                        return -1;
+                if (*re)
+                    re += 2;
+                continue;
+            }
+            if (c == 0 || (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') ||
+                (c >= '0' && c <= '9')) {
+                stopped = true; /* a class, an anchor, a back reference ... */
+                continue;
+            }
+            re++; /* an escaped punctuation character is itself */
+        } else if (strchr("^$.[()+{", c) || (extended && c == '#')) {
+            stopped = true;
+            continue;
+        } else if (extended && (c == ' ' || (c >= '\t' && c <= '\r'))) {
+            continue;
+        }
+        if (mf_buf_append(out, &c, 1) != 0)
+            return -1;
+    }
+    *whole = !stopped && out->len > 0;
+    return 0;
+}
+
+/* A regex match (mongod's translateRegex): the strings starting with the
+ * pattern's literal prefix, ["abc", "abd"), then the regex value itself.
+ * Under a collation strings are ordered by their sort keys, not their
+ * bytes, so no prefix is taken.  With no prefix, `*none`: mongod scans
+ * every string, ["", {}), and tests the regex on each key before it
+ * fetches; here every key would be fetched, which costs more than the
+ * collection scan, so the matcher alone decides.  `*exact`: the bounds are
+ * the condition (a whole-prefix pattern). */
+static int translate_regex(const char *pattern, size_t plen, const char *flags,
+                           const mf_collator *coll, mfi_oil *o, bool *exact, bool *none)
+{
+    mf_buf pre = {0};
+    bool whole = false;
+    int rc = 0;
+    /* A pattern with a NUL in it is refused by the matcher; bound it
+     * loosely all the same. */
+    if (!coll && strlen(pattern) == plen && (rc = regex_prefix(pattern, flags, &pre, &whole)) != 0)
+        goto out;
+    while (pre.len && pre.data[pre.len - 1] == 0xff) { /* no byte above it: shorten */
+        pre.len--;
+        whole = false;
+    }
+    if (pre.len == 0) {
+        *none = true;
+        goto out;
+    }
+    bson_t tmp = BSON_INITIALIZER;
+    bson_iter_t lo, hi, re;
+    bson_append_utf8(&tmp, "0", 1, (const char *)pre.data, (int)pre.len);
+    pre.data[pre.len - 1]++;
+    bson_append_utf8(&tmp, "1", 1, (const char *)pre.data, (int)pre.len);
+    bson_append_regex(&tmp, "2", 1, pattern, flags);
+    if (!bson_iter_init(&lo, &tmp) || !bson_iter_next(&lo)) {
+        rc = -1;
+    } else {
+        hi = lo;
+        bson_iter_next(&hi);
+        re = hi;
+        bson_iter_next(&re);
+        rc = oil_push_range(o, &lo, true, &hi, false, NULL);
+        if (rc == 0)
+            rc = oil_push_point(o, &re, NULL);
+    }
+    bson_destroy(&tmp);
+    *exact = whole;
+out:
+    mf_buf_free(&pre);
+    return rc;
+}
+
+/* The pattern and flags of a regex condition: {a: /re/}, {$regex: /re/},
+ * {$regex: "re", $options: "f"} (`options`: the operator document's
+ * $options, or NULL).  False when it is malformed (the matcher reports
+ * that). */
+static bool regex_operand(const bson_iter_t *v, const bson_iter_t *options, const char **pattern,
+                          size_t *plen, const char **flags)
+{
+    const char *opt = NULL;
+    if (options) {
+        if (!BSON_ITER_HOLDS_UTF8(options))
+            return false;
+        opt = bson_iter_utf8(options, NULL);
+    }
+    if (BSON_ITER_HOLDS_REGEX(v)) {
+        *pattern = bson_iter_regex(v, flags);
+        *plen = strlen(*pattern);
+        if (opt && **flags)
+            return false; /* options in both places */
+        if (opt)
+            *flags = opt;
+        return true;
+    }
+    if (!BSON_ITER_HOLDS_UTF8(v))
+        return false;
+    uint32_t len;
+    *pattern = bson_iter_utf8(v, &len);
+    *plen = len;
+    *flags = opt ? opt : "";
+    return true;
 }
 
 static bool is_range_op(const char *op)
@@ -519,26 +721,46 @@ static bool collatable(const bson_iter_t *v)
 }
 
 /* One condition on `path`: operator `op` (NULL: an implicit equality) with
- * operand `v`.  `*used`: it became a pred. */
+ * operand `v`; `options` is $options beside a $regex (else NULL).
+ * `*used`: it became a pred. */
 static int add_condition(mfi_preds *p, const char *path, const char *op, const bson_iter_t *v,
-                         size_t top, bool *used)
+                         const bson_iter_t *options, size_t top, bool *used)
 {
     mfi_pred pr = {.path = path, .exact = true, .top = top};
     const mf_collator *coll = p->coll;
+    const char *pattern, *flags;
+    size_t plen;
     bool none = false;
     int rc = 0;
     *used = false;
-    if (!op || strcmp(op, "$eq") == 0) {
+    if ((!op && BSON_ITER_HOLDS_REGEX(v)) || (op && strcmp(op, "$regex") == 0)) {
+        /* A regex value is a pattern, not a collatable operand. */
+        if (regex_operand(v, options, &pattern, &plen, &flags))
+            rc = translate_regex(pattern, plen, flags, coll, &pr.oil, &pr.exact, &none);
+        else
+            none = true;
+    } else if (!op || strcmp(op, "$eq") == 0) {
         pr.collatable = collatable(v);
         rc = translate_eq(v, coll, &pr.oil, &pr.matches_missing, &pr.exact, &none);
     } else if (strcmp(op, "$in") == 0 && BSON_ITER_HOLDS_ARRAY(v)) {
         bson_iter_t el;
+        bool regexes = false;
         bson_iter_recurse(v, &el);
         while (rc == 0 && !none && bson_iter_next(&el)) {
+            bool exact = true;
+            if (BSON_ITER_HOLDS_REGEX(&el)) {
+                regexes = true;
+                regex_operand(&el, NULL, &pattern, &plen, &flags);
+                rc = translate_regex(pattern, plen, flags, coll, &pr.oil, &exact, &none);
+                pr.exact = pr.exact && exact;
+                continue;
+            }
             pr.collatable |= collatable(&el);
             rc = translate_eq(&el, coll, &pr.oil, &pr.matches_missing, &pr.exact, &none);
         }
-        if (rc == 0)
+        if (rc == 0 && regexes)
+            rc = oil_union(&pr.oil);
+        else if (rc == 0)
             oil_sort_points(&pr.oil);
     } else if (is_range_op(op)) {
         pr.collatable = collatable(v);
@@ -567,6 +789,13 @@ static int add_condition(mfi_preds *p, const char *path, const char *op, const b
     if (!*used)
         mfi_oil_free(&pr.oil);
     return rc;
+}
+
+/* Whether the operator document `v` holds a $regex. */
+static bool has_regex_beside(const bson_iter_t *v)
+{
+    bson_iter_t ops;
+    return bson_iter_recurse(v, &ops) && bson_iter_find(&ops, "$regex");
 }
 
 /* Whether `v` is an operator document ({$gt: 1, ...}). */
@@ -614,15 +843,22 @@ static int collect(const bson_t *filter, mfi_preds *p, size_t top, bool *complet
             continue;
         }
         if (!is_operator_doc(&it)) {
-            if (add_condition(p, k, NULL, &it, at, &used) != 0)
+            if (add_condition(p, k, NULL, &it, NULL, at, &used) != 0)
                 return -1;
             *done = *done && used;
             continue;
         }
-        bson_iter_t ops;
+        bson_iter_t ops, options;
+        bool has_options = bson_iter_recurse(&it, &ops) && bson_iter_find(&ops, "$options");
+        options = ops;
         bson_iter_recurse(&it, &ops);
         while (bson_iter_next(&ops)) {
-            if (add_condition(p, k, bson_iter_key(&ops), &ops, at, &used) != 0)
+            const char *op = bson_iter_key(&ops);
+            bool regex = strcmp(op, "$regex") == 0;
+            if (strcmp(op, "$options") == 0 && has_regex_beside(&it))
+                continue; /* part of the $regex's pred */
+            if (add_condition(p, k, op, &ops, regex && has_options ? &options : NULL, at,
+                              &used) != 0)
                 return -1;
             *done = *done && used;
         }
