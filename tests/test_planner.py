@@ -273,11 +273,40 @@ def test_and_conditions_intersect():
     assert bounds(r) == {"a": ["(1, 9]"]}
 
 
-def test_or_is_left_to_the_matcher():
-    assert plan({"$or": [{"a": 1}, {"a": 2}]}, [ID, A])["stage"] == "COLLSCAN"
-    r = plan({"$or": [{"b": 1}], "a": 2}, [ID, A])
+def test_or_left_to_the_matcher_when_an_index_serves_the_rest_or_a_clause_has_none():
+    # the conditions beside the $or have an index: it is used, the $or filters
+    r = plan({"$or": [{"b": 1}], "a": 2}, [ID, A, B])
     assert bounds(r) == {"a": ["[2, 2]"]}
     assert r["explain"]["filter"] == {"$or": [{"b": 1}]}
+    # a clause no index serves: the whole $or scans
+    assert plan({"$or": [{"a": 1}, {"c": 2}]}, [ID, A])["stage"] == "COLLSCAN"
+    assert plan({"$or": [{"a": 1}, {"$or": [{"a": 2}]}]}, [ID, A])["stage"] == "COLLSCAN"
+    # a hint is obeyed: the hinted index, whole
+    assert bounds(plan({"$or": [{"a": 1}, {"b": 2}]}, [ID, A, B], hint="a_1")) == {
+        "a": ["[MinKey, MaxKey]"]}
+    assert plan({"$or": [{"a": 1}, {"b": 2}]}, [ID, A, B],
+                hint={"$natural": 1})["stage"] == "COLLSCAN"
+
+
+def test_rooted_or_is_an_or_of_index_scans():
+    r = plan({"$or": [{"a": 1}, {"b": {"$gt": 2}, "c": 3}, {"_id": 7}], "d": 4}, [ID, A, B])
+    assert r["stage"] == "OR" and r["index"] is None and r["sorted"] is False
+    sub = r["explain"]
+    assert sub["stage"] == "SUBPLAN"
+    fetch = sub["inputStage"]
+    assert fetch["stage"] == "FETCH" and fetch["filter"] == {"d": 4}
+    ors = fetch["inputStage"]
+    assert ors["stage"] == "OR"
+    kids = ors["inputStages"]
+    assert [k["stage"] for k in kids] == ["IXSCAN", "FETCH", "IXSCAN"]
+    assert kids[0]["indexName"] == "a_1" and kids[0]["indexBounds"] == {"a": ["[1, 1]"]}
+    assert kids[1]["filter"] == {"c": 3}
+    assert kids[1]["inputStage"]["indexBounds"] == {"b": ["(2, inf.0]"]}
+    assert kids[2]["indexName"] == "_id_" and kids[2]["indexBounds"] == {"_id": ["[7, 7]"]}
+    # each clause takes its best index, as it would alone
+    r = plan({"$or": [{"a": 1, "b": 2}, {"b": 3}]}, [ID, A, B, AB])
+    assert [k["indexName"] for k in r["explain"]["inputStage"]["inputStage"]["inputStages"]] == [
+        "a_1_b_1", "b_1"]
 
 
 def test_compound_bounds_all_fields_shown():

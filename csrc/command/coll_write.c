@@ -347,16 +347,26 @@ int mfi_write_doc(mf_engine *e, mf_coll *c, mfi_indexes *ix, uint64_t rid, const
     return rc;
 }
 
+/* $indexStats: one more access of the index `s` reads, if any. */
+static void count_index_use(mf_instance *inst, mf_coll *c, const mf_scan *s)
+{
+    const char *name = mf_scan_index_name(s);
+    if (!name && strcmp(mf_scan_describe(s), "IDHACK") == 0)
+        name = "_id_"; /* mongod's IDHACK reports the _id index used */
+    if (name)
+        mfi_index_usage_count(inst, mf_coll_name(c), name);
+}
+
 int mfi_scan_new(mf_instance *inst, mf_coll *c, const mfi_indexes *ix, const bson_t *filter,
                  const bson_iter_t *hint, const bson_t *sort, const mf_collator *coll,
                  mf_scan **out, bool *sorted, mf_error *err)
 {
     int rc = mf_scan_new(c, ix ? ix->v : NULL, ix ? ix->n : 0, filter, hint, sort, coll, out,
                          sorted, err);
-    const char *name = rc == 0 && inst ? mf_scan_index_name(*out) : NULL;
-    if (rc == 0 && inst && !name && strcmp(mf_scan_describe(*out), "IDHACK") == 0)
-        name = "_id_"; /* mongod's IDHACK reports the _id index used */
-    if (name)
-        mfi_index_usage_count(inst, mf_coll_name(c), name);
+    if (rc == 0 && inst) {
+        size_t n = mf_scan_nkids(*out);
+        for (size_t i = 0; i < (n ? n : 1); i++) /* an OR: each clause's index */
+            count_index_use(inst, c, n ? mf_scan_kid(*out, i) : *out);
+    }
     return rc;
 }

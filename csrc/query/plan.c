@@ -52,6 +52,13 @@
  * are seen as they are at that moment.  A multikey index holds a document
  * under several keys: the scan remembers the RecordIds it has returned, for
  * its whole life, and returns each once.
+ *
+ * A rooted $or that no index serves as a whole, but whose every clause one
+ * does, is an OR of index scans (mongod's SUBPLAN over FETCH over OR): one
+ * scan per clause, planned on the clause alone, run one after the other.
+ * Each gives its candidates to the matcher of the whole filter, and the OR
+ * remembers the RecordIds returned, so a document two clauses find comes
+ * once.
  */
 #include "query_int.h"
 
@@ -63,7 +70,7 @@
 #define MAX_RANGES 4096 /* cross-product limit: past it, fewer fields bound the ranges */
 #define INDEX_NOT_FOUND MF_IndexNotFound
 
-typedef enum { P_COLLSCAN, P_IXSCAN } plan_kind;
+typedef enum { P_COLLSCAN, P_IXSCAN, P_OR } plan_kind;
 
 /* A half-open range of tree keys [lo, hi); no `has_hi`: to the end. */
 typedef struct krange {
@@ -116,9 +123,13 @@ struct mf_scan {
                           key past the end (a key checked against several
                           intervals is examined, then found past them) */
     bool timed;        /* mf_scan_timed: keep executionTimeMillis */
-    /* multikey deduplication: RecordIds returned, +1 (0 marks a free slot) */
+    /* multikey and OR deduplication: RecordIds returned, +1 (0 marks a
+     * free slot) */
     uint64_t *seen;
     size_t nseen, seen_cap;
+    /* P_OR: a scan per clause, run in turn; `kid` is the one running */
+    struct mf_scan **kids;
+    size_t nkids, kid;
     /* position */
     bool want_pos; /* compute the matcher's array position per row */
     bool started, positioned, eof;
@@ -759,6 +770,69 @@ out:
     return rc;
 }
 
+/* Clauses past this many are not planned one by one: the $or scans. */
+#define MAX_OR_CLAUSES 64
+
+/* A rooted $or (the file's head): when every clause of `filter`'s $or is
+ * served by an index, make `s` an OR of their scans.  `s` is left a
+ * collection scan otherwise.  The FETCH filter is the rest of the
+ * filter; each clause's scan shows its own. */
+static int plan_or(mf_scan *s, const mf_index_desc *idx, size_t nidx, const bson_t *filter,
+                   const mf_collator *qcoll, mf_error *err)
+{
+    bson_iter_t it, el;
+    size_t n = 0;
+    int rc = 0;
+    if (!filter || !bson_iter_init_find(&it, filter, "$or") || !BSON_ITER_HOLDS_ARRAY(&it) ||
+        !bson_iter_recurse(&it, &el))
+        return 0;
+    while (bson_iter_next(&el))
+        n++;
+    if (n == 0 || n > MAX_OR_CLAUSES)
+        return 0;
+    mf_scan **kids = calloc(n, sizeof *kids);
+    if (!kids)
+        return oom(err);
+    size_t made = 0;
+    bool all = true;
+    bson_iter_recurse(&it, &el);
+    while (all && rc == 0 && bson_iter_next(&el)) {
+        uint32_t len;
+        const uint8_t *data;
+        bson_t clause;
+        bool sorted;
+        if (!BSON_ITER_HOLDS_DOCUMENT(&el)) {
+            all = false;
+            break;
+        }
+        bson_iter_document(&el, &len, &data);
+        if (!bson_init_static(&clause, data, len) || !(kids[made] = calloc(1, sizeof **kids))) {
+            rc = oom(err);
+            break;
+        }
+        rc = choose(kids[made], idx, nidx, SIZE_MAX, &clause, NULL, qcoll, &sorted, err);
+        all = rc == 0 && kids[made]->kind == P_IXSCAN;
+        made++;
+    }
+    if (rc == 0 && all) {
+        s->residual = bson_new();
+        if (s->residual)
+            bson_copy_to_excluding_noinit(filter, s->residual, "$or", NULL);
+        else
+            rc = oom(err);
+    }
+    if (rc == 0 && all) {
+        s->kind = P_OR;
+        s->kids = kids;
+        s->nkids = n;
+        return 0;
+    }
+    for (size_t i = 0; i < made; i++)
+        mf_scan_free(kids[i]);
+    free(kids);
+    return rc;
+}
+
 /* The _id index of `c` from its catalog spec, into `id` (when `c` has
  * one: `*found`). */
 static int id_index_desc(mf_coll *c, mf_index_desc *id, bool *found, mf_error *err)
@@ -811,6 +885,8 @@ int mf_scan_new(mf_coll *c, const mf_index_desc *idx, size_t nidx, const bson_t 
     if (hint && (rc = hint_find(idx, nidx, hint, &hinted, err)) != 0)
         goto fail;
     rc = choose(s, idx, nidx, hinted, filter, sort, coll, sorted, err);
+    if (rc == 0 && s->kind == P_COLLSCAN && hinted == SIZE_MAX)
+        rc = plan_or(s, idx, nidx, filter, coll, err);
     if (rc)
         goto fail;
     mf_index_desc_clear(&id);
@@ -838,6 +914,9 @@ void mf_scan_free(mf_scan *s)
         bson_destroy(s->residual);
     free(s->seen);
     mf_buf_free(&s->last);
+    for (size_t i = 0; i < s->nkids; i++)
+        mf_scan_free(s->kids[i]);
+    free(s->kids);
     free(s);
 }
 
@@ -845,7 +924,19 @@ const char *mf_scan_describe(const mf_scan *s)
 {
     if (s->kind == P_COLLSCAN)
         return "COLLSCAN";
+    if (s->kind == P_OR)
+        return "OR";
     return s->idhack ? "IDHACK" : "IXSCAN";
+}
+
+size_t mf_scan_nkids(const mf_scan *s)
+{
+    return s->nkids;
+}
+
+const mf_scan *mf_scan_kid(const mf_scan *s, size_t i)
+{
+    return s->kids[i];
 }
 
 const char *mf_scan_index_name(const mf_scan *s)
@@ -861,6 +952,8 @@ const mf_scan_stats *mf_scan_get_stats(const mf_scan *s)
 void mf_scan_want_pos(mf_scan *s, bool want)
 {
     s->want_pos = want;
+    for (size_t i = 0; i < s->nkids; i++)
+        mf_scan_want_pos(s->kids[i], want);
 }
 
 bool mf_scan_eof(const mf_scan *s)
@@ -879,6 +972,12 @@ static int remember(mf_scan *s, const uint8_t *k, size_t kl, mf_error *err)
 
 void mf_scan_release(mf_scan *s)
 {
+    if (s->kind == P_OR) {
+        s->stats.saves++;
+        for (size_t i = 0; i < s->nkids; i++)
+            mf_scan_release(s->kids[i]);
+        return;
+    }
     if (!s->positioned)
         return;
     s->stats.saves++;
@@ -1020,10 +1119,55 @@ static void put_count_scan(const mf_scan *s, bool stats, bson_t *out)
     bson_destroy(&end);
 }
 
+/* An OR's plan: SUBPLAN over FETCH (the filter beside the $or) over OR,
+ * whose inputStages are the clauses' scans, an IXSCAN alone when its
+ * bounds answer its clause. */
+static void put_or(const mf_scan *s, bool stats, bson_t *out)
+{
+    bson_t fetch, or, arr, kid;
+    char key[24];
+    uint64_t works = s->stats.works;
+    BSON_APPEND_UTF8(out, "stage", "SUBPLAN");
+    if (stats)
+        put_common(s, out, s->stats.n_returned, works);
+    bson_append_document_begin(out, "inputStage", -1, &fetch);
+    BSON_APPEND_UTF8(&fetch, "stage", "FETCH");
+    if (s->residual && !bson_empty(s->residual))
+        BSON_APPEND_DOCUMENT(&fetch, "filter", s->residual);
+    if (stats) {
+        put_common(s, &fetch, s->stats.n_returned, works);
+        BSON_APPEND_INT32(&fetch, "docsExamined", (int32_t)s->stats.docs_examined);
+        BSON_APPEND_INT32(&fetch, "alreadyHasObj", 0);
+    }
+    bson_append_document_begin(&fetch, "inputStage", -1, &or);
+    BSON_APPEND_UTF8(&or, "stage", "OR");
+    if (stats) {
+        put_common(s, &or, s->stats.n_returned, works);
+        BSON_APPEND_INT32(&or, "dupsTested", (int32_t)s->stats.dups_tested);
+        BSON_APPEND_INT32(&or, "dupsDropped", (int32_t)s->stats.dups_dropped);
+    }
+    bson_append_array_begin(&or, "inputStages", -1, &arr);
+    for (size_t i = 0; i < s->nkids; i++) {
+        const mf_scan *k = s->kids[i];
+        snprintf(key, sizeof key, "%zu", i);
+        bson_append_document_begin(&arr, key, -1, &kid);
+        if (k->residual && bson_empty(k->residual)) /* an IDHACK too, as mongod's */
+            put_ixscan(k, stats, &kid);
+        else
+            mf_scan_explain(k, stats, &kid);
+        bson_append_document_end(&arr, &kid);
+    }
+    bson_append_array_end(&or, &arr);
+    bson_append_document_end(&fetch, &or);
+    bson_append_document_end(out, &fetch);
+}
+
 int mf_scan_explain(const mf_scan *s, bool stats, bson_t *out)
 {
     uint64_t works = s->stats.works;
-    if (s->kind == P_COLLSCAN) {
+    if (s->kind == P_OR) {
+        put_or(s, stats, out);
+    } else if (s->kind == P_COLLSCAN) {
         BSON_APPEND_UTF8(out, "stage", "COLLSCAN");
         if (s->filter)
             BSON_APPEND_DOCUMENT(out, "filter", s->filter);
@@ -1490,6 +1634,37 @@ static int index_next(mf_scan *s, mf_engine *e, mf_coll *c, const mf_matcher *m,
     }
 }
 
+/* The next row of an OR: from each clause's scan in turn, each RecordId
+ * once.  The OR's counters are its clauses' sums. */
+static int or_next(mf_scan *s, mf_engine *e, mf_coll *c, const mf_matcher *m, mf_scan_row *row,
+                   bool *valid, mf_error *err)
+{
+    while (s->kid < s->nkids) {
+        mf_scan *k = s->kids[s->kid];
+        mf_scan_stats was = k->stats;
+        int rc = mf_scan_next(k, e, c, m, row, valid, err);
+        s->stats.keys_examined += k->stats.keys_examined - was.keys_examined;
+        s->stats.docs_examined += k->stats.docs_examined - was.docs_examined;
+        s->stats.works += k->stats.works - was.works;
+        if (rc != 0)
+            return rc;
+        if (!*valid) {
+            s->kid++;
+            continue;
+        }
+        bool dup;
+        s->stats.dups_tested++;
+        if ((rc = seen_before(s, row->rid, &dup, err)) != 0)
+            return rc;
+        if (!dup)
+            return 0;
+        s->stats.dups_dropped++;
+        *valid = false;
+    }
+    s->eof = true;
+    return 0;
+}
+
 static int scan_next(mf_scan *s, mf_engine *e, mf_coll *c, const mf_matcher *m,
                      mf_scan_row *row, bool *valid, mf_error *err)
 {
@@ -1497,6 +1672,8 @@ static int scan_next(mf_scan *s, mf_engine *e, mf_coll *c, const mf_matcher *m,
     *valid = false;
     if (s->eof)
         return 0;
+    if (s->kind == P_OR)
+        return or_next(s, e, c, m, row, valid, err);
     if (s->kind == P_IXSCAN) {
         if (s->points)
             return next_point(s, e, c, m, row, valid, err);
@@ -1627,6 +1804,8 @@ static bool single_interval(const mf_scan *s, bson_t *start, bool *start_incl, b
 
 void mf_scan_count_only(mf_scan *s, bool on)
 {
+    if (s->kind == P_OR)
+        return; /* each clause's keys would answer only their clause */
     s->count_only = on;
     s->count_scan = on && s->kind == P_IXSCAN && !s->idhack && keys_answer(s) &&
                     single_interval(s, NULL, NULL, NULL, NULL);
@@ -1635,6 +1814,8 @@ void mf_scan_count_only(mf_scan *s, bool on)
 void mf_scan_timed(mf_scan *s, bool on)
 {
     s->timed = on;
+    for (size_t i = 0; i < s->nkids; i++)
+        mf_scan_timed(s->kids[i], on);
 }
 
 int mf_scan_next(mf_scan *s, mf_engine *e, mf_coll *c, const mf_matcher *m, mf_scan_row *row,

@@ -451,7 +451,9 @@ typedef struct mf_scan_stats {
  * `sort`; fewer fields; the smaller name.  Hidden indexes and unfinished
  * builds are never used; a sparse index only for predicates that cannot
  * match a missing field; a partial index only when `filter` implies its
- * partialFilterExpression.  No usable index: a collection scan.
+ * partialFilterExpression.  No usable index: a rooted $or whose every
+ * clause, planned alone, uses an index is an OR of those scans (each
+ * document once); else a collection scan.
  *
  * `hint` (a name, a key pattern, or {$natural: +-1}; an empty document is
  * no hint) forces the index, with bounds when the filter gives some, the
@@ -507,8 +509,12 @@ void mf_scan_release(mf_scan *s);
 /* Whether the scan has reached its end. */
 bool mf_scan_eof(const mf_scan *s);
 
-/* "COLLSCAN", "IDHACK" or "IXSCAN", for explain and logs. */
+/* "COLLSCAN", "IDHACK", "IXSCAN" or "OR", for explain and logs. */
 const char *mf_scan_describe(const mf_scan *s);
+
+/* An OR's scans, one per clause of the filter's $or (0 for other scans). */
+size_t mf_scan_nkids(const mf_scan *s);
+const mf_scan *mf_scan_kid(const mf_scan *s, size_t i);
 
 /* The name of the index the scan reads, or NULL for a collection scan;
  * valid until mf_scan_free. */
