@@ -13,6 +13,9 @@
  *   {$gt: v}, {$gte: v}   (v, end of v's type bracket]
  *   {$lt: v}, {$lte: v}   [start of v's type bracket, v)
  *   {$exists: true}       [MinKey, MaxKey];  false: [null, null]
+ *   {$elemMatch: ...}     on values: the intersection of its conditions'
+ *                         bounds; on documents, path.field for each field
+ *                         (elem_match); never exact
  *   {a: /re/}, {$regex}   the strings starting with the regex's literal
  *                         prefix, ["abc", "abd") for /^abc/, and the regex
  *                         itself, [/re/, /re/] (a regex matches an equal
@@ -24,7 +27,7 @@
  * (NaN lies below -inf and matches no range), strings ""..{} (exclusive),
  * objects {}..[] (exclusive), ObjectIds 00..ff, dates and timestamps their
  * extremes, booleans false..true.  A condition with no such translation
- * ($ne, $elemMatch, $gt: null, ...) bounds nothing: the matcher
+ * ($ne, $size, $gt: null, ...) bounds nothing: the matcher
  * alone decides it.  The bounds may be wider than the condition, never
  * narrower (DESIGN.md section 5).
  *
@@ -806,6 +809,120 @@ static bool is_operator_doc(const bson_iter_t *v)
            bson_iter_key(&ops)[0] == '$';
 }
 
+static int field_conditions(mfi_preds *p, const char *path, const bson_iter_t *v, size_t top,
+                            bool of_elements, bool *done);
+
+/* `path` joined to `field` with a dot, kept by `p` (its preds borrow it). */
+static const char *owned_path(mfi_preds *p, const char *path, const char *field)
+{
+    char **v = realloc(p->owned, (p->nowned + 1) * sizeof *v);
+    if (!v)
+        return NULL;
+    p->owned = v;
+    size_t n = strlen(path) + 1 + strlen(field) + 1;
+    if (!(v[p->nowned] = malloc(n)))
+        return NULL;
+    snprintf(v[p->nowned], n, "%s.%s", path, field);
+    return v[p->nowned++];
+}
+
+/* {path: {$elemMatch: sub}}, as mongod bounds it (never exactly: only the
+ * document tells that one element satisfied it all):
+ *   - on values ({$gt: 1, $lt: 5}): one element meets every condition, so
+ *     its key lies in the intersection of their bounds (an $elemMatch in
+ *     there is about the element's own elements: it bounds nothing);
+ *   - on documents ({a: 1, b: {$gt: 2}}): some element's `a` is 1, so
+ *     path.a has a key [1, 1], and so on for each field -- each alone:
+ *     two conditions on one field may be met by two values of an array
+ *     inside the element. */
+static int elem_match(mfi_preds *p, const char *path, const bson_iter_t *v, size_t top)
+{
+    bson_iter_t sub, first;
+    if (!bson_iter_recurse(v, &sub))
+        return 0;
+    first = sub;
+    if (!bson_iter_next(&first))
+        return 0;
+    size_t before = p->n;
+    if (bson_iter_key(&first)[0] != '$') {
+        bool ignored = true;
+        while (bson_iter_next(&sub)) {
+            const char *f = bson_iter_key(&sub), *sp;
+            if (f[0] == '$')
+                continue; /* $and, $or ... inside: the matcher's */
+            if (!(sp = owned_path(p, path, f)) ||
+                field_conditions(p, sp, &sub, top, false, &ignored))
+                return -1;
+        }
+    } else {
+        mfi_preds one = {.coll = p->coll, .owned = p->owned, .nowned = p->nowned};
+        bool ignored = true;
+        int rc = field_conditions(&one, path, v, top, true, &ignored);
+        p->owned = one.owned; /* a nested $elemMatch may have added paths */
+        p->nowned = one.nowned;
+        one.owned = NULL;
+        one.nowned = 0;
+        mfi_pred pr = {.path = path, .top = top};
+        for (size_t i = 0; rc == 0 && i < one.n; i++) {
+            pr.collatable |= one.v[i].collatable;
+            if (i == 0) {
+                pr.oil = one.v[0].oil;
+                one.v[0].oil = (mfi_oil){0};
+            } else {
+                rc = mfi_oil_intersect(&pr.oil, &one.v[i].oil);
+            }
+        }
+        bool any = one.n > 0;
+        mfi_preds_free(&one);
+        if (rc == 0 && any && preds_push(p, &pr) != 0)
+            rc = -1;
+        if (rc != 0 || !any)
+            mfi_oil_free(&pr.oil);
+        if (rc != 0)
+            return -1;
+    }
+    for (size_t i = before; i < p->n; i++)
+        p->v[i].exact = false;
+    return 0;
+}
+
+/* The conditions on one field: `v` is its value in the filter, an operator
+ * document or a value to equal (`of_elements`: the conditions of an
+ * $elemMatch on values).  `*done` is cleared unless each became a pred
+ * that may answer it. */
+static int field_conditions(mfi_preds *p, const char *path, const bson_iter_t *v, size_t top,
+                            bool of_elements, bool *done)
+{
+    bool used;
+    if (!is_operator_doc(v)) {
+        if (add_condition(p, path, NULL, v, NULL, top, &used) != 0)
+            return -1;
+        *done = *done && used;
+        return 0;
+    }
+    bson_iter_t ops, options;
+    bool has_options = bson_iter_recurse(v, &ops) && bson_iter_find(&ops, "$options");
+    options = ops;
+    bson_iter_recurse(v, &ops);
+    while (bson_iter_next(&ops)) {
+        const char *op = bson_iter_key(&ops);
+        bool regex = strcmp(op, "$regex") == 0;
+        if (strcmp(op, "$options") == 0 && has_regex_beside(v))
+            continue; /* part of the $regex's pred */
+        if (strcmp(op, "$elemMatch") == 0 && BSON_ITER_HOLDS_DOCUMENT(&ops)) {
+            if (!of_elements && elem_match(p, path, &ops, top) != 0)
+                return -1;
+            *done = false;
+            continue;
+        }
+        if (add_condition(p, path, op, &ops, regex && has_options ? &options : NULL, top,
+                          &used) != 0)
+            return -1;
+        *done = *done && used;
+    }
+    return 0;
+}
+
 /* The conditions of one filter document; `top` < SIZE_MAX: all belong to
  * that top-level element (inside a $and). */
 static int collect(const bson_t *filter, mfi_preds *p, size_t top, bool *complete)
@@ -818,7 +935,6 @@ static int collect(const bson_t *filter, mfi_preds *p, size_t top, bool *complet
         size_t at = top != SIZE_MAX ? top : t;
         bool *done = top != SIZE_MAX ? complete : &p->complete[t];
         const char *k = bson_iter_key(&it);
-        bool used;
         if (top == SIZE_MAX)
             *done = true;
         if (strcmp(k, "$and") == 0 && BSON_ITER_HOLDS_ARRAY(&it)) {
@@ -842,26 +958,8 @@ static int collect(const bson_t *filter, mfi_preds *p, size_t top, bool *complet
             *done = false; /* $or, $nor, $expr ...: the matcher's */
             continue;
         }
-        if (!is_operator_doc(&it)) {
-            if (add_condition(p, k, NULL, &it, NULL, at, &used) != 0)
-                return -1;
-            *done = *done && used;
-            continue;
-        }
-        bson_iter_t ops, options;
-        bool has_options = bson_iter_recurse(&it, &ops) && bson_iter_find(&ops, "$options");
-        options = ops;
-        bson_iter_recurse(&it, &ops);
-        while (bson_iter_next(&ops)) {
-            const char *op = bson_iter_key(&ops);
-            bool regex = strcmp(op, "$regex") == 0;
-            if (strcmp(op, "$options") == 0 && has_regex_beside(&it))
-                continue; /* part of the $regex's pred */
-            if (add_condition(p, k, op, &ops, regex && has_options ? &options : NULL, at,
-                              &used) != 0)
-                return -1;
-            *done = *done && used;
-        }
+        if (field_conditions(p, k, &it, at, false, done) != 0)
+            return -1;
     }
     return 0;
 }
@@ -891,6 +989,9 @@ void mfi_preds_free(mfi_preds *p)
 {
     for (size_t i = 0; i < p->n; i++)
         mfi_oil_free(&p->v[i].oil);
+    for (size_t i = 0; i < p->nowned; i++)
+        free(p->owned[i]);
+    free(p->owned);
     free(p->v);
     free(p->complete);
     memset(p, 0, sizeof *p);

@@ -444,8 +444,9 @@ typedef struct mf_scan_stats {
  * only, as the test hook does).
  *
  * The choice (no trial runs): bounds are built for each usable index from
- * the equality, $in, $gt/$gte/$lt/$lte and $exists predicates at the top
- * of `filter` and in its top-level $and, on the index's leading fields.
+ * the equality, $in, $gt/$gte/$lt/$lte, $exists, prefix-regex and
+ * $elemMatch predicates at the top of `filter` and in its top-level $and,
+ * on the index's leading fields.
  * Preferred, in order: equality on every field of a unique index; more
  * equality-bound leading fields; a range on the next field; providing
  * `sort`; fewer fields; the smaller name.  Hidden indexes and unfinished

@@ -37,7 +37,7 @@ typedef struct mfi_oil {
 
 /* What one condition of a filter says about one path. */
 typedef struct mfi_pred {
-    const char *path;     /* borrowed from the filter */
+    const char *path;     /* borrowed from the filter, or from the preds' `owned` */
     mfi_oil oil;
     bool matches_missing; /* can match a document without the path ({a: null}) */
     bool exact;           /* the bounds answer it exactly on a non-multikey field */
@@ -52,11 +52,13 @@ typedef struct mfi_preds {
     bool *complete; /* per top-level element: every condition became a pred */
     size_t ntop;
     const mf_collator *coll; /* the collation the bounds are encoded under (borrowed) */
+    char **owned;            /* paths made here ($elemMatch's path.field) */
+    size_t nowned;
 } mfi_preds;
 
 /* The conditions of `filter` (top level and top-level $and) that bound an
- * index: equality, $in, $gt/$gte/$lt/$lte, $exists.  Others are left to
- * the matcher.  `filter` must outlive `out` (paths are borrowed).  Errors:
+ * index: equality, $in, $gt/$gte/$lt/$lte, $exists, a regex with a literal
+ * prefix, $elemMatch.  Others are left to the matcher.  `filter` must outlive `out` (paths are borrowed).  Errors:
  * InternalError (out of memory). */
 int mfi_preds_collect(const bson_t *filter, mfi_preds *out, mf_error *err);
 /* The same with the bounds encoded under `coll` (NULL: simple), for an
