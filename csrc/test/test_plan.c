@@ -224,6 +224,8 @@ static const char *check_query(world *w, const char *json, const char *sort_json
         goto out;
     }
     const char *used = mf_scan_index_name(s);
+    if (!used && strcmp(mf_scan_describe(s), "OR") == 0)
+        used = "OR";
     if ((want_index || used) && (!want_index || !used || strcmp(want_index, used) != 0)) {
         snprintf(msg, sizeof msg, "%s: index %s, wanted %s", json, used ? used : "none",
                  want_index ? want_index : "none");
@@ -340,9 +342,23 @@ MFT_CASE(plan_scans, "/query/plan/scans_match_brute_force")
     QUERY("{\"_id\": {\"$in\": [3, 1, 400, 401]}}", NULL, "_id_", false);
     QUERY("{\"_id\": {\"$gt\": 390}}", "{\"_id\": -1}", "_id_", true);
     QUERY("{\"_id\": 17}", NULL, "_id_", false);
+    /* a regex prefix; $elemMatch on values and on documents */
+    QUERY("{\"b\": {\"$regex\": \"^x\"}}", NULL, "b_1", false);
+    QUERY("{\"b\": {\"$in\": [{\"$regex\": \"^y\"}, 3, 4]}}", NULL, "b_1", false);
+    QUERY("{\"t\": {\"$elemMatch\": {\"$gt\": 1, \"$lt\": 4}}}", NULL, "t_1", false);
+    QUERY("{\"t\": {\"$elemMatch\": {\"$in\": [0, 5], \"$ne\": 5}}}", NULL, "t_1", false);
+    /* a rooted $or of index scans, each document once, released after
+     * every row too */
+    QUERY("{\"$or\": [{\"a\": 1}, {\"b\": 2}]}", NULL, "OR", false);
+    QUERY("{\"$or\": [{\"t\": 1}, {\"t\": {\"$gt\": 3}}, {\"_id\": 5}, {\"u\": 14}]}",
+          NULL, "OR", false);
+    QUERY("{\"$or\": [{\"a\": {\"$lt\": 3}}, {\"b\": {\"$regex\": \"^x\"}}]}", NULL, "OR",
+          false);
+    /* an index that gives the sort is taken before an OR */
+    QUERY("{\"$or\": [{\"a\": {\"$lt\": 3}}, {\"b\": 7}]}", "{\"b\": 1}", "b_1", true);
     /* nothing usable */
     QUERY("{\"x\": 1}", NULL, NULL, false);
-    QUERY("{\"$or\": [{\"a\": 1}, {\"b\": 2}]}", NULL, NULL, false);
+    QUERY("{\"$or\": [{\"a\": 1}, {\"x\": 2}]}", NULL, NULL, false);
     teardown(&w);
 }
 
