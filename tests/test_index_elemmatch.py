@@ -33,6 +33,20 @@ def test_elem_match_bounds():
     assert r["explain"]["filter"] == {"v": {"$elemMatch": {"$eq": 2}}}
 
 
+def test_elem_match_on_a_numbered_field_bounds_nothing(client):
+    """Inside $elemMatch, {"0": 5} is field or position 0 of each element;
+    the index path arr.0 is arr's first element."""
+    c = client.t.n
+    c.insert_many([{"_id": 1, "arr": [[5]]}, {"_id": 2, "arr": [[5, 6]]},
+                   {"_id": 3, "arr": [{"x": 1}, [5]]}, {"_id": 4, "arr": [5]}])
+    c.create_index("arr.0")
+    f = {"arr": {"$elemMatch": {"0": 5}}}
+    want = ids(c.find(f).hint({"$natural": 1}))
+    assert want == [1, 2, 3]
+    assert ids(c.find(f)) == want
+    assert ids(c.find(f).hint("arr.0_1")) == want
+
+
 def rand_scalar(rng):
     return rng.choice([rng.randint(0, 9), rng.randint(0, 9), "s", None, rng.randint(0, 9) + 0.5])
 

@@ -212,7 +212,9 @@ def test_conditions_without_bounds_do_not_use_the_index(cond):
         ({"$regex": "\\Aab", "$options": "m"}, ['["ab", "ac")', "[/\\Aab/m, /\\Aab/m]"]),
         ({"$regex": "^ab", "$options": "s"}, ['["ab", "ac")', "[/^ab/s, /^ab/s]"]),
         (Regex("^ab", "u"), ['["ab", "ac")', "[/^ab/u, /^ab/u]"]),  # re.compile's flag
-        ({"$regex": "^a b#c", "$options": "x"}, ['["ab", "ac")', "[/^a b#c/x, /^a b#c/x]"]),
+        ({"$regex": "^a bc", "$options": "x"}, ['["abc", "abd")', "[/^a bc/x, /^a bc/x]"]),
+        # an x comment may end in a newline and a quantifier: b comes off
+        ({"$regex": "^a b#c", "$options": "x"}, ['["a", "b")', "[/^a b#c/x, /^a b#c/x]"]),
         # it stops at a metacharacter or an escaped letter
         ({"$regex": "^ab.c"}, ['["ab", "ac")', "[/^ab.c/, /^ab.c/]"]),
         ({"$regex": "^ab\\dc"}, ['["ab", "ac")', "[/^ab\\dc/, /^ab\\dc/]"]),
@@ -234,6 +236,25 @@ def test_conditions_without_bounds_do_not_use_the_index(cond):
 )
 def test_regex_prefix_bounds(cond, want):
     assert bounds(plan({"a": cond}, [ID, A])) == {"a": want}
+
+
+@pytest.mark.parametrize(
+    "pattern, want",
+    [
+        # the upper bound is the next character, so it stays text
+        ("^п", '["п", "р")'),   # D0 BF: one byte up would be D0 C0, not UTF-8
+        ("^a\x7f", '["a\x7f", "a\x80")'),
+        # a quantified character comes off whole
+        ("^aé*", '["a", "b")'),
+        ("^aé?x", '["a", "b")'),
+        ("^aé{0}", '["a", "b")'),
+        # things PCRE2 reads as nothing: a quantifier after them reaches back
+        ("^ab\\E*", '["a", "b")'),
+        ("^ab(?#c)*", '["a", "b")'),
+    ],
+)
+def test_regex_prefix_is_whole_characters(pattern, want):
+    assert bounds(plan({"a": {"$regex": pattern}}, [ID, A]))["a"][0] == want
 
 
 def test_regex_bounds_backward():
@@ -570,7 +591,8 @@ def test_regex_bounds_never_lose_a_document(client):
     rng = random.Random(41)
     c = client.t.r
     c.create_index("a")
-    alphabet = "abAB.c\n*{}0|"
+    alphabet = ["a", "b", "A", "B", ".", "c", "\n", "*", "{", "}", "0", "|", "é", "п", "р",
+                "\u2028", "ÿ", "\x7f"]
     docs = []
     for i in range(600):
         s = "".join(rng.choice(alphabet) for _ in range(rng.randrange(5)))
@@ -578,7 +600,8 @@ def test_regex_bounds_never_lose_a_document(client):
         docs.append({"_id": i, "a": v})
     c.insert_many(docs)
     pieces = ["a", "b", "c", ".", "*", "?", "+", "{0}", "{2}", "{0,1}", "\\.", "\\*",
-              "\\Qa.\\E", "\\Qb", "$", "|", "[ab]", "(a)", "\\d", "\\n", " ", "#"]
+              "\\Qa.\\E", "\\Qb", "$", "|", "[ab]", "(a)", "\\d", "\\n", " ", "#",
+              "é", "п", "ÿ", "\x7f", "\\E", "(?#c)", "{ 0}", "\u2028", "\n"]
     planned = 0
     for _ in range(300):
         pat = rng.choice(["^", "^", "\\A", ""]) + "".join(

@@ -483,23 +483,46 @@ static bool may_have_pipe(const char *s)
     return false;
 }
 
+/* Take the last character, all its UTF-8 bytes, off `out`. */
+static void drop_last_char(mf_buf *out)
+{
+    while (out->len && (out->data[out->len - 1] & 0xc0) == 0x80)
+        out->len--;
+    if (out->len)
+        out->len--;
+}
+
+/* Whether the "{" before `p` may repeat what precedes it zero times:
+ * {0}, {0,n}, {,n} (PCRE2 10.43 reads that one as a quantifier, older
+ * ones as text), with spaces inside as 10.43 allows them. */
+static bool zero_repeat(const char *p)
+{
+    while (*p == ' ')
+        p++;
+    return *p == '0' || *p == ',';
+}
+
 /* The literal prefix that every string `re` (with `flags`) matches starts
  * with, into `out` (empty: none), found as mongod's simpleRegex finds it:
  * after ^ (or \A, which 'm' leaves alone), up to the first character that
- * is not itself -- a metacharacter, a class escape, the end of an 'x'
- * comment -- with a quantified last character taken off again.  Flags
- * other than 'm', 's', 'x' and 'u' (such as 'i') give no prefix.
- * `*whole`: the pattern is that prefix and nothing else (/^abc/).  Two
- * differences from mongod:
+ * is not itself -- a metacharacter, a class escape -- with a quantified
+ * last character taken off again.  Flags other than 'm', 's', 'x' and 'u'
+ * (such as 'i') give no prefix.  `*whole`: the pattern is that prefix and
+ * nothing else (/^abc/).  Where it differs from mongod:
  *   - 'u' (UTF-8 mode; pymongo sends it for every re.compile pattern)
  *     keeps the prefix: literal characters match the same bytes with it
  *     or without.  mongod takes no prefix.
- *   - to keep the bounds no narrower than the condition, a "{" that may
- *     repeat zero times ({0}, {,n}) takes the last character off as "*"
- *     does, where mongod keeps it. */
+ *   - to keep the bounds no narrower than the condition, the last
+ *     character comes off whenever a quantifier might still reach it:
+ *     after a "{" that may repeat zero times ({0}, {,n}), and at the
+ *     things PCRE2 reads as nothing, so that a quantifier after them
+ *     applies to the character before -- a lone \E, a (?#...) comment,
+ *     an 'x' comment, and under 'x' any non-ASCII character (PCRE2 skips
+ *     some Unicode spaces there).  mongod keeps it.
+ *   - a quantified character is taken off whole, all its UTF-8 bytes. */
 static int regex_prefix(const char *re, const char *flags, mf_buf *out, bool *whole)
 {
-    bool from_a = false, extended = false, stopped = false;
+    bool from_a = false, extended = false;
     out->len = 0;
     *whole = false;
     if (re[0] == '\\' && re[1] == 'A') {
@@ -520,15 +543,16 @@ static int regex_prefix(const char *re, const char *flags, mf_buf *out, bool *wh
         else if (*flags != 'm' && *flags != 's' && *flags != 'u')
             return 0;
     }
-    while (*re && !stopped) {
-        char c = *re++;
-        if (c == '*' || c == '?' || (c == '{' && (*re == '0' || *re == ','))) {
-            if (out->len)
-                out->len--; /* the last character is optional */
+    while (*re) {
+        unsigned char c = (unsigned char)*re++;
+        if (c == '*' || c == '?' || (c == '{' && zero_repeat(re)) ||
+            (c == '(' && re[0] == '?' && re[1] == '#') || (c == '\\' && *re == 'E') ||
+            (extended && (c == '#' || c >= 0x80))) {
+            drop_last_char(out); /* optional, or a quantifier may follow */
             return 0;
         }
         if (c == '\\') {
-            c = *re;
+            c = (unsigned char)*re;
             if (c == 'Q') { /* \Q...\E: all of it literal */
                 for (re++; *re && !(re[0] == '\\' && re[1] == 'E'); re++)
                     if (mf_buf_append(out, re, 1) != 0)
@@ -538,22 +562,71 @@ static int regex_prefix(const char *re, const char *flags, mf_buf *out, bool *wh
                 continue;
             }
             if (c == 0 || (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') ||
-                (c >= '0' && c <= '9')) {
-                stopped = true; /* a class, an anchor, a back reference ... */
-                continue;
-            }
+                (c >= '0' && c <= '9'))
+                return 0; /* a class, an anchor, a back reference ... */
             re++; /* an escaped punctuation character is itself */
-        } else if (strchr("^$.[()+{", c) || (extended && c == '#')) {
-            stopped = true;
-            continue;
+        } else if (strchr("^$.[()+{", c)) {
+            return 0;
         } else if (extended && (c == ' ' || (c >= '\t' && c <= '\r'))) {
             continue;
         }
         if (mf_buf_append(out, &c, 1) != 0)
             return -1;
     }
-    *whole = !stopped && out->len > 0;
+    *whole = out->len > 0;
     return 0;
+}
+
+/* The code point of the UTF-8 character `p` (`n` bytes), or false. */
+static bool utf8_char(const uint8_t *p, size_t n, uint32_t *cp)
+{
+    static const uint8_t lead_bits[5] = {0, 0x7f, 0x1f, 0x0f, 0x07};
+    size_t want = p[0] < 0x80 ? 1 : p[0] >= 0xf0 ? 4 : p[0] >= 0xe0 ? 3 : p[0] >= 0xc0 ? 2 : 0;
+    if (want == 0 || want != n)
+        return false;
+    *cp = p[0] & lead_bits[n];
+    for (size_t i = 1; i < n; i++)
+        *cp = *cp << 6 | (p[i] & 0x3f);
+    return *cp <= 0x10ffff;
+}
+
+static int utf8_put(mf_buf *out, uint32_t cp)
+{
+    uint8_t b[4];
+    size_t n = cp < 0x80 ? 1 : cp < 0x800 ? 2 : cp < 0x10000 ? 3 : 4;
+    if (n == 1) {
+        b[0] = (uint8_t)cp;
+    } else {
+        for (size_t i = n - 1; i > 0; i--, cp >>= 6)
+            b[i] = (uint8_t)(0x80 | (cp & 0x3f));
+        b[0] = (uint8_t)((0xf00u >> n) | cp); /* 0xc0, 0xe0 or 0xf0, then the high bits */
+    }
+    return mf_buf_append(out, b, n);
+}
+
+/* `pre` made the least string past every string that starts with it: its
+ * last character replaced by the next one.  UTF-8 keeps code points in
+ * byte order, and no character's bytes begin another's, so all such
+ * strings sort before it, and the bound is text (mongod adds one to the
+ * last byte, which can leave invalid UTF-8 in explain).  A last character
+ * with no next one goes, and the one before steps instead.  False when
+ * nothing is left, the bytes are not UTF-8, or memory ran out. */
+static bool next_prefix(mf_buf *pre)
+{
+    while (pre->len) {
+        size_t at = pre->len - 1;
+        uint32_t cp;
+        while (at > 0 && (pre->data[at] & 0xc0) == 0x80)
+            at--;
+        if (!utf8_char(pre->data + at, pre->len - at, &cp))
+            return false;
+        pre->len = at;
+        if (cp == 0x10ffff)
+            continue;
+        /* past the surrogates */
+        return utf8_put(pre, cp + 1 == 0xd800 ? 0xe000 : cp + 1) == 0;
+    }
+    return false;
 }
 
 /* A regex match (mongod's translateRegex): the strings starting with the
@@ -574,18 +647,15 @@ static int translate_regex(const char *pattern, size_t plen, const char *flags,
      * loosely all the same. */
     if (!coll && strlen(pattern) == plen && (rc = regex_prefix(pattern, flags, &pre, &whole)) != 0)
         goto out;
-    while (pre.len && pre.data[pre.len - 1] == 0xff) { /* no byte above it: shorten */
-        pre.len--;
-        whole = false;
-    }
-    if (pre.len == 0) {
+    bson_t tmp = BSON_INITIALIZER;
+    bson_iter_t lo, hi, re;
+    if (pre.len)
+        bson_append_utf8(&tmp, "0", 1, (const char *)pre.data, (int)pre.len);
+    if (pre.len == 0 || !next_prefix(&pre)) {
+        bson_destroy(&tmp);
         *none = true;
         goto out;
     }
-    bson_t tmp = BSON_INITIALIZER;
-    bson_iter_t lo, hi, re;
-    bson_append_utf8(&tmp, "0", 1, (const char *)pre.data, (int)pre.len);
-    pre.data[pre.len - 1]++;
     bson_append_utf8(&tmp, "1", 1, (const char *)pre.data, (int)pre.len);
     bson_append_regex(&tmp, "2", 1, pattern, flags);
     if (!bson_iter_init(&lo, &tmp) || !bson_iter_next(&lo)) {
@@ -812,6 +882,18 @@ static bool is_operator_doc(const bson_iter_t *v)
 static int field_conditions(mfi_preds *p, const char *path, const bson_iter_t *v, size_t top,
                             bool of_elements, bool *done);
 
+/* Whether a component of the dotted path `f` is all digits. */
+static bool has_number_part(const char *f)
+{
+    for (const char *c = f; *c;) {
+        size_t n = strcspn(c, ".");
+        if (n && strspn(c, "0123456789") >= n)
+            return true;
+        c += n + (c[n] == '.');
+    }
+    return false;
+}
+
 /* `path` joined to `field` with a dot, kept by `p` (its preds borrow it). */
 static const char *owned_path(mfi_preds *p, const char *path, const char *field)
 {
@@ -837,6 +919,9 @@ static const char *owned_path(mfi_preds *p, const char *path, const char *field)
  *     inside the element. */
 static int elem_match(mfi_preds *p, const char *path, const bson_iter_t *v, size_t top)
 {
+    /* (A field named by a number, {arr: {$elemMatch: {"0": 5}}}, means
+     * field or position 0 of each element, where the index path arr.0
+     * means arr's first element: such a field bounds nothing.) */
     bson_iter_t sub, first;
     if (!bson_iter_recurse(v, &sub))
         return 0;
@@ -848,8 +933,8 @@ static int elem_match(mfi_preds *p, const char *path, const bson_iter_t *v, size
         bool ignored = true;
         while (bson_iter_next(&sub)) {
             const char *f = bson_iter_key(&sub), *sp;
-            if (f[0] == '$')
-                continue; /* $and, $or ... inside: the matcher's */
+            if (f[0] == '$' || has_number_part(f))
+                continue; /* $and, $or ... inside: the matcher's; and see above */
             if (!(sp = owned_path(p, path, f)) ||
                 field_conditions(p, sp, &sub, top, false, &ignored))
                 return -1;

@@ -562,10 +562,17 @@ static rec *rec_alloc(mf_sorter *s, size_t size)
         size_t cap = size > ARENA_BLOCK ? size : ARENA_BLOCK;
         if (!(b = malloc(sizeof *b + cap)))
             return NULL;
-        b->next = s->blocks;
         b->used = 0;
         b->cap = cap;
-        s->blocks = b;
+        if (size > ARENA_BLOCK && s->blocks) {
+            /* A record's own block goes behind the one being filled,
+             * which goes on taking small records. */
+            b->next = s->blocks->next;
+            s->blocks->next = b;
+        } else {
+            b->next = s->blocks;
+            s->blocks = b;
+        }
     }
     rec *r = (rec *)(b->data + b->used);
     b->used += size;
