@@ -483,13 +483,13 @@ static bool may_have_pipe(const char *s)
     return false;
 }
 
-/* Take the last character, all its UTF-8 bytes, off `out`. */
-static void drop_last_char(mf_buf *out)
+/* Where the last UTF-8 character of `b` starts (0 when it is empty). */
+static size_t last_char_at(const mf_buf *b)
 {
-    while (out->len && (out->data[out->len - 1] & 0xc0) == 0x80)
-        out->len--;
-    if (out->len)
-        out->len--;
+    size_t at = b->len ? b->len - 1 : 0;
+    while (at > 0 && (b->data[at] & 0xc0) == 0x80)
+        at--;
+    return at;
 }
 
 /* Whether the "{" before `p` may repeat what precedes it zero times:
@@ -548,7 +548,7 @@ static int regex_prefix(const char *re, const char *flags, mf_buf *out, bool *wh
         if (c == '*' || c == '?' || (c == '{' && zero_repeat(re)) ||
             (c == '(' && re[0] == '?' && re[1] == '#') || (c == '\\' && *re == 'E') ||
             (extended && (c == '#' || c >= 0x80))) {
-            drop_last_char(out); /* optional, or a quantifier may follow */
+            out->len = last_char_at(out); /* optional, or a quantifier may follow */
             return 0;
         }
         if (c == '\\') {
@@ -614,10 +614,8 @@ static int utf8_put(mf_buf *out, uint32_t cp)
 static bool next_prefix(mf_buf *pre)
 {
     while (pre->len) {
-        size_t at = pre->len - 1;
+        size_t at = last_char_at(pre);
         uint32_t cp;
-        while (at > 0 && (pre->data[at] & 0xc0) == 0x80)
-            at--;
         if (!utf8_char(pre->data + at, pre->len - at, &cp))
             return false;
         pre->len = at;
