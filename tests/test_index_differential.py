@@ -5,9 +5,12 @@ the sort makes the order total -- and stay so while documents change."""
 from __future__ import annotations
 
 import random
+import struct
 
+import bson
 import pytest
 from bson import Int64
+from bson.raw_bson import RawBSONDocument
 
 INDEXES = [
     [("a", 1)],
@@ -19,8 +22,35 @@ INDEXES = [
 ]
 
 
+# BSON undefined (deprecated; pymongo reads it as None and cannot write it):
+# an equality to null matches it, so the bounds of null hold it too.
+UNDEF = object()
+
+
+def enc_elem(key, v):
+    k = key.encode() + b"\x00"
+    if v is UNDEF:
+        return b"\x06" + k
+    if isinstance(v, dict):
+        return b"\x03" + k + enc_doc(v)
+    if isinstance(v, list):
+        return b"\x04" + k + enc_doc({str(i): x for i, x in enumerate(v)})
+    return bson.encode({key: v})[4:-1]
+
+
+def enc_doc(d):
+    body = b"".join(enc_elem(k, v) for k, v in d.items())
+    return struct.pack("<i", len(body) + 5) + body + b"\x00"
+
+
+def raw(d):
+    return RawBSONDocument(enc_doc(d))
+
+
 def rand_value(rng):
     r = rng.random()
+    if r < 0.03:
+        return UNDEF
     if r < 0.45:
         return rng.randint(-5, 15)
     if r < 0.55:
@@ -62,8 +92,28 @@ def rand_pred(rng, field):
         lambda: {"$exists": rng.random() < 0.5},
         lambda: None,
         lambda: {"$nin": [v(), v()]},
+        # negations: bounded by the complement where mongod bounds them
+        lambda: {"$ne": rng.choice([None, {"x": 1}, [], [1, 2], rng.randint(-5, 15)])},
+        lambda: {"$nin": rng.choice([[None, []], [[], None], [None, 3], [[1], 2]])},
+        lambda: {"$not": {rng.choice(["$gt", "$gte", "$lt", "$lte"]): rng.randint(-5, 15)}},
+        lambda: {"$not": {"$in": [v() for _ in range(rng.randint(0, 3))]}},
+        lambda: {"$not": rng.choice([{"$eq": None}, {"$lte": None}, {"$exists": True},
+                                     {"$gte": "b"}, {"$eq": "a"}])},
+        lambda: {"$ne": rng.randint(0, 9), "$gte": rng.randint(-5, 5)},
     ]
-    return rng.choice(forms)()
+    value = rng.choice(forms)()
+    return undef_as_null(value)
+
+
+def undef_as_null(x):
+    """A filter cannot hold undefined: mongod refuses it as an operand."""
+    if x is UNDEF:
+        return None
+    if isinstance(x, dict):
+        return {k: undef_as_null(v) for k, v in x.items()}
+    if isinstance(x, list):
+        return [undef_as_null(v) for v in x]
+    return x
 
 
 def rand_filter(rng):
@@ -71,7 +121,9 @@ def rand_filter(rng):
     f = {}
     for name in rng.sample(fields, rng.randint(0, 3)):
         f[name] = rand_pred(rng, name) if name != "tags" else rng.choice(
-            ["x", {"$in": ["y", "w"]}, {"$all": ["x", "y"]}, {"$size": 2}, {"$gt": "x"}])
+            ["x", {"$in": ["y", "w"]}, {"$all": ["x", "y"]}, {"$size": 2}, {"$gt": "x"},
+             {"$ne": "x"}, {"$nin": ["x", "y"]}, {"$ne": None}, {"$nin": [None, []]},
+             {"$not": {"$gte": "x"}}])
     if rng.random() < 0.15:
         f = {"$or": [f, {"a": rand_pred(rng, "a")}]}
     return f
@@ -107,7 +159,7 @@ def run(coll, f, sort, limit, hint):
 def test_indexed_answers_equal_collection_scans(client, seed):
     rng = random.Random(seed)
     coll = client.t.c
-    coll.insert_many([rand_doc(rng, i) for i in range(300)])
+    coll.insert_many([raw(rand_doc(rng, i)) for i in range(300)])
     for spec in INDEXES:
         coll.create_index(spec)
     checked = 0
@@ -136,11 +188,49 @@ def test_indexed_answers_equal_collection_scans(client, seed):
                 i = rng.randrange(300)
                 op = rng.random()
                 if op < 0.4:
-                    coll.replace_one({"_id": i}, rand_doc(rng, i), upsert=True)
+                    coll.replace_one({"_id": i}, raw(rand_doc(rng, i)), upsert=True)
                 elif op < 0.7:
-                    coll.update_one({"_id": i}, {"$set": {"a": rand_value(rng)}})
+                    coll.update_one({"_id": i}, raw({"$set": {"a": rand_value(rng)}}))
                 else:
                     coll.delete_one({"_id": i})
             v = client.t.command("validate", "c")
             assert v["valid"] is True, v
     assert checked == 150
+
+
+def test_negations_answer_as_collection_scans(client):
+    """Every negation form, over the values whose keys sit at the edges of
+    the bounds (MinKey, MaxKey, NaN, undefined, null, empty and nested
+    arrays, documents), planned and hinted, against a collection scan --
+    on a plain index and on a multikey one."""
+    from bson import MaxKey, MinKey, Regex
+    values = [MinKey(), MaxKey(), float("nan"), float("inf"), UNDEF, None, [], [[]], [None],
+              [1], [1, 2], [5, 6], 5, 5.0, Int64(6), "a", "b", {"x": 1}, {"x": 2}, True,
+              Regex("^x")]
+    conds = [
+        {"$ne": 5}, {"$ne": None}, {"$ne": []}, {"$ne": [1, 2]}, {"$ne": {"x": 1}},
+        {"$ne": MinKey()}, {"$ne": MaxKey()}, {"$ne": float("nan")},
+        {"$nin": [None, []]}, {"$nin": [[], None, None]}, {"$nin": [None, 1]},
+        {"$nin": [[1], 2]}, {"$nin": []}, {"$nin": [[]]}, {"$nin": [[], 5]},
+        {"$nin": [Regex("^x"), 5]},
+        {"$not": {"$lt": MaxKey()}}, {"$not": {"$gt": MinKey()}}, {"$not": {"$lte": MaxKey()}},
+        {"$not": {"$gte": MinKey()}}, {"$not": {"$lt": float("nan")}},
+        {"$not": {"$gte": float("nan")}}, {"$not": {"$gt": {"x": 1}}}, {"$not": {"$lt": [2]}},
+        {"$not": {"$gt": 5}}, {"$not": {"$lte": 5}}, {"$not": {"$gte": "a"}},
+        {"$not": {"$lte": None}}, {"$not": {"$gt": None}}, {"$not": {"$in": [None, 5]}},
+        {"$not": {"$exists": True}}, {"$not": {"$exists": False}},
+        {"$not": Regex("^x")},
+    ]
+    for multikey in (False, True):
+        coll = client.t[f"neg{int(multikey)}"]
+        docs = [{"_id": i, "a": v} for i, v in enumerate(values)
+                if multikey or not isinstance(v, list)]
+        docs.append({"_id": 100})  # a missing
+        coll.insert_many([raw(d) for d in docs])
+        coll.create_index("a")
+        for c in conds:
+            f = {"a": c}
+            want = sorted(ids(coll.find(f).hint([("$natural", 1)])))
+            assert sorted(ids(coll.find(f))) == want, (multikey, f)
+            assert sorted(ids(coll.find(f).hint("a_1"))) == want, (multikey, f)
+            assert client.t.command("count", coll.name, query=f)["n"] == len(want), (multikey, f)

@@ -155,9 +155,11 @@ def test_hidden_never_used():
         ({"$in": [3, 1, "z", 1]}, ["[1, 1]", "[3, 3]", '["z", "z"]']),
         ({"$in": []}, []),
         ({"$in": [1, 5], "$gt": 2}, ["[5, 5]"]),
-        (None, ["[null, null]"]),
-        ({"$eq": None}, ["[null, null]"]),
-        ({"$gte": None}, ["[null, null]"]),
+        # null equals an undefined value too (mongod 7.0)
+        (None, ["[undefined, undefined]", "[null, null]"]),
+        ({"$eq": None}, ["[undefined, undefined]", "[null, null]"]),
+        ({"$gte": None}, ["[undefined, undefined]", "[null, null]"]),
+        ({"$in": [None, 1]}, ["[undefined, undefined]", "[null, null]", "[1, 1]"]),
         ({"$exists": False}, ["[null, null]"]),
         ([1, 2], ["[1, 1]", "[[ 1, 2 ], [ 1, 2 ]]"]),
         ([], ["[undefined, undefined]", "[[], []]"]),
@@ -187,9 +189,23 @@ def test_single_field_bounds(cond, expected):
         Regex("a"),
         {"$regex": "^a", "$options": "i"},
         {"$regex": "^.a"},
-        {"$ne": 1},
-        {"$nin": [1]},
-        {"$not": {"$gt": 1}},
+        # negations of conditions whose bounds are wider than their values
+        {"$ne": [1]},
+        {"$nin": [1, [2]]},
+        {"$nin": [[]]},
+        {"$nin": [1, Regex("^x")]},
+        {"$not": Regex("^x")},
+        {"$not": {"$regex": "^x"}},
+        {"$not": {"$type": "string"}},
+        {"$not": {"$mod": [2, 0]}},
+        {"$not": {"$elemMatch": {"$gt": 1}}},
+        {"$not": {"$size": 1}},
+        {"$not": {"$gt": 1, "$lt": 5}},
+        {"$not": {"$lt": MaxKey()}},
+        {"$not": {"$gt": MinKey()}},
+        {"$not": {"$gt": {"x": 1}}},
+        {"$not": {"$lt": float("nan")}},
+        {"$not": {"$exists": False}},
         {"$elemMatch": {"$elemMatch": {"$gt": 1}}},
         {"$elemMatch": {"$size": 1}},
         {"$in": [1, Regex("x")]},
@@ -201,6 +217,75 @@ def test_single_field_bounds(cond, expected):
 )
 def test_conditions_without_bounds_do_not_use_the_index(cond):
     assert plan({"a": cond}, [ID, A])["stage"] == "COLLSCAN"
+
+
+@pytest.mark.parametrize(
+    "cond, want, exact",
+    [
+        # mongod 7.0's IndexBoundsBuilder: the complement of the bounds of
+        # the condition negated, in [MinKey, MaxKey]
+        ({"$ne": 5}, ["[MinKey, 5)", "(5, MaxKey]"], True),
+        ({"$ne": "x"}, ['[MinKey, "x")', '("x", MaxKey]'], True),
+        ({"$ne": {"x": 1}}, ["[MinKey, { x: 1 })", "({ x: 1 }, MaxKey]"], True),
+        ({"$ne": MinKey()}, ["(MinKey, MaxKey]"], True),
+        ({"$nin": [3, 1, 3]}, ["[MinKey, 1)", "(1, 3)", "(3, MaxKey]"], True),
+        ({"$nin": []}, ["[MinKey, MaxKey]"], True),
+        ({"$not": {"$eq": 5}}, ["[MinKey, 5)", "(5, MaxKey]"], True),
+        ({"$not": {"$in": [1, 3]}}, ["[MinKey, 1)", "(1, 3)", "(3, MaxKey]"], True),
+        ({"$not": {"$gt": 5}}, ["[MinKey, 5]", "(inf.0, MaxKey]"], True),
+        ({"$not": {"$lt": 5}}, ["[MinKey, -inf.0)", "[5, MaxKey]"], True),
+        ({"$not": {"$gte": "a"}}, ['[MinKey, "a")', "[{}, MaxKey]"], True),
+        # null: undefined and null go, with nothing between them
+        ({"$ne": None}, ["[MinKey, undefined)", "(null, MaxKey]"], True),
+        ({"$nin": [None, 1]}, ["[MinKey, undefined)", "(null, 1)", "(1, MaxKey]"], True),
+        ({"$not": {"$lte": None}}, ["[MinKey, undefined)", "(null, MaxKey]"], True),
+        # [null, []] (canUseIndexForNin): always fetched
+        ({"$nin": [None, []]}, ["[MinKey, undefined)", "(null, [])", "([], MaxKey]"], False),
+        # $not: {$exists: true} is $exists: false
+        ({"$not": {"$exists": True}}, ["[null, null]"], False),
+        # beside a range: intersected
+        ({"$ne": 5, "$gte": 1}, ["[1, 5)", "(5, inf.0]"], True),
+    ],
+)
+def test_negation_bounds(cond, want, exact):
+    r = plan({"a": cond}, [ID, A])
+    assert r["index"] == "a_1"
+    assert bounds(r) == {"a": want}
+    assert ("filter" not in r["explain"]) == exact, r["explain"]
+
+
+def test_negation_bounds_descending():
+    r = plan({"a": {"$ne": None}}, [ID, ix({"a": -1})])
+    assert bounds(r) == {"a": ["[MaxKey, null)", "(undefined, MinKey]"]}
+    r = plan({"a": {"$ne": 5}}, [ID, ix({"a": -1})])
+    assert bounds(r) == {"a": ["[MaxKey, 5)", "(5, MinKey]"]}
+
+
+def test_negation_on_multikey_and_sparse_indexes():
+    mk = ix({"a": 1}, multikey=1)
+    # a scalar negation bounds a multikey field, with a fetch: {a: [5, 6]}
+    # has the key 6 and does not match {$ne: 5}
+    r = plan({"a": {"$ne": 5}}, [ID, mk])
+    assert bounds(r) == {"a": ["[MinKey, 5)", "(5, MaxKey]"]}
+    assert r["explain"]["filter"] == {"a": {"$ne": 5}}
+    # a negated null does not: {a: []} matches {$ne: null}, and its key is
+    # undefined, which the bounds leave out
+    for cond in ({"$ne": None}, {"$nin": [None, 1]}, {"$not": {"$gte": None}}):
+        assert plan({"a": cond}, [ID, mk])["stage"] == "COLLSCAN", cond
+    # the rule is per field: here only b is multikey
+    ab = ix({"a": 1, "b": 1}, multikey=2)
+    r = plan({"a": {"$ne": None}, "b": {"$ne": None}}, [ID, ab])
+    assert bounds(r) == {"a": ["[MinKey, undefined)", "(null, MaxKey]"], "b": ["[MinKey, MaxKey]"]}
+    assert r["explain"]["filter"] == {"b": {"$ne": None}}
+    # but [null, []] does, fetched
+    r = plan({"a": {"$nin": [None, []]}}, [ID, mk])
+    assert bounds(r) == {"a": ["[MinKey, undefined)", "(null, [])", "([], MaxKey]"]}
+    # a sparse index lacks the documents without `a`: only {$ne: null}
+    # cannot match those
+    sp = ix({"a": 1}, sparse=True)
+    assert plan({"a": {"$ne": None}}, [ID, sp])["index"] == "a_1"
+    for cond in ({"$ne": 5}, {"$nin": [None, 1]}, {"$not": {"$gt": 5}}):
+        assert plan({"a": cond}, [ID, sp])["stage"] == "COLLSCAN", cond
 
 
 @pytest.mark.parametrize(

@@ -7,8 +7,10 @@
  *
  *   {a: v}, {$eq: v}      [v, v]; an array also [first, first] (a multikey
  *                         index holds its elements), [] also [undefined,
- *                         undefined]; null [null, null] (missing indexes as
- *                         null, so it matches documents without `a`)
+ *                         undefined]; null [undefined, undefined] and
+ *                         [null, null] (missing indexes as null, so it
+ *                         matches documents without `a`; and an undefined
+ *                         value equals null, as in mongod 7.0)
  *   {$in: [...]}          the union of the elements' equalities
  *   {$gt: v}, {$gte: v}   (v, end of v's type bracket]
  *   {$lt: v}, {$lte: v}   [start of v's type bracket, v)
@@ -21,13 +23,17 @@
  *                         itself, [/re/, /re/] (a regex matches an equal
  *                         regex value); in a $in, united with the rest.
  *                         A regex with no prefix bounds nothing
+ *   {$ne: v}, {$nin: [...]}, {$not: {<one of the above>}}
+ *                         the complement of the condition's bounds in
+ *                         [MinKey, MaxKey] (translate_negation): {$ne: 5}
+ *                         gives [MinKey, 5) and (5, MaxKey]
  *
  * Comparisons never cross type brackets, so a range stops at the edge of
  * its operand's bracket, drawn as mongod draws it: numbers -inf.0..inf.0
  * (NaN lies below -inf and matches no range), strings ""..{} (exclusive),
  * objects {}..[] (exclusive), ObjectIds 00..ff, dates and timestamps their
  * extremes, booleans false..true.  A condition with no such translation
- * ($ne, $size, $gt: null, ...) bounds nothing: the matcher
+ * ($size, $gt: null, $not: /re/, ...) bounds nothing: the matcher
  * alone decides it.  The bounds may be wider than the condition, never
  * narrower (DESIGN.md section 5).
  *
@@ -442,7 +448,77 @@ int mfi_oil_intersect(mfi_oil *a, const mfi_oil *b)
     return 0;
 }
 
+/* One end of an interval, as ival_between() takes it. */
+typedef struct end_ref {
+    const mf_buf *enc;
+    bool incl;
+    const char *s;
+    const bson_value_t *v;
+} end_ref;
+
+/* Push the interval from end `lo` to end `hi` onto `o`, unless it is
+ * empty. */
+static int ival_between(mfi_oil *o, end_ref lo, end_ref hi)
+{
+    int c = cmp_bytes(lo.enc, hi.enc);
+    if (c > 0 || (c == 0 && !(lo.incl && hi.incl)))
+        return 0;
+    /* No value lies between undefined and null: (undefined, null) is
+     * empty, as mongod's complement of null equality shows it. */
+    if (!lo.incl && !hi.incl && lo.v->value_type == BSON_TYPE_UNDEFINED &&
+        hi.v->value_type == BSON_TYPE_NULL)
+        return 0;
+    mfi_ival iv = {.lo_incl = lo.incl, .hi_incl = hi.incl};
+    iv.lo_s = strdup(lo.s);
+    iv.hi_s = strdup(hi.s);
+    if (!iv.lo_s || !iv.hi_s || mf_buf_append(&iv.lo, lo.enc->data, lo.enc->len) != 0 ||
+        mf_buf_append(&iv.hi, hi.enc->data, hi.enc->len) != 0) {
+        ival_free(&iv);
+        return -1;
+    }
+    value_copy(lo.v, &iv.lo_v);
+    value_copy(hi.v, &iv.hi_v);
+    return oil_push(o, &iv);
+}
+
+/* `o` (ascending, disjoint) becomes what it leaves out of [MinKey,
+ * MaxKey], as mongod's IndexBoundsBuilder complements the bounds of a
+ * negated predicate: {$ne: 5} gives [MinKey, 5) and (5, MaxKey]. */
+static int oil_complement(mfi_oil *o)
+{
+    mfi_oil all = {0}, out = {0};
+    int rc = mfi_oil_all(&all);
+    if (rc != 0)
+        return -1;
+    const mfi_ival *u = &all.v[0];
+    end_ref lo = {&u->lo, true, u->lo_s, &u->lo_v};
+    for (size_t i = 0; rc == 0 && i <= o->n; i++) {
+        const mfi_ival *x = i < o->n ? &o->v[i] : NULL;
+        end_ref hi = x ? (end_ref){&x->lo, !x->lo_incl, x->lo_s, &x->lo_v}
+                       : (end_ref){&u->hi, true, u->hi_s, &u->hi_v};
+        rc = ival_between(&out, lo, hi);
+        if (x)
+            lo = (end_ref){&x->hi, !x->hi_incl, x->hi_s, &x->hi_v};
+    }
+    mfi_oil_free(&all);
+    if (rc != 0) {
+        mfi_oil_free(&out);
+        return -1;
+    }
+    mfi_oil_free(o);
+    *o = out;
+    return 0;
+}
+
 /* ------------------------------------------------------- translations */
+
+/* What equals null: an undefined value and null (a missing field is
+ * indexed as null), [undefined, undefined] and [null, null], as mongod
+ * 7.0 bounds it. */
+static int push_null(mfi_oil *o)
+{
+    return oil_push_special(o, V_UNDEFINED) != 0 ? -1 : oil_push_special(o, V_NULL);
+}
 
 /* Equality to `v` (also one element of $in).  `*none`: no bounds. */
 static int translate_eq(const bson_iter_t *v, const mf_collator *coll, mfi_oil *o, bool *missing,
@@ -467,7 +543,7 @@ static int translate_eq(const bson_iter_t *v, const mf_collator *coll, mfi_oil *
     case BSON_TYPE_NULL:
         *missing = true;
         *exact = false;
-        return oil_push_point(o, v, coll);
+        return push_null(o);
     default:
         return oil_push_point(o, v, coll);
     }
@@ -730,7 +806,7 @@ static int translate_range(const char *op, const bson_iter_t *v, const mf_collat
             return 0;
         }
         *missing = true; /* $gte/$lte null is $eq null (type brackets) */
-        return oil_push_point(o, v, coll);
+        return push_null(o);
     }
     if (is_nan(v))
         return incl ? oil_push_point(o, v, coll) : 0; /* only NaN is <= NaN; nothing < NaN */
@@ -791,6 +867,115 @@ static bool collatable(const bson_iter_t *v)
     }
 }
 
+/* Whether `o` is exactly the two points of null equality (push_null). */
+static bool is_null_points(const mfi_oil *o)
+{
+    return o->n == 2 && mfi_oil_is_points(o) && o->v[0].lo_v.value_type == BSON_TYPE_UNDEFINED &&
+           o->v[1].lo_v.value_type == BSON_TYPE_NULL;
+}
+
+/* A negation -- {$ne: v}, {$nin: [...]}, {$not: {<op>: v}} -- as mongod
+ * 7.0 bounds it (IndexBoundsBuilder, QueryPlannerIXSelect::_compatible):
+ * the complement of the bounds of the condition negated.  That is sound
+ * only when those bounds hold no key of a value the condition rejects
+ * (their complement would then leave out a document the negation
+ * matches), so the condition must be one whose bounds are its values:
+ *
+ *   - an equality or $in, with no array (an array's bounds hold its first
+ *     element, which does not equal the array) and no regex in it; the one
+ *     list with an array allowed is [null, []] (mongod's canUseIndexForNin),
+ *     whose complement needs a fetch even on a non-multikey field;
+ *   - a $gt/$gte/$lt/$lte whose operand keeps to one type bracket
+ *     (range_exact), or $gte/$lte null, which are equality to null;
+ *   - $exists: true, whose negation is $exists: false.
+ *
+ * A negated null (pr->neg_null) bounds no multikey field: {a: []} has the
+ * key undefined, which {$ne: null} leaves out, yet it matches.  The
+ * complement matches a missing field (a sparse index cannot serve it)
+ * unless the condition is equality to null alone, as mongod lets a sparse
+ * index serve {$ne: null} and no other negation.  `*none`: no bounds. */
+static int translate_negation(const char *op, const bson_iter_t *v, const mf_collator *coll,
+                              mfi_pred *pr, bool *none)
+{
+    const char *inner = strcmp(op, "$ne") == 0 ? "$eq" : strcmp(op, "$nin") == 0 ? "$in" : NULL;
+    bson_iter_t operand = *v;
+    if (!inner) { /* $not: one operator (a regex or two operators: nothing) */
+        bson_iter_t ops;
+        if (!BSON_ITER_HOLDS_DOCUMENT(v) || !bson_iter_recurse(v, &ops) || !bson_iter_next(&ops))
+            goto none;
+        inner = bson_iter_key(&ops);
+        operand = ops;
+        if (bson_iter_next(&ops))
+            goto none;
+    }
+    mfi_oil pos = {0};
+    bool missing = false, nin_null_empty = false, ignored;
+    int rc = 0;
+    if (strcmp(inner, "$eq") == 0) {
+        if (BSON_ITER_HOLDS_ARRAY(&operand) || BSON_ITER_HOLDS_REGEX(&operand))
+            goto none;
+        pr->collatable = collatable(&operand);
+        rc = translate_eq(&operand, coll, &pos, &missing, &ignored, none);
+    } else if (strcmp(inner, "$in") == 0) {
+        bson_iter_t el;
+        int nulls = 0, empties = 0, others = 0;
+        if (!BSON_ITER_HOLDS_ARRAY(&operand) || !bson_iter_recurse(&operand, &el))
+            goto none;
+        while (bson_iter_next(&el)) {
+            bson_iter_t inside;
+            if (BSON_ITER_HOLDS_REGEX(&el))
+                goto none;
+            if (BSON_ITER_HOLDS_NULL(&el))
+                nulls++;
+            else if (BSON_ITER_HOLDS_ARRAY(&el) && bson_iter_recurse(&el, &inside) &&
+                     !bson_iter_next(&inside))
+                empties++;
+            else if (BSON_ITER_HOLDS_ARRAY(&el))
+                goto none;
+            else
+                others++;
+        }
+        nin_null_empty = nulls && empties && !others;
+        if (empties && !nin_null_empty)
+            goto none;
+        bson_iter_recurse(&operand, &el);
+        while (rc == 0 && !*none && bson_iter_next(&el)) {
+            pr->collatable |= collatable(&el);
+            rc = translate_eq(&el, coll, &pos, &missing, &ignored, none);
+        }
+        if (rc == 0)
+            oil_sort_points(&pos);
+    } else if (is_range_op(inner)) {
+        bool null_eq = BSON_ITER_HOLDS_NULL(&operand) && inner[3] == 'e';
+        if (!null_eq && !range_exact(&operand))
+            goto none; /* MinKey, MaxKey, NaN, documents, arrays: wider bounds */
+        pr->collatable = collatable(&operand);
+        rc = translate_range(inner, &operand, coll, &pos, &missing, none);
+    } else if (strcmp(inner, "$exists") == 0 && bson_iter_as_bool(&operand)) {
+        /* $exists: false, which add_condition bounds */
+        pr->exact = false;
+        pr->matches_missing = true;
+        return oil_push_special(&pr->oil, V_NULL);
+    } else {
+        goto none; /* $regex, $type, $mod, $elemMatch, $size, $all ...: the matcher's */
+    }
+    bool only_null = rc == 0 && is_null_points(&pos);
+    if (rc == 0 && !*none)
+        rc = oil_complement(&pos);
+    if (rc != 0 || *none) {
+        mfi_oil_free(&pos);
+        return rc;
+    }
+    pr->oil = pos;
+    pr->exact = !nin_null_empty;
+    pr->neg_null = missing && !nin_null_empty;
+    pr->matches_missing = !only_null;
+    return 0;
+none:
+    *none = true;
+    return 0;
+}
+
 /* One condition on `path`: operator `op` (NULL: an implicit equality) with
  * operand `v`; `options` is $options beside a $regex (else NULL).
  * `*used`: it became a pred. */
@@ -840,6 +1025,8 @@ static int add_condition(mfi_preds *p, const char *path, const char *op, const b
          * type bracket; MinKey, MaxKey, null, NaN, documents and arrays
          * have rules of their own: the matcher decides those. */
         pr.exact = range_exact(v);
+    } else if (strcmp(op, "$ne") == 0 || strcmp(op, "$nin") == 0 || strcmp(op, "$not") == 0) {
+        rc = translate_negation(op, v, coll, &pr, &none);
     } else if (strcmp(op, "$exists") == 0) {
         pr.exact = false;
         if (bson_iter_as_bool(v)) {
@@ -948,6 +1135,7 @@ static int elem_match(mfi_preds *p, const char *path, const bson_iter_t *v, size
         mfi_pred pr = {.path = path, .top = top};
         for (size_t i = 0; rc == 0 && i < one.n; i++) {
             pr.collatable |= one.v[i].collatable;
+            pr.neg_null |= one.v[i].neg_null;
             if (i == 0) {
                 pr.oil = one.v[0].oil;
                 one.v[0].oil = (mfi_oil){0};

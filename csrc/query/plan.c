@@ -433,6 +433,8 @@ static int cand_build(cand *c, const mf_index_desc *d, const mfi_preds *preds, b
                 continue; /* the index lacks the documents it could match */
             if (pr->collatable && !same_coll)
                 continue; /* its keys order strings otherwise: the matcher's */
+            if (pr->neg_null && multikey_field(d, i))
+                continue; /* {a: []} matches {$ne: null}, and its key is undefined */
             if (!c->present[i]) {
                 if (mfi_oil_copy(&c->oils[i], &pr->oil) != 0)
                     goto fail;

@@ -44,6 +44,8 @@ typedef struct mfi_pred {
     bool collatable;      /* its operand is a string, symbol, document or array:
                              usable only on an index of the query's collation */
     size_t top;           /* the filter's top-level element it came from */
+    bool neg_null;        /* a negation of null ({$ne: null}): bounds no multikey
+                             field (translate_negation) */
 } mfi_pred;
 
 typedef struct mfi_preds {
@@ -58,7 +60,8 @@ typedef struct mfi_preds {
 
 /* The conditions of `filter` (top level and top-level $and) that bound an
  * index: equality, $in, $gt/$gte/$lt/$lte, $exists, a regex with a literal
- * prefix, $elemMatch.  Others are left to the matcher.  `filter` must outlive `out` (paths are borrowed).  Errors:
+ * prefix, $elemMatch, and the negations $ne, $nin and $not of those whose
+ * bounds are exact.  Others are left to the matcher.  `filter` must outlive `out` (paths are borrowed).  Errors:
  * InternalError (out of memory). */
 int mfi_preds_collect(const bson_t *filter, mfi_preds *out, mf_error *err);
 /* The same with the bounds encoded under `coll` (NULL: simple), for an
