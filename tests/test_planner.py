@@ -396,12 +396,12 @@ def test_or_left_to_the_matcher_when_an_index_serves_the_rest_or_a_clause_has_no
 
 
 def test_rooted_or_is_an_or_of_index_scans():
-    r = plan({"$or": [{"a": 1}, {"b": {"$gt": 2}, "c": 3}, {"_id": 7}], "d": 4}, [ID, A, B])
+    r = plan({"$or": [{"a": 1}, {"b": {"$gt": 2}, "c": 3}, {"_id": 7}]}, [ID, A, B])
     assert r["stage"] == "OR" and r["index"] is None and r["sorted"] is False
     sub = r["explain"]
     assert sub["stage"] == "SUBPLAN"
     fetch = sub["inputStage"]
-    assert fetch["stage"] == "FETCH" and fetch["filter"] == {"d": 4}
+    assert fetch["stage"] == "FETCH" and "filter" not in fetch
     ors = fetch["inputStage"]
     assert ors["stage"] == "OR"
     kids = ors["inputStages"]
@@ -414,6 +414,42 @@ def test_rooted_or_is_an_or_of_index_scans():
     r = plan({"$or": [{"a": 1, "b": 2}, {"b": 3}]}, [ID, A, B, AB])
     assert [k["indexName"] for k in r["explain"]["inputStage"]["inputStage"]["inputStages"]] == [
         "a_1_b_1", "b_1"]
+
+
+@pytest.mark.parametrize(
+    "filter, rest",
+    [
+        # beside conditions no index serves: FETCH with them, over OR, and
+        # no SUBPLAN (mongod's contained $or)
+        ({"$or": [{"a": 1}, {"b": 2}], "d": 4}, {"d": 4}),
+        # in a top-level $and, alone or with other conditions in its element
+        ({"$and": [{"d": 4}, {"$or": [{"a": 1}, {"b": 2}]}]}, {"$and": [{"d": 4}]}),
+        ({"$and": [{"$or": [{"a": 1}, {"b": 2}], "e": 5}, {"d": 4}]},
+         {"$and": [{"e": 5}, {"d": 4}]}),
+        ({"$and": [{"$or": [{"a": 1}, {"b": 2}]}], "d": 4}, {"d": 4}),
+        # the first $or whose clauses all have an index is not looked past
+        ({"$and": [{"$or": [{"a": 1}, {"b": 2}]}, {"$or": [{"d": 1}, {"a": 3}]}]},
+         {"$and": [{"$or": [{"d": 1}, {"a": 3}]}]}),
+    ],
+)
+def test_contained_or_is_an_or_of_index_scans(filter, rest):
+    r = plan(filter, [ID, A, B])
+    assert r["stage"] == "OR"
+    fetch = r["explain"]
+    assert fetch["stage"] == "FETCH" and fetch["filter"] == rest
+    ors = fetch["inputStage"]
+    assert ors["stage"] == "OR"
+    assert [k["indexName"] for k in ors["inputStages"]] == ["a_1", "b_1"]
+
+
+def test_contained_or_not_planned_when_a_clause_has_no_index():
+    assert plan({"$and": [{"$or": [{"a": 1}, {"d": 2}]}, {"d": 4}]}, [ID, A])["stage"] == (
+        "COLLSCAN")
+    # a $or in $and after one that fails is not tried
+    assert plan({"$and": [{"$or": [{"d": 1}, {"a": 3}]}, {"$or": [{"a": 1}, {"b": 2}]}]},
+                [ID, A, B])["stage"] == "COLLSCAN"
+    # an index on the other conditions is taken instead, as before
+    assert plan({"$or": [{"a": 1}, {"b": 2}], "c": 4}, [ID, A, B, ix({"c": 1})])["index"] == "c_1"
 
 
 def test_compound_bounds_all_fields_shown():

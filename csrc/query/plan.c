@@ -53,12 +53,14 @@
  * under several keys: the scan remembers the RecordIds it has returned, for
  * its whole life, and returns each once.
  *
- * A rooted $or that no index serves as a whole, but whose every clause one
- * does, is an OR of index scans (mongod's SUBPLAN over FETCH over OR): one
- * scan per clause, planned on the clause alone, run one after the other.
- * Each gives its candidates to the matcher of the whole filter, and the OR
- * remembers the RecordIds returned, so a document two clauses find comes
- * once.
+ * A $or that no index serves as a whole, but whose every clause one does,
+ * is an OR of index scans: one scan per clause, planned on the clause
+ * alone, run one after the other.  Each gives its candidates to the
+ * matcher of the whole filter, and the OR remembers the RecordIds
+ * returned, so a document two clauses find comes once.  The $or is the
+ * filter's own (rooted: mongod's SUBPLAN over FETCH over OR), or beside
+ * conditions no index serves, at the top or in a top-level $and
+ * (contained: FETCH, whose filter is those conditions, over OR).
  */
 #include "query_int.h"
 
@@ -136,6 +138,7 @@ struct mf_scan {
     /* P_OR: a scan per clause, run in turn; `kid` is the one running */
     struct mf_scan **kids;
     size_t nkids, kid;
+    bool rooted; /* the filter is the $or alone: explain shows SUBPLAN */
     /* position */
     bool want_pos; /* compute the matcher's array position per row */
     bool started, positioned, eof;
@@ -781,18 +784,101 @@ out:
 /* Clauses past this many are not planned one by one: the $or scans. */
 #define MAX_OR_CLAUSES 64
 
-/* A rooted $or (the file's head): when every clause of `filter`'s $or is
- * served by an index, make `s` an OR of their scans.  `s` is left a
+/* `filter` without one $or: the top-level one (`in_and` SIZE_MAX), or the
+ * one in element `in_and` of the top-level $and (a $and left empty goes).
+ * NULL when out of memory. */
+static bson_t *filter_without_or(const bson_t *filter, size_t in_and)
+{
+    bson_t *out = bson_new();
+    bson_iter_t it;
+    if (!out)
+        return NULL;
+    if (in_and == SIZE_MAX) {
+        bson_copy_to_excluding_noinit(filter, out, "$or", NULL);
+        return out;
+    }
+    bson_iter_init(&it, filter);
+    while (bson_iter_next(&it)) {
+        const char *k = bson_iter_key(&it);
+        if (strcmp(k, "$and") != 0 || !BSON_ITER_HOLDS_ARRAY(&it)) {
+            bson_append_iter(out, k, -1, &it);
+            continue;
+        }
+        bson_t arr, left = BSON_INITIALIZER;
+        bson_iter_t el;
+        size_t i = 0, kept = 0;
+        char key[24];
+        bson_iter_recurse(&it, &el);
+        for (; bson_iter_next(&el); i++) {
+            snprintf(key, sizeof key, "%zu", kept);
+            if (i != in_and) {
+                bson_append_iter(&left, key, -1, &el);
+                kept++;
+                continue;
+            }
+            uint32_t len;
+            const uint8_t *data;
+            bson_t sub, rest = BSON_INITIALIZER;
+            bson_iter_document(&el, &len, &data);
+            if (bson_init_static(&sub, data, len))
+                bson_copy_to_excluding_noinit(&sub, &rest, "$or", NULL);
+            if (!bson_empty(&rest)) {
+                bson_append_document(&left, key, -1, &rest);
+                kept++;
+            }
+            bson_destroy(&rest);
+        }
+        if (kept) {
+            bson_append_array_begin(out, "$and", -1, &arr);
+            bson_iter_t l;
+            bson_iter_init(&l, &left);
+            while (bson_iter_next(&l))
+                bson_append_iter(&arr, bson_iter_key(&l), -1, &l);
+            bson_append_array_end(out, &arr);
+        }
+        bson_destroy(&left);
+    }
+    return out;
+}
+
+/* The $or an OR plan may serve: the filter's top-level one, else the
+ * first in an element of its top-level $and, into `*ors` (an array);
+ * `*in_and` says where it was (SIZE_MAX: the top level). */
+static bool find_or(const bson_t *filter, bson_iter_t *ors, size_t *in_and)
+{
+    bson_iter_t it, el, sub;
+    if (!filter)
+        return false;
+    if (bson_iter_init_find(&it, filter, "$or")) {
+        *ors = it;
+        *in_and = SIZE_MAX;
+        return BSON_ITER_HOLDS_ARRAY(ors);
+    }
+    if (!bson_iter_init_find(&it, filter, "$and") || !BSON_ITER_HOLDS_ARRAY(&it) ||
+        !bson_iter_recurse(&it, &el))
+        return false;
+    for (size_t i = 0; bson_iter_next(&el); i++) {
+        if (BSON_ITER_HOLDS_DOCUMENT(&el) && bson_iter_recurse(&el, &sub) &&
+            bson_iter_find(&sub, "$or") && BSON_ITER_HOLDS_ARRAY(&sub)) {
+            *ors = sub;
+            *in_and = i;
+            return true;
+        }
+    }
+    return false;
+}
+
+/* A $or (the file's head): when every clause of the $or find_or() finds
+ * is served by an index, make `s` an OR of their scans.  `s` is left a
  * collection scan otherwise.  The FETCH filter is the rest of the
  * filter; each clause's scan shows its own. */
 static int plan_or(mf_scan *s, const mf_index_desc *idx, size_t nidx, const bson_t *filter,
                    const mf_collator *qcoll, mf_error *err)
 {
     bson_iter_t it, el;
-    size_t n = 0;
+    size_t n = 0, in_and;
     int rc = 0;
-    if (!filter || !bson_iter_init_find(&it, filter, "$or") || !BSON_ITER_HOLDS_ARRAY(&it) ||
-        !bson_iter_recurse(&it, &el))
+    if (!find_or(filter, &it, &in_and) || !bson_iter_recurse(&it, &el))
         return 0;
     while (bson_iter_next(&el))
         n++;
@@ -822,15 +908,11 @@ static int plan_or(mf_scan *s, const mf_index_desc *idx, size_t nidx, const bson
         all = rc == 0 && kids[made]->kind == P_IXSCAN;
         made++;
     }
-    if (rc == 0 && all) {
-        s->residual = bson_new();
-        if (s->residual)
-            bson_copy_to_excluding_noinit(filter, s->residual, "$or", NULL);
-        else
-            rc = oom(err);
-    }
+    if (rc == 0 && all && !(s->residual = filter_without_or(filter, in_and)))
+        rc = oom(err);
     if (rc == 0 && all) {
         s->kind = P_OR;
+        s->rooted = bson_empty(s->residual);
         s->kids = kids;
         s->nkids = n;
         return 0;
@@ -1127,27 +1209,32 @@ static void put_count_scan(const mf_scan *s, bool stats, bson_t *out)
     bson_destroy(&end);
 }
 
-/* An OR's plan: SUBPLAN over FETCH (the filter beside the $or) over OR,
- * whose inputStages are the clauses' scans, an IXSCAN alone when its
- * bounds answer its clause. */
+/* An OR's plan: FETCH (the filter beside the $or) over OR, whose
+ * inputStages are the clauses' scans, an IXSCAN alone when its bounds
+ * answer its clause; under SUBPLAN when the $or is the whole filter, as
+ * mongod plans a rooted $or (its contained $or has no SUBPLAN). */
 static void put_or(const mf_scan *s, bool stats, bson_t *out)
 {
-    bson_t fetch, or, arr, kid;
+    bson_t sub, or, arr, kid;
+    bson_t *fetch = out;
     char key[24];
     uint64_t works = s->stats.works;
-    BSON_APPEND_UTF8(out, "stage", "SUBPLAN");
-    if (stats)
-        put_common(s, out, s->stats.n_returned, works);
-    bson_append_document_begin(out, "inputStage", -1, &fetch);
-    BSON_APPEND_UTF8(&fetch, "stage", "FETCH");
-    if (s->residual && !bson_empty(s->residual))
-        BSON_APPEND_DOCUMENT(&fetch, "filter", s->residual);
-    if (stats) {
-        put_common(s, &fetch, s->stats.n_returned, works);
-        BSON_APPEND_INT32(&fetch, "docsExamined", (int32_t)s->stats.docs_examined);
-        BSON_APPEND_INT32(&fetch, "alreadyHasObj", 0);
+    if (s->rooted) {
+        BSON_APPEND_UTF8(out, "stage", "SUBPLAN");
+        if (stats)
+            put_common(s, out, s->stats.n_returned, works);
+        bson_append_document_begin(out, "inputStage", -1, &sub);
+        fetch = &sub;
     }
-    bson_append_document_begin(&fetch, "inputStage", -1, &or);
+    BSON_APPEND_UTF8(fetch, "stage", "FETCH");
+    if (s->residual && !bson_empty(s->residual))
+        BSON_APPEND_DOCUMENT(fetch, "filter", s->residual);
+    if (stats) {
+        put_common(s, fetch, s->stats.n_returned, works);
+        BSON_APPEND_INT32(fetch, "docsExamined", (int32_t)s->stats.docs_examined);
+        BSON_APPEND_INT32(fetch, "alreadyHasObj", 0);
+    }
+    bson_append_document_begin(fetch, "inputStage", -1, &or);
     BSON_APPEND_UTF8(&or, "stage", "OR");
     if (stats) {
         put_common(s, &or, s->stats.n_returned, works);
@@ -1166,8 +1253,9 @@ static void put_or(const mf_scan *s, bool stats, bson_t *out)
         bson_append_document_end(&arr, &kid);
     }
     bson_append_array_end(&or, &arr);
-    bson_append_document_end(&fetch, &or);
-    bson_append_document_end(out, &fetch);
+    bson_append_document_end(fetch, &or);
+    if (s->rooted)
+        bson_append_document_end(out, &sub);
 }
 
 int mf_scan_explain(const mf_scan *s, bool stats, bson_t *out)
