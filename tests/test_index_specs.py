@@ -132,6 +132,14 @@ def test_bad_key_patterns(key, code, reason):
     assert got[0] == code and got[1].endswith(":: caused by :: " + reason), got
 
 
+def test_at_most_32_fields():
+    key = S(*[(f"f{i}", 1) for i in range(32)])
+    assert norm(S(("key", key), ("name", "x")))["key"] == key
+    key = S(*[(f"f{i}", 1) for i in range(33)])
+    # mongod's Ordering::make: uassert 13103, not wrapped in the spec
+    assert fails(S(("key", key), ("name", "x"))) == (13103, "too many compound keys")
+
+
 def test_dbref_fields_allowed_and_refused_types():
     assert norm(S(("key", {"a.$id": 1}), ("name", "x")))["key"] == {"a.$id": 1}
     for kind in ("hashed", "text", "2dsphere", "2d"):

@@ -442,6 +442,43 @@ def test_contained_or_is_an_or_of_index_scans(filter, rest):
     assert [k["indexName"] for k in ors["inputStages"]] == ["a_1", "b_1"]
 
 
+def test_or_plan_beats_an_index_only_negations_bound():
+    f = {"c": {"$ne": 1}, "$or": [{"a": 1}, {"b": 2}]}
+    r = plan(f, [ID, A, B, ix({"c": 1})])
+    assert r["stage"] == "OR" and r["explain"]["filter"] == {"c": {"$ne": 1}}
+    # not when the negation's index gives the sort, nor over an equality
+    assert plan(f, [ID, A, B, ix({"c": 1})], sort={"c": 1})["index"] == "c_1"
+    f = {"c": {"$ne": 1}, "d": 2, "$or": [{"a": 1}, {"b": 2}]}
+    assert plan(f, [ID, A, B, ix({"d": 1, "c": 1})])["index"] == "d_1_c_1"
+
+
+def test_fields_past_the_ranges_stay_in_the_filter():
+    # the ranges stop at a's range: b's bounds are shown, but the scan does
+    # not look at b, so b stays in the FETCH filter (and a count fetches)
+    for f in ({"a": {"$gt": 0}, "b": 1}, {"a": {"$ne": 7}, "b": 1},
+              {"a": {"$ne": 1}, "b": {"$ne": 1}}):
+        r = plan(f, [ID, AB])
+        assert r["index"] == "a_1_b_1"
+        assert r["explain"]["filter"] == {"b": f["b"]}, f
+    r = plan({"b": 5}, [ID, ix({"a": 1, "b": -1})], hint="a_1_b_-1")
+    assert r["explain"]["filter"] == {"b": 5}
+    # 3,000 points of a by 3 intervals of b pass MAX_RANGES (4,096): the
+    # ranges stop before b
+    r = plan({"a": {"$in": list(range(3000))}, "b": {"$nin": [1, 2]}}, [ID, AB])
+    assert r["explain"]["filter"] == {"b": {"$nin": [1, 2]}}
+    r = plan({"a": {"$in": list(range(1000))}, "b": {"$nin": [1, 2]}}, [ID, AB])
+    assert "filter" not in r["explain"]
+
+
+def test_multikey_fields_past_the_32nd():
+    # key generation marks fields from the 32nd on in bit 31
+    key = {f"f{i}": 1 for i in range(32)}
+    mk = ix(key, "big", multikey=1 << 31)
+    assert plan({"f31": {"$ne": None}, "f0": 0}, [ID, mk])["stage"] == "IXSCAN"
+    r = plan({"f0": 0, "f31": {"$ne": None}}, [ID, mk])
+    assert r["explain"]["inputStage"]["indexBounds"]["f31"] == ["[MinKey, MaxKey]"]
+
+
 def test_contained_or_not_planned_when_a_clause_has_no_index():
     assert plan({"$and": [{"$or": [{"a": 1}, {"d": 2}]}, {"d": 4}]}, [ID, A])["stage"] == (
         "COLLSCAN")

@@ -529,6 +529,11 @@ static int translate_eq(const bson_iter_t *v, const mf_collator *coll, mfi_oil *
     case BSON_TYPE_REGEX:
         *none = true; /* matches strings by pattern */
         return 0;
+    case BSON_TYPE_UNDEFINED:
+        /* mongod refuses it as an operand; the key undefined is also an
+         * empty array's, which the matcher does not take for it */
+        *none = true;
+        return 0;
     case BSON_TYPE_ARRAY:
         /* The whole array, or an element equal to it; the index holds the
          * elements of arrays (an empty one as undefined). */
@@ -890,12 +895,14 @@ static bool is_null_points(const mfi_oil *o)
  *   - $exists: true, whose negation is $exists: false.
  *
  * A negated null (pr->neg_null) bounds no multikey field: {a: []} has the
- * key undefined, which {$ne: null} leaves out, yet it matches.  The
+ * key undefined, which {$ne: null} leaves out, yet it matches.  Nor does
+ * [null, []] on a dotted path: {a: [2]} gives "a.b" the key null, and
+ * matches {"a.b": {$nin: [null, []]}}.  The
  * complement matches a missing field (a sparse index cannot serve it)
  * unless the condition is equality to null alone, as mongod lets a sparse
  * index serve {$ne: null} and no other negation.  `*none`: no bounds. */
-static int translate_negation(const char *op, const bson_iter_t *v, const mf_collator *coll,
-                              mfi_pred *pr, bool *none)
+static int translate_negation(const char *path, const char *op, const bson_iter_t *v,
+                              const mf_collator *coll, mfi_pred *pr, bool *none)
 {
     const char *inner = strcmp(op, "$ne") == 0 ? "$eq" : strcmp(op, "$nin") == 0 ? "$in" : NULL;
     bson_iter_t operand = *v;
@@ -967,8 +974,9 @@ static int translate_negation(const char *op, const bson_iter_t *v, const mf_col
         return rc;
     }
     pr->oil = pos;
+    pr->negation = true;
     pr->exact = !nin_null_empty;
-    pr->neg_null = missing && !nin_null_empty;
+    pr->neg_null = missing && (!nin_null_empty || strchr(path, '.'));
     pr->matches_missing = !only_null;
     return 0;
 none:
@@ -1026,7 +1034,7 @@ static int add_condition(mfi_preds *p, const char *path, const char *op, const b
          * have rules of their own: the matcher decides those. */
         pr.exact = range_exact(v);
     } else if (strcmp(op, "$ne") == 0 || strcmp(op, "$nin") == 0 || strcmp(op, "$not") == 0) {
-        rc = translate_negation(op, v, coll, &pr, &none);
+        rc = translate_negation(path, op, v, coll, &pr, &none);
     } else if (strcmp(op, "$exists") == 0) {
         pr.exact = false;
         if (bson_iter_as_bool(v)) {

@@ -1104,10 +1104,20 @@ int mf_index_spec_normalize_coll(const bson_t *in, const mf_collator *coll_defau
     build_validated(in, &valid);
     if ((rc = check_names(&valid, err)) == 0 &&
         (rc = resolve_collation(&valid, coll_default, err)) == 0) {
+        bson_iter_t key;
+        uint32_t klen;
+        const uint8_t *kdata;
+        bson_t kp;
         if ((rc = check_spec_ok(&valid, err)) != 0) {
             char reason[MF_ERRMSG_MAX];
             memcpy(reason, err->msg, sizeof reason);
             rc = spec_fail(err, rc, &valid, "%s", reason);
+        } else if (bson_iter_init_find(&key, &valid, "key") && BSON_ITER_HOLDS_DOCUMENT(&key) &&
+                   (bson_iter_document(&key, &klen, &kdata), bson_init_static(&kp, kdata, klen)) &&
+                   bson_count_keys(&kp) > 32) {
+            /* mongod's Ordering, made with the descriptor, has a bit per
+             * field for at most 32 (uassert 13103, unwrapped) */
+            rc = mf_error_set(err, 13103, "too many compound keys");
         } else {
             build_fixed(&valid, out);
         }

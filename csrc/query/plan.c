@@ -139,6 +139,7 @@ struct mf_scan {
     struct mf_scan **kids;
     size_t nkids, kid;
     bool rooted; /* the filter is the $or alone: explain shows SUBPLAN */
+    bool weak;   /* P_IXSCAN bounded by negations only: an OR plan is better */
     /* position */
     bool want_pos; /* compute the matcher's array position per row */
     bool started, positioned, eof;
@@ -327,6 +328,7 @@ typedef struct cand {
     bool *used;    /* per predicate: answered exactly by these bounds */
     size_t neq;    /* leading fields bound to points */
     bool eq_unique, range;
+    bool strong;   /* some predicate other than a negation bounds it */
     int sort_dir; /* the index gives the sort forward (1), backward (-1), or not (0) */
 } cand;
 
@@ -343,7 +345,8 @@ static void cand_free(cand *c)
 
 static bool multikey_field(const mf_index_desc *d, size_t i)
 {
-    return i < 32 && (d->multikey >> i & 1u);
+    /* Key generation marks fields past the 32nd in the last bit. */
+    return d->multikey >> (i < 31 ? i : 31) & 1u;
 }
 
 /* Whether bounds on fields i and j may be compounded: not when a multikey
@@ -438,6 +441,7 @@ static int cand_build(cand *c, const mf_index_desc *d, const mfi_preds *preds, b
                 continue; /* its keys order strings otherwise: the matcher's */
             if (pr->neg_null && multikey_field(d, i))
                 continue; /* {a: []} matches {$ne: null}, and its key is undefined */
+            c->strong |= !pr->negation;
             if (!c->present[i]) {
                 if (mfi_oil_copy(&c->oils[i], &pr->oil) != 0)
                     goto fail;
@@ -561,11 +565,12 @@ static int enum_ranges(mf_scan *s, const cand *c, size_t nf, size_t i, mf_buf *p
 
 /* The key ranges of candidate `c`; `*all_points`: every range is a whole
  * key of a unique index. */
-static int build_ranges(mf_scan *s, const cand *c, bool *all_points)
+static int build_ranges(mf_scan *s, const cand *c, bool *all_points, size_t *ranged)
 {
     const mf_index_desc *d = c->d;
     size_t nf = 0, product = 1;
     *all_points = false;
+    *ranged = 0;
     for (size_t i = 0; i < d->nfields && c->present[i]; i++) {
         size_t n = c->oils[i].n;
         if (n > 0 && product * n > MAX_RANGES)
@@ -575,6 +580,7 @@ static int build_ranges(mf_scan *s, const cand *c, bool *all_points)
         if (n == 0 || !mfi_oil_is_points(&c->oils[i]))
             break;
     }
+    *ranged = nf;
     if (nf == 0) {
         krange r = {.has_hi = false};
         return push_range(s, &r);
@@ -763,11 +769,22 @@ static int choose(mf_scan *s, const mf_index_desc *idx, size_t nidx, size_t hint
         goto out;
     }
     s->kind = P_IXSCAN;
+    s->weak = !best.strong;
     s->backward = best.sort_dir < 0;
     *sorted = best.sort_dir != 0;
     bool all_points;
-    if (build_ranges(s, &best, &all_points) != 0 ||
-        !(s->residual = residual(filter, best.preds, &best)) ||
+    size_t ranged;
+    if (build_ranges(s, &best, &all_points, &ranged) != 0) {
+        rc = oom(err);
+        goto out;
+    }
+    /* A field past those the ranges bound answers nothing: the scan does
+     * not look at its part of the key. */
+    for (size_t p = 0; p < best.preds->n; p++)
+        for (size_t i = ranged; best.used[p] && i < best.d->nfields; i++)
+            if (strcmp(best.preds->v[p].path, best.d->paths[i]) == 0)
+                best.used[p] = false;
+    if (!(s->residual = residual(filter, best.preds, &best)) ||
         scan_index_take(&s->ix, &best) != 0) {
         rc = oom(err);
         goto out;
@@ -977,6 +994,20 @@ int mf_scan_new(mf_coll *c, const mf_index_desc *idx, size_t nidx, const bson_t 
     rc = choose(s, idx, nidx, hinted, filter, sort, coll, sorted, err);
     if (rc == 0 && s->kind == P_COLLSCAN && hinted == SIZE_MAX)
         rc = plan_or(s, idx, nidx, filter, coll, err);
+    /* An index only negations bound reads nearly every key: an OR plan,
+     * if the filter has one, reads fewer (mongod's trial runs pick it). */
+    if (rc == 0 && s->kind == P_IXSCAN && s->weak && !*sorted && hinted == SIZE_MAX) {
+        mf_scan *o = calloc(1, sizeof *o);
+        if (!o || (rc = plan_or(o, idx, nidx, filter, coll, err)) != 0 || o->kind != P_OR) {
+            mf_scan_free(o);
+            rc = o ? rc : oom(err);
+        } else {
+            o->filter = s->filter;
+            s->filter = NULL;
+            mf_scan_free(s);
+            s = o;
+        }
+    }
     if (rc)
         goto fail;
     mf_index_desc_clear(&id);

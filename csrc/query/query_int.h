@@ -44,6 +44,7 @@ typedef struct mfi_pred {
     bool collatable;      /* its operand is a string, symbol, document or array:
                              usable only on an index of the query's collation */
     size_t top;           /* the filter's top-level element it came from */
+    bool negation;        /* $ne, $nin, $not: bounds nearly every key */
     bool neg_null;        /* a negation of null ({$ne: null}): bounds no multikey
                              field (translate_negation) */
 } mfi_pred;
