@@ -226,10 +226,6 @@ def test_negations_answer_as_collection_scans(client):
         {"$not": {"$exists": True}}, {"$not": {"$exists": False}},
         {"$not": Regex("^x")},
     ]
-    # an undefined operand (mongod refuses it; this server takes it): its
-    # key is also an empty array's
-    conds += [raw({"$ne": UNDEF}), raw({"$nin": [UNDEF]}), raw({"$not": {"$eq": UNDEF}}),
-              raw({"$in": [UNDEF]}), raw({"$eq": UNDEF})]
     cases = [("a", False, lambda v: {"a": v}), ("a", True, lambda v: {"a": v}),
              # dotted and positional paths through arrays: an array with no
              # document in it gives a.b the key null
@@ -245,8 +241,40 @@ def test_negations_answer_as_collection_scans(client):
         coll.insert_many([raw(d) for d in docs])
         coll.create_index(path)
         for c in conds:
-            f = raw({path: c}) if isinstance(c, RawBSONDocument) else {path: c}
+            f = {path: c}
             want = sorted(ids(coll.find(f).hint([("$natural", 1)])))
             assert sorted(ids(coll.find(f))) == want, (path, multikey, c)
             assert sorted(ids(coll.find(f).hint(path + "_1"))) == want, (path, multikey, c)
             assert client.t.command("count", coll.name, query=f)["n"] == len(want), (path, c)
+
+
+@pytest.mark.parametrize("cond, msg", [
+    (UNDEF, "cannot compare to undefined"),
+    ({"$eq": UNDEF}, "cannot compare to undefined"),
+    ({"$ne": UNDEF}, "cannot compare to undefined"),
+    ({"$gt": UNDEF}, "cannot compare to undefined"),
+    ({"$not": {"$lte": UNDEF}}, "cannot compare to undefined"),
+    ({"$all": [1, UNDEF]}, "cannot compare to undefined"),
+    ({"$in": [1, UNDEF]}, "InMatchExpression equality cannot be undefined"),
+    ({"$nin": [UNDEF]}, "InMatchExpression equality cannot be undefined"),
+    ({"$elemMatch": {"$ne": UNDEF}}, "cannot compare to undefined"),
+])
+def test_undefined_operands_are_refused(client, cond, msg):
+    """mongod's ComparisonMatchExpression and InMatchExpression refuse an
+    undefined operand (BadValue); with or without an index."""
+    import pymongo.errors
+    coll = client.t.u
+    coll.insert_one({"_id": 1, "a": 1})
+    coll.create_index("a")
+    # (the find command by hand: pymongo's cursor re-encodes a filter that
+    # comes with a hint, and undefined becomes null)
+    for hint in (None, "a_1", {"$natural": 1}):
+        cmd = {"find": "u", "filter": raw({"a": cond})}
+        if hint:
+            cmd["hint"] = hint
+        with pytest.raises(pymongo.errors.OperationFailure) as e:
+            client.t.command(cmd)
+        assert e.value.code == 2 and msg in str(e.value), (cond, hint, e.value)
+    with pytest.raises(pymongo.errors.OperationFailure) as e:
+        client.t.command("count", "u", query=raw({"a": cond}))
+    assert e.value.code == 2

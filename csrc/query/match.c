@@ -324,6 +324,13 @@ static bool is_operator_doc(const bson_iter_t *it)
     return bson_iter_key(&child)[0] == '$';
 }
 
+/* mongod's ComparisonMatchExpression refuses an undefined operand
+ * ($eq, $ne, $gt, $gte, $lt, $lte, an implicit equality, $all's). */
+static int undefined_operand(mf_error *err)
+{
+    return mf_error_set(err, MF_BadValue, "cannot compare to undefined");
+}
+
 /* One operator `it` (key "$op") on a path, into `c`. */
 static int parse_op(bson_iter_t *it, const bson_iter_t *all, cond *c, mf_error *err)
 {
@@ -342,6 +349,8 @@ static int parse_op(bson_iter_t *it, const bson_iter_t *all, cond *c, mf_error *
                 return mf_error_set(err, MF_BadValue, "Can't have regex as arg to $ne.");
             if (BSON_ITER_HOLDS_REGEX(it) && c->kind != C_EQ)
                 return mf_error_set(err, MF_BadValue, "Can't have RegEx as arg to predicate over field '%s'.", op);
+            if (BSON_ITER_HOLDS_UNDEFINED(it))
+                return undefined_operand(err);
             bson_destroy(&c->operand);
             keep_value(&c->operand, it);
             return 0;
@@ -372,6 +381,9 @@ static int parse_op(bson_iter_t *it, const bson_iter_t *all, cond *c, mf_error *
         for (size_t i = 0; bson_iter_next(&el); i++) {
             if (is_operator_doc(&el))
                 return mf_error_set(err, MF_BadValue, "cannot nest $ under %s", op);
+            if (BSON_ITER_HOLDS_UNDEFINED(&el))
+                return mf_error_set(err, MF_BadValue,
+                                    "InMatchExpression equality cannot be undefined");
             if (BSON_ITER_HOLDS_REGEX(&el)) {
                 const char *opts, *re = bson_iter_regex(&el, &opts);
                 int rc = compile_regex(re, opts, &c->res[i], err);
@@ -528,6 +540,8 @@ static int parse_op(bson_iter_t *it, const bson_iter_t *all, cond *c, mf_error *
                     return rc;
                 continue;
             }
+            if (BSON_ITER_HOLDS_UNDEFINED(&el))
+                return undefined_operand(err);
             s->kind = C_EQ;
             keep_value(&s->operand, &el);
             c->nsub++;
@@ -677,6 +691,8 @@ static int parse_path(const char *path, bson_iter_t *it, node **out, mf_error *e
             bson_init(&n->conds[0].operand);
             bson_append_iter(&n->conds[0].operand, "", 0, it);
             rc = compile_regex(re, opts, &n->conds[0].re, err);
+        } else if (BSON_ITER_HOLDS_UNDEFINED(it)) {
+            rc = undefined_operand(err);
         } else {
             n->nconds = 1;
             n->conds[0].kind = C_EQ;
