@@ -897,10 +897,10 @@ static bool is_null_points(const mfi_oil *o)
  * A negated null (pr->neg_null) bounds no multikey field: {a: []} has the
  * key undefined, which {$ne: null} leaves out, yet it matches.  Nor does
  * [null, []] on a dotted path: {a: [2]} gives "a.b" the key null, and
- * matches {"a.b": {$nin: [null, []]}}.  The
- * complement matches a missing field (a sparse index cannot serve it)
- * unless the condition is equality to null alone, as mongod lets a sparse
- * index serve {$ne: null} and no other negation.  `*none`: no bounds. */
+ * matches {"a.b": {$nin: [null, []]}}.  The complement matches a missing
+ * field (a sparse index cannot serve it) unless the condition is equality
+ * to null alone, as mongod lets a sparse index serve {$ne: null} and no
+ * other negation.  `*none`: no bounds. */
 static int translate_negation(const char *path, const char *op, const bson_iter_t *v,
                               const mf_collator *coll, mfi_pred *pr, bool *none)
 {

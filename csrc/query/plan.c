@@ -821,7 +821,7 @@ static bson_t *filter_without_or(const bson_t *filter, size_t in_and)
             bson_append_iter(out, k, -1, &it);
             continue;
         }
-        bson_t arr, left = BSON_INITIALIZER;
+        bson_t left = BSON_INITIALIZER;
         bson_iter_t el;
         size_t i = 0, kept = 0;
         char key[24];
@@ -845,14 +845,8 @@ static bson_t *filter_without_or(const bson_t *filter, size_t in_and)
             }
             bson_destroy(&rest);
         }
-        if (kept) {
-            bson_append_array_begin(out, "$and", -1, &arr);
-            bson_iter_t l;
-            bson_iter_init(&l, &left);
-            while (bson_iter_next(&l))
-                bson_append_iter(&arr, bson_iter_key(&l), -1, &l);
-            bson_append_array_end(out, &arr);
-        }
+        if (kept) /* its keys are "0", "1", ...: an array's */
+            bson_append_array(out, "$and", -1, &left);
         bson_destroy(&left);
     }
     return out;
