@@ -126,20 +126,45 @@ static void value_copy(const bson_value_t *src, bson_value_t *dst)
         bson_value_copy(src, dst);
 }
 
+/* One end of an interval: its encoding, inclusion, text and value. */
+typedef struct end_ref {
+    const mf_buf *enc;
+    bool incl;
+    const char *s;
+    const bson_value_t *v;
+} end_ref;
+
+static end_ref lower_end(const mfi_ival *iv)
+{
+    return (end_ref){&iv->lo, iv->lo_incl, iv->lo_s, &iv->lo_v};
+}
+
+static end_ref upper_end(const mfi_ival *iv)
+{
+    return (end_ref){&iv->hi, iv->hi_incl, iv->hi_s, &iv->hi_v};
+}
+
+/* `dst` (zeroed) from end `lo` to end `hi`; on failure the caller frees
+ * it. */
+static int ival_set_ends(mfi_ival *dst, end_ref lo, end_ref hi)
+{
+    dst->lo_incl = lo.incl;
+    dst->hi_incl = hi.incl;
+    dst->lo_s = strdup(lo.s);
+    dst->hi_s = strdup(hi.s);
+    if (!dst->lo_s || !dst->hi_s || mf_buf_append(&dst->lo, lo.enc->data, lo.enc->len) != 0 ||
+        mf_buf_append(&dst->hi, hi.enc->data, hi.enc->len) != 0)
+        return -1;
+    value_copy(lo.v, &dst->lo_v);
+    value_copy(hi.v, &dst->hi_v);
+    return 0;
+}
+
 /* `dst`'s lower end from `lo`'s, its upper end from `hi`'s (`dst` zeroed;
  * on failure the caller frees it). */
 static int ival_ends_from(mfi_ival *dst, const mfi_ival *lo, const mfi_ival *hi)
 {
-    dst->lo_incl = lo->lo_incl;
-    dst->hi_incl = hi->hi_incl;
-    dst->lo_s = strdup(lo->lo_s);
-    dst->hi_s = strdup(hi->hi_s);
-    if (!dst->lo_s || !dst->hi_s || mf_buf_append(&dst->lo, lo->lo.data, lo->lo.len) != 0 ||
-        mf_buf_append(&dst->hi, hi->hi.data, hi->hi.len) != 0)
-        return -1;
-    value_copy(&lo->lo_v, &dst->lo_v);
-    value_copy(&hi->hi_v, &dst->hi_v);
-    return 0;
+    return ival_set_ends(dst, lower_end(lo), upper_end(hi));
 }
 
 static int ival_copy(mfi_ival *dst, const mfi_ival *src)
@@ -448,14 +473,6 @@ int mfi_oil_intersect(mfi_oil *a, const mfi_oil *b)
     return 0;
 }
 
-/* One end of an interval, as ival_between() takes it. */
-typedef struct end_ref {
-    const mf_buf *enc;
-    bool incl;
-    const char *s;
-    const bson_value_t *v;
-} end_ref;
-
 /* Push the interval from end `lo` to end `hi` onto `o`, unless it is
  * empty. */
 static int ival_between(mfi_oil *o, end_ref lo, end_ref hi)
@@ -468,16 +485,11 @@ static int ival_between(mfi_oil *o, end_ref lo, end_ref hi)
     if (!lo.incl && !hi.incl && lo.v->value_type == BSON_TYPE_UNDEFINED &&
         hi.v->value_type == BSON_TYPE_NULL)
         return 0;
-    mfi_ival iv = {.lo_incl = lo.incl, .hi_incl = hi.incl};
-    iv.lo_s = strdup(lo.s);
-    iv.hi_s = strdup(hi.s);
-    if (!iv.lo_s || !iv.hi_s || mf_buf_append(&iv.lo, lo.enc->data, lo.enc->len) != 0 ||
-        mf_buf_append(&iv.hi, hi.enc->data, hi.enc->len) != 0) {
+    mfi_ival iv = {0};
+    if (ival_set_ends(&iv, lo, hi) != 0) {
         ival_free(&iv);
         return -1;
     }
-    value_copy(lo.v, &iv.lo_v);
-    value_copy(hi.v, &iv.hi_v);
     return oil_push(o, &iv);
 }
 
@@ -490,15 +502,20 @@ static int oil_complement(mfi_oil *o)
     int rc = mfi_oil_all(&all);
     if (rc != 0)
         return -1;
-    const mfi_ival *u = &all.v[0];
-    end_ref lo = {&u->lo, true, u->lo_s, &u->lo_v};
+    /* Each gap: from the end of one interval (MinKey first) to the start
+     * of the next (MaxKey last), each end flipped in or out. */
+    end_ref lo = lower_end(&all.v[0]);
     for (size_t i = 0; rc == 0 && i <= o->n; i++) {
-        const mfi_ival *x = i < o->n ? &o->v[i] : NULL;
-        end_ref hi = x ? (end_ref){&x->lo, !x->lo_incl, x->lo_s, &x->lo_v}
-                       : (end_ref){&u->hi, true, u->hi_s, &u->hi_v};
+        end_ref hi = upper_end(&all.v[0]);
+        if (i < o->n) {
+            hi = lower_end(&o->v[i]);
+            hi.incl = !hi.incl;
+        }
         rc = ival_between(&out, lo, hi);
-        if (x)
-            lo = (end_ref){&x->hi, !x->hi_incl, x->hi_s, &x->hi_v};
+        if (i < o->n) {
+            lo = upper_end(&o->v[i]);
+            lo.incl = !lo.incl;
+        }
     }
     mfi_oil_free(&all);
     if (rc != 0) {
@@ -872,6 +889,17 @@ static bool collatable(const bson_iter_t *v)
     }
 }
 
+/* {$exists: want}: any value, [MinKey, MaxKey]; or a missing field,
+ * indexed as null, [null, null].  Never exact: null may be stored. */
+static int translate_exists(bool want, mfi_pred *pr)
+{
+    pr->exact = false;
+    if (want)
+        return mfi_oil_all(&pr->oil);
+    pr->matches_missing = true;
+    return oil_push_special(&pr->oil, V_NULL);
+}
+
 /* Whether `o` is exactly the two points of null equality (push_null). */
 static bool is_null_points(const mfi_oil *o)
 {
@@ -959,10 +987,7 @@ static int translate_negation(const char *path, const char *op, const bson_iter_
         pr->collatable = collatable(&operand);
         rc = translate_range(inner, &operand, coll, &pos, &missing, none);
     } else if (strcmp(inner, "$exists") == 0 && bson_iter_as_bool(&operand)) {
-        /* $exists: false, which add_condition bounds */
-        pr->exact = false;
-        pr->matches_missing = true;
-        return oil_push_special(&pr->oil, V_NULL);
+        return translate_exists(false, pr);
     } else {
         goto none; /* $regex, $type, $mod, $elemMatch, $size, $all ...: the matcher's */
     }
@@ -1036,13 +1061,7 @@ static int add_condition(mfi_preds *p, const char *path, const char *op, const b
     } else if (strcmp(op, "$ne") == 0 || strcmp(op, "$nin") == 0 || strcmp(op, "$not") == 0) {
         rc = translate_negation(path, op, v, coll, &pr, &none);
     } else if (strcmp(op, "$exists") == 0) {
-        pr.exact = false;
-        if (bson_iter_as_bool(v)) {
-            rc = mfi_oil_all(&pr.oil);
-        } else {
-            pr.matches_missing = true;
-            rc = oil_push_special(&pr.oil, V_NULL);
-        }
+        rc = translate_exists(bson_iter_as_bool(v), &pr);
     } else {
         none = true;
     }

@@ -1083,6 +1083,18 @@ static void build_fixed(const bson_t *spec, bson_t *out)
     }
 }
 
+/* mongod's Ordering, made with the index descriptor after the spec's
+ * checks, has a bit per field for at most 32 (uassert 13103, its message
+ * alone). */
+static int check_field_count(const bson_t *spec, mf_error *err)
+{
+    bson_iter_t it;
+    bson_t key;
+    if (find(spec, "key", &it) && sub_doc(&it, &key) && bson_count_keys(&key) > 32)
+        return mf_error_set(err, 13103, "too many compound keys");
+    return 0;
+}
+
 int mf_index_spec_normalize(const bson_t *in, bson_t *out, mf_error *err)
 {
     return mf_index_spec_normalize_coll(in, NULL, out, err);
@@ -1104,21 +1116,11 @@ int mf_index_spec_normalize_coll(const bson_t *in, const mf_collator *coll_defau
     build_validated(in, &valid);
     if ((rc = check_names(&valid, err)) == 0 &&
         (rc = resolve_collation(&valid, coll_default, err)) == 0) {
-        bson_iter_t key;
-        uint32_t klen;
-        const uint8_t *kdata;
-        bson_t kp;
         if ((rc = check_spec_ok(&valid, err)) != 0) {
             char reason[MF_ERRMSG_MAX];
             memcpy(reason, err->msg, sizeof reason);
             rc = spec_fail(err, rc, &valid, "%s", reason);
-        } else if (bson_iter_init_find(&key, &valid, "key") && BSON_ITER_HOLDS_DOCUMENT(&key) &&
-                   (bson_iter_document(&key, &klen, &kdata), bson_init_static(&kp, kdata, klen)) &&
-                   bson_count_keys(&kp) > 32) {
-            /* mongod's Ordering, made with the descriptor, has a bit per
-             * field for at most 32 (uassert 13103, unwrapped) */
-            rc = mf_error_set(err, 13103, "too many compound keys");
-        } else {
+        } else if ((rc = check_field_count(&valid, err)) == 0) {
             build_fixed(&valid, out);
         }
     }

@@ -138,8 +138,6 @@ struct mf_scan {
     /* P_OR: a scan per clause, run in turn; `kid` is the one running */
     struct mf_scan **kids;
     size_t nkids, kid;
-    bool rooted; /* the filter is the $or alone: explain shows SUBPLAN */
-    bool weak;   /* P_IXSCAN bounded by negations only: an OR plan is better */
     /* position */
     bool want_pos; /* compute the matcher's array position per row */
     bool started, positioned, eof;
@@ -730,10 +728,11 @@ static bool partial_implied(const mf_index_desc *d, const bson_t *filter, const 
 }
 
 /* Choose among `idx` (or take the hinted `hinted` < nidx) for the query
- * `filter` under the collation `qcoll`. */
+ * `filter` under the collation `qcoll`.  `*weak` (when not NULL): the
+ * chosen index is bounded by negations only. */
 static int choose(mf_scan *s, const mf_index_desc *idx, size_t nidx, size_t hinted,
                   const bson_t *filter, const bson_t *sort, const mf_collator *qcoll,
-                  bool *sorted, mf_error *err)
+                  bool *sorted, bool *weak, mf_error *err)
 {
     pred_sets sets = {0};
     const mfi_preds *preds;
@@ -769,7 +768,8 @@ static int choose(mf_scan *s, const mf_index_desc *idx, size_t nidx, size_t hint
         goto out;
     }
     s->kind = P_IXSCAN;
-    s->weak = !best.strong;
+    if (weak)
+        *weak = !best.strong;
     s->backward = best.sort_dir < 0;
     *sorted = best.sort_dir != 0;
     bool all_points;
@@ -915,7 +915,7 @@ static int plan_or(mf_scan *s, const mf_index_desc *idx, size_t nidx, const bson
             rc = oom(err);
             break;
         }
-        rc = choose(kids[made], idx, nidx, SIZE_MAX, &clause, NULL, qcoll, &sorted, err);
+        rc = choose(kids[made], idx, nidx, SIZE_MAX, &clause, NULL, qcoll, &sorted, NULL, err);
         all = rc == 0 && kids[made]->kind == P_IXSCAN;
         made++;
     }
@@ -923,7 +923,6 @@ static int plan_or(mf_scan *s, const mf_index_desc *idx, size_t nidx, const bson
         rc = oom(err);
     if (rc == 0 && all) {
         s->kind = P_OR;
-        s->rooted = bson_empty(s->residual);
         s->kids = kids;
         s->nkids = n;
         return 0;
@@ -985,12 +984,13 @@ int mf_scan_new(mf_coll *c, const mf_index_desc *idx, size_t nidx, const bson_t 
     }
     if (hint && (rc = hint_find(idx, nidx, hint, &hinted, err)) != 0)
         goto fail;
-    rc = choose(s, idx, nidx, hinted, filter, sort, coll, sorted, err);
+    bool weak = false;
+    rc = choose(s, idx, nidx, hinted, filter, sort, coll, sorted, &weak, err);
     if (rc == 0 && s->kind == P_COLLSCAN && hinted == SIZE_MAX)
         rc = plan_or(s, idx, nidx, filter, coll, err);
     /* An index only negations bound reads nearly every key: an OR plan,
      * if the filter has one, reads fewer (mongod's trial runs pick it). */
-    if (rc == 0 && s->kind == P_IXSCAN && s->weak && !*sorted && hinted == SIZE_MAX) {
+    if (rc == 0 && s->kind == P_IXSCAN && weak && !*sorted && hinted == SIZE_MAX) {
         mf_scan *o = calloc(1, sizeof *o);
         if (!o || (rc = plan_or(o, idx, nidx, filter, coll, err)) != 0 || o->kind != P_OR) {
             mf_scan_free(o);
@@ -1244,7 +1244,8 @@ static void put_or(const mf_scan *s, bool stats, bson_t *out)
     bson_t *fetch = out;
     char key[24];
     uint64_t works = s->stats.works;
-    if (s->rooted) {
+    bool rooted = !s->residual || bson_empty(s->residual); /* nothing beside the $or */
+    if (rooted) {
         BSON_APPEND_UTF8(out, "stage", "SUBPLAN");
         if (stats)
             put_common(s, out, s->stats.n_returned, works);
@@ -1279,7 +1280,7 @@ static void put_or(const mf_scan *s, bool stats, bson_t *out)
     }
     bson_append_array_end(&or, &arr);
     bson_append_document_end(fetch, &or);
-    if (s->rooted)
+    if (rooted)
         bson_append_document_end(out, &sub);
 }
 
