@@ -3,12 +3,13 @@ an indexed 1% range query against a full scan.
 
     python benchmarks/index_bench.py [--docs 1000000] [--small 10000]
         [--rounds 7] [--ops 2000] [--reps 7] [--batch 10000] [--keys int|str]
+        [--doc-bytes 100]
 
 The server runs in this process (``multifora.Server``, port 0, serving on
 its own C threads; no Python runs on them) with one pymongo client
 (``maxPoolSize=1``) over loopback TCP, as in scan_count.py.  Two collections
-of documents of exactly 100 BSON bytes, {_id: i, k: <unique random key>,
-r: <uniform in [0, N)>, s: <padding>}, are loaded with insert_many in
+of documents of exactly --doc-bytes (100) BSON bytes, {_id: i, k: <unique
+random key>, r: <uniform in [0, N)>, s: <padding>}, are loaded with insert_many in
 batches of --batch (only the insert_many calls are timed): bench.small with
 --small documents and bench.big with --docs.  Then indexes k_1 and r_1 are
 built on each (timed).  k is a random 62-bit int, or its 16-hex-digit string
@@ -63,7 +64,7 @@ import pymongo
 import _harness as h
 import multifora
 
-DOC_BYTES = 100
+DOC_BYTES = 100  # the default of --doc-bytes
 SIDES = ("big", "small")
 
 
@@ -74,17 +75,17 @@ def make_keys(rng: random.Random, n: int, kind: str) -> list:
     return ints if kind == "int" else [f"{x:016x}" for x in ints]
 
 
-def padding(key) -> str:
+def padding(key, doc_bytes: int) -> str:
     """The 's' value that brings a document with this kind of key to
-    DOC_BYTES of BSON."""
+    doc_bytes of BSON."""
     base = len(bson.encode({"_id": 0, "k": key, "r": 0, "s": ""}))
-    return "s" * (DOC_BYTES - base)
+    return "s" * (doc_bytes - base)
 
 
-def load(coll, keys: list, rs: list, batch: int) -> float:
+def load(coll, keys: list, rs: list, batch: int, doc_bytes: int) -> float:
     """Insert {_id: i, k: keys[i], r: rs[i], s: pad}; return the seconds
     spent inside insert_many (building the batches is not timed)."""
-    pad = padding(keys[0])
+    pad = padding(keys[0], doc_bytes)
     spent = 0.0
     for start in range(0, len(keys), batch):
         docs = [{"_id": i, "k": keys[i], "r": rs[i], "s": pad}
@@ -263,10 +264,14 @@ def main(argv=None) -> int:
     ap.add_argument("--reps", type=int, default=7, help="range-query repetitions")
     ap.add_argument("--batch", type=int, default=10_000, help="documents per insert_many")
     ap.add_argument("--keys", choices=("int", "str"), default="int")
+    ap.add_argument("--doc-bytes", type=int, default=DOC_BYTES,
+                    help="BSON bytes of every document (at least 64)")
     ap.add_argument("--dir", default=None, help="scratch directory (default: a fresh temp dir)")
     args = ap.parse_args(argv)
     if args.docs < 100 or args.small < 1:
         ap.error("--docs must be at least 100 and --small at least 1")
+    if args.doc_bytes < 64:
+        ap.error("--doc-bytes must be at least 64")
 
     rng = random.Random(20261130)
     sizes = {"big": args.docs, "small": args.small}
@@ -281,11 +286,11 @@ def main(argv=None) -> int:
             h.header("index_bench, in-process multifora.Server", args.rounds, args.ops,
                      "lookups")
             for side in SIDES:
-                secs = load(db[side], keys[side], rs[side], args.batch)
+                secs = load(db[side], keys[side], rs[side], args.batch, args.doc_bytes)
                 n = sizes[side]
-                print(f"load {side}: {n} documents x {DOC_BYTES} B ({args.keys} keys) in "
+                print(f"load {side}: {n} documents x {args.doc_bytes} B ({args.keys} keys) in "
                       f"{secs:.2f} s ({n / secs:,.0f} docs/s, "
-                      f"{n * DOC_BYTES / 2**20 / secs:.1f} MiB/s), insert_many batches "
+                      f"{n * args.doc_bytes / 2**20 / secs:.1f} MiB/s), insert_many batches "
                       f"of {args.batch}")
             for side in SIDES:
                 built = []
@@ -302,7 +307,7 @@ def main(argv=None) -> int:
             print()
             ok = range_queries(server, db, sorted(rs["big"]), args.docs, args) and ok
             client.close()
-        print(f"\nwarm cache: {(args.docs + args.small) * DOC_BYTES / 2**20:.0f} MiB of "
+        print(f"\nwarm cache: {(args.docs + args.small) * args.doc_bytes / 2**20:.0f} MiB of "
               f"documents, just written; {'all checks passed' if ok else 'A CHECK FAILED'}")
     finally:
         shutil.rmtree(work, ignore_errors=True)

@@ -56,16 +56,16 @@ def test_scan_count_runs(tmp_path):
     assert list(tmp_path.iterdir()) == []  # the scratch data directory is removed
 
 
-@pytest.mark.parametrize("keys", ["int", "str"])
-def test_index_bench_runs(tmp_path, keys):
+@pytest.mark.parametrize("keys, doc_bytes", [("int", 100), ("str", 100), ("int", 300)])
+def test_index_bench_runs(tmp_path, keys, doc_bytes):
     r = subprocess.run([sys.executable, str(BENCH / "index_bench.py"), "--docs", "20000",
                         "--small", "1000", "--rounds", "2", "--ops", "50", "--reps", "3",
-                        "--keys", keys, "--dir", str(tmp_path)],
+                        "--keys", keys, "--doc-bytes", str(doc_bytes), "--dir", str(tmp_path)],
                        capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stdout + r.stderr
     out = r.stdout
-    assert f"load big: 20000 documents x 100 B ({keys} keys) in " in out, out
-    assert f"load small: 1000 documents x 100 B ({keys} keys) in " in out, out
+    assert f"load big: 20000 documents x {doc_bytes} B ({keys} keys) in " in out, out
+    assert f"load small: 1000 documents x {doc_bytes} B ({keys} keys) in " in out, out
     assert "documents: big 20000, small 1000 (correct)" in out, out
     # Point lookups: planned on k_1, one document fetched, on both collections.
     for side in ("big", "small"):

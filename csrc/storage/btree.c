@@ -178,6 +178,7 @@ static void locator_free(mf_btree_locator *l)
 static void modified(mf_btree *t)
 {
     locator_free(atomic_exchange_explicit(&t->loc, NULL, memory_order_acq_rel));
+    atomic_store_explicit(&t->descents, 0, memory_order_relaxed);
 }
 
 void mf_btree_release(mf_btree *t)
@@ -850,6 +851,11 @@ bool mf_btree_has_locator(mf_btree *t)
     return atomic_load_explicit(&t->loc, memory_order_acquire) != NULL;
 }
 
+uint64_t mf_btree_descents(mf_btree *t)
+{
+    return atomic_load_explicit(&t->descents, memory_order_relaxed);
+}
+
 /* The locator entry interpolation places key `k` at: record ids are
  * dense, so it is usually the right one. */
 static size_t locator_guess(const mf_btree_locator *l, uint64_t k)
@@ -918,6 +924,8 @@ void mf_btree_prefetch_leaves(mf_btree *t, const uint8_t (*keys)[8], int n, int 
         else
             hint_leaf(t, keys[i], height, &hints[i]);
     }
+    if (!l && n > 0)
+        atomic_fetch_add_explicit(&t->descents, (uint64_t)n, memory_order_relaxed);
     for (int i = 0; i < n; i++) {
         uint8_t *p = hints[i].leaf ? mf_pager_hint(t->pg, hints[i].leaf) : NULL;
         if (p)

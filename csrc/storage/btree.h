@@ -43,6 +43,10 @@ typedef struct mf_btree {
      * it while holding the tree's read lock; every modifying call drops
      * it, and a writer holds the write lock, so no reader still uses it. */
     _Atomic(mf_btree_locator *) loc;
+    /* Leaves found by descents in mf_btree_prefetch_leaves (no locator)
+     * since the tree last changed, across every reader: what building the
+     * locator would have saved so far (mf_btree_descents). */
+    _Atomic uint64_t descents;
 } mf_btree;
 
 /* Free what the tree holds in memory (the locator): before the struct
@@ -97,6 +101,10 @@ void mf_btree_prefetch_leaves(mf_btree *t, const uint8_t (*keys)[8], int n, int 
 uint64_t mf_btree_leaves_estimate(mf_btree *t, int height);
 bool mf_btree_locator_build(mf_btree *t, int height);
 bool mf_btree_has_locator(mf_btree *t);
+/* The descents mf_btree_prefetch_leaves made since the tree last changed
+ * (0 after any change): a locator outlives the scan that builds it, so
+ * the scans before it count towards its cost too. */
+uint64_t mf_btree_descents(mf_btree *t);
 /* Ask for the locator entries mf_btree_prefetch_leaves will read first
  * for these keys (nothing without a locator): a batch ahead of it, so
  * that it does not wait for them when the locator is not in cache.  The

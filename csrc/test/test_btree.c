@@ -507,9 +507,11 @@ MFT_CASE(locator, "/storage/btree/locator_names_the_descents_leaf")
     int height = mf_btree_height(&t, &err);
     CHECK(height >= 3);
     CHECK(!mf_btree_has_locator(&t));
+    CHECK(mf_btree_descents(&t) == 0);
     hint_probes(&t, height, N, want); /* by the descents */
     for (uint64_t i = 0; i < N + 2; i++)
         CHECK(want[i].leaf != 0);
+    CHECK(mf_btree_descents(&t) == N + 2); /* each counted: the locator's price */
     uint64_t leaves = mf_btree_leaves_estimate(&t, height);
     CHECK(leaves > 100);
     for (int round = 0; round < 3; round++) {
@@ -547,6 +549,7 @@ MFT_CASE(locator, "/storage/btree/locator_names_the_descents_leaf")
                 }
             }
         }
+        CHECK(mf_btree_descents(&t) == N + 2); /* with the locator, no descents */
         /* Any change drops it: a put of a present key, a delete, a put of
          * an absent one (the answers above stay right after each). */
         uint64_t changed = 2 + 2 * (uint64_t)round;
@@ -563,7 +566,9 @@ MFT_CASE(locator, "/storage/btree/locator_names_the_descents_leaf")
             present[6] = true;
         }
         CHECK(!mf_btree_has_locator(&t));
+        CHECK(mf_btree_descents(&t) == 0); /* the scans before the change paid for none */
         hint_probes(&t, height, N, want);
+        CHECK(mf_btree_descents(&t) == N + 2);
     }
     /* A tree of two levels has no use for one. */
     mf_btree small = {0};
