@@ -99,8 +99,10 @@ typedef struct scan_index {
  * records took 25% less time with batches of 3 than of 8, less with each
  * step down to 3 (docs/benchmarks.md).  A likely cause: the leaves of
  * three batches are in use at once, and their headers all sit at offset
- * 0 of their pages, so in an 8-way L1 they compete for the same sets. */
-#define QUEUE 12
+ * 0 of their pages, so in an 8-way L1 they compete for the same sets.
+ * Five batches: one being fetched, and one in each of hint_batch's four
+ * stages. */
+#define QUEUE 15
 #define QBATCH 3
 #define LOCATOR_AFTER 512 /* entries, before a scan considers the locator */
 
@@ -149,9 +151,10 @@ struct mf_scan {
     size_t cur_klen, cur_vlen;
     /* An index scan reads its entries into a queue, up to QUEUE ahead of
      * the one whose record is fetched.  Each batch of QBATCH record ids is
-     * hinted to the memory system three times, a batch apart (hint_batch):
+     * hinted to the memory system four times, a batch apart (hint_batch):
      * its locator entries when it is read, then its leaves, then its
-     * cells.  So a fetch finds the leaf it needs in cache instead of
+     * cells, then the rest of long values.  So a fetch finds the leaf and
+     * the document it needs in cache instead of
      * waiting for it.  Hints decide nothing.  Entries are counted
      * (keysExamined, works) when they leave the queue, not when they are
      * read, so that the counts are the same as a scan that reads one entry
@@ -1634,12 +1637,14 @@ static void queue_reset(mf_scan *s, mf_engine *e, mf_coll *c)
 
 /* The batch of QBATCH entries ending at queue slot `last` was read: hint
  * its records' locator entries, the leaves of the batch before it (whose
- * locator entries were asked for a batch ago), and the cells of the batch
- * before that (whose leaves were). */
+ * locator entries were asked for a batch ago), the cells of the batch
+ * before that (whose leaves were), and the rest of the values of the one
+ * before that (whose cells were), the next batch to be fetched. */
 static void hint_batch(mf_scan *s, mf_btree *records, unsigned last)
 {
     unsigned first = last + 1 - QBATCH;
     unsigned prev = (first + QUEUE - QBATCH) % QUEUE, prev2 = (prev + QUEUE - QBATCH) % QUEUE;
+    unsigned prev3 = (prev2 + QUEUE - QBATCH) % QUEUE;
     mf_btree_prefetch_locator(records, (const uint8_t (*)[8])&s->q_rid[first], QBATCH,
                               &s->q_hint[first]);
     if (s->q_read > QBATCH)
@@ -1648,6 +1653,8 @@ static void hint_batch(mf_scan *s, mf_btree *records, unsigned last)
     if (s->q_read > 2 * QBATCH)
         mf_btree_prefetch_cells(records, (const uint8_t (*)[8])&s->q_rid[prev2], QBATCH,
                                 &s->q_hint[prev2]);
+    if (s->q_read > 3 * QBATCH)
+        mf_btree_prefetch_values(records, &s->q_hint[prev3], QBATCH);
 }
 
 /* Read entries from `cur` into the queue until it holds `want`, or its

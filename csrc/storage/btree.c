@@ -975,6 +975,28 @@ void mf_btree_prefetch_cells(mf_btree *t, const uint8_t (*keys)[8], int n,
     }
 }
 
+void mf_btree_prefetch_values(mf_btree *t, const mf_btree_hint *hints, int n)
+{
+    /* The cells have arrived (mf_btree_prefetch_cells asked for the three
+     * lines from each a batch earlier): ask for the lines after those, to
+     * the last byte of an inline value, which the lookup's caller reads
+     * first (bson_init_static). */
+    for (int i = 0; i < n; i++) {
+        const mf_btree_hint *h = &hints[i];
+        uint8_t *p = h->leaf && h->slot >= 0 && h->slot < (int)((MF_PAGE_SIZE - BT_HDR) / 2)
+                         ? mf_pager_hint(t->pg, h->leaf)
+                         : NULL;
+        const uint8_t *c = p ? cell_in_page(p, h->slot) : NULL;
+        if (!c || (c[0] & (KEY_OVF | VAL_OVF)))
+            continue;
+        size_t at = (size_t)(c - p), end = at + LEAF_CELL_HDR + c_klen(c) + c_vlen(c);
+        if (end > MF_PAGE_SIZE)
+            end = MF_PAGE_SIZE; /* damage: the lookup reports it */
+        for (at = (at & ~(size_t)63) + 3 * 64; at < end; at += 64)
+            __builtin_prefetch(p + at);
+    }
+}
+
 /* The slot of 8-byte `key` in leaf `p` of `cnt` entries, if the hint's
  * separators place it (the cell mf_btree_prefetch_cells asked for) or
  * one slot either side; -1 if not there, for search() to decide. */

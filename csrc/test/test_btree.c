@@ -404,6 +404,7 @@ MFT_CASE(record_ids, "/storage/btree/record_ids_interpolated")
         mf_btree_prefetch_leaves(&t, one, 1, height, &h);
         CHECK(h.leaf != 0);
         mf_btree_prefetch_cells(&t, one, 1, &h);
+        mf_btree_prefetch_values(&t, &h, 1);
         /* A lookup from the hinted leaf, and from a wrong one (the first
          * key's), answers as the descent from the root does. */
         for (int w = 0; w < 2; w++) {
@@ -426,6 +427,9 @@ MFT_CASE(record_ids, "/storage/btree/record_ids_interpolated")
         mf_btree_prefetch_leaves(&t, one, 1, height + 3, &h); /* a stale height */
         h.leaf = 3; /* a stale hint: some other page */
         mf_btree_prefetch_cells(&t, one, 1, &h);
+        mf_btree_prefetch_values(&t, &h, 1);
+        h.slot = (int)(rnd() % 4096); /* any slot, in range or not */
+        mf_btree_prefetch_values(&t, &h, 1);
         bool found;
         const uint8_t *v;
         size_t vl;
@@ -439,6 +443,68 @@ MFT_CASE(record_ids, "/storage/btree/record_ids_interpolated")
     }
     uint64_t entries;
     CHECK_INT(mf_btree_validate(&t, &entries, &err), 0);
+    mf_pager_close(pg);
+}
+
+/* Values of every length around the page's cache lines and past a cell
+ * (overflow runs): the four hint stages ask for them and the lookups
+ * answer as the descents do.  ASan checks that no stage reads outside a
+ * page, with right hints and with any leaf and slot. */
+MFT_CASE(hinted_values, "/storage/btree/hinted_values_of_every_length")
+{
+    mf_error err;
+    mf_btree t = {0};
+    mf_pager *pg = open_pager(mft_tmpdir(), &t, &err);
+    CHECK(pg);
+    enum { N = 6000 };
+    static uint8_t val[3000];
+    uint8_t k[8];
+    rng_state = 0xa1e5;
+    for (uint64_t i = 0; i < N; i++) {
+        size_t vl = 8 + (size_t)(i * 37 % (sizeof val - 8));
+        put_id(k, i);
+        memcpy(val, &i, 8);
+        memset(val + 8, (int)(i & 0xff), vl - 8);
+        bool existed;
+        CHECK_INT(mf_btree_put(&t, k, 8, val, vl, false, &existed, &err), 0);
+    }
+    int height = mf_btree_height(&t, &err);
+    CHECK(height >= 2);
+    for (int with_locator = 0; with_locator < 2; with_locator++) {
+        if (with_locator)
+            CHECK(mf_btree_locator_build(&t, height) == (height >= 3));
+        for (uint64_t i = 0; i < N + 10; i += 3) {
+            uint8_t keys[3][8];
+            mf_btree_hint h[3];
+            for (int j = 0; j < 3; j++) {
+                put_id(keys[j], i + (uint64_t)j);
+                h[j].entry = -1;
+            }
+            mf_btree_prefetch_locator(&t, (const uint8_t (*)[8])keys, 3, h);
+            mf_btree_prefetch_leaves(&t, (const uint8_t (*)[8])keys, 3, height, h);
+            mf_btree_prefetch_cells(&t, (const uint8_t (*)[8])keys, 3, h);
+            mf_btree_prefetch_values(&t, h, 3);
+            for (int j = 0; j < 3; j++) {
+                uint64_t id = i + (uint64_t)j;
+                bool found;
+                const uint8_t *v;
+                size_t vl;
+                CHECK_INT(mf_btree_get_hinted(&t, &h[j], keys[j], 8, &found, &v, &vl, &err), 0);
+                CHECK(found == (id < N));
+                if (found) {
+                    uint64_t got;
+                    memcpy(&got, v, 8);
+                    CHECK(got == id && vl == 8 + (size_t)(id * 37 % (sizeof val - 8)));
+                    CHECK(v[vl - 1] == (vl > 8 ? (uint8_t)(id & 0xff) : v[vl - 1]));
+                }
+                mf_btree_hint stale = h[j]; /* any page, any slot */
+                stale.leaf = (mf_pgno)(rnd() % (mf_pager_file_pages(pg) + 4));
+                stale.slot = (int)(rnd() % 2100) - 2;
+                mf_btree_prefetch_values(&t, &stale, 1);
+            }
+        }
+    }
+    mf_btree_release(&t);
     mf_pager_close(pg);
 }
 
