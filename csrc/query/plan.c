@@ -102,8 +102,8 @@ typedef struct scan_index {
  * 0 of their pages, so in an 8-way L1 they compete for the same sets.
  * Five batches: one being fetched, and one in each of hint_batch's four
  * stages. */
-#define QUEUE 15
 #define QBATCH 3
+#define QUEUE (5 * QBATCH)
 #define LOCATOR_AFTER 512 /* entries, before a scan considers the locator */
 
 /* What a queued index entry is (scan_next's loop, one landing each). */
@@ -1639,7 +1639,7 @@ static void queue_reset(mf_scan *s, mf_engine *e, mf_coll *c)
  * its records' locator entries, the leaves of the batch before it (whose
  * locator entries were asked for a batch ago), the cells of the batch
  * before that (whose leaves were), and the rest of the values of the one
- * before that (whose cells were), the next batch to be fetched. */
+ * before that (whose cells were), whose fetches begin within a batch. */
 static void hint_batch(mf_scan *s, mf_btree *records, unsigned last)
 {
     unsigned first = last + 1 - QBATCH;

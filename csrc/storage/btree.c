@@ -45,6 +45,7 @@
 #include <xxhash.h>
 
 #define BT_HDR 48u
+#define MAX_SLOTS ((int)((MF_PAGE_SIZE - BT_HDR) / 2)) /* more is damage */
 #define MAX_CELL 1000u        /* keeps at least four cells in every page */
 #define KEY_INLINE_MAX 800u   /* longer keys live in an overflow run */
 #define KEY_OVF 0x01
@@ -724,6 +725,10 @@ static const uint8_t *cell_in_page(uint8_t *p, int i)
     return o >= BT_HDR && o < MF_PAGE_SIZE - 64 ? p + o : NULL;
 }
 
+/* Lines mf_btree_prefetch_cells asks for from a cell's start: the cell
+ * and a short value after it (mf_btree_prefetch_values asks for the rest). */
+#define CELL_LINES 3
+
 static inline void prefetch_lines(const uint8_t *c, int lines)
 {
     for (int i = 0; i < lines; i++)
@@ -805,7 +810,7 @@ static bool locator_fill(mf_btree *t, mf_btree_locator *l, mf_pgno no, int level
     mf_error err;
     uint8_t *p = get_page(t, no, &err);
     int n;
-    if (!p || is_leaf(p) || (n = pcount(p)) > (int)((MF_PAGE_SIZE - BT_HDR) / 2))
+    if (!p || is_leaf(p) || (n = pcount(p)) > MAX_SLOTS)
         return false;
     if (levels == 1 ? !locator_push(l, lower, pleft(p))
                     : !locator_fill(t, l, pleft(p), levels - 1, lower))
@@ -958,14 +963,14 @@ void mf_btree_prefetch_cells(mf_btree *t, const uint8_t (*keys)[8], int n,
         mf_btree_hint *h = &hints[i];
         uint8_t *p = h->leaf ? mf_pager_hint(t->pg, h->leaf) : NULL;
         int cnt;
-        if (!p || (cnt = pcount(p)) < 1 || cnt > (int)((MF_PAGE_SIZE - BT_HDR) / 2) ||
+        if (!p || (cnt = pcount(p)) < 1 || cnt > MAX_SLOTS ||
             mf_page_type(p) != MF_PAGE_LEAF)
             continue;
         const uint8_t *c;
         int guess = h->slot = hint_guess(h, load_be64(keys[i]), cnt);
         if (guess >= 0) {
             if ((c = cell_in_page(p, guess)))
-                prefetch_lines(c, 3); /* the cell and a short value after it */
+                prefetch_lines(c, CELL_LINES);
             continue;
         }
         if ((c = cell_in_page(p, 0)))
@@ -977,22 +982,21 @@ void mf_btree_prefetch_cells(mf_btree *t, const uint8_t (*keys)[8], int n,
 
 void mf_btree_prefetch_values(mf_btree *t, const mf_btree_hint *hints, int n)
 {
-    /* The cells have arrived (mf_btree_prefetch_cells asked for the three
+    /* The cells have arrived (mf_btree_prefetch_cells asked for CELL_LINES
      * lines from each a batch earlier): ask for the lines after those, to
      * the last byte of an inline value, which the lookup's caller reads
      * first (bson_init_static). */
     for (int i = 0; i < n; i++) {
         const mf_btree_hint *h = &hints[i];
-        uint8_t *p = h->leaf && h->slot >= 0 && h->slot < (int)((MF_PAGE_SIZE - BT_HDR) / 2)
-                         ? mf_pager_hint(t->pg, h->leaf)
-                         : NULL;
+        uint8_t *p = h->leaf && h->slot >= 0 && h->slot < MAX_SLOTS ? mf_pager_hint(t->pg, h->leaf)
+                                                                     : NULL;
         const uint8_t *c = p ? cell_in_page(p, h->slot) : NULL;
         if (!c || (c[0] & (KEY_OVF | VAL_OVF)))
             continue;
-        size_t at = (size_t)(c - p), end = at + LEAF_CELL_HDR + c_klen(c) + c_vlen(c);
+        size_t at = (size_t)(c - p), end = at + cell_size(c, true);
         if (end > MF_PAGE_SIZE)
             end = MF_PAGE_SIZE; /* damage: the lookup reports it */
-        for (at = (at & ~(size_t)63) + 3 * 64; at < end; at += 64)
+        for (at = (at & ~(size_t)63) + CELL_LINES * 64; at < end; at += 64)
             __builtin_prefetch(p + at);
     }
 }
