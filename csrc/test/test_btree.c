@@ -446,6 +446,12 @@ MFT_CASE(record_ids, "/storage/btree/record_ids_interpolated")
     mf_pager_close(pg);
 }
 
+/* The value length of record `id` in hinted_values: 8 to max - 1 bytes. */
+static size_t hinted_value_len(uint64_t id, size_t max)
+{
+    return 8 + (size_t)(id * 37 % (max - 8));
+}
+
 /* Values of every length around the page's cache lines and past a cell
  * (overflow runs): the four hint stages ask for them and the lookups
  * answer as the descents do.  ASan checks that no stage reads outside a
@@ -461,7 +467,7 @@ MFT_CASE(hinted_values, "/storage/btree/hinted_values_of_every_length")
     uint8_t k[8];
     rng_state = 0xa1e5;
     for (uint64_t i = 0; i < N; i++) {
-        size_t vl = 8 + (size_t)(i * 37 % (sizeof val - 8));
+        size_t vl = hinted_value_len(i, sizeof val);
         put_id(k, i);
         memcpy(val, &i, 8);
         memset(val + 8, (int)(i & 0xff), vl - 8);
@@ -494,7 +500,7 @@ MFT_CASE(hinted_values, "/storage/btree/hinted_values_of_every_length")
                 if (found) {
                     uint64_t got;
                     memcpy(&got, v, 8);
-                    CHECK(got == id && vl == 8 + (size_t)(id * 37 % (sizeof val - 8)));
+                    CHECK(got == id && vl == hinted_value_len(id, sizeof val));
                     CHECK(v[vl - 1] == (vl > 8 ? (uint8_t)(id & 0xff) : v[vl - 1]));
                 }
                 mf_btree_hint stale = h[j]; /* any page, any slot */
