@@ -297,6 +297,53 @@ def test_ttl_monitor_deletes_expired_documents(tmp_path):
         srv.stop()
 
 
+def test_ttl_deletions_are_logged_and_counted(tmp_path):
+    """The monitor deletes as any delete does: through the log, so after
+    kill -9 the documents stay deleted and no index keeps their keys; more
+    than one batch of them; counted in serverStatus metrics.ttl."""
+    now = datetime.datetime.now(datetime.timezone.utc)
+    old = now - datetime.timedelta(hours=2)
+    s = ServedProcess(tmp_path / "db", extra=["--ttl-monitor-sleep-secs", "1"]).start()
+    c = s.client()
+    try:
+        coll = c.t.c
+        coll.create_index("t", expireAfterSeconds=3600)
+        coll.create_index("k")
+        coll.insert_many([{"_id": i, "t": old, "k": i} for i in range(2500)]
+                         + [{"_id": 10_000 + i, "t": now, "k": i} for i in range(10)])
+        # The counters move at the end of a pass, after its deletes are
+        # synced: once they show all 2,500, kill -9 cannot lose them.
+        deadline = time.monotonic() + 30
+        ttl = {}
+        while time.monotonic() < deadline:
+            ttl = c.admin.command("serverStatus")["metrics"]["ttl"]
+            if ttl["deletedDocuments"] >= 2500:
+                break
+            time.sleep(0.2)
+        assert ttl["deletedDocuments"] == 2500, ttl
+        assert ttl["passes"] >= 1 and ttl["subPasses"] == ttl["passes"], ttl
+        slim = c.admin.command({"serverStatus": 1, "metrics": 0})
+        assert "metrics" not in slim
+    finally:
+        c.close()
+        s.kill()
+    s = ServedProcess(tmp_path / "db", extra=["--ttl-monitor-sleep-secs", "3600"]).start()
+    c = s.client()
+    try:
+        coll = c.t.c
+        assert sorted(d["_id"] for d in coll.find()) == list(range(10_000, 10_010))
+        assert [d["_id"] for d in coll.find({"k": {"$lt": 5}}).hint("k_1")] == list(
+            range(10_000, 10_005))
+        v = c.t.command("validate", "c")
+        assert v["valid"] is True, v
+        assert v["keysPerIndex"] == {"_id_": 10, "t_1": 10, "k_1": 10}
+        ttl = c.admin.command("serverStatus")["metrics"]["ttl"]
+        assert ttl["deletedDocuments"] == 0  # per process, as mongod's
+    finally:
+        c.close()
+        s.stop()
+
+
 def test_invalid_ttl_specs(client):
     db = client.t
     with pytest.raises(OperationFailure) as e:

@@ -89,6 +89,20 @@ int mfi_cmd_server_status(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply,
         BSON_APPEND_BOOL(&d, "supported", true);
         bson_append_document_end(reply, &d);
     }
+    if (wanted(cmd, "metrics")) {
+        /* Only the TTL monitor's counters, as mongod names them.  A pass
+         * deletes every expired document it finds (in batches, without a
+         * time target), so each pass is one sub-pass. */
+        bson_t ttl;
+        int64_t passes = C(inst->ttl_passes);
+        BSON_APPEND_DOCUMENT_BEGIN(reply, "metrics", &d);
+        BSON_APPEND_DOCUMENT_BEGIN(&d, "ttl", &ttl);
+        BSON_APPEND_INT64(&ttl, "deletedDocuments", C(inst->ttl_deleted));
+        BSON_APPEND_INT64(&ttl, "passes", passes);
+        BSON_APPEND_INT64(&ttl, "subPasses", passes);
+        bson_append_document_end(&d, &ttl);
+        bson_append_document_end(reply, &d);
+    }
     if (wanted(cmd, "storageEngine")) {
         BSON_APPEND_DOCUMENT_BEGIN(reply, "storageEngine", &d);
         BSON_APPEND_UTF8(&d, "name", "multifora");
