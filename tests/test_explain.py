@@ -63,6 +63,27 @@ def test_execution_stats(db):
     assert e["executionStats"]["totalKeysExamined"] == 0
 
 
+def test_limit_pushed_down_into_an_index_that_gives_the_sort(db):
+    """With the order from the index, LIMIT stops the scan: mongod's
+    IXSCAN examines only the keys of the rows it returns (and skips).  A
+    SORT stage must see every row first."""
+    def counts(cmd):
+        es = explain(db, cmd, "executionStats")["executionStats"]
+        return es["nReturned"], es["totalKeysExamined"], es["totalDocsExamined"]
+
+    assert counts({"find": "c", "filter": {}, "sort": {"a": -1}, "limit": 3}) == (3, 3, 3)
+    assert counts({"find": "c", "filter": {"a": {"$gte": 10}}, "sort": {"a": 1},
+                   "limit": 4}) == (4, 4, 4)
+    assert counts({"find": "c", "filter": {"a": {"$gte": 10}}, "sort": {"a": 1},
+                   "skip": 5, "limit": 4}) == (4, 9, 9)
+    # a = 0 holds b = 0, 50, 100, ... in that order: every other one is a
+    # multiple of 100, so 7 are fetched for 4 returned
+    assert counts({"find": "c", "filter": {"b": {"$mod": [100, 0]}}, "sort": {"a": 1},
+                   "limit": 4}) == (4, 7, 7)
+    # no index gives the order of b: every document is read
+    assert counts({"find": "c", "filter": {}, "sort": {"b": 1}, "limit": 3}) == (3, 0, 500)
+
+
 def test_keys_examined_as_mongod_counts_them(client):
     """An IXSCAN over one interval stops at its end key without examining it
     (mongod sets the cursor's end position); over several intervals each key

@@ -263,7 +263,9 @@ int mfi_cmd_explain(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_error 
                 seen++;
                 if (seen > w.skip)
                     n_returned++;
-                if (one || (w.limit && !w.has_sort && n_returned >= w.limit))
+                /* A limit stops the scan unless a SORT stage must see
+                 * every row first: not when the index gives the order. */
+                if (one || (w.limit && (!w.has_sort || sorted) && n_returned >= w.limit))
                     break;
             }
             if (w.has_sort && w.limit && n_returned > w.limit)
