@@ -65,8 +65,8 @@ def test_execution_stats(db):
 
 def test_limit_pushed_down_into_an_index_that_gives_the_sort(db):
     """With the order from the index, LIMIT stops the scan: mongod's
-    IXSCAN examines only the keys of the rows it returns (and skips).  A
-    SORT stage must see every row first."""
+    IXSCAN examines only the keys of the rows it returns (and skips), and
+    findAndModify only the first.  A SORT stage must see every row first."""
     def counts(cmd):
         es = explain(db, cmd, "executionStats")["executionStats"]
         return es["nReturned"], es["totalKeysExamined"], es["totalDocsExamined"]
@@ -82,6 +82,9 @@ def test_limit_pushed_down_into_an_index_that_gives_the_sort(db):
                    "limit": 4}) == (4, 7, 7)
     # no index gives the order of b: every document is read
     assert counts({"find": "c", "filter": {}, "sort": {"b": 1}, "limit": 3}) == (3, 0, 500)
+    # findAndModify takes the first document in the index's order
+    assert counts({"findAndModify": "c", "query": {"a": {"$gte": 10}}, "sort": {"a": -1},
+                   "update": {"$set": {"x": 1}}}) == (1, 1, 1)
 
 
 def test_keys_examined_as_mongod_counts_them(client):

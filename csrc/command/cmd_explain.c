@@ -254,7 +254,7 @@ int mfi_cmd_explain(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_error 
         if (rc == 0 && stats) {
             int64_t seen = 0;
             bool one = (strcmp(op, "update") == 0 || strcmp(op, "delete") == 0) && !w.multi;
-            one |= strcmp(op, "findAndModify") == 0 && !w.has_sort;
+            one |= strcmp(op, "findAndModify") == 0 && (!w.has_sort || sorted);
             while (rc == 0) {
                 mf_scan_row row;
                 bool valid;
