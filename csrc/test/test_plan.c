@@ -131,6 +131,28 @@ static void add_index(world *w, const char *name, const char *p0, int d0, const 
     w->nidx++;
 }
 
+/* The entries of `doc`'s keys in index `ix`, pointing at record `rid`
+ * (collection write-locked). */
+static int put_keys(world *w, size_t ix, const bson_t *doc, uint64_t rid, mf_error *err)
+{
+    uint8_t rk[8];
+    mf_buf keys[16];
+    mf_lsn lsn;
+    int rc = 0;
+    mf_record_id_encode(rid, rk);
+    size_t n = doc_keys(&w->idx[ix], doc, keys);
+    for (size_t k = 0; k < n; k++) {
+        if (!w->idx[ix].unique)
+            mf_buf_append(&keys[k], rk, 8);
+        mf_op op = {.kind = MF_OP_PUT, .tree = w->idx[ix].tree, .key = keys[k].data,
+                    .klen = keys[k].len, .val = rk, .vlen = 8};
+        if (rc == 0)
+            rc = mf_engine_write(w->e, &op, 1, &lsn, err);
+        mf_buf_free(&keys[k]);
+    }
+    return rc;
+}
+
 static int build(world *w, mf_error *err)
 {
     mf_engine_options opt = {.no_background = true, .reserve_bytes = (size_t)1 << 30};
@@ -160,19 +182,8 @@ static int build(world *w, mf_error *err)
         mf_op op = {.kind = MF_OP_PUT, .tree = mf_coll_records(w->c), .key = rk, .klen = 8,
                     .val = bson_get_data(doc), .vlen = doc->len};
         rc = mf_engine_write(w->e, &op, 1, &lsn, err);
-        for (size_t i = 0; rc == 0 && i < w->nidx; i++) {
-            mf_buf keys[16];
-            size_t n = doc_keys(&w->idx[i], doc, keys);
-            for (size_t k = 0; k < n; k++) {
-                if (!w->idx[i].unique)
-                    mf_buf_append(&keys[k], rk, 8);
-                mf_op iop = {.kind = MF_OP_PUT, .tree = w->idx[i].tree, .key = keys[k].data,
-                             .klen = keys[k].len, .val = rk, .vlen = 8};
-                if (rc == 0)
-                    rc = mf_engine_write(w->e, &iop, 1, &lsn, err);
-                mf_buf_free(&keys[k]);
-            }
-        }
+        for (size_t i = 0; rc == 0 && i < w->nidx; i++)
+            rc = put_keys(w, i, doc, rid, err);
     }
     mf_coll_unlock(w->c);
     return rc;
@@ -369,24 +380,10 @@ static int put_stale(world *w, size_t ix, const char *doc_json, uint64_t rid, mf
 {
     bson_error_t berr;
     bson_t *doc = bson_new_from_json((const uint8_t *)doc_json, -1, &berr);
-    uint8_t rk[8];
-    mf_lsn lsn;
-    mf_buf keys[16];
-    int rc = 0;
     if (!doc)
         return mf_error_set(err, MF_BadValue, "bad JSON %s", doc_json);
-    mf_record_id_encode(rid, rk);
-    size_t n = doc_keys(&w->idx[ix], doc, keys);
     mf_coll_lock(w->c, true);
-    for (size_t k = 0; k < n; k++) {
-        if (!w->idx[ix].unique)
-            mf_buf_append(&keys[k], rk, 8);
-        mf_op op = {.kind = MF_OP_PUT, .tree = w->idx[ix].tree, .key = keys[k].data,
-                    .klen = keys[k].len, .val = rk, .vlen = 8};
-        if (rc == 0)
-            rc = mf_engine_write(w->e, &op, 1, &lsn, err);
-        mf_buf_free(&keys[k]);
-    }
+    int rc = put_keys(w, ix, doc, rid, err);
     mf_coll_unlock(w->c);
     bson_destroy(doc);
     return rc;
