@@ -115,8 +115,8 @@ void mf_btree_prefetch_locator(mf_btree *t, const uint8_t (*keys)[8], int n,
 void mf_btree_prefetch_cells(mf_btree *t, const uint8_t (*keys)[8], int n,
                              mf_btree_hint *hints);
 /* A batch after mf_btree_prefetch_cells, with the same hints: ask for the
- * rest of each value longer than the three cache lines that asked for (a
- * document of more than about 170 bytes), read from the cell's header. */
+ * rest of each value that runs past the lines that call asked for
+ * (CELL_LINES in btree.c), its length read from the cell's header. */
 void mf_btree_prefetch_values(mf_btree *t, const mf_btree_hint *hints, int n);
 
 /* mf_btree_get, starting at the leaf a hint found for `key`
