@@ -26,8 +26,8 @@
 typedef struct what {
     const char *op;       /* "find", "count", ... */
     bson_t filter;        /* the query (may be empty) */
-    bson_t sort, proj;
-    bool has_sort, has_proj;
+    bson_t sort, proj, min, max; /* min, max: find's */
+    bool has_sort, has_proj, has_min, has_max;
     bson_iter_t hint;
     bool has_hint;
     int64_t skip, limit;
@@ -85,6 +85,12 @@ static int read_what(const char *op, const bson_t *inner, what *w, mf_error *err
         } else if (strcmp(k, "hint") == 0) {
             w->hint = it;
             w->has_hint = true;
+        } else if (strcmp(k, "min") == 0 && strcmp(op, "find") == 0) {
+            if (!(w->has_min = mfi_doc_arg(&it, &w->min)))
+                return mfi_type_error(err, op, k, &it, "object");
+        } else if (strcmp(k, "max") == 0 && strcmp(op, "find") == 0) {
+            if (!(w->has_max = mfi_doc_arg(&it, &w->max)))
+                return mfi_type_error(err, op, k, &it, "object");
         } else if (strcmp(k, "skip") == 0) {
             mfi_as_int64(&it, &w->skip);
         } else if (strcmp(k, "limit") == 0) {
@@ -100,7 +106,7 @@ static int read_what(const char *op, const bson_t *inner, what *w, mf_error *err
             w->has_coll = mfi_collation_given(&it);
         }
     }
-    return 0;
+    return mf_minmax_check(w->has_min ? &w->min : NULL, w->has_max ? &w->max : NULL, err);
 }
 
 /* Wrap `inner` (a stage document, consumed) in a stage `name` whose own
@@ -245,8 +251,9 @@ int mfi_cmd_explain(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_error 
         mf_coll_lock(c, false);
         rc = mfi_indexes_load(c, &ix, err);
         if (rc == 0)
-            rc = mfi_scan_new(NULL, c, &ix, &w.filter, w.has_hint ? &w.hint : NULL,
-                              w.has_sort ? &w.sort : NULL, coll, &scan, &sorted, err);
+            rc = mfi_scan_new_minmax(NULL, c, &ix, &w.filter, w.has_hint ? &w.hint : NULL,
+                                     w.has_min ? &w.min : NULL, w.has_max ? &w.max : NULL,
+                                     w.has_sort ? &w.sort : NULL, coll, &scan, &sorted, err);
         if (rc == 0) {
             mf_scan_timed(scan, true);
             mf_scan_count_only(scan, strcmp(op, "count") == 0);

@@ -449,8 +449,8 @@ int mfi_cursor_reply_from_docs(mf_cmd_ctx *ctx, const char *ns, bson_t *docs, in
 /* ------------------------------------------------------------------ find */
 
 typedef struct find_args {
-    bson_t filter, projection, sort, let;
-    bool has_filter, has_projection, has_sort, has_let;
+    bson_t filter, projection, sort, let, min, max;
+    bool has_filter, has_projection, has_sort, has_let, has_min, has_max;
     bson_iter_t hint;
     bool has_hint;
     int64_t skip, limit, batch_size; /* limit 0: none; batch_size -1: default */
@@ -514,14 +514,12 @@ static int parse_find(const bson_t *cmd, find_args *a, mf_error *err)
                 rc = mf_error_set(err, MF_BadValue,
                                   "error processing query: tailable cursor requested on non "
                                   "capped collection");
-        } else if (strcmp(k, "min") == 0 || strcmp(k, "max") == 0) {
-            if (!BSON_ITER_HOLDS_DOCUMENT(&it))
+        } else if (strcmp(k, "min") == 0) {
+            if (!(a->has_min = mfi_doc_arg(&it, &a->min)))
                 rc = mfi_type_error(err, "find", k, &it, "object");
-            else
-                rc = mf_error_set(err, MF_BadValue,
-                                  "error processing query: planner returned error :: caused "
-                                  "by :: When using min()/max() a hint of which index to use "
-                                  "must be provided");
+        } else if (strcmp(k, "max") == 0) {
+            if (!(a->has_max = mfi_doc_arg(&it, &a->max)))
+                rc = mfi_type_error(err, "find", k, &it, "object");
         } else if (strcmp(k, "returnKey") == 0) {
             if (bson_iter_as_bool(&it))
                 rc = mf_error_set(err, MF_NotImplemented, "returnKey is not supported");
@@ -535,6 +533,8 @@ static int parse_find(const bson_t *cmd, find_args *a, mf_error *err)
             rc = mf_error_set(err, 40415, "BSON field 'find.%s' is an unknown field.", k);
         }
     }
+    if (rc == 0)
+        rc = mf_minmax_check(a->has_min ? &a->min : NULL, a->has_max ? &a->max : NULL, err);
     return rc;
 }
 
@@ -720,9 +720,10 @@ int mfi_cmd_find(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_error *er
         rc = cur->ix ? mfi_indexes_load(c, cur->ix, err)
                      : mf_error_set(err, MF_InternalError, "out of memory");
         if (rc == 0)
-            rc = mfi_scan_new(ctx->inst, c, cur->ix, a.has_filter ? &a.filter : NULL,
-                              a.has_hint ? &a.hint : NULL, q.sort ? &a.sort : NULL, coll,
-                              &cur->scan, &sorted, err);
+            rc = mfi_scan_new_minmax(ctx->inst, c, cur->ix, a.has_filter ? &a.filter : NULL,
+                                     a.has_hint ? &a.hint : NULL, a.has_min ? &a.min : NULL,
+                                     a.has_max ? &a.max : NULL, q.sort ? &a.sort : NULL, coll,
+                                     &cur->scan, &sorted, err);
         if (rc == 0)
             mf_scan_want_pos(cur->scan, cur->proj && mf_projection_needs_pos(cur->proj));
         running = rc == 0;

@@ -361,8 +361,17 @@ int mfi_scan_new(mf_instance *inst, mf_coll *c, const mfi_indexes *ix, const bso
                  const bson_iter_t *hint, const bson_t *sort, const mf_collator *coll,
                  mf_scan **out, bool *sorted, mf_error *err)
 {
-    int rc = mf_scan_new(c, ix ? ix->v : NULL, ix ? ix->n : 0, filter, hint, sort, coll, out,
-                         sorted, err);
+    return mfi_scan_new_minmax(inst, c, ix, filter, hint, NULL, NULL, sort, coll, out, sorted,
+                               err);
+}
+
+int mfi_scan_new_minmax(mf_instance *inst, mf_coll *c, const mfi_indexes *ix,
+                        const bson_t *filter, const bson_iter_t *hint, const bson_t *min,
+                        const bson_t *max, const bson_t *sort, const mf_collator *coll,
+                        mf_scan **out, bool *sorted, mf_error *err)
+{
+    int rc = mf_scan_new_minmax(c, ix ? ix->v : NULL, ix ? ix->n : 0, filter, hint, min, max,
+                                sort, coll, out, sorted, err);
     if (rc == 0 && inst) {
         size_t n = mf_scan_nkids(*out);
         for (size_t i = 0; i < (n ? n : 1); i++) /* an OR: each clause's index */

@@ -876,10 +876,7 @@ static bool range_exact(const bson_iter_t *v)
     }
 }
 
-/* Whether comparing with `v` depends on a collation, by mongod's test
- * (QueryPlannerIXSelect::_compatible): a string -- here a symbol too --
- * or a document or array, whatever they hold. */
-static bool collatable(const bson_iter_t *v)
+bool mfi_collatable(const bson_iter_t *v)
 {
     switch (bson_iter_type(v)) {
     case BSON_TYPE_UTF8: case BSON_TYPE_SYMBOL: case BSON_TYPE_DOCUMENT: case BSON_TYPE_ARRAY:
@@ -949,7 +946,7 @@ static int translate_negation(const char *path, const char *op, const bson_iter_
     if (strcmp(inner, "$eq") == 0) {
         if (BSON_ITER_HOLDS_ARRAY(&operand) || BSON_ITER_HOLDS_REGEX(&operand))
             goto none;
-        pr->collatable = collatable(&operand);
+        pr->collatable = mfi_collatable(&operand);
         rc = translate_eq(&operand, coll, &pos, &missing, &ignored, none);
     } else if (strcmp(inner, "$in") == 0) {
         bson_iter_t el;
@@ -975,7 +972,7 @@ static int translate_negation(const char *path, const char *op, const bson_iter_
             goto none;
         bson_iter_recurse(&operand, &el);
         while (rc == 0 && !*none && bson_iter_next(&el)) {
-            pr->collatable |= collatable(&el);
+            pr->collatable |= mfi_collatable(&el);
             rc = translate_eq(&el, coll, &pos, &missing, &ignored, none);
         }
         if (rc == 0)
@@ -984,7 +981,7 @@ static int translate_negation(const char *path, const char *op, const bson_iter_
         bool null_eq = BSON_ITER_HOLDS_NULL(&operand) && inner[3] == 'e';
         if (!null_eq && !range_exact(&operand))
             goto none; /* MinKey, MaxKey, NaN, documents, arrays: wider bounds */
-        pr->collatable = collatable(&operand);
+        pr->collatable = mfi_collatable(&operand);
         rc = translate_range(inner, &operand, coll, &pos, &missing, none);
     } else if (strcmp(inner, "$exists") == 0 && bson_iter_as_bool(&operand)) {
         return translate_exists(false, pr);
@@ -1029,7 +1026,7 @@ static int add_condition(mfi_preds *p, const char *path, const char *op, const b
         else
             none = true;
     } else if (!op || strcmp(op, "$eq") == 0) {
-        pr.collatable = collatable(v);
+        pr.collatable = mfi_collatable(v);
         rc = translate_eq(v, coll, &pr.oil, &pr.matches_missing, &pr.exact, &none);
     } else if (strcmp(op, "$in") == 0 && BSON_ITER_HOLDS_ARRAY(v)) {
         bson_iter_t el;
@@ -1044,7 +1041,7 @@ static int add_condition(mfi_preds *p, const char *path, const char *op, const b
                 pr.exact = pr.exact && exact;
                 continue;
             }
-            pr.collatable |= collatable(&el);
+            pr.collatable |= mfi_collatable(&el);
             rc = translate_eq(&el, coll, &pr.oil, &pr.matches_missing, &pr.exact, &none);
         }
         if (rc == 0 && regexes)
@@ -1052,7 +1049,7 @@ static int add_condition(mfi_preds *p, const char *path, const char *op, const b
         else if (rc == 0)
             oil_sort_points(&pr.oil);
     } else if (is_range_op(op)) {
-        pr.collatable = collatable(v);
+        pr.collatable = mfi_collatable(v);
         rc = translate_range(op, v, coll, &pr.oil, &pr.matches_missing, &none);
         /* Exact only for operands whose comparisons stay inside one plain
          * type bracket; MinKey, MaxKey, null, NaN, documents and arrays

@@ -119,6 +119,9 @@ struct mf_scan {
     bool backward;
     bool idhack; /* the _id index, one point, nothing else in the filter */
     bool points; /* ranges are whole keys of a unique index: looked up */
+    bool key_range; /* find's min/max: one range of whole keys, no field
+                       bounds (explain's indexBounds is empty, as mongod's
+                       isSimpleRange) */
     scan_index ix;
     krange *ranges;
     size_t nranges;
@@ -801,6 +804,119 @@ out:
     return rc;
 }
 
+/* ------------------------------------------------------------- min/max */
+
+/* Whether find's `min` or `max` fits index `d` (mongod's
+ * indexCompatibleMaxMin): the key pattern's fields, all of them and in
+ * order, and no value a collation orders unless the query's is the
+ * index's. */
+static bool minmax_fits(const mf_index_desc *d, const bson_t *obj, const mf_collator *qcoll)
+{
+    bson_iter_t it;
+    size_t i = 0;
+    bool same_coll = mf_collator_equal(d->coll, qcoll);
+    if (!bson_iter_init(&it, obj))
+        return false;
+    for (; bson_iter_next(&it); i++)
+        if (i >= d->nfields || strcmp(bson_iter_key(&it), d->paths[i]) != 0 ||
+            (!same_coll && mfi_collatable(&it)))
+            return false;
+    return i == d->nfields;
+}
+
+/* The key `obj` makes on `d` (its values under the index's collation),
+ * or, for an empty `obj`, the index's first key (`last` false: MinKey in
+ * each ascending field, MaxKey in each descending one) or its last. */
+static int minmax_key(const mf_index_desc *d, const bson_t *obj, bool last, mf_buf *out)
+{
+    bson_iter_t it;
+    if (obj && !bson_empty(obj)) {
+        bson_iter_init(&it, obj);
+        for (size_t i = 0; bson_iter_next(&it); i++)
+            if (mf_bsonx_key_append_coll(out, &it, d->desc[i], d->coll) != 0)
+                return -1;
+        return 0;
+    }
+    bson_t ends = BSON_INITIALIZER;
+    bson_append_minkey(&ends, "0", 1);
+    bson_append_maxkey(&ends, "1", 1);
+    for (size_t i = 0; i < d->nfields; i++) {
+        /* Ascending, the first key holds MinKey; descending, MaxKey. */
+        bson_iter_init(&it, &ends);
+        bson_iter_next(&it);
+        if (last != d->desc[i])
+            bson_iter_next(&it);
+        if (mf_bsonx_key_append(out, &it, d->desc[i]) != 0) {
+            bson_destroy(&ends);
+            return -1;
+        }
+    }
+    bson_destroy(&ends);
+    return 0;
+}
+
+/* find's `min`/`max` on the hinted index `d` (mongod's
+ * QueryPlanner::plan for them): one range of whole keys in the index's
+ * order, from min (included) to max (excluded), the whole filter left to
+ * the matcher.  Errors 51174 (they do not fit the index), 51175 (min does
+ * not come before max). */
+static int plan_minmax(mf_scan *s, const mf_index_desc *d, const bson_t *filter,
+                       const bson_t *min, const bson_t *max, const bson_t *sort,
+                       const mf_collator *qcoll, bool *sorted, mf_error *err)
+{
+    krange r = {.has_hi = true};
+    mfi_preds none = {0};
+    cand c = {0};
+    int rc = 0;
+    if (d->nfields == 0 || (min && !bson_empty(min) && !minmax_fits(d, min, qcoll)) ||
+        (max && !bson_empty(max) && !minmax_fits(d, max, qcoll)))
+        return mf_error_set(err, 51174, "The index chosen is not compatible with min/max");
+    if (minmax_key(d, min, false, &r.lo) != 0 || minmax_key(d, max, true, &r.hi) != 0) {
+        rc = oom(err);
+        goto out;
+    }
+    if (cmp_bytes(r.lo.data, r.lo.len, r.hi.data, r.hi.len) >= 0) {
+        rc = mf_error_set(err, 51175,
+                          "The value provided for min() does not come before the value "
+                          "provided for max() in the hinted index");
+        goto out;
+    }
+    if ((rc = cand_build(&c, d, &none, false, sort, qcoll, err)) != 0)
+        goto out;
+    if (push_range(s, &r) != 0 || !(s->residual = filter ? bson_copy(filter) : bson_new()) ||
+        scan_index_take(&s->ix, &c) != 0) {
+        rc = oom(err);
+        goto out;
+    }
+    memset(&r, 0, sizeof r); /* the scan's now */
+    s->kind = P_IXSCAN;
+    s->key_range = true;
+    s->single = true;
+    s->backward = c.sort_dir < 0;
+    *sorted = c.sort_dir != 0;
+out:
+    mf_buf_free(&r.lo);
+    mf_buf_free(&r.hi);
+    cand_free(&c);
+    return rc;
+}
+
+int mf_minmax_check(const bson_t *min, const bson_t *max, mf_error *err)
+{
+    bson_iter_t a, b;
+    if (!min || !max || bson_empty(min) || bson_empty(max))
+        return 0;
+    bson_iter_init(&a, min);
+    bson_iter_init(&b, max);
+    for (;;) {
+        bool more_a = bson_iter_next(&a), more_b = bson_iter_next(&b);
+        if (more_a != more_b || (more_a && strcmp(bson_iter_key(&a), bson_iter_key(&b)) != 0))
+            return mf_error_set(err, 51176, "min and max must have the same field names");
+        if (!more_a)
+            return 0;
+    }
+}
+
 /* Clauses past this many are not planned one by one: the $or scans. */
 #define MAX_OR_CLAUSES 64
 
@@ -955,9 +1071,19 @@ int mf_scan_new(mf_coll *c, const mf_index_desc *idx, size_t nidx, const bson_t 
                 const bson_iter_t *hint, const bson_t *sort, const mf_collator *coll,
                 mf_scan **out, bool *sorted, mf_error *err)
 {
+    return mf_scan_new_minmax(c, idx, nidx, filter, hint, NULL, NULL, sort, coll, out, sorted,
+                              err);
+}
+
+int mf_scan_new_minmax(mf_coll *c, const mf_index_desc *idx, size_t nidx, const bson_t *filter,
+                       const bson_iter_t *hint, const bson_t *min, const bson_t *max,
+                       const bson_t *sort, const mf_collator *coll, mf_scan **out, bool *sorted,
+                       mf_error *err)
+{
     mf_scan *s = calloc(1, sizeof *s);
     int rc = 0;
     bool natural_back = false, have_id = false;
+    bool minmax = (min && !bson_empty(min)) || (max && !bson_empty(max));
     size_t hinted = SIZE_MAX;
     mf_index_desc id = {0};
     *sorted = false;
@@ -970,6 +1096,11 @@ int mf_scan_new(mf_coll *c, const mf_index_desc *idx, size_t nidx, const bson_t 
     if (hint && hint_is_empty(hint))
         hint = NULL;
     if (hint && hint_is_natural(hint, &natural_back)) {
+        if (minmax) {
+            rc = mf_error_set(err, MF_NoQueryExecutionPlans,
+                              "min and max are incompatible with $natural");
+            goto fail;
+        }
         s->kind = P_COLLSCAN;
         s->backward = natural_back;
         *out = s;
@@ -987,6 +1118,18 @@ int mf_scan_new(mf_coll *c, const mf_index_desc *idx, size_t nidx, const bson_t 
     }
     if (hint && (rc = hint_find(idx, nidx, hint, &hinted, err)) != 0)
         goto fail;
+    if (minmax) {
+        rc = hinted == SIZE_MAX
+                 ? mf_error_set(err, 51173,
+                                "When using min()/max() a hint of which index to use must be "
+                                "provided")
+                 : plan_minmax(s, &idx[hinted], filter, min, max, sort, coll, sorted, err);
+        if (rc)
+            goto fail;
+        mf_index_desc_clear(&id);
+        *out = s;
+        return 0;
+    }
     bool weak = false;
     rc = choose(s, idx, nidx, hinted, filter, sort, coll, sorted, &weak, err);
     if (rc == 0 && s->kind == P_COLLSCAN && hinted == SIZE_MAX)
@@ -1127,7 +1270,7 @@ static void put_bounds(const mf_scan *s, bson_t *out)
     bson_t doc, arr;
     char buf[1200], num[24];
     bson_append_document_begin(out, "indexBounds", -1, &doc);
-    for (size_t i = 0; i < s->ix.nfields; i++) {
+    for (size_t i = 0; !s->key_range && i < s->ix.nfields; i++) {
         const mfi_oil *o = &s->ix.oils[i];
         bool reversed = s->ix.desc[i] != s->backward;
         bson_append_array_begin(&doc, s->ix.paths[i], -1, &arr);

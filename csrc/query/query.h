@@ -482,6 +482,26 @@ int mf_scan_new(mf_coll *c, const mf_index_desc *idx, size_t nidx, const bson_t 
                 const bson_iter_t *hint, const bson_t *sort, const mf_collator *coll,
                 mf_scan **out, bool *sorted, mf_error *err);
 
+/* mf_scan_new for a find with `min` and/or `max` (NULL or empty: not
+ * given; with neither it is mf_scan_new).  As mongod: they need a hint
+ * naming an index (51173 without one; NoQueryExecutionPlans (291) with
+ * {$natural: +-1}) and must name its key pattern's fields, all and in
+ * order, with no string, document or array unless the query's collation
+ * is the index's (51174).  The scan reads the index's keys from min
+ * (included; an empty min: the first key) to max (excluded; an empty
+ * max: the last key, MaxKey, itself excluded), compared as whole keys in
+ * the index's order; min must come first (51175).  The whole filter is
+ * the matcher's; explain's indexBounds is {}.  The index gives `sort`
+ * as it would with no predicate. */
+int mf_scan_new_minmax(mf_coll *c, const mf_index_desc *idx, size_t nidx, const bson_t *filter,
+                       const bson_iter_t *hint, const bson_t *min, const bson_t *max,
+                       const bson_t *sort, const mf_collator *coll, mf_scan **out, bool *sorted,
+                       mf_error *err);
+
+/* find's check of `min` and `max` before planning: when both are given
+ * (not empty) they name the same fields in the same order, else 51176. */
+int mf_minmax_check(const bson_t *min, const bson_t *max, mf_error *err);
+
 /* The next document that `m` accepts (all, if `m` is NULL), with the
  * collection lock held; `*valid` false at the end. */
 int mf_scan_next(mf_scan *s, mf_engine *e, mf_coll *c, const mf_matcher *m, mf_scan_row *row,

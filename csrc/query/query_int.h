@@ -59,6 +59,12 @@ typedef struct mfi_preds {
     size_t nowned;
 } mfi_preds;
 
+/* Whether comparing with `v` depends on a collation, by mongod's test
+ * (QueryPlannerIXSelect::_compatible, CollationIndexKey::isCollatableType):
+ * a string -- here a symbol too -- or a document or array, whatever they
+ * hold. */
+bool mfi_collatable(const bson_iter_t *v);
+
 /* The conditions of `filter` (top level and top-level $and) that bound an
  * index: equality, $in, $gt/$gte/$lt/$lte, $exists, a regex with a literal
  * prefix, $elemMatch, and the negations $ne, $nin and $not of those whose

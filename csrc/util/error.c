@@ -118,6 +118,7 @@ static const struct {
     {285, "IndexBuildAlreadyInProgress"},
     {286, "ChangeStreamHistoryLost"},
     {288, "ChecksumMismatch"},
+    {291, "NoQueryExecutionPlans"},
     {292, "QueryExceededMemoryLimitNoDiskUseAllowed"},
     {301, "DataCorruptionDetected"},
     {314, "ObjectIsBusy"},

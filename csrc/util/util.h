@@ -59,6 +59,7 @@ enum {
     MF_ClientMetadataCannotBeMutated = 186,
     MF_IllegalOpMsgFlag = 223,
     MF_ChecksumMismatch = 288,
+    MF_NoQueryExecutionPlans = 291,
     MF_DataCorruption = 301, /* DataCorruptionDetected */
     MF_UnsupportedOpQueryCommand = 352,
     MF_OutOfDiskSpace = 14031,
