@@ -236,3 +236,13 @@ def test_huge_pages_ab_runs(tmp_path):
     assert "indexed time off/auto per repetition: median " in out, out
     assert "same count from both plans on both servers: 3 of 3 (correct)" in out, out
     assert not list(tmp_path.iterdir())  # both data directories removed
+
+
+def test_distinct_bench_runs():
+    r = subprocess.run([sys.executable, str(BENCH / "distinct_bench.py"), "--docs", "2000",
+                        "--reps", "2"], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stdout + r.stderr
+    out = r.stdout
+    assert "FAIL" not in out, out
+    assert "k: 20 values" in out and "u: 2000 values" in out and "_id: 2000 values" in out, out
+    assert out.count("ratio scan/index per repetition: min ") == 3, out

@@ -97,7 +97,8 @@ static int read_what(const char *op, const bson_t *inner, what *w, mf_error *err
             mfi_as_int64(&it, &w->limit);
             if (w->limit < 0)
                 w->limit = -w->limit;
-        } else if (strcmp(k, "key") == 0 && BSON_ITER_HOLDS_UTF8(&it)) {
+        } else if (strcmp(k, "key") == 0 && strcmp(op, "distinct") == 0 &&
+                   BSON_ITER_HOLDS_UTF8(&it)) {
             w->distinct_key = bson_iter_utf8(&it, NULL);
         } else if (strcmp(k, "remove") == 0) {
             w->multi = false;
@@ -251,9 +252,12 @@ int mfi_cmd_explain(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_error 
         mf_coll_lock(c, false);
         rc = mfi_indexes_load(c, &ix, err);
         if (rc == 0)
-            rc = mfi_scan_new_minmax(NULL, c, &ix, &w.filter, w.has_hint ? &w.hint : NULL,
-                                     w.has_min ? &w.min : NULL, w.has_max ? &w.max : NULL,
-                                     w.has_sort ? &w.sort : NULL, coll, &scan, &sorted, err);
+            rc = mfi_scan_new_ex(NULL, c, &ix, &w.filter, w.has_hint ? &w.hint : NULL,
+                                 w.has_sort ? &w.sort : NULL, coll,
+                                 &(mf_scan_extra){.min = w.has_min ? &w.min : NULL,
+                                                  .max = w.has_max ? &w.max : NULL,
+                                                  .distinct_key = w.distinct_key},
+                                 &scan, &sorted, err);
         if (rc == 0) {
             mf_scan_timed(scan, true);
             mf_scan_count_only(scan, strcmp(op, "count") == 0);

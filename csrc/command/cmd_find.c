@@ -720,10 +720,11 @@ int mfi_cmd_find(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_error *er
         rc = cur->ix ? mfi_indexes_load(c, cur->ix, err)
                      : mf_error_set(err, MF_InternalError, "out of memory");
         if (rc == 0)
-            rc = mfi_scan_new_minmax(ctx->inst, c, cur->ix, a.has_filter ? &a.filter : NULL,
-                                     a.has_hint ? &a.hint : NULL, a.has_min ? &a.min : NULL,
-                                     a.has_max ? &a.max : NULL, q.sort ? &a.sort : NULL, coll,
-                                     &cur->scan, &sorted, err);
+            rc = mfi_scan_new_ex(ctx->inst, c, cur->ix, a.has_filter ? &a.filter : NULL,
+                                 a.has_hint ? &a.hint : NULL, q.sort ? &a.sort : NULL, coll,
+                                 &(mf_scan_extra){.min = a.has_min ? &a.min : NULL,
+                                                  .max = a.has_max ? &a.max : NULL},
+                                 &cur->scan, &sorted, err);
         if (rc == 0)
             mf_scan_want_pos(cur->scan, cur->proj && mf_projection_needs_pos(cur->proj));
         running = rc == 0;
@@ -1122,8 +1123,9 @@ int mfi_cmd_distinct(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_error
         mfi_indexes ix = {0};
         rc = mfi_indexes_load(c, &ix, err);
         if (rc == 0)
-            rc = mfi_scan_new(ctx->inst, c, &ix, has_query ? &query : NULL,
-                              has_hint ? &hint : NULL, NULL, coll, &scan, &sorted, err);
+            rc = mfi_scan_new_ex(ctx->inst, c, &ix, has_query ? &query : NULL,
+                                 has_hint ? &hint : NULL, NULL, coll,
+                                 &(mf_scan_extra){.distinct_key = key}, &scan, &sorted, err);
         while (rc == 0) {
             mf_scan_row row;
             bool valid;

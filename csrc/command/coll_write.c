@@ -361,17 +361,15 @@ int mfi_scan_new(mf_instance *inst, mf_coll *c, const mfi_indexes *ix, const bso
                  const bson_iter_t *hint, const bson_t *sort, const mf_collator *coll,
                  mf_scan **out, bool *sorted, mf_error *err)
 {
-    return mfi_scan_new_minmax(inst, c, ix, filter, hint, NULL, NULL, sort, coll, out, sorted,
-                               err);
+    return mfi_scan_new_ex(inst, c, ix, filter, hint, sort, coll, NULL, out, sorted, err);
 }
 
-int mfi_scan_new_minmax(mf_instance *inst, mf_coll *c, const mfi_indexes *ix,
-                        const bson_t *filter, const bson_iter_t *hint, const bson_t *min,
-                        const bson_t *max, const bson_t *sort, const mf_collator *coll,
-                        mf_scan **out, bool *sorted, mf_error *err)
+int mfi_scan_new_ex(mf_instance *inst, mf_coll *c, const mfi_indexes *ix, const bson_t *filter,
+                    const bson_iter_t *hint, const bson_t *sort, const mf_collator *coll,
+                    const mf_scan_extra *x, mf_scan **out, bool *sorted, mf_error *err)
 {
-    int rc = mf_scan_new_minmax(c, ix ? ix->v : NULL, ix ? ix->n : 0, filter, hint, min, max,
-                                sort, coll, out, sorted, err);
+    int rc = mf_scan_new_ex(c, ix ? ix->v : NULL, ix ? ix->n : 0, filter, hint, sort, coll, x,
+                            out, sorted, err);
     if (rc == 0 && inst) {
         size_t n = mf_scan_nkids(*out);
         for (size_t i = 0; i < (n ? n : 1); i++) /* an OR: each clause's index */

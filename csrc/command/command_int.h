@@ -452,11 +452,10 @@ int mfi_write_doc(mf_engine *e, mf_coll *c, mfi_indexes *ix, uint64_t rid, const
 int mfi_scan_new(mf_instance *inst, mf_coll *c, const mfi_indexes *ix, const bson_t *filter,
                  const bson_iter_t *hint, const bson_t *sort, const mf_collator *coll,
                  mf_scan **out, bool *sorted, mf_error *err);
-/* The same with find's `min` and `max` (mf_scan_new_minmax). */
-int mfi_scan_new_minmax(mf_instance *inst, mf_coll *c, const mfi_indexes *ix,
-                        const bson_t *filter, const bson_iter_t *hint, const bson_t *min,
-                        const bson_t *max, const bson_t *sort, const mf_collator *coll,
-                        mf_scan **out, bool *sorted, mf_error *err);
+/* The same with what find's min/max or distinct add (mf_scan_new_ex). */
+int mfi_scan_new_ex(mf_instance *inst, mf_coll *c, const mfi_indexes *ix, const bson_t *filter,
+                    const bson_iter_t *hint, const bson_t *sort, const mf_collator *coll,
+                    const mf_scan_extra *x, mf_scan **out, bool *sorted, mf_error *err);
 
 /* Index access counters (index_usage.c): one per (namespace, index name),
  * `since` the server's start or the index's creation.  Thread-safe. */

@@ -119,6 +119,13 @@ struct mf_scan {
     bool backward;
     bool idhack; /* the _id index, one point, nothing else in the filter */
     bool points; /* ranges are whole keys of a unique index: looked up */
+    size_t distinct_fields; /* a DISTINCT_SCAN: after a document, skip every
+                               key sharing its values of this many leading
+                               fields (distinct_skip) */
+    bool skip_pending; /* `last` holds a skip's target, not yet reached */
+    bool skip_free;    /* the last skip needed no seek: read ahead as an
+                          IXSCAN does (a seek would waste what was read) */
+    bool seek_exact;   /* position() lands on `last` itself: a skip's target */
     bool key_range; /* find's min/max: one range of whole keys, no field
                        bounds (explain's indexBounds is empty, as mongod's
                        isSimpleRange) */
@@ -901,6 +908,80 @@ out:
     return rc;
 }
 
+/* --------------------------------------------------------- distinct */
+
+/* distinct's `key` (mf_scan_extra): the simple distinct's index for an
+ * empty filter, then the DISTINCT_SCAN when the scan allows it. */
+static int plan_distinct(mf_scan *s, const mf_index_desc *idx, size_t nidx,
+                         const bson_t *filter, bool hinted, const char *key,
+                         const mf_collator *qcoll, mf_error *err)
+{
+    if (s->kind == P_COLLSCAN && !hinted && (!filter || bson_empty(filter))) {
+        size_t best = SIZE_MAX;
+        for (size_t i = 0; i < nidx; i++) {
+            const mf_index_desc *d = &idx[i];
+            if (d->hidden || d->building || d->partial_spec || d->nfields == 0 ||
+                strcmp(d->paths[0], key) != 0 || multikey_field(d, 0) ||
+                !mf_collator_equal(d->coll, qcoll))
+                continue;
+            if (best == SIZE_MAX || d->nfields < idx[best].nfields)
+                best = i;
+        }
+        bool sorted;
+        int rc;
+        if (best != SIZE_MAX &&
+            (rc = choose(s, idx, nidx, best, filter, NULL, qcoll, &sorted, NULL, err)) != 0)
+            return rc;
+    }
+    if (s->kind != P_IXSCAN || s->idhack || s->points || s->key_range || s->backward ||
+        !s->residual || !bson_empty(s->residual) || !mf_collator_equal(s->ix.coll, qcoll))
+        return 0;
+    for (size_t i = 0; i < s->ix.nfields && i < 32; i++) {
+        if (s->ix.multikey >> i & 1u)
+            return 0;
+        if (strcmp(s->ix.paths[i], key) == 0) {
+            s->distinct_fields = i + 1;
+            return 0;
+        }
+    }
+    return 0;
+}
+
+/* A DISTINCT_SCAN returned `doc`, from the index entry `key`: the next
+ * row comes from past every key that starts as this one does through the
+ * distinct field.  Those leading values are taken from the document and
+ * encoded as the index does; if they are not the start of `key` (a value
+ * the index keys otherwise), nothing is skipped.  Nor when the document
+ * lacks the distinct field: its key is null, and another document under
+ * that key may hold an explicit null. */
+static int distinct_skip(mf_scan *s, const bson_t *doc, const uint8_t *key, size_t klen,
+                         mf_error *err)
+{
+    /* Built in `last`, whose memory is reused: it matters again only once
+     * the scan lets go of its position, which copies the key to resume
+     * after into it (mf_scan_release), or after a skip, which fills it. */
+    mf_buf *p = &s->last;
+    bson_iter_t it, v;
+    bool has = false;
+    static const bson_value_t null_value = {.value_type = BSON_TYPE_NULL};
+    p->len = 0;
+    for (size_t i = 0; i < s->distinct_fields; i++) {
+        has = bson_iter_init(&it, doc) && bson_iter_find_descendant(&it, s->ix.paths[i], &v);
+        if ((has ? mf_bsonx_key_append_coll(p, &v, s->ix.desc[i], s->ix.coll)
+                 : mf_bsonx_key_append_value(p, &null_value, s->ix.desc[i])) != 0)
+            return oom(err);
+    }
+    if (!has || p->len > klen || memcmp(p->data, key, p->len) != 0)
+        return 0;
+    /* index_next looks at the next entry first: a seek only if it is
+     * still in the group (where values are many, it is not). */
+    if (successor(p))
+        s->skip_pending = true;
+    else
+        s->eof = true; /* nothing lies past this prefix */
+    return 0;
+}
+
 int mf_minmax_check(const bson_t *min, const bson_t *max, mf_error *err)
 {
     bson_iter_t a, b;
@@ -1071,15 +1152,17 @@ int mf_scan_new(mf_coll *c, const mf_index_desc *idx, size_t nidx, const bson_t 
                 const bson_iter_t *hint, const bson_t *sort, const mf_collator *coll,
                 mf_scan **out, bool *sorted, mf_error *err)
 {
-    return mf_scan_new_minmax(c, idx, nidx, filter, hint, NULL, NULL, sort, coll, out, sorted,
-                              err);
+    return mf_scan_new_ex(c, idx, nidx, filter, hint, sort, coll, NULL, out, sorted, err);
 }
 
-int mf_scan_new_minmax(mf_coll *c, const mf_index_desc *idx, size_t nidx, const bson_t *filter,
-                       const bson_iter_t *hint, const bson_t *min, const bson_t *max,
-                       const bson_t *sort, const mf_collator *coll, mf_scan **out, bool *sorted,
-                       mf_error *err)
+int mf_scan_new_ex(mf_coll *c, const mf_index_desc *idx, size_t nidx, const bson_t *filter,
+                   const bson_iter_t *hint, const bson_t *sort, const mf_collator *coll,
+                   const mf_scan_extra *x, mf_scan **out, bool *sorted, mf_error *err)
 {
+    static const mf_scan_extra none = {0};
+    if (!x)
+        x = &none;
+    const bson_t *min = x->min, *max = x->max;
     mf_scan *s = calloc(1, sizeof *s);
     int rc = 0;
     bool natural_back = false, have_id = false;
@@ -1148,6 +1231,8 @@ int mf_scan_new_minmax(mf_coll *c, const mf_index_desc *idx, size_t nidx, const 
             s = o;
         }
     }
+    if (rc == 0 && x->distinct_key)
+        rc = plan_distinct(s, idx, nidx, filter, hint != NULL, x->distinct_key, coll, err);
     if (rc)
         goto fail;
     mf_index_desc_clear(&id);
@@ -1187,7 +1272,7 @@ const char *mf_scan_describe(const mf_scan *s)
         return "COLLSCAN";
     if (s->kind == P_OR)
         return "OR";
-    return s->idhack ? "IDHACK" : "IXSCAN";
+    return s->idhack ? "IDHACK" : s->distinct_fields ? "DISTINCT_SCAN" : "IXSCAN";
 }
 
 size_t mf_scan_nkids(const mf_scan *s)
@@ -1243,6 +1328,11 @@ void mf_scan_release(mf_scan *s)
         return;
     s->stats.saves++;
     s->positioned = false;
+    if (s->skip_pending) { /* resume at the skip's target, in `last` */
+        s->skip_pending = false;
+        s->seek_exact = true;
+        s->q_has_last = false;
+    }
     /* The queue's keys are in pages the caller may change once it lets go:
      * the one the scan resumes after is copied now. */
     if (s->q_has_last) {
@@ -1344,7 +1434,7 @@ static uint64_t ixscan_returned(const mf_scan *s)
 
 static void put_ixscan(const mf_scan *s, bool stats, bson_t *out)
 {
-    BSON_APPEND_UTF8(out, "stage", "IXSCAN");
+    BSON_APPEND_UTF8(out, "stage", s->distinct_fields ? "DISTINCT_SCAN" : "IXSCAN");
     if (stats)
         put_common(s, out, ixscan_returned(s), s->stats.keys_examined + 1);
     put_index(s, out);
@@ -1688,10 +1778,15 @@ static int position(mf_scan *s, bool *valid, mf_error *err)
         return s->backward ? mf_cursor_last(&s->cur, valid, err)
                            : mf_cursor_first(&s->cur, valid, err);
     }
-    /* Again from the last key read: the first entry past it. */
+    /* Again from the last key read: the first entry past it (or, after a
+     * DISTINCT_SCAN's skip, the first at or past its target). */
     if (s->kind == P_IXSCAN)
         s->stats.seeks++;
     rc = mf_cursor_seek(&s->cur, s->last.data, s->last.len, s->backward, valid, err);
+    if (s->seek_exact) {
+        s->seek_exact = false;
+        return rc;
+    }
     if (rc == 0 && *valid) {
         const uint8_t *k;
         size_t kl;
@@ -1867,7 +1962,8 @@ static int index_next(mf_scan *s, mf_engine *e, mf_coll *c, const mf_matcher *m,
         /* The first entry alone: a query that takes one row pays for no
          * read-ahead.  After it, whole batches. */
         if (s->q_len == 0 || (s->q_taken > 0 && s->q_len <= QUEUE - QBATCH))
-            if ((rc = queue_fill(s, s->q_taken ? QUEUE : 1, err)) != 0)
+            if ((rc = queue_fill(s, s->q_taken && (!s->distinct_fields || s->skip_free) ? QUEUE : 1,
+                                 err)) != 0)
                 return rc;
         if (s->q_len == 0) { /* the end was taken before: nothing follows it */
             s->eof = true;
@@ -1888,6 +1984,18 @@ static int index_next(mf_scan *s, mf_engine *e, mf_coll *c, const mf_matcher *m,
             s->eof = true;
             return 0;
         }
+        if (s->skip_pending && s->q_kind[at] == Q_ENTRY) {
+            s->skip_pending = false;
+            s->skip_free = cmp_bytes(s->q_key[at], s->q_klen[at], s->last.data, s->last.len) >= 0;
+            if (!s->skip_free) {
+                /* Still in the last document's group: seek past it.  The
+                 * key the seek lands on is the one examined, as mongod's. */
+                s->seek_exact = true;
+                s->positioned = false;
+                s->q_has_last = false;
+                return index_next(s, e, c, m, row, valid, err);
+            }
+        }
         s->stats.keys_examined++;
         if (s->q_kind[at] == Q_SEEK) {
             s->stats.seeks++;
@@ -1903,7 +2011,8 @@ static int index_next(mf_scan *s, mf_engine *e, mf_coll *c, const mf_matcher *m,
             return rc;
         if (take) {
             *valid = true;
-            return 0;
+            return s->distinct_fields ? distinct_skip(s, &row->doc, s->q_key[at], s->q_klen[at], err)
+                                      : 0;
         }
     }
 }

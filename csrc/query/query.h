@@ -482,21 +482,39 @@ int mf_scan_new(mf_coll *c, const mf_index_desc *idx, size_t nidx, const bson_t 
                 const bson_iter_t *hint, const bson_t *sort, const mf_collator *coll,
                 mf_scan **out, bool *sorted, mf_error *err);
 
-/* mf_scan_new for a find with `min` and/or `max` (NULL or empty: not
- * given; with neither it is mf_scan_new).  As mongod: they need a hint
- * naming an index (51173 without one; NoQueryExecutionPlans (291) with
- * {$natural: +-1}) and must name its key pattern's fields, all and in
- * order, with no string, document or array unless the query's collation
- * is the index's (51174).  The scan reads the index's keys from min
- * (included; an empty min: the first key) to max (excluded; an empty
+/* What some commands add to a scan's plan (mf_scan_new_ex); zeroed:
+ * nothing, and mf_scan_new_ex is mf_scan_new.
+ *
+ * `min` and `max` (find's; NULL or empty: not given): as mongod, they
+ * need a hint naming an index (51173 without one; NoQueryExecutionPlans
+ * (291) with {$natural: +-1}) and must name its key pattern's fields, all
+ * and in order, with no string, document or array unless the query's
+ * collation is the index's (51174).  The scan reads the index's keys from
+ * min (included; an empty min: the first key) to max (excluded; an empty
  * max: the last key, MaxKey, itself excluded), compared as whole keys in
  * the index's order; min must come first (51175).  The whole filter is
- * the matcher's; explain's indexBounds is {}.  The index gives `sort`
- * as it would with no predicate. */
-int mf_scan_new_minmax(mf_coll *c, const mf_index_desc *idx, size_t nidx, const bson_t *filter,
-                       const bson_iter_t *hint, const bson_t *min, const bson_t *max,
-                       const bson_t *sort, const mf_collator *coll, mf_scan **out, bool *sorted,
-                       mf_error *err);
+ * the matcher's; explain's indexBounds is {}.  The index gives `sort` as
+ * it would with no predicate.
+ *
+ * `distinct_key` (distinct's field): with an empty filter and no hint,
+ * the index with the fewest fields whose first field it is (not partial,
+ * hidden or unfinished; of the query's collation; that field not
+ * multikey) is scanned whole, where the filter alone would scan the
+ * collection (mongod's "simple distinct").  Then, when the scan is an
+ * index scan whose bounds answer the filter exactly, of the query's
+ * collation, forward, and the key is one of its fields with neither it
+ * nor a field before it multikey, it is a DISTINCT_SCAN: after each
+ * document it returns, it seeks past every key sharing that document's
+ * values of the fields up to the key's -- unless the document lacks the
+ * key (its null key may be another's explicit null). */
+typedef struct mf_scan_extra {
+    const bson_t *min, *max;
+    const char *distinct_key;
+} mf_scan_extra;
+
+int mf_scan_new_ex(mf_coll *c, const mf_index_desc *idx, size_t nidx, const bson_t *filter,
+                   const bson_iter_t *hint, const bson_t *sort, const mf_collator *coll,
+                   const mf_scan_extra *x, mf_scan **out, bool *sorted, mf_error *err);
 
 /* find's check of `min` and `max` before planning: when both are given
  * (not empty) they name the same fields in the same order, else 51176. */
@@ -530,7 +548,8 @@ void mf_scan_release(mf_scan *s);
 /* Whether the scan has reached its end. */
 bool mf_scan_eof(const mf_scan *s);
 
-/* "COLLSCAN", "IDHACK", "IXSCAN" or "OR", for explain and logs. */
+/* "COLLSCAN", "IDHACK", "IXSCAN", "DISTINCT_SCAN" or "OR", for explain
+ * and logs. */
 const char *mf_scan_describe(const mf_scan *s);
 
 /* An OR's scans, one per clause of the filter's $or (0 for other scans). */
