@@ -107,6 +107,11 @@ static int read_what(const char *op, const bson_t *inner, what *w, mf_error *err
             w->has_coll = mfi_collation_given(&it);
         }
     }
+    if (strcmp(op, "find") == 0 || strcmp(op, "findAndModify") == 0) {
+        int rc = mfi_natural_sort(&w->sort, &w->has_sort, &w->hint, &w->has_hint, err);
+        if (rc)
+            return rc;
+    }
     return mf_minmax_check(w->has_min ? &w->min : NULL, w->has_max ? &w->max : NULL, err);
 }
 

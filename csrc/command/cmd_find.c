@@ -535,6 +535,8 @@ static int parse_find(const bson_t *cmd, find_args *a, mf_error *err)
     }
     if (rc == 0)
         rc = mf_minmax_check(a->has_min ? &a->min : NULL, a->has_max ? &a->max : NULL, err);
+    if (rc == 0)
+        rc = mfi_natural_sort(&a->sort, &a->has_sort, &a->hint, &a->has_hint, err);
     return rc;
 }
 

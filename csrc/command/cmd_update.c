@@ -882,6 +882,8 @@ static int parse_fam(const bson_t *cmd, fam_args *a, mf_error *err)
                                 k);
         }
     }
+    if (mfi_natural_sort(&a->sort, &a->has_sort, &a->hint, &a->has_hint, err) != 0)
+        return err->code;
     if (a->remove && a->has_update)
         return mf_error_set(err, MF_FailedToParse, "Cannot specify both an update and remove=true");
     if (!a->remove && !a->has_update)

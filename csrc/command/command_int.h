@@ -502,6 +502,14 @@ bool mfi_doc_arg(const bson_iter_t *it, bson_t *out);
 /* A hint must be an index name or a key pattern: TypeMismatch otherwise
  * (`field` as mongod names it, e.g. "find.hint"). */
 int mfi_hint_arg(const bson_iter_t *it, const char *field, mf_error *err);
+/* find's and findAndModify's `sort: {$natural: +-1}`: not a field but the
+ * collection's order, which mongod turns into a $natural hint.  With one,
+ * `*hint` becomes {$natural: +-1} (static storage) and `*has_sort` false.
+ * Errors, as mongod's (BadValue): a $natural sort or hint that is not a
+ * lone number equal to 1 or -1; a $natural hint of the other direction;
+ * an index hint beside a $natural sort. */
+int mfi_natural_sort(bson_t *sort, bool *has_sort, bson_iter_t *hint, bool *has_hint,
+                     mf_error *err);
 /* A collation: only the simple one is supported (NotImplemented 238). */
 /* Collations (collation.c).  mfi_collation_arg parses a command's
  * `collation` field (TypeMismatch unless a document, then

@@ -561,6 +561,69 @@ int mfi_hint_arg(const bson_iter_t *it, const char *field, mf_error *err)
                         field, mf_bsonx_type_alias(bson_iter_type(it)));
 }
 
+/* {"h": {"$natural": 1}} and {"h": {"$natural": -1}}: the hints a
+ * $natural sort becomes (mfi_natural_sort). */
+static const uint8_t natural_hint_fwd[27] = {
+    27, 0, 0, 0, 0x03, 'h', 0,
+    19, 0, 0, 0, 0x10, '$', 'n', 'a', 't', 'u', 'r', 'a', 'l', 0, 1, 0, 0, 0, 0,
+    0};
+static const uint8_t natural_hint_back[27] = {
+    27, 0, 0, 0, 0x03, 'h', 0,
+    19, 0, 0, 0, 0x10, '$', 'n', 'a', 't', 'u', 'r', 'a', 'l', 0, 0xff, 0xff, 0xff, 0xff, 0,
+    0};
+
+/* +1 or -1 when `obj` is {$natural: <a number equal to +-1>} alone; 0 when
+ * it has no $natural field; -2 when it has one otherwise (mongod's
+ * hasInvalidNaturalParam, which 8.2 also applies to a compound sort). */
+static int natural_dir(const bson_t *obj)
+{
+    bson_iter_t it, one;
+    if (!bson_iter_init_find(&it, obj, "$natural"))
+        return 0;
+    if (bson_count_keys(obj) != 1 ||
+        mf_bsonx_canonical_type(bson_iter_type(&it)) != mf_bsonx_canonical_type(BSON_TYPE_INT32))
+        return -2;
+    /* Numbers of every type by value: 1.0, NumberLong(-1), NumberDecimal("-1.0"). */
+    static const uint8_t ones[19] = {19, 0, 0, 0, 0x10, 'p', 0, 1, 0, 0, 0,
+                                     0x10, 'n', 0, 0xff, 0xff, 0xff, 0xff, 0};
+    bson_t t;
+    bson_init_static(&t, ones, sizeof ones);
+    for (int dir = 1; dir >= -1; dir -= 2)
+        if (bson_iter_init_find(&one, &t, dir > 0 ? "p" : "n") &&
+            mf_bsonx_compare_values(&it, &one) == 0)
+            return dir;
+    return -2;
+}
+
+int mfi_natural_sort(bson_t *sort, bool *has_sort, bson_iter_t *hint, bool *has_hint,
+                     mf_error *err)
+{
+    bson_t h;
+    int hdir = 0, sdir = *has_sort ? natural_dir(sort) : 0;
+    if (*has_hint && BSON_ITER_HOLDS_DOCUMENT(hint) && mfi_doc_arg(hint, &h) &&
+        (hdir = natural_dir(&h)) == -2)
+        return mf_error_set(err, MF_BadValue,
+                            "$natural hint cannot be set to a value other than -1 or 1.");
+    if (sdir == 0)
+        return 0;
+    if (sdir == -2)
+        return mf_error_set(err, MF_BadValue,
+                            "$natural sort cannot be set to a value other than -1 or 1.");
+    if (*has_hint && hdir != 0 && hdir != sdir)
+        return mf_error_set(err, MF_BadValue,
+                            "$natural hint must be in the same direction as $natural sort order");
+    if (*has_hint && hdir == 0 && !(BSON_ITER_HOLDS_DOCUMENT(hint) && bson_empty(&h)))
+        return mf_error_set(err, MF_BadValue, "index hint not allowed with $natural sort order");
+    bson_t holder;
+    const uint8_t *bytes = sdir > 0 ? natural_hint_fwd : natural_hint_back;
+    if (!bson_init_static(&holder, bytes, sizeof natural_hint_fwd) ||
+        !bson_iter_init_find(hint, &holder, "h"))
+        return mf_error_set(err, MF_InternalError, "the $natural hint does not parse");
+    *has_hint = true;
+    *has_sort = false;
+    return 0;
+}
+
 int mfi_type_error(mf_error *err, const char *cmd, const char *field,
                    const bson_iter_t *it, const char *expected)
 {
