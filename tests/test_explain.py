@@ -208,3 +208,36 @@ def test_count_over_several_intervals_is_a_covered_ixscan(db):
     ix = es["executionStages"]["inputStage"]
     assert ix["stage"] == "IXSCAN" and ix["nReturned"] == 20
     assert ix["indexBounds"] == {"a": ["[1, 1]", "[4, 4]"]}
+
+
+@pytest.mark.parametrize("extra", [
+    {"limit": -2}, {"skip": -1}, {"bogus": 1}, {"sort": {"a": 2}}, {"sort": {"$natural": 2}},
+    {"projection": {"a": 1, "b": 0}}, {"filter": {"$bogus": 1}}, {"hint": 5},
+    {"min": {"a": 1}, "max": {"b": 2}, "hint": "a_1"}, {"batchSize": -1},
+])
+def test_explain_find_refuses_what_find_refuses(db, extra):
+    """explain of find is find's own parse and plan (mfi_find_explain):
+    a command find refuses, explain refuses with the same error."""
+    cmd = {"find": "c", **extra}
+    with pytest.raises(OperationFailure) as found:
+        db.command(cmd)
+    with pytest.raises(OperationFailure) as explained:
+        explain(db, cmd, "executionStats")
+    assert (explained.value.code, explained.value.details["errmsg"]) == \
+        (found.value.code, found.value.details["errmsg"])
+
+
+@pytest.mark.parametrize("extra, want", [
+    ({"filter": {"a": {"$gte": 3}}, "skip": 5, "limit": 7}, 7),
+    ({"sort": {"b": -1}, "skip": 490, "limit": 20}, 10),
+    ({"sort": {"a": 1}, "skip": 3, "limit": 4, "projection": {"_id": 0, "a": 1}}, 4),
+    ({"filter": {"a": {"$in": [2, 5]}}, "sort": {"b": 1}}, 20),
+    ({"limit": 1000}, 500),
+])
+def test_explain_find_returns_what_find_returns(db, extra, want):
+    cmd = {"find": "c", "batchSize": 1000, **extra}
+    got = db.command(cmd)["cursor"]["firstBatch"]
+    e = explain(db, cmd, "executionStats")
+    assert len(got) == want
+    assert e["executionStats"]["nReturned"] == want
+    assert e["executionStats"]["executionStages"]["nReturned"] == want

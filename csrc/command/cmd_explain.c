@@ -26,8 +26,8 @@
 typedef struct what {
     const char *op;       /* "find", "count", ... */
     bson_t filter;        /* the query (may be empty) */
-    bson_t sort, proj, min, max; /* min, max: find's */
-    bool has_sort, has_proj, has_min, has_max;
+    bson_t sort, proj; /* proj: find's (explain_find) */
+    bool has_sort, has_proj;
     bson_iter_t hint;
     bool has_hint;
     int64_t skip, limit;
@@ -37,7 +37,8 @@ typedef struct what {
     bool has_coll;
 } what;
 
-/* Read the parts of the explained command that shape its plan. */
+/* Read the parts of the explained command that shape its plan (count,
+ * distinct, update, delete, findAndModify; find is explain_find's). */
 static int read_what(const char *op, const bson_t *inner, what *w, mf_error *err)
 {
     bson_iter_t it;
@@ -45,7 +46,6 @@ static int read_what(const char *op, const bson_t *inner, what *w, mf_error *err
     memset(w, 0, sizeof *w);
     w->op = op;
     bson_init_static(&w->filter, bson_get_data(&empty), empty.len);
-    const char *qname = strcmp(op, "find") == 0 ? "filter" : "query";
     if (strcmp(op, "update") == 0 || strcmp(op, "delete") == 0) {
         /* the first statement */
         bson_iter_t st, el;
@@ -75,22 +75,13 @@ static int read_what(const char *op, const bson_t *inner, what *w, mf_error *err
     bson_iter_next(&it);
     while (bson_iter_next(&it)) {
         const char *k = bson_iter_key(&it);
-        if (strcmp(k, qname) == 0 && BSON_ITER_HOLDS_DOCUMENT(&it)) {
+        if (strcmp(k, "query") == 0 && BSON_ITER_HOLDS_DOCUMENT(&it)) {
             mfi_doc_arg(&it, &w->filter);
         } else if (strcmp(k, "sort") == 0 && BSON_ITER_HOLDS_DOCUMENT(&it)) {
             w->has_sort = mfi_doc_arg(&it, &w->sort) && w->sort.len > 5;
-        } else if ((strcmp(k, "projection") == 0 || strcmp(k, "fields") == 0) &&
-                   BSON_ITER_HOLDS_DOCUMENT(&it)) {
-            w->has_proj = mfi_doc_arg(&it, &w->proj) && w->proj.len > 5;
         } else if (strcmp(k, "hint") == 0) {
             w->hint = it;
             w->has_hint = true;
-        } else if (strcmp(k, "min") == 0 && strcmp(op, "find") == 0) {
-            if (!(w->has_min = mfi_doc_arg(&it, &w->min)))
-                return mfi_type_error(err, op, k, &it, "object");
-        } else if (strcmp(k, "max") == 0 && strcmp(op, "find") == 0) {
-            if (!(w->has_max = mfi_doc_arg(&it, &w->max)))
-                return mfi_type_error(err, op, k, &it, "object");
         } else if (strcmp(k, "skip") == 0) {
             mfi_as_int64(&it, &w->skip);
         } else if (strcmp(k, "limit") == 0) {
@@ -107,12 +98,9 @@ static int read_what(const char *op, const bson_t *inner, what *w, mf_error *err
             w->has_coll = mfi_collation_given(&it);
         }
     }
-    if (strcmp(op, "find") == 0 || strcmp(op, "findAndModify") == 0) {
-        int rc = mfi_natural_sort(&w->sort, &w->has_sort, &w->hint, &w->has_hint, err);
-        if (rc)
-            return rc;
-    }
-    return mf_minmax_check(w->has_min ? &w->min : NULL, w->has_max ? &w->max : NULL, err);
+    if (strcmp(op, "findAndModify") == 0)
+        return mfi_natural_sort(&w->sort, &w->has_sort, &w->hint, &w->has_hint, err);
+    return 0;
 }
 
 /* Wrap `inner` (a stage document, consumed) in a stage `name` whose own
@@ -164,6 +152,130 @@ static void fill_stats(bson_t *s, const what *w, void *arg)
     BSON_APPEND_INT64(s, "nReturned", *n);
 }
 
+/* The stages above the scan's (`plan`, and `exec` with `stats`):
+ * SORT when the index does not give the order, then the command's own. */
+static void put_stages(const char *op, const what *w, bool sorted, bool stats, bson_t *plan,
+                       bson_t *exec, int64_t *n_returned, const bson_t *inner)
+{
+    bson_iter_t it;
+    for (int pass = 0; pass < (stats ? 2 : 1); pass++) {
+        bson_t *s = pass ? exec : plan;
+        void *arg = pass ? n_returned : NULL;
+        void (*st)(bson_t *, const what *, void *) = pass ? fill_stats : NULL;
+        if (w->has_sort && !sorted) {
+            wrap(s, "SORT", fill_sort, w, NULL);
+            if (pass)
+                fill_stats(s, w, arg);
+        }
+        if (strcmp(op, "find") == 0) {
+            /* Each passes up every row it returns (a LIMIT asks for no
+             * more than it returns): nReturned is the find's. */
+            if (w->skip) {
+                wrap(s, "SKIP", fill_skip, w, NULL);
+                if (pass)
+                    fill_stats(s, w, arg);
+            }
+            if (w->limit && !(w->has_sort && !sorted)) {
+                wrap(s, "LIMIT", fill_limit, w, NULL);
+                if (pass)
+                    fill_stats(s, w, arg);
+            }
+            if (w->has_proj) {
+                wrap(s, "PROJECTION_SIMPLE", fill_proj, w, NULL);
+                if (pass)
+                    fill_stats(s, w, arg);
+            }
+        } else if (strcmp(op, "count") == 0) {
+            wrap(s, "COUNT", st, w, arg);
+        } else if (strcmp(op, "distinct") == 0) {
+            wrap(s, "PROJECTION_DEFAULT", st, w, arg);
+        } else if (strcmp(op, "delete") == 0 ||
+                   (strcmp(op, "findAndModify") == 0 && w->multi == false &&
+                    bson_iter_init_find(&it, inner, "remove") && bson_iter_as_bool(&it))) {
+            wrap(s, "DELETE", st, w, arg);
+        } else {
+            wrap(s, "UPDATE", st, w, arg);
+        }
+    }
+}
+
+/* The reply: queryPlanner, executionStats (verbosity permitting), the
+ * command and serverInfo. */
+static void put_reply(mf_cmd_ctx *ctx, bson_t *reply, const char *ns, const bson_t *filter,
+                      const mf_collator *coll, const bson_t *plan, const bson_t *exec,
+                      const char *verbosity, int64_t n_returned, int64_t t0, uint64_t keys,
+                      uint64_t docs, const bson_t *inner)
+{
+    bool stats = strcmp(verbosity, "queryPlanner") != 0;
+    bson_t qp, es, si;
+    BSON_APPEND_UTF8(reply, "explainVersion", "1");
+    BSON_APPEND_DOCUMENT_BEGIN(reply, "queryPlanner", &qp);
+    BSON_APPEND_UTF8(&qp, "namespace", ns);
+    BSON_APPEND_BOOL(&qp, "indexFilterSet", false);
+    BSON_APPEND_DOCUMENT(&qp, "parsedQuery", filter);
+    if (coll) {
+        bson_t cs;
+        BSON_APPEND_DOCUMENT_BEGIN(&qp, "collation", &cs);
+        mf_collator_to_bson(coll, &cs);
+        bson_append_document_end(&qp, &cs);
+    }
+    BSON_APPEND_BOOL(&qp, "maxIndexedOrSolutionsReached", false);
+    BSON_APPEND_BOOL(&qp, "maxIndexedAndSolutionsReached", false);
+    BSON_APPEND_BOOL(&qp, "maxScansToExplodeReached", false);
+    BSON_APPEND_DOCUMENT(&qp, "winningPlan", plan);
+    bson_t rej = BSON_INITIALIZER;
+    BSON_APPEND_ARRAY(&qp, "rejectedPlans", &rej);
+    bson_append_document_end(reply, &qp);
+    if (stats) {
+        BSON_APPEND_DOCUMENT_BEGIN(reply, "executionStats", &es);
+        BSON_APPEND_BOOL(&es, "executionSuccess", true);
+        BSON_APPEND_INT64(&es, "nReturned", n_returned);
+        BSON_APPEND_INT64(&es, "executionTimeMillis", (mf_clock_mono_us() - t0) / 1000);
+        BSON_APPEND_INT64(&es, "totalKeysExamined", (int64_t)keys);
+        BSON_APPEND_INT64(&es, "totalDocsExamined", (int64_t)docs);
+        BSON_APPEND_DOCUMENT(&es, "executionStages", exec);
+        if (strcmp(verbosity, "allPlansExecution") == 0) {
+            bson_t all = BSON_INITIALIZER;
+            BSON_APPEND_ARRAY(&es, "allPlansExecution", &all);
+        }
+        bson_append_document_end(reply, &es);
+    }
+    BSON_APPEND_DOCUMENT(reply, "command", inner);
+    BSON_APPEND_DOCUMENT_BEGIN(reply, "serverInfo", &si);
+    BSON_APPEND_UTF8(&si, "host", ctx->inst->host);
+    BSON_APPEND_UTF8(&si, "version", "7.0.0");
+    bson_append_document_end(reply, &si);
+}
+
+/* explain of find: planned, and run, by find's own code
+ * (mfi_find_explain), so that the two never differ. */
+static int explain_find(mf_cmd_ctx *ctx, const bson_t *inner, const char *verbosity,
+                        bson_t *reply, mf_error *err)
+{
+    bool stats = strcmp(verbosity, "queryPlanner") != 0;
+    int64_t t0 = mf_clock_mono_us();
+    mfi_find_explained x;
+    int rc = mfi_find_explain(ctx, inner, stats, &x, err);
+    if (rc)
+        return rc;
+    what w = {.op = "find", .filter = x.filter, .sort = x.sort, .proj = x.proj,
+              .has_sort = x.has_sort, .has_proj = x.has_proj, .skip = x.skip,
+              .limit = x.limit};
+    if (!x.found) {
+        BSON_APPEND_UTF8(&x.plan, "stage", "EOF");
+        if (stats) {
+            BSON_APPEND_UTF8(&x.exec, "stage", "EOF");
+            BSON_APPEND_INT64(&x.exec, "nReturned", 0);
+        }
+    } else {
+        put_stages("find", &w, x.sorted, stats, &x.plan, &x.exec, &x.n_returned, inner);
+    }
+    put_reply(ctx, reply, x.ns, &w.filter, x.coll, &x.plan, &x.exec, verbosity, x.n_returned,
+              t0, x.keys, x.docs, inner);
+    mfi_find_explained_free(&x);
+    return 0;
+}
+
 int mfi_cmd_explain(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_error *err)
 {
     mf_engine *e = ctx->inst->engine;
@@ -207,6 +319,9 @@ int mfi_cmd_explain(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_error 
         return mf_error_set(err, MF_CommandNotFound, "Explain failed due to unknown command: %s",
                             op);
     }
+    bool stats = strcmp(verbosity, "queryPlanner") != 0;
+    if (strcmp(op, "find") == 0)
+        return explain_find(ctx, &inner, verbosity, reply, err);
     /* The explained command must itself be valid: its namespace first. */
     mf_cmd_ctx ictx = *ctx;
     char ns[MF_MAX_NS_LEN + 1];
@@ -237,11 +352,11 @@ int mfi_cmd_explain(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_error 
         mf_collator_unref(coll);
         return rc;
     }
-    bool stats = strcmp(verbosity, "queryPlanner") != 0;
 
     bson_t plan = BSON_INITIALIZER, exec = BSON_INITIALIZER;
     int64_t n_returned = 0, t0 = mf_clock_mono_us();
     uint64_t keys = 0, docs = 0;
+    bool sorted = false;
     mf_engine_catalog_lock(e, false);
     mf_coll *c = mf_engine_coll(e, ns);
     if (!c) {
@@ -253,16 +368,13 @@ int mfi_cmd_explain(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_error 
     } else {
         mfi_indexes ix = {0};
         mf_scan *scan = NULL;
-        bool sorted = false;
         mf_coll_lock(c, false);
         rc = mfi_indexes_load(c, &ix, err);
         if (rc == 0)
             rc = mfi_scan_new_ex(NULL, c, &ix, &w.filter, w.has_hint ? &w.hint : NULL,
                                  w.has_sort ? &w.sort : NULL, coll,
-                                 &(mf_scan_extra){.min = w.has_min ? &w.min : NULL,
-                                                  .max = w.has_max ? &w.max : NULL,
-                                                  .distinct_key = w.distinct_key},
-                                 &scan, &sorted, err);
+                                 &(mf_scan_extra){.distinct_key = w.distinct_key}, &scan,
+                                 &sorted, err);
         if (rc == 0) {
             mf_scan_timed(scan, true);
             mf_scan_count_only(scan, strcmp(op, "count") == 0);
@@ -300,79 +412,15 @@ int mfi_cmd_explain(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_error 
         mf_scan_free(scan);
         mfi_indexes_free(&ix);
         mf_coll_unlock(c);
-        /* The stages above the scan. */
-        for (int pass = 0; rc == 0 && pass < (stats ? 2 : 1); pass++) {
-            bson_t *s = pass ? &exec : &plan;
-            void *arg = pass ? &n_returned : NULL;
-            void (*st)(bson_t *, const what *, void *) = pass ? fill_stats : NULL;
-            if (w.has_sort && !sorted) {
-                wrap(s, "SORT", fill_sort, &w, NULL);
-                if (pass)
-                    fill_stats(s, &w, arg);
-            }
-            if (strcmp(op, "find") == 0) {
-                if (w.skip)
-                    wrap(s, "SKIP", fill_skip, &w, NULL);
-                if (w.limit && !(w.has_sort && !sorted))
-                    wrap(s, "LIMIT", fill_limit, &w, NULL);
-                if (w.has_proj)
-                    wrap(s, "PROJECTION_SIMPLE", fill_proj, &w, NULL);
-            } else if (strcmp(op, "count") == 0) {
-                wrap(s, "COUNT", st, &w, arg);
-            } else if (strcmp(op, "distinct") == 0) {
-                wrap(s, "PROJECTION_DEFAULT", st, &w, arg);
-            } else if (strcmp(op, "delete") == 0 ||
-                       (strcmp(op, "findAndModify") == 0 && w.multi == false &&
-                        bson_iter_init_find(&it, &inner, "remove") && bson_iter_as_bool(&it))) {
-                wrap(s, "DELETE", st, &w, arg);
-            } else {
-                wrap(s, "UPDATE", st, &w, arg);
-            }
-        }
+        if (rc == 0)
+            put_stages(op, &w, sorted, stats, &plan, &exec, &n_returned, &inner);
     }
     mf_engine_catalog_unlock(e);
     mf_matcher_free(m);
     mf_expr_ctx_free(xctx);
-    if (rc == 0) {
-        bson_t qp, es, si;
-        BSON_APPEND_UTF8(reply, "explainVersion", "1");
-        BSON_APPEND_DOCUMENT_BEGIN(reply, "queryPlanner", &qp);
-        BSON_APPEND_UTF8(&qp, "namespace", ns);
-        BSON_APPEND_BOOL(&qp, "indexFilterSet", false);
-        BSON_APPEND_DOCUMENT(&qp, "parsedQuery", &w.filter);
-        if (coll) {
-            bson_t cs;
-            BSON_APPEND_DOCUMENT_BEGIN(&qp, "collation", &cs);
-            mf_collator_to_bson(coll, &cs);
-            bson_append_document_end(&qp, &cs);
-        }
-        BSON_APPEND_BOOL(&qp, "maxIndexedOrSolutionsReached", false);
-        BSON_APPEND_BOOL(&qp, "maxIndexedAndSolutionsReached", false);
-        BSON_APPEND_BOOL(&qp, "maxScansToExplodeReached", false);
-        BSON_APPEND_DOCUMENT(&qp, "winningPlan", &plan);
-        bson_t rej = BSON_INITIALIZER;
-        BSON_APPEND_ARRAY(&qp, "rejectedPlans", &rej);
-        bson_append_document_end(reply, &qp);
-        if (stats) {
-            BSON_APPEND_DOCUMENT_BEGIN(reply, "executionStats", &es);
-            BSON_APPEND_BOOL(&es, "executionSuccess", true);
-            BSON_APPEND_INT64(&es, "nReturned", n_returned);
-            BSON_APPEND_INT64(&es, "executionTimeMillis", (mf_clock_mono_us() - t0) / 1000);
-            BSON_APPEND_INT64(&es, "totalKeysExamined", (int64_t)keys);
-            BSON_APPEND_INT64(&es, "totalDocsExamined", (int64_t)docs);
-            BSON_APPEND_DOCUMENT(&es, "executionStages", &exec);
-            if (strcmp(verbosity, "allPlansExecution") == 0) {
-                bson_t all = BSON_INITIALIZER;
-                BSON_APPEND_ARRAY(&es, "allPlansExecution", &all);
-            }
-            bson_append_document_end(reply, &es);
-        }
-        BSON_APPEND_DOCUMENT(reply, "command", &inner);
-        BSON_APPEND_DOCUMENT_BEGIN(reply, "serverInfo", &si);
-        BSON_APPEND_UTF8(&si, "host", ctx->inst->host);
-        BSON_APPEND_UTF8(&si, "version", "7.0.0");
-        bson_append_document_end(reply, &si);
-    }
+    if (rc == 0)
+        put_reply(ctx, reply, ns, &w.filter, coll, &plan, &exec, verbosity, n_returned, t0, keys,
+                  docs, &inner);
     bson_destroy(&plan);
     bson_destroy(&exec);
     mf_collator_unref(coll);

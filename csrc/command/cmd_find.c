@@ -644,9 +644,8 @@ static int sort_all(mf_cmd_ctx *ctx, mfi_cursor *cur, mf_coll *c, const mf_sort 
     mf_buf_free(&rec);
     if (rc == 0)
         rc = mf_sorter_finish(cur->sorter, err);
-    /* The scan is done with: the cursor now reads the sorter. */
-    mf_scan_free(cur->scan);
-    cur->scan = NULL;
+    /* The scan is done with (its caller frees it, or keeps it for
+     * explain's counters): the cursor reads the sorter now. */
     for (int64_t i = 0; rc == 0 && i < skip; i++) {
         const uint8_t *d;
         size_t dl;
@@ -659,52 +658,100 @@ static int sort_all(mf_cmd_ctx *ctx, mfi_cursor *cur, mf_coll *c, const mf_sort 
     return rc;
 }
 
+/* What find and explain's find start from: the command parsed into `a`,
+ * the query's collation (`*coll`, one reference or NULL), its sort (in
+ * `q`), and a cursor holding the matcher, projection, skip and limit. */
+static int find_prepare(mf_cmd_ctx *ctx, const bson_t *cmd, char ns[MF_MAX_NS_LEN + 1],
+                        find_args *a, query_parts *q, mf_collator **coll, mfi_cursor **curp,
+                        mf_error *err)
+{
+    mf_engine *e = ctx->inst->engine;
+    mf_expr_ctx *xctx = NULL;
+    mf_expr_hooks hooks;
+    *coll = NULL;
+    int rc = mfi_coll_arg(ctx, cmd, ns, MF_MAX_NS_LEN + 1, err);
+    if (rc == 0)
+        rc = parse_find(cmd, a, err);
+    if (rc == 0 && a->show_record_id)
+        rc = mf_error_set(err, MF_NotImplemented, "showRecordId is not supported");
+    if (rc == 0)
+        rc = mfi_collation_of_ns(e, ns, a->has_coll, a->coll, coll, err);
+    mf_collator_unref(a->coll);
+    a->coll = NULL;
+    if (rc == 0)
+        rc = mf_expr_ctx_new_coll(a->has_let ? &a->let : NULL, mf_clock_wall_ms(), *coll, &xctx,
+                                  err);
+    if (rc == 0) {
+        mf_expr_ctx_hooks(xctx, &hooks);
+        rc = parse_parts(a->has_filter ? &a->filter : NULL,
+                         a->has_projection ? &a->projection : NULL,
+                         a->has_sort ? &a->sort : NULL, &hooks, *coll, q, err);
+    }
+    mfi_cursor *cur = rc == 0 ? calloc(1, sizeof *cur) : NULL;
+    if (rc == 0 && !cur) {
+        parts_free(q);
+        rc = mf_error_set(err, MF_InternalError, "out of memory");
+    }
+    if (rc) {
+        mf_expr_ctx_free(xctx);
+        mf_collator_unref(*coll);
+        *coll = NULL;
+        return rc;
+    }
+    cur->xctx = xctx;
+    snprintf(cur->ns, sizeof cur->ns, "%s", ns);
+    cur->matcher = q->m;
+    cur->proj = q->proj;
+    q->m = NULL;
+    q->proj = NULL;
+    cur->skip = a->skip;
+    cur->limit = a->limit > 0 ? a->limit : -1;
+    cur->no_timeout = a->no_cursor_timeout;
+    *curp = cur;
+    return 0;
+}
+
+/* Plan the cursor's scan of `c` (its lock held; `inst` counts the index
+ * used, NULL for explain) and, for a sort the index does not give, run
+ * every row through the sorter.  `*running`: planning succeeded, so a
+ * later error is the executor's. */
+static int find_start(mf_cmd_ctx *ctx, mf_instance *inst, mfi_cursor *cur, mf_coll *c,
+                      find_args *a, const query_parts *q, const mf_collator *coll, bool *sorted,
+                      bool *running, mf_error *err)
+{
+    int rc;
+    *sorted = *running = false;
+    cur->has_coll = mfi_coll_uuid(c, cur->coll_uuid);
+    cur->ix = calloc(1, sizeof *cur->ix);
+    rc = cur->ix ? mfi_indexes_load(c, cur->ix, err)
+                 : mf_error_set(err, MF_InternalError, "out of memory");
+    if (rc == 0)
+        rc = mfi_scan_new_ex(inst, c, cur->ix, a->has_filter ? &a->filter : NULL,
+                             a->has_hint ? &a->hint : NULL, q->sort ? &a->sort : NULL, coll,
+                             &(mf_scan_extra){.min = a->has_min ? &a->min : NULL,
+                                              .max = a->has_max ? &a->max : NULL},
+                             &cur->scan, sorted, err);
+    if (rc == 0)
+        mf_scan_want_pos(cur->scan, cur->proj && mf_projection_needs_pos(cur->proj));
+    *running = rc == 0;
+    if (rc == 0 && q->sort && !*sorted)
+        rc = sort_all(ctx, cur, c, q->sort, a->skip, a->limit, a->allow_disk_use, a->deadline,
+                      err);
+    return rc;
+}
+
 int mfi_cmd_find(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_error *err)
 {
     mf_engine *e = ctx->inst->engine;
     char ns[MF_MAX_NS_LEN + 1];
     find_args a = {0};
     query_parts q = {0};
-    mf_expr_ctx *xctx = NULL;
-    mf_expr_hooks hooks;
     mf_collator *coll = NULL;
-    int rc = mfi_coll_arg(ctx, cmd, ns, sizeof ns, err);
-    if (rc == 0)
-        rc = parse_find(cmd, &a, err);
-    if (rc == 0 && a.show_record_id)
-        rc = mf_error_set(err, MF_NotImplemented, "showRecordId is not supported");
-    if (rc == 0)
-        rc = mfi_collation_of_ns(e, ns, a.has_coll, a.coll, &coll, err);
-    mf_collator_unref(a.coll);
-    if (rc == 0)
-        rc = mf_expr_ctx_new_coll(a.has_let ? &a.let : NULL, mf_clock_wall_ms(), coll, &xctx,
-                                  err);
-    if (rc == 0) {
-        mf_expr_ctx_hooks(xctx, &hooks);
-        rc = parse_parts(a.has_filter ? &a.filter : NULL, a.has_projection ? &a.projection : NULL,
-                         a.has_sort ? &a.sort : NULL, &hooks, coll, &q, err);
-    }
-    if (rc) {
-        mf_expr_ctx_free(xctx);
-        mf_collator_unref(coll);
+    mfi_cursor *cur = NULL;
+    int rc = find_prepare(ctx, cmd, ns, &a, &q, &coll, &cur, err);
+    if (rc)
         return rc;
-    }
     atomic_fetch_add_explicit(&ctx->inst->counters.op_query, 1, memory_order_relaxed);
-
-    mfi_cursor *cur = calloc(1, sizeof *cur);
-    if (!cur) {
-        parts_free(&q);
-        mf_expr_ctx_free(xctx);
-        mf_collator_unref(coll);
-        return mf_error_set(err, MF_InternalError, "out of memory");
-    }
-    cur->xctx = xctx;
-    snprintf(cur->ns, sizeof cur->ns, "%s", ns);
-    cur->matcher = q.m;
-    cur->proj = q.proj;
-    cur->skip = a.skip;
-    cur->limit = a.limit > 0 ? a.limit : -1;
-    cur->no_timeout = a.no_cursor_timeout;
 
     reply_cursor rcur;
     cursor_reply_open(&rcur, reply, "firstBatch");
@@ -715,34 +762,21 @@ int mfi_cmd_find(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_error *er
     mf_engine_catalog_lock(e, false);
     mf_coll *c = mf_engine_coll(e, ns);
     if (c) {
-        bool sorted = false;
+        bool sorted;
         mf_coll_lock(c, false);
-        cur->has_coll = mfi_coll_uuid(c, cur->coll_uuid);
-        cur->ix = calloc(1, sizeof *cur->ix);
-        rc = cur->ix ? mfi_indexes_load(c, cur->ix, err)
-                     : mf_error_set(err, MF_InternalError, "out of memory");
-        if (rc == 0)
-            rc = mfi_scan_new_ex(ctx->inst, c, cur->ix, a.has_filter ? &a.filter : NULL,
-                                 a.has_hint ? &a.hint : NULL, q.sort ? &a.sort : NULL, coll,
-                                 &(mf_scan_extra){.min = a.has_min ? &a.min : NULL,
-                                                  .max = a.has_max ? &a.max : NULL},
-                                 &cur->scan, &sorted, err);
-        if (rc == 0)
-            mf_scan_want_pos(cur->scan, cur->proj && mf_projection_needs_pos(cur->proj));
-        running = rc == 0;
-        if (rc == 0 && q.sort && !sorted)
-            rc = sort_all(ctx, cur, c, q.sort, a.skip, a.limit, a.allow_disk_use, a.deadline,
-                          err);
+        rc = find_start(ctx, ctx->inst, cur, c, &a, &q, coll, &sorted, &running, err);
+        if (rc == 0 && cur->sorter) { /* the cursor reads the sorter now */
+            mf_scan_free(cur->scan);
+            cur->scan = NULL;
+        }
         if (rc == 0)
             rc = fill(cur, e, c, &b, a.deadline, &exhausted, err);
         if (cur->scan)
             mf_scan_release(cur->scan);
         mf_coll_unlock(c);
-    } else if (a.has_hint && BSON_ITER_HOLDS_DOCUMENT(&a.hint)) {
-        /* No collection: nothing to find (mongod plans an EOF stage). */
     }
     mf_engine_catalog_unlock(e);
-    mf_sort_free(q.sort);
+    parts_free(&q);
     mf_collator_unref(coll);
     if (rc == 0) {
         if (a.single_batch)
@@ -758,6 +792,81 @@ int mfi_cmd_find(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_error *er
             mfi_executor_error(err, "find command");
     }
     return rc;
+}
+
+int mfi_find_explain(mf_cmd_ctx *ctx, const bson_t *cmd, bool stats, mfi_find_explained *x,
+                     mf_error *err)
+{
+    mf_engine *e = ctx->inst->engine;
+    find_args a = {0};
+    query_parts q = {0};
+    mfi_cursor *cur = NULL;
+    memset(x, 0, sizeof *x);
+    bson_init(&x->plan);
+    bson_init(&x->exec);
+    int rc = find_prepare(ctx, cmd, x->ns, &a, &q, &x->coll, &cur, err);
+    if (rc)
+        return rc;
+    static const bson_t empty = BSON_INITIALIZER;
+    x->filter = a.has_filter ? a.filter : empty;
+    x->sort = a.sort;
+    x->has_sort = q.sort != NULL;
+    x->proj = a.projection;
+    x->has_proj = cur->proj != NULL;
+    x->skip = a.skip;
+    x->limit = a.limit;
+    mf_engine_catalog_lock(e, false);
+    mf_coll *c = mf_engine_coll(e, x->ns);
+    if (c) {
+        bool running;
+        x->found = true;
+        mf_coll_lock(c, false);
+        /* Planned as find plans it, and, for executionStats, run as find
+         * runs it: every batch filled, and dropped. */
+        rc = find_start(ctx, NULL, cur, c, &a, &q, x->coll, &x->sorted, &running, err);
+        if (rc == 0)
+            mf_scan_timed(cur->scan, true);
+        bool exhausted = !stats;
+        while (rc == 0 && !exhausted) {
+            bson_t arr = BSON_INITIALIZER;
+            batch b = {.arr = &arr, .max_docs = -1};
+            rc = fill(cur, e, c, &b, a.deadline, &exhausted, err);
+            if (rc == 0)
+                rc = batch_flush(&b, err);
+            x->n_returned += b.n;
+            mf_buf_free(&b.run);
+            bson_destroy(&arr);
+        }
+        if (rc == 0) {
+            const mf_scan_stats *st = mf_scan_get_stats(cur->scan);
+            x->keys = st->keys_examined;
+            x->docs = st->docs_examined;
+            rc = mf_scan_explain(cur->scan, false, &x->plan);
+            if (rc == 0 && stats)
+                rc = mf_scan_explain(cur->scan, true, &x->exec);
+            if (rc)
+                rc = mf_error_set(err, MF_InternalError, "explain: out of memory");
+        }
+        mf_coll_unlock(c);
+    }
+    mf_engine_catalog_unlock(e);
+    parts_free(&q);
+    mfi_cursor_free(cur);
+    if (rc) {
+        mfi_find_explained_free(x);
+        memset(x, 0, sizeof *x);
+        bson_init(&x->plan);
+        bson_init(&x->exec);
+    }
+    return rc;
+}
+
+void mfi_find_explained_free(mfi_find_explained *x)
+{
+    bson_destroy(&x->plan);
+    bson_destroy(&x->exec);
+    mf_collator_unref(x->coll);
+    x->coll = NULL;
 }
 
 /* ---------------------------------------------------------------- getMore */

@@ -502,6 +502,27 @@ bool mfi_doc_arg(const bson_iter_t *it, bson_t *out);
 /* A hint must be an index name or a key pattern: TypeMismatch otherwise
  * (`field` as mongod names it, e.g. "find.hint"). */
 int mfi_hint_arg(const bson_iter_t *it, const char *field, mf_error *err);
+/* explain of a find command (cmd_find.c): parsed, validated and planned
+ * as find does, and with `stats` run as find runs it, every result
+ * produced and dropped.  What explain's stages above the scan need is
+ * copied out; `filter`, `sort` and `proj` point into the command. */
+typedef struct mfi_find_explained {
+    char ns[MF_MAX_NS_LEN + 1];
+    bson_t filter, sort, proj;
+    bool has_sort, has_proj; /* has_sort: a sort stage or an index order */
+    int64_t skip, limit;
+    mf_collator *coll;       /* the query's collation (one reference), or NULL */
+    bool found;              /* the collection exists (else: an EOF plan) */
+    bool sorted;             /* the index gives the sort */
+    bson_t plan, exec;       /* the scan's stages, queryPlanner's and
+                                executionStats' (empty without a collection) */
+    int64_t n_returned;
+    uint64_t keys, docs;
+} mfi_find_explained;
+int mfi_find_explain(mf_cmd_ctx *ctx, const bson_t *cmd, bool stats, mfi_find_explained *x,
+                     mf_error *err);
+void mfi_find_explained_free(mfi_find_explained *x);
+
 /* find's and findAndModify's `sort: {$natural: +-1}`: not a field but the
  * collection's order, which mongod turns into a $natural hint.  With one,
  * `*hint` becomes {$natural: +-1} (static storage) and `*has_sort` false.
