@@ -712,9 +712,9 @@ static int find_prepare(mf_cmd_ctx *ctx, const bson_t *cmd, char ns[MF_MAX_NS_LE
 }
 
 /* Plan the cursor's scan of `c` (its lock held; `inst` counts the index
- * used, NULL for explain) and, for a sort the index does not give, run
- * every row through the sorter.  `*running`: planning succeeded, so a
- * later error is the executor's. */
+ * used, NULL for explain, which also times the scan) and, for a sort the
+ * index does not give, run every row through the sorter.  `*running`:
+ * planning succeeded, so a later error is the executor's. */
 static int find_start(mf_cmd_ctx *ctx, mf_instance *inst, mfi_cursor *cur, mf_coll *c,
                       find_args *a, const query_parts *q, const mf_collator *coll, bool *sorted,
                       bool *running, mf_error *err)
@@ -731,8 +731,10 @@ static int find_start(mf_cmd_ctx *ctx, mf_instance *inst, mfi_cursor *cur, mf_co
                              &(mf_scan_extra){.min = a->has_min ? &a->min : NULL,
                                               .max = a->has_max ? &a->max : NULL},
                              &cur->scan, sorted, err);
-    if (rc == 0)
+    if (rc == 0) {
         mf_scan_want_pos(cur->scan, cur->proj && mf_projection_needs_pos(cur->proj));
+        mf_scan_timed(cur->scan, inst == NULL);
+    }
     *running = rc == 0;
     if (rc == 0 && q->sort && !*sorted)
         rc = sort_all(ctx, cur, c, q->sort, a->skip, a->limit, a->allow_disk_use, a->deadline,
@@ -824,8 +826,6 @@ int mfi_find_explain(mf_cmd_ctx *ctx, const bson_t *cmd, bool stats, mfi_find_ex
         /* Planned as find plans it, and, for executionStats, run as find
          * runs it: every batch filled, and dropped. */
         rc = find_start(ctx, NULL, cur, c, &a, &q, x->coll, &x->sorted, &running, err);
-        if (rc == 0)
-            mf_scan_timed(cur->scan, true);
         bool exhausted = !stats;
         while (rc == 0 && !exhausted) {
             bson_t arr = BSON_INITIALIZER;
