@@ -221,29 +221,56 @@ static MF_ALWAYS_INLINE int offer(mfi_cursor *cur, batch *b, const uint8_t *data
     return 0;
 }
 
-/* A scanned row as the client sees it, `*doc`: projected into `out`
- * (initialised then, error or not: the caller destroys it), or, with no
- * projection, the row's own document (no copy, `out` untouched). */
+/* Whether a row must be rebuilt for the client: a projection, or
+ * showRecordId's field. */
+static bool reshaped(const mfi_cursor *cur)
+{
+    return cur->proj || cur->show_record_id;
+}
+
+/* The document `doc` (of record `rid`, the matcher's position `pos`) as
+ * the client sees it, into `out` (initialised, error or not: the caller
+ * destroys it): projected, then with showRecordId's {$recordId: rid}
+ * appended, as mongod appends it. */
+static int reshape(mfi_cursor *cur, const bson_t *doc, uint64_t rid, int64_t pos, bson_t *out,
+                   mf_error *err)
+{
+    int rc = 0;
+    if (cur->proj)
+        rc = mf_projection_apply(cur->proj, doc, pos, out, err);
+    else
+        bson_copy_to(doc, out);
+    if (rc == 0 && cur->show_record_id && !BSON_APPEND_INT64(out, "$recordId", (int64_t)rid))
+        rc = mf_error_set(err, MF_InternalError, "out of memory");
+    return rc;
+}
+
+/* A scanned row as the client sees it, `*doc`: rebuilt into `out` when
+ * reshaped() (initialised then, error or not: the caller destroys it),
+ * else the row's own document (no copy, `out` untouched). */
 static int shape(mfi_cursor *cur, const mf_scan_row *row, bson_t *out, const bson_t **doc,
                  mf_error *err)
 {
-    *doc = cur->proj ? out : &row->doc;
-    return cur->proj ? mf_projection_apply(cur->proj, &row->doc, row->pos, out, err) : 0;
+    *doc = reshaped(cur) ? out : &row->doc;
+    return reshaped(cur) ? reshape(cur, &row->doc, row->rid, row->pos, out, err) : 0;
 }
 
-/* A sorter record of a late projection, [pos][document], projected. */
+/* A sorter record of a late projection, [pos][rid][document] (8 bytes
+ * each, little endian), as the client sees it. */
 static int project_sorted(mfi_cursor *cur, const uint8_t *d, size_t dl, bson_t *out,
                           mf_error *err)
 {
     bson_t doc;
-    int64_t pos = 0;
+    uint64_t pos = 0, rid = 0;
     bson_init(out);
-    if (dl < 8 || !bson_init_static(&doc, d + 8, dl - 8))
+    if (dl < 16 || !bson_init_static(&doc, d + 16, dl - 16))
         return mf_error_set(err, MF_InternalError, "a sorted record is damaged");
-    for (int i = 7; i >= 0; i--)
-        pos = (int64_t)((uint64_t)pos << 8 | d[i]);
+    for (int i = 7; i >= 0; i--) {
+        pos = pos << 8 | d[i];
+        rid = rid << 8 | d[8 + i];
+    }
     bson_destroy(out);
-    return mf_projection_apply(cur->proj, &doc, pos, out, err);
+    return reshape(cur, &doc, rid, (int64_t)pos, out, err);
 }
 
 /* Fill `b` from the cursor's source.  A scan source needs the collection
@@ -316,7 +343,7 @@ static int fill(mfi_cursor *cur, mf_engine *e, mf_coll *c, batch *b, int64_t dea
                 cur->skip--;
                 continue;
             }
-            if (!cur->proj) {
+            if (!reshaped(cur)) {
                 rc = offer(cur, b, row.data, row.doc.len, &stop, err);
                 continue;
             }
@@ -617,11 +644,13 @@ static int sort_all(mf_cmd_ctx *ctx, mfi_cursor *cur, mf_coll *c, const mf_sort 
         if ((rc = mf_sort_key(sort, &row.doc, &key, err)) != 0)
             break;
         if (cur->project_late) {
-            uint8_t p8[8];
-            for (int i = 0; i < 8; i++)
-                p8[i] = (uint8_t)((uint64_t)row.pos >> (8 * i));
+            uint8_t p16[16];
+            for (int i = 0; i < 8; i++) {
+                p16[i] = (uint8_t)((uint64_t)row.pos >> (8 * i));
+                p16[8 + i] = (uint8_t)(row.rid >> (8 * i));
+            }
             rec.len = 0;
-            if (mf_buf_append(&rec, p8, 8) != 0 ||
+            if (mf_buf_append(&rec, p16, 16) != 0 ||
                 mf_buf_append(&rec, bson_get_data(&row.doc), row.doc.len) != 0) {
                 rc = mf_error_set(err, MF_InternalError, "out of memory");
                 break;
@@ -634,7 +663,7 @@ static int sort_all(mf_cmd_ctx *ctx, mfi_cursor *cur, mf_coll *c, const mf_sort 
             if (rc == 0)
                 rc = mf_sorter_add(cur->sorter, key.data, key.len, bson_get_data(doc), doc->len,
                                    err);
-            if (cur->proj)
+            if (reshaped(cur))
                 bson_destroy(&out);
         }
         if (rc)
@@ -672,8 +701,6 @@ static int find_prepare(mf_cmd_ctx *ctx, const bson_t *cmd, char ns[MF_MAX_NS_LE
     int rc = mfi_coll_arg(ctx, cmd, ns, MF_MAX_NS_LEN + 1, err);
     if (rc == 0)
         rc = parse_find(cmd, a, err);
-    if (rc == 0 && a->show_record_id)
-        rc = mf_error_set(err, MF_NotImplemented, "showRecordId is not supported");
     if (rc == 0)
         rc = mfi_collation_of_ns(e, ns, a->has_coll, a->coll, coll, err);
     mf_collator_unref(a->coll);
@@ -707,6 +734,7 @@ static int find_prepare(mf_cmd_ctx *ctx, const bson_t *cmd, char ns[MF_MAX_NS_LE
     cur->skip = a->skip;
     cur->limit = a->limit > 0 ? a->limit : -1;
     cur->no_timeout = a->no_cursor_timeout;
+    cur->show_record_id = a->show_record_id;
     *curp = cur;
     return 0;
 }

@@ -338,8 +338,10 @@ struct mfi_cursor {
     mf_expr_ctx *xctx;      /* owns: what the matcher's $expr and the
                                projection's computed fields evaluate with */
     mf_sorter *sorter;      /* owns */
-    bool project_late;      /* the sorter holds [pos (8 bytes LE)][whole
-                               document]: project as documents leave it */
+    bool project_late;      /* the sorter holds [pos][rid (8 bytes LE
+                               each)][whole document]: project as documents
+                               leave it */
+    bool show_record_id;    /* find's showRecordId: {$recordId: rid} last */
     mf_pipeline *pipeline;  /* owns: an aggregation's results */
     bson_t *docs;           /* owns: a prepared array */
     bson_iter_t docs_it;
