@@ -305,17 +305,21 @@ out:
     return fail;
 }
 
-#define QUERY(json, sort, index, sorted)                                                  \
+/* Run `check` on the case's world `w` as the scan is kept, then released
+ * after every row; on a difference fail the case (tearing `w` down). */
+#define BOTH_WAYS(check, ...)                                                             \
     do {                                                                                  \
-        const char *f_ = check_query(&w, json, sort, index, sorted, false);              \
+        const char *f_ = check(&w, __VA_ARGS__, false);                                  \
         if (!f_)                                                                          \
-            f_ = check_query(&w, json, sort, index, sorted, true);                       \
+            f_ = check(&w, __VA_ARGS__, true);                                           \
         if (f_) {                                                                         \
             mft_fail(__FILE__, __LINE__, f_);                                             \
             teardown(&w);                                                                 \
             return;                                                                       \
         }                                                                                 \
     } while (0)
+
+#define QUERY(json, sort, index, sorted) BOTH_WAYS(check_query, json, sort, index, sorted)
 
 MFT_CASE(plan_scans, "/query/plan/scans_match_brute_force")
 {
@@ -501,17 +505,7 @@ static const char *check_distinct(world *w, const char *json, const char *key,
     return fail;
 }
 
-#define DISTINCT(json, key, index)                                                        \
-    do {                                                                                  \
-        const char *f_ = check_distinct(&w, json, key, index, false);                    \
-        if (!f_)                                                                          \
-            f_ = check_distinct(&w, json, key, index, true);                             \
-        if (f_) {                                                                         \
-            mft_fail(__FILE__, __LINE__, f_);                                             \
-            teardown(&w);                                                                 \
-            return;                                                                       \
-        }                                                                                 \
-    } while (0)
+#define DISTINCT(json, key, index) BOTH_WAYS(check_distinct, json, key, index)
 
 MFT_CASE(plan_distinct_scan, "/query/plan/distinct_scan")
 {
