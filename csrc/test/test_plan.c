@@ -201,6 +201,15 @@ static void teardown(world *w)
         mf_engine_close(w->e, &err);
 }
 
+/* Between two rows: the scan lets go of its position and `c`'s lock is
+ * dropped and taken again, as a cursor does between getMores. */
+static void let_go(mf_scan *s, mf_coll *c)
+{
+    mf_scan_release(s);
+    mf_coll_unlock(c);
+    mf_coll_lock(c, false);
+}
+
 /* Run the query through the planner and a scan (released after every row
  * when `reseek`), and through brute force; `*index` gets the index used.
  * Returns a message on a difference, or NULL. */
@@ -276,11 +285,8 @@ static const char *check_query(world *w, const char *json, const char *sort_json
             mf_buf_free(&prev);
             prev = key;
         }
-        if (reseek) {
-            mf_scan_release(s);
-            mf_coll_unlock(w->c);
-            mf_coll_lock(w->c, false);
-        }
+        if (reseek)
+            let_go(s, w->c);
     }
     mf_coll_unlock(w->c);
     for (uint64_t r = 1; !fail && r <= NDOCS; r++) {
@@ -472,11 +478,8 @@ static const char *check_distinct(world *w, const char *json, const char *key,
             if (v >= 0)
                 seen[v] = true;
             rows++;
-            if (reseek) {
-                mf_scan_release(s);
-                mf_coll_unlock(w->c);
-                mf_coll_lock(w->c, false);
-            }
+            if (reseek)
+                let_go(s, w->c);
         }
     }
     mf_coll_unlock(w->c);
@@ -820,11 +823,8 @@ static const char *ccheck(cworld *w, const cquery *q, bool reseek)
             mf_buf_free(&prev);
             prev = key;
         }
-        if (reseek) {
-            mf_scan_release(s);
-            mf_coll_unlock(w->c);
-            mf_coll_lock(w->c, false);
-        }
+        if (reseek)
+            let_go(s, w->c);
     }
     mf_coll_unlock(w->c);
     for (uint64_t r = 1; !fail && r <= CDOCS; r++) {
