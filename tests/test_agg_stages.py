@@ -16,6 +16,7 @@ from bson import Int64, SON
 from pymongo.errors import OperationFailure
 
 import multifora
+from planlib import stages as _stages_of
 
 EXEC = "PlanExecutor error during aggregation :: caused by :: "
 
@@ -833,14 +834,6 @@ def test_result_document_too_large(db):
 
 
 # ------------------------------------------------ indexes through the planner
-
-
-def _stages_of(plan):
-    out = []
-    while plan:
-        out.append(plan["stage"])
-        plan = plan.get("inputStage")
-    return out
 
 
 def test_leading_match_and_sort_use_indexes(db):

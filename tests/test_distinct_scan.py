@@ -13,13 +13,7 @@ import random
 import pytest
 from bson import Int64, Decimal128
 
-
-def stages(plan):
-    out = []
-    while plan:
-        out.append(plan["stage"])
-        plan = plan.get("inputStage")
-    return out
+from planlib import stages
 
 
 def explain(db, name, key, query=None, **kw):

@@ -6,13 +6,7 @@ import pytest
 from bson import MaxKey, MinKey
 from pymongo.errors import OperationFailure
 
-
-def stages(plan):
-    out = []
-    while plan:
-        out.append(plan["stage"])
-        plan = plan.get("inputStage")
-    return out
+from planlib import stages
 
 
 @pytest.fixture

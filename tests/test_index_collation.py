@@ -14,19 +14,13 @@ from bson.son import SON
 from pymongo.collation import Collation
 from pymongo.errors import BulkWriteError, DuplicateKeyError, OperationFailure
 
+from planlib import stages
+
 CI = {"locale": "en_US", "strength": 2}   # case-insensitive
 AI = {"locale": "en_US", "strength": 1}   # and accent-insensitive
 SIMPLE = {"locale": "simple"}
 WORDS = ["apple", "Apple", "APPLE", "\u00e4pple", "banana", "Banana", "cafe", "caf\u00e9",
          "CAFE", "b", "B", "a", "A", "\u00e1", "zebra", "", "Zebra"]
-
-
-def stages(plan):
-    out = []
-    while plan:
-        out.append(plan["stage"])
-        plan = plan.get("inputStage")
-    return out
 
 
 def ixscan(plan):
