@@ -152,6 +152,26 @@ static void fill_stats(bson_t *s, const what *w, void *arg)
     BSON_APPEND_INT64(s, "nReturned", *n);
 }
 
+/* wrap(), then, for executionStats (`n` not NULL), the rows the stage
+ * returned after its inputStage. */
+static void wrap_counted(bson_t *inner, const char *name,
+                         void (*fill)(bson_t *, const what *, void *), const what *w, int64_t *n)
+{
+    wrap(inner, name, fill, w, NULL);
+    if (n)
+        fill_stats(inner, w, n);
+}
+
+/* The plan of a collection that does not exist. */
+static void put_eof(bson_t *plan, bson_t *exec, bool stats)
+{
+    BSON_APPEND_UTF8(plan, "stage", "EOF");
+    if (stats) {
+        BSON_APPEND_UTF8(exec, "stage", "EOF");
+        BSON_APPEND_INT64(exec, "nReturned", 0);
+    }
+}
+
 /* The stages above the scan's (`plan`, and `exec` with `stats`):
  * SORT when the index does not give the order, then the command's own. */
 static void put_stages(const char *op, const what *w, bool sorted, bool stats, bson_t *plan,
@@ -160,31 +180,19 @@ static void put_stages(const char *op, const what *w, bool sorted, bool stats, b
     bson_iter_t it;
     for (int pass = 0; pass < (stats ? 2 : 1); pass++) {
         bson_t *s = pass ? exec : plan;
-        void *arg = pass ? n_returned : NULL;
+        int64_t *arg = pass ? n_returned : NULL;
         void (*st)(bson_t *, const what *, void *) = pass ? fill_stats : NULL;
-        if (w->has_sort && !sorted) {
-            wrap(s, "SORT", fill_sort, w, NULL);
-            if (pass)
-                fill_stats(s, w, arg);
-        }
+        if (w->has_sort && !sorted)
+            wrap_counted(s, "SORT", fill_sort, w, arg);
         if (strcmp(op, "find") == 0) {
             /* Each passes up every row it returns (a LIMIT asks for no
              * more than it returns): nReturned is the find's. */
-            if (w->skip) {
-                wrap(s, "SKIP", fill_skip, w, NULL);
-                if (pass)
-                    fill_stats(s, w, arg);
-            }
-            if (w->limit && !(w->has_sort && !sorted)) {
-                wrap(s, "LIMIT", fill_limit, w, NULL);
-                if (pass)
-                    fill_stats(s, w, arg);
-            }
-            if (w->has_proj) {
-                wrap(s, "PROJECTION_SIMPLE", fill_proj, w, NULL);
-                if (pass)
-                    fill_stats(s, w, arg);
-            }
+            if (w->skip)
+                wrap_counted(s, "SKIP", fill_skip, w, arg);
+            if (w->limit && !(w->has_sort && !sorted))
+                wrap_counted(s, "LIMIT", fill_limit, w, arg);
+            if (w->has_proj)
+                wrap_counted(s, "PROJECTION_SIMPLE", fill_proj, w, arg);
         } else if (strcmp(op, "count") == 0) {
             wrap(s, "COUNT", st, w, arg);
         } else if (strcmp(op, "distinct") == 0) {
@@ -261,15 +269,10 @@ static int explain_find(mf_cmd_ctx *ctx, const bson_t *inner, const char *verbos
     what w = {.op = "find", .filter = x.filter, .sort = x.sort, .proj = x.proj,
               .has_sort = x.has_sort, .has_proj = x.has_proj, .skip = x.skip,
               .limit = x.limit};
-    if (!x.found) {
-        BSON_APPEND_UTF8(&x.plan, "stage", "EOF");
-        if (stats) {
-            BSON_APPEND_UTF8(&x.exec, "stage", "EOF");
-            BSON_APPEND_INT64(&x.exec, "nReturned", 0);
-        }
-    } else {
+    if (!x.found)
+        put_eof(&x.plan, &x.exec, stats);
+    else
         put_stages("find", &w, x.sorted, stats, &x.plan, &x.exec, &x.n_returned, inner);
-    }
     put_reply(ctx, reply, x.ns, &w.filter, x.coll, &x.plan, &x.exec, verbosity, x.n_returned,
               t0, x.keys, x.docs, inner);
     mfi_find_explained_free(&x);
@@ -360,11 +363,7 @@ int mfi_cmd_explain(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_error 
     mf_engine_catalog_lock(e, false);
     mf_coll *c = mf_engine_coll(e, ns);
     if (!c) {
-        BSON_APPEND_UTF8(&plan, "stage", "EOF");
-        if (stats) {
-            BSON_APPEND_UTF8(&exec, "stage", "EOF");
-            BSON_APPEND_INT64(&exec, "nReturned", 0);
-        }
+        put_eof(&plan, &exec, stats);
     } else {
         mfi_indexes ix = {0};
         mf_scan *scan = NULL;
@@ -391,13 +390,11 @@ int mfi_cmd_explain(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_error 
                 seen++;
                 if (seen > w.skip)
                     n_returned++;
-                /* A limit stops the scan unless a SORT stage must see
-                 * every row first: not when the index gives the order. */
-                if (one || (w.limit && (!w.has_sort || sorted) && n_returned >= w.limit))
+                /* count's limit; findAndModify, the one command here
+                 * with a sort, has none (`one` covers it) */
+                if (one || (w.limit && n_returned >= w.limit))
                     break;
             }
-            if (w.has_sort && w.limit && n_returned > w.limit)
-                n_returned = w.limit;
         }
         if (rc == 0) {
             const mf_scan_stats *st = mf_scan_get_stats(scan);

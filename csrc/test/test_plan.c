@@ -210,23 +210,72 @@ static void let_go(mf_scan *s, mf_coll *c)
     mf_coll_lock(c, false);
 }
 
+/* What one planned scan gave: its plan, and the RecordIds of the rows it
+ * returned, in order. */
+typedef struct scan_run {
+    char stage[32], index[64];
+    bool sorted;
+    uint64_t rids[2 * NDOCS]; /* more than NDOCS rows: some came twice */
+    size_t n;
+} scan_run;
+
+/* Plan `filter` (with `sort` and `x`) over `w`'s indexes and read every row
+ * `m` passes, the scan released after each when `reseek`, into `run`.
+ * Returns a message on failure (in `msg`), or NULL. */
+static const char *run_scan(world *w, const char *json, const bson_t *filter, const bson_t *sort,
+                            const mf_scan_extra *x, const mf_matcher *m, bool reseek,
+                            scan_run *run, char *msg, size_t cap)
+{
+    mf_scan *s = NULL;
+    mf_error err;
+    bool valid = true;
+    const char *fail = NULL;
+    run->n = 0;
+    mf_coll_lock(w->c, false);
+    if (mf_scan_new_ex(w->c, w->idx, w->nidx, filter, NULL, sort, NULL, x, &s, &run->sorted,
+                       &err) != 0) {
+        mf_coll_unlock(w->c);
+        snprintf(msg, cap, "%s: plan: %s", json, err.msg);
+        return msg;
+    }
+    const char *used = mf_scan_index_name(s);
+    snprintf(run->stage, sizeof run->stage, "%s", mf_scan_describe(s));
+    snprintf(run->index, sizeof run->index, "%s", used ? used : "");
+    while (!fail && valid) {
+        mf_scan_row row;
+        if (mf_scan_next(s, w->e, w->c, m, &row, &valid, &err) != 0) {
+            snprintf(msg, cap, "%s: scan: %s", json, err.msg);
+            fail = msg;
+        } else if (valid && run->n == sizeof run->rids / sizeof run->rids[0]) {
+            snprintf(msg, cap, "%s: more than %zu rows", json, run->n);
+            fail = msg;
+        } else if (valid) {
+            run->rids[run->n++] = row.rid;
+            if (reseek)
+                let_go(s, w->c);
+        }
+    }
+    mf_coll_unlock(w->c);
+    mf_scan_free(s);
+    return fail;
+}
+
 /* Run the query through the planner and a scan (released after every row
- * when `reseek`), and through brute force; `*index` gets the index used.
- * Returns a message on a difference, or NULL. */
+ * when `reseek`), and through brute force; the index used must be
+ * `want_index` ("OR" for an OR plan, NULL for none).  Returns a message on
+ * a difference, or NULL. */
 static const char *check_query(world *w, const char *json, const char *sort_json,
                                const char *want_index, bool want_sorted, bool reseek)
 {
     static char msg[1024];
+    static scan_run run;
+    static bool got[NDOCS + 1];
     bson_error_t berr;
     bson_t *filter = bson_new_from_json((const uint8_t *)json, -1, &berr);
     bson_t *sort = sort_json ? bson_new_from_json((const uint8_t *)sort_json, -1, &berr) : NULL;
     mf_matcher *m = NULL;
-    mf_scan *s = NULL;
     mf_sort *so = NULL;
     mf_error err;
-    bool sorted = false, valid = true;
-    static bool got[NDOCS + 1];
-    size_t n = 0, want = 0;
     const char *fail = NULL;
     mf_buf prev = {0};
     memset(got, 0, sizeof got);
@@ -236,72 +285,51 @@ static const char *check_query(world *w, const char *json, const char *sort_json
         fail = msg;
         goto out;
     }
-    mf_coll_lock(w->c, false);
-    if (mf_scan_new(w->c, w->idx, w->nidx, filter, NULL, sort, NULL, &s, &sorted, &err) != 0) {
-        mf_coll_unlock(w->c);
-        snprintf(msg, sizeof msg, "%s: plan: %s", json, err.msg);
-        fail = msg;
+    if ((fail = run_scan(w, json, filter, sort, NULL, m, reseek, &run, msg, sizeof msg)) != NULL)
         goto out;
-    }
-    const char *used = mf_scan_index_name(s);
-    if (!used && strcmp(mf_scan_describe(s), "OR") == 0)
-        used = "OR";
+    const char *used = run.index[0] ? run.index : strcmp(run.stage, "OR") == 0 ? "OR" : NULL;
     if ((want_index || used) && (!want_index || !used || strcmp(want_index, used) != 0)) {
         snprintf(msg, sizeof msg, "%s: index %s, wanted %s", json, used ? used : "none",
                  want_index ? want_index : "none");
         fail = msg;
     }
-    if (!fail && sorted != want_sorted) {
-        snprintf(msg, sizeof msg, "%s: sorted %d", json, sorted);
+    if (!fail && run.sorted != want_sorted) {
+        snprintf(msg, sizeof msg, "%s: sorted %d", json, run.sorted);
         fail = msg;
     }
-    while (!fail && valid) {
-        mf_scan_row row;
-        if (mf_scan_next(s, w->e, w->c, m, &row, &valid, &err) != 0) {
-            snprintf(msg, sizeof msg, "%s: scan: %s", json, err.msg);
-            fail = msg;
-            break;
-        }
-        if (!valid)
-            break;
-        if (row.rid == 0 || row.rid > NDOCS || got[row.rid]) {
+    for (size_t i = 0; !fail && i < run.n; i++) {
+        uint64_t rid = run.rids[i];
+        if (rid == 0 || rid > NDOCS || got[rid]) {
             snprintf(msg, sizeof msg, "%s: record %llu twice or unknown", json,
-                     (unsigned long long)row.rid);
+                     (unsigned long long)rid);
             fail = msg;
             break;
         }
-        got[row.rid] = true;
-        n++;
+        got[rid] = true;
         if (so) {
             mf_buf key = {0};
-            mf_sort_key(so, w->docs[row.rid], &key, &err);
+            mf_sort_key(so, w->docs[rid], &key, &err);
             size_t l = key.len < prev.len ? key.len : prev.len;
             int c = l ? memcmp(key.data, prev.data, l) : 0;
-            if (n > 1 && (c < 0 || (c == 0 && key.len < prev.len))) {
+            if (i > 0 && (c < 0 || (c == 0 && key.len < prev.len))) {
                 snprintf(msg, sizeof msg, "%s: out of order at record %llu", json,
-                         (unsigned long long)row.rid);
+                         (unsigned long long)rid);
                 fail = msg;
             }
             mf_buf_free(&prev);
             prev = key;
         }
-        if (reseek)
-            let_go(s, w->c);
     }
-    mf_coll_unlock(w->c);
     for (uint64_t r = 1; !fail && r <= NDOCS; r++) {
         bool match = mf_matcher_match(m, w->docs[r]);
-        want += match;
         if (match != got[r]) {
             snprintf(msg, sizeof msg, "%s: record %llu %s", json, (unsigned long long)r,
                      match ? "missing" : "extra");
             fail = msg;
         }
     }
-    (void)want;
 out:
     mf_buf_free(&prev);
-    mf_scan_free(s);
     mf_matcher_free(m);
     mf_sort_free(so);
     if (filter)
@@ -447,42 +475,31 @@ static const char *check_distinct(world *w, const char *json, const char *key,
                                   const char *want_index, bool reseek)
 {
     static char msg[1024];
+    static scan_run run;
     bson_error_t berr;
     bson_t *filter = bson_new_from_json((const uint8_t *)json, -1, &berr);
     mf_matcher *m = NULL;
-    mf_scan *s = NULL;
     mf_error err;
-    bool sorted, valid = true, seen[22] = {0}, want[22] = {0};
-    size_t rows = 0, matches = 0;
+    bool seen[22] = {0}, want[22] = {0};
+    size_t matches = 0;
     const char *fail = NULL;
-    if (!filter || mf_matcher_parse(filter, &m, &err) != 0)
-        return "bad filter";
-    mf_coll_lock(w->c, false);
     mf_scan_extra x = {.distinct_key = key};
-    if (mf_scan_new_ex(w->c, w->idx, w->nidx, filter, NULL, NULL, NULL, &x, &s, &sorted, &err)) {
-        snprintf(msg, sizeof msg, "%s: plan: %s", json, err.msg);
-        fail = msg;
-    } else if (strcmp(mf_scan_describe(s), "DISTINCT_SCAN") != 0 || !mf_scan_index_name(s) ||
-               strcmp(mf_scan_index_name(s), want_index) != 0) {
-        snprintf(msg, sizeof msg, "%s: %s over %s", json, mf_scan_describe(s),
-                 mf_scan_index_name(s) ? mf_scan_index_name(s) : "nothing");
+    if (!filter || mf_matcher_parse(filter, &m, &err) != 0) {
+        snprintf(msg, sizeof msg, "%s: bad filter", json);
         fail = msg;
     }
-    while (!fail && valid) {
-        mf_scan_row row;
-        if (mf_scan_next(s, w->e, w->c, m, &row, &valid, &err) != 0) {
-            snprintf(msg, sizeof msg, "%s: scan: %s", json, err.msg);
-            fail = msg;
-        } else if (valid) {
-            int v = value_slot(w->docs[row.rid], key);
-            if (v >= 0)
-                seen[v] = true;
-            rows++;
-            if (reseek)
-                let_go(s, w->c);
-        }
+    if (!fail)
+        fail = run_scan(w, json, filter, NULL, &x, m, reseek, &run, msg, sizeof msg);
+    if (!fail && (strcmp(run.stage, "DISTINCT_SCAN") != 0 || strcmp(run.index, want_index) != 0)) {
+        snprintf(msg, sizeof msg, "%s: %s over %s", json, run.stage,
+                 run.index[0] ? run.index : "nothing");
+        fail = msg;
     }
-    mf_coll_unlock(w->c);
+    for (size_t i = 0; !fail && i < run.n; i++) {
+        int v = value_slot(w->docs[run.rids[i]], key);
+        if (v >= 0)
+            seen[v] = true;
+    }
     for (uint64_t r = 1; !fail && r <= NDOCS; r++) {
         if (!mf_matcher_match(m, w->docs[r]))
             continue;
@@ -497,14 +514,14 @@ static const char *check_distinct(world *w, const char *json, const char *key,
                      want[v] ? "missing" : "extra");
             fail = msg;
         }
-    if (!fail && rows >= matches) {
-        snprintf(msg, sizeof msg, "%s: %zu rows of %zu matches: no skipping", json, rows,
+    if (!fail && run.n >= matches) {
+        snprintf(msg, sizeof msg, "%s: %zu rows of %zu matches: no skipping", json, run.n,
                  matches);
         fail = msg;
     }
-    mf_scan_free(s);
     mf_matcher_free(m);
-    bson_destroy(filter);
+    if (filter)
+        bson_destroy(filter);
     return fail;
 }
 
