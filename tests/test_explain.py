@@ -117,7 +117,8 @@ def test_other_commands(db):
                   ["winningPlan"])[-1] == "IXSCAN"
     e = explain(db, {"delete": "c", "deletes": [{"q": {"a": 3}, "limit": 0}]}, "executionStats")
     assert stages(e["queryPlanner"]["winningPlan"])[0] == "DELETE"
-    assert e["executionStats"]["nReturned"] == 10
+    assert e["executionStats"]["nReturned"] == 0
+    assert e["executionStats"]["executionStages"]["nWouldDelete"] == 10
     e = explain(db, {"update": "c", "updates": [{"q": {"a": 3}, "u": {"$set": {"z": 1}}}]},
                 "executionStats")
     assert stages(e["queryPlanner"]["winningPlan"])[0] == "UPDATE"
@@ -171,7 +172,9 @@ def test_count_scan(db, query, hint, want):
     assert (b["startKey"], b["startKeyInclusive"], b["endKey"], b["endKeyInclusive"]) == want
     assert "direction" not in plan
     es = e["executionStats"]
-    assert (es["nReturned"], es["totalKeysExamined"], es["totalDocsExamined"]) == (n, n, 0)
+    # COUNT returns no row: it counts them
+    assert (es["nReturned"], es["totalKeysExamined"], es["totalDocsExamined"]) == (0, n, 0)
+    assert (es["executionStages"]["nCounted"], es["executionStages"]["nSkipped"]) == (n, 0)
     cs = es["executionStages"]["inputStage"]
     assert (cs["stage"], cs["nReturned"], cs["keysExamined"]) == ("COUNT_SCAN", n, n)
 
@@ -198,7 +201,8 @@ def test_count_over_several_intervals_is_a_covered_ixscan(db):
     e = explain(db, {"count": "c", "query": {"a": {"$in": [1, 4]}}}, "executionStats")
     assert stages(e["queryPlanner"]["winningPlan"]) == ["COUNT", "IXSCAN"]
     es = e["executionStats"]
-    assert (es["nReturned"], es["totalDocsExamined"]) == (20, 0)
+    assert (es["nReturned"], es["totalDocsExamined"]) == (0, 0)
+    assert es["executionStages"]["nCounted"] == 20
     ix = es["executionStages"]["inputStage"]
     assert ix["stage"] == "IXSCAN" and ix["nReturned"] == 20
     assert ix["indexBounds"] == {"a": ["[1, 1]", "[4, 4]"]}

@@ -13,9 +13,11 @@
  *
  * The scan's own stages (COLLSCAN, IDHACK, FETCH over IXSCAN with its
  * bounds) come from query/plan.c; the stages above it (SORT, SKIP, LIMIT,
- * PROJECTION_*, COUNT, DELETE, UPDATE) are added here.  Explain never
- * writes: for update and delete, executionStats counts what would be
- * matched.
+ * PROJECTION_*, COUNT, DELETE, UPDATE) are added here.  find is planned
+ * and run by cmd_find.c, update, delete and findAndModify by cmd_update.c
+ * (which writes nothing: DELETE and UPDATE report what would be deleted,
+ * matched, modified and upserted, as mongod's do); count and distinct by
+ * the loop here.
  */
 #include "command_int.h"
 
@@ -31,54 +33,25 @@ typedef struct what {
     bson_iter_t hint;
     bool has_hint;
     int64_t skip, limit;
-    bool multi;           /* update/delete: all, or the first */
     const char *distinct_key;
     bson_iter_t coll;     /* the collation the command gives */
     bool has_coll;
 } what;
 
-/* Read the parts of the explained command that shape its plan (count,
- * distinct, update, delete, findAndModify; find is explain_find's). */
-static int read_what(const char *op, const bson_t *inner, what *w, mf_error *err)
+/* Read the parts of count and distinct that shape their plan. */
+static void read_what(const char *op, const bson_t *inner, what *w)
 {
     bson_iter_t it;
     static const bson_t empty = BSON_INITIALIZER;
     memset(w, 0, sizeof *w);
     w->op = op;
     bson_init_static(&w->filter, bson_get_data(&empty), empty.len);
-    if (strcmp(op, "update") == 0 || strcmp(op, "delete") == 0) {
-        /* the first statement */
-        bson_iter_t st, el;
-        const char *arr = op[0] == 'u' ? "updates" : "deletes";
-        if (!bson_iter_init_find(&st, inner, arr) || !BSON_ITER_HOLDS_ARRAY(&st) ||
-            !bson_iter_recurse(&st, &el) || !bson_iter_next(&el) || !BSON_ITER_HOLDS_DOCUMENT(&el))
-            return mf_error_set(err, MF_FailedToParse, "explain of %s needs a statement", op);
-        bson_t stmt;
-        mfi_doc_arg(&el, &stmt);
-        if (bson_iter_init_find(&it, &stmt, "q") && mfi_doc_arg(&it, &w->filter)) {
-        }
-        if (bson_iter_init_find(&it, &stmt, "collation")) {
-            w->coll = it;
-            w->has_coll = mfi_collation_given(&it);
-        }
-        if (bson_iter_init_find(&it, &stmt, "hint")) {
-            w->hint = it;
-            w->has_hint = true;
-        }
-        if (op[0] == 'u')
-            w->multi = bson_iter_init_find(&it, &stmt, "multi") && bson_iter_as_bool(&it);
-        else
-            w->multi = !(bson_iter_init_find(&it, &stmt, "limit") && bson_iter_as_int64(&it) == 1);
-        return 0;
-    }
     bson_iter_init(&it, inner);
     bson_iter_next(&it);
     while (bson_iter_next(&it)) {
         const char *k = bson_iter_key(&it);
         if (strcmp(k, "query") == 0 && BSON_ITER_HOLDS_DOCUMENT(&it)) {
             mfi_doc_arg(&it, &w->filter);
-        } else if (strcmp(k, "sort") == 0 && BSON_ITER_HOLDS_DOCUMENT(&it)) {
-            w->has_sort = mfi_doc_arg(&it, &w->sort) && w->sort.len > 5;
         } else if (strcmp(k, "hint") == 0) {
             w->hint = it;
             w->has_hint = true;
@@ -91,16 +64,11 @@ static int read_what(const char *op, const bson_t *inner, what *w, mf_error *err
         } else if (strcmp(k, "key") == 0 && strcmp(op, "distinct") == 0 &&
                    BSON_ITER_HOLDS_UTF8(&it)) {
             w->distinct_key = bson_iter_utf8(&it, NULL);
-        } else if (strcmp(k, "remove") == 0) {
-            w->multi = false;
         } else if (strcmp(k, "collation") == 0) {
             w->coll = it;
             w->has_coll = mfi_collation_given(&it);
         }
     }
-    if (strcmp(op, "findAndModify") == 0)
-        return mfi_natural_sort(&w->sort, &w->has_sort, &w->hint, &w->has_hint, err);
-    return 0;
 }
 
 /* Wrap `inner` (a stage document, consumed) in a stage `name` whose own
@@ -152,6 +120,32 @@ static void fill_stats(bson_t *s, const what *w, void *arg)
     BSON_APPEND_INT64(s, "nReturned", *n);
 }
 
+/* COUNT returns no row: it counts them ({counted, skipped}). */
+static void fill_count(bson_t *s, const what *w, void *arg)
+{
+    (void)w;
+    const int64_t *n = arg;
+    BSON_APPEND_INT64(s, "nReturned", 0);
+    BSON_APPEND_INT64(s, "nCounted", n[0]);
+    BSON_APPEND_INT64(s, "nSkipped", n[1]);
+}
+
+/* UPDATE and DELETE: what they would write, and the document
+ * findAndModify would return. */
+static void fill_write(bson_t *s, const what *w, void *arg)
+{
+    (void)w;
+    const mfi_write_explained *x = arg;
+    BSON_APPEND_INT64(s, "nReturned", x->n_returned);
+    if (x->is_delete) {
+        BSON_APPEND_INT64(s, "nWouldDelete", x->n_matched);
+    } else {
+        BSON_APPEND_INT64(s, "nMatched", x->n_matched);
+        BSON_APPEND_INT64(s, "nWouldModify", x->n_modified);
+        BSON_APPEND_INT64(s, "nWouldUpsert", x->n_upserted);
+    }
+}
+
 /* wrap(), then, for executionStats (`n` not NULL), the rows the stage
  * returned after its inputStage. */
 static void wrap_counted(bson_t *inner, const char *name,
@@ -172,12 +166,12 @@ static void put_eof(bson_t *plan, bson_t *exec, bool stats)
     }
 }
 
-/* The stages above the scan's (`plan`, and `exec` with `stats`):
- * SORT when the index does not give the order, then the command's own. */
+/* The stages above the scan's (`plan`, and `exec` with `stats`) for
+ * find, count and distinct: SORT when the index does not give the order,
+ * then the command's own.  `counted`: count's {counted, skipped}. */
 static void put_stages(const char *op, const what *w, bool sorted, bool stats, bson_t *plan,
-                       bson_t *exec, int64_t *n_returned, const bson_t *inner)
+                       bson_t *exec, int64_t *n_returned, int64_t *counted)
 {
-    bson_iter_t it;
     for (int pass = 0; pass < (stats ? 2 : 1); pass++) {
         bson_t *s = pass ? exec : plan;
         int64_t *arg = pass ? n_returned : NULL;
@@ -194,15 +188,9 @@ static void put_stages(const char *op, const what *w, bool sorted, bool stats, b
             if (w->has_proj)
                 wrap_counted(s, "PROJECTION_SIMPLE", fill_proj, w, arg);
         } else if (strcmp(op, "count") == 0) {
-            wrap(s, "COUNT", st, w, arg);
-        } else if (strcmp(op, "distinct") == 0) {
-            wrap(s, "PROJECTION_DEFAULT", st, w, arg);
-        } else if (strcmp(op, "delete") == 0 ||
-                   (strcmp(op, "findAndModify") == 0 && w->multi == false &&
-                    bson_iter_init_find(&it, inner, "remove") && bson_iter_as_bool(&it))) {
-            wrap(s, "DELETE", st, w, arg);
+            wrap(s, "COUNT", pass ? fill_count : NULL, w, counted);
         } else {
-            wrap(s, "UPDATE", st, w, arg);
+            wrap(s, "PROJECTION_DEFAULT", st, w, arg);
         }
     }
 }
@@ -272,10 +260,41 @@ static int explain_find(mf_cmd_ctx *ctx, const bson_t *inner, const char *verbos
     if (!x.found)
         put_eof(&x.plan, &x.exec, stats);
     else
-        put_stages("find", &w, x.sorted, stats, &x.plan, &x.exec, &x.n_returned, inner);
+        put_stages("find", &w, x.sorted, stats, &x.plan, &x.exec, &x.n_returned, NULL);
     put_reply(ctx, reply, x.ns, &w.filter, x.coll, &x.plan, &x.exec, verbosity, x.n_returned,
               t0, x.keys, x.docs, inner);
     mfi_find_explained_free(&x);
+    return 0;
+}
+
+/* explain of update, delete and findAndModify: planned, and run without
+ * writing, by their own code (mfi_write_explain).  findAndModify sorts
+ * for the first document when the index does not give its order. */
+static int explain_write(mf_cmd_ctx *ctx, const char *op, const bson_t *inner,
+                         const char *verbosity, bson_t *reply, mf_error *err)
+{
+    bool stats = strcmp(verbosity, "queryPlanner") != 0;
+    int64_t t0 = mf_clock_mono_us();
+    mfi_write_explained x;
+    int rc = mfi_write_explain(ctx, op, inner, stats, &x, err);
+    if (rc)
+        return rc;
+    what w = {.op = op, .filter = x.filter, .sort = x.sort, .has_sort = x.has_sort, .limit = 1};
+    int64_t first = x.n_matched > 0;
+    if (!x.found)
+        put_eof(&x.plan, &x.exec, stats);
+    if (x.has_sort && !x.sorted) {
+        wrap(&x.plan, "SORT", fill_sort, &w, NULL);
+        if (stats)
+            wrap_counted(&x.exec, "SORT", fill_sort, &w, &first);
+    }
+    const char *name = x.is_delete ? "DELETE" : "UPDATE";
+    wrap(&x.plan, name, NULL, &w, NULL);
+    if (stats)
+        wrap(&x.exec, name, fill_write, &w, &x);
+    put_reply(ctx, reply, x.ns, &x.filter, x.coll, &x.plan, &x.exec, verbosity, x.n_returned, t0,
+              x.keys, x.docs, inner);
+    mfi_write_explained_free(&x);
     return 0;
 }
 
@@ -325,13 +344,15 @@ int mfi_cmd_explain(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_error 
     bool stats = strcmp(verbosity, "queryPlanner") != 0;
     if (strcmp(op, "find") == 0)
         return explain_find(ctx, &inner, verbosity, reply, err);
+    if (strcmp(op, "count") != 0 && strcmp(op, "distinct") != 0)
+        return explain_write(ctx, op, &inner, verbosity, reply, err);
     /* The explained command must itself be valid: its namespace first. */
     mf_cmd_ctx ictx = *ctx;
     char ns[MF_MAX_NS_LEN + 1];
     int rc = mfi_coll_arg(&ictx, &inner, ns, sizeof ns, err);
     what w;
     if (rc == 0)
-        rc = read_what(op, &inner, &w, err);
+        read_what(op, &inner, &w);
     mf_matcher *m = NULL;
     mf_expr_ctx *xctx = NULL;
     mf_expr_hooks hooks;
@@ -357,7 +378,7 @@ int mfi_cmd_explain(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_error 
     }
 
     bson_t plan = BSON_INITIALIZER, exec = BSON_INITIALIZER;
-    int64_t n_returned = 0, t0 = mf_clock_mono_us();
+    int64_t n_returned = 0, counted[2] = {0, 0}, t0 = mf_clock_mono_us();
     uint64_t keys = 0, docs = 0;
     bool sorted = false;
     mf_engine_catalog_lock(e, false);
@@ -371,7 +392,7 @@ int mfi_cmd_explain(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_error 
         rc = mfi_indexes_load(c, &ix, err);
         if (rc == 0)
             rc = mfi_scan_new_ex(NULL, c, &ix, &w.filter, w.has_hint ? &w.hint : NULL,
-                                 w.has_sort ? &w.sort : NULL, coll,
+                                 NULL, coll,
                                  &(mf_scan_extra){.distinct_key = w.distinct_key}, &scan,
                                  &sorted, err);
         if (rc == 0) {
@@ -380,8 +401,6 @@ int mfi_cmd_explain(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_error 
         }
         if (rc == 0 && stats) {
             int64_t seen = 0;
-            bool one = (strcmp(op, "update") == 0 || strcmp(op, "delete") == 0) && !w.multi;
-            one |= strcmp(op, "findAndModify") == 0 && (!w.has_sort || sorted);
             while (rc == 0) {
                 mf_scan_row row;
                 bool valid;
@@ -390,11 +409,10 @@ int mfi_cmd_explain(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_error 
                 seen++;
                 if (seen > w.skip)
                     n_returned++;
-                /* count's limit; findAndModify, the one command here
-                 * with a sort, has none (`one` covers it) */
-                if (one || (w.limit && n_returned >= w.limit))
+                if (w.limit && n_returned >= w.limit) /* count's */
                     break;
             }
+            counted[1] = seen - n_returned;
         }
         if (rc == 0) {
             const mf_scan_stats *st = mf_scan_get_stats(scan);
@@ -409,8 +427,11 @@ int mfi_cmd_explain(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_error 
         mf_scan_free(scan);
         mfi_indexes_free(&ix);
         mf_coll_unlock(c);
+        counted[0] = n_returned;
+        if (strcmp(op, "count") == 0)
+            n_returned = 0; /* COUNT returns no row */
         if (rc == 0)
-            put_stages(op, &w, sorted, stats, &plan, &exec, &n_returned, &inner);
+            put_stages(op, &w, sorted, stats, &plan, &exec, &n_returned, counted);
     }
     mf_engine_catalog_unlock(e);
     mf_matcher_free(m);

@@ -59,13 +59,35 @@ static int hits_add(hits *h, uint64_t rid, int64_t pos, mf_error *err)
     return 0;
 }
 
+/* What explain takes from find_hits' scan: its stages (`exec` NULL:
+ * queryPlanner's only), what it examined, and whether its order is the
+ * sort's.  Without `run` the scan is planned and not run. */
+typedef struct scan_report {
+    bool run;
+    bson_t *plan, *exec;
+    uint64_t keys, docs;
+    bool sorted;
+} scan_report;
+
+static int report_scan(const mf_scan *scan, scan_report *rep, mf_error *err)
+{
+    const mf_scan_stats *st = mf_scan_get_stats(scan);
+    rep->keys = st->keys_examined;
+    rep->docs = st->docs_examined;
+    if (mf_scan_explain(scan, false, rep->plan) != 0 ||
+        (rep->exec && mf_scan_explain(scan, true, rep->exec) != 0))
+        return oom(err);
+    return 0;
+}
+
 /* The records of `c` that `m` matches: all, or the first -- in `sort`
- * order when there is a sort (findAndModify). */
+ * order when there is a sort (findAndModify).  `rep` (explain's, else
+ * NULL) receives the scan's report. */
 static int find_hits(mf_instance *inst, mf_engine *e, mf_coll *c, const mfi_indexes *ix,
                      const bson_t *filter,
                      const mf_matcher *m,
                      const bson_iter_t *hint, const mf_sort *sort, const bson_t *sort_spec,
-                     bool all, bool want_pos, hits *out, mf_error *err)
+                     bool all, bool want_pos, hits *out, scan_report *rep, mf_error *err)
 {
     mf_scan *scan;
     bool sorted;
@@ -74,10 +96,14 @@ static int find_hits(mf_instance *inst, mf_engine *e, mf_coll *c, const mfi_inde
     if (rc)
         return rc;
     mf_scan_want_pos(scan, want_pos);
+    if (rep) {
+        mf_scan_timed(scan, true);
+        rep->sorted = sorted;
+    }
     if (sorted)
         sort = NULL; /* the scan's order is the sort's */
     mf_buf best = {0}, key = {0};
-    while (rc == 0) {
+    while (rc == 0 && (!rep || rep->run)) {
         mf_scan_row row;
         bool valid;
         if ((rc = mf_scan_next(scan, e, c, m, &row, &valid, err)) != 0 || !valid)
@@ -103,6 +129,8 @@ static int find_hits(mf_instance *inst, mf_engine *e, mf_coll *c, const mfi_inde
             rc = hits_add(out, row.rid, row.pos, err);
         }
     }
+    if (rc == 0 && rep)
+        rc = report_scan(scan, rep, err);
     mf_buf_free(&best);
     mf_buf_free(&key);
     mf_scan_free(scan);
@@ -456,7 +484,7 @@ static int run_update(wtarget *w, const xenv *x, update_stmt *s, int64_t *n, int
      * the statement was still parsed and its errors reported. */
     if (rc == 0 && c)
         rc = find_hits(w->inst, e, c, &w->ix, &s->q, m, s->has_hint ? &s->hint : NULL, NULL,
-                       NULL, s->multi, upd_needs_pos(&u), &h, err);
+                       NULL, s->multi, upd_needs_pos(&u), &h, NULL, err);
     for (size_t i = 0; rc == 0 && i < h.n; i++) {
         bool modified;
         rc = update_record(w, h.v[i].rid, &u, h.v[i].pos, now, &modified, NULL, NULL, lsn, err);
@@ -765,7 +793,7 @@ int mfi_cmd_delete(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_error *
         if (r == 0 && c)
             r = find_hits(w.inst, e, c, &w.ix, &st[i].q, m,
                           st[i].has_hint ? &st[i].hint : NULL, NULL, NULL, st[i].limit == 0,
-                          false, &h, &serr);
+                          false, &h, NULL, &serr);
         for (size_t j = 0; r == 0 && j < h.n; j++) {
             bool deleted;
             r = delete_record(&w, h.v[j].rid, NULL, &deleted, &lsn, &serr);
@@ -957,7 +985,7 @@ int mfi_cmd_find_and_modify(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, m
             rc = find_hits(w.inst, e, c, &w.ix, query, m, a.has_hint ? &a.hint : NULL, sort,
                        sort ? &a.sort : NULL, false,
                        upd_needs_pos(&u) || (proj && mf_projection_needs_pos(proj)),
-                       &h, err);
+                       &h, NULL, err);
         if (rc == 0 && h.n) {
             matched = true;
             pos = h.v[0].pos;
@@ -1037,4 +1065,241 @@ int mfi_cmd_find_and_modify(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, m
     mf_collator_unref(coll);
     xenv_close(&x);
     return rc;
+}
+
+/* ---------------------------------------------------------------- explain */
+
+/* The one statement explain runs: its query, and its update (NULL: a
+ * delete). */
+typedef struct explain_stmt {
+    const bson_t *q;
+    const mf_matcher *m;
+    const bson_iter_t *hint;
+    const mf_sort *sort;       /* findAndModify's, or NULL */
+    const bson_t *sort_spec;
+    bool all;                  /* every match, or the first */
+    const upd *u;
+    bool upsert;
+    int64_t now;
+} explain_stmt;
+
+/* Plan the statement and, for executionStats, run it as the command would,
+ * writing nothing: each match is updated in memory, to count the documents
+ * the update would change, and an upsert that matches nothing builds the
+ * document it would insert (so that its errors are the command's). */
+static int explain_run(mf_engine *e, const explain_stmt *s, bool stats,
+                       mfi_write_explained *x, mf_error *err)
+{
+    hits h = {0};
+    int rc = 0;
+    mf_engine_catalog_lock(e, false);
+    mf_coll *c = mf_engine_coll(e, x->ns);
+    if (c) {
+        mfi_indexes ix = {0};
+        scan_report rep = {.run = stats, .plan = &x->plan, .exec = stats ? &x->exec : NULL};
+        x->found = true;
+        mf_coll_lock(c, false);
+        rc = mfi_indexes_load(c, &ix, err);
+        if (rc == 0)
+            rc = find_hits(NULL, e, c, &ix, s->q, s->m, s->hint, s->sort, s->sort_spec, s->all,
+                           s->u && upd_needs_pos(s->u), &h, &rep, err);
+        x->keys = rep.keys;
+        x->docs = rep.docs;
+        x->sorted = rep.sorted;
+        for (size_t i = 0; rc == 0 && s->u && i < h.n; i++) {
+            bson_t doc, out;
+            bool found, changed = false;
+            rc = read_record(e, c, h.v[i].rid, &doc, &found, err);
+            if (rc || !found)
+                continue;
+            rc = upd_apply(s->u, &doc, false, h.v[i].pos, s->now, &out, &changed, err);
+            bson_destroy(&out);
+            x->n_modified += rc == 0 && changed;
+        }
+        mfi_indexes_free(&ix);
+        mf_coll_unlock(c);
+    }
+    mf_engine_catalog_unlock(e);
+    x->n_matched = (int64_t)h.n;
+    free(h.v);
+    if (rc == 0 && stats && s->upsert && x->n_matched == 0) {
+        bson_t seed, doc;
+        bool changed;
+        rc = mf_update_upsert_seed(s->q, &seed, err);
+        if (rc == 0) {
+            rc = upd_apply(s->u, &seed, true, -1, s->now, &doc, &changed, err);
+            bson_destroy(&doc);
+        }
+        bson_destroy(&seed);
+        x->n_upserted = rc == 0;
+    }
+    return rc;
+}
+
+/* The statement's collation (`coll_it` when it gives one, else the
+ * collection's default) and its expressions' context. */
+static int explain_env(mf_cmd_ctx *ctx, const bson_t *cmd, const char *cmdname,
+                       const bson_iter_t *coll_it, const char *coll_ctx, xenv *xe, bson_t *let,
+                       mfi_write_explained *x, mf_error *err)
+{
+    int rc = mfi_collation_of_arg(ctx->inst->engine, x->ns, coll_it, coll_ctx, &x->coll, err);
+    if (rc == 0)
+        rc = xenv_open(xe, cmd, cmdname, x->ns, x->coll, let, err);
+    return rc;
+}
+
+static int explain_update(mf_cmd_ctx *ctx, const bson_t *cmd, bool stats,
+                          mfi_write_explained *x, mf_error *err)
+{
+    bson_iter_t stmts, el;
+    uint32_t count, i = 0;
+    bool ordered;
+    update_stmt s, other;
+    int rc = stmts_arg(cmd, "update", "updates", &stmts, &count, err);
+    if (rc == 0)
+        rc = check_write_fields(cmd, "update", "updates", &ordered, err);
+    if (rc)
+        return rc;
+    bson_iter_recurse(&stmts, &el);
+    while (rc == 0 && bson_iter_next(&el))
+        rc = parse_update_stmt(&el, i++ ? &other : &s, err);
+    if (rc == 0 && count != 1)
+        rc = mf_error_set(err, MF_InvalidLength, "explained write batches must be of size 1");
+    xenv xe = {0};
+    bson_t let;
+    mf_matcher *m = NULL;
+    upd u = {0};
+    if (rc == 0)
+        rc = explain_env(ctx, cmd, "update", s.has_coll ? &s.coll : NULL, "update.updates",
+                         &xe, &let, x, err);
+    if (rc == 0)
+        rc = mf_matcher_parse_coll(&s.q, &xe.hooks, x->coll, &m, err);
+    if (rc == 0)
+        rc = upd_parse(&xe, &s.u, s.is_pipeline, s.array_filters, s.constants, x->coll, &u, err);
+    if (rc == 0 && s.multi && u.u && mf_update_is_replacement(u.u))
+        rc = mf_error_set(err, MF_FailedToParse,
+                          "multi update is not supported for replacement-style update");
+    if (rc == 0) {
+        x->filter = s.q;
+        explain_stmt st = {.q = &s.q, .m = m, .hint = s.has_hint ? &s.hint : NULL, .all = s.multi,
+                           .u = &u, .upsert = s.upsert, .now = xe.now};
+        rc = explain_run(ctx->inst->engine, &st, stats, x, err);
+    }
+    upd_free(&u);
+    mf_matcher_free(m);
+    xenv_close(&xe);
+    return rc;
+}
+
+static int explain_delete(mf_cmd_ctx *ctx, const bson_t *cmd, bool stats,
+                          mfi_write_explained *x, mf_error *err)
+{
+    bson_iter_t stmts, el;
+    uint32_t count, i = 0;
+    bool ordered;
+    delete_stmt s, other;
+    int rc = stmts_arg(cmd, "delete", "deletes", &stmts, &count, err);
+    if (rc == 0)
+        rc = check_write_fields(cmd, "delete", "deletes", &ordered, err);
+    if (rc)
+        return rc;
+    bson_iter_recurse(&stmts, &el);
+    while (rc == 0 && bson_iter_next(&el))
+        rc = parse_delete_stmt(&el, i++ ? &other : &s, err);
+    if (rc == 0 && count != 1)
+        rc = mf_error_set(err, MF_InvalidLength, "explained write batches must be of size 1");
+    xenv xe = {0};
+    bson_t let;
+    mf_matcher *m = NULL;
+    if (rc == 0)
+        rc = explain_env(ctx, cmd, "delete", s.has_coll ? &s.coll : NULL, "delete.deletes",
+                         &xe, &let, x, err);
+    if (rc == 0)
+        rc = mf_matcher_parse_coll(&s.q, &xe.hooks, x->coll, &m, err);
+    if (rc == 0) {
+        x->filter = s.q;
+        x->is_delete = true;
+        explain_stmt st = {.q = &s.q, .m = m, .hint = s.has_hint ? &s.hint : NULL,
+                           .all = s.limit == 0, .now = xe.now};
+        rc = explain_run(ctx->inst->engine, &st, stats, x, err);
+    }
+    mf_matcher_free(m);
+    xenv_close(&xe);
+    return rc;
+}
+
+static int explain_fam(mf_cmd_ctx *ctx, const bson_t *cmd, bool stats, mfi_write_explained *x,
+                       mf_error *err)
+{
+    fam_args a;
+    xenv xe = {0};
+    bson_t let;
+    mf_matcher *m = NULL;
+    upd u = {0};
+    mf_projection *proj = NULL;
+    mf_sort *sort = NULL;
+    static const bson_t empty = BSON_INITIALIZER;
+    int rc = parse_fam(cmd, &a, err);
+    if (rc == 0)
+        rc = mfi_collation_of_ns(ctx->inst->engine, x->ns, a.has_coll, a.coll, &x->coll, err);
+    mf_collator_unref(a.coll);
+    if (rc == 0)
+        rc = xenv_open(&xe, cmd, "findAndModify", x->ns, x->coll, &let, err);
+    const bson_t *query = a.has_query ? &a.query : &empty;
+    if (rc == 0)
+        rc = mf_matcher_parse_coll(query, &xe.hooks, x->coll, &m, err);
+    if (rc == 0 && a.has_update)
+        rc = upd_parse(&xe, &a.update, a.is_pipeline, a.array_filters, NULL, x->coll, &u, err);
+    /* the projection is not run, but refused as the command refuses it */
+    if (rc == 0 && a.has_fields && a.fields.len > 5)
+        rc = mf_projection_parse_coll(&a.fields, query, &xe.hooks, MF_PROJ_FIND, x->coll, &proj,
+                                      err);
+    if (rc == 0 && a.has_sort && a.sort.len > 5)
+        rc = mf_sort_parse_coll(&a.sort, x->coll, &sort, err);
+    if (rc == 0) {
+        x->filter = *query;
+        x->is_delete = a.remove;
+        x->sort = a.sort;
+        x->has_sort = sort != NULL;
+        explain_stmt st = {.q = query, .m = m, .hint = a.has_hint ? &a.hint : NULL,
+                           .sort = sort, .sort_spec = &a.sort, .u = a.has_update ? &u : NULL,
+                           .upsert = a.upsert, .now = xe.now};
+        rc = explain_run(ctx->inst->engine, &st, stats, x, err);
+        /* the document findAndModify would return */
+        x->n_returned = x->n_matched > 0 || (x->n_upserted && a.return_new);
+    }
+    mf_projection_free(proj);
+    mf_sort_free(sort);
+    upd_free(&u);
+    mf_matcher_free(m);
+    xenv_close(&xe);
+    return rc;
+}
+
+int mfi_write_explain(mf_cmd_ctx *ctx, const char *op, const bson_t *cmd, bool stats,
+                      mfi_write_explained *x, mf_error *err)
+{
+    memset(x, 0, sizeof *x);
+    bson_init(&x->plan);
+    bson_init(&x->exec);
+    int rc = mfi_coll_arg(ctx, cmd, x->ns, sizeof x->ns, err);
+    if (rc == 0 && strcmp(op, "update") == 0)
+        rc = explain_update(ctx, cmd, stats, x, err);
+    else if (rc == 0 && strcmp(op, "delete") == 0)
+        rc = explain_delete(ctx, cmd, stats, x, err);
+    else if (rc == 0)
+        rc = explain_fam(ctx, cmd, stats, x, err);
+    if (rc)
+        mfi_write_explained_free(x);
+    return rc;
+}
+
+void mfi_write_explained_free(mfi_write_explained *x)
+{
+    bson_destroy(&x->plan);
+    bson_destroy(&x->exec);
+    bson_init(&x->plan);
+    bson_init(&x->exec);
+    mf_collator_unref(x->coll);
+    x->coll = NULL;
 }

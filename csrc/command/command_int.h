@@ -525,6 +525,29 @@ int mfi_find_explain(mf_cmd_ctx *ctx, const bson_t *cmd, bool stats, mfi_find_ex
                      mf_error *err);
 void mfi_find_explained_free(mfi_find_explained *x);
 
+/* explain of update, delete and findAndModify (cmd_update.c): the command
+ * parsed and refused as the command itself would be (an update or delete
+ * must hold one statement: InvalidLength), planned, and for executionStats
+ * run without writing.  The stages above the scan are explain's. */
+typedef struct mfi_write_explained {
+    char ns[MF_MAX_NS_LEN + 1];
+    bson_t filter, sort;     /* views into the command */
+    bool has_sort;           /* findAndModify's sort */
+    bool is_delete;          /* DELETE, else UPDATE */
+    mf_collator *coll;       /* one reference, or NULL (simple) */
+    bool found;              /* the collection exists (else: EOF) */
+    bool sorted;             /* the index gives the sort */
+    bson_t plan, exec;       /* the scan's stages, as mfi_find_explained's */
+    uint64_t keys, docs;
+    int64_t n_matched;       /* documents the statement would touch */
+    int64_t n_modified;      /* ... of which the update would change */
+    int64_t n_upserted;      /* 1: an upsert would insert */
+    int64_t n_returned;      /* findAndModify: the document it would return */
+} mfi_write_explained;
+int mfi_write_explain(mf_cmd_ctx *ctx, const char *op, const bson_t *cmd, bool stats,
+                      mfi_write_explained *x, mf_error *err);
+void mfi_write_explained_free(mfi_write_explained *x);
+
 /* find's and findAndModify's `sort: {$natural: +-1}`: not a field but the
  * collection's order, which mongod turns into a $natural hint.  With one,
  * `*hint` becomes {$natural: +-1} (static storage) and `*has_sort` false.
