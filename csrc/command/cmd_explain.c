@@ -29,7 +29,7 @@ typedef struct what {
     const char *op;       /* "find", "count", ... */
     bson_t filter;        /* the query (may be empty) */
     bson_t sort, proj; /* proj: find's (explain_find) */
-    bool has_sort, has_proj;
+    bool has_sort, has_proj, return_key;
     bson_iter_t hint;
     bool has_hint;
     int64_t skip, limit;
@@ -187,6 +187,8 @@ static void put_stages(const char *op, const what *w, bool sorted, bool stats, b
                 wrap_counted(s, "LIMIT", fill_limit, w, arg);
             if (w->has_proj)
                 wrap_counted(s, "PROJECTION_SIMPLE", fill_proj, w, arg);
+            else if (w->return_key)
+                wrap_counted(s, "RETURN_KEY", NULL, w, arg);
         } else if (strcmp(op, "count") == 0) {
             wrap(s, "COUNT", pass ? fill_count : NULL, w, counted);
         } else {
@@ -255,7 +257,8 @@ static int explain_find(mf_cmd_ctx *ctx, const bson_t *inner, const char *verbos
     if (rc)
         return rc;
     what w = {.op = "find", .filter = x.filter, .sort = x.sort, .proj = x.proj,
-              .has_sort = x.has_sort, .has_proj = x.has_proj, .skip = x.skip,
+              .has_sort = x.has_sort, .has_proj = x.has_proj, .return_key = x.return_key,
+              .skip = x.skip,
               .limit = x.limit};
     if (!x.found)
         put_eof(&x.plan, &x.exec, stats);

@@ -221,11 +221,11 @@ static MF_ALWAYS_INLINE int offer(mfi_cursor *cur, batch *b, const uint8_t *data
     return 0;
 }
 
-/* Whether a row must be rebuilt for the client: a projection, or
- * showRecordId's field. */
+/* Whether a row must be rebuilt for the client: a projection,
+ * showRecordId's field, or returnKey's index key instead. */
 static bool reshaped(const mfi_cursor *cur)
 {
-    return cur->proj || cur->show_record_id;
+    return cur->proj || cur->show_record_id || cur->return_key;
 }
 
 /* The document `doc` (of record `rid`, the matcher's position `pos`) as
@@ -252,6 +252,8 @@ static int shape(mfi_cursor *cur, const mf_scan_row *row, bson_t *out, const bso
                  mf_error *err)
 {
     *doc = reshaped(cur) ? out : &row->doc;
+    if (cur->return_key)
+        return mf_scan_return_key(cur->scan, row, out, err);
     return reshaped(cur) ? reshape(cur, &row->doc, row->rid, row->pos, out, err) : 0;
 }
 
@@ -481,7 +483,7 @@ typedef struct find_args {
     bson_iter_t hint;
     bool has_hint;
     int64_t skip, limit, batch_size; /* limit 0: none; batch_size -1: default */
-    bool single_batch, allow_disk_use, no_cursor_timeout, show_record_id;
+    bool single_batch, allow_disk_use, no_cursor_timeout, show_record_id, return_key;
     int64_t deadline;
     mf_collator *coll; /* the command's collation (one reference), if has_coll */
     bool has_coll;
@@ -548,8 +550,7 @@ static int parse_find(const bson_t *cmd, find_args *a, mf_error *err)
             if (!(a->has_max = mfi_doc_arg(&it, &a->max)))
                 rc = mfi_type_error(err, "find", k, &it, "object");
         } else if (strcmp(k, "returnKey") == 0) {
-            if (bson_iter_as_bool(&it))
-                rc = mf_error_set(err, MF_NotImplemented, "returnKey is not supported");
+            a->return_key = bson_iter_as_bool(&it);
         } else if (strcmp(k, "oplogReplay") == 0 || strcmp(k, "allowPartialResults") == 0 ||
                    strcmp(k, "readOnce") == 0 || strcmp(k, "singleBatch") == 0 ||
                    strcmp(k, "term") == 0 || strcmp(k, "$_requestResumeToken") == 0 ||
@@ -734,7 +735,12 @@ static int find_prepare(mf_cmd_ctx *ctx, const bson_t *cmd, char ns[MF_MAX_NS_LE
     cur->skip = a->skip;
     cur->limit = a->limit > 0 ? a->limit : -1;
     cur->no_timeout = a->no_cursor_timeout;
-    cur->show_record_id = a->show_record_id;
+    cur->show_record_id = a->show_record_id && !a->return_key;
+    cur->return_key = a->return_key;
+    if (a->return_key) { /* parsed, and refused if bad, but not applied */
+        mf_projection_free(cur->proj);
+        cur->proj = NULL;
+    }
     *curp = cur;
     return 0;
 }
@@ -843,6 +849,7 @@ int mfi_find_explain(mf_cmd_ctx *ctx, const bson_t *cmd, bool stats, mfi_find_ex
     x->has_sort = q.sort != NULL;
     x->proj = a.projection;
     x->has_proj = cur->proj != NULL;
+    x->return_key = cur->return_key;
     x->skip = a.skip;
     x->limit = a.limit;
     mf_engine_catalog_lock(e, false);

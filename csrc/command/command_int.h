@@ -342,6 +342,8 @@ struct mfi_cursor {
                                each)][whole document]: project as documents
                                leave it */
     bool show_record_id;    /* find's showRecordId: {$recordId: rid} last */
+    bool return_key;        /* find's returnKey: each row's index key instead
+                               (a sort sorts the documents, then returns keys) */
     mf_pipeline *pipeline;  /* owns: an aggregation's results */
     bson_t *docs;           /* owns: a prepared array */
     bson_iter_t docs_it;
@@ -512,6 +514,7 @@ typedef struct mfi_find_explained {
     char ns[MF_MAX_NS_LEN + 1];
     bson_t filter, sort, proj;
     bool has_sort, has_proj; /* has_sort: a sort stage or an index order */
+    bool return_key;
     int64_t skip, limit;
     mf_collator *coll;       /* the query's collation (one reference), or NULL */
     bool found;              /* the collection exists (else: an EOF plan) */

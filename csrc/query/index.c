@@ -1405,6 +1405,13 @@ typedef struct kgen {
     mf_keyset *out;
     uint32_t multikey;
     mf_error *err;
+    /* mf_index_key_values: instead of keeping each key, compare it with
+     * `entry` and, the first time they agree, append its values */
+    const uint8_t *entry;
+    size_t entry_len;
+    bson_t *values;
+    mf_buf scratch;
+    bool found;
 } kgen;
 
 static int keyset_add(mf_keyset *k, mf_buf **out)
@@ -1473,14 +1480,30 @@ static int extract_next(kgen *g, const bson_t *obj, kfield *f, bson_iter_t *out,
     return 0;
 }
 
+/* Whether `key` is index entry `entry`: the key, then a RecordId for a
+ * non-unique index. */
+static bool is_entry(const mf_buf *key, const uint8_t *entry, size_t len)
+{
+    return (key->len == len || key->len + 8 == len) && memcmp(key->data, entry, key->len) == 0;
+}
+
 static int emit(kgen *g, const kfield *f)
 {
-    mf_buf *key;
-    if (keyset_add(g->out, &key) != 0)
+    mf_buf *key = &g->scratch;
+    if (g->found)
+        return 0;
+    if (!g->values && keyset_add(g->out, &key) != 0)
         return oom(g->err);
+    key->len = 0;
     for (size_t i = 0; i < g->d->nfields; i++)
         if (mf_bsonx_key_append_coll(key, &f[i].fixed, g->d->desc[i], g->d->coll) != 0)
             return oom(g->err);
+    if (g->values && is_entry(key, g->entry, g->entry_len)) {
+        g->found = true;
+        for (size_t i = 0; i < g->d->nfields; i++)
+            if (!bson_append_iter(g->values, g->d->paths[i], -1, &f[i].fixed))
+                return oom(g->err);
+    }
     return 0;
 }
 
@@ -1665,6 +1688,29 @@ int mf_index_keys(const mf_index_desc *d, const bson_t *doc, mf_keyset *out, uin
     keyset_unique(out);
     *multikey = g.multikey;
     return 0;
+}
+
+int mf_index_key_values(const mf_index_desc *d, const bson_t *doc, const uint8_t *entry,
+                        size_t entry_len, bson_t *out, mf_error *err)
+{
+    kgen g = {.d = d, .err = err, .entry = entry, .entry_len = entry_len, .values = out};
+    kfield *f;
+    int rc = 0;
+    if (d->nfields == 1 && strcmp(d->paths[0], "_id") == 0) {
+        /* the _id index's one key: the field as it is (mf_index_keys) */
+        bson_iter_t it;
+        if (!find(doc, "_id", &it))
+            const_value("n", &it);
+        return bson_append_iter(out, "_id", 3, &it) ? 0 : oom(err);
+    }
+    if (!(f = calloc(d->nfields, sizeof *f)))
+        return oom(err);
+    for (size_t i = 0; i < d->nfields; i++)
+        f[i].rest = d->paths[i];
+    rc = gen(&g, f, doc, 0);
+    free(f);
+    mf_buf_free(&g.scratch);
+    return rc;
 }
 
 void mf_keyset_clear(mf_keyset *k)

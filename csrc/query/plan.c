@@ -1307,6 +1307,31 @@ bool mf_scan_eof(const mf_scan *s)
     return s->eof;
 }
 
+int mf_scan_return_key(const mf_scan *s, const mf_scan_row *row, bson_t *out, mf_error *err)
+{
+    bson_init(out);
+    while (s->kind == P_OR) /* the clause that returned the row */
+        s = s->kids[s->kid];
+    const uint8_t *k;
+    size_t kl;
+    if (s->kind != P_IXSCAN) {
+        return 0;
+    } else if (s->points) {
+        size_t n = s->next_point - 1;
+        const mf_buf *p = &s->ranges[s->backward ? s->nranges - 1 - n : n].lo;
+        k = p->data;
+        kl = p->len;
+    } else if (s->q_has_last) {
+        k = s->q_key[s->q_last];
+        kl = s->q_klen[s->q_last];
+    } else {
+        return 0;
+    }
+    mf_index_desc d = {.nfields = s->ix.nfields, .paths = s->ix.paths, .desc = s->ix.desc,
+                       .coll = s->ix.coll};
+    return mf_index_key_values(&d, &row->doc, k, kl, out, err);
+}
+
 /* `last` := the key `k`, the one a repositioned scan resumes after. */
 static int remember(mf_scan *s, const uint8_t *k, size_t kl, mf_error *err)
 {

@@ -400,6 +400,15 @@ typedef struct mf_keyset {
 
 int mf_index_keys(const mf_index_desc *d, const bson_t *doc, mf_keyset *out, uint32_t *multikey,
                   mf_error *err);
+/* The values of the key of `doc` that is index entry `entry` (`entry_len`
+ * bytes: the key, then a RecordId for a non-unique index), appended to
+ * `out` named by the key pattern's fields, as mongod's index key metadata
+ * (find's returnKey): the element of an array the entry was made from,
+ * null for a missing field.  Strings are the document's, where mongod's,
+ * under a collation, are the collation's comparison keys.  Appends
+ * nothing if no key of `doc` is that entry. */
+int mf_index_key_values(const mf_index_desc *d, const bson_t *doc, const uint8_t *entry,
+                        size_t entry_len, bson_t *out, mf_error *err);
 void mf_keyset_clear(mf_keyset *k); /* empties it, keeping its memory */
 void mf_keyset_free(mf_keyset *k);
 
@@ -547,6 +556,10 @@ void mf_scan_release(mf_scan *s);
 
 /* Whether the scan has reached its end. */
 bool mf_scan_eof(const mf_scan *s);
+/* The index key of the row the scan last returned (`row`, not released
+ * since), into `out` (initialised here, on error too): {} for a
+ * collection scan, as mongod's returnKey. */
+int mf_scan_return_key(const mf_scan *s, const mf_scan_row *row, bson_t *out, mf_error *err);
 
 /* "COLLSCAN", "IDHACK", "IXSCAN", "DISTINCT_SCAN" or "OR", for explain
  * and logs. */
