@@ -1148,23 +1148,40 @@ static int explain_env(mf_cmd_ctx *ctx, const bson_t *cmd, const char *cmdname,
     return rc;
 }
 
+/* An explained update or delete: its fields checked, and `*stmts` put
+ * before its statements, as the command does. */
+static int explain_batch(const bson_t *cmd, const char *cmdname, const char *field,
+                         bson_iter_t *stmts, uint32_t *count, mf_error *err)
+{
+    bool ordered;
+    bson_iter_t arr;
+    int rc = stmts_arg(cmd, cmdname, field, &arr, count, err);
+    if (rc == 0)
+        rc = check_write_fields(cmd, cmdname, field, &ordered, err);
+    if (rc == 0)
+        bson_iter_recurse(&arr, stmts);
+    return rc;
+}
+
+/* mongod explains one statement, once the whole batch has parsed. */
+static int explain_one(uint32_t count, mf_error *err)
+{
+    return count == 1 ? 0
+                      : mf_error_set(err, MF_InvalidLength,
+                                     "explained write batches must be of size 1");
+}
+
 static int explain_update(mf_cmd_ctx *ctx, const bson_t *cmd, bool stats,
                           mfi_write_explained *x, mf_error *err)
 {
-    bson_iter_t stmts, el;
+    bson_iter_t el;
     uint32_t count, i = 0;
-    bool ordered;
     update_stmt s, other;
-    int rc = stmts_arg(cmd, "update", "updates", &stmts, &count, err);
-    if (rc == 0)
-        rc = check_write_fields(cmd, "update", "updates", &ordered, err);
-    if (rc)
-        return rc;
-    bson_iter_recurse(&stmts, &el);
+    int rc = explain_batch(cmd, "update", "updates", &el, &count, err);
     while (rc == 0 && bson_iter_next(&el))
         rc = parse_update_stmt(&el, i++ ? &other : &s, err);
-    if (rc == 0 && count != 1)
-        rc = mf_error_set(err, MF_InvalidLength, "explained write batches must be of size 1");
+    if (rc == 0)
+        rc = explain_one(count, err);
     xenv xe = {0};
     bson_t let;
     mf_matcher *m = NULL;
@@ -1194,20 +1211,14 @@ static int explain_update(mf_cmd_ctx *ctx, const bson_t *cmd, bool stats,
 static int explain_delete(mf_cmd_ctx *ctx, const bson_t *cmd, bool stats,
                           mfi_write_explained *x, mf_error *err)
 {
-    bson_iter_t stmts, el;
+    bson_iter_t el;
     uint32_t count, i = 0;
-    bool ordered;
     delete_stmt s, other;
-    int rc = stmts_arg(cmd, "delete", "deletes", &stmts, &count, err);
-    if (rc == 0)
-        rc = check_write_fields(cmd, "delete", "deletes", &ordered, err);
-    if (rc)
-        return rc;
-    bson_iter_recurse(&stmts, &el);
+    int rc = explain_batch(cmd, "delete", "deletes", &el, &count, err);
     while (rc == 0 && bson_iter_next(&el))
         rc = parse_delete_stmt(&el, i++ ? &other : &s, err);
-    if (rc == 0 && count != 1)
-        rc = mf_error_set(err, MF_InvalidLength, "explained write batches must be of size 1");
+    if (rc == 0)
+        rc = explain_one(count, err);
     xenv xe = {0};
     bson_t let;
     mf_matcher *m = NULL;

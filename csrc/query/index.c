@@ -1641,35 +1641,49 @@ static void keyset_unique(mf_keyset *k)
     k->n = w;
 }
 
+/* mongod's special case: the _id index's one key is the _id field as it
+ * is (or null), not generated.  Whether `d` is that index, and the value. */
+static bool id_value(const mf_index_desc *d, const bson_t *doc, bson_iter_t *it)
+{
+    if (d->nfields != 1 || strcmp(d->paths[0], "_id") != 0)
+        return false;
+    if (!find(doc, "_id", it))
+        const_value("n", it);
+    return true;
+}
+
+/* Generate `doc`'s keys, from the key pattern's paths. */
+static int gen_doc(kgen *g, const bson_t *doc)
+{
+    kfield *f = calloc(g->d->nfields, sizeof *f);
+    if (!f)
+        return oom(g->err);
+    for (size_t i = 0; i < g->d->nfields; i++)
+        f[i].rest = g->d->paths[i];
+    int rc = gen(g, f, doc, 0);
+    free(f);
+    return rc;
+}
+
 int mf_index_keys(const mf_index_desc *d, const bson_t *doc, mf_keyset *out, uint32_t *multikey,
                   mf_error *err)
 {
     kgen g = {.d = d, .out = out, .err = err};
-    kfield *f = NULL;
-    int rc = 0;
+    bson_iter_t id;
     mf_keyset_clear(out);
     *multikey = 0;
     if (d->partial && !mf_matcher_match(d->partial, doc))
         return 0;
-    if (d->nfields == 1 && strcmp(d->paths[0], "_id") == 0) {
-        /* mongod's special case: the _id field as it is */
-        bson_iter_t it;
+    if (id_value(d, doc, &id)) {
         mf_buf *key;
-        if (!find(doc, "_id", &it))
-            const_value("n", &it);
         if (keyset_add(out, &key) != 0 ||
-            mf_bsonx_key_append_coll(key, &it, d->desc[0], d->coll) != 0) {
+            mf_bsonx_key_append_coll(key, &id, d->desc[0], d->coll) != 0) {
             mf_keyset_clear(out);
             return oom(err);
         }
         return 0;
     }
-    if (!(f = calloc(d->nfields, sizeof *f)))
-        return oom(err);
-    for (size_t i = 0; i < d->nfields; i++)
-        f[i].rest = d->paths[i];
-    rc = gen(&g, f, doc, 0);
-    free(f);
+    int rc = gen_doc(&g, doc);
     if (rc == 0 && out->n == 0 && !d->sparse) {
         /* never reached with the generator above; mongod keeps it too */
         mf_buf *key;
@@ -1694,21 +1708,10 @@ int mf_index_key_values(const mf_index_desc *d, const bson_t *doc, const uint8_t
                         size_t entry_len, bson_t *out, mf_error *err)
 {
     kgen g = {.d = d, .err = err, .entry = entry, .entry_len = entry_len, .values = out};
-    kfield *f;
-    int rc = 0;
-    if (d->nfields == 1 && strcmp(d->paths[0], "_id") == 0) {
-        /* the _id index's one key: the field as it is (mf_index_keys) */
-        bson_iter_t it;
-        if (!find(doc, "_id", &it))
-            const_value("n", &it);
-        return bson_append_iter(out, "_id", 3, &it) ? 0 : oom(err);
-    }
-    if (!(f = calloc(d->nfields, sizeof *f)))
-        return oom(err);
-    for (size_t i = 0; i < d->nfields; i++)
-        f[i].rest = d->paths[i];
-    rc = gen(&g, f, doc, 0);
-    free(f);
+    bson_iter_t id;
+    if (id_value(d, doc, &id))
+        return bson_append_iter(out, "_id", 3, &id) ? 0 : oom(err);
+    int rc = gen_doc(&g, doc);
     mf_buf_free(&g.scratch);
     return rc;
 }
