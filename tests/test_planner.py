@@ -186,9 +186,6 @@ def test_single_field_bounds(cond, expected):
 @pytest.mark.parametrize(
     "cond",
     [
-        Regex("a"),
-        {"$regex": "^a", "$options": "i"},
-        {"$regex": "^.a"},
         # negations of conditions whose bounds are wider than their values
         {"$ne": [1]},
         {"$nin": [1, [2]]},
@@ -217,6 +214,35 @@ def test_single_field_bounds(cond, expected):
 )
 def test_conditions_without_bounds_do_not_use_the_index(cond):
     assert plan({"a": cond}, [ID, A])["stage"] == "COLLSCAN"
+
+
+@pytest.mark.parametrize("cond, pattern, flags", [
+    (Regex("a"), "a", ""),
+    ({"$regex": "^a", "$options": "i"}, "^a", "i"),
+    ({"$regex": "^.a"}, "^.a", ""),
+    ({"$regex": Regex("b$", "m")}, "b$", "m"),
+])
+def test_regex_without_prefix_filters_the_keys(cond, pattern, flags):
+    """mongod's IXSCAN for a regex with no literal prefix: every string and
+    the regex value, the regex tested on each key (the IXSCAN's filter),
+    and nothing left for FETCH on a field that is not multikey."""
+    r = plan({"a": cond}, [ID, A])
+    assert r["index"] == "a_1"
+    s = ixscan(r)
+    assert s["filter"] == {"a": {"$regex": pattern, **({"$options": flags} if flags else {})}}
+    assert s["indexBounds"] == {"a": ['["", {})', f"[/{pattern}/{flags}, /{pattern}/{flags}]"]}
+    assert "filter" not in r["explain"]
+
+
+def test_regex_key_filter_only_on_the_first_field():
+    # a later field's keys are not tested: its bounds stay open and FETCH judges
+    r = plan({"a": 1, "b": Regex("x")}, [ID, AB])
+    assert bounds(r) == {"a": ["[1, 1]"], "b": ["[MinKey, MaxKey]"]}
+    assert "filter" not in ixscan(r) and r["explain"]["filter"] == {"b": Regex("x")}
+    assert plan({"b": Regex("x")}, [ID, AB])["stage"] == "COLLSCAN"
+    # with a range on the same field: both bounds, and the key filter
+    r = plan({"$and": [{"a": {"$gte": "m"}}, {"a": Regex("x")}]}, [ID, A])
+    assert bounds(r) == {"a": ['["m", {})']} and ixscan(r)["filter"] == {"a": {"$regex": "x"}}
 
 
 @pytest.mark.parametrize(

@@ -145,6 +145,14 @@ int mf_bsonx_key_append_coll(mf_buf *out, const bson_iter_t *value, bool descend
 int mf_bsonx_key_append_value_coll(mf_buf *out, const bson_value_t *value, bool descending,
                                    const mf_collator *coll);
 
+/* The string a key starts with (its first value's, inverted back for a
+ * descending field): 1 with `*str` and `*slen` set -- into the key itself
+ * when it can be read there, else into `scratch` --, or 0 if that value is
+ * not a string (or symbol: they encode alike), or -1 for damage or no
+ * memory.  Under a collation the bytes are its sort key, not the string. */
+int mf_bsonx_key_string(const uint8_t *key, size_t len, bool descending, mf_buf *scratch,
+                        const char **str, size_t *slen);
+
 /* Render `doc` as mongod's BSONObj::toString does ("{ a: 1, s: \"x\" }"),
  * into `out` (always NUL-terminated; cut with "..." past `cap`). */
 void mf_bsonx_to_string(const bson_t *doc, char *out, size_t cap);

@@ -414,3 +414,40 @@ int mf_bsonx_key_append_value_coll(mf_buf *out, const bson_value_t *value, bool 
     bson_destroy(&tmp);
     return rc;
 }
+
+int mf_bsonx_key_string(const uint8_t *key, size_t len, bool descending, mf_buf *scratch,
+                        const char **str, size_t *slen)
+{
+    uint8_t flip = descending ? 0xFF : 0x00;
+    if (len == 0 || (uint8_t)(key[0] ^ flip) != TAG(mf_bsonx_canonical_type(BSON_TYPE_UTF8)))
+        return 0;
+    const uint8_t *p = key + 1, *end = key + len;
+    if (!descending) {
+        /* The usual key: no NUL inside, so the bytes up to the terminator
+         * are the string itself. */
+        const uint8_t *z = memchr(p, 0, (size_t)(end - p));
+        if (z && z + 1 < end && z[1] == 0x00) {
+            *str = (const char *)p;
+            *slen = (size_t)(z - p);
+            return 1;
+        }
+    }
+    scratch->len = 0;
+    while (p + 1 < end) {
+        uint8_t b = *p++ ^ flip;
+        if (b != 0x00) {
+            if (put_byte(scratch, b) != 0)
+                return -1;
+            continue;
+        }
+        uint8_t next = *p++ ^ flip;
+        if (next == 0x00) { /* the terminator */
+            *str = (const char *)scratch->data;
+            *slen = scratch->len;
+            return 1;
+        }
+        if (next != 0xFF || put_byte(scratch, 0x00) != 0)
+            return -1; /* damage, or no memory */
+    }
+    return -1; /* no terminator */
+}

@@ -22,7 +22,10 @@
  *                         prefix, ["abc", "abd") for /^abc/, and the regex
  *                         itself, [/re/, /re/] (a regex matches an equal
  *                         regex value); in a $in, united with the rest.
- *                         A regex with no prefix bounds nothing
+ *                         A regex with no prefix (no collation): every
+ *                         string, ["", {}), and the regex value, with the
+ *                         regex tested on each key (mfi_pred.key_re); in
+ *                         a $in or under a collation, it bounds nothing
  *   {$ne: v}, {$nin: [...]}, {$not: {<one of the above>}}
  *                         the complement of the condition's bounds in
  *                         [MinKey, MaxKey] (translate_negation): {$ne: 5}
@@ -728,11 +731,10 @@ static bool next_prefix(mf_buf *pre)
 /* A regex match (mongod's translateRegex): the strings starting with the
  * pattern's literal prefix, ["abc", "abd"), then the regex value itself.
  * Under a collation strings are ordered by their sort keys, not their
- * bytes, so no prefix is taken.  With no prefix, `*none`: mongod scans
- * every string, ["", {}), and tests the regex on each key before it
- * fetches; here every key would be fetched, which costs more than the
- * collection scan, so the matcher alone decides.  `*exact`: the bounds are
- * the condition (a whole-prefix pattern). */
+ * bytes, so no prefix is taken.  With no prefix, `*none`: the caller may
+ * bound every string instead (all_strings) when the scan can test the
+ * regex on its keys.  `*exact`: the bounds are the condition (a
+ * whole-prefix pattern). */
 static int translate_regex(const char *pattern, size_t plen, const char *flags,
                            const mf_collator *coll, mfi_oil *o, bool *exact, bool *none)
 {
@@ -769,6 +771,29 @@ static int translate_regex(const char *pattern, size_t plen, const char *flags,
     *exact = whole;
 out:
     mf_buf_free(&pre);
+    return rc;
+}
+
+/* A regex with no literal prefix, as mongod bounds it: every string,
+ * ["", {}), then the regex value itself.  Inexact: the scan tests the
+ * regex on each string key (mfi_pred.key_re) before it fetches. */
+static int all_strings(const char *pattern, const char *flags, mfi_oil *o)
+{
+    bson_t tmp = BSON_INITIALIZER, empty = BSON_INITIALIZER;
+    bson_iter_t lo, hi, re;
+    int rc = -1;
+    if (bson_append_utf8(&tmp, "0", 1, "", 0) && bson_append_document(&tmp, "1", 1, &empty) &&
+        bson_append_regex(&tmp, "2", 1, pattern, flags) && bson_iter_init(&lo, &tmp) &&
+        bson_iter_next(&lo)) {
+        hi = lo;
+        bson_iter_next(&hi);
+        re = hi;
+        bson_iter_next(&re);
+        rc = oil_push_range(o, &lo, true, &hi, false, NULL);
+        if (rc == 0)
+            rc = oil_push_point(o, &re, NULL);
+    }
+    bson_destroy(&tmp);
     return rc;
 }
 
@@ -1014,7 +1039,7 @@ static int add_condition(mfi_preds *p, const char *path, const char *op, const b
 {
     mfi_pred pr = {.path = path, .exact = true, .top = top};
     const mf_collator *coll = p->coll;
-    const char *pattern, *flags;
+    const char *pattern = NULL, *flags = NULL;
     size_t plen;
     bool none = false;
     int rc = 0;
@@ -1025,6 +1050,15 @@ static int add_condition(mfi_preds *p, const char *path, const char *op, const b
             rc = translate_regex(pattern, plen, flags, coll, &pr.oil, &pr.exact, &none);
         else
             none = true;
+        /* No prefix: the keys are tested, where they are the strings
+         * themselves (no collation, no NUL in the pattern). */
+        if (rc == 0 && none && !coll && pattern && strlen(pattern) == plen) {
+            none = false;
+            pr.exact = false;
+            pr.key_re = pattern;
+            pr.key_re_flags = flags;
+            rc = all_strings(pattern, flags, &pr.oil);
+        }
     } else if (!op || strcmp(op, "$eq") == 0) {
         pr.collatable = mfi_collatable(v);
         rc = translate_eq(v, coll, &pr.oil, &pr.matches_missing, &pr.exact, &none);

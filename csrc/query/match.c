@@ -933,6 +933,18 @@ int mf_matcher_parse(const bson_t *filter, mf_matcher **out, mf_error *err)
 
 static bool eval_node(const node *n, const bson_t *doc, int64_t *pos, ectx *x);
 
+/* Whether `re` finds a match in `len` bytes at `s` (`md`: match data for
+ * it, or NULL to make one). */
+static bool regex_find(const pcre2_code *re, pcre2_match_data *md, const char *s, size_t len)
+{
+    pcre2_match_data *own = md ? NULL : pcre2_match_data_create_from_pattern(re, NULL);
+    if (!md && !(md = own))
+        return false;
+    int r = pcre2_match(re, (PCRE2_SPTR)s, len, 0, 0, md, NULL);
+    pcre2_match_data_free(own);
+    return r >= 0;
+}
+
 static bool regex_match(const pcre2_code *re, const bson_iter_t *v)
 {
     uint32_t len;
@@ -943,12 +955,47 @@ static bool regex_match(const pcre2_code *re, const bson_iter_t *v)
         s = bson_iter_symbol(v, &len);
     else
         return false;
-    pcre2_match_data *md = pcre2_match_data_create_from_pattern(re, NULL);
-    if (!md)
-        return false;
-    int r = pcre2_match(re, (PCRE2_SPTR)s, len, 0, 0, md, NULL);
-    pcre2_match_data_free(md);
-    return r >= 0;
+    return regex_find(re, NULL, s, len);
+}
+
+struct mf_regex {
+    pcre2_code *re;
+    pcre2_match_data *md;
+};
+
+int mf_regex_new(const char *pattern, const char *options, mf_regex **out, mf_error *err)
+{
+    mf_regex *r = calloc(1, sizeof *r);
+    *out = NULL;
+    if (!r)
+        return oom(err);
+    int rc = compile_regex(pattern, options, &r->re, err);
+    if (rc == 0 && !(r->md = pcre2_match_data_create_from_pattern(r->re, NULL)))
+        rc = oom(err);
+    /* Machine code for a pattern run over many strings; where PCRE2 has
+     * no JIT (or it fails) pcre2_match interprets, with the same answers. */
+    if (rc == 0)
+        (void)pcre2_jit_compile(r->re, PCRE2_JIT_COMPLETE);
+    if (rc) {
+        mf_regex_free(r);
+        return rc;
+    }
+    *out = r;
+    return 0;
+}
+
+bool mf_regex_match(mf_regex *r, const char *s, size_t len)
+{
+    return regex_find(r->re, r->md, s, len);
+}
+
+void mf_regex_free(mf_regex *r)
+{
+    if (!r)
+        return;
+    pcre2_match_data_free(r->md);
+    pcre2_code_free(r->re);
+    free(r);
 }
 
 static bool is_nan(const bson_iter_t *v)

@@ -109,6 +109,7 @@ typedef struct scan_index {
 /* What a queued index entry is (scan_next's loop, one landing each). */
 typedef enum {
     Q_ENTRY, /* in the current range: fetch and judge its record */
+    Q_TESTED, /* in the range, but its key failed the key filter: not fetched */
     Q_SEEK,  /* before the next range: the cursor sought on past it */
     Q_PAST,  /* past the last range: the scan ends */
     Q_END    /* the end of the tree: the scan ends */
@@ -154,6 +155,12 @@ struct mf_scan {
     bool want_pos; /* compute the matcher's array position per row */
     bool started, positioned, eof;
     mf_buf last; /* the last key read (record id or index key) */
+    /* A regex with no literal prefix on the index's first field (mongod's
+     * IXSCAN filter): tested on each string key before its record is
+     * fetched.  Its pattern and flags are kept for explain. */
+    mf_regex *key_re;
+    char *key_re_pattern, *key_re_flags;
+    mf_buf key_str; /* the key's string, decoded */
     mf_cursor cur;
     /* The key and value of the entry `cur` is on, noted when it got there
      * (step_noted, note): both scans read them once per entry. */
@@ -341,6 +348,7 @@ typedef struct cand {
     bool eq_unique, range;
     bool strong;   /* some predicate other than a negation bounds it */
     int sort_dir; /* the index gives the sort forward (1), backward (-1), or not (0) */
+    size_t key_re; /* the pred whose regex filters the first field's keys, or SIZE_MAX */
 } cand;
 
 static void cand_free(cand *c)
@@ -432,6 +440,7 @@ static int cand_build(cand *c, const mf_index_desc *d, const mfi_preds *preds, b
     memset(c, 0, sizeof *c);
     c->d = d;
     c->preds = preds;
+    c->key_re = SIZE_MAX;
     c->oils = calloc(d->nfields ? d->nfields : 1, sizeof *c->oils);
     c->present = calloc(d->nfields ? d->nfields : 1, sizeof *c->present);
     c->used = calloc(preds->n ? preds->n : 1, sizeof *c->used);
@@ -452,6 +461,8 @@ static int cand_build(cand *c, const mf_index_desc *d, const mfi_preds *preds, b
                 continue; /* its keys order strings otherwise: the matcher's */
             if (pr->neg_null && multikey_field(d, i))
                 continue; /* {a: []} matches {$ne: null}, and its key is undefined */
+            if (pr->key_re && (i != 0 || c->key_re != SIZE_MAX))
+                continue; /* one regex, tested on the first field's keys only */
             c->strong |= !pr->negation;
             if (!c->present[i]) {
                 if (mfi_oil_copy(&c->oils[i], &pr->oil) != 0)
@@ -463,6 +474,13 @@ static int cand_build(cand *c, const mf_index_desc *d, const mfi_preds *preds, b
                 goto fail;
             }
             c->used[p] = pr->exact && !multikey_field(d, i);
+            if (pr->key_re) {
+                /* Every key in its bounds is a string the scan tests, or
+                 * the regex value, which equals it: exact, but where one
+                 * document has several keys. */
+                c->key_re = p;
+                c->used[p] = !multikey_field(d, i);
+            }
         }
         if (!c->present[i] && mfi_oil_all(&c->oils[i]) != 0)
             goto fail;
@@ -805,6 +823,15 @@ static int choose(mf_scan *s, const mf_index_desc *idx, size_t nidx, size_t hint
     s->points = all_points;
     s->idhack = all_points && s->ix.is_id && s->nranges == 1 && filter_is_id_only(filter);
     s->single = single_interval(s, NULL, NULL, NULL, NULL);
+    if (best.key_re != SIZE_MAX) {
+        const mfi_pred *pr = &best.preds->v[best.key_re];
+        if (!(s->key_re_pattern = strdup(pr->key_re)) ||
+            !(s->key_re_flags = strdup(pr->key_re_flags))) {
+            rc = oom(err);
+            goto out;
+        }
+        rc = mf_regex_new(pr->key_re, pr->key_re_flags, &s->key_re, err);
+    }
 out:
     cand_free(&best);
     pred_sets_free(&sets);
@@ -1253,6 +1280,10 @@ void mf_scan_free(mf_scan *s)
         mf_buf_free(&s->ranges[i].hi);
     }
     free(s->ranges);
+    mf_regex_free(s->key_re);
+    free(s->key_re_pattern);
+    free(s->key_re_flags);
+    mf_buf_free(&s->key_str);
     scan_index_clear(&s->ix);
     if (s->filter)
         bson_destroy(s->filter);
@@ -1464,6 +1495,16 @@ static void put_ixscan(const mf_scan *s, bool stats, bson_t *out)
         put_common(s, out, ixscan_returned(s), s->stats.keys_examined + 1);
     put_index(s, out);
     BSON_APPEND_UTF8(out, "direction", s->backward ? "backward" : "forward");
+    if (s->key_re) {
+        bson_t f, re;
+        BSON_APPEND_DOCUMENT_BEGIN(out, "filter", &f);
+        bson_append_document_begin(&f, s->ix.paths[0], -1, &re);
+        BSON_APPEND_UTF8(&re, "$regex", s->key_re_pattern);
+        if (s->key_re_flags[0])
+            BSON_APPEND_UTF8(&re, "$options", s->key_re_flags);
+        bson_append_document_end(&f, &re);
+        bson_append_document_end(out, &f);
+    }
     put_bounds(s, out);
     if (stats) {
         BSON_APPEND_INT32(out, "keysExamined", (int32_t)s->stats.keys_examined);
@@ -1702,6 +1743,18 @@ static MF_ALWAYS_INLINE int consider(mf_scan *s, mf_btree *records, const mf_mat
     return judge(s, m, row, take, err);
 }
 
+/* Whether an index key passes the key filter: a string the regex finds a
+ * match in, or not a string (the regex value itself, the one other key in
+ * the bounds).  A key that cannot be read is fetched: the matcher
+ * decides. */
+static bool key_passes(mf_scan *s, const uint8_t *k, size_t kl)
+{
+    const char *str;
+    size_t len;
+    int r = mf_bsonx_key_string(k, kl, s->ix.desc[0], &s->key_str, &str, &len);
+    return r != 1 || mf_regex_match(s->key_re, str, len);
+}
+
 /* Unique whole keys, looked up one by one in scan order. */
 static int next_point(mf_scan *s, mf_engine *e, mf_coll *c, const mf_matcher *m,
                       mf_scan_row *row, bool *valid, mf_error *err)
@@ -1719,8 +1772,10 @@ static int next_point(mf_scan *s, mf_engine *e, mf_coll *c, const mf_matcher *m,
         s->stats.works++;
         int rc = mf_btree_get(idx, p->data, p->len, &found, &rid, &rl, err);
         s->stats.keys_examined += found || !s->single;
-        if (rc == 0 && found)
+        if (rc == 0 && found && (!s->key_re || key_passes(s, p->data, p->len)))
             rc = consider(s, records, m, rid, rl, NULL, row, &take, err);
+        else
+            take = false;
         if (rc)
             return rc;
         if (found && take) {
@@ -1950,7 +2005,9 @@ static int queue_fill(mf_scan *s, unsigned want, mf_error *err)
             s->q_key[at] = s->cur_key;
             s->q_klen[at] = s->cur_klen;
             s->q_vlen[at] = s->cur_vlen;
-            if (s->cur_vlen == 8)
+            if (s->key_re && !key_passes(s, s->cur_key, s->cur_klen))
+                s->q_kind[at] = Q_TESTED;
+            else if (s->cur_vlen == 8)
                 memcpy(s->q_rid[at], s->cur_val, 8);
             if ((rc = step_noted(s, true, &s->cur_valid, err)) != 0)
                 return rc;
@@ -2026,6 +2083,8 @@ static int index_next(mf_scan *s, mf_engine *e, mf_coll *c, const mf_matcher *m,
             s->stats.seeks++;
             continue;
         }
+        if (s->q_kind[at] == Q_TESTED)
+            continue;
         if (s->locator_at && s->q_taken >= s->locator_at && s->records)
             consider_locator(s, s->records);
         bool take;
@@ -2215,7 +2274,7 @@ void mf_scan_count_only(mf_scan *s, bool on)
     if (s->kind == P_OR)
         return; /* each clause's keys would answer only their clause */
     s->count_only = on;
-    s->count_scan = on && s->kind == P_IXSCAN && !s->idhack && keys_answer(s) &&
+    s->count_scan = on && s->kind == P_IXSCAN && !s->idhack && !s->key_re && keys_answer(s) &&
                     single_interval(s, NULL, NULL, NULL, NULL);
 }
 

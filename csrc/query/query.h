@@ -81,6 +81,15 @@ void mf_matcher_free(mf_matcher *m);
  * clause that matched; negations record none). */
 bool mf_matcher_match_pos(const mf_matcher *m, const bson_t *doc, int64_t *pos);
 
+/* A $regex compiled as the matcher compiles it (its options i, m, s, x,
+ * u; PCRE2 in UTF mode), to test strings that are not in a document: an
+ * index scan's keys.  Errors: the matcher's (51108, 51091).  One user at
+ * a time (it keeps its match data). */
+typedef struct mf_regex mf_regex;
+int mf_regex_new(const char *pattern, const char *options, mf_regex **out, mf_error *err);
+bool mf_regex_match(mf_regex *r, const char *s, size_t len);
+void mf_regex_free(mf_regex *r);
+
 /* ------------------------------------------------------------- update */
 
 typedef struct mf_update mf_update;

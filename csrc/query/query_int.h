@@ -47,6 +47,10 @@ typedef struct mfi_pred {
     bool negation;        /* $ne, $nin, $not: bounds nearly every key */
     bool neg_null;        /* a negation of null ({$ne: null}): bounds no multikey
                              field (translate_negation) */
+    const char *key_re;   /* a regex with no literal prefix: its pattern and */
+    const char *key_re_flags; /* flags (borrowed), for the scan to test on each
+                             string key of the index's first field; its bounds
+                             are every string and the regex value */
 } mfi_pred;
 
 typedef struct mfi_preds {

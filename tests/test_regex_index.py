@@ -1,0 +1,93 @@
+"""A regex with no literal prefix on an indexed field: mongod's IXSCAN
+over every string key with the regex as the scan's filter, so only the
+documents whose key matches are fetched.  The answers must be the
+collection scan's (the index only narrows the candidates; the matcher
+judges each), on ascending, descending, compound and multikey indexes."""
+from __future__ import annotations
+
+import random
+
+import pytest
+from bson import Regex
+
+from planlib import stages
+
+ALPHABET = "abcAB.\x00é日\n"
+
+
+def random_value(rng):
+    r = rng.random()
+    if r < 0.55:
+        return "".join(rng.choice(ALPHABET) for _ in range(rng.randrange(0, 6)))
+    if r < 0.7:
+        return [random_value(rng) for _ in range(rng.randrange(0, 3))]
+    if r < 0.8:
+        return Regex(rng.choice(["a", "b.", "^a"]), rng.choice(["", "i"]))
+    if r < 0.9:
+        return rng.randrange(5)
+    return None
+
+
+PATTERNS = [("a", ""), ("b", "i"), ("^.a", ""), ("a$", ""), ("é", ""), ("日", "i"),
+            ("a.b", "s"), ("^$", ""), ("b.", ""), ("\\x00", ""), ("^a", "i"), ("A|c", "")]
+
+
+@pytest.mark.parametrize("key", [[("a", 1)], [("a", -1)], [("a", 1), ("b", 1)]])
+def test_same_answers_as_a_collection_scan(client, key):
+    rng = random.Random(len(key) * 10 + key[0][1])
+    db = client.t
+    db.r.insert_many([{"_id": i, "a": random_value(rng), "b": rng.randrange(3)}
+                      for i in range(400)])
+    db.r.create_index(key)
+    for pattern, flags in PATTERNS:
+        for flt in ({"a": Regex(pattern, flags)},
+                    {"a": {"$regex": pattern, "$options": flags}, "b": {"$lt": 2}}):
+            want = sorted(d["_id"] for d in db.r.find(flt, hint=[("$natural", 1)]))
+            got = sorted(d["_id"] for d in db.r.find(flt))
+            assert got == want, (pattern, flags, flt)
+            assert db.command("count", "r", query=flt)["n"] == len(want)
+            e = db.command("explain", {"find": "r", "filter": flt}, verbosity="executionStats")
+            plan = e["queryPlanner"]["winningPlan"]
+            assert stages(plan)[-1] == "IXSCAN", plan
+            assert plan["inputStage"]["filter"]["a"]["$regex"] == pattern
+
+
+@pytest.mark.parametrize("direction", [1, -1])
+def test_only_matching_keys_are_fetched(client, direction):
+    db = client.t
+    words = ["apple", "banana", "cherry", "grape", "lemon", "mango", "peach", "plum"]
+    # a NUL inside: the key escapes it, the test must see the string whole
+    db.w.insert_many([{"_id": i, "s": f"{words[i % 8]}\x00{i}"} for i in range(800)])
+    db.w.create_index([("s", direction)])
+    e = db.command("explain", {"find": "w", "filter": {"s": Regex("an")}},
+                   verbosity="executionStats")
+    es = e["executionStats"]
+    # banana and mango: 200 of 800 keys pass the regex, and only they are read
+    assert (es["nReturned"], es["totalKeysExamined"], es["totalDocsExamined"]) == (200, 800, 200)
+    # matches across the NUL: mango with an id starting with 7, plum with one ending in 7
+    flt = {"s": Regex("o\\x007|m\\x00\\d*7$")}
+    want = sorted(d["_id"] for d in db.w.find(flt, hint=[("$natural", 1)]))
+    assert want and sorted(d["_id"] for d in db.w.find(flt)) == want
+    es = db.command("explain", {"find": "w", "filter": flt},
+                    verbosity="executionStats")["executionStats"]
+    assert es["totalDocsExamined"] == len(want)
+    assert stages(e["queryPlanner"]["winningPlan"]) == ["FETCH", "IXSCAN"]
+    assert "filter" not in e["queryPlanner"]["winningPlan"]
+    # count answers from the keys alone
+    e = db.command("explain", {"count": "w", "query": {"s": Regex("an")}},
+                   verbosity="executionStats")
+    assert e["executionStats"]["totalDocsExamined"] == 0
+    assert e["executionStats"]["executionStages"]["nCounted"] == 200
+    assert db.command("count", "w", query={"s": Regex("an")})["n"] == 200
+
+
+def test_collation_index_is_not_filtered_by_key(client):
+    """Under a collation the keys are sort keys, not the strings: the regex
+    cannot be tested on them, so that index is not used for it."""
+    db = client.t
+    db.create_collection("cw", collation={"locale": "en", "strength": 2})
+    db.cw.insert_many([{"_id": i, "s": s} for i, s in enumerate(["Abc", "abc", "xyz"])])
+    db.cw.create_index("s")
+    e = db.command("explain", {"find": "cw", "filter": {"s": Regex("b")}})
+    assert stages(e["queryPlanner"]["winningPlan"]) == ["COLLSCAN"]
+    assert sorted(d["_id"] for d in db.cw.find({"s": Regex("b")})) == [0, 1]
