@@ -225,3 +225,53 @@ MFT_CASE(coll_order, "/bsonx/collation/order_and_keys")
     mf_collator_unref(ci);
     mf_collator_unref(num);
 }
+
+/* ------------------------------------------------------- keys back to strings */
+
+/* A key's string read back (mf_bsonx_key_string) is the string encoded,
+ * both directions, NULs and 0xFF-looking bytes included, with a second
+ * value after it; a key of another type reads as none. */
+MFT_CASE(key_string, "/bsonx/keys/string_read_back")
+{
+    uint32_t seed = 12345;
+    mf_buf key = {0}, scratch = {0};
+    for (int round = 0; round < 2000; round++) {
+        char s[24];
+        size_t n = (seed = seed * 1103515245u + 12345u) >> 16 & 15;
+        for (size_t i = 0; i < n; i++) {
+            seed = seed * 1103515245u + 12345u;
+            static const char pick[] = {'a', 'b', '\0', '\x7f', 'z', '\0', 'q'};
+            s[i] = pick[(seed >> 16) % sizeof pick];
+        }
+        bool desc = round & 1;
+        bson_t *d = bson_new();
+        bson_append_utf8(d, "s", 1, s, (int)n);
+        BSON_APPEND_INT32(d, "after", round);
+        bson_iter_t it;
+        key.len = 0;
+        CHECK(bson_iter_init(&it, d));
+        while (bson_iter_next(&it))
+            CHECK_INT(mf_bsonx_key_append(&key, &it, desc), 0);
+        const char *str = NULL;
+        size_t len = 99;
+        CHECK_INT(mf_bsonx_key_string(key.data, key.len, desc, &scratch, &str, &len), 1);
+        CHECK(len == n && memcmp(str, s, n) == 0);
+        /* cut short of its terminator: damage */
+        size_t nuls = 0;
+        for (size_t i = 0; i < n; i++)
+            nuls += s[i] == '\0';
+        CHECK_INT(mf_bsonx_key_string(key.data, 1 + n + nuls, desc, &scratch, &str, &len), -1);
+        bson_destroy(d);
+    }
+    bson_t *num = BCON_NEW("n", BCON_INT32(5));
+    bson_iter_t it;
+    const char *str;
+    size_t len;
+    key.len = 0;
+    CHECK(bson_iter_init_find(&it, num, "n"));
+    CHECK_INT(mf_bsonx_key_append(&key, &it, false), 0);
+    CHECK_INT(mf_bsonx_key_string(key.data, key.len, false, &scratch, &str, &len), 0);
+    bson_destroy(num);
+    mf_buf_free(&key);
+    mf_buf_free(&scratch);
+}
