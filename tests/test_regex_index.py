@@ -91,3 +91,16 @@ def test_collation_index_is_not_filtered_by_key(client):
     e = db.command("explain", {"find": "cw", "filter": {"s": Regex("b")}})
     assert stages(e["queryPlanner"]["winningPlan"]) == ["COLLSCAN"]
     assert sorted(d["_id"] for d in db.cw.find({"s": Regex("b")})) == [0, 1]
+
+
+def test_deep_backtracking_gives_the_matchers_answer(client):
+    """The key filter's JIT code runs on a small stack: a pattern that
+    backtracks deeply over a long key runs out of it, and the interpreter
+    must then decide, as it does for the collection scan."""
+    db = client.t
+    db.deep.insert_many([{"_id": 1, "s": "a" * 20000 + "b"}, {"_id": 2, "s": "zzz"}])
+    db.deep.create_index("s")
+    flt = {"s": Regex("(a|aa)*b")}
+    assert [d["_id"] for d in db.deep.find(flt, hint=[("$natural", 1)])] == [1]
+    assert [d["_id"] for d in db.deep.find(flt)] == [1]
+    assert db.command("count", "deep", query=flt)["n"] == 1

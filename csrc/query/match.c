@@ -941,6 +941,11 @@ static bool regex_find(const pcre2_code *re, pcre2_match_data *md, const char *s
     if (!md && !(md = own))
         return false;
     int r = pcre2_match(re, (PCRE2_SPTR)s, len, 0, 0, md, NULL);
+    /* JIT code runs on a small stack of its own; where that is not enough
+     * the interpreter, with its larger heap limit, decides, so that the
+     * answer never depends on whether the pattern was compiled. */
+    if (r == PCRE2_ERROR_JIT_STACKLIMIT)
+        r = pcre2_match(re, (PCRE2_SPTR)s, len, 0, PCRE2_NO_JIT, md, NULL);
     pcre2_match_data_free(own);
     return r >= 0;
 }
