@@ -9,7 +9,7 @@ import struct
 
 import bson
 import pytest
-from bson import Int64
+from bson import Int64, Regex
 from bson.raw_bson import RawBSONDocument
 
 INDEXES = [
@@ -102,6 +102,9 @@ def rand_pred(rng, field):
         lambda: {"$not": rng.choice([{"$eq": None}, {"$lte": None}, {"$exists": True},
                                      {"$gte": "b"}, {"$eq": "a"}])},
         lambda: {"$ne": rng.randint(0, 9), "$gte": rng.randint(-5, 5)},
+        # regexes with no literal prefix: every string key, tested by the scan
+        lambda: rng.choice([Regex("a"), Regex("a$"), Regex("^.a"), Regex("z|^$"),
+                            {"$regex": "B", "$options": "i"}]),
     ]
     value = rng.choice(forms)()
     return undef_as_null(value)
@@ -125,7 +128,7 @@ def rand_filter(rng):
         f[name] = rand_pred(rng, name) if name != "tags" else rng.choice(
             ["x", {"$in": ["y", "w"]}, {"$all": ["x", "y"]}, {"$size": 2}, {"$gt": "x"},
              {"$ne": "x"}, {"$nin": ["x", "y"]}, {"$ne": None}, {"$nin": [None, []]},
-             {"$not": {"$gte": "x"}}])
+             {"$not": {"$gte": "x"}}, Regex("x|w"), {"$regex": "^[XY]$", "$options": "i"}])
     if rng.random() < 0.15:
         f = {"$or": [f, {"a": rand_pred(rng, "a")}]}
     return f
