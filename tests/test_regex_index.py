@@ -104,3 +104,28 @@ def test_deep_backtracking_gives_the_matchers_answer(client):
     assert [d["_id"] for d in db.deep.find(flt, hint=[("$natural", 1)])] == [1]
     assert [d["_id"] for d in db.deep.find(flt)] == [1]
     assert db.command("count", "deep", query=flt)["n"] == 1
+
+
+@pytest.mark.parametrize("key", [[("a", 1), ("b", 1)], [("a", 1), ("b", -1)],
+                                 [("a", -1), ("s", 1), ("b", 1)]])
+def test_fields_past_a_range_are_tested_before_the_fetch(client, key):
+    """{a: range, b: ...} over {a, b}: the keys whose b is out of its bounds
+    are not fetched (mongod's IndexBoundsChecker), and a count answers
+    from the keys; the answers are the collection scan's."""
+    rng = random.Random(9)
+    db = client.t
+    db.k.insert_many([{"_id": i, "a": rng.randrange(50), "s": rng.choice(["x", "y"]),
+                       "b": rng.choice([rng.randrange(10), "t", None, 2.5])}
+                      for i in range(1000)])
+    db.k.create_index(key)
+    for flt in ({"a": {"$gt": 10}, "b": 3}, {"a": {"$gte": 5, "$lt": 40}, "b": {"$in": [1, "t"]}},
+                {"a": {"$lt": 30}, "b": {"$gt": 2, "$lte": 7}}, {"a": {"$ne": 4}, "b": None},
+                {"a": {"$gt": 0}, "s": "y", "b": {"$ne": 5}}):
+        want = sorted(d["_id"] for d in db.k.find(flt, hint=[("$natural", 1)]))
+        assert sorted(d["_id"] for d in db.k.find(flt)) == want, flt
+        assert db.command("count", "k", query=flt)["n"] == len(want), flt
+        es = db.command("explain", {"find": "k", "filter": flt},
+                        verbosity="executionStats")["executionStats"]
+        if all(f in dict(key) for f in flt):  # else FETCH judges the rest
+            assert es["totalDocsExamined"] == len(want), flt
+        assert es["totalKeysExamined"] > es["totalDocsExamined"], flt

@@ -153,6 +153,11 @@ int mf_bsonx_key_append_value_coll(mf_buf *out, const bson_value_t *value, bool 
 int mf_bsonx_key_string(const uint8_t *key, size_t len, bool descending, mf_buf *scratch,
                         const char **str, size_t *slen);
 
+/* The length of the first value's encoding in `key` (of `len` bytes; its
+ * bytes inverted for a descending field), so that a compound key can be
+ * cut into its fields; 0 if it is damaged. */
+size_t mf_bsonx_key_value_len(const uint8_t *key, size_t len, bool descending);
+
 /* Render `doc` as mongod's BSONObj::toString does ("{ a: 1, s: \"x\" }"),
  * into `out` (always NUL-terminated; cut with "..." past `cap`). */
 void mf_bsonx_to_string(const bson_t *doc, char *out, size_t cap);

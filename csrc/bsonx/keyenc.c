@@ -451,3 +451,120 @@ int mf_bsonx_key_string(const uint8_t *key, size_t len, bool descending, mf_buf 
     }
     return -1; /* no terminator */
 }
+
+/* ------------------------------------------------------ reading keys back */
+
+static bool skip_payload(const uint8_t *p, const uint8_t *end, uint8_t tag, uint8_t flip,
+                         int depth, size_t *n);
+
+/* An escaped, terminated string from `p`: its length with the terminator,
+ * or 0 if it runs off the end. */
+static size_t skip_string(const uint8_t *p, const uint8_t *end, uint8_t flip)
+{
+    for (const uint8_t *q = p; q + 1 < end; q++) {
+        if ((uint8_t)(*q ^ flip) != 0x00)
+            continue;
+        if ((uint8_t)(q[1] ^ flip) == 0x00)
+            return (size_t)(q + 2 - p);
+        q++; /* an escaped NUL */
+    }
+    return 0;
+}
+
+/* Tagged values (each named first, for an object) up to their 0x00 end. */
+static bool skip_fields(const uint8_t *p, const uint8_t *end, bool names, uint8_t flip,
+                        int depth, size_t *n)
+{
+    const uint8_t *q = p;
+    while (q < end) {
+        uint8_t tag = *q++ ^ flip;
+        size_t k = 0;
+        if (tag == 0) {
+            *n = (size_t)(q - p);
+            return true;
+        }
+        if (names && (k = skip_string(q, end, flip)) == 0)
+            return false;
+        q += k;
+        if (!skip_payload(q, end, tag, flip, depth + 1, &k))
+            return false;
+        q += k;
+    }
+    return false;
+}
+
+static size_t be32(const uint8_t *p, uint8_t flip)
+{
+    return (size_t)(uint8_t)(p[0] ^ flip) << 24 | (size_t)(uint8_t)(p[1] ^ flip) << 16 |
+           (size_t)(uint8_t)(p[2] ^ flip) << 8 | (uint8_t)(p[3] ^ flip);
+}
+
+/* The payload after tag `tag`, as put_payload wrote it: its length in
+ * `*n`; false where it runs off the end or the tag is no type's. */
+static bool skip_payload(const uint8_t *p, const uint8_t *end, uint8_t tag, uint8_t flip,
+                         int depth, size_t *n)
+{
+    size_t avail = (size_t)(end - p), a, b;
+    if (depth > 200)
+        return false;
+    switch (tag) {
+    case TAG(-1): case TAG(0): case TAG(5): case TAG(127):
+        *n = 0;
+        return true;
+    case TAG(10): { /* a number: its class, then exponent, digits and an end */
+        if (avail < 1)
+            return false;
+        uint8_t cls = p[0] ^ flip;
+        if (cls != 2 && cls != 4) {
+            *n = 1;
+            return true;
+        }
+        uint8_t stop = cls == 2 ? 0xFF : 0x00; /* a negative's bytes are inverted */
+        for (size_t i = 3; i < avail; i++)
+            if ((uint8_t)(p[i] ^ flip) == stop) {
+                *n = i + 1;
+                return true;
+            }
+        return false;
+    }
+    case TAG(15): case TAG(60):
+        return (*n = skip_string(p, end, flip)) != 0;
+    case TAG(20): case TAG(25):
+        return skip_fields(p, end, tag == TAG(20), flip, depth, n);
+    case TAG(30): /* binData: length, subtype, bytes */
+        if (avail < 5 || (a = be32(p, flip)) > avail - 5)
+            return false;
+        *n = 5 + a;
+        return true;
+    case TAG(35): case TAG(40): case TAG(45): case TAG(47):
+        a = tag == TAG(35) ? 12 : tag == TAG(40) ? 1 : 8;
+        *n = a;
+        return avail >= a;
+    case TAG(50): /* pattern and flags */
+        a = skip_string(p, end, flip);
+        b = a ? skip_string(p + a, end, flip) : 0;
+        *n = a + b;
+        return b != 0;
+    case TAG(55): /* dbPointer: length, name, id */
+        if (avail < 16 || (a = be32(p, flip)) > avail - 16)
+            return false;
+        *n = 4 + a + 12;
+        return true;
+    case TAG(65): /* code, then the scope's fields */
+        if ((a = skip_string(p, end, flip)) == 0 ||
+            !skip_fields(p + a, end, true, flip, depth, &b))
+            return false;
+        *n = a + b;
+        return true;
+    }
+    return false;
+}
+
+size_t mf_bsonx_key_value_len(const uint8_t *key, size_t len, bool descending)
+{
+    uint8_t flip = descending ? 0xFF : 0x00;
+    size_t n;
+    if (len == 0 || !skip_payload(key + 1, key + len, key[0] ^ flip, flip, 0, &n))
+        return 0;
+    return 1 + n;
+}

@@ -160,7 +160,11 @@ struct mf_scan {
      * fetched.  Its pattern and flags are kept for explain. */
     mf_regex *key_re;
     char *key_re_pattern, *key_re_flags;
-    mf_buf key_str; /* the key's string, decoded */
+    mf_buf key_str; /* the key's string, decoded, or a field's bytes turned back */
+    /* The fields past those the ranges bound whose own bounds each key is
+     * tested against (bit i: field i; mongod's IndexBoundsChecker) before
+     * its record is fetched. */
+    uint32_t key_check;
     mf_cursor cur;
     /* The key and value of the entry `cur` is on, noted when it got there
      * (step_noted, note): both scans read them once per entry. */
@@ -809,12 +813,20 @@ static int choose(mf_scan *s, const mf_index_desc *idx, size_t nidx, size_t hint
         rc = oom(err);
         goto out;
     }
-    /* A field past those the ranges bound answers nothing: the scan does
-     * not look at its part of the key. */
-    for (size_t p = 0; p < best.preds->n; p++)
-        for (size_t i = ranged; best.used[p] && i < best.d->nfields; i++)
+    /* A bounded field past those the ranges bound: each key's part is
+     * tested against its bounds (key_passes).  Past the 32nd field the
+     * scan does not look, and the bounds answer nothing. */
+    for (size_t i = ranged; i < best.d->nfields; i++) {
+        if (!best.present[i])
+            continue;
+        if (i < 32) {
+            s->key_check |= (uint32_t)1 << i;
+            continue;
+        }
+        for (size_t p = 0; p < best.preds->n; p++)
             if (strcmp(best.preds->v[p].path, best.d->paths[i]) == 0)
                 best.used[p] = false;
+    }
     if (!(s->residual = residual(filter, best.preds, &best)) ||
         scan_index_take(&s->ix, &best) != 0) {
         rc = oom(err);
@@ -1743,16 +1755,67 @@ static MF_ALWAYS_INLINE int consider(mf_scan *s, mf_btree *records, const mf_mat
     return judge(s, m, row, take, err);
 }
 
-/* Whether an index key passes the key filter: a string the regex finds a
- * match in, or not a string (the regex value itself, the one other key in
- * the bounds).  A key that cannot be read is fetched: the matcher
- * decides. */
+/* memcmp order of `n` bytes at `p` against an end point's encoding. */
+static int cmp_end(const uint8_t *p, size_t n, const mf_buf *e)
+{
+    size_t m = n < e->len ? n : e->len;
+    int c = m ? memcmp(p, e->data, m) : 0;
+    return c ? c : (n > e->len) - (n < e->len);
+}
+
+/* Whether a field's part of a key (`n` bytes at `p`, inverted for a
+ * descending field) lies in one of its intervals. */
+static bool in_bounds(mf_scan *s, size_t i, const uint8_t *p, size_t n)
+{
+    const mfi_oil *o = &s->ix.oils[i];
+    if (s->ix.desc[i]) { /* the intervals are ascending encodings */
+        s->key_str.len = 0;
+        if (mf_buf_reserve(&s->key_str, n) != 0)
+            return true; /* no memory: the record decides */
+        for (size_t j = 0; j < n; j++)
+            s->key_str.data[j] = (uint8_t)~p[j];
+        p = s->key_str.data;
+    }
+    /* the first interval not wholly below it, then its start */
+    size_t lo = 0, hi = o->n;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        int c = cmp_end(p, n, &o->v[mid].hi);
+        if (c > 0 || (c == 0 && !o->v[mid].hi_incl))
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    if (lo == o->n)
+        return false;
+    int c = cmp_end(p, n, &o->v[lo].lo);
+    return c > 0 || (c == 0 && o->v[lo].lo_incl);
+}
+
+/* Whether an index key passes the scan's tests, so that its record is
+ * fetched: the regex on the first field (a string it finds a match in, or
+ * not a string: the regex value itself, the one other key in those
+ * bounds), and the bounds of the fields past the ranges.  A key that
+ * cannot be read is fetched: the matcher decides. */
 static bool key_passes(mf_scan *s, const uint8_t *k, size_t kl)
 {
-    const char *str;
-    size_t len;
-    int r = mf_bsonx_key_string(k, kl, s->ix.desc[0], &s->key_str, &str, &len);
-    return r != 1 || mf_regex_match(s->key_re, str, len);
+    if (s->key_re) {
+        const char *str;
+        size_t len;
+        int r = mf_bsonx_key_string(k, kl, s->ix.desc[0], &s->key_str, &str, &len);
+        if (r == 1 && !mf_regex_match(s->key_re, str, len))
+            return false;
+    }
+    const uint8_t *p = k, *end = k + kl;
+    for (size_t i = 0; i < s->ix.nfields && i < 32 && (s->key_check >> i) != 0; i++) {
+        size_t n = mf_bsonx_key_value_len(p, (size_t)(end - p), s->ix.desc[i]);
+        if (n == 0)
+            return true;
+        if ((s->key_check >> i & 1) && !in_bounds(s, i, p, n))
+            return false;
+        p += n;
+    }
+    return true;
 }
 
 /* Unique whole keys, looked up one by one in scan order. */
@@ -1772,7 +1835,7 @@ static int next_point(mf_scan *s, mf_engine *e, mf_coll *c, const mf_matcher *m,
         s->stats.works++;
         int rc = mf_btree_get(idx, p->data, p->len, &found, &rid, &rl, err);
         s->stats.keys_examined += found || !s->single;
-        if (rc == 0 && found && (!s->key_re || key_passes(s, p->data, p->len)))
+        if (rc == 0 && found && (!(s->key_re || s->key_check) || key_passes(s, p->data, p->len)))
             rc = consider(s, records, m, rid, rl, NULL, row, &take, err);
         else
             take = false;
@@ -2005,7 +2068,7 @@ static int queue_fill(mf_scan *s, unsigned want, mf_error *err)
             s->q_key[at] = s->cur_key;
             s->q_klen[at] = s->cur_klen;
             s->q_vlen[at] = s->cur_vlen;
-            if (s->key_re && !key_passes(s, s->cur_key, s->cur_klen))
+            if ((s->key_re || s->key_check) && !key_passes(s, s->cur_key, s->cur_klen))
                 s->q_kind[at] = Q_TESTED;
             else if (s->cur_vlen == 8)
                 memcpy(s->q_rid[at], s->cur_val, 8);

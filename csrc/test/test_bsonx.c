@@ -2,6 +2,7 @@
 #include "test.h"
 #include "../bsonx/bsonx.h"
 
+#include <math.h>
 #include <stdlib.h>
 
 /* {a: {a: {... depth levels ...}}} */
@@ -274,4 +275,81 @@ MFT_CASE(key_string, "/bsonx/keys/string_read_back")
     bson_destroy(num);
     mf_buf_free(&key);
     mf_buf_free(&scratch);
+}
+
+/* mf_bsonx_key_value_len cuts a compound key where its first value ends,
+ * for a value of every type (nested, with NULs, negative numbers...) in
+ * either direction, under a collation too; a key cut short is damage. */
+MFT_CASE(key_value_len, "/bsonx/keys/value_len")
+{
+    bson_t *d = bson_new(), scope = BSON_INITIALIZER, sub = BSON_INITIALIZER;
+    bson_oid_t oid;
+    bson_decimal128_t dec;
+    bson_oid_init_from_string(&oid, "0123456789abcdef01234567");
+    bson_decimal128_from_string("-1.2345E-300", &dec);
+    BSON_APPEND_INT32(&scope, "x", 1);
+    const double doubles[] = {0.0, -0.0, 1.5, -1.5, 1e300, -1e-300, 0.1, -123456.789};
+    for (size_t i = 0; i < sizeof doubles / sizeof *doubles; i++)
+        BSON_APPEND_DOUBLE(d, "d", doubles[i]);
+    BSON_APPEND_UTF8(&sub, "k", "v\x01w");
+    BSON_APPEND_INT32(&sub, "n", -7);
+    BSON_APPEND_DOUBLE(d, "nan", NAN);
+    BSON_APPEND_DOUBLE(d, "inf", INFINITY);
+    BSON_APPEND_DOUBLE(d, "-inf", -INFINITY);
+    BSON_APPEND_INT32(d, "i", -2147483647 - 1);
+    BSON_APPEND_INT64(d, "l", INT64_MAX);
+    BSON_APPEND_DECIMAL128(d, "dec", &dec);
+    bson_append_utf8(d, "s", 1, "a\0b\0", 4);
+    BSON_APPEND_UTF8(d, "empty", "");
+    BSON_APPEND_SYMBOL(d, "sym", "sy");
+    BSON_APPEND_DOCUMENT(d, "doc", &sub);
+    bson_t arr;
+    BSON_APPEND_ARRAY_BEGIN(d, "arr", &arr);
+    BSON_APPEND_INT32(&arr, "0", 3);
+    BSON_APPEND_DOCUMENT(&arr, "1", &sub);
+    BSON_APPEND_NULL(&arr, "2");
+    bson_append_array_end(d, &arr);
+    BSON_APPEND_BINARY(d, "bin", BSON_SUBTYPE_BINARY, (const uint8_t *)"\0\1\2", 3);
+    BSON_APPEND_OID(d, "oid", &oid);
+    BSON_APPEND_BOOL(d, "t", true);
+    BSON_APPEND_DATE_TIME(d, "date", -1000);
+    BSON_APPEND_TIMESTAMP(d, "ts", 5, 6);
+    BSON_APPEND_REGEX(d, "re", "a.c", "i");
+    BSON_APPEND_DBPOINTER(d, "dbp", "db.c", &oid);
+    BSON_APPEND_CODE(d, "code", "f()");
+    BSON_APPEND_CODE_WITH_SCOPE(d, "cws", "g()", &scope);
+    BSON_APPEND_NULL(d, "null");
+    BSON_APPEND_UNDEFINED(d, "undef");
+    BSON_APPEND_MINKEY(d, "min");
+    BSON_APPEND_MAXKEY(d, "max");
+    mf_error err;
+    mf_collator *ci = NULL;
+    CHECK_INT(coll_of("{\"locale\": \"en_US\", \"strength\": 2}", &ci, &err), 0);
+    bson_t *after = BCON_NEW("z", BCON_INT32(-9));
+    bson_iter_t it, z;
+    CHECK(bson_iter_init(&z, after) && bson_iter_next(&z));
+    int n = 0;
+    CHECK(bson_iter_init(&it, d));
+    while (bson_iter_next(&it)) {
+        for (int k = 0; k < 4; k++) {
+            bool desc = k & 1;
+            const mf_collator *coll = k & 2 ? ci : NULL;
+            mf_buf key = {0};
+            CHECK_INT(mf_bsonx_key_append_coll(&key, &it, desc, coll), 0);
+            size_t first = key.len;
+            CHECK_INT(mf_bsonx_key_append_coll(&key, &z, desc, coll), 0);
+            CHECK(mf_bsonx_key_value_len(key.data, key.len, desc) == first);
+            CHECK(mf_bsonx_key_value_len(key.data, first, desc) == first);
+            if (first > 1)
+                CHECK(mf_bsonx_key_value_len(key.data, first - 1, desc) == 0);
+            mf_buf_free(&key);
+            n++;
+        }
+    }
+    CHECK(n == 4 * (int)bson_count_keys(d));
+    mf_collator_unref(ci);
+    bson_destroy(after);
+    bson_destroy(&scope);
+    bson_destroy(&sub);
+    bson_destroy(d);
 }
