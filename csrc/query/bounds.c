@@ -728,6 +728,20 @@ static bool next_prefix(mf_buf *pre)
     return false;
 }
 
+/* `b` = {"0": lo, "1": hi, "2": the regex}: [lo, hi), then [regex, regex]. */
+static int push_regex_bounds(mfi_oil *o, const bson_t *b)
+{
+    bson_iter_t lo, hi, re;
+    if (!bson_iter_init(&lo, b) || !bson_iter_next(&lo))
+        return -1;
+    hi = lo;
+    re = lo;
+    if (!bson_iter_next(&hi) || !bson_iter_next(&re) || !bson_iter_next(&re))
+        return -1;
+    int rc = oil_push_range(o, &lo, true, &hi, false, NULL);
+    return rc ? rc : oil_push_point(o, &re, NULL);
+}
+
 /* A regex match (mongod's translateRegex): the strings starting with the
  * pattern's literal prefix, ["abc", "abd"), then the regex value itself.
  * Under a collation strings are ordered by their sort keys, not their
@@ -746,7 +760,6 @@ static int translate_regex(const char *pattern, size_t plen, const char *flags,
     if (!coll && strlen(pattern) == plen && (rc = regex_prefix(pattern, flags, &pre, &whole)) != 0)
         goto out;
     bson_t tmp = BSON_INITIALIZER;
-    bson_iter_t lo, hi, re;
     if (pre.len)
         bson_append_utf8(&tmp, "0", 1, (const char *)pre.data, (int)pre.len);
     if (pre.len == 0 || !next_prefix(&pre)) {
@@ -756,17 +769,7 @@ static int translate_regex(const char *pattern, size_t plen, const char *flags,
     }
     bson_append_utf8(&tmp, "1", 1, (const char *)pre.data, (int)pre.len);
     bson_append_regex(&tmp, "2", 1, pattern, flags);
-    if (!bson_iter_init(&lo, &tmp) || !bson_iter_next(&lo)) {
-        rc = -1;
-    } else {
-        hi = lo;
-        bson_iter_next(&hi);
-        re = hi;
-        bson_iter_next(&re);
-        rc = oil_push_range(o, &lo, true, &hi, false, NULL);
-        if (rc == 0)
-            rc = oil_push_point(o, &re, NULL);
-    }
+    rc = push_regex_bounds(o, &tmp);
     bson_destroy(&tmp);
     *exact = whole;
 out:
@@ -780,19 +783,10 @@ out:
 static int all_strings(const char *pattern, const char *flags, mfi_oil *o)
 {
     bson_t tmp = BSON_INITIALIZER, empty = BSON_INITIALIZER;
-    bson_iter_t lo, hi, re;
     int rc = -1;
     if (bson_append_utf8(&tmp, "0", 1, "", 0) && bson_append_document(&tmp, "1", 1, &empty) &&
-        bson_append_regex(&tmp, "2", 1, pattern, flags) && bson_iter_init(&lo, &tmp) &&
-        bson_iter_next(&lo)) {
-        hi = lo;
-        bson_iter_next(&hi);
-        re = hi;
-        bson_iter_next(&re);
-        rc = oil_push_range(o, &lo, true, &hi, false, NULL);
-        if (rc == 0)
-            rc = oil_push_point(o, &re, NULL);
-    }
+        bson_append_regex(&tmp, "2", 1, pattern, flags))
+        rc = push_regex_bounds(o, &tmp);
     bson_destroy(&tmp);
     return rc;
 }
