@@ -116,6 +116,15 @@ def test_range_beats_nothing_and_ties_by_fewer_fields_then_name():
     assert r["index"] == "aa"
 
 
+def test_more_bounded_fields_beat_fewer_fields():
+    # b past a's range is tested on the keys: a_1_b_1 fetches fewer documents
+    assert plan({"a": {"$gte": 1}, "b": 2}, [ID, A, AB])["index"] == "a_1_b_1"
+    assert plan({"a": Regex("x"), "b": 2}, [ID, A, AB])["index"] == "a_1_b_1"
+    # an equality still comes first
+    assert plan({"a": 1, "b": {"$gt": 2}}, [ID, AB, ix({"a": 1, "c": 1, "b": 1})])[
+        "index"] == "a_1_b_1"
+
+
 def test_index_without_leading_predicate_not_used():
     r = plan({"b": 1}, [ID, AB])
     assert r["stage"] == "COLLSCAN"

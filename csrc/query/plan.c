@@ -515,6 +515,14 @@ static bool cand_better(const cand *a, const cand *b)
         return a->range;
     if ((a->sort_dir != 0) != (b->sort_dir != 0))
         return a->sort_dir != 0;
+    /* more fields bounded: the keys out of their bounds are not fetched */
+    size_t pa = 0, pb = 0;
+    for (size_t i = 0; i < a->d->nfields; i++)
+        pa += a->present[i];
+    for (size_t i = 0; i < b->d->nfields; i++)
+        pb += b->present[i];
+    if (pa != pb)
+        return pa > pb;
     if (a->d->nfields != b->d->nfields)
         return a->d->nfields < b->d->nfields;
     return strcmp(a->d->name, b->d->name) < 0;
