@@ -299,19 +299,35 @@ static void target_close(wtarget *w)
 
 /* Apply `u` to record `rid`.  `before`/`after` (if not NULL) receive
  * copies of the document as it was and as it is. */
+/* Record `rid` as stored (`*doc`, a view into the map) and with `u`
+ * applied.  `*found`: the record was read, and `*out` is initialised
+ * (on error too: the caller destroys it).  The update's and the
+ * explain's one step. */
+static int record_updated(mf_engine *e, mf_coll *c, uint64_t rid, const upd *u, int64_t pos,
+                          int64_t now, bson_t *doc, bson_t *out, bool *found, bool *changed,
+                          mf_error *err)
+{
+    *found = *changed = false;
+    int rc = read_record(e, c, rid, doc, found, err);
+    if (rc || !*found) {
+        *found = false;
+        return rc;
+    }
+    return upd_apply(u, doc, false, pos, now, out, changed, err);
+}
+
 static int update_record(wtarget *w, uint64_t rid, const upd *u, int64_t pos, int64_t now,
                          bool *modified, bson_t *before, bson_t *after, mf_lsn *lsn,
                          mf_error *err)
 {
     bson_t doc, out;
-    bool found, changed = false;
+    bool found, changed;
     *modified = false;
-    int rc = read_record(w->e, w->c, rid, &doc, &found, err);
-    if (rc || !found)
+    int rc = record_updated(w->e, w->c, rid, u, pos, now, &doc, &out, &found, &changed, err);
+    if (!found)
         return rc;
-    if (before)
+    if (rc == 0 && before)
         bson_copy_to(&doc, before);
-    rc = upd_apply(u, &doc, false, pos, now, &out, &changed, err);
     if (rc == 0 && after)
         bson_copy_to(changed ? &out : &doc, after);
     if (rc == 0 && changed) {
@@ -341,25 +357,34 @@ static int delete_record(wtarget *w, uint64_t rid, bson_t *before, bool *deleted
     return rc;
 }
 
-/* Insert the upsert's document: the filter's seed with the update applied
- * as an insert.  `*id_out` (initialised here) gets {"": _id}. */
+/* The document an upsert inserts: the filter's seed with the update
+ * applied as an insert, into `*doc` (initialised here, on error too). */
+static int upsert_doc(const bson_t *filter, const upd *u, int64_t now, bson_t *doc,
+                      mf_error *err)
+{
+    bson_t seed;
+    bool changed;
+    static const bson_t empty = BSON_INITIALIZER;
+    int rc = mf_update_upsert_seed(filter ? filter : &empty, &seed, err);
+    if (rc == 0)
+        rc = upd_apply(u, &seed, true, -1, now, doc, &changed, err);
+    else
+        bson_init(doc);
+    bson_destroy(&seed);
+    return rc;
+}
+
+/* Insert the upsert's document (upsert_doc).  `*id_out` (initialised
+ * here) gets {"": _id}. */
 static int upsert_insert(wtarget *w, const bson_t *filter, const upd *u, int64_t now,
                          bson_t *stored, bson_t *id_out, mf_lsn *lsn, mf_error *err)
 {
-    bson_t seed, doc;
+    bson_t doc;
     bson_iter_t id;
     uint64_t next_id;
-    bool changed;
-    static const bson_t empty = BSON_INITIALIZER;
     bson_init(id_out);
     bson_init(stored);
-    int rc = mf_update_upsert_seed(filter ? filter : &empty, &seed, err);
-    if (rc) {
-        bson_destroy(&seed);
-        return rc;
-    }
-    rc = upd_apply(u, &seed, true, -1, now, &doc, &changed, err);
-    bson_destroy(&seed);
+    int rc = upsert_doc(filter, u, now, &doc, err);
     if (rc == 0)
         rc = mfi_next_record_id(w->e, w->c, &next_id, err);
     if (rc == 0) {
@@ -1108,12 +1133,11 @@ static int explain_run(mf_engine *e, const explain_stmt *s, bool stats,
         x->sorted = rep.sorted;
         for (size_t i = 0; rc == 0 && s->u && i < h.n; i++) {
             bson_t doc, out;
-            bool found, changed = false;
-            rc = read_record(e, c, h.v[i].rid, &doc, &found, err);
-            if (rc || !found)
-                continue;
-            rc = upd_apply(s->u, &doc, false, h.v[i].pos, s->now, &out, &changed, err);
-            bson_destroy(&out);
+            bool found, changed;
+            rc = record_updated(e, c, h.v[i].rid, s->u, h.v[i].pos, s->now, &doc, &out, &found,
+                                &changed, err);
+            if (found)
+                bson_destroy(&out);
             x->n_modified += rc == 0 && changed;
         }
         mfi_indexes_free(&ix);
@@ -1123,14 +1147,9 @@ static int explain_run(mf_engine *e, const explain_stmt *s, bool stats,
     x->n_matched = (int64_t)h.n;
     free(h.v);
     if (rc == 0 && stats && s->upsert && x->n_matched == 0) {
-        bson_t seed, doc;
-        bool changed;
-        rc = mf_update_upsert_seed(s->q, &seed, err);
-        if (rc == 0) {
-            rc = upd_apply(s->u, &seed, true, -1, s->now, &doc, &changed, err);
-            bson_destroy(&doc);
-        }
-        bson_destroy(&seed);
+        bson_t doc;
+        rc = upsert_doc(s->q, s->u, s->now, &doc, err);
+        bson_destroy(&doc);
         x->n_upserted = rc == 0;
     }
     return rc;

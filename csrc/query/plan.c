@@ -1763,14 +1763,6 @@ static MF_ALWAYS_INLINE int consider(mf_scan *s, mf_btree *records, const mf_mat
     return judge(s, m, row, take, err);
 }
 
-/* memcmp order of `n` bytes at `p` against an end point's encoding. */
-static int cmp_end(const uint8_t *p, size_t n, const mf_buf *e)
-{
-    size_t m = n < e->len ? n : e->len;
-    int c = m ? memcmp(p, e->data, m) : 0;
-    return c ? c : (n > e->len) - (n < e->len);
-}
-
 /* Whether a field's part of a key (`n` bytes at `p`, inverted for a
  * descending field) lies in one of its intervals. */
 static bool in_bounds(mf_scan *s, size_t i, const uint8_t *p, size_t n)
@@ -1788,7 +1780,7 @@ static bool in_bounds(mf_scan *s, size_t i, const uint8_t *p, size_t n)
     size_t lo = 0, hi = o->n;
     while (lo < hi) {
         size_t mid = lo + (hi - lo) / 2;
-        int c = cmp_end(p, n, &o->v[mid].hi);
+        int c = cmp_bytes(p, n, o->v[mid].hi.data, o->v[mid].hi.len);
         if (c > 0 || (c == 0 && !o->v[mid].hi_incl))
             lo = mid + 1;
         else
@@ -1796,7 +1788,7 @@ static bool in_bounds(mf_scan *s, size_t i, const uint8_t *p, size_t n)
     }
     if (lo == o->n)
         return false;
-    int c = cmp_end(p, n, &o->v[lo].lo);
+    int c = cmp_bytes(p, n, o->v[lo].lo.data, o->v[lo].lo.len);
     return c > 0 || (c == 0 && o->v[lo].lo_incl);
 }
 
