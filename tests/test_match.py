@@ -742,6 +742,13 @@ def test_bits(f, d, expected):
     ({"a": {"$regex": "a b # comment", "$options": "x"}}, {"a": "ab"}, T),
     ({"a": {"$regex": "x", "$options": "u"}}, {"a": "x"}, T),
     ({"a": {"$regex": "x"}}, {"a": 5}, F),
+    # groups beyond the one offset pair the matcher's match data holds
+    ({"a": Regex("(a)(b)(c)(d)(e)")}, {"a": "xabcde"}, T),
+    ({"a": Regex("(a)(b)(c)(d)(e)")}, {"a": "xabcdx"}, F),
+    ({"a": Regex(r"(\w)\1")}, {"a": "xyyz"}, T),
+    ({"a": Regex(r"(\w)\1")}, {"a": "xyz"}, F),
+    ({"a": Regex("(?P<g>b)(?P=g)")}, {"a": "abba"}, T),
+    ({"a": {"$in": [Regex("(x)(y)(z)"), 1]}}, {"a": ["q", "wxyz"]}, T),
     ({"a": {"$regex": "x"}}, {}, F),
     ({"a": {"$regex": "x"}}, {"a": ["y", "xx"]}, T),
     ({"a": {"$regex": ""}}, {"a": ""}, T),

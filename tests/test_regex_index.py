@@ -6,7 +6,9 @@ judges each), on ascending, descending, compound and multikey indexes."""
 from __future__ import annotations
 
 import random
+import threading
 
+import pymongo
 import pytest
 from bson import Regex
 
@@ -129,3 +131,37 @@ def test_fields_past_a_range_are_tested_before_the_fetch(client, key):
         if all(f in dict(key) for f in flt):  # else FETCH judges the rest
             assert es["totalDocsExamined"] == len(want), flt
         assert es["totalKeysExamined"] > es["totalDocsExamined"], flt
+
+
+def test_regexes_matched_on_many_connections_at_once(server, client):
+    """Each server thread matches with match data of its own: the same
+    answers from four connections at once as from one, captures and
+    backreferences included, on scans and on the index's key filter."""
+    db = client.t
+    rng = random.Random(7)
+    db.m.insert_many([{"_id": i, "s": "".join(rng.choice("abxy") for _ in range(8))}
+                      for i in range(2000)])
+    db.m.create_index("s")
+    filters = [{"s": Regex(r"(a)(b)(x)")}, {"s": Regex(r"(\w)\1\1")}, {"s": Regex("y$")},
+               {"s": {"$in": [Regex("(ab){2}"), "aaaaaaaa"]}}]
+    want = [sorted(d["_id"] for d in db.m.find(f, hint=[("$natural", 1)])) for f in filters]
+    assert all(want) and len(set(map(len, want))) == len(want)
+    errors = []
+
+    def run(seed):
+        try:
+            with pymongo.MongoClient(server.uri, serverSelectionTimeoutMS=5000) as c:
+                for k in range(30):
+                    i = (seed + k) % len(filters)
+                    hint = [("$natural", 1)] if k % 2 else None
+                    got = sorted(d["_id"] for d in c.t.m.find(filters[i], hint=hint))
+                    assert got == want[i], (seed, k)
+        except BaseException as e:  # reported below, from the main thread
+            errors.append(e)
+
+    threads = [threading.Thread(target=run, args=(n,)) for n in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors[0]

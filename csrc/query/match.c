@@ -27,6 +27,7 @@
 #define PCRE2_CODE_UNIT_WIDTH 8
 #include <pcre2.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -933,12 +934,46 @@ int mf_matcher_parse(const bson_t *filter, mf_matcher **out, mf_error *err)
 
 static bool eval_node(const node *n, const bson_t *doc, int64_t *pos, ectx *x);
 
+/* Match data for the matcher's regexes, one per thread, made on the
+ * thread's first match and freed when it exits.  Whether a regex matches
+ * is all the matcher asks, so one offset pair is enough: pcre2_match
+ * returns 0, a match, when a pattern's groups do not fit.  Making one per
+ * document instead (a malloc and a free) cost a third of a regex scan. */
+static pthread_key_t md_key;
+static bool md_key_made;
+static pthread_once_t md_once = PTHREAD_ONCE_INIT;
+
+static void md_destroy(void *md)
+{
+    pcre2_match_data_free(md);
+}
+
+static void md_key_make(void)
+{
+    md_key_made = pthread_key_create(&md_key, md_destroy) == 0;
+}
+
+/* This thread's match data; NULL when it cannot be had. */
+static pcre2_match_data *thread_match_data(void)
+{
+    pthread_once(&md_once, md_key_make);
+    if (!md_key_made)
+        return NULL;
+    pcre2_match_data *md = pthread_getspecific(md_key);
+    if (!md && (md = pcre2_match_data_create(1, NULL)) && pthread_setspecific(md_key, md) != 0) {
+        pcre2_match_data_free(md);
+        md = NULL;
+    }
+    return md;
+}
+
 /* Whether `re` finds a match in `len` bytes at `s` (`md`: match data for
- * it, or NULL to make one). */
+ * it, or NULL for the thread's). */
 static bool regex_find(const pcre2_code *re, pcre2_match_data *md, const char *s, size_t len)
 {
-    pcre2_match_data *own = md ? NULL : pcre2_match_data_create_from_pattern(re, NULL);
-    if (!md && !(md = own))
+    pcre2_match_data *own = NULL;
+    if (!md && !(md = thread_match_data()) &&
+        !(md = own = pcre2_match_data_create_from_pattern(re, NULL)))
         return false;
     int r = pcre2_match(re, (PCRE2_SPTR)s, len, 0, 0, md, NULL);
     /* JIT code runs on a small stack of its own; where that is not enough
