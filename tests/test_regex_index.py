@@ -6,6 +6,7 @@ judges each), on ascending, descending, compound and multikey indexes."""
 from __future__ import annotations
 
 import random
+import re
 import threading
 
 import pymongo
@@ -165,3 +166,24 @@ def test_regexes_matched_on_many_connections_at_once(server, client):
     for t in threads:
         t.join()
     assert not errors, errors[0]
+
+
+def test_a_long_scan_gives_the_same_answers_once_the_regex_is_compiled(client):
+    """After 512 tests a $regex runs as PCRE2 machine code: the answers
+    stay the interpreter's, including for a value whose backtracking
+    outgrows the machine code's stack (the interpreter decides it)."""
+    db = client.t
+    rng = random.Random(11)
+    values = ["".join(rng.choice("abAB\n") for _ in range(rng.randrange(12))) for _ in range(1500)]
+    docs = [{"_id": i, "s": v} for i, v in enumerate(values)]
+    docs.append({"_id": len(docs), "s": "a" * 20000 + "b"})
+    db.j.insert_many(docs)
+    for pattern, flags, py in [("(a|aa)*b", "", 0), ("^a.b", "s", re.S), ("B$", "i", re.I),
+                               ("^b", "m", re.M), (r"(\w)\1", "", 0)]:
+        want = [d["_id"] for d in docs if re.search(pattern, d["s"], py)]
+        got = [d["_id"] for d in db.j.find({"s": Regex(pattern, flags)}, hint=[("$natural", 1)])]
+        assert got == want, pattern
+        got = [d["_id"] for d in db.j.find({"s": {"$not": Regex(pattern, flags)}},
+                                           hint=[("$natural", 1)])]
+        assert got == [d["_id"] for d in docs if d["_id"] not in set(want)], pattern
+    assert len(docs) - 1 in [d["_id"] for d in db.j.find({"s": Regex("(a|aa)*b")})]
