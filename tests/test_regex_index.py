@@ -101,7 +101,9 @@ def test_deep_backtracking_gives_the_matchers_answer(client):
     backtracks deeply over a long key runs out of it, and the interpreter
     must then decide, as it does for the collection scan."""
     db = client.t
-    db.deep.insert_many([{"_id": 1, "s": "a" * 20000 + "b"}, {"_id": 2, "s": "zzz"}])
+    # 600 keys before the long one: the pattern is JIT-compiled by then
+    db.deep.insert_many([{"_id": 1, "s": "a" * 20000 + "b"}, {"_id": 2, "s": "zzz"}] +
+                        [{"_id": 3 + i, "s": f"{i:04d}"} for i in range(600)])
     db.deep.create_index("s")
     flt = {"s": Regex("(a|aa)*b")}
     assert [d["_id"] for d in db.deep.find(flt, hint=[("$natural", 1)])] == [1]
