@@ -105,6 +105,11 @@ def rand_pred(rng, field):
         # regexes with no literal prefix: every string key, tested by the scan
         lambda: rng.choice([Regex("a"), Regex("a$"), Regex("^.a"), Regex("z|^$"),
                             {"$regex": "B", "$options": "i"}]),
+        # $all: each element bounds the field as {field: element} would
+        lambda: {"$all": [v() for _ in range(rng.randint(0, 3))]},
+        lambda: {"$all": [rng.choice([Regex("^b"), Regex("a"), "ba", 3])]},
+        lambda: {"$all": [{"$elemMatch": {"$gt": rng.randint(-5, 10)}},
+                          {"$elemMatch": {"$lt": rng.randint(0, 15)}}][:rng.randint(1, 2)]},
     ]
     value = rng.choice(forms)()
     return undef_as_null(value)
@@ -128,7 +133,9 @@ def rand_filter(rng):
         f[name] = rand_pred(rng, name) if name != "tags" else rng.choice(
             ["x", {"$in": ["y", "w"]}, {"$all": ["x", "y"]}, {"$size": 2}, {"$gt": "x"},
              {"$ne": "x"}, {"$nin": ["x", "y"]}, {"$ne": None}, {"$nin": [None, []]},
-             {"$not": {"$gte": "x"}}, Regex("x|w"), {"$regex": "^[XY]$", "$options": "i"}])
+             {"$not": {"$gte": "x"}}, Regex("x|w"), {"$regex": "^[XY]$", "$options": "i"},
+             {"$all": ["w"]}, {"$all": [Regex("^x"), "y"]}, {"$all": []},
+             {"$all": [{"$elemMatch": {"$gte": "x"}}]}])
     if rng.random() < 0.15:
         f = {"$or": [f, {"a": rand_pred(rng, "a")}]}
     return f

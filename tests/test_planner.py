@@ -819,3 +819,41 @@ def test_regex_bounds_never_lose_a_document(client):
             e = client.t.command("explain", {"find": "r", "filter": f})
             planned += e["queryPlanner"]["winningPlan"]["stage"] != "COLLSCAN"
     assert planned > 100  # most patterns have a prefix and use the index
+
+
+def test_all_bounds_as_its_elements():
+    """mongod rewrites {a: {$all: [x, y]}} into {$and: [{a: x}, {a: y}]}:
+    each element bounds `a` as {a: element} would; on a multikey field one
+    of them does, on any other field their intersection.  The FETCH keeps
+    the $all."""
+    mk = ix({"a": 1}, multikey=1)
+    r = plan({"a": {"$all": ["x", "y"]}}, [ID, mk])
+    assert bounds(r) == {"a": ['["x", "x"]']}
+    assert r["explain"]["filter"] == {"a": {"$all": ["x", "y"]}}
+    r = plan({"a": {"$all": ["x", "y"]}}, [ID, A])
+    assert bounds(r) == {"a": []}
+    r = plan({"a": {"$all": [5]}}, [ID, A])
+    assert bounds(r) == {"a": ["[5, 5]"]}
+    r = plan({"a": {"$all": [Regex("^ab"), "abc"]}}, [ID, mk])
+    assert bounds(r) == {"a": ['["ab", "ac")', "[/^ab/, /^ab/]"]}
+    r = plan({"a": {"$all": [{"$elemMatch": {"$gt": 1, "$lt": 5}}]}}, [ID, mk])
+    assert bounds(r) == {"a": ["(1, 5)"]}
+    r = plan({"a": {"$all": [{"$elemMatch": {"b": 2}}]}}, [ID, ix({"a.b": 1}, multikey=1)])
+    assert bounds(r) == {"a.b": ["[2, 2]"]}
+    # nothing to bound with: the matcher alone (no document matches $all: [])
+    assert plan({"a": {"$all": []}}, [ID, A])["stage"] == "COLLSCAN"
+    assert plan({"a": {"$not": {"$all": [1]}}}, [ID, A])["stage"] == "COLLSCAN"
+
+
+def test_all_on_a_multikey_index_fetches_only_its_first_elements_keys(client):
+    db = client.t
+    db.tg.insert_many([{"_id": i, "t": [f"x{i % 5}", f"y{i % 3}"]} for i in range(300)])
+    db.tg.create_index("t")
+    for flt, n in (({"t": {"$all": ["x1", "y2"]}}, 20), ({"t": {"$all": [Regex("^x1")]}}, 60),
+                   ({"t": {"$all": [{"$elemMatch": {"$gte": "y2"}}]}}, 100)):
+        e = db.command("explain", {"find": "tg", "filter": flt}, verbosity="executionStats")
+        assert e["queryPlanner"]["winningPlan"]["inputStage"]["stage"] == "IXSCAN", flt
+        s = e["executionStats"]
+        assert s["nReturned"] == n and s["totalDocsExamined"] < 300, (flt, s)
+        assert sorted(d["_id"] for d in db.tg.find(flt)) == sorted(
+            d["_id"] for d in db.tg.find(flt, hint=[("$natural", 1)]))

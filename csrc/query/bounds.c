@@ -18,6 +18,8 @@
  *   {$elemMatch: ...}     on values: the intersection of its conditions'
  *                         bounds; on documents, path.field for each field
  *                         (elem_match); never exact
+ *   {$all: [x, y, ...]}   each element as {a: x} (or {a: {$elemMatch}})
+ *                         would bound it: mongod's $and rewrite; never exact
  *   {a: /re/}, {$regex}   the strings starting with the regex's literal
  *                         prefix, ["abc", "abd") for /^abc/, and the regex
  *                         itself, [/re/, /re/] (a regex matches an equal
@@ -1209,6 +1211,38 @@ static int elem_match(mfi_preds *p, const char *path, const bson_iter_t *v, size
     return 0;
 }
 
+/* {path: {$all: [...]}}: each element must hold, as {path: element} (a
+ * value or a regex) or {path: {$elemMatch: ...}} would, so each bounds
+ * the path as that condition does; mongod rewrites $all into that $and.
+ * The bounds of a multikey field take one of them, of any other field
+ * their intersection (cand_build).  Never exact: the FETCH filter keeps
+ * the $all, whose matcher also rejects what mongod rejects ($all: 5,
+ * an operator other than $elemMatch in the list).  [] bounds nothing: it
+ * matches no document, which the matcher decides. */
+static int all_conditions(mfi_preds *p, const char *path, const bson_iter_t *v, size_t top)
+{
+    bson_iter_t el;
+    if (!BSON_ITER_HOLDS_ARRAY(v) || !bson_iter_recurse(v, &el))
+        return 0;
+    size_t before = p->n;
+    while (bson_iter_next(&el)) {
+        bson_iter_t sub;
+        if (is_operator_doc(&el)) {
+            if (bson_iter_recurse(&el, &sub) && bson_iter_next(&sub) &&
+                strcmp(bson_iter_key(&sub), "$elemMatch") == 0 &&
+                BSON_ITER_HOLDS_DOCUMENT(&sub) && elem_match(p, path, &sub, top) != 0)
+                return -1;
+            continue;
+        }
+        bool used;
+        if (add_condition(p, path, NULL, &el, NULL, top, &used) != 0)
+            return -1;
+    }
+    for (size_t i = before; i < p->n; i++)
+        p->v[i].exact = false;
+    return 0;
+}
+
 /* The conditions on one field: `v` is its value in the filter, an operator
  * document or a value to equal (`of_elements`: the conditions of an
  * $elemMatch on values).  `*done` is cleared unless each became a pred
@@ -1234,6 +1268,12 @@ static int field_conditions(mfi_preds *p, const char *path, const bson_iter_t *v
             continue; /* part of the $regex's pred */
         if (strcmp(op, "$elemMatch") == 0 && BSON_ITER_HOLDS_DOCUMENT(&ops)) {
             if (!of_elements && elem_match(p, path, &ops, top) != 0)
+                return -1;
+            *done = false;
+            continue;
+        }
+        if (strcmp(op, "$all") == 0) {
+            if (!of_elements && all_conditions(p, path, &ops, top) != 0)
                 return -1;
             *done = false;
             continue;
