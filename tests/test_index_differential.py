@@ -9,7 +9,7 @@ import struct
 
 import bson
 import pytest
-from bson import Int64, Regex
+from bson import Int64, MinKey, Regex
 from bson.raw_bson import RawBSONDocument
 
 INDEXES = [
@@ -63,6 +63,8 @@ def rand_value(rng):
         return None
     if r < 0.85:
         return Int64(rng.randint(-5, 15))
+    if r < 0.88:
+        return rng.choice([float("nan"), True, False, MinKey(), {"x": 1}])
     return [rng.randint(-5, 15) for _ in range(rng.randint(0, 3))]
 
 
@@ -105,6 +107,10 @@ def rand_pred(rng, field):
         # regexes with no literal prefix: every string key, tested by the scan
         lambda: rng.choice([Regex("a"), Regex("a$"), Regex("^.a"), Regex("z|^$"),
                             {"$regex": "B", "$options": "i"}]),
+        # $type: the brackets of its types
+        lambda: {"$type": rng.choice(["string", "number", "int", "double", "long", "null",
+                                      "bool", "object", "array", "minKey", "regex", 2, 16,
+                                      ["string", "int"], ["null", "array"], ["bool", "null"]])},
         # $all: each element bounds the field as {field: element} would
         lambda: {"$all": [v() for _ in range(rng.randint(0, 3))]},
         lambda: {"$all": [rng.choice([Regex("^b"), Regex("a"), "ba", 3])]},

@@ -218,7 +218,8 @@ def test_single_field_bounds(cond, expected):
         {"$gt": None},
         {"$gt": [1]},
         {"$size": 2},
-        {"$type": "string"},
+        {"$type": "regex"},
+        {"$type": ["string", "javascript"]},
     ],
 )
 def test_conditions_without_bounds_do_not_use_the_index(cond):
@@ -857,3 +858,54 @@ def test_all_on_a_multikey_index_fetches_only_its_first_elements_keys(client):
         assert s["nReturned"] == n and s["totalDocsExamined"] < 300, (flt, s)
         assert sorted(d["_id"] for d in db.tg.find(flt)) == sorted(
             d["_id"] for d in db.tg.find(flt, hint=[("$natural", 1)]))
+
+
+@pytest.mark.parametrize("types, want", [
+    ("string", ['["", {})']),
+    ("symbol", ['["", {})']),
+    ("double", ["[nan.0, inf.0]"]),
+    ("number", ["[nan.0, inf.0]"]),
+    (16, ["[nan.0, inf.0]"]),
+    ("object", ["[{}, [])"]),
+    ("bool", ["[false, true]"]),
+    ("date", ["[new Date(-9223372036854775808), new Date(9223372036854775807)]"]),
+    ("null", ["[null, null]"]),
+    ("objectId", ["[ObjectId('000000000000000000000000'), ObjectId('ffffffffffffffffffffffff')]"]),
+    ("timestamp", ["[Timestamp(0, 0), Timestamp(4294967295, 4294967295)]"]),
+    ("minKey", ["[MinKey, MinKey]"]),
+    ("maxKey", ["[MaxKey, MaxKey]"]),
+    ("array", ["[MinKey, MaxKey]"]),
+    (["string", "int", "long"], ["[nan.0, inf.0]", '["", {})']),
+    (["bool", "null", "minKey"], ["[MinKey, MinKey]", "[null, null]", "[false, true]"]),
+])
+def test_type_bounds(types, want):
+    """mongod's bounds for $type: each type's whole bracket (numbers from
+    NaN, strings to the empty object exclusive), the union sorted; an array
+    type: every key.  Never exact: the FETCH keeps the $type."""
+    r = plan({"a": {"$type": types}}, [ID, A])
+    assert bounds(r) == {"a": want}
+    assert r["explain"]["filter"] == {"a": {"$type": types}}
+    # a descending index: the same intervals, each turned round, last first
+    r = plan({"a": {"$type": types}}, [ID, ix({"a": -1})])
+    assert len(bounds(r)["a"]) == len(want)
+
+
+def test_type_bounds_descending():
+    r = plan({"a": {"$type": ["string", "number"]}}, [ID, ix({"a": -1})])
+    assert bounds(r) == {"a": ['({}, ""]', "[inf.0, nan.0]"]}
+
+
+def test_type_fetches_only_its_brackets_keys(client):
+    db = client.t
+    vals = ["s", 1, 2.5, float("nan"), None, True, {"x": 1}, [1, "t"], Int64(3), MinKey()]
+    db.ty.insert_many([{"_id": i, "a": vals[i % len(vals)]} for i in range(300)] +
+                      [{"_id": 300 + i} for i in range(30)])
+    db.ty.create_index("a")
+    for types in ("string", "number", "double", "null", "object", ["bool", "minKey"], "array"):
+        flt = {"a": {"$type": types}}
+        want = sorted(d["_id"] for d in db.ty.find(flt, hint=[("$natural", 1)]))
+        assert want and sorted(d["_id"] for d in db.ty.find(flt)) == want, types
+        e = db.command("explain", {"find": "ty", "filter": flt}, verbosity="executionStats")
+        assert e["queryPlanner"]["winningPlan"]["inputStage"]["stage"] == "IXSCAN", types
+        if types != "array":
+            assert e["executionStats"]["totalDocsExamined"] < 200, (types, e["executionStats"])

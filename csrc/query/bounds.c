@@ -18,6 +18,9 @@
  *   {$elemMatch: ...}     on values: the intersection of its conditions'
  *                         bounds; on documents, path.field for each field
  *                         (elem_match); never exact
+ *   {$type: t}            each type's whole bracket ([nan.0, inf.0] for the
+ *                         numbers, ["", {}) for strings ...), united; an
+ *                         array type [MinKey, MaxKey]; never exact
  *   {$all: [x, y, ...]}   each element as {a: x} (or {a: {$elemMatch}})
  *                         would bound it: mongod's $and rewrite; never exact
  *   {a: /re/}, {$regex}   the strings starting with the regex's literal
@@ -35,12 +38,12 @@
  *
  * Comparisons never cross type brackets, so a range stops at the edge of
  * its operand's bracket, drawn as mongod draws it: numbers -inf.0..inf.0
- * (NaN lies below -inf and matches no range), strings ""..{} (exclusive),
- * objects {}..[] (exclusive), ObjectIds 00..ff, dates and timestamps their
- * extremes, booleans false..true.  A condition with no such translation
- * ($size, $gt: null, $not: /re/, ...) bounds nothing: the matcher
- * alone decides it.  The bounds may be wider than the condition, never
- * narrower (DESIGN.md section 5).
+ * (NaN lies below -inf and matches no range; $type's bracket starts at
+ * it), strings ""..{} (exclusive), objects {}..[] (exclusive), ObjectIds
+ * 00..ff, dates and timestamps their extremes, booleans false..true.  A
+ * condition with no such translation ($size, $gt: null, $not: /re/, ...)
+ * bounds nothing: the matcher alone decides it.  The bounds may be wider
+ * than the condition, never narrower (DESIGN.md section 5).
  *
  * Collations.  The end points are encoded under the collation of the index
  * they are built for (mfi_preds_collect_coll), so a string point holds its
@@ -867,6 +870,116 @@ static int translate_range(const char *op, const bson_iter_t *v, const mf_collat
     return rc;
 }
 
+/* The whole bracket of BSON type `t` (mongod's appendMinForType to
+ * appendMaxForType); numbers from NaN, which lies below -inf.  False for a
+ * type without one here (undefined, regex, dbPointer, code). */
+static int push_bracket(mfi_oil *o, bson_type_t t, bool *known)
+{
+    bson_t v, lo, hi;
+    bson_iter_t it, lo_it, hi_it;
+    bool lo_incl, hi_incl;
+    *known = true;
+    bson_init(&v);
+    switch (t) {
+    case BSON_TYPE_DOUBLE: BSON_APPEND_DOUBLE(&v, "", 0); break;
+    case BSON_TYPE_UTF8: BSON_APPEND_UTF8(&v, "", ""); break;
+    case BSON_TYPE_DOCUMENT: {
+        bson_t child;
+        BSON_APPEND_DOCUMENT_BEGIN(&v, "", &child);
+        bson_append_document_end(&v, &child);
+        break;
+    }
+    case BSON_TYPE_BINARY:
+        bson_append_binary(&v, "", 0, BSON_SUBTYPE_BINARY, (const uint8_t *)"", 0);
+        break;
+    case BSON_TYPE_OID: {
+        bson_oid_t oid = {{0}};
+        BSON_APPEND_OID(&v, "", &oid);
+        break;
+    }
+    case BSON_TYPE_BOOL: BSON_APPEND_BOOL(&v, "", false); break;
+    case BSON_TYPE_DATE_TIME: BSON_APPEND_DATE_TIME(&v, "", 0); break;
+    case BSON_TYPE_TIMESTAMP: BSON_APPEND_TIMESTAMP(&v, "", 0, 0); break;
+    default:
+        bson_destroy(&v);
+        *known = false;
+        return 0;
+    }
+    bson_iter_init(&it, &v);
+    bson_iter_next(&it);
+    int rc = -1;
+    if (bracket_edge(&it, false, &lo, &lo_it, &lo_incl)) {
+        if (bracket_edge(&it, true, &hi, &hi_it, &hi_incl)) {
+            if (t == BSON_TYPE_DOUBLE) { /* NaN, below -inf, is a number too */
+                bson_t nan;
+                bson_iter_t nan_it;
+                bson_init(&nan);
+                BSON_APPEND_DOUBLE(&nan, "", NAN);
+                bson_iter_init(&nan_it, &nan);
+                bson_iter_next(&nan_it);
+                rc = oil_push_ends(o, &nan_it, true, NULL, &hi_it, hi_incl, NULL, false);
+                bson_destroy(&nan);
+            } else {
+                rc = oil_push_ends(o, &lo_it, lo_incl, NULL, &hi_it, hi_incl, NULL, false);
+            }
+            bson_destroy(&hi);
+        }
+        bson_destroy(&lo);
+    }
+    bson_destroy(&v);
+    return rc;
+}
+
+/* {$type: ...}: the brackets of its types, as mongod bounds it; never
+ * exact (a bracket holds other types: int beside double, symbol beside
+ * string; null keys stand for missing fields too).  An array type: every
+ * key, for an array's key is its elements'.  A type without a bracket
+ * here bounds nothing. */
+static int translate_type(const bson_iter_t *v, mfi_oil *o, bool *collatable, bool *none)
+{
+    mf_error err;
+    uint32_t mask;
+    if (mfi_type_mask(v, &mask, &err) != 0) {
+        *none = true; /* the matcher reports it */
+        return 0;
+    }
+    if (mask & (1u << BSON_TYPE_ARRAY))
+        return mfi_oil_all(o);
+    int rc = 0;
+    for (unsigned t = 1; rc == 0 && !*none && t < 20; t++) {
+        if (!(mask >> t & 1u))
+            continue;
+        bson_type_t bt = (bson_type_t)t;
+        switch (bt) {
+        case BSON_TYPE_INT32: case BSON_TYPE_INT64: case BSON_TYPE_DECIMAL128:
+            bt = BSON_TYPE_DOUBLE;
+            break;
+        case BSON_TYPE_SYMBOL:
+            bt = BSON_TYPE_UTF8;
+            break;
+        default:
+            break;
+        }
+        *collatable |= bt == BSON_TYPE_UTF8 || bt == BSON_TYPE_DOCUMENT;
+        if (bt == BSON_TYPE_NULL) {
+            rc = oil_push_special(o, V_NULL);
+            continue;
+        }
+        bool known;
+        rc = push_bracket(o, bt, &known);
+        *none = !known;
+    }
+    if (rc == 0 && !*none && (mask & MFI_TYPE_NUMBER)) {
+        bool known;
+        rc = push_bracket(o, BSON_TYPE_DOUBLE, &known);
+    }
+    if (rc == 0 && !*none && (mask & MFI_TYPE_MINKEY))
+        rc = oil_push_special(o, V_MINKEY);
+    if (rc == 0 && !*none && (mask & MFI_TYPE_MAXKEY))
+        rc = oil_push_special(o, V_MAXKEY);
+    return rc == 0 && !*none ? oil_union(o) : rc;
+}
+
 static int preds_push(mfi_preds *p, mfi_pred *pr)
 {
     if (p->n == p->cap) {
@@ -1089,6 +1202,9 @@ static int add_condition(mfi_preds *p, const char *path, const char *op, const b
         rc = translate_negation(path, op, v, coll, &pr, &none);
     } else if (strcmp(op, "$exists") == 0) {
         rc = translate_exists(bson_iter_as_bool(v), &pr);
+    } else if (strcmp(op, "$type") == 0) {
+        pr.exact = false;
+        rc = translate_type(v, &pr.oil, &pr.collatable, &none);
     } else {
         none = true;
     }

@@ -22,7 +22,7 @@
  * array only).  A branch that ends early is "missing", which only
  * {$eq: null}, {$exists: false} and negations can match.
  */
-#include "query.h"
+#include "query_int.h"
 
 #define PCRE2_CODE_UNIT_WIDTH 8
 #include <pcre2.h>
@@ -68,7 +68,7 @@ struct cond {
     bson_t operand;      /* {"": value} or {"0": .., "1": ..} for lists */
     bool exists;         /* $exists */
     int64_t mod_div, mod_rem;
-    uint32_t type_mask;  /* $type: bit per BSON type; bit 0 = "number" */
+    uint32_t type_mask;  /* $type: MFI_TYPE_* bits (mfi_type_mask) */
     bool type_array;     /* $type: "array" / 4 */
     pcre2_code *re;      /* $regex */
     re_jit *jit;         /* ... and its machine code, later */
@@ -265,7 +265,8 @@ static const struct {
     {"decimal", 19}, {"minKey", -1}, {"maxKey", 127}, {"number", 0},
 };
 
-static int add_type(cond *c, const bson_iter_t *it, mf_error *err)
+/* One $type element into `*mask` (MFI_TYPE_* bits). */
+static int add_type(uint32_t *mask, const bson_iter_t *it, mf_error *err)
 {
     int t;
     if (BSON_ITER_HOLDS_UTF8(it)) {
@@ -289,11 +290,24 @@ static int add_type(cond *c, const bson_iter_t *it, mf_error *err)
         return mf_error_set(err, MF_TypeMismatch,
                             "type must be represented as a number or a string");
     }
-    if (t == 4)
-        c->type_array = true;
-    /* bit 0 "number"; bits 1..19 the types; 20 minKey, 21 maxKey */
-    c->type_mask |= t == 0 ? 1u : t == -1 ? 1u << 20 : t == 127 ? 1u << 21 : 1u << t;
+    *mask |= t == 0 ? MFI_TYPE_NUMBER : t == -1 ? MFI_TYPE_MINKEY
+           : t == 127 ? MFI_TYPE_MAXKEY : 1u << t;
     return 0;
+}
+
+int mfi_type_mask(const bson_iter_t *it, uint32_t *mask, mf_error *err)
+{
+    *mask = 0;
+    if (!BSON_ITER_HOLDS_ARRAY(it))
+        return add_type(mask, it, err);
+    bson_iter_t el;
+    bson_iter_recurse(it, &el);
+    while (bson_iter_next(&el)) {
+        int rc = add_type(mask, &el, err);
+        if (rc)
+            return rc;
+    }
+    return *mask ? 0 : mf_error_set(err, 9, "$type must match at least one type");
 }
 
 static int parse_bits(cond *c, const bson_iter_t *it, const char *op, mf_error *err)
@@ -430,21 +444,9 @@ static int parse_op(bson_iter_t *it, const bson_iter_t *all, cond *c, mf_error *
     }
     if (strcmp(op, "$type") == 0) {
         c->kind = C_TYPE;
-        if (BSON_ITER_HOLDS_ARRAY(it)) {
-            bson_iter_t el;
-            bson_iter_recurse(it, &el);
-            int n = 0;
-            while (bson_iter_next(&el)) {
-                int rc = add_type(c, &el, err);
-                if (rc)
-                    return rc;
-                n++;
-            }
-            if (n == 0)
-                return mf_error_set(err, 9, "%s must match at least one type", op);
-            return 0;
-        }
-        return add_type(c, it, err);
+        int rc = mfi_type_mask(it, &c->type_mask, err);
+        c->type_array = (c->type_mask >> BSON_TYPE_ARRAY) & 1u;
+        return rc;
     }
     if (strcmp(op, "$mod") == 0) {
         c->kind = C_MOD;
@@ -1177,13 +1179,13 @@ static bool compare_ok(cond_kind k, const bson_iter_t *v, const bson_t *operand,
 static bool type_matches(const cond *c, const bson_iter_t *v)
 {
     bson_type_t t = bson_iter_type(v);
-    if ((c->type_mask & 1u) && (t == BSON_TYPE_INT32 || t == BSON_TYPE_INT64 ||
+    if ((c->type_mask & MFI_TYPE_NUMBER) && (t == BSON_TYPE_INT32 || t == BSON_TYPE_INT64 ||
                                 t == BSON_TYPE_DOUBLE || t == BSON_TYPE_DECIMAL128))
         return true;
     if (t == BSON_TYPE_MINKEY)
-        return (c->type_mask >> 20) & 1u;
+        return (c->type_mask & MFI_TYPE_MINKEY) != 0;
     if (t == BSON_TYPE_MAXKEY)
-        return (c->type_mask >> 21) & 1u;
+        return (c->type_mask & MFI_TYPE_MAXKEY) != 0;
     return (unsigned)t < 20 && ((c->type_mask >> t) & 1u);
 }
 

@@ -14,6 +14,15 @@
 int mfi_field_path_check(const char *path, mf_error *err);
 
 
+/* $type's operand (a type code or alias, or an array of them) as a mask:
+ * bit t for BSON type t (1..19), and these.  Errors: mongod's, BadValue
+ * for an unknown code or alias, TypeMismatch for another operand, 9 for
+ * an empty array. */
+#define MFI_TYPE_NUMBER 1u          /* "number": any of the four */
+#define MFI_TYPE_MINKEY (1u << 20)
+#define MFI_TYPE_MAXKEY (1u << 21)
+int mfi_type_mask(const bson_iter_t *operand, uint32_t *mask, mf_error *err);
+
 /* ---------------------------------------------------- bounds (bounds.c) */
 
 /* One interval of a field's values, in MongoDB's order: its end points as
