@@ -870,9 +870,10 @@ static int translate_range(const char *op, const bson_iter_t *v, const mf_collat
     return rc;
 }
 
-/* The whole bracket of BSON type `t` (mongod's appendMinForType to
- * appendMaxForType); numbers from NaN, which lies below -inf.  False for a
- * type without one here (undefined, regex, dbPointer, code). */
+/* The whole bracket of BSON type `t` into `o` (mongod's appendMinForType
+ * to appendMaxForType); numbers from NaN, which lies below -inf.
+ * `*known` false, and nothing pushed, for a type without one here
+ * (undefined, regex, dbPointer, code).  Returns 0 or -1 (out of memory). */
 static int push_bracket(mfi_oil *o, bson_type_t t, bool *known)
 {
     bson_t v, lo, hi;
