@@ -111,6 +111,7 @@ def rand_pred(rng, field):
         lambda: {"$type": rng.choice(["string", "number", "int", "double", "long", "null",
                                       "bool", "object", "array", "minKey", "regex", 2, 16,
                                       ["string", "int"], ["null", "array"], ["bool", "null"]])},
+        lambda: {"$mod": [rng.choice([2, 3, 4.5]), rng.randint(0, 1)]},
         # $all: each element bounds the field as {field: element} would
         lambda: {"$all": [v() for _ in range(rng.randint(0, 3))]},
         lambda: {"$all": [rng.choice([Regex("^b"), Regex("a"), "ba", 3])]},

@@ -909,3 +909,27 @@ def test_type_fetches_only_its_brackets_keys(client):
         assert e["queryPlanner"]["winningPlan"]["inputStage"]["stage"] == "IXSCAN", types
         if types != "array":
             assert e["executionStats"]["totalDocsExamined"] < 200, (types, e["executionStats"])
+
+
+def test_mod_bounds_the_numbers(client):
+    """mongod bounds $mod by the numbers' bracket and keeps it in the FETCH."""
+    r = plan({"a": {"$mod": [4, 1]}}, [ID, A])
+    assert bounds(r) == {"a": ["[nan.0, inf.0]"]}
+    assert r["explain"]["filter"] == {"a": {"$mod": [4, 1]}}
+    assert plan({"a": {"$not": {"$mod": [4, 1]}}}, [ID, A])["stage"] == "COLLSCAN"
+    db = client.t
+    db.md.insert_many([{"_id": i, "a": i if i % 3 else str(i)} for i in range(90)])
+    db.md.create_index("a")
+    want = [i for i in range(90) if i % 3 and i % 4 == 1]
+    assert sorted(d["_id"] for d in db.md.find({"a": {"$mod": [4, 1]}})) == want
+    e = db.command("explain", {"find": "md", "filter": {"a": {"$mod": [4, 1]}}},
+                   verbosity="executionStats")
+    assert e["executionStats"]["totalDocsExamined"] == 60
+    # a bad operand is the matcher's error, index or not
+    for bad in (5, [4], [0, 1]):
+        codes = set()
+        for hint in (None, [("$natural", 1)]):
+            with pytest.raises(pymongo.errors.OperationFailure) as exc:
+                list(db.md.find({"a": {"$mod": bad}}, hint=hint))
+            codes.add(exc.value.code)
+        assert len(codes) == 1, (bad, codes)

@@ -21,6 +21,7 @@
  *   {$type: t}            each type's whole bracket ([nan.0, inf.0] for the
  *                         numbers, ["", {}) for strings ...), united; an
  *                         array type [MinKey, MaxKey]; never exact
+ *   {$mod: [d, r]}        the numbers, [nan.0, inf.0]; never exact
  *   {$all: [x, y, ...]}   each element as {a: x} (or {a: {$elemMatch}})
  *                         would bound it: mongod's $and rewrite; never exact
  *   {a: /re/}, {$regex}   the strings starting with the regex's literal
@@ -1206,6 +1207,12 @@ static int add_condition(mfi_preds *p, const char *path, const char *op, const b
     } else if (strcmp(op, "$type") == 0) {
         pr.exact = false;
         rc = translate_type(v, &pr.oil, &pr.collatable, &none);
+    } else if (strcmp(op, "$mod") == 0) {
+        /* Only a number has a remainder: the numbers' bracket, as mongod
+         * bounds it (the matcher checks the operand and each remainder). */
+        bool known;
+        pr.exact = false;
+        rc = push_bracket(&pr.oil, BSON_TYPE_DOUBLE, &known);
     } else {
         none = true;
     }
