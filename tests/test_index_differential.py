@@ -112,6 +112,7 @@ def rand_pred(rng, field):
                                       "bool", "object", "array", "minKey", "regex", 2, 16,
                                       ["string", "int"], ["null", "array"], ["bool", "null"]])},
         lambda: {"$mod": [rng.choice([2, 3, 4.5]), rng.randint(0, 1)]},
+        lambda: {"$in": [rng.choice([Regex("a"), Regex("a$"), Regex("^b")]), v()]},
         # $all: each element bounds the field as {field: element} would
         lambda: {"$all": [v() for _ in range(rng.randint(0, 3))]},
         lambda: {"$all": [rng.choice([Regex("^b"), Regex("a"), "ba", 3])]},

@@ -214,7 +214,6 @@ def test_single_field_bounds(cond, expected):
         {"$not": {"$exists": False}},
         {"$elemMatch": {"$elemMatch": {"$gt": 1}}},
         {"$elemMatch": {"$size": 1}},
-        {"$in": [1, Regex("x")]},
         {"$gt": None},
         {"$gt": [1]},
         {"$size": 2},
@@ -933,3 +932,34 @@ def test_mod_bounds_the_numbers(client):
                 list(db.md.find({"a": {"$mod": bad}}, hint=hint))
             codes.add(exc.value.code)
         assert len(codes) == 1, (bad, codes)
+
+
+def test_no_prefix_regex_in_an_in_bounds_every_string():
+    """mongod bounds a $in's regex with no prefix by every string and the
+    regex value, united with the other elements; the FETCH tests it."""
+    r = plan({"a": {"$in": [Regex("b"), 5]}}, [ID, A])
+    assert bounds(r) == {"a": ["[5, 5]", '["", {})', "[/b/, /b/]"]}
+    assert r["explain"]["filter"] == {"a": {"$in": [Regex("b"), 5]}}
+    r = plan({"a": {"$in": [Regex("b"), Regex("^c"), "zz"]}}, [ID, A])
+    assert bounds(r) == {"a": ['["", {})', "[/^c/, /^c/]", "[/b/, /b/]"]}
+
+
+def test_no_prefix_regex_in_an_in_answers_as_the_scan(client):
+    db = client.t
+    db.ri.insert_many([{"_id": i, "a": v} for i, v in enumerate(
+        ["abc", "b", "xbx", "c", 5, 6, ["q", "b"], None, "B", Regex("b")])])
+    db.ri.create_index("a")
+    db.ri.create_index("a", name="a_en", collation={"locale": "en", "strength": 2})
+    for flt in ({"a": {"$in": [Regex("b"), 5]}}, {"a": {"$in": [Regex("^c"), Regex("x$")]}},
+                {"a": {"$in": [Regex("B", "i"), None]}}):
+        want = sorted(d["_id"] for d in db.ri.find(flt, hint=[("$natural", 1)]))
+        for hint in (None, "a_1"):
+            assert sorted(d["_id"] for d in db.ri.find(flt, hint=hint)) == want, (flt, hint)
+        # a regex does not depend on a collation: a query under one may use
+        # the simple index's bounds, never the collated index's (its keys
+        # are sort keys, which a regex cannot bound)
+        e = db.command("explain", {"find": "ri", "filter": flt,
+                                   "collation": {"locale": "en", "strength": 2}})
+        assert "a_en" not in str(e["queryPlanner"]["winningPlan"]), flt
+        got = db.ri.find(flt, collation={"locale": "en", "strength": 2})
+        assert sorted(d["_id"] for d in got) == want, flt

@@ -31,7 +31,8 @@
  *                         A regex with no prefix (no collation): every
  *                         string, ["", {}), and the regex value, with the
  *                         regex tested on each key (mfi_pred.key_re); in
- *                         a $in or under a collation, it bounds nothing
+ *                         a $in the same bounds, the FETCH testing it;
+ *                         under a collation it bounds nothing
  *   {$ne: v}, {$nin: [...]}, {$not: {<one of the above>}}
  *                         the complement of the condition's bounds in
  *                         [MinKey, MaxKey] (translate_negation): {$ne: 5}
@@ -1183,6 +1184,13 @@ static int add_condition(mfi_preds *p, const char *path, const char *op, const b
                 regexes = true;
                 regex_operand(&el, NULL, &pattern, &plen, &flags);
                 rc = translate_regex(pattern, plen, flags, coll, &pr.oil, &exact, &none);
+                if (rc == 0 && none && !coll && strlen(pattern) == plen) {
+                    /* No prefix: every string, and the regex value, as
+                     * mongod bounds it; the FETCH tests the regex. */
+                    none = false;
+                    exact = false;
+                    rc = all_strings(pattern, flags, &pr.oil);
+                }
                 pr.exact = pr.exact && exact;
                 continue;
             }
