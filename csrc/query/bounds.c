@@ -290,18 +290,17 @@ int mfi_oil_all(mfi_oil *o)
     return rc;
 }
 
-/* The edge of `v`'s type bracket -- the upper one with `upper` -- into
+/* The edge of type `t`'s bracket -- the upper one with `upper` -- into
  * `tmp`, as mongod's appendMinForType/appendMaxForType (numbers: -inf.0 /
  * inf.0).  `*incl`: the edge is of the same bracket (so it is included).
  * False for a type no range is built for. */
-static bool bracket_edge(const bson_iter_t *v, bool upper, bson_t *tmp, bson_iter_t *edge,
-                         bool *incl)
+static bool bracket_edge(bson_type_t t, bool upper, bson_t *tmp, bson_iter_t *edge, bool *incl)
 {
     bson_t child;
     bson_oid_t oid;
     *incl = true;
     bson_init(tmp);
-    switch (bson_iter_type(v)) {
+    switch (t) {
     case BSON_TYPE_DOUBLE: case BSON_TYPE_INT32: case BSON_TYPE_INT64:
     case BSON_TYPE_DECIMAL128:
         BSON_APPEND_DOUBLE(tmp, "", upper ? INFINITY : -INFINITY);
@@ -749,29 +748,49 @@ static int push_regex_bounds(mfi_oil *o, const bson_t *b)
     return rc ? rc : oil_push_point(o, &re, NULL);
 }
 
+/* A regex with no literal prefix, as mongod bounds it: every string,
+ * ["", {}), then the regex value itself.  Inexact: the scan tests the
+ * regex on each string key (mfi_pred.key_re), or the FETCH does. */
+static int all_strings(const char *pattern, const char *flags, mfi_oil *o)
+{
+    bson_t tmp = BSON_INITIALIZER, empty = BSON_INITIALIZER;
+    int rc = -1;
+    if (bson_append_utf8(&tmp, "0", 1, "", 0) && bson_append_document(&tmp, "1", 1, &empty) &&
+        bson_append_regex(&tmp, "2", 1, pattern, flags))
+        rc = push_regex_bounds(o, &tmp);
+    bson_destroy(&tmp);
+    return rc;
+}
+
 /* A regex match (mongod's translateRegex): the strings starting with the
- * pattern's literal prefix, ["abc", "abd"), then the regex value itself.
- * Under a collation strings are ordered by their sort keys, not their
- * bytes, so no prefix is taken.  With no prefix, `*none`: the caller may
- * bound every string instead (all_strings) when the scan can test the
- * regex on its keys.  `*exact`: the bounds are the condition (a
+ * pattern's literal prefix, ["abc", "abd"), then the regex value itself;
+ * with no prefix every string (all_strings, `*every`), inexact.  Under a
+ * collation strings are ordered by their sort keys, not their bytes, so
+ * it bounds nothing (`*none`), nor does a pattern with a NUL in it (the
+ * matcher refuses it).  `*exact`: the bounds are the condition (a
  * whole-prefix pattern). */
 static int translate_regex(const char *pattern, size_t plen, const char *flags,
-                           const mf_collator *coll, mfi_oil *o, bool *exact, bool *none)
+                           const mf_collator *coll, mfi_oil *o, bool *exact, bool *every,
+                           bool *none)
 {
     mf_buf pre = {0};
     bool whole = false;
     int rc = 0;
-    /* A pattern with a NUL in it is refused by the matcher; bound it
-     * loosely all the same. */
-    if (!coll && strlen(pattern) == plen && (rc = regex_prefix(pattern, flags, &pre, &whole)) != 0)
+    bool raw = !coll && strlen(pattern) == plen;
+    if (raw && (rc = regex_prefix(pattern, flags, &pre, &whole)) != 0)
         goto out;
     bson_t tmp = BSON_INITIALIZER;
     if (pre.len)
         bson_append_utf8(&tmp, "0", 1, (const char *)pre.data, (int)pre.len);
     if (pre.len == 0 || !next_prefix(&pre)) {
         bson_destroy(&tmp);
-        *none = true;
+        if (raw) {
+            *exact = false;
+            *every = true;
+            rc = all_strings(pattern, flags, o);
+        } else {
+            *none = true;
+        }
         goto out;
     }
     bson_append_utf8(&tmp, "1", 1, (const char *)pre.data, (int)pre.len);
@@ -781,20 +800,6 @@ static int translate_regex(const char *pattern, size_t plen, const char *flags,
     *exact = whole;
 out:
     mf_buf_free(&pre);
-    return rc;
-}
-
-/* A regex with no literal prefix, as mongod bounds it: every string,
- * ["", {}), then the regex value itself.  Inexact: the scan tests the
- * regex on each string key (mfi_pred.key_re) before it fetches. */
-static int all_strings(const char *pattern, const char *flags, mfi_oil *o)
-{
-    bson_t tmp = BSON_INITIALIZER, empty = BSON_INITIALIZER;
-    int rc = -1;
-    if (bson_append_utf8(&tmp, "0", 1, "", 0) && bson_append_document(&tmp, "1", 1, &empty) &&
-        bson_append_regex(&tmp, "2", 1, pattern, flags))
-        rc = push_regex_bounds(o, &tmp);
-    bson_destroy(&tmp);
     return rc;
 }
 
@@ -861,7 +866,7 @@ static int translate_range(const char *op, const bson_iter_t *v, const mf_collat
     bson_t tmp;
     bson_iter_t edge;
     bool edge_incl;
-    if (!bracket_edge(v, lower, &tmp, &edge, &edge_incl)) {
+    if (!bracket_edge(bson_iter_type(v), lower, &tmp, &edge, &edge_incl)) {
         *none = true;
         return 0;
     }
@@ -878,58 +883,22 @@ static int translate_range(const char *op, const bson_iter_t *v, const mf_collat
  * (undefined, regex, dbPointer, code).  Returns 0 or -1 (out of memory). */
 static int push_bracket(mfi_oil *o, bson_type_t t, bool *known)
 {
-    bson_t v, lo, hi;
-    bson_iter_t it, lo_it, hi_it;
+    bson_t lo, hi;
+    bson_iter_t lo_it, hi_it;
     bool lo_incl, hi_incl;
-    *known = true;
-    bson_init(&v);
-    switch (t) {
-    case BSON_TYPE_DOUBLE: BSON_APPEND_DOUBLE(&v, "", 0); break;
-    case BSON_TYPE_UTF8: BSON_APPEND_UTF8(&v, "", ""); break;
-    case BSON_TYPE_DOCUMENT: {
-        bson_t child;
-        BSON_APPEND_DOCUMENT_BEGIN(&v, "", &child);
-        bson_append_document_end(&v, &child);
-        break;
-    }
-    case BSON_TYPE_BINARY:
-        bson_append_binary(&v, "", 0, BSON_SUBTYPE_BINARY, (const uint8_t *)"", 0);
-        break;
-    case BSON_TYPE_OID: {
-        bson_oid_t oid = {{0}};
-        BSON_APPEND_OID(&v, "", &oid);
-        break;
-    }
-    case BSON_TYPE_BOOL: BSON_APPEND_BOOL(&v, "", false); break;
-    case BSON_TYPE_DATE_TIME: BSON_APPEND_DATE_TIME(&v, "", 0); break;
-    case BSON_TYPE_TIMESTAMP: BSON_APPEND_TIMESTAMP(&v, "", 0, 0); break;
-    default:
-        bson_destroy(&v);
-        *known = false;
+    *known = bracket_edge(t, false, &lo, &lo_it, &lo_incl);
+    if (!*known)
         return 0;
+    bracket_edge(t, true, &hi, &hi_it, &hi_incl);
+    if (t == BSON_TYPE_DOUBLE) { /* NaN, below -inf, is a number too */
+        bson_reinit(&lo);
+        BSON_APPEND_DOUBLE(&lo, "", NAN);
+        bson_iter_init(&lo_it, &lo);
+        bson_iter_next(&lo_it);
     }
-    bson_iter_init(&it, &v);
-    bson_iter_next(&it);
-    int rc = -1;
-    if (bracket_edge(&it, false, &lo, &lo_it, &lo_incl)) {
-        if (bracket_edge(&it, true, &hi, &hi_it, &hi_incl)) {
-            if (t == BSON_TYPE_DOUBLE) { /* NaN, below -inf, is a number too */
-                bson_t nan;
-                bson_iter_t nan_it;
-                bson_init(&nan);
-                BSON_APPEND_DOUBLE(&nan, "", NAN);
-                bson_iter_init(&nan_it, &nan);
-                bson_iter_next(&nan_it);
-                rc = oil_push_ends(o, &nan_it, true, NULL, &hi_it, hi_incl, NULL, false);
-                bson_destroy(&nan);
-            } else {
-                rc = oil_push_ends(o, &lo_it, lo_incl, NULL, &hi_it, hi_incl, NULL, false);
-            }
-            bson_destroy(&hi);
-        }
-        bson_destroy(&lo);
-    }
-    bson_destroy(&v);
+    int rc = oil_push_ends(o, &lo_it, lo_incl, NULL, &hi_it, hi_incl, NULL, false);
+    bson_destroy(&lo);
+    bson_destroy(&hi);
     return rc;
 }
 
@@ -948,33 +917,23 @@ static int translate_type(const bson_iter_t *v, mfi_oil *o, bool *collatable, bo
     }
     if (mask & (1u << BSON_TYPE_ARRAY))
         return mfi_oil_all(o);
+    if (mask & MFI_TYPE_NUMBER)
+        mask |= 1u << BSON_TYPE_DOUBLE;
     int rc = 0;
     for (unsigned t = 1; rc == 0 && !*none && t < 20; t++) {
         if (!(mask >> t & 1u))
             continue;
         bson_type_t bt = (bson_type_t)t;
-        switch (bt) {
-        case BSON_TYPE_INT32: case BSON_TYPE_INT64: case BSON_TYPE_DECIMAL128:
-            bt = BSON_TYPE_DOUBLE;
-            break;
-        case BSON_TYPE_SYMBOL:
-            bt = BSON_TYPE_UTF8;
-            break;
-        default:
-            break;
-        }
-        *collatable |= bt == BSON_TYPE_UTF8 || bt == BSON_TYPE_DOCUMENT;
+        *collatable |= bt == BSON_TYPE_UTF8 || bt == BSON_TYPE_SYMBOL || bt == BSON_TYPE_DOCUMENT;
         if (bt == BSON_TYPE_NULL) {
             rc = oil_push_special(o, V_NULL);
             continue;
         }
-        bool known;
-        rc = push_bracket(o, bt, &known);
+        /* the numbers share one bracket, which starts at NaN */
+        bool known, number = bt == BSON_TYPE_INT32 || bt == BSON_TYPE_INT64 ||
+                             bt == BSON_TYPE_DECIMAL128;
+        rc = push_bracket(o, number ? BSON_TYPE_DOUBLE : bt, &known);
         *none = !known;
-    }
-    if (rc == 0 && !*none && (mask & MFI_TYPE_NUMBER)) {
-        bool known;
-        rc = push_bracket(o, BSON_TYPE_DOUBLE, &known);
     }
     if (rc == 0 && !*none && (mask & MFI_TYPE_MINKEY))
         rc = oil_push_special(o, V_MINKEY);
@@ -1158,18 +1117,16 @@ static int add_condition(mfi_preds *p, const char *path, const char *op, const b
     *used = false;
     if ((!op && BSON_ITER_HOLDS_REGEX(v)) || (op && strcmp(op, "$regex") == 0)) {
         /* A regex value is a pattern, not a collatable operand. */
+        bool every = false;
         if (regex_operand(v, options, &pattern, &plen, &flags))
-            rc = translate_regex(pattern, plen, flags, coll, &pr.oil, &pr.exact, &none);
+            rc = translate_regex(pattern, plen, flags, coll, &pr.oil, &pr.exact, &every, &none);
         else
             none = true;
-        /* No prefix: the keys are tested, where they are the strings
-         * themselves (no collation, no NUL in the pattern). */
-        if (rc == 0 && none && !coll && pattern && strlen(pattern) == plen) {
-            none = false;
-            pr.exact = false;
+        /* No prefix: the scan tests the regex on each key, which is the
+         * string itself (no collation, no NUL in the pattern). */
+        if (every) {
             pr.key_re = pattern;
             pr.key_re_flags = flags;
-            rc = all_strings(pattern, flags, &pr.oil);
         }
     } else if (!op || strcmp(op, "$eq") == 0) {
         pr.collatable = mfi_collatable(v);
@@ -1179,18 +1136,11 @@ static int add_condition(mfi_preds *p, const char *path, const char *op, const b
         bool regexes = false;
         bson_iter_recurse(v, &el);
         while (rc == 0 && !none && bson_iter_next(&el)) {
-            bool exact = true;
+            bool exact = true, every = false;
             if (BSON_ITER_HOLDS_REGEX(&el)) {
                 regexes = true;
                 regex_operand(&el, NULL, &pattern, &plen, &flags);
-                rc = translate_regex(pattern, plen, flags, coll, &pr.oil, &exact, &none);
-                if (rc == 0 && none && !coll && strlen(pattern) == plen) {
-                    /* No prefix: every string, and the regex value, as
-                     * mongod bounds it; the FETCH tests the regex. */
-                    none = false;
-                    exact = false;
-                    rc = all_strings(pattern, flags, &pr.oil);
-                }
+                rc = translate_regex(pattern, plen, flags, coll, &pr.oil, &exact, &every, &none);
                 pr.exact = pr.exact && exact;
                 continue;
             }

@@ -965,8 +965,9 @@ int mf_matcher_parse(const bson_t *filter, mf_matcher **out, mf_error *err)
 
 static bool eval_node(const node *n, const bson_t *doc, int64_t *pos, ectx *x);
 
-/* Match data for the matcher's regexes, one per thread, made on the
- * thread's first match and freed when it exits.  Whether a regex matches
+/* Match data for every regex tested here (the matcher's, an index scan's
+ * key filter), one per thread, made on the thread's first match and freed
+ * when it exits.  Whether a regex matches
  * is all the matcher asks, so one offset pair is enough: pcre2_match
  * returns 0, a match, when a pattern's groups do not fit.  Making one per
  * document instead (a malloc and a free) cost a third of a regex scan. */
@@ -998,13 +999,11 @@ static pcre2_match_data *thread_match_data(void)
     return md;
 }
 
-/* Whether `re` finds a match in `len` bytes at `s` (`md`: match data for
- * it, or NULL for the thread's). */
-static bool regex_find(const pcre2_code *re, pcre2_match_data *md, const char *s, size_t len)
+/* Whether `re` finds a match in `len` bytes at `s`. */
+static bool regex_find(const pcre2_code *re, const char *s, size_t len)
 {
-    pcre2_match_data *own = NULL;
-    if (!md && !(md = thread_match_data()) &&
-        !(md = own = pcre2_match_data_create_from_pattern(re, NULL)))
+    pcre2_match_data *own = NULL, *md = thread_match_data();
+    if (!md && !(md = own = pcre2_match_data_create_from_pattern(re, NULL)))
         return false;
     int r = pcre2_match(re, (PCRE2_SPTR)s, len, 0, 0, md, NULL);
     /* JIT code runs on a small stack of its own; where that is not enough
@@ -1050,12 +1049,11 @@ static bool regex_match(const pcre2_code *re, const bson_iter_t *v)
         s = bson_iter_symbol(v, &len);
     else
         return false;
-    return regex_find(re, NULL, s, len);
+    return regex_find(re, s, len);
 }
 
 struct mf_regex {
     pcre2_code *re;
-    pcre2_match_data *md;
 };
 
 int mf_regex_new(const char *pattern, const char *options, mf_regex **out, mf_error *err)
@@ -1065,8 +1063,6 @@ int mf_regex_new(const char *pattern, const char *options, mf_regex **out, mf_er
     if (!r)
         return oom(err);
     int rc = compile_regex(pattern, options, &r->re, err);
-    if (rc == 0 && !(r->md = pcre2_match_data_create(1, NULL)))
-        rc = oom(err);
     /* Machine code at once: an index scan's key filter tests every string
      * key of the index, far more than JIT_AFTER.  Where PCRE2 has no JIT
      * (or it fails) pcre2_match interprets, with the same answers. */
@@ -1082,14 +1078,13 @@ int mf_regex_new(const char *pattern, const char *options, mf_regex **out, mf_er
 
 bool mf_regex_match(mf_regex *r, const char *s, size_t len)
 {
-    return regex_find(r->re, r->md, s, len);
+    return regex_find(r->re, s, len);
 }
 
 void mf_regex_free(mf_regex *r)
 {
     if (!r)
         return;
-    pcre2_match_data_free(r->md);
     pcre2_code_free(r->re);
     free(r);
 }
