@@ -96,27 +96,38 @@ static int count_arg(const char *cmdname, const bson_iter_t *it, int64_t *out, m
 
 /* --------------------------------------------------------------- batches */
 
-/* A batch's documents reach its array in runs: each is written as an
- * array element ("<n>": document) into `run`, which is itself a BSON
- * document, and the run is concatenated onto the array when it reaches
- * RUN_BYTES and when fill() returns.  One libbson append per run instead
- * of one per document: the append's own bookkeeping (the length of every
- * enclosing document, by varargs) cost more than the copy of a 100-byte
- * document. */
+/* A batch's documents are written as array elements ("<n>": document)
+ * into runs of about RUN_BYTES, kept until the batch is complete; then
+ * batch_reply writes the reply's cursor document once, at its final
+ * size, each run copied into it.  Each document is copied twice in all.
+ * Appending each document to a libbson array cost more in bookkeeping
+ * (the length of every enclosing document, by varargs) than the copy of
+ * a 100-byte document, and a reply grown as the documents came was copied
+ * again at each doubling. */
 #define RUN_BYTES (64 * 1024)
 
 typedef struct batch {
-    bson_t *arr;
     uint32_t n;
-    size_t bytes;
+    size_t bytes; /* the documents' */
     int64_t max_docs; /* -1: no count limit */
-    mf_buf run;       /* elements added since the last batch_flush, after 4 bytes of length */
+    mf_buf *runs;     /* the full runs, then the one being written */
+    size_t nruns, runs_cap;
+    size_t elems; /* the bytes of the elements, in all runs */
     /* The next document's array key: n in decimal, ending at key[14],
      * then its NUL and zeros, so that 16 bytes from key_at can be copied
      * whole (a fixed-size copy, no call). */
     char key[32];
     int key_at; /* where it starts in `key` (n has at most 10 digits); 0 until set */
 } batch;
+
+static void batch_free(batch *b)
+{
+    for (size_t i = 0; i < b->nruns; i++)
+        mf_buf_free(&b->runs[i]);
+    free(b->runs);
+    b->runs = NULL;
+    b->nruns = b->runs_cap = 0;
+}
 
 /* Count the array key up by one, in place ("9" -> "10", "199" -> "200"). */
 static void key_next(batch *b)
@@ -138,20 +149,28 @@ static bool batch_fits(const batch *b, size_t len)
     return true;
 }
 
-/* Append the run to the array and empty it. */
-static int batch_flush(batch *b, mf_error *err)
+/* A new run with room for `need` bytes at least.  Returns -1 when out of
+ * memory. */
+static int batch_new_run(batch *b, size_t need)
 {
-    bson_t run;
-    if (b->run.len == 0)
-        return 0;
-    if (mf_buf_append(&b->run, "", 1) != 0)
-        return mf_error_set(err, MF_InternalError, "out of memory");
-    uint32_t n = (uint32_t)b->run.len;
-    for (int i = 0; i < 4; i++)
-        b->run.data[i] = (uint8_t)(n >> (8 * i));
-    bool ok = bson_init_static(&run, b->run.data, b->run.len) && bson_concat(b->arr, &run);
-    b->run.len = 0;
-    return ok ? 0 : mf_error_set(err, MF_InternalError, "a reply batch could not be built");
+    if (b->nruns == b->runs_cap) {
+        size_t cap = b->runs_cap ? 2 * b->runs_cap : 8;
+        mf_buf *runs = realloc(b->runs, cap * sizeof *runs);
+        if (!runs)
+            return -1;
+        b->runs = runs;
+        b->runs_cap = cap;
+    }
+    /* 1 KiB first, doubling to RUN_BYTES: a reply of one document costs
+     * no large allocation. */
+    size_t cap = b->nruns ? 2 * b->runs[b->nruns - 1].cap : 1024;
+    if (cap > RUN_BYTES)
+        cap = RUN_BYTES;
+    mf_buf run = {0};
+    if (mf_buf_reserve(&run, need > cap ? need : cap) != 0)
+        return -1;
+    b->runs[b->nruns++] = run;
+    return 0;
 }
 
 /* Called once per document returned: kept to plain stores and one copy. */
@@ -163,21 +182,77 @@ static inline int batch_add(batch *b, const uint8_t *data, size_t len, mf_error 
         b->key_at = (int)(first - b->key);
     }
     size_t kl = (size_t)(15 - b->key_at);
-    size_t at = b->run.len ? b->run.len : 4; /* the run's length goes first */
     /* room for the key copied 16 bytes whole; the document overwrites
      * what follows its NUL */
-    size_t need = at - b->run.len + 1 + 16 + len;
-    if (need > b->run.cap - b->run.len && mf_buf_reserve(&b->run, need) != 0)
-        return mf_error_set(err, MF_InternalError, "out of memory");
-    uint8_t *p = b->run.data + at;
+    size_t need = 1 + 16 + len;
+    mf_buf *run = b->nruns ? &b->runs[b->nruns - 1] : NULL;
+    if (!run || need > run->cap - run->len) {
+        if (batch_new_run(b, need) != 0)
+            return mf_error_set(err, MF_InternalError, "out of memory");
+        run = &b->runs[b->nruns - 1];
+    }
+    uint8_t *p = run->data + run->len;
     *p++ = BSON_TYPE_DOCUMENT;
     memcpy(p, b->key + b->key_at, 16);
     memcpy(p + kl + 1, data, len);
-    b->run.len = at + 2 + kl + len;
+    run->len += 2 + kl + len;
+    b->elems += 2 + kl + len;
     key_next(b);
     b->n++;
     b->bytes += len;
-    return b->run.len >= RUN_BYTES ? batch_flush(b, err) : 0;
+    return 0;
+}
+
+static uint8_t *put(uint8_t *p, const void *s, size_t n)
+{
+    memcpy(p, s, n);
+    return p + n;
+}
+
+/* The cursor document {<batch_name>: [the batch], id, ns}, as the field
+ * "cursor" of `reply`, written at its final size; the runs are freed as
+ * they are copied.  `reply` is empty (the cursor is every cursor
+ * command's first field) and written in place. */
+static int batch_reply(batch *b, bson_t *reply, const char *batch_name, int64_t id,
+                       const char *ns, mf_error *err)
+{
+    size_t name_len = strlen(batch_name), ns_len = strlen(ns);
+    size_t arr = 4 + b->elems + 1;
+    size_t cursor = 4 + (1 + name_len + 1 + arr) + (1 + 3 + 8) + (1 + 3 + 4 + ns_len + 1) + 1;
+    size_t total = 4 + (1 + 7 + cursor) + 1;
+    BSON_ASSERT(bson_empty(reply));
+    uint8_t *p = total <= INT32_MAX ? bson_reserve_buffer(reply, (uint32_t)total) : NULL;
+    if (!p) {
+        batch_free(b);
+        return mf_error_set(err, MF_InternalError, "out of memory");
+    }
+    uint8_t *q = p;
+    mf_store_i32le(q, (int32_t)total);
+    *(q += 4) = BSON_TYPE_DOCUMENT;
+    q = put(q + 1, "cursor", 7);
+    mf_store_i32le(q, (int32_t)cursor);
+    *(q += 4) = BSON_TYPE_ARRAY;
+    q = put(q + 1, batch_name, name_len + 1);
+    mf_store_i32le(q, (int32_t)arr);
+    q += 4;
+    for (size_t i = 0; i < b->nruns; i++) {
+        q = put(q, b->runs[i].data, b->runs[i].len);
+        mf_buf_free(&b->runs[i]);
+    }
+    *q++ = 0;
+    *q++ = BSON_TYPE_INT64;
+    q = put(q, "id", 3);
+    for (int i = 0; i < 8; i++)
+        *q++ = (uint8_t)((uint64_t)id >> (8 * i));
+    *q++ = BSON_TYPE_UTF8;
+    q = put(q, "ns", 3);
+    mf_store_i32le(q, (int32_t)(ns_len + 1));
+    q = put(q + 4, ns, ns_len + 1);
+    *q++ = 0;
+    *q++ = 0;
+    BSON_ASSERT((size_t)(q - p) == total);
+    batch_free(b);
+    return 0;
 }
 
 static bool batch_full(const batch *b)
@@ -406,55 +481,23 @@ static int fill(mfi_cursor *cur, mf_engine *e, mf_coll *c, batch *b, int64_t dea
         }
         bson_destroy(&shaped);
     }
-    /* The last run; after an error the reply is replaced, run and all. */
-    if (rc == 0)
-        rc = batch_flush(b, err);
-    mf_buf_free(&b->run);
     return rc;
-}
-
-/* The reply's cursor document: {firstBatch|nextBatch: [...], id, ns}. */
-/* A cursor reply is built in place: the batch is filled straight into
- * `reply`'s cursor.<batch_name> array (no copy of a batch that can reach
- * 16 MiB), then closed with the cursor's id and namespace once they are
- * known.  On an error it is closed all the same and the dispatcher
- * replaces the reply. */
-typedef struct reply_cursor {
-    bson_t *reply;
-    bson_t cd, arr;
-} reply_cursor;
-
-static void cursor_reply_open(reply_cursor *rcur, bson_t *reply, const char *batch_name)
-{
-    rcur->reply = reply;
-    bson_append_document_begin(reply, "cursor", -1, &rcur->cd);
-    bson_append_array_begin(&rcur->cd, batch_name, -1, &rcur->arr);
-}
-
-static void cursor_reply_close(reply_cursor *rcur, int64_t id, const char *ns)
-{
-    bson_append_array_end(&rcur->cd, &rcur->arr);
-    BSON_APPEND_INT64(&rcur->cd, "id", id);
-    BSON_APPEND_UTF8(&rcur->cd, "ns", ns);
-    bson_append_document_end(rcur->reply, &rcur->cd);
 }
 
 int mfi_cursor_first_batch(mf_cmd_ctx *ctx, mfi_cursor *cur, int64_t batch_size,
                            int64_t deadline, bool single_batch, bson_t *reply, mf_error *err)
 {
-    reply_cursor rcur;
-    cursor_reply_open(&rcur, reply, "firstBatch");
-    batch b = {.arr = &rcur.arr, .max_docs = batch_size};
+    batch b = {.max_docs = batch_size};
     bool exhausted;
     int rc = fill(cur, NULL, NULL, &b, deadline, &exhausted, err);
     if (rc == 0) {
         exhausted |= single_batch;
         int64_t id = exhausted ? 0 : mfi_cursor_register(ctx->inst, cur);
-        cursor_reply_close(&rcur, id, cur->ns);
+        rc = batch_reply(&b, reply, "firstBatch", id, cur->ns, err);
         if (exhausted)
             mfi_cursor_free(cur);
     } else {
-        cursor_reply_close(&rcur, 0, cur->ns);
+        batch_free(&b);
         mfi_cursor_free(cur);
     }
     return rc;
@@ -789,11 +832,9 @@ int mfi_cmd_find(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_error *er
         return rc;
     atomic_fetch_add_explicit(&ctx->inst->counters.op_query, 1, memory_order_relaxed);
 
-    reply_cursor rcur;
-    cursor_reply_open(&rcur, reply, "firstBatch");
     bool exhausted = true;
     int64_t first = a.batch_size >= 0 ? a.batch_size : DEFAULT_FIRST_BATCH;
-    batch b = {.arr = &rcur.arr, .max_docs = first};
+    batch b = {.max_docs = first};
     bool running = false; /* errors past planning are the executor's */
     mf_engine_catalog_lock(e, false);
     mf_coll *c = mf_engine_coll(e, ns);
@@ -818,11 +859,11 @@ int mfi_cmd_find(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_error *er
         if (a.single_batch)
             exhausted = true;
         int64_t id = exhausted ? 0 : mfi_cursor_register(ctx->inst, cur);
-        cursor_reply_close(&rcur, id, ns);
+        rc = batch_reply(&b, reply, "firstBatch", id, ns, err);
         if (exhausted)
             mfi_cursor_free(cur);
     } else {
-        cursor_reply_close(&rcur, 0, ns);
+        batch_free(&b);
         mfi_cursor_free(cur);
         if (running)
             mfi_executor_error(err, "find command");
@@ -863,14 +904,10 @@ int mfi_find_explain(mf_cmd_ctx *ctx, const bson_t *cmd, bool stats, mfi_find_ex
         rc = find_start(ctx, NULL, cur, c, &a, &q, x->coll, &x->sorted, &running, err);
         bool exhausted = !stats;
         while (rc == 0 && !exhausted) {
-            bson_t arr = BSON_INITIALIZER;
-            batch b = {.arr = &arr, .max_docs = -1};
+            batch b = {.max_docs = -1};
             rc = fill(cur, e, c, &b, a.deadline, &exhausted, err);
-            if (rc == 0)
-                rc = batch_flush(&b, err);
             x->n_returned += b.n;
-            mf_buf_free(&b.run);
-            bson_destroy(&arr);
+            batch_free(&b);
         }
         if (rc == 0) {
             const mf_scan_stats *st = mf_scan_get_stats(cur->scan);
@@ -963,9 +1000,7 @@ int mfi_cmd_get_more(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_error
                             "different namespace %s",
                             ns, cur->ns);
     }
-    reply_cursor rcur;
-    cursor_reply_open(&rcur, reply, "nextBatch");
-    batch b = {.arr = &rcur.arr, .max_docs = batch_size};
+    batch b = {.max_docs = batch_size};
     bool exhausted = true;
     if (cur->scan) {
         mf_engine_catalog_lock(e, false);
@@ -984,7 +1019,10 @@ int mfi_cmd_get_more(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_error
     } else {
         rc = fill(cur, e, NULL, &b, deadline, &exhausted, err);
     }
-    cursor_reply_close(&rcur, rc == 0 && !exhausted && !cur->killed ? id : 0, ns);
+    if (rc == 0)
+        rc = batch_reply(&b, reply, "nextBatch", !exhausted && !cur->killed ? id : 0, ns, err);
+    else
+        batch_free(&b);
     if (rc != 0 && rc != MF_QueryPlanKilled)
         mfi_executor_error(err, "getMore");
     mfi_cursor_checkin(ctx->inst, cur, rc != 0 || exhausted || cur->killed);
