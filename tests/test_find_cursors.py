@@ -7,6 +7,7 @@ import random
 import time
 
 import bson
+import pymongo
 import pytest
 from bson import Decimal128, Int64, ObjectId
 from bson.raw_bson import RawBSONDocument
@@ -106,10 +107,12 @@ def _elements(raw):
 
 
 def test_large_batches_keep_every_document_in_order(client):
-    # About 800 KiB per batch: the reply's array is built in runs of 64 KiB
-    # (cmd_find.c), so a batch spans many runs; every document, its array
-    # key and the order must come through, in firstBatch, nextBatch, a
-    # sorted find and an aggregate cursor.
+    # About 800 KiB per batch, written into the reply at its final size
+    # (cmd_find.c): a scan's documents from the collection's pages, a
+    # sorter's and an aggregate's from copies in runs of 64 KiB, so such a
+    # batch spans many runs; every document, its array key and the order
+    # must come through, in firstBatch, nextBatch, a sorted find and an
+    # aggregate cursor.
     db = client.t
     docs = [{"_id": i, "x": i % 7, "s": "v%05d" % i * 30} for i in range(6000)]
     db.c.insert_many(docs)
@@ -131,6 +134,62 @@ def test_large_batches_keep_every_document_in_order(client):
     got = db.command("aggregate", "c", pipeline=[{"$match": {"x": {"$lt": 3}}}],
                      cursor={"batchSize": 6000})["cursor"]
     assert got["firstBatch"] == [d for d in docs if d["x"] < 3]
+
+
+def test_batches_written_while_writers_wait(server):
+    # A scan's batch refers to the documents in the collection's pages and
+    # is written into the reply before the collection is unlocked
+    # (cmd_find.c): writers rewriting the documents meanwhile, with values
+    # of a new size each time (so that cells move within their pages),
+    # must never show through as a torn or foreign document.  Each
+    # document's s is its g repeated, its length set by g.
+    import threading
+
+    def doc(i, g):
+        return {"_id": i, "g": g, "s": ("%d." % g) * (1 + (g * 7 + i) % 23)}
+
+    n = 3000
+    setup = pymongo.MongoClient(server.uri)
+    setup.t.c.insert_many([doc(i, 0) for i in range(n)])
+    setup.t.c.create_index("g")
+    stop = threading.Event()
+    wrote = []
+
+    def writer(seed):
+        c = pymongo.MongoClient(server.uri)
+        rng = random.Random(seed)
+        g = seed
+        while not stop.is_set():
+            g += 2
+            ops = [pymongo.ReplaceOne({"_id": i}, doc(i, g))
+                   for i in rng.sample(range(n), 100)]
+            c.t.c.bulk_write(ops, ordered=False)
+            wrote.append(len(ops))
+        c.close()
+
+    threads = [threading.Thread(target=writer, args=(s,)) for s in (1, 2)]
+    for t in threads:
+        t.start()
+    bad, reads = [], 0
+    try:
+        deadline = time.monotonic() + 3
+        while time.monotonic() < deadline:
+            for flt in ({}, {"g": {"$gte": 0}}):  # a collection scan, an index scan
+                # one batch, read under one hold of the lock: every
+                # document once
+                cur = setup.t.command("find", "c", filter=flt, batchSize=n + 1)["cursor"]
+                got = cur["firstBatch"]
+                reads += 1
+                bad += [d for d in got if d != doc(d["_id"], d["g"])]
+                if cur["id"] != 0 or sorted(d["_id"] for d in got) != list(range(n)):
+                    bad.append(("ids", len(got), cur["id"]))
+    finally:
+        stop.set()
+        for t in threads:
+            t.join()
+    setup.close()
+    assert reads >= 4 and sum(wrote) >= 1000
+    assert bad == []
 
 
 def test_find_argument_errors(client):

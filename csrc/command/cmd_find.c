@@ -96,28 +96,37 @@ static int count_arg(const char *cmdname, const bson_iter_t *it, int64_t *out, m
 
 /* --------------------------------------------------------------- batches */
 
-/* A batch's documents are written as array elements ("<n>": document)
- * into runs of about RUN_BYTES, kept until the batch is complete; then
- * batch_reply writes the reply's cursor document once, at its final
- * size, each run copied into it.  Each document is copied twice in all.
- * Appending each document to a libbson array cost more in bookkeeping
- * (the length of every enclosing document, by varargs) than the copy of
- * a 100-byte document, and a reply grown as the documents came was copied
- * again at each doubling. */
+/* A batch is a list of its documents, each a reference: into the
+ * collection's pages, for a scan's rows returned as they are (valid while
+ * the collection is read-locked: the caller writes the reply before it
+ * unlocks), or into the batch's runs of about RUN_BYTES, for a copy of
+ * any other (a projection's output, a sorter's or a pipeline's, a stashed
+ * document).  batch_reply then writes the reply's cursor document once,
+ * at its final size, each document copied into it: a scan's document is
+ * copied once in all.  Appending each document to a libbson array cost
+ * more in bookkeeping (the length of every enclosing document, by
+ * varargs) than the copy of a 100-byte document, a reply grown as the
+ * documents came was copied again at each doubling, and copying every
+ * document into runs, then the runs into the reply, made an indexed find
+ * of 10,000 1-11% slower than this (docs/benchmarks.md). */
 #define RUN_BYTES (64 * 1024)
+
+typedef struct batch_doc {
+    const uint8_t *data;
+    size_t len;
+} batch_doc;
 
 typedef struct batch {
     uint32_t n;
     size_t bytes; /* the documents' */
     int64_t max_docs; /* -1: no count limit */
-    mf_buf *runs;     /* the full runs, then the one being written */
+    bool refs;        /* scan rows may be kept by reference (the caller holds the
+                         collection's lock until the reply is written) */
+    batch_doc *docs;
+    size_t docs_cap;
+    mf_buf *runs; /* the copies: full runs, then the one being written */
     size_t nruns, runs_cap;
-    size_t elems; /* the bytes of the elements, in all runs */
-    /* The next document's array key: n in decimal, ending at key[14],
-     * then its NUL and zeros, so that 16 bytes from key_at can be copied
-     * whole (a fixed-size copy, no call). */
-    char key[32];
-    int key_at; /* where it starts in `key` (n has at most 10 digits); 0 until set */
+    uint8_t *id_at; /* where batch_reply left the cursor id, for batch_set_id */
 } batch;
 
 static void batch_free(batch *b)
@@ -125,20 +134,34 @@ static void batch_free(batch *b)
     for (size_t i = 0; i < b->nruns; i++)
         mf_buf_free(&b->runs[i]);
     free(b->runs);
+    free(b->docs);
     b->runs = NULL;
-    b->nruns = b->runs_cap = 0;
+    b->docs = NULL;
+    b->nruns = b->runs_cap = b->docs_cap = 0;
 }
 
-/* Count the array key up by one, in place ("9" -> "10", "199" -> "200"). */
-static void key_next(batch *b)
+/* Count the array key `key[at..14]` up by one, in place ("9" -> "10",
+ * "199" -> "200"); returns where it starts. */
+static int key_next(char *key, int at)
 {
     int i = 14;
-    while (i >= b->key_at && b->key[i] == '9')
-        b->key[i--] = '0';
-    if (i >= b->key_at)
-        b->key[i]++;
+    while (i >= at && key[i] == '9')
+        key[i--] = '0';
+    if (i >= at)
+        key[i]++;
     else
-        b->key[--b->key_at] = '1';
+        key[--at] = '1';
+    return at;
+}
+
+/* The bytes of the array keys "0" .. "<n-1>", without their NULs. */
+static size_t key_bytes(uint32_t n)
+{
+    size_t total = 0;
+    uint64_t from = 0, to = 10;
+    for (size_t digits = 1; from < n; digits++, from = to, to *= 10)
+        total += digits * (size_t)((n < to ? n : to) - from);
+    return total;
 }
 
 /* Whether a document of `len` bytes fits the batch (the first always does). */
@@ -149,56 +172,62 @@ static bool batch_fits(const batch *b, size_t len)
     return true;
 }
 
-/* A new run with room for `need` bytes at least.  Returns -1 when out of
- * memory. */
-static int batch_new_run(batch *b, size_t need)
+/* Array `a` of `*cap` elements of `size` bytes, reallocated to twice as
+ * many (64 at first); NULL when out of memory, `a` then unchanged. */
+static void *doubled(void *a, size_t *cap, size_t size)
 {
-    if (b->nruns == b->runs_cap) {
-        size_t cap = b->runs_cap ? 2 * b->runs_cap : 8;
-        mf_buf *runs = realloc(b->runs, cap * sizeof *runs);
-        if (!runs)
-            return -1;
-        b->runs = runs;
-        b->runs_cap = cap;
-    }
-    /* 1 KiB first, doubling to RUN_BYTES: a reply of one document costs
-     * no large allocation. */
-    size_t cap = b->nruns ? 2 * b->runs[b->nruns - 1].cap : 1024;
-    if (cap > RUN_BYTES)
-        cap = RUN_BYTES;
-    mf_buf run = {0};
-    if (mf_buf_reserve(&run, need > cap ? need : cap) != 0)
-        return -1;
-    b->runs[b->nruns++] = run;
-    return 0;
+    size_t n = *cap ? 2 * *cap : 64;
+    void *grown = realloc(a, n * size);
+    if (grown)
+        *cap = n;
+    return grown;
 }
 
-/* Called once per document returned: kept to plain stores and one copy. */
-static inline int batch_add(batch *b, const uint8_t *data, size_t len, mf_error *err)
+/* A copy of `len` bytes at `data` in the runs (which never move once
+ * allocated: a full run is followed by a new one); NULL when out of
+ * memory. */
+static const uint8_t *batch_copy(batch *b, const uint8_t *data, size_t len)
 {
-    if (b->key_at == 0) { /* the first document */
-        const char *first;
-        mf_uint32_to_key(b->n, &first, b->key, 16);
-        b->key_at = (int)(first - b->key);
-    }
-    size_t kl = (size_t)(15 - b->key_at);
-    /* room for the key copied 16 bytes whole; the document overwrites
-     * what follows its NUL */
-    size_t need = 1 + 16 + len;
     mf_buf *run = b->nruns ? &b->runs[b->nruns - 1] : NULL;
-    if (!run || need > run->cap - run->len) {
-        if (batch_new_run(b, need) != 0)
-            return mf_error_set(err, MF_InternalError, "out of memory");
+    if (!run || len > run->cap - run->len) {
+        if (b->nruns == b->runs_cap) {
+            mf_buf *runs = doubled(b->runs, &b->runs_cap, sizeof *runs);
+            if (!runs)
+                return NULL;
+            b->runs = runs;
+        }
+        /* 1 KiB first, doubling to RUN_BYTES: a reply of one projected
+         * document costs no large allocation. */
+        size_t cap = b->nruns ? 2 * b->runs[b->nruns - 1].cap : 1024;
+        if (cap > RUN_BYTES)
+            cap = RUN_BYTES;
+        mf_buf fresh = {0};
+        if (mf_buf_reserve(&fresh, len > cap ? len : cap) != 0)
+            return NULL;
+        b->runs[b->nruns++] = fresh;
         run = &b->runs[b->nruns - 1];
     }
-    uint8_t *p = run->data + run->len;
-    *p++ = BSON_TYPE_DOCUMENT;
-    memcpy(p, b->key + b->key_at, 16);
-    memcpy(p + kl + 1, data, len);
-    run->len += 2 + kl + len;
-    b->elems += 2 + kl + len;
-    key_next(b);
-    b->n++;
+    uint8_t *at = run->data + run->len;
+    memcpy(at, data, len);
+    run->len += len;
+    return at;
+}
+
+/* Add a document to the batch: by reference when `stable` (a scan's row,
+ * in the collection's pages) and the batch allows it, else a copy.
+ * Called once per document returned: kept to plain stores. */
+static inline int batch_add(batch *b, const uint8_t *data, size_t len, bool stable,
+                            mf_error *err)
+{
+    if (b->n == b->docs_cap) {
+        batch_doc *docs = doubled(b->docs, &b->docs_cap, sizeof *docs);
+        if (!docs)
+            return mf_error_set(err, MF_InternalError, "out of memory");
+        b->docs = docs;
+    }
+    if (!(stable && b->refs) && !(data = batch_copy(b, data, len)))
+        return mf_error_set(err, MF_InternalError, "out of memory");
+    b->docs[b->n++] = (batch_doc){data, len};
     b->bytes += len;
     return 0;
 }
@@ -209,15 +238,18 @@ static uint8_t *put(uint8_t *p, const void *s, size_t n)
     return p + n;
 }
 
-/* The cursor document {<batch_name>: [the batch], id, ns}, as the field
- * "cursor" of `reply`, written at its final size; the runs are freed as
- * they are copied.  `reply` is empty (the cursor is every cursor
- * command's first field) and written in place. */
-static int batch_reply(batch *b, bson_t *reply, const char *batch_name, int64_t id,
-                       const char *ns, mf_error *err)
+/* The cursor document {<batch_name>: [the batch], id: 0, ns}, as the
+ * field "cursor" of `reply`, written at its final size; batch_set_id sets
+ * the id after (a cursor is registered once its collection is unlocked,
+ * and a batch that refers to its pages is written before).  The batch is
+ * freed.  `reply` is empty (the cursor is every cursor command's first
+ * field) and written in place. */
+static int batch_reply(batch *b, bson_t *reply, const char *batch_name, const char *ns,
+                       mf_error *err)
 {
     size_t name_len = strlen(batch_name), ns_len = strlen(ns);
-    size_t arr = 4 + b->elems + 1;
+    /* each element: its type, its key and NUL, the document */
+    size_t arr = 4 + 2 * (size_t)b->n + key_bytes(b->n) + b->bytes + 1;
     size_t cursor = 4 + (1 + name_len + 1 + arr) + (1 + 3 + 8) + (1 + 3 + 4 + ns_len + 1) + 1;
     size_t total = 4 + (1 + 7 + cursor) + 1;
     BSON_ASSERT(bson_empty(reply));
@@ -235,15 +267,31 @@ static int batch_reply(batch *b, bson_t *reply, const char *batch_name, int64_t 
     q = put(q + 1, batch_name, name_len + 1);
     mf_store_i32le(q, (int32_t)arr);
     q += 4;
-    for (size_t i = 0; i < b->nruns; i++) {
-        q = put(q, b->runs[i].data, b->runs[i].len);
-        mf_buf_free(&b->runs[i]);
+    /* The key: n in decimal ending at key[14], then its NUL and zeros, so
+     * that 16 bytes from `at` can be copied whole (a fixed-size copy, no
+     * call); the document overwrites what follows the NUL.  The documents
+     * of a scan are scattered over its pages: each is asked for a few
+     * documents ahead. */
+    char key[32] = {0};
+    const char *first;
+    mf_uint32_to_key(0, &first, key, 16);
+    int at = (int)(first - key);
+    const batch_doc *d = b->docs;
+    for (uint32_t i = 0; i < b->n; i++) {
+        if (i + 4 < b->n)
+            __builtin_prefetch(d[i + 4].data);
+        size_t kl = (size_t)(15 - at);
+        *q++ = BSON_TYPE_DOCUMENT;
+        memcpy(q, key + at, 16);
+        q = put(q + kl + 1, d[i].data, d[i].len);
+        at = key_next(key, at);
     }
     *q++ = 0;
     *q++ = BSON_TYPE_INT64;
     q = put(q, "id", 3);
-    for (int i = 0; i < 8; i++)
-        *q++ = (uint8_t)((uint64_t)id >> (8 * i));
+    b->id_at = q;
+    memset(q, 0, 8);
+    q += 8;
     *q++ = BSON_TYPE_UTF8;
     q = put(q, "ns", 3);
     mf_store_i32le(q, (int32_t)(ns_len + 1));
@@ -253,6 +301,14 @@ static int batch_reply(batch *b, bson_t *reply, const char *batch_name, int64_t 
     BSON_ASSERT((size_t)(q - p) == total);
     batch_free(b);
     return 0;
+}
+
+/* The cursor id of the reply batch_reply wrote (before anything else is
+ * added to it). */
+static void batch_set_id(const batch *b, int64_t id)
+{
+    for (int i = 0; i < 8; i++)
+        b->id_at[i] = (uint8_t)((uint64_t)id >> (8 * i));
 }
 
 static bool batch_full(const batch *b)
@@ -278,7 +334,7 @@ static int too_large(const bson_t *d, mf_error *err)
 
 /* Offer one document: added, or stashed for the next batch. */
 static MF_ALWAYS_INLINE int offer(mfi_cursor *cur, batch *b, const uint8_t *data, size_t len,
-                                  bool *stop, mf_error *err)
+                                  bool stable, bool *stop, mf_error *err)
 {
     if (!batch_fits(b, len)) {
         cur->stash.len = 0;
@@ -288,7 +344,7 @@ static MF_ALWAYS_INLINE int offer(mfi_cursor *cur, batch *b, const uint8_t *data
         *stop = true;
         return 0;
     }
-    if (batch_add(b, data, len, err) != 0)
+    if (batch_add(b, data, len, stable, err) != 0)
         return err->code;
     if (cur->limit > 0)
         cur->limit--;
@@ -363,7 +419,7 @@ static int fill(mfi_cursor *cur, mf_engine *e, mf_coll *c, batch *b, int64_t dea
         mf_buf st = cur->stash;
         cur->has_stash = false;
         cur->stash = (mf_buf){0};
-        rc = batch_add(b, st.data, st.len, err);
+        rc = batch_add(b, st.data, st.len, false, err);
         mf_buf_free(&st);
         if (cur->limit > 0)
             cur->limit--;
@@ -383,10 +439,10 @@ static int fill(mfi_cursor *cur, mf_engine *e, mf_coll *c, batch *b, int64_t dea
             if (cur->project_late) {
                 bson_t out;
                 if ((rc = project_sorted(cur, d, dl, &out, err)) == 0)
-                    rc = offer(cur, b, bson_get_data(&out), out.len, &stop, err);
+                    rc = offer(cur, b, bson_get_data(&out), out.len, false, &stop, err);
                 bson_destroy(&out);
             } else {
-                rc = offer(cur, b, d, dl, &stop, err);
+                rc = offer(cur, b, d, dl, false, &stop, err);
             }
         } else if (cur->pipeline) {
             bson_t d;
@@ -397,7 +453,7 @@ static int fill(mfi_cursor *cur, mf_engine *e, mf_coll *c, batch *b, int64_t dea
             }
             rc = too_large(&d, err);
             if (rc == 0)
-                rc = offer(cur, b, bson_get_data(&d), d.len, &stop, err);
+                rc = offer(cur, b, bson_get_data(&d), d.len, false, &stop, err);
             bson_destroy(&d);
         } else if (cur->docs) {
             if (!bson_iter_next(&cur->docs_it)) {
@@ -407,7 +463,7 @@ static int fill(mfi_cursor *cur, mf_engine *e, mf_coll *c, batch *b, int64_t dea
             uint32_t dl;
             const uint8_t *d;
             bson_iter_document(&cur->docs_it, &dl, &d);
-            rc = offer(cur, b, d, dl, &stop, err);
+            rc = offer(cur, b, d, dl, false, &stop, err);
         } else {
             mf_scan_row row;
             bool valid;
@@ -421,14 +477,14 @@ static int fill(mfi_cursor *cur, mf_engine *e, mf_coll *c, batch *b, int64_t dea
                 continue;
             }
             if (!reshaped(cur)) {
-                rc = offer(cur, b, row.data, row.doc.len, &stop, err);
+                rc = offer(cur, b, row.data, row.doc.len, true, &stop, err);
                 continue;
             }
             bson_t out;
             const bson_t *doc;
             rc = shape(cur, &row, &out, &doc, err);
             if (rc == 0)
-                rc = offer(cur, b, bson_get_data(doc), doc->len, &stop, err);
+                rc = offer(cur, b, bson_get_data(doc), doc->len, false, &stop, err);
             bson_destroy(&out);
         }
     }
@@ -490,16 +546,14 @@ int mfi_cursor_first_batch(mf_cmd_ctx *ctx, mfi_cursor *cur, int64_t batch_size,
     batch b = {.max_docs = batch_size};
     bool exhausted;
     int rc = fill(cur, NULL, NULL, &b, deadline, &exhausted, err);
-    if (rc == 0) {
-        exhausted |= single_batch;
-        int64_t id = exhausted ? 0 : mfi_cursor_register(ctx->inst, cur);
-        rc = batch_reply(&b, reply, "firstBatch", id, cur->ns, err);
-        if (exhausted)
-            mfi_cursor_free(cur);
-    } else {
+    if (rc == 0)
+        rc = batch_reply(&b, reply, "firstBatch", cur->ns, err);
+    else
         batch_free(&b);
+    if (rc == 0 && !(exhausted || single_batch))
+        batch_set_id(&b, mfi_cursor_register(ctx->inst, cur));
+    else
         mfi_cursor_free(cur);
-    }
     return rc;
 }
 
@@ -834,7 +888,7 @@ int mfi_cmd_find(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_error *er
 
     bool exhausted = true;
     int64_t first = a.batch_size >= 0 ? a.batch_size : DEFAULT_FIRST_BATCH;
-    batch b = {.max_docs = first};
+    batch b = {.max_docs = first, .refs = true};
     bool running = false; /* errors past planning are the executor's */
     mf_engine_catalog_lock(e, false);
     mf_coll *c = mf_engine_coll(e, ns);
@@ -848,19 +902,21 @@ int mfi_cmd_find(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_error *er
         }
         if (rc == 0)
             rc = fill(cur, e, c, &b, a.deadline, &exhausted, err);
+        if (rc == 0) /* while locked: the batch refers to the collection's pages */
+            rc = batch_reply(&b, reply, "firstBatch", ns, err);
         if (cur->scan)
             mf_scan_release(cur->scan);
         mf_coll_unlock(c);
+    } else {
+        rc = batch_reply(&b, reply, "firstBatch", ns, err);
     }
     mf_engine_catalog_unlock(e);
     parts_free(&q);
     mf_collator_unref(coll);
     if (rc == 0) {
-        if (a.single_batch)
-            exhausted = true;
-        int64_t id = exhausted ? 0 : mfi_cursor_register(ctx->inst, cur);
-        rc = batch_reply(&b, reply, "firstBatch", id, ns, err);
-        if (exhausted)
+        if (!(exhausted || a.single_batch))
+            batch_set_id(&b, mfi_cursor_register(ctx->inst, cur));
+        else
             mfi_cursor_free(cur);
     } else {
         batch_free(&b);
@@ -904,7 +960,7 @@ int mfi_find_explain(mf_cmd_ctx *ctx, const bson_t *cmd, bool stats, mfi_find_ex
         rc = find_start(ctx, NULL, cur, c, &a, &q, x->coll, &x->sorted, &running, err);
         bool exhausted = !stats;
         while (rc == 0 && !exhausted) {
-            batch b = {.max_docs = -1};
+            batch b = {.max_docs = -1, .refs = true}; /* freed while locked */
             rc = fill(cur, e, c, &b, a.deadline, &exhausted, err);
             x->n_returned += b.n;
             batch_free(&b);
@@ -1000,7 +1056,7 @@ int mfi_cmd_get_more(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_error
                             "different namespace %s",
                             ns, cur->ns);
     }
-    batch b = {.max_docs = batch_size};
+    batch b = {.max_docs = batch_size, .refs = true};
     bool exhausted = true;
     if (cur->scan) {
         mf_engine_catalog_lock(e, false);
@@ -1012,15 +1068,19 @@ int mfi_cmd_get_more(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_error
         } else {
             mf_coll_lock(c, false);
             rc = fill(cur, e, c, &b, deadline, &exhausted, err);
+            if (rc == 0) /* while locked: the batch refers to the collection's pages */
+                rc = batch_reply(&b, reply, "nextBatch", ns, err);
             mf_scan_release(cur->scan);
             mf_coll_unlock(c);
         }
         mf_engine_catalog_unlock(e);
     } else {
         rc = fill(cur, e, NULL, &b, deadline, &exhausted, err);
+        if (rc == 0)
+            rc = batch_reply(&b, reply, "nextBatch", ns, err);
     }
     if (rc == 0)
-        rc = batch_reply(&b, reply, "nextBatch", !exhausted && !cur->killed ? id : 0, ns, err);
+        batch_set_id(&b, !exhausted && !cur->killed ? id : 0);
     else
         batch_free(&b);
     if (rc != 0 && rc != MF_QueryPlanKilled)
