@@ -110,6 +110,7 @@ static int count_arg(const char *cmdname, const bson_iter_t *it, int64_t *out, m
  * document into runs, then the runs into the reply, made an indexed find
  * of 10,000 1-11% slower than this (docs/benchmarks.md). */
 #define RUN_BYTES (64 * 1024)
+#define REPLY_AHEAD 12 /* documents (batch_reply) */
 
 typedef struct batch_doc {
     const uint8_t *data;
@@ -270,16 +271,20 @@ static int batch_reply(batch *b, bson_t *reply, const char *batch_name, const ch
     /* The key: n in decimal ending at key[14], then its NUL and zeros, so
      * that 16 bytes from `at` can be copied whole (a fixed-size copy, no
      * call); the document overwrites what follows the NUL.  The documents
-     * of a scan are scattered over its pages: each is asked for a few
-     * documents ahead. */
+     * of an index scan are scattered over the collection's pages, each
+     * page's address translated again: each document's first two lines
+     * are asked for REPLY_AHEAD documents ahead (12 took 1.4% less time
+     * than 4 for 10,000 documents of 100 B, 16 about as much, 24 more). */
     char key[32] = {0};
     const char *first;
     mf_uint32_to_key(0, &first, key, 16);
     int at = (int)(first - key);
     const batch_doc *d = b->docs;
     for (uint32_t i = 0; i < b->n; i++) {
-        if (i + 4 < b->n)
-            __builtin_prefetch(d[i + 4].data);
+        if (i + REPLY_AHEAD < b->n) {
+            __builtin_prefetch(d[i + REPLY_AHEAD].data);
+            __builtin_prefetch(d[i + REPLY_AHEAD].data + 64);
+        }
         size_t kl = (size_t)(15 - at);
         *q++ = BSON_TYPE_DOCUMENT;
         memcpy(q, key + at, 16);
