@@ -9,7 +9,7 @@ import struct
 
 import bson
 import pytest
-from bson import Int64, MinKey, Regex
+from bson import Code, Int64, MinKey, Regex
 from bson.raw_bson import RawBSONDocument
 
 INDEXES = [
@@ -25,12 +25,16 @@ INDEXES = [
 # BSON undefined (deprecated; pymongo reads it as None and cannot write it):
 # an equality to null matches it, so the bounds of null hold it too.
 UNDEF = object()
+# A dbPointer (deprecated too; pymongo reads it as a DBRef and cannot write it).
+DBPOINTER = object()
 
 
 def enc_elem(key, v):
     k = key.encode() + b"\x00"
     if v is UNDEF:
         return b"\x06" + k
+    if v is DBPOINTER:
+        return b"\x0c" + k + struct.pack("<i", 2) + b"c\x00" + bytes(range(12))
     if isinstance(v, RawBSONDocument):
         return b"\x03" + k + v.raw
     if isinstance(v, dict):
@@ -72,6 +76,9 @@ def rand_doc(rng, i):
     d = {"_id": i}
     if rng.random() < 0.9:
         d["a"] = rand_value(rng)
+        if rng.random() < 0.05:  # the types at the end of the order, for $type
+            d["a"] = rng.choice([Regex("a"), Regex("^b", "i"), Code("x"), Code(""),
+                                 Code("x", {"s": 1}), DBPOINTER])
     if rng.random() < 0.8:
         b = rand_value(rng)
         d["b"] = b if not isinstance(b, list) else rng.randint(0, 9)  # b never an array
@@ -110,6 +117,8 @@ def rand_pred(rng, field):
         # $type: the brackets of its types
         lambda: {"$type": rng.choice(["string", "number", "int", "double", "long", "null",
                                       "bool", "object", "array", "minKey", "regex", 2, 16,
+                                      "javascript", "javascriptWithScope", "dbPointer",
+                                      "undefined", 13, ["regex", "javascript"],
                                       ["string", "int"], ["null", "array"], ["bool", "null"]])},
         lambda: {"$mod": [rng.choice([2, 3, 4.5]), rng.randint(0, 1)]},
         lambda: {"$in": [rng.choice([Regex("a"), Regex("a$"), Regex("^b")]), v()]},

@@ -770,6 +770,25 @@ def test_regex(f, d, expected):
     check(f, d, expected)
 
 
+@pytest.mark.parametrize("f, field", [
+    ({"a": {"$gt": Regex("x")}}, "a"),
+    ({"a.b": {"$lte": Regex("x")}}, "a.b"),
+    ({"a": {"$not": {"$lt": Regex("x")}}}, "a"),
+    ({"a": {"$elemMatch": {"$gte": Regex("x")}}}, ""),  # mongod parses the value form under ""
+    ({"a": {"$elemMatch": {"b": {"$gt": Regex("x")}}}}, "b"),
+])
+def test_regex_comparison_error_names_the_field(f, field):
+    """mongod names the field the comparison is on, not the operator."""
+    want = f"Can't have RegEx as arg to predicate over field '{field}'."
+    with pytest.raises(FilterError) as ref_exc:
+        matches(rt(f), {})
+    assert ref_exc.value.msg == want
+    if not REFERENCE_ONLY:
+        with pytest.raises(multifora.MultiforaError) as exc:
+            _core._match(bson.encode(f), bson.encode({}))
+        assert exc.value.code == 2 and want in str(exc.value)
+
+
 # ---------------------------------------------------------------------------
 # undefined (pymongo decodes it as None, so these are server-only, on raw BSON)
 # ---------------------------------------------------------------------------

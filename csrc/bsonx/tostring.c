@@ -157,12 +157,18 @@ static void put_value(sb *s, const bson_iter_t *it)
         putf(s, "', %s)", hex);
         break;
     }
-    case BSON_TYPE_CODE:
-        put_escaped(s, bson_iter_code(it, &len), len);
+    case BSON_TYPE_CODE: {
+        /* two statements: an argument's order of evaluation is unspecified,
+         * and `len` must be read after the call sets it */
+        const char *code = bson_iter_code(it, &len);
+        put_escaped(s, code, len);
         break;
-    case BSON_TYPE_SYMBOL:
-        put_escaped(s, bson_iter_symbol(it, &len), len);
+    }
+    case BSON_TYPE_SYMBOL: {
+        const char *sym = bson_iter_symbol(it, &len);
+        put_escaped(s, sym, len);
         break;
+    }
     case BSON_TYPE_CODEWSCOPE: {
         uint32_t slen;
         const uint8_t *scope;

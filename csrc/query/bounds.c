@@ -300,6 +300,16 @@ static bool bracket_edge(bson_type_t t, bool upper, bson_t *tmp, bson_iter_t *ed
     bson_oid_t oid;
     *incl = true;
     bson_init(tmp);
+    /* Regexes, dbPointers and code end where the next type begins, as
+     * mongod's appendMaxForType draws them (it includes that first value;
+     * here it is left out, as for strings and objects below). */
+    if (upper && (t == BSON_TYPE_REGEX || t == BSON_TYPE_DBPOINTER || t == BSON_TYPE_CODE)) {
+        t = t == BSON_TYPE_REGEX       ? BSON_TYPE_DBPOINTER
+            : t == BSON_TYPE_DBPOINTER ? BSON_TYPE_CODE
+                                       : BSON_TYPE_CODEWSCOPE;
+        upper = false;
+        *incl = false;
+    }
     switch (t) {
     case BSON_TYPE_DOUBLE: case BSON_TYPE_INT32: case BSON_TYPE_INT64:
     case BSON_TYPE_DECIMAL128:
@@ -345,6 +355,29 @@ static bool bracket_edge(bson_type_t t, bool upper, bson_t *tmp, bson_iter_t *ed
         break;
     case BSON_TYPE_TIMESTAMP:
         BSON_APPEND_TIMESTAMP(tmp, "", upper ? UINT32_MAX : 0, upper ? UINT32_MAX : 0);
+        break;
+    case BSON_TYPE_REGEX:
+        BSON_APPEND_REGEX(tmp, "", "", "");
+        break;
+    case BSON_TYPE_DBPOINTER:
+        memset(&oid, 0, sizeof oid);
+        bson_append_dbpointer(tmp, "", 0, "", &oid);
+        break;
+    case BSON_TYPE_CODE:
+        BSON_APPEND_CODE(tmp, "", "");
+        break;
+    case BSON_TYPE_CODEWSCOPE:
+        if (upper) {
+            BSON_APPEND_MAXKEY(tmp, "");
+            *incl = false;
+        } else {
+            /* {"": Code("", {})} by hand: libbson writes a code with an
+             * empty scope as plain code */
+            static const uint8_t least[] = {21, 0, 0, 0, BSON_TYPE_CODEWSCOPE, 0,
+                                            14, 0, 0, 0, 1, 0, 0, 0, 0, 5, 0, 0, 0, 0, 0};
+            bson_destroy(tmp);
+            bson_init_static(tmp, least, sizeof least);
+        }
         break;
     default:
         bson_destroy(tmp);
@@ -879,8 +912,8 @@ static int translate_range(const char *op, const bson_iter_t *v, const mf_collat
 
 /* The whole bracket of BSON type `t` into `o` (mongod's appendMinForType
  * to appendMaxForType); numbers from NaN, which lies below -inf.
- * `*known` false, and nothing pushed, for a type without one here
- * (undefined, regex, dbPointer, code).  Returns 0 or -1 (out of memory). */
+ * `*known` false, and nothing pushed, for a type without one here.
+ * Returns 0 or -1 (out of memory). */
 static int push_bracket(mfi_oil *o, bson_type_t t, bool *known)
 {
     bson_t lo, hi;
@@ -925,8 +958,8 @@ static int translate_type(const bson_iter_t *v, mfi_oil *o, bool *collatable, bo
             continue;
         bson_type_t bt = (bson_type_t)t;
         *collatable |= bt == BSON_TYPE_UTF8 || bt == BSON_TYPE_SYMBOL || bt == BSON_TYPE_DOCUMENT;
-        if (bt == BSON_TYPE_NULL) {
-            rc = oil_push_special(o, V_NULL);
+        if (bt == BSON_TYPE_NULL || bt == BSON_TYPE_UNDEFINED) {
+            rc = oil_push_special(o, bt == BSON_TYPE_NULL ? V_NULL : V_UNDEFINED);
             continue;
         }
         /* the numbers share one bracket, which starts at NaN */

@@ -375,8 +375,11 @@ static int undefined_operand(mf_error *err)
     return mf_error_set(err, MF_BadValue, "cannot compare to undefined");
 }
 
-/* One operator `it` (key "$op") on a path, into `c`. */
-static int parse_op(bson_iter_t *it, const bson_iter_t *all, cond *c, mf_error *err)
+/* One operator `it` (key "$op") on `path`, into `c`.  `path` is what
+ * mongod's messages name: the field, or "" inside $elemMatch's value
+ * form. */
+static int parse_op(bson_iter_t *it, const bson_iter_t *all, const char *path, cond *c,
+                    mf_error *err)
 {
     const char *op = bson_iter_key(it);
     static const struct {
@@ -392,7 +395,8 @@ static int parse_op(bson_iter_t *it, const bson_iter_t *all, cond *c, mf_error *
             if (BSON_ITER_HOLDS_REGEX(it) && c->kind == C_NE)
                 return mf_error_set(err, MF_BadValue, "Can't have regex as arg to $ne.");
             if (BSON_ITER_HOLDS_REGEX(it) && c->kind != C_EQ)
-                return mf_error_set(err, MF_BadValue, "Can't have RegEx as arg to predicate over field '%s'.", op);
+                return mf_error_set(err, MF_BadValue, "Can't have RegEx as arg to predicate over field '%s'.",
+                                    path);
             if (BSON_ITER_HOLDS_UNDEFINED(it))
                 return undefined_operand(err);
             bson_destroy(&c->operand);
@@ -555,7 +559,7 @@ static int parse_op(bson_iter_t *it, const bson_iter_t *all, cond *c, mf_error *
                 bson_iter_next(&inner);
                 if (strcmp(bson_iter_key(&inner), "$elemMatch") != 0)
                     return mf_error_set(err, MF_BadValue, "no $ expressions in $all");
-                int rc = parse_op(&inner, &el, s, err);
+                int rc = parse_op(&inner, &el, "", s, err);
                 c->nsub++;
                 if (rc)
                     return rc;
@@ -603,7 +607,7 @@ static int parse_op(bson_iter_t *it, const bson_iter_t *all, cond *c, mf_error *
             c->kind = C_ELEM_VAL;
             bson_iter_t ops;
             bson_iter_init(&ops, &sub);
-            return parse_conds(&ops, "$elemMatch", &c->sub, &c->nsub, err);
+            return parse_conds(&ops, "", &c->sub, &c->nsub, err);
         }
         c->kind = C_ELEM_OBJ;
         static const pctx elem_level = {NULL, true};
@@ -631,7 +635,7 @@ static int parse_op(bson_iter_t *it, const bson_iter_t *all, cond *c, mf_error *
             return mf_error_set(err, MF_BadValue, "$not cannot be empty");
         if (bson_iter_key(&probe)[0] != '$')
             return mf_error_set(err, MF_BadValue, "unknown operator: %s", bson_iter_key(&probe));
-        return parse_conds(&ops, "$not", &c->sub, &c->nsub, err);
+        return parse_conds(&ops, path, &c->sub, &c->nsub, err);
     }
     static const struct {
         const char *name;
@@ -651,7 +655,6 @@ static int parse_op(bson_iter_t *it, const bson_iter_t *all, cond *c, mf_error *
 static int parse_conds(const bson_iter_t *ops, const char *path, cond **out, size_t *n,
                        mf_error *err)
 {
-    (void)path;
     bson_iter_t it = *ops;
     size_t count = 0;
     while (bson_iter_next(&it))
@@ -665,7 +668,7 @@ static int parse_conds(const bson_iter_t *ops, const char *path, cond **out, siz
         cond *c = &(*out)[*n];
         if (bson_iter_key(&it)[0] != '$')
             return mf_error_set(err, MF_BadValue, "unknown operator: %s", bson_iter_key(&it));
-        int rc = parse_op(&it, ops, c, err);
+        int rc = parse_op(&it, ops, path, c, err);
         if (rc == OPTIONS_FOLDED) { /* read with its $regex */
             bson_destroy(&c->operand);
             continue;

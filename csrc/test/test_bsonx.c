@@ -121,6 +121,24 @@ MFT_CASE(tostring, "/bsonx/tostring/mongod_shapes")
     bson_destroy(b);
 }
 
+MFT_CASE(tostring_code, "/bsonx/tostring/code_and_symbol")
+{
+    /* Each element alone, as bounds print them: the text's length is read
+     * after libbson sets it (read before, the first rendering was empty). */
+    char out[64];
+    bson_t *b = bson_new();
+    BSON_APPEND_CODE(b, "c", "f()");
+    BSON_APPEND_SYMBOL(b, "s", "sym");
+    bson_iter_t it;
+    CHECK(bson_iter_init_find(&it, b, "c"));
+    mf_bsonx_elem_to_string(&it, false, out, sizeof out);
+    CHECK_STR(out, "f()");
+    CHECK(bson_iter_init_find(&it, b, "s"));
+    mf_bsonx_elem_to_string(&it, true, out, sizeof out);
+    CHECK_STR(out, "s: sym");
+    bson_destroy(b);
+}
+
 /* ------------------------------------------------------------ collation */
 
 static int coll_of(const char *json, mf_collator **out, mf_error *err)
