@@ -983,3 +983,106 @@ def test_no_prefix_regex_in_an_in_answers_as_the_scan(client):
         assert "a_en" not in str(e["queryPlanner"]["winningPlan"]), flt
         got = db.ri.find(flt, collation={"locale": "en", "strength": 2})
         assert sorted(d["_id"] for d in got) == want, flt
+
+
+# ------------------------------------------------------ trial runs
+
+
+def _plans(explain):
+    """Every (winningPlan, rejectedPlans) in an explain reply, at any depth
+    (aggregate nests find's under $cursor)."""
+    out = []
+    if isinstance(explain, dict):
+        if "winningPlan" in explain:
+            out.append((explain["winningPlan"], explain["rejectedPlans"]))
+        for v in explain.values():
+            out += _plans(v)
+    elif isinstance(explain, list):
+        for v in explain:
+            out += _plans(v)
+    return out
+
+
+def _index_names(plan):
+    """The indexes a plan tree scans, in tree order."""
+    if not isinstance(plan, dict):
+        return []
+    names = [plan["indexName"]] if "indexName" in plan else []
+    for k in ("inputStage", "inputStages"):
+        v = plan.get(k)
+        for p in (v if isinstance(v, list) else [v]):
+            names += _index_names(p)
+    return names
+
+
+def _skewed(db, n=3000):
+    """a is 1 in 9 documents of 10 (2 in the rest); b is unique."""
+    db.mp.insert_many([{"_id": i, "a": 1 if i % 10 else 2, "b": i} for i in range(n)])
+    db.mp.create_index("a")
+    db.mp.create_index("b")
+
+
+def test_trials_choose_the_productive_index(client):
+    """As mongod's multi-planner: {a: 1} is an equality, which the planner
+    ranks above a range, but it matches 90% of the documents and the range
+    {b: {$gte: 2990}} 10: trial runs pick b_1, and a_1's plan is rejected --
+    for find, count, aggregate and the writes, at every verbosity."""
+    db = client.t
+    _skewed(db)
+    q = {"a": 1, "b": {"$gte": 2990}}
+    want = sorted(d["_id"] for d in db.mp.find(q, hint=[("$natural", 1)]))
+    assert len(want) == 9 and sorted(d["_id"] for d in db.mp.find(q)) == want
+    e = db.command("explain", {"find": "mp", "filter": q}, verbosity="executionStats")
+    assert e["executionStats"]["totalKeysExamined"] == 10
+    assert e["executionStats"]["totalDocsExamined"] == 10
+    cmds = [{"find": "mp", "filter": q}, {"count": "mp", "query": q},
+            {"aggregate": "mp", "pipeline": [{"$match": q}], "cursor": {}},
+            {"delete": "mp", "deletes": [{"q": q, "limit": 0}]},
+            {"update": "mp", "updates": [{"q": q, "u": {"$set": {"x": 1}}, "multi": True}]},
+            {"findAndModify": "mp", "query": q, "update": {"$set": {"x": 1}}}]
+    for cmd in cmds:
+        for verbosity in ("queryPlanner", "executionStats"):
+            plans = _plans(db.command("explain", cmd, verbosity=verbosity))
+            assert plans, cmd
+            for winning, rejected in plans:
+                assert _index_names(winning) == ["b_1"], (cmd, verbosity, winning)
+                assert [_index_names(r) for r in rejected] == [["a_1"]], (cmd, verbosity)
+    assert db.mp.count_documents({"x": 1}) == 0  # explain wrote nothing
+
+
+def test_trials_keep_a_selective_equality(client):
+    """The other way round: {a: 2} matches 300 documents, all of which
+    {b: {$gte: 0}} holds; b_1 would read every key to find them."""
+    db = client.t
+    _skewed(db)
+    q = {"a": 2, "b": {"$gte": 0}}
+    e = db.command("explain", {"find": "mp", "filter": q}, verbosity="executionStats")
+    (winning, rejected), = _plans(e)
+    assert _index_names(winning) == ["a_1"] and [_index_names(r) for r in rejected] == [["b_1"]]
+    assert e["executionStats"]["totalKeysExamined"] == 300
+    assert e["executionStats"]["nReturned"] == 300
+
+
+def test_trial_winner_runs_from_its_start(client):
+    """The winner of a trial that already returned rows (b_1 returns 101
+    first) runs from its start: across getMores every document comes once."""
+    db = client.t
+    _skewed(db)
+    q = {"a": 1, "b": {"$gte": 1500}}
+    want = sorted(d["_id"] for d in db.mp.find(q, hint=[("$natural", 1)]))
+    got = [d["_id"] for d in db.mp.find(q, batch_size=50)]
+    assert len(want) == 1350 and sorted(got) == want
+    (winning, _), = _plans(db.command("explain", {"find": "mp", "filter": q},
+                                      verbosity="queryPlanner"))
+    assert _index_names(winning) == ["b_1"]
+
+
+def test_no_trials_for_a_hint_or_a_single_candidate(client):
+    db = client.t
+    _skewed(db)
+    q = {"a": 1, "b": {"$gte": 2990}}
+    e = db.command("explain", {"find": "mp", "filter": q, "hint": "a_1"}, verbosity="queryPlanner")
+    assert [(_index_names(w), r) for w, r in _plans(e)] == [(["a_1"], [])]
+    e = db.command("explain", {"find": "mp", "filter": {"b": {"$gte": 5}}},
+                   verbosity="queryPlanner")
+    assert [(_index_names(w), r) for w, r in _plans(e)] == [(["b_1"], [])]

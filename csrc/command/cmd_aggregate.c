@@ -151,7 +151,10 @@ static int read_explain(mf_agg_source *s, bool exec, bson_t *out, mf_error *err)
         }
         BSON_APPEND_DOCUMENT(&qp, "winningPlan", &plan);
         bson_t rej = BSON_INITIALIZER;
+        if (r->exists && mf_scan_explain_rejected(r->scan, &rej) != 0)
+            rc = mf_error_set(err, MF_InternalError, "explain: out of memory");
         BSON_APPEND_ARRAY(&qp, "rejectedPlans", &rej);
+        bson_destroy(&rej);
         bson_append_document_end(out, &qp);
         if (exec) {
             bson_t es;
@@ -228,6 +231,9 @@ static int read_open(void *arg, const mf_agg_read *q, mf_agg_source **out, bool 
             /* Keys answer where the bounds answer the whole filter
              * (mongod's COUNT_SCAN). */
             mf_scan_count_only(r->scan, r->no_fields);
+            /* explain shows the plan a run uses: the trials choose now */
+            if (q->explain)
+                rc = mf_scan_decide(r->scan, e, c, r->judge, err);
             mf_scan_release(r->scan);
         }
         mf_coll_unlock(c);

@@ -200,9 +200,9 @@ static void put_stages(const char *op, const what *w, bool sorted, bool stats, b
 /* The reply: queryPlanner, executionStats (verbosity permitting), the
  * command and serverInfo. */
 static void put_reply(mf_cmd_ctx *ctx, bson_t *reply, const char *ns, const bson_t *filter,
-                      const mf_collator *coll, const bson_t *plan, const bson_t *exec,
-                      const char *verbosity, int64_t n_returned, int64_t t0, uint64_t keys,
-                      uint64_t docs, const bson_t *inner)
+                      const mf_collator *coll, const bson_t *plan, const bson_t *rejected,
+                      const bson_t *exec, const char *verbosity, int64_t n_returned,
+                      int64_t t0, uint64_t keys, uint64_t docs, const bson_t *inner)
 {
     bool stats = strcmp(verbosity, "queryPlanner") != 0;
     bson_t qp, es, si;
@@ -221,8 +221,7 @@ static void put_reply(mf_cmd_ctx *ctx, bson_t *reply, const char *ns, const bson
     BSON_APPEND_BOOL(&qp, "maxIndexedAndSolutionsReached", false);
     BSON_APPEND_BOOL(&qp, "maxScansToExplodeReached", false);
     BSON_APPEND_DOCUMENT(&qp, "winningPlan", plan);
-    bson_t rej = BSON_INITIALIZER;
-    BSON_APPEND_ARRAY(&qp, "rejectedPlans", &rej);
+    BSON_APPEND_ARRAY(&qp, "rejectedPlans", rejected);
     bson_append_document_end(reply, &qp);
     if (stats) {
         BSON_APPEND_DOCUMENT_BEGIN(reply, "executionStats", &es);
@@ -264,8 +263,8 @@ static int explain_find(mf_cmd_ctx *ctx, const bson_t *inner, const char *verbos
         put_eof(&x.plan, &x.exec, stats);
     else
         put_stages("find", &w, x.sorted, stats, &x.plan, &x.exec, &x.n_returned, NULL);
-    put_reply(ctx, reply, x.ns, &w.filter, x.coll, &x.plan, &x.exec, verbosity, x.n_returned,
-              t0, x.keys, x.docs, inner);
+    put_reply(ctx, reply, x.ns, &w.filter, x.coll, &x.plan, &x.rejected, &x.exec, verbosity,
+              x.n_returned, t0, x.keys, x.docs, inner);
     mfi_find_explained_free(&x);
     return 0;
 }
@@ -295,8 +294,8 @@ static int explain_write(mf_cmd_ctx *ctx, const char *op, const bson_t *inner,
     wrap(&x.plan, name, NULL, &w, NULL);
     if (stats)
         wrap(&x.exec, name, fill_write, &w, &x);
-    put_reply(ctx, reply, x.ns, &x.filter, x.coll, &x.plan, &x.exec, verbosity, x.n_returned, t0,
-              x.keys, x.docs, inner);
+    put_reply(ctx, reply, x.ns, &x.filter, x.coll, &x.plan, &x.rejected, &x.exec, verbosity,
+              x.n_returned, t0, x.keys, x.docs, inner);
     mfi_write_explained_free(&x);
     return 0;
 }
@@ -380,7 +379,7 @@ int mfi_cmd_explain(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_error 
         return rc;
     }
 
-    bson_t plan = BSON_INITIALIZER, exec = BSON_INITIALIZER;
+    bson_t plan = BSON_INITIALIZER, exec = BSON_INITIALIZER, rejected = BSON_INITIALIZER;
     int64_t n_returned = 0, counted[2] = {0, 0}, t0 = mf_clock_mono_us();
     uint64_t keys = 0, docs = 0;
     bool sorted = false;
@@ -402,6 +401,8 @@ int mfi_cmd_explain(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_error 
             mf_scan_timed(scan, true);
             mf_scan_count_only(scan, strcmp(op, "count") == 0);
         }
+        if (rc == 0 && !stats) /* the plans' trials choose, as a run's would */
+            rc = mf_scan_decide(scan, e, c, m, err);
         if (rc == 0 && stats) {
             int64_t seen = 0;
             while (rc == 0) {
@@ -424,6 +425,8 @@ int mfi_cmd_explain(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_error 
             rc = mf_scan_explain(scan, false, &plan);
             if (rc == 0 && stats)
                 rc = mf_scan_explain(scan, true, &exec);
+            if (rc == 0)
+                rc = mf_scan_explain_rejected(scan, &rejected);
             if (rc)
                 rc = mf_error_set(err, MF_InternalError, "explain: out of memory");
         }
@@ -440,10 +443,11 @@ int mfi_cmd_explain(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_error 
     mf_matcher_free(m);
     mf_expr_ctx_free(xctx);
     if (rc == 0)
-        put_reply(ctx, reply, ns, &w.filter, coll, &plan, &exec, verbosity, n_returned, t0, keys,
-                  docs, &inner);
+        put_reply(ctx, reply, ns, &w.filter, coll, &plan, &rejected, &exec, verbosity, n_returned,
+                  t0, keys, docs, &inner);
     bson_destroy(&plan);
     bson_destroy(&exec);
+    bson_destroy(&rejected);
     mf_collator_unref(coll);
     return rc;
 }

@@ -876,6 +876,12 @@ static int find_start(mf_cmd_ctx *ctx, mf_instance *inst, mfi_cursor *cur, mf_co
     if (rc == 0) {
         mf_scan_want_pos(cur->scan, cur->proj && mf_projection_needs_pos(cur->proj));
         mf_scan_timed(cur->scan, inst == NULL);
+        /* a trial stops at the rows the first batch needs, as mongod's */
+        int64_t first = a->limit > 0 ? a->limit : 0;
+        if (!q->sort && a->batch_size > 0 && (first == 0 || a->batch_size < first))
+            first = a->batch_size;
+        if (!q->sort && first > 0)
+            mf_scan_trial_results(cur->scan, (uint64_t)(first + a->skip));
     }
     *running = rc == 0;
     if (rc == 0 && q->sort && !*sorted)
@@ -948,6 +954,7 @@ int mfi_find_explain(mf_cmd_ctx *ctx, const bson_t *cmd, bool stats, mfi_find_ex
     memset(x, 0, sizeof *x);
     bson_init(&x->plan);
     bson_init(&x->exec);
+    bson_init(&x->rejected);
     int rc = find_prepare(ctx, cmd, x->ns, &a, &q, &x->coll, &cur, err);
     if (rc)
         return rc;
@@ -969,6 +976,9 @@ int mfi_find_explain(mf_cmd_ctx *ctx, const bson_t *cmd, bool stats, mfi_find_ex
         /* Planned as find plans it, and, for executionStats, run as find
          * runs it: every batch filled, and dropped. */
         rc = find_start(ctx, NULL, cur, c, &a, &q, x->coll, &x->sorted, &running, err);
+        /* queryPlanner alone runs nothing: the plans' trials choose now */
+        if (rc == 0 && cur->scan)
+            rc = mf_scan_decide(cur->scan, e, c, cur->matcher, err);
         bool exhausted = !stats;
         while (rc == 0 && !exhausted) {
             batch b = {.max_docs = -1, .count_only = true};
@@ -983,6 +993,8 @@ int mfi_find_explain(mf_cmd_ctx *ctx, const bson_t *cmd, bool stats, mfi_find_ex
             rc = mf_scan_explain(cur->scan, false, &x->plan);
             if (rc == 0 && stats)
                 rc = mf_scan_explain(cur->scan, true, &x->exec);
+            if (rc == 0)
+                rc = mf_scan_explain_rejected(cur->scan, &x->rejected);
             if (rc)
                 rc = mf_error_set(err, MF_InternalError, "explain: out of memory");
         }
@@ -996,6 +1008,7 @@ int mfi_find_explain(mf_cmd_ctx *ctx, const bson_t *cmd, bool stats, mfi_find_ex
         memset(x, 0, sizeof *x);
         bson_init(&x->plan);
         bson_init(&x->exec);
+        bson_init(&x->rejected);
     }
     return rc;
 }
@@ -1004,6 +1017,7 @@ void mfi_find_explained_free(mfi_find_explained *x)
 {
     bson_destroy(&x->plan);
     bson_destroy(&x->exec);
+    bson_destroy(&x->rejected);
     mf_collator_unref(x->coll);
     x->coll = NULL;
 }

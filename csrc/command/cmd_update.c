@@ -64,7 +64,7 @@ static int hits_add(hits *h, uint64_t rid, int64_t pos, mf_error *err)
  * sort's.  Without `run` the scan is planned and not run. */
 typedef struct scan_report {
     bool run;
-    bson_t *plan, *exec;
+    bson_t *plan, *exec, *rejected;
     uint64_t keys, docs;
     bool sorted;
 } scan_report;
@@ -75,7 +75,8 @@ static int report_scan(const mf_scan *scan, scan_report *rep, mf_error *err)
     rep->keys = st->keys_examined;
     rep->docs = st->docs_examined;
     if (mf_scan_explain(scan, false, rep->plan) != 0 ||
-        (rep->exec && mf_scan_explain(scan, true, rep->exec) != 0))
+        (rep->exec && mf_scan_explain(scan, true, rep->exec) != 0) ||
+        mf_scan_explain_rejected(scan, rep->rejected) != 0)
         return oom(err);
     return 0;
 }
@@ -129,6 +130,8 @@ static int find_hits(mf_instance *inst, mf_engine *e, mf_coll *c, const mfi_inde
             rc = hits_add(out, row.rid, row.pos, err);
         }
     }
+    if (rc == 0 && rep && !rep->run) /* the plans' trials choose, as a run's would */
+        rc = mf_scan_decide(scan, e, c, m, err);
     if (rc == 0 && rep)
         rc = report_scan(scan, rep, err);
     mf_buf_free(&best);
@@ -1121,7 +1124,8 @@ static int explain_run(mf_engine *e, const explain_stmt *s, bool stats,
     mf_coll *c = mf_engine_coll(e, x->ns);
     if (c) {
         mfi_indexes ix = {0};
-        scan_report rep = {.run = stats, .plan = &x->plan, .exec = stats ? &x->exec : NULL};
+        scan_report rep = {.run = stats, .plan = &x->plan, .exec = stats ? &x->exec : NULL,
+                           .rejected = &x->rejected};
         x->found = true;
         mf_coll_lock(c, false);
         rc = mfi_indexes_load(c, &ix, err);
@@ -1312,6 +1316,7 @@ int mfi_write_explain(mf_cmd_ctx *ctx, const char *op, const bson_t *cmd, bool s
     memset(x, 0, sizeof *x);
     bson_init(&x->plan);
     bson_init(&x->exec);
+    bson_init(&x->rejected);
     int rc = mfi_coll_arg(ctx, cmd, x->ns, sizeof x->ns, err);
     if (rc == 0 && strcmp(op, "update") == 0)
         rc = explain_update(ctx, cmd, stats, x, err);
@@ -1328,8 +1333,10 @@ void mfi_write_explained_free(mfi_write_explained *x)
 {
     bson_destroy(&x->plan);
     bson_destroy(&x->exec);
+    bson_destroy(&x->rejected);
     bson_init(&x->plan);
     bson_init(&x->exec);
+    bson_init(&x->rejected);
     mf_collator_unref(x->coll);
     x->coll = NULL;
 }

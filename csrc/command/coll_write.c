@@ -368,7 +368,12 @@ int mfi_scan_new_ex(mf_instance *inst, mf_coll *c, const mfi_indexes *ix, const 
                     const bson_iter_t *hint, const bson_t *sort, const mf_collator *coll,
                     const mf_scan_extra *x, mf_scan **out, bool *sorted, mf_error *err)
 {
-    int rc = mf_scan_new_ex(c, ix ? ix->v : NULL, ix ? ix->n : 0, filter, hint, sort, coll, x,
+    /* A query run for a client (`inst`) keeps and uses the plan cache;
+     * explain (no `inst`) plans afresh, as it shows the trials. */
+    mf_scan_extra with = x ? *x : (mf_scan_extra){0};
+    if (inst)
+        with.cache = inst->plan_cache;
+    int rc = mf_scan_new_ex(c, ix ? ix->v : NULL, ix ? ix->n : 0, filter, hint, sort, coll, &with,
                             out, sorted, err);
     if (rc == 0 && inst) {
         size_t n = mf_scan_nkids(*out);

@@ -48,6 +48,7 @@ struct mf_instance {
     mf_agg_env agg_env;     /* how pipelines read collections (cmd_aggregate.c) */
     pthread_mutex_t usage_mu;  /* guards the index access counters (index_usage.c) */
     mfi_index_usage *usage;
+    mf_plan_cache *plan_cache; /* the winners of multi-planning (query/plan.c); NULL: none */
     size_t nusage, capusage;
     /* internalDocumentSourceGroupMaxMemoryBytes and
      * internalQueryMaxBlockingSortMemoryUsageBytes (setParameter) */
@@ -521,6 +522,7 @@ typedef struct mfi_find_explained {
     bool sorted;             /* the index gives the sort */
     bson_t plan, exec;       /* the scan's stages, queryPlanner's and
                                 executionStats' (empty without a collection) */
+    bson_t rejected;         /* the scan plans not chosen (an array) */
     int64_t n_returned;
     uint64_t keys, docs;
 } mfi_find_explained;
@@ -541,6 +543,7 @@ typedef struct mfi_write_explained {
     bool found;              /* the collection exists (else: EOF) */
     bool sorted;             /* the index gives the sort */
     bson_t plan, exec;       /* the scan's stages, as mfi_find_explained's */
+    bson_t rejected;
     uint64_t keys, docs;
     int64_t n_matched;       /* documents the statement would touch */
     int64_t n_modified;      /* ... of which the update would change */

@@ -24,6 +24,7 @@ void mfi_cursors_init(mf_instance *inst)
     pthread_mutex_init(&inst->cursors_mu, NULL);
     inst->cursors = NULL;
     mfi_index_usage_init(inst); /* the per-index access counters live as long */
+    inst->plan_cache = mf_plan_cache_new(); /* without it (no memory), trials every time */
     inst->cursor_timeout_ms = DEFAULT_TIMEOUT_MS;
 }
 
@@ -58,6 +59,8 @@ void mfi_cursors_destroy(mf_instance *inst)
     inst->cursors = NULL;
     pthread_mutex_destroy(&inst->cursors_mu);
     mfi_index_usage_destroy(inst);
+    mf_plan_cache_free(inst->plan_cache);
+    inst->plan_cache = NULL;
 }
 
 /* Close idle cursors (registry mutex held). */

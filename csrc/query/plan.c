@@ -64,6 +64,8 @@
  */
 #include "query_int.h"
 
+#include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -105,6 +107,13 @@ typedef struct scan_index {
 #define QBATCH 3
 #define QUEUE (5 * QBATCH)
 #define LOCATOR_AFTER 512 /* entries, before a scan considers the locator */
+/* Multi-planning (decide), as mongod's: at most this many candidate plans,
+ * each tried for up to TRIAL_WORKS works (internalQueryPlanEvaluationWorks)
+ * or until one has TRIAL_RESULTS rows (internalQueryPlanEvaluationMaxResults)
+ * or reaches its end. */
+#define MAX_TRIALS 8
+#define TRIAL_WORKS 10000
+#define TRIAL_RESULTS 101
 
 /* What a queued index entry is (scan_next's loop, one landing each). */
 typedef enum {
@@ -208,6 +217,29 @@ struct mf_scan {
     size_t q_vlen[QUEUE];
     mf_btree_hint q_hint[QUEUE];
     mf_scan_stats stats;
+    /* Multi-planning (decide): when other indexes could answer the query
+     * as well (bounded by a predicate, the sort given alike), the
+     * candidates run a trial before the first row: trials[0] on choose()'s
+     * index, the others' after it in catalog order.  The winner's trial
+     * goes on as this scan: the rows it returned in the trial (their
+     * record ids, `replay`) are fetched, judged and returned again first.
+     * The losers stay for explain's rejectedPlans.  With a plan cache
+     * (mf_scan_extra), a query whose shape has a cached winner (`probe`)
+     * runs that plan alone first, within ten times the works it won with;
+     * only if it does not finish or fill a trial's rows in them do all
+     * run (mongod's CachedPlanStage), and the new winner is cached. */
+    struct mf_scan **trials;
+    size_t ntrials;
+    struct mf_scan **rejected;
+    size_t nrejected;
+    uint64_t work_cap;      /* a trial's: stop (no row, not eof) at this many works; 0: none */
+    uint64_t trial_results; /* rows that end a trial */
+    mf_plan_cache *cache;   /* the caller's, or NULL */
+    uint64_t shape;         /* the query's key in it */
+    int probe;              /* the cached winner among `trials`, or -1 */
+    uint64_t probe_works;   /* its budget */
+    uint64_t *replay;       /* record ids to return first, and how many */
+    size_t nreplay, replayed;
 };
 
 static bool single_interval(const mf_scan *s, bson_t *start, bool *start_incl, bson_t *end,
@@ -773,14 +805,28 @@ static bool partial_implied(const mf_index_desc *d, const bson_t *filter, const 
 /* Choose among `idx` (or take the hinted `hinted` < nidx) for the query
  * `filter` under the collation `qcoll`.  `*weak` (when not NULL): the
  * chosen index is bounded by negations only. */
+/* The other indexes choose() found usable, for decide()'s trials. */
+typedef struct alternates {
+    size_t best;              /* the index chosen */
+    size_t at[MAX_TRIALS - 1]; /* the others as good in kind, in catalog order */
+    size_t n;
+} alternates;
+
 static int choose(mf_scan *s, const mf_index_desc *idx, size_t nidx, size_t hinted,
                   const bson_t *filter, const bson_t *sort, const mf_collator *qcoll,
-                  bool *sorted, bool *weak, mf_error *err)
+                  bool *sorted, bool *weak, alternates *alts, mf_error *err)
 {
     pred_sets sets = {0};
     const mfi_preds *preds;
     cand best = {0}, c;
     bool have = false;
+    /* the usable indexes some predicate bounds: where, and whether each
+     * gives the sort */
+    size_t usable_at[2 * MAX_TRIALS];
+    bool usable_sorts[2 * MAX_TRIALS];
+    size_t nusable = 0;
+    if (alts)
+        alts->n = 0;
     int rc = pred_set_for(&sets, filter, NULL, &preds, err);
     if (rc)
         return rc;
@@ -798,10 +844,16 @@ static int choose(mf_scan *s, const mf_index_desc *idx, size_t nidx, size_t hint
             (rc = cand_build(&c, d, preds, implied, sort, qcoll, err)) != 0)
             goto out;
         bool usable = is_hint || c.present[0] || (c.sort_dir && !d->sparse);
+        if (usable && c.present[0] && nusable < 2 * MAX_TRIALS) {
+            usable_at[nusable] = i;
+            usable_sorts[nusable++] = c.sort_dir != 0;
+        }
         if (usable && (!have || cand_better(&c, &best))) {
             cand_free(&best);
             best = c;
             have = true;
+            if (alts)
+                alts->best = i;
         } else {
             cand_free(&c);
         }
@@ -810,6 +862,12 @@ static int choose(mf_scan *s, const mf_index_desc *idx, size_t nidx, size_t hint
         s->kind = P_COLLSCAN;
         goto out;
     }
+    /* The others that answer the same way: bounded by some predicate (an
+     * index only a sort makes usable reads every key), the sort given
+     * alike (so the caller's plan above the scan is the same). */
+    for (size_t u = 0; alts && u < nusable && alts->n < MAX_TRIALS - 1; u++)
+        if (usable_at[u] != alts->best && usable_sorts[u] == (best.sort_dir != 0))
+            alts->at[alts->n++] = usable_at[u];
     s->kind = P_IXSCAN;
     if (weak)
         *weak = !best.strong;
@@ -977,7 +1035,7 @@ static int plan_distinct(mf_scan *s, const mf_index_desc *idx, size_t nidx,
         bool sorted;
         int rc;
         if (best != SIZE_MAX &&
-            (rc = choose(s, idx, nidx, best, filter, NULL, qcoll, &sorted, NULL, err)) != 0)
+            (rc = choose(s, idx, nidx, best, filter, NULL, qcoll, &sorted, NULL, NULL, err)) != 0)
             return rc;
     }
     if (s->kind != P_IXSCAN || s->idhack || s->points || s->key_range || s->backward ||
@@ -1162,7 +1220,7 @@ static int plan_or(mf_scan *s, const mf_index_desc *idx, size_t nidx, const bson
             rc = oom(err);
             break;
         }
-        rc = choose(kids[made], idx, nidx, SIZE_MAX, &clause, NULL, qcoll, &sorted, NULL, err);
+        rc = choose(kids[made], idx, nidx, SIZE_MAX, &clause, NULL, qcoll, &sorted, NULL, NULL, err);
         all = rc == 0 && kids[made]->kind == P_IXSCAN;
         made++;
     }
@@ -1193,6 +1251,210 @@ static int id_index_desc(mf_coll *c, mf_index_desc *id, bool *found, mf_error *e
         return mf_index_desc_init(id, ID_INDEX, info->tree, info->spec, info->spec_len, err);
     }
     return 0;
+}
+
+/* ------------------------------------------------------ multi-planning */
+
+/* The plan cache: which index won the trials for a query shape (mongod's
+ * PlanCache, keyed as its query shape is, without the values), and with
+ * how many works.  One table for the instance, direct-mapped: a shape
+ * whose slot another took is planned again.  The key covers the
+ * collection's indexes, so a built or dropped index makes old entries
+ * unreachable; they age out as their slots are reused. */
+#define PLAN_CACHE_SLOTS 1024
+#define CACHE_EVICTION_RATIO 10 /* internalQueryCacheEvictionRatio */
+
+typedef struct cache_slot {
+    uint64_t key; /* 0: empty */
+    char index[64];
+    uint64_t works;
+} cache_slot;
+
+struct mf_plan_cache {
+    pthread_mutex_t mu;
+    cache_slot slot[PLAN_CACHE_SLOTS];
+};
+
+mf_plan_cache *mf_plan_cache_new(void)
+{
+    mf_plan_cache *pc = calloc(1, sizeof *pc);
+    if (pc)
+        pthread_mutex_init(&pc->mu, NULL);
+    return pc;
+}
+
+void mf_plan_cache_free(mf_plan_cache *pc)
+{
+    if (!pc)
+        return;
+    pthread_mutex_destroy(&pc->mu);
+    free(pc);
+}
+
+static bool cache_get(mf_plan_cache *pc, uint64_t key, char *index, size_t cap, uint64_t *works)
+{
+    pthread_mutex_lock(&pc->mu);
+    const cache_slot *sl = &pc->slot[key % PLAN_CACHE_SLOTS];
+    bool hit = sl->key == key && strlen(sl->index) < cap;
+    if (hit) {
+        strcpy(index, sl->index);
+        *works = sl->works;
+    }
+    pthread_mutex_unlock(&pc->mu);
+    return hit;
+}
+
+static void cache_put(mf_plan_cache *pc, uint64_t key, const char *index, uint64_t works)
+{
+    if (strlen(index) >= sizeof pc->slot[0].index)
+        return; /* not cached: planned each time */
+    pthread_mutex_lock(&pc->mu);
+    cache_slot *sl = &pc->slot[key % PLAN_CACHE_SLOTS];
+    sl->key = key;
+    strcpy(sl->index, index);
+    sl->works = works;
+    pthread_mutex_unlock(&pc->mu);
+}
+
+static uint64_t fnv(uint64_t h, const void *p, size_t n)
+{
+    const uint8_t *b = p;
+    for (size_t i = 0; i < n; i++)
+        h = (h ^ b[i]) * 0x100000001b3ull;
+    return h;
+}
+
+/* A filter's shape: its paths, operators and nesting, not its values
+ * (each value only its BSON type). */
+static uint64_t shape_of(uint64_t h, const bson_t *doc)
+{
+    bson_iter_t it, sub;
+    if (!bson_iter_init(&it, doc))
+        return h;
+    while (bson_iter_next(&it)) {
+        const char *k = bson_iter_key(&it);
+        uint8_t t = (uint8_t)bson_iter_type(&it);
+        h = fnv(fnv(h, k, strlen(k) + 1), &t, 1);
+        bool logical = strcmp(k, "$and") == 0 || strcmp(k, "$or") == 0 || strcmp(k, "$nor") == 0;
+        bool ops = false;
+        if (BSON_ITER_HOLDS_DOCUMENT(&it) && bson_iter_recurse(&it, &sub) && bson_iter_next(&sub))
+            ops = bson_iter_key(&sub)[0] == '$';
+        if ((logical && BSON_ITER_HOLDS_ARRAY(&it)) || ops) {
+            uint32_t len;
+            const uint8_t *data;
+            bson_t inner;
+            if (BSON_ITER_HOLDS_ARRAY(&it))
+                bson_iter_array(&it, &len, &data);
+            else
+                bson_iter_document(&it, &len, &data);
+            if (bson_init_static(&inner, data, len)) {
+                if (logical) { /* each clause's shape */
+                    bson_iter_t cl;
+                    bson_iter_init(&cl, &inner);
+                    while (bson_iter_next(&cl)) {
+                        bson_t clause;
+                        uint32_t cl_len;
+                        const uint8_t *cl_data;
+                        if (!BSON_ITER_HOLDS_DOCUMENT(&cl))
+                            continue;
+                        bson_iter_document(&cl, &cl_len, &cl_data);
+                        if (bson_init_static(&clause, cl_data, cl_len))
+                            h = shape_of(fnv(h, "(", 1), &clause);
+                    }
+                } else {
+                    h = shape_of(fnv(h, "{", 1), &inner);
+                }
+            }
+        }
+    }
+    return h;
+}
+
+/* The key of a query in the plan cache: its collection, that
+ * collection's indexes, the filter's shape, the sort and the collation. */
+static uint64_t cache_key(mf_coll *c, const mf_index_desc *idx, size_t nidx,
+                          const bson_t *filter, const bson_t *sort, const mf_collator *coll)
+{
+    const char *ns = c ? mf_coll_name(c) : "";
+    uint64_t h = fnv(0xcbf29ce484222325ull, ns, strlen(ns) + 1);
+    for (size_t i = 0; i < nidx; i++) {
+        h = fnv(h, idx[i].name, strlen(idx[i].name) + 1);
+        h = fnv(h, &idx[i].hidden, sizeof idx[i].hidden);
+    }
+    if (filter)
+        h = shape_of(fnv(h, "f", 1), filter);
+    if (sort)
+        h = fnv(fnv(h, "s", 1), bson_get_data(sort), sort->len);
+    h = fnv(h, &coll, sizeof coll); /* a collator's identity: its own entries */
+    return h ? h : 1;
+}
+
+/* The plan of index `at` alone (as hinted), unrun. */
+static int plan_of(const mf_index_desc *idx, size_t nidx, size_t at, const bson_t *filter,
+                   const bson_t *sort, const mf_collator *coll, mf_scan **out, mf_error *err)
+{
+    mf_scan *p = calloc(1, sizeof *p);
+    bool sorted;
+    int rc = 0;
+    if (!p)
+        return oom(err);
+    if (filter && !bson_empty(filter) && !(p->filter = bson_copy(filter)))
+        rc = oom(err);
+    if (rc == 0)
+        rc = choose(p, idx, nidx, at, filter, sort, coll, &sorted, NULL, NULL, err);
+    if (rc == 0 && p->kind != P_IXSCAN)
+        rc = mf_error_set(err, MF_InternalError, "index '%s' gave no index scan", idx[at].name);
+    if (rc) {
+        mf_scan_free(p);
+        return rc;
+    }
+    *out = p;
+    return 0;
+}
+
+/* Trial k of `s`: 0 is `s` itself. */
+static inline mf_scan *trial(mf_scan *s, size_t k)
+{
+    return k == 0 ? s : s->trials[k];
+}
+
+/* `s`, planned on choose()'s best index, is the first trial; each
+ * alternative gets a plan; the cached winner of its shape, if any, is the
+ * probe. */
+static int plan_trials(mf_scan *s, mf_coll *c, const mf_index_desc *idx, size_t nidx,
+                       const bson_t *filter, const bson_t *sort, const mf_collator *coll,
+                       const alternates *alts, mf_plan_cache *cache, mf_error *err)
+{
+    size_t n = alts->n + 1;
+    if (!(s->trials = calloc(n, sizeof *s->trials)))
+        return oom(err);
+    s->ntrials = n;
+    s->trial_results = TRIAL_RESULTS;
+    s->probe = -1;
+    for (size_t k = 1; k < n; k++) { /* trials[0] is `s` itself */
+        int rc = plan_of(idx, nidx, alts->at[k - 1], filter, sort, coll, &s->trials[k], err);
+        if (rc)
+            return rc;
+    }
+    char index[64];
+    uint64_t works;
+    if ((s->cache = cache) != NULL) {
+        s->shape = cache_key(c, idx, nidx, filter, sort, coll);
+        if (cache_get(cache, s->shape, index, sizeof index, &works))
+            for (size_t k = 0; k < n && s->probe < 0; k++)
+                if (strcmp(trial(s, k)->ix.name, index) == 0) {
+                    s->probe = (int)k;
+                    s->probe_works = CACHE_EVICTION_RATIO * (works ? works : 1);
+                }
+    }
+    return 0;
+}
+
+static void free_plans(mf_scan **v, size_t n)
+{
+    for (size_t i = 0; v && i < n; i++)
+        mf_scan_free(v[i]);
+    free(v);
 }
 
 int mf_scan_new(mf_coll *c, const mf_index_desc *idx, size_t nidx, const bson_t *filter,
@@ -1261,7 +1523,8 @@ int mf_scan_new_ex(mf_coll *c, const mf_index_desc *idx, size_t nidx, const bson
         return 0;
     }
     bool weak = false;
-    rc = choose(s, idx, nidx, hinted, filter, sort, coll, sorted, &weak, err);
+    alternates alts;
+    rc = choose(s, idx, nidx, hinted, filter, sort, coll, sorted, &weak, &alts, err);
     if (rc == 0 && s->kind == P_COLLSCAN && hinted == SIZE_MAX)
         rc = plan_or(s, idx, nidx, filter, coll, err);
     /* An index only negations bound reads nearly every key: an OR plan,
@@ -1280,6 +1543,8 @@ int mf_scan_new_ex(mf_coll *c, const mf_index_desc *idx, size_t nidx, const bson
     }
     if (rc == 0 && x->distinct_key)
         rc = plan_distinct(s, idx, nidx, filter, hint != NULL, x->distinct_key, coll, err);
+    else if (rc == 0 && s->kind == P_IXSCAN && !s->idhack && hinted == SIZE_MAX && alts.n > 0)
+        rc = plan_trials(s, c, idx, nidx, filter, sort, coll, &alts, x->cache, err);
     if (rc)
         goto fail;
     mf_index_desc_clear(&id);
@@ -1314,6 +1579,9 @@ void mf_scan_free(mf_scan *s)
     for (size_t i = 0; i < s->nkids; i++)
         mf_scan_free(s->kids[i]);
     free(s->kids);
+    free_plans(s->trials, s->ntrials);
+    free_plans(s->rejected, s->nrejected);
+    free(s->replay);
     free(s);
 }
 
@@ -1355,7 +1623,7 @@ void mf_scan_want_pos(mf_scan *s, bool want)
 
 bool mf_scan_eof(const mf_scan *s)
 {
-    return s->eof;
+    return s->eof && s->replayed == s->nreplay;
 }
 
 int mf_scan_return_key(const mf_scan *s, const mf_scan_row *row, bson_t *out, mf_error *err)
@@ -1827,6 +2095,8 @@ static int next_point(mf_scan *s, mf_engine *e, mf_coll *c, const mf_matcher *m,
         return mf_error_set(err, MF_QueryPlanKilled, "index '%s' dropped", s->ix.name);
     mf_btree *records = mf_engine_tree(e, mf_coll_records(c));
     while (s->next_point < s->nranges) {
+        if (s->work_cap && s->stats.works >= s->work_cap)
+            return 0; /* a trial's turn is over */
         size_t n = s->next_point++;
         const mf_buf *p = &s->ranges[s->backward ? s->nranges - 1 - n : n].lo;
         bool found, take;
@@ -2104,6 +2374,8 @@ static int index_next(mf_scan *s, mf_engine *e, mf_coll *c, const mf_matcher *m,
         queue_reset(s, e, c);
     }
     for (;;) {
+        if (s->work_cap && s->stats.works >= s->work_cap)
+            return 0; /* a trial's turn is over */
         /* The first entry alone: a query that takes one row pays for no
          * read-ahead.  After it, whole batches. */
         if (s->q_len == 0 || (s->q_taken > 0 && s->q_len <= QUEUE - QBATCH))
@@ -2348,6 +2620,179 @@ void mf_scan_timed(mf_scan *s, bool on)
         mf_scan_timed(s->kids[i], on);
 }
 
+/* Trials work in rounds, each plan once a round (`only` >= 0: that plan
+ * alone), until one reaches its end or trial_results rows (`*done`), or
+ * each has done `budget` works.  The record ids each returns go to its
+ * `rows`, and their count to `advanced`. */
+static int run_trials(mf_scan *s, mf_engine *e, mf_coll *c, const mf_matcher *m, int only,
+                      uint64_t budget, uint64_t *advanced, uint64_t **rows, bool *done,
+                      mf_error *err)
+{
+    bool worked = true;
+    int rc = 0;
+    *done = false;
+    while (rc == 0 && !*done && worked) {
+        worked = false;
+        /* a plan that ends the trial does not deny the later ones their turn */
+        for (size_t k = 0; k < s->ntrials && rc == 0; k++) {
+            mf_scan *t = trial(s, k);
+            mf_scan_row row;
+            bool valid;
+            if ((only >= 0 && k != (size_t)only) || t->eof || t->stats.works >= budget)
+                continue;
+            worked = true;
+            t->work_cap = t->stats.works + 1;
+            rc = scan_next(t, e, c, m, &row, &valid, err);
+            if (rc == 0 && valid)
+                rows[k][advanced[k]++] = row.rid;
+            *done |= t->eof || advanced[k] >= s->trial_results;
+        }
+    }
+    return rc;
+}
+
+/* Choose among the trials (mongod's MultiPlanStage and PlanRanker): the
+ * most productive, in rows per work; a plan that reached its end wins a
+ * tie, then the earlier (choose()'s pick first).  With a cached winner,
+ * it runs alone first (mongod's CachedPlanStage).  `s` becomes the
+ * winner's trial, which goes on from where it stopped after returning
+ * its trial's rows again (`replay`). */
+static int decide(mf_scan *s, mf_engine *e, mf_coll *c, const mf_matcher *m, mf_error *err)
+{
+    size_t n = s->ntrials, win = 0;
+    uint64_t advanced[MAX_TRIALS] = {0}, *rows[MAX_TRIALS];
+    uint64_t *block = calloc(n * s->trial_results + 1, sizeof *block);
+    bool done = false, all = true;
+    int rc = 0;
+    if (!block)
+        return oom(err);
+    for (size_t k = 0; k < n; k++) { /* as the caller set up `s` */
+        rows[k] = block + k * s->trial_results;
+        trial(s, k)->want_pos = s->want_pos;
+        mf_scan_count_only(trial(s, k), s->count_only);
+    }
+    if (s->probe >= 0) {
+        win = (size_t)s->probe;
+        rc = run_trials(s, e, c, m, s->probe, s->probe_works, advanced, rows, &done, err);
+        all = !done; /* not finished within its budget: plan again */
+    }
+    if (rc == 0 && all) {
+        rc = run_trials(s, e, c, m, -1, TRIAL_WORKS, advanced, rows, &done, err);
+        double best = -1;
+        for (size_t k = 0; k < n; k++) {
+            const mf_scan *t = trial(s, k);
+            double score = (double)advanced[k] / (double)(t->stats.works ? t->stats.works : 1);
+            if (score > best || (score == best && t->eof && !trial(s, win)->eof)) {
+                best = score;
+                win = k;
+            }
+        }
+        if (rc == 0 && s->cache)
+            cache_put(s->cache, s->shape, trial(s, win)->ix.name, trial(s, win)->stats.works);
+    }
+    uint64_t *replay = NULL;
+    if (rc == 0 && advanced[win] && !(replay = malloc(advanced[win] * sizeof *replay)))
+        rc = oom(err);
+    if (rc) {
+        free(block);
+        return rc;
+    }
+    if (replay)
+        memcpy(replay, rows[win], advanced[win] * sizeof *replay);
+    free(block);
+    /* `s` becomes trials[win] (what `s` was takes its slot, a loser);
+     * the trials themselves stay with `s` until they are the losers */
+    mf_scan **trials = s->trials;
+    s->trials = NULL;
+    s->ntrials = 0;
+    if (win > 0) {
+        bool timed = s->timed;
+        mf_scan old = *s;
+        *s = *trials[win];
+        *trials[win] = old;
+        s->timed = timed;
+        s->cache = NULL;
+    }
+    s->work_cap = 0;
+    s->replay = replay;
+    s->nreplay = advanced[win];
+    s->replayed = 0;
+    trials[0] = win > 0 ? trials[win] : NULL; /* choose()'s plan, if it lost */
+    if (win > 0)
+        trials[win] = NULL;
+    if (n > 1 && (s->rejected = calloc(n - 1, sizeof *s->rejected)) != NULL) {
+        for (size_t k = 0; k < n; k++)
+            if (trials[k]) {
+                s->rejected[s->nrejected++] = trials[k];
+                trials[k] = NULL;
+            }
+    }
+    free_plans(trials, n);
+    return 0;
+}
+
+/* The next of the rows the winner returned in its trial: fetched and
+ * judged again (the collection may have changed since). */
+static int replay_next(mf_scan *s, mf_engine *e, mf_coll *c, const mf_matcher *m,
+                       mf_scan_row *row, bool *valid, mf_error *err)
+{
+    mf_btree *records = mf_engine_tree(e, mf_coll_records(c));
+    while (s->replayed < s->nreplay) {
+        uint8_t rid[8];
+        bool found, take = true;
+        put_be64(rid, s->replay[s->replayed++]);
+        row->pos = -1;
+        if (keys_answer(s)) { /* a count's row: the key said it all */
+            row->rid = get_be64(rid);
+            bson_init(&row->doc);
+            row->data = bson_get_data(&row->doc);
+            *valid = true;
+            return 0;
+        }
+        int rc = fetch(records, rid, NULL, row, &found, err);
+        if (rc == 0 && found && m)
+            rc = mf_matcher_eval(m, &row->doc, s->want_pos ? &row->pos : NULL, &take, err);
+        if (rc)
+            return rc;
+        if (found && take) {
+            *valid = true;
+            return 0;
+        }
+    }
+    return 0;
+}
+
+void mf_scan_trial_results(mf_scan *s, uint64_t n)
+{
+    if (n > 0 && n < TRIAL_RESULTS && s->ntrials)
+        s->trial_results = n;
+}
+
+int mf_scan_decide(mf_scan *s, mf_engine *e, mf_coll *c, const mf_matcher *m, mf_error *err)
+{
+    return s->ntrials ? decide(s, e, c, m, err) : 0;
+}
+
+int mf_scan_explain_rejected(const mf_scan *s, bson_t *arr)
+{
+    /* Undecided (no data to try them on: the planner's test hook), the
+     * alternatives are the plans not chosen. */
+    mf_scan *const *v = s->ntrials ? s->trials + 1 : s->rejected;
+    size_t n = s->ntrials ? s->ntrials - 1 : s->nrejected;
+    char key[24];
+    for (size_t i = 0; i < n; i++) {
+        bson_t doc = BSON_INITIALIZER;
+        if (mf_scan_explain(v[i], false, &doc) != 0) {
+            bson_destroy(&doc);
+            return -1;
+        }
+        snprintf(key, sizeof key, "%zu", i);
+        BSON_APPEND_DOCUMENT(arr, key, &doc);
+        bson_destroy(&doc);
+    }
+    return 0;
+}
+
 int mf_scan_next(mf_scan *s, mf_engine *e, mf_coll *c, const mf_matcher *m, mf_scan_row *row,
                  bool *valid, mf_error *err)
 {
@@ -2365,7 +2810,12 @@ int mf_scan_next(mf_scan *s, mf_engine *e, mf_coll *c, const mf_matcher *m, mf_s
 static int scan_next_counted(mf_scan *s, mf_engine *e, mf_coll *c, const mf_matcher *m,
                              mf_scan_row *row, bool *valid, mf_error *err)
 {
-    int rc = scan_next(s, e, c, m, row, valid, err);
+    int rc = s->ntrials ? decide(s, e, c, m, err) : 0;
+    *valid = false;
+    if (rc == 0 && s->replayed < s->nreplay)
+        rc = replay_next(s, e, c, m, row, valid, err);
+    if (rc == 0 && !*valid)
+        rc = scan_next(s, e, c, m, row, valid, err);
     if (rc == 0 && *valid)
         s->stats.n_returned++;
     return rc;

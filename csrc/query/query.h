@@ -525,9 +525,16 @@ int mf_scan_new(mf_coll *c, const mf_index_desc *idx, size_t nidx, const bson_t 
  * document it returns, it seeks past every key sharing that document's
  * values of the fields up to the key's -- unless the document lacks the
  * key (its null key may be another's explicit null). */
+/* The plan cache (plan.c): the winners of multi-planning by query shape,
+ * shared by the threads of an instance. */
+typedef struct mf_plan_cache mf_plan_cache;
+mf_plan_cache *mf_plan_cache_new(void);
+void mf_plan_cache_free(mf_plan_cache *pc);
+
 typedef struct mf_scan_extra {
     const bson_t *min, *max;
     const char *distinct_key;
+    mf_plan_cache *cache; /* where the winners of trial runs are kept, or NULL */
 } mf_scan_extra;
 
 int mf_scan_new_ex(mf_coll *c, const mf_index_desc *idx, size_t nidx, const bson_t *filter,
@@ -593,6 +600,17 @@ const char *mf_scan_index_name(const mf_scan *s);
  * bounds do not answer exactly, top-level conditions as given.  Returns 0,
  * or MF_InternalError when libbson could not append (out of memory). */
 int mf_scan_explain(const mf_scan *s, bool stats, bson_t *out);
+/* Choose among the candidate plans now, by trial runs on the data (as the
+ * first mf_scan_next does): for explain without execution, so that it
+ * shows the plan a run would use.  Errors: those of the trial runs. */
+int mf_scan_decide(mf_scan *s, mf_engine *e, mf_coll *c, const mf_matcher *m, mf_error *err);
+/* The plans not chosen, each as mf_scan_explain(false) writes it, appended
+ * to array `arr` (explain's rejectedPlans).  Returns 0, or -1 (out of
+ * memory). */
+int mf_scan_explain_rejected(const mf_scan *s, bson_t *arr);
+/* A trial ends when a plan has returned `n` rows (a limit or a first
+ * batch below mongod's 101). */
+void mf_scan_trial_results(mf_scan *s, uint64_t n);
 const mf_scan_stats *mf_scan_get_stats(const mf_scan *s);
 void mf_scan_free(mf_scan *s);
 
