@@ -5,7 +5,7 @@
  *   {explainVersion: "1",
  *    queryPlanner: {namespace, indexFilterSet: false, parsedQuery,
  *                   winningPlan: {stage, ..., inputStage: {...}},
- *                   rejectedPlans: []},
+ *                   rejectedPlans: [the plans trial runs turned down]},
  *    executionStats: {executionSuccess, nReturned, executionTimeMillis,
  *                     totalKeysExamined, totalDocsExamined,
  *                     executionStages}          (verbosity permitting)

@@ -12,6 +12,12 @@
  * to the end of a type bracket, a field left unbounded) costs reads, never
  * answers.
  *
+ * Which index.  choose() ranks the usable indexes by what the filter says
+ * of them (cand_better); where others answer the query the same way, the
+ * candidates run trials on the data before the first row and the most
+ * productive wins (decide(), mongod's multi-planner), remembered by query
+ * shape in the caller's plan cache (mongod's CachedPlanStage).
+ *
  * Key ranges.  An index key is the concatenation of its fields' encodings
  * (descending ones inverted), followed in a non-unique index by the 8-byte
  * RecordId.  Encodings are self-delimiting, so the keys that start with a
@@ -240,6 +246,10 @@ struct mf_scan {
     uint64_t probe_works;   /* its budget */
     uint64_t *replay;       /* record ids to return first, and how many */
     size_t nreplay, replayed;
+    mf_buf replay_keys;     /* their index keys, each after its 4-byte length */
+    size_t replay_key_at;   /* the next one's offset */
+    const uint8_t *row_key; /* the key of the row just replayed (returnKey), or NULL */
+    size_t row_klen;
 };
 
 static bool single_interval(const mf_scan *s, bson_t *start, bool *start_incl, bson_t *end,
@@ -1371,7 +1381,9 @@ static uint64_t shape_of(uint64_t h, const bson_t *doc)
 }
 
 /* The key of a query in the plan cache: its collection, that
- * collection's indexes, the filter's shape, the sort and the collation. */
+ * collection's indexes (a hidden, unhidden or finished one makes a new
+ * key, as mongod clears its cache then), the filter's shape, the sort and
+ * the collation. */
 static uint64_t cache_key(mf_coll *c, const mf_index_desc *idx, size_t nidx,
                           const bson_t *filter, const bson_t *sort, const mf_collator *coll)
 {
@@ -1380,12 +1392,18 @@ static uint64_t cache_key(mf_coll *c, const mf_index_desc *idx, size_t nidx,
     for (size_t i = 0; i < nidx; i++) {
         h = fnv(h, idx[i].name, strlen(idx[i].name) + 1);
         h = fnv(h, &idx[i].hidden, sizeof idx[i].hidden);
+        h = fnv(h, &idx[i].building, sizeof idx[i].building);
     }
     if (filter)
         h = shape_of(fnv(h, "f", 1), filter);
     if (sort)
         h = fnv(fnv(h, "s", 1), bson_get_data(sort), sort->len);
-    h = fnv(h, &coll, sizeof coll); /* a collator's identity: its own entries */
+    if (coll) { /* the collation's spec, not the collator's address */
+        bson_t spec = BSON_INITIALIZER;
+        mf_collator_to_bson(coll, &spec);
+        h = fnv(fnv(h, "c", 1), bson_get_data(&spec), spec.len);
+        bson_destroy(&spec);
+    }
     return h ? h : 1;
 }
 
@@ -1582,6 +1600,7 @@ void mf_scan_free(mf_scan *s)
     free_plans(s->trials, s->ntrials);
     free_plans(s->rejected, s->nrejected);
     free(s->replay);
+    mf_buf_free(&s->replay_keys);
     free(s);
 }
 
@@ -1626,6 +1645,28 @@ bool mf_scan_eof(const mf_scan *s)
     return s->eof && s->replayed == s->nreplay;
 }
 
+/* The index key of the row an index scan returned last, or false. */
+static bool last_key(const mf_scan *s, const uint8_t **k, size_t *kl)
+{
+    if (s->kind != P_IXSCAN)
+        return false;
+    if (s->row_key) { /* replayed from its trial */
+        *k = s->row_key;
+        *kl = s->row_klen;
+    } else if (s->points) {
+        size_t n = s->next_point - 1;
+        const mf_buf *p = &s->ranges[s->backward ? s->nranges - 1 - n : n].lo;
+        *k = p->data;
+        *kl = p->len;
+    } else if (s->q_has_last) {
+        *k = s->q_key[s->q_last];
+        *kl = s->q_klen[s->q_last];
+    } else {
+        return false;
+    }
+    return true;
+}
+
 int mf_scan_return_key(const mf_scan *s, const mf_scan_row *row, bson_t *out, mf_error *err)
 {
     bson_init(out);
@@ -1633,19 +1674,8 @@ int mf_scan_return_key(const mf_scan *s, const mf_scan_row *row, bson_t *out, mf
         s = s->kids[s->kid];
     const uint8_t *k;
     size_t kl;
-    if (s->kind != P_IXSCAN) {
+    if (!last_key(s, &k, &kl))
         return 0;
-    } else if (s->points) {
-        size_t n = s->next_point - 1;
-        const mf_buf *p = &s->ranges[s->backward ? s->nranges - 1 - n : n].lo;
-        k = p->data;
-        kl = p->len;
-    } else if (s->q_has_last) {
-        k = s->q_key[s->q_last];
-        kl = s->q_klen[s->q_last];
-    } else {
-        return 0;
-    }
     mf_index_desc d = {.nfields = s->ix.nfields, .paths = s->ix.paths, .desc = s->ix.desc,
                        .coll = s->ix.coll};
     return mf_index_key_values(&d, &row->doc, k, kl, out, err);
@@ -2625,8 +2655,8 @@ void mf_scan_timed(mf_scan *s, bool on)
  * each has done `budget` works.  The record ids each returns go to its
  * `rows`, and their count to `advanced`. */
 static int run_trials(mf_scan *s, mf_engine *e, mf_coll *c, const mf_matcher *m, int only,
-                      uint64_t budget, uint64_t *advanced, uint64_t **rows, bool *done,
-                      mf_error *err)
+                      uint64_t budget, uint64_t *advanced, uint64_t **rows, mf_buf *keys,
+                      bool *done, mf_error *err)
 {
     bool worked = true;
     int rc = 0;
@@ -2643,8 +2673,18 @@ static int run_trials(mf_scan *s, mf_engine *e, mf_coll *c, const mf_matcher *m,
             worked = true;
             t->work_cap = t->stats.works + 1;
             rc = scan_next(t, e, c, m, &row, &valid, err);
-            if (rc == 0 && valid)
+            const uint8_t *key;
+            size_t kl;
+            if (rc == 0 && valid) {
                 rows[k][advanced[k]++] = row.rid;
+                if (!last_key(t, &key, &kl))
+                    kl = 0;
+                uint8_t len[4] = {(uint8_t)kl, (uint8_t)(kl >> 8), (uint8_t)(kl >> 16),
+                                  (uint8_t)(kl >> 24)};
+                if (mf_buf_append(&keys[k], len, 4) != 0 ||
+                    (kl && mf_buf_append(&keys[k], key, kl) != 0))
+                    rc = oom(err);
+            }
             *done |= t->eof || advanced[k] >= s->trial_results;
         }
     }
@@ -2661,6 +2701,7 @@ static int decide(mf_scan *s, mf_engine *e, mf_coll *c, const mf_matcher *m, mf_
 {
     size_t n = s->ntrials, win = 0;
     uint64_t advanced[MAX_TRIALS] = {0}, *rows[MAX_TRIALS];
+    mf_buf keys[MAX_TRIALS] = {{0}};
     uint64_t *block = calloc(n * s->trial_results + 1, sizeof *block);
     bool done = false, all = true;
     int rc = 0;
@@ -2673,11 +2714,11 @@ static int decide(mf_scan *s, mf_engine *e, mf_coll *c, const mf_matcher *m, mf_
     }
     if (s->probe >= 0) {
         win = (size_t)s->probe;
-        rc = run_trials(s, e, c, m, s->probe, s->probe_works, advanced, rows, &done, err);
+        rc = run_trials(s, e, c, m, s->probe, s->probe_works, advanced, rows, keys, &done, err);
         all = !done; /* not finished within its budget: plan again */
     }
     if (rc == 0 && all) {
-        rc = run_trials(s, e, c, m, -1, TRIAL_WORKS, advanced, rows, &done, err);
+        rc = run_trials(s, e, c, m, -1, TRIAL_WORKS, advanced, rows, keys, &done, err);
         double best = -1;
         for (size_t k = 0; k < n; k++) {
             const mf_scan *t = trial(s, k);
@@ -2693,13 +2734,17 @@ static int decide(mf_scan *s, mf_engine *e, mf_coll *c, const mf_matcher *m, mf_
     uint64_t *replay = NULL;
     if (rc == 0 && advanced[win] && !(replay = malloc(advanced[win] * sizeof *replay)))
         rc = oom(err);
+    if (rc == 0 && replay)
+        memcpy(replay, rows[win], advanced[win] * sizeof *replay);
+    mf_buf won = keys[win];
+    keys[win] = (mf_buf){0};
+    for (size_t k = 0; k < n; k++)
+        mf_buf_free(&keys[k]);
+    free(block);
     if (rc) {
-        free(block);
+        mf_buf_free(&won);
         return rc;
     }
-    if (replay)
-        memcpy(replay, rows[win], advanced[win] * sizeof *replay);
-    free(block);
     /* `s` becomes trials[win] (what `s` was takes its slot, a loser);
      * the trials themselves stay with `s` until they are the losers */
     mf_scan **trials = s->trials;
@@ -2717,6 +2762,8 @@ static int decide(mf_scan *s, mf_engine *e, mf_coll *c, const mf_matcher *m, mf_
     s->replay = replay;
     s->nreplay = advanced[win];
     s->replayed = 0;
+    s->replay_keys = won;
+    s->replay_key_at = 0;
     trials[0] = win > 0 ? trials[win] : NULL; /* choose()'s plan, if it lost */
     if (win > 0)
         trials[win] = NULL;
@@ -2742,6 +2789,12 @@ static int replay_next(mf_scan *s, mf_engine *e, mf_coll *c, const mf_matcher *m
         bool found, take = true;
         put_be64(rid, s->replay[s->replayed++]);
         row->pos = -1;
+        /* its key, for returnKey */
+        const uint8_t *kp = s->replay_keys.data + s->replay_key_at;
+        s->row_klen = (size_t)kp[0] | (size_t)kp[1] << 8 | (size_t)kp[2] << 16 |
+                      (size_t)kp[3] << 24;
+        s->row_key = kp + 4;
+        s->replay_key_at += 4 + s->row_klen;
         if (keys_answer(s)) { /* a count's row: the key said it all */
             row->rid = get_be64(rid);
             bson_init(&row->doc);
@@ -2814,8 +2867,10 @@ static int scan_next_counted(mf_scan *s, mf_engine *e, mf_coll *c, const mf_matc
     *valid = false;
     if (rc == 0 && s->replayed < s->nreplay)
         rc = replay_next(s, e, c, m, row, valid, err);
-    if (rc == 0 && !*valid)
+    if (rc == 0 && !*valid) {
+        s->row_key = NULL;
         rc = scan_next(s, e, c, m, row, valid, err);
+    }
     if (rc == 0 && *valid)
         s->stats.n_returned++;
     return rc;
