@@ -1086,3 +1086,25 @@ def test_no_trials_for_a_hint_or_a_single_candidate(client):
     e = db.command("explain", {"find": "mp", "filter": {"b": {"$gte": 5}}},
                    verbosity="queryPlanner")
     assert [(_index_names(w), r) for w, r in _plans(e)] == [(["b_1"], [])]
+
+
+def test_index_stats_count_the_index_trials_choose(client):
+    """$indexStats counts an access for the index the trials chose (b_1),
+    not for the planner's first guess (a_1), once per query; the count
+    and the aggregate read count too, explain not at all."""
+    db = client.t
+    _skewed(db)
+    q = {"a": 1, "b": {"$gte": 2990}}
+
+    def ops():
+        return {d["name"]: d["accesses"]["ops"] for d in db.mp.aggregate([{"$indexStats": {}}])}
+
+    before = ops()
+    for _ in range(3):  # the first plans by trials, the next two from the cache
+        assert len(list(db.mp.find(q))) == 9
+    assert db.mp.count_documents(q) == 9
+    assert len(list(db.mp.aggregate([{"$match": q}]))) == 9
+    db.command("explain", {"find": "mp", "filter": q}, verbosity="executionStats")
+    after = ops()
+    assert after["b_1"] - before["b_1"] == 5
+    assert after["a_1"] - before["a_1"] == 0

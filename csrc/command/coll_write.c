@@ -347,9 +347,18 @@ int mfi_write_doc(mf_engine *e, mf_coll *c, mfi_indexes *ix, uint64_t rid, const
     return rc;
 }
 
-/* $indexStats: one more access of the index `s` reads, if any. */
+/* $indexStats: one more access of the index trial runs chose. */
+static void count_chosen(void *inst, mf_coll *c, const char *index)
+{
+    mfi_index_usage_count(inst, mf_coll_name(c), index);
+}
+
+/* $indexStats: one more access of the index `s` reads, if any (once trial
+ * runs choose it, if they are to: count_chosen). */
 static void count_index_use(mf_instance *inst, mf_coll *c, const mf_scan *s)
 {
+    if (mf_scan_undecided(s))
+        return;
     const char *name = mf_scan_index_name(s);
     if (!name && strcmp(mf_scan_describe(s), "IDHACK") == 0)
         name = "_id_"; /* mongod's IDHACK reports the _id index used */
@@ -371,8 +380,11 @@ int mfi_scan_new_ex(mf_instance *inst, mf_coll *c, const mfi_indexes *ix, const 
     /* A query run for a client (`inst`) keeps and uses the plan cache;
      * explain (no `inst`) plans afresh, as it shows the trials. */
     mf_scan_extra with = x ? *x : (mf_scan_extra){0};
-    if (inst)
+    if (inst) {
         with.cache = inst->plan_cache;
+        with.chosen = count_chosen;
+        with.chosen_arg = inst;
+    }
     int rc = mf_scan_new_ex(c, ix ? ix->v : NULL, ix ? ix->n : 0, filter, hint, sort, coll, &with,
                             out, sorted, err);
     if (rc == 0 && inst) {

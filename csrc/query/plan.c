@@ -241,6 +241,8 @@ struct mf_scan {
     uint64_t work_cap;      /* a trial's: stop (no row, not eof) at this many works; 0: none */
     uint64_t trial_results; /* rows that end a trial */
     mf_plan_cache *cache;   /* the caller's, or NULL */
+    void (*chosen)(void *arg, mf_coll *c, const char *index); /* mf_scan_extra's */
+    void *chosen_arg;
     uint64_t shape;         /* the query's key in it */
     int probe;              /* the cached winner among `trials`, or -1 */
     uint64_t probe_works;   /* its budget */
@@ -1563,6 +1565,10 @@ int mf_scan_new_ex(mf_coll *c, const mf_index_desc *idx, size_t nidx, const bson
         rc = plan_distinct(s, idx, nidx, filter, hint != NULL, x->distinct_key, coll, err);
     else if (rc == 0 && s->kind == P_IXSCAN && !s->idhack && hinted == SIZE_MAX && alts.n > 0)
         rc = plan_trials(s, c, idx, nidx, filter, sort, coll, &alts, x->cache, err);
+    if (rc == 0 && s->ntrials) {
+        s->chosen = x->chosen;
+        s->chosen_arg = x->chosen_arg;
+    }
     if (rc)
         goto fail;
     mf_index_desc_clear(&id);
@@ -2748,6 +2754,8 @@ static int decide(mf_scan *s, mf_engine *e, mf_coll *c, const mf_matcher *m, mf_
     /* `s` becomes trials[win] (what `s` was takes its slot, a loser);
      * the trials themselves stay with `s` until they are the losers */
     mf_scan **trials = s->trials;
+    void (*chosen)(void *, mf_coll *, const char *) = s->chosen;
+    void *chosen_arg = s->chosen_arg;
     s->trials = NULL;
     s->ntrials = 0;
     if (win > 0) {
@@ -2758,6 +2766,8 @@ static int decide(mf_scan *s, mf_engine *e, mf_coll *c, const mf_matcher *m, mf_
         s->timed = timed;
         s->cache = NULL;
     }
+    if (chosen) /* the caller counts the use of the index chosen */
+        chosen(chosen_arg, c, s->ix.name);
     s->work_cap = 0;
     s->replay = replay;
     s->nreplay = advanced[win];
@@ -2819,6 +2829,11 @@ void mf_scan_trial_results(mf_scan *s, uint64_t n)
 {
     if (n > 0 && n < TRIAL_RESULTS && s->ntrials)
         s->trial_results = n;
+}
+
+bool mf_scan_undecided(const mf_scan *s)
+{
+    return s->ntrials > 0;
 }
 
 int mf_scan_decide(mf_scan *s, mf_engine *e, mf_coll *c, const mf_matcher *m, mf_error *err)

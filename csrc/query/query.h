@@ -535,6 +535,10 @@ typedef struct mf_scan_extra {
     const bson_t *min, *max;
     const char *distinct_key;
     mf_plan_cache *cache; /* where the winners of trial runs are kept, or NULL */
+    /* Called with the index trial runs chose, when they have ($indexStats
+     * counts its use then, not choose()'s pick); NULL: not told. */
+    void (*chosen)(void *arg, mf_coll *c, const char *index);
+    void *chosen_arg;
 } mf_scan_extra;
 
 int mf_scan_new_ex(mf_coll *c, const mf_index_desc *idx, size_t nidx, const bson_t *filter,
@@ -604,6 +608,9 @@ int mf_scan_explain(const mf_scan *s, bool stats, bson_t *out);
  * first mf_scan_next does): for explain without execution, so that it
  * shows the plan a run would use.  Errors: those of the trial runs. */
 int mf_scan_decide(mf_scan *s, mf_engine *e, mf_coll *c, const mf_matcher *m, mf_error *err);
+/* Whether trial runs are still to choose the index (mf_scan_index_name
+ * names choose()'s pick until then). */
+bool mf_scan_undecided(const mf_scan *s);
 /* The plans not chosen, each as mf_scan_explain(false) writes it, appended
  * to array `arr` (explain's rejectedPlans).  Returns 0, or -1 (out of
  * memory). */
