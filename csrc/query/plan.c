@@ -1337,47 +1337,22 @@ static uint64_t fnv(uint64_t h, const void *p, size_t n)
 }
 
 /* A filter's shape: its paths, operators and nesting, not its values
- * (each value only its BSON type). */
-static uint64_t shape_of(uint64_t h, const bson_t *doc)
+ * (each value only its BSON type).  It goes into an operator document, a
+ * $and/$or/$nor array and each clause of one (`clauses`). */
+static uint64_t shape_of(uint64_t h, bson_iter_t *it, bool clauses)
 {
-    bson_iter_t it, sub;
-    if (!bson_iter_init(&it, doc))
-        return h;
-    while (bson_iter_next(&it)) {
-        const char *k = bson_iter_key(&it);
-        uint8_t t = (uint8_t)bson_iter_type(&it);
+    bson_iter_t sub, first;
+    while (bson_iter_next(it)) {
+        const char *k = bson_iter_key(it);
+        uint8_t t = (uint8_t)bson_iter_type(it);
         h = fnv(fnv(h, k, strlen(k) + 1), &t, 1);
-        bool logical = strcmp(k, "$and") == 0 || strcmp(k, "$or") == 0 || strcmp(k, "$nor") == 0;
-        bool ops = false;
-        if (BSON_ITER_HOLDS_DOCUMENT(&it) && bson_iter_recurse(&it, &sub) && bson_iter_next(&sub))
-            ops = bson_iter_key(&sub)[0] == '$';
-        if ((logical && BSON_ITER_HOLDS_ARRAY(&it)) || ops) {
-            uint32_t len;
-            const uint8_t *data;
-            bson_t inner;
-            if (BSON_ITER_HOLDS_ARRAY(&it))
-                bson_iter_array(&it, &len, &data);
-            else
-                bson_iter_document(&it, &len, &data);
-            if (bson_init_static(&inner, data, len)) {
-                if (logical) { /* each clause's shape */
-                    bson_iter_t cl;
-                    bson_iter_init(&cl, &inner);
-                    while (bson_iter_next(&cl)) {
-                        bson_t clause;
-                        uint32_t cl_len;
-                        const uint8_t *cl_data;
-                        if (!BSON_ITER_HOLDS_DOCUMENT(&cl))
-                            continue;
-                        bson_iter_document(&cl, &cl_len, &cl_data);
-                        if (bson_init_static(&clause, cl_data, cl_len))
-                            h = shape_of(fnv(h, "(", 1), &clause);
-                    }
-                } else {
-                    h = shape_of(fnv(h, "{", 1), &inner);
-                }
-            }
-        }
+        bool doc = BSON_ITER_HOLDS_DOCUMENT(it);
+        bool logical = BSON_ITER_HOLDS_ARRAY(it) &&
+                       (strcmp(k, "$and") == 0 || strcmp(k, "$or") == 0 || strcmp(k, "$nor") == 0);
+        bool ops = doc && bson_iter_recurse(it, &first) && bson_iter_next(&first) &&
+                   bson_iter_key(&first)[0] == '$';
+        if ((logical || ops || (clauses && doc)) && bson_iter_recurse(it, &sub))
+            h = fnv(shape_of(h, &sub, logical), "}", 1);
     }
     return h;
 }
@@ -1396,8 +1371,9 @@ static uint64_t cache_key(mf_coll *c, const mf_index_desc *idx, size_t nidx,
         h = fnv(h, &idx[i].hidden, sizeof idx[i].hidden);
         h = fnv(h, &idx[i].building, sizeof idx[i].building);
     }
-    if (filter)
-        h = shape_of(fnv(h, "f", 1), filter);
+    bson_iter_t it;
+    if (filter && bson_iter_init(&it, filter))
+        h = shape_of(fnv(h, "f", 1), &it, false);
     if (sort)
         h = fnv(fnv(h, "s", 1), bson_get_data(sort), sort->len);
     if (coll) { /* the collation's spec, not the collator's address */
@@ -2789,10 +2765,19 @@ static int decide(mf_scan *s, mf_engine *e, mf_coll *c, const mf_matcher *m, mf_
 }
 
 /* The next of the rows the winner returned in its trial: fetched and
- * judged again (the collection may have changed since). */
+ * judged again (the collection may have changed since).  Once all are
+ * returned, the replay is dropped (the scan's own rows follow). */
 static int replay_next(mf_scan *s, mf_engine *e, mf_coll *c, const mf_matcher *m,
                        mf_scan_row *row, bool *valid, mf_error *err)
 {
+    if (s->replayed == s->nreplay) {
+        free(s->replay);
+        mf_buf_free(&s->replay_keys);
+        s->replay = NULL;
+        s->nreplay = s->replayed = s->replay_key_at = 0;
+        s->row_key = NULL;
+        return 0;
+    }
     mf_btree *records = mf_engine_tree(e, mf_coll_records(c));
     while (s->replayed < s->nreplay) {
         uint8_t rid[8];
@@ -2880,12 +2865,10 @@ static int scan_next_counted(mf_scan *s, mf_engine *e, mf_coll *c, const mf_matc
 {
     int rc = s->ntrials ? decide(s, e, c, m, err) : 0;
     *valid = false;
-    if (rc == 0 && s->replayed < s->nreplay)
+    if (rc == 0 && s->nreplay)
         rc = replay_next(s, e, c, m, row, valid, err);
-    if (rc == 0 && !*valid) {
-        s->row_key = NULL;
+    if (rc == 0 && !*valid)
         rc = scan_next(s, e, c, m, row, valid, err);
-    }
     if (rc == 0 && *valid)
         s->stats.n_returned++;
     return rc;

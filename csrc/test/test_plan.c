@@ -1265,9 +1265,8 @@ MFT_CASE(index_collation_keys, "/query/index/collation/keys")
 static int run_cached(world *w, const char *json, mf_plan_cache *pc, char *index, size_t cap,
                       size_t *n, size_t *want)
 {
-    bson_error_t berr;
     mf_error err;
-    bson_t *filter = bson_new_from_json((const uint8_t *)json, -1, &berr);
+    bson_t *filter = json_doc(json);
     mf_matcher *m = NULL;
     mf_scan *s = NULL;
     bool sorted, valid = true, first = true;
