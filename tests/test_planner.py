@@ -1108,3 +1108,99 @@ def test_index_stats_count_the_index_trials_choose(client):
     after = ops()
     assert after["b_1"] - before["b_1"] == 5
     assert after["a_1"] - before["a_1"] == 0
+
+
+# ------------------------------------------- trial runs under a sort
+
+
+def _stages(plan):
+    """The stage names of a plan tree, top down (first input only)."""
+    out = []
+    while isinstance(plan, dict):
+        out.append(plan["stage"])
+        plan = plan.get("inputStage")
+    return out
+
+
+def _statuses(db, n=4000):
+    """status is "A" in every other document, "rare" in 5; created rises
+    with _id; indexes status_1 and created_1."""
+    db.ss.insert_many([{"_id": i, "status": "A" if i % 2 else "B", "created": i}
+                       for i in range(n)]
+                      + [{"_id": n + i, "status": "rare", "created": 7 * i} for i in range(5)])
+    db.ss.create_index("status")
+    db.ss.create_index("created")
+
+
+def test_trials_weigh_an_index_in_sort_order_against_a_blocking_sort(client):
+    """{status: "A"} sorted by created, limit 10: status_1 bounds the
+    query, but its plan must read all 2,000 "A" keys before its SORT
+    gives a row; created_1 read backward gives the sort and finds ten "A"
+    documents in 20 keys.  As mongod's multi-planner, the trials choose
+    created_1 (no SORT stage), and status_1 under its SORT is rejected --
+    in find, aggregate and findAndModify."""
+    db = client.t
+    _statuses(db)
+    q, order = {"status": "A"}, [("created", -1)]
+    want = [3999 - 2 * i for i in range(10)]
+    for _ in range(3):  # planned by trials, then from the plan cache
+        assert [d["_id"] for d in db.ss.find(q).sort(order).limit(10)] == want
+    assert [d["_id"] for d in db.ss.find(q).sort(order).limit(10).hint("status_1")] == want
+    e = db.command("explain", {"find": "ss", "filter": q, "sort": {"created": -1}, "limit": 10},
+                   verbosity="executionStats")
+    (winning, rejected), = _plans(e)
+    assert _index_names(winning) == ["created_1"] and "SORT" not in _stages(winning)
+    assert [(_stages(r)[0], _index_names(r)) for r in rejected] == [("SORT", ["status_1"])]
+    assert rejected[0]["sortPattern"] == {"created": -1}
+    assert e["executionStats"]["totalKeysExamined"] <= 25
+    assert e["executionStats"]["nReturned"] == 10
+    pipeline = [{"$match": q}, {"$sort": {"created": -1}}, {"$limit": 10}]
+    assert [d["_id"] for d in db.ss.aggregate(pipeline)] == want
+    (winning, rejected), = _plans(db.command("explain", {"aggregate": "ss", "pipeline": pipeline,
+                                                         "cursor": {}}))
+    assert _index_names(winning) == ["created_1"]
+    assert [_stages(r)[0] for r in rejected] == ["SORT"]
+    e = db.command("explain", {"findAndModify": "ss", "query": q, "sort": {"created": -1},
+                               "update": {"$set": {"x": 1}}}, verbosity="executionStats")
+    (winning, _), = _plans(e)
+    assert _index_names(winning) == ["created_1"]
+    got = db.ss.find_one_and_update(q, {"$set": {"x": 1}}, sort=order)
+    assert got["_id"] == 3999 and db.ss.find_one({"x": 1})["_id"] == 3999
+
+
+def test_trials_keep_a_selective_index_and_its_sort(client):
+    """{status: "rare"}: status_1 reads its 5 keys, then its SORT gives
+    them, before created_1 read in order has found one: status_1 and its
+    SORT win, every row in order across getMores."""
+    db = client.t
+    _statuses(db)
+    q = {"status": "rare"}
+    e = db.command("explain", {"find": "ss", "filter": q, "sort": {"created": -1}},
+                   verbosity="executionStats")
+    (winning, rejected), = _plans(e)
+    assert _stages(winning)[0] == "SORT" and _index_names(winning) == ["status_1"]
+    assert [(_stages(r)[0], _index_names(r)) for r in rejected] == [("FETCH", ["created_1"])]
+    assert e["executionStats"]["totalKeysExamined"] == 5
+    got = [d["created"] for d in db.ss.find(q, batch_size=2).sort("created", -1)]
+    assert got == [28, 21, 14, 7, 0]
+    # The same shape after {status: "A"} cached created_1: that plan does
+    # not finish within its budget, all plan again, the answer is the same.
+    for status, n in (("A", 10), ("rare", 5), ("A", 10), ("rare", 5)):
+        got = [d["created"] for d in db.ss.find({"status": status}).sort("created", -1).limit(10)]
+        want = sorted((d["created"] for d in db.ss.find({"status": status},
+                                                         hint=[("$natural", 1)])), reverse=True)
+        assert got == want[:10] and len(got) == n
+
+
+def test_sorted_trial_winner_returns_every_row_in_order(client):
+    """Without a limit, created_1 (backward) still wins on the first 101
+    rows; the rows of its trial come back first, then the rest, in order,
+    once each across getMores of 7."""
+    db = client.t
+    _statuses(db)
+    got = [d["created"] for d in db.ss.find({"status": "A"}, batch_size=7).sort("created", -1)]
+    assert got == list(range(3999, 0, -2))
+    e = db.command("explain", {"find": "ss", "filter": {"status": "A"}, "sort": {"created": -1}},
+                   verbosity="queryPlanner")
+    (winning, _), = _plans(e)
+    assert _index_names(winning) == ["created_1"]

@@ -223,17 +223,25 @@ static int read_open(void *arg, const mf_agg_read *q, mf_agg_source **out, bool 
         r->exists = mfi_coll_uuid(c, r->uuid);
         rc = mfi_indexes_load(c, &r->ix, err);
         if (rc == 0)
-            rc = mfi_scan_new(q->explain ? NULL : inst, c, &r->ix, &r->filter, q->hint,
-                              r->has_sort ? &r->sort : NULL, q->collation, &r->scan,
-                              &r->sorted, err);
+            rc = mfi_scan_new_ex(q->explain ? NULL : inst, c, &r->ix, &r->filter, q->hint,
+                                 r->has_sort ? &r->sort : NULL, q->collation,
+                                 &(mf_scan_extra){.sort_trials = r->has_sort}, &r->scan,
+                                 &r->sorted, err);
         if (rc == 0) {
             mf_scan_timed(r->scan, q->explain);
             /* Keys answer where the bounds answer the whole filter
              * (mongod's COUNT_SCAN). */
             mf_scan_count_only(r->scan, r->no_fields);
-            /* explain shows the plan a run uses: the trials choose now */
-            if (q->explain)
+            /* Whether the pipeline sorts depends on the winner when the
+             * trials differ in giving the sort; explain shows the plan a
+             * run uses: the trials choose now then too. */
+            bool mixed = r->has_sort && mf_scan_sort_undecided(r->scan);
+            if (mixed && q->limit > 0)
+                mf_scan_trial_results(r->scan, (uint64_t)q->limit);
+            if (q->explain || mixed)
                 rc = mf_scan_decide(r->scan, e, c, r->judge, err);
+            if (rc == 0 && mixed)
+                r->sorted = mf_scan_sorted(r->scan);
             mf_scan_release(r->scan);
         }
         mf_coll_unlock(c);

@@ -871,19 +871,27 @@ static int find_start(mf_cmd_ctx *ctx, mf_instance *inst, mfi_cursor *cur, mf_co
         rc = mfi_scan_new_ex(inst, c, cur->ix, a->has_filter ? &a->filter : NULL,
                              a->has_hint ? &a->hint : NULL, q->sort ? &a->sort : NULL, coll,
                              &(mf_scan_extra){.min = a->has_min ? &a->min : NULL,
-                                              .max = a->has_max ? &a->max : NULL},
+                                              .max = a->has_max ? &a->max : NULL,
+                                              .sort_trials = q->sort != NULL},
                              &cur->scan, sorted, err);
+    *running = rc == 0;
     if (rc == 0) {
         mf_scan_want_pos(cur->scan, cur->proj && mf_projection_needs_pos(cur->proj));
         mf_scan_timed(cur->scan, inst == NULL);
-        /* a trial stops at the rows the first batch needs, as mongod's */
+        /* A trial stops at the rows the first batch needs, as mongod's.
+         * Under a sort that an index scan's rows come in only when no
+         * trial differs in giving it, its rows are not the query's. */
+        bool mixed = q->sort && mf_scan_sort_undecided(cur->scan);
         int64_t first = a->limit > 0 ? a->limit : 0;
-        if (!q->sort && a->batch_size > 0 && (first == 0 || a->batch_size < first))
+        if ((!q->sort || mixed) && a->batch_size > 0 && (first == 0 || a->batch_size < first))
             first = a->batch_size;
-        if (!q->sort && first > 0)
+        if ((!q->sort || mixed) && first > 0)
             mf_scan_trial_results(cur->scan, (uint64_t)(first + a->skip));
+        /* Whether to sort depends on the winner: the trials run now. */
+        if (mixed && (rc = mf_scan_decide(cur->scan, ctx->inst->engine, c, cur->matcher,
+                                          err)) == 0)
+            *sorted = mf_scan_sorted(cur->scan);
     }
-    *running = rc == 0;
     if (rc == 0 && q->sort && !*sorted)
         rc = sort_all(ctx, cur, c, q->sort, a->skip, a->limit, a->allow_disk_use, a->deadline,
                       err);

@@ -92,11 +92,23 @@ static int find_hits(mf_instance *inst, mf_engine *e, mf_coll *c, const mfi_inde
 {
     mf_scan *scan;
     bool sorted;
-    int rc = mfi_scan_new(inst, c, ix, filter, hint, sort ? sort_spec : NULL,
-                          m ? mf_matcher_collation(m) : NULL, &scan, &sorted, err);
+    int rc = mfi_scan_new_ex(inst, c, ix, filter, hint, sort ? sort_spec : NULL,
+                             m ? mf_matcher_collation(m) : NULL,
+                             &(mf_scan_extra){.sort_trials = sort != NULL}, &scan, &sorted, err);
     if (rc)
         return rc;
     mf_scan_want_pos(scan, want_pos);
+    /* Trials that differ in giving the sort choose now: whether to sort
+     * depends on the winner.  The first row is findAndModify's. */
+    if (sort && mf_scan_sort_undecided(scan)) {
+        if (!all)
+            mf_scan_trial_results(scan, 1);
+        if ((rc = mf_scan_decide(scan, e, c, m, err)) != 0) {
+            mf_scan_free(scan);
+            return rc;
+        }
+        sorted = mf_scan_sorted(scan);
+    }
     if (rep) {
         mf_scan_timed(scan, true);
         rep->sorted = sorted;

@@ -16,7 +16,10 @@
  * of them (cand_better); where others answer the query the same way, the
  * candidates run trials on the data before the first row and the most
  * productive wins (decide(), mongod's multi-planner), remembered by query
- * shape in the caller's plan cache (mongod's CachedPlanStage).
+ * shape in the caller's plan cache (mongod's CachedPlanStage).  Under a
+ * sort, a caller that asks (mf_scan_extra.sort_trials) has plans that give
+ * the sort tried against plans below a blocking SORT, whose rows count
+ * only once their scan has ended, as mongod's SORT returns them.
  *
  * Key ranges.  An index key is the concatenation of its fields' encodings
  * (descending ones inverted), followed in a non-unique index by the 8-byte
@@ -224,7 +227,8 @@ struct mf_scan {
     mf_btree_hint q_hint[QUEUE];
     mf_scan_stats stats;
     /* Multi-planning (decide): when other indexes could answer the query
-     * as well (bounded by a predicate, the sort given alike), the
+     * as well (bounded by a predicate, the sort given alike unless the
+     * caller can take either: `blocking_trials`), the
      * candidates run a trial before the first row: trials[0] on choose()'s
      * index, the others' after it in catalog order.  The winner's trial
      * goes on as this scan: the rows it returned in the trial (their
@@ -236,6 +240,15 @@ struct mf_scan {
      * run (mongod's CachedPlanStage), and the new winner is cached. */
     struct mf_scan **trials;
     size_t ntrials;
+    bool sorted;   /* this plan gives the sort asked for */
+    /* Trials that differ in giving the sort (mf_scan_extra.sort_trials):
+     * one that does not has a blocking SORT above it in the caller's plan,
+     * so its rows count, as mongod's SORT returns them, only once its scan
+     * has ended, one per work after that.  `sort` is that sort (for
+     * rejectedPlans), `blocked` marks a rejected plan that needed it. */
+    bool blocking_trials;
+    bool blocked;
+    bson_t *sort;
     struct mf_scan **rejected;
     size_t nrejected;
     uint64_t work_cap;      /* a trial's: stop (no row, not eof) at this many works; 0: none */
@@ -819,6 +832,7 @@ static bool partial_implied(const mf_index_desc *d, const bson_t *filter, const 
  * chosen index is bounded by negations only. */
 /* The other indexes choose() found usable, for decide()'s trials. */
 typedef struct alternates {
+    bool mixed;               /* in: the others may differ in giving the sort */
     size_t best;              /* the index chosen */
     size_t at[MAX_TRIALS - 1]; /* the others as good in kind, in catalog order */
     size_t n;
@@ -834,9 +848,9 @@ static int choose(mf_scan *s, const mf_index_desc *idx, size_t nidx, size_t hint
     bool have = false;
     /* the usable indexes some predicate bounds: where, and whether each
      * gives the sort */
-    size_t usable_at[2 * MAX_TRIALS];
+    size_t usable_at[2 * MAX_TRIALS], sort_only_at[MAX_TRIALS];
     bool usable_sorts[2 * MAX_TRIALS];
-    size_t nusable = 0;
+    size_t nusable = 0, nsort_only = 0;
     if (alts)
         alts->n = 0;
     int rc = pred_set_for(&sets, filter, NULL, &preds, err);
@@ -859,6 +873,8 @@ static int choose(mf_scan *s, const mf_index_desc *idx, size_t nidx, size_t hint
         if (usable && c.present[0] && nusable < 2 * MAX_TRIALS) {
             usable_at[nusable] = i;
             usable_sorts[nusable++] = c.sort_dir != 0;
+        } else if (usable && c.sort_dir && nsort_only < MAX_TRIALS) {
+            sort_only_at[nsort_only++] = i;
         }
         if (usable && (!have || cand_better(&c, &best))) {
             cand_free(&best);
@@ -876,15 +892,28 @@ static int choose(mf_scan *s, const mf_index_desc *idx, size_t nidx, size_t hint
     }
     /* The others that answer the same way: bounded by some predicate (an
      * index only a sort makes usable reads every key), the sort given
-     * alike (so the caller's plan above the scan is the same). */
+     * alike (so the caller's plan above the scan is the same) unless the
+     * caller can take either (`mixed`). */
+    bool some_sorted = best.sort_dir != 0;
     for (size_t u = 0; alts && u < nusable && alts->n < MAX_TRIALS - 1; u++)
-        if (usable_at[u] != alts->best && usable_sorts[u] == (best.sort_dir != 0))
+        if (usable_at[u] != alts->best &&
+            (alts->mixed || usable_sorts[u] == (best.sort_dir != 0))) {
             alts->at[alts->n++] = usable_at[u];
+            some_sorted |= usable_sorts[u];
+        }
+    /* Trials that may differ in the sort: when no bounded index gives it,
+     * each index that gives it by reading every key is tried as well
+     * (mongod's QueryPlanner adds those plans only then). */
+    for (size_t u = 0; alts && alts->mixed && !some_sorted && u < nsort_only &&
+                       alts->n < MAX_TRIALS - 1;
+         u++)
+        if (sort_only_at[u] != alts->best)
+            alts->at[alts->n++] = sort_only_at[u];
     s->kind = P_IXSCAN;
     if (weak)
         *weak = !best.strong;
     s->backward = best.sort_dir < 0;
-    *sorted = best.sort_dir != 0;
+    *sorted = s->sorted = best.sort_dir != 0;
     bool all_points;
     size_t ranged;
     if (build_ranges(s, &best, &all_points, &ranged) != 0) {
@@ -1431,7 +1460,10 @@ static int plan_trials(mf_scan *s, mf_coll *c, const mf_index_desc *idx, size_t 
         int rc = plan_of(idx, nidx, alts->at[k - 1], filter, sort, coll, &s->trials[k], err);
         if (rc)
             return rc;
+        s->blocking_trials |= s->trials[k]->sorted != s->sorted;
     }
+    if (s->blocking_trials && !(s->sort = bson_copy(sort)))
+        return oom(err);
     char index[64];
     uint64_t works;
     if ((s->cache = cache) != NULL) {
@@ -1519,7 +1551,7 @@ int mf_scan_new_ex(mf_coll *c, const mf_index_desc *idx, size_t nidx, const bson
         return 0;
     }
     bool weak = false;
-    alternates alts;
+    alternates alts = {.mixed = x->sort_trials && sort && !bson_empty(sort)};
     rc = choose(s, idx, nidx, hinted, filter, sort, coll, sorted, &weak, &alts, err);
     if (rc == 0 && s->kind == P_COLLSCAN && hinted == SIZE_MAX)
         rc = plan_or(s, idx, nidx, filter, coll, err);
@@ -1547,6 +1579,7 @@ int mf_scan_new_ex(mf_coll *c, const mf_index_desc *idx, size_t nidx, const bson
     }
     if (rc)
         goto fail;
+    s->sorted = *sorted;
     mf_index_desc_clear(&id);
     *out = s;
     return 0;
@@ -1572,6 +1605,8 @@ void mf_scan_free(mf_scan *s)
     scan_index_clear(&s->ix);
     if (s->filter)
         bson_destroy(s->filter);
+    if (s->sort)
+        bson_destroy(s->sort);
     if (s->residual)
         bson_destroy(s->residual);
     free(s->seen);
@@ -2632,13 +2667,72 @@ void mf_scan_timed(mf_scan *s, bool on)
         mf_scan_timed(s->kids[i], on);
 }
 
+/* What a trial has done so far (run_trials, decide). */
+typedef struct trial_run {
+    uint64_t advanced; /* rows its scan returned: their record ids in `rows` */
+    uint64_t *rows;
+    size_t cap;
+    mf_buf keys;       /* their index keys, each after its 4-byte length */
+    uint64_t out;      /* rows its plan returned: `advanced`, or, below a
+                          blocking sort, those the sort has given */
+    uint64_t sort_works; /* the works of that sort's output */
+    bool finished;     /* its plan reached its end */
+} trial_run;
+
+/* Whether trial `t` of `s` has a blocking sort above it. */
+static bool blocking(const mf_scan *s, const mf_scan *t)
+{
+    return s->blocking_trials && !t->sorted;
+}
+
+/* One work of trial `t` (its state `r`): a row of its scan, or, once a
+ * blocking sort above it has all its input, one of the sort's rows. */
+static int trial_work(mf_scan *s, mf_scan *t, trial_run *r, mf_engine *e, mf_coll *c,
+                      const mf_matcher *m, mf_error *err)
+{
+    bool blocked = blocking(s, t);
+    if (blocked && t->eof) {
+        r->sort_works++;
+        r->out++;
+        r->finished = r->out >= r->advanced;
+        return 0;
+    }
+    mf_scan_row row;
+    bool valid;
+    t->work_cap = t->stats.works + 1;
+    int rc = scan_next(t, e, c, m, &row, &valid, err);
+    if (rc == 0 && valid) {
+        if (r->advanced == r->cap) {
+            size_t cap = r->cap ? 2 * r->cap : 128;
+            uint64_t *v = realloc(r->rows, cap * sizeof *v);
+            if (!v)
+                return oom(err);
+            r->rows = v;
+            r->cap = cap;
+        }
+        r->rows[r->advanced++] = row.rid;
+        const uint8_t *key;
+        size_t kl;
+        if (!last_key(t, &key, &kl))
+            kl = 0;
+        uint8_t len[4] = {(uint8_t)kl, (uint8_t)(kl >> 8), (uint8_t)(kl >> 16),
+                          (uint8_t)(kl >> 24)};
+        if (mf_buf_append(&r->keys, len, 4) != 0 ||
+            (kl && mf_buf_append(&r->keys, key, kl) != 0))
+            return oom(err);
+    }
+    if (!blocked)
+        r->out = r->advanced;
+    /* a sort of nothing ends with its input */
+    r->finished = t->eof && (!blocked || r->advanced == 0);
+    return rc;
+}
+
 /* Trials work in rounds, each plan once a round (`only` >= 0: that plan
- * alone), until one reaches its end or trial_results rows (`*done`), or
- * each has done `budget` works.  The record ids each returns go to its
- * `rows`, and their count to `advanced`. */
+ * alone), until one reaches its end or returns trial_results rows
+ * (`*done`), or each has done `budget` works. */
 static int run_trials(mf_scan *s, mf_engine *e, mf_coll *c, const mf_matcher *m, int only,
-                      uint64_t budget, uint64_t *advanced, uint64_t **rows, mf_buf *keys,
-                      bool *done, mf_error *err)
+                      uint64_t budget, trial_run *runs, bool *done, mf_error *err)
 {
     bool worked = true;
     int rc = 0;
@@ -2648,83 +2742,69 @@ static int run_trials(mf_scan *s, mf_engine *e, mf_coll *c, const mf_matcher *m,
         /* a plan that ends the trial does not deny the later ones their turn */
         for (size_t k = 0; k < s->ntrials && rc == 0; k++) {
             mf_scan *t = trial(s, k);
-            mf_scan_row row;
-            bool valid;
-            if ((only >= 0 && k != (size_t)only) || t->eof || t->stats.works >= budget)
+            trial_run *r = &runs[k];
+            if ((only >= 0 && k != (size_t)only) || r->finished ||
+                t->stats.works + r->sort_works >= budget)
                 continue;
             worked = true;
-            t->work_cap = t->stats.works + 1;
-            rc = scan_next(t, e, c, m, &row, &valid, err);
-            const uint8_t *key;
-            size_t kl;
-            if (rc == 0 && valid) {
-                rows[k][advanced[k]++] = row.rid;
-                if (!last_key(t, &key, &kl))
-                    kl = 0;
-                uint8_t len[4] = {(uint8_t)kl, (uint8_t)(kl >> 8), (uint8_t)(kl >> 16),
-                                  (uint8_t)(kl >> 24)};
-                if (mf_buf_append(&keys[k], len, 4) != 0 ||
-                    (kl && mf_buf_append(&keys[k], key, kl) != 0))
-                    rc = oom(err);
-            }
-            *done |= t->eof || advanced[k] >= s->trial_results;
+            rc = trial_work(s, t, r, e, c, m, err);
+            *done |= r->finished || r->out >= s->trial_results;
         }
     }
     return rc;
 }
 
 /* Choose among the trials (mongod's MultiPlanStage and PlanRanker): the
- * most productive, in rows per work; a plan that reached its end wins a
- * tie, then the earlier (choose()'s pick first).  With a cached winner,
- * it runs alone first (mongod's CachedPlanStage).  `s` becomes the
- * winner's trial, which goes on from where it stopped after returning
- * its trial's rows again (`replay`). */
+ * most productive, in rows its plan returned per work; at a tie, a plan
+ * that reached its end, then one with no blocking sort, then the earlier
+ * (choose()'s pick first).  With a cached winner, it runs alone first
+ * (mongod's CachedPlanStage).  `s` becomes the winner's trial, which goes
+ * on from where it stopped after returning its trial's rows again
+ * (`replay`). */
 static int decide(mf_scan *s, mf_engine *e, mf_coll *c, const mf_matcher *m, mf_error *err)
 {
     size_t n = s->ntrials, win = 0;
-    uint64_t advanced[MAX_TRIALS] = {0}, *rows[MAX_TRIALS];
-    mf_buf keys[MAX_TRIALS] = {{0}};
-    uint64_t *block = calloc(n * s->trial_results + 1, sizeof *block);
+    trial_run runs[MAX_TRIALS];
     bool done = false, all = true;
     int rc = 0;
-    if (!block)
-        return oom(err);
+    memset(runs, 0, sizeof runs);
     for (size_t k = 0; k < n; k++) { /* as the caller set up `s` */
-        rows[k] = block + k * s->trial_results;
         trial(s, k)->want_pos = s->want_pos;
         mf_scan_count_only(trial(s, k), s->count_only);
     }
     if (s->probe >= 0) {
         win = (size_t)s->probe;
-        rc = run_trials(s, e, c, m, s->probe, s->probe_works, advanced, rows, keys, &done, err);
+        rc = run_trials(s, e, c, m, s->probe, s->probe_works, runs, &done, err);
         all = !done; /* not finished within its budget: plan again */
     }
     if (rc == 0 && all) {
-        rc = run_trials(s, e, c, m, -1, TRIAL_WORKS, advanced, rows, keys, &done, err);
+        rc = run_trials(s, e, c, m, -1, TRIAL_WORKS, runs, &done, err);
         double best = -1;
         for (size_t k = 0; k < n; k++) {
-            const mf_scan *t = trial(s, k);
-            double score = (double)advanced[k] / (double)(t->stats.works ? t->stats.works : 1);
-            if (score > best || (score == best && t->eof && !trial(s, win)->eof)) {
+            const mf_scan *t = trial(s, k), *w = trial(s, win);
+            uint64_t works = t->stats.works + runs[k].sort_works;
+            double score = (double)runs[k].out / (double)(works ? works : 1);
+            bool tie = score == best;
+            if (score > best || (tie && runs[k].finished && !runs[win].finished) ||
+                (tie && runs[k].finished == runs[win].finished && !blocking(s, t) &&
+                 blocking(s, w))) {
                 best = score;
                 win = k;
             }
         }
         if (rc == 0 && s->cache)
-            cache_put(s->cache, s->shape, trial(s, win)->ix.name, trial(s, win)->stats.works);
+            cache_put(s->cache, s->shape, trial(s, win)->ix.name,
+                      trial(s, win)->stats.works + runs[win].sort_works);
     }
-    uint64_t *replay = NULL;
-    if (rc == 0 && advanced[win] && !(replay = malloc(advanced[win] * sizeof *replay)))
-        rc = oom(err);
-    if (rc == 0 && replay)
-        memcpy(replay, rows[win], advanced[win] * sizeof *replay);
-    mf_buf won = keys[win];
-    keys[win] = (mf_buf){0};
-    for (size_t k = 0; k < n; k++)
-        mf_buf_free(&keys[k]);
-    free(block);
+    trial_run won = runs[win];
+    runs[win] = (trial_run){0};
+    for (size_t k = 0; k < n; k++) {
+        free(runs[k].rows);
+        mf_buf_free(&runs[k].keys);
+    }
     if (rc) {
-        mf_buf_free(&won);
+        free(won.rows);
+        mf_buf_free(&won.keys);
         return rc;
     }
     /* `s` becomes trials[win] (what `s` was takes its slot, a loser);
@@ -2732,8 +2812,15 @@ static int decide(mf_scan *s, mf_engine *e, mf_coll *c, const mf_matcher *m, mf_
     mf_scan **trials = s->trials;
     void (*chosen)(void *, mf_coll *, const char *) = s->chosen;
     void *chosen_arg = s->chosen_arg;
+    bool blocking_trials = s->blocking_trials;
+    bson_t *sort = s->sort;
     s->trials = NULL;
     s->ntrials = 0;
+    s->sort = NULL;
+    for (size_t k = 0; k < n; k++) { /* for rejectedPlans */
+        mf_scan *t = k ? trials[k] : s;
+        t->blocked = blocking_trials && !t->sorted;
+    }
     if (win > 0) {
         bool timed = s->timed;
         mf_scan old = *s;
@@ -2742,13 +2829,15 @@ static int decide(mf_scan *s, mf_engine *e, mf_coll *c, const mf_matcher *m, mf_
         s->timed = timed;
         s->cache = NULL;
     }
+    s->sort = sort;
+    s->blocking_trials = false;
     if (chosen) /* the caller counts the use of the index chosen */
         chosen(chosen_arg, c, s->ix.name);
     s->work_cap = 0;
-    s->replay = replay;
-    s->nreplay = advanced[win];
+    s->replay = won.rows;
+    s->nreplay = won.advanced;
     s->replayed = 0;
-    s->replay_keys = won;
+    s->replay_keys = won.keys;
     s->replay_key_at = 0;
     trials[0] = win > 0 ? trials[win] : NULL; /* choose()'s plan, if it lost */
     if (win > 0)
@@ -2821,6 +2910,16 @@ bool mf_scan_undecided(const mf_scan *s)
     return s->ntrials > 0;
 }
 
+bool mf_scan_sort_undecided(const mf_scan *s)
+{
+    return s->ntrials > 0 && s->blocking_trials;
+}
+
+bool mf_scan_sorted(const mf_scan *s)
+{
+    return s->sorted;
+}
+
 int mf_scan_decide(mf_scan *s, mf_engine *e, mf_coll *c, const mf_matcher *m, mf_error *err)
 {
     return s->ntrials ? decide(s, e, c, m, err) : 0;
@@ -2834,14 +2933,21 @@ int mf_scan_explain_rejected(const mf_scan *s, bson_t *arr)
     size_t n = s->ntrials ? s->ntrials - 1 : s->nrejected;
     char key[24];
     for (size_t i = 0; i < n; i++) {
-        bson_t doc = BSON_INITIALIZER;
-        if (mf_scan_explain(v[i], false, &doc) != 0) {
-            bson_destroy(&doc);
-            return -1;
-        }
+        bson_t doc = BSON_INITIALIZER, sorting = BSON_INITIALIZER;
+        bool ok = mf_scan_explain(v[i], false, &doc) == 0;
+        bool sorts = s->sort && (s->ntrials ? blocking(s, v[i]) : v[i]->blocked);
+        if (ok && sorts) /* the blocking sort above it, as mongod shows it */
+            ok = BSON_APPEND_UTF8(&sorting, "stage", "SORT") &&
+                 BSON_APPEND_DOCUMENT(&sorting, "sortPattern", s->sort) &&
+                 BSON_APPEND_INT32(&sorting, "memLimit", 104857600) &&
+                 BSON_APPEND_UTF8(&sorting, "type", "simple") &&
+                 BSON_APPEND_DOCUMENT(&sorting, "inputStage", &doc);
         snprintf(key, sizeof key, "%zu", i);
-        BSON_APPEND_DOCUMENT(arr, key, &doc);
+        ok = ok && BSON_APPEND_DOCUMENT(arr, key, sorts ? &sorting : &doc);
         bson_destroy(&doc);
+        bson_destroy(&sorting);
+        if (!ok)
+            return -1;
     }
     return 0;
 }

@@ -534,6 +534,11 @@ void mf_plan_cache_free(mf_plan_cache *pc);
 typedef struct mf_scan_extra {
     const bson_t *min, *max;
     const char *distinct_key;
+    /* The caller asks mf_scan_sorted after mf_scan_decide, before it
+     * chooses to sort: trials may then differ in giving the sort (an index
+     * read in the sort's order against a bounded one and a blocking sort,
+     * as mongod's multi-planner weighs them). */
+    bool sort_trials;
     mf_plan_cache *cache; /* where the winners of trial runs are kept, or NULL */
     /* Called with the index trial runs chose, when they have ($indexStats
      * counts its use then, not choose()'s pick); NULL: not told. */
@@ -611,6 +616,12 @@ int mf_scan_decide(mf_scan *s, mf_engine *e, mf_coll *c, const mf_matcher *m, mf
 /* Whether trial runs are still to choose the index (mf_scan_index_name
  * names choose()'s pick until then). */
 bool mf_scan_undecided(const mf_scan *s);
+/* Whether the trials still to run differ in giving the sort: then only
+ * after mf_scan_decide does mf_scan_sorted say whether the rows come in
+ * the sort's order. */
+bool mf_scan_sort_undecided(const mf_scan *s);
+/* Whether the scan (once decided) returns its rows in the sort's order. */
+bool mf_scan_sorted(const mf_scan *s);
 /* The plans not chosen, each as mf_scan_explain(false) writes it, appended
  * to array `arr` (explain's rejectedPlans).  Returns 0, or -1 (out of
  * memory). */
