@@ -4,6 +4,8 @@ mongod 7.0 prints them), whether the index provides the sort, and hints."""
 from __future__ import annotations
 
 import datetime
+import json
+import re
 
 import bson
 import pymongo
@@ -1204,3 +1206,113 @@ def test_sorted_trial_winner_returns_every_row_in_order(client):
                    verbosity="queryPlanner")
     (winning, _), = _plans(e)
     assert _index_names(winning) == ["created_1"]
+
+
+# ------------------------------------- planCacheClear and $planCacheStats
+
+
+def _cache(coll):
+    return list(coll.aggregate([{"$planCacheStats": {}}]))
+
+
+def test_plan_cache_stats_lists_the_trials_winners(client):
+    """Each query shape whose trials chose a plan has an entry: the query
+    that made it, the plan (with a blocking SORT when it has one), its
+    works; a query with one candidate, a hint, or explain makes none."""
+    db = client.t
+    _skewed(db)
+    assert _cache(db.mp) == []
+    assert len(list(db.mp.find({"a": 1, "b": {"$gte": 2990}}))) == 9
+    assert len(list(db.mp.find({"a": 2, "b": {"$gte": 0}}).sort("b", -1).limit(3))) == 3
+    list(db.mp.find({"b": 5}))
+    list(db.mp.find({"a": 1, "b": 5}, hint="a_1"))
+    db.command("explain", {"find": "mp", "filter": {"a": 1, "b": 5, "c": 1}})
+    entries = {json.dumps(e["createdFromQuery"]["query"]): e for e in _cache(db.mp)}
+    assert set(entries) == {'{"a": 1, "b": {"$gte": 2990}}', '{"a": 2, "b": {"$gte": 0}}'}
+    one = entries['{"a": 1, "b": {"$gte": 2990}}']
+    assert one["createdFromQuery"]["sort"] == {} and one["createdFromQuery"]["projection"] == {}
+    assert _index_names(one["cachedPlan"]) == ["b_1"] and one["cachedPlan"]["stage"] == "FETCH"
+    assert one["works"] > 0 and one["isActive"] is True and one["indexFilterSet"] is False
+    assert re.fullmatch(r"[0-9A-F]{8}", one["queryHash"])
+    assert re.fullmatch(r"[0-9A-F]{8}", one["planCacheKey"])
+    assert isinstance(one["timeOfCreation"], datetime.datetime) and one["host"]
+    two = entries['{"a": 2, "b": {"$gte": 0}}']  # b_1 backward finds 3 in 30 keys
+    assert two["createdFromQuery"]["sort"] == {"b": -1}
+    assert _stages(two["cachedPlan"])[:2] == ["FETCH", "IXSCAN"]
+    assert _index_names(two["cachedPlan"]) == ["b_1"]
+    _statuses(db)  # a plan with a blocking SORT is cached with it
+    list(db.ss.find({"status": "rare"}).sort("created", -1))
+    (three,) = _cache(db.ss)
+    assert _stages(three["cachedPlan"]) == ["SORT", "FETCH", "IXSCAN"]
+    assert three["cachedPlan"]["sortPattern"] == {"created": -1}
+    assert _index_names(three["cachedPlan"]) == ["status_1"]
+    db.other.insert_one({})
+    assert _cache(db.other) == []
+    # A new index makes the entries of the old set of indexes stale: not shown.
+    db.mp.create_index("c")
+    assert _cache(db.mp) == []
+
+
+def test_plan_cache_clear_one_shape_or_all(client):
+    db = client.t
+    _skewed(db)
+    _statuses(db)
+    for v in (1, 2):  # the same shape: one entry
+        list(db.mp.find({"a": v, "b": {"$gte": 2990}}))
+    list(db.mp.find({"a": 1, "b": 5}))
+    list(db.ss.find({"status": "A"}).sort("created", -1).limit(3))
+    assert len(_cache(db.mp)) == 2 and len(_cache(db.ss)) == 1
+    # values do not matter, paths and operators do; an unknown shape is no error
+    assert db.command("planCacheClear", "mp", query={"x": 1})["ok"] == 1
+    assert len(_cache(db.mp)) == 2
+    assert db.command("planCacheClear", "mp", query={"b": {"$gte": 7}, "a": 3})["ok"] == 1
+    assert len(_cache(db.mp)) == 2  # field order is part of the shape
+    db.command("planCacheClear", "mp", query={"a": 3, "b": {"$gte": 7}})
+    assert [e["createdFromQuery"]["query"] for e in _cache(db.mp)] == [{"a": 1, "b": 5}]
+    # with its sort: the sort is part of the shape
+    db.command("planCacheClear", "ss", query={"status": "B"})
+    assert len(_cache(db.ss)) == 1
+    db.command("planCacheClear", "ss", query={"status": "B"}, sort={"created": -1})
+    assert _cache(db.ss) == []
+    # without a query: every entry of the collection, no other's
+    list(db.ss.find({"status": "A"}).sort("created", -1).limit(3))
+    assert db.command("planCacheClear", "mp") == {"ok": 1.0}
+    assert _cache(db.mp) == [] and len(_cache(db.ss)) == 1
+    # planned again by trials, and cached again
+    assert len(list(db.mp.find({"a": 1, "b": {"$gte": 2990}}))) == 9
+    assert len(_cache(db.mp)) == 1
+    assert db.command("planCacheClear", "nosuch", sort={"a": 1}) == {"ok": 1.0}
+
+
+@pytest.mark.parametrize("args, code, msg", [
+    ({"sort": {"a": 1}}, 2, "sort, projection, or collation provided without query"),
+    ({"collation": {"locale": "en"}}, 2, "provided without query"),
+    ({"query": 1}, 2, "required field query must be an object"),
+    ({"query": {}, "sort": [1]}, 2, "optional field sort must be an object"),
+    ({"query": {}, "projection": 1}, 2, "optional field projection must be an object"),
+    ({"query": {}, "collation": {}}, 2, "optional field collation cannot be an empty object"),
+    ({"query": {"$bad": 1}}, 2, "unknown top level operator: $bad"),
+    ({"query": {"$expr": {"$eq": ["$a", "$$unbound"]}}}, 17276, "unbound"),
+])
+def test_plan_cache_clear_errors(client, args, code, msg):
+    db = client.t
+    _skewed(db)
+    with pytest.raises(pymongo.errors.OperationFailure) as e:
+        db.command("planCacheClear", "mp", **args)
+    assert e.value.code == code and msg in str(e.value)
+
+
+@pytest.mark.parametrize("pipeline, code", [
+    ([{"$planCacheStats": 1}], 9),
+    ([{"$planCacheStats": {"x": 1}}], 9),
+    ([{"$match": {}}, {"$planCacheStats": {}}], 40602),
+])
+def test_plan_cache_stats_errors(client, pipeline, code):
+    db = client.t
+    _skewed(db)
+    with pytest.raises(pymongo.errors.OperationFailure) as e:
+        list(db.mp.aggregate(pipeline))
+    assert e.value.code == code
+    with pytest.raises(pymongo.errors.OperationFailure) as e:
+        list(db.nosuch.aggregate([{"$planCacheStats": {}}]))
+    assert e.value.code == 50933 and "collection 't.nosuch' does not exist" in str(e.value)

@@ -1117,6 +1117,7 @@ static const stage_def stage_table[] = {
     {"$match", mfi_parse_match, false},
     {"$merge", mfi_parse_merge, false},
     {"$out", mfi_parse_out, false},
+    {"$planCacheStats", mfi_parse_plan_cache_stats, false},
     {"$project", mfi_parse_project, false},
     {"$redact", mfi_parse_redact, false},
     {"$replaceRoot", mfi_parse_replace_root, false},

@@ -132,6 +132,10 @@ typedef struct mf_agg_env {
                       bson_t *out, mf_error *err);
     /* $indexStats: append one document per index to the array `out`. */
     int (*index_stats)(void *arg, const char *db, const char *coll, bson_t *out, mf_error *err);
+    /* $planCacheStats: append one document per plan cache entry of
+     * db.coll to the array `out`; 50933 when it does not exist. */
+    int (*plan_cache_stats)(void *arg, const char *db, const char *coll, bson_t *out,
+                            mf_error *err);
     /* $listLocalSessions: append to the array `out` one document
      * {_id: {id, uid}, lastUse} per live session `q` selects, most
      * recently used first. */

@@ -139,6 +139,7 @@ int mfi_parse_list_local_sessions(const bson_iter_t *, mfi_agg *, mfi_stage_list
 /* stage_stats.c */
 int mfi_parse_coll_stats(const bson_iter_t *, mfi_agg *, mfi_stage_list *, mf_error *);
 int mfi_parse_index_stats(const bson_iter_t *, mfi_agg *, mfi_stage_list *, mf_error *);
+int mfi_parse_plan_cache_stats(const bson_iter_t *, mfi_agg *, mfi_stage_list *, mf_error *);
 /* stage_group.c */
 int mfi_parse_group(const bson_iter_t *, mfi_agg *, mfi_stage_list *, mf_error *);
 /* Whether stage `s` is a $group that reads no field of its input: a

@@ -156,10 +156,13 @@ int mfi_parse_coll_stats(const bson_iter_t *it, mfi_agg *agg, mfi_stage_list *ou
     return 0;
 }
 
-/* ----------------------------------------------------------- $indexStats */
+/* ------------------------------------------- $indexStats, $planCacheStats */
 
+/* Both list what the environment reports of the collection, one document
+ * an element of the array it fills. */
 typedef struct {
     mfi_stage base;
+    bool plan_cache;      /* $planCacheStats, else $indexStats */
     bson_t docs;          /* the array from the environment */
     bson_iter_t it;
     bool loaded;
@@ -172,7 +175,8 @@ static int index_stats_next(mfi_stage *s, bson_t *out, bool *eof, mf_error *err)
     *eof = true;
     if (!x->loaded) {
         x->loaded = true;
-        int rc = a->env->index_stats(a->env->arg, a->db, a->coll, &x->docs, err);
+        int rc = x->plan_cache ? a->env->plan_cache_stats(a->env->arg, a->db, a->coll, &x->docs, err)
+                               : a->env->index_stats(a->env->arg, a->db, a->coll, &x->docs, err);
         if (rc)
             return rc;
         bson_iter_init(&x->it, &x->docs);
@@ -188,6 +192,23 @@ static void index_stats_free(mfi_stage *s)
 
 static const mfi_stage_ops index_stats_ops = {"$indexStats", index_stats_next, NULL,
                                               index_stats_free};
+static const mfi_stage_ops plan_cache_stats_ops = {"$planCacheStats", index_stats_next, NULL,
+                                                   index_stats_free};
+
+/* The stage `ops` names, first in the pipeline. */
+static int env_list_new(const bson_iter_t *it, mfi_agg *agg, mfi_stage_list *out,
+                        const mfi_stage_ops *ops, mf_error *err)
+{
+    int rc = check_first(out, ops->name, err);
+    if (rc)
+        return rc;
+    index_stats_stage *x = mfi_stage_new(out, ops, sizeof *x, it, agg, err);
+    if (!x)
+        return MF_InternalError;
+    x->plan_cache = ops == &plan_cache_stats_ops;
+    bson_init(&x->docs);
+    return 0;
+}
 
 int mfi_parse_index_stats(const bson_iter_t *it, mfi_agg *agg, mfi_stage_list *out,
                           mf_error *err)
@@ -196,12 +217,21 @@ int mfi_parse_index_stats(const bson_iter_t *it, mfi_agg *agg, mfi_stage_list *o
     if (!BSON_ITER_HOLDS_DOCUMENT(it) || (bson_iter_recurse(it, &f) && bson_iter_next(&f)))
         return mf_error_set(err, 28803,
                             "The $indexStats stage specification must be an empty object");
-    int rc = check_first(out, "$indexStats", err);
-    if (rc)
-        return rc;
-    index_stats_stage *x = mfi_stage_new(out, &index_stats_ops, sizeof *x, it, agg, err);
-    if (!x)
-        return MF_InternalError;
-    bson_init(&x->docs);
-    return 0;
+    return env_list_new(it, agg, out, &index_stats_ops, err);
+}
+
+/* {$planCacheStats: {}}: the collection's plan cache entries (mongod's
+ * DocumentSourcePlanCacheStats; no options on a mongod). */
+int mfi_parse_plan_cache_stats(const bson_iter_t *it, mfi_agg *agg, mfi_stage_list *out,
+                               mf_error *err)
+{
+    bson_iter_t f;
+    if (!BSON_ITER_HOLDS_DOCUMENT(it))
+        return mf_error_set(err, MF_FailedToParse,
+                            "$planCacheStats value must be an object. Found: %s",
+                            mf_bsonx_type_alias(bson_iter_type(it)));
+    if (bson_iter_recurse(it, &f) && bson_iter_next(&f))
+        return mf_error_set(err, MF_FailedToParse,
+                            "$planCacheStats parameters object must be empty. Found: object");
+    return env_list_new(it, agg, out, &plan_cache_stats_ops, err);
 }

@@ -542,6 +542,33 @@ static int index_stats(void *arg, const char *db, const char *coll, bson_t *out,
     return 0;
 }
 
+/* The collection's plan cache entries under its indexes as they are
+ * (query/plan.c keeps them). */
+static int plan_cache_stats(void *arg, const char *db, const char *coll, bson_t *out,
+                            mf_error *err)
+{
+    mf_instance *inst = arg;
+    mf_engine *e = inst->engine;
+    char ns[MF_MAX_NS_LEN + 1];
+    int rc = 0;
+    snprintf(ns, sizeof ns, "%s.%s", db, coll);
+    mf_engine_catalog_lock(e, false);
+    mf_coll *c = mf_engine_coll(e, ns);
+    if (!c) {
+        mf_engine_catalog_unlock(e);
+        return mf_error_set(err, 50933, "collection '%s' does not exist", ns);
+    }
+    mf_coll_lock(c, false);
+    mfi_indexes ix = {0};
+    if ((rc = mfi_indexes_load(c, &ix, err)) == 0 && inst->plan_cache &&
+        mf_plan_cache_stats(inst->plan_cache, c, ix.v, ix.n, inst->host, out) != 0)
+        rc = mf_error_set(err, MF_InternalError, "out of memory");
+    mfi_indexes_free(&ix);
+    mf_coll_unlock(c);
+    mf_engine_catalog_unlock(e);
+    return rc;
+}
+
 void mfi_agg_env_write_init(mf_instance *inst)
 {
     inst->agg_env.out_open = out_open;
@@ -549,4 +576,5 @@ void mfi_agg_env_write_init(mf_instance *inst)
     inst->agg_env.has_unique_index = has_unique_index;
     inst->agg_env.coll_stats = coll_stats;
     inst->agg_env.index_stats = index_stats;
+    inst->agg_env.plan_cache_stats = plan_cache_stats;
 }

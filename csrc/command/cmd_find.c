@@ -1457,3 +1457,77 @@ int mfi_cmd_distinct(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_error
     mf_collator_unref(coll);
     return rc;
 }
+
+/* ------------------------------------------------------- planCacheClear */
+
+/* {planCacheClear: <collection>, query?, sort?, projection?, collation?}
+ * (mongod's plan_cache_clear_command.cpp): with a query, the entry of
+ * that query shape, if any (the query parsed as find parses it, under the
+ * collation given or the collection's); without one, every entry of the
+ * collection.  A collection that does not exist has nothing to clear. */
+int mfi_cmd_plan_cache_clear(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_error *err)
+{
+    mf_engine *e = ctx->inst->engine;
+    char ns[MF_MAX_NS_LEN + 1];
+    int rc = mfi_coll_arg(ctx, cmd, ns, sizeof ns, err);
+    if (rc)
+        return rc;
+    (void)reply;
+    mf_engine_catalog_lock(e, false);
+    bool exists = mf_engine_coll(e, ns) != NULL;
+    mf_engine_catalog_unlock(e);
+    if (!exists || !ctx->inst->plan_cache)
+        return 0;
+    static const char *const docs[] = {"query", "sort", "projection", "collation"};
+    bson_t query, sort, projection, collation;
+    bson_t *arg[4] = {&query, &sort, &projection, &collation};
+    bool has[4] = {false};
+    for (int i = 0; i < 4; i++)
+        has[i] = bson_has_field(cmd, docs[i]);
+    if (!has[0] && (has[1] || has[2] || has[3]))
+        return mf_error_set(err, MF_BadValue,
+                            "sort, projection, or collation provided without query");
+    bson_iter_t at, coll_arg;
+    for (int i = 0; i < 4; i++) { /* in mongod's order */
+        if (has[i] && bson_iter_init_find(&at, cmd, docs[i]) && i == 3)
+            coll_arg = at;
+        if (has[i] && !mfi_doc_arg(&at, arg[i]))
+            return mf_error_set(err, MF_BadValue, "%s field %s must be an object",
+                                i == 0 ? "required" : "optional", docs[i]);
+        if (i == 3 && has[i] && bson_empty(arg[i]))
+            return mf_error_set(err, MF_BadValue,
+                                "optional field collation cannot be an empty object");
+    }
+    mf_collator *coll = NULL;
+    mf_expr_ctx *xctx = NULL;
+    query_parts q = {0};
+    if (has[0]) { /* the shape must be a query find would take */
+        mf_expr_hooks hooks;
+        rc = mfi_collation_of_arg(e, ns, has[3] ? &coll_arg : NULL, "planCacheClear", &coll, err);
+        if (rc == 0)
+            rc = mf_expr_ctx_new_coll(NULL, mf_clock_wall_ms(), coll, &xctx, err);
+        if (rc == 0) {
+            mf_expr_ctx_hooks(xctx, &hooks);
+            rc = parse_parts(&query, has[2] ? &projection : NULL, has[1] ? &sort : NULL, &hooks,
+                             coll, &q, err);
+            parts_free(&q);
+        }
+    }
+    if (rc == 0) {
+        mf_engine_catalog_lock(e, false);
+        mf_coll *c = mf_engine_coll(e, ns);
+        if (c) {
+            mfi_indexes ix = {0};
+            mf_coll_lock(c, false);
+            if (!has[0] || (rc = mfi_indexes_load(c, &ix, err)) == 0)
+                mf_plan_cache_clear(ctx->inst->plan_cache, c, ix.v, ix.n, has[0], &query,
+                                    has[1] ? &sort : NULL, coll);
+            mfi_indexes_free(&ix);
+            mf_coll_unlock(c);
+        }
+        mf_engine_catalog_unlock(e);
+    }
+    mf_expr_ctx_free(xctx);
+    mf_collator_unref(coll);
+    return rc;
+}

@@ -297,6 +297,7 @@ int mfi_cmd_find(mf_cmd_ctx *, const bson_t *, bson_t *, mf_error *);
 int mfi_cmd_get_more(mf_cmd_ctx *, const bson_t *, bson_t *, mf_error *);
 int mfi_cmd_kill_cursors(mf_cmd_ctx *, const bson_t *, bson_t *, mf_error *);
 int mfi_cmd_distinct(mf_cmd_ctx *, const bson_t *, bson_t *, mf_error *);
+int mfi_cmd_plan_cache_clear(mf_cmd_ctx *, const bson_t *, bson_t *, mf_error *);
 int mfi_cmd_update(mf_cmd_ctx *, const bson_t *, bson_t *, mf_error *);
 int mfi_cmd_delete(mf_cmd_ctx *, const bson_t *, bson_t *, mf_error *);
 int mfi_cmd_find_and_modify(mf_cmd_ctx *, const bson_t *, bson_t *, mf_error *);

@@ -201,6 +201,8 @@ static const mf_cmd_def table[] = {
      "{ listDatabases:1, [filter: <filterObject>] [, nameOnly: true ] }\nlist databases on this server"},
     {"listIndexes", mfi_cmd_list_indexes, 0, "list indexes for a collection"},
     {"ping", mfi_cmd_ping, 0, "a way to check that the server is alive. responds immediately even if server is in a db lock."},
+    {"planCacheClear", mfi_cmd_plan_cache_clear, 0,
+     "Drops one or all plan cache entries in a collection."},
     {"refreshSessions", mfi_cmd_refresh_sessions, 0, "renew a set of logical sessions"},
     {"renameCollection", mfi_cmd_rename_collection, MF_CMD_ADMIN_ONLY | MF_CMD_WRITE,
      " example: { renameCollection: foo.a, to: bar.b }"},

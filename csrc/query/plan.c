@@ -257,6 +257,8 @@ struct mf_scan {
     void (*chosen)(void *arg, mf_coll *c, const char *index); /* mf_scan_extra's */
     void *chosen_arg;
     uint64_t shape;         /* the query's key in it */
+    uint64_t cache_indexes, cache_ns; /* what the key covers, for planCacheClear */
+    uint32_t query_hash;    /* and $planCacheStats */
     int probe;              /* the cached winner among `trials`, or -1 */
     uint64_t probe_works;   /* its budget */
     uint64_t *replay;       /* record ids to return first, and how many */
@@ -1306,9 +1308,15 @@ static int id_index_desc(mf_coll *c, mf_index_desc *id, bool *found, mf_error *e
 #define CACHE_EVICTION_RATIO 10 /* internalQueryCacheEvictionRatio */
 
 typedef struct cache_slot {
-    uint64_t key; /* 0: empty */
+    uint64_t key;        /* 0: empty */
+    uint64_t indexes;    /* the collection and its indexes (indexes_hash) */
+    uint64_t ns_hash;    /* the collection alone (planCacheClear) */
+    uint32_t query_hash; /* the shape alone: filter, sort, collation */
     char index[64];
     uint64_t works;
+    /* for $planCacheStats: the query that made it, and the plan */
+    int64_t created_ms;
+    bson_t *query, *sort, *plan;
 } cache_slot;
 
 struct mf_plan_cache {
@@ -1324,10 +1332,23 @@ mf_plan_cache *mf_plan_cache_new(void)
     return pc;
 }
 
+static void slot_clear(cache_slot *sl)
+{
+    if (sl->query)
+        bson_destroy(sl->query);
+    if (sl->sort)
+        bson_destroy(sl->sort);
+    if (sl->plan)
+        bson_destroy(sl->plan);
+    memset(sl, 0, sizeof *sl);
+}
+
 void mf_plan_cache_free(mf_plan_cache *pc)
 {
     if (!pc)
         return;
+    for (size_t i = 0; i < PLAN_CACHE_SLOTS; i++)
+        slot_clear(&pc->slot[i]);
     pthread_mutex_destroy(&pc->mu);
     free(pc);
 }
@@ -1345,15 +1366,39 @@ static bool cache_get(mf_plan_cache *pc, uint64_t key, char *index, size_t cap, 
     return hit;
 }
 
-static void cache_put(mf_plan_cache *pc, uint64_t key, const char *index, uint64_t works)
+/* What a new entry holds besides its key and winner. */
+typedef struct cache_entry {
+    uint64_t indexes, ns_hash;
+    uint32_t query_hash;
+    const bson_t *query, *sort; /* NULL: none */
+    bson_t *plan;               /* taken */
+} cache_entry;
+
+static void cache_put(mf_plan_cache *pc, uint64_t key, const char *index, uint64_t works,
+                      cache_entry *x)
 {
-    if (strlen(index) >= sizeof pc->slot[0].index)
-        return; /* not cached: planned each time */
+    bson_t *query = NULL, *sort = NULL, *plan = x->plan;
+    x->plan = NULL;
+    if (strlen(index) >= sizeof pc->slot[0].index || !plan ||
+        !(query = x->query ? bson_copy(x->query) : bson_new()) ||
+        !(sort = x->sort ? bson_copy(x->sort) : bson_new())) {
+        /* not cached: planned each time */
+        if (plan)
+            bson_destroy(plan);
+        if (query)
+            bson_destroy(query);
+        return;
+    }
+    struct timespec now;
+    clock_gettime(CLOCK_REALTIME, &now);
     pthread_mutex_lock(&pc->mu);
     cache_slot *sl = &pc->slot[key % PLAN_CACHE_SLOTS];
-    sl->key = key;
+    slot_clear(sl);
+    *sl = (cache_slot){.key = key, .indexes = x->indexes, .ns_hash = x->ns_hash,
+                       .query_hash = x->query_hash, .works = works,
+                       .created_ms = (int64_t)now.tv_sec * 1000 + now.tv_nsec / 1000000,
+                       .query = query, .sort = sort, .plan = plan};
     strcpy(sl->index, index);
-    sl->works = works;
     pthread_mutex_unlock(&pc->mu);
 }
 
@@ -1386,24 +1431,36 @@ static uint64_t shape_of(uint64_t h, bson_iter_t *it, bool clauses)
     return h;
 }
 
-/* The key of a query in the plan cache: its collection, that
- * collection's indexes (a hidden, unhidden or finished one makes a new
- * key, as mongod clears its cache then), the filter's shape, the sort and
- * the collation. */
-static uint64_t cache_key(mf_coll *c, const mf_index_desc *idx, size_t nidx,
-                          const bson_t *filter, const bson_t *sort, const mf_collator *coll)
+/* A collection's name, or, with its indexes, what the plan cache keys
+ * cover of it (a hidden, unhidden or finished index makes a new key, as
+ * mongod clears its cache then). */
+static uint64_t ns_hash(mf_coll *c)
 {
     const char *ns = c ? mf_coll_name(c) : "";
-    uint64_t h = fnv(0xcbf29ce484222325ull, ns, strlen(ns) + 1);
+    return fnv(0xcbf29ce484222325ull, ns, strlen(ns) + 1);
+}
+
+static uint64_t indexes_hash(mf_coll *c, const mf_index_desc *idx, size_t nidx)
+{
+    uint64_t h = ns_hash(c);
     for (size_t i = 0; i < nidx; i++) {
         h = fnv(h, idx[i].name, strlen(idx[i].name) + 1);
         h = fnv(h, &idx[i].hidden, sizeof idx[i].hidden);
         h = fnv(h, &idx[i].building, sizeof idx[i].building);
     }
+    return h;
+}
+
+/* A query's shape (mongod's queryHash): the filter's paths and operators
+ * without their values, the sort and the collation.  An empty filter or
+ * sort is none. */
+static uint64_t query_shape(const bson_t *filter, const bson_t *sort, const mf_collator *coll)
+{
+    uint64_t h = 0xcbf29ce484222325ull;
     bson_iter_t it;
-    if (filter && bson_iter_init(&it, filter))
+    if (filter && !bson_empty(filter) && bson_iter_init(&it, filter))
         h = shape_of(fnv(h, "f", 1), &it, false);
-    if (sort)
+    if (sort && !bson_empty(sort))
         h = fnv(fnv(h, "s", 1), bson_get_data(sort), sort->len);
     if (coll) { /* the collation's spec, not the collator's address */
         bson_t spec = BSON_INITIALIZER;
@@ -1411,7 +1468,72 @@ static uint64_t cache_key(mf_coll *c, const mf_index_desc *idx, size_t nidx,
         h = fnv(fnv(h, "c", 1), bson_get_data(&spec), spec.len);
         bson_destroy(&spec);
     }
+    return h;
+}
+
+/* The key of a query in the plan cache (mongod's planCacheKey): its
+ * collection and that collection's indexes, and its shape. */
+static uint64_t cache_key(uint64_t indexes, uint64_t shape)
+{
+    uint64_t h = fnv(indexes, &shape, sizeof shape);
     return h ? h : 1;
+}
+
+void mf_plan_cache_clear(mf_plan_cache *pc, mf_coll *c, const mf_index_desc *idx, size_t nidx,
+                         bool one, const bson_t *filter, const bson_t *sort,
+                         const mf_collator *coll)
+{
+    uint64_t nh = ns_hash(c);
+    uint64_t key = one ? cache_key(indexes_hash(c, idx, nidx), query_shape(filter, sort, coll)) : 0;
+    pthread_mutex_lock(&pc->mu);
+    for (size_t i = 0; i < PLAN_CACHE_SLOTS; i++) {
+        cache_slot *sl = &pc->slot[i];
+        if (sl->key && sl->ns_hash == nh && (!one || sl->key == key))
+            slot_clear(sl);
+    }
+    pthread_mutex_unlock(&pc->mu);
+}
+
+int mf_plan_cache_stats(mf_plan_cache *pc, mf_coll *c, const mf_index_desc *idx, size_t nidx,
+                        const char *host, bson_t *out)
+{
+    static const bson_t empty = BSON_INITIALIZER;
+    uint64_t ih = indexes_hash(c, idx, nidx);
+    uint32_t n = 0;
+    bool ok = true;
+    pthread_mutex_lock(&pc->mu);
+    for (size_t i = 0; ok && i < PLAN_CACHE_SLOTS; i++) {
+        const cache_slot *sl = &pc->slot[i];
+        if (!sl->key || sl->indexes != ih) /* another collection's, or its indexes have changed */
+            continue;
+        char key[16], hash[16];
+        const char *k;
+        bson_t doc, from;
+        mf_uint32_to_key(n++, &k, key, sizeof key);
+        ok = bson_append_document_begin(out, k, -1, &doc) &&
+             BSON_APPEND_UTF8(&doc, "version", "1");
+        snprintf(hash, sizeof hash, "%08X", sl->query_hash);
+        ok = ok && BSON_APPEND_UTF8(&doc, "queryHash", hash);
+        snprintf(hash, sizeof hash, "%08X", (uint32_t)sl->key);
+        ok = ok && BSON_APPEND_UTF8(&doc, "planCacheKey", hash) &&
+             BSON_APPEND_BOOL(&doc, "isActive", true) &&
+             BSON_APPEND_INT64(&doc, "works", (int64_t)sl->works) &&
+             BSON_APPEND_DATE_TIME(&doc, "timeOfCreation", sl->created_ms) &&
+             BSON_APPEND_DOCUMENT_BEGIN(&doc, "createdFromQuery", &from) &&
+             BSON_APPEND_DOCUMENT(&from, "query", sl->query) &&
+             BSON_APPEND_DOCUMENT(&from, "sort", sl->sort) &&
+             BSON_APPEND_DOCUMENT(&from, "projection", &empty) &&
+             bson_append_document_end(&doc, &from) &&
+             BSON_APPEND_DOCUMENT(&doc, "cachedPlan", sl->plan) &&
+             BSON_APPEND_BOOL(&doc, "indexFilterSet", false) &&
+             BSON_APPEND_INT64(&doc, "estimatedSizeBytes",
+                               (int64_t)(sizeof *sl + sl->query->len + sl->sort->len +
+                                         sl->plan->len)) &&
+             BSON_APPEND_UTF8(&doc, "host", host ? host : "") &&
+             bson_append_document_end(out, &doc);
+    }
+    pthread_mutex_unlock(&pc->mu);
+    return ok ? 0 : -1;
 }
 
 /* The plan of index `at` alone (as hinted), unrun. */
@@ -1462,12 +1584,15 @@ static int plan_trials(mf_scan *s, mf_coll *c, const mf_index_desc *idx, size_t 
             return rc;
         s->blocking_trials |= s->trials[k]->sorted != s->sorted;
     }
-    if (s->blocking_trials && !(s->sort = bson_copy(sort)))
+    if ((s->blocking_trials || cache) && sort && !bson_empty(sort) && !(s->sort = bson_copy(sort)))
         return oom(err);
     char index[64];
     uint64_t works;
     if ((s->cache = cache) != NULL) {
-        s->shape = cache_key(c, idx, nidx, filter, sort, coll);
+        s->cache_indexes = indexes_hash(c, idx, nidx);
+        s->cache_ns = ns_hash(c);
+        s->query_hash = (uint32_t)query_shape(filter, sort, coll);
+        s->shape = cache_key(s->cache_indexes, query_shape(filter, sort, coll));
         if (cache_get(cache, s->shape, index, sizeof index, &works))
             for (size_t k = 0; k < n && s->probe < 0; k++)
                 if (strcmp(trial(s, k)->ix.name, index) == 0) {
@@ -2667,6 +2792,21 @@ void mf_scan_timed(mf_scan *s, bool on)
         mf_scan_timed(s->kids[i], on);
 }
 
+/* A trial's plan as explain shows it (no counters), below a blocking SORT
+ * by `sort` when that is not NULL.  Returns 0, or -1 (out of memory). */
+static int explain_trial(const mf_scan *t, const bson_t *sort, bson_t *out)
+{
+    if (!sort)
+        return mf_scan_explain(t, false, out);
+    bson_t in = BSON_INITIALIZER;
+    bool ok = mf_scan_explain(t, false, &in) == 0 && BSON_APPEND_UTF8(out, "stage", "SORT") &&
+              BSON_APPEND_DOCUMENT(out, "sortPattern", sort) &&
+              BSON_APPEND_INT32(out, "memLimit", 104857600) &&
+              BSON_APPEND_UTF8(out, "type", "simple") && BSON_APPEND_DOCUMENT(out, "inputStage", &in);
+    bson_destroy(&in);
+    return ok ? 0 : -1;
+}
+
 /* What a trial has done so far (run_trials, decide). */
 typedef struct trial_run {
     uint64_t advanced; /* rows its scan returned: their record ids in `rows` */
@@ -2792,9 +2932,17 @@ static int decide(mf_scan *s, mf_engine *e, mf_coll *c, const mf_matcher *m, mf_
                 win = k;
             }
         }
-        if (rc == 0 && s->cache)
-            cache_put(s->cache, s->shape, trial(s, win)->ix.name,
-                      trial(s, win)->stats.works + runs[win].sort_works);
+        if (rc == 0 && s->cache) {
+            const mf_scan *w = trial(s, win);
+            cache_entry x = {.indexes = s->cache_indexes, .ns_hash = s->cache_ns,
+                             .query_hash = s->query_hash, .query = s->filter, .sort = s->sort,
+                             .plan = bson_new()};
+            if (x.plan && explain_trial(w, blocking(s, w) ? s->sort : NULL, x.plan) != 0) {
+                bson_destroy(x.plan);
+                x.plan = NULL;
+            }
+            cache_put(s->cache, s->shape, w->ix.name, w->stats.works + runs[win].sort_works, &x);
+        }
     }
     trial_run won = runs[win];
     runs[win] = (trial_run){0};
@@ -2933,19 +3081,12 @@ int mf_scan_explain_rejected(const mf_scan *s, bson_t *arr)
     size_t n = s->ntrials ? s->ntrials - 1 : s->nrejected;
     char key[24];
     for (size_t i = 0; i < n; i++) {
-        bson_t doc = BSON_INITIALIZER, sorting = BSON_INITIALIZER;
-        bool ok = mf_scan_explain(v[i], false, &doc) == 0;
-        bool sorts = s->sort && (s->ntrials ? blocking(s, v[i]) : v[i]->blocked);
-        if (ok && sorts) /* the blocking sort above it, as mongod shows it */
-            ok = BSON_APPEND_UTF8(&sorting, "stage", "SORT") &&
-                 BSON_APPEND_DOCUMENT(&sorting, "sortPattern", s->sort) &&
-                 BSON_APPEND_INT32(&sorting, "memLimit", 104857600) &&
-                 BSON_APPEND_UTF8(&sorting, "type", "simple") &&
-                 BSON_APPEND_DOCUMENT(&sorting, "inputStage", &doc);
+        bson_t doc = BSON_INITIALIZER;
+        bool sorts = s->ntrials ? blocking(s, v[i]) : v[i]->blocked;
+        bool ok = explain_trial(v[i], sorts ? s->sort : NULL, &doc) == 0;
         snprintf(key, sizeof key, "%zu", i);
-        ok = ok && BSON_APPEND_DOCUMENT(arr, key, sorts ? &sorting : &doc);
+        ok = ok && BSON_APPEND_DOCUMENT(arr, key, &doc);
         bson_destroy(&doc);
-        bson_destroy(&sorting);
         if (!ok)
             return -1;
     }

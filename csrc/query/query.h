@@ -530,6 +530,19 @@ int mf_scan_new(mf_coll *c, const mf_index_desc *idx, size_t nidx, const bson_t 
 typedef struct mf_plan_cache mf_plan_cache;
 mf_plan_cache *mf_plan_cache_new(void);
 void mf_plan_cache_free(mf_plan_cache *pc);
+/* planCacheClear: drop the entries of collection `c`; with `one`, only
+ * the entry of the query shape `filter`, `sort`, `coll` under the
+ * collection's indexes `idx` (none if it has none). */
+void mf_plan_cache_clear(mf_plan_cache *pc, mf_coll *c, const mf_index_desc *idx, size_t nidx,
+                         bool one, const bson_t *filter, const bson_t *sort,
+                         const mf_collator *coll);
+/* $planCacheStats: append to the array `out` one document per entry of
+ * collection `c` under its indexes `idx` as they are now: {version,
+ * queryHash, planCacheKey, isActive, works, timeOfCreation,
+ * createdFromQuery: {query, sort, projection}, cachedPlan, indexFilterSet,
+ * estimatedSizeBytes, host}.  Returns 0, or -1 (out of memory). */
+int mf_plan_cache_stats(mf_plan_cache *pc, mf_coll *c, const mf_index_desc *idx, size_t nidx,
+                        const char *host, bson_t *out);
 
 typedef struct mf_scan_extra {
     const bson_t *min, *max;
