@@ -1316,3 +1316,60 @@ def test_plan_cache_stats_errors(client, pipeline, code):
     with pytest.raises(pymongo.errors.OperationFailure) as e:
         list(db.nosuch.aggregate([{"$planCacheStats": {}}]))
     assert e.value.code == 50933 and "collection 't.nosuch' does not exist" in str(e.value)
+
+
+# ------------------------------------------- trial runs: an OR plan
+
+
+def _three(db, n=6000):
+    """a is 1 in 9 documents of 10; b rises, c falls; a_1, b_1, c_1."""
+    db.o3.insert_many([{"_id": i, "a": 1 if i % 10 else 2, "b": i, "c": -i} for i in range(n)])
+    for k in "abc":
+        db.o3.create_index(k)
+
+
+def test_trials_weigh_an_or_plan_against_an_index(client):
+    """{a: 1, $or: [{b: 5}, {c: -7}]}: a_1 bounds the query, but reads
+    5,400 keys; the OR of b_1 and c_1 reads 2.  As mongod's planner
+    enumerates both, the trials take the OR; with {a: 2} and clauses that
+    match everything, a_1 (600 keys) wins.  Counts agree."""
+    db = client.t
+    _three(db)
+    q = {"a": 1, "$or": [{"b": 5}, {"c": -7}]}
+    for _ in range(3):  # by trials, then from the plan cache
+        assert sorted(d["_id"] for d in db.o3.find(q)) == [5, 7]
+    assert db.o3.count_documents(q) == 2
+    e = db.command("explain", {"find": "o3", "filter": q}, verbosity="executionStats")
+    (winning, rejected), = _plans(e)
+    assert _stages(winning) == ["FETCH", "OR"]
+    assert [_index_names(s) for s in winning["inputStage"]["inputStages"]] == [["b_1"], ["c_1"]]
+    assert [_index_names(r) for r in rejected] == [["a_1"]]
+    assert e["executionStats"]["totalKeysExamined"] == 2
+    q = {"a": 2, "$or": [{"b": {"$gte": 0}}, {"c": {"$lte": 0}}]}
+    assert sorted(d["_id"] for d in db.o3.find(q)) == list(range(0, 6000, 10))
+    (winning, rejected), = _plans(db.command("explain", {"find": "o3", "filter": q}))
+    assert _index_names(winning) == ["a_1"] and rejected[0]["inputStage"]["stage"] == "OR"
+
+
+def test_or_trial_winner_returns_its_rows_once_with_their_keys(client):
+    """The OR (70 keys) wins over a_1 (which meets these documents after
+    5,300 keys) once it has returned the rows of both clauses in its
+    trial: returnKey gives each row the key of the clause that found it
+    (kept with the trial's rows), and across getMores of 4 every row
+    comes once."""
+    db = client.t
+    _three(db)
+    q = {"a": 1, "$or": [{"b": {"$gte": 5930, "$lt": 5960}}, {"c": {"$lt": -5960}}]}
+    want = sorted(d["_id"] for d in db.o3.find(q, hint=[("$natural", 1)]))
+    assert len(want) == 63
+    keys = list(db.o3.find(q, return_key=True))  # every row from the trial
+    assert len(keys) == 63
+    assert all(list(k) == ["b"] and 5930 <= k["b"] < 5960 or list(k) == ["c"] and k["c"] < -5960
+               for k in keys), keys
+    assert {list(k)[0] for k in keys} == {"b", "c"}
+    db.command("planCacheClear", "o3")
+    for _ in range(2):  # by trials, then from the plan cache
+        assert sorted(d["_id"] for d in db.o3.find(q, batch_size=4)) == want
+        assert len(list(db.o3.find(q, batch_size=4, return_key=True))) == 63
+    (winning, _), = _plans(db.command("explain", {"find": "o3", "filter": q}))
+    assert winning["inputStage"]["stage"] == "OR"

@@ -263,10 +263,12 @@ struct mf_scan {
     uint64_t probe_works;   /* its budget */
     uint64_t *replay;       /* record ids to return first, and how many */
     size_t nreplay, replayed;
-    mf_buf replay_keys;     /* their index keys, each after its 4-byte length */
+    mf_buf replay_keys;     /* their index keys, each after its 4-byte length and
+                               the byte of its OR clause */
     size_t replay_key_at;   /* the next one's offset */
     const uint8_t *row_key; /* the key of the row just replayed (returnKey), or NULL */
     size_t row_klen;
+    size_t row_kid;         /* an OR's: the clause whose key it is */
 };
 
 static bool single_interval(const mf_scan *s, bson_t *start, bool *start_incl, bson_t *end,
@@ -1559,6 +1561,12 @@ static int plan_of(const mf_index_desc *idx, size_t nidx, size_t at, const bson_
     return 0;
 }
 
+/* What the plan cache calls a trial's plan: its index, or "$or". */
+static const char *trial_name(const mf_scan *t)
+{
+    return t->kind == P_OR ? "$or" : t->ix.name;
+}
+
 /* Trial k of `s`: 0 is `s` itself. */
 static inline mf_scan *trial(mf_scan *s, size_t k)
 {
@@ -1570,15 +1578,21 @@ static inline mf_scan *trial(mf_scan *s, size_t k)
  * probe. */
 static int plan_trials(mf_scan *s, mf_coll *c, const mf_index_desc *idx, size_t nidx,
                        const bson_t *filter, const bson_t *sort, const mf_collator *coll,
-                       const alternates *alts, mf_plan_cache *cache, mf_error *err)
+                       const alternates *alts, mf_scan **or_plan, mf_plan_cache *cache,
+                       mf_error *err)
 {
-    size_t n = alts->n + 1;
+    size_t n = alts->n + 1 + (*or_plan != NULL);
     if (!(s->trials = calloc(n, sizeof *s->trials)))
         return oom(err);
     s->ntrials = n;
+    if (*or_plan) { /* the last trial */
+        s->trials[n - 1] = *or_plan;
+        *or_plan = NULL;
+        s->blocking_trials |= s->sorted; /* an OR gives no sort */
+    }
     s->trial_results = TRIAL_RESULTS;
     s->probe = -1;
-    for (size_t k = 1; k < n; k++) { /* trials[0] is `s` itself */
+    for (size_t k = 1; k <= alts->n; k++) { /* trials[0] is `s` itself */
         int rc = plan_of(idx, nidx, alts->at[k - 1], filter, sort, coll, &s->trials[k], err);
         if (rc)
             return rc;
@@ -1595,7 +1609,7 @@ static int plan_trials(mf_scan *s, mf_coll *c, const mf_index_desc *idx, size_t 
         s->shape = cache_key(s->cache_indexes, query_shape(filter, sort, coll));
         if (cache_get(cache, s->shape, index, sizeof index, &works))
             for (size_t k = 0; k < n && s->probe < 0; k++)
-                if (strcmp(trial(s, k)->ix.name, index) == 0) {
+                if (strcmp(trial_name(trial(s, k)), index) == 0) {
                     s->probe = (int)k;
                     s->probe_works = CACHE_EVICTION_RATIO * (works ? works : 1);
                 }
@@ -1694,10 +1708,29 @@ int mf_scan_new_ex(mf_coll *c, const mf_index_desc *idx, size_t nidx, const bson
             s = o;
         }
     }
+    /* An OR plan over the filter's $or, beside the index's (mongod's
+     * planner enumerates both for {a: 1, $or: [...]}), is tried too; it
+     * gives no sort. */
+    mf_scan *or_plan = NULL;
+    bool sort_asked = sort && !bson_empty(sort);
+    if (rc == 0 && s->kind == P_IXSCAN && !s->idhack && hinted == SIZE_MAX && !x->distinct_key &&
+        alts.n + 2 <= MAX_TRIALS && (!sort_asked || !*sorted || alts.mixed)) {
+        if (!(or_plan = calloc(1, sizeof *or_plan))) {
+            rc = oom(err);
+        } else if ((rc = plan_or(or_plan, idx, nidx, filter, coll, err)) != 0 ||
+                   or_plan->kind != P_OR) {
+            mf_scan_free(or_plan);
+            or_plan = NULL;
+        } else if (filter && !bson_empty(filter) && !(or_plan->filter = bson_copy(filter))) {
+            rc = oom(err);
+        }
+    }
     if (rc == 0 && x->distinct_key)
         rc = plan_distinct(s, idx, nidx, filter, hint != NULL, x->distinct_key, coll, err);
-    else if (rc == 0 && s->kind == P_IXSCAN && !s->idhack && hinted == SIZE_MAX && alts.n > 0)
-        rc = plan_trials(s, c, idx, nidx, filter, sort, coll, &alts, x->cache, err);
+    else if (rc == 0 && s->kind == P_IXSCAN && !s->idhack && hinted == SIZE_MAX &&
+             (alts.n > 0 || or_plan))
+        rc = plan_trials(s, c, idx, nidx, filter, sort, coll, &alts, &or_plan, x->cache, err);
+    mf_scan_free(or_plan); /* not taken */
     if (rc == 0 && s->ntrials) {
         s->chosen = x->chosen;
         s->chosen_arg = x->chosen_arg;
@@ -1790,12 +1823,16 @@ bool mf_scan_eof(const mf_scan *s)
 /* The index key of the row an index scan returned last, or false. */
 static bool last_key(const mf_scan *s, const uint8_t **k, size_t *kl)
 {
-    if (s->kind != P_IXSCAN)
-        return false;
     if (s->row_key) { /* replayed from its trial */
         *k = s->row_key;
         *kl = s->row_klen;
-    } else if (s->points) {
+        return true;
+    }
+    while (s->kind == P_OR) /* the clause that returned the row */
+        s = s->kids[s->kid];
+    if (s->kind != P_IXSCAN)
+        return false;
+    if (s->points) {
         size_t n = s->next_point - 1;
         const mf_buf *p = &s->ranges[s->backward ? s->nranges - 1 - n : n].lo;
         *k = p->data;
@@ -1812,12 +1849,13 @@ static bool last_key(const mf_scan *s, const uint8_t **k, size_t *kl)
 int mf_scan_return_key(const mf_scan *s, const mf_scan_row *row, bson_t *out, mf_error *err)
 {
     bson_init(out);
-    while (s->kind == P_OR) /* the clause that returned the row */
-        s = s->kids[s->kid];
     const uint8_t *k;
     size_t kl;
     if (!last_key(s, &k, &kl))
         return 0;
+    /* the clause that returned the row (a replayed row: its trial's) */
+    if (s->kind == P_OR)
+        s = s->kids[s->row_key ? s->row_kid : s->kid];
     mf_index_desc d = {.nfields = s->ix.nfields, .paths = s->ix.paths, .desc = s->ix.desc,
                        .coll = s->ix.coll};
     return mf_index_key_values(&d, &row->doc, k, kl, out, err);
@@ -2616,12 +2654,18 @@ static int or_next(mf_scan *s, mf_engine *e, mf_coll *c, const mf_matcher *m, mf
     while (s->kid < s->nkids) {
         mf_scan *k = s->kids[s->kid];
         mf_scan_stats was = k->stats;
+        if (s->work_cap && s->stats.works >= s->work_cap)
+            return 0; /* a trial's turn is over */
+        /* in a trial, the clause works no longer than the OR's turn */
+        k->work_cap = s->work_cap ? k->stats.works + (s->work_cap - s->stats.works) : 0;
         int rc = mf_scan_next(k, e, c, m, row, valid, err);
         s->stats.keys_examined += k->stats.keys_examined - was.keys_examined;
         s->stats.docs_examined += k->stats.docs_examined - was.docs_examined;
         s->stats.works += k->stats.works - was.works;
         if (rc != 0)
             return rc;
+        if (!*valid && !k->eof)
+            return 0; /* stopped by the turn's end, not at its end */
         if (!*valid) {
             s->kid++;
             continue;
@@ -2812,7 +2856,8 @@ typedef struct trial_run {
     uint64_t advanced; /* rows its scan returned: their record ids in `rows` */
     uint64_t *rows;
     size_t cap;
-    mf_buf keys;       /* their index keys, each after its 4-byte length */
+    mf_buf keys;       /* their index keys, each after its 4-byte length and
+                          the byte of its OR clause */
     uint64_t out;      /* rows its plan returned: `advanced`, or, below a
                           blocking sort, those the sort has given */
     uint64_t sort_works; /* the works of that sort's output */
@@ -2855,9 +2900,9 @@ static int trial_work(mf_scan *s, mf_scan *t, trial_run *r, mf_engine *e, mf_col
         size_t kl;
         if (!last_key(t, &key, &kl))
             kl = 0;
-        uint8_t len[4] = {(uint8_t)kl, (uint8_t)(kl >> 8), (uint8_t)(kl >> 16),
-                          (uint8_t)(kl >> 24)};
-        if (mf_buf_append(&r->keys, len, 4) != 0 ||
+        uint8_t len[5] = {(uint8_t)kl, (uint8_t)(kl >> 8), (uint8_t)(kl >> 16),
+                          (uint8_t)(kl >> 24), (uint8_t)(t->kind == P_OR ? t->kid : 0)};
+        if (mf_buf_append(&r->keys, len, 5) != 0 ||
             (kl && mf_buf_append(&r->keys, key, kl) != 0))
             return oom(err);
     }
@@ -2909,7 +2954,7 @@ static int decide(mf_scan *s, mf_engine *e, mf_coll *c, const mf_matcher *m, mf_
     int rc = 0;
     memset(runs, 0, sizeof runs);
     for (size_t k = 0; k < n; k++) { /* as the caller set up `s` */
-        trial(s, k)->want_pos = s->want_pos;
+        mf_scan_want_pos(trial(s, k), s->want_pos);
         mf_scan_count_only(trial(s, k), s->count_only);
     }
     if (s->probe >= 0) {
@@ -2941,7 +2986,8 @@ static int decide(mf_scan *s, mf_engine *e, mf_coll *c, const mf_matcher *m, mf_
                 bson_destroy(x.plan);
                 x.plan = NULL;
             }
-            cache_put(s->cache, s->shape, w->ix.name, w->stats.works + runs[win].sort_works, &x);
+            cache_put(s->cache, s->shape, trial_name(w), w->stats.works + runs[win].sort_works,
+                      &x);
         }
     }
     trial_run won = runs[win];
@@ -2979,8 +3025,9 @@ static int decide(mf_scan *s, mf_engine *e, mf_coll *c, const mf_matcher *m, mf_
     }
     s->sort = sort;
     s->blocking_trials = false;
-    if (chosen) /* the caller counts the use of the index chosen */
-        chosen(chosen_arg, c, s->ix.name);
+    /* the caller counts the use of the index chosen (an OR's: each) */
+    for (size_t i = 0; chosen && i < (s->kind == P_OR ? s->nkids : 1); i++)
+        chosen(chosen_arg, c, s->kind == P_OR ? s->kids[i]->ix.name : s->ix.name);
     s->work_cap = 0;
     s->replay = won.rows;
     s->nreplay = won.advanced;
@@ -3025,8 +3072,9 @@ static int replay_next(mf_scan *s, mf_engine *e, mf_coll *c, const mf_matcher *m
         const uint8_t *kp = s->replay_keys.data + s->replay_key_at;
         s->row_klen = (size_t)kp[0] | (size_t)kp[1] << 8 | (size_t)kp[2] << 16 |
                       (size_t)kp[3] << 24;
-        s->row_key = kp + 4;
-        s->replay_key_at += 4 + s->row_klen;
+        s->row_kid = kp[4];
+        s->row_key = kp + 5;
+        s->replay_key_at += 5 + s->row_klen;
         if (keys_answer(s)) { /* a count's row: the key said it all */
             row->rid = get_be64(rid);
             bson_init(&row->doc);
