@@ -2664,7 +2664,7 @@ static int or_next(mf_scan *s, mf_engine *e, mf_coll *c, const mf_matcher *m, mf
         s->stats.works += k->stats.works - was.works;
         if (rc != 0)
             return rc;
-        if (!*valid && !k->eof)
+        if (!*valid && !k->eof && s->work_cap)
             return 0; /* stopped by the turn's end, not at its end */
         if (!*valid) {
             s->kid++;
