@@ -883,7 +883,7 @@ static int find_start(mf_cmd_ctx *ctx, mf_instance *inst, mfi_cursor *cur, mf_co
          * trial differs in giving it, its rows are not the query's. */
         bool mixed = q->sort && mf_scan_sort_undecided(cur->scan);
         int64_t first = a->limit > 0 ? a->limit : 0;
-        if ((!q->sort || mixed) && a->batch_size > 0 && (first == 0 || a->batch_size < first))
+        if (a->batch_size > 0 && (first == 0 || a->batch_size < first))
             first = a->batch_size;
         if ((!q->sort || mixed) && first > 0)
             mf_scan_trial_results(cur->scan, (uint64_t)(first + a->skip));

@@ -244,10 +244,9 @@ struct mf_scan {
     /* Trials that differ in giving the sort (mf_scan_extra.sort_trials):
      * one that does not has a blocking SORT above it in the caller's plan,
      * so its rows count, as mongod's SORT returns them, only once its scan
-     * has ended, one per work after that.  `sort` is that sort (for
-     * rejectedPlans), `blocked` marks a rejected plan that needed it. */
+     * has ended, one per work after that (kept once decided: rejectedPlans
+     * show the SORT).  `sort` is the sort asked for. */
     bool blocking_trials;
-    bool blocked;
     bson_t *sort;
     struct mf_scan **rejected;
     size_t nrejected;
@@ -257,7 +256,7 @@ struct mf_scan {
     void (*chosen)(void *arg, mf_coll *c, const char *index); /* mf_scan_extra's */
     void *chosen_arg;
     uint64_t shape;         /* the query's key in it */
-    uint64_t cache_indexes, cache_ns; /* what the key covers, for planCacheClear */
+    uint64_t cache_indexes; /* what the key covers, for planCacheClear */
     uint32_t query_hash;    /* and $planCacheStats */
     int probe;              /* the cached winner among `trials`, or -1 */
     uint64_t probe_works;   /* its budget */
@@ -1488,10 +1487,14 @@ void mf_plan_cache_clear(mf_plan_cache *pc, mf_coll *c, const mf_index_desc *idx
     uint64_t nh = ns_hash(c);
     uint64_t key = one ? cache_key(indexes_hash(c, idx, nidx), query_shape(filter, sort, coll)) : 0;
     pthread_mutex_lock(&pc->mu);
-    for (size_t i = 0; i < PLAN_CACHE_SLOTS; i++) {
-        cache_slot *sl = &pc->slot[i];
-        if (sl->key && sl->ns_hash == nh && (!one || sl->key == key))
+    if (one) { /* a shape has one slot */
+        cache_slot *sl = &pc->slot[key % PLAN_CACHE_SLOTS];
+        if (sl->key == key)
             slot_clear(sl);
+    } else { /* a collection's entries may be in any */
+        for (size_t i = 0; i < PLAN_CACHE_SLOTS; i++)
+            if (pc->slot[i].key && pc->slot[i].ns_hash == nh)
+                slot_clear(&pc->slot[i]);
     }
     pthread_mutex_unlock(&pc->mu);
 }
@@ -1604,9 +1607,9 @@ static int plan_trials(mf_scan *s, mf_coll *c, const mf_index_desc *idx, size_t 
     uint64_t works;
     if ((s->cache = cache) != NULL) {
         s->cache_indexes = indexes_hash(c, idx, nidx);
-        s->cache_ns = ns_hash(c);
-        s->query_hash = (uint32_t)query_shape(filter, sort, coll);
-        s->shape = cache_key(s->cache_indexes, query_shape(filter, sort, coll));
+        uint64_t shape = query_shape(filter, sort, coll);
+        s->query_hash = (uint32_t)shape;
+        s->shape = cache_key(s->cache_indexes, shape);
         if (cache_get(cache, s->shape, index, sizeof index, &works))
             for (size_t k = 0; k < n && s->probe < 0; k++)
                 if (strcmp(trial_name(trial(s, k)), index) == 0) {
@@ -2979,7 +2982,7 @@ static int decide(mf_scan *s, mf_engine *e, mf_coll *c, const mf_matcher *m, mf_
         }
         if (rc == 0 && s->cache) {
             const mf_scan *w = trial(s, win);
-            cache_entry x = {.indexes = s->cache_indexes, .ns_hash = s->cache_ns,
+            cache_entry x = {.indexes = s->cache_indexes, .ns_hash = ns_hash(c),
                              .query_hash = s->query_hash, .query = s->filter, .sort = s->sort,
                              .plan = bson_new()};
             if (x.plan && explain_trial(w, blocking(s, w) ? s->sort : NULL, x.plan) != 0) {
@@ -3011,10 +3014,6 @@ static int decide(mf_scan *s, mf_engine *e, mf_coll *c, const mf_matcher *m, mf_
     s->trials = NULL;
     s->ntrials = 0;
     s->sort = NULL;
-    for (size_t k = 0; k < n; k++) { /* for rejectedPlans */
-        mf_scan *t = k ? trials[k] : s;
-        t->blocked = blocking_trials && !t->sorted;
-    }
     if (win > 0) {
         bool timed = s->timed;
         mf_scan old = *s;
@@ -3024,7 +3023,7 @@ static int decide(mf_scan *s, mf_engine *e, mf_coll *c, const mf_matcher *m, mf_
         s->cache = NULL;
     }
     s->sort = sort;
-    s->blocking_trials = false;
+    s->blocking_trials = blocking_trials;
     /* the caller counts the use of the index chosen (an OR's: each) */
     for (size_t i = 0; chosen && i < (s->kind == P_OR ? s->nkids : 1); i++)
         chosen(chosen_arg, c, s->kind == P_OR ? s->kids[i]->ix.name : s->ix.name);
@@ -3130,7 +3129,7 @@ int mf_scan_explain_rejected(const mf_scan *s, bson_t *arr)
     char key[24];
     for (size_t i = 0; i < n; i++) {
         bson_t doc = BSON_INITIALIZER;
-        bool sorts = s->ntrials ? blocking(s, v[i]) : v[i]->blocked;
+        bool sorts = blocking(s, v[i]);
         bool ok = explain_trial(v[i], sorts ? s->sort : NULL, &doc) == 0;
         snprintf(key, sizeof key, "%zu", i);
         ok = ok && BSON_APPEND_DOCUMENT(arr, key, &doc);
