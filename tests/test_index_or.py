@@ -110,3 +110,134 @@ def test_updates_and_deletes_through_an_or_touch_each_document_once(client):
     assert r.deleted_count == len({i for i in want if i < 10} | {i for i in want if i % 7 == 3})
     v = db.command("validate", "c")
     assert v["valid"] is True
+
+
+# ---------------------------------------------------------------- contained $or
+# Conditions beside a $or narrow its clauses' bounds where a clause's index
+# holds them (mongod's contained-$or pushdown): {t: 5, $or: [{o: 3}, {s: 3}]}
+# on {t: 1, o: 1} and {t: 1, s: 1} reads t 5's o 3 and t 5's s 3 keys only.
+
+def bounds_of(stage):
+    ix = stage if stage["stage"] == "IXSCAN" else stage["inputStage"]
+    return ix["indexName"], ix["indexBounds"]
+
+
+def or_stage(plan):
+    """The OR under a plan's FETCH (or SUBPLAN, FETCH), or None."""
+    node = plan
+    while node is not None and node.get("stage") != "OR":
+        node = node.get("inputStage")
+    return node
+
+
+def tenant_docs(n=2000):
+    return [{"_id": i, "t": i % 20, "o": i % 7, "s": i % 11, "d": i % 3,
+             "m": [i % 5, i % 5 + 1] if i % 4 == 0 else i % 5} for i in range(n)]
+
+
+def test_conditions_beside_a_or_narrow_its_clauses_bounds(client):
+    db = client.t
+    db.c.insert_many(tenant_docs())
+    db.c.create_index([("t", 1), ("o", 1)], name="t_o")
+    db.c.create_index([("t", 1), ("s", 1)], name="t_s")
+    for f, fetch_filter in (
+            ({"t": 5, "$or": [{"o": 3}, {"s": 3}]}, None),
+            ({"$and": [{"t": 5}, {"$or": [{"o": 3}, {"s": 3}]}]}, None),
+            ({"t": 5, "d": 1, "$or": [{"o": 3}, {"s": 3}]}, {"d": 1})):
+        want = ids(db.c.find(f).hint({"$natural": 1}))
+        assert ids(db.c.find(f).batch_size(3)) == want, f
+        assert db.command("count", "c", query=f)["n"] == len(want), f
+        e = db.command("explain", {"find": "c", "filter": f}, verbosity="executionStats")
+        plan = e["queryPlanner"]["winningPlan"]
+        # FETCH over OR, no SUBPLAN: the $or is not the whole filter; t is
+        # answered by every clause's bounds, so only d stays in the filter
+        assert plan["stage"] == "FETCH" and plan.get("filter") == fetch_filter, plan
+        kids = plan["inputStage"]["inputStages"]
+        assert [bounds_of(k) for k in kids] == [
+            ("t_o", {"t": ["[5, 5]"], "o": ["[3, 3]"]}),
+            ("t_s", {"t": ["[5, 5]"], "s": ["[3, 3]"]})]
+        # the keys read are those of the two points, nothing of t 5's others
+        n_o = sum(1 for i in range(2000) if i % 20 == 5 and i % 7 == 3)
+        n_s = sum(1 for i in range(2000) if i % 20 == 5 and i % 11 == 3)
+        assert e["executionStats"]["totalKeysExamined"] == n_o + n_s
+        assert e["executionStats"]["nReturned"] == len(want)
+
+
+def test_a_clause_is_served_only_by_an_index_it_bounds(client):
+    db = client.t
+    db.c.insert_many(tenant_docs(400))
+    db.c.create_index([("t", 1), ("o", 1)], name="t_o")
+    # {z: 1} bounds no index: t_o would serve it only through t, which
+    # reads every key of t 5 again; mongod makes no OR plan of that
+    f = {"t": 5, "$or": [{"o": 3}, {"z": 1}]}
+    e = db.command("explain", {"find": "c", "filter": f})["queryPlanner"]
+    plans = [e["winningPlan"]] + e["rejectedPlans"]
+    assert all(or_stage(p) is None for p in plans), plans
+    assert ids(db.c.find(f)) == ids(db.c.find(f).hint({"$natural": 1}))
+
+
+def test_a_condition_some_clause_leaves_stays_in_the_fetch_filter(client):
+    db = client.t
+    db.c.insert_many(tenant_docs(600))
+    db.c.create_index([("t", 1), ("o", 1)], name="t_o")
+    db.c.create_index("s")
+    f = {"t": {"$gte": 3, "$lt": 5}, "$or": [{"o": 2}, {"s": 4}]}
+    want = ids(db.c.find(f).hint({"$natural": 1}))
+    assert ids(db.c.find(f)) == want
+    e = db.command("explain", {"find": "c", "filter": f})["queryPlanner"]
+    plan = next(p for p in [e["winningPlan"]] + e["rejectedPlans"] if or_stage(p))
+    ors = or_stage(plan)
+    # s_1 holds no t: its clause reads all of s 4, and t stays in FETCH
+    assert plan["filter"] == {"t": {"$gte": 3, "$lt": 5}}
+    assert [bounds_of(k) for k in ors["inputStages"]] == [
+        ("t_o", {"t": ["[3, 5)"], "o": ["[2, 2]"]}),
+        ("s_1", {"s": ["[4, 4]"]})]
+
+
+def test_contained_or_pushdown_equals_collection_scan(client):
+    """Random $or queries beside conditions, over compound indexes that
+    share a leading field, multikey in their other fields; the answers,
+    counts and sorted orders are a collection scan's."""
+    rng = random.Random(29)
+    db = client.t
+    docs = []
+    for i in range(400):
+        d = rand_doc(rng, i)
+        if rng.random() < 0.9:  # never an array: a, tags and c are (parallel arrays)
+            d["t"] = rng.choice([rng.randint(0, 5), rng.randint(0, 5) + 0.5, None, "a"])
+        docs.append(raw(d))
+    db.c.insert_many(docs)
+    for spec in ([("t", 1), ("a", 1)], [("t", 1), ("b", -1)], [("t", -1), ("c.d", 1)],
+                 [("a", 1)], [("t", 1), ("tags", 1), ("b", 1)]):
+        db.c.create_index(spec)
+    pushed = 0
+    for q in range(150):
+        clauses = []
+        for _ in range(rng.randint(1, 3)):
+            field = rng.choice(["a", "b", "c.d", "tags", "t"])
+            clauses.append({field: rand_pred(rng, field)})
+        f = {"t": rand_pred(rng, "a"), "$or": clauses}
+        if rng.random() < 0.3:
+            f["b"] = rand_pred(rng, "b")
+        if rng.random() < 0.3:
+            f = {"$and": [{k: v} for k, v in f.items()]}
+        want = ids(db.c.find(f).hint({"$natural": 1}))
+        batch = rng.choice([1, 4, 1000])
+        assert ids(db.c.find(f).batch_size(batch)) == want, f
+        assert db.command("count", "c", query=f)["n"] == len(want), f
+        sort = [("a", 1), ("_id", 1)]
+        assert ([d["_id"] for d in db.c.find(f).sort(sort).batch_size(batch)]
+                == [d["_id"] for d in db.c.find(f).sort(sort).hint({"$natural": 1})]), f
+        e = db.command("explain", {"find": "c", "filter": f})["queryPlanner"]
+        for p in [e["winningPlan"]] + e["rejectedPlans"]:
+            ors = or_stage(p)
+            if ors is not None:  # kids in clause order: t pushed into another's bounds
+                pushed += any("t" in bounds_of(k)[1] and "t" not in c
+                              for k, c in zip(ors["inputStages"], clauses))
+        if q % 50 == 49:
+            for _ in range(20):
+                i = rng.randrange(420)
+                d = rand_doc(rng, i)
+                d["t"] = rng.randint(0, 5)
+                db.c.replace_one({"_id": i}, raw(d), upsert=True)
+    assert pushed > 20, pushed

@@ -63,13 +63,16 @@
  * its whole life, and returns each once.
  *
  * A $or that no index serves as a whole, but whose every clause one does,
- * is an OR of index scans: one scan per clause, planned on the clause
- * alone, run one after the other.  Each gives its candidates to the
+ * is an OR of index scans: one scan per clause, planned on the clause and
+ * the conditions beside the $or (an index the clause bounds, its bounds
+ * narrowed by the others: mongod's contained $or), run one after the
+ * other.  Each gives its candidates to the
  * matcher of the whole filter, and the OR remembers the RecordIds
  * returned, so a document two clauses find comes once.  The $or is the
  * filter's own (rooted: mongod's SUBPLAN over FETCH over OR), or beside
- * conditions no index serves, at the top or in a top-level $and
- * (contained: FETCH, whose filter is those conditions, over OR).
+ * other conditions, at the top or in a top-level $and (contained: FETCH,
+ * whose filter is those conditions less what every clause's bounds
+ * answer, over OR).
  */
 #include "query_int.h"
 
@@ -169,6 +172,7 @@ struct mf_scan {
     /* P_OR: a scan per clause, run in turn; `kid` is the one running */
     struct mf_scan **kids;
     size_t nkids, kid;
+    bool rooted; /* the $or is the whole filter (explain's SUBPLAN) */
     /* position */
     bool want_pos; /* compute the matcher's array position per row */
     bool started, positioned, eof;
@@ -408,6 +412,7 @@ typedef struct cand {
     mfi_oil *oils; /* per field; [MinKey, MaxKey] where nothing bounds it */
     bool *present; /* per field: some predicate bounds it */
     bool *used;    /* per predicate: answered exactly by these bounds */
+    bool *applied; /* per predicate: it narrowed some field's bounds */
     size_t neq;    /* leading fields bound to points */
     bool eq_unique, range;
     bool strong;   /* some predicate other than a negation bounds it */
@@ -423,6 +428,7 @@ static void cand_free(cand *c)
     free(c->oils);
     free(c->present);
     free(c->used);
+    free(c->applied);
     memset(c, 0, sizeof *c);
 }
 
@@ -508,7 +514,8 @@ static int cand_build(cand *c, const mf_index_desc *d, const mfi_preds *preds, b
     c->oils = calloc(d->nfields ? d->nfields : 1, sizeof *c->oils);
     c->present = calloc(d->nfields ? d->nfields : 1, sizeof *c->present);
     c->used = calloc(preds->n ? preds->n : 1, sizeof *c->used);
-    if (!c->oils || !c->present || !c->used)
+    c->applied = calloc(preds->n ? preds->n : 1, sizeof *c->applied);
+    if (!c->oils || !c->present || !c->used || !c->applied)
         goto fail;
     for (size_t i = 0; i < d->nfields; i++) {
         bool ok = with_preds;
@@ -537,6 +544,7 @@ static int cand_build(cand *c, const mf_index_desc *d, const mfi_preds *preds, b
             } else if (mfi_oil_intersect(&c->oils[i], &pr->oil) != 0) {
                 goto fail;
             }
+            c->applied[p] = true;
             c->used[p] = pr->exact && !multikey_field(d, i);
             if (pr->key_re) {
                 /* Every key in its bounds is a string the scan tests, or
@@ -745,25 +753,32 @@ static int scan_index_take(scan_index *ix, cand *c)
     return 0;
 }
 
+/* Whether top-level element `t` of the filter is answered exactly by the
+ * bounds of `c`: every condition it holds is, and it holds one. */
+static bool top_answered(const mfi_preds *preds, const cand *c, size_t t)
+{
+    bool covered = t < preds->ntop && preds->complete[t], any = false;
+    for (size_t p = 0; covered && p < preds->n; p++) {
+        if (preds->v[p].top != t)
+            continue;
+        any = true;
+        covered = c->used[p];
+    }
+    return covered && any;
+}
+
 /* What the chosen bounds leave to the matcher: the top-level elements of
- * `filter` not answered exactly (for FETCH's explain filter). */
-static bson_t *residual(const bson_t *filter, const mfi_preds *preds, const cand *c)
+ * `filter` before the `ntop`th not answered exactly (for FETCH's explain
+ * filter). */
+static bson_t *residual(const bson_t *filter, const mfi_preds *preds, const cand *c, size_t ntop)
 {
     bson_t *out = bson_new();
     bson_iter_t it;
     if (!out || !filter || !bson_iter_init(&it, filter))
         return out;
-    for (size_t t = 0; bson_iter_next(&it); t++) {
-        bool covered = t < preds->ntop && preds->complete[t], any = false;
-        for (size_t p = 0; covered && p < preds->n; p++) {
-            if (preds->v[p].top != t)
-                continue;
-            any = true;
-            covered = c->used[p];
-        }
-        if (!covered || !any)
+    for (size_t t = 0; t < ntop && bson_iter_next(&it); t++)
+        if (!top_answered(preds, c, t))
             bson_append_iter(out, NULL, 0, &it);
-    }
     return out;
 }
 
@@ -830,9 +845,28 @@ static bool partial_implied(const mf_index_desc *d, const bson_t *filter, const 
     return mfi_filter_implies_coll(filter, d->partial_spec, d->coll);
 }
 
-/* Choose among `idx` (or take the hinted `hinted` < nidx) for the query
- * `filter` under the collation `qcoll`.  `*weak` (when not NULL): the
- * chosen index is bounded by negations only. */
+/* A clause of a $or planned with the conditions beside the $or (mongod's
+ * contained $or): the filter choose() gets is the clause's top-level
+ * elements, then those conditions'.  An index serves the clause only if
+ * one of the clause's own conditions bounds it; the others narrow its
+ * bounds.  Out: which of the conditions beside the $or its bounds
+ * answer exactly. */
+typedef struct or_clause {
+    size_t own;     /* the clause's top-level elements: the filter's first */
+    bool *answered; /* per element past those */
+    size_t nbeside;
+} or_clause;
+
+/* Whether a condition from the first `own` top-level elements narrowed
+ * the bounds of `c`. */
+static bool bounds_own(const cand *c, size_t own)
+{
+    for (size_t p = 0; p < c->preds->n; p++)
+        if (c->applied[p] && c->preds->v[p].top < own)
+            return true;
+    return false;
+}
+
 /* The other indexes choose() found usable, for decide()'s trials. */
 typedef struct alternates {
     bool mixed;               /* in: the others may differ in giving the sort */
@@ -841,9 +875,13 @@ typedef struct alternates {
     size_t n;
 } alternates;
 
+/* Choose among `idx` (or take the hinted `hinted` < nidx) for the query
+ * `filter` under the collation `qcoll`.  `*weak` (when not NULL): the
+ * chosen index is bounded by negations only.  `cl` (when not NULL): the
+ * filter is a $or's clause and the conditions beside it. */
 static int choose(mf_scan *s, const mf_index_desc *idx, size_t nidx, size_t hinted,
                   const bson_t *filter, const bson_t *sort, const mf_collator *qcoll,
-                  bool *sorted, bool *weak, alternates *alts, mf_error *err)
+                  bool *sorted, bool *weak, alternates *alts, or_clause *cl, mf_error *err)
 {
     pred_sets sets = {0};
     const mfi_preds *preds;
@@ -873,6 +911,8 @@ static int choose(mf_scan *s, const mf_index_desc *idx, size_t nidx, size_t hint
             (rc = cand_build(&c, d, preds, implied, sort, qcoll, err)) != 0)
             goto out;
         bool usable = is_hint || c.present[0] || (c.sort_dir && !d->sparse);
+        if (cl && !bounds_own(&c, cl->own))
+            usable = false;
         if (usable && c.present[0] && nusable < 2 * MAX_TRIALS) {
             usable_at[nusable] = i;
             usable_sorts[nusable++] = c.sort_dir != 0;
@@ -937,7 +977,9 @@ static int choose(mf_scan *s, const mf_index_desc *idx, size_t nidx, size_t hint
             if (strcmp(best.preds->v[p].path, best.d->paths[i]) == 0)
                 best.used[p] = false;
     }
-    if (!(s->residual = residual(filter, best.preds, &best)) ||
+    for (size_t t = 0; cl && t < cl->nbeside; t++)
+        cl->answered[t] = top_answered(best.preds, &best, cl->own + t);
+    if (!(s->residual = residual(filter, best.preds, &best, cl ? cl->own : SIZE_MAX)) ||
         scan_index_take(&s->ix, &best) != 0) {
         rc = oom(err);
         goto out;
@@ -1079,7 +1121,7 @@ static int plan_distinct(mf_scan *s, const mf_index_desc *idx, size_t nidx,
         bool sorted;
         int rc;
         if (best != SIZE_MAX &&
-            (rc = choose(s, idx, nidx, best, filter, NULL, qcoll, &sorted, NULL, NULL, err)) != 0)
+            (rc = choose(s, idx, nidx, best, filter, NULL, qcoll, &sorted, NULL, NULL, NULL, err)) != 0)
             return rc;
     }
     if (s->kind != P_IXSCAN || s->idhack || s->points || s->key_range || s->backward ||
@@ -1228,10 +1270,46 @@ static bool find_or(const bson_t *filter, bson_iter_t *ors, size_t *in_and)
     return false;
 }
 
+/* `clause`'s top-level elements, then `beside`'s, into `out` (a new
+ * document).  A key may come twice (the same field in both): each
+ * element is a condition of its own, as in any filter. */
+static bool concat_filters(const bson_t *clause, const bson_t *beside, bson_t *out)
+{
+    bson_iter_t it;
+    bson_init(out);
+    if (bson_iter_init(&it, clause))
+        while (bson_iter_next(&it))
+            if (!bson_append_iter(out, NULL, 0, &it))
+                return false;
+    if (bson_iter_init(&it, beside))
+        while (bson_iter_next(&it))
+            if (!bson_append_iter(out, NULL, 0, &it))
+                return false;
+    return true;
+}
+
+/* `beside` without the elements every clause's bounds answer (`answered`). */
+static bson_t *beside_left(const bson_t *beside, const bool *answered)
+{
+    bson_t *out = bson_new();
+    bson_iter_t it;
+    if (out && bson_iter_init(&it, beside))
+        for (size_t t = 0; bson_iter_next(&it); t++)
+            if (!answered[t])
+                bson_append_iter(out, NULL, 0, &it);
+    return out;
+}
+
 /* A $or (the file's head): when every clause of the $or find_or() finds
  * is served by an index, make `s` an OR of their scans.  `s` is left a
- * collection scan otherwise.  The FETCH filter is the rest of the
- * filter; each clause's scan shows its own. */
+ * collection scan otherwise.  Each clause is planned with the conditions
+ * beside the $or (or_clause): an index one of the clause's own
+ * conditions bounds serves it, and the others narrow its bounds, as
+ * mongod pushes them down ({a: 1, $or: [{b: 5}, {c: 7}]} on {a: 1, b: 1}
+ * and {a: 1, c: 1}: a and b, then a and c).  The FETCH filter is what is
+ * beside the $or less what every clause's bounds answer; each clause's
+ * scan shows what its bounds leave of the clause.  The matcher still
+ * judges every document against the whole filter. */
 static int plan_or(mf_scan *s, const mf_index_desc *idx, size_t nidx, const bson_t *filter,
                    const mf_collator *qcoll, mf_error *err)
 {
@@ -1244,16 +1322,24 @@ static int plan_or(mf_scan *s, const mf_index_desc *idx, size_t nidx, const bson
         n++;
     if (n == 0 || n > MAX_OR_CLAUSES)
         return 0;
+    bson_t *beside = filter_without_or(filter, in_and);
+    size_t nbeside = beside ? bson_count_keys(beside) : 0;
     mf_scan **kids = calloc(n, sizeof *kids);
-    if (!kids)
-        return oom(err);
+    bool *answered = calloc(nbeside + 1, sizeof *answered),
+         *everywhere = calloc(nbeside + 1, sizeof *everywhere);
+    if (!beside || !kids || !answered || !everywhere) {
+        rc = oom(err);
+        goto out;
+    }
+    for (size_t t = 0; t < nbeside; t++)
+        everywhere[t] = true;
     size_t made = 0;
     bool all = true;
     bson_iter_recurse(&it, &el);
     while (all && rc == 0 && bson_iter_next(&el)) {
         uint32_t len;
         const uint8_t *data;
-        bson_t clause;
+        bson_t clause, both;
         bool sorted;
         if (!BSON_ITER_HOLDS_DOCUMENT(&el)) {
             all = false;
@@ -1264,21 +1350,37 @@ static int plan_or(mf_scan *s, const mf_index_desc *idx, size_t nidx, const bson
             rc = oom(err);
             break;
         }
-        rc = choose(kids[made], idx, nidx, SIZE_MAX, &clause, NULL, qcoll, &sorted, NULL, NULL, err);
+        if (!concat_filters(&clause, beside, &both)) {
+            bson_destroy(&both);
+            rc = oom(err);
+            break;
+        }
+        or_clause cl = {.own = bson_count_keys(&clause), .answered = answered, .nbeside = nbeside};
+        rc = choose(kids[made], idx, nidx, SIZE_MAX, &both, NULL, qcoll, &sorted, NULL, NULL, &cl,
+                    err);
+        bson_destroy(&both);
         all = rc == 0 && kids[made]->kind == P_IXSCAN;
+        for (size_t t = 0; all && t < nbeside; t++)
+            everywhere[t] = everywhere[t] && answered[t];
         made++;
     }
-    if (rc == 0 && all && !(s->residual = filter_without_or(filter, in_and)))
+    if (rc == 0 && all && !(s->residual = beside_left(beside, everywhere)))
         rc = oom(err);
     if (rc == 0 && all) {
         s->kind = P_OR;
         s->kids = kids;
         s->nkids = n;
-        return 0;
+        s->rooted = nbeside == 0;
+        kids = NULL;
     }
-    for (size_t i = 0; i < made; i++)
+    for (size_t i = 0; kids && i < made; i++)
         mf_scan_free(kids[i]);
+out:
     free(kids);
+    free(answered);
+    free(everywhere);
+    if (beside)
+        bson_destroy(beside);
     return rc;
 }
 
@@ -1553,7 +1655,7 @@ static int plan_of(const mf_index_desc *idx, size_t nidx, size_t at, const bson_
     if (filter && !bson_empty(filter) && !(p->filter = bson_copy(filter)))
         rc = oom(err);
     if (rc == 0)
-        rc = choose(p, idx, nidx, at, filter, sort, coll, &sorted, NULL, NULL, err);
+        rc = choose(p, idx, nidx, at, filter, sort, coll, &sorted, NULL, NULL, NULL, err);
     if (rc == 0 && p->kind != P_IXSCAN)
         rc = mf_error_set(err, MF_InternalError, "index '%s' gave no index scan", idx[at].name);
     if (rc) {
@@ -1694,7 +1796,7 @@ int mf_scan_new_ex(mf_coll *c, const mf_index_desc *idx, size_t nidx, const bson
     }
     bool weak = false;
     alternates alts = {.mixed = x->sort_trials && sort && !bson_empty(sort)};
-    rc = choose(s, idx, nidx, hinted, filter, sort, coll, sorted, &weak, &alts, err);
+    rc = choose(s, idx, nidx, hinted, filter, sort, coll, sorted, &weak, &alts, NULL, err);
     if (rc == 0 && s->kind == P_COLLSCAN && hinted == SIZE_MAX)
         rc = plan_or(s, idx, nidx, filter, coll, err);
     /* An index only negations bound reads nearly every key: an OR plan,
@@ -2047,7 +2149,7 @@ static void put_or(const mf_scan *s, bool stats, bson_t *out)
     bson_t *fetch = out;
     char key[24];
     uint64_t works = s->stats.works;
-    bool rooted = !s->residual || bson_empty(s->residual); /* nothing beside the $or */
+    bool rooted = s->rooted;
     if (rooted) {
         BSON_APPEND_UTF8(out, "stage", "SUBPLAN");
         if (stats)
