@@ -131,6 +131,7 @@ typedef struct scan_index {
 typedef enum {
     Q_ENTRY, /* in the current range: fetch and judge its record */
     Q_TESTED, /* in the range, but its key failed the key filter: not fetched */
+    Q_SKIP,   /* as Q_TESTED, and the cursor sought past the keys failing alike */
     Q_SEEK,  /* before the next range: the cursor sought on past it */
     Q_PAST,  /* past the last range: the scan ends */
     Q_END    /* the end of the tree: the scan ends */
@@ -183,6 +184,12 @@ struct mf_scan {
     mf_regex *key_re;
     char *key_re_pattern, *key_re_flags;
     mf_buf key_str; /* the key's string, decoded, or a field's bytes turned back */
+    mf_buf seek_to; /* where a key that failed the key filter sends the cursor */
+    /* The last key read, if it failed a field's bounds: that field, and
+     * the key (in its page, as q_key), the fields before `fail_plen` bytes
+     * of it (key_fills seeks on the second key in a row that fails alike). */
+    size_t fail_field, fail_plen;
+    const uint8_t *fail_key;
     /* The fields past those the ranges bound whose own bounds each key is
      * tested against (bit i: field i; mongod's IndexBoundsChecker) before
      * its record is fetched. */
@@ -1865,6 +1872,7 @@ void mf_scan_free(mf_scan *s)
     free(s->key_re_pattern);
     free(s->key_re_flags);
     mf_buf_free(&s->key_str);
+    mf_buf_free(&s->seek_to);
     scan_index_clear(&s->ix);
     if (s->filter)
         bson_destroy(s->filter);
@@ -2346,20 +2354,24 @@ static MF_ALWAYS_INLINE int consider(mf_scan *s, mf_btree *records, const mf_mat
     return judge(s, m, row, take, err);
 }
 
-/* Whether a field's part of a key (`n` bytes at `p`, inverted for a
- * descending field) lies in one of its intervals. */
-static bool in_bounds(mf_scan *s, size_t i, const uint8_t *p, size_t n)
+/* Field `i`'s part of a key (`n` bytes at `p`) as an ascending encoding,
+ * as its intervals are: a descending field's turned back into
+ * s->key_str.  NULL when out of memory. */
+static const uint8_t *ascending_part(mf_scan *s, size_t i, const uint8_t *p, size_t n)
 {
-    const mfi_oil *o = &s->ix.oils[i];
-    if (s->ix.desc[i]) { /* the intervals are ascending encodings */
-        s->key_str.len = 0;
-        if (mf_buf_reserve(&s->key_str, n) != 0)
-            return true; /* no memory: the record decides */
-        for (size_t j = 0; j < n; j++)
-            s->key_str.data[j] = (uint8_t)~p[j];
-        p = s->key_str.data;
-    }
-    /* the first interval not wholly below it, then its start */
+    if (!s->ix.desc[i])
+        return p;
+    s->key_str.len = 0;
+    if (mf_buf_reserve(&s->key_str, n) != 0)
+        return NULL;
+    for (size_t j = 0; j < n; j++)
+        s->key_str.data[j] = (uint8_t)~p[j];
+    return s->key_str.data;
+}
+
+/* The first of `o`'s intervals not wholly below the ascending part `p`. */
+static size_t first_not_below(const mfi_oil *o, const uint8_t *p, size_t n)
+{
     size_t lo = 0, hi = o->n;
     while (lo < hi) {
         size_t mid = lo + (hi - lo) / 2;
@@ -2369,19 +2381,74 @@ static bool in_bounds(mf_scan *s, size_t i, const uint8_t *p, size_t n)
         else
             hi = mid;
     }
+    return lo;
+}
+
+/* Whether a field's part of a key (`n` bytes at `p`, inverted for a
+ * descending field) lies in one of its intervals. */
+static bool in_bounds(mf_scan *s, size_t i, const uint8_t *p, size_t n)
+{
+    const mfi_oil *o = &s->ix.oils[i];
+    if (!(p = ascending_part(s, i, p, n)))
+        return true; /* no memory: the record decides */
+    /* the first interval not wholly below it, then its start */
+    size_t lo = first_not_below(o, p, n);
     if (lo == o->n)
         return false;
     int c = cmp_bytes(p, n, o->v[lo].lo.data, o->v[lo].lo.len);
     return c > 0 || (c == 0 && o->v[lo].lo_incl);
 }
 
+/* A forward scan's key `k` failed the bounds of field `i`, whose part
+ * (`n` bytes) starts `plen` bytes in.  Into s->seek_to, the least key past
+ * it that could pass that field: the fields before with the field's next
+ * interval in key order (a descending field's next is the one below), or,
+ * past its last interval, the least key past the fields before.  Every
+ * key in between fails that field as `k` does (each field's encoding
+ * ends itself, so a key below the target starts with the same fields
+ * before).  False when there is no such key, or it would not move the
+ * cursor. */
+static bool next_passing(mf_scan *s, size_t i, const uint8_t *k, size_t kl, size_t plen, size_t n)
+{
+    const mfi_oil *o = &s->ix.oils[i];
+    bool desc = s->ix.desc[i];
+    const uint8_t *p = ascending_part(s, i, k + plen, n);
+    mf_buf *t = &s->seek_to;
+    if (!p)
+        return false;
+    size_t lo = first_not_below(o, p, n);
+    const mfi_ival *next = desc ? (lo > 0 ? &o->v[lo - 1] : NULL) : (lo < o->n ? &o->v[lo] : NULL);
+    t->len = 0;
+    if (mf_buf_append(t, k, plen) != 0)
+        return false;
+    if (next) {
+        const mf_buf *end = desc ? &next->hi : &next->lo;
+        if (put_end(t, end, desc) != 0)
+            return false;
+        if (!(desc ? next->hi_incl : next->lo_incl) && !successor(t))
+            return false;
+    } else if (!successor(t)) {
+        return false;
+    }
+    return cmp_bytes(t->data, t->len, k, kl) > 0;
+}
+
+/* Where a key failed a field's bounds (key_passes): the field, the bytes
+ * before its part, and its part's length; `field` SIZE_MAX for no field. */
+typedef struct key_fail {
+    size_t field, plen, n;
+} key_fail;
+
 /* Whether an index key passes the scan's tests, so that its record is
  * fetched: the regex on the first field (a string it finds a match in, or
  * not a string: the regex value itself, the one other key in those
  * bounds), and the bounds of the fields past the ranges.  A key that
- * cannot be read is fetched: the matcher decides. */
-static bool key_passes(mf_scan *s, const uint8_t *k, size_t kl)
+ * cannot be read is fetched: the matcher decides.  `*f` (when not NULL):
+ * which field's bounds a key failed. */
+static bool key_passes(mf_scan *s, const uint8_t *k, size_t kl, key_fail *f)
 {
+    if (f)
+        f->field = SIZE_MAX;
     if (s->key_re) {
         const char *str;
         size_t len;
@@ -2394,8 +2461,11 @@ static bool key_passes(mf_scan *s, const uint8_t *k, size_t kl)
         size_t n = mf_bsonx_key_value_len(p, (size_t)(end - p), s->ix.desc[i]);
         if (n == 0)
             return true;
-        if ((s->key_check >> i & 1) && !in_bounds(s, i, p, n))
+        if ((s->key_check >> i & 1) && !in_bounds(s, i, p, n)) {
+            if (f)
+                *f = (key_fail){i, (size_t)(p - k), n};
             return false;
+        }
         p += n;
     }
     return true;
@@ -2420,7 +2490,8 @@ static int next_point(mf_scan *s, mf_engine *e, mf_coll *c, const mf_matcher *m,
         s->stats.works++;
         int rc = mf_btree_get(idx, p->data, p->len, &found, &rid, &rl, err);
         s->stats.keys_examined += found || !s->single;
-        if (rc == 0 && found && (!(s->key_re || s->key_check) || key_passes(s, p->data, p->len)))
+        if (rc == 0 && found &&
+            (!(s->key_re || s->key_check) || key_passes(s, p->data, p->len, NULL)))
             rc = consider(s, records, m, rid, rl, NULL, row, &take, err);
         else
             take = false;
@@ -2594,6 +2665,7 @@ static void queue_reset(mf_scan *s, mf_engine *e, mf_coll *c)
     s->q_done = false;
     s->q_read = s->q_taken = 0;
     s->in_range = 0;
+    s->fail_field = SIZE_MAX;
     s->records = mf_engine_tree(e, mf_coll_records(c));
     mf_btree *records = keys_answer(s) ? NULL : s->records;
     mf_error ignored;
@@ -2621,6 +2693,33 @@ static void hint_batch(mf_scan *s, mf_btree *records, unsigned last)
                                 &s->q_hint[prev2]);
     if (s->q_read > 3 * QBATCH)
         mf_btree_prefetch_values(records, &s->q_hint[prev3], QBATCH);
+}
+
+/* Whether the key `cur` is on passes the scan's tests (key_passes).  A
+ * forward scan's key that fails a field's bounds as the key before did,
+ * the fields before the same, sets `*seek` when s->seek_to holds where
+ * the next key that could pass lies (mongod's IndexBoundsChecker seeks on
+ * the first; seeking on the second leaves a run of one to the step, as
+ * when every key has fields before of its own). */
+static bool key_fills(mf_scan *s, bool *seek)
+{
+    key_fail f;
+    const uint8_t *k = s->cur_key;
+    size_t kl = s->cur_klen;
+    if (key_passes(s, k, kl, &f)) {
+        s->fail_field = SIZE_MAX;
+        return true;
+    }
+    if (f.field == SIZE_MAX || s->backward || s->distinct_fields)
+        return false;
+    if (f.field == s->fail_field && f.plen == s->fail_plen && memcmp(k, s->fail_key, f.plen) == 0) {
+        *seek = next_passing(s, f.field, k, kl, f.plen, f.n);
+        return false;
+    }
+    s->fail_field = f.field;
+    s->fail_plen = f.plen;
+    s->fail_key = k;
+    return false;
 }
 
 /* Read entries from `cur` into the queue until it holds `want`, or its
@@ -2653,12 +2752,26 @@ static int queue_fill(mf_scan *s, unsigned want, mf_error *err)
             s->q_key[at] = s->cur_key;
             s->q_klen[at] = s->cur_klen;
             s->q_vlen[at] = s->cur_vlen;
-            if ((s->key_re || s->key_check) && !key_passes(s, s->cur_key, s->cur_klen))
-                s->q_kind[at] = Q_TESTED;
+            bool seek = false;
+            if ((s->key_re || s->key_check) && !key_fills(s, &seek))
+                s->q_kind[at] = seek ? Q_SKIP : Q_TESTED;
             else if (s->cur_vlen == 8)
                 memcpy(s->q_rid[at], s->cur_val, 8);
-            if ((rc = step_noted(s, true, &s->cur_valid, err)) != 0)
+            if (seek) {
+                /* often in the same leaf: a unique range field's next key */
+                if (mf_cursor_seek_in_leaf(&s->cur, s->seek_to.data, s->seek_to.len, &s->cur_key,
+                                           &s->cur_klen, &s->cur_val, &s->cur_vlen)) {
+                    s->cur_valid = true;
+                } else {
+                    if ((rc = mf_cursor_seek(&s->cur, s->seek_to.data, s->seek_to.len, false,
+                                             &s->cur_valid, err)) != 0)
+                        return rc;
+                    if (s->cur_valid)
+                        note(s);
+                }
+            } else if ((rc = step_noted(s, true, &s->cur_valid, err)) != 0) {
                 return rc;
+            }
         }
         if (records && at % QBATCH == QBATCH - 1)
             hint_batch(s, records, at);
@@ -2733,7 +2846,9 @@ static int index_next(mf_scan *s, mf_engine *e, mf_coll *c, const mf_matcher *m,
             s->stats.seeks++;
             continue;
         }
-        if (s->q_kind[at] == Q_TESTED)
+        if (s->q_kind[at] == Q_SKIP)
+            s->stats.seeks++;
+        if (s->q_kind[at] == Q_TESTED || s->q_kind[at] == Q_SKIP)
             continue;
         if (s->locator_at && s->q_taken >= s->locator_at && s->records)
             consider_locator(s, s->records);

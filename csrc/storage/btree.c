@@ -1468,6 +1468,51 @@ bool mf_cursor_step_in_leaf(mf_cursor *c, bool backward, const uint8_t **key, si
     return true;
 }
 
+bool mf_cursor_seek_in_leaf(mf_cursor *c, const uint8_t *key, size_t klen, const uint8_t **k,
+                            size_t *kl, const uint8_t **val, size_t *vlen)
+{
+    if (c->depth == 0)
+        return false;
+    int d = c->depth - 1, cnt;
+    /* The cursor's page was verified when the cursor reached it. */
+    uint8_t *p = mf_pager_hint(c->t->pg, c->path[d].no);
+    if (!p || !is_leaf(p) || (cnt = pcount(p)) == 0 || c->path[d].idx + 1 >= cnt)
+        return false;
+    mf_error none; /* keys in the page only: nothing to read, nothing fails */
+    int lo = c->path[d].idx + 1, hi = cnt - 1;
+    const uint8_t *cl = cell(p, lo), *ck;
+    size_t cn;
+    if ((cl[0] & KEY_OVF) || !(ck = cell_key(c->t, cl, true, &cn, &none)))
+        return false;
+    if (keycmp(ck, cn, key, klen) >= 0) {
+        hi = lo; /* the next key: often, as when the fields before change */
+    } else {
+        cl = cell(p, hi);
+        if ((cl[0] & KEY_OVF) || !(ck = cell_key(c->t, cl, true, &cn, &none)) ||
+            keycmp(ck, cn, key, klen) < 0)
+            return false; /* past this leaf's last key */
+        lo++;
+    }
+    /* the first key >= key is in [lo, hi] */
+    while (lo < hi) {
+        int mid = lo + (hi - lo) / 2;
+        cl = cell(p, mid);
+        if ((cl[0] & KEY_OVF) || !(ck = cell_key(c->t, cl, true, &cn, &none)))
+            return false;
+        if (keycmp(ck, cn, key, klen) < 0)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    cl = cell(p, lo);
+    if (cl[0] & (KEY_OVF | VAL_OVF))
+        return false;
+    c->path[d].idx = lo;
+    *k = cell_key(c->t, cl, true, kl, &none);
+    *val = cell_value(c->t, cl, vlen, &none);
+    return true;
+}
+
 void mf_cursor_prefetch_next_leaf(const mf_cursor *c, bool backward)
 {
     if (c->depth < 2)

@@ -183,6 +183,33 @@ static bool step_in_leaf(mf_cursor *c, bool backward, bool *stepped, size_t *ste
     return k == k2 && kl == kl2 && v == v2 && vl == vl2;
 }
 
+/* mf_cursor_seek_in_leaf from the cursor on the model's entry `i`, to a
+ * later entry's key or just past it: when it moves, it must land on the
+ * model's first key >= the target, and give that entry as mf_cursor_key
+ * and mf_cursor_value do.  A copy of the cursor moves, not the scan's. */
+static bool seek_in_leaf_matches(const mf_cursor *c, model *m, size_t i, size_t *landed)
+{
+    uint8_t target[4096 + 1];
+    size_t j = i + 1 + rnd() % 8;
+    if (j >= m->n || m->v[j].klen >= sizeof target)
+        return true;
+    size_t tl = m->v[j].klen;
+    memcpy(target, m->v[j].key, tl);
+    if (rnd() % 2)
+        target[tl++] = 0; /* just past entry j */
+    mf_cursor c2 = *c;
+    const uint8_t *k, *v, *k2, *v2;
+    size_t kl, vl, kl2, vl2;
+    if (!mf_cursor_seek_in_leaf(&c2, target, tl, &k, &kl, &v, &vl))
+        return true;
+    (*landed)++;
+    size_t want = model_lower(m, target, tl);
+    mf_cursor_key(&c2, &k2, &kl2);
+    mf_cursor_value(&c2, &v2, &vl2);
+    return want < m->n && kcmp(k, kl, m->v[want].key, m->v[want].klen) == 0 && k == k2 &&
+           kl == kl2 && v == v2 && vl == vl2;
+}
+
 /* Compare a full scan, forward and backward, against the model: stepping
  * in the leaf where mf_cursor_step_in_leaf can, mf_cursor_next/prev
  * where it cannot. */
@@ -191,7 +218,7 @@ static bool scans_match(mf_btree *t, model *m, uint8_t *scratch)
     mf_cursor c;
     mf_error err;
     bool valid, stepped;
-    size_t forward_steps = 0, backward_steps = 0;
+    size_t forward_steps = 0, backward_steps = 0, landed = 0;
     mf_cursor_init(&c, t);
     size_t i = 0;
     if (mf_cursor_first(&c, &valid, &err) != 0)
@@ -203,6 +230,8 @@ static bool scans_match(mf_btree *t, model *m, uint8_t *scratch)
         mf_cursor_value(&c, &v, &vl);
         if (i >= m->n || kcmp(k, kl, m->v[i].key, m->v[i].klen) != 0 ||
             !same_value(v, vl, &m->v[i], scratch))
+            return false;
+        if (!seek_in_leaf_matches(&c, m, i, &landed))
             return false;
         i++;
         if (!step_in_leaf(&c, false, &stepped, &forward_steps))
@@ -228,7 +257,8 @@ static bool scans_match(mf_btree *t, model *m, uint8_t *scratch)
     }
     /* Most steps stay in a leaf; overflow cells and leaf ends do not. */
     return i == 0 && (m->n < 100 || (forward_steps > m->n / 2 && forward_steps < m->n &&
-                                     backward_steps > m->n / 2 && backward_steps < m->n));
+                                     backward_steps > m->n / 2 && backward_steps < m->n &&
+                                     landed > m->n / 8 && landed < m->n));
 }
 
 MFT_CASE(reference_model, "/storage/btree/reference_model")
