@@ -1,8 +1,9 @@
 """Keys tested against the bounds of fields past an index scan's ranges
-(plan.c, key_passes; mongod's IndexBoundsChecker): a forward scan whose
-key fails such a field as the key before did seeks past every key that
-fails alike (key_fills, next_passing), instead of reading them one by one.
-The answers are a collection scan's; the keys read are far fewer."""
+(plan.c, key_passes; mongod's IndexBoundsChecker): a scan whose key fails
+such a field as the key before did seeks past every key that fails alike
+(key_fills, next_passing), forward or backward, instead of reading them
+one by one.  The answers are a collection scan's; the keys read are far
+fewer."""
 from __future__ import annotations
 
 import random
@@ -12,9 +13,11 @@ from bson import Regex
 from test_index_differential import rand_pred, rand_value, raw
 
 
-def stats(db, f, hint):
-    e = db.command("explain", {"find": "c", "filter": f, "hint": hint},
-                   verbosity="executionStats")
+def stats(db, f, hint, sort=None):
+    cmd = {"find": "c", "filter": f, "hint": hint}
+    if sort:
+        cmd["sort"] = sort
+    e = db.command("explain", cmd, verbosity="executionStats")
     st = e["executionStats"]
     node = st["executionStages"]
     while node["stage"] != "IXSCAN":
@@ -41,6 +44,11 @@ def test_a_run_of_keys_failing_a_later_field_is_sought_past(client):
         # b 7, then b 8 twice (the second seeks to the next a); and the
         # key past the range.  Every key of the range would be 500.
         assert stats(db, f, hint) == (10 * 6 + 1, 1 + 10 * 2, 20), hint
+        # backward (the sort reversed): the same from the other end
+        back = {"a": -1, "b": -1} if hint == "ab" else {"a": -1, "b": 1}
+        got = [d["_id"] for d in db.c.find(f).hint(hint).sort(list(back.items())).batch_size(3)]
+        assert sorted(got) == want and len(got) == 20
+        assert stats(db, f, hint, back) == (10 * 6 + 1, 1 + 10 * 2, 20), hint
     # several intervals: each gap is a run to seek past
     f = {"a": {"$gte": 10, "$lt": 20}, "b": {"$in": [3, 17, 30]}}
     want = ids(db.c.find(f).hint({"$natural": 1}))
@@ -48,9 +56,39 @@ def test_a_run_of_keys_failing_a_later_field_is_sought_past(client):
         assert ids(db.c.find(f).hint(hint)) == want
         keys, seeks, n = stats(db, f, hint)
         assert n == len(want) == 40 and keys < 150 and seeks > 20, (hint, keys, seeks)
-    # a backward scan (the sort) reads every key of the range, as before
     got = [d["_id"] for d in db.c.find(f).hint("ab").sort([("a", -1), ("b", -1)])]
     assert sorted(got) == want and len(got) == 40
+    keys, seeks, _ = stats(db, f, "ab", {"a": -1, "b": -1})
+    assert keys < 150 and seeks > 20, (keys, seeks)
+
+
+def test_ranges_past_the_ranges_both_ways(client):
+    """A range on the tested field, with values of other types on both
+    sides of it: each scan direction over each field direction lands at
+    the range's near end, and keeps all of it."""
+    db = client.t
+    db.c.insert_many([{"_id": i, "a": i % 5,
+                       "b": (i // 5) % 20 if i % 7 else rng_other(i)} for i in range(400)])
+    db.c.create_index([("a", 1), ("b", 1)], name="ab")
+    db.c.create_index([("a", 1), ("b", -1)], name="ab_desc")
+    for f in ({"a": {"$gte": 1, "$lte": 3}, "b": {"$gt": 3, "$lte": 12}},
+              {"a": {"$gte": 1, "$lte": 3}, "b": {"$gte": 3, "$lt": 12}},
+              {"a": {"$gt": 0}, "b": {"$in": [2, 5, 9, "s7"]}},
+              {"a": {"$lt": 4}, "b": {"$lt": 6}}):
+        want = ids(db.c.find(f).hint({"$natural": 1}))
+        for hint, forward, backward in (("ab", {"a": 1, "b": 1}, {"a": -1, "b": -1}),
+                                        ("ab_desc", {"a": 1, "b": -1}, {"a": -1, "b": 1})):
+            for order in (forward, backward):
+                got = [d["_id"] for d in
+                       db.c.find(f).hint(hint).sort(list(order.items())).batch_size(4)]
+                assert sorted(got) == want, (f, hint, order)
+                keys, seeks, n = stats(db, f, hint, order)
+                assert n == len(want) and seeks > 1, (f, hint, order, seeks)
+
+
+def rng_other(i):
+    """A value of another type than the ints: below them or above."""
+    return [None, "s%d" % i, {"x": i}, True][i % 4]
 
 
 def test_keys_with_fields_before_of_their_own_are_stepped(client):
@@ -78,7 +116,7 @@ def test_sought_scans_answer_as_collection_scans(client):
              [("c", 1), ("a", 1), ("b", -1)]]
     for spec in specs:
         db.c.create_index(spec)
-    sought = 0
+    sought = sought_back = 0
     for q in range(120):
         f = {"a": rng.choice([{"$gte": rng.randint(0, 6), "$lte": rng.randint(6, 12)},
                               {"$gt": rng.randint(0, 10)}, {"$in": [1, 5, 9]}]),
@@ -92,12 +130,13 @@ def test_sought_scans_answer_as_collection_scans(client):
             batch = rng.choice([1, 2, 5, 1000])
             assert ids(db.c.find(f).hint(spec).batch_size(batch)) == want, (f, spec)
             assert db.command("count", "c", query=f, hint=dict(spec))["n"] == len(want), f
-            order = [(k, -d) for k, d in spec]  # backward: every key, no seeks
-            assert ids(db.c.find(f).hint(spec).sort(order)) == want, (f, spec)
-            keys, seeks, _ = stats(db, f, dict(spec))
-            sought += seeks > 1
+            order = [(k, -d) for k, d in spec]  # a backward scan
+            got = [d["_id"] for d in db.c.find(f).hint(spec).sort(order).batch_size(batch)]
+            assert sorted(got) == want, (f, spec)
+            sought += stats(db, f, dict(spec))[1] > 1
+            sought_back += stats(db, f, dict(spec), dict(order))[1] > 1
         if q % 40 == 39:
             for _ in range(30):
                 i = rng.randrange(620)
                 db.c.replace_one({"_id": i}, doc(i), upsert=True)
-    assert sought > 100, sought
+    assert sought > 100 and sought_back > 100, (sought, sought_back)

@@ -2399,15 +2399,14 @@ static bool in_bounds(mf_scan *s, size_t i, const uint8_t *p, size_t n)
     return c > 0 || (c == 0 && o->v[lo].lo_incl);
 }
 
-/* A forward scan's key `k` failed the bounds of field `i`, whose part
- * (`n` bytes) starts `plen` bytes in.  Into s->seek_to, the least key past
- * it that could pass that field: the fields before with the field's next
- * interval in key order (a descending field's next is the one below), or,
- * past its last interval, the least key past the fields before.  Every
- * key in between fails that field as `k` does (each field's encoding
- * ends itself, so a key below the target starts with the same fields
- * before).  False when there is no such key, or it would not move the
- * cursor. */
+/* The scan's key `k` failed the bounds of field `i`, whose part (`n`
+ * bytes) starts `plen` bytes in.  Into s->seek_to, where the next key in
+ * scan order that could pass that field lies: the fields before with the
+ * field's next interval in key order, or, past its last interval, past
+ * the fields before.  Every key in between fails that field as `k` does
+ * (each field's encoding ends itself, so a key between starts with the
+ * same fields before).  False when there is no such key, or it would not
+ * move the cursor. */
 static bool next_passing(mf_scan *s, size_t i, const uint8_t *k, size_t kl, size_t plen, size_t n)
 {
     const mfi_oil *o = &s->ix.oils[i];
@@ -2417,20 +2416,27 @@ static bool next_passing(mf_scan *s, size_t i, const uint8_t *k, size_t kl, size
     if (!p)
         return false;
     size_t lo = first_not_below(o, p, n);
-    const mfi_ival *next = desc ? (lo > 0 ? &o->v[lo - 1] : NULL) : (lo < o->n ? &o->v[lo] : NULL);
+    /* A forward scan of an ascending field (or a backward one of a
+     * descending field) goes up in value: the next interval is the first
+     * above the part, from its low end; otherwise the last below it, from
+     * its high end. */
+    bool up = desc == s->backward;
+    const mfi_ival *next = up ? (lo < o->n ? &o->v[lo] : NULL) : (lo > 0 ? &o->v[lo - 1] : NULL);
     t->len = 0;
     if (mf_buf_append(t, k, plen) != 0)
         return false;
     if (next) {
-        const mf_buf *end = desc ? &next->hi : &next->lo;
-        if (put_end(t, end, desc) != 0)
+        if (put_end(t, up ? &next->lo : &next->hi, desc) != 0)
             return false;
-        if (!(desc ? next->hi_incl : next->lo_incl) && !successor(t))
+        /* forward, the first key >= the target: past an excluded end's
+         * keys; backward, the last key <= it: past an included end's */
+        if ((up ? next->lo_incl : next->hi_incl) == s->backward && !successor(t))
             return false;
-    } else if (!successor(t)) {
-        return false;
+    } else if (!s->backward && !successor(t)) {
+        return false; /* backward: the last key below the fields before */
     }
-    return cmp_bytes(t->data, t->len, k, kl) > 0;
+    int c = cmp_bytes(t->data, t->len, k, kl);
+    return s->backward ? c < 0 : c > 0;
 }
 
 /* Where a key failed a field's bounds (key_passes): the field, the bytes
@@ -2696,7 +2702,7 @@ static void hint_batch(mf_scan *s, mf_btree *records, unsigned last)
 }
 
 /* Whether the key `cur` is on passes the scan's tests (key_passes).  A
- * forward scan's key that fails a field's bounds as the key before did,
+ * key that fails a field's bounds as the key before did,
  * the fields before the same, sets `*seek` when s->seek_to holds where
  * the next key that could pass lies (mongod's IndexBoundsChecker seeks on
  * the first; seeking on the second leaves a run of one to the step, as
@@ -2710,7 +2716,7 @@ static bool key_fills(mf_scan *s, bool *seek)
         s->fail_field = SIZE_MAX;
         return true;
     }
-    if (f.field == SIZE_MAX || s->backward || s->distinct_fields)
+    if (f.field == SIZE_MAX || s->distinct_fields)
         return false;
     if (f.field == s->fail_field && f.plen == s->fail_plen && memcmp(k, s->fail_key, f.plen) == 0) {
         *seek = next_passing(s, f.field, k, kl, f.plen, f.n);
@@ -2759,12 +2765,13 @@ static int queue_fill(mf_scan *s, unsigned want, mf_error *err)
                 memcpy(s->q_rid[at], s->cur_val, 8);
             if (seek) {
                 /* often in the same leaf: a unique range field's next key */
-                if (mf_cursor_seek_in_leaf(&s->cur, s->seek_to.data, s->seek_to.len, &s->cur_key,
-                                           &s->cur_klen, &s->cur_val, &s->cur_vlen)) {
+                if (mf_cursor_seek_in_leaf(&s->cur, s->backward, s->seek_to.data, s->seek_to.len,
+                                           &s->cur_key, &s->cur_klen, &s->cur_val,
+                                           &s->cur_vlen)) {
                     s->cur_valid = true;
                 } else {
-                    if ((rc = mf_cursor_seek(&s->cur, s->seek_to.data, s->seek_to.len, false,
-                                             &s->cur_valid, err)) != 0)
+                    if ((rc = mf_cursor_seek(&s->cur, s->seek_to.data, s->seek_to.len,
+                                             s->backward, &s->cur_valid, err)) != 0)
                         return rc;
                     if (s->cur_valid)
                         note(s);

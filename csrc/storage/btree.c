@@ -1468,46 +1468,58 @@ bool mf_cursor_step_in_leaf(mf_cursor *c, bool backward, const uint8_t **key, si
     return true;
 }
 
-bool mf_cursor_seek_in_leaf(mf_cursor *c, const uint8_t *key, size_t klen, const uint8_t **k,
-                            size_t *kl, const uint8_t **val, size_t *vlen)
+/* How leaf `p`'s key in slot `i` compares with `key`, into `*r`; false when
+ * that key is not in the page. */
+static bool leaf_key_cmp(mf_btree *t, uint8_t *p, int i, const uint8_t *key, size_t klen, int *r)
+{
+    mf_error none; /* a key in the page: nothing to read, nothing fails */
+    const uint8_t *cl = cell(p, i), *ck;
+    size_t cn;
+    if ((cl[0] & KEY_OVF) || !(ck = cell_key(t, cl, true, &cn, &none)))
+        return false;
+    *r = keycmp(ck, cn, key, klen);
+    return true;
+}
+
+bool mf_cursor_seek_in_leaf(mf_cursor *c, bool backward, const uint8_t *key, size_t klen,
+                            const uint8_t **k, size_t *kl, const uint8_t **val, size_t *vlen)
 {
     if (c->depth == 0)
         return false;
-    int d = c->depth - 1, cnt;
+    int d = c->depth - 1, cnt, r;
     /* The cursor's page was verified when the cursor reached it. */
     uint8_t *p = mf_pager_hint(c->t->pg, c->path[d].no);
-    if (!p || !is_leaf(p) || (cnt = pcount(p)) == 0 || c->path[d].idx + 1 >= cnt)
+    if (!p || !is_leaf(p) || (cnt = pcount(p)) == 0)
         return false;
-    mf_error none; /* keys in the page only: nothing to read, nothing fails */
-    int lo = c->path[d].idx + 1, hi = cnt - 1;
-    const uint8_t *cl = cell(p, lo), *ck;
-    size_t cn;
-    if ((cl[0] & KEY_OVF) || !(ck = cell_key(c->t, cl, true, &cn, &none)))
+    /* The entry next to the cursor's in the scan's direction, often the
+     * one (as when the fields before change), then the leaf's last. */
+    int near = c->path[d].idx + (backward ? -1 : 1), far = backward ? 0 : cnt - 1, at;
+    if (near < 0 || near >= cnt || !leaf_key_cmp(c->t, p, near, key, klen, &r))
         return false;
-    if (keycmp(ck, cn, key, klen) >= 0) {
-        hi = lo; /* the next key: often, as when the fields before change */
+    if (backward ? r <= 0 : r >= 0) {
+        at = near;
     } else {
-        cl = cell(p, hi);
-        if ((cl[0] & KEY_OVF) || !(ck = cell_key(c->t, cl, true, &cn, &none)) ||
-            keycmp(ck, cn, key, klen) < 0)
-            return false; /* past this leaf's last key */
-        lo++;
+        if (!leaf_key_cmp(c->t, p, far, key, klen, &r) || (backward ? r > 0 : r < 0))
+            return false; /* beyond this leaf */
+        /* forward: the first key >= key in (near, far]; backward: the
+         * last key <= key in [far, near) */
+        int lo = backward ? far : near + 1, hi = backward ? near - 1 : far;
+        while (lo < hi) {
+            int mid = backward ? lo + (hi - lo + 1) / 2 : lo + (hi - lo) / 2;
+            if (!leaf_key_cmp(c->t, p, mid, key, klen, &r))
+                return false;
+            if (backward ? r <= 0 : r < 0)
+                lo = backward ? mid : mid + 1;
+            else
+                hi = backward ? mid - 1 : mid;
+        }
+        at = lo;
     }
-    /* the first key >= key is in [lo, hi] */
-    while (lo < hi) {
-        int mid = lo + (hi - lo) / 2;
-        cl = cell(p, mid);
-        if ((cl[0] & KEY_OVF) || !(ck = cell_key(c->t, cl, true, &cn, &none)))
-            return false;
-        if (keycmp(ck, cn, key, klen) < 0)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    cl = cell(p, lo);
+    const uint8_t *cl = cell(p, at);
     if (cl[0] & (KEY_OVF | VAL_OVF))
         return false;
-    c->path[d].idx = lo;
+    mf_error none;
+    c->path[d].idx = at;
     *k = cell_key(c->t, cl, true, kl, &none);
     *val = cell_value(c->t, cl, vlen, &none);
     return true;

@@ -200,13 +200,14 @@ void mf_cursor_value(mf_cursor *c, const uint8_t **val, size_t *vlen);
  * unchanged: the caller steps with mf_cursor_next or mf_cursor_prev. */
 bool mf_cursor_step_in_leaf(mf_cursor *c, bool backward, const uint8_t **key, size_t *klen,
                             const uint8_t **val, size_t *vlen);
-/* mf_cursor_seek forward within the cursor's leaf: when a key past the
- * cursor's entry in the same leaf is >= `key`, and the keys looked at are
- * in the page, move onto the first such and give its key and value (no
+/* mf_cursor_seek within the cursor's leaf, onward from its entry: when a
+ * key past the cursor's entry in the same leaf is >= `key` (<= with
+ * `backward`, before it), and the keys looked at are in the page, move
+ * onto the first such in that direction and give its key and value (no
  * descent from the root).  Otherwise return false with the cursor
  * unchanged: the caller seeks with mf_cursor_seek. */
-bool mf_cursor_seek_in_leaf(mf_cursor *c, const uint8_t *key, size_t klen, const uint8_t **k,
-                            size_t *kl, const uint8_t **val, size_t *vlen);
+bool mf_cursor_seek_in_leaf(mf_cursor *c, bool backward, const uint8_t *key, size_t klen,
+                            const uint8_t **k, size_t *kl, const uint8_t **val, size_t *vlen);
 /* Ask the memory system for the whole of the leaf after the cursor's (the
  * one before, `backward`), if the cursor's parent page holds it: a scan
  * that reads every entry of its leaves calls this on entering one, so the

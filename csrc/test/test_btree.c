@@ -183,15 +183,20 @@ static bool step_in_leaf(mf_cursor *c, bool backward, bool *stepped, size_t *ste
     return k == k2 && kl == kl2 && v == v2 && vl == vl2;
 }
 
-/* mf_cursor_seek_in_leaf from the cursor on the model's entry `i`, to a
- * later entry's key or just past it: when it moves, it must land on the
- * model's first key >= the target, and give that entry as mf_cursor_key
- * and mf_cursor_value do.  A copy of the cursor moves, not the scan's. */
-static bool seek_in_leaf_matches(const mf_cursor *c, model *m, size_t i, size_t *landed)
+/* mf_cursor_seek_in_leaf from the cursor on the model's entry `i`, to the
+ * key of an entry up to 8 further on in the direction or just past it:
+ * when it moves, it must land on the model's first key >= the target (the
+ * last <= it, `backward`), and give that entry as mf_cursor_key and
+ * mf_cursor_value do.  A copy of the cursor moves, not the scan's. */
+static bool seek_in_leaf_matches(const mf_cursor *c, model *m, size_t i, bool backward,
+                                 size_t *landed)
 {
-    uint8_t target[4096 + 1];
-    size_t j = i + 1 + rnd() % 8;
-    if (j >= m->n || m->v[j].klen >= sizeof target)
+    uint8_t target[4096 + 2];
+    size_t ahead = 1 + rnd() % 8;
+    if (backward ? i < ahead : i + ahead >= m->n)
+        return true;
+    size_t j = backward ? i - ahead : i + ahead;
+    if (m->v[j].klen + 2 > sizeof target)
         return true;
     size_t tl = m->v[j].klen;
     memcpy(target, m->v[j].key, tl);
@@ -200,10 +205,14 @@ static bool seek_in_leaf_matches(const mf_cursor *c, model *m, size_t i, size_t 
     mf_cursor c2 = *c;
     const uint8_t *k, *v, *k2, *v2;
     size_t kl, vl, kl2, vl2;
-    if (!mf_cursor_seek_in_leaf(&c2, target, tl, &k, &kl, &v, &vl))
+    if (!mf_cursor_seek_in_leaf(&c2, backward, target, tl, &k, &kl, &v, &vl))
         return true;
     (*landed)++;
     size_t want = model_lower(m, target, tl);
+    if (backward) { /* before the first key > target: the first >= target + NUL */
+        target[tl] = 0;
+        want = model_lower(m, target, tl + 1) - 1;
+    }
     mf_cursor_key(&c2, &k2, &kl2);
     mf_cursor_value(&c2, &v2, &vl2);
     return want < m->n && kcmp(k, kl, m->v[want].key, m->v[want].klen) == 0 && k == k2 &&
@@ -218,7 +227,7 @@ static bool scans_match(mf_btree *t, model *m, uint8_t *scratch)
     mf_cursor c;
     mf_error err;
     bool valid, stepped;
-    size_t forward_steps = 0, backward_steps = 0, landed = 0;
+    size_t forward_steps = 0, backward_steps = 0, landed = 0, landed_back = 0;
     mf_cursor_init(&c, t);
     size_t i = 0;
     if (mf_cursor_first(&c, &valid, &err) != 0)
@@ -231,7 +240,7 @@ static bool scans_match(mf_btree *t, model *m, uint8_t *scratch)
         if (i >= m->n || kcmp(k, kl, m->v[i].key, m->v[i].klen) != 0 ||
             !same_value(v, vl, &m->v[i], scratch))
             return false;
-        if (!seek_in_leaf_matches(&c, m, i, &landed))
+        if (!seek_in_leaf_matches(&c, m, i, false, &landed))
             return false;
         i++;
         if (!step_in_leaf(&c, false, &stepped, &forward_steps))
@@ -249,6 +258,8 @@ static bool scans_match(mf_btree *t, model *m, uint8_t *scratch)
         mf_cursor_key(&c, &k, &kl);
         if (i == 0 || kcmp(k, kl, m->v[i - 1].key, m->v[i - 1].klen) != 0)
             return false;
+        if (!seek_in_leaf_matches(&c, m, i - 1, true, &landed_back))
+            return false;
         i--;
         if (!step_in_leaf(&c, true, &stepped, &backward_steps))
             return false;
@@ -258,7 +269,8 @@ static bool scans_match(mf_btree *t, model *m, uint8_t *scratch)
     /* Most steps stay in a leaf; overflow cells and leaf ends do not. */
     return i == 0 && (m->n < 100 || (forward_steps > m->n / 2 && forward_steps < m->n &&
                                      backward_steps > m->n / 2 && backward_steps < m->n &&
-                                     landed > m->n / 8 && landed < m->n));
+                                     landed > m->n / 8 && landed < m->n &&
+                                     landed_back > m->n / 8 && landed_back < m->n));
 }
 
 MFT_CASE(reference_model, "/storage/btree/reference_model")
