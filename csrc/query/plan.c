@@ -185,9 +185,10 @@ struct mf_scan {
     char *key_re_pattern, *key_re_flags;
     mf_buf key_str; /* the key's string, decoded, or a field's bytes turned back */
     mf_buf seek_to; /* where a key that failed the key filter sends the cursor */
-    /* The last key read, if it failed a field's bounds: that field, and
-     * the key (in its page, as q_key), the fields before `fail_plen` bytes
-     * of it (key_fills seeks on the second key in a row that fails alike). */
+    /* The last key read, if it failed a field's bounds: that field, the
+     * key (in its page, as q_key holds keys), and how many of its bytes
+     * hold the fields before that one (key_fills seeks on the second key
+     * in a row that fails alike). */
     size_t fail_field, fail_plen;
     const uint8_t *fail_key;
     /* The fields past those the ranges bound whose own bounds each key is
