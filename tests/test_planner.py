@@ -1284,6 +1284,28 @@ def test_plan_cache_clear_one_shape_or_all(client):
     assert db.command("planCacheClear", "nosuch", sort={"a": 1}) == {"ok": 1.0}
 
 
+def test_the_projection_is_part_of_the_shape(client):
+    """As mongod keys its plan cache: the same filter under another
+    projection is another entry, shown with its projection, and
+    planCacheClear names it with that projection."""
+    db = client.t
+    _skewed(db)
+    f = {"a": 1, "b": {"$gte": 2990}}
+    list(db.mp.find(f))
+    list(db.mp.find(f, {"b": 1, "_id": 0}))
+    list(db.mp.find({"a": 2, "b": {"$gte": 0}}, {"b": 1, "_id": 0}))  # the same shape again
+    entries = _cache(db.mp)
+    assert sorted(json.dumps(e["createdFromQuery"]["projection"]) for e in entries) == [
+        '{"b": 1, "_id": 0}', "{}"]
+    assert len({e["queryHash"] for e in entries}) == 2
+    db.command("planCacheClear", "mp", query={"a": 5, "b": {"$gte": 1}},
+               projection={"b": 1, "_id": 0})
+    (left,) = _cache(db.mp)
+    assert left["createdFromQuery"]["projection"] == {}
+    db.command("planCacheClear", "mp", query={"a": 5, "b": {"$gte": 1}})
+    assert _cache(db.mp) == []
+
+
 @pytest.mark.parametrize("args, code, msg", [
     ({"sort": {"a": 1}}, 2, "sort, projection, or collation provided without query"),
     ({"collation": {"locale": "en"}}, 2, "provided without query"),

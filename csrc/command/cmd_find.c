@@ -872,7 +872,9 @@ static int find_start(mf_cmd_ctx *ctx, mf_instance *inst, mfi_cursor *cur, mf_co
                              a->has_hint ? &a->hint : NULL, q->sort ? &a->sort : NULL, coll,
                              &(mf_scan_extra){.min = a->has_min ? &a->min : NULL,
                                               .max = a->has_max ? &a->max : NULL,
-                                              .sort_trials = q->sort != NULL},
+                                              .sort_trials = q->sort != NULL,
+                                              .projection =
+                                                  a->has_projection ? &a->projection : NULL},
                              &cur->scan, sorted, err);
     *running = rc == 0;
     if (rc == 0) {
@@ -1521,7 +1523,7 @@ int mfi_cmd_plan_cache_clear(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, 
             mf_coll_lock(c, false);
             if (!has[0] || (rc = mfi_indexes_load(c, &ix, err)) == 0)
                 mf_plan_cache_clear(ctx->inst->plan_cache, c, ix.v, ix.n, has[0], &query,
-                                    has[1] ? &sort : NULL, coll);
+                                    has[1] ? &sort : NULL, has[2] ? &projection : NULL, coll);
             mfi_indexes_free(&ix);
             mf_coll_unlock(c);
         }

@@ -260,6 +260,7 @@ struct mf_scan {
      * show the SORT).  `sort` is the sort asked for. */
     bool blocking_trials;
     bson_t *sort;
+    bson_t *projection; /* find's, for the plan cache's entry, or NULL */
     struct mf_scan **rejected;
     size_t nrejected;
     uint64_t work_cap;      /* a trial's: stop (no row, not eof) at this many works; 0: none */
@@ -1422,12 +1423,12 @@ typedef struct cache_slot {
     uint64_t key;        /* 0: empty */
     uint64_t indexes;    /* the collection and its indexes (indexes_hash) */
     uint64_t ns_hash;    /* the collection alone (planCacheClear) */
-    uint32_t query_hash; /* the shape alone: filter, sort, collation */
+    uint32_t query_hash; /* the shape alone: filter, sort, projection, collation */
     char index[64];
     uint64_t works;
     /* for $planCacheStats: the query that made it, and the plan */
     int64_t created_ms;
-    bson_t *query, *sort, *plan;
+    bson_t *query, *sort, *projection, *plan;
 } cache_slot;
 
 struct mf_plan_cache {
@@ -1449,6 +1450,8 @@ static void slot_clear(cache_slot *sl)
         bson_destroy(sl->query);
     if (sl->sort)
         bson_destroy(sl->sort);
+    if (sl->projection)
+        bson_destroy(sl->projection);
     if (sl->plan)
         bson_destroy(sl->plan);
     memset(sl, 0, sizeof *sl);
@@ -1481,23 +1484,24 @@ static bool cache_get(mf_plan_cache *pc, uint64_t key, char *index, size_t cap, 
 typedef struct cache_entry {
     uint64_t indexes, ns_hash;
     uint32_t query_hash;
-    const bson_t *query, *sort; /* NULL: none */
-    bson_t *plan;               /* taken */
+    const bson_t *query, *sort, *projection; /* NULL: none */
+    bson_t *plan;                            /* taken */
 } cache_entry;
 
 static void cache_put(mf_plan_cache *pc, uint64_t key, const char *index, uint64_t works,
                       cache_entry *x)
 {
-    bson_t *query = NULL, *sort = NULL, *plan = x->plan;
+    bson_t *query = NULL, *sort = NULL, *projection = NULL, *plan = x->plan;
     x->plan = NULL;
     if (strlen(index) >= sizeof pc->slot[0].index || !plan ||
         !(query = x->query ? bson_copy(x->query) : bson_new()) ||
-        !(sort = x->sort ? bson_copy(x->sort) : bson_new())) {
+        !(sort = x->sort ? bson_copy(x->sort) : bson_new()) ||
+        !(projection = x->projection ? bson_copy(x->projection) : bson_new())) {
         /* not cached: planned each time */
-        if (plan)
-            bson_destroy(plan);
-        if (query)
-            bson_destroy(query);
+        bson_t *made[] = {plan, query, sort};
+        for (size_t i = 0; i < 3; i++)
+            if (made[i])
+                bson_destroy(made[i]);
         return;
     }
     struct timespec now;
@@ -1508,7 +1512,7 @@ static void cache_put(mf_plan_cache *pc, uint64_t key, const char *index, uint64
     *sl = (cache_slot){.key = key, .indexes = x->indexes, .ns_hash = x->ns_hash,
                        .query_hash = x->query_hash, .works = works,
                        .created_ms = (int64_t)now.tv_sec * 1000 + now.tv_nsec / 1000000,
-                       .query = query, .sort = sort, .plan = plan};
+                       .query = query, .sort = sort, .projection = projection, .plan = plan};
     strcpy(sl->index, index);
     pthread_mutex_unlock(&pc->mu);
 }
@@ -1563,9 +1567,10 @@ static uint64_t indexes_hash(mf_coll *c, const mf_index_desc *idx, size_t nidx)
 }
 
 /* A query's shape (mongod's queryHash): the filter's paths and operators
- * without their values, the sort and the collation.  An empty filter or
- * sort is none. */
-static uint64_t query_shape(const bson_t *filter, const bson_t *sort, const mf_collator *coll)
+ * without their values, the sort, the projection and the collation.  An
+ * empty filter, sort or projection is none. */
+static uint64_t query_shape(const bson_t *filter, const bson_t *sort, const bson_t *projection,
+                            const mf_collator *coll)
 {
     uint64_t h = 0xcbf29ce484222325ull;
     bson_iter_t it;
@@ -1573,6 +1578,8 @@ static uint64_t query_shape(const bson_t *filter, const bson_t *sort, const mf_c
         h = shape_of(fnv(h, "f", 1), &it, false);
     if (sort && !bson_empty(sort))
         h = fnv(fnv(h, "s", 1), bson_get_data(sort), sort->len);
+    if (projection && !bson_empty(projection))
+        h = fnv(fnv(h, "p", 1), bson_get_data(projection), projection->len);
     if (coll) { /* the collation's spec, not the collator's address */
         bson_t spec = BSON_INITIALIZER;
         mf_collator_to_bson(coll, &spec);
@@ -1592,10 +1599,12 @@ static uint64_t cache_key(uint64_t indexes, uint64_t shape)
 
 void mf_plan_cache_clear(mf_plan_cache *pc, mf_coll *c, const mf_index_desc *idx, size_t nidx,
                          bool one, const bson_t *filter, const bson_t *sort,
-                         const mf_collator *coll)
+                         const bson_t *projection, const mf_collator *coll)
 {
     uint64_t nh = ns_hash(c);
-    uint64_t key = one ? cache_key(indexes_hash(c, idx, nidx), query_shape(filter, sort, coll)) : 0;
+    uint64_t key =
+        one ? cache_key(indexes_hash(c, idx, nidx), query_shape(filter, sort, projection, coll))
+            : 0;
     pthread_mutex_lock(&pc->mu);
     if (one) { /* a shape has one slot */
         cache_slot *sl = &pc->slot[key % PLAN_CACHE_SLOTS];
@@ -1612,7 +1621,6 @@ void mf_plan_cache_clear(mf_plan_cache *pc, mf_coll *c, const mf_index_desc *idx
 int mf_plan_cache_stats(mf_plan_cache *pc, mf_coll *c, const mf_index_desc *idx, size_t nidx,
                         const char *host, bson_t *out)
 {
-    static const bson_t empty = BSON_INITIALIZER;
     uint64_t ih = indexes_hash(c, idx, nidx);
     uint32_t n = 0;
     bool ok = true;
@@ -1637,13 +1645,13 @@ int mf_plan_cache_stats(mf_plan_cache *pc, mf_coll *c, const mf_index_desc *idx,
              BSON_APPEND_DOCUMENT_BEGIN(&doc, "createdFromQuery", &from) &&
              BSON_APPEND_DOCUMENT(&from, "query", sl->query) &&
              BSON_APPEND_DOCUMENT(&from, "sort", sl->sort) &&
-             BSON_APPEND_DOCUMENT(&from, "projection", &empty) &&
+             BSON_APPEND_DOCUMENT(&from, "projection", sl->projection) &&
              bson_append_document_end(&doc, &from) &&
              BSON_APPEND_DOCUMENT(&doc, "cachedPlan", sl->plan) &&
              BSON_APPEND_BOOL(&doc, "indexFilterSet", false) &&
              BSON_APPEND_INT64(&doc, "estimatedSizeBytes",
                                (int64_t)(sizeof *sl + sl->query->len + sl->sort->len +
-                                         sl->plan->len)) &&
+                                         sl->projection->len + sl->plan->len)) &&
              BSON_APPEND_UTF8(&doc, "host", host ? host : "") &&
              bson_append_document_end(out, &doc);
     }
@@ -1692,7 +1700,7 @@ static inline mf_scan *trial(mf_scan *s, size_t k)
 static int plan_trials(mf_scan *s, mf_coll *c, const mf_index_desc *idx, size_t nidx,
                        const bson_t *filter, const bson_t *sort, const mf_collator *coll,
                        const alternates *alts, mf_scan **or_plan, mf_plan_cache *cache,
-                       mf_error *err)
+                       const bson_t *projection, mf_error *err)
 {
     size_t n = alts->n + 1 + (*or_plan != NULL);
     if (!(s->trials = calloc(n, sizeof *s->trials)))
@@ -1717,7 +1725,9 @@ static int plan_trials(mf_scan *s, mf_coll *c, const mf_index_desc *idx, size_t 
     uint64_t works;
     if ((s->cache = cache) != NULL) {
         s->cache_indexes = indexes_hash(c, idx, nidx);
-        uint64_t shape = query_shape(filter, sort, coll);
+        uint64_t shape = query_shape(filter, sort, projection, coll);
+        if (projection && !bson_empty(projection) && !(s->projection = bson_copy(projection)))
+            return oom(err);
         s->query_hash = (uint32_t)shape;
         s->shape = cache_key(s->cache_indexes, shape);
         if (cache_get(cache, s->shape, index, sizeof index, &works))
@@ -1842,7 +1852,8 @@ int mf_scan_new_ex(mf_coll *c, const mf_index_desc *idx, size_t nidx, const bson
         rc = plan_distinct(s, idx, nidx, filter, hint != NULL, x->distinct_key, coll, err);
     else if (rc == 0 && s->kind == P_IXSCAN && !s->idhack && hinted == SIZE_MAX &&
              (alts.n > 0 || or_plan))
-        rc = plan_trials(s, c, idx, nidx, filter, sort, coll, &alts, &or_plan, x->cache, err);
+        rc = plan_trials(s, c, idx, nidx, filter, sort, coll, &alts, &or_plan, x->cache,
+                         x->projection, err);
     mf_scan_free(or_plan); /* not taken */
     if (rc == 0 && s->ntrials) {
         s->chosen = x->chosen;
@@ -1879,6 +1890,8 @@ void mf_scan_free(mf_scan *s)
         bson_destroy(s->filter);
     if (s->sort)
         bson_destroy(s->sort);
+    if (s->projection)
+        bson_destroy(s->projection);
     if (s->residual)
         bson_destroy(s->residual);
     free(s->seen);
@@ -3209,7 +3222,7 @@ static int decide(mf_scan *s, mf_engine *e, mf_coll *c, const mf_matcher *m, mf_
             const mf_scan *w = trial(s, win);
             cache_entry x = {.indexes = s->cache_indexes, .ns_hash = ns_hash(c),
                              .query_hash = s->query_hash, .query = s->filter, .sort = s->sort,
-                             .plan = bson_new()};
+                             .projection = s->projection, .plan = bson_new()};
             if (x.plan && explain_trial(w, blocking(s, w) ? s->sort : NULL, x.plan) != 0) {
                 bson_destroy(x.plan);
                 x.plan = NULL;

@@ -531,11 +531,11 @@ typedef struct mf_plan_cache mf_plan_cache;
 mf_plan_cache *mf_plan_cache_new(void);
 void mf_plan_cache_free(mf_plan_cache *pc);
 /* planCacheClear: drop the entries of collection `c`; with `one`, only
- * the entry of the query shape `filter`, `sort`, `coll` under the
- * collection's indexes `idx` (none if it has none). */
+ * the entry of the query shape `filter`, `sort`, `projection`, `coll`
+ * under the collection's indexes `idx` (none if it has none). */
 void mf_plan_cache_clear(mf_plan_cache *pc, mf_coll *c, const mf_index_desc *idx, size_t nidx,
                          bool one, const bson_t *filter, const bson_t *sort,
-                         const mf_collator *coll);
+                         const bson_t *projection, const mf_collator *coll);
 /* $planCacheStats: append to the array `out` one document per entry of
  * collection `c` under its indexes `idx` as they are now: {version,
  * queryHash, planCacheKey, isActive, works, timeOfCreation,
@@ -553,6 +553,9 @@ typedef struct mf_scan_extra {
      * as mongod's multi-planner weighs them). */
     bool sort_trials;
     mf_plan_cache *cache; /* where the winners of trial runs are kept, or NULL */
+    /* find's projection, part of the query's shape in the cache (as
+     * mongod's key holds it), or NULL */
+    const bson_t *projection;
     /* Called with the index trial runs chose, when they have ($indexStats
      * counts its use then, not choose()'s pick); NULL: not told. */
     void (*chosen)(void *arg, mf_coll *c, const char *index);
