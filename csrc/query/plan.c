@@ -858,11 +858,12 @@ static bool partial_implied(const mf_index_desc *d, const bson_t *filter, const 
  * contained $or): the filter choose() gets is the clause's top-level
  * elements, then those conditions'.  An index serves the clause only if
  * one of the clause's own conditions bounds it; the others narrow its
- * bounds.  Out: which of the conditions beside the $or its bounds
- * answer exactly. */
+ * bounds.  `answered` is cleared for each condition beside the $or that
+ * its bounds do not answer exactly, so over all clauses it keeps those
+ * every clause's answer. */
 typedef struct or_clause {
     size_t own;     /* the clause's top-level elements: the filter's first */
-    bool *answered; /* per element past those */
+    bool *answered; /* per element past those: cleared where not answered */
     size_t nbeside;
 } or_clause;
 
@@ -987,7 +988,7 @@ static int choose(mf_scan *s, const mf_index_desc *idx, size_t nidx, size_t hint
                 best.used[p] = false;
     }
     for (size_t t = 0; cl && t < cl->nbeside; t++)
-        cl->answered[t] = top_answered(best.preds, &best, cl->own + t);
+        cl->answered[t] = cl->answered[t] && top_answered(best.preds, &best, cl->own + t);
     if (!(s->residual = residual(filter, best.preds, &best, cl ? cl->own : SIZE_MAX)) ||
         scan_index_take(&s->ix, &best) != 0) {
         rc = oom(err);
@@ -1279,24 +1280,6 @@ static bool find_or(const bson_t *filter, bson_iter_t *ors, size_t *in_and)
     return false;
 }
 
-/* `clause`'s top-level elements, then `beside`'s, into `out` (a new
- * document).  A key may come twice (the same field in both): each
- * element is a condition of its own, as in any filter. */
-static bool concat_filters(const bson_t *clause, const bson_t *beside, bson_t *out)
-{
-    bson_iter_t it;
-    bson_init(out);
-    if (bson_iter_init(&it, clause))
-        while (bson_iter_next(&it))
-            if (!bson_append_iter(out, NULL, 0, &it))
-                return false;
-    if (bson_iter_init(&it, beside))
-        while (bson_iter_next(&it))
-            if (!bson_append_iter(out, NULL, 0, &it))
-                return false;
-    return true;
-}
-
 /* `beside` without the elements every clause's bounds answer (`answered`). */
 static bson_t *beside_left(const bson_t *beside, const bool *answered)
 {
@@ -1334,14 +1317,14 @@ static int plan_or(mf_scan *s, const mf_index_desc *idx, size_t nidx, const bson
     bson_t *beside = filter_without_or(filter, in_and);
     size_t nbeside = beside ? bson_count_keys(beside) : 0;
     mf_scan **kids = calloc(n, sizeof *kids);
-    bool *answered = calloc(nbeside + 1, sizeof *answered),
-         *everywhere = calloc(nbeside + 1, sizeof *everywhere);
-    if (!beside || !kids || !answered || !everywhere) {
+    /* which conditions beside the $or every clause's bounds answer */
+    bool *answered = calloc(nbeside + 1, sizeof *answered);
+    if (!beside || !kids || !answered) {
         rc = oom(err);
         goto out;
     }
     for (size_t t = 0; t < nbeside; t++)
-        everywhere[t] = true;
+        answered[t] = true;
     size_t made = 0;
     bool all = true;
     bson_iter_recurse(&it, &el);
@@ -1359,7 +1342,10 @@ static int plan_or(mf_scan *s, const mf_index_desc *idx, size_t nidx, const bson
             rc = oom(err);
             break;
         }
-        if (!concat_filters(&clause, beside, &both)) {
+        /* the clause's top-level elements, then those beside it; a key
+         * may come twice, each element a condition of its own */
+        bson_init(&both);
+        if (!bson_concat(&both, &clause) || !bson_concat(&both, beside)) {
             bson_destroy(&both);
             rc = oom(err);
             break;
@@ -1369,11 +1355,9 @@ static int plan_or(mf_scan *s, const mf_index_desc *idx, size_t nidx, const bson
                     err);
         bson_destroy(&both);
         all = rc == 0 && kids[made]->kind == P_IXSCAN;
-        for (size_t t = 0; all && t < nbeside; t++)
-            everywhere[t] = everywhere[t] && answered[t];
         made++;
     }
-    if (rc == 0 && all && !(s->residual = beside_left(beside, everywhere)))
+    if (rc == 0 && all && !(s->residual = beside_left(beside, answered)))
         rc = oom(err);
     if (rc == 0 && all) {
         s->kind = P_OR;
@@ -1387,7 +1371,6 @@ static int plan_or(mf_scan *s, const mf_index_desc *idx, size_t nidx, const bson
 out:
     free(kids);
     free(answered);
-    free(everywhere);
     if (beside)
         bson_destroy(beside);
     return rc;
@@ -2171,8 +2154,7 @@ static void put_or(const mf_scan *s, bool stats, bson_t *out)
     bson_t *fetch = out;
     char key[24];
     uint64_t works = s->stats.works;
-    bool rooted = s->rooted;
-    if (rooted) {
+    if (s->rooted) {
         BSON_APPEND_UTF8(out, "stage", "SUBPLAN");
         if (stats)
             put_common(s, out, s->stats.n_returned, works);
@@ -2207,7 +2189,7 @@ static void put_or(const mf_scan *s, bool stats, bson_t *out)
     }
     bson_append_array_end(&or, &arr);
     bson_append_document_end(fetch, &or);
-    if (rooted)
+    if (s->rooted)
         bson_append_document_end(out, &sub);
 }
 
