@@ -990,19 +990,24 @@ def test_no_prefix_regex_in_an_in_answers_as_the_scan(client):
 # ------------------------------------------------------ trial runs
 
 
-def _plans(explain):
-    """Every (winningPlan, rejectedPlans) in an explain reply, at any depth
-    (aggregate nests find's under $cursor)."""
+def _query_planners(explain):
+    """Every queryPlanner in an explain reply, at any depth (aggregate
+    nests find's under $cursor)."""
     out = []
     if isinstance(explain, dict):
         if "winningPlan" in explain:
-            out.append((explain["winningPlan"], explain["rejectedPlans"]))
+            out.append(explain)
         for v in explain.values():
-            out += _plans(v)
+            out += _query_planners(v)
     elif isinstance(explain, list):
         for v in explain:
-            out += _plans(v)
+            out += _query_planners(v)
     return out
+
+
+def _plans(explain):
+    """Every (winningPlan, rejectedPlans) in an explain reply."""
+    return [(qp["winningPlan"], qp["rejectedPlans"]) for qp in _query_planners(explain)]
 
 
 def _index_names(plan):
@@ -1251,6 +1256,101 @@ def test_plan_cache_stats_lists_the_trials_winners(client):
     # A new index makes the entries of the old set of indexes stale: not shown.
     db.mp.create_index("c")
     assert _cache(db.mp) == []
+
+
+def _score(entry):
+    """mongod's PlanRanker score of an allPlansExecution entry, from its own
+    counters: 1 + returned/works, an epsilon for each of no FETCH, no SORT
+    and no index intersection, and 1 when the plan reached its end."""
+    root = entry["executionStages"]
+    works = root["works"]
+    eps = min(1 / (10 * works), 1e-4)
+    stages = _stages(root)
+    return (1 + entry["nReturned"] / works + (0 if "FETCH" in stages else eps)
+            + (0 if "SORT" in stages else eps) + eps + (1 if root["isEOF"] else 0))
+
+
+def test_all_plans_execution_shows_each_trial_with_its_score(client):
+    """allPlansExecution holds each candidate's trial, the winner's first,
+    then the rejected plans' in their order, each with mongod's score (and
+    only there: not in the plans or the executionStats' root); the
+    winner's score is the highest.  One candidate: an empty array."""
+    db = client.t
+    _skewed(db)
+    _statuses(db)
+    for cmd, winner in (({"find": "mp", "filter": {"a": 1, "b": {"$gte": 2990}}}, "b_1"),
+                        ({"find": "ss", "filter": {"status": "rare"}, "sort": {"created": -1}},
+                         "status_1"),
+                        ({"count": "mp", "query": {"a": 2, "b": {"$lt": 100}}}, "b_1")):
+        e = db.command("explain", cmd, verbosity="allPlansExecution")
+        (won, rejected), = _plans(e)
+        trials = e["executionStats"]["allPlansExecution"]
+        assert len(trials) == 1 + len(rejected) >= 2
+        assert _index_names(trials[0]["executionStages"]) == [winner] == _index_names(won)
+        assert [_index_names(t["executionStages"]) for t in trials[1:]] == \
+            [_index_names(r) for r in rejected]
+        for t in trials:
+            assert set(t) == {"nReturned", "executionTimeMillisEstimate", "totalKeysExamined",
+                              "totalDocsExamined", "score", "executionStages"}
+            assert t["score"] == pytest.approx(_score(t), abs=1e-12)
+        assert trials[0]["score"] == max(t["score"] for t in trials)
+        assert "score" not in json.dumps([won, rejected, e["executionStats"]["executionStages"]])
+    # the blocking SORT's counters in its trial: status_1 read every "rare" key
+    e = db.command("explain", {"find": "ss", "filter": {"status": "rare"},
+                               "sort": {"created": -1}}, verbosity="allPlansExecution")
+    sort_trial = e["executionStats"]["allPlansExecution"][0]
+    assert _stages(sort_trial["executionStages"]) == ["SORT", "FETCH", "IXSCAN"]
+    assert sort_trial["executionStages"]["isEOF"] is True
+    assert sort_trial["nReturned"] == db.ss.count_documents({"status": "rare"})
+    e = db.command("explain", {"find": "mp", "filter": {"b": 5}}, verbosity="allPlansExecution")
+    assert e["executionStats"]["allPlansExecution"] == []
+    e = db.command("explain", {"find": "mp", "filter": {"a": 1, "b": {"$gte": 2990}}},
+                   verbosity="executionStats")
+    assert "allPlansExecution" not in e["executionStats"]
+
+
+def test_explain_shows_the_query_hash_and_plan_cache_key(client):
+    """queryPlanner's queryHash and planCacheKey are those of the query's
+    $planCacheStats entry: the same for a shape whatever its values, for
+    find, count and aggregate alike; another shape, another hash."""
+    db = client.t
+    _skewed(db)
+    list(db.mp.find({"a": 1, "b": {"$gte": 2990}}))
+    (entry,) = _cache(db.mp)
+    def hashes(cmd):
+        (qp,) = _query_planners(db.command("explain", cmd, verbosity="queryPlanner"))
+        return qp["queryHash"], qp["planCacheKey"]
+    want = (entry["queryHash"], entry["planCacheKey"])
+    for q in ({"a": 1, "b": {"$gte": 2990}}, {"a": 7, "b": {"$gte": -4}}):
+        assert hashes({"find": "mp", "filter": q}) == want
+        assert hashes({"count": "mp", "query": q}) == want
+        assert hashes({"aggregate": "mp", "pipeline": [{"$match": q}], "cursor": {}}) == want
+    other = hashes({"find": "mp", "filter": {"a": 1, "b": {"$lt": 2990}}})
+    assert other[0] != want[0] and other[1] != want[1]
+    # one candidate plan, a write: hashed all the same
+    assert re.fullmatch(r"[0-9A-F]{8}", hashes({"find": "mp", "filter": {"b": 5}})[0])
+    assert re.fullmatch(r"[0-9A-F]{8}", hashes(
+        {"delete": "mp", "deletes": [{"q": {"b": 5}, "limit": 0}]})[1])
+
+
+def test_plan_cache_entries_keep_each_candidates_trial(client):
+    """$planCacheStats' creationExecStats holds each candidate's trial,
+    best first, without scores; candidatePlanScores their scores, highest
+    first: those explain's allPlansExecution shows for the same query."""
+    db = client.t
+    _skewed(db)
+    q = {"a": 1, "b": {"$gte": 2990}}
+    list(db.mp.find(q))
+    (entry,) = _cache(db.mp)
+    creation, scores = entry["creationExecStats"], entry["candidatePlanScores"]
+    assert len(creation) == len(scores) == 2
+    assert scores == sorted(scores, reverse=True) and scores[0] > scores[1] > 1
+    assert _index_names(creation[0]["executionStages"]) == _index_names(entry["cachedPlan"])
+    assert all("score" not in c for c in creation)
+    e = db.command("explain", {"find": "mp", "filter": q}, verbosity="allPlansExecution")
+    trials = e["executionStats"]["allPlansExecution"]
+    assert [t["score"] for t in trials] == scores
+    assert [{k: v for k, v in t.items() if k != "score"} for t in trials] == creation
 
 
 def test_plan_cache_clear_one_shape_or_all(client):

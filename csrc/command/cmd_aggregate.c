@@ -149,6 +149,9 @@ static int read_explain(mf_agg_source *s, bool exec, bson_t *out, mf_error *err)
             mf_collator_to_bson(mf_matcher_collation(r->m), &cs);
             bson_append_document_end(&qp, &cs);
         }
+        uint32_t qh = 0, pk = 0;
+        bool hashed = r->exists && mf_scan_hashes(r->scan, &qh, &pk);
+        mfi_put_hashes(&qp, hashed, qh, pk);
         BSON_APPEND_DOCUMENT(&qp, "winningPlan", &plan);
         bson_t rej = BSON_INITIALIZER;
         if (r->exists && mf_scan_explain_rejected(r->scan, &rej) != 0)
@@ -225,8 +228,9 @@ static int read_open(void *arg, const mf_agg_read *q, mf_agg_source **out, bool 
         if (rc == 0)
             rc = mfi_scan_new_ex(q->explain ? NULL : inst, c, &r->ix, &r->filter, q->hint,
                                  r->has_sort ? &r->sort : NULL, q->collation,
-                                 &(mf_scan_extra){.sort_trials = r->has_sort}, &r->scan,
-                                 &r->sorted, err);
+                                 &(mf_scan_extra){.sort_trials = r->has_sort,
+                                                  .explain = q->explain},
+                                 &r->scan, &r->sorted, err);
         if (rc == 0) {
             mf_scan_timed(r->scan, q->explain);
             /* Keys answer where the bounds answer the whole filter

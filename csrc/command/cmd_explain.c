@@ -197,12 +197,48 @@ static void put_stages(const char *op, const what *w, bool sorted, bool stats, b
     }
 }
 
+void mfi_plans_init(mfi_plans_explained *p)
+{
+    memset(p, 0, sizeof *p);
+    bson_init(&p->rejected);
+    bson_init(&p->all);
+}
+
+int mfi_plans_explain(const mf_scan *s, mfi_plans_explained *p)
+{
+    p->hashed = mf_scan_hashes(s, &p->query_hash, &p->plan_cache_key);
+    return mf_scan_explain_rejected(s, &p->rejected) == 0 &&
+                   mf_scan_explain_all_plans(s, &p->all) == 0
+               ? 0
+               : -1;
+}
+
+void mfi_plans_free(mfi_plans_explained *p)
+{
+    bson_destroy(&p->rejected);
+    bson_destroy(&p->all);
+    mfi_plans_init(p);
+}
+
+/* queryPlanner's queryHash and planCacheKey, as mongod prints them. */
+void mfi_put_hashes(bson_t *qp, bool hashed, uint32_t query_hash, uint32_t plan_cache_key)
+{
+    char hex[16];
+    if (!hashed)
+        return;
+    snprintf(hex, sizeof hex, "%08X", query_hash);
+    BSON_APPEND_UTF8(qp, "queryHash", hex);
+    snprintf(hex, sizeof hex, "%08X", plan_cache_key);
+    BSON_APPEND_UTF8(qp, "planCacheKey", hex);
+}
+
 /* The reply: queryPlanner, executionStats (verbosity permitting), the
  * command and serverInfo. */
 static void put_reply(mf_cmd_ctx *ctx, bson_t *reply, const char *ns, const bson_t *filter,
-                      const mf_collator *coll, const bson_t *plan, const bson_t *rejected,
-                      const bson_t *exec, const char *verbosity, int64_t n_returned,
-                      int64_t t0, uint64_t keys, uint64_t docs, const bson_t *inner)
+                      const mf_collator *coll, const bson_t *plan,
+                      const mfi_plans_explained *plans, const bson_t *exec,
+                      const char *verbosity, int64_t n_returned, int64_t t0, uint64_t keys,
+                      uint64_t docs, const bson_t *inner)
 {
     bool stats = strcmp(verbosity, "queryPlanner") != 0;
     bson_t qp, es, si;
@@ -217,11 +253,12 @@ static void put_reply(mf_cmd_ctx *ctx, bson_t *reply, const char *ns, const bson
         mf_collator_to_bson(coll, &cs);
         bson_append_document_end(&qp, &cs);
     }
+    mfi_put_hashes(&qp, plans->hashed, plans->query_hash, plans->plan_cache_key);
     BSON_APPEND_BOOL(&qp, "maxIndexedOrSolutionsReached", false);
     BSON_APPEND_BOOL(&qp, "maxIndexedAndSolutionsReached", false);
     BSON_APPEND_BOOL(&qp, "maxScansToExplodeReached", false);
     BSON_APPEND_DOCUMENT(&qp, "winningPlan", plan);
-    BSON_APPEND_ARRAY(&qp, "rejectedPlans", rejected);
+    BSON_APPEND_ARRAY(&qp, "rejectedPlans", &plans->rejected);
     bson_append_document_end(reply, &qp);
     if (stats) {
         BSON_APPEND_DOCUMENT_BEGIN(reply, "executionStats", &es);
@@ -231,10 +268,9 @@ static void put_reply(mf_cmd_ctx *ctx, bson_t *reply, const char *ns, const bson
         BSON_APPEND_INT64(&es, "totalKeysExamined", (int64_t)keys);
         BSON_APPEND_INT64(&es, "totalDocsExamined", (int64_t)docs);
         BSON_APPEND_DOCUMENT(&es, "executionStages", exec);
-        if (strcmp(verbosity, "allPlansExecution") == 0) {
-            bson_t all = BSON_INITIALIZER;
-            BSON_APPEND_ARRAY(&es, "allPlansExecution", &all);
-        }
+        /* each candidate's trial, the winner's first: none when one plan ran */
+        if (strcmp(verbosity, "allPlansExecution") == 0)
+            BSON_APPEND_ARRAY(&es, "allPlansExecution", &plans->all);
         bson_append_document_end(reply, &es);
     }
     BSON_APPEND_DOCUMENT(reply, "command", inner);
@@ -263,7 +299,7 @@ static int explain_find(mf_cmd_ctx *ctx, const bson_t *inner, const char *verbos
         put_eof(&x.plan, &x.exec, stats);
     else
         put_stages("find", &w, x.sorted, stats, &x.plan, &x.exec, &x.n_returned, NULL);
-    put_reply(ctx, reply, x.ns, &w.filter, x.coll, &x.plan, &x.rejected, &x.exec, verbosity,
+    put_reply(ctx, reply, x.ns, &w.filter, x.coll, &x.plan, &x.plans, &x.exec, verbosity,
               x.n_returned, t0, x.keys, x.docs, inner);
     mfi_find_explained_free(&x);
     return 0;
@@ -294,7 +330,7 @@ static int explain_write(mf_cmd_ctx *ctx, const char *op, const bson_t *inner,
     wrap(&x.plan, name, NULL, &w, NULL);
     if (stats)
         wrap(&x.exec, name, fill_write, &w, &x);
-    put_reply(ctx, reply, x.ns, &x.filter, x.coll, &x.plan, &x.rejected, &x.exec, verbosity,
+    put_reply(ctx, reply, x.ns, &x.filter, x.coll, &x.plan, &x.plans, &x.exec, verbosity,
               x.n_returned, t0, x.keys, x.docs, inner);
     mfi_write_explained_free(&x);
     return 0;
@@ -379,7 +415,9 @@ int mfi_cmd_explain(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_error 
         return rc;
     }
 
-    bson_t plan = BSON_INITIALIZER, exec = BSON_INITIALIZER, rejected = BSON_INITIALIZER;
+    bson_t plan = BSON_INITIALIZER, exec = BSON_INITIALIZER;
+    mfi_plans_explained plans;
+    mfi_plans_init(&plans);
     int64_t n_returned = 0, counted[2] = {0, 0}, t0 = mf_clock_mono_us();
     uint64_t keys = 0, docs = 0;
     bool sorted = false;
@@ -395,8 +433,9 @@ int mfi_cmd_explain(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_error 
         if (rc == 0)
             rc = mfi_scan_new_ex(NULL, c, &ix, &w.filter, w.has_hint ? &w.hint : NULL,
                                  NULL, coll,
-                                 &(mf_scan_extra){.distinct_key = w.distinct_key}, &scan,
-                                 &sorted, err);
+                                 &(mf_scan_extra){.distinct_key = w.distinct_key,
+                                                  .explain = true},
+                                 &scan, &sorted, err);
         if (rc == 0) {
             mf_scan_timed(scan, true);
             mf_scan_count_only(scan, strcmp(op, "count") == 0);
@@ -426,7 +465,7 @@ int mfi_cmd_explain(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_error 
             if (rc == 0 && stats)
                 rc = mf_scan_explain(scan, true, &exec);
             if (rc == 0)
-                rc = mf_scan_explain_rejected(scan, &rejected);
+                rc = mfi_plans_explain(scan, &plans);
             if (rc)
                 rc = mf_error_set(err, MF_InternalError, "explain: out of memory");
         }
@@ -443,11 +482,11 @@ int mfi_cmd_explain(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_error 
     mf_matcher_free(m);
     mf_expr_ctx_free(xctx);
     if (rc == 0)
-        put_reply(ctx, reply, ns, &w.filter, coll, &plan, &rejected, &exec, verbosity, n_returned,
+        put_reply(ctx, reply, ns, &w.filter, coll, &plan, &plans, &exec, verbosity, n_returned,
                   t0, keys, docs, &inner);
     bson_destroy(&plan);
     bson_destroy(&exec);
-    bson_destroy(&rejected);
+    mfi_plans_free(&plans);
     mf_collator_unref(coll);
     return rc;
 }

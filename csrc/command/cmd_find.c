@@ -874,7 +874,8 @@ static int find_start(mf_cmd_ctx *ctx, mf_instance *inst, mfi_cursor *cur, mf_co
                                               .max = a->has_max ? &a->max : NULL,
                                               .sort_trials = q->sort != NULL,
                                               .projection =
-                                                  a->has_projection ? &a->projection : NULL},
+                                                  a->has_projection ? &a->projection : NULL,
+                                              .explain = inst == NULL},
                              &cur->scan, sorted, err);
     *running = rc == 0;
     if (rc == 0) {
@@ -964,7 +965,7 @@ int mfi_find_explain(mf_cmd_ctx *ctx, const bson_t *cmd, bool stats, mfi_find_ex
     memset(x, 0, sizeof *x);
     bson_init(&x->plan);
     bson_init(&x->exec);
-    bson_init(&x->rejected);
+    mfi_plans_init(&x->plans);
     int rc = find_prepare(ctx, cmd, x->ns, &a, &q, &x->coll, &cur, err);
     if (rc)
         return rc;
@@ -1004,7 +1005,7 @@ int mfi_find_explain(mf_cmd_ctx *ctx, const bson_t *cmd, bool stats, mfi_find_ex
             if (rc == 0 && stats)
                 rc = mf_scan_explain(cur->scan, true, &x->exec);
             if (rc == 0)
-                rc = mf_scan_explain_rejected(cur->scan, &x->rejected);
+                rc = mfi_plans_explain(cur->scan, &x->plans);
             if (rc)
                 rc = mf_error_set(err, MF_InternalError, "explain: out of memory");
         }
@@ -1018,7 +1019,7 @@ int mfi_find_explain(mf_cmd_ctx *ctx, const bson_t *cmd, bool stats, mfi_find_ex
         memset(x, 0, sizeof *x);
         bson_init(&x->plan);
         bson_init(&x->exec);
-        bson_init(&x->rejected);
+        mfi_plans_init(&x->plans);
     }
     return rc;
 }
@@ -1027,7 +1028,7 @@ void mfi_find_explained_free(mfi_find_explained *x)
 {
     bson_destroy(&x->plan);
     bson_destroy(&x->exec);
-    bson_destroy(&x->rejected);
+    mfi_plans_free(&x->plans);
     mf_collator_unref(x->coll);
     x->coll = NULL;
 }

@@ -64,7 +64,8 @@ static int hits_add(hits *h, uint64_t rid, int64_t pos, mf_error *err)
  * sort's.  Without `run` the scan is planned and not run. */
 typedef struct scan_report {
     bool run;
-    bson_t *plan, *exec, *rejected;
+    bson_t *plan, *exec;
+    mfi_plans_explained *plans;
     uint64_t keys, docs;
     bool sorted;
 } scan_report;
@@ -76,7 +77,7 @@ static int report_scan(const mf_scan *scan, scan_report *rep, mf_error *err)
     rep->docs = st->docs_examined;
     if (mf_scan_explain(scan, false, rep->plan) != 0 ||
         (rep->exec && mf_scan_explain(scan, true, rep->exec) != 0) ||
-        mf_scan_explain_rejected(scan, rep->rejected) != 0)
+        mfi_plans_explain(scan, rep->plans) != 0)
         return oom(err);
     return 0;
 }
@@ -94,7 +95,8 @@ static int find_hits(mf_instance *inst, mf_engine *e, mf_coll *c, const mfi_inde
     bool sorted;
     int rc = mfi_scan_new_ex(inst, c, ix, filter, hint, sort ? sort_spec : NULL,
                              m ? mf_matcher_collation(m) : NULL,
-                             &(mf_scan_extra){.sort_trials = sort != NULL}, &scan, &sorted, err);
+                             &(mf_scan_extra){.sort_trials = sort != NULL, .explain = rep != NULL},
+                             &scan, &sorted, err);
     if (rc)
         return rc;
     mf_scan_want_pos(scan, want_pos);
@@ -1137,7 +1139,7 @@ static int explain_run(mf_engine *e, const explain_stmt *s, bool stats,
     if (c) {
         mfi_indexes ix = {0};
         scan_report rep = {.run = stats, .plan = &x->plan, .exec = stats ? &x->exec : NULL,
-                           .rejected = &x->rejected};
+                           .plans = &x->plans};
         x->found = true;
         mf_coll_lock(c, false);
         rc = mfi_indexes_load(c, &ix, err);
@@ -1328,7 +1330,7 @@ int mfi_write_explain(mf_cmd_ctx *ctx, const char *op, const bson_t *cmd, bool s
     memset(x, 0, sizeof *x);
     bson_init(&x->plan);
     bson_init(&x->exec);
-    bson_init(&x->rejected);
+    mfi_plans_init(&x->plans);
     int rc = mfi_coll_arg(ctx, cmd, x->ns, sizeof x->ns, err);
     if (rc == 0 && strcmp(op, "update") == 0)
         rc = explain_update(ctx, cmd, stats, x, err);
@@ -1345,10 +1347,10 @@ void mfi_write_explained_free(mfi_write_explained *x)
 {
     bson_destroy(&x->plan);
     bson_destroy(&x->exec);
-    bson_destroy(&x->rejected);
+    mfi_plans_free(&x->plans);
     bson_init(&x->plan);
     bson_init(&x->exec);
-    bson_init(&x->rejected);
+    mfi_plans_init(&x->plans);
     mf_collator_unref(x->coll);
     x->coll = NULL;
 }

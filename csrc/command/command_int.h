@@ -512,6 +512,24 @@ int mfi_hint_arg(const bson_iter_t *it, const char *field, mf_error *err);
  * as find does, and with `stats` run as find runs it, every result
  * produced and dropped.  What explain's stages above the scan need is
  * copied out; `filter`, `sort` and `proj` point into the command. */
+/* What explain shows of a scan's planning beside its winning plan
+ * (cmd_explain.c): the plans not chosen, each candidate's trial, and the
+ * query's hashes. */
+typedef struct mfi_plans_explained {
+    bson_t rejected; /* rejectedPlans (an array) */
+    bson_t all;      /* allPlansExecution (an array; empty when one plan ran) */
+    bool hashed;     /* queryHash and planCacheKey are known */
+    uint32_t query_hash, plan_cache_key;
+} mfi_plans_explained;
+void mfi_plans_init(mfi_plans_explained *p);
+/* Take them from `s`, planned with mf_scan_extra.explain and decided.
+ * Returns 0, or -1 (out of memory). */
+int mfi_plans_explain(const mf_scan *s, mfi_plans_explained *p);
+void mfi_plans_free(mfi_plans_explained *p);
+/* Append queryPlanner's queryHash and planCacheKey (8 hex digits, as
+ * mongod prints them) to `qp`, when `hashed`. */
+void mfi_put_hashes(bson_t *qp, bool hashed, uint32_t query_hash, uint32_t plan_cache_key);
+
 typedef struct mfi_find_explained {
     char ns[MF_MAX_NS_LEN + 1];
     bson_t filter, sort, proj;
@@ -523,7 +541,7 @@ typedef struct mfi_find_explained {
     bool sorted;             /* the index gives the sort */
     bson_t plan, exec;       /* the scan's stages, queryPlanner's and
                                 executionStats' (empty without a collection) */
-    bson_t rejected;         /* the scan plans not chosen (an array) */
+    mfi_plans_explained plans;
     int64_t n_returned;
     uint64_t keys, docs;
 } mfi_find_explained;
@@ -544,7 +562,7 @@ typedef struct mfi_write_explained {
     bool found;              /* the collection exists (else: EOF) */
     bool sorted;             /* the index gives the sort */
     bson_t plan, exec;       /* the scan's stages, as mfi_find_explained's */
-    bson_t rejected;
+    mfi_plans_explained plans;
     uint64_t keys, docs;
     int64_t n_matched;       /* documents the statement would touch */
     int64_t n_modified;      /* ... of which the update would change */

@@ -271,6 +271,12 @@ struct mf_scan {
     uint64_t shape;         /* the query's key in it */
     uint64_t cache_indexes; /* what the key covers, for planCacheClear */
     uint32_t query_hash;    /* and $planCacheStats */
+    bool hashed;            /* shape, cache_indexes and query_hash are set */
+    bool explain;           /* mf_scan_extra's: keep `all_plans` */
+    /* Once trials have chosen: each candidate's trial as explain's
+     * allPlansExecution shows it (the winner's first, then the rejected
+     * in their order), with mongod's score; NULL when one plan ran. */
+    bson_t *all_plans;
     int probe;              /* the cached winner among `trials`, or -1 */
     uint64_t probe_works;   /* its budget */
     uint64_t *replay;       /* record ids to return first, and how many */
@@ -1409,9 +1415,10 @@ typedef struct cache_slot {
     uint32_t query_hash; /* the shape alone: filter, sort, projection, collation */
     char index[64];
     uint64_t works;
-    /* for $planCacheStats: the query that made it, and the plan */
+    /* for $planCacheStats: the query that made it, the plan, and each
+     * candidate's trial (creationExecStats) and score, best first */
     int64_t created_ms;
-    bson_t *query, *sort, *projection, *plan;
+    bson_t *query, *sort, *projection, *plan, *creation, *scores;
 } cache_slot;
 
 struct mf_plan_cache {
@@ -1437,6 +1444,10 @@ static void slot_clear(cache_slot *sl)
         bson_destroy(sl->projection);
     if (sl->plan)
         bson_destroy(sl->plan);
+    if (sl->creation)
+        bson_destroy(sl->creation);
+    if (sl->scores)
+        bson_destroy(sl->scores);
     memset(sl, 0, sizeof *sl);
 }
 
@@ -1468,21 +1479,22 @@ typedef struct cache_entry {
     uint64_t indexes, ns_hash;
     uint32_t query_hash;
     const bson_t *query, *sort, *projection; /* NULL: none */
-    bson_t *plan;                            /* taken */
+    bson_t *plan, *creation, *scores;        /* taken */
 } cache_entry;
 
 static void cache_put(mf_plan_cache *pc, uint64_t key, const char *index, uint64_t works,
                       cache_entry *x)
 {
     bson_t *query = NULL, *sort = NULL, *projection = NULL, *plan = x->plan;
-    x->plan = NULL;
-    if (strlen(index) >= sizeof pc->slot[0].index || !plan ||
+    bson_t *creation = x->creation, *scores = x->scores;
+    x->plan = x->creation = x->scores = NULL;
+    if (strlen(index) >= sizeof pc->slot[0].index || !plan || !creation || !scores ||
         !(query = x->query ? bson_copy(x->query) : bson_new()) ||
         !(sort = x->sort ? bson_copy(x->sort) : bson_new()) ||
         !(projection = x->projection ? bson_copy(x->projection) : bson_new())) {
         /* not cached: planned each time */
-        bson_t *made[] = {plan, query, sort};
-        for (size_t i = 0; i < 3; i++)
+        bson_t *made[] = {plan, creation, scores, query, sort};
+        for (size_t i = 0; i < sizeof made / sizeof made[0]; i++)
             if (made[i])
                 bson_destroy(made[i]);
         return;
@@ -1495,7 +1507,8 @@ static void cache_put(mf_plan_cache *pc, uint64_t key, const char *index, uint64
     *sl = (cache_slot){.key = key, .indexes = x->indexes, .ns_hash = x->ns_hash,
                        .query_hash = x->query_hash, .works = works,
                        .created_ms = (int64_t)now.tv_sec * 1000 + now.tv_nsec / 1000000,
-                       .query = query, .sort = sort, .projection = projection, .plan = plan};
+                       .query = query, .sort = sort, .projection = projection, .plan = plan,
+                       .creation = creation, .scores = scores};
     strcpy(sl->index, index);
     pthread_mutex_unlock(&pc->mu);
 }
@@ -1631,15 +1644,38 @@ int mf_plan_cache_stats(mf_plan_cache *pc, mf_coll *c, const mf_index_desc *idx,
              BSON_APPEND_DOCUMENT(&from, "projection", sl->projection) &&
              bson_append_document_end(&doc, &from) &&
              BSON_APPEND_DOCUMENT(&doc, "cachedPlan", sl->plan) &&
+             BSON_APPEND_ARRAY(&doc, "creationExecStats", sl->creation) &&
+             BSON_APPEND_ARRAY(&doc, "candidatePlanScores", sl->scores) &&
              BSON_APPEND_BOOL(&doc, "indexFilterSet", false) &&
              BSON_APPEND_INT64(&doc, "estimatedSizeBytes",
                                (int64_t)(sizeof *sl + sl->query->len + sl->sort->len +
-                                         sl->projection->len + sl->plan->len)) &&
+                                         sl->projection->len + sl->plan->len +
+                                         sl->creation->len + sl->scores->len)) &&
              BSON_APPEND_UTF8(&doc, "host", host ? host : "") &&
              bson_append_document_end(out, &doc);
     }
     pthread_mutex_unlock(&pc->mu);
     return ok ? 0 : -1;
+}
+
+/* The query's shape (queryHash) and its key in the plan cache
+ * (planCacheKey), kept in `s`. */
+static void hash_shape(mf_scan *s, mf_coll *c, const mf_index_desc *idx, size_t nidx,
+                       const bson_t *filter, const bson_t *sort, const bson_t *projection,
+                       const mf_collator *coll)
+{
+    uint64_t shape = query_shape(filter, sort, projection, coll);
+    s->cache_indexes = indexes_hash(c, idx, nidx);
+    s->query_hash = (uint32_t)shape;
+    s->shape = cache_key(s->cache_indexes, shape);
+    s->hashed = true;
+}
+
+bool mf_scan_hashes(const mf_scan *s, uint32_t *query_hash, uint32_t *plan_cache_key)
+{
+    *query_hash = s->query_hash;
+    *plan_cache_key = (uint32_t)s->shape;
+    return s->hashed;
 }
 
 /* The plan of index `at` alone (as hinted), unrun. */
@@ -1707,12 +1743,9 @@ static int plan_trials(mf_scan *s, mf_coll *c, const mf_index_desc *idx, size_t 
     char index[64];
     uint64_t works;
     if ((s->cache = cache) != NULL) {
-        s->cache_indexes = indexes_hash(c, idx, nidx);
-        uint64_t shape = query_shape(filter, sort, projection, coll);
+        hash_shape(s, c, idx, nidx, filter, sort, projection, coll);
         if (projection && !bson_empty(projection) && !(s->projection = bson_copy(projection)))
             return oom(err);
-        s->query_hash = (uint32_t)shape;
-        s->shape = cache_key(s->cache_indexes, shape);
         if (cache_get(cache, s->shape, index, sizeof index, &works))
             for (size_t k = 0; k < n && s->probe < 0; k++)
                 if (strcmp(trial_name(trial(s, k)), index) == 0) {
@@ -1737,6 +1770,10 @@ int mf_scan_new(mf_coll *c, const mf_index_desc *idx, size_t nidx, const bson_t 
     return mf_scan_new_ex(c, idx, nidx, filter, hint, sort, coll, NULL, out, sorted, err);
 }
 
+static int scan_new(mf_coll *c, const mf_index_desc *idx, size_t nidx, const bson_t *filter,
+                    const bson_iter_t *hint, const bson_t *sort, const mf_collator *coll,
+                    const mf_scan_extra *x, mf_scan **out, bool *sorted, mf_error *err);
+
 int mf_scan_new_ex(mf_coll *c, const mf_index_desc *idx, size_t nidx, const bson_t *filter,
                    const bson_iter_t *hint, const bson_t *sort, const mf_collator *coll,
                    const mf_scan_extra *x, mf_scan **out, bool *sorted, mf_error *err)
@@ -1744,6 +1781,19 @@ int mf_scan_new_ex(mf_coll *c, const mf_index_desc *idx, size_t nidx, const bson
     static const mf_scan_extra none = {0};
     if (!x)
         x = &none;
+    int rc = scan_new(c, idx, nidx, filter, hint, sort, coll, x, out, sorted, err);
+    if (rc == 0 && x->explain) {
+        (*out)->explain = true;
+        if (!(*out)->hashed)
+            hash_shape(*out, c, idx, nidx, filter, sort, x->projection, coll);
+    }
+    return rc;
+}
+
+static int scan_new(mf_coll *c, const mf_index_desc *idx, size_t nidx, const bson_t *filter,
+                    const bson_iter_t *hint, const bson_t *sort, const mf_collator *coll,
+                    const mf_scan_extra *x, mf_scan **out, bool *sorted, mf_error *err)
+{
     const bson_t *min = x->min, *max = x->max;
     mf_scan *s = calloc(1, sizeof *s);
     int rc = 0;
@@ -1884,6 +1934,8 @@ void mf_scan_free(mf_scan *s)
     free(s->kids);
     free_plans(s->trials, s->ntrials);
     free_plans(s->rejected, s->nrejected);
+    if (s->all_plans)
+        bson_destroy(s->all_plans);
     free(s->replay);
     mf_buf_free(&s->replay_keys);
     free(s);
@@ -3162,9 +3214,121 @@ static int run_trials(mf_scan *s, mf_engine *e, mf_coll *c, const mf_matcher *m,
     return rc;
 }
 
+/* Whether trial `t`'s plan reads records (has a FETCH): an OR, or an
+ * index scan whose keys do not answer. */
+static bool fetches(const mf_scan *t)
+{
+    return t->kind == P_OR || (t->kind == P_IXSCAN && !keys_answer(t));
+}
+
+/* mongod's PlanRanker score of trial `t` (its state `r`): 1, plus the
+ * rows its plan returned per work, plus, to break ties, a small epsilon
+ * for each of no FETCH, no blocking SORT and no index intersection (there
+ * is none here), plus 1 when it reached its end in the trial. */
+static double trial_score(const mf_scan *s, const mf_scan *t, const trial_run *r)
+{
+    uint64_t works = t->stats.works + r->sort_works;
+    double w = (double)(works ? works : 1);
+    double eps = 1.0 / (10.0 * w) < 1e-4 ? 1.0 / (10.0 * w) : 1e-4;
+    return 1.0 + (double)r->out / w + (fetches(t) ? 0 : eps) + (blocking(s, t) ? 0 : eps) + eps +
+           (r->finished ? 1.0 : 0.0);
+}
+
+/* Trial `t`'s entry of allPlansExecution (with its `score`) or of
+ * $planCacheStats' creationExecStats (without): its plan's counters as
+ * the trial left them, below a blocking SORT's when it has one.  Returns
+ * 0, or -1 (out of memory). */
+static int trial_stats(const mf_scan *s, mf_scan *t, const trial_run *r, const double *score,
+                       bson_t *out)
+{
+    bson_t st = BSON_INITIALIZER, in;
+    uint64_t was = t->stats.n_returned;
+    bool ok = true;
+    t->stats.n_returned = r->advanced; /* a trial's rows are counted in `r` */
+    if (blocking(s, t)) {
+        ok = BSON_APPEND_UTF8(&st, "stage", "SORT") &&
+             BSON_APPEND_INT32(&st, "nReturned", (int32_t)r->out) &&
+             BSON_APPEND_INT32(&st, "works", (int32_t)(t->stats.works + r->sort_works)) &&
+             BSON_APPEND_INT32(&st, "advanced", (int32_t)r->out) &&
+             BSON_APPEND_BOOL(&st, "isEOF", r->finished) &&
+             BSON_APPEND_DOCUMENT(&st, "sortPattern", s->sort) &&
+             BSON_APPEND_INT32(&st, "memLimit", 104857600) &&
+             BSON_APPEND_UTF8(&st, "type", "simple") &&
+             BSON_APPEND_DOCUMENT_BEGIN(&st, "inputStage", &in);
+        if (ok)
+            ok = mf_scan_explain(t, true, &in) == 0 && bson_append_document_end(&st, &in);
+    } else {
+        ok = mf_scan_explain(t, true, &st) == 0;
+    }
+    t->stats.n_returned = was;
+    ok = ok && BSON_APPEND_INT64(out, "nReturned", (int64_t)r->out) &&
+         BSON_APPEND_INT64(out, "executionTimeMillisEstimate", millis(t)) &&
+         BSON_APPEND_INT64(out, "totalKeysExamined", (int64_t)t->stats.keys_examined) &&
+         BSON_APPEND_INT64(out, "totalDocsExamined", (int64_t)t->stats.docs_examined) &&
+         (!score || BSON_APPEND_DOUBLE(out, "score", *score)) &&
+         BSON_APPEND_DOCUMENT(out, "executionStages", &st);
+    bson_destroy(&st);
+    return ok ? 0 : -1;
+}
+
+/* The trials' record, scored (`score`, `win` the winner): for explain
+ * (`*all`: allPlansExecution, the winner's first, then the others in
+ * trial order, as rejectedPlans lists them) and for the plan cache
+ * (`*creation` and `*scores`: creationExecStats and candidatePlanScores,
+ * best first, an earlier trial before a later of the same score).  Each
+ * is left NULL when not asked for, or when out of memory. */
+static void trials_record(mf_scan *s, const trial_run *runs, const double *score, size_t win,
+                          bson_t **all, bson_t **creation, bson_t **scores)
+{
+    size_t n = s->ntrials, order[MAX_TRIALS], at = 0;
+    char key[24];
+    bool ok = true;
+    if (all && (*all = bson_new()) != NULL) {
+        for (size_t k = 0; ok && k < n; k++) {
+            size_t j = k == 0 ? win : k <= win ? k - 1 : k;
+            bson_t doc;
+            snprintf(key, sizeof key, "%zu", k);
+            ok = BSON_APPEND_DOCUMENT_BEGIN(*all, key, &doc) &&
+                 trial_stats(s, trial(s, j), &runs[j], &score[j], &doc) == 0 &&
+                 bson_append_document_end(*all, &doc);
+        }
+        if (!ok) {
+            bson_destroy(*all);
+            *all = NULL;
+        }
+    }
+    if (!creation)
+        return;
+    for (size_t k = 0; k < n; k++) { /* insertion: stable */
+        size_t i = at++;
+        while (i > 0 && score[order[i - 1]] < score[k]) {
+            order[i] = order[i - 1];
+            i--;
+        }
+        order[i] = k;
+    }
+    *creation = bson_new();
+    *scores = bson_new();
+    ok = *creation && *scores;
+    for (size_t i = 0; ok && i < n; i++) {
+        bson_t doc;
+        snprintf(key, sizeof key, "%zu", i);
+        ok = BSON_APPEND_DOCUMENT_BEGIN(*creation, key, &doc) &&
+             trial_stats(s, trial(s, order[i]), &runs[order[i]], NULL, &doc) == 0 &&
+             bson_append_document_end(*creation, &doc) &&
+             BSON_APPEND_DOUBLE(*scores, key, score[order[i]]);
+    }
+    if (!ok) { /* cache_put keeps nothing without them */
+        if (*creation)
+            bson_destroy(*creation);
+        if (*scores)
+            bson_destroy(*scores);
+        *creation = *scores = NULL;
+    }
+}
+
 /* Choose among the trials (mongod's MultiPlanStage and PlanRanker): the
- * most productive, in rows its plan returned per work; at a tie, a plan
- * that reached its end, then one with no blocking sort, then the earlier
+ * one of the highest score (trial_score), the earlier at a tie
  * (choose()'s pick first).  With a cached winner, it runs alone first
  * (mongod's CachedPlanStage).  `s` becomes the winner's trial, which goes
  * on from where it stopped after returning its trial's rows again
@@ -3173,6 +3337,8 @@ static int decide(mf_scan *s, mf_engine *e, mf_coll *c, const mf_matcher *m, mf_
 {
     size_t n = s->ntrials, win = 0;
     trial_run runs[MAX_TRIALS];
+    double score[MAX_TRIALS];
+    bson_t *all_plans = NULL;
     bool done = false, all = true;
     int rc = 0;
     memset(runs, 0, sizeof runs);
@@ -3187,19 +3353,15 @@ static int decide(mf_scan *s, mf_engine *e, mf_coll *c, const mf_matcher *m, mf_
     }
     if (rc == 0 && all) {
         rc = run_trials(s, e, c, m, -1, TRIAL_WORKS, runs, &done, err);
-        double best = -1;
-        for (size_t k = 0; k < n; k++) {
-            const mf_scan *t = trial(s, k), *w = trial(s, win);
-            uint64_t works = t->stats.works + runs[k].sort_works;
-            double score = (double)runs[k].out / (double)(works ? works : 1);
-            bool tie = score == best;
-            if (score > best || (tie && runs[k].finished && !runs[win].finished) ||
-                (tie && runs[k].finished == runs[win].finished && !blocking(s, t) &&
-                 blocking(s, w))) {
-                best = score;
+        win = 0;
+        score[0] = trial_score(s, trial(s, 0), &runs[0]);
+        for (size_t k = 1; k < n; k++) {
+            score[k] = trial_score(s, trial(s, k), &runs[k]);
+            if (score[k] > score[win])
                 win = k;
-            }
         }
+        if (rc == 0 && s->explain)
+            trials_record(s, runs, score, win, &all_plans, NULL, NULL);
         if (rc == 0 && s->cache) {
             const mf_scan *w = trial(s, win);
             cache_entry x = {.indexes = s->cache_indexes, .ns_hash = ns_hash(c),
@@ -3209,6 +3371,7 @@ static int decide(mf_scan *s, mf_engine *e, mf_coll *c, const mf_matcher *m, mf_
                 bson_destroy(x.plan);
                 x.plan = NULL;
             }
+            trials_record(s, runs, score, win, NULL, &x.creation, &x.scores);
             cache_put(s->cache, s->shape, trial_name(w), w->stats.works + runs[win].sort_works,
                       &x);
         }
@@ -3222,6 +3385,8 @@ static int decide(mf_scan *s, mf_engine *e, mf_coll *c, const mf_matcher *m, mf_
     if (rc) {
         free(won.rows);
         mf_buf_free(&won.keys);
+        if (all_plans)
+            bson_destroy(all_plans);
         return rc;
     }
     /* `s` becomes trials[win] (what `s` was takes its slot, a loser);
@@ -3235,13 +3400,19 @@ static int decide(mf_scan *s, mf_engine *e, mf_coll *c, const mf_matcher *m, mf_
     s->ntrials = 0;
     s->sort = NULL;
     if (win > 0) {
-        bool timed = s->timed;
         mf_scan old = *s;
         *s = *trials[win];
         *trials[win] = old;
-        s->timed = timed;
+        /* what is the query's, not its plan's, stays */
+        s->timed = old.timed;
+        s->explain = old.explain;
+        s->hashed = old.hashed;
+        s->shape = old.shape;
+        s->cache_indexes = old.cache_indexes;
+        s->query_hash = old.query_hash;
         s->cache = NULL;
     }
+    s->all_plans = all_plans;
     s->sort = sort;
     s->blocking_trials = blocking_trials;
     /* the caller counts the use of the index chosen (an OR's: each) */
@@ -3338,6 +3509,17 @@ bool mf_scan_sorted(const mf_scan *s)
 int mf_scan_decide(mf_scan *s, mf_engine *e, mf_coll *c, const mf_matcher *m, mf_error *err)
 {
     return s->ntrials ? decide(s, e, c, m, err) : 0;
+}
+
+int mf_scan_explain_all_plans(const mf_scan *s, bson_t *arr)
+{
+    bson_iter_t it;
+    if (!s->all_plans || !bson_iter_init(&it, s->all_plans))
+        return 0;
+    while (bson_iter_next(&it))
+        if (!bson_append_iter(arr, bson_iter_key(&it), -1, &it))
+            return -1;
+    return 0;
 }
 
 int mf_scan_explain_rejected(const mf_scan *s, bson_t *arr)

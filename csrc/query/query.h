@@ -560,6 +560,9 @@ typedef struct mf_scan_extra {
      * counts its use then, not choose()'s pick); NULL: not told. */
     void (*chosen)(void *arg, mf_coll *c, const char *index);
     void *chosen_arg;
+    /* An explain's plan: the query's hashes are computed for it
+     * (mf_scan_hashes), as they are for a query that uses the cache. */
+    bool explain;
 } mf_scan_extra;
 
 int mf_scan_new_ex(mf_coll *c, const mf_index_desc *idx, size_t nidx, const bson_t *filter,
@@ -642,6 +645,18 @@ bool mf_scan_sorted(const mf_scan *s);
  * to array `arr` (explain's rejectedPlans).  Returns 0, or -1 (out of
  * memory). */
 int mf_scan_explain_rejected(const mf_scan *s, bson_t *arr);
+
+/* Append to array `arr` each candidate's trial, as explain's
+ * allPlansExecution shows them: {nReturned, executionTimeMillisEstimate,
+ * totalKeysExamined, totalDocsExamined, score, executionStages}, the
+ * winner's first; nothing when no trials chose (one plan).  Returns 0, or
+ * -1 (out of memory). */
+int mf_scan_explain_all_plans(const mf_scan *s, bson_t *arr);
+
+/* The query's queryHash and planCacheKey as mongod's explain and
+ * $planCacheStats show them (printed as 8 hex digits); false when they
+ * were not computed (mf_scan_extra: neither explain nor a plan cache). */
+bool mf_scan_hashes(const mf_scan *s, uint32_t *query_hash, uint32_t *plan_cache_key);
 /* A trial ends when a plan has returned `n` rows (a limit or a first
  * batch below mongod's 101). */
 void mf_scan_trial_results(mf_scan *s, uint64_t n);
