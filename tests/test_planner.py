@@ -1281,7 +1281,9 @@ def test_all_plans_execution_shows_each_trial_with_its_score(client):
     for cmd, winner in (({"find": "mp", "filter": {"a": 1, "b": {"$gte": 2990}}}, "b_1"),
                         ({"find": "ss", "filter": {"status": "rare"}, "sort": {"created": -1}},
                          "status_1"),
-                        ({"count": "mp", "query": {"a": 2, "b": {"$lt": 100}}}, "b_1")):
+                        ({"count": "mp", "query": {"a": 2, "b": {"$lt": 100}}}, "b_1"),
+                        ({"aggregate": "mp", "pipeline": [{"$match": {"a": 1, "b": {"$gt": 2990}}}],
+                          "cursor": {}}, "b_1")):
         e = db.command("explain", cmd, verbosity="allPlansExecution")
         (won, rejected), = _plans(e)
         trials = e["executionStats"]["allPlansExecution"]
@@ -1302,6 +1304,13 @@ def test_all_plans_execution_shows_each_trial_with_its_score(client):
     assert _stages(sort_trial["executionStages"]) == ["SORT", "FETCH", "IXSCAN"]
     assert sort_trial["executionStages"]["isEOF"] is True
     assert sort_trial["nReturned"] == db.ss.count_documents({"status": "rare"})
+    # aggregate's $cursor below a stage that stays in the pipeline
+    e = db.command("explain", {"aggregate": "mp", "cursor": {}, "pipeline": [
+        {"$match": {"a": 1, "b": {"$gte": 2990}}}, {"$group": {"_id": "$a"}}]},
+        verbosity="allPlansExecution")
+    trials = e["stages"][0]["$cursor"]["executionStats"]["allPlansExecution"]
+    assert [_index_names(t["executionStages"]) for t in trials] == [["b_1"], ["a_1"]]
+    assert trials[0]["score"] > trials[1]["score"] > 1
     e = db.command("explain", {"find": "mp", "filter": {"b": 5}}, verbosity="allPlansExecution")
     assert e["executionStats"]["allPlansExecution"] == []
     e = db.command("explain", {"find": "mp", "filter": {"a": 1, "b": {"$gte": 2990}}},

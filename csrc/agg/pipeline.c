@@ -1418,7 +1418,7 @@ int mf_pipeline_next(mf_pipeline *p, bson_t *out, bool *eof, mf_error *err)
     return rc;
 }
 
-int mf_pipeline_explain(mf_pipeline *p, bool exec, bson_t *out, mf_error *err)
+int mf_pipeline_explain(mf_pipeline *p, int exec, bson_t *out, mf_error *err)
 {
     int rc = 0;
     if (!p->opened) {
@@ -1678,7 +1678,7 @@ static int one_next(mf_agg_source *s, bson_t *out, bool *eof, mf_error *err)
     return 0;
 }
 
-static int one_explain(mf_agg_source *s, bool exec, bson_t *out, mf_error *err)
+static int one_explain(mf_agg_source *s, int exec, bson_t *out, mf_error *err)
 {
     (void)s, (void)exec, (void)out, (void)err;
     return 0;

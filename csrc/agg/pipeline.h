@@ -30,8 +30,9 @@ struct mf_agg_source {
     /* The next document into `out` (initialised by the callee), or *eof. */
     int (*next)(mf_agg_source *s, bson_t *out, bool *eof, mf_error *err);
     /* Append the read's explain to `out` (the body of mongod's $cursor
-     * stage): queryPlanner, and executionStats when `exec` is set. */
-    int (*explain)(mf_agg_source *s, bool exec, bson_t *out, mf_error *err);
+     * stage): queryPlanner, and with `exec` executionStats (1), with each
+     * candidate plan's trial (2: allPlansExecution). */
+    int (*explain)(mf_agg_source *s, int exec, bson_t *out, mf_error *err);
     void (*free)(mf_agg_source *s);
 };
 
@@ -192,7 +193,7 @@ int mf_pipeline_next(mf_pipeline *p, bson_t *out, bool *eof, mf_error *err);
  * everything was pushed into the read, the read's queryPlanner.  With
  * `exec` the pipeline is run to the end first and the stages carry
  * nReturned / executionTimeMillisEstimate. */
-int mf_pipeline_explain(mf_pipeline *p, bool exec, bson_t *out, mf_error *err);
+int mf_pipeline_explain(mf_pipeline *p, int exec, bson_t *out, mf_error *err);
 
 /* Whether the pipeline ends in $out or $merge (a write: no results). */
 bool mf_pipeline_writes(const mf_pipeline *p);

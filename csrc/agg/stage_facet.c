@@ -56,7 +56,7 @@ static int tee_next(mf_agg_source *s, bson_t *out, bool *eof, mf_error *err)
     return 0;
 }
 
-static int tee_explain(mf_agg_source *s, bool exec, bson_t *out, mf_error *err)
+static int tee_explain(mf_agg_source *s, int exec, bson_t *out, mf_error *err)
 {
     (void)s, (void)exec, (void)out, (void)err;
     return 0;

@@ -124,7 +124,7 @@ static int read_next(mf_agg_source *s, bson_t *out, bool *eof, mf_error *err)
 }
 
 /* The read's explain: find's queryPlanner (and executionStats). */
-static int read_explain(mf_agg_source *s, bool exec, bson_t *out, mf_error *err)
+static int read_explain(mf_agg_source *s, int exec, bson_t *out, mf_error *err)
 {
     coll_read *r = (coll_read *)s;
     bson_t qp, plan = BSON_INITIALIZER, stats = BSON_INITIALIZER;
@@ -168,6 +168,13 @@ static int read_explain(mf_agg_source *s, bool exec, bson_t *out, mf_error *err)
             BSON_APPEND_INT64(&es, "totalKeysExamined", st ? (int64_t)st->keys_examined : 0);
             BSON_APPEND_INT64(&es, "totalDocsExamined", st ? (int64_t)st->docs_examined : 0);
             BSON_APPEND_DOCUMENT(&es, "executionStages", &stats);
+            if (exec > 1) { /* each candidate's trial, the winner's first */
+                bson_t all = BSON_INITIALIZER;
+                if (r->exists && mf_scan_explain_all_plans(r->scan, &all) != 0)
+                    rc = mf_error_set(err, MF_InternalError, "explain: out of memory");
+                BSON_APPEND_ARRAY(&es, "allPlansExecution", &all);
+                bson_destroy(&all);
+            }
             bson_append_document_end(out, &es);
         }
     }
@@ -463,7 +470,8 @@ int mfi_cmd_aggregate(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_erro
         /* explain runs nothing unless a verbosity (from the explain
          * command) asks for statistics */
         BSON_APPEND_UTF8(reply, "explainVersion", "1");
-        rc = mf_pipeline_explain(p, ctx->explain > 1, reply, err);
+        /* `explain: true` (ctx->explain 0) is queryPlanner's */
+        rc = mf_pipeline_explain(p, ctx->explain > 1 ? ctx->explain - 1 : 0, reply, err);
         if (rc == 0) {
             bson_t si;
             BSON_APPEND_DOCUMENT(reply, "command", cmd);

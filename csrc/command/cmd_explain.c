@@ -373,7 +373,9 @@ int mfi_cmd_explain(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_error 
         strcmp(op, "findAndModify") != 0) {
         if (strcmp(op, "aggregate") == 0) {
             mf_cmd_ctx actx = *ctx;
-            actx.explain = strcmp(verbosity, "queryPlanner") == 0 ? 1 : 2;
+            actx.explain = strcmp(verbosity, "queryPlanner") == 0     ? 1
+                           : strcmp(verbosity, "executionStats") == 0 ? 2
+                                                                       : 3;
             return mfi_cmd_aggregate(&actx, &inner, reply, err);
         }
         return mf_error_set(err, MF_CommandNotFound, "Explain failed due to unknown command: %s",

@@ -89,7 +89,7 @@ typedef struct mf_cmd_ctx {
     const char *name; /* the command name as sent */
     int flags;        /* MF_RUN_* bits the handler sets */
     int explain;      /* explain of a command that runs it: 1 queryPlanner,
-                         2 with executionStats */
+                         2 with executionStats, 3 allPlansExecution */
     bson_t *err_info; /* fields the error reply carries after codeName
                          (a DuplicateKey's keyPattern, keyValue); NULL
                          when the caller does not send error replies */
