@@ -241,3 +241,71 @@ def test_contained_or_pushdown_equals_collection_scan(client):
                 d["t"] = rng.randint(0, 5)
                 db.c.replace_one({"_id": i}, raw(d), upsert=True)
     assert pushed > 20, pushed
+
+
+def test_each_or_of_a_and_is_a_candidate(client):
+    """Of a $and of $ors, the first that indexes serve makes an OR plan when
+    no index serves the rest, and every other that indexes serve is a
+    candidate beside it: the trials take the one that reads fewer keys
+    (mongod's planner enumerates an indexed OR for each)."""
+    db = client.t
+    db.c.insert_many([{"_id": i, "a": i % 10, "b": i % 11, "c": i % 97, "d": i % 89,
+                       "e": i % 3} for i in range(3000)])
+    for f in "abcd":
+        db.c.create_index(f)
+    wide = {"$or": [{"a": 1}, {"b": 1}]}    # about 570 keys
+    narrow = {"$or": [{"c": 1}, {"d": 1}]}  # about 65 keys
+    unserved = {"$or": [{"e": 1}, {"a": 2}]}  # e has no index
+    def check(f, want_indexes, rejected_or_indexes):
+        want = ids(db.c.find(f).hint({"$natural": 1}))
+        assert ids(db.c.find(f)) == want and want, f
+        assert db.command("count", "c", query=f)["n"] == len(want)
+        e = db.command("explain", {"find": "c", "filter": f}, verbosity="allPlansExecution")
+        qp = e["queryPlanner"]
+        won = or_stage(qp["winningPlan"])
+        assert won is not None, f
+        assert [bounds_of(k)[0] for k in won["inputStages"]] == want_indexes, f
+        rejected = [[bounds_of(k)[0] for k in or_stage(p)["inputStages"]]
+                    for p in qp["rejectedPlans"]]
+        assert rejected == rejected_or_indexes, f
+        trials = e["executionStats"]["allPlansExecution"]
+        assert len(trials) == (1 + len(rejected) if rejected else 0)  # none: one plan
+        if trials:
+            assert trials[0]["score"] == max(t["score"] for t in trials)
+    check({"$and": [wide, narrow]}, ["c_1", "d_1"], [["a_1", "b_1"]])
+    check({"$and": [narrow, wide]}, ["c_1", "d_1"], [["a_1", "b_1"]])
+    check({**wide, "$and": [narrow]}, ["c_1", "d_1"], [["a_1", "b_1"]])
+    # the first $or has a clause no index serves: the next one is planned
+    check({"$and": [unserved, narrow]}, ["c_1", "d_1"], [])
+    check({"$and": [unserved, wide, narrow]}, ["c_1", "d_1"], [["a_1", "b_1"]])
+    # the plan cache keeps the winning $or, and a query of its shape runs it
+    f = {"$and": [wide, {"$or": [{"c": 2}, {"d": 2}]}]}
+    for _ in range(2):
+        assert ids(db.c.find(f)) == ids(db.c.find(f).hint({"$natural": 1}))
+    qh = db.command("explain", {"find": "c", "filter": f})["queryPlanner"]["queryHash"]
+    (entry,) = [x for x in db.c.aggregate([{"$planCacheStats": {}}]) if x["queryHash"] == qh]
+    assert [bounds_of(k)[0] for k in or_stage(entry["cachedPlan"])["inputStages"]] == \
+        ["c_1", "d_1"]
+    assert len(entry["creationExecStats"]) == 2
+
+
+def test_and_of_ors_equals_collection_scan(client):
+    """Random $ands of two or three $ors (each planned as an OR candidate
+    where indexes serve it): the answers, counts and sorted orders are a
+    collection scan's."""
+    rng = random.Random(31)
+    db = client.t
+    db.c.insert_many([raw(rand_doc(rng, i)) for i in range(300)])
+    for spec in INDEXES:
+        db.c.create_index(spec)
+    for q in range(120):
+        ors = [{"$or": [rand_clause(rng) for _ in range(rng.randint(1, 3))]}
+               for _ in range(rng.randint(2, 3))]
+        f = {"$and": ors} if rng.random() < 0.7 else {**ors[0], "$and": ors[1:]}
+        want = ids(db.c.find(f).hint({"$natural": 1}))
+        batch = rng.choice([1, 5, 1000])
+        assert ids(db.c.find(f).batch_size(batch)) == want, f
+        assert db.command("count", "c", query=f)["n"] == len(want), f
+        sort = [("b", 1), ("_id", -1)]
+        assert ([d["_id"] for d in db.c.find(f).sort(sort).batch_size(batch)]
+                == [d["_id"] for d in db.c.find(f).sort(sort).hint({"$natural": 1})]), f

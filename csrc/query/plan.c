@@ -273,6 +273,7 @@ struct mf_scan {
     uint32_t query_hash;    /* and $planCacheStats */
     bool hashed;            /* shape, cache_indexes and query_hash are set */
     bool explain;           /* mf_scan_extra's: keep `all_plans` */
+    char or_name[24];       /* an OR plan's name in the plan cache (trial_name) */
     /* Once trials have chosen: each candidate's trial as explain's
      * allPlansExecution shows it (the winner's first, then the rejected
      * in their order), with mongod's score; NULL when one plan ran. */
@@ -1259,31 +1260,41 @@ static bson_t *filter_without_or(const bson_t *filter, size_t in_and)
     return out;
 }
 
-/* The $or an OR plan may serve: the filter's top-level one, else the
- * first in an element of its top-level $and, into `*ors` (an array);
- * `*in_and` says where it was (SIZE_MAX: the top level). */
-static bool find_or(const bson_t *filter, bson_iter_t *ors, size_t *in_and)
+/* The `nth` (from 0) $or an OR plan may serve: the filter's top-level
+ * one, then those in the elements of its top-level $and, into `*ors` (an
+ * array); `*in_and` says where it was (SIZE_MAX: the top level). */
+static bool find_or(const bson_t *filter, size_t nth, bson_iter_t *ors, size_t *in_and)
 {
     bson_iter_t it, el, sub;
     if (!filter)
         return false;
-    if (bson_iter_init_find(&it, filter, "$or")) {
+    if (bson_iter_init_find(&it, filter, "$or") && BSON_ITER_HOLDS_ARRAY(&it) && nth-- == 0) {
         *ors = it;
         *in_and = SIZE_MAX;
-        return BSON_ITER_HOLDS_ARRAY(ors);
+        return true;
     }
     if (!bson_iter_init_find(&it, filter, "$and") || !BSON_ITER_HOLDS_ARRAY(&it) ||
         !bson_iter_recurse(&it, &el))
         return false;
     for (size_t i = 0; bson_iter_next(&el); i++) {
         if (BSON_ITER_HOLDS_DOCUMENT(&el) && bson_iter_recurse(&el, &sub) &&
-            bson_iter_find(&sub, "$or") && BSON_ITER_HOLDS_ARRAY(&sub)) {
+            bson_iter_find(&sub, "$or") && BSON_ITER_HOLDS_ARRAY(&sub) && nth-- == 0) {
             *ors = sub;
             *in_and = i;
             return true;
         }
     }
     return false;
+}
+
+/* How many $ors find_or finds in `filter`. */
+static size_t count_ors(const bson_t *filter)
+{
+    bson_iter_t it;
+    size_t n = 0, in_and;
+    while (find_or(filter, n, &it, &in_and))
+        n++;
+    return n;
 }
 
 /* `beside` without the elements every clause's bounds answer (`answered`). */
@@ -1298,7 +1309,7 @@ static bson_t *beside_left(const bson_t *beside, const bool *answered)
     return out;
 }
 
-/* A $or (the file's head): when every clause of the $or find_or() finds
+/* A $or (the file's head): when every clause of the `nth` $or (find_or)
  * is served by an index, make `s` an OR of their scans.  `s` is left a
  * collection scan otherwise.  Each clause is planned with the conditions
  * beside the $or (or_clause): an index one of the clause's own
@@ -1309,12 +1320,12 @@ static bson_t *beside_left(const bson_t *beside, const bool *answered)
  * scan shows what its bounds leave of the clause.  The matcher still
  * judges every document against the whole filter. */
 static int plan_or(mf_scan *s, const mf_index_desc *idx, size_t nidx, const bson_t *filter,
-                   const mf_collator *qcoll, mf_error *err)
+                   const mf_collator *qcoll, size_t nth, mf_error *err)
 {
     bson_iter_t it, el;
     size_t n = 0, in_and;
     int rc = 0;
-    if (!find_or(filter, &it, &in_and) || !bson_iter_recurse(&it, &el))
+    if (!find_or(filter, nth, &it, &in_and) || !bson_iter_recurse(&it, &el))
         return 0;
     while (bson_iter_next(&el))
         n++;
@@ -1370,6 +1381,10 @@ static int plan_or(mf_scan *s, const mf_index_desc *idx, size_t nidx, const bson
         s->kids = kids;
         s->nkids = n;
         s->rooted = nbeside == 0;
+        if (nth == 0)
+            strcpy(s->or_name, "$or");
+        else
+            snprintf(s->or_name, sizeof s->or_name, "$or%zu", nth);
         kids = NULL;
     }
     for (size_t i = 0; kids && i < made; i++)
@@ -1701,10 +1716,11 @@ static int plan_of(const mf_index_desc *idx, size_t nidx, size_t at, const bson_
     return 0;
 }
 
-/* What the plan cache calls a trial's plan: its index, or "$or". */
+/* What the plan cache calls a trial's plan: its index, or its $or's
+ * ("$or", "$or1", ... in find_or's order). */
 static const char *trial_name(const mf_scan *t)
 {
-    return t->kind == P_OR ? "$or" : t->ix.name;
+    return t->kind == P_OR ? t->or_name : t->ix.name;
 }
 
 /* Trial k of `s`: 0 is `s` itself. */
@@ -1714,22 +1730,22 @@ static inline mf_scan *trial(mf_scan *s, size_t k)
 }
 
 /* `s`, planned on choose()'s best index, is the first trial; each
- * alternative gets a plan; the cached winner of its shape, if any, is the
- * probe. */
+ * alternative gets a plan, and the OR plans (`nor` of them, taken) are
+ * the last; the cached winner of its shape, if any, is the probe. */
 static int plan_trials(mf_scan *s, mf_coll *c, const mf_index_desc *idx, size_t nidx,
                        const bson_t *filter, const bson_t *sort, const mf_collator *coll,
-                       const alternates *alts, mf_scan **or_plan, mf_plan_cache *cache,
-                       const bson_t *projection, mf_error *err)
+                       const alternates *alts, mf_scan **or_plans, size_t *nor,
+                       mf_plan_cache *cache, const bson_t *projection, mf_error *err)
 {
-    size_t n = alts->n + 1 + (*or_plan != NULL);
+    size_t n = alts->n + 1 + *nor;
     if (!(s->trials = calloc(n, sizeof *s->trials)))
         return oom(err);
     s->ntrials = n;
-    if (*or_plan) { /* the last trial */
-        s->trials[n - 1] = *or_plan;
-        *or_plan = NULL;
+    for (size_t i = 0; i < *nor; i++) {
+        s->trials[alts->n + 1 + i] = or_plans[i];
         s->blocking_trials |= s->sorted; /* an OR gives no sort */
     }
+    *nor = 0;
     s->trial_results = TRIAL_RESULTS;
     s->probe = -1;
     for (size_t k = 1; k <= alts->n; k++) { /* trials[0] is `s` itself */
@@ -1848,13 +1864,20 @@ static int scan_new(mf_coll *c, const mf_index_desc *idx, size_t nidx, const bso
     bool weak = false;
     alternates alts = {.mixed = x->sort_trials && sort && !bson_empty(sort)};
     rc = choose(s, idx, nidx, hinted, filter, sort, coll, sorted, &weak, &alts, NULL, err);
-    if (rc == 0 && s->kind == P_COLLSCAN && hinted == SIZE_MAX)
-        rc = plan_or(s, idx, nidx, filter, coll, err);
+    size_t nors = count_ors(filter), taken = SIZE_MAX; /* the $or `s` serves */
+    /* No index serves the rest: the first $or that indexes serve. */
+    for (size_t nth = 0; rc == 0 && s->kind == P_COLLSCAN && hinted == SIZE_MAX && nth < nors;
+         nth++)
+        if ((rc = plan_or(s, idx, nidx, filter, coll, nth, err)) == 0 && s->kind == P_OR)
+            taken = nth;
     /* An index only negations bound reads nearly every key: an OR plan,
      * if the filter has one, reads fewer (mongod's trial runs pick it). */
-    if (rc == 0 && s->kind == P_IXSCAN && weak && !*sorted && hinted == SIZE_MAX) {
+    if (rc == 0 && s->kind == P_IXSCAN && weak && !*sorted && hinted == SIZE_MAX && nors) {
         mf_scan *o = calloc(1, sizeof *o);
-        if (!o || (rc = plan_or(o, idx, nidx, filter, coll, err)) != 0 || o->kind != P_OR) {
+        for (size_t nth = 0; o && rc == 0 && o->kind != P_OR && nth < nors; nth++)
+            if ((rc = plan_or(o, idx, nidx, filter, coll, nth, err)) == 0 && o->kind == P_OR)
+                taken = nth;
+        if (!o || rc != 0 || o->kind != P_OR) {
             mf_scan_free(o);
             rc = o ? rc : oom(err);
         } else {
@@ -1864,30 +1887,39 @@ static int scan_new(mf_coll *c, const mf_index_desc *idx, size_t nidx, const bso
             s = o;
         }
     }
-    /* An OR plan over the filter's $or, beside the index's (mongod's
-     * planner enumerates both for {a: 1, $or: [...]}), is tried too; it
-     * gives no sort. */
-    mf_scan *or_plan = NULL;
+    /* An OR plan over each of the filter's $ors that indexes serve,
+     * beside the index's or the OR's that `s` is (mongod's planner
+     * enumerates them all for {a: 1, $or: [...]} and for a $and of $ors),
+     * is tried too; it gives no sort. */
+    mf_scan *or_plans[MAX_TRIALS];
+    size_t nor = 0;
     bool sort_asked = sort && !bson_empty(sort);
-    if (rc == 0 && s->kind == P_IXSCAN && !s->idhack && hinted == SIZE_MAX && !x->distinct_key &&
-        alts.n + 2 <= MAX_TRIALS && (!sort_asked || !*sorted || alts.mixed)) {
-        if (!(or_plan = calloc(1, sizeof *or_plan))) {
-            rc = oom(err);
-        } else if ((rc = plan_or(or_plan, idx, nidx, filter, coll, err)) != 0 ||
-                   or_plan->kind != P_OR) {
-            mf_scan_free(or_plan);
-            or_plan = NULL;
-        } else if (filter && !bson_empty(filter) && !(or_plan->filter = bson_copy(filter))) {
-            rc = oom(err);
+    bool tried = (s->kind == P_IXSCAN && !s->idhack) || s->kind == P_OR;
+    if (rc == 0 && tried && hinted == SIZE_MAX && !x->distinct_key &&
+        (!sort_asked || !*sorted || alts.mixed)) {
+        for (size_t nth = 0; rc == 0 && nth < nors && alts.n + nor + 2 <= MAX_TRIALS; nth++) {
+            if (nth == taken)
+                continue;
+            mf_scan *o = calloc(1, sizeof *o);
+            if (!o) {
+                rc = oom(err);
+            } else if ((rc = plan_or(o, idx, nidx, filter, coll, nth, err)) != 0 ||
+                       o->kind != P_OR) {
+                mf_scan_free(o);
+            } else {
+                or_plans[nor++] = o;
+                if (filter && !bson_empty(filter) && !(o->filter = bson_copy(filter)))
+                    rc = oom(err);
+            }
         }
     }
     if (rc == 0 && x->distinct_key)
         rc = plan_distinct(s, idx, nidx, filter, hint != NULL, x->distinct_key, coll, err);
-    else if (rc == 0 && s->kind == P_IXSCAN && !s->idhack && hinted == SIZE_MAX &&
-             (alts.n > 0 || or_plan))
-        rc = plan_trials(s, c, idx, nidx, filter, sort, coll, &alts, &or_plan, x->cache,
+    else if (rc == 0 && tried && hinted == SIZE_MAX && (alts.n > 0 || nor > 0))
+        rc = plan_trials(s, c, idx, nidx, filter, sort, coll, &alts, or_plans, &nor, x->cache,
                          x->projection, err);
-    mf_scan_free(or_plan); /* not taken */
+    for (size_t i = 0; i < nor; i++) /* not taken */
+        mf_scan_free(or_plans[i]);
     if (rc == 0 && s->ntrials) {
         s->chosen = x->chosen;
         s->chosen_arg = x->chosen_arg;
