@@ -1237,7 +1237,7 @@ def test_plan_cache_stats_lists_the_trials_winners(client):
     one = entries['{"a": 1, "b": {"$gte": 2990}}']
     assert one["createdFromQuery"]["sort"] == {} and one["createdFromQuery"]["projection"] == {}
     assert _index_names(one["cachedPlan"]) == ["b_1"] and one["cachedPlan"]["stage"] == "FETCH"
-    assert one["works"] > 0 and one["isActive"] is True and one["indexFilterSet"] is False
+    assert one["works"] > 0 and one["isActive"] is False and one["indexFilterSet"] is False
     assert re.fullmatch(r"[0-9A-F]{8}", one["queryHash"])
     assert re.fullmatch(r"[0-9A-F]{8}", one["planCacheKey"])
     assert isinstance(one["timeOfCreation"], datetime.datetime) and one["host"]
@@ -1360,6 +1360,31 @@ def test_plan_cache_entries_keep_each_candidates_trial(client):
     trials = e["executionStats"]["allPlansExecution"]
     assert [t["score"] for t in trials] == scores
     assert [{k: v for k, v in t.items() if k != "score"} for t in trials] == creation
+
+
+def test_plan_cache_entries_start_inactive(client):
+    """mongod's entry states: the first trials' winner is cached inactive
+    (queries of the shape still run their trials); a later winner of no
+    more works makes it active, one of more works grows its works to the
+    lesser of its own and twice the entry's; an active entry's plan that
+    does not finish in ten times its works deactivates it, and the trials
+    that follow decide as for an inactive one."""
+    db = client.t
+    _skewed(db)  # b_1 finds {a: 1, b: {$gte: 2990}} in 11 works
+    def state():
+        (e,) = _cache(db.mp)
+        return e["isActive"], e["works"], _index_names(e["cachedPlan"])
+    def run(q, n):
+        assert len(list(db.mp.find(q))) == n
+        return state()
+    assert run({"a": 1, "b": {"$gte": 2990}}, 9) == (False, 11, ["b_1"])
+    assert run({"a": 1, "b": {"$gte": 2990}}, 9) == (True, 11, ["b_1"])
+    # b_1 needs 112 works for a first batch: over 10 x 11, so replanned;
+    # the winner's 112 works grow the now inactive entry's to 22
+    assert run({"a": 1, "b": {"$gte": 2000}}, 900) == (False, 22, ["b_1"])
+    assert run({"a": 2, "b": {"$gte": 0}}, 300) == (False, 44, ["b_1"])
+    assert run({"a": 1, "b": {"$gte": 2995}}, 5) == (True, 6, ["b_1"])
+    assert run({"a": 1, "b": {"$gte": 2995}}, 5) == (True, 6, ["b_1"])
 
 
 def test_plan_cache_clear_one_shape_or_all(client):

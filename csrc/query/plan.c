@@ -1430,6 +1430,7 @@ typedef struct cache_slot {
     uint32_t query_hash; /* the shape alone: filter, sort, projection, collation */
     char index[64];
     uint64_t works;
+    bool active; /* used by queries of its shape (mongod's isActive) */
     /* for $planCacheStats: the query that made it, the plan, and each
      * candidate's trial (creationExecStats) and score, best first */
     int64_t created_ms;
@@ -1476,11 +1477,13 @@ void mf_plan_cache_free(mf_plan_cache *pc)
     free(pc);
 }
 
+/* The active entry of `key`: an inactive one is as none (mongod's
+ * getCacheEntryIfActive). */
 static bool cache_get(mf_plan_cache *pc, uint64_t key, char *index, size_t cap, uint64_t *works)
 {
     pthread_mutex_lock(&pc->mu);
     const cache_slot *sl = &pc->slot[key % PLAN_CACHE_SLOTS];
-    bool hit = sl->key == key && strlen(sl->index) < cap;
+    bool hit = sl->key == key && sl->active && strlen(sl->index) < cap;
     if (hit) {
         strcpy(index, sl->index);
         *works = sl->works;
@@ -1497,6 +1500,24 @@ typedef struct cache_entry {
     bson_t *plan, *creation, *scores;        /* taken */
 } cache_entry;
 
+/* Its cached plan did not finish in its budget: the entry of `key` is
+ * inactive until trials make it active again (mongod's CachedPlanStage
+ * deactivates it before it replans). */
+static void cache_deactivate(mf_plan_cache *pc, uint64_t key)
+{
+    pthread_mutex_lock(&pc->mu);
+    cache_slot *sl = &pc->slot[key % PLAN_CACHE_SLOTS];
+    if (sl->key == key)
+        sl->active = false;
+    pthread_mutex_unlock(&pc->mu);
+}
+
+/* The trials' winner `index` of `key`, in `works`, as mongod's
+ * getNewEntryState keeps it: a new entry is inactive; an inactive one is
+ * replaced, active, by a winner of no more works, and otherwise its works
+ * grow to the lesser of the winner's and twice its own
+ * (internalQueryCacheWorksGrowthCoefficient); an active one is replaced
+ * only by a winner of fewer works. */
 static void cache_put(mf_plan_cache *pc, uint64_t key, const char *index, uint64_t works,
                       cache_entry *x)
 {
@@ -1518,9 +1539,22 @@ static void cache_put(mf_plan_cache *pc, uint64_t key, const char *index, uint64
     clock_gettime(CLOCK_REALTIME, &now);
     pthread_mutex_lock(&pc->mu);
     cache_slot *sl = &pc->slot[key % PLAN_CACHE_SLOTS];
+    bool active = false;
+    if (sl->key == key) {
+        if (sl->active ? works >= sl->works : works > sl->works) { /* kept */
+            if (!sl->active)
+                sl->works = works < 2 * sl->works ? works : 2 * sl->works;
+            pthread_mutex_unlock(&pc->mu);
+            bson_t *made[] = {plan, creation, scores, query, sort, projection};
+            for (size_t i = 0; i < sizeof made / sizeof made[0]; i++)
+                bson_destroy(made[i]);
+            return;
+        }
+        active = true;
+    }
     slot_clear(sl);
     *sl = (cache_slot){.key = key, .indexes = x->indexes, .ns_hash = x->ns_hash,
-                       .query_hash = x->query_hash, .works = works,
+                       .query_hash = x->query_hash, .works = works, .active = active,
                        .created_ms = (int64_t)now.tv_sec * 1000 + now.tv_nsec / 1000000,
                        .query = query, .sort = sort, .projection = projection, .plan = plan,
                        .creation = creation, .scores = scores};
@@ -1650,7 +1684,7 @@ int mf_plan_cache_stats(mf_plan_cache *pc, mf_coll *c, const mf_index_desc *idx,
         ok = ok && BSON_APPEND_UTF8(&doc, "queryHash", hash);
         snprintf(hash, sizeof hash, "%08X", (uint32_t)sl->key);
         ok = ok && BSON_APPEND_UTF8(&doc, "planCacheKey", hash) &&
-             BSON_APPEND_BOOL(&doc, "isActive", true) &&
+             BSON_APPEND_BOOL(&doc, "isActive", sl->active) &&
              BSON_APPEND_INT64(&doc, "works", (int64_t)sl->works) &&
              BSON_APPEND_DATE_TIME(&doc, "timeOfCreation", sl->created_ms) &&
              BSON_APPEND_DOCUMENT_BEGIN(&doc, "createdFromQuery", &from) &&
@@ -3382,6 +3416,8 @@ static int decide(mf_scan *s, mf_engine *e, mf_coll *c, const mf_matcher *m, mf_
         win = (size_t)s->probe;
         rc = run_trials(s, e, c, m, s->probe, s->probe_works, runs, &done, err);
         all = !done; /* not finished within its budget: plan again */
+        if (rc == 0 && all && s->cache)
+            cache_deactivate(s->cache, s->shape);
     }
     if (rc == 0 && all) {
         rc = run_trials(s, e, c, m, -1, TRIAL_WORKS, runs, &done, err);
