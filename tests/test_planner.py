@@ -1387,6 +1387,34 @@ def test_plan_cache_entries_start_inactive(client):
     assert run({"a": 1, "b": {"$gte": 2995}}, 5) == (True, 6, ["b_1"])
 
 
+def test_rejected_plans_show_the_stages_above_their_scan(client):
+    """As mongod's candidate plans: a rejected plan of find carries the
+    SKIP, LIMIT and projection the winner does (its blocking SORT takes
+    the limit as limitAmount instead of a LIMIT); count's are scans only,
+    COUNT being above the winner."""
+    db = client.t
+    _skewed(db)
+    _statuses(db)
+    q = {"a": 1, "b": {"$gte": 2990}}
+    e = db.command("explain", {"find": "mp", "filter": q, "skip": 1, "limit": 5,
+                               "projection": {"b": 1}}, verbosity="queryPlanner")
+    (won, rejected), = _plans(e)
+    assert e["queryPlanner"]["parsedQuery"] == q
+    assert _stages(won) == ["PROJECTION_SIMPLE", "LIMIT", "SKIP", "FETCH", "IXSCAN"]
+    assert [_stages(r) for r in rejected] == [_stages(won)]
+    assert _index_names(rejected[0]) == ["a_1"]
+    assert rejected[0]["inputStage"]["limitAmount"] == 5
+    e = db.command("explain", {"find": "ss", "filter": {"status": "A"}, "sort": {"created": -1},
+                               "limit": 10}, verbosity="queryPlanner")
+    (won, rejected), = _plans(e)
+    assert _stages(won) == ["LIMIT", "FETCH", "IXSCAN"] and _index_names(won) == ["created_1"]
+    assert [_stages(r) for r in rejected] == [["SORT", "FETCH", "IXSCAN"]]
+    assert rejected[0]["limitAmount"] == 10 and list(rejected[0]).index("limitAmount") == 3
+    e = db.command("explain", {"count": "mp", "query": q}, verbosity="queryPlanner")
+    (won, rejected), = _plans(e)
+    assert _stages(won)[0] == "COUNT" and [_stages(r) for r in rejected] == [["FETCH", "IXSCAN"]]
+
+
 def test_plan_cache_clear_one_shape_or_all(client):
     db = client.t
     _skewed(db)

@@ -197,6 +197,59 @@ static void put_stages(const char *op, const what *w, bool sorted, bool stats, b
     }
 }
 
+/* A rejected plan's blocking SORT (its root) with the limit it would
+ * keep, as the winner's SORT shows it (fill_sort). */
+static void sort_limited(bson_t *plan, const what *w)
+{
+    bson_t out = BSON_INITIALIZER;
+    bson_iter_t it;
+    bson_iter_init(&it, plan);
+    while (bson_iter_next(&it)) {
+        if (strcmp(bson_iter_key(&it), "type") == 0)
+            BSON_APPEND_INT64(&out, "limitAmount", w->skip + w->limit);
+        bson_append_iter(&out, NULL, 0, &it);
+    }
+    bson_destroy(plan);
+    bson_steal(plan, &out);
+}
+
+/* The stages above each rejected plan's scan (and SORT) that mongod's
+ * candidate plans of find hold as the winner does: SKIP, LIMIT (a SORT's
+ * limitAmount instead, below a SORT) and projection.  count's COUNT and
+ * the writes' stages are above the chosen plan only; distinct runs no
+ * trials. */
+static void put_rejected_stages(const what *w, bson_t *rejected)
+{
+    bson_t out = BSON_INITIALIZER;
+    bson_iter_t it, st;
+    bson_iter_init(&it, rejected);
+    while (bson_iter_next(&it)) {
+        uint32_t len;
+        const uint8_t *data;
+        bson_t view, plan;
+        bson_iter_document(&it, &len, &data);
+        if (!bson_init_static(&view, data, len))
+            continue;
+        bson_copy_to(&view, &plan);
+        bool sorts = bson_iter_init_find(&st, &plan, "stage") && BSON_ITER_HOLDS_UTF8(&st) &&
+                     strcmp(bson_iter_utf8(&st, NULL), "SORT") == 0;
+        if (sorts && w->limit)
+            sort_limited(&plan, w);
+        if (w->skip)
+            wrap(&plan, "SKIP", fill_skip, w, NULL);
+        if (w->limit && !sorts)
+            wrap(&plan, "LIMIT", fill_limit, w, NULL);
+        if (w->has_proj)
+            wrap(&plan, "PROJECTION_SIMPLE", fill_proj, w, NULL);
+        else if (w->return_key)
+            wrap(&plan, "RETURN_KEY", NULL, w, NULL);
+        BSON_APPEND_DOCUMENT(&out, bson_iter_key(&it), &plan);
+        bson_destroy(&plan);
+    }
+    bson_destroy(rejected);
+    bson_steal(rejected, &out);
+}
+
 void mfi_plans_init(mfi_plans_explained *p)
 {
     memset(p, 0, sizeof *p);
@@ -295,10 +348,14 @@ static int explain_find(mf_cmd_ctx *ctx, const bson_t *inner, const char *verbos
               .has_sort = x.has_sort, .has_proj = x.has_proj, .return_key = x.return_key,
               .skip = x.skip,
               .limit = x.limit};
+    mfi_view(&w.filter, &x.filter);
+    mfi_view(&w.sort, &x.sort);
+    mfi_view(&w.proj, &x.proj);
     if (!x.found)
         put_eof(&x.plan, &x.exec, stats);
     else
         put_stages("find", &w, x.sorted, stats, &x.plan, &x.exec, &x.n_returned, NULL);
+    put_rejected_stages(&w, &x.plans.rejected);
     put_reply(ctx, reply, x.ns, &w.filter, x.coll, &x.plan, &x.plans, &x.exec, verbosity,
               x.n_returned, t0, x.keys, x.docs, inner);
     mfi_find_explained_free(&x);
@@ -317,7 +374,9 @@ static int explain_write(mf_cmd_ctx *ctx, const char *op, const bson_t *inner,
     int rc = mfi_write_explain(ctx, op, inner, stats, &x, err);
     if (rc)
         return rc;
-    what w = {.op = op, .filter = x.filter, .sort = x.sort, .has_sort = x.has_sort, .limit = 1};
+    what w = {.op = op, .has_sort = x.has_sort, .limit = 1};
+    mfi_view(&w.filter, &x.filter);
+    mfi_view(&w.sort, &x.sort);
     int64_t first = x.n_matched > 0;
     if (!x.found)
         put_eof(&x.plan, &x.exec, stats);

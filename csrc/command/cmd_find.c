@@ -970,10 +970,10 @@ int mfi_find_explain(mf_cmd_ctx *ctx, const bson_t *cmd, bool stats, mfi_find_ex
     if (rc)
         return rc;
     static const bson_t empty = BSON_INITIALIZER;
-    x->filter = a.has_filter ? a.filter : empty;
-    x->sort = a.sort;
+    mfi_view(&x->filter, a.has_filter ? &a.filter : &empty);
+    mfi_view(&x->sort, &a.sort);
     x->has_sort = q.sort != NULL;
-    x->proj = a.projection;
+    mfi_view(&x->proj, &a.projection);
     x->has_proj = cur->proj != NULL;
     x->return_key = cur->return_key;
     x->skip = a.skip;

@@ -1234,7 +1234,7 @@ static int explain_update(mf_cmd_ctx *ctx, const bson_t *cmd, bool stats,
         rc = mf_error_set(err, MF_FailedToParse,
                           "multi update is not supported for replacement-style update");
     if (rc == 0) {
-        x->filter = s.q;
+        mfi_view(&x->filter, &s.q);
         explain_stmt st = {.q = &s.q, .m = m, .hint = s.has_hint ? &s.hint : NULL, .all = s.multi,
                            .u = &u, .upsert = s.upsert, .now = xe.now};
         rc = explain_run(ctx->inst->engine, &st, stats, x, err);
@@ -1265,7 +1265,7 @@ static int explain_delete(mf_cmd_ctx *ctx, const bson_t *cmd, bool stats,
     if (rc == 0)
         rc = mf_matcher_parse_coll(&s.q, &xe.hooks, x->coll, &m, err);
     if (rc == 0) {
-        x->filter = s.q;
+        mfi_view(&x->filter, &s.q);
         x->is_delete = true;
         explain_stmt st = {.q = &s.q, .m = m, .hint = s.has_hint ? &s.hint : NULL,
                            .all = s.limit == 0, .now = xe.now};
@@ -1305,9 +1305,9 @@ static int explain_fam(mf_cmd_ctx *ctx, const bson_t *cmd, bool stats, mfi_write
     if (rc == 0 && a.has_sort && a.sort.len > 5)
         rc = mf_sort_parse_coll(&a.sort, x->coll, &sort, err);
     if (rc == 0) {
-        x->filter = *query;
+        mfi_view(&x->filter, query);
         x->is_delete = a.remove;
-        x->sort = a.sort;
+        mfi_view(&x->sort, &a.sort);
         x->has_sort = sort != NULL;
         explain_stmt st = {.q = query, .m = m, .hint = a.has_hint ? &a.hint : NULL,
                            .sort = sort, .sort_spec = &a.sort, .u = a.has_update ? &u : NULL,

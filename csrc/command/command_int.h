@@ -5,6 +5,8 @@
 #ifndef MF_COMMAND_INT_H
 #define MF_COMMAND_INT_H
 
+#include <string.h>
+
 #include "command.h"
 #include "../storage/storage.h"
 #include "../query/query.h"
@@ -529,6 +531,19 @@ void mfi_plans_free(mfi_plans_explained *p);
 /* Append queryPlanner's queryHash and planCacheKey (8 hex digits, as
  * mongod prints them) to `qp`, when `hashed`. */
 void mfi_put_hashes(bson_t *qp, bool hashed, uint32_t query_hash, uint32_t plan_cache_key);
+
+/* `dst` as a view of `src`'s bytes (zeroed, as `src` is, when `src` was
+ * never set: an argument not given).  Not `*dst = *src`: a static bson_t
+ * copied by value still reads its bytes through a pointer into `src`
+ * itself (libbson keeps it there), which may be gone (a callee's local)
+ * by the time the copy is read. */
+static inline void mfi_view(bson_t *dst, const bson_t *src)
+{
+    if (src->len < 5)
+        memset(dst, 0, sizeof *dst);
+    else
+        bson_init_static(dst, bson_get_data(src), src->len);
+}
 
 typedef struct mfi_find_explained {
     char ns[MF_MAX_NS_LEN + 1];
