@@ -1306,11 +1306,13 @@ MFT_CASE(plan_trials_cache, "/query/plan/trials_and_plan_cache")
 {
     /* u is unique (rid * 7 % 1000), a in 0..7.  {a: 3, u: {$gte: 990}}:
      * u_1 reads a few keys, a_1_b_-1 some 45 with few matches -- the
-     * trials take u_1, though choose() ranks the equality first.  The same
+     * trials take u_1, though choose() ranks the equality first; its entry
+     * is made inactive, and active when the next trials agree.  The same
      * shape with {$gte: 0}: the cached u_1 does not finish within ten
-     * times its works, so all run again and a_1_b_-1 wins and is cached;
-     * then the first query keeps it, as it finishes within its budget
-     * (mongod's CachedPlanStage). */
+     * times its works, so the entry is made inactive and all run again:
+     * a_1_b_-1 wins, in more works than the entry's, which keeps u_1
+     * (mongod's CachedPlanStage and getNewEntryState); the next narrow
+     * query's trials take u_1 again. */
     world w = {0};
     mf_error err;
     CHECK_INT(build(&w, &err), 0);
@@ -1323,17 +1325,19 @@ MFT_CASE(plan_trials_cache, "/query/plan/trials_and_plan_cache")
     CHECK_INT(run_cached(&w, narrow, NULL, index, sizeof index, &n, &want), 0);
     CHECK_STR(index, "u_1");
     CHECK(want > 0 && n == want);
+    for (int i = 0; i < 2; i++) { /* inactive, then active */
+        CHECK_INT(run_cached(&w, narrow, pc, index, sizeof index, &n, &want), 0);
+        CHECK_STR(index, "u_1");
+        CHECK(n == want);
+    }
+    for (int i = 0; i < 2; i++) { /* over the budget, then inactive */
+        CHECK_INT(run_cached(&w, wide, pc, index, sizeof index, &n, &want), 0);
+        CHECK_STR(index, "a_1_b_-1");
+        CHECK(want > 0 && n == want);
+    }
     CHECK_INT(run_cached(&w, narrow, pc, index, sizeof index, &n, &want), 0);
     CHECK_STR(index, "u_1");
     CHECK(n == want);
-    CHECK_INT(run_cached(&w, wide, pc, index, sizeof index, &n, &want), 0);
-    CHECK_STR(index, "a_1_b_-1");
-    CHECK(want > 0 && n == want);
-    CHECK_INT(run_cached(&w, narrow, pc, index, sizeof index, &n, &want), 0);
-    CHECK_STR(index, "a_1_b_-1");
-    CHECK(n == want);
-    CHECK_INT(run_cached(&w, narrow, NULL, index, sizeof index, &n, &want), 0);
-    CHECK_STR(index, "u_1");
     mf_plan_cache_free(pc);
     teardown(&w);
 }
