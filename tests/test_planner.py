@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import datetime
 import json
+import random
 import re
 
 import bson
@@ -1557,3 +1558,42 @@ def test_or_trial_winner_returns_its_rows_once_with_their_keys(client):
         assert len(list(db.o3.find(q, batch_size=4, return_key=True))) == 63
     (winning, _), = _plans(db.command("explain", {"find": "o3", "filter": q}))
     assert winning["inputStage"]["stage"] == "OR"
+
+
+def test_cached_plans_never_change_an_answer(client):
+    """Queries of a few shapes, each shape's values drawn so that a cached
+    winner is sometimes the better plan and sometimes far over its budget
+    (entries made, activated, deactivated, replaced), with sorts, limits
+    and batch sizes: every answer is the collection scan's, in the sort's
+    order where one is given."""
+    rng = random.Random(41)
+    db = client.t
+    db.mp.insert_many([{"_id": i, "a": 1 if i % 10 else 2, "b": i, "c": i % 37,
+                        "d": (i * 7) % 101} for i in range(3000)])
+    for f in ("a", "b", "c", "d"):
+        db.mp.create_index(f)
+    shapes = [
+        lambda: {"a": rng.choice([1, 2]), "b": {"$gte": rng.choice([0, 1500, 2990, 2999])}},
+        lambda: {"a": rng.choice([1, 2]), "c": rng.randrange(37),
+                 "b": {"$lt": rng.choice([10, 1000, 3000])}},
+        lambda: {"$and": [{"$or": [{"c": rng.randrange(37)}, {"d": rng.randrange(101)}]},
+                          {"$or": [{"a": 2}, {"b": {"$lt": rng.choice([5, 2000])}}]}]},
+    ]
+    for q in range(150):
+        f = rng.choice(shapes)()
+        sort = rng.choice([None, [("b", -1)], [("d", 1), ("_id", 1)]])
+        limit = rng.choice([0, 0, 3, 50])
+        batch = rng.choice([2, 101, 1000])
+        want = list(db.mp.find(f, sort=sort, limit=limit).hint([("$natural", 1)]))
+        got = list(db.mp.find(f, sort=sort, limit=limit).batch_size(batch))
+        if sort:
+            assert [d["_id"] for d in got] == [d["_id"] for d in want], (f, sort, limit)
+        elif limit:
+            full = {d["_id"] for d in db.mp.find(f).hint([("$natural", 1)])}
+            assert len(got) == len(want) and {d["_id"] for d in got} <= full, (f, limit)
+        else:
+            assert sorted(d["_id"] for d in got) == sorted(d["_id"] for d in want), f
+        assert db.command("count", "mp", query=f)["n"] == db.mp.count_documents(
+            f, hint=[("$natural", 1)]), f
+    states = {e["isActive"] for e in db.mp.aggregate([{"$planCacheStats": {}}])}
+    assert states == {True, False}  # both kinds were made along the way
