@@ -100,6 +100,11 @@ def canon(v):
     ([("a", 1), ("b", 1)], "a", [{}, {"a": {"$in": [0, 1, 2.5]}}]),
     ([("b", 1), ("a", -1)], "a", [{"b": 1}, {"b": {"$in": ["a", None, 2.5]}}, {"b": "b"}]),
     ([("b", -1), ("a", 1)], "b", [{}, {"b": {"$gt": 0}}]),
+    # bounds on the field after the distinct one: keys failing them sought past
+    ([("a", 1), ("b", 1)], "a", [{"a": {"$gte": 0}, "b": 1},
+                                 {"a": {"$lt": "b"}, "b": {"$in": [0, "a"]}},
+                                 {"a": {"$gte": ""}, "b": {"$gte": 1}}]),
+    ([("a", -1), ("b", 1)], "a", [{"a": {"$lte": 2.5}, "b": {"$lt": "b"}}]),
 ])
 def test_random_data_same_answer_as_without_the_index(client, pattern, key, queries):
     rng = random.Random(len(pattern) * 31 + len(key) + len(queries))

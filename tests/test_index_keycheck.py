@@ -140,3 +140,28 @@ def test_sought_scans_answer_as_collection_scans(client):
                 i = rng.randrange(620)
                 db.c.replace_one({"_id": i}, doc(i), upsert=True)
     assert sought > 100 and sought_back > 100, (sought, sought_back)
+
+
+def test_a_distinct_scan_seeks_past_keys_failing_a_later_field(client):
+    """DISTINCT_SCAN reads keys as an IXSCAN does: in each group of the
+    distinct field, a run of keys failing the next field's bounds is sought
+    past (mongod's DISTINCT_SCAN checks its bounds alike)."""
+    db = client.t
+    # 50 values of a, 400 keys each, b 0..399
+    db.c.insert_many([{"_id": i, "a": i % 50, "b": (i // 50) % 400} for i in range(20000)])
+    db.c.create_index([("a", 1), ("b", 1)], name="ab")
+    for q, nvalues in (({"a": {"$gte": 0}, "b": 7}, 50),
+                       ({"a": {"$gte": 10}, "b": {"$in": [7, 300]}}, 40),
+                       ({"a": {"$lt": 45}, "b": {"$gte": 398}}, 45)):
+        e = db.command("explain", {"distinct": "c", "key": "a", "query": q},
+                       verbosity="executionStats")
+        node, stages = e["queryPlanner"]["winningPlan"], []
+        while node:
+            stages.append(node["stage"])
+            node = node.get("inputStage")
+        assert stages[-1] == "DISTINCT_SCAN", (q, stages)
+        got = db.c.distinct("a", q)
+        assert sorted(got) == sorted(db.c.distinct("a", q, hint={"$natural": 1}))
+        assert len(got) == nvalues
+        # a few keys a group where there were 400
+        assert e["executionStats"]["totalKeysExamined"] <= 6 * nvalues, q

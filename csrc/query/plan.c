@@ -2830,7 +2830,7 @@ static bool key_fills(mf_scan *s, bool *seek)
         s->fail_field = SIZE_MAX;
         return true;
     }
-    if (f.field == SIZE_MAX || s->distinct_fields)
+    if (f.field == SIZE_MAX)
         return false;
     if (f.field == s->fail_field && f.plen == s->fail_plen && memcmp(k, s->fail_key, f.plen) == 0) {
         *seek = next_passing(s, f.field, k, kl, f.plen, f.n);
