@@ -309,3 +309,45 @@ def test_and_of_ors_equals_collection_scan(client):
         sort = [("b", 1), ("_id", -1)]
         assert ([d["_id"] for d in db.c.find(f).sort(sort).batch_size(batch)]
                 == [d["_id"] for d in db.c.find(f).sort(sort).hint({"$natural": 1})]), f
+
+
+def test_each_clause_of_an_or_runs_its_own_trials(client):
+    """A clause of a $or that several indexes serve is decided by its own
+    trials when the OR first reads it (mongod's subplanner multi-plans
+    each clause): {a: 1, b: {$gte: 2990}} takes b_1 (a few keys), not the
+    a_1 that the ranking alone puts first (2,700 keys); explain shows the
+    clause's winner at every verbosity; returnKey gives the winner's keys,
+    those of its trial's rows too; $indexStats counts the winner once."""
+    db = client.t
+    db.mp.insert_many([{"_id": i, "a": 1 if i % 10 else 2, "b": i, "c": i % 100}
+                       for i in range(3000)])
+    for f in "abc":
+        db.mp.create_index(f)
+    q = {"$or": [{"a": 1, "b": {"$gte": 2990}}, {"c": 5}]}
+    want = ids(db.mp.find(q).hint({"$natural": 1}))
+    assert len(want) == 39
+    for batch in (1, 2, 1000):
+        assert ids(db.mp.find(q).batch_size(batch)) == want
+    assert db.command("count", "mp", query=q)["n"] == 39
+    for verbosity in ("queryPlanner", "executionStats"):
+        e = db.command("explain", {"find": "mp", "filter": q}, verbosity=verbosity)
+        kids = or_stage(e["queryPlanner"]["winningPlan"])["inputStages"]
+        assert [bounds_of(k)[0] for k in kids] == ["b_1", "c_1"], verbosity
+    assert e["executionStats"]["totalKeysExamined"] < 60
+    r = db.command("find", "mp", filter=q, returnKey=True, batchSize=2)
+    assert r["cursor"]["firstBatch"] == [{"b": 2991}, {"b": 2992}]
+    keys = r["cursor"]["firstBatch"] + db.command(
+        "getMore", r["cursor"]["id"], collection="mp")["cursor"]["nextBatch"]
+    assert sorted(k.get("b", -1) for k in keys if "b" in k) == [
+        i for i in range(2990, 3000) if i % 10]
+    assert sum("c" in k for k in keys) == 30
+    ops = {x["name"]: x["accesses"]["ops"] for x in db.mp.aggregate([{"$indexStats": {}}])}
+    assert ops["a_1"] == 0 and ops["b_1"] == ops["c_1"] == 5  # 3 finds, count, find
+    # the OR as a trial against c_1's plan: it wins, and its clause's own
+    # trials count b_1 alone
+    q2 = {"c": {"$lt": 50}, **q}
+    assert ids(db.mp.find(q2)) == ids(db.mp.find(q2).hint({"$natural": 1}))
+    e = db.command("explain", {"find": "mp", "filter": q2})["queryPlanner"]
+    assert [bounds_of(k)[0] for k in or_stage(e["winningPlan"])["inputStages"]] == ["b_1", "c_1"]
+    ops = {x["name"]: x["accesses"]["ops"] for x in db.mp.aggregate([{"$indexStats": {}}])}
+    assert ops["a_1"] == 0 and ops["b_1"] == 6

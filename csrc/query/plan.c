@@ -274,6 +274,8 @@ struct mf_scan {
     bool hashed;            /* shape, cache_indexes and query_hash are set */
     bool explain;           /* mf_scan_extra's: keep `all_plans` */
     char or_name[24];       /* an OR plan's name in the plan cache (trial_name) */
+    bool own_chosen;        /* an OR's clause with trials of its own: it tells
+                               `chosen` when they decide, not its OR */
     /* Once trials have chosen: each candidate's trial as explain's
      * allPlansExecution shows it (the winner's first, then the rejected
      * in their order), with mongod's score; NULL when one plan ran. */
@@ -1309,6 +1311,11 @@ static bson_t *beside_left(const bson_t *beside, const bool *answered)
     return out;
 }
 
+static int plan_trials(mf_scan *s, mf_coll *c, const mf_index_desc *idx, size_t nidx,
+                       const bson_t *filter, const bson_t *sort, const mf_collator *coll,
+                       const alternates *alts, mf_scan **or_plans, size_t *nor,
+                       mf_plan_cache *cache, const bson_t *projection, mf_error *err);
+
 /* A $or (the file's head): when every clause of the `nth` $or (find_or)
  * is served by an index, make `s` an OR of their scans.  `s` is left a
  * collection scan otherwise.  Each clause is planned with the conditions
@@ -1368,10 +1375,22 @@ static int plan_or(mf_scan *s, const mf_index_desc *idx, size_t nidx, const bson
             break;
         }
         or_clause cl = {.own = bson_count_keys(&clause), .answered = answered, .nbeside = nbeside};
-        rc = choose(kids[made], idx, nidx, SIZE_MAX, &both, NULL, qcoll, &sorted, NULL, NULL, &cl,
+        alternates alts = {0};
+        rc = choose(kids[made], idx, nidx, SIZE_MAX, &both, NULL, qcoll, &sorted, NULL, &alts, &cl,
                     err);
-        bson_destroy(&both);
         all = rc == 0 && kids[made]->kind == P_IXSCAN;
+        /* Other indexes that serve the clause: its own trials choose among
+         * them when the OR first reads it (mongod's subplanner plans each
+         * clause so), and what their bounds answer of the conditions
+         * beside is not known until then. */
+        if (all && !kids[made]->idhack && alts.n > 0) {
+            size_t none = 0;
+            rc = plan_trials(kids[made], NULL, idx, nidx, &both, NULL, qcoll, &alts, NULL, &none,
+                             NULL, NULL, err);
+            for (size_t t = 0; t < nbeside; t++)
+                answered[t] = false;
+        }
+        bson_destroy(&both);
         made++;
     }
     if (rc == 0 && all && !(s->residual = beside_left(beside, answered)))
@@ -1958,6 +1977,15 @@ static int scan_new(mf_coll *c, const mf_index_desc *idx, size_t nidx, const bso
         s->chosen = x->chosen;
         s->chosen_arg = x->chosen_arg;
     }
+    for (size_t k = 0; rc == 0 && k < (s->ntrials ? s->ntrials : 1); k++) {
+        mf_scan *t = trial(s, k);
+        for (size_t i = 0; t->kind == P_OR && i < t->nkids; i++) /* clauses with trials */
+            if (t->kids[i]->ntrials) {
+                t->kids[i]->chosen = x->chosen;
+                t->kids[i]->chosen_arg = x->chosen_arg;
+                t->kids[i]->own_chosen = true;
+            }
+    }
     if (rc)
         goto fail;
     s->sorted = *sorted;
@@ -2051,13 +2079,16 @@ bool mf_scan_eof(const mf_scan *s)
 /* The index key of the row an index scan returned last, or false. */
 static bool last_key(const mf_scan *s, const uint8_t **k, size_t *kl)
 {
-    if (s->row_key) { /* replayed from its trial */
-        *k = s->row_key;
-        *kl = s->row_klen;
-        return true;
+    for (;;) {
+        if (s->row_key) { /* replayed from its trial (an OR's, or its clause's) */
+            *k = s->row_key;
+            *kl = s->row_klen;
+            return true;
+        }
+        if (s->kind != P_OR)
+            break;
+        s = s->kids[s->kid]; /* the clause that returned the row */
     }
-    while (s->kind == P_OR) /* the clause that returned the row */
-        s = s->kids[s->kid];
     if (s->kind != P_IXSCAN)
         return false;
     if (s->points) {
@@ -3473,6 +3504,7 @@ static int decide(mf_scan *s, mf_engine *e, mf_coll *c, const mf_matcher *m, mf_
         *trials[win] = old;
         /* what is the query's, not its plan's, stays */
         s->timed = old.timed;
+        s->own_chosen = old.own_chosen;
         s->explain = old.explain;
         s->hashed = old.hashed;
         s->shape = old.shape;
@@ -3485,7 +3517,8 @@ static int decide(mf_scan *s, mf_engine *e, mf_coll *c, const mf_matcher *m, mf_
     s->blocking_trials = blocking_trials;
     /* the caller counts the use of the index chosen (an OR's: each) */
     for (size_t i = 0; chosen && i < (s->kind == P_OR ? s->nkids : 1); i++)
-        chosen(chosen_arg, c, s->kind == P_OR ? s->kids[i]->ix.name : s->ix.name);
+        if (s->kind != P_OR || !s->kids[i]->own_chosen)
+            chosen(chosen_arg, c, s->kind == P_OR ? s->kids[i]->ix.name : s->ix.name);
     s->work_cap = 0;
     s->replay = won.rows;
     s->nreplay = won.advanced;
@@ -3576,7 +3609,10 @@ bool mf_scan_sorted(const mf_scan *s)
 
 int mf_scan_decide(mf_scan *s, mf_engine *e, mf_coll *c, const mf_matcher *m, mf_error *err)
 {
-    return s->ntrials ? decide(s, e, c, m, err) : 0;
+    int rc = s->ntrials ? decide(s, e, c, m, err) : 0;
+    for (size_t i = 0; rc == 0 && s->kind == P_OR && i < s->nkids; i++) /* each clause's */
+        rc = mf_scan_decide(s->kids[i], e, c, m, err);
+    return rc;
 }
 
 int mf_scan_explain_all_plans(const mf_scan *s, bson_t *arr)
