@@ -351,3 +351,41 @@ def test_each_clause_of_an_or_runs_its_own_trials(client):
     assert [bounds_of(k)[0] for k in or_stage(e["winningPlan"])["inputStages"]] == ["b_1", "c_1"]
     ops = {x["name"]: x["accesses"]["ops"] for x in db.mp.aggregate([{"$indexStats": {}}])}
     assert ops["a_1"] == 0 and ops["b_1"] == 6
+
+
+def rand_logical(rng, depth=0):
+    """A random filter of clauses under $or, $and and $or beside a clause,
+    nested up to three deep."""
+    r = rng.random()
+    if depth >= 3 or r < 0.35:
+        return rand_clause(rng)
+    kids = [rand_logical(rng, depth + 1) for _ in range(rng.randint(1, 3))]
+    if r < 0.7:
+        return {"$or": kids}
+    if r < 0.9:
+        return {"$and": kids}
+    return {**rand_clause(rng), "$or": kids}
+
+
+def test_nested_logical_filters_equal_collection_scan(client):
+    """Whatever mix of OR plans, clause trials and index plans the planner
+    makes of nested $or/$and filters, the answers, counts and sorted
+    orders are a collection scan's, and explain at every verbosity
+    answers."""
+    rng = random.Random(43)
+    db = client.t
+    db.c.insert_many([raw(rand_doc(rng, i)) for i in range(300)])
+    for spec in INDEXES + [[("b", 1), ("a", 1)]]:
+        db.c.create_index(spec)
+    ors = 0
+    for q in range(200):
+        f = rand_logical(rng)
+        want = ids(db.c.find(f).hint({"$natural": 1}))
+        assert ids(db.c.find(f).batch_size(rng.choice([1, 3, 1000]))) == want, f
+        assert db.command("count", "c", query=f)["n"] == len(want), f
+        sort = [("b", 1), ("_id", -1)]
+        assert ([d["_id"] for d in db.c.find(f).sort(sort).batch_size(3)]
+                == [d["_id"] for d in db.c.find(f).sort(sort).hint({"$natural": 1})]), f
+        e = db.command("explain", {"find": "c", "filter": f}, verbosity="allPlansExecution")
+        ors += or_stage(e["queryPlanner"]["winningPlan"]) is not None
+    assert ors >= 20  # OR plans among them
