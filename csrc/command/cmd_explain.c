@@ -166,6 +166,21 @@ static void put_eof(bson_t *plan, bson_t *exec, bool stats)
     }
 }
 
+/* find's stages above its scan (and SORT, `sorts`): SKIP, LIMIT (a
+ * SORT holds the limit instead) and projection; each with the rows it
+ * returned when `n` is not NULL. */
+static void put_find_stages(bson_t *s, const what *w, bool sorts, int64_t *n)
+{
+    if (w->skip)
+        wrap_counted(s, "SKIP", fill_skip, w, n);
+    if (w->limit && !sorts)
+        wrap_counted(s, "LIMIT", fill_limit, w, n);
+    if (w->has_proj)
+        wrap_counted(s, "PROJECTION_SIMPLE", fill_proj, w, n);
+    else if (w->return_key)
+        wrap_counted(s, "RETURN_KEY", NULL, w, n);
+}
+
 /* The stages above the scan's (`plan`, and `exec` with `stats`) for
  * find, count and distinct: SORT when the index does not give the order,
  * then the command's own.  `counted`: count's {counted, skipped}. */
@@ -181,14 +196,7 @@ static void put_stages(const char *op, const what *w, bool sorted, bool stats, b
         if (strcmp(op, "find") == 0) {
             /* Each passes up every row it returns (a LIMIT asks for no
              * more than it returns): nReturned is the find's. */
-            if (w->skip)
-                wrap_counted(s, "SKIP", fill_skip, w, arg);
-            if (w->limit && !(w->has_sort && !sorted))
-                wrap_counted(s, "LIMIT", fill_limit, w, arg);
-            if (w->has_proj)
-                wrap_counted(s, "PROJECTION_SIMPLE", fill_proj, w, arg);
-            else if (w->return_key)
-                wrap_counted(s, "RETURN_KEY", NULL, w, arg);
+            put_find_stages(s, w, w->has_sort && !sorted, arg);
         } else if (strcmp(op, "count") == 0) {
             wrap(s, "COUNT", pass ? fill_count : NULL, w, counted);
         } else {
@@ -235,14 +243,7 @@ static void put_rejected_stages(const what *w, bson_t *rejected)
                      strcmp(bson_iter_utf8(&st, NULL), "SORT") == 0;
         if (sorts && w->limit)
             sort_limited(&plan, w);
-        if (w->skip)
-            wrap(&plan, "SKIP", fill_skip, w, NULL);
-        if (w->limit && !sorts)
-            wrap(&plan, "LIMIT", fill_limit, w, NULL);
-        if (w->has_proj)
-            wrap(&plan, "PROJECTION_SIMPLE", fill_proj, w, NULL);
-        else if (w->return_key)
-            wrap(&plan, "RETURN_KEY", NULL, w, NULL);
+        put_find_stages(&plan, w, sorts, NULL);
         BSON_APPEND_DOCUMENT(&out, bson_iter_key(&it), &plan);
         bson_destroy(&plan);
     }
@@ -344,10 +345,8 @@ static int explain_find(mf_cmd_ctx *ctx, const bson_t *inner, const char *verbos
     int rc = mfi_find_explain(ctx, inner, stats, &x, err);
     if (rc)
         return rc;
-    what w = {.op = "find", .filter = x.filter, .sort = x.sort, .proj = x.proj,
-              .has_sort = x.has_sort, .has_proj = x.has_proj, .return_key = x.return_key,
-              .skip = x.skip,
-              .limit = x.limit};
+    what w = {.op = "find", .has_sort = x.has_sort, .has_proj = x.has_proj,
+              .return_key = x.return_key, .skip = x.skip, .limit = x.limit};
     mfi_view(&w.filter, &x.filter);
     mfi_view(&w.sort, &x.sort);
     mfi_view(&w.proj, &x.proj);

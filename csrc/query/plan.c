@@ -270,12 +270,10 @@ struct mf_scan {
     void *chosen_arg;
     uint64_t shape;         /* the query's key in it */
     uint64_t cache_indexes; /* what the key covers, for planCacheClear */
-    uint32_t query_hash;    /* and $planCacheStats */
-    bool hashed;            /* shape, cache_indexes and query_hash are set */
+    uint32_t query_hash;    /* and $planCacheStats; all three set when `shape` is
+                               not 0 (cache_key is never 0) */
     bool explain;           /* mf_scan_extra's: keep `all_plans` */
     char or_name[24];       /* an OR plan's name in the plan cache (trial_name) */
-    bool own_chosen;        /* an OR's clause with trials of its own: it tells
-                               `chosen` when they decide, not its OR */
     /* Once trials have chosen: each candidate's trial as explain's
      * allPlansExecution shows it (the winner's first, then the rejected
      * in their order), with mongod's score; NULL when one plan ran. */
@@ -1736,14 +1734,13 @@ static void hash_shape(mf_scan *s, mf_coll *c, const mf_index_desc *idx, size_t 
     s->cache_indexes = indexes_hash(c, idx, nidx);
     s->query_hash = (uint32_t)shape;
     s->shape = cache_key(s->cache_indexes, shape);
-    s->hashed = true;
 }
 
 bool mf_scan_hashes(const mf_scan *s, uint32_t *query_hash, uint32_t *plan_cache_key)
 {
     *query_hash = s->query_hash;
     *plan_cache_key = (uint32_t)s->shape;
-    return s->hashed;
+    return s->shape != 0;
 }
 
 /* The plan of index `at` alone (as hinted), unrun. */
@@ -1853,7 +1850,7 @@ int mf_scan_new_ex(mf_coll *c, const mf_index_desc *idx, size_t nidx, const bson
     int rc = scan_new(c, idx, nidx, filter, hint, sort, coll, x, out, sorted, err);
     if (rc == 0 && x->explain) {
         (*out)->explain = true;
-        if (!(*out)->hashed)
+        if (!(*out)->shape)
             hash_shape(*out, c, idx, nidx, filter, sort, x->projection, coll);
     }
     return rc;
@@ -1983,7 +1980,6 @@ static int scan_new(mf_coll *c, const mf_index_desc *idx, size_t nidx, const bso
             if (t->kids[i]->ntrials) {
                 t->kids[i]->chosen = x->chosen;
                 t->kids[i]->chosen_arg = x->chosen_arg;
-                t->kids[i]->own_chosen = true;
             }
     }
     if (rc)
@@ -3208,21 +3204,6 @@ void mf_scan_timed(mf_scan *s, bool on)
         mf_scan_timed(s->kids[i], on);
 }
 
-/* A trial's plan as explain shows it (no counters), below a blocking SORT
- * by `sort` when that is not NULL.  Returns 0, or -1 (out of memory). */
-static int explain_trial(const mf_scan *t, const bson_t *sort, bson_t *out)
-{
-    if (!sort)
-        return mf_scan_explain(t, false, out);
-    bson_t in = BSON_INITIALIZER;
-    bool ok = mf_scan_explain(t, false, &in) == 0 && BSON_APPEND_UTF8(out, "stage", "SORT") &&
-              BSON_APPEND_DOCUMENT(out, "sortPattern", sort) &&
-              BSON_APPEND_INT32(out, "memLimit", 104857600) &&
-              BSON_APPEND_UTF8(out, "type", "simple") && BSON_APPEND_DOCUMENT(out, "inputStage", &in);
-    bson_destroy(&in);
-    return ok ? 0 : -1;
-}
-
 /* What a trial has done so far (run_trials, decide). */
 typedef struct trial_run {
     uint64_t advanced; /* rows its scan returned: their record ids in `rows` */
@@ -3235,6 +3216,28 @@ typedef struct trial_run {
     uint64_t sort_works; /* the works of that sort's output */
     bool finished;     /* its plan reached its end */
 } trial_run;
+
+/* A trial's plan as explain shows it, below a blocking SORT by `sort`
+ * when that is not NULL: with its run `r`, with the counters the trial
+ * left (the scan's own, and the SORT's from `r`); without, none.  Returns
+ * 0, or -1 (out of memory). */
+static int explain_trial(const mf_scan *t, const bson_t *sort, const trial_run *r, bson_t *out)
+{
+    if (!sort)
+        return mf_scan_explain(t, r != NULL, out);
+    bson_t in = BSON_INITIALIZER;
+    bool ok = mf_scan_explain(t, r != NULL, &in) == 0 && BSON_APPEND_UTF8(out, "stage", "SORT");
+    if (ok && r)
+        ok = BSON_APPEND_INT32(out, "nReturned", (int32_t)r->out) &&
+             BSON_APPEND_INT32(out, "works", (int32_t)(t->stats.works + r->sort_works)) &&
+             BSON_APPEND_INT32(out, "advanced", (int32_t)r->out) &&
+             BSON_APPEND_BOOL(out, "isEOF", r->finished);
+    ok = ok && BSON_APPEND_DOCUMENT(out, "sortPattern", sort) &&
+         BSON_APPEND_INT32(out, "memLimit", 104857600) && BSON_APPEND_UTF8(out, "type", "simple") &&
+         BSON_APPEND_DOCUMENT(out, "inputStage", &in);
+    bson_destroy(&in);
+    return ok ? 0 : -1;
+}
 
 /* Whether trial `t` of `s` has a blocking sort above it. */
 static bool blocking(const mf_scan *s, const mf_scan *t)
@@ -3338,25 +3341,10 @@ static double trial_score(const mf_scan *s, const mf_scan *t, const trial_run *r
 static int trial_stats(const mf_scan *s, mf_scan *t, const trial_run *r, const double *score,
                        bson_t *out)
 {
-    bson_t st = BSON_INITIALIZER, in;
+    bson_t st = BSON_INITIALIZER;
     uint64_t was = t->stats.n_returned;
-    bool ok = true;
     t->stats.n_returned = r->advanced; /* a trial's rows are counted in `r` */
-    if (blocking(s, t)) {
-        ok = BSON_APPEND_UTF8(&st, "stage", "SORT") &&
-             BSON_APPEND_INT32(&st, "nReturned", (int32_t)r->out) &&
-             BSON_APPEND_INT32(&st, "works", (int32_t)(t->stats.works + r->sort_works)) &&
-             BSON_APPEND_INT32(&st, "advanced", (int32_t)r->out) &&
-             BSON_APPEND_BOOL(&st, "isEOF", r->finished) &&
-             BSON_APPEND_DOCUMENT(&st, "sortPattern", s->sort) &&
-             BSON_APPEND_INT32(&st, "memLimit", 104857600) &&
-             BSON_APPEND_UTF8(&st, "type", "simple") &&
-             BSON_APPEND_DOCUMENT_BEGIN(&st, "inputStage", &in);
-        if (ok)
-            ok = mf_scan_explain(t, true, &in) == 0 && bson_append_document_end(&st, &in);
-    } else {
-        ok = mf_scan_explain(t, true, &st) == 0;
-    }
+    bool ok = explain_trial(t, blocking(s, t) ? s->sort : NULL, r, &st) == 0;
     t->stats.n_returned = was;
     ok = ok && BSON_APPEND_INT64(out, "nReturned", (int64_t)r->out) &&
          BSON_APPEND_INT64(out, "executionTimeMillisEstimate", millis(t)) &&
@@ -3466,7 +3454,7 @@ static int decide(mf_scan *s, mf_engine *e, mf_coll *c, const mf_matcher *m, mf_
             cache_entry x = {.indexes = s->cache_indexes, .ns_hash = ns_hash(c),
                              .query_hash = s->query_hash, .query = s->filter, .sort = s->sort,
                              .projection = s->projection, .plan = bson_new()};
-            if (x.plan && explain_trial(w, blocking(s, w) ? s->sort : NULL, x.plan) != 0) {
+            if (x.plan && explain_trial(w, blocking(s, w) ? s->sort : NULL, NULL, x.plan) != 0) {
                 bson_destroy(x.plan);
                 x.plan = NULL;
             }
@@ -3504,9 +3492,9 @@ static int decide(mf_scan *s, mf_engine *e, mf_coll *c, const mf_matcher *m, mf_
         *trials[win] = old;
         /* what is the query's, not its plan's, stays */
         s->timed = old.timed;
-        s->own_chosen = old.own_chosen;
+        s->chosen = old.chosen;
+        s->chosen_arg = old.chosen_arg;
         s->explain = old.explain;
-        s->hashed = old.hashed;
         s->shape = old.shape;
         s->cache_indexes = old.cache_indexes;
         s->query_hash = old.query_hash;
@@ -3517,7 +3505,7 @@ static int decide(mf_scan *s, mf_engine *e, mf_coll *c, const mf_matcher *m, mf_
     s->blocking_trials = blocking_trials;
     /* the caller counts the use of the index chosen (an OR's: each) */
     for (size_t i = 0; chosen && i < (s->kind == P_OR ? s->nkids : 1); i++)
-        if (s->kind != P_OR || !s->kids[i]->own_chosen)
+        if (s->kind != P_OR || !s->kids[i]->chosen) /* a clause with trials tells itself */
             chosen(chosen_arg, c, s->kind == P_OR ? s->kids[i]->ix.name : s->ix.name);
     s->work_cap = 0;
     s->replay = won.rows;
@@ -3636,7 +3624,7 @@ int mf_scan_explain_rejected(const mf_scan *s, bson_t *arr)
     for (size_t i = 0; i < n; i++) {
         bson_t doc = BSON_INITIALIZER;
         bool sorts = blocking(s, v[i]);
-        bool ok = explain_trial(v[i], sorts ? s->sort : NULL, &doc) == 0;
+        bool ok = explain_trial(v[i], sorts ? s->sort : NULL, NULL, &doc) == 0;
         snprintf(key, sizeof key, "%zu", i);
         ok = ok && BSON_APPEND_DOCUMENT(arr, key, &doc);
         bson_destroy(&doc);
