@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import random
 
+import pytest
+
 from test_index_differential import rand_doc, rand_pred, raw
 
 INDEXES = [[("a", 1)], [("b", -1)], [("c.d", 1)], [("tags", 1)], [("a", 1), ("b", 1)]]
@@ -353,6 +355,122 @@ def test_each_clause_of_an_or_runs_its_own_trials(client):
     assert ops["a_1"] == 0 and ops["b_1"] == 6
 
 
+# ------------------------------------------------------------ nested $or
+# A clause that is a $or alone is taken up into its OR ({$or: [{$or: [a,
+# b]}, c]} scans as {$or: [a, b, c]}, mongod's canonical form); a clause
+# no index serves but whose own $or indexes serve is an OR of its own
+# (mongod plans a contained $or in a clause so).
+
+def index_names(stage):
+    """The indexes under a plan stage, depth first."""
+    if stage["stage"] == "IXSCAN":
+        return [stage["indexName"]]
+    kids = stage.get("inputStages") or [stage["inputStage"]]
+    return [n for k in kids for n in index_names(k)]
+
+
+def nested_docs(n=3000):
+    return [{"_id": i, "a": i % 10, "b": i % 7, "c": i % 13, "d": i % 17, "x": i % 2}
+            for i in range(n)]
+
+
+def test_a_nested_or_alone_is_taken_up_into_its_or(client):
+    db = client.t
+    docs = nested_docs()
+    db.c.insert_many(docs)
+    for f in "abcd":
+        db.c.create_index(f)
+    for q in ({"$or": [{"$or": [{"a": 1}, {"$or": [{"b": 2}]}]}, {"c": 3}]},
+              {"$or": [{"$and": [{"$or": [{"a": 1}, {"b": 2}]}]}, {"c": 3}]}):
+        check_flattened(db, docs, q)
+    # a clause of the nested $or that no index serves: a collection scan
+    q2 = {"$or": [{"$or": [{"a": 1}, {"x": 1}]}, {"c": 3}]}
+    assert winning(db, "c", q2)["stage"] == "COLLSCAN"
+    assert ids(db.c.find(q2)) == [d["_id"] for d in docs
+                                  if d["a"] == 1 or d["x"] == 1 or d["c"] == 3]
+
+
+def check_flattened(db, docs, q):
+    want = [d["_id"] for d in docs if d["a"] == 1 or d["b"] == 2 or d["c"] == 3]
+    for batch in (1, 5, 1000):
+        assert ids(db.c.find(q).batch_size(batch)) == want
+    assert db.command("count", "c", query=q)["n"] == len(want)
+    e = db.command("explain", {"find": "c", "filter": q}, verbosity="executionStats")
+    plan = e["queryPlanner"]["winningPlan"]
+    assert plan["stage"] == "SUBPLAN"
+    kids = or_stage(plan)["inputStages"]
+    assert [k["stage"] for k in kids] == ["IXSCAN"] * 3
+    assert [bounds_of(k) for k in kids] == [("a_1", {"a": ["[1, 1]"]}),
+                                            ("b_1", {"b": ["[2, 2]"]}),
+                                            ("c_1", {"c": ["[3, 3]"]})]
+    st = e["executionStats"]
+    assert st["nReturned"] == len(want)
+    assert st["totalKeysExamined"] == 300 + 429 + 231
+
+
+def test_a_clause_whose_own_or_indexes_serve_is_an_or_of_its_own(client):
+    db = client.t
+    docs = nested_docs()
+    db.c.insert_many(docs)
+    for f in "abcd":
+        db.c.create_index(f)
+    q = {"$or": [{"$or": [{"b": 2}, {"c": 3}], "x": 1}, {"d": 3}]}
+    want = [d["_id"] for d in docs
+            if (d["x"] == 1 and (d["b"] == 2 or d["c"] == 3)) or d["d"] == 3]
+    for batch in (1, 4, 1000):
+        assert ids(db.c.find(q).batch_size(batch)) == want
+    assert db.command("count", "c", query=q)["n"] == len(want)
+    e = db.command("explain", {"find": "c", "filter": q}, verbosity="executionStats")
+    kids = or_stage(e["queryPlanner"]["winningPlan"])["inputStages"]
+    assert [k["stage"] for k in kids] == ["FETCH", "IXSCAN"]
+    assert kids[0]["filter"] == {"x": 1}
+    assert kids[0]["inputStage"]["stage"] == "OR"
+    assert index_names(kids[0]) == ["b_1", "c_1"] and kids[1]["indexName"] == "d_1"
+    assert e["executionStats"]["totalKeysExamined"] == 429 + 231 + 177
+    assert e["executionStats"]["totalDocsExamined"] == 429 + 231 + 177
+    # returnKey: each row's key from the index scan that found it first
+    # (any scan's row is judged against the whole filter)
+    keys = list(db.c.find(q, return_key=True).batch_size(3))
+    got = [docs[i] for i in want]
+    b2 = [d for d in got if d["b"] == 2]
+    c3 = [d for d in got if d["c"] == 3 and d["b"] != 2]
+    assert keys == ([{"b": 2}] * len(b2) + [{"c": 3}] * len(c3)
+                    + [{"d": 3}] * (len(got) - len(b2) - len(c3)))
+    ops = {x["name"]: x["accesses"]["ops"] for x in db.c.aggregate([{"$indexStats": {}}])}
+    assert ops == {"_id_": 0, "a_1": 0, "b_1": 5, "c_1": 5, "d_1": 5}
+    # the $ors beside a clause are not its own: no OR is made of them in it
+    q3 = {"$and": [{"$or": [{"x": 1}, {"a": 2}]}, {"$or": [{"c": 1}, {"d": 1}]}]}
+    assert index_names(winning(db, "c", q3)) == ["c_1", "d_1"]
+
+
+@pytest.mark.parametrize("beside", [{}, {"a": {"$lt": 10}}])
+def test_a_nested_or_plan_wins_its_trials_and_replays_each_key(client, beside):
+    """The nested OR as a candidate beside an index plan, taken up into
+    the OR or (with `beside`) an OR of its own: it wins the trials, and
+    the rows its trial returned are replayed with the keys of the index
+    scans that found them (returnKey), then the scan goes on."""
+    db = client.t
+    docs = nested_docs()
+    db.c.insert_many(docs)
+    for spec in ([("b", 1), ("a", 1)], "c", "d", "x"):
+        db.c.create_index(spec)
+    q = {"x": {"$gte": 0},
+         "$or": [{"$or": [{"b": 2, "a": {"$lt": 2}}, {"c": 3}], **beside}, {"d": 3}]}
+    e = db.command("explain", {"find": "c", "filter": q}, verbosity="allPlansExecution")
+    kids = or_stage(e["queryPlanner"]["winningPlan"])["inputStages"]
+    assert len(kids) == (2 if beside else 3)
+    assert index_names(e["queryPlanner"]["winningPlan"]) == ["b_1_a_1", "c_1", "d_1"]
+    assert [index_names(p) for p in e["queryPlanner"]["rejectedPlans"]] == [["x_1"]]
+    want = [d for d in docs if (d["b"] == 2 and d["a"] < 2) or d["c"] == 3 or d["d"] == 3]
+    assert ids(db.c.find(q).batch_size(2)) == [d["_id"] for d in want]
+    keys = list(db.c.find(q, return_key=True).batch_size(100))  # the trial's 100 rows
+    b2 = [d for d in want if d["b"] == 2 and d["a"] < 2]
+    c3 = [d for d in want if d["c"] == 3 and not (d["b"] == 2 and d["a"] < 2)]
+    assert keys == ([{"b": 2, "a": d["a"]} for d in sorted(b2, key=lambda d: (d["a"], d["_id"]))]
+                    + [{"c": 3}] * len(c3) + [{"d": 3}] * (len(want) - len(b2) - len(c3)))
+    assert len(b2) < 100 < len(b2) + len(c3)  # the trial's rows span two scans
+
+
 def rand_logical(rng, depth=0):
     """A random filter of clauses under $or, $and and $or beside a clause,
     nested up to three deep."""
@@ -377,7 +495,7 @@ def test_nested_logical_filters_equal_collection_scan(client):
     db.c.insert_many([raw(rand_doc(rng, i)) for i in range(300)])
     for spec in INDEXES + [[("b", 1), ("a", 1)]]:
         db.c.create_index(spec)
-    ors = 0
+    ors = nested = 0
     for q in range(200):
         f = rand_logical(rng)
         want = ids(db.c.find(f).hint({"$natural": 1}))
@@ -387,5 +505,7 @@ def test_nested_logical_filters_equal_collection_scan(client):
         assert ([d["_id"] for d in db.c.find(f).sort(sort).batch_size(3)]
                 == [d["_id"] for d in db.c.find(f).sort(sort).hint({"$natural": 1})]), f
         e = db.command("explain", {"find": "c", "filter": f}, verbosity="allPlansExecution")
-        ors += or_stage(e["queryPlanner"]["winningPlan"]) is not None
-    assert ors >= 20  # OR plans among them
+        top = or_stage(e["queryPlanner"]["winningPlan"])
+        ors += top is not None
+        nested += top is not None and any(or_stage(k) for k in top["inputStages"])
+    assert ors >= 20 and nested >= 3, (ors, nested)  # OR plans among them, nested ones too

@@ -423,7 +423,12 @@ def test_or_left_to_the_matcher_when_an_index_serves_the_rest_or_a_clause_has_no
     assert r["explain"]["filter"] == {"$or": [{"b": 1}]}
     # a clause no index serves: the whole $or scans
     assert plan({"$or": [{"a": 1}, {"c": 2}]}, [ID, A])["stage"] == "COLLSCAN"
-    assert plan({"$or": [{"a": 1}, {"$or": [{"a": 2}]}]}, [ID, A])["stage"] == "COLLSCAN"
+    assert plan({"$or": [{"a": 1}, {"$or": [{"a": 2}, {"c": 1}]}]}, [ID, A])["stage"] == "COLLSCAN"
+    # a nested $or whose clauses indexes serve is taken up into the OR
+    r = plan({"$or": [{"a": 1}, {"$or": [{"a": 2}]}]}, [ID, A])
+    assert r["stage"] == "OR"
+    assert [k["indexBounds"] for k in r["explain"]["inputStage"]["inputStage"]["inputStages"]] \
+        == [{"a": ["[1, 1]"]}, {"a": ["[2, 2]"]}]
     # a hint is obeyed: the hinted index, whole
     assert bounds(plan({"$or": [{"a": 1}, {"b": 2}]}, [ID, A, B], hint="a_1")) == {
         "a": ["[MinKey, MaxKey]"]}

@@ -357,7 +357,10 @@ static void count_chosen(void *inst, mf_coll *c, const char *index)
  * runs choose it, if they are to: count_chosen). */
 static void count_index_use(mf_instance *inst, mf_coll *c, const mf_scan *s)
 {
-    if (mf_scan_undecided(s))
+    size_t n = mf_scan_nkids(s);
+    for (size_t i = 0; i < n; i++) /* an OR: each clause's index */
+        count_index_use(inst, c, mf_scan_kid(s, i));
+    if (n || mf_scan_undecided(s))
         return;
     const char *name = mf_scan_index_name(s);
     if (!name && strcmp(mf_scan_describe(s), "IDHACK") == 0)
@@ -387,10 +390,7 @@ int mfi_scan_new_ex(mf_instance *inst, mf_coll *c, const mfi_indexes *ix, const 
     }
     int rc = mf_scan_new_ex(c, ix ? ix->v : NULL, ix ? ix->n : 0, filter, hint, sort, coll, &with,
                             out, sorted, err);
-    if (rc == 0 && inst) {
-        size_t n = mf_scan_nkids(*out);
-        for (size_t i = 0; i < (n ? n : 1); i++) /* an OR: each clause's index */
-            count_index_use(inst, c, n ? mf_scan_kid(*out, i) : *out);
-    }
+    if (rc == 0 && inst)
+        count_index_use(inst, c, *out);
     return rc;
 }

@@ -174,6 +174,7 @@ struct mf_scan {
     struct mf_scan **kids;
     size_t nkids, kid;
     bool rooted; /* the $or is the whole filter (explain's SUBPLAN) */
+    size_t or_in_and; /* where the $or is (find_or's `in_and`) */
     /* position */
     bool want_pos; /* compute the matcher's array position per row */
     bool started, positioned, eof;
@@ -287,7 +288,7 @@ struct mf_scan {
     size_t replay_key_at;   /* the next one's offset */
     const uint8_t *row_key; /* the key of the row just replayed (returnKey), or NULL */
     size_t row_klen;
-    size_t row_kid;         /* an OR's: the clause whose key it is */
+    size_t row_kid;         /* an OR's: the index scan whose key it is (leaf_at) */
 };
 
 static bool single_interval(const mf_scan *s, bson_t *start, bool *start_incl, bson_t *end,
@@ -1314,6 +1315,104 @@ static int plan_trials(mf_scan *s, mf_coll *c, const mf_index_desc *idx, size_t 
                        const alternates *alts, mf_scan **or_plans, size_t *nor,
                        mf_plan_cache *cache, const bson_t *projection, mf_error *err);
 
+/* How deep plan_or looks for a $or in a clause no index serves. */
+#define MAX_OR_DEPTH 4
+
+/* The index scans of an OR's tree (1 for an index scan). */
+static size_t count_leaves(const mf_scan *s)
+{
+    if (s->kind != P_OR)
+        return 1;
+    size_t n = 0;
+    for (size_t i = 0; i < s->nkids; i++)
+        n += count_leaves(s->kids[i]);
+    return n;
+}
+
+/* The `n`th (from 0, depth first) of them. */
+static mf_scan *leaf_at(mf_scan *s, size_t n)
+{
+    for (size_t i = 0; s->kind == P_OR && i < s->nkids; i++) {
+        size_t k = count_leaves(s->kids[i]);
+        if (n < k)
+            return leaf_at(s->kids[i], n);
+        n -= k;
+    }
+    return s;
+}
+
+/* Which of them is running: the one that returned the row last. */
+static size_t current_leaf(const mf_scan *s)
+{
+    size_t n = 0;
+    while (s->kind == P_OR && s->kid < s->nkids) {
+        for (size_t i = 0; i < s->kid; i++)
+            n += count_leaves(s->kids[i]);
+        s = s->kids[s->kid];
+    }
+    return n;
+}
+
+/* Whether the `nth` $or find_or finds in `both` (a clause's elements,
+ * `clause_len` bytes of BSON, then those beside the clause) is the
+ * clause's own: mongod plans an OR in a clause for its own $ors only. */
+static bool own_or(const bson_t *both, uint32_t clause_len, size_t nth)
+{
+    bson_iter_t ors;
+    size_t in_and;
+    uint32_t len;
+    const uint8_t *data;
+    if (!find_or(both, nth, &ors, &in_and))
+        return false;
+    bson_iter_array(&ors, &len, &data);
+    return data && data < bson_get_data(both) + clause_len;
+}
+
+/* Whether `clause` is its $or (the one at `in_and`, as find_or says) and
+ * nothing else: {$or: [...]}, {$and: [{$or: [...]}]}. */
+static bool only_or(const bson_t *clause, size_t in_and)
+{
+    bson_t *rest = filter_without_or(clause, in_and);
+    bool only = rest && bson_empty(rest);
+    if (rest)
+        bson_destroy(rest);
+    return only;
+}
+
+/* An OR's clauses that are a nested $or alone, planned as an OR of their
+ * own, taken up into it: {$or: [{$or: [a, b]}, c]} scans as {$or: [a, b,
+ * c]}, as mongod's canonical form flattens it.  `*kids` (`*n` of them,
+ * the clauses of the $or at `ors`) becomes `leaves` or fewer. */
+static int flatten_ors(mf_scan ***kids, size_t *n, size_t leaves, const bson_iter_t *ors,
+                       mf_error *err)
+{
+    mf_scan **v = calloc(leaves, sizeof *v), **old = *kids;
+    bson_iter_t el;
+    size_t m = 0;
+    if (!v)
+        return oom(err);
+    bson_iter_recurse(ors, &el);
+    for (size_t i = 0; i < *n && bson_iter_next(&el); i++) {
+        uint32_t len;
+        const uint8_t *data;
+        bson_t clause;
+        bson_iter_document(&el, &len, &data);
+        if (old[i]->kind != P_OR || !bson_init_static(&clause, data, len) ||
+            !only_or(&clause, old[i]->or_in_and)) {
+            v[m++] = old[i];
+            continue;
+        }
+        for (size_t k = 0; k < old[i]->nkids; k++)
+            v[m++] = old[i]->kids[k];
+        old[i]->nkids = 0; /* its clauses are the OR's now */
+        mf_scan_free(old[i]);
+    }
+    free(old);
+    *kids = v;
+    *n = m;
+    return 0;
+}
+
 /* A $or (the file's head): when every clause of the `nth` $or (find_or)
  * is served by an index, make `s` an OR of their scans.  `s` is left a
  * collection scan otherwise.  Each clause is planned with the conditions
@@ -1325,7 +1424,7 @@ static int plan_trials(mf_scan *s, mf_coll *c, const mf_index_desc *idx, size_t 
  * scan shows what its bounds leave of the clause.  The matcher still
  * judges every document against the whole filter. */
 static int plan_or(mf_scan *s, const mf_index_desc *idx, size_t nidx, const bson_t *filter,
-                   const mf_collator *qcoll, size_t nth, mf_error *err)
+                   const mf_collator *qcoll, size_t nth, int depth, mf_error *err)
 {
     bson_iter_t it, el;
     size_t n = 0, in_and;
@@ -1347,8 +1446,8 @@ static int plan_or(mf_scan *s, const mf_index_desc *idx, size_t nidx, const bson
     }
     for (size_t t = 0; t < nbeside; t++)
         answered[t] = true;
-    size_t made = 0;
-    bool all = true;
+    size_t made = 0, leaves = 0;
+    bool all = true, nested = false;
     bson_iter_recurse(&it, &el);
     while (all && rc == 0 && bson_iter_next(&el)) {
         uint32_t len;
@@ -1376,12 +1475,27 @@ static int plan_or(mf_scan *s, const mf_index_desc *idx, size_t nidx, const bson
         alternates alts = {0};
         rc = choose(kids[made], idx, nidx, SIZE_MAX, &both, NULL, qcoll, &sorted, NULL, &alts, &cl,
                     err);
-        all = rc == 0 && kids[made]->kind == P_IXSCAN;
+        /* No index serves the clause, but one of its own $ors may be an
+         * OR of its own (mongod plans a contained $or in a clause so). */
+        for (size_t k = 0, nk = count_ors(&both);
+             rc == 0 && kids[made]->kind == P_COLLSCAN && depth < MAX_OR_DEPTH && k < nk; k++)
+            if (own_or(&both, len, k))
+                rc = plan_or(kids[made], idx, nidx, &both, qcoll, k, depth + 1, err);
+        all = rc == 0 && kids[made]->kind != P_COLLSCAN;
+        if (all && kids[made]->kind == P_OR) {
+            nested = true;
+            leaves += count_leaves(kids[made]);
+            for (size_t t = 0; t < nbeside; t++) /* not worked out for a nested OR */
+                answered[t] = false;
+        } else {
+            leaves++;
+        }
+        all = all && leaves <= MAX_OR_CLAUSES;
         /* Other indexes that serve the clause: its own trials choose among
          * them when the OR first reads it (mongod's subplanner plans each
          * clause so), and what their bounds answer of the conditions
          * beside is not known until then. */
-        if (all && !kids[made]->idhack && alts.n > 0) {
+        if (all && kids[made]->kind == P_IXSCAN && !kids[made]->idhack && alts.n > 0) {
             size_t none = 0;
             rc = plan_trials(kids[made], NULL, idx, nidx, &both, NULL, qcoll, &alts, NULL, &none,
                              NULL, NULL, err);
@@ -1393,11 +1507,14 @@ static int plan_or(mf_scan *s, const mf_index_desc *idx, size_t nidx, const bson
     }
     if (rc == 0 && all && !(s->residual = beside_left(beside, answered)))
         rc = oom(err);
+    if (rc == 0 && all && nested && (rc = flatten_ors(&kids, &n, leaves, &it, err)) != 0)
+        all = false;
     if (rc == 0 && all) {
         s->kind = P_OR;
         s->kids = kids;
         s->nkids = n;
-        s->rooted = nbeside == 0;
+        s->rooted = nbeside == 0 && depth == 0;
+        s->or_in_and = in_and;
         if (nth == 0)
             strcpy(s->or_name, "$or");
         else
@@ -1782,6 +1899,35 @@ static inline mf_scan *trial(mf_scan *s, size_t k)
 /* `s`, planned on choose()'s best index, is the first trial; each
  * alternative gets a plan, and the OR plans (`nor` of them, taken) are
  * the last; the cached winner of its shape, if any, is the probe. */
+/* Each clause of an OR (nested ORs' too) with trials of its own reports
+ * the index they choose itself, through `chosen`. */
+static void clauses_report(mf_scan *t, void (*chosen)(void *, mf_coll *, const char *),
+                           void *arg)
+{
+    for (size_t i = 0; t->kind == P_OR && i < t->nkids; i++) {
+        mf_scan *k = t->kids[i];
+        if (k->ntrials) {
+            k->chosen = chosen;
+            k->chosen_arg = arg;
+        }
+        clauses_report(k, chosen, arg);
+    }
+}
+
+/* Report the index `s` reads (an OR: each clause's, but for the clauses
+ * that report their own). */
+static void report_chosen(const mf_scan *s, mf_coll *c,
+                          void (*chosen)(void *, mf_coll *, const char *), void *arg)
+{
+    if (s->kind != P_OR) {
+        chosen(arg, c, s->ix.name);
+        return;
+    }
+    for (size_t i = 0; i < s->nkids; i++)
+        if (s->kids[i]->kind == P_OR || !s->kids[i]->chosen)
+            report_chosen(s->kids[i], c, chosen, arg);
+}
+
 static int plan_trials(mf_scan *s, mf_coll *c, const mf_index_desc *idx, size_t nidx,
                        const bson_t *filter, const bson_t *sort, const mf_collator *coll,
                        const alternates *alts, mf_scan **or_plans, size_t *nor,
@@ -1918,14 +2064,14 @@ static int scan_new(mf_coll *c, const mf_index_desc *idx, size_t nidx, const bso
     /* No index serves the rest: the first $or that indexes serve. */
     for (size_t nth = 0; rc == 0 && s->kind == P_COLLSCAN && hinted == SIZE_MAX && nth < nors;
          nth++)
-        if ((rc = plan_or(s, idx, nidx, filter, coll, nth, err)) == 0 && s->kind == P_OR)
+        if ((rc = plan_or(s, idx, nidx, filter, coll, nth, 0, err)) == 0 && s->kind == P_OR)
             taken = nth;
     /* An index only negations bound reads nearly every key: an OR plan,
      * if the filter has one, reads fewer (mongod's trial runs pick it). */
     if (rc == 0 && s->kind == P_IXSCAN && weak && !*sorted && hinted == SIZE_MAX && nors) {
         mf_scan *o = calloc(1, sizeof *o);
         for (size_t nth = 0; o && rc == 0 && o->kind != P_OR && nth < nors; nth++)
-            if ((rc = plan_or(o, idx, nidx, filter, coll, nth, err)) == 0 && o->kind == P_OR)
+            if ((rc = plan_or(o, idx, nidx, filter, coll, nth, 0, err)) == 0 && o->kind == P_OR)
                 taken = nth;
         if (!o || rc != 0 || o->kind != P_OR) {
             mf_scan_free(o);
@@ -1953,7 +2099,7 @@ static int scan_new(mf_coll *c, const mf_index_desc *idx, size_t nidx, const bso
             mf_scan *o = calloc(1, sizeof *o);
             if (!o) {
                 rc = oom(err);
-            } else if ((rc = plan_or(o, idx, nidx, filter, coll, nth, err)) != 0 ||
+            } else if ((rc = plan_or(o, idx, nidx, filter, coll, nth, 0, err)) != 0 ||
                        o->kind != P_OR) {
                 mf_scan_free(o);
             } else {
@@ -1974,14 +2120,8 @@ static int scan_new(mf_coll *c, const mf_index_desc *idx, size_t nidx, const bso
         s->chosen = x->chosen;
         s->chosen_arg = x->chosen_arg;
     }
-    for (size_t k = 0; rc == 0 && k < (s->ntrials ? s->ntrials : 1); k++) {
-        mf_scan *t = trial(s, k);
-        for (size_t i = 0; t->kind == P_OR && i < t->nkids; i++) /* clauses with trials */
-            if (t->kids[i]->ntrials) {
-                t->kids[i]->chosen = x->chosen;
-                t->kids[i]->chosen_arg = x->chosen_arg;
-            }
-    }
+    for (size_t k = 0; rc == 0 && k < (s->ntrials ? s->ntrials : 1); k++)
+        clauses_report(trial(s, k), x->chosen, x->chosen_arg);
     if (rc)
         goto fail;
     s->sorted = *sorted;
@@ -2109,8 +2249,8 @@ int mf_scan_return_key(const mf_scan *s, const mf_scan_row *row, bson_t *out, mf
     if (!last_key(s, &k, &kl))
         return 0;
     /* the clause that returned the row (a replayed row: its trial's) */
-    if (s->kind == P_OR)
-        s = s->kids[s->row_key ? s->row_kid : s->kid];
+    while (s->kind == P_OR)
+        s = s->row_key ? leaf_at((mf_scan *)s, s->row_kid) : s->kids[s->kid];
     mf_index_desc d = {.nfields = s->ix.nfields, .paths = s->ix.paths, .desc = s->ix.desc,
                        .coll = s->ix.coll};
     return mf_index_key_values(&d, &row->doc, k, kl, out, err);
@@ -2326,7 +2466,7 @@ static void put_or(const mf_scan *s, bool stats, bson_t *out)
         const mf_scan *k = s->kids[i];
         snprintf(key, sizeof key, "%zu", i);
         bson_append_document_begin(&arr, key, -1, &kid);
-        if (k->residual && bson_empty(k->residual)) /* an IDHACK too, as mongod's */
+        if (k->kind == P_IXSCAN && k->residual && bson_empty(k->residual)) /* an IDHACK too */
             put_ixscan(k, stats, &kid);
         else
             mf_scan_explain(k, stats, &kid);
@@ -3276,7 +3416,7 @@ static int trial_work(mf_scan *s, mf_scan *t, trial_run *r, mf_engine *e, mf_col
         if (!last_key(t, &key, &kl))
             kl = 0;
         uint8_t len[5] = {(uint8_t)kl, (uint8_t)(kl >> 8), (uint8_t)(kl >> 16),
-                          (uint8_t)(kl >> 24), (uint8_t)(t->kind == P_OR ? t->kid : 0)};
+                          (uint8_t)(kl >> 24), (uint8_t)current_leaf(t)};
         if (mf_buf_append(&r->keys, len, 5) != 0 ||
             (kl && mf_buf_append(&r->keys, key, kl) != 0))
             return oom(err);
@@ -3504,9 +3644,8 @@ static int decide(mf_scan *s, mf_engine *e, mf_coll *c, const mf_matcher *m, mf_
     s->sort = sort;
     s->blocking_trials = blocking_trials;
     /* the caller counts the use of the index chosen (an OR's: each) */
-    for (size_t i = 0; chosen && i < (s->kind == P_OR ? s->nkids : 1); i++)
-        if (s->kind != P_OR || !s->kids[i]->chosen) /* a clause with trials tells itself */
-            chosen(chosen_arg, c, s->kind == P_OR ? s->kids[i]->ix.name : s->ix.name);
+    if (chosen)
+        report_chosen(s, c, chosen, chosen_arg);
     s->work_cap = 0;
     s->replay = won.rows;
     s->nreplay = won.advanced;
