@@ -1421,6 +1421,43 @@ def test_rejected_plans_show_the_stages_above_their_scan(client):
     assert _stages(won)[0] == "COUNT" and [_stages(r) for r in rejected] == [["FETCH", "IXSCAN"]]
 
 
+def test_all_plans_execution_shows_the_stages_above_each_trial(client):
+    """Each trial of allPlansExecution carries find's SKIP, LIMIT and
+    projection as its plan does, each with the rows it passed up, and the
+    entry's nReturned is its root's."""
+    db = client.t
+    _skewed(db)
+    _statuses(db)
+    q = {"a": 1, "b": {"$gte": 2990}}
+    e = db.command("explain", {"find": "mp", "filter": q, "skip": 2, "limit": 5,
+                               "projection": {"b": 1}}, verbosity="allPlansExecution")
+    trials = e["executionStats"]["allPlansExecution"]
+    assert [_index_names(t["executionStages"]) for t in trials] == [["b_1"], ["a_1"]]
+    for t in trials:
+        root = t["executionStages"]
+        assert _stages(root) == ["PROJECTION_SIMPLE", "LIMIT", "SKIP", "FETCH", "IXSCAN"]
+        limit, skip = root["inputStage"], root["inputStage"]["inputStage"]
+        fetched = skip["inputStage"]["nReturned"]
+        assert skip["skipAmount"] == 2 and skip["nReturned"] == max(0, fetched - 2)
+        assert limit["limitAmount"] == 5 and limit["nReturned"] == min(5, skip["nReturned"])
+        assert root["transformBy"] == {"b": 1}
+        assert t["nReturned"] == root["nReturned"] == limit["nReturned"]
+    assert trials[0]["nReturned"] == 5  # b_1's trial read enough rows
+    # below a blocking SORT: its limitAmount, no LIMIT
+    e = db.command("explain", {"find": "ss", "filter": {"status": "A"}, "sort": {"created": -1},
+                               "limit": 10}, verbosity="allPlansExecution")
+    trials = e["executionStats"]["allPlansExecution"]
+    assert [_stages(t["executionStages"]) for t in trials] == [
+        ["LIMIT", "FETCH", "IXSCAN"], ["SORT", "FETCH", "IXSCAN"]]
+    assert trials[1]["executionStages"]["limitAmount"] == 10
+    assert trials[0]["executionStages"]["limitAmount"] == 10
+    # returnKey
+    e = db.command("explain", {"find": "mp", "filter": q, "returnKey": True},
+                   verbosity="allPlansExecution")
+    assert {_stages(t["executionStages"])[0] for t in e["executionStats"]["allPlansExecution"]} \
+        == {"RETURN_KEY"}
+
+
 def test_plan_cache_clear_one_shape_or_all(client):
     db = client.t
     _skewed(db)

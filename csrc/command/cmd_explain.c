@@ -251,6 +251,68 @@ static void put_rejected_stages(const what *w, bson_t *rejected)
     bson_steal(rejected, &out);
 }
 
+/* The same stages over each trial of allPlansExecution, with the rows
+ * each passed up: SKIP drops the first skip of the rows below it, LIMIT
+ * passes at most its limit, the projection all it gets; the entry's
+ * nReturned is its root's, as mongod's trial of the whole plan counts. */
+static void put_all_plans_stages(const what *w, bson_t *all)
+{
+    bson_t out = BSON_INITIALIZER;
+    bson_iter_t it, f, st;
+    bson_iter_init(&it, all);
+    while (bson_iter_next(&it)) {
+        uint32_t len;
+        const uint8_t *data;
+        bson_t view, entry = BSON_INITIALIZER, stages;
+        int64_t rows = 0;
+        bson_iter_document(&it, &len, &data);
+        if (!bson_init_static(&view, data, len))
+            continue;
+        if (bson_iter_init_find(&f, &view, "nReturned"))
+            rows = bson_iter_as_int64(&f);
+        bson_init(&stages);
+        if (bson_iter_init_find(&f, &view, "executionStages") && BSON_ITER_HOLDS_DOCUMENT(&f)) {
+            bson_t sv;
+            bson_iter_document(&f, &len, &data);
+            if (bson_init_static(&sv, data, len)) {
+                bson_destroy(&stages);
+                bson_copy_to(&sv, &stages);
+            }
+        }
+        bool sorts = bson_iter_init_find(&st, &stages, "stage") && BSON_ITER_HOLDS_UTF8(&st) &&
+                     strcmp(bson_iter_utf8(&st, NULL), "SORT") == 0;
+        if (sorts && w->limit)
+            sort_limited(&stages, w);
+        if (w->skip) {
+            rows = rows > w->skip ? rows - w->skip : 0;
+            wrap_counted(&stages, "SKIP", fill_skip, w, &rows);
+        }
+        if (w->limit && !sorts) {
+            rows = rows < w->limit ? rows : w->limit;
+            wrap_counted(&stages, "LIMIT", fill_limit, w, &rows);
+        }
+        if (w->has_proj)
+            wrap_counted(&stages, "PROJECTION_SIMPLE", fill_proj, w, &rows);
+        else if (w->return_key)
+            wrap_counted(&stages, "RETURN_KEY", NULL, w, &rows);
+        bson_iter_init(&f, &view);
+        while (bson_iter_next(&f)) {
+            const char *k = bson_iter_key(&f);
+            if (strcmp(k, "nReturned") == 0)
+                BSON_APPEND_INT64(&entry, k, rows);
+            else if (strcmp(k, "executionStages") == 0)
+                BSON_APPEND_DOCUMENT(&entry, k, &stages);
+            else
+                bson_append_iter(&entry, NULL, 0, &f);
+        }
+        BSON_APPEND_DOCUMENT(&out, bson_iter_key(&it), &entry);
+        bson_destroy(&entry);
+        bson_destroy(&stages);
+    }
+    bson_destroy(all);
+    bson_steal(all, &out);
+}
+
 void mfi_plans_init(mfi_plans_explained *p)
 {
     memset(p, 0, sizeof *p);
@@ -355,6 +417,7 @@ static int explain_find(mf_cmd_ctx *ctx, const bson_t *inner, const char *verbos
     else
         put_stages("find", &w, x.sorted, stats, &x.plan, &x.exec, &x.n_returned, NULL);
     put_rejected_stages(&w, &x.plans.rejected);
+    put_all_plans_stages(&w, &x.plans.all);
     put_reply(ctx, reply, x.ns, &w.filter, x.coll, &x.plan, &x.plans, &x.exec, verbosity,
               x.n_returned, t0, x.keys, x.docs, inner);
     mfi_find_explained_free(&x);
