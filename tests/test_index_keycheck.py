@@ -1,9 +1,10 @@
 """Keys tested against the bounds of fields past an index scan's ranges
 (plan.c, key_passes; mongod's IndexBoundsChecker): a scan whose key fails
-such a field as the key before did seeks past every key that fails alike
-(key_fills, next_passing), forward or backward, instead of reading them
-one by one.  The answers are a collection scan's; the keys read are far
-fewer."""
+such a field seeks past every key that fails alike (key_fills,
+next_passing), forward or backward, instead of reading them one by one,
+and starts each range at that field's first interval (start_past_ranges),
+as mongod's start key does.  The answers are a collection scan's; the
+keys read are far fewer, and as many as mongod examines."""
 from __future__ import annotations
 
 import random
@@ -40,15 +41,25 @@ def test_a_run_of_keys_failing_a_later_field_is_sought_past(client):
     assert len(want) == 20
     for hint in ("ab", "ab_desc"):
         assert ids(db.c.find(f).hint(hint).batch_size(3)) == want
-        # per value of a: b 0 twice (the second seeks to b 7), the two
-        # b 7, then b 8 twice (the second seeks to the next a); and the
-        # key past the range.  Every key of the range would be 500.
-        assert stats(db, f, hint) == (10 * 6 + 1, 1 + 10 * 2, 20), hint
+        # the start key is {a: 10, b: 7}; then per value of a: the two
+        # b 7, b 8 (it seeks to the next a), that a's b 0 (it seeks to b
+        # 7), as mongod's IndexBoundsChecker; the last b 0 is past the
+        # range.  Every key of the range would be 500.
+        assert stats(db, f, hint) == (2 + 10 * 4 - 2, 1 + 10 * 2 - 1, 20), hint
         # backward (the sort reversed): the same from the other end
         back = {"a": -1, "b": -1} if hint == "ab" else {"a": -1, "b": 1}
         got = [d["_id"] for d in db.c.find(f).hint(hint).sort(list(back.items())).batch_size(3)]
         assert sorted(got) == want and len(got) == 20
-        assert stats(db, f, hint, back) == (10 * 6 + 1, 1 + 10 * 2, 20), hint
+        # a's end 20 is excluded: the scan starts at the last key below
+        # it, a 19's b 24, which seeks to b 7 (mongod's start key of an
+        # excluded end holds nothing past it either): one key, one seek more
+        assert stats(db, f, hint, back) == (10 * 4 + 1, 1 + 10 * 2, 20), hint
+    # both ends included: each direction starts at {a: 10 or 19, b: 7}
+    f = {"a": {"$gte": 10, "$lte": 19}, "b": 7}
+    for hint in ("ab", "ab_desc"):
+        back = {"a": -1, "b": -1} if hint == "ab" else {"a": -1, "b": 1}
+        assert ids(db.c.find(f).hint(hint).sort(list(back.items()))) == want
+        assert stats(db, f, hint) == stats(db, f, hint, back) == (40, 20, 20), hint
     # several intervals: each gap is a run to seek past
     f = {"a": {"$gte": 10, "$lt": 20}, "b": {"$in": [3, 17, 30]}}
     want = ids(db.c.find(f).hint({"$natural": 1}))
@@ -91,14 +102,28 @@ def rng_other(i):
     return [None, "s%d" % i, {"x": i}, True][i % 4]
 
 
-def test_keys_with_fields_before_of_their_own_are_stepped(client):
+def test_keys_with_fields_before_of_their_own_are_each_sought_past(client):
     db = client.t
     db.c.insert_many([{"_id": i, "b": i % 9} for i in range(900)])
     db.c.create_index([("_id", 1), ("b", 1)], name="id_b")
     f = {"_id": {"$gte": 100, "$lt": 400}, "b": 4}
     assert ids(db.c.find(f).hint("id_b")) == ids(db.c.find(f).hint({"$natural": 1}))
-    # no two failing keys share their _id: nothing to seek past
-    assert stats(db, f, "id_b") == (301, 1, 33)
+    # the start key {_id: 100, b: 4} is past _id 100's key (b 1); of the
+    # 299 keys after it, each of the 266 that fail b is sought past, as
+    # mongod does; the key past the range ends the scan
+    assert stats(db, f, "id_b") == (299 + 1, 1 + 266, 33)
+    back = {"_id": -1, "b": -1}
+    assert [d["_id"] for d in db.c.find(f).hint("id_b").sort(list(back.items()))] == \
+        [i for i in range(399, 99, -1) if i % 9 == 4]
+    # backward from the excluded end 400: 399's key (b 3) is examined and
+    # sought past as well, and 99's ends the scan
+    assert stats(db, f, "id_b", back) == (1 + 299 + 1, 1 + 1 + 266, 33)
+    # an included end: {_id: 401, b: 4} is where the backward scan
+    # starts, past 401's key (b 5); the excluded end 402 reads it
+    f = {"_id": {"$gte": 100, "$lte": 401}, "b": 4}
+    assert stats(db, f, "id_b", back) == (301 + 1, 1 + 267, 34)
+    f = {"_id": {"$gte": 100, "$lt": 402}, "b": 4}
+    assert stats(db, f, "id_b", back) == (1 + 301 + 1, 1 + 1 + 267, 34)
 
 
 def test_sought_scans_answer_as_collection_scans(client):

@@ -92,6 +92,10 @@ typedef enum { P_COLLSCAN, P_IXSCAN, P_OR } plan_kind;
 typedef struct krange {
     mf_buf lo, hi;
     bool has_hi;
+    /* The ends as the bounds give them, included (not made exclusive by
+     * successor): `hi` was `hi_len0` bytes then, its last 1 lower. */
+    bool lo_incl, hi_incl;
+    size_t hi_len0;
 } krange;
 
 /* What the scan keeps of its index (the descriptor is the caller's). */
@@ -186,16 +190,11 @@ struct mf_scan {
     char *key_re_pattern, *key_re_flags;
     mf_buf key_str; /* the key's string, decoded, or a field's bytes turned back */
     mf_buf seek_to; /* where a key that failed the key filter sends the cursor */
-    /* The last key read, if it failed a field's bounds: that field, the
-     * key (in its page, as q_key holds keys), and how many of its bytes
-     * hold the fields before that one (key_fills seeks on the second key
-     * in a row that fails alike). */
-    size_t fail_field, fail_plen;
-    const uint8_t *fail_key;
     /* The fields past those the ranges bound whose own bounds each key is
      * tested against (bit i: field i; mongod's IndexBoundsChecker) before
      * its record is fetched. */
     uint32_t key_check;
+    size_t ranged; /* the fields the ranges bound (build_ranges) */
     mf_cursor cur;
     /* The key and value of the entry `cur` is on, noted when it got there
      * (step_noted, note): both scans read them once per entry. */
@@ -671,8 +670,10 @@ static int enum_ranges(mf_scan *s, const cand *c, size_t nf, size_t i, mf_buf *p
             mf_buf_append(&r.hi, prefix->data, plen) != 0 || put_end(&r.hi, khi, desc) != 0)
             goto fail;
         bool lo_ok = lo_incl || successor(&r.lo);
+        r.lo_incl = lo_incl;
+        r.hi_len0 = r.hi.len;
         if (hi_incl)
-            r.has_hi = successor(&r.hi);
+            r.has_hi = r.hi_incl = successor(&r.hi);
         if (!lo_ok) { /* nothing lies above it */
             mf_buf_free(&r.lo);
             mf_buf_free(&r.hi);
@@ -1003,6 +1004,7 @@ static int choose(mf_scan *s, const mf_index_desc *idx, size_t nidx, size_t hint
         goto out;
     }
     s->points = all_points;
+    s->ranged = ranged;
     s->idhack = all_points && s->ix.is_id && s->nranges == 1 && filter_is_id_only(filter);
     s->single = single_interval(s, NULL, NULL, NULL, NULL);
     if (best.key_re != SIZE_MAX) {
@@ -2830,10 +2832,44 @@ static inline int step_noted(mf_scan *s, bool prefetch_next, bool *valid, mf_err
 }
 
 /* Seek to where range `s->range` starts in the scan's direction. */
+/* Where the scan of range `r` starts when its near end is included and
+ * the field after the ranges is tested (key_check): at that end with the
+ * field's first interval in scan order, as mongod's start key holds each
+ * field's first interval (a: [10, 20), b: 7 starts at {a: 10, b: 7}, not
+ * at the first key of a 10).  Into s->seek_to; false: at the range's own
+ * end. */
+static bool start_past_ranges(mf_scan *s, const krange *r)
+{
+    size_t i = s->ranged;
+    mf_buf *t = &s->seek_to;
+    if (i == 0 || i >= 32 || !(s->key_check >> i & 1) || s->ix.oils[i].n == 0 ||
+        !(s->backward ? r->has_hi && r->hi_incl : r->lo_incl))
+        return false;
+    const mf_buf *end = s->backward ? &r->hi : &r->lo;
+    t->len = 0;
+    if (mf_buf_append(t, end->data, end->len) != 0)
+        return false;
+    if (s->backward) { /* undo successor(): the included end again */
+        t->data[t->len - 1]--;
+        while (t->len < r->hi_len0)
+            if (mf_buf_append(t, (const uint8_t *)"\xff", 1) != 0)
+                return false;
+    }
+    const mfi_oil *o = &s->ix.oils[i];
+    bool desc = s->ix.desc[i];
+    bool up = desc == s->backward; /* as next_passing */
+    const mfi_ival *first = up ? &o->v[0] : &o->v[o->n - 1];
+    if (put_end(t, up ? &first->lo : &first->hi, desc) != 0)
+        return false;
+    return (up ? first->lo_incl : first->hi_incl) != s->backward || successor(t);
+}
+
 static int seek_range(mf_scan *s, bool *valid, mf_error *err)
 {
     const krange *r = &s->ranges[s->range];
     int rc;
+    if (start_past_ranges(s, r))
+        return mf_cursor_seek(&s->cur, s->seek_to.data, s->seek_to.len, s->backward, valid, err);
     if (!s->backward)
         return r->lo.len ? mf_cursor_seek(&s->cur, r->lo.data, r->lo.len, false, valid, err)
                          : mf_cursor_first(&s->cur, valid, err);
@@ -2952,7 +2988,6 @@ static void queue_reset(mf_scan *s, mf_engine *e, mf_coll *c)
     s->q_done = false;
     s->q_read = s->q_taken = 0;
     s->in_range = 0;
-    s->fail_field = SIZE_MAX;
     s->records = mf_engine_tree(e, mf_coll_records(c));
     mf_btree *records = keys_answer(s) ? NULL : s->records;
     mf_error ignored;
@@ -2982,31 +3017,65 @@ static void hint_batch(mf_scan *s, mf_btree *records, unsigned last)
         mf_btree_prefetch_values(records, &s->q_hint[prev3], QBATCH);
 }
 
+/* How a scan goes past a key that failed its tests (key_fills). */
+typedef enum { PAST_STEP, PAST_SEEK, PAST_STEP_SEEK } key_past;
+
 /* Whether the key `cur` is on passes the scan's tests (key_passes).  A
- * key that fails a field's bounds as the key before did,
- * the fields before the same, sets `*seek` when s->seek_to holds where
- * the next key that could pass lies (mongod's IndexBoundsChecker seeks on
- * the first; seeking on the second leaves a run of one to the step, as
- * when every key has fields before of its own). */
-static bool key_fills(mf_scan *s, bool *seek)
+ * key that fails a field's bounds is sought past, as mongod's
+ * IndexBoundsChecker seeks on the first such key (`*f` says how it
+ * failed): `*past` PAST_SEEK with s->seek_to where the next key that
+ * could pass lies, when the field is the first; PAST_STEP_SEEK past a
+ * later field, whose seek the caller makes from the next key when that
+ * has the same fields before (past_failed): with fields before of its
+ * own, the next key is where the seek would land.  PAST_STEP: no seek (a
+ * regex's failure, or no key could pass before the next). */
+static bool key_fills(mf_scan *s, key_past *past, key_fail *f)
 {
-    key_fail f;
     const uint8_t *k = s->cur_key;
     size_t kl = s->cur_klen;
-    if (key_passes(s, k, kl, &f)) {
-        s->fail_field = SIZE_MAX;
+    *past = PAST_STEP;
+    if (key_passes(s, k, kl, f))
         return true;
-    }
-    if (f.field == SIZE_MAX)
+    if (f->field == SIZE_MAX)
         return false;
-    if (f.field == s->fail_field && f.plen == s->fail_plen && memcmp(k, s->fail_key, f.plen) == 0) {
-        *seek = next_passing(s, f.field, k, kl, f.plen, f.n);
-        return false;
-    }
-    s->fail_field = f.field;
-    s->fail_plen = f.plen;
-    s->fail_key = k;
+    if (f->plen > 0)
+        *past = PAST_STEP_SEEK;
+    else if (next_passing(s, f->field, k, kl, f->plen, f->n))
+        *past = PAST_SEEK;
     return false;
+}
+
+/* Move the cursor to s->seek_to (onward from its entry, in its leaf when
+ * the target is there). */
+static int seek_to_target(mf_scan *s, mf_error *err)
+{
+    /* often in the same leaf: a unique range field's next key */
+    if (mf_cursor_seek_in_leaf(&s->cur, s->backward, s->seek_to.data, s->seek_to.len,
+                               &s->cur_key, &s->cur_klen, &s->cur_val, &s->cur_vlen)) {
+        s->cur_valid = true;
+        return 0;
+    }
+    int rc = mf_cursor_seek(&s->cur, s->seek_to.data, s->seek_to.len, s->backward,
+                            &s->cur_valid, err);
+    if (rc == 0 && s->cur_valid)
+        note(s);
+    return rc;
+}
+
+/* The cursor has stepped from key `k` (`kl` bytes), which failed as `f`
+ * says, to the next: when that has the same fields before, go on to
+ * where the next key that could pass lies, as the seek from `k` would
+ * (the key stepped onto is not examined; it may be that place). */
+static int past_failed(mf_scan *s, const uint8_t *k, size_t kl, const key_fail *f,
+                       mf_error *err)
+{
+    if (!s->cur_valid || s->cur_klen < f->plen || memcmp(s->cur_key, k, f->plen) != 0 ||
+        !next_passing(s, f->field, k, kl, f->plen, f->n))
+        return 0;
+    int c = cmp_bytes(s->seek_to.data, s->seek_to.len, s->cur_key, s->cur_klen);
+    if (s->backward ? c >= 0 : c <= 0)
+        return 0; /* the key stepped onto is where it lands */
+    return seek_to_target(s, err);
 }
 
 /* Read entries from `cur` into the queue until it holds `want`, or its
@@ -3039,27 +3108,18 @@ static int queue_fill(mf_scan *s, unsigned want, mf_error *err)
             s->q_key[at] = s->cur_key;
             s->q_klen[at] = s->cur_klen;
             s->q_vlen[at] = s->cur_vlen;
-            bool seek = false;
-            if ((s->key_re || s->key_check) && !key_fills(s, &seek))
-                s->q_kind[at] = seek ? Q_SKIP : Q_TESTED;
+            key_past past = PAST_STEP;
+            key_fail f;
+            if ((s->key_re || s->key_check) && !key_fills(s, &past, &f))
+                s->q_kind[at] = past != PAST_STEP ? Q_SKIP : Q_TESTED;
             else if (s->cur_vlen == 8)
                 memcpy(s->q_rid[at], s->cur_val, 8);
-            if (seek) {
-                /* often in the same leaf: a unique range field's next key */
-                if (mf_cursor_seek_in_leaf(&s->cur, s->backward, s->seek_to.data, s->seek_to.len,
-                                           &s->cur_key, &s->cur_klen, &s->cur_val,
-                                           &s->cur_vlen)) {
-                    s->cur_valid = true;
-                } else {
-                    if ((rc = mf_cursor_seek(&s->cur, s->seek_to.data, s->seek_to.len,
-                                             s->backward, &s->cur_valid, err)) != 0)
-                        return rc;
-                    if (s->cur_valid)
-                        note(s);
-                }
-            } else if ((rc = step_noted(s, true, &s->cur_valid, err)) != 0) {
+            if (past == PAST_SEEK)
+                rc = seek_to_target(s, err);
+            else if ((rc = step_noted(s, true, &s->cur_valid, err)) == 0 && past == PAST_STEP_SEEK)
+                rc = past_failed(s, s->q_key[at], s->q_klen[at], &f, err);
+            if (rc)
                 return rc;
-            }
         }
         if (records && at % QBATCH == QBATCH - 1)
             hint_batch(s, records, at);
