@@ -471,6 +471,45 @@ def test_a_nested_or_plan_wins_its_trials_and_replays_each_key(client, beside):
     assert len(b2) < 100 < len(b2) + len(c3)  # the trial's rows span two scans
 
 
+def test_a_rooted_or_caches_each_clause_winner_as_its_own_query(client):
+    """mongod's subplanner caches the winner of each branch's trials under
+    the branch's own shape: the clause's $planCacheStats entry is the one a
+    find of the clause alone has (its queryHash), inactive when made,
+    active after a second run of no more works; a contained $or's clauses
+    make no entries of their own."""
+    db = client.t
+    db.mp.insert_many([{"_id": i, "a": 1 if i % 10 else 2, "b": i, "c": i % 100}
+                       for i in range(3000)])
+    for f in "abc":
+        db.mp.create_index(f)
+    clause = {"a": 1, "b": {"$gte": 2990}}
+    q = {"$or": [clause, {"c": 5}]}
+    want = ids(db.mp.find(q).hint({"$natural": 1}))
+    assert ids(db.mp.find(q)) == want
+    entries = list(db.mp.aggregate([{"$planCacheStats": {}}]))
+    assert len(entries) == 1
+    (entry,) = entries
+    qh = db.command("explain", {"find": "mp", "filter": {"a": 2, "b": {"$gte": 7}}})[
+        "queryPlanner"]["queryHash"]
+    assert entry["queryHash"] == qh and entry["createdFromQuery"]["query"] == clause
+    assert index_names(entry["cachedPlan"]) == ["b_1"] and entry["isActive"] is False
+    assert ids(db.mp.find(q)) == want
+    (entry,) = list(db.mp.aggregate([{"$planCacheStats": {}}]))
+    assert entry["isActive"] is True
+    for _ in range(3):  # from the cache now: the same answers
+        assert ids(db.mp.find(q).batch_size(3)) == want
+        assert ids(db.mp.find({"$or": [{"a": 1, "b": {"$gte": 2995}}, {"c": 7}]})) == ids(
+            db.mp.find({"$or": [{"a": 1, "b": {"$gte": 2995}}, {"c": 7}]}).hint({"$natural": 1}))
+    db.command("planCacheClear", "mp")
+    # contained: the OR is planned with the condition beside it, no entry
+    # of a clause's own (the whole query's, when it had trials)
+    contained = {"c": {"$lt": 50}, **q}
+    for _ in range(2):
+        assert ids(db.mp.find(contained)) == ids(db.mp.find(contained).hint({"$natural": 1}))
+    assert [e["createdFromQuery"]["query"] for e in db.mp.aggregate([{"$planCacheStats": {}}])] \
+        == [contained]
+
+
 def rand_logical(rng, depth=0):
     """A random filter of clauses under $or, $and and $or beside a clause,
     nested up to three deep."""

@@ -1425,8 +1425,9 @@ static int flatten_ors(mf_scan ***kids, size_t *n, size_t leaves, const bson_ite
  * beside the $or less what every clause's bounds answer; each clause's
  * scan shows what its bounds leave of the clause.  The matcher still
  * judges every document against the whole filter. */
-static int plan_or(mf_scan *s, const mf_index_desc *idx, size_t nidx, const bson_t *filter,
-                   const mf_collator *qcoll, size_t nth, int depth, mf_error *err)
+static int plan_or(mf_scan *s, mf_coll *c, const mf_index_desc *idx, size_t nidx,
+                   const bson_t *filter, const mf_collator *qcoll, size_t nth, int depth,
+                   mf_plan_cache *cache, mf_error *err)
 {
     bson_iter_t it, el;
     size_t n = 0, in_and;
@@ -1482,7 +1483,7 @@ static int plan_or(mf_scan *s, const mf_index_desc *idx, size_t nidx, const bson
         for (size_t k = 0, nk = count_ors(&both);
              rc == 0 && kids[made]->kind == P_COLLSCAN && depth < MAX_OR_DEPTH && k < nk; k++)
             if (own_or(&both, len, k))
-                rc = plan_or(kids[made], idx, nidx, &both, qcoll, k, depth + 1, err);
+                rc = plan_or(kids[made], c, idx, nidx, &both, qcoll, k, depth + 1, NULL, err);
         all = rc == 0 && kids[made]->kind != P_COLLSCAN;
         if (all && kids[made]->kind == P_OR) {
             nested = true;
@@ -1499,8 +1500,14 @@ static int plan_or(mf_scan *s, const mf_index_desc *idx, size_t nidx, const bson
          * beside is not known until then. */
         if (all && kids[made]->kind == P_IXSCAN && !kids[made]->idhack && alts.n > 0) {
             size_t none = 0;
-            rc = plan_trials(kids[made], NULL, idx, nidx, &both, NULL, qcoll, &alts, NULL, &none,
-                             NULL, NULL, err);
+            /* A rooted $or's clause is a query of its own to the plan
+             * cache, as mongod's subplanner caches each branch's winner. */
+            mf_plan_cache *cc = depth == 0 && nbeside == 0 && c ? cache : NULL;
+            if (cc && !(kids[made]->filter = bson_copy(&both)))
+                rc = oom(err);
+            if (rc == 0)
+                rc = plan_trials(kids[made], c, idx, nidx, &both, NULL, qcoll, &alts, NULL, &none,
+                                 cc, NULL, err);
             for (size_t t = 0; t < nbeside; t++)
                 answered[t] = false;
         }
@@ -2066,14 +2073,16 @@ static int scan_new(mf_coll *c, const mf_index_desc *idx, size_t nidx, const bso
     /* No index serves the rest: the first $or that indexes serve. */
     for (size_t nth = 0; rc == 0 && s->kind == P_COLLSCAN && hinted == SIZE_MAX && nth < nors;
          nth++)
-        if ((rc = plan_or(s, idx, nidx, filter, coll, nth, 0, err)) == 0 && s->kind == P_OR)
+        if ((rc = plan_or(s, c, idx, nidx, filter, coll, nth, 0, x->cache, err)) == 0 &&
+            s->kind == P_OR)
             taken = nth;
     /* An index only negations bound reads nearly every key: an OR plan,
      * if the filter has one, reads fewer (mongod's trial runs pick it). */
     if (rc == 0 && s->kind == P_IXSCAN && weak && !*sorted && hinted == SIZE_MAX && nors) {
         mf_scan *o = calloc(1, sizeof *o);
         for (size_t nth = 0; o && rc == 0 && o->kind != P_OR && nth < nors; nth++)
-            if ((rc = plan_or(o, idx, nidx, filter, coll, nth, 0, err)) == 0 && o->kind == P_OR)
+            if ((rc = plan_or(o, c, idx, nidx, filter, coll, nth, 0, x->cache, err)) == 0 &&
+                o->kind == P_OR)
                 taken = nth;
         if (!o || rc != 0 || o->kind != P_OR) {
             mf_scan_free(o);
@@ -2101,7 +2110,7 @@ static int scan_new(mf_coll *c, const mf_index_desc *idx, size_t nidx, const bso
             mf_scan *o = calloc(1, sizeof *o);
             if (!o) {
                 rc = oom(err);
-            } else if ((rc = plan_or(o, idx, nidx, filter, coll, nth, 0, err)) != 0 ||
+            } else if ((rc = plan_or(o, c, idx, nidx, filter, coll, nth, 0, x->cache, err)) != 0 ||
                        o->kind != P_OR) {
                 mf_scan_free(o);
             } else {
