@@ -8,6 +8,7 @@ from __future__ import annotations
 import random
 
 import pytest
+from bson import Regex
 
 from test_index_differential import rand_doc, rand_pred, raw
 
@@ -508,6 +509,50 @@ def test_a_rooted_or_caches_each_clause_winner_as_its_own_query(client):
         assert ids(db.mp.find(contained)) == ids(db.mp.find(contained).hint({"$natural": 1}))
     assert [e["createdFromQuery"]["query"] for e in db.mp.aggregate([{"$planCacheStats": {}}])] \
         == [contained]
+
+
+def test_a_or_is_planned_in_its_canonical_form(client):
+    """As mongod's MatchExpression::optimize before planning: a $or in a
+    $or alone is flattened into it, a $or of one clause is that clause,
+    and a $or whose clauses are equalities of one path is that path's $in
+    (one IXSCAN with a point per value, no OR).  Arrays, documents and
+    regexes are not plain $in elements there and stay clauses.  The
+    answers are a collection scan's."""
+    db = client.t
+    docs = nested_docs()
+    db.c.insert_many(docs + [{"_id": 5000, "a": [1, 2], "s": "xa"}])
+    for f in ("a", "b", "s"):
+        db.c.create_index(f)
+
+    def shape(f):
+        w = winning(db, "c", f)
+        node, out = w, []
+        while node:
+            out.append(node["stage"])
+            node = node.get("inputStage")
+        return out, w
+
+    cases = [
+        ({"$or": [{"a": 1}, {"a": 2}]}, ["FETCH", "IXSCAN"], {"a": ["[1, 1]", "[2, 2]"]}),
+        ({"$or": [{"a": {"$eq": 3}}, {"$or": [{"a": 1}]}]}, ["FETCH", "IXSCAN"],
+         {"a": ["[1, 1]", "[3, 3]"]}),
+        ({"$or": [{"a": 4}]}, ["FETCH", "IXSCAN"], {"a": ["[4, 4]"]}),
+        ({"$or": [{"$or": [{"b": 2}]}]}, ["FETCH", "IXSCAN"], {"b": ["[2, 2]"]}),
+        ({"x": 1, "$or": [{"b": 1}]}, ["FETCH", "IXSCAN"], {"b": ["[1, 1]"]}),
+    ]
+    for f, stages, bounds in cases:
+        got, w = shape(f)
+        assert got == stages, (f, got)
+        assert w["inputStage"]["indexBounds"] == bounds, f
+        assert ids(db.c.find(f)) == ids(db.c.find(f).hint({"$natural": 1})), f
+    _, w = shape({"x": 1, "$or": [{"b": 1}]})
+    assert w["filter"] == {"x": 1}  # as {x: 1, b: 1}
+    for f in ({"$or": [{"a": 1}, {"a": [1, 2]}]}, {"$or": [{"a": 1}, {"b": 1}]},
+              {"$or": [{"s": "xa"}, {"s": Regex("^x")}]},
+              {"$or": [{"a": 1}, {"a": {"$gt": 8}}]}):
+        got, w = shape(f)
+        assert got[:3] == ["SUBPLAN", "FETCH", "OR"], (f, got)
+        assert ids(db.c.find(f)) == ids(db.c.find(f).hint({"$natural": 1})), f
 
 
 def rand_logical(rng, depth=0):

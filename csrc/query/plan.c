@@ -2011,9 +2011,245 @@ int mf_scan_new_ex(mf_coll *c, const mf_index_desc *idx, size_t nidx, const bson
     return rc;
 }
 
+/* --------------------------------------------------- the canonical $or */
+
+/* The value `clause` tests its one path for equality with ({a: 5} or {a:
+ * {$eq: 5}}), into `*path` and `*v`; false for anything else, and for a
+ * document, array or regex value (their equality is not a plain $in
+ * element's). */
+static bool clause_equality(const bson_t *clause, const char **path, bson_iter_t *v)
+{
+    bson_iter_t it, op;
+    if (!bson_iter_init(&it, clause) || !bson_iter_next(&it))
+        return false;
+    *path = bson_iter_key(&it);
+    *v = it;
+    if ((*path)[0] == '$' || bson_iter_next(v))
+        return false;
+    *v = it;
+    if (BSON_ITER_HOLDS_DOCUMENT(&it)) {
+        if (!bson_iter_recurse(&it, &op) || !bson_iter_next(&op) ||
+            strcmp(bson_iter_key(&op), "$eq") != 0)
+            return false;
+        *v = op;
+        if (bson_iter_next(&op))
+            return false;
+    }
+    bson_type_t t = bson_iter_type(v);
+    return t != BSON_TYPE_DOCUMENT && t != BSON_TYPE_ARRAY && t != BSON_TYPE_REGEX;
+}
+
+#define MAX_CANONICAL_CLAUSES 64
+
+/* A clause of a $or: its bytes in the filter (a bson_t view cannot be
+ * copied: it points into itself). */
+typedef struct clause_ref {
+    const uint8_t *data;
+    uint32_t len;
+} clause_ref;
+
+/* The clauses of the $or at `ors` (an array of documents), a clause that
+ * is a $or alone replaced by its own clauses, into `v` (`*n` of them, at
+ * most MAX_CANONICAL_CLAUSES); `*nested` when one was.  False when a
+ * clause is not a document, or there are too many. */
+static bool or_clauses(const bson_iter_t *ors, clause_ref *v, size_t *n, bool *nested,
+                       int depth)
+{
+    bson_iter_t el, one;
+    uint32_t len;
+    const uint8_t *data;
+    if (!BSON_ITER_HOLDS_ARRAY(ors) || !bson_iter_recurse(ors, &el))
+        return false;
+    while (bson_iter_next(&el)) {
+        bson_t clause;
+        if (!BSON_ITER_HOLDS_DOCUMENT(&el))
+            return false;
+        bson_iter_document(&el, &len, &data);
+        if (!bson_init_static(&clause, data, len))
+            return false;
+        if (depth < 8 && bson_count_keys(&clause) == 1 &&
+            bson_iter_init_find(&one, &clause, "$or")) {
+            *nested = true;
+            if (!or_clauses(&one, v, n, nested, depth + 1))
+                return false;
+            continue;
+        }
+        if (*n == MAX_CANONICAL_CLAUSES)
+            return false;
+        v[(*n)++] = (clause_ref){data, len};
+    }
+    return true;
+}
+
+/* What the $or at `ors` is in mongod's canonical form, appended to `out`
+ * as one document under `key`: a $or in it alone is flattened into it; a
+ * $or of one clause is that clause; a $or whose clauses all test one
+ * path for equality is that path's $in ({$or: [{a: 1}, {a: 2}]}: {a:
+ * {$in: [1, 2]}}).  False (and `out` untouched) when it is as given. */
+static bool canonical_or(const bson_iter_t *ors, bson_t *out, const char *key)
+{
+    clause_ref v[MAX_CANONICAL_CLAUSES];
+    bson_t clause, doc, in, arr;
+    bson_iter_t val;
+    const char *path = NULL, *p;
+    size_t n = 0;
+    bool nested = false, same = true;
+    char k[24];
+    if (!or_clauses(ors, v, &n, &nested, 0) || n == 0)
+        return false;
+    for (size_t i = 0; i < n && same; i++)
+        if ((same = bson_init_static(&clause, v[i].data, v[i].len) &&
+                    clause_equality(&clause, &p, &val) && (!path || strcmp(p, path) == 0)))
+            path = p;
+    if (n > 1 && !same && !nested)
+        return false;
+    if (n == 1) {
+        bson_init_static(&clause, v[0].data, v[0].len);
+        return bson_append_document(out, key, -1, &clause);
+    }
+    bson_append_document_begin(out, key, -1, &doc);
+    if (same) {
+        bson_append_document_begin(&doc, path, -1, &in);
+        bson_append_array_begin(&in, "$in", 3, &arr);
+        for (size_t i = 0; i < n; i++) {
+            bson_init_static(&clause, v[i].data, v[i].len);
+            clause_equality(&clause, &p, &val);
+            snprintf(k, sizeof k, "%zu", i);
+            bson_append_value(&arr, k, -1, bson_iter_value(&val));
+        }
+        bson_append_array_end(&in, &arr);
+        bson_append_document_end(&doc, &in);
+    } else {
+        bson_append_array_begin(&doc, "$or", 3, &arr);
+        for (size_t i = 0; i < n; i++) {
+            bson_init_static(&clause, v[i].data, v[i].len);
+            snprintf(k, sizeof k, "%zu", i);
+            bson_append_document(&arr, k, -1, &clause);
+        }
+        bson_append_array_end(&doc, &arr);
+    }
+    bson_append_document_end(out, &doc);
+    return true;
+}
+
+/* `filter` as the planner reads it: each $or at its top level or in its
+ * top-level $and that canonical_or rewrites, as an element of a $and
+ * (the filter's own $and, its rewritten elements in place).  NULL when
+ * nothing is rewritten, or out of memory (planned as it is): the matcher
+ * always reads the filter as given. */
+static bson_t *canonical_ors(const bson_t *filter)
+{
+    bson_iter_t it, el, sub;
+    bool any = false;
+    /* most filters have no $or: look before building anything */
+    if (bson_iter_init_find(&it, filter, "$or"))
+        any = true;
+    if (!any && bson_iter_init_find(&it, filter, "$and") && BSON_ITER_HOLDS_ARRAY(&it) &&
+        bson_iter_recurse(&it, &el))
+        while (!any && bson_iter_next(&el))
+            any = BSON_ITER_HOLDS_DOCUMENT(&el) && bson_iter_recurse(&el, &sub) &&
+                  bson_iter_find(&sub, "$or");
+    if (!any)
+        return NULL;
+    bson_t *out = bson_new(), and = BSON_INITIALIZER, tmp;
+    size_t nand = 0;
+    bool changed = false;
+    char k[16];
+    bson_iter_init(&it, filter);
+    while (bson_iter_next(&it)) {
+        const char *key = bson_iter_key(&it);
+        if (strcmp(key, "$or") == 0) {
+            snprintf(k, sizeof k, "%zu", nand);
+            bson_init(&tmp);
+            bool done = canonical_or(&it, &tmp, k);
+            bson_iter_t one, ck;
+            /* what it became, when the filter has none of its paths, joins
+             * the filter's elements ({$or: [{b: 1}], a: 2} is {a: 2, b: 1});
+             * otherwise it is an element of the $and */
+            bool merge = done && bson_iter_init(&one, &tmp) && bson_iter_next(&one) &&
+                         BSON_ITER_HOLDS_DOCUMENT(&one) && bson_iter_recurse(&one, &ck);
+            while (merge && bson_iter_next(&ck))
+                merge = (strcmp(bson_iter_key(&ck), "$or") == 0 ||
+                         !bson_has_field(filter, bson_iter_key(&ck))) &&
+                        strcmp(bson_iter_key(&ck), "$and") != 0;
+            if (merge) {
+                bson_iter_recurse(&one, &ck);
+                while (bson_iter_next(&ck))
+                    bson_append_iter(out, NULL, 0, &ck);
+            } else if (done) {
+                bson_iter_init(&one, &tmp);
+                bson_iter_next(&one);
+                bson_append_iter(&and, k, -1, &one);
+                nand++;
+            }
+            bson_destroy(&tmp);
+            if (done) {
+                changed = true;
+                continue;
+            }
+        } else if (strcmp(key, "$and") == 0 && BSON_ITER_HOLDS_ARRAY(&it) &&
+                   bson_iter_recurse(&it, &el)) {
+            while (bson_iter_next(&el)) {
+                snprintf(k, sizeof k, "%zu", nand);
+                bson_init(&tmp);
+                bool alone = false;
+                if (BSON_ITER_HOLDS_DOCUMENT(&el) && bson_iter_recurse(&el, &sub) &&
+                    bson_iter_next(&sub) && strcmp(bson_iter_key(&sub), "$or") == 0) {
+                    bson_iter_t rest = sub;
+                    alone = !bson_iter_next(&rest); /* {$or: [...]} and nothing else */
+                }
+                if (alone && canonical_or(&sub, &tmp, "x")) {
+                    bson_iter_t one;
+                    bson_iter_init(&one, &tmp);
+                    bson_iter_next(&one);
+                    bson_append_iter(&and, k, -1, &one);
+                    changed = true;
+                } else {
+                    bson_append_iter(&and, k, -1, &el);
+                }
+                bson_destroy(&tmp);
+                nand++;
+            }
+            continue;
+        }
+        bson_append_iter(out, NULL, 0, &it);
+    }
+    if (changed && nand)
+        bson_append_array(out, "$and", 4, &and);
+    bson_destroy(&and);
+    if (!changed) {
+        bson_destroy(out);
+        return NULL;
+    }
+    return out;
+}
+
+/* mf_scan_new_ex's planning, of the filter in its canonical form. */
+static int scan_plan(mf_coll *c, const mf_index_desc *idx, size_t nidx, const bson_t *filter,
+                     const bson_iter_t *hint, const bson_t *sort, const mf_collator *coll,
+                     const mf_scan_extra *x, mf_scan **out, bool *sorted, mf_error *err);
+
 static int scan_new(mf_coll *c, const mf_index_desc *idx, size_t nidx, const bson_t *filter,
                     const bson_iter_t *hint, const bson_t *sort, const mf_collator *coll,
                     const mf_scan_extra *x, mf_scan **out, bool *sorted, mf_error *err)
+{
+    bson_t *canon = NULL, *next;
+    /* a rewrite may leave a $or to rewrite in its place: {$or: [{$or: [...]}]} */
+    for (int pass = 0; filter && pass < 4 && (next = canonical_ors(canon ? canon : filter)); pass++) {
+        if (canon)
+            bson_destroy(canon);
+        canon = next;
+    }
+    int rc = scan_plan(c, idx, nidx, canon ? canon : filter, hint, sort, coll, x, out, sorted,
+                       err);
+    if (canon)
+        bson_destroy(canon);
+    return rc;
+}
+
+static int scan_plan(mf_coll *c, const mf_index_desc *idx, size_t nidx, const bson_t *filter,
+                     const bson_iter_t *hint, const bson_t *sort, const mf_collator *coll,
+                     const mf_scan_extra *x, mf_scan **out, bool *sorted, mf_error *err)
 {
     const bson_t *min = x->min, *max = x->max;
     mf_scan *s = calloc(1, sizeof *s);
