@@ -2235,7 +2235,8 @@ static int scan_new(mf_coll *c, const mf_index_desc *idx, size_t nidx, const bso
 {
     bson_t *canon = NULL, *next;
     /* a rewrite may leave a $or to rewrite in its place: {$or: [{$or: [...]}]} */
-    for (int pass = 0; filter && pass < 4 && (next = canonical_ors(canon ? canon : filter)); pass++) {
+    for (int pass = 0; filter && pass < 4 && (next = canonical_ors(canon ? canon : filter));
+         pass++) {
         if (canon)
             bson_destroy(canon);
         canon = next;
