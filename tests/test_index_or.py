@@ -514,8 +514,8 @@ def test_a_rooted_or_caches_each_clause_winner_as_its_own_query(client):
 def test_a_or_is_planned_in_its_canonical_form(client):
     """As mongod's MatchExpression::optimize before planning: a $or in a
     $or alone is flattened into it, a $or of one clause is that clause,
-    and a $or whose clauses are equalities of one path is that path's $in
-    (one IXSCAN with a point per value, no OR).  Arrays, documents and
+    and a $or's equalities of one path are that path's $in (one IXSCAN
+    with a point per value, no OR when they are all its clauses).  Arrays, documents and
     regexes are not plain $in elements there and stay clauses.  The
     answers are a collection scan's."""
     db = client.t
@@ -547,6 +547,14 @@ def test_a_or_is_planned_in_its_canonical_form(client):
         assert ids(db.c.find(f)) == ids(db.c.find(f).hint({"$natural": 1})), f
     _, w = shape({"x": 1, "$or": [{"b": 1}]})
     assert w["filter"] == {"x": 1}  # as {x: 1, b: 1}
+    # the equalities of one path, among other clauses: one clause, first
+    for f in ({"$or": [{"a": 1}, {"b": 5}, {"a": 2}]}, {"$or": [{"b": 5}, {"$or": [{"a": 1}]},
+                                                               {"a": {"$eq": 2}}]}):
+        got, w = shape(f)
+        assert got[:3] == ["SUBPLAN", "FETCH", "OR"], (f, got)
+        assert [bounds_of(k) for k in or_stage(w)["inputStages"]] == [
+            ("a_1", {"a": ["[1, 1]", "[2, 2]"]}), ("b_1", {"b": ["[5, 5]"]})], f
+        assert ids(db.c.find(f)) == ids(db.c.find(f).hint({"$natural": 1})), f
     for f in ({"$or": [{"a": 1}, {"a": [1, 2]}]}, {"$or": [{"a": 1}, {"b": 1}]},
               {"$or": [{"s": "xa"}, {"s": Regex("^x")}]},
               {"$or": [{"a": 1}, {"a": {"$gt": 8}}]}):

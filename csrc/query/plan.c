@@ -2081,53 +2081,87 @@ static bool or_clauses(const bson_iter_t *ors, clause_ref *v, size_t *n, bool *n
     return true;
 }
 
+/* Whether clause `v` tests `path` for equality (its value into `*val`). */
+static bool equality_on(const clause_ref *v, const char *path, bson_iter_t *val)
+{
+    bson_t clause;
+    const char *p;
+    return bson_init_static(&clause, v->data, v->len) && clause_equality(&clause, &p, val) &&
+           (!path || strcmp(p, path) == 0);
+}
+
+/* Append `path`: {$in: [the values of v's equalities on it]} under `key`. */
+static void put_in(bson_t *out, const char *key, const clause_ref *v, size_t n, const char *path)
+{
+    bson_t doc, in, arr;
+    bson_iter_t val;
+    char k[24];
+    size_t m = 0;
+    bson_append_document_begin(out, key, -1, &doc);
+    bson_append_document_begin(&doc, path, -1, &in);
+    bson_append_array_begin(&in, "$in", 3, &arr);
+    for (size_t i = 0; i < n; i++)
+        if (equality_on(&v[i], path, &val)) {
+            snprintf(k, sizeof k, "%zu", m++);
+            bson_append_value(&arr, k, -1, bson_iter_value(&val));
+        }
+    bson_append_array_end(&in, &arr);
+    bson_append_document_end(&doc, &in);
+    bson_append_document_end(out, &doc);
+}
+
 /* What the $or at `ors` is in mongod's canonical form, appended to `out`
  * as one document under `key`: a $or in it alone is flattened into it; a
- * $or of one clause is that clause; a $or whose clauses all test one
- * path for equality is that path's $in ({$or: [{a: 1}, {a: 2}]}: {a:
- * {$in: [1, 2]}}).  False (and `out` untouched) when it is as given. */
+ * $or of one clause is that clause; the clauses that test one path for
+ * equality, two or more of them, are that path's $in ({$or: [{a: 1}, {a:
+ * 2}]}: {a: {$in: [1, 2]}}; {$or: [{a: 1}, {b: 5}, {a: 2}]}: {$or: [{a:
+ * {$in: [1, 2]}}, {b: 5}]}), as mongod rewrites a $or of equalities (the
+ * first path that has two; the $in first).  False (and `out` untouched)
+ * when it is as given. */
 static bool canonical_or(const bson_iter_t *ors, bson_t *out, const char *key)
 {
     clause_ref v[MAX_CANONICAL_CLAUSES];
-    bson_t clause, doc, in, arr;
+    bson_t clause, doc, arr;
     bson_iter_t val;
     const char *path = NULL, *p;
-    size_t n = 0;
-    bool nested = false, same = true;
+    size_t n = 0, grouped = 0;
+    bool nested = false;
     char k[24];
     if (!or_clauses(ors, v, &n, &nested, 0) || n == 0)
-        return false;
-    for (size_t i = 0; i < n && same; i++)
-        if ((same = bson_init_static(&clause, v[i].data, v[i].len) &&
-                    clause_equality(&clause, &p, &val) && (!path || strcmp(p, path) == 0)))
-            path = p;
-    if (n > 1 && !same && !nested)
         return false;
     if (n == 1) {
         bson_init_static(&clause, v[0].data, v[0].len);
         return bson_append_document(out, key, -1, &clause);
     }
-    bson_append_document_begin(out, key, -1, &doc);
-    if (same) {
-        bson_append_document_begin(&doc, path, -1, &in);
-        bson_append_array_begin(&in, "$in", 3, &arr);
-        for (size_t i = 0; i < n; i++) {
-            bson_init_static(&clause, v[i].data, v[i].len);
-            clause_equality(&clause, &p, &val);
-            snprintf(k, sizeof k, "%zu", i);
-            bson_append_value(&arr, k, -1, bson_iter_value(&val));
-        }
-        bson_append_array_end(&in, &arr);
-        bson_append_document_end(&doc, &in);
-    } else {
-        bson_append_array_begin(&doc, "$or", 3, &arr);
-        for (size_t i = 0; i < n; i++) {
-            bson_init_static(&clause, v[i].data, v[i].len);
-            snprintf(k, sizeof k, "%zu", i);
-            bson_append_document(&arr, k, -1, &clause);
-        }
-        bson_append_array_end(&doc, &arr);
+    for (size_t i = 0; i < n && grouped < 2; i++) {
+        if (!bson_init_static(&clause, v[i].data, v[i].len) || !clause_equality(&clause, &p, &val))
+            continue;
+        grouped = 0;
+        for (size_t j = i; j < n; j++)
+            grouped += equality_on(&v[j], p, &val);
+        path = p;
     }
+    if (grouped < 2 && !nested)
+        return false;
+    if (grouped == n) {
+        put_in(out, key, v, n, path);
+        return true;
+    }
+    bson_append_document_begin(out, key, -1, &doc);
+    bson_append_array_begin(&doc, "$or", 3, &arr);
+    size_t m = 0;
+    if (grouped >= 2) {
+        snprintf(k, sizeof k, "%zu", m++);
+        put_in(&arr, k, v, n, path);
+    }
+    for (size_t i = 0; i < n; i++) {
+        if (grouped >= 2 && equality_on(&v[i], path, &val))
+            continue;
+        bson_init_static(&clause, v[i].data, v[i].len);
+        snprintf(k, sizeof k, "%zu", m++);
+        bson_append_document(&arr, k, -1, &clause);
+    }
+    bson_append_array_end(&doc, &arr);
     bson_append_document_end(out, &doc);
     return true;
 }
