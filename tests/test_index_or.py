@@ -375,12 +375,18 @@ def nested_docs(n=3000):
             for i in range(n)]
 
 
-def test_a_nested_or_alone_is_taken_up_into_its_or(client):
-    db = client.t
+def nested_coll(db, indexes="abcd"):
+    """db.c with nested_docs() and an index on each of `indexes`; the docs."""
     docs = nested_docs()
     db.c.insert_many(docs)
-    for f in "abcd":
-        db.c.create_index(f)
+    for spec in indexes:
+        db.c.create_index(spec)
+    return docs
+
+
+def test_a_nested_or_alone_is_taken_up_into_its_or(client):
+    db = client.t
+    docs = nested_coll(db)
     for q in ({"$or": [{"$or": [{"a": 1}, {"$or": [{"b": 2}]}]}, {"c": 3}]},
               {"$or": [{"$and": [{"$or": [{"a": 1}, {"b": 2}]}]}, {"c": 3}]}):
         check_flattened(db, docs, q)
@@ -411,10 +417,7 @@ def check_flattened(db, docs, q):
 
 def test_a_clause_whose_own_or_indexes_serve_is_an_or_of_its_own(client):
     db = client.t
-    docs = nested_docs()
-    db.c.insert_many(docs)
-    for f in "abcd":
-        db.c.create_index(f)
+    docs = nested_coll(db)
     q = {"$or": [{"$or": [{"b": 2}, {"c": 3}], "x": 1}, {"d": 3}]}
     want = [d["_id"] for d in docs
             if (d["x"] == 1 and (d["b"] == 2 or d["c"] == 3)) or d["d"] == 3]
@@ -451,10 +454,7 @@ def test_a_nested_or_plan_wins_its_trials_and_replays_each_key(client, beside):
     the rows its trial returned are replayed with the keys of the index
     scans that found them (returnKey), then the scan goes on."""
     db = client.t
-    docs = nested_docs()
-    db.c.insert_many(docs)
-    for spec in ([("b", 1), ("a", 1)], "c", "d", "x"):
-        db.c.create_index(spec)
+    docs = nested_coll(db, ([("b", 1), ("a", 1)], "c", "d", "x"))
     q = {"x": {"$gte": 0},
          "$or": [{"$or": [{"b": 2, "a": {"$lt": 2}}, {"c": 3}], **beside}, {"d": 3}]}
     e = db.command("explain", {"find": "c", "filter": q}, verbosity="allPlansExecution")
@@ -515,9 +515,9 @@ def test_a_or_is_planned_in_its_canonical_form(client):
     """As mongod's MatchExpression::optimize before planning: a $or in a
     $or alone is flattened into it, a $or of one clause is that clause,
     and a $or's equalities of one path are that path's $in (one IXSCAN
-    with a point per value, no OR when they are all its clauses).  Arrays, documents and
-    regexes are not plain $in elements there and stay clauses.  The
-    answers are a collection scan's."""
+    with a point per value, no OR when they are all its clauses).
+    Arrays, documents and regexes are not plain $in elements there and
+    stay clauses.  The answers are a collection scan's."""
     db = client.t
     docs = nested_docs()
     db.c.insert_many(docs + [{"_id": 5000, "a": [1, 2], "s": "xa"}])

@@ -1468,23 +1468,6 @@ bool mf_cursor_step_in_leaf(mf_cursor *c, bool backward, const uint8_t **key, si
     return true;
 }
 
-bool mf_cursor_peek_in_leaf(const mf_cursor *c, bool backward, const uint8_t **key, size_t *klen)
-{
-    if (c->depth == 0)
-        return false;
-    int d = c->depth - 1, i = c->path[d].idx + (backward ? -1 : 1);
-    /* The cursor's page was verified when the cursor reached it. */
-    uint8_t *p = mf_pager_hint(c->t->pg, c->path[d].no);
-    if (!p || !is_leaf(p) || i < 0 || i >= pcount(p))
-        return false;
-    const uint8_t *cl = cell(p, i);
-    if (cl[0] & KEY_OVF)
-        return false;
-    mf_error none; /* a key in the page: nothing to read, nothing fails */
-    *key = cell_key(c->t, cl, true, klen, &none);
-    return *key != NULL;
-}
-
 /* How leaf `p`'s key in slot `i` compares with `key`, into `*r`; false when
  * that key is not in the page. */
 static bool leaf_key_cmp(mf_btree *t, uint8_t *p, int i, const uint8_t *key, size_t klen, int *r)

@@ -200,11 +200,6 @@ void mf_cursor_value(mf_cursor *c, const uint8_t **val, size_t *vlen);
  * unchanged: the caller steps with mf_cursor_next or mf_cursor_prev. */
 bool mf_cursor_step_in_leaf(mf_cursor *c, bool backward, const uint8_t **key, size_t *klen,
                             const uint8_t **val, size_t *vlen);
-/* The key of the entry next to the cursor's in the scan's direction,
- * when it is in the cursor's leaf and page (the cursor does not move);
- * false otherwise. */
-bool mf_cursor_peek_in_leaf(const mf_cursor *c, bool backward, const uint8_t **key,
-                            size_t *klen);
 /* mf_cursor_seek within the cursor's leaf, onward from its entry: when a
  * key past the cursor's entry in the same leaf is >= `key` (<= with
  * `backward`, before it), and the keys looked at are in the page, move
