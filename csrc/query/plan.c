@@ -561,7 +561,10 @@ static int cand_build(cand *c, const mf_index_desc *d, const mfi_preds *preds, b
                 goto fail;
             }
             c->applied[p] = true;
-            c->used[p] = pr->exact && !multikey_field(d, i);
+            /* On a multikey field a key is an element's: a document with
+             * one element in the bounds matches the condition, but for a
+             * negation, which every element must meet. */
+            c->used[p] = pr->exact && (!pr->negation || !multikey_field(d, i));
             if (pr->key_re) {
                 /* Every key in its bounds is a string the scan tests, or
                  * the regex value, which equals it: exact, but where one
@@ -3673,8 +3676,11 @@ void mf_scan_count_only(mf_scan *s, bool on)
     if (s->kind == P_OR)
         return; /* each clause's keys would answer only their clause */
     s->count_only = on;
-    s->count_scan = on && s->kind == P_IXSCAN && !s->idhack && !s->key_re && keys_answer(s) &&
-                    single_interval(s, NULL, NULL, NULL, NULL);
+    /* mongod's COUNT_SCAN counts keys: never over a multikey index, where
+     * a document may have several (here, keys answer through the
+     * RecordId set, under an IXSCAN) */
+    s->count_scan = on && s->kind == P_IXSCAN && !s->idhack && !s->key_re && !s->ix.multikey &&
+                    keys_answer(s) && single_interval(s, NULL, NULL, NULL, NULL);
 }
 
 void mf_scan_timed(mf_scan *s, bool on)
