@@ -427,6 +427,11 @@ def test_or_left_to_the_matcher_when_an_index_serves_the_rest_or_a_clause_has_no
     r = plan({"$or": [{"b": 1}], "a": 2}, [ID, A, B])
     assert bounds(r) == {"a": ["[2, 2]"]}
     assert r["explain"]["filter"] == {"b": 1}  # a $or of one clause is that clause
+    # a path the filter has already (a dotted one too): the clause is an
+    # element of a $and, not a second key of that name
+    for path in ("b", "c.d"):
+        r = plan({path: {"$gt": 0}, "$or": [{path: 1}], "a": 2}, [ID, A])
+        assert r["explain"]["filter"] == {path: {"$gt": 0}, "$and": [{path: 1}]}
     # a clause no index serves: the whole $or scans
     assert plan({"$or": [{"a": 1}, {"c": 2}]}, [ID, A])["stage"] == "COLLSCAN"
     assert plan({"$or": [{"a": 1}, {"$or": [{"a": 2}, {"c": 1}]}]}, [ID, A])["stage"] == "COLLSCAN"

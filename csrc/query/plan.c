@@ -2207,7 +2207,7 @@ static bson_t *canonical_ors(const bson_t *filter)
                          BSON_ITER_HOLDS_DOCUMENT(&one) && bson_iter_recurse(&one, &ck);
             while (merge && bson_iter_next(&ck))
                 merge = (strcmp(bson_iter_key(&ck), "$or") == 0 ||
-                         !bson_has_field(filter, bson_iter_key(&ck))) &&
+                         !bson_iter_init_find(&sub, filter, bson_iter_key(&ck))) &&
                         strcmp(bson_iter_key(&ck), "$and") != 0;
             if (merge) {
                 bson_iter_recurse(&one, &ck);
