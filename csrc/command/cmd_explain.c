@@ -168,13 +168,20 @@ static void put_eof(bson_t *plan, bson_t *exec, bool stats)
 
 /* find's stages above its scan (and SORT, `sorts`): SKIP, LIMIT (a
  * SORT holds the limit instead) and projection; each with the rows it
- * returned when `n` is not NULL. */
-static void put_find_stages(bson_t *s, const what *w, bool sorts, int64_t *n)
+ * returned when `n` is not NULL: `*n` each, or, with `passed`, the rows
+ * below them in `*n`, which SKIP and LIMIT lessen as they pass them up. */
+static void put_find_stages(bson_t *s, const what *w, bool sorts, int64_t *n, bool passed)
 {
-    if (w->skip)
+    if (w->skip) {
+        if (passed && n)
+            *n = *n > w->skip ? *n - w->skip : 0;
         wrap_counted(s, "SKIP", fill_skip, w, n);
-    if (w->limit && !sorts)
+    }
+    if (w->limit && !sorts) {
+        if (passed && n && *n > w->limit)
+            *n = w->limit;
         wrap_counted(s, "LIMIT", fill_limit, w, n);
+    }
     if (w->has_proj)
         wrap_counted(s, "PROJECTION_SIMPLE", fill_proj, w, n);
     else if (w->return_key)
@@ -196,7 +203,7 @@ static void put_stages(const char *op, const what *w, bool sorted, bool stats, b
         if (strcmp(op, "find") == 0) {
             /* Each passes up every row it returns (a LIMIT asks for no
              * more than it returns): nReturned is the find's. */
-            put_find_stages(s, w, w->has_sort && !sorted, arg);
+            put_find_stages(s, w, w->has_sort && !sorted, arg, false);
         } else if (strcmp(op, "count") == 0) {
             wrap(s, "COUNT", pass ? fill_count : NULL, w, counted);
         } else {
@@ -221,29 +228,48 @@ static void sort_limited(bson_t *plan, const what *w)
     bson_steal(plan, &out);
 }
 
-/* The stages above each rejected plan's scan (and SORT) that mongod's
- * candidate plans of find hold as the winner does: SKIP, LIMIT (a SORT's
- * limitAmount instead, below a SORT) and projection.  count's COUNT and
- * the writes' stages are above the chosen plan only; distinct runs no
+/* find's stages over a candidate plan (`plan`: its scan, or its
+ * blocking SORT over it), as mongod's candidate plans of find carry them:
+ * SKIP, LIMIT (below a SORT, the SORT's limitAmount instead) and
+ * projection; with `rows` (the plan's), each stage's rows passed up. */
+static void put_candidate_stages(bson_t *plan, const what *w, int64_t *rows)
+{
+    bson_iter_t st;
+    bool sorts = bson_iter_init_find(&st, plan, "stage") && BSON_ITER_HOLDS_UTF8(&st) &&
+                 strcmp(bson_iter_utf8(&st, NULL), "SORT") == 0;
+    if (sorts && w->limit)
+        sort_limited(plan, w);
+    put_find_stages(plan, w, sorts, rows, true);
+}
+
+/* A copy of the document `it` is on, into `out` (empty when it holds
+ * none). */
+static void copy_doc(const bson_iter_t *it, bson_t *out)
+{
+    uint32_t len;
+    const uint8_t *data;
+    bson_t view;
+    if (BSON_ITER_HOLDS_DOCUMENT(it)) {
+        bson_iter_document(it, &len, &data);
+        if (bson_init_static(&view, data, len)) {
+            bson_copy_to(&view, out);
+            return;
+        }
+    }
+    bson_init(out);
+}
+
+/* put_candidate_stages over each rejected plan.  count's COUNT and the
+ * writes' stages are above the chosen plan only; distinct runs no
  * trials. */
 static void put_rejected_stages(const what *w, bson_t *rejected)
 {
-    bson_t out = BSON_INITIALIZER;
-    bson_iter_t it, st;
+    bson_t out = BSON_INITIALIZER, plan;
+    bson_iter_t it;
     bson_iter_init(&it, rejected);
     while (bson_iter_next(&it)) {
-        uint32_t len;
-        const uint8_t *data;
-        bson_t view, plan;
-        bson_iter_document(&it, &len, &data);
-        if (!bson_init_static(&view, data, len))
-            continue;
-        bson_copy_to(&view, &plan);
-        bool sorts = bson_iter_init_find(&st, &plan, "stage") && BSON_ITER_HOLDS_UTF8(&st) &&
-                     strcmp(bson_iter_utf8(&st, NULL), "SORT") == 0;
-        if (sorts && w->limit)
-            sort_limited(&plan, w);
-        put_find_stages(&plan, w, sorts, NULL);
+        copy_doc(&it, &plan);
+        put_candidate_stages(&plan, w, NULL);
         BSON_APPEND_DOCUMENT(&out, bson_iter_key(&it), &plan);
         bson_destroy(&plan);
     }
@@ -251,50 +277,30 @@ static void put_rejected_stages(const what *w, bson_t *rejected)
     bson_steal(rejected, &out);
 }
 
-/* The same stages over each trial of allPlansExecution, with the rows
- * each passed up: SKIP drops the first skip of the rows below it, LIMIT
- * passes at most its limit, the projection all it gets; the entry's
- * nReturned is its root's, as mongod's trial of the whole plan counts. */
+/* put_candidate_stages over each trial of allPlansExecution, with the
+ * rows each stage passed up (SKIP drops the first `skip`, LIMIT passes
+ * at most `limit`); the entry's nReturned becomes its root's, as mongod's
+ * trial of the whole plan counts. */
 static void put_all_plans_stages(const what *w, bson_t *all)
 {
-    bson_t out = BSON_INITIALIZER;
-    bson_iter_t it, f, st;
+    bson_t out = BSON_INITIALIZER, entry, stages, view;
+    bson_iter_t it, f;
     bson_iter_init(&it, all);
     while (bson_iter_next(&it)) {
         uint32_t len;
         const uint8_t *data;
-        bson_t view, entry = BSON_INITIALIZER, stages;
         int64_t rows = 0;
         bson_iter_document(&it, &len, &data);
         if (!bson_init_static(&view, data, len))
             continue;
         if (bson_iter_init_find(&f, &view, "nReturned"))
             rows = bson_iter_as_int64(&f);
-        bson_init(&stages);
-        if (bson_iter_init_find(&f, &view, "executionStages") && BSON_ITER_HOLDS_DOCUMENT(&f)) {
-            bson_t sv;
-            bson_iter_document(&f, &len, &data);
-            if (bson_init_static(&sv, data, len)) {
-                bson_destroy(&stages);
-                bson_copy_to(&sv, &stages);
-            }
-        }
-        bool sorts = bson_iter_init_find(&st, &stages, "stage") && BSON_ITER_HOLDS_UTF8(&st) &&
-                     strcmp(bson_iter_utf8(&st, NULL), "SORT") == 0;
-        if (sorts && w->limit)
-            sort_limited(&stages, w);
-        if (w->skip) {
-            rows = rows > w->skip ? rows - w->skip : 0;
-            wrap_counted(&stages, "SKIP", fill_skip, w, &rows);
-        }
-        if (w->limit && !sorts) {
-            rows = rows < w->limit ? rows : w->limit;
-            wrap_counted(&stages, "LIMIT", fill_limit, w, &rows);
-        }
-        if (w->has_proj)
-            wrap_counted(&stages, "PROJECTION_SIMPLE", fill_proj, w, &rows);
-        else if (w->return_key)
-            wrap_counted(&stages, "RETURN_KEY", NULL, w, &rows);
+        if (bson_iter_init_find(&f, &view, "executionStages"))
+            copy_doc(&f, &stages);
+        else
+            bson_init(&stages);
+        put_candidate_stages(&stages, w, &rows);
+        bson_init(&entry);
         bson_iter_init(&f, &view);
         while (bson_iter_next(&f)) {
             const char *k = bson_iter_key(&f);
