@@ -415,6 +415,27 @@ static int project_sorted(mfi_cursor *cur, const uint8_t *d, size_t dl, bson_t *
     return reshape(cur, &doc, rid, (int64_t)pos, out, err);
 }
 
+/* fill's sink for a scan's rows returned as they are (mf_scan_each). */
+typedef struct fill_sink {
+    mfi_cursor *cur;
+    batch *b;
+    int64_t deadline;
+    uint64_t tick;
+} fill_sink;
+
+static int sink_row(void *arg, const mf_scan_row *row, bool *stop, mf_error *err)
+{
+    fill_sink *f = arg;
+    int rc = time_check(f->deadline, &f->tick, err);
+    if (rc)
+        return rc;
+    if (f->cur->skip > 0) {
+        f->cur->skip--;
+        return 0;
+    }
+    return offer(f->cur, f->b, row->data, row->doc.len, true, stop, err);
+}
+
 /* Fill `b` from the cursor's source.  A scan source needs the collection
  * `c` read-locked, and locked still until `b` is written or dropped: it
  * refers to the scan's documents in their pages.  `*exhausted` says the
@@ -435,6 +456,14 @@ static int fill(mfi_cursor *cur, mf_engine *e, mf_coll *c, batch *b, int64_t dea
         if (cur->limit > 0)
             cur->limit--;
         stop = batch_full(b) || cur->limit == 0;
+    }
+    /* A scan's rows as they are: taken straight from it (mf_scan_each),
+     * without the calls and the tests below between one row and the next. */
+    if (rc == 0 && !stop && cur->scan && !cur->sorter && !cur->pipeline && !cur->docs &&
+        !reshaped(cur)) {
+        fill_sink f = {cur, b, deadline, 0};
+        rc = mf_scan_each(cur->scan, e, c, cur->matcher, sink_row, &f, exhausted, err);
+        stop = true;
     }
     while (rc == 0 && !stop) {
         if ((rc = time_check(deadline, &tick, err)) != 0)

@@ -578,6 +578,14 @@ int mf_minmax_check(const bson_t *min, const bson_t *max, mf_error *err);
 int mf_scan_next(mf_scan *s, mf_engine *e, mf_coll *c, const mf_matcher *m, mf_scan_row *row,
                  bool *valid, mf_error *err);
 
+/* The rows mf_scan_next would give, each to `sink` as it comes, until
+ * the sink sets `*stop` or fails (its error returned), or the scan ends
+ * (`*ended`); the row is valid only during the call.  For a caller that
+ * takes many rows: one call instead of one per row. */
+typedef int (*mf_scan_sink)(void *arg, const mf_scan_row *row, bool *stop, mf_error *err);
+int mf_scan_each(mf_scan *s, mf_engine *e, mf_coll *c, const mf_matcher *m, mf_scan_sink sink,
+                 void *arg, bool *ended, mf_error *err);
+
 /* For counting: when the index bounds answer the whole filter, rows come
  * from index keys alone (their `doc` empty), and no FETCH is explained.
  * Bounds that are one interval of keys (mongod's isSingleInterval: point

@@ -1001,6 +1001,15 @@ void mf_btree_prefetch_values(mf_btree *t, const mf_btree_hint *hints, int n)
     }
 }
 
+bool mf_btree_value_past_cells(const uint8_t *v, size_t vl)
+{
+    /* The cell starts LEAF_CELL_HDR and the key before the value; a value
+     * in overflow pages (not in the cell) gives an answer of no use, and
+     * costs at most a values stage that asks for nothing. */
+    uintptr_t cell = (uintptr_t)v - LEAF_CELL_HDR - 8;
+    return (uintptr_t)v + vl > (cell & ~(uintptr_t)63) + CELL_LINES * 64;
+}
+
 /* The slot of 8-byte `key` in leaf `p` of `cnt` entries, if the hint's
  * separators place it (the cell mf_btree_prefetch_cells asked for) or
  * one slot either side; -1 if not there, for search() to decide. */

@@ -118,6 +118,10 @@ void mf_btree_prefetch_cells(mf_btree *t, const uint8_t (*keys)[8], int n,
  * rest of each value that runs past the lines that call asked for
  * (CELL_LINES in btree.c), its length read from the cell's header. */
 void mf_btree_prefetch_values(mf_btree *t, const mf_btree_hint *hints, int n);
+/* Whether a value mf_btree_get_hinted returned (`v`, `vl` bytes, under an
+ * 8-byte key) runs past the lines mf_btree_prefetch_cells asked for: a
+ * scan whose values never do can leave out mf_btree_prefetch_values. */
+bool mf_btree_value_past_cells(const uint8_t *v, size_t vl);
 
 /* mf_btree_get, starting at the leaf a hint found for `key`
  * (mf_btree_prefetch_leaves) instead of the root, and in it at the slot

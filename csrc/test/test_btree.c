@@ -496,7 +496,8 @@ static size_t hinted_value_len(uint64_t id, size_t max)
 
 /* Values of every length around the page's cache lines and past a cell
  * (overflow runs): the four hint stages ask for them and the lookups
- * answer as the descents do.  ASan checks that no stage reads outside a
+ * answer as the descents do; mf_btree_value_past_cells tells the values
+ * the cells stage covers from those it does not.  ASan checks that no stage reads outside a
  * page, with right hints and with any leaf and slot. */
 MFT_CASE(hinted_values, "/storage/btree/hinted_values_of_every_length")
 {
@@ -544,6 +545,13 @@ MFT_CASE(hinted_values, "/storage/btree/hinted_values_of_every_length")
                     memcpy(&got, v, 8);
                     CHECK(got == id && vl == hinted_value_len(id, sizeof val));
                     CHECK(v[vl - 1] == (vl > 8 ? (uint8_t)(id & 0xff) : v[vl - 1]));
+                    /* The cells stage's three lines hold a short cell
+                     * wherever it starts in its line; a cell longer than
+                     * them does not fit, however aligned (both inline). */
+                    if (vl <= 3 * 64 - 63 - 16)
+                        CHECK(!mf_btree_value_past_cells(v, vl));
+                    else if (vl > 3 * 64 && vl <= 900)
+                        CHECK(mf_btree_value_past_cells(v, vl));
                 }
                 mf_btree_hint stale = h[j]; /* any page, any slot */
                 stale.leaf = (mf_pgno)(rnd() % (mf_pager_file_pages(pg) + 4));
