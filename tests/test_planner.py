@@ -667,6 +667,19 @@ def test_partial_exists_and_equality():
     assert plan({"a": 1, "c": 3, "d": "y"}, [ID, p])["stage"] == "COLLSCAN"
 
 
+@pytest.mark.parametrize("cond,used", [
+    ({"$gt": MinKey()}, False), ({"$gte": MinKey()}, False), ({"$lt": MaxKey()}, False),
+    ({"$lte": MaxKey()}, False), ({"$gt": 0}, True), ({"$lte": "z"}, True),
+    ({"$eq": MinKey()}, True), ({"$in": [MaxKey()]}, True),
+])
+def test_partial_exists_not_implied_by_ranges_past_the_ends(cond, used):
+    # {$gt: MinKey} and {$lte: MaxKey} take null and missing fields too (as
+    # mongod's comparison does), so they do not imply {$exists: true}: the
+    # partial index lacks the documents without c that they match
+    p = ix({"a": 1}, partialFilterExpression={"c": {"$exists": True}})
+    assert (plan({"a": 1, "c": cond}, [ID, p]).get("index") == "a_1") == used
+
+
 def test_partial_hinted_not_implied_scans_whole_index():
     r = plan({"a": 1}, [ID, PARTIAL], hint={"a": 1})
     assert bounds(r) == {"a": ["[MinKey, MaxKey]"]}

@@ -1534,8 +1534,13 @@ static bool cond_implies(const cond *have, const cond *want, const mf_collator *
     if (!is_range_op(h) || bson_iter_type(&have->v) == BSON_TYPE_NULL ||
         bson_iter_type(&have->v) == BSON_TYPE_ARRAY || is_nan(&have->v))
         return false;
-    if (strcmp(want->op, "$exists") == 0)
-        return true; /* a range on a non-null value cannot match a missing field */
+    if (strcmp(want->op, "$exists") == 0) {
+        /* A range on a non-null value cannot match a missing field, but
+         * one past MinKey or MaxKey takes null and missing too ({$gt:
+         * MinKey}, {$lte: MaxKey}), as mongod's comparison does. */
+        bson_type_t t = bson_iter_type(&have->v);
+        return t != BSON_TYPE_MINKEY && t != BSON_TYPE_MAXKEY;
+    }
     if (!is_range_op(want->op) || h[1] != want->op[1] || !same_bracket(&have->v, &want->v))
         return false;
     int c = mf_bsonx_compare_values_coll(&have->v, &want->v, coll);
