@@ -880,9 +880,12 @@ static int translate_range(const char *op, const bson_iter_t *v, const mf_collat
     bool lower = op[1] == 'g', incl = op[3] == 'e';
     bson_type_t t = bson_iter_type(v);
     if (t == BSON_TYPE_MINKEY || t == BSON_TYPE_MAXKEY) {
-        /* Everything is <= MaxKey and >= MinKey; the rest bounds nothing. */
-        if ((t == BSON_TYPE_MAXKEY) != lower)
+        /* Everything is <= MaxKey and >= MinKey, null and missing fields
+         * too (a sparse index lacks them); the rest bounds nothing. */
+        if ((t == BSON_TYPE_MAXKEY) != lower) {
+            *missing = true;
             return mfi_oil_all(o);
+        }
         *none = true;
         return 0;
     }
