@@ -516,10 +516,7 @@ static int fill(mfi_cursor *cur, mf_engine *e, mf_coll *c, batch *b, int64_t dea
                 cur->skip--;
                 continue;
             }
-            if (!reshaped(cur)) {
-                rc = offer(cur, b, row.data, row.doc.len, true, &stop, err);
-                continue;
-            }
+            /* reshaped: rows returned as they are took mf_scan_each above */
             bson_t out;
             const bson_t *doc;
             rc = shape(cur, &row, &out, &doc, err);

@@ -3295,7 +3295,9 @@ static inline unsigned batch_before(unsigned first)
  * its records' locator entries, the leaves of the batch before it (whose
  * locator entries were asked for a batch ago), the cells of the batch
  * before that (whose leaves were), and the rest of the values of the one
- * before that (whose cells were), whose fetches begin within a batch. */
+ * before that (whose cells were; only once the scan has met a value
+ * longer than its cell's lines: long_values), whose fetches begin within
+ * a batch. */
 static void hint_batch(mf_scan *s, mf_btree *records, unsigned last)
 {
     unsigned first = last + 1 - QBATCH;

@@ -580,8 +580,9 @@ int mf_scan_next(mf_scan *s, mf_engine *e, mf_coll *c, const mf_matcher *m, mf_s
 
 /* The rows mf_scan_next would give, each to `sink` as it comes, until
  * the sink sets `*stop` or fails (its error returned), or the scan ends
- * (`*ended`); the row is valid only during the call.  For a caller that
- * takes many rows: one call instead of one per row. */
+ * (`*ended`).  The mf_scan_row lives only during the call; its document
+ * stays valid as mf_scan_next's do, while the collection lock is held.
+ * For a caller that takes many rows: one call instead of one per row. */
 typedef int (*mf_scan_sink)(void *arg, const mf_scan_row *row, bool *stop, mf_error *err);
 int mf_scan_each(mf_scan *s, mf_engine *e, mf_coll *c, const mf_matcher *m, mf_scan_sink sink,
                  void *arg, bool *ended, mf_error *err);
