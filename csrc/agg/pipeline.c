@@ -44,6 +44,7 @@ struct mf_pipeline {
     bool has_hint;
     mf_agg_source *source;
     bool opened, sorted;
+    int64_t deadline; /* the cell agg.deadline_us points to */
     bool writes;
     bool has_input;           /* a sub-pipeline fed documents ($facet's) */
 };
@@ -97,7 +98,8 @@ static void stage_free(mfi_stage *s)
 
 int mfi_agg_check_time(mfi_agg *a, mf_error *err)
 {
-    if (a->deadline_us && (++a->tick & 255) == 0 && mf_clock_mono_us() > a->deadline_us)
+    if (a->deadline_us && *a->deadline_us && (++a->tick & 255) == 0 &&
+        mf_clock_mono_us() > *a->deadline_us)
         return mf_error_set(err, MF_MaxTimeMSExpired, "operation exceeded time limit");
     return 0;
 }
@@ -186,6 +188,7 @@ static int open_read(mf_pipeline *p, mf_error *err)
         .explain = p->agg.explain,
         .collation = p->agg.collator,
         .no_fields = reads_no_field(p),
+        .deadline_us = p->agg.deadline_us,
     };
     mf_expr_hooks hooks; /* copied by the read's matcher */
     mfi_agg_hooks(&p->agg, &hooks);
@@ -1229,6 +1232,11 @@ bool mf_pipeline_writes(const mf_pipeline *p)
     return p->writes;
 }
 
+void mf_pipeline_set_deadline(mf_pipeline *p, int64_t deadline_us)
+{
+    p->deadline = deadline_us;
+}
+
 const bson_t *mf_pipeline_error_info(const mf_pipeline *p)
 {
     return &p->agg.err_info;
@@ -1341,7 +1349,8 @@ int mf_pipeline_parse(const bson_t *stages, const mf_agg_opts *o, mf_pipeline **
     mfi_agg *a = &p->agg;
     a->env = o->env;
     a->allow_disk_use = o->allow_disk_use;
-    a->deadline_us = o->deadline_us;
+    p->deadline = o->deadline_us;
+    a->deadline_us = &p->deadline;
     a->explain = o->explain;
     a->group_max_bytes = (size_t)(o->group_max_bytes > 0 ? o->group_max_bytes
                                                          : MF_AGG_DEFAULT_MEMORY_LIMIT);

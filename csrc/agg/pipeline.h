@@ -56,6 +56,10 @@ typedef struct mf_agg_read {
      * the read may hand out empty documents, and answer from index keys
      * alone where its bounds answer the whole filter. */
     bool no_fields;
+    /* maxTimeMS: the pipeline's deadline cell (mf_clock_mono_us
+     * microseconds, 0: none), for the read's scan to check as it works
+     * (mf_scan_deadline); it lives as long as the pipeline */
+    const int64_t *deadline_us;
 } mf_agg_read;
 
 /* What $merge does with one document, decided by the pipeline. */
@@ -197,6 +201,11 @@ int mf_pipeline_explain(mf_pipeline *p, int exec, bson_t *out, mf_error *err);
 
 /* Whether the pipeline ends in $out or $merge (a write: no results). */
 bool mf_pipeline_writes(const mf_pipeline *p);
+
+/* Move the pipeline's deadline (mf_clock_mono_us microseconds, 0: none;
+ * at first mf_agg_opts.deadline_us): a cursor's getMore runs with the time
+ * the cursor has left, as mongod's.  Its sub-pipelines and reads follow. */
+void mf_pipeline_set_deadline(mf_pipeline *p, int64_t deadline_us);
 
 /* The fields mongod adds to the reply of the error the pipeline last
  * returned (keyPattern and keyValue of a DuplicateKey); empty if none.

@@ -30,7 +30,10 @@ typedef struct mfi_agg {
     mf_collator *collator;
     bool allow_disk_use;
     char *tmpdir;
-    int64_t deadline_us;
+    /* maxTimeMS: the top pipeline's deadline cell (monotonic
+     * microseconds, 0: none), shared by its sub-pipelines and reads;
+     * mf_pipeline_set_deadline moves it for each getMore */
+    const int64_t *deadline_us;
     bool explain;
     size_t group_max_bytes;  /* $group's memory limit */
     size_t sort_max_bytes;   /* a blocking $sort's */

@@ -239,6 +239,7 @@ static int read_open(void *arg, const mf_agg_read *q, mf_agg_source **out, bool 
                                                   .explain = q->explain},
                                  &r->scan, &r->sorted, err);
         if (rc == 0) {
+            mf_scan_deadline(r->scan, q->deadline_us);
             mf_scan_timed(r->scan, q->explain);
             /* Keys answer where the bounds answer the whole filter
              * (mongod's COUNT_SCAN). */
@@ -518,6 +519,7 @@ int mfi_cmd_aggregate(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_erro
     snprintf(cur->ns, sizeof cur->ns, "%s", ns);
     cur->pipeline = p;
     cur->limit = -1;
+    cur->deadline = a.deadline;
     int64_t first = a.batch_size >= 0 ? a.batch_size : DEFAULT_FIRST_BATCH;
     rc = mfi_cursor_first_batch(ctx, cur, first, a.deadline, false, reply, err);
     if (rc && rc != MF_QueryPlanKilled && rc != MF_MaxTimeMSExpired &&

@@ -869,6 +869,7 @@ static int find_prepare(mf_cmd_ctx *ctx, const bson_t *cmd, char ns[MF_MAX_NS_LE
     cur->skip = a->skip;
     cur->limit = a->limit > 0 ? a->limit : -1;
     cur->no_timeout = a->no_cursor_timeout;
+    cur->deadline = a->deadline;
     cur->show_record_id = a->show_record_id && !a->return_key;
     cur->return_key = a->return_key;
     if (a->return_key) { /* parsed, and refused if bad, but not applied */
@@ -905,6 +906,7 @@ static int find_start(mf_cmd_ctx *ctx, mf_instance *inst, mfi_cursor *cur, mf_co
                              &cur->scan, sorted, err);
     *running = rc == 0;
     if (rc == 0) {
+        mf_scan_deadline(cur->scan, &cur->deadline);
         mf_scan_want_pos(cur->scan, cur->proj && mf_projection_needs_pos(cur->proj));
         mf_scan_timed(cur->scan, inst == NULL);
         /* A trial stops at the rows the first batch needs, as mongod's.
@@ -1066,6 +1068,7 @@ int mfi_cmd_get_more(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_error
     mf_engine *e = ctx->inst->engine;
     bson_iter_t it;
     int64_t id = 0, batch_size = -1, deadline = 0;
+    bool has_max_time = false;
     const char *coll = NULL;
     int rc = 0;
     bson_iter_init(&it, cmd);
@@ -1090,9 +1093,11 @@ int mfi_cmd_get_more(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_error
             if (batch_size == 0)
                 batch_size = -1;
         } else if (strcmp(k, "maxTimeMS") == 0) {
-            /* Only tailable awaitData cursors honour it; checked anyway. */
+            /* Only a tailable awaitData cursor takes one (as the time to
+             * wait), and there are none here: refused once the cursor is
+             * found, as mongod does, which keeps the cursor. */
             rc = mfi_deadline_arg("getMore", &it, &deadline, err);
-            deadline = 0;
+            has_max_time = true;
         } else if (strcmp(k, "term") == 0 || strcmp(k, "lastKnownCommittedOpTime") == 0 ||
                    mfi_is_generic_arg(k)) {
         } else {
@@ -1118,6 +1123,17 @@ int mfi_cmd_get_more(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_error
                             "different namespace %s",
                             ns, cur->ns);
     }
+    if (has_max_time) {
+        mfi_cursor_checkin(ctx->inst, cur, false);
+        return mf_error_set(err, MF_BadValue,
+                            "cannot set maxTimeMS on getMore command for a non-awaitData cursor");
+    }
+    /* The find's or aggregate's maxTimeMS: what is left of it. */
+    if ((rc = mfi_cursor_time_resume(cur, err)) != 0) {
+        mfi_cursor_checkin(ctx->inst, cur, true);
+        return rc;
+    }
+    deadline = cur->deadline;
     batch b = {.max_docs = batch_size};
     bool exhausted = true;
     if (cur->scan) {
@@ -1145,6 +1161,7 @@ int mfi_cmd_get_more(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_error
         batch_set_id(&b, !exhausted && !cur->killed ? id : 0);
     else
         batch_free(&b);
+    mfi_cursor_time_save(cur);
     if (rc != 0 && rc != MF_QueryPlanKilled)
         mfi_executor_error(err, "getMore");
     mfi_cursor_checkin(ctx->inst, cur, rc != 0 || exhausted || cur->killed);
@@ -1432,6 +1449,8 @@ int mfi_cmd_distinct(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_error
             rc = mfi_scan_new_ex(ctx->inst, c, &ix, has_query ? &query : NULL,
                                  has_hint ? &hint : NULL, NULL, coll,
                                  &(mf_scan_extra){.distinct_key = key}, &scan, &sorted, err);
+        if (rc == 0)
+            mf_scan_deadline(scan, &deadline);
         while (rc == 0) {
             mf_scan_row row;
             bool valid;

@@ -84,12 +84,14 @@ static int report_scan(const mf_scan *scan, scan_report *rep, mf_error *err)
 
 /* The records of `c` that `m` matches: all, or the first -- in `sort`
  * order when there is a sort (findAndModify).  `rep` (explain's, else
- * NULL) receives the scan's report. */
+ * NULL) receives the scan's report.  `deadline` (may be NULL): the
+ * command's maxTimeMS, for the scan (mf_scan_deadline). */
 static int find_hits(mf_instance *inst, mf_engine *e, mf_coll *c, const mfi_indexes *ix,
                      const bson_t *filter,
                      const mf_matcher *m,
                      const bson_iter_t *hint, const mf_sort *sort, const bson_t *sort_spec,
-                     bool all, bool want_pos, hits *out, scan_report *rep, mf_error *err)
+                     bool all, bool want_pos, const int64_t *deadline, hits *out,
+                     scan_report *rep, mf_error *err)
 {
     mf_scan *scan;
     bool sorted;
@@ -99,6 +101,7 @@ static int find_hits(mf_instance *inst, mf_engine *e, mf_coll *c, const mfi_inde
                              &scan, &sorted, err);
     if (rc)
         return rc;
+    mf_scan_deadline(scan, deadline);
     mf_scan_want_pos(scan, want_pos);
     /* Trials that differ in giving the sort choose now: whether to sort
      * depends on the winner.  The first row is findAndModify's. */
@@ -186,6 +189,7 @@ typedef struct xenv {
     char db[MF_MAX_NS_LEN + 1];
     const char *coll;
     int64_t now;
+    int64_t deadline; /* maxTimeMS (mf_clock_mono_us; 0: none) */
 } xenv;
 
 /* The command's `let` (checked: a document) and the context built from
@@ -208,7 +212,11 @@ static int xenv_open(xenv *x, const bson_t *cmd, const char *cmdname, const char
             return mfi_type_error(err, cmdname, "let", &it, "object");
         x->let = let_buf;
     }
-    int rc = mf_expr_ctx_new_coll(x->let, x->now, coll, &x->xctx, err);
+    int rc = 0;
+    if (bson_iter_init_find(&it, cmd, "maxTimeMS") &&
+        (rc = mfi_deadline_arg(cmdname, &it, &x->deadline, err)) != 0)
+        return rc;
+    rc = mf_expr_ctx_new_coll(x->let, x->now, coll, &x->xctx, err);
     if (rc == 0)
         mf_expr_ctx_hooks(x->xctx, &x->hooks);
     return rc;
@@ -229,6 +237,15 @@ static int stmt_exprs(const xenv *x, const mf_collator *coll, mf_expr_ctx **own,
     if (rc == 0)
         mf_expr_ctx_hooks(*own, hooks);
     return rc;
+}
+
+/* maxTimeMS between the records a statement writes (the scan that found
+ * them checks its own): the `i`th of them reads the clock once in 128. */
+static int write_time_check(const xenv *x, size_t i, mf_error *err)
+{
+    if (x->deadline && (i & 127) == 127 && mf_clock_mono_us() > x->deadline)
+        return mf_error_set(err, MF_MaxTimeMSExpired, "operation exceeded time limit");
+    return 0;
 }
 
 static void xenv_close(xenv *x)
@@ -526,9 +543,11 @@ static int run_update(wtarget *w, const xenv *x, update_stmt *s, int64_t *n, int
      * the statement was still parsed and its errors reported. */
     if (rc == 0 && c)
         rc = find_hits(w->inst, e, c, &w->ix, &s->q, m, s->has_hint ? &s->hint : NULL, NULL,
-                       NULL, s->multi, upd_needs_pos(&u), &h, NULL, err);
+                       NULL, s->multi, upd_needs_pos(&u), &x->deadline, &h, NULL, err);
     for (size_t i = 0; rc == 0 && i < h.n; i++) {
         bool modified;
+        if ((rc = write_time_check(x, i, err)) != 0)
+            break;
         rc = update_record(w, h.v[i].rid, &u, h.v[i].pos, now, &modified, NULL, NULL, lsn, err);
         if (rc == 0) {
             (*n)++;
@@ -835,9 +854,11 @@ int mfi_cmd_delete(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_error *
         if (r == 0 && c)
             r = find_hits(w.inst, e, c, &w.ix, &st[i].q, m,
                           st[i].has_hint ? &st[i].hint : NULL, NULL, NULL, st[i].limit == 0,
-                          false, &h, NULL, &serr);
+                          false, &x.deadline, &h, NULL, &serr);
         for (size_t j = 0; r == 0 && j < h.n; j++) {
             bool deleted;
+            if ((r = write_time_check(&x, j, &serr)) != 0)
+                break;
             r = delete_record(&w, h.v[j].rid, NULL, &deleted, &lsn, &serr);
             n += deleted;
         }
@@ -1027,7 +1048,7 @@ int mfi_cmd_find_and_modify(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, m
             rc = find_hits(w.inst, e, c, &w.ix, query, m, a.has_hint ? &a.hint : NULL, sort,
                        sort ? &a.sort : NULL, false,
                        upd_needs_pos(&u) || (proj && mf_projection_needs_pos(proj)),
-                       &h, NULL, err);
+                       &x.deadline, &h, NULL, err);
         if (rc == 0 && h.n) {
             matched = true;
             pos = h.v[0].pos;
@@ -1145,7 +1166,7 @@ static int explain_run(mf_engine *e, const explain_stmt *s, bool stats,
         rc = mfi_indexes_load(c, &ix, err);
         if (rc == 0)
             rc = find_hits(NULL, e, c, &ix, s->q, s->m, s->hint, s->sort, s->sort_spec, s->all,
-                           s->u && upd_needs_pos(s->u), &h, &rep, err);
+                           s->u && upd_needs_pos(s->u), NULL, &h, &rep, err);
         x->keys = rep.keys;
         x->docs = rep.docs;
         x->sorted = rep.sorted;

@@ -108,8 +108,11 @@ bool mfi_write_fatal(int rc)
     /* Not MF_OutOfDiskSpace: a full disk refuses a write before it changes
      * anything and leaves the engine usable, so it is that item's write
      * error, and the items before it are synced and counted. */
+    /* MaxTimeMSExpired: an interruption fails the whole command, as
+     * mongod's handleError rethrows one ("These have always failed the
+     * whole batch"). */
     return rc == MF_InternalError || rc == MF_DataCorruption || rc == MF_IllegalOperation ||
-           rc == MF_InterruptedAtShutdown;
+           rc == MF_InterruptedAtShutdown || rc == MF_MaxTimeMSExpired;
 }
 
 /* mongod's WriteError: index, code, errmsg -- no codeName. */
@@ -269,9 +272,12 @@ int mfi_cmd_count(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_error *e
     bson_t q;
     bool has_q = false, has_hint = false;
     mf_matcher *m = NULL;
-    int64_t skip = 0, limit = 0;
+    int64_t skip = 0, limit = 0, deadline = 0;
     int rc = mfi_coll_arg(ctx, cmd, ns, sizeof ns, err);
     if (rc)
+        return rc;
+    if (bson_iter_init_find(&it, cmd, "maxTimeMS") &&
+        (rc = mfi_deadline_arg("count", &it, &deadline, err)) != 0)
         return rc;
     if (bson_iter_init_find(&it, cmd, "query") && !BSON_ITER_HOLDS_NULL(&it)) {
         uint32_t len;
@@ -324,8 +330,10 @@ int mfi_cmd_count(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_error *e
         if (rc == 0)
             rc = mfi_scan_new(ctx->inst, c, &ix, has_q ? &q : NULL, has_hint ? &hint : NULL,
                               NULL, coll, &scan, &sorted, err);
-        if (rc == 0)
+        if (rc == 0) {
             mf_scan_count_only(scan, true);
+            mf_scan_deadline(scan, &deadline);
+        }
         while (rc == 0 && (limit == 0 || n < limit)) {
             mf_scan_row row;
             bool valid;

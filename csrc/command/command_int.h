@@ -356,6 +356,14 @@ struct mfi_cursor {
     mf_buf stash;           /* a document that did not fit its batch */
     bool has_stash;
     bool no_timeout;
+    /* maxTimeMS, a budget for the cursor's whole life as mongod keeps it:
+     * `deadline` is the running command's (mf_clock_mono_us, 0: none; the
+     * scan reads it there, mf_scan_deadline), and between commands the
+     * cursor keeps the microseconds left (mfi_cursor_time_save), which
+     * the next getMore starts from (mfi_cursor_time_resume).  Time
+     * between getMores is not counted. */
+    int64_t deadline;
+    int64_t time_left_us;
     bool killed;            /* killCursors while in use: close at checkin */
     bool in_use;
     int64_t last_used_ms;
@@ -374,6 +382,14 @@ void mfi_cursor_checkin(mf_instance *inst, mfi_cursor *c, bool close);
 /* killCursors of one id on `ns`: 1 if it was there. */
 int mfi_cursor_kill(mf_instance *inst, int64_t id, const char *ns);
 size_t mfi_cursors_open(mf_instance *inst);
+/* After a batch of a cursor with a deadline: keep the time it has left
+ * (none: 0).  mfi_cursor_register calls it. */
+void mfi_cursor_time_save(mfi_cursor *c);
+/* Before a getMore's batch: the deadline is now plus the time left
+ * (also set in the cursor's pipeline); MaxTimeMSExpired (50) "operation
+ * exceeded time limit" when none is left, as mongod's getMore checks for
+ * an interrupt before it runs. */
+int mfi_cursor_time_resume(mfi_cursor *c, mf_error *err);
 
 /* A first batch over a prepared array of documents (listCollections and
  * the like): replies {cursor: {firstBatch, id, ns}} and registers the

@@ -91,8 +91,29 @@ static mfi_cursor *lookup(mf_instance *inst, int64_t id, mfi_cursor ***link)
     return NULL;
 }
 
+void mfi_cursor_time_save(mfi_cursor *c)
+{
+    if (c->deadline) {
+        int64_t left = c->deadline - mf_clock_mono_us();
+        c->time_left_us = left > 0 ? left : 0;
+    }
+}
+
+int mfi_cursor_time_resume(mfi_cursor *c, mf_error *err)
+{
+    if (!c->deadline)
+        return 0;
+    if (c->time_left_us <= 0)
+        return mf_error_set(err, MF_MaxTimeMSExpired, "operation exceeded time limit");
+    c->deadline = mf_clock_mono_us() + c->time_left_us;
+    if (c->pipeline)
+        mf_pipeline_set_deadline(c->pipeline, c->deadline);
+    return 0;
+}
+
 int64_t mfi_cursor_register(mf_instance *inst, mfi_cursor *c)
 {
+    mfi_cursor_time_save(c);
     int64_t now = mf_clock_mono_us() / 1000;
     pthread_mutex_lock(&inst->cursors_mu);
     sweep(inst, now);

@@ -170,6 +170,9 @@ struct mf_scan {
                           key past the end (a key checked against several
                           intervals is examined, then found past them) */
     bool timed;        /* mf_scan_timed: keep executionTimeMillis */
+    /* mf_scan_deadline: the operation's deadline (monotonic microseconds,
+     * 0: none), read every TIME_CHECK_WORKS works; NULL: never read */
+    const int64_t *deadline;
     /* multikey and OR deduplication: RecordIds returned, +1 (0 marks a
      * free slot) */
     uint64_t *seen;
@@ -2856,6 +2859,21 @@ static bool keys_answer(const mf_scan *s)
 }
 
 /* The record `rid` into `row`; `*found` false if it is gone. */
+/* maxTimeMS inside a scan: a scan that matches nothing for a long stretch
+ * returns no row, so its caller cannot check the time between rows.  Every
+ * TIME_CHECK_WORKS works (a power of two) it reads the clock itself, as
+ * mongod's executor checks for interrupts as it works: a few hundred
+ * microseconds apart on a collection scan, nothing per work on the way. */
+#define TIME_CHECK_WORKS 128
+
+static MF_ALWAYS_INLINE int check_time(const mf_scan *s, mf_error *err)
+{
+    if (s->deadline && (s->stats.works & (TIME_CHECK_WORKS - 1)) == 0 && *s->deadline &&
+        mf_clock_mono_us() > *s->deadline)
+        return mf_error_set(err, MF_MaxTimeMSExpired, "operation exceeded time limit");
+    return 0;
+}
+
 static MF_ALWAYS_INLINE int fetch(mf_btree *records, const uint8_t *rid,
                                   const mf_btree_hint *hint, mf_scan_row *row, bool *found,
                                   mf_error *err)
@@ -3068,7 +3086,9 @@ static int next_point(mf_scan *s, mf_engine *e, mf_coll *c, const mf_matcher *m,
         const uint8_t *rid;
         size_t rl;
         s->stats.works++;
-        int rc = mf_btree_get(idx, p->data, p->len, &found, &rid, &rl, err);
+        int rc = check_time(s, err);
+        if (rc == 0)
+            rc = mf_btree_get(idx, p->data, p->len, &found, &rid, &rl, err);
         s->stats.keys_examined += found || !s->single;
         if (rc == 0 && found &&
             (!(s->key_re || s->key_check) || key_passes(s, p->data, p->len, NULL)))
@@ -3469,6 +3489,8 @@ static int index_next(mf_scan *s, mf_engine *e, mf_coll *c, const mf_matcher *m,
         s->q_taken++;
         s->q_range_taken = s->q_range[at];
         s->stats.works++;
+        if ((rc = check_time(s, err)) != 0)
+            return rc;
         if (s->q_kind[at] == Q_END) {
             s->eof = true;
             return 0;
@@ -3592,6 +3614,8 @@ static int scan_next(mf_scan *s, mf_engine *e, mf_coll *c, const mf_matcher *m,
             s->eof = true;
             return 0;
         }
+        if ((rc = check_time(s, err)) != 0)
+            return rc;
         const uint8_t *k = s->cur_key, *v = s->cur_val;
         size_t kl = s->cur_klen, vl = s->cur_vlen;
         bool take = false;
@@ -3707,6 +3731,15 @@ void mf_scan_timed(mf_scan *s, bool on)
     s->timed = on;
     for (size_t i = 0; i < s->nkids; i++)
         mf_scan_timed(s->kids[i], on);
+}
+
+void mf_scan_deadline(mf_scan *s, const int64_t *deadline_us)
+{
+    s->deadline = deadline_us;
+    for (size_t k = 1; k < s->ntrials; k++) /* trials[0] is `s` */
+        mf_scan_deadline(s->trials[k], deadline_us);
+    for (size_t i = 0; i < s->nkids; i++)
+        mf_scan_deadline(s->kids[i], deadline_us);
 }
 
 /* What a trial has done so far (run_trials, decide). */
@@ -3997,6 +4030,7 @@ static int decide(mf_scan *s, mf_engine *e, mf_coll *c, const mf_matcher *m, mf_
         *trials[win] = old;
         /* what is the query's, not its plan's, stays */
         s->timed = old.timed;
+        s->deadline = old.deadline;
         s->chosen = old.chosen;
         s->chosen_arg = old.chosen_arg;
         s->explain = old.explain;
