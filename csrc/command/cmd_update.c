@@ -248,6 +248,23 @@ static int write_time_check(const xenv *x, size_t i, mf_error *err)
     return 0;
 }
 
+/* The sync a write command's reply waits for (group commit).  After an
+ * interruption (maxTimeMS) the writes made before it stay, as mongod's
+ * do, so they are made durable as well; a failed sync is then the error
+ * reported. */
+static int sync_writes(mf_engine *e, mf_lsn lsn, int rc, mf_error *err)
+{
+    if (!lsn || (rc != 0 && rc != MF_MaxTimeMSExpired))
+        return rc;
+    mf_error serr;
+    int r = mf_engine_sync(e, lsn, &serr);
+    if (r) {
+        *err = serr;
+        return r;
+    }
+    return rc;
+}
+
 static void xenv_close(xenv *x)
 {
     mf_expr_ctx_free(x->xctx);
@@ -720,8 +737,7 @@ int mfi_cmd_update(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_error *
     mf_engine_catalog_unlock(e);
     xenv_close(&x);
     free(st);
-    if (rc == 0 && lsn)
-        rc = mf_engine_sync(e, lsn, err);
+    rc = sync_writes(e, lsn, rc, err);
     if (rc == 0) {
         BSON_APPEND_INT32(reply, "n", (int32_t)n);
         BSON_APPEND_INT32(reply, "nModified", (int32_t)nmod);
@@ -881,8 +897,7 @@ int mfi_cmd_delete(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_error *
     mf_engine_catalog_unlock(e);
     xenv_close(&x);
     free(st);
-    if (rc == 0 && lsn)
-        rc = mf_engine_sync(e, lsn, err);
+    rc = sync_writes(e, lsn, rc, err);
     if (rc == 0) {
         BSON_APPEND_INT32(reply, "n", (int32_t)n);
         if (nerr)

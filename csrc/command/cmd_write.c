@@ -107,10 +107,10 @@ bool mfi_write_fatal(int rc)
 {
     /* Not MF_OutOfDiskSpace: a full disk refuses a write before it changes
      * anything and leaves the engine usable, so it is that item's write
-     * error, and the items before it are synced and counted. */
-    /* MaxTimeMSExpired: an interruption fails the whole command, as
-     * mongod's handleError rethrows one ("These have always failed the
-     * whole batch"). */
+     * error, and the items before it are synced and counted.
+     * MaxTimeMSExpired is fatal: an interruption fails the whole command,
+     * as mongod's handleError rethrows one ("These have always failed the
+     * whole batch"); the writes before it stay and are synced. */
     return rc == MF_InternalError || rc == MF_DataCorruption || rc == MF_IllegalOperation ||
            rc == MF_InterruptedAtShutdown || rc == MF_MaxTimeMSExpired;
 }
