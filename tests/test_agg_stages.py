@@ -763,7 +763,7 @@ def test_comment_and_maxtime(db):
     assert r["cursor"]["firstBatch"] == [{"n": 3}]
     with pytest.raises(OperationFailure) as e:
         db.command("aggregate", "c", pipeline=[], cursor={}, maxTimeMS=-1)
-    assert e.value.code == 2
+    assert e.value.code == 51024  # aggregate's IDL: "value must be >= 0"
     with pytest.raises(OperationFailure) as e:
         db.command("aggregate", "c", pipeline=[], cursor={}, maxTimeMS="x")
     assert e.value.code == 14

@@ -1,29 +1,32 @@
 """maxTimeMS as mongod applies it.
 
 A query that finds nothing for a long stretch returns no row, so the time
-is checked inside the scan (every 128 works), not only between rows; the
-commands that run scans -- find, getMore, count, distinct, aggregate,
-update, delete, findAndModify -- all fail with MaxTimeMSExpired (50).  A
-cursor's maxTimeMS is a budget for its whole life: each getMore runs with
-what is left, and time between getMores is not counted.  getMore's own
-maxTimeMS is refused (BadValue): it is only for tailable awaitData cursors,
-which need capped collections.
+is checked as the work is done, not only between rows: every scan work,
+pipeline document and written record counts into the operation's one
+deadline, which reads the clock every 128 counts.  So a scan that finds
+nothing, a $lookup made of many short scans and a bulk write of many short
+statements all stop.  A cursor's maxTimeMS is a budget for its whole life:
+each getMore runs with what is left, and time between getMores is not
+counted.  getMore's own maxTimeMS is refused (BadValue): it is only for
+tailable awaitData cursors, which need capped collections.  explain applies
+the smaller of its own and its command's.  The value is validated as
+mongod's parseMaxTimeMS does for every command, aggregate's IDL first.
 
-The slow filter below evaluates a 4,000-element $range per document (about
-0.2 ms on the machines this was written on), so scanning the 2,000
-documents takes hundreds of milliseconds against budgets of 10 to 50 ms:
-the outcome does not depend on the machine's speed within a factor of ten.
+The slow filter below evaluates an 8,000-element $range per document
+(about 0.4 ms on the machines this was written on), so scanning the 2,000
+documents takes most of a second against budgets of 10 to 40 ms.
 """
 from __future__ import annotations
 
 import time
 
 import pytest
+from bson.decimal128 import Decimal128
 from pymongo.errors import ExecutionTimeout, OperationFailure
 
 N = 2000
-# false for every document, after real work: a $range of 4,000 per document
-SLOW_FALSE = {"$gt": [{"$size": {"$range": [0, 4000]}}, 10**9]}
+# false for every document, after real work: a $range of 8,000 per document
+SLOW_FALSE = {"$gt": [{"$size": {"$range": [0, 8000]}}, 10**9]}
 NOTHING = {"$expr": SLOW_FALSE}
 # matches _id 0 at once, then nothing, slowly
 FIRST_ONLY = {"$expr": {"$or": [{"$eq": ["$_id", 0]}, SLOW_FALSE]}}
@@ -36,34 +39,38 @@ def db(client):
     return db
 
 
-def expired(e) -> bool:
+def expired(e, context: str | None = None) -> bool:
     d = e.value.details
-    return e.value.code == 50 and d["codeName"] == "MaxTimeMSExpired" and \
-        d["errmsg"].endswith("operation exceeded time limit")
+    want = "operation exceeded time limit"
+    if context:
+        want = f"{context} :: caused by :: {want}"
+    return e.value.code == 50 and d["codeName"] == "MaxTimeMSExpired" and d["errmsg"] == want
 
 
-@pytest.mark.parametrize("command", [
-    lambda db: db.command("find", "c", filter=NOTHING, maxTimeMS=10),
-    lambda db: db.command("count", "c", query=NOTHING, maxTimeMS=10),
-    lambda db: db.command("distinct", "c", key="r", query=NOTHING, maxTimeMS=10),
-    lambda db: db.command("aggregate", "c", pipeline=[{"$match": NOTHING}], cursor={},
-                          maxTimeMS=10),
-    lambda db: db.command("aggregate", "c", pipeline=[{"$match": NOTHING}, {"$count": "n"}],
-                          cursor={}, maxTimeMS=10),
-    lambda db: db.command("update", "c", updates=[{"q": NOTHING, "u": {"$set": {"x": 1}},
-                                                    "multi": True}], maxTimeMS=10),
-    lambda db: db.command("delete", "c", deletes=[{"q": NOTHING, "limit": 0}], maxTimeMS=10),
-    lambda db: db.command("findAndModify", "c", query=NOTHING, update={"$set": {"x": 1}},
-                          maxTimeMS=10),
-    lambda db: db.command("findAndModify", "c", query=NOTHING, remove=True, maxTimeMS=10),
+@pytest.mark.parametrize("command,context", [
+    (lambda db: db.command("find", "c", filter=NOTHING, maxTimeMS=10),
+     "Executor error during find command"),
+    (lambda db: db.command("count", "c", query=NOTHING, maxTimeMS=10), None),
+    (lambda db: db.command("distinct", "c", key="r", query=NOTHING, maxTimeMS=10),
+     "Executor error during distinct command"),
+    (lambda db: db.command("aggregate", "c", pipeline=[{"$match": NOTHING}], cursor={},
+                           maxTimeMS=10), "PlanExecutor error during aggregation"),
+    (lambda db: db.command("aggregate", "c", pipeline=[{"$match": NOTHING}, {"$count": "n"}],
+                           cursor={}, maxTimeMS=10), "PlanExecutor error during aggregation"),
+    (lambda db: db.command("update", "c", updates=[{"q": NOTHING, "u": {"$set": {"x": 1}},
+                                                     "multi": True}], maxTimeMS=10), None),
+    (lambda db: db.command("delete", "c", deletes=[{"q": NOTHING, "limit": 0}],
+                           maxTimeMS=10), None),
+    (lambda db: db.command("findAndModify", "c", query=NOTHING, update={"$set": {"x": 1}},
+                           maxTimeMS=10), None),
+    (lambda db: db.command("findAndModify", "c", query=NOTHING, remove=True, maxTimeMS=10),
+     None),
 ], ids=["find", "count", "distinct", "aggregate", "aggregate-count", "update", "delete",
         "findAndModify", "findAndModify-remove"])
-def test_a_collection_scan_that_finds_nothing_runs_out_of_time(db, command):
+def test_a_collection_scan_that_finds_nothing_runs_out_of_time(db, command, context):
     with pytest.raises(OperationFailure) as e:
         command(db)
-    assert expired(e), e.value.details
-    assert db.c.count_documents({"x": {"$exists": True}}) == 0
-    assert db.c.count_documents({}) == N
+    assert expired(e, context), e.value.details
 
 
 def test_index_scans_that_fetch_nothing_run_out_of_time(db):
@@ -82,17 +89,56 @@ def test_index_scans_that_fetch_nothing_run_out_of_time(db):
     for args in cases:
         with pytest.raises(OperationFailure) as e:
             db.command("find", "c", maxTimeMS=10, **args)
-        assert expired(e), (args, e.value.details)
+        assert expired(e, "Executor error during find command"), (args, e.value.details)
         with pytest.raises(OperationFailure) as e:
             db.command("count", "c", query=args["filter"], maxTimeMS=10,
                        **({"hint": args["hint"]} if "hint" in args else {}))
         assert expired(e), (args, e.value.details)
 
 
+def test_work_spread_over_many_short_scans_counts_as_one(db):
+    # A $lookup's scans are 100 works each, a bulk write's one work per
+    # statement: each would read the clock never if it counted alone.
+    db.f.insert_many([{"_id": i} for i in range(100)])
+    lookup = {"$lookup": {"from": "f", "pipeline": [{"$match": NOTHING}], "as": "m"}}
+    with pytest.raises(OperationFailure) as e:
+        db.command("aggregate", "c", pipeline=[{"$limit": 60}, lookup], cursor={},
+                   maxTimeMS=40)
+    assert expired(e, "PlanExecutor error during aggregation"), e.value.details
+    stmts = [{"q": {"_id": i, **NOTHING}, "u": {"$set": {"x": 1}}} for i in range(N)]
+    with pytest.raises(OperationFailure) as e:
+        db.command("update", "c", updates=stmts, maxTimeMS=40)
+    assert expired(e), e.value.details
+    with pytest.raises(OperationFailure) as e:
+        db.command("delete", "c", deletes=[{"q": {"_id": i, **NOTHING}, "limit": 1}
+                                            for i in range(N)], maxTimeMS=40)
+    assert expired(e), e.value.details
+    assert db.c.count_documents({}) == N
+
+
+def test_writes_before_the_expiry_stay(db):
+    # Each document's update evaluates the slow $range: the write loop,
+    # not the scan, runs out of time, after some documents were written.
+    slow_set = [{"$set": {"x": {"$size": {"$range": [0, 8000]}}}}]
+    with pytest.raises(OperationFailure) as e:
+        db.command("update", "c", updates=[{"q": {}, "u": slow_set, "multi": True}],
+                   maxTimeMS=40)
+    assert expired(e), e.value.details
+    written = db.c.count_documents({"x": 8000})
+    assert 0 < written < N
+    # inserts: every document counts
+    many = [{"_id": N + i} for i in range(100_000)]
+    with pytest.raises(OperationFailure) as e:
+        db.command("insert", "c", documents=many, maxTimeMS=5)
+    assert expired(e), e.value.details
+    inserted = db.c.count_documents({"_id": {"$gte": N}})
+    assert 0 < inserted < len(many)
+
+
 def test_without_max_time_or_with_enough_the_same_queries_answer(db):
     db.c.create_index("r")
-    assert db.command("find", "c", filter={"r": {"$lt": 50}, **NOTHING},
-                      maxTimeMS=0)["cursor"]["firstBatch"] == []
+    # maxTimeMS 0 is no limit: a whole slow scan (hundreds of ms)
+    assert db.command("find", "c", filter=NOTHING, maxTimeMS=0)["cursor"]["firstBatch"] == []
     r = db.command("find", "c", filter={"r": {"$lt": 50}, "$expr": {"$lt": ["$r", 3]}},
                    maxTimeMS=60_000)
     assert [d["_id"] for d in r["cursor"]["firstBatch"]] == [0, 1, 2]
@@ -101,6 +147,8 @@ def test_without_max_time_or_with_enough_the_same_queries_answer(db):
     r = db.command("update", "c", updates=[{"q": {"g": 0}, "u": {"$set": {"x": 1}},
                                              "multi": True}], maxTimeMS=60_000)
     assert r["n"] == r["nModified"] == len(range(0, N, 7))
+    for value in (10_000.0, Decimal128("10000"), 2**31 - 1):
+        assert db.command("count", "c", maxTimeMS=value)["n"] == N
 
 
 def test_pymongo_cursor_raises_execution_timeout(db):
@@ -110,14 +158,13 @@ def test_pymongo_cursor_raises_execution_timeout(db):
 
 
 def test_a_getmore_runs_on_what_the_find_left(db):
-    r = db.command("find", "c", filter=FIRST_ONLY, batchSize=1, maxTimeMS=50)
+    r = db.command("find", "c", filter=FIRST_ONLY, batchSize=1, maxTimeMS=40)
     assert r["cursor"]["firstBatch"] == [{"_id": 0, "r": 0, "g": 0}]
     cid = r["cursor"]["id"]
     assert cid != 0
     with pytest.raises(OperationFailure) as e:
         db.command("getMore", cid, collection="c")
-    assert expired(e), e.value.details
-    assert "getMore" in e.value.details["errmsg"]
+    assert expired(e, "Executor error during getMore"), e.value.details
     # the error closed the cursor, as mongod's
     with pytest.raises(OperationFailure) as e:
         db.command("getMore", cid, collection="c")
@@ -129,12 +176,16 @@ def test_an_aggregate_cursor_runs_on_what_the_aggregate_left(db):
     # DocumentSourceCursor does), so a $match of FIRST_ONLY would scan the
     # whole collection for the first batch; the slow work is a later
     # stage's here, done one document at a time.
-    pipeline = [{"$project": {"g": 0}}, {"$addFields": {"n": {"$size": {"$range": [0, 4000]}}}}]
-    r = db.command("aggregate", "c", pipeline=pipeline, cursor={"batchSize": 1}, maxTimeMS=50)
-    assert r["cursor"]["firstBatch"] == [{"_id": 0, "r": 0, "n": 4000}]
+    pipeline = [{"$project": {"g": 0}}, {"$addFields": {"n": {"$size": {"$range": [0, 8000]}}}}]
+    r = db.command("aggregate", "c", pipeline=pipeline, cursor={"batchSize": 1}, maxTimeMS=40)
+    assert r["cursor"]["firstBatch"] == [{"_id": 0, "r": 0, "n": 8000}]
+    cid = r["cursor"]["id"]
     with pytest.raises(OperationFailure) as e:
-        db.command("getMore", r["cursor"]["id"], collection="c")
-    assert expired(e), e.value.details
+        db.command("getMore", cid, collection="c")
+    assert expired(e, "Executor error during getMore"), e.value.details
+    with pytest.raises(OperationFailure) as e:
+        db.command("getMore", cid, collection="c")
+    assert e.value.code == 43
 
 
 def test_time_between_getmores_is_not_counted(db):
@@ -169,18 +220,87 @@ def test_getmore_refuses_its_own_max_time(db):
     with pytest.raises(OperationFailure) as e:
         db.command("getMore", cid, collection="other", maxTimeMS=1000)
     assert e.value.code == 13
+    # and the value before the cursor is looked up
+    with pytest.raises(OperationFailure) as e:
+        db.command("getMore", 12345, collection="c", maxTimeMS=-1)
+    assert e.value.details["errmsg"] == "-1 value for maxTimeMS is out of range"
+
+
+@pytest.mark.parametrize("inner", [
+    {"find": "c", "filter": NOTHING},
+    {"count": "c", "query": NOTHING},
+    {"distinct": "c", "key": "r", "query": NOTHING},
+    {"aggregate": "c", "pipeline": [{"$match": NOTHING}], "cursor": {}},
+    {"update": "c", "updates": [{"q": NOTHING, "u": {"$set": {"x": 1}}, "multi": True}]},
+    {"delete": "c", "deletes": [{"q": NOTHING, "limit": 0}]},
+    {"findAndModify": "c", "query": NOTHING, "remove": True},
+], ids=lambda d: next(iter(d)))
+def test_explain_applies_the_smaller_of_its_own_and_its_commands(db, inner):
+    # as mongod's jstests/noPassthrough/explain_max_time_ms.js
+    for cmd in ({"explain": {**inner, "maxTimeMS": 10}, "verbosity": "executionStats"},
+                {"explain": inner, "verbosity": "executionStats", "maxTimeMS": 10},
+                {"explain": {**inner, "maxTimeMS": 600_000}, "verbosity": "allPlansExecution",
+                 "maxTimeMS": 10},
+                {"explain": {**inner, "maxTimeMS": 10}, "verbosity": "executionStats",
+                 "maxTimeMS": 600_000}):
+        with pytest.raises(OperationFailure) as e:
+            db.command(cmd)
+        assert e.value.code == 50, (cmd, e.value.details)
+    ok = db.command({"explain": {**inner, "maxTimeMS": 600_000}, "verbosity": "queryPlanner",
+                     "maxTimeMS": 600_000})
+    assert ok["ok"] == 1
+    assert db.c.count_documents({}) == N
+
+
+# mongod's parseMaxTimeMS, from the entry point, for every command
+GENERIC = [
+    ("x", "maxTimeMS must be a number"),
+    (None, "maxTimeMS must be a number"),
+    (True, "maxTimeMS must be a number"),
+    ([5], "maxTimeMS must be a number"),
+    (-5, "-5 value for maxTimeMS is out of range"),
+    (-1.5, "-1 value for maxTimeMS is out of range"),
+    (2**31, "2147483648 value for maxTimeMS is out of range"),
+    (2**63 - 1, "9223372036854775807 value for maxTimeMS is out of range"),
+    (1e300, "9223372036854775807 value for maxTimeMS is out of range"),
+    (43.15, "maxTimeMS has non-integral value"),
+    (Decimal128("-3"), "-3 value for maxTimeMS is out of range"),
+]
 
 
 @pytest.mark.parametrize("name,args", [
+    ("find", {"filter": {}}),
     ("count", {"query": {}}),
+    ("distinct", {"key": "r"}),
+    ("insert", {"documents": [{"_id": -1}]}),
     ("update", {"updates": [{"q": {}, "u": {"$set": {"x": 1}}}]}),
     ("delete", {"deletes": [{"q": {}, "limit": 1}]}),
     ("findAndModify", {"query": {}, "remove": True}),
+    ("listIndexes", {}),
 ])
 def test_bad_max_time_values_are_refused(db, name, args):
-    for value, code in ((-1, 2), (2**31, 2), ("x", 14)):
+    for value, msg in GENERIC:
         with pytest.raises(OperationFailure) as e:
             db.command(name, "c", maxTimeMS=value, **args)
-        assert e.value.code == code, (name, value, e.value.details)
+        assert (e.value.code, e.value.details["errmsg"]) == (2, msg), (name, value)
     assert db.c.count_documents({}) == N
     assert db.c.count_documents({"x": 1}) == 0
+    for cmd in ({"ping": 1, "maxTimeMS": -1},
+                {"explain": {"find": "c"}, "maxTimeMS": "x"},
+                {"explain": {"find": "c", "maxTimeMS": 1.5}}):
+        with pytest.raises(OperationFailure) as e:
+            db.command(cmd)
+        assert e.value.code == 2, cmd
+
+
+def test_aggregate_types_its_max_time_first(db):
+    # aggregate's IDL: the type (14) and the sign (51024), then parseMaxTimeMS
+    for value, code, msg in (
+            ("x", 14, "BSON field 'aggregate.maxTimeMS' is the wrong type 'string', "
+                      "expected types '[long, int, decimal, double]'"),
+            (-5, 51024, "BSON field 'maxTimeMS' value must be >= 0, actual value '-5'"),
+            (1000.5, 2, "maxTimeMS has non-integral value"),
+            (2**31, 2, "2147483648 value for maxTimeMS is out of range")):
+        with pytest.raises(OperationFailure) as e:
+            db.command("aggregate", "c", pipeline=[], cursor={}, maxTimeMS=value)
+        assert (e.value.code, e.value.details["errmsg"]) == (code, msg), value

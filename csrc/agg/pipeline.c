@@ -44,7 +44,7 @@ struct mf_pipeline {
     bool has_hint;
     mf_agg_source *source;
     bool opened, sorted;
-    int64_t deadline; /* the cell agg.deadline_us points to */
+    mf_deadline deadline; /* the one agg.deadline points to */
     bool writes;
     bool has_input;           /* a sub-pipeline fed documents ($facet's) */
 };
@@ -98,8 +98,7 @@ static void stage_free(mfi_stage *s)
 
 int mfi_agg_check_time(mfi_agg *a, mf_error *err)
 {
-    if (a->deadline_us && *a->deadline_us && (++a->tick & 255) == 0 &&
-        mf_clock_mono_us() > *a->deadline_us)
+    if (!mf_deadline_ok(a->deadline))
         return mf_error_set(err, MF_MaxTimeMSExpired, "operation exceeded time limit");
     return 0;
 }
@@ -188,7 +187,7 @@ static int open_read(mf_pipeline *p, mf_error *err)
         .explain = p->agg.explain,
         .collation = p->agg.collator,
         .no_fields = reads_no_field(p),
-        .deadline_us = p->agg.deadline_us,
+        .deadline = p->agg.deadline,
     };
     mf_expr_hooks hooks; /* copied by the read's matcher */
     mfi_agg_hooks(&p->agg, &hooks);
@@ -1234,7 +1233,7 @@ bool mf_pipeline_writes(const mf_pipeline *p)
 
 void mf_pipeline_set_deadline(mf_pipeline *p, int64_t deadline_us)
 {
-    p->deadline = deadline_us;
+    p->deadline.at_us = deadline_us;
 }
 
 const bson_t *mf_pipeline_error_info(const mf_pipeline *p)
@@ -1349,8 +1348,8 @@ int mf_pipeline_parse(const bson_t *stages, const mf_agg_opts *o, mf_pipeline **
     mfi_agg *a = &p->agg;
     a->env = o->env;
     a->allow_disk_use = o->allow_disk_use;
-    p->deadline = o->deadline_us;
-    a->deadline_us = &p->deadline;
+    p->deadline.at_us = o->deadline_us;
+    a->deadline = &p->deadline;
     a->explain = o->explain;
     a->group_max_bytes = (size_t)(o->group_max_bytes > 0 ? o->group_max_bytes
                                                          : MF_AGG_DEFAULT_MEMORY_LIMIT);
@@ -1558,7 +1557,7 @@ static int sub_agg_init(mfi_agg *a, const mfi_agg *parent, const mfi_sub_opts *o
     a->bucket_auto_max_bytes = parent->bucket_auto_max_bytes;
     a->window_max_bytes = parent->window_max_bytes;
     a->allow_disk_use = parent->allow_disk_use;
-    a->deadline_us = parent->deadline_us;
+    a->deadline = parent->deadline;
     a->explain = parent->explain;
     a->vars.now_ms = parent->vars.now_ms;
     a->vars.has_now = parent->vars.has_now;

@@ -56,10 +56,10 @@ typedef struct mf_agg_read {
      * the read may hand out empty documents, and answer from index keys
      * alone where its bounds answer the whole filter. */
     bool no_fields;
-    /* maxTimeMS: the pipeline's deadline cell (mf_clock_mono_us
-     * microseconds, 0: none), for the read's scan to check as it works
-     * (mf_scan_deadline); it lives as long as the pipeline */
-    const int64_t *deadline_us;
+    /* maxTimeMS: the pipeline's deadline, for the read's scan to count
+     * its works into (mf_scan_deadline); it lives as long as the
+     * pipeline */
+    mf_deadline *deadline;
 } mf_agg_read;
 
 /* What $merge does with one document, decided by the pipeline. */

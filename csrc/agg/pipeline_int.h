@@ -30,16 +30,15 @@ typedef struct mfi_agg {
     mf_collator *collator;
     bool allow_disk_use;
     char *tmpdir;
-    /* maxTimeMS: the top pipeline's deadline cell (monotonic
-     * microseconds, 0: none), shared by its sub-pipelines and reads;
+    /* maxTimeMS: the top pipeline's deadline, shared by its
+     * sub-pipelines and reads (each stage's document counts into it);
      * mf_pipeline_set_deadline moves it for each getMore */
-    const int64_t *deadline_us;
+    mf_deadline *deadline;
     bool explain;
     size_t group_max_bytes;  /* $group's memory limit */
     size_t sort_max_bytes;   /* a blocking $sort's */
     size_t bucket_auto_max_bytes; /* $bucketAuto's sorter */
     size_t window_max_bytes; /* $setWindowFields' partition buffer */
-    uint64_t tick;           /* for the deadline check */
     bson_t err_info;         /* extra fields of the last error (mf_pipeline_error_info) */
     int depth;               /* nesting of $lookup / $unionWith sub-pipelines */
 } mfi_agg;

@@ -844,7 +844,7 @@ static int parse_sub_pipeline(merge_stage *m, mf_error *err)
     sub->db = m->db;
     sub->coll = m->coll;
     sub->env = outer->env;
-    sub->deadline_us = outer->deadline_us;
+    sub->deadline = outer->deadline;
     sub->vars = outer->vars;
     sub->vars.let = &sub->let_values;
 

@@ -239,7 +239,7 @@ static int read_open(void *arg, const mf_agg_read *q, mf_agg_source **out, bool 
                                                   .explain = q->explain},
                                  &r->scan, &r->sorted, err);
         if (rc == 0) {
-            mf_scan_deadline(r->scan, q->deadline_us);
+            mf_scan_deadline(r->scan, q->deadline);
             mf_scan_timed(r->scan, q->explain);
             /* Keys answer where the bounds answer the whole filter
              * (mongod's COUNT_SCAN). */
@@ -357,8 +357,22 @@ static int parse_args(const bson_t *cmd, bool explain_ctx, agg_args *a, mf_error
             a->hint = it;
             a->has_hint = true;
         } else if (strcmp(k, "maxTimeMS") == 0) {
-            if ((rc = mfi_deadline_arg("aggregate", &it, &a->deadline, err)) != 0)
+            /* aggregate's IDL types the field (TypeMismatch, then 51024
+             * below 0) before mongod's parseMaxTimeMS reads it */
+            int64_t ms;
+            if (!mfi_is_number(&it))
+                return mf_error_set(err, MF_TypeMismatch,
+                                    "BSON field 'aggregate.maxTimeMS' is the wrong type '%s', "
+                                    "expected types '[long, int, decimal, double]'",
+                                    mf_bsonx_type_alias(bson_iter_type(&it)));
+            if (mfi_safe_number_long(&it) < 0)
+                return mf_error_set(err, 51024,
+                                    "BSON field 'maxTimeMS' value must be >= 0, actual value "
+                                    "'%lld'",
+                                    (long long)mfi_safe_number_long(&it));
+            if ((rc = mfi_max_time_arg(&it, &ms, err)) != 0)
                 return rc;
+            a->deadline = ms ? mf_clock_mono_us() + ms * 1000 : 0;
         } else if (strcmp(k, "collation") == 0) {
             bson_t spec;
             if (!mfi_doc_arg(&it, &spec))
@@ -430,6 +444,8 @@ int mfi_cmd_aggregate(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_erro
         (rc = mfi_api_check_pipeline(&ctx->api, &a.pipeline, err)) != 0)
         return rc;
     a.explain |= ctx->explain != 0;
+    /* under explain, the explain command's own maxTimeMS too: the smaller */
+    a.deadline = mfi_deadline_min(a.deadline, ctx->deadline.at_us);
     atomic_fetch_add_explicit(&ctx->inst->counters.op_command, 1, memory_order_relaxed);
 
     mf_collator *collation = NULL;
@@ -499,7 +515,7 @@ int mfi_cmd_aggregate(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_erro
             bson_concat(ctx->err_info, mf_pipeline_error_info(p));
         mf_pipeline_free(p);
         if (rc) {
-            if (rc != MF_QueryPlanKilled && rc != MF_MaxTimeMSExpired)
+            if (rc != MF_QueryPlanKilled)
                 mfi_executor_error(err, "aggregate command");
             return rc;
         }
@@ -519,10 +535,10 @@ int mfi_cmd_aggregate(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_erro
     snprintf(cur->ns, sizeof cur->ns, "%s", ns);
     cur->pipeline = p;
     cur->limit = -1;
-    cur->deadline = a.deadline;
+    cur->deadline.at_us = a.deadline;
     int64_t first = a.batch_size >= 0 ? a.batch_size : DEFAULT_FIRST_BATCH;
-    rc = mfi_cursor_first_batch(ctx, cur, first, a.deadline, false, reply, err);
-    if (rc && rc != MF_QueryPlanKilled && rc != MF_MaxTimeMSExpired &&
+    rc = mfi_cursor_first_batch(ctx, cur, first, false, reply, err);
+    if (rc && rc != MF_QueryPlanKilled &&
         strncmp(err->msg, "PlanExecutor error", 18) != 0) {
         /* mongod's context for an error met while running a pipeline */
         char msg[sizeof err->msg];

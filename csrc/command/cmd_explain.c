@@ -495,6 +495,19 @@ int mfi_cmd_explain(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_error 
     const char *op = bson_iter_key(&first);
     if (strcmp(op, "findandmodify") == 0)
         op = "findAndModify";
+    /* maxTimeMS: the explain's own (the dispatcher's, in ctx) and the
+     * explained command's; the smaller applies, as in mongod.  aggregate
+     * reads its own (cmd_aggregate.c). */
+    bson_iter_t mt;
+    if (strcmp(op, "aggregate") != 0 && bson_iter_init_find(&mt, &inner, "maxTimeMS")) {
+        int64_t ms;
+        int r = mfi_max_time_arg(&mt, &ms, err);
+        if (r)
+            return r;
+        if (ms)
+            ctx->deadline.at_us =
+                mfi_deadline_min(ctx->deadline.at_us, mf_clock_mono_us() + ms * 1000);
+    }
     if (strcmp(op, "find") != 0 && strcmp(op, "count") != 0 && strcmp(op, "distinct") != 0 &&
         strcmp(op, "update") != 0 && strcmp(op, "delete") != 0 &&
         strcmp(op, "findAndModify") != 0) {
@@ -566,6 +579,7 @@ int mfi_cmd_explain(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_error 
                                                   .explain = true},
                                  &scan, &sorted, err);
         if (rc == 0) {
+            mf_scan_deadline(scan, &ctx->deadline);
             mf_scan_timed(scan, true);
             mf_scan_count_only(scan, strcmp(op, "count") == 0);
         }

@@ -24,7 +24,6 @@
 
 #define DEFAULT_FIRST_BATCH 101
 #define SORT_MEMORY_LIMIT (100 * 1024 * 1024)
-#define DEADLINE_CHECK_EVERY 256
 
 bool mfi_coll_uuid(mf_coll *c, uint8_t out[16])
 {
@@ -52,23 +51,9 @@ static bool doc_empty(const bson_t *d)
     return !d || d->len <= 5;
 }
 
-/* A deadline in monotonic microseconds from maxTimeMS (0: none). */
-int mfi_deadline_arg(const char *cmdname, const bson_iter_t *it, int64_t *deadline,
-                     mf_error *err)
+static int time_check(mf_deadline *d, mf_error *err)
 {
-    int64_t ms;
-    if (!mfi_as_int64(it, &ms))
-        return mfi_type_error(err, cmdname, "maxTimeMS", it, "int");
-    if (ms < 0 || ms > INT32_MAX)
-        return mf_error_set(err, MF_BadValue, "%s value for maxTimeMS is out of range",
-                            ms < 0 ? "-1" : "too large");
-    *deadline = ms ? mf_clock_mono_us() + ms * 1000 : 0;
-    return 0;
-}
-
-static int time_check(int64_t deadline, uint64_t *tick, mf_error *err)
-{
-    if (deadline && ++*tick % DEADLINE_CHECK_EVERY == 0 && mf_clock_mono_us() > deadline)
+    if (!mf_deadline_ok(d))
         return mf_error_set(err, MF_MaxTimeMSExpired, "operation exceeded time limit");
     return 0;
 }
@@ -419,14 +404,13 @@ static int project_sorted(mfi_cursor *cur, const uint8_t *d, size_t dl, bson_t *
 typedef struct fill_sink {
     mfi_cursor *cur;
     batch *b;
-    int64_t deadline;
-    uint64_t tick;
+    mf_deadline *deadline;
 } fill_sink;
 
 static int sink_row(void *arg, const mf_scan_row *row, bool *stop, mf_error *err)
 {
     fill_sink *f = arg;
-    int rc = time_check(f->deadline, &f->tick, err);
+    int rc = time_check(f->deadline, err);
     if (rc)
         return rc;
     if (f->cur->skip > 0) {
@@ -440,11 +424,10 @@ static int sink_row(void *arg, const mf_scan_row *row, bool *stop, mf_error *err
  * `c` read-locked, and locked still until `b` is written or dropped: it
  * refers to the scan's documents in their pages.  `*exhausted` says the
  * cursor has nothing more. */
-static int fill(mfi_cursor *cur, mf_engine *e, mf_coll *c, batch *b, int64_t deadline,
+static int fill(mfi_cursor *cur, mf_engine *e, mf_coll *c, batch *b, mf_deadline *deadline,
                 bool *exhausted, mf_error *err)
 {
     bool stop = batch_full(b) || cur->limit == 0;
-    uint64_t tick = 0;
     int rc = 0;
     *exhausted = false;
     if (!stop && cur->has_stash) {
@@ -461,12 +444,12 @@ static int fill(mfi_cursor *cur, mf_engine *e, mf_coll *c, batch *b, int64_t dea
      * without the calls and the tests below between one row and the next. */
     if (rc == 0 && !stop && cur->scan && !cur->sorter && !cur->pipeline && !cur->docs &&
         !reshaped(cur)) {
-        fill_sink f = {cur, b, deadline, 0};
+        fill_sink f = {cur, b, deadline};
         rc = mf_scan_each(cur->scan, e, c, cur->matcher, sink_row, &f, exhausted, err);
         stop = true;
     }
     while (rc == 0 && !stop) {
-        if ((rc = time_check(deadline, &tick, err)) != 0)
+        if ((rc = time_check(deadline, err)) != 0)
             break;
         if (cur->sorter) {
             const uint8_t *d;
@@ -578,11 +561,11 @@ static int fill(mfi_cursor *cur, mf_engine *e, mf_coll *c, batch *b, int64_t dea
 }
 
 int mfi_cursor_first_batch(mf_cmd_ctx *ctx, mfi_cursor *cur, int64_t batch_size,
-                           int64_t deadline, bool single_batch, bson_t *reply, mf_error *err)
+                           bool single_batch, bson_t *reply, mf_error *err)
 {
     batch b = {.max_docs = batch_size};
     bool exhausted;
-    int rc = fill(cur, NULL, NULL, &b, deadline, &exhausted, err);
+    int rc = fill(cur, NULL, NULL, &b, &cur->deadline, &exhausted, err);
     if (rc == 0)
         rc = batch_reply(&b, reply, "firstBatch", cur->ns, err);
     else
@@ -606,7 +589,7 @@ int mfi_cursor_reply_from_docs(mf_cmd_ctx *ctx, const char *ns, bson_t *docs, in
     cur->docs = docs;
     cur->limit = -1;
     bson_iter_init(&cur->docs_it, docs);
-    return mfi_cursor_first_batch(ctx, cur, batch_size, 0, false, reply, err);
+    return mfi_cursor_first_batch(ctx, cur, batch_size, false, reply, err);
 }
 
 /* ------------------------------------------------------------------ find */
@@ -618,7 +601,6 @@ typedef struct find_args {
     bool has_hint;
     int64_t skip, limit, batch_size; /* limit 0: none; batch_size -1: default */
     bool single_batch, allow_disk_use, no_cursor_timeout, show_record_id, return_key;
-    int64_t deadline;
     mf_collator *coll; /* the command's collation (one reference), if has_coll */
     bool has_coll;
 } find_args;
@@ -661,8 +643,6 @@ static int parse_find(const bson_t *cmd, find_args *a, mf_error *err)
             a->no_cursor_timeout = bson_iter_as_bool(&it);
         } else if (strcmp(k, "showRecordId") == 0) {
             a->show_record_id = bson_iter_as_bool(&it);
-        } else if (strcmp(k, "maxTimeMS") == 0) {
-            rc = mfi_deadline_arg("find", &it, &a->deadline, err);
         } else if (strcmp(k, "let") == 0) {
             if (!(a->has_let = mfi_doc_arg(&it, &a->let)))
                 rc = mfi_type_error(err, "find", k, &it, "object");
@@ -743,8 +723,7 @@ void mfi_tmpdir_of(mf_instance *inst, char *out, size_t cap)
 
 /* Run the whole scan through a sorter (collection lock held). */
 static int sort_all(mf_cmd_ctx *ctx, mfi_cursor *cur, mf_coll *c, const mf_sort *sort,
-                    int64_t skip, int64_t limit, bool allow_disk, int64_t deadline,
-                    mf_error *err)
+                    int64_t skip, int64_t limit, bool allow_disk, mf_error *err)
 {
     char tmp[4096];
     mf_engine *e = ctx->inst->engine;
@@ -756,7 +735,6 @@ static int sort_all(mf_cmd_ctx *ctx, mfi_cursor *cur, mf_coll *c, const mf_sort 
     if (!cur->sorter)
         return mf_error_set(err, MF_InternalError, "out of memory");
     mf_buf key = {0}, rec = {0};
-    uint64_t tick = 0;
     int rc = 0;
     /* mongod projects before sorting only when the projection is simple,
      * keeps every sort field and there is no limit; otherwise it sorts
@@ -771,7 +749,7 @@ static int sort_all(mf_cmd_ctx *ctx, mfi_cursor *cur, mf_coll *c, const mf_sort 
     for (;;) {
         mf_scan_row row;
         bool valid;
-        if ((rc = time_check(deadline, &tick, err)) != 0)
+        if ((rc = time_check(&cur->deadline, err)) != 0)
             break;
         if ((rc = mf_scan_next(cur->scan, e, c, cur->matcher, &row, &valid, err)) != 0 || !valid)
             break;
@@ -869,7 +847,7 @@ static int find_prepare(mf_cmd_ctx *ctx, const bson_t *cmd, char ns[MF_MAX_NS_LE
     cur->skip = a->skip;
     cur->limit = a->limit > 0 ? a->limit : -1;
     cur->no_timeout = a->no_cursor_timeout;
-    cur->deadline = a->deadline;
+    cur->deadline.at_us = ctx->deadline.at_us; /* maxTimeMS, from the dispatcher */
     cur->show_record_id = a->show_record_id && !a->return_key;
     cur->return_key = a->return_key;
     if (a->return_key) { /* parsed, and refused if bad, but not applied */
@@ -924,8 +902,7 @@ static int find_start(mf_cmd_ctx *ctx, mf_instance *inst, mfi_cursor *cur, mf_co
             *sorted = mf_scan_sorted(cur->scan);
     }
     if (rc == 0 && q->sort && !*sorted)
-        rc = sort_all(ctx, cur, c, q->sort, a->skip, a->limit, a->allow_disk_use, a->deadline,
-                      err);
+        rc = sort_all(ctx, cur, c, q->sort, a->skip, a->limit, a->allow_disk_use, err);
     return rc;
 }
 
@@ -957,7 +934,7 @@ int mfi_cmd_find(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_error *er
             cur->scan = NULL;
         }
         if (rc == 0)
-            rc = fill(cur, e, c, &b, a.deadline, &exhausted, err);
+            rc = fill(cur, e, c, &b, &cur->deadline, &exhausted, err);
         if (rc == 0) /* while locked: the batch refers to the collection's pages */
             rc = batch_reply(&b, reply, "firstBatch", ns, err);
         if (cur->scan)
@@ -1021,7 +998,7 @@ int mfi_find_explain(mf_cmd_ctx *ctx, const bson_t *cmd, bool stats, mfi_find_ex
         bool exhausted = !stats;
         while (rc == 0 && !exhausted) {
             batch b = {.max_docs = -1, .count_only = true};
-            rc = fill(cur, e, c, &b, a.deadline, &exhausted, err);
+            rc = fill(cur, e, c, &b, &cur->deadline, &exhausted, err);
             x->n_returned += b.n;
             batch_free(&b);
         }
@@ -1067,8 +1044,7 @@ int mfi_cmd_get_more(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_error
 {
     mf_engine *e = ctx->inst->engine;
     bson_iter_t it;
-    int64_t id = 0, batch_size = -1, deadline = 0;
-    bool has_max_time = false;
+    int64_t id = 0, batch_size = -1;
     const char *coll = NULL;
     int rc = 0;
     bson_iter_init(&it, cmd);
@@ -1092,12 +1068,6 @@ int mfi_cmd_get_more(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_error
                                     (long long)batch_size);
             if (batch_size == 0)
                 batch_size = -1;
-        } else if (strcmp(k, "maxTimeMS") == 0) {
-            /* Only a tailable awaitData cursor takes one (as the time to
-             * wait), and there are none here: refused once the cursor is
-             * found, as mongod does, which keeps the cursor. */
-            rc = mfi_deadline_arg("getMore", &it, &deadline, err);
-            has_max_time = true;
         } else if (strcmp(k, "term") == 0 || strcmp(k, "lastKnownCommittedOpTime") == 0 ||
                    mfi_is_generic_arg(k)) {
         } else {
@@ -1123,7 +1093,10 @@ int mfi_cmd_get_more(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_error
                             "different namespace %s",
                             ns, cur->ns);
     }
-    if (has_max_time) {
+    /* A maxTimeMS of getMore's own (checked by the dispatcher) is what a
+     * tailable awaitData cursor waits, and there are none here: refused
+     * once the cursor is found, as mongod does, which keeps the cursor. */
+    if (ctx->max_time_given) {
         mfi_cursor_checkin(ctx->inst, cur, false);
         return mf_error_set(err, MF_BadValue,
                             "cannot set maxTimeMS on getMore command for a non-awaitData cursor");
@@ -1133,7 +1106,6 @@ int mfi_cmd_get_more(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_error
         mfi_cursor_checkin(ctx->inst, cur, true);
         return rc;
     }
-    deadline = cur->deadline;
     batch b = {.max_docs = batch_size};
     bool exhausted = true;
     if (cur->scan) {
@@ -1145,7 +1117,7 @@ int mfi_cmd_get_more(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_error
                               "collection dropped. UUID changed between getMore calls");
         } else {
             mf_coll_lock(c, false);
-            rc = fill(cur, e, c, &b, deadline, &exhausted, err);
+            rc = fill(cur, e, c, &b, &cur->deadline, &exhausted, err);
             if (rc == 0) /* while locked: the batch refers to the collection's pages */
                 rc = batch_reply(&b, reply, "nextBatch", ns, err);
             mf_scan_release(cur->scan);
@@ -1153,7 +1125,7 @@ int mfi_cmd_get_more(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_error
         }
         mf_engine_catalog_unlock(e);
     } else {
-        rc = fill(cur, e, NULL, &b, deadline, &exhausted, err);
+        rc = fill(cur, e, NULL, &b, &cur->deadline, &exhausted, err);
         if (rc == 0)
             rc = batch_reply(&b, reply, "nextBatch", ns, err);
     }
@@ -1381,7 +1353,6 @@ int mfi_cmd_distinct(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_error
     bson_t query;
     bool has_query = false, has_hint = false, has_coll = false;
     const char *key = NULL;
-    int64_t deadline = 0;
     int rc = mfi_coll_arg(ctx, cmd, ns, sizeof ns, err);
     if (rc)
         return rc;
@@ -1403,8 +1374,6 @@ int mfi_cmd_distinct(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_error
                 return rc;
             hint = it;
             has_hint = true;
-        } else if (strcmp(k, "maxTimeMS") == 0) {
-            rc = mfi_deadline_arg("distinct", &it, &deadline, err);
         } else if (strcmp(k, "collation") == 0) {
             coll_arg = it; /* parsed below, once every field is known good */
             has_coll = true;
@@ -1440,7 +1409,6 @@ int mfi_cmd_distinct(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_error
     if (c) {
         mf_scan *scan = NULL;
         bool sorted;
-        uint64_t tick = 0;
         size_t compact_at = 4096;
         mf_coll_lock(c, false);
         mfi_indexes ix = {0};
@@ -1449,13 +1417,14 @@ int mfi_cmd_distinct(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_error
             rc = mfi_scan_new_ex(ctx->inst, c, &ix, has_query ? &query : NULL,
                                  has_hint ? &hint : NULL, NULL, coll,
                                  &(mf_scan_extra){.distinct_key = key}, &scan, &sorted, err);
+        bool running = rc == 0; /* errors past planning are the executor's */
         if (rc == 0)
-            mf_scan_deadline(scan, &deadline);
+            mf_scan_deadline(scan, &ctx->deadline);
         while (rc == 0) {
             mf_scan_row row;
             bool valid;
             bson_iter_t root;
-            if ((rc = time_check(deadline, &tick, err)) != 0)
+            if ((rc = time_check(&ctx->deadline, err)) != 0)
                 break;
             if ((rc = mf_scan_next(scan, e, c, q.m, &row, &valid, err)) != 0 || !valid)
                 break;
@@ -1471,6 +1440,8 @@ int mfi_cmd_distinct(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_error
                 compact_at = set.n * 2 > 4096 ? set.n * 2 : 4096;
             }
         }
+        if (rc && running && rc != MF_QueryPlanKilled)
+            mfi_executor_error(err, "distinct command");
         mf_scan_free(scan);
         mfi_indexes_free(&ix);
         mf_coll_unlock(c);

@@ -90,7 +90,7 @@ static int find_hits(mf_instance *inst, mf_engine *e, mf_coll *c, const mfi_inde
                      const bson_t *filter,
                      const mf_matcher *m,
                      const bson_iter_t *hint, const mf_sort *sort, const bson_t *sort_spec,
-                     bool all, bool want_pos, const int64_t *deadline, hits *out,
+                     bool all, bool want_pos, mf_deadline *deadline, hits *out,
                      scan_report *rep, mf_error *err)
 {
     mf_scan *scan;
@@ -136,7 +136,7 @@ static int find_hits(mf_instance *inst, mf_engine *e, mf_coll *c, const mfi_inde
         if ((rc = mf_sort_key(sort, &row.doc, &key, err)) != 0)
             break;
         size_t n = key.len < best.len ? key.len : best.len;
-        int cmp = memcmp(key.data, best.data, n);
+        int cmp = n ? memcmp(key.data, best.data, n) : 0; /* best.data is NULL at first */
         if (out->n == 0 || cmp < 0 || (cmp == 0 && key.len < best.len)) {
             best.len = 0;
             if (mf_buf_append(&best, key.data, key.len) != 0) {
@@ -189,17 +189,18 @@ typedef struct xenv {
     char db[MF_MAX_NS_LEN + 1];
     const char *coll;
     int64_t now;
-    int64_t deadline; /* maxTimeMS (mf_clock_mono_us; 0: none) */
+    mf_deadline *deadline; /* the command's maxTimeMS (mf_cmd_ctx) */
 } xenv;
 
 /* The command's `let` (checked: a document) and the context built from
  * it.  Errors: TypeMismatch for a `let` that is not an object, the let's
  * own evaluation errors. */
-static int xenv_open(xenv *x, const bson_t *cmd, const char *cmdname, const char *ns,
-                     const mf_collator *coll, bson_t *let_buf, mf_error *err)
+static int xenv_open(xenv *x, mf_cmd_ctx *ctx, const bson_t *cmd, const char *cmdname,
+                     const char *ns, const mf_collator *coll, bson_t *let_buf, mf_error *err)
 {
     bson_iter_t it;
     memset(x, 0, sizeof *x);
+    x->deadline = &ctx->deadline;
     x->now = mf_clock_wall_ms();
     snprintf(x->db, sizeof x->db, "%s", ns);
     char *dot = strchr(x->db, '.');
@@ -212,11 +213,7 @@ static int xenv_open(xenv *x, const bson_t *cmd, const char *cmdname, const char
             return mfi_type_error(err, cmdname, "let", &it, "object");
         x->let = let_buf;
     }
-    int rc = 0;
-    if (bson_iter_init_find(&it, cmd, "maxTimeMS") &&
-        (rc = mfi_deadline_arg(cmdname, &it, &x->deadline, err)) != 0)
-        return rc;
-    rc = mf_expr_ctx_new_coll(x->let, x->now, coll, &x->xctx, err);
+    int rc = mf_expr_ctx_new_coll(x->let, x->now, coll, &x->xctx, err);
     if (rc == 0)
         mf_expr_ctx_hooks(x->xctx, &x->hooks);
     return rc;
@@ -240,10 +237,10 @@ static int stmt_exprs(const xenv *x, const mf_collator *coll, mf_expr_ctx **own,
 }
 
 /* maxTimeMS between the records a statement writes (the scan that found
- * them checks its own): the `i`th of them reads the clock once in 128. */
-static int write_time_check(const xenv *x, size_t i, mf_error *err)
+ * them counts its own work): each counts into the command's deadline. */
+static int write_time_check(const xenv *x, mf_error *err)
 {
-    if (x->deadline && (i & 127) == 127 && mf_clock_mono_us() > x->deadline)
+    if (!mf_deadline_ok(x->deadline))
         return mf_error_set(err, MF_MaxTimeMSExpired, "operation exceeded time limit");
     return 0;
 }
@@ -560,10 +557,10 @@ static int run_update(wtarget *w, const xenv *x, update_stmt *s, int64_t *n, int
      * the statement was still parsed and its errors reported. */
     if (rc == 0 && c)
         rc = find_hits(w->inst, e, c, &w->ix, &s->q, m, s->has_hint ? &s->hint : NULL, NULL,
-                       NULL, s->multi, upd_needs_pos(&u), &x->deadline, &h, NULL, err);
+                       NULL, s->multi, upd_needs_pos(&u), x->deadline, &h, NULL, err);
     for (size_t i = 0; rc == 0 && i < h.n; i++) {
         bool modified;
-        if ((rc = write_time_check(x, i, err)) != 0)
+        if ((rc = write_time_check(x, err)) != 0)
             break;
         rc = update_record(w, h.v[i].rid, &u, h.v[i].pos, now, &modified, NULL, NULL, lsn, err);
         if (rc == 0) {
@@ -674,7 +671,7 @@ int mfi_cmd_update(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_error *
     xenv x = {0};
     bson_t let;
     if (rc == 0)
-        rc = xenv_open(&x, cmd, "update", ns, NULL, &let, err);
+        rc = xenv_open(&x, ctx, cmd, "update", ns, NULL, &let, err);
     if (rc) {
         xenv_close(&x);
         free(st);
@@ -832,7 +829,7 @@ int mfi_cmd_delete(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_error *
     xenv x = {0};
     bson_t let;
     if (rc == 0)
-        rc = xenv_open(&x, cmd, "delete", ns, NULL, &let, err);
+        rc = xenv_open(&x, ctx, cmd, "delete", ns, NULL, &let, err);
     if (rc) {
         xenv_close(&x);
         free(st);
@@ -870,10 +867,10 @@ int mfi_cmd_delete(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_error *
         if (r == 0 && c)
             r = find_hits(w.inst, e, c, &w.ix, &st[i].q, m,
                           st[i].has_hint ? &st[i].hint : NULL, NULL, NULL, st[i].limit == 0,
-                          false, &x.deadline, &h, NULL, &serr);
+                          false, x.deadline, &h, NULL, &serr);
         for (size_t j = 0; r == 0 && j < h.n; j++) {
             bool deleted;
-            if ((r = write_time_check(&x, j, &serr)) != 0)
+            if ((r = write_time_check(&x, &serr)) != 0)
                 break;
             r = delete_record(&w, h.v[j].rid, NULL, &deleted, &lsn, &serr);
             n += deleted;
@@ -1025,7 +1022,7 @@ int mfi_cmd_find_and_modify(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, m
         rc = mfi_collation_of_ns(e, ns, a.has_coll, a.coll, &coll, err);
     mf_collator_unref(a.coll);
     if (rc == 0)
-        rc = xenv_open(&x, cmd, "findAndModify", ns, coll, &let, err);
+        rc = xenv_open(&x, ctx, cmd, "findAndModify", ns, coll, &let, err);
     if (rc) {
         xenv_close(&x);
         mf_collator_unref(coll);
@@ -1063,7 +1060,7 @@ int mfi_cmd_find_and_modify(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, m
             rc = find_hits(w.inst, e, c, &w.ix, query, m, a.has_hint ? &a.hint : NULL, sort,
                        sort ? &a.sort : NULL, false,
                        upd_needs_pos(&u) || (proj && mf_projection_needs_pos(proj)),
-                       &x.deadline, &h, NULL, err);
+                       x.deadline, &h, NULL, err);
         if (rc == 0 && h.n) {
             matched = true;
             pos = h.v[0].pos;
@@ -1159,6 +1156,8 @@ typedef struct explain_stmt {
     const upd *u;
     bool upsert;
     int64_t now;
+    mf_deadline *deadline;     /* the explain's maxTimeMS (the smaller of
+                                  its own and its command's) */
 } explain_stmt;
 
 /* Plan the statement and, for executionStats, run it as the command would,
@@ -1181,7 +1180,7 @@ static int explain_run(mf_engine *e, const explain_stmt *s, bool stats,
         rc = mfi_indexes_load(c, &ix, err);
         if (rc == 0)
             rc = find_hits(NULL, e, c, &ix, s->q, s->m, s->hint, s->sort, s->sort_spec, s->all,
-                           s->u && upd_needs_pos(s->u), NULL, &h, &rep, err);
+                           s->u && upd_needs_pos(s->u), s->deadline, &h, &rep, err);
         x->keys = rep.keys;
         x->docs = rep.docs;
         x->sorted = rep.sorted;
@@ -1217,7 +1216,7 @@ static int explain_env(mf_cmd_ctx *ctx, const bson_t *cmd, const char *cmdname,
 {
     int rc = mfi_collation_of_arg(ctx->inst->engine, x->ns, coll_it, coll_ctx, &x->coll, err);
     if (rc == 0)
-        rc = xenv_open(xe, cmd, cmdname, x->ns, x->coll, let, err);
+        rc = xenv_open(xe, ctx, cmd, cmdname, x->ns, x->coll, let, err);
     return rc;
 }
 
@@ -1272,7 +1271,7 @@ static int explain_update(mf_cmd_ctx *ctx, const bson_t *cmd, bool stats,
     if (rc == 0) {
         mfi_view(&x->filter, &s.q);
         explain_stmt st = {.q = &s.q, .m = m, .hint = s.has_hint ? &s.hint : NULL, .all = s.multi,
-                           .u = &u, .upsert = s.upsert, .now = xe.now};
+                           .u = &u, .upsert = s.upsert, .now = xe.now, .deadline = xe.deadline};
         rc = explain_run(ctx->inst->engine, &st, stats, x, err);
     }
     upd_free(&u);
@@ -1304,7 +1303,7 @@ static int explain_delete(mf_cmd_ctx *ctx, const bson_t *cmd, bool stats,
         mfi_view(&x->filter, &s.q);
         x->is_delete = true;
         explain_stmt st = {.q = &s.q, .m = m, .hint = s.has_hint ? &s.hint : NULL,
-                           .all = s.limit == 0, .now = xe.now};
+                           .all = s.limit == 0, .now = xe.now, .deadline = xe.deadline};
         rc = explain_run(ctx->inst->engine, &st, stats, x, err);
     }
     mf_matcher_free(m);
@@ -1328,7 +1327,7 @@ static int explain_fam(mf_cmd_ctx *ctx, const bson_t *cmd, bool stats, mfi_write
         rc = mfi_collation_of_ns(ctx->inst->engine, x->ns, a.has_coll, a.coll, &x->coll, err);
     mf_collator_unref(a.coll);
     if (rc == 0)
-        rc = xenv_open(&xe, cmd, "findAndModify", x->ns, x->coll, &let, err);
+        rc = xenv_open(&xe, ctx, cmd, "findAndModify", x->ns, x->coll, &let, err);
     const bson_t *query = a.has_query ? &a.query : &empty;
     if (rc == 0)
         rc = mf_matcher_parse_coll(query, &xe.hooks, x->coll, &m, err);
@@ -1347,7 +1346,7 @@ static int explain_fam(mf_cmd_ctx *ctx, const bson_t *cmd, bool stats, mfi_write
         x->has_sort = sort != NULL;
         explain_stmt st = {.q = query, .m = m, .hint = a.has_hint ? &a.hint : NULL,
                            .sort = sort, .sort_spec = &a.sort, .u = a.has_update ? &u : NULL,
-                           .upsert = a.upsert, .now = xe.now};
+                           .upsert = a.upsert, .now = xe.now, .deadline = xe.deadline};
         rc = explain_run(ctx->inst->engine, &st, stats, x, err);
         /* the document findAndModify would return */
         x->n_returned = x->n_matched > 0 || (x->n_upserted && a.return_new);

@@ -209,6 +209,13 @@ int mfi_cmd_insert(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_error *
         bson_iter_t id;
         mf_error ierr;
         int r;
+        /* maxTimeMS: each document counts into the command's deadline;
+         * its expiry fails the whole command (mfi_write_fatal), and the
+         * documents inserted before it stay */
+        if (!mf_deadline_ok(&ctx->deadline)) {
+            rc = mf_error_set(err, MF_MaxTimeMSExpired, "operation exceeded time limit");
+            break;
+        }
         if (!BSON_ITER_HOLDS_DOCUMENT(&d)) {
             r = mf_error_set(&ierr, MF_TypeMismatch, "documents must be objects");
             bson_init(&stored);
@@ -250,9 +257,16 @@ int mfi_cmd_insert(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_error *
     mfi_dup_clear(&dup);
     mf_coll_unlock(c);
     mf_engine_catalog_unlock(e);
-    /* Reply only once a sync covers every write (group commit). */
-    if (rc == 0 && lsn)
-        rc = mf_engine_sync(e, lsn, err);
+    /* Reply only once a sync covers every write (group commit), the
+     * writes before an expiry of maxTimeMS included. */
+    if ((rc == 0 || rc == MF_MaxTimeMSExpired) && lsn) {
+        mf_error serr;
+        int r = mf_engine_sync(e, lsn, &serr);
+        if (r) {
+            *err = serr;
+            rc = r;
+        }
+    }
     if (rc == 0) {
         BSON_APPEND_INT32(reply, "n", (int32_t)n);
         if (nerr)
@@ -272,12 +286,9 @@ int mfi_cmd_count(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_error *e
     bson_t q;
     bool has_q = false, has_hint = false;
     mf_matcher *m = NULL;
-    int64_t skip = 0, limit = 0, deadline = 0;
+    int64_t skip = 0, limit = 0;
     int rc = mfi_coll_arg(ctx, cmd, ns, sizeof ns, err);
     if (rc)
-        return rc;
-    if (bson_iter_init_find(&it, cmd, "maxTimeMS") &&
-        (rc = mfi_deadline_arg("count", &it, &deadline, err)) != 0)
         return rc;
     if (bson_iter_init_find(&it, cmd, "query") && !BSON_ITER_HOLDS_NULL(&it)) {
         uint32_t len;
@@ -332,7 +343,7 @@ int mfi_cmd_count(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_error *e
                               NULL, coll, &scan, &sorted, err);
         if (rc == 0) {
             mf_scan_count_only(scan, true);
-            mf_scan_deadline(scan, &deadline);
+            mf_scan_deadline(scan, &ctx->deadline);
         }
         while (rc == 0 && (limit == 0 || n < limit)) {
             mf_scan_row row;

@@ -96,6 +96,13 @@ typedef struct mf_cmd_ctx {
                          (a DuplicateKey's keyPattern, keyValue); NULL
                          when the caller does not send error replies */
     mfi_api_params api; /* the command's apiVersion, apiStrict, ... */
+    /* maxTimeMS, parsed by the dispatcher for every command but aggregate
+     * (which parses its own, more strictly): the operation's deadline, 0
+     * when none was given, or 0 and never a deadline for getMore, whose
+     * own is refused; explain sets the smaller of its own and its inner
+     * command's.  Scans and writes count their work into it. */
+    mf_deadline deadline;
+    bool max_time_given;
 } mf_cmd_ctx;
 
 /* A handler appends its reply fields (not `ok`) to `reply` and returns 0, or
@@ -362,7 +369,7 @@ struct mfi_cursor {
      * cursor keeps the microseconds left (mfi_cursor_time_save), which
      * the next getMore starts from (mfi_cursor_time_resume).  Time
      * between getMores is not counted. */
-    int64_t deadline;
+    mf_deadline deadline;
     int64_t time_left_us;
     bool killed;            /* killCursors while in use: close at checkin */
     bool in_use;
@@ -401,11 +408,21 @@ int mfi_cursor_reply_from_docs(mf_cmd_ctx *ctx, const char *ns, bson_t *docs, in
  * {cursor: {firstBatch, id, ns}}; registers the cursor if more is left
  * (and not `single_batch`), else frees it. */
 int mfi_cursor_first_batch(mf_cmd_ctx *ctx, mfi_cursor *cur, int64_t batch_size,
-                           int64_t deadline, bool single_batch, bson_t *reply, mf_error *err);
+                           bool single_batch, bson_t *reply, mf_error *err);
 
-/* maxTimeMS as a deadline in monotonic microseconds (0: none). */
-int mfi_deadline_arg(const char *cmdname, const bson_iter_t *it, int64_t *deadline,
-                     mf_error *err);
+/* maxTimeMS as mongod's parseMaxTimeMS reads it, into `*ms` (0: no
+ * limit): BadValue (2) "maxTimeMS must be a number" for a value of
+ * another type, "<n> value for maxTimeMS is out of range" outside [0,
+ * 2^31 - 1] (n: the value as a 64-bit integer), "maxTimeMS has
+ * non-integral value" for a double with a fraction. */
+int mfi_max_time_arg(const bson_iter_t *it, int64_t *ms, mf_error *err);
+/* mongod's BSONElement::safeNumberLong of a number (0 for other types). */
+int64_t mfi_safe_number_long(const bson_iter_t *it);
+/* The smaller of two deadlines (mf_clock_mono_us; 0: none). */
+static inline int64_t mfi_deadline_min(int64_t a, int64_t b)
+{
+    return !a ? b : !b ? a : a < b ? a : b;
+}
 /* Prefix a running query's error as mongod's executor does. */
 void mfi_executor_error(mf_error *err, const char *cmdname);
 /* The directory where sorts and groups spill (<dbpath>/_tmp). */

@@ -93,21 +93,21 @@ static mfi_cursor *lookup(mf_instance *inst, int64_t id, mfi_cursor ***link)
 
 void mfi_cursor_time_save(mfi_cursor *c)
 {
-    if (c->deadline) {
-        int64_t left = c->deadline - mf_clock_mono_us();
+    if (c->deadline.at_us) {
+        int64_t left = c->deadline.at_us - mf_clock_mono_us();
         c->time_left_us = left > 0 ? left : 0;
     }
 }
 
 int mfi_cursor_time_resume(mfi_cursor *c, mf_error *err)
 {
-    if (!c->deadline)
+    if (!c->deadline.at_us)
         return 0;
     if (c->time_left_us <= 0)
         return mf_error_set(err, MF_MaxTimeMSExpired, "operation exceeded time limit");
-    c->deadline = mf_clock_mono_us() + c->time_left_us;
+    c->deadline.at_us = mf_clock_mono_us() + c->time_left_us;
     if (c->pipeline)
-        mf_pipeline_set_deadline(c->pipeline, c->deadline);
+        mf_pipeline_set_deadline(c->pipeline, c->deadline.at_us);
     return 0;
 }
 

@@ -6,8 +6,10 @@
  * with a validated command document, so the two cannot drift apart.
  */
 #include "command_int.h"
+#include "../agg/decimal.h"
 #include "../storage/storage.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -450,6 +452,17 @@ void mf_command_run(mf_instance *inst, mf_client *client, const bson_t *cmd,
     if ((rc = check_write_concern(def, cmd, &err)) != 0 ||
         (rc = mfi_read_concern_check(def, cmd, &err)) != 0)
         goto fail;
+    /* maxTimeMS, as mongod's entry point reads it for every command:
+     * aggregate parses its own (its IDL's stricter types and range come
+     * first); getMore's is never a deadline (the handler refuses it). */
+    if (strcmp(def->name, "aggregate") != 0 && bson_iter_init_find(&it, cmd, "maxTimeMS")) {
+        int64_t ms;
+        if ((rc = mfi_max_time_arg(&it, &ms, &err)) != 0)
+            goto fail;
+        ctx.max_time_given = true;
+        if (ms && strcmp(def->name, "getMore") != 0)
+            ctx.deadline.at_us = mf_clock_mono_us() + ms * 1000;
+    }
     rc = def->fn(&ctx, cmd, reply, &err);
     /* Waiting for the write concern, success or not, is where a
      * writeConcernError from the fail point comes in. */
@@ -542,6 +555,55 @@ bool mfi_as_int64(const bson_iter_t *it, int64_t *out)
     default:
         return false;
     }
+}
+
+/* mongod's BSONElement::safeNumberLong: a double truncated, saturated at
+ * the ends (NaN: 0); a decimal rounded half to even, saturated. */
+int64_t mfi_safe_number_long(const bson_iter_t *it)
+{
+    switch (bson_iter_type(it)) {
+    case BSON_TYPE_INT32:
+        return bson_iter_int32(it);
+    case BSON_TYPE_INT64:
+        return bson_iter_int64(it);
+    case BSON_TYPE_DOUBLE: {
+        double d = bson_iter_double(it);
+        if (isnan(d))
+            return 0;
+        if (d >= 9223372036854775808.0)
+            return INT64_MAX;
+        if (d < -9223372036854775808.0)
+            return INT64_MIN;
+        return (int64_t)d;
+    }
+    case BSON_TYPE_DECIMAL128: {
+        bson_decimal128_t dec;
+        uint32_t flags = 0;
+        bson_iter_decimal128(it, &dec);
+        if (mf_dec_isnan(dec))
+            return 0;
+        int64_t v = mf_dec_to_int64(dec, MF_DEC_HALF_EVEN, &flags);
+        if (flags & MF_DEC_F_INVALID)
+            return mf_dec_isneg(dec) ? INT64_MIN : INT64_MAX;
+        return v;
+    }
+    default:
+        return 0;
+    }
+}
+
+int mfi_max_time_arg(const bson_iter_t *it, int64_t *ms, mf_error *err)
+{
+    if (!mfi_is_number(it))
+        return mf_error_set(err, MF_BadValue, "maxTimeMS must be a number");
+    int64_t v = mfi_safe_number_long(it);
+    if (v < 0 || v > INT32_MAX)
+        return mf_error_set(err, MF_BadValue, "%lld value for maxTimeMS is out of range",
+                            (long long)v);
+    if (BSON_ITER_HOLDS_DOUBLE(it) && floor(bson_iter_double(it)) != bson_iter_double(it))
+        return mf_error_set(err, MF_BadValue, "maxTimeMS has non-integral value");
+    *ms = v;
+    return 0;
 }
 
 bool mfi_doc_arg(const bson_iter_t *it, bson_t *out)

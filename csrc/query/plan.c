@@ -170,9 +170,8 @@ struct mf_scan {
                           key past the end (a key checked against several
                           intervals is examined, then found past them) */
     bool timed;        /* mf_scan_timed: keep executionTimeMillis */
-    /* mf_scan_deadline: the operation's deadline (monotonic microseconds,
-     * 0: none), read every TIME_CHECK_WORKS works; NULL: never read */
-    const int64_t *deadline;
+    /* mf_scan_deadline: the operation's (each work counts into it) */
+    mf_deadline *deadline;
     /* multikey and OR deduplication: RecordIds returned, +1 (0 marks a
      * free slot) */
     uint64_t *seen;
@@ -2860,16 +2859,13 @@ static bool keys_answer(const mf_scan *s)
 
 /* The record `rid` into `row`; `*found` false if it is gone. */
 /* maxTimeMS inside a scan: a scan that matches nothing for a long stretch
- * returns no row, so its caller cannot check the time between rows.  Every
- * TIME_CHECK_WORKS works (a power of two) it reads the clock itself, as
- * mongod's executor checks for interrupts as it works: a few hundred
- * microseconds apart on a collection scan, nothing per work on the way. */
-#define TIME_CHECK_WORKS 128
-
-static MF_ALWAYS_INLINE int check_time(const mf_scan *s, mf_error *err)
+ * returns no row, so its caller cannot check the time between rows.  Each
+ * work counts into the operation's deadline, which reads the clock every
+ * 128 (mf_deadline_ok), as mongod's executor checks for interrupts as it
+ * works. */
+static MF_ALWAYS_INLINE int check_time(mf_scan *s, mf_error *err)
 {
-    if (s->deadline && (s->stats.works & (TIME_CHECK_WORKS - 1)) == 0 && *s->deadline &&
-        mf_clock_mono_us() > *s->deadline)
+    if (s->deadline && !mf_deadline_ok(s->deadline))
         return mf_error_set(err, MF_MaxTimeMSExpired, "operation exceeded time limit");
     return 0;
 }
@@ -3733,13 +3729,13 @@ void mf_scan_timed(mf_scan *s, bool on)
         mf_scan_timed(s->kids[i], on);
 }
 
-void mf_scan_deadline(mf_scan *s, const int64_t *deadline_us)
+void mf_scan_deadline(mf_scan *s, mf_deadline *d)
 {
-    s->deadline = deadline_us;
+    s->deadline = d;
     for (size_t k = 1; k < s->ntrials; k++) /* trials[0] is `s` */
-        mf_scan_deadline(s->trials[k], deadline_us);
+        mf_scan_deadline(s->trials[k], d);
     for (size_t i = 0; i < s->nkids; i++)
-        mf_scan_deadline(s->kids[i], deadline_us);
+        mf_scan_deadline(s->kids[i], d);
 }
 
 /* What a trial has done so far (run_trials, decide). */

@@ -599,15 +599,14 @@ void mf_scan_count_only(mf_scan *s, bool on);
  * off by default: two clock reads per row. */
 void mf_scan_timed(mf_scan *s, bool on);
 
-/* maxTimeMS: once the monotonic clock (mf_clock_mono_us) passes
- * `*deadline_us` (0: no limit), mf_scan_next, mf_scan_each and
- * mf_scan_decide fail with MaxTimeMSExpired (50) "operation exceeded time
- * limit", checked every 128 works of the scan, its trials and its $or's
- * clauses -- so a scan that finds no row for a long stretch stops too.
- * The caller owns `*deadline_us`, which may change between calls (a
- * cursor's getMore sets the time it has left); it must outlive the scan's
- * use.  NULL: no limit (the default). */
-void mf_scan_deadline(mf_scan *s, const int64_t *deadline_us);
+/* maxTimeMS: each work of the scan, its trials and its $or's clauses
+ * counts into the operation's deadline `d` (mf_deadline_ok), and once it
+ * has passed mf_scan_next, mf_scan_each and mf_scan_decide fail with
+ * MaxTimeMSExpired (50) "operation exceeded time limit" -- so a scan that
+ * finds no row for a long stretch stops too.  The caller owns `*d`, which
+ * may change between calls (a cursor's getMore sets the time it has left)
+ * and must outlive the scan's use.  NULL: no limit (the default). */
+void mf_scan_deadline(mf_scan *s, mf_deadline *d);
 
 /* Whether rows carry the matcher's array position (off by default: it
  * costs a little on every document). */

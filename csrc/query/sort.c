@@ -622,8 +622,9 @@ static void sort_recs(mf_sorter *s)
 {
     size_t n = s->nrecs;
     slot *v = n > 1 ? malloc(n * sizeof *v) : NULL;
-    if (!v) { /* one record, or no memory for the prefixes */
-        qsort(s->recs, n, sizeof *s->recs, rec_qsort_cmp);
+    if (!v) { /* one record, or none, or no memory for the prefixes */
+        if (n > 1)
+            qsort(s->recs, n, sizeof *s->recs, rec_qsort_cmp);
         return;
     }
     for (size_t i = 0; i < n; i++) {

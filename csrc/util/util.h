@@ -195,6 +195,25 @@ int64_t mf_clock_wall_ms(void);
 /* Monotonic microseconds from an arbitrary origin. */
 int64_t mf_clock_mono_us(void);
 
+/* maxTimeMS of one operation: its deadline on the monotonic clock
+ * (microseconds; 0: none) and a count of the checks made against it.
+ * Everything the operation runs -- scans, the stages of a pipeline and of
+ * its sub-pipelines, the records a write command writes -- counts into the
+ * one struct, so that work spread over many short scans (a $lookup's, a
+ * bulk write's) reads the clock as often as one long scan does. */
+typedef struct mf_deadline {
+    int64_t at_us;
+    uint32_t tick;
+} mf_deadline;
+
+/* Count one unit of work against `d` (may be NULL); every 128th reads the
+ * clock.  False once the deadline has passed: the caller fails with
+ * MaxTimeMSExpired (50) "operation exceeded time limit". */
+static inline bool mf_deadline_ok(mf_deadline *d)
+{
+    return !d || !d->at_us || (++d->tick & 127) != 0 || mf_clock_mono_us() <= d->at_us;
+}
+
 struct timespec;
 /* `*ts` = now on `clock` (CLOCK_REALTIME, CLOCK_MONOTONIC) plus `ms`: an
  * absolute deadline for pthread_cond_timedwait. */
