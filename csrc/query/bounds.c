@@ -1138,6 +1138,8 @@ none:
     return 0;
 }
 
+static bool has_number_part(const char *f);
+
 /* One condition on `path`: operator `op` (NULL: an implicit equality) with
  * operand `v`; `options` is $options beside a $regex (else NULL).
  * `*used`: it became a pred. */
@@ -1210,6 +1212,14 @@ static int add_condition(mfi_preds *p, const char *path, const char *op, const b
     } else {
         none = true;
     }
+    /* A condition that a missing field meets bounds no positional path
+     * ("a.0", "c.0.d"): through an array the matcher also reads each
+     * element's field "0", and an element without one is a missing value
+     * ({a: [{x: 1}]} matches {"a.0": null}), while the index keys only the
+     * element the position names ({x: 1}), never a null for it.  The
+     * matcher answers such a condition alone. */
+    if (rc == 0 && !none && pr.matches_missing && has_number_part(path))
+        none = true;
     if (rc == 0 && !none) {
         if (preds_push(p, &pr) != 0)
             rc = -1;
