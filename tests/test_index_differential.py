@@ -333,3 +333,18 @@ def test_missing_through_a_positional_path_is_not_bounded(client):
             assert sorted(d["_id"] for d in cur) == want, (f, hint)
         assert coll.count_documents(f) == len(want), f
     assert 9 in sorted(d["_id"] for d in coll.find({"arr.0": None}))
+
+
+def test_an_equality_on_a_multikey_field_does_not_fix_its_sort_key(client):
+    # {a: [0, 1.5]} matches {a: 1.5} and sorts by 0: the index {_id: -1,
+    # a: 1} does not give the order {a: 1, _id: -1} (a SORT is needed).
+    # Found by a randomized differential run (skip 3, limit 5 differed).
+    coll = client.t.mk
+    coll.insert_many([{"_id": 1, "a": 1.5}, {"_id": 2, "a": [0, 1.5]}, {"_id": 3, "a": 1.5},
+                      {"_id": 4, "a": [1.5, 9]}])
+    coll.create_index([("_id", -1), ("a", 1)])
+    for hint in ([("$natural", 1)], "_id_-1_a_1"):
+        got = [d["_id"] for d in coll.find({"a": 1.5}).sort([("a", 1), ("_id", -1)]).hint(hint)]
+        assert got == [2, 4, 3, 1], hint
+        got = [d["_id"] for d in coll.find({"a": 1.5}).sort([("a", -1), ("_id", -1)]).hint(hint)]
+        assert got == [4, 3, 2, 1], hint

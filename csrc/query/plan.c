@@ -510,10 +510,13 @@ static int sort_direction(const cand *c, const bson_t *sort, const mf_collator *
             i++;
             continue;
         }
-        /* A sort key bound to one value is constant: it orders nothing. */
+        /* A sort key bound to one value is constant: it orders nothing.
+         * Not on a multikey field: {a: [0, 1.5]} matches {a: 1.5} and
+         * sorts by 0 (an array's sort key is its least or greatest
+         * element). */
         bool constant = false;
         for (size_t j = 0; j < d->nfields; j++)
-            if (strcmp(d->paths[j], path) == 0 && single_point(c, j))
+            if (strcmp(d->paths[j], path) == 0 && single_point(c, j) && !multikey_field(d, j))
                 constant = true;
         if (!constant)
             return 0;
