@@ -348,3 +348,16 @@ def test_an_equality_on_a_multikey_field_does_not_fix_its_sort_key(client):
         assert got == [2, 4, 3, 1], hint
         got = [d["_id"] for d in coll.find({"a": 1.5}).sort([("a", -1), ("_id", -1)]).hint(hint)]
         assert got == [4, 3, 2, 1], hint
+
+
+def test_an_array_equality_past_the_ranges_finds_its_keys(client):
+    # {a: [true]} is two points, [true] and true; true sorts after arrays,
+    # and the key check past b's range bisects the points: unsorted, it
+    # missed every document. Found by a randomized differential run.
+    coll = client.t.ae
+    coll.insert_many([{"_id": i, "b": i, "a": [True]} for i in range(5)])
+    coll.create_index([("b", 1), ("a", 1)])
+    f = {"b": {"$gte": 0}, "a": [True]}
+    assert sorted(d["_id"] for d in coll.find(f)) == list(range(5))
+    assert coll.count_documents(f) == 5
+    assert coll.update_many(f, {"$set": {"u": 1}}).matched_count == 5

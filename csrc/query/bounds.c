@@ -1169,6 +1169,11 @@ static int add_condition(mfi_preds *p, const char *path, const char *op, const b
     } else if (!op || strcmp(op, "$eq") == 0) {
         pr.collatable = mfi_collatable(v);
         rc = translate_eq(v, coll, &pr.oil, &pr.matches_missing, &pr.exact, &none);
+        /* An array operand is two points, the array and its first element,
+         * in that order: sorted here as $in's are ({a: [true]}: true
+         * sorts after arrays), since the key check bisects them. */
+        if (rc == 0 && BSON_ITER_HOLDS_ARRAY(v))
+            oil_sort_points(&pr.oil);
     } else if (strcmp(op, "$in") == 0 && BSON_ITER_HOLDS_ARRAY(v)) {
         bson_iter_t el;
         bool regexes = false;
