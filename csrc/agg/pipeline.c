@@ -98,9 +98,7 @@ static void stage_free(mfi_stage *s)
 
 int mfi_agg_check_time(mfi_agg *a, mf_error *err)
 {
-    if (!mf_deadline_ok(a->deadline))
-        return mf_error_set(err, MF_MaxTimeMSExpired, "operation exceeded time limit");
-    return 0;
+    return mf_deadline_check(a->deadline, err);
 }
 
 int mfi_stage_pull(mfi_stage *s, bson_t *out, bool *eof, mf_error *err)

@@ -51,13 +51,6 @@ static bool doc_empty(const bson_t *d)
     return !d || d->len <= 5;
 }
 
-static int time_check(mf_deadline *d, mf_error *err)
-{
-    if (!mf_deadline_ok(d))
-        return mf_error_set(err, MF_MaxTimeMSExpired, "operation exceeded time limit");
-    return 0;
-}
-
 /* Errors met while running a query carry mongod's executor prefix. */
 void mfi_executor_error(mf_error *err, const char *cmdname)
 {
@@ -410,7 +403,7 @@ typedef struct fill_sink {
 static int sink_row(void *arg, const mf_scan_row *row, bool *stop, mf_error *err)
 {
     fill_sink *f = arg;
-    int rc = time_check(f->deadline, err);
+    int rc = mf_deadline_check(f->deadline, err);
     if (rc)
         return rc;
     if (f->cur->skip > 0) {
@@ -449,7 +442,7 @@ static int fill(mfi_cursor *cur, mf_engine *e, mf_coll *c, batch *b, mf_deadline
         stop = true;
     }
     while (rc == 0 && !stop) {
-        if ((rc = time_check(deadline, err)) != 0)
+        if ((rc = mf_deadline_check(deadline, err)) != 0)
             break;
         if (cur->sorter) {
             const uint8_t *d;
@@ -749,7 +742,7 @@ static int sort_all(mf_cmd_ctx *ctx, mfi_cursor *cur, mf_coll *c, const mf_sort 
     for (;;) {
         mf_scan_row row;
         bool valid;
-        if ((rc = time_check(&cur->deadline, err)) != 0)
+        if ((rc = mf_deadline_check(&cur->deadline, err)) != 0)
             break;
         if ((rc = mf_scan_next(cur->scan, e, c, cur->matcher, &row, &valid, err)) != 0 || !valid)
             break;
@@ -1424,7 +1417,7 @@ int mfi_cmd_distinct(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_error
             mf_scan_row row;
             bool valid;
             bson_iter_t root;
-            if ((rc = time_check(&ctx->deadline, err)) != 0)
+            if ((rc = mf_deadline_check(&ctx->deadline, err)) != 0)
                 break;
             if ((rc = mf_scan_next(scan, e, c, q.m, &row, &valid, err)) != 0 || !valid)
                 break;

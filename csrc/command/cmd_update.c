@@ -240,9 +240,7 @@ static int stmt_exprs(const xenv *x, const mf_collator *coll, mf_expr_ctx **own,
  * them counts its own work): each counts into the command's deadline. */
 static int write_time_check(const xenv *x, mf_error *err)
 {
-    if (!mf_deadline_ok(x->deadline))
-        return mf_error_set(err, MF_MaxTimeMSExpired, "operation exceeded time limit");
-    return 0;
+    return mf_deadline_check(x->deadline, err);
 }
 
 /* The sync a write command's reply waits for (group commit).  After an

@@ -212,10 +212,8 @@ int mfi_cmd_insert(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_error *
         /* maxTimeMS: each document counts into the command's deadline;
          * its expiry fails the whole command (mfi_write_fatal), and the
          * documents inserted before it stay */
-        if (!mf_deadline_ok(&ctx->deadline)) {
-            rc = mf_error_set(err, MF_MaxTimeMSExpired, "operation exceeded time limit");
+        if ((rc = mf_deadline_check(&ctx->deadline, err)) != 0)
             break;
-        }
         if (!BSON_ITER_HOLDS_DOCUMENT(&d)) {
             r = mf_error_set(&ierr, MF_TypeMismatch, "documents must be objects");
             bson_init(&stored);

@@ -2868,9 +2868,7 @@ static bool keys_answer(const mf_scan *s)
  * works. */
 static MF_ALWAYS_INLINE int check_time(mf_scan *s, mf_error *err)
 {
-    if (s->deadline && !mf_deadline_ok(s->deadline))
-        return mf_error_set(err, MF_MaxTimeMSExpired, "operation exceeded time limit");
-    return 0;
+    return s->deadline ? mf_deadline_check(s->deadline, err) : 0;
 }
 
 static MF_ALWAYS_INLINE int fetch(mf_btree *records, const uint8_t *rid,

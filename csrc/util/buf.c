@@ -75,6 +75,11 @@ int64_t mf_clock_mono_us(void)
     return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
 }
 
+int mf_deadline_expired(mf_error *err)
+{
+    return mf_error_set(err, MF_MaxTimeMSExpired, "operation exceeded time limit");
+}
+
 void mf_clock_deadline(int clock, int64_t ms, struct timespec *ts)
 {
     clock_gettime((clockid_t)clock, ts);

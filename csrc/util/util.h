@@ -214,6 +214,15 @@ static inline bool mf_deadline_ok(mf_deadline *d)
     return !d || !d->at_us || (++d->tick & 127) != 0 || mf_clock_mono_us() <= d->at_us;
 }
 
+/* mf_deadline_ok as an error: MaxTimeMSExpired (50) "operation exceeded
+ * time limit" once the deadline has passed, else 0.  Inline: scans call
+ * it once per work. */
+int mf_deadline_expired(mf_error *err);
+static inline int mf_deadline_check(mf_deadline *d, mf_error *err)
+{
+    return mf_deadline_ok(d) ? 0 : mf_deadline_expired(err);
+}
+
 struct timespec;
 /* `*ts` = now on `clock` (CLOCK_REALTIME, CLOCK_MONOTONIC) plus `ms`: an
  * absolute deadline for pthread_cond_timedwait. */
