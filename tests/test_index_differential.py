@@ -11,6 +11,7 @@ import bson
 import pytest
 from bson import Code, Int64, MaxKey, MinKey, Regex
 from bson.raw_bson import RawBSONDocument
+from pymongo.errors import WriteError
 
 INDEXES = [
     [("a", 1)],
@@ -361,3 +362,54 @@ def test_an_array_equality_past_the_ranges_finds_its_keys(client):
     assert sorted(d["_id"] for d in coll.find(f)) == list(range(5))
     assert coll.count_documents(f) == 5
     assert coll.update_many(f, {"$set": {"u": 1}}).matched_count == 5
+
+
+# Documents that reach 42 through every mix of arrays and fields named "0"
+# (the shapes mongod's numeric-component tests use), and a few more.
+def _nested_42(depth):
+    if depth == 0:
+        return [42]
+    return [[x] for x in _nested_42(depth - 1)] + [{"0": x} for x in _nested_42(depth - 1)]
+
+
+def test_value_elem_match_through_a_position_is_not_bounded(client):
+    # An index on "arr.0" keys the array the position names whole ({arr:
+    # [[2]]} has the one key [2]), while {"arr.0": {$elemMatch: {$gt: 1}}}
+    # is about that array's elements: bounds from the $elemMatch missed
+    # both documents below. Found by a randomized differential run.
+    coll = client.t.pem
+    docs = [{"_id": 1, "arr": [[2]]}, {"_id": 2, "arr": [[0, 5]]}, {"_id": 3, "arr": [2]},
+            {"_id": 4, "arr": {"0": [3]}}, {"_id": 5, "arr": [{"0": [4]}]},
+            {"_id": 6, "c": {"d": [[7, 1]]}}, {"_id": 7, "c": [{"d": [[0], [9]]}]},
+            {"_id": 8, "arr": [[{"x": 2}], [{"x": 0}]]}]
+    docs += [{"_id": 100 + i, "a": v} for i, v in enumerate(v for n in range(4) for v in _nested_42(n))]
+    indexes = ["arr.0", "c.d.0", "a.0", "a.0.0", "arr.0.x", "a.0.1"]
+    for ix in indexes:
+        coll.create_index(ix)
+    refused = 0
+    for d in docs:  # a field named "0" in an array's element is refused (16746)
+        try:
+            coll.insert_one(d)
+        except WriteError as e:
+            assert e.code == 16746, e
+            refused += 1
+    assert 3 < refused < len(docs) - 10, refused
+    filters = [{"arr.0": {"$elemMatch": {"$gt": 1}}},
+               {"arr.0": {"$all": [{"$elemMatch": {"$gt": 1}}]}},
+               {"arr.0": {"$elemMatch": {"$in": [2, 5]}}},
+               {"c.d.0": {"$elemMatch": {"$gte": 7}}},
+               {"a.0": {"$elemMatch": {"$eq": 42}}}, {"a.0.0": {"$elemMatch": {"$eq": 42}}},
+               {"a.0": {"$elemMatch": {"0": 42}}}, {"a.0": {"$all": [{"$elemMatch": {"0": 42}}]}},
+               {"a.0": {"$elemMatch": {"$eq": [42]}}}, {"a.0.1": {"$elemMatch": {"$gt": 0}}},
+               {"arr.0": {"$elemMatch": {"x": 2}}}, {"arr.0": {"$elemMatch": {"x": {"$gt": 1}}}},
+               {"a.0": 42}, {"a.0.0": 42}, {"a.0": {"$gt": 41}}, {"a.0": {"$in": [41, 42]}}]
+    for f in filters:
+        want = sorted(d["_id"] for d in coll.find(f).hint([("$natural", 1)]))
+        for hint in [None] + [ix + "_1" for ix in indexes]:
+            cur = coll.find(f) if hint is None else coll.find(f).hint(hint)
+            assert sorted(d["_id"] for d in cur) == want, (f, hint)
+        assert coll.count_documents(f) == len(want), f
+    # the answers themselves, as mongod gives them
+    ids = lambda f: sorted(d["_id"] for d in coll.find(f))  # noqa: E731
+    assert ids({"arr.0": {"$elemMatch": {"$gt": 1}}}) == [1, 2, 4]
+    assert ids({"c.d.0": {"$elemMatch": {"$gte": 7}}}) == [6]

@@ -680,6 +680,25 @@ def test_type(f, d, expected):
     ({"a": {"$mod": [INF, 0]}}, {"a": 1}, BAD),
     ({"a": {"$mod": [4, NAN]}}, {"a": 1}, BAD),
     ({"a": {"$mod": [1e300, 0]}}, {"a": 1}, BAD),
+    # exact in 64-bit integers, never through doubles (2**53 + 1 is no double)
+    ({"a": {"$mod": [2, 0]}}, {"a": Int64(2**53 + 1)}, F),
+    ({"a": {"$mod": [2, 1]}}, {"a": Int64(2**53 + 1)}, T),
+    ({"a": {"$mod": [2, 1]}}, {"a": Decimal128("9007199254740993")}, T),
+    ({"a": {"$mod": [2, 1]}}, {"a": Decimal128("9223372036854775807.9")}, T),
+    ({"a": {"$mod": [4, -3]}}, {"a": Decimal128("-7.9")}, T),  # truncated to -7
+    ({"a": {"$mod": [2, 0]}}, {"a": Decimal128("9223372036854775808")}, F),  # out of range
+    ({"a": {"$mod": [7, 10**18 % 7]}}, {"a": Decimal128("1E+18")}, T),
+    ({"a": {"$mod": [Int64(2**53 + 1), 2]}}, {"a": Int64(2**53 + 3)}, T),
+    ({"a": {"$mod": [Int64(2**53 + 1), 0]}}, {"a": Int64(2**54 + 2)}, T),
+    ({"a": {"$mod": [3, Int64(2**53 + 1)]}}, {"a": Int64(2**53 + 1)}, F),
+    ({"a": {"$mod": [Decimal128("9007199254740993.7"), 0]}}, {"a": Int64(2**53 + 1)}, T),
+    ({"a": {"$mod": [-2.0**63, 5]}}, {"a": 5}, T),  # -2**63 itself is in range
+    ({"a": {"$mod": [Decimal128("-9223372036854775808.5"), 5]}}, {"a": 5}, T),
+    ({"a": {"$mod": [Decimal128("9223372036854775808"), 0]}}, {"a": 1}, BAD),
+    ({"a": {"$mod": [4, Decimal128("-1E+19")]}}, {"a": 1}, BAD),
+    ({"a": {"$mod": [Decimal128("NaN"), 0]}}, {"a": 1}, BAD),
+    ({"a": {"$mod": [4, Decimal128("-Infinity")]}}, {"a": 1}, BAD),
+    ({"a": {"$mod": [Decimal128("0.9"), 0]}}, {"a": 1}, BAD),  # truncates to 0
 )
 def test_mod(f, d, expected):
     check(f, d, expected)

@@ -102,6 +102,11 @@ typedef enum { MF_DEC_NAN, MF_DEC_INF, MF_DEC_FINITE } mf_dec_class;
 mf_dec_class mf_bsonx_decimal_parts(const bson_decimal128_t *d, int *sign, uint64_t *hi,
                                     uint64_t *lo, int *exp10);
 
+/* A number as mongod's tryCoerce to a long has it: int32 and int64
+ * exactly, a double or decimal128 truncated toward zero.  0 with `*out`
+ * set; 1 for NaN or an infinity (or not a number); 2 out of int64's range. */
+int mf_bsonx_number_to_int64(const bson_iter_t *v, int64_t *out);
+
 /* mongod's canonical type bracket of a BSON type (numbers share one). */
 int mf_bsonx_canonical_type(bson_type_t t);
 

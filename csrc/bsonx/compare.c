@@ -148,6 +148,45 @@ mf_dec_class mf_bsonx_decimal_parts(const bson_decimal128_t *d, int *sign, uint6
     return MF_DEC_FINITE;
 }
 
+int mf_bsonx_number_to_int64(const bson_iter_t *v, int64_t *out)
+{
+    switch (bson_iter_type(v)) {
+    case BSON_TYPE_INT32: *out = bson_iter_int32(v); return 0;
+    case BSON_TYPE_INT64: *out = bson_iter_int64(v); return 0;
+    case BSON_TYPE_DOUBLE: {
+        double d = bson_iter_double(v);
+        if (!isfinite(d))
+            return 1;
+        if (d >= 9223372036854775808.0 || d < -9223372036854775808.0)
+            return 2;
+        *out = (int64_t)d; /* truncates toward zero */
+        return 0;
+    }
+    case BSON_TYPE_DECIMAL128: {
+        bson_decimal128_t dec;
+        int sign, e;
+        uint64_t hi, lo;
+        bson_iter_decimal128(v, &dec);
+        if (mf_bsonx_decimal_parts(&dec, &sign, &hi, &lo, &e) != MF_DEC_FINITE)
+            return 1;
+        unsigned __int128 c = ((unsigned __int128)hi << 64) | lo;
+        for (; e < 0 && c; e++) /* truncate toward zero */
+            c /= 10;
+        for (; e > 0 && c; e--) {
+            if (c > ((unsigned __int128)1 << 64))
+                return 2;
+            c *= 10;
+        }
+        /* |value| = c: at most 2^63 - 1, or 2^63 when negative */
+        if (c > ((unsigned __int128)1 << 63) - (sign > 0))
+            return 2;
+        *out = sign > 0 ? (int64_t)c : (int64_t)(0 - (uint64_t)c);
+        return 0;
+    }
+    default: return 1;
+    }
+}
+
 static void num_from_decimal(num *n, const bson_decimal128_t *dec)
 {
     int sign, exp10;

@@ -1266,6 +1266,14 @@ static bool has_number_part(const char *f)
     return false;
 }
 
+/* Whether a component of the dotted path `f` past its first is all digits
+ * (a position in an array, where "0" alone is a field's name). */
+static bool positional_below(const char *f)
+{
+    const char *dot = strchr(f, '.');
+    return dot && has_number_part(dot + 1);
+}
+
 /* `path` joined to `field` with a dot, kept by `p` (its preds borrow it). */
 static const char *owned_path(mfi_preds *p, const char *path, const char *field)
 {
@@ -1311,6 +1319,13 @@ static int elem_match(mfi_preds *p, const char *path, const bson_iter_t *v, size
                 field_conditions(p, sp, &sub, top, false, &ignored))
                 return -1;
         }
+    } else if (positional_below(path)) {
+        /* On values through a position ("a.0", "a.0.b"): an array the
+         * position names is keyed whole ({a: [[1, 5]]} has the one key
+         * [1, 5] under "a.0"), while the $elemMatch is about its
+         * elements: no bounds (mongod's planner refuses such an index
+         * for it too). */
+        return 0;
     } else {
         mfi_preds one = {.coll = p->coll, .owned = p->owned, .nowned = p->nowned};
         bool ignored = true;

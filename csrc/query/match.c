@@ -458,7 +458,7 @@ static int parse_op(bson_iter_t *it, const bson_iter_t *all, const char *path, c
             return mf_error_set(err, MF_BadValue, "malformed mod, needs to be an array");
         bson_iter_t el;
         bson_iter_recurse(it, &el);
-        double v[2];
+        int64_t v[2];
         int k = 0;
         while (bson_iter_next(&el)) {
             if (k == 2)
@@ -467,16 +467,23 @@ static int parse_op(bson_iter_t *it, const bson_iter_t *all, const char *path, c
                 return mf_error_set(err, MF_BadValue,
                                     k ? "malformed mod, remainder not a number"
                                       : "malformed mod, divisor not a number");
-            v[k++] = as_double(&el);
+            /* mongod's tryCoerce: exact, or truncated toward zero */
+            switch (mf_bsonx_number_to_int64(&el, &v[k])) {
+            case 1:
+                return mf_error_set(err, MF_BadValue,
+                                    "malformed mod, %s value is invalid :: caused by :: Unable to coerce NaN/Inf to integral type",
+                                    k ? "remainder" : "divisor");
+            case 2:
+                return mf_error_set(err, MF_BadValue,
+                                    "malformed mod, %s value is invalid :: caused by :: Out of bounds coercing to integral value",
+                                    k ? "remainder" : "divisor");
+            }
+            k++;
         }
         if (k < 2)
             return mf_error_set(err, MF_BadValue, "malformed mod, not enough elements");
-        if (!isfinite(v[0]) || !isfinite(v[1]))
-            return mf_error_set(err, MF_BadValue, "malformed mod, divisor value is invalid :: caused by :: Unable to coerce NaN/Inf to integral type");
-        if (fabs(v[0]) >= 9223372036854775808.0 || fabs(v[1]) >= 9223372036854775808.0)
-            return mf_error_set(err, MF_BadValue, "malformed mod, divisor value is invalid :: caused by :: Out of bounds coercing to integral value");
-        c->mod_div = (int64_t)v[0];
-        c->mod_rem = (int64_t)v[1];
+        c->mod_div = v[0];
+        c->mod_rem = v[1];
         if (c->mod_div == 0)
             return mf_error_set(err, MF_BadValue, "divisor cannot be 0");
         return 0;
@@ -1283,12 +1290,11 @@ static bool value_matches(const cond *c, const bson_iter_t *v)
     case C_IN: return in_list(c, v);
     case C_TYPE: return type_matches(c, v);
     case C_MOD: {
-        if (!is_number(v))
+        /* The dividend as mongod takes it: an int64 exactly, a double or
+         * decimal truncated toward zero; out of range never matches. */
+        int64_t x;
+        if (!is_number(v) || mf_bsonx_number_to_int64(v, &x) != 0)
             return false;
-        double d = as_double(v);
-        if (!isfinite(d) || d >= 9223372036854775808.0 || d < -9223372036854775808.0)
-            return false;
-        int64_t x = (int64_t)d;
         if (c->mod_div == -1) /* INT64_MIN % -1 overflows; the remainder is 0 */
             return c->mod_rem == 0;
         return x % c->mod_div == c->mod_rem;

@@ -371,3 +371,60 @@ MFT_CASE(key_value_len, "/bsonx/keys/value_len")
     bson_destroy(&sub);
     bson_destroy(d);
 }
+
+/* One value {"": v} from a decimal string. */
+static int to_int64_dec(const char *s, int64_t *out)
+{
+    bson_decimal128_t d;
+    bson_t b = BSON_INITIALIZER;
+    bson_iter_t it;
+    bson_decimal128_from_string(s, &d);
+    bson_append_decimal128(&b, "", 0, &d);
+    bson_iter_init(&it, &b);
+    bson_iter_next(&it);
+    int rc = mf_bsonx_number_to_int64(&it, out);
+    bson_destroy(&b);
+    return rc;
+}
+
+static int to_int64_double(double v, int64_t *out)
+{
+    bson_t b = BSON_INITIALIZER;
+    bson_iter_t it;
+    bson_append_double(&b, "", 0, v);
+    bson_iter_init(&it, &b);
+    bson_iter_next(&it);
+    int rc = mf_bsonx_number_to_int64(&it, out);
+    bson_destroy(&b);
+    return rc;
+}
+
+MFT_CASE(to_int64, "/bsonx/number_to_int64/truncates_toward_zero_in_range")
+{
+    int64_t v = 0;
+    CHECK_INT(to_int64_dec("9007199254740993", &v), 0);
+    CHECK(v == 9007199254740993LL); /* no double holds it */
+    CHECK_INT(to_int64_dec("-7.9", &v), 0);
+    CHECK(v == -7);
+    CHECK_INT(to_int64_dec("1E+18", &v), 0);
+    CHECK(v == 1000000000000000000LL);
+    CHECK_INT(to_int64_dec("9223372036854775807.99", &v), 0);
+    CHECK(v == INT64_MAX);
+    CHECK_INT(to_int64_dec("-9223372036854775808.5", &v), 0);
+    CHECK(v == INT64_MIN);
+    CHECK_INT(to_int64_dec("-0.5", &v), 0);
+    CHECK(v == 0);
+    CHECK_INT(to_int64_dec("1E-6176", &v), 0);
+    CHECK(v == 0);
+    CHECK_INT(to_int64_dec("9223372036854775808", &v), 2);
+    CHECK_INT(to_int64_dec("-9223372036854775809", &v), 2);
+    CHECK_INT(to_int64_dec("1E+6144", &v), 2);
+    CHECK_INT(to_int64_dec("NaN", &v), 1);
+    CHECK_INT(to_int64_dec("-Infinity", &v), 1);
+    CHECK_INT(to_int64_double(-9223372036854775808.0, &v), 0);
+    CHECK(v == INT64_MIN);
+    CHECK_INT(to_int64_double(9223372036854775808.0, &v), 2);
+    CHECK_INT(to_int64_double(-2.75, &v), 0);
+    CHECK(v == -2);
+    CHECK_INT(to_int64_double(NAN, &v), 1);
+}
