@@ -303,3 +303,39 @@ def test_aggregate_types_its_max_time_first(db):
         with pytest.raises(OperationFailure) as e:
             db.command("aggregate", "c", pipeline=[], cursor={}, maxTimeMS=value)
         assert (e.value.code, e.value.details["errmsg"]) == (code, msg), value
+
+
+def test_an_index_build_out_of_time_leaves_no_index(client):
+    # 30,000 documents of 20 keys each: a build of about 600,000 keys,
+    # tens of milliseconds at least, against 1 ms.  Both indexes of the
+    # command go, as mongod's one builder for them aborts them together.
+    coll = client.t.big
+    coll.insert_many([{"_id": i, "a": list(range(i % 50, i % 50 + 20)), "b": i}
+                      for i in range(30000)])
+    with pytest.raises(OperationFailure) as e:
+        client.t.command("createIndexes", "big", maxTimeMS=1,
+                         indexes=[{"key": {"b": 1}, "name": "b_1"},
+                                  {"key": {"a": 1}, "name": "a_1"}])
+    assert expired(e)
+    assert [i["name"] for i in coll.list_indexes()] == ["_id_"]
+    reply = client.t.command("createIndexes", "big", maxTimeMS=600000,
+                             indexes=[{"key": {"b": 1}, "name": "b_1"},
+                                      {"key": {"a": 1}, "name": "a_1"}])
+    assert reply["numIndexesAfter"] == 3
+    assert coll.count_documents({"a": 30}, hint="a_1") == 12000
+    # validate walks every record and its keys: timed too
+    with pytest.raises(OperationFailure) as e:
+        client.t.command("validate", "big", maxTimeMS=1)
+    assert expired(e)
+    assert client.t.command("validate", "big", maxTimeMS=600000)["valid"] is True
+
+
+def test_a_failed_build_takes_the_commands_other_indexes_with_it(client):
+    coll = client.t.dup
+    coll.insert_many([{"a": i, "b": 1} for i in range(3)])
+    with pytest.raises(OperationFailure) as e:
+        client.t.command("createIndexes", "dup",
+                         indexes=[{"key": {"a": 1}, "name": "a_1"},
+                                  {"key": {"b": 1}, "name": "b_1", "unique": True}])
+    assert e.value.code == 11000
+    assert [i["name"] for i in coll.list_indexes()] == ["_id_"]

@@ -107,7 +107,7 @@ static int duplicate(mf_engine *e, mf_coll *c, const mf_index_desc *x, const uin
 
 /* Write the sorter's records into the (empty) index `x`, in key order. */
 static int write_sorted(mf_sorter *s, mf_engine *e, mf_coll *c, const mf_index_desc *x,
-                        mfi_dup *dup, mf_lsn *lsn, mf_error *err)
+                        mfi_dup *dup, mf_lsn *lsn, mf_deadline *dl, mf_error *err)
 {
     build_batch *b = calloc(1, sizeof *b);
     mf_buf prev = {0}; /* the last key taken, and its record */
@@ -117,7 +117,8 @@ static int write_sorted(mf_sorter *s, mf_engine *e, mf_coll *c, const mf_index_d
         const uint8_t *k, *rid;
         size_t kl, rl;
         bool valid;
-        if ((rc = mf_sorter_next_keyed(s, &k, &kl, &rid, &rl, &valid, err)) != 0 || !valid)
+        if ((rc = mf_deadline_check(dl, err)) != 0 ||
+            (rc = mf_sorter_next_keyed(s, &k, &kl, &rid, &rl, &valid, err)) != 0 || !valid)
             break;
         if (!first && kl == prev.len && memcmp(k, prev.data, kl) == 0) {
             if (memcmp(rid, prev_rid, 8) == 0)
@@ -148,7 +149,7 @@ static int write_sorted(mf_sorter *s, mf_engine *e, mf_coll *c, const mf_index_d
  * held): the records are read in RecordId order into the sorter, then the
  * sorted keys are written. */
 static int build_index(mf_instance *inst, mf_coll *c, mf_index_desc *x, mfi_dup *dup,
-                       mf_lsn *lsn, mf_error *err)
+                       mf_lsn *lsn, mf_deadline *dl, mf_error *err)
 {
     mf_engine *e = inst->engine;
     char tmp[4096];
@@ -177,7 +178,8 @@ static int build_index(mf_instance *inst, mf_coll *c, mf_index_desc *x, mfi_dup 
             break;
         }
         mf_keyset_clear(&ks);
-        if ((rc = mf_index_keys(x, &doc, &ks, &mk, err)) != 0)
+        if ((rc = mf_deadline_check(dl, err)) != 0 ||
+            (rc = mf_index_keys(x, &doc, &ks, &mk, err)) != 0)
             break;
         multikey |= mk;
         for (size_t i = 0; rc == 0 && i < ks.n; i++) {
@@ -199,7 +201,7 @@ static int build_index(mf_instance *inst, mf_coll *c, mf_index_desc *x, mfi_dup 
     if (rc == 0)
         rc = mf_sorter_finish(s, err);
     if (rc == 0)
-        rc = write_sorted(s, e, c, x, dup, lsn, err);
+        rc = write_sorted(s, e, c, x, dup, lsn, dl, err);
     if (rc == 0 && multikey)
         rc = mfi_mark_multikey(e, c, x, multikey, err);
     mf_sorter_free(s);
@@ -353,6 +355,13 @@ int mfi_cmd_create_indexes(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf
         rc = mf_error_set(err, MF_CannotCreateIndex,
                           "add index fails, too many indexes for %s key:%s", ns, shown);
     }
+    /* The new indexes are built one after another, each marked "building"
+     * until all are: as mongod's one builder for a command's indexes, a
+     * failure (a duplicate key, maxTimeMS) or a crash leaves none of them. */
+    const char **made = calloc(nspec, sizeof *made);
+    size_t nmade = 0;
+    if (!made && rc == 0)
+        rc = mf_error_set(err, MF_InternalError, "out of memory");
     for (size_t i = 0; rc == 0 && i < nspec; i++) {
         if (skip[i])
             continue;
@@ -366,32 +375,38 @@ int mfi_cmd_create_indexes(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf
         rc = mf_coll_index_create(e, c, name, bson_get_data(&marked), marked.len, &tree, &lsn,
                                   err);
         mf_index_desc x;
-        if (rc == 0)
+        if (rc == 0) {
+            made[nmade++] = name;
             rc = mf_index_desc_init(&x, name, tree, bson_get_data(&marked), marked.len, err);
+        }
         bson_destroy(&marked);
         if (rc)
             break;
         mfi_dup dup = {0};
-        rc = build_index(ctx->inst, c, &x, &dup, &lsn, err);
-        if (rc == 0) {
-            rc = finish_spec(e, c, name, &lsn, err);
-            if (rc == 0)
-                mfi_index_usage_start(ctx->inst, ns, name);
-        } else {
-            mf_error derr;
-            if (rc == MF_DuplicateKey && dup.has) {
-                char msg[1024];
-                mfi_dup_message(&dup, ns, msg, sizeof msg);
-                mf_error_set(err, MF_DuplicateKey, "Index build failed: %s", msg);
-            }
-            /* No partial index stays behind. */
-            if (mf_coll_index_drop(e, c, name, &lsn, &derr) != 0)
-                mf_log(MF_LOG_ERROR, "INDEX", 20000, "build cleanup",
-                       "could not drop the failed index %s: %s", name, derr.msg);
+        rc = build_index(ctx->inst, c, &x, &dup, &lsn, &ctx->deadline, err);
+        if (rc == MF_DuplicateKey && dup.has) {
+            char msg[1024];
+            mfi_dup_message(&dup, ns, msg, sizeof msg);
+            mf_error_set(err, MF_DuplicateKey, "Index build failed: %s", msg);
         }
         mfi_dup_clear(&dup);
         mf_index_desc_clear(&x);
     }
+    for (size_t i = 0; rc == 0 && i < nmade; i++)
+        rc = finish_spec(e, c, made[i], &lsn, err);
+    if (rc == 0) {
+        for (size_t i = 0; i < nmade; i++)
+            mfi_index_usage_start(ctx->inst, ns, made[i]);
+    } else {
+        /* No partial index stays behind, nor one built beside it. */
+        for (size_t i = 0; i < nmade; i++) {
+            mf_error derr;
+            if (mf_coll_index_drop(e, c, made[i], &lsn, &derr) != 0)
+                mf_log(MF_LOG_ERROR, "INDEX", 20000, "build cleanup",
+                       "could not drop the failed index %s: %s", made[i], derr.msg);
+        }
+    }
+    free(made);
     size_t after = mf_coll_index_count(c);
     mf_coll_unlock(c);
     mf_engine_catalog_unlock(e);
@@ -886,7 +901,7 @@ static int convert_to_unique(mf_cmd_ctx *ctx, mf_coll *c, const char *name, mf_l
         mf_index_desc nx;
         if ((rc = mf_index_desc_init(&nx, keep, tree, bson_get_data(&spec), spec.len, err)) ==
             0) {
-            rc = build_index(ctx->inst, c, &nx, NULL, lsn, err);
+            rc = build_index(ctx->inst, c, &nx, NULL, lsn, NULL, err);
             mf_index_desc_clear(&nx);
         }
         if (rc == 0)

@@ -391,6 +391,7 @@ typedef struct vstate {
     bool *bad;         /* per index: inconsistent */
     mf_keyset ks;
     bool id_bad;       /* checks 3 or 4 found something */
+    mf_deadline *dl; /* the command's maxTimeMS, counted per record and entry */
 } vstate;
 
 #define MAX_LISTED 1000 /* entries listed per array; the counts go on */
@@ -566,6 +567,8 @@ static int scan_records(vstate *v, mf_error *err)
         const uint8_t *k, *val;
         size_t kl, vl;
         mf_error derr;
+        if ((rc = mf_deadline_check(v->dl, err)) != 0)
+            break;
         mf_cursor_key(&cur, &k, &kl);
         mf_cursor_value(&cur, &val, &vl);
         v->nrecords++;
@@ -602,6 +605,8 @@ static int scan_id_index(vstate *v, mf_error *err)
         const uint8_t *k, *val, *doc;
         size_t kl, vl, dl;
         bool found = false;
+        if ((rc = mf_deadline_check(v->dl, err)) != 0)
+            break;
         mf_cursor_key(&cur, &k, &kl);
         mf_cursor_value(&cur, &val, &vl);
         int64_t rid = vl == 8 ? (int64_t)mf_record_id_decode(val) : -1;
@@ -696,7 +701,7 @@ int mfi_cmd_validate(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_error
         return mf_error_set(err, MF_NamespaceNotFound,
                             "Collection '%s' does not exist to validate.", ns);
     }
-    vstate v = {.e = e, .c = c, .valid = true};
+    vstate v = {.e = e, .c = c, .valid = true, .dl = &ctx->deadline};
     bson_t keys = BSON_INITIALIZER, details = BSON_INITIALIZER;
     bson_init(&v.errors);
     bson_init(&v.corrupt);
