@@ -234,36 +234,109 @@ def test_indexes_survive_restart_and_log_replay(tmp_path):
         s.stop()
 
 
-def test_build_killed_midway_leaves_all_or_nothing(tmp_path):
-    s = ServedProcess(tmp_path / "db").start()
+def _load_for_build(s):
     c = s.client()
     big = "x" * 2000
     for k in range(10):
-        c.t.c.insert_many([{"_id": k * 5000 + i, "a": i, "pad": big} for i in range(5000)])
+        c.t.c.insert_many([{"_id": k * 5000 + i, "a": i, "b": -i, "pad": big}
+                           for i in range(5000)])
     c.close()
 
+
+def _build_in_thread(s, names):
     def build():
         try:
             cc = s.client()
-            cc.t.c.create_index("a")
+            cc.t.c.create_indexes([pymongo.IndexModel(n[0]) for n in names])
         except Exception:  # noqa: BLE001 - the server is killed under it
             pass
 
     t = threading.Thread(target=build)
     t.start()
-    time.sleep(0.3)
-    s.kill()
-    t.join(timeout=30)
+    return t
+
+
+def _reopened_keys(tmp_path):
     s = ServedProcess(tmp_path / "db").start()
     c = s.client()
     try:
         v = c.t.command("validate", "c")
         assert v["valid"] is True, v
-        kpi = v["keysPerIndex"]
-        assert kpi.get("a_1", 50000) == 50000, kpi  # the whole index, or none
-        assert set(kpi) <= {"_id_", "a_1"}
+        return v["keysPerIndex"]
     finally:
         c.close()
+        s.stop()
+
+
+@pytest.mark.parametrize("names", [("a_1",), ("a_1", "b_1")])
+def test_build_killed_midway_leaves_all_or_nothing(tmp_path, names):
+    # Killed at whatever point 0.3 s finds the build: the whole command's
+    # indexes after the restart, or none of them.
+    s = ServedProcess(tmp_path / "db").start()
+    _load_for_build(s)
+    t = _build_in_thread(s, names)
+    time.sleep(0.3)
+    s.kill()
+    t.join(timeout=30)
+    kpi = _reopened_keys(tmp_path)
+    assert set(kpi) in ({"_id_"}, {"_id_", *names}), kpi
+    assert all(kpi[n] == 50000 for n in kpi), kpi
+
+
+def test_build_killed_before_commit_leaves_none_of_the_commands_indexes(tmp_path):
+    # Every key of both indexes written, neither committed: the fail point
+    # holds createIndexes there, and the kill lands at that moment.
+    s = ServedProcess(tmp_path / "db", ["--enable-test-commands"]).start()
+    _load_for_build(s)
+    admin = s.client().admin
+    before = admin.command("configureFailPoint", "hangIndexBuildBeforeCommit",
+                           mode="alwaysOn")["count"]
+    t = _build_in_thread(s, ("a_1", "b_1"))
+    admin.command("waitForFailPoint", "hangIndexBuildBeforeCommit",
+                  timesEntered=before + 1, maxTimeMS=30000)
+    s.kill()
+    t.join(timeout=30)
+    assert _reopened_keys(tmp_path) == {"_id_": 50000}
+
+
+def test_hang_before_commit_fail_point(tmp_path):
+    # Turned off, the held build commits; maxTimeMS ends the wait and
+    # leaves no index; waitForFailPoint times out as mongod's does.
+    s = ServedProcess(tmp_path / "db", ["--enable-test-commands"]).start()
+    try:
+        c = s.client()
+        c.t.c.insert_many([{"a": i} for i in range(100)])
+        c.t.other.insert_one({"x": 1})
+        admin = c.admin
+        n = admin.command("configureFailPoint", "hangIndexBuildBeforeCommit",
+                          mode="alwaysOn")["count"]
+        with pytest.raises(OperationFailure) as e:
+            c.t.command("createIndexes", "c", indexes=[{"key": {"a": 1}, "name": "a_1"}],
+                        maxTimeMS=200)
+        assert e.value.code == 50
+        assert [i["name"] for i in c.t.c.list_indexes()] == ["_id_"]
+        t = _build_in_thread(s, ("a_1",))
+        admin.command("waitForFailPoint", "hangIndexBuildBeforeCommit",
+                      timesEntered=n + 2, maxTimeMS=30000)
+        # (The held build keeps its collection's lock, and the catalog's
+        # shared: listIndexes on it, or a new collection, would wait.  An
+        # existing collection is served meanwhile.)
+        c.t.other.insert_one({"x": 2})
+        assert c.t.other.count_documents({}) == 2
+        assert admin.command("configureFailPoint", "hangIndexBuildBeforeCommit",
+                             mode="off")["count"] == n + 2
+        t.join(timeout=30)
+        assert [i["name"] for i in c.t.c.list_indexes()] == ["_id_", "a_1"]
+        with pytest.raises(OperationFailure) as e:
+            admin.command("waitForFailPoint", "hangIndexBuildBeforeCommit",
+                          timesEntered=n + 3, maxTimeMS=50)
+        assert e.value.code == 50
+        with pytest.raises(OperationFailure) as e:
+            admin.command("waitForFailPoint", "noSuchFailPoint", timesEntered=1,
+                          maxTimeMS=50)
+        assert e.value.code == 266
+        c.close()
+    finally:
         s.stop()
 
 

@@ -20,10 +20,25 @@
  * wal.write, wal.sync, wal.reserve, wal.create, wal.dir, pager.grow,
  * pager.map, pager.sync, pager.meta, ...  The fault is process-wide.
  *
+ * "hangIndexBuildBeforeCommit" (mongod's name; mode "alwaysOn", "off" or
+ * {times: n}): createIndexes, its indexes built and still marked
+ * "building", waits while the fail point is set -- so a test can kill the
+ * server at that moment.  The wait ends when the fail point is turned off
+ * (or its n evaluations, one per 10 ms, are used; n = 0 is one, as in
+ * mongod), at the command's
+ * maxTimeMS (MaxTimeMSExpired) or at shutdown.  It counts one entry per
+ * build held, not one per evaluation.
+ *
  * The reply is mongod's: {count: <times the fail point was entered>} --
- * for failCommand since the server started, as mongod counts; for
- * storageFault the calls its previous setting failed.  An unknown fail
- * point is FailPointSetFailed (266), "<name> not found".
+ * for failCommand and hangIndexBuildBeforeCommit since the server started,
+ * as mongod counts; for storageFault the calls its previous setting
+ * failed.  An unknown fail point is FailPointSetFailed (266), "<name> not
+ * found".
+ *
+ * waitForFailPoint {waitForFailPoint: <name>, timesEntered: n, maxTimeMS}
+ * (mongod's) returns once failCommand or hangIndexBuildBeforeCommit has
+ * been entered n times since the server started; MaxTimeMSExpired at the
+ * deadline.
  */
 #include "command_int.h"
 #include "../storage/os.h"
@@ -32,6 +47,7 @@
 
 #define FP_STORAGE "storageFault"
 #define FP_FAIL_COMMAND "failCommand"
+#define FP_HANG_BUILD "hangIndexBuildBeforeCommit"
 
 static int parse_mode(const bson_iter_t *it, bool *off, int *skip, int *times, mf_error *err)
 {
@@ -130,6 +146,90 @@ static int configure_fail_command(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *re
     return 0;
 }
 
+/* One evaluation of hangIndexBuildBeforeCommit: whether it fires. */
+static bool hang_build_fires(mf_instance *inst)
+{
+    int left = atomic_load(&inst->hang_build_left);
+    while (left != 0) {
+        if (left < 0)
+            return true;
+        if (atomic_compare_exchange_weak(&inst->hang_build_left, &left, left - 1))
+            return true;
+    }
+    return false;
+}
+
+int mfi_hang_index_build(mf_cmd_ctx *ctx, mf_error *err)
+{
+    mf_instance *inst = ctx->inst;
+    for (bool first = true; hang_build_fires(inst); first = false) {
+        if (first) {
+            atomic_fetch_add(&inst->hang_build_entered, 1);
+            mf_log(MF_LOG_INFO, "INDEX", 4940901, "conn",
+                   "Hanging index build before commit (" FP_HANG_BUILD ")");
+        }
+        if (ctx->deadline.at_us && mf_clock_mono_us() > ctx->deadline.at_us)
+            return mf_error_set(err, MF_MaxTimeMSExpired, "operation exceeded time limit");
+        if (mfi_instance_sleep(inst, 10))
+            return mf_error_set(err, MF_InterruptedAtShutdown,
+                                "interrupted at shutdown");
+    }
+    return 0;
+}
+
+static int configure_hang_build(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply,
+                                mf_error *err)
+{
+    bson_iter_t it;
+    bool off;
+    int skip, times, rc;
+    if (!bson_iter_init_find(&it, cmd, "mode"))
+        return mf_error_set(err, MF_BadValue, "missing 'mode'");
+    if ((rc = parse_mode(&it, &off, &skip, &times, err)) != 0)
+        return rc;
+    if (skip)
+        return mf_error_set(err, MF_BadValue, FP_HANG_BUILD " takes no skip");
+    /* As in mongod, {times: 0} still lets one evaluation through. */
+    atomic_store(&ctx->inst->hang_build_left, off ? 0 : times == 0 ? 1 : times);
+    mf_log(MF_LOG_WARNING, "CONTROL", 23829, "conn", "Set failpoint " FP_HANG_BUILD " to %s",
+           off ? "off" : "on");
+    append_count(reply, atomic_load(&ctx->inst->hang_build_entered));
+    return 0;
+}
+
+int mfi_cmd_wait_for_fail_point(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply,
+                                mf_error *err)
+{
+    (void)reply;
+    bson_iter_t it;
+    bson_iter_init(&it, cmd);
+    bson_iter_next(&it);
+    if (!BSON_ITER_HOLDS_UTF8(&it))
+        return mfi_type_error(err, "waitForFailPoint", "waitForFailPoint", &it, "string");
+    const char *name = bson_iter_utf8(&it, NULL);
+    bool hang = strcmp(name, FP_HANG_BUILD) == 0;
+    if (!hang && strcmp(name, FP_FAIL_COMMAND) != 0)
+        return mf_error_set(err, 266 /* FailPointSetFailed */, "%s not found", name);
+    int64_t want = 0;
+    if (!bson_iter_init_find(&it, cmd, "timesEntered") || !mfi_as_int64(&it, &want))
+        return mf_error_set(err, MF_BadValue,
+                            "waitForFailPoint needs timesEntered, a number");
+    for (;;) {
+        int64_t now;
+        if (hang) {
+            now = atomic_load(&ctx->inst->hang_build_entered);
+        } else {
+            now = mfi_fail_command_entered(ctx->inst);
+        }
+        if (now >= want)
+            return 0;
+        if (ctx->deadline.at_us && mf_clock_mono_us() > ctx->deadline.at_us)
+            return mf_error_set(err, MF_MaxTimeMSExpired, "operation exceeded time limit");
+        if (mfi_instance_sleep(ctx->inst, 5))
+            return mf_error_set(err, MF_InterruptedAtShutdown, "interrupted at shutdown");
+    }
+}
+
 int mfi_cmd_configure_fail_point(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply,
                                  mf_error *err)
 {
@@ -143,6 +243,8 @@ int mfi_cmd_configure_fail_point(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *rep
     const char *name = bson_iter_utf8(&it, NULL);
     if (strcmp(name, FP_FAIL_COMMAND) == 0)
         return configure_fail_command(ctx, cmd, reply, err);
+    if (strcmp(name, FP_HANG_BUILD) == 0)
+        return configure_hang_build(ctx, cmd, reply, err);
     if (strcmp(name, FP_STORAGE) != 0)
         return mf_error_set(err, 266 /* FailPointSetFailed */, "%s not found", name);
     if (!bson_iter_init_find(&it, cmd, "mode"))

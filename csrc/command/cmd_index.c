@@ -392,6 +392,8 @@ int mfi_cmd_create_indexes(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf
         mfi_dup_clear(&dup);
         mf_index_desc_clear(&x);
     }
+    if (rc == 0 && nmade > 0)
+        rc = mfi_hang_index_build(ctx, err); /* a test's moment to kill the server */
     for (size_t i = 0; rc == 0 && i < nmade; i++)
         rc = finish_spec(e, c, made[i], &lsn, err);
     if (rc == 0) {

@@ -63,6 +63,10 @@ struct mf_instance {
 
     mfi_sessions *sessions; /* the logical-session registry (sessions.c) */
     mfi_fail_command *fail_command; /* the failCommand fail point (failpoint.c) */
+    /* The hangIndexBuildBeforeCommit fail point (cmd_failpoint.c): hangs
+     * left (-1: until turned off, 0: off), and builds it has held */
+    atomic_int hang_build_left;
+    atomic_int_fast64_t hang_build_entered;
 
     int ttl_sleep_secs;     /* ttlMonitorSleepSecs */
     pthread_t ttl_thread;   /* the TTL monitor (cmd_index.c) */
@@ -251,9 +255,15 @@ int mfi_cmd_rename_collection(mf_cmd_ctx *, const bson_t *, bson_t *, mf_error *
 int mfi_cmd_coll_stats(mf_cmd_ctx *, const bson_t *, bson_t *, mf_error *);
 int mfi_cmd_db_stats(mf_cmd_ctx *, const bson_t *, bson_t *, mf_error *);
 int mfi_cmd_validate(mf_cmd_ctx *, const bson_t *, bson_t *, mf_error *);
-/* configureFailPoint "storageFault" and "failCommand" (cmd_failpoint.c):
+/* configureFailPoint "storageFault", "failCommand" and
+ * "hangIndexBuildBeforeCommit", and waitForFailPoint (cmd_failpoint.c):
  * test commands only. */
 int mfi_cmd_configure_fail_point(mf_cmd_ctx *, const bson_t *, bson_t *, mf_error *);
+int mfi_cmd_wait_for_fail_point(mf_cmd_ctx *, const bson_t *, bson_t *, mf_error *);
+/* Where createIndexes has built its indexes and not yet committed them:
+ * waits while hangIndexBuildBeforeCommit is set.  0, or MaxTimeMSExpired
+ * (the command's deadline) or InterruptedAtShutdown. */
+int mfi_hang_index_build(mf_cmd_ctx *ctx, mf_error *err);
 
 /* ------------------------------------- the failCommand fail point (failpoint.c) */
 
@@ -266,6 +276,8 @@ void mfi_fail_command_close(mf_instance *inst);
  * (no mode), BadValue / TypeMismatch (a malformed mode or data). */
 int mfi_fail_command_configure(mf_instance *inst, const bson_t *cmd, int64_t *count,
                                mf_error *err);
+/* The times the fail point has been entered since the instance started. */
+int64_t mfi_fail_command_entered(mf_instance *inst);
 /* Record what the first hello of a connection says about the client (its
  * appName, internalClient) before the fail point looks at it. */
 void mfi_client_note_hello(mf_client *client, const bson_t *cmd);

@@ -224,6 +224,8 @@ static const mf_cmd_def table[] = {
     {"validate", mfi_cmd_validate, 0,
      "Validate contents of a namespace by scanning its data structures for correctness.\n"
      "This is a slow operation.\n\tAdd {full: true} option to do a more thorough check."},
+    {"waitForFailPoint", mfi_cmd_wait_for_fail_point, MF_CMD_ADMIN_ONLY | MF_CMD_TEST_ONLY,
+     "wait for a fail point to be entered a certain number of times"},
     {"whatsmyuri", mfi_cmd_whatsmyuri, 0, "{whatsmyuri:1}"},
 };
 

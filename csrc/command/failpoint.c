@@ -211,6 +211,15 @@ int mfi_fail_command_configure(mf_instance *inst, const bson_t *cmd, int64_t *co
     return 0;
 }
 
+int64_t mfi_fail_command_entered(mf_instance *inst)
+{
+    mfi_fail_command *fc = inst->fail_command;
+    pthread_mutex_lock(&fc->mu);
+    int64_t n = fc->times_entered;
+    pthread_mutex_unlock(&fc->mu);
+    return n;
+}
+
 /* ----------------------------------------------------------------- hello */
 
 void mfi_client_note_hello(mf_client *client, const bson_t *cmd)
