@@ -240,6 +240,7 @@ def _load_for_build(s):
     for k in range(10):
         c.t.c.insert_many([{"_id": k * 5000 + i, "a": i, "b": -i, "pad": big}
                            for i in range(5000)])
+    c.t.other.insert_one({"x": 0})
     c.close()
 
 
@@ -256,6 +257,16 @@ def _build_in_thread(s, names):
     return t
 
 
+def _sync_the_log(s):
+    # A write elsewhere commits and syncs the log, and with it what the
+    # build has logged so far: without it a kill loses the build's records
+    # whatever they say, and the test would show nothing.  (t.other exists:
+    # making a collection would wait for the build's catalog lock.)
+    c = s.client()
+    c.t.other.insert_one({"x": 1})
+    c.close()
+
+
 def _reopened_keys(tmp_path):
     s = ServedProcess(tmp_path / "db").start()
     c = s.client()
@@ -270,13 +281,23 @@ def _reopened_keys(tmp_path):
 
 @pytest.mark.parametrize("names", [("a_1",), ("a_1", "b_1")])
 def test_build_killed_midway_leaves_all_or_nothing(tmp_path, names):
-    # Killed at whatever point 0.3 s finds the build: the whole command's
-    # indexes after the restart, or none of them.
+    # Killed about halfway through the build (timed by building the same
+    # indexes once before), its log synced by another write just before:
+    # the whole command's indexes after the restart, or none of them.
     s = ServedProcess(tmp_path / "db").start()
-    _load_for_build(s)
-    t = _build_in_thread(s, names)
-    time.sleep(0.3)
-    s.kill()
+    try:
+        _load_for_build(s)
+        c = s.client()
+        t0 = time.monotonic()
+        c.t.c.create_indexes([pymongo.IndexModel(n[0]) for n in names])
+        took = time.monotonic() - t0
+        c.t.c.drop_indexes()
+        c.close()
+        t = _build_in_thread(s, names)
+        time.sleep(took / 2)
+        _sync_the_log(s)
+    finally:
+        s.kill()
     t.join(timeout=30)
     kpi = _reopened_keys(tmp_path)
     assert set(kpi) in ({"_id_"}, {"_id_", *names}), kpi
@@ -284,24 +305,30 @@ def test_build_killed_midway_leaves_all_or_nothing(tmp_path, names):
 
 
 def test_build_killed_before_commit_leaves_none_of_the_commands_indexes(tmp_path):
-    # Every key of both indexes written, neither committed: the fail point
-    # holds createIndexes there, and the kill lands at that moment.
+    # Every key of both indexes written and synced, neither committed: the
+    # fail point holds createIndexes there, and the kill lands at that
+    # moment.  Committed before the hang (or one at a time), they would
+    # come back.
     s = ServedProcess(tmp_path / "db", ["--enable-test-commands"]).start()
-    _load_for_build(s)
-    admin = s.client().admin
-    before = admin.command("configureFailPoint", "hangIndexBuildBeforeCommit",
-                           mode="alwaysOn")["count"]
-    t = _build_in_thread(s, ("a_1", "b_1"))
-    admin.command("waitForFailPoint", "hangIndexBuildBeforeCommit",
-                  timesEntered=before + 1, maxTimeMS=30000)
-    s.kill()
+    try:
+        _load_for_build(s)
+        admin = s.client().admin
+        before = admin.command("configureFailPoint", "hangIndexBuildBeforeCommit",
+                               mode="alwaysOn")["count"]
+        t = _build_in_thread(s, ("a_1", "b_1"))
+        admin.command("waitForFailPoint", "hangIndexBuildBeforeCommit",
+                      timesEntered=before + 2, maxTimeMS=30000)
+        _sync_the_log(s)
+    finally:
+        s.kill()
     t.join(timeout=30)
     assert _reopened_keys(tmp_path) == {"_id_": 50000}
 
 
 def test_hang_before_commit_fail_point(tmp_path):
     # Turned off, the held build commits; maxTimeMS ends the wait and
-    # leaves no index; waitForFailPoint times out as mongod's does.
+    # leaves no index; an empty collection's build does not stop there;
+    # waitForFailPoint's arguments and time limit as mongod's.
     s = ServedProcess(tmp_path / "db", ["--enable-test-commands"]).start()
     try:
         c = s.client()
@@ -315,26 +342,35 @@ def test_hang_before_commit_fail_point(tmp_path):
                         maxTimeMS=200)
         assert e.value.code == 50
         assert [i["name"] for i in c.t.c.list_indexes()] == ["_id_"]
+        # mongod counts two entries per build held: the check, the pause
+        assert admin.command("configureFailPoint", "hangIndexBuildBeforeCommit",
+                             mode="alwaysOn")["count"] == n + 2
+        c.t.create_collection("empty")
+        c.t.empty.create_index("a")  # no documents: not held
+        assert [i["name"] for i in c.t.empty.list_indexes()] == ["_id_", "a_1"]
         t = _build_in_thread(s, ("a_1",))
         admin.command("waitForFailPoint", "hangIndexBuildBeforeCommit",
-                      timesEntered=n + 2, maxTimeMS=30000)
+                      timesEntered=n + 4, maxTimeMS=30000)
         # (The held build keeps its collection's lock, and the catalog's
         # shared: listIndexes on it, or a new collection, would wait.  An
         # existing collection is served meanwhile.)
         c.t.other.insert_one({"x": 2})
         assert c.t.other.count_documents({}) == 2
         assert admin.command("configureFailPoint", "hangIndexBuildBeforeCommit",
-                             mode="off")["count"] == n + 2
+                             mode="off")["count"] == n + 4
         t.join(timeout=30)
         assert [i["name"] for i in c.t.c.list_indexes()] == ["_id_", "a_1"]
         with pytest.raises(OperationFailure) as e:
             admin.command("waitForFailPoint", "hangIndexBuildBeforeCommit",
-                          timesEntered=n + 3, maxTimeMS=50)
+                          timesEntered=n + 5, maxTimeMS=50)
         assert e.value.code == 50
-        with pytest.raises(OperationFailure) as e:
-            admin.command("waitForFailPoint", "noSuchFailPoint", timesEntered=1,
-                          maxTimeMS=50)
-        assert e.value.code == 266
+        for args, code in [({"timesEntered": 1, "maxTimeMS": 50}, 266),
+                           ({"timesEntered": 1}, 9),
+                           ({"maxTimeMS": 50}, 40414),
+                           ({"timesEntered": "1", "maxTimeMS": 50}, 14)]:
+            with pytest.raises(OperationFailure) as e:
+                admin.command("waitForFailPoint", "noSuchFailPoint", **args)
+            assert e.value.code == code, (args, e.value.details)
         c.close()
     finally:
         s.stop()

@@ -704,6 +704,34 @@ def test_mod(f, d, expected):
     check(f, d, expected)
 
 
+@pytest.mark.parametrize("spec,msg", [
+    ([NAN], "not enough elements"),  # the shape before any coercion
+    ([NAN, "x"], "remainder not a number"),
+    ([NAN, 1, 2], "too many elements"),
+    ([1, NAN, 3], "too many elements"),
+    ([1e300], "not enough elements"),
+    (["x"], "divisor not a number"),
+    ([], "not enough elements"),
+    ([NAN, 1], "divisor value is invalid :: caused by :: Unable to coerce NaN/Inf to "
+               "integral type"),
+    ([1, 1e300], "remainder value is invalid :: caused by :: Out of bounds coercing to "
+                 "integral value"),
+])
+def test_mod_errors_in_mongods_order(spec, msg):
+    # mongod's parseMod checks the array's shape, element by element, and
+    # only then coerces the two numbers.
+    f = {"a": {"$mod": spec}}
+    want = "malformed mod, " + msg
+    with pytest.raises(FilterError) as ref_exc:
+        matches(rt(f), rt({"a": 1}))
+    assert str(ref_exc.value) == want or want in str(ref_exc.value)
+    if not REFERENCE_ONLY:
+        with pytest.raises(multifora.MultiforaError) as exc:
+            _core._match(bson.encode(f), bson.encode({"a": 1}))
+        assert exc.value.code == BAD
+        assert want in str(exc.value), str(exc.value)
+
+
 @cases(
     ({"a": {"$bitsAllSet": 5}}, {"a": 7}, T),
     ({"a": {"$bitsAllSet": 5}}, {"a": 5}, T),

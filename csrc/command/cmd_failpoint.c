@@ -21,13 +21,14 @@
  * pager.map, pager.sync, pager.meta, ...  The fault is process-wide.
  *
  * "hangIndexBuildBeforeCommit" (mongod's name; mode "alwaysOn", "off" or
- * {times: n}): createIndexes, its indexes built and still marked
- * "building", waits while the fail point is set -- so a test can kill the
- * server at that moment.  The wait ends when the fail point is turned off
- * (or its n evaluations, one per 10 ms, are used; n = 0 is one, as in
- * mongod), at the command's
- * maxTimeMS (MaxTimeMSExpired) or at shutdown.  It counts one entry per
- * build held, not one per evaluation.
+ * {times: n}): createIndexes on a collection with documents (mongod builds
+ * on an empty one without its index build coordinator, so without the
+ * fail point), its indexes built and still marked "building", waits while
+ * the fail point is set -- so a test can kill the server at that moment.
+ * The wait ends when the fail point is turned off (or its n evaluations,
+ * one per 100 ms, are used; n = 0 is one, as in mongod), at the command's
+ * maxTimeMS (MaxTimeMSExpired) or at shutdown.  As in mongod, a build held
+ * counts two entries: the check, and the first evaluation of the pause.
  *
  * The reply is mongod's: {count: <times the fail point was entered>} --
  * for failCommand and hangIndexBuildBeforeCommit since the server started,
@@ -38,7 +39,8 @@
  * waitForFailPoint {waitForFailPoint: <name>, timesEntered: n, maxTimeMS}
  * (mongod's) returns once failCommand or hangIndexBuildBeforeCommit has
  * been entered n times since the server started; MaxTimeMSExpired at the
- * deadline.
+ * deadline.  maxTimeMS is required (FailedToParse "Missing maxTimeMS"), as
+ * timesEntered is (40414).
  */
 #include "command_int.h"
 #include "../storage/os.h"
@@ -48,6 +50,7 @@
 #define FP_STORAGE "storageFault"
 #define FP_FAIL_COMMAND "failCommand"
 #define FP_HANG_BUILD "hangIndexBuildBeforeCommit"
+#define HANG_POLL_MS 100 /* pauseWhileSet's: one evaluation per 100 ms */
 
 static int parse_mode(const bson_iter_t *it, bool *off, int *skip, int *times, mf_error *err)
 {
@@ -162,15 +165,19 @@ static bool hang_build_fires(mf_instance *inst)
 int mfi_hang_index_build(mf_cmd_ctx *ctx, mf_error *err)
 {
     mf_instance *inst = ctx->inst;
-    for (bool first = true; hang_build_fires(inst); first = false) {
-        if (first) {
+    /* mongod's `if (fp.shouldFail()) { log; fp.pauseWhileSet(); }`: the
+     * check counts an entry, and the pause counts one more on its first
+     * evaluation that fires. */
+    if (!hang_build_fires(inst))
+        return 0;
+    atomic_fetch_add(&inst->hang_build_entered, 1);
+    mf_log(MF_LOG_INFO, "INDEX", 4841706, "conn", "Hanging before committing index build");
+    for (bool counted = false; hang_build_fires(inst); counted = true) {
+        if (!counted)
             atomic_fetch_add(&inst->hang_build_entered, 1);
-            mf_log(MF_LOG_INFO, "INDEX", 4940901, "conn",
-                   "Hanging index build before commit (" FP_HANG_BUILD ")");
-        }
         if (ctx->deadline.at_us && mf_clock_mono_us() > ctx->deadline.at_us)
             return mf_error_set(err, MF_MaxTimeMSExpired, "operation exceeded time limit");
-        if (mfi_instance_sleep(inst, 10))
+        if (mfi_instance_sleep(inst, HANG_POLL_MS))
             return mf_error_set(err, MF_InterruptedAtShutdown,
                                 "interrupted at shutdown");
     }
@@ -207,13 +214,21 @@ int mfi_cmd_wait_for_fail_point(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *repl
     if (!BSON_ITER_HOLDS_UTF8(&it))
         return mfi_type_error(err, "waitForFailPoint", "waitForFailPoint", &it, "string");
     const char *name = bson_iter_utf8(&it, NULL);
+    /* mongod's order: the IDL's fields, then maxTimeMS, then the name */
+    int64_t want = 0;
+    if (!bson_iter_init_find(&it, cmd, "timesEntered"))
+        return mf_error_set(err, 40414, "BSON field 'waitForFailPoint.timesEntered' is missing "
+                                        "but a required field");
+    if (!mfi_as_int64(&it, &want))
+        return mf_error_set(err, MF_TypeMismatch,
+                            "BSON field 'waitForFailPoint.timesEntered' is the wrong type '%s', "
+                            "expected types '[long, int, decimal, double]'",
+                            mf_bsonx_type_alias(bson_iter_type(&it)));
+    if (!bson_iter_init_find(&it, cmd, "maxTimeMS"))
+        return mf_error_set(err, MF_FailedToParse, "Missing maxTimeMS");
     bool hang = strcmp(name, FP_HANG_BUILD) == 0;
     if (!hang && strcmp(name, FP_FAIL_COMMAND) != 0)
         return mf_error_set(err, 266 /* FailPointSetFailed */, "%s not found", name);
-    int64_t want = 0;
-    if (!bson_iter_init_find(&it, cmd, "timesEntered") || !mfi_as_int64(&it, &want))
-        return mf_error_set(err, MF_BadValue,
-                            "waitForFailPoint needs timesEntered, a number");
     for (;;) {
         int64_t now;
         if (hang) {

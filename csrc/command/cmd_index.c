@@ -210,21 +210,54 @@ static int build_index(mf_instance *inst, mf_coll *c, mf_index_desc *x, mfi_dup 
     return rc;
 }
 
-/* The stored spec of index `name` of `c`, rewritten without the build
- * mark (keeping multikeyPaths). */
-static int finish_spec(mf_engine *e, mf_coll *c, const char *name, mf_lsn *lsn, mf_error *err)
+/* The stored specs of the `n` indexes `names` of `c`, rewritten without
+ * the build mark (keeping multikeyPaths), in one catalog write: a crash
+ * keeps all of them, or all of them marked, which the next open drops. */
+static int finish_specs(mf_engine *e, mf_coll *c, const char *const *names, size_t n,
+                        mf_lsn *lsn, mf_error *err)
 {
-    for (size_t i = 0; i < mf_coll_index_count(c); i++) {
-        const mf_index_info *info = mf_coll_index(c, i);
-        bson_t s, out = BSON_INITIALIZER;
-        if (strcmp(info->name, name) != 0 || !bson_init_static(&s, info->spec, info->spec_len))
-            continue;
-        bson_copy_to_excluding_noinit(&s, &out, "building", NULL);
-        int rc = mf_coll_index_set_spec(e, c, name, bson_get_data(&out), out.len, lsn, err);
-        bson_destroy(&out);
-        return rc;
+    bson_t *out = calloc(n ? n : 1, sizeof *out);
+    const uint8_t **specs = calloc(n ? n : 1, sizeof *specs);
+    size_t *lens = calloc(n ? n : 1, sizeof *lens);
+    size_t ready = 0;
+    int rc = 0;
+    if (!out || !specs || !lens)
+        rc = mf_error_set(err, MF_InternalError, "out of memory");
+    for (; rc == 0 && ready < n; ready++) {
+        const mf_index_info *info = NULL;
+        for (size_t i = 0; !info && i < mf_coll_index_count(c); i++)
+            if (strcmp(mf_coll_index(c, i)->name, names[ready]) == 0)
+                info = mf_coll_index(c, i);
+        bson_t s;
+        if (!info || !bson_init_static(&s, info->spec, info->spec_len)) {
+            rc = mf_error_set(err, MF_InternalError, "index %s vanished during its build",
+                              names[ready]);
+            break;
+        }
+        bson_init(&out[ready]);
+        bson_copy_to_excluding_noinit(&s, &out[ready], "building", NULL);
+        specs[ready] = bson_get_data(&out[ready]);
+        lens[ready] = out[ready].len;
     }
-    return mf_error_set(err, MF_InternalError, "index %s vanished during its build", name);
+    if (rc == 0)
+        rc = mf_coll_index_set_specs(e, c, n, names, specs, lens, lsn, err);
+    for (size_t i = 0; i < ready; i++)
+        bson_destroy(&out[i]);
+    free(out);
+    free(specs);
+    free(lens);
+    return rc;
+}
+
+/* Whether `c` holds no document (a damaged first page counts as not
+ * empty). */
+static bool coll_empty(mf_engine *e, mf_coll *c)
+{
+    mf_cursor cur;
+    bool valid = true;
+    mf_error ignored;
+    mf_cursor_init(&cur, mf_engine_tree(e, mf_coll_records(c)));
+    return mf_cursor_first(&cur, &valid, &ignored) == 0 && !valid;
 }
 
 /* ---------------------------------------------------------- createIndexes */
@@ -392,10 +425,10 @@ int mfi_cmd_create_indexes(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf
         mfi_dup_clear(&dup);
         mf_index_desc_clear(&x);
     }
-    if (rc == 0 && nmade > 0)
+    if (rc == 0 && nmade > 0 && !coll_empty(e, c))
         rc = mfi_hang_index_build(ctx, err); /* a test's moment to kill the server */
-    for (size_t i = 0; rc == 0 && i < nmade; i++)
-        rc = finish_spec(e, c, made[i], &lsn, err);
+    if (rc == 0 && nmade > 0)
+        rc = finish_specs(e, c, made, nmade, &lsn, err);
     if (rc == 0) {
         for (size_t i = 0; i < nmade; i++)
             mfi_index_usage_start(ctx->inst, ns, made[i]);
@@ -907,7 +940,7 @@ static int convert_to_unique(mf_cmd_ctx *ctx, mf_coll *c, const char *name, mf_l
             mf_index_desc_clear(&nx);
         }
         if (rc == 0)
-            rc = finish_spec(e, c, keep, lsn, err);
+            rc = finish_specs(e, c, (const char *const *)&keep, 1, lsn, err);
     }
     free(keep);
     bson_destroy(&spec);

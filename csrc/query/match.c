@@ -456,19 +456,26 @@ static int parse_op(bson_iter_t *it, const bson_iter_t *all, const char *path, c
         c->kind = C_MOD;
         if (!BSON_ITER_HOLDS_ARRAY(it))
             return mf_error_set(err, MF_BadValue, "malformed mod, needs to be an array");
-        bson_iter_t el;
+        /* mongod's parseMod: the array's shape first, each element in
+         * turn, then the coercions (tryCoerce: exact, or truncated toward
+         * zero). */
+        bson_iter_t el, divisor, remainder;
+        bson_iter_t *num[2] = {&divisor, &remainder};
         bson_iter_recurse(it, &el);
-        int64_t v[2];
-        int k = 0;
-        while (bson_iter_next(&el)) {
-            if (k == 2)
-                return mf_error_set(err, MF_BadValue, "malformed mod, too many elements");
+        for (int k = 0; k < 2; k++) {
+            if (!bson_iter_next(&el))
+                return mf_error_set(err, MF_BadValue, "malformed mod, not enough elements");
             if (!is_number(&el))
                 return mf_error_set(err, MF_BadValue,
                                     k ? "malformed mod, remainder not a number"
                                       : "malformed mod, divisor not a number");
-            /* mongod's tryCoerce: exact, or truncated toward zero */
-            switch (mf_bsonx_number_to_int64(&el, &v[k])) {
+            *num[k] = el;
+        }
+        if (bson_iter_next(&el))
+            return mf_error_set(err, MF_BadValue, "malformed mod, too many elements");
+        int64_t v[2];
+        for (int k = 0; k < 2; k++) {
+            switch (mf_bsonx_number_to_int64(num[k], &v[k])) {
             case 1:
                 return mf_error_set(err, MF_BadValue,
                                     "malformed mod, %s value is invalid :: caused by :: Unable to coerce NaN/Inf to integral type",
@@ -478,10 +485,7 @@ static int parse_op(bson_iter_t *it, const bson_iter_t *all, const char *path, c
                                     "malformed mod, %s value is invalid :: caused by :: Out of bounds coercing to integral value",
                                     k ? "remainder" : "divisor");
             }
-            k++;
         }
-        if (k < 2)
-            return mf_error_set(err, MF_BadValue, "malformed mod, not enough elements");
         c->mod_div = v[0];
         c->mod_rem = v[1];
         if (c->mod_div == 0)

@@ -1030,33 +1030,68 @@ int mf_coll_index_drop(mf_engine *e, mf_coll *c, const char *name, mf_lsn *lsn, 
     return 0;
 }
 
+int mf_coll_index_set_specs(mf_engine *e, mf_coll *c, size_t n, const char *const *names,
+                            const uint8_t *const *specs, const size_t *lens, mf_lsn *lsn,
+                            mf_error *err)
+{
+    size_t *at = malloc((n ? n : 1) * sizeof *at);
+    const uint8_t **old = malloc((n ? n : 1) * sizeof *old);
+    size_t *old_len = malloc((n ? n : 1) * sizeof *old_len);
+    size_t done = 0;
+    int rc = 0;
+    if (!at || !old || !old_len) {
+        rc = mf_error_set(err, MF_InternalError, "out of memory");
+        goto out;
+    }
+    for (size_t k = 0; k < n; k++) {
+        for (at[k] = 0; at[k] < c->nidx; at[k]++)
+            if (strcmp(c->idx[at[k]].name, names[k]) == 0)
+                break;
+        if (at[k] == c->nidx) {
+            rc = mf_error_set(err, 27, "index not found with name [%s]", names[k]);
+            goto out;
+        }
+    }
+    /* Swap every spec in, then write the collection's entry once. */
+    for (; done < n; done++) {
+        uint8_t *sp = malloc(lens[done] ? lens[done] : 1);
+        if (!sp) {
+            rc = mf_error_set(err, MF_InternalError, "out of memory");
+            break;
+        }
+        if (lens[done])
+            memcpy(sp, specs[done], lens[done]);
+        mf_index_info *ix = &c->idx[at[done]];
+        old[done] = ix->spec;
+        old_len[done] = ix->spec_len;
+        ix->spec = sp;
+        ix->spec_len = lens[done];
+    }
+    if (rc == 0)
+        rc = write_entry(e, c, NULL, lsn, err);
+    /* Undo in reverse on failure, so that an index named twice gets its
+     * first spec back; else free the replaced ones. */
+    while (done-- > 0) {
+        mf_index_info *ix = &c->idx[at[done]];
+        if (rc != 0) {
+            free((uint8_t *)ix->spec);
+            ix->spec = old[done];
+            ix->spec_len = old_len[done];
+        } else {
+            free((uint8_t *)old[done]);
+        }
+    }
+out:
+    free(at);
+    free(old);
+    free(old_len);
+    return rc;
+}
+
 int mf_coll_index_set_spec(mf_engine *e, mf_coll *c, const char *name, const uint8_t *spec,
                            size_t spec_len, mf_lsn *lsn, mf_error *err)
 {
-    size_t i;
-    for (i = 0; i < c->nidx; i++)
-        if (strcmp(c->idx[i].name, name) == 0)
-            break;
-    if (i == c->nidx)
-        return mf_error_set(err, 27, "index not found with name [%s]", name);
-    uint8_t *sp = malloc(spec_len ? spec_len : 1);
-    if (!sp)
-        return mf_error_set(err, MF_InternalError, "out of memory");
-    if (spec_len)
-        memcpy(sp, spec, spec_len);
-    const uint8_t *old = c->idx[i].spec;
-    size_t old_len = c->idx[i].spec_len;
-    c->idx[i].spec = sp;
-    c->idx[i].spec_len = spec_len;
-    int rc = write_entry(e, c, NULL, lsn, err);
-    if (rc != 0) {
-        c->idx[i].spec = old;
-        c->idx[i].spec_len = old_len;
-        free(sp);
-        return rc;
-    }
-    free((uint8_t *)old);
-    return 0;
+    return mf_coll_index_set_specs(e, c, 1, &name, &spec, &spec_len, lsn, err);
 }
 
 int mf_coll_set_options(mf_engine *e, mf_coll *c, const uint8_t *options, size_t options_len,

@@ -197,6 +197,11 @@ int mf_coll_index_create(mf_engine *e, mf_coll *c, const char *name, const uint8
  * collection lock.  Errors: MF_IndexNotFound (27). */
 int mf_coll_index_set_spec(mf_engine *e, mf_coll *c, const char *name, const uint8_t *spec,
                            size_t spec_len, mf_lsn *lsn, mf_error *err);
+/* The same for `n` indexes at once, in one write of the collection's
+ * catalog entry: after a crash, all of the new specs or none. */
+int mf_coll_index_set_specs(mf_engine *e, mf_coll *c, size_t n, const char *const *names,
+                            const uint8_t *const *specs, const size_t *lens, mf_lsn *lsn,
+                            mf_error *err);
 
 /* Remove an index and drop its tree.  Exclusive collection lock.  Errors:
  * MF_IndexNotFound (27). */
