@@ -130,10 +130,12 @@ def compile_flags(sanitize):
 
 
 def compiler_supports_sanitizers(cc):
+    """Whether the compiler command `cc` (a list: "ccache gcc" is two words)
+    links a sanitized program."""
     with tempfile.TemporaryDirectory() as d:
         src = Path(d, "t.c")
         src.write_text("int main(void) { return 0; }\n")
-        r = subprocess.run([cc, *SANITIZE, str(src), "-o", str(Path(d, "t"))],
+        r = subprocess.run([*cc, *SANITIZE, str(src), "-o", str(Path(d, "t"))],
                            capture_output=True, check=False)
         return r.returncode == 0
 
@@ -160,7 +162,12 @@ class BuildExt(build_ext):
 
     def build_ctest(self):
         include_dirs, library_dirs, libraries, static_objects = find_libraries()
-        cc = self.compiler.compiler_so[0]
+        # the whole command up to its first option: "ccache gcc" stays whole
+        cc = []
+        for word in self.compiler.compiler_so:
+            if word.startswith("-"):
+                break
+            cc.append(word)
         sanitize = compiler_supports_sanitizers(cc)
         flags = compile_flags(sanitize)
         objdir = os.path.join(self.build_temp, "ctest")

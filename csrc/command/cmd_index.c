@@ -216,7 +216,9 @@ static int build_index(mf_instance *inst, mf_coll *c, mf_index_desc *x, mfi_dup 
 static int finish_specs(mf_engine *e, mf_coll *c, const char *const *names, size_t n,
                         mf_lsn *lsn, mf_error *err)
 {
-    bson_t *out = calloc(n ? n : 1, sizeof *out);
+    /* bson_t wants 128-byte alignment, which calloc does not give an
+     * array of them: each one from bson_new. */
+    bson_t **out = calloc(n ? n : 1, sizeof *out);
     const uint8_t **specs = calloc(n ? n : 1, sizeof *specs);
     size_t *lens = calloc(n ? n : 1, sizeof *lens);
     size_t ready = 0;
@@ -234,15 +236,15 @@ static int finish_specs(mf_engine *e, mf_coll *c, const char *const *names, size
                               names[ready]);
             break;
         }
-        bson_init(&out[ready]);
-        bson_copy_to_excluding_noinit(&s, &out[ready], "building", NULL);
-        specs[ready] = bson_get_data(&out[ready]);
-        lens[ready] = out[ready].len;
+        out[ready] = bson_new();
+        bson_copy_to_excluding_noinit(&s, out[ready], "building", NULL);
+        specs[ready] = bson_get_data(out[ready]);
+        lens[ready] = out[ready]->len;
     }
     if (rc == 0)
         rc = mf_coll_index_set_specs(e, c, n, names, specs, lens, lsn, err);
     for (size_t i = 0; i < ready; i++)
-        bson_destroy(&out[i]);
+        bson_destroy(out[i]);
     free(out);
     free(specs);
     free(lens);
