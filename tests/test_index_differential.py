@@ -413,3 +413,52 @@ def test_value_elem_match_through_a_position_is_not_bounded(client):
     ids = lambda f: sorted(d["_id"] for d in coll.find(f))  # noqa: E731
     assert ids({"arr.0": {"$elemMatch": {"$gt": 1}}}) == [1, 2, 4]
     assert ids({"c.d.0": {"$elemMatch": {"$gte": 7}}}) == [6]
+
+
+def test_a_negated_null_through_a_position_is_not_bounded(client):
+    # {"a.0": {$ne: null}}: an empty array at the position is keyed
+    # undefined without making the index multikey, so the bounds left out
+    # {a: [[]]}; and through an array of documents the matcher reads each
+    # element's missing field "0" as null, which the key ({b: 3}) does not
+    # show, so a COUNT_SCAN counted {a: [{b: 3}]}.  Found by a randomized
+    # differential run.
+    coll = client.t.pnn
+    coll.insert_many([{"_id": 1, "a": [[]]}, {"_id": 2, "a": [5]}, {"_id": 3, "a": [{"b": 3}]},
+                      {"_id": 4, "a": [1, []]}, {"_id": 5, "a": {"b": [[]]}},
+                      {"_id": 6, "a": [[[]]]}, {"_id": 7, "c": [{"d": 7}]}, {"_id": 8},
+                      {"_id": 9, "a": [None]}, {"_id": 10, "a": []}])
+    indexes = ["a.0", "a.1", "a.b.0", "a.0.0", "c.0.d"]
+    for ix in indexes:
+        coll.create_index(ix)
+    coll.create_index("a.0", sparse=True, name="a0_sparse")
+    filters = [{p: cond} for p in ["a.0", "a.1", "a.b.0", "a.0.0", "c.0.d"]
+               for cond in ({"$ne": None}, {"$nin": [None]}, {"$nin": [None, 5]},
+                            {"$not": {"$lte": None}}, {"$not": {"$eq": None}})]
+    for f in filters:
+        want = sorted(d["_id"] for d in coll.find(f).hint([("$natural", 1)]))
+        for hint in [None] + [ix + "_1" for ix in indexes]:
+            cur = coll.find(f) if hint is None else coll.find(f).hint(hint)
+            assert sorted(d["_id"] for d in cur) == want, (f, hint)
+        assert coll.count_documents(f) == len(want), f
+        assert client.t.command("count", "pnn", query=f)["n"] == len(want), f
+    ids = lambda f: sorted(d["_id"] for d in coll.find(f))  # noqa: E731
+    # [] at the position is not null; {a: []} has no element 0 and no
+    # element with a field "0": no value at all, which mongod's $ne takes
+    assert ids({"a.0": {"$ne": None}}) == [1, 2, 4, 6, 10]
+
+
+def test_a_partial_filter_on_nan_is_not_implied_by_a_range(client):
+    # {a: {$gt: 5}} does not imply {a: {$gt: NaN}} (no number is above
+    # NaN): the partial index holds none of the query's documents, and
+    # planning the query over it found nothing.
+    coll = client.t.pnan
+    coll.insert_many([{"_id": 1, "a": 6}, {"_id": 2, "a": float("nan")}, {"_id": 3, "a": 4}])
+    for i, op in enumerate(["$gt", "$gte", "$lt", "$lte"]):
+        coll.create_index("a", name=f"p{i}", partialFilterExpression={"a": {op: float("nan")}})
+    client.t.pnan2.insert_many([{"_id": 1, "a": 6}, {"_id": 2, "a": bson.Decimal128("NaN")}])
+    client.t.pnan2.create_index("a", partialFilterExpression={"a": {"$gte": bson.Decimal128("NaN")}})
+    assert [d["_id"] for d in client.t.pnan2.find({"a": {"$gte": 5}})] == [1]
+    for f, want in [({"a": {"$gt": 5}}, [1]), ({"a": {"$gte": 4}}, [1, 3]), ({"a": {"$lt": 5}}, [3]),
+                    ({"a": {"$lte": 6}}, [1, 3])]:
+        assert sorted(d["_id"] for d in coll.find(f)) == want, f
+        assert coll.count_documents(f) == len(want), f

@@ -704,6 +704,23 @@ def test_mod(f, d, expected):
     check(f, d, expected)
 
 
+@cases(
+    # A regex operand matches a stored regex with its pattern and flags, in
+    # $not and $all as in $eq and $in (they had lost the operand).
+    ({"c": {"$not": Regex("^a")}}, {"c": Regex("^a")}, F),
+    ({"c": {"$not": Regex("^a")}}, {"c": [Regex("^a"), "x"]}, F),
+    ({"c": {"$not": Regex("^a")}}, {"c": "ab"}, F),
+    ({"c": {"$not": Regex("^a")}}, {"c": Regex("^a", "i")}, T),
+    ({"c": {"$all": [Regex("^a")]}}, {"c": Regex("^a")}, T),
+    ({"c": {"$all": [Regex("^a")]}}, {"c": [Regex("^a"), "x"]}, T),
+    ({"c": {"$all": [Regex("^a")]}}, {"c": Regex("^a", "i")}, F),
+    ({"c": {"$all": [Regex("^a"), "x"]}}, {"c": [Regex("^a"), "x"]}, T),
+    ({"c": {"$all": [Regex("^a"), "x"]}}, {"c": Regex("^a")}, F),
+)
+def test_regex_operands_match_stored_regexes(f, d, expected):
+    check(f, d, expected)
+
+
 @pytest.mark.parametrize("spec,msg", [
     ([NAN], "not enough elements"),  # the shape before any coercion
     ([NAN, "x"], "remainder not a number"),

@@ -1222,8 +1222,11 @@ static int add_condition(mfi_preds *p, const char *path, const char *op, const b
      * element's field "0", and an element without one is a missing value
      * ({a: [{x: 1}]} matches {"a.0": null}), while the index keys only the
      * element the position names ({x: 1}), never a null for it.  The
-     * matcher answers such a condition alone. */
-    if (rc == 0 && !none && pr.matches_missing && has_number_part(path))
+     * same for a negated null ({"a.0": {$ne: null}}): an empty array at
+     * the position is keyed undefined without making the index multikey,
+     * and an element without the field reads as null, which the key
+     * does not show.  The matcher answers such a condition alone. */
+    if (rc == 0 && !none && (pr.matches_missing || pr.neg_null) && has_number_part(path))
         none = true;
     if (rc == 0 && !none) {
         if (preds_push(p, &pr) != 0)
@@ -1574,7 +1577,11 @@ static bool cond_implies(const cond *have, const cond *want, const mf_collator *
         bson_type_t t = bson_iter_type(&have->v);
         return t != BSON_TYPE_MINKEY && t != BSON_TYPE_MAXKEY;
     }
-    if (!is_range_op(want->op) || h[1] != want->op[1] || !same_bracket(&have->v, &want->v))
+    /* NaN is below every number, and {$gt: NaN} takes none of them: no
+     * range implies a range on NaN (mongod's _isSubsetOf, unless both are
+     * NaN). */
+    if (!is_range_op(want->op) || h[1] != want->op[1] || is_nan(&want->v) ||
+        !same_bracket(&have->v, &want->v))
         return false;
     int c = mf_bsonx_compare_values_coll(&have->v, &want->v, coll);
     bool have_incl = h[3] == 'e', want_incl = want->op[3] == 'e';

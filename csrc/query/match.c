@@ -580,7 +580,8 @@ static int parse_op(bson_iter_t *it, const bson_iter_t *all, const char *path, c
             if (BSON_ITER_HOLDS_REGEX(&el)) {
                 const char *opts, *re = bson_iter_regex(&el, &opts);
                 s->kind = C_REGEX;
-                bson_init(&s->operand);
+                bson_init(&s->operand); /* a stored regex equal to it matches too */
+                bson_append_regex(&s->operand, "", 0, re, opts);
                 c->nsub++;
                 int rc = compile_cond_regex(re, opts, s, err);
                 if (rc)
@@ -633,7 +634,8 @@ static int parse_op(bson_iter_t *it, const bson_iter_t *all, const char *path, c
             const char *opts, *re = bson_iter_regex(it, &opts);
             c->nsub = 1;
             c->sub[0].kind = C_REGEX;
-            bson_init(&c->sub[0].operand);
+            bson_init(&c->sub[0].operand); /* a stored regex equal to it matches too */
+            bson_append_regex(&c->sub[0].operand, "", 0, re, opts);
             return compile_cond_regex(re, opts, &c->sub[0], err);
         }
         if (!BSON_ITER_HOLDS_DOCUMENT(it))
