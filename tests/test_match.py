@@ -721,6 +721,23 @@ def test_regex_operands_match_stored_regexes(f, d, expected):
     check(f, d, expected)
 
 
+@cases(
+    # $all is an $and of its values' conditions, each over the whole path:
+    # through an array of documents each value may match in another element.
+    ({"c.d": {"$all": [1, 2]}}, {"c": [{"d": 1}, {"d": 2}]}, T),
+    ({"c.d": {"$all": [2, None]}}, {"c": [{"e": 1}, {"d": 2}]}, T),
+    ({"x.c": {"$all": [{"$elemMatch": {"d": 1}}, {"$elemMatch": {"d": 2}}]}},
+     {"x": [{"c": [{"d": 1}]}, {"c": [{"d": 2}]}]}, T),
+    ({"c.d": {"$all": [1, 3]}}, {"c": [{"d": 1}, {"d": 2}]}, F),
+    ({"c.d": {"$all": [[1, 2]]}}, {"c": [{"d": [1, 2]}]}, T),
+    ({"c.d": {"$all": []}}, {"c": [{"d": 1}]}, F),
+    ({"c.d": {"$all": [1, 2]}}, {"c": {"d": [2, 1]}}, T),
+    ({"c.d": {"$all": [Regex("^a"), "b"]}}, {"c": [{"d": "ab"}, {"d": "b"}]}, T),
+)
+def test_all_takes_each_value_over_the_whole_path(f, d, expected):
+    check(f, d, expected)
+
+
 @pytest.mark.parametrize("spec,msg", [
     ([NAN], "not enough elements"),  # the shape before any coercion
     ([NAN, "x"], "remainder not a number"),

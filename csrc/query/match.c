@@ -1620,6 +1620,17 @@ static bool path_cond(const char *path, const cond *c, const bson_t *doc, int64_
             if (!path_cond(path, &c->sub[i], doc, NULL))
                 return true;
         return false;
+    case C_ALL:
+        /* mongod's $all is an $and of its values' conditions, each over
+         * the whole path: through an array of documents each may match in
+         * another element ({"c.d": {$all: [1, 2]}} on {c: [{d: 1}, {d:
+         * 2}]}). */
+        if (c->nsub == 0)
+            return false;
+        for (size_t i = 0; i < c->nsub; i++)
+            if (!path_cond(path, &c->sub[i], doc, pos))
+                return false;
+        return true;
     case C_EXISTS:
         if (!c->exists) { /* Not(Exists) over the whole path */
             cond ex = *c;
