@@ -14,6 +14,7 @@ The C test binary (multifora/_ctest) is always built with ASan and UBSan
 when the compiler supports them: it is a separate program, so the
 sanitizers cost the extension nothing.
 """
+import itertools
 import os
 import shutil
 import subprocess
@@ -163,11 +164,8 @@ class BuildExt(build_ext):
     def build_ctest(self):
         include_dirs, library_dirs, libraries, static_objects = find_libraries()
         # the whole command up to its first option: "ccache gcc" stays whole
-        cc = []
-        for word in self.compiler.compiler_so:
-            if word.startswith("-"):
-                break
-            cc.append(word)
+        cc = list(itertools.takewhile(lambda w: not w.startswith("-"),
+                                      self.compiler.compiler_so))
         sanitize = compiler_supports_sanitizers(cc)
         flags = compile_flags(sanitize)
         objdir = os.path.join(self.build_temp, "ctest")

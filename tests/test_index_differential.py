@@ -308,6 +308,17 @@ def test_undefined_operands_are_refused(client, cond, msg):
     assert e.value.code == 2
 
 
+def _assert_plans_agree(coll, f, hints):
+    """`f` finds and counts the same documents as planned, with each hint,
+    and as the collection scan; returns the scan's _ids."""
+    want = sorted(d["_id"] for d in coll.find(f).hint([("$natural", 1)]))
+    for hint in (None, *hints):
+        cur = coll.find(f) if hint is None else coll.find(f).hint(hint)
+        assert sorted(d["_id"] for d in cur) == want, (f, hint)
+    assert coll.count_documents(f) == len(want), f
+    return want
+
+
 def test_missing_through_a_positional_path_is_not_bounded(client):
     # {"arr.0": null} matches {arr: [{x: 1}]}: through the array the matcher
     # reads the element's field "0", which is missing; the index on "arr.0"
@@ -328,11 +339,7 @@ def test_missing_through_a_positional_path_is_not_bounded(client):
                {"arr.0": {"$ne": 1}}, {"arr.0": {"$nin": [None, 5]}},
                {"c.0.d": None}, {"c.0.d": {"$in": [None, 1]}}, {"c.0.d": {"$gte": None, "$lt": 2}}]
     for f in filters:
-        want = sorted(d["_id"] for d in coll.find(f).hint([("$natural", 1)]))
-        for hint in (None, "arr.0_1", "c.0.d_1"):
-            cur = coll.find(f) if hint is None else coll.find(f).hint(hint)
-            assert sorted(d["_id"] for d in cur) == want, (f, hint)
-        assert coll.count_documents(f) == len(want), f
+        _assert_plans_agree(coll, f, ("arr.0_1", "c.0.d_1"))
     assert 9 in sorted(d["_id"] for d in coll.find({"arr.0": None}))
 
 
@@ -404,11 +411,7 @@ def test_value_elem_match_through_a_position_is_not_bounded(client):
                {"arr.0": {"$elemMatch": {"x": 2}}}, {"arr.0": {"$elemMatch": {"x": {"$gt": 1}}}},
                {"a.0": 42}, {"a.0.0": 42}, {"a.0": {"$gt": 41}}, {"a.0": {"$in": [41, 42]}}]
     for f in filters:
-        want = sorted(d["_id"] for d in coll.find(f).hint([("$natural", 1)]))
-        for hint in [None] + [ix + "_1" for ix in indexes]:
-            cur = coll.find(f) if hint is None else coll.find(f).hint(hint)
-            assert sorted(d["_id"] for d in cur) == want, (f, hint)
-        assert coll.count_documents(f) == len(want), f
+        _assert_plans_agree(coll, f, [ix + "_1" for ix in indexes])
     # the answers themselves, as mongod gives them
     ids = lambda f: sorted(d["_id"] for d in coll.find(f))  # noqa: E731
     assert ids({"arr.0": {"$elemMatch": {"$gt": 1}}}) == [1, 2, 4]
@@ -435,11 +438,7 @@ def test_a_negated_null_through_a_position_is_not_bounded(client):
                for cond in ({"$ne": None}, {"$nin": [None]}, {"$nin": [None, 5]},
                             {"$not": {"$lte": None}}, {"$not": {"$eq": None}})]
     for f in filters:
-        want = sorted(d["_id"] for d in coll.find(f).hint([("$natural", 1)]))
-        for hint in [None] + [ix + "_1" for ix in indexes]:
-            cur = coll.find(f) if hint is None else coll.find(f).hint(hint)
-            assert sorted(d["_id"] for d in cur) == want, (f, hint)
-        assert coll.count_documents(f) == len(want), f
+        want = _assert_plans_agree(coll, f, [ix + "_1" for ix in indexes])
         assert client.t.command("count", "pnn", query=f)["n"] == len(want), f
     ids = lambda f: sorted(d["_id"] for d in coll.find(f))  # noqa: E731
     # [] at the position is not null; {a: []} has no element 0 and no

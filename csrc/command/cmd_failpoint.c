@@ -162,6 +162,18 @@ static bool hang_build_fires(mf_instance *inst)
     return false;
 }
 
+/* One step of a wait that polls: MaxTimeMSExpired once the command's
+ * deadline has passed, InterruptedAtShutdown if shutdown wakes the sleep
+ * of `ms`, else 0. */
+static int wait_step(mf_cmd_ctx *ctx, int64_t ms, mf_error *err)
+{
+    if (mf_deadline_passed(&ctx->deadline))
+        return mf_deadline_expired(err);
+    if (mfi_instance_sleep(ctx->inst, ms))
+        return mf_error_set(err, MF_InterruptedAtShutdown, "interrupted at shutdown");
+    return 0;
+}
+
 int mfi_hang_index_build(mf_cmd_ctx *ctx, mf_error *err)
 {
     mf_instance *inst = ctx->inst;
@@ -172,16 +184,13 @@ int mfi_hang_index_build(mf_cmd_ctx *ctx, mf_error *err)
         return 0;
     atomic_fetch_add(&inst->hang_build_entered, 1);
     mf_log(MF_LOG_INFO, "INDEX", 4841706, "conn", "Hanging before committing index build");
-    for (bool counted = false; hang_build_fires(inst); counted = true) {
+    int rc = 0;
+    for (bool counted = false; rc == 0 && hang_build_fires(inst); counted = true) {
         if (!counted)
             atomic_fetch_add(&inst->hang_build_entered, 1);
-        if (ctx->deadline.at_us && mf_clock_mono_us() > ctx->deadline.at_us)
-            return mf_error_set(err, MF_MaxTimeMSExpired, "operation exceeded time limit");
-        if (mfi_instance_sleep(inst, HANG_POLL_MS))
-            return mf_error_set(err, MF_InterruptedAtShutdown,
-                                "interrupted at shutdown");
+        rc = wait_step(ctx, HANG_POLL_MS, err);
     }
-    return 0;
+    return rc;
 }
 
 static int configure_hang_build(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply,
@@ -229,20 +238,11 @@ int mfi_cmd_wait_for_fail_point(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *repl
     bool hang = strcmp(name, FP_HANG_BUILD) == 0;
     if (!hang && strcmp(name, FP_FAIL_COMMAND) != 0)
         return mf_error_set(err, 266 /* FailPointSetFailed */, "%s not found", name);
-    for (;;) {
-        int64_t now;
-        if (hang) {
-            now = atomic_load(&ctx->inst->hang_build_entered);
-        } else {
-            now = mfi_fail_command_entered(ctx->inst);
-        }
-        if (now >= want)
-            return 0;
-        if (ctx->deadline.at_us && mf_clock_mono_us() > ctx->deadline.at_us)
-            return mf_error_set(err, MF_MaxTimeMSExpired, "operation exceeded time limit");
-        if (mfi_instance_sleep(ctx->inst, 5))
-            return mf_error_set(err, MF_InterruptedAtShutdown, "interrupted at shutdown");
-    }
+    int rc = 0;
+    while (rc == 0 && (hang ? atomic_load(&ctx->inst->hang_build_entered)
+                            : mfi_fail_command_entered(ctx->inst)) < want)
+        rc = wait_step(ctx, 5, err);
+    return rc;
 }
 
 int mfi_cmd_configure_fail_point(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply,

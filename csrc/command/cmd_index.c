@@ -219,11 +219,10 @@ static int finish_specs(mf_engine *e, mf_coll *c, const char *const *names, size
     /* bson_t wants 128-byte alignment, which calloc does not give an
      * array of them: each one from bson_new. */
     bson_t **out = calloc(n ? n : 1, sizeof *out);
-    const uint8_t **specs = calloc(n ? n : 1, sizeof *specs);
-    size_t *lens = calloc(n ? n : 1, sizeof *lens);
+    mf_index_spec_set *sets = calloc(n ? n : 1, sizeof *sets);
     size_t ready = 0;
     int rc = 0;
-    if (!out || !specs || !lens)
+    if (!out || !sets)
         rc = mf_error_set(err, MF_InternalError, "out of memory");
     for (; rc == 0 && ready < n; ready++) {
         const mf_index_info *info = NULL;
@@ -238,16 +237,15 @@ static int finish_specs(mf_engine *e, mf_coll *c, const char *const *names, size
         }
         out[ready] = bson_new();
         bson_copy_to_excluding_noinit(&s, out[ready], "building", NULL);
-        specs[ready] = bson_get_data(out[ready]);
-        lens[ready] = out[ready]->len;
+        sets[ready] = (mf_index_spec_set){names[ready], bson_get_data(out[ready]),
+                                          out[ready]->len};
     }
     if (rc == 0)
-        rc = mf_coll_index_set_specs(e, c, n, names, specs, lens, lsn, err);
+        rc = mf_coll_index_set_specs(e, c, sets, n, lsn, err);
     for (size_t i = 0; i < ready; i++)
         bson_destroy(out[i]);
     free(out);
-    free(specs);
-    free(lens);
+    free(sets);
     return rc;
 }
 

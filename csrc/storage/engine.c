@@ -1030,68 +1030,64 @@ int mf_coll_index_drop(mf_engine *e, mf_coll *c, const char *name, mf_lsn *lsn, 
     return 0;
 }
 
-int mf_coll_index_set_specs(mf_engine *e, mf_coll *c, size_t n, const char *const *names,
-                            const uint8_t *const *specs, const size_t *lens, mf_lsn *lsn,
-                            mf_error *err)
+int mf_coll_index_set_specs(mf_engine *e, mf_coll *c, const mf_index_spec_set *sets, size_t n,
+                            mf_lsn *lsn, mf_error *err)
 {
-    size_t *at = malloc((n ? n : 1) * sizeof *at);
-    const uint8_t **old = malloc((n ? n : 1) * sizeof *old);
-    size_t *old_len = malloc((n ? n : 1) * sizeof *old_len);
+    /* What to put back if the write fails: each index's place and spec. */
+    struct undo {
+        size_t at;
+        const uint8_t *spec;
+        size_t len;
+    } *undo = malloc((n ? n : 1) * sizeof *undo);
     size_t done = 0;
     int rc = 0;
-    if (!at || !old || !old_len) {
-        rc = mf_error_set(err, MF_InternalError, "out of memory");
-        goto out;
-    }
-    for (size_t k = 0; k < n; k++) {
-        for (at[k] = 0; at[k] < c->nidx; at[k]++)
-            if (strcmp(c->idx[at[k]].name, names[k]) == 0)
+    if (!undo)
+        return mf_error_set(err, MF_InternalError, "out of memory");
+    for (size_t k = 0; rc == 0 && k < n; k++) {
+        for (undo[k].at = 0; undo[k].at < c->nidx; undo[k].at++)
+            if (strcmp(c->idx[undo[k].at].name, sets[k].name) == 0)
                 break;
-        if (at[k] == c->nidx) {
-            rc = mf_error_set(err, 27, "index not found with name [%s]", names[k]);
-            goto out;
-        }
+        if (undo[k].at == c->nidx)
+            rc = mf_error_set(err, 27, "index not found with name [%s]", sets[k].name);
     }
     /* Swap every spec in, then write the collection's entry once. */
-    for (; done < n; done++) {
-        uint8_t *sp = malloc(lens[done] ? lens[done] : 1);
+    for (; rc == 0 && done < n; done++) {
+        uint8_t *sp = malloc(sets[done].len ? sets[done].len : 1);
         if (!sp) {
             rc = mf_error_set(err, MF_InternalError, "out of memory");
             break;
         }
-        if (lens[done])
-            memcpy(sp, specs[done], lens[done]);
-        mf_index_info *ix = &c->idx[at[done]];
-        old[done] = ix->spec;
-        old_len[done] = ix->spec_len;
+        if (sets[done].len)
+            memcpy(sp, sets[done].spec, sets[done].len);
+        mf_index_info *ix = &c->idx[undo[done].at];
+        undo[done].spec = ix->spec;
+        undo[done].len = ix->spec_len;
         ix->spec = sp;
-        ix->spec_len = lens[done];
+        ix->spec_len = sets[done].len;
     }
     if (rc == 0)
         rc = write_entry(e, c, NULL, lsn, err);
     /* Undo in reverse on failure, so that an index named twice gets its
      * first spec back; else free the replaced ones. */
     while (done-- > 0) {
-        mf_index_info *ix = &c->idx[at[done]];
+        mf_index_info *ix = &c->idx[undo[done].at];
         if (rc != 0) {
             free((uint8_t *)ix->spec);
-            ix->spec = old[done];
-            ix->spec_len = old_len[done];
+            ix->spec = undo[done].spec;
+            ix->spec_len = undo[done].len;
         } else {
-            free((uint8_t *)old[done]);
+            free((uint8_t *)undo[done].spec);
         }
     }
-out:
-    free(at);
-    free(old);
-    free(old_len);
+    free(undo);
     return rc;
 }
 
 int mf_coll_index_set_spec(mf_engine *e, mf_coll *c, const char *name, const uint8_t *spec,
                            size_t spec_len, mf_lsn *lsn, mf_error *err)
 {
-    return mf_coll_index_set_specs(e, c, 1, &name, &spec, &spec_len, lsn, err);
+    mf_index_spec_set one = {name, spec, spec_len};
+    return mf_coll_index_set_specs(e, c, &one, 1, lsn, err);
 }
 
 int mf_coll_set_options(mf_engine *e, mf_coll *c, const uint8_t *options, size_t options_len,

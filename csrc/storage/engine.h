@@ -199,9 +199,13 @@ int mf_coll_index_set_spec(mf_engine *e, mf_coll *c, const char *name, const uin
                            size_t spec_len, mf_lsn *lsn, mf_error *err);
 /* The same for `n` indexes at once, in one write of the collection's
  * catalog entry: after a crash, all of the new specs or none. */
-int mf_coll_index_set_specs(mf_engine *e, mf_coll *c, size_t n, const char *const *names,
-                            const uint8_t *const *specs, const size_t *lens, mf_lsn *lsn,
-                            mf_error *err);
+typedef struct mf_index_spec_set {
+    const char *name;
+    const uint8_t *spec;
+    size_t len;
+} mf_index_spec_set;
+int mf_coll_index_set_specs(mf_engine *e, mf_coll *c, const mf_index_spec_set *sets, size_t n,
+                            mf_lsn *lsn, mf_error *err);
 
 /* Remove an index and drop its tree.  Exclusive collection lock.  Errors:
  * MF_IndexNotFound (27). */

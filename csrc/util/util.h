@@ -214,6 +214,13 @@ static inline bool mf_deadline_ok(mf_deadline *d)
     return !d || !d->at_us || (++d->tick & 127) != 0 || mf_clock_mono_us() <= d->at_us;
 }
 
+/* Whether `d`'s deadline has passed, by the clock now (no tick): for a
+ * wait that polls between sleeps. */
+static inline bool mf_deadline_passed(const mf_deadline *d)
+{
+    return d && d->at_us && mf_clock_mono_us() > d->at_us;
+}
+
 /* mf_deadline_ok as an error: MaxTimeMSExpired (50) "operation exceeded
  * time limit" once the deadline has passed, else 0.  Inline: scans call
  * it once per work. */
