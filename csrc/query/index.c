@@ -1665,6 +1665,26 @@ static int gen_doc(kgen *g, const bson_t *doc)
     return rc;
 }
 
+/* KeyTooLong (17280) when a key of `out`, as its tree stores it (with the
+ * RecordId after it in a non-unique index), is longer than a B+tree key
+ * may be.  mongod has had no such limit since 4.2; here the write or build
+ * is refused before anything is written (mongod 4.0's error). */
+static int keys_fit(const mf_index_desc *d, mf_keyset *out, mf_error *err)
+{
+    size_t room = MF_BTREE_MAX_KEY - (d->unique ? 0 : 8);
+    for (size_t i = 0; i < out->n; i++) {
+        if (out->keys[i].len > room) {
+            size_t len = out->keys[i].len;
+            mf_keyset_clear(out);
+            return mf_error_set(err, MF_KeyTooLong,
+                                "key too large to index, failing index %s: a key of %zu bytes "
+                                "(at most %zu)",
+                                d->name, len, room);
+        }
+    }
+    return 0;
+}
+
 int mf_index_keys(const mf_index_desc *d, const bson_t *doc, mf_keyset *out, uint32_t *multikey,
                   mf_error *err)
 {
@@ -1681,7 +1701,7 @@ int mf_index_keys(const mf_index_desc *d, const bson_t *doc, mf_keyset *out, uin
             mf_keyset_clear(out);
             return oom(err);
         }
-        return 0;
+        return keys_fit(d, out, err);
     }
     int rc = gen_doc(&g, doc);
     if (rc == 0 && out->n == 0 && !d->sparse) {
@@ -1700,6 +1720,8 @@ int mf_index_keys(const mf_index_desc *d, const bson_t *doc, mf_keyset *out, uin
         return rc;
     }
     keyset_unique(out);
+    if ((rc = keys_fit(d, out, err)) != 0)
+        return rc;
     *multikey = g.multikey;
     return 0;
 }

@@ -400,7 +400,9 @@ void mf_index_desc_clear(mf_index_desc *d);
  * component such as "a.0" does not), 0 when there are no keys.  `out` is
  * emptied first; its keys come out distinct, in ascending memcmp order.
  * Errors: 171, 16746 (a numeric component that is also a field of an
- * array's element), InternalError on out of memory; `out` is then empty.
+ * array's element), KeyTooLong (17280) for a key longer than its tree
+ * takes (MF_BTREE_MAX_KEY, less the RecordId in a non-unique index),
+ * InternalError on out of memory; `out` is then empty.
  * Thread-safe for one `d` and distinct `out`s. */
 typedef struct mf_keyset {
     mf_buf *keys;

@@ -405,9 +405,31 @@ static uint64_t ops_pages(const mf_op *ops, size_t n, uint32_t *max_run)
     return pages;
 }
 
+/* Whether the trees can take every op of a write: checked before any is
+ * applied, because an op the B+tree refuses half way through a write
+ * leaves the trees holding what the log never will, which fails the
+ * engine.  A key or value out of the B+tree's bounds is refused here
+ * instead, the engine still usable. */
+static int ops_fit(const mf_op *ops, size_t n, mf_error *err)
+{
+    for (size_t i = 0; i < n; i++) {
+        if (ops[i].kind != MF_OP_PUT) /* a delete of a key no tree can hold finds nothing */
+            continue;
+        if (ops[i].klen == 0 || ops[i].klen > MF_BTREE_MAX_KEY)
+            return mf_error_set(err, MF_BadValue, "B+tree key of %zu bytes (1 to %u allowed)",
+                                ops[i].klen, MF_BTREE_MAX_KEY);
+        if (ops[i].vlen > MF_BTREE_MAX_VALUE)
+            return mf_error_set(err, MF_BadValue, "B+tree value of %zu bytes is too large",
+                                ops[i].vlen);
+    }
+    return 0;
+}
+
 int mf_engine_write(mf_engine *e, const mf_op *ops, size_t nops, mf_lsn *lsn, mf_error *err)
 {
-    int rc = 0;
+    int rc = ops_fit(ops, nops, err);
+    if (rc != 0)
+        return rc;
     size_t size = encoded_size(ops, nops);
     if (size > MF_WAL_MAX_RECORD)
         return mf_error_set(err, MF_BadValue, "a write of %zu bytes is too large", size);

@@ -108,7 +108,9 @@ typedef struct mf_op {
 
 /* Apply `ops` in order and append them to the log as one record; `*lsn`
  * gets its LSN for mf_engine_sync.  MF_OutOfDiskSpace: nothing applied,
- * nothing logged, the engine still usable.  The caller holds the exclusive lock of
+ * nothing logged, the engine still usable; so too MF_BadValue for a key or
+ * value out of the B+tree's bounds (btree.h), checked for every op before
+ * the first is applied.  The caller holds the exclusive lock of
  * the collection the trees belong to (or the exclusive catalog lock for
  * catalog changes).  A delete of a missing key is not an error.  Errors:
  * the engine is failed, a tree is unknown, os errors (which fail the

@@ -222,6 +222,65 @@ MFT_CASE(reopen, "/storage/engine/catalog_and_data_survive_close")
     CHECK_INT(mf_engine_close(x.e, &err), 0);
 }
 
+/* A write with a key the B+tree cannot hold is refused whole, before any
+ * of its ops is applied, and the engine takes the next write: before, the
+ * first op went into the trees, the second failed, and the engine refused
+ * every write until reopened. */
+MFT_CASE(oversize_key, "/storage/engine/oversize_key_refused_before_any_op")
+{
+    mf_error err;
+    ctx x = {0};
+    x.e = open_engine(mft_tmpdir(), false, &err);
+    CHECK(x.e);
+    CHECK_INT(setup(&x, &err), 0);
+    size_t big = MF_BTREE_MAX_KEY + 1;
+    uint8_t *long_key = malloc(big);
+    CHECK(long_key);
+    memset(long_key, 'x', big);
+    const uint8_t *v = (const uint8_t *)"v";
+    mf_op ops[2] = {
+        {.kind = MF_OP_PUT, .tree = x.rec, .key = (const uint8_t *)"r1", .klen = 2, .val = v,
+         .vlen = 1},
+        {.kind = MF_OP_PUT, .tree = x.idx, .key = long_key, .klen = big, .val = v, .vlen = 1},
+    };
+    mf_lsn lsn;
+    mf_engine_catalog_lock(x.e, false);
+    mf_coll_lock(x.c, true);
+    CHECK_INT(mf_engine_write(x.e, ops, 2, &lsn, &err), MF_BadValue);
+    ops[1].klen = 0;
+    CHECK_INT(mf_engine_write(x.e, ops, 2, &lsn, &err), MF_BadValue);
+    bool found;
+    const uint8_t *got;
+    size_t gl;
+    CHECK_INT(mf_btree_get(mf_engine_tree(x.e, x.rec), (const uint8_t *)"r1", 2, &found, &got,
+                           &gl, &err), 0);
+    CHECK(!found); /* the op before the refused one was not applied */
+    /* Deleting such a key finds nothing, and is no error. */
+    mf_op del = {.kind = MF_OP_DELETE, .tree = x.idx, .key = long_key, .klen = big};
+    CHECK_INT(mf_engine_write(x.e, &del, 1, &lsn, &err), 0);
+    ops[1].klen = MF_BTREE_MAX_KEY; /* the longest key the tree takes */
+    CHECK_INT(mf_engine_write(x.e, ops, 2, &lsn, &err), 0);
+    mf_coll_unlock(x.c);
+    mf_engine_catalog_unlock(x.e);
+    CHECK(!mf_engine_failure(x.e, NULL, 0));
+    CHECK_INT(mf_engine_sync(x.e, lsn, &err), 0);
+    CHECK_INT(mf_btree_get(mf_engine_tree(x.e, x.rec), (const uint8_t *)"r1", 2, &found, &got,
+                           &gl, &err), 0);
+    CHECK(found);
+    CHECK_INT(mf_btree_get(mf_engine_tree(x.e, x.idx), long_key, MF_BTREE_MAX_KEY, &found, &got,
+                           &gl, &err), 0);
+    CHECK(found);
+    free(long_key);
+    mf_engine_abandon(x.e); /* the log must carry the write that was taken */
+    x.e = open_engine(mft_tmpdir(), false, &err);
+    CHECK(x.e);
+    CHECK_INT(setup(&x, &err), 0);
+    CHECK_INT(mf_btree_get(mf_engine_tree(x.e, x.rec), (const uint8_t *)"r1", 2, &found, &got,
+                           &gl, &err), 0);
+    CHECK(found);
+    CHECK_INT(mf_engine_close(x.e, &err), 0);
+}
+
 /* A log replayed at open counts toward the next checkpoint: a process
  * killed before it writes a threshold's worth of log of its own still
  * leaves the next one a checkpoint, so reopen never replays an ever longer

@@ -142,6 +142,7 @@ static const struct {
     {13435, "NotPrimaryNoSecondaryOk"},
     {13436, "NotPrimaryOrSecondary"},
     {14031, "OutOfDiskSpace"},
+    {17280, "KeyTooLong"},
 };
 
 /* For the C tests: the table must stay sorted for the binary search. */

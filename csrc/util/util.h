@@ -64,6 +64,7 @@ enum {
     MF_UnsupportedOpQueryCommand = 352,
     MF_OutOfDiskSpace = 14031,
     MF_DuplicateKey = 11000,
+    MF_KeyTooLong = 17280, /* obsolete in mongod since 4.2 */
     MF_BSONObjectTooLarge = 10334,
     MF_ShutdownInProgress = 91,
     MF_InterruptedAtShutdown = 11600,
