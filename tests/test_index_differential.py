@@ -9,7 +9,7 @@ import struct
 
 import bson
 import pytest
-from bson import Code, Int64, MaxKey, MinKey, Regex
+from bson import Code, Decimal128, Int64, MaxKey, MinKey, Regex
 from bson.raw_bson import RawBSONDocument
 from pymongo.errors import WriteError
 
@@ -461,3 +461,21 @@ def test_a_partial_filter_on_nan_is_not_implied_by_a_range(client):
                     ({"a": {"$lte": 6}}, [1, 3])]:
         assert sorted(d["_id"] for d in coll.find(f)) == want, f
         assert coll.count_documents(f) == len(want), f
+
+
+def test_subnormal_doubles_are_found_and_sorted_through_an_index(client):
+    """Subnormal doubles (and a decimal below the smallest) are keyed in
+    their order: before keyenc.c made the mantissa odd, 1e-323 was keyed
+    above 1.5e-323, so a hinted range missed it and the sort was wrong."""
+    coll = client.t.subnormal
+    coll.create_index("a")
+    tiny = 5e-324
+    coll.insert_many([{"_id": 1, "a": 1e-323}, {"_id": 2, "a": 1.5e-323}, {"_id": 3, "a": tiny},
+                      {"_id": 4, "a": Decimal128("4.940656458412465441765687928682213E-324")},
+                      {"_id": 5, "a": -1e-323}, {"_id": 6, "a": 2.0 ** -1022 - tiny}])
+    assert _assert_plans_agree(coll, {"a": {"$lt": 1.5e-323}}, ["a_1"]) == [1, 3, 4, 5]
+    assert _assert_plans_agree(coll, {"a": {"$lte": tiny}}, ["a_1"]) == [3, 4, 5]
+    assert _assert_plans_agree(coll, {"a": {"$gt": 1e-323}}, ["a_1"]) == [2, 6]
+    for hint in ("a_1", [("$natural", 1)]):
+        got = [d["_id"] for d in coll.find().sort([("a", 1), ("_id", 1)]).hint(hint)]
+        assert got == [5, 4, 3, 1, 2, 6], hint

@@ -14,7 +14,7 @@ from bson.binary import Binary
 import pytest
 
 from multifora import _core
-from test_compare import dec, mcmp, rand_number
+from test_compare import dec, exact, mcmp, rand_number
 
 
 def enc(*values, desc=""):
@@ -104,6 +104,30 @@ def test_descending_reverses_and_compounds_compare_part_by_part():
 def test_equal_numbers_encode_alike(group):
     keys = {enc(v) for v in group}
     assert len(keys) == 1, [(v, enc(v).hex()) for v in group]
+
+
+def test_subnormal_doubles_encode_in_order():
+    """Doubles below 2**-1022 (and decimals between them) keep their exact
+    order: a subnormal's exact decimal expansion runs to 767 digits, and
+    the encoder once cut it at 800 of 803 (its mantissa's trailing zero
+    bits kept), so that 1e-323 encoded above 1.5e-323."""
+    rng = random.Random(20261204)
+    tiny = 2.0 ** -1074
+    values = [tiny, 2 * tiny, 3 * tiny, 1e-323, 1.5e-323, 2.0 ** -1022 - tiny, 2.0 ** -1022,
+              2.0 ** -1022 + tiny, 2.0 ** -1000, 0.0]
+    values += [rng.randrange(1, 2**52) * tiny for _ in range(150)]
+    values += [-v for v in values]
+    # decimals just either side of some of them (34 digits of the exact value, nudged)
+    for v in values[:40]:
+        d = Decimal(v)
+        values += [dec(d.next_minus()) if d else dec(Decimal("-1E-6176")), dec(d),
+                   dec(d.next_plus()) if d else dec(Decimal("1E-6176"))]
+    encoded = [enc(v) for v in values]
+    for i in range(len(values)):
+        for j in range(len(values)):
+            want = sign(exact(values[i])[1] - exact(values[j])[1])
+            assert bcmp(encoded[i], encoded[j]) == want, (values[i], values[j])
+            assert mcmp(values[i], values[j]) == want, (values[i], values[j])
 
 
 def test_numbers_near_each_other_stay_ordered():

@@ -163,13 +163,22 @@ static void from_u128(decimal_form *d, uint64_t hi, uint64_t lo, int exp10)
     normalise(d, exp10);
 }
 
-/* |d| exactly: m x 2^e; for e < 0 that is m x 5^-e x 10^e. */
+/* |d| exactly: m x 2^e; for e < 0 that is m x 5^-e x 10^e.  m is made odd
+ * first: m x 5^-e then has at most 16 + 751 digits (e >= -1074), within
+ * `digits`.  With m's trailing zero bits kept, a subnormal's (frexp gives
+ * it 53 bits, and e down to -1126) came to 803 digits, cut at 800, and
+ * normalise took the cut length for its exponent: 1e-323 was keyed above
+ * 1.5e-323. */
 static void from_double(decimal_form *dec, double d)
 {
     int e;
     double frac = frexp(fabs(d), &e);
     uint64_t m = (uint64_t)ldexp(frac, 53);
     e -= 53;
+    while (!(m & 1)) { /* d != 0: m has a set bit */
+        m >>= 1;
+        e++;
+    }
     uint32_t w[1200] = {(uint32_t)m, (uint32_t)(m >> 32)};
     int n = 2;
     int exp10 = 0;
