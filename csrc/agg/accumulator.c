@@ -459,14 +459,14 @@ static int merge_into(mfi_acc_state *s, const val *add_v, mf_error *err)
         bson_iter_init(&it, &cur);
         while (bson_iter_next(&it)) {
             if (bson_iter_init_find(&o, &add, bson_iter_key(&it)))
-                bson_append_iter(&merged, NULL, 0, &o);
+                mf_bsonx_append_iter(&merged, NULL, 0, &o);
             else
-                bson_append_iter(&merged, NULL, 0, &it);
+                mf_bsonx_append_iter(&merged, NULL, 0, &it);
         }
         bson_iter_init(&it, &add);
         while (bson_iter_next(&it))
             if (!bson_iter_init_find(&o, &cur, bson_iter_key(&it)))
-                bson_append_iter(&merged, NULL, 0, &it);
+                mf_bsonx_append_iter(&merged, NULL, 0, &it);
     } else {
         bson_concat(&merged, &add);
     }
@@ -509,7 +509,7 @@ int mfi_acc_add_value(const mfi_acc *a, mfi_acc_state *s, const bson_value_t *v,
 {
     val copy = {.value_type = BSON_TYPE_EOD};
     if (v->value_type != BSON_TYPE_EOD)
-        bson_value_copy(v, &copy);
+        mf_bsonx_value_copy(v, &copy);
     return add_value(a, s, NULL, copy, 0, err);
 }
 
@@ -759,21 +759,21 @@ int mfi_acc_result(const mfi_acc *a, const mfi_acc_state *s, bson_value_t *out, 
             set_null(out);
             return 0;
         }
-        bson_value_copy(&s->v, out);
+        mf_bsonx_value_copy(&s->v, out);
         return 0;
     case A_MERGE_OBJECTS:
         if (!s->has) {
             bson_t empty = BSON_INITIALIZER;
             return mfi_set_steal(out, &empty, BSON_TYPE_DOCUMENT, err);
         }
-        bson_value_copy(&s->v, out);
+        mf_bsonx_value_copy(&s->v, out);
         return 0;
     case A_TOP:
     case A_BOTTOM:
         if (s->ne == 0)
             set_null(out);
         else
-            bson_value_copy(&s->e[0].v, out);
+            mf_bsonx_value_copy(&s->e[0].v, out);
         return 0;
     default:
         return array_of_entries(s, out, err);
@@ -799,7 +799,7 @@ int mfi_acc_save(const mfi_acc_state *s, bson_t *out, const char *key)
         BSON_APPEND_DECIMAL128(&d, "D", &s->dec);
     BSON_APPEND_BOOL(&d, "S", s->n_set);
     if (s->has)
-        bson_append_value(&d, "v", 1, &s->v);
+        mf_bsonx_append_value(&d, "v", 1, &s->v);
     BSON_APPEND_ARRAY_BEGIN(&d, "e", &arr);
     for (size_t i = 0; i < s->ne; i++) {
         char k[24];
@@ -808,7 +808,7 @@ int mfi_acc_save(const mfi_acc_state *s, bson_t *out, const char *key)
         bson_append_binary(&ent, "k", 1, BSON_SUBTYPE_BINARY, s->e[i].key.data,
                            (uint32_t)s->e[i].key.len);
         BSON_APPEND_INT64(&ent, "s", (int64_t)s->e[i].seq);
-        bson_append_value(&ent, "v", 1, &s->e[i].v);
+        mf_bsonx_append_value(&ent, "v", 1, &s->e[i].v);
         bson_append_document_end(&arr, &ent);
     }
     bson_append_array_end(&d, &arr);
@@ -838,7 +838,7 @@ int mfi_acc_merge(const mfi_acc *a, mfi_acc_state *s, const bson_iter_t *saved, 
         case 'N': o.n = bson_iter_int64(&f); break;
         case 'D': bson_iter_decimal128(&f, &o.dec); o.has_dec = true; break;
         case 'S': o.n_set = bson_iter_bool(&f); break;
-        case 'v': bson_value_copy(bson_iter_value(&f), &o.v); o.has = true; break;
+        case 'v': mf_bsonx_value_copy(bson_iter_value(&f), &o.v); o.has = true; break;
         case 'e': entries = f; has_entries = true; break;
         }
     }
@@ -923,7 +923,7 @@ int mfi_acc_merge(const mfi_acc *a, mfi_acc_state *s, const bson_iter_t *saved, 
                 } else if (k[0] == 's') {
                     seq = (uint64_t)bson_iter_int64(&ef);
                 } else if (k[0] == 'v') {
-                    bson_value_copy(bson_iter_value(&ef), &v);
+                    mf_bsonx_value_copy(bson_iter_value(&ef), &v);
                 }
             }
             if (rc == 0) {

@@ -69,7 +69,7 @@ const char *mfi_type_name(const val *v)
 static bool val_iter(const val *v, bson_t *tmp, bson_iter_t *it)
 {
     bson_init(tmp);
-    return bson_append_value(tmp, "", 0, v) && bson_iter_init(it, tmp) && bson_iter_next(it);
+    return mf_bsonx_append_value(tmp, "", 0, v) && bson_iter_init(it, tmp) && bson_iter_next(it);
 }
 
 /* Compare in MongoDB's order; missing sorts with undefined, below null. */
@@ -327,7 +327,7 @@ static int parse_literal(const op_def *op, const bson_iter_t *it, void *sc, node
     (void)op;
     (void)sc;
     n->kind = K_CONST;
-    bson_value_copy(bson_iter_value((bson_iter_t *)it), &n->cst);
+    mf_bsonx_value_copy(bson_iter_value((bson_iter_t *)it), &n->cst);
     (void)err;
     return 0;
 }
@@ -612,7 +612,7 @@ int mfi_parse_node(const bson_iter_t *it, scope *sc, node **out, mf_error *err)
     node *n = node_new(K_CONST);
     if (!n)
         return mf_error_set(err, MF_InternalError, "out of memory");
-    bson_value_copy(bson_iter_value((bson_iter_t *)it), &n->cst);
+    mf_bsonx_value_copy(bson_iter_value((bson_iter_t *)it), &n->cst);
     *out = n;
     return 0;
 }
@@ -635,7 +635,7 @@ static int path_in(bson_type_t t, const uint8_t *data, uint32_t len, char *const
         if (!bson_iter_init_find(&it, &doc, parts[0]))
             return 0;
         if (n == 1) {
-            bson_value_copy(bson_iter_value(&it), out);
+            mf_bsonx_value_copy(bson_iter_value(&it), out);
             return 0;
         }
         if (!BSON_ITER_HOLDS_DOCUMENT(&it) && !BSON_ITER_HOLDS_ARRAY(&it))
@@ -669,7 +669,7 @@ static int path_in(bson_type_t t, const uint8_t *data, uint32_t len, char *const
             char kb[16];
             const char *key;
             size_t kl = mf_uint32_to_key(idx++, &key, kb, sizeof kb);
-            bson_append_value(&arr, key, (int)kl, &v);
+            mf_bsonx_append_value(&arr, key, (int)kl, &v);
             mfi_val_free(&v);
         }
     }
@@ -683,7 +683,7 @@ static int path_on_val(const val *v, char *const *parts, size_t n, val *out, mf_
         if (v->value_type == BSON_TYPE_EOD) /* a variable bound to missing */
             out->value_type = BSON_TYPE_EOD;
         else
-            bson_value_copy(v, out);
+            mf_bsonx_value_copy(v, out);
         return 0;
     }
     out->value_type = BSON_TYPE_EOD;
@@ -731,7 +731,7 @@ static int eval_obj(const node *n, ctx *c, val *out)
             return rc;
         }
         if (v.value_type != BSON_TYPE_EOD)
-            bson_append_value(&b, n->names[i], -1, &v);
+            mf_bsonx_append_value(&b, n->names[i], -1, &v);
         mfi_val_free(&v);
     }
     return mfi_set_steal(out, &b, BSON_TYPE_DOCUMENT, c->err);
@@ -746,7 +746,7 @@ void mfi_arr_push(bson_t *b, uint32_t i, const val *v)
     if (v->value_type == BSON_TYPE_EOD)
         bson_append_null(b, key, (int)kl);
     else
-        bson_append_value(b, key, (int)kl, v);
+        mf_bsonx_append_value(b, key, (int)kl, v);
 }
 
 static int eval_arr(const node *n, ctx *c, val *out)
@@ -771,7 +771,7 @@ int mfi_eval(const node *n, ctx *c, val *out)
     out->value_type = BSON_TYPE_EOD;
     switch (n->kind) {
     case K_CONST:
-        bson_value_copy(&n->cst, out);
+        mf_bsonx_value_copy(&n->cst, out);
         return 0;
     case K_PATH:
         return path_in(BSON_TYPE_DOCUMENT, bson_get_data(c->root), c->root->len, n->parts,
@@ -1714,7 +1714,7 @@ int mf_expr_eval_value_at(const mf_expr *e, const bson_t *root, const bson_t *cu
     for (size_t i = 0; i < e->nlet; i++) {
         bson_iter_t it;
         if (vars && vars->let && bson_iter_init_find(&it, vars->let, e->let_names[i]))
-            bson_value_copy(bson_iter_value(&it), &c.slots[i]);
+            mf_bsonx_value_copy(bson_iter_value(&it), &c.slots[i]);
     }
     rc = mfi_eval(e->root, &c, out);
     mfi_free_all(c.slots, (size_t)e->nslots);
@@ -1731,7 +1731,7 @@ int mf_expr_eval(const mf_expr *e, const bson_t *root, const mf_expr_vars *vars,
     if (rc == 0) {
         if (v.value_type == BSON_TYPE_EOD)
             *missing = true;
-        else if (!bson_append_value(out, key, -1, &v))
+        else if (!mf_bsonx_append_value(out, key, -1, &v))
             rc = mf_error_set(err, MF_BadValue, "expression result too large");
         mfi_val_free(&v);
     }

@@ -41,7 +41,7 @@ static void arr_get(const val *v, uint32_t i, val *out)
     arr_begin(v, &t, &it);
     while (bson_iter_next(&it))
         if (i-- == 0) {
-            bson_value_copy(bson_iter_value(&it), out);
+            mf_bsonx_value_copy(bson_iter_value(&it), out);
             return;
         }
     out->value_type = BSON_TYPE_EOD;
@@ -516,7 +516,7 @@ static int eval_input(const node *n, ctx *c, val *in, bool *done, val *out, int 
 static void bind(ctx *c, int slot, const bson_value_t *v)
 {
     mfi_val_free(&c->slots[slot]);
-    bson_value_copy(v, &c->slots[slot]);
+    mf_bsonx_value_copy(v, &c->slots[slot]);
 }
 
 static int op_filter(const node *n, ctx *c, val *out)
@@ -669,7 +669,7 @@ static int parse_sortarray(const op_def *op, const bson_iter_t *it, void *vsc, n
         return mf_error_set(err, 2942505, "The $sort is invalid: use 1/-1 to sort the whole "
                             "element, or {field:1/-1} to sort embedded fields");
     }
-    bson_value_copy(by, &n->cst);
+    mf_bsonx_value_copy(by, &n->cst);
     node *a = NULL;
     int rc = mfi_parse_node(&in_it, vsc, &a, err);
     return rc != 0 ? rc : mfi_push_arg(n, a, err);

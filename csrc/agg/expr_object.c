@@ -43,7 +43,7 @@ static int flist_set(flist *f, const char *name, size_t nlen, const bson_value_t
     for (size_t i = 0; i < f->n; i++)
         if (strlen(f->names[i]) == nlen && memcmp(f->names[i], name, nlen) == 0) {
             mfi_val_free(&f->vals[i]);
-            bson_value_copy(v, &f->vals[i]);
+            mf_bsonx_value_copy(v, &f->vals[i]);
             return 0;
         }
     if (f->n == f->cap) {
@@ -60,7 +60,7 @@ static int flist_set(flist *f, const char *name, size_t nlen, const bson_value_t
     }
     if (!(f->names[f->n] = bson_strndup(name, nlen)))
         return mf_error_set(err, MF_InternalError, "out of memory");
-    bson_value_copy(v, &f->vals[f->n++]);
+    mf_bsonx_value_copy(v, &f->vals[f->n++]);
     return 0;
 }
 
@@ -69,7 +69,7 @@ static int flist_to_doc(flist *f, val *out, mf_error *err)
     bson_t b;
     bson_init(&b);
     for (size_t i = 0; i < f->n; i++)
-        bson_append_value(&b, f->names[i], -1, &f->vals[i]);
+        mf_bsonx_append_value(&b, f->names[i], -1, &f->vals[i]);
     return mfi_set_steal(out, &b, BSON_TYPE_DOCUMENT, err);
 }
 
@@ -134,7 +134,7 @@ static int op_objecttoarray(const node *n, ctx *c, val *out)
             bson_t pair;
             bson_append_document_begin(&b, key, (int)kl, &pair);
             bson_append_utf8(&pair, "k", 1, bson_iter_key(&it), (int)bson_iter_key_len(&it));
-            bson_append_value(&pair, "v", 1, bson_iter_value(&it));
+            mf_bsonx_append_value(&pair, "v", 1, bson_iter_value(&it));
             bson_append_document_end(&b, &pair);
         }
         rc = mfi_set_steal(out, &b, BSON_TYPE_ARRAY, c->err);
@@ -375,7 +375,7 @@ static int op_getfield(const node *n, ctx *c, val *out)
         begin(&in, &t, &it);
         if (bson_iter_find_w_len(&it, n->args[0]->cst.value.v_utf8.str,
                                  (int)n->args[0]->cst.value.v_utf8.len))
-            bson_value_copy(bson_iter_value(&it), out);
+            mf_bsonx_value_copy(bson_iter_value(&it), out);
     }
     mfi_val_free(&in);
     return rc;
@@ -459,14 +459,14 @@ static int op_setfield(const node *n, ctx *c, val *out)
     while (bson_iter_next(&it)) {
         if (bson_iter_key_len(&it) == nlen && memcmp(bson_iter_key(&it), name, nlen) == 0) {
             if (v.value_type != BSON_TYPE_EOD) /* replaced in place; missing removes */
-                bson_append_value(&b, name, (int)nlen, &v);
+                mf_bsonx_append_value(&b, name, (int)nlen, &v);
             done = true;
         } else {
-            bson_append_iter(&b, bson_iter_key(&it), (int)bson_iter_key_len(&it), &it);
+            mf_bsonx_append_iter(&b, bson_iter_key(&it), (int)bson_iter_key_len(&it), &it);
         }
     }
     if (!done && v.value_type != BSON_TYPE_EOD)
-        bson_append_value(&b, name, (int)nlen, &v);
+        mf_bsonx_append_value(&b, name, (int)nlen, &v);
     rc = mfi_set_steal(out, &b, BSON_TYPE_DOCUMENT, c->err);
     mfi_val_free(&v);
     mfi_val_free(&in);
@@ -593,7 +593,7 @@ static int vset_of(const val *arr, const mf_collator *coll, vset *s, mf_error *e
     }
     begin(arr, &t, &it);
     for (size_t i = 0; bson_iter_next(&it); i++) {
-        bson_value_copy(bson_iter_value(&it), &all[i]);
+        mf_bsonx_value_copy(bson_iter_value(&it), &all[i]);
         ix[i] = i;
     }
     pos_order o = {all, coll};

@@ -80,7 +80,7 @@ void *mfi_stage_new(mfi_stage_list *l, const mfi_stage_ops *ops, size_t size,
     s->spec_type = BSON_TYPE_EOD;
     if (spec) {
         s->spec_type = bson_iter_type(spec);
-        bson_append_value(&s->spec, "v", 1, bson_iter_value((bson_iter_t *)spec));
+        mf_bsonx_append_value(&s->spec, "v", 1, bson_iter_value((bson_iter_t *)spec));
     }
     l->v[l->n++] = s;
     return s;
@@ -549,7 +549,7 @@ static void set_path(const bson_t *doc, const char *path, const bson_value_t *v,
             done = true;
             if (!dot) {
                 if (v)
-                    bson_append_value(out, k, -1, v);
+                    mf_bsonx_append_value(out, k, -1, v);
             } else {
                 bson_t sub = BSON_INITIALIZER, child;
                 if (BSON_ITER_HOLDS_DOCUMENT(&it)) {
@@ -563,12 +563,12 @@ static void set_path(const bson_t *doc, const char *path, const bson_value_t *v,
                 bson_append_document_end(out, &child);
             }
         } else {
-            bson_append_iter(out, NULL, 0, &it);
+            mf_bsonx_append_iter(out, NULL, 0, &it);
         }
     }
     if (!done && v) {
         if (!dot) {
-            bson_append_value(out, path, (int)n, v);
+            mf_bsonx_append_value(out, path, (int)n, v);
         } else {
             bson_t empty = BSON_INITIALIZER, child;
             bson_append_document_begin(out, path, (int)n, &child);
@@ -892,7 +892,7 @@ static void value_str(const bson_value_t *v, char *out, size_t cap)
     bson_t tmp = BSON_INITIALIZER;
     bson_iter_t vi;
     mf_buf b = {0};
-    bson_append_value(&tmp, "v", 1, v);
+    mf_bsonx_append_value(&tmp, "v", 1, v);
     bson_iter_init(&vi, &tmp);
     bson_iter_next(&vi);
     value_out(&vi, &b);
@@ -1198,7 +1198,7 @@ static int eval_let(mfi_agg *a, const bson_t *let, mf_error *err)
             return mf_error_set(err, 16866, "empty variable names are not allowed");
         }
         if (v.value_type != BSON_TYPE_EOD)
-            bson_append_value(&a->let_values, k, -1, &v);
+            mf_bsonx_append_value(&a->let_values, k, -1, &v);
         mf_value_free(&v);
         if (!(a->let_names[a->nlet] = bson_strdup(k)))
             return oom(err);
@@ -1368,7 +1368,7 @@ int mf_pipeline_parse(const bson_t *stages, const mf_agg_opts *o, mf_pipeline **
         goto fail;
     }
     if (o->hint) {
-        bson_append_iter(&p->hint_doc, "h", 1, o->hint);
+        mf_bsonx_append_iter(&p->hint_doc, "h", 1, o->hint);
         bson_iter_init(&p->hint, &p->hint_doc);
         bson_iter_next(&p->hint);
         p->has_hint = true;
@@ -1492,7 +1492,7 @@ int mf_pipeline_explain(mf_pipeline *p, int exec, bson_t *out, mf_error *err)
             bson_iter_t v;
             bson_iter_init(&v, &s->spec);
             bson_iter_next(&v);
-            bson_append_value(&st, s->ops->name, -1, bson_iter_value(&v));
+            mf_bsonx_append_value(&st, s->ops->name, -1, bson_iter_value(&v));
         } else {
             BSON_APPEND_DOCUMENT_BEGIN(&st, s->ops->name, &body);
             bson_append_document_end(&st, &body);
@@ -1533,7 +1533,7 @@ static void prepend_match(const bson_t *stages, const bson_t *filter, bson_t *ou
             placed = true;
         }
         snprintf(key, sizeof key, "%u", i++);
-        bson_append_iter(out, key, -1, &it);
+        mf_bsonx_append_iter(out, key, -1, &it);
     }
     if (!placed) {
         bson_t m;
@@ -1731,7 +1731,7 @@ int mf_pipeline_parse_update(const bson_t *stages, const mf_agg_opts *opts,
         while (bson_iter_next(&it)) {
             bson_t lit;
             bson_append_document_begin(&let, bson_iter_key(&it), -1, &lit);
-            bson_append_iter(&lit, "$literal", -1, &it);
+            mf_bsonx_append_iter(&lit, "$literal", -1, &it);
             bson_append_document_end(&let, &lit);
         }
     }

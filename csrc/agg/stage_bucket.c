@@ -76,7 +76,7 @@ static bool const_value(mfi_agg *agg, const bson_iter_t *it, val *out)
         return false;
     bool c = mf_expr_is_const(e, &cv);
     if (c)
-        bson_value_copy(cv, out);
+        mf_bsonx_value_copy(cv, out);
     mf_expr_free(e);
     return c;
 }
@@ -219,12 +219,12 @@ int mfi_parse_bucket(const bson_iter_t *it, mfi_agg *agg, mfi_stage_list *out, m
             bson_iter_t o;
             bson_iter_recurse(&output, &o);
             while (bson_iter_next(&o))
-                bson_append_iter(&body, NULL, 0, &o);
+                mf_bsonx_append_iter(&body, NULL, 0, &o);
         }
         BSON_APPEND_DOCUMENT_BEGIN(&body, "_id", &id);
         BSON_APPEND_DOCUMENT_BEGIN(&id, "$switch", &sw);
         if (def.value_type != BSON_TYPE_EOD)
-            bson_append_value(&sw, "default", 7, &def);
+            mf_bsonx_append_value(&sw, "default", 7, &def);
         BSON_APPEND_ARRAY_BEGIN(&sw, "branches", &br);
         for (size_t i = 1; i < nb; i++) {
             char key[24];
@@ -235,19 +235,19 @@ int mfi_parse_bucket(const bson_iter_t *it, mfi_agg *agg, mfi_stage_list *out, m
             BSON_APPEND_ARRAY_BEGIN(&and, "$and", &arr);
             BSON_APPEND_DOCUMENT_BEGIN(&arr, "0", &cmp);
             BSON_APPEND_ARRAY_BEGIN(&cmp, "$gte", &cmp_arr);
-            bson_append_value(&cmp_arr, "0", 1, bson_iter_value(&group_by));
-            bson_append_value(&cmp_arr, "1", 1, &bounds[i - 1]);
+            mf_bsonx_append_value(&cmp_arr, "0", 1, bson_iter_value(&group_by));
+            mf_bsonx_append_value(&cmp_arr, "1", 1, &bounds[i - 1]);
             bson_append_array_end(&cmp, &cmp_arr);
             bson_append_document_end(&arr, &cmp);
             BSON_APPEND_DOCUMENT_BEGIN(&arr, "1", &cmp);
             BSON_APPEND_ARRAY_BEGIN(&cmp, "$lt", &cmp_arr);
-            bson_append_value(&cmp_arr, "0", 1, bson_iter_value(&group_by));
-            bson_append_value(&cmp_arr, "1", 1, &bounds[i]);
+            mf_bsonx_append_value(&cmp_arr, "0", 1, bson_iter_value(&group_by));
+            mf_bsonx_append_value(&cmp_arr, "1", 1, &bounds[i]);
             bson_append_array_end(&cmp, &cmp_arr);
             bson_append_document_end(&arr, &cmp);
             bson_append_array_end(&and, &arr);
             bson_append_document_end(&c, &and);
-            bson_append_value(&c, "then", 4, &bounds[i - 1]);
+            mf_bsonx_append_value(&c, "then", 4, &bounds[i - 1]);
             bson_append_document_end(&br, &c);
         }
         bson_append_array_end(&sw, &br);
@@ -401,7 +401,7 @@ static int round_to(const series *s, const val *x, bool up, val *out, mf_error *
         return mf_error_set(err, p2 ? 40267 : 40268,
                             "A granularity rounder can only round non-negative numbers");
     if (d == 0) {
-        bson_value_copy(x, out);
+        mf_bsonx_value_copy(x, out);
         return 0;
     }
     /* (mongod 7.0 loops forever here; later versions answer 11785400) */
@@ -528,7 +528,7 @@ static int bauto_add(bauto_stage *b, const bson_t *d, mf_buf *key, mf_error *err
         return rc;
     bson_t rec = BSON_INITIALIZER;
     bson_iter_t it;
-    bson_append_value(&rec, "k", 1, &k);
+    mf_bsonx_append_value(&rec, "k", 1, &k);
     mfi_val_free(&k);
     BSON_APPEND_INT64(&rec, "p", b->n);
     BSON_APPEND_DOCUMENT(&rec, "d", d);
@@ -567,7 +567,7 @@ static int bauto_advance(bauto_stage *b, mf_error *err)
     while (bson_iter_next(&it)) {
         const char *f = bson_iter_key(&it);
         if (strcmp(f, "k") == 0) {
-            bson_value_copy(bson_iter_value(&it), &b->next_key);
+            mf_bsonx_value_copy(bson_iter_value(&it), &b->next_key);
             has_k = true;
         } else if (strcmp(f, "p") == 0) {
             b->next_pos = bson_iter_int64(&it);
@@ -634,7 +634,7 @@ static int bucket_add(bauto_stage *b, mfi_acc_state **st, val *max, mf_error *er
                          b->base.agg, err);
     bson_destroy(&root);
     mfi_val_free(max);
-    bson_value_copy(&b->next_key, max);
+    mf_bsonx_value_copy(&b->next_key, max);
     return rc ? rc : bauto_advance(b, err);
 }
 
@@ -662,11 +662,11 @@ static int bauto_next(mfi_stage *s, bson_t *out, bool *eof, mf_error *err)
     val min = {.value_type = BSON_TYPE_EOD}, max = {.value_type = BSON_TYPE_EOD};
     if (rc == 0) {
         if (b->gran && b->prev_max.value_type != BSON_TYPE_EOD)
-            bson_value_copy(&b->prev_max, &min);
+            mf_bsonx_value_copy(&b->prev_max, &min);
         else if (b->gran)
             rc = round_to(b->gran, &b->next_key, false, &min, err);
         else
-            bson_value_copy(&b->next_key, &min);
+            mf_bsonx_value_copy(&b->next_key, &min);
     }
     int64_t taken = 0;
     while (rc == 0 && b->has_next && (taken < b->approx || last)) {
@@ -694,7 +694,7 @@ static int bauto_next(mfi_stage *s, bson_t *out, bool *eof, mf_error *err)
         }
         if (rc == 0) {
             mfi_val_free(&b->prev_max);
-            bson_value_copy(&max, &b->prev_max);
+            mf_bsonx_value_copy(&max, &b->prev_max);
         }
     } else if (rc == 0) {
         while (rc == 0 && b->has_next &&
@@ -702,15 +702,15 @@ static int bauto_next(mfi_stage *s, bson_t *out, bool *eof, mf_error *err)
             rc = bucket_add(b, st, &max, err);
         if (rc == 0 && b->has_next) {
             mfi_val_free(&max);
-            bson_value_copy(&b->next_key, &max);
+            mf_bsonx_value_copy(&b->next_key, &max);
         }
     }
     if (rc == 0) {
         bson_t id;
         bson_init(out);
         BSON_APPEND_DOCUMENT_BEGIN(out, "_id", &id);
-        bson_append_value(&id, "min", 3, &min);
-        bson_append_value(&id, "max", 3, &max);
+        mf_bsonx_append_value(&id, "min", 3, &min);
+        mf_bsonx_append_value(&id, "max", 3, &max);
         bson_append_document_end(out, &id);
         for (size_t a = 0; rc == 0 && a < b->nacc; a++) {
             val v;
@@ -718,7 +718,7 @@ static int bauto_next(mfi_stage *s, bson_t *out, bool *eof, mf_error *err)
                 break;
             if (v.value_type == BSON_TYPE_EOD)
                 set_null(&v);
-            bson_append_value(out, b->accs[a].field, -1, &v);
+            mf_bsonx_append_value(out, b->accs[a].field, -1, &v);
             mfi_val_free(&v);
         }
         if (rc)
@@ -948,7 +948,7 @@ static int redact_array(redact_stage *r, const bson_t *root, const bson_iter_t *
             bson_append_array_end(out, &child);
             i++;
         } else {
-            bson_append_iter(out, key, (int)kl, &e);
+            mf_bsonx_append_iter(out, key, (int)kl, &e);
             i++;
         }
     }
@@ -991,7 +991,7 @@ static int redact_doc(redact_stage *r, const bson_t *root, const bson_t *doc, bs
             rc = redact_array(r, root, &it, &child, err);
             bson_append_array_end(out, &child);
         } else {
-            bson_append_iter(out, NULL, 0, &it);
+            mf_bsonx_append_iter(out, NULL, 0, &it);
         }
     }
     return rc;

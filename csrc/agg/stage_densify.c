@@ -164,7 +164,7 @@ static int grid(const densify_stage *d, const val *anchor, int64_t k, val *out, 
         return 0;
     }
     if (k == 0) {
-        bson_value_copy(anchor, out); /* the anchor itself, not anchor + 0 */
+        mf_bsonx_value_copy(anchor, out); /* the anchor itself, not anchor + 0 */
         return 0;
     }
     if (anchor->value_type == BSON_TYPE_DECIMAL128 || d->step.value_type == BSON_TYPE_DECIMAL128) {
@@ -340,10 +340,10 @@ static int densify_run(densify_stage *d, mf_error *err)
         }
         mfi_val_free(&key);
         if (anchor.value_type == BSON_TYPE_EOD)
-            bson_value_copy(d->bounds == BND_EXPLICIT ? &d->lo : &v, &anchor);
+            mf_bsonx_value_copy(d->bounds == BND_EXPLICIT ? &d->lo : &v, &anchor);
         if (d->bounds != BND_EXPLICIT) {
             mfi_val_free(&maxv);
-            bson_value_copy(&v, &maxv);
+            mf_bsonx_value_copy(&v, &maxv);
         }
         cur->started = true;
         rc = fill_to(d, cur, &anchor, &v, &v, err);
@@ -466,7 +466,7 @@ static int parse_range(densify_stage *d, const bson_iter_t *it, mf_error *err)
                             "BSON field '$densify.range.step' is the wrong type '%s', expected "
                             "types '[long, int, decimal, double']",
                             mf_bsonx_type_alias(bson_iter_type(&step_it)));
-    bson_value_copy(bson_iter_value(&step_it), &d->step);
+    mf_bsonx_value_copy(bson_iter_value(&step_it), &d->step);
     if (!(as_double(&d->step) > 0))
         return mf_error_set(err, 5733401,
                             "The step parameter in a range statement must be a strictly positive "
@@ -517,8 +517,8 @@ static int parse_range(densify_stage *d, const bson_iter_t *it, mf_error *err)
         } else {
             return mf_error_set(err, 5946800, "Explicit bounds must be numeric or dates");
         }
-        bson_value_copy(&b[0], &d->lo);
-        bson_value_copy(&b[1], &d->hi);
+        mf_bsonx_value_copy(&b[0], &d->lo);
+        mf_bsonx_value_copy(&b[1], &d->hi);
         d->bounds = BND_EXPLICIT;
         return 0;
     }
@@ -783,7 +783,7 @@ int mfi_parse_fill(const bson_iter_t *it, mfi_agg *agg, mfi_stage_list *out, mf_
             BSON_APPEND_DOCUMENT_BEGIN(&add, name, &fn);
             BSON_APPEND_ARRAY_BEGIN(&fn, "$ifNull", &arr);
             BSON_APPEND_UTF8(&arr, "0", ref);
-            bson_append_value(&arr, "1", 1, bson_iter_value(&value_it));
+            mf_bsonx_append_value(&arr, "1", 1, bson_iter_value(&value_it));
             bson_append_array_end(&fn, &arr);
             bson_append_document_end(&add, &fn);
         }
@@ -801,9 +801,9 @@ int mfi_parse_fill(const bson_iter_t *it, mfi_agg *agg, mfi_stage_list *out, mf_
         bson_t body;
         BSON_APPEND_DOCUMENT_BEGIN(&swf, "$setWindowFields", &body);
         if (has_sort)
-            bson_append_value(&body, "sortBy", 6, bson_iter_value(&sort_it));
+            mf_bsonx_append_value(&body, "sortBy", 6, bson_iter_value(&sort_it));
         if (has_part)
-            bson_append_value(&body, "partitionBy", 11, bson_iter_value(&part_it));
+            mf_bsonx_append_value(&body, "partitionBy", 11, bson_iter_value(&part_it));
         if (has_pf) {
             bson_t pb;
             bson_iter_t e;

@@ -143,7 +143,7 @@ static void facet_explain(const mfi_stage *s, bson_t *out)
         /* explaining without running only walks the stages */
         if (mf_pipeline_explain(f->subs[i], false, &ex, &e) == 0 &&
             bson_iter_init_find(&it, &ex, "stages"))
-            bson_append_iter(out, f->names[i], -1, &it);
+            mf_bsonx_append_iter(out, f->names[i], -1, &it);
         bson_destroy(&ex);
     }
 }

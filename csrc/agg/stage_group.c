@@ -130,7 +130,7 @@ static int lookup(group_stage *gs, const mf_buf *key, const bson_value_t *id, gr
     for (size_t i = 0; i < gs->nacc; i++)
         if (!(g->st[i] = mfi_acc_state_new()))
             goto fail;
-    bson_value_copy(id, &g->id);
+    mf_bsonx_value_copy(id, &g->id);
     gs->table[j] = (uint32_t)gs->ng + 1;
     gs->ng++;
     gs->mem += key->len + 64;
@@ -145,7 +145,7 @@ fail:
 static void group_root(const group *g, bson_t *out)
 {
     bson_init(out);
-    bson_append_value(out, "_id", 3, &g->id);
+    mf_bsonx_append_value(out, "_id", 3, &g->id);
 }
 
 /* The _id's key: _ids equal under the pipeline's collation encode alike
@@ -170,7 +170,7 @@ static int spill(group_stage *gs, mf_error *err)
         group *g = &gs->g[i];
         bson_t rec = BSON_INITIALIZER;
         bson_append_binary(&rec, "k", 1, BSON_SUBTYPE_BINARY, g->key.data, (uint32_t)g->key.len);
-        bson_append_value(&rec, "i", 1, &g->id);
+        mf_bsonx_append_value(&rec, "i", 1, &g->id);
         for (size_t a = 0; a < gs->nacc; a++) {
             char k[24];
             snprintf(k, sizeof k, "%zu", a);
@@ -243,7 +243,7 @@ static int consume(group_stage *gs, mf_error *err)
 static int emit(group_stage *gs, group *g, bson_t *out, mf_error *err)
 {
     bson_init(out);
-    bson_append_value(out, "_id", 3, &g->id);
+    mf_bsonx_append_value(out, "_id", 3, &g->id);
     for (size_t a = 0; a < gs->nacc; a++) {
         bson_value_t v;
         int rc = mfi_acc_result(&gs->accs[a], g->st[a], &v, err);
@@ -252,7 +252,7 @@ static int emit(group_stage *gs, group *g, bson_t *out, mf_error *err)
             return rc;
         }
         if (v.value_type != BSON_TYPE_EOD)
-            bson_append_value(out, gs->accs[a].field, -1, &v);
+            mf_bsonx_append_value(out, gs->accs[a].field, -1, &v);
         mf_value_free(&v);
     }
     return 0;
@@ -465,7 +465,7 @@ int mfi_parse_sort_by_count(const bson_iter_t *it, mfi_agg *agg, mfi_stage_list 
     }
     bson_t g = BSON_INITIALIZER, srt = BSON_INITIALIZER, body, acc;
     BSON_APPEND_DOCUMENT_BEGIN(&g, "$group", &body);
-    bson_append_value(&body, "_id", 3, bson_iter_value((bson_iter_t *)it));
+    mf_bsonx_append_value(&body, "_id", 3, bson_iter_value((bson_iter_t *)it));
     BSON_APPEND_DOCUMENT_BEGIN(&body, "count", &acc);
     BSON_APPEND_INT32(&acc, "$sum", 1);
     bson_append_document_end(&body, &acc);

@@ -73,7 +73,7 @@ static void list_add(value_list *l, const bson_value_t *v)
 {
     char key[16];
     snprintf(key, sizeof key, "%u", l->n++);
-    bson_append_value(&l->arr, key, -1, v);
+    mf_bsonx_append_value(&l->arr, key, -1, v);
     if (v->value_type == BSON_TYPE_REGEX)
         l->has_regex = true;
 }
@@ -272,7 +272,7 @@ static int lookup_vars(lookup_stage *l, const bson_t *doc, bson_t *out, mf_error
         for (size_t i = 0; i < l->nlet && !shadowed; i++)
             shadowed = strcmp(bson_iter_key(&it), l->let_names[i]) == 0;
         if (!shadowed)
-            bson_append_iter(out, NULL, 0, &it);
+            mf_bsonx_append_iter(out, NULL, 0, &it);
     }
     for (size_t i = 0; i < l->nlet; i++) {
         bson_value_t v;
@@ -286,7 +286,7 @@ static int lookup_vars(lookup_stage *l, const bson_t *doc, bson_t *out, mf_error
         for (size_t j = i + 1; j < l->nlet && !later; j++)
             later = strcmp(l->let_names[i], l->let_names[j]) == 0;
         if (v.value_type != BSON_TYPE_EOD && !later)
-            bson_append_value(out, l->let_names[i], -1, &v);
+            mf_bsonx_append_value(out, l->let_names[i], -1, &v);
         mf_value_free(&v);
     }
     return 0;
@@ -310,7 +310,7 @@ static void lookup_filter(const lookup_stage *l, const bson_t *doc, bson_t *out)
         bson_iter_init(&it, &vl.arr);
         bson_iter_next(&it);
         BSON_APPEND_DOCUMENT_BEGIN(out, l->foreign, &cond);
-        bson_append_value(&cond, "$eq", 3, bson_iter_value(&it));
+        mf_bsonx_append_value(&cond, "$eq", 3, bson_iter_value(&it));
         bson_append_document_end(out, &cond);
     } else if (!vl.has_regex) {
         /* $in gives the element-wise match over the local values */
@@ -329,7 +329,7 @@ static void lookup_filter(const lookup_stage *l, const bson_t *doc, bson_t *out)
             snprintf(key, sizeof key, "%u", i++);
             BSON_APPEND_DOCUMENT_BEGIN(&arr, key, &alt);
             BSON_APPEND_DOCUMENT_BEGIN(&alt, l->foreign, &cond);
-            bson_append_value(&cond, "$eq", 3, bson_iter_value(&it));
+            mf_bsonx_append_value(&cond, "$eq", 3, bson_iter_value(&it));
             bson_append_document_end(&alt, &cond);
             bson_append_document_end(&arr, &alt);
         }

@@ -413,7 +413,7 @@ static int on_match(const merge_stage *m, const bson_t *doc, bson_t *match, mf_e
                                 m->on[i]);
         bson_t eq;
         BSON_APPEND_DOCUMENT_BEGIN(match, m->on[i], &eq);
-        bson_append_iter(&eq, "$eq", 3, &v);
+        mf_bsonx_append_iter(&eq, "$eq", 3, &v);
         bson_append_document_end(match, &eq);
     }
     return 0;
@@ -588,7 +588,7 @@ static void merge_explain(const mfi_stage *s, bson_t *out)
         bson_iter_t v;
         bson_iter_init(&v, &m->pipeline_spec);
         bson_iter_next(&v);
-        bson_append_iter(out, "whenMatched", -1, &v);
+        mf_bsonx_append_iter(out, "whenMatched", -1, &v);
     } else {
         BSON_APPEND_UTF8(out, "whenMatched", wm_names[m->wm]);
     }
@@ -724,7 +724,7 @@ static int parse_when_matched(const bson_iter_t *it, merge_stage *m, mf_error *e
 {
     if (BSON_ITER_HOLDS_ARRAY(it)) {
         m->wm = WM_PIPELINE;
-        bson_append_iter(&m->pipeline_spec, "v", 1, it);
+        mf_bsonx_append_iter(&m->pipeline_spec, "v", 1, it);
         return 0;
     }
     if (!BSON_ITER_HOLDS_UTF8(it))
@@ -895,7 +895,7 @@ static int set_sub_vars(merge_stage *m, const bson_t *doc, mf_error *err)
         if (rc)
             return rc;
         if (v.value_type != BSON_TYPE_EOD)
-            bson_append_value(&m->sub.let_values, m->let_names[i], -1, &v);
+            mf_bsonx_append_value(&m->sub.let_values, m->let_names[i], -1, &v);
         mf_value_free(&v);
     }
     bson_iter_t it;
@@ -905,7 +905,7 @@ static int set_sub_vars(merge_stage *m, const bson_t *doc, mf_error *err)
         for (size_t i = 0; i < m->nlet && !shadowed; i++)
             shadowed = strcmp(m->let_names[i], bson_iter_key(&it)) == 0;
         if (!shadowed)
-            bson_append_iter(&m->sub.let_values, NULL, 0, &it);
+            mf_bsonx_append_iter(&m->sub.let_values, NULL, 0, &it);
     }
     return 0;
 }

@@ -156,14 +156,14 @@ static int bound_parse(mfi_agg *agg, const bson_iter_t *it, bool is_range, bool 
         return mf_error_set(err, MF_FailedToParse, "Window bounds expression must be a constant.");
     }
     val v;
-    bson_value_copy(cv, &v);
+    mf_bsonx_value_copy(cv, &v);
     mf_expr_free(e);
     b->kind = B_VALUE;
     if (!is_range || with_unit) {
         bson_t tmp = BSON_INITIALIZER;
         bson_iter_t vi;
         int64_t n = 0;
-        bson_append_value(&tmp, "v", 1, &v);
+        mf_bsonx_append_value(&tmp, "v", 1, &v);
         bson_iter_init(&vi, &tmp);
         bson_iter_next(&vi);
         bool ok = integral_value(&vi, &n) && (with_unit || (n >= INT32_MIN && n <= INT32_MAX));
@@ -315,7 +315,7 @@ static int parse_acc(window_stage *w, wfn *f, const char *op, const bson_iter_t 
     if (strcmp(op, "$count") == 0)
         BSON_APPEND_INT32(&inner, "$sum", 1);
     else
-        bson_append_value(&inner, op, -1, bson_iter_value((bson_iter_t *)arg));
+        mf_bsonx_append_value(&inner, op, -1, bson_iter_value((bson_iter_t *)arg));
     bson_append_document_end(&d, &inner);
     bson_iter_init(&it, &d);
     bson_iter_next(&it);
@@ -392,7 +392,7 @@ static int parse_shift(window_stage *w, wfn *f, const bson_iter_t *it, mf_error 
             bool c = mf_expr_is_const(e, &cv);
             if (c) {
                 mfi_val_free(&f->shift_default);
-                bson_value_copy(cv, &f->shift_default);
+                mf_bsonx_value_copy(cv, &f->shift_default);
             }
             mf_expr_free(e);
             if (!c)
@@ -481,7 +481,7 @@ static int parse_ema(window_stage *w, wfn *f, const bson_iter_t *it, int nfields
         if (!BSON_ITER_HOLDS_NUMBER(&alpha_it) && !BSON_ITER_HOLDS_DECIMAL128(&alpha_it))
             return mf_error_set(err, MF_FailedToParse, "'alpha' must be a number");
         val av;
-        bson_value_copy(bson_iter_value(&alpha_it), &av);
+        mf_bsonx_value_copy(bson_iter_value(&alpha_it), &av);
         mf_dec d = as_dec(&av);
         if (!(mf_dec_cmp(d, mf_dec_from_int64(0)) > 0 && mf_dec_cmp(d, mf_dec_from_int64(1)) < 0)) {
             char shown[256];
@@ -1067,7 +1067,7 @@ static int compute_shift(window_stage *w, wfn *f, val *res, mf_error *err)
     for (size_t i = 0; i < w->n; i++) {
         int64_t j = (int64_t)i + f->shift_by;
         if (j < 0 || j >= (int64_t)w->n) {
-            bson_value_copy(&f->shift_default, &res[i]);
+            mf_bsonx_value_copy(&f->shift_default, &res[i]);
             continue;
         }
         int rc = eval_at(w, f->input, j, &res[i], err);
@@ -1325,7 +1325,7 @@ static int compute_locf(window_stage *w, wfn *f, val *res, mf_error *err)
         } else {
             mfi_val_free(&v);
         }
-        bson_value_copy(&last, &res[i]);
+        mf_bsonx_value_copy(&last, &res[i]);
     }
     mfi_val_free(&last);
     return 0;
@@ -1365,7 +1365,7 @@ static int compute_linear_fill(window_stage *w, wfn *f, const part_ctx *pc, val 
     int64_t prev = -1;
     for (size_t i = 0; rc == 0 && i < w->n; i++) {
         if (!nullish(&y[i])) {
-            bson_value_copy(&y[i], &res[i]);
+            mf_bsonx_value_copy(&y[i], &res[i]);
             prev = (int64_t)i;
             continue;
         }
@@ -1628,7 +1628,7 @@ int mfi_parse_set_window_fields(const bson_iter_t *it, mfi_agg *agg, mfi_stage_l
         bson_t d = BSON_INITIALIZER, body;
         bson_iter_t di;
         BSON_APPEND_DOCUMENT_BEGIN(&d, "$addFields", &body);
-        bson_append_value(&body, PARTITION_KEY_TMP, -1, bson_iter_value(&part_it));
+        mf_bsonx_append_value(&body, PARTITION_KEY_TMP, -1, bson_iter_value(&part_it));
         bson_append_document_end(&d, &body);
         parse_iter_of(&d, &di);
         rc = mfi_parse_add_fields(&di, agg, out, err);
@@ -1647,7 +1647,7 @@ int mfi_parse_set_window_fields(const bson_iter_t *it, mfi_agg *agg, mfi_stage_l
         bson_iter_init(&si, &sort_spec);
         while (bson_iter_next(&si))
             if (!part_path || strcmp(bson_iter_key(&si), part_path) != 0)
-                bson_append_iter(&body, NULL, 0, &si);
+                mf_bsonx_append_iter(&body, NULL, 0, &si);
         bson_append_document_end(&d, &body);
         parse_iter_of(&d, &di);
         bson_iter_t bi;

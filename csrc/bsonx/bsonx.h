@@ -171,4 +171,18 @@ void mf_bsonx_to_string(const bson_t *doc, char *out, size_t cap);
  * value when `with_name` is false. */
 void mf_bsonx_elem_to_string(const bson_iter_t *it, bool with_name, char *out, size_t cap);
 
+/* libbson's bson_append_iter, bson_append_value and bson_value_copy, the
+ * same in every way but one: a Code, CodeWScope or DBPointer whose string
+ * holds a NUL keeps its bytes past it (libbson's appenders take those
+ * strings as C strings).  Use these for every value a user may have
+ * written (append.c). */
+bool mf_bsonx_append_iter(bson_t *dst, const char *key, int key_length, const bson_iter_t *it);
+bool mf_bsonx_append_value(bson_t *dst, const char *key, int key_length, const bson_value_t *v);
+void mf_bsonx_value_copy(const bson_value_t *src, bson_value_t *dst);
+#define MF_APPEND_VALUE(b, key, val) mf_bsonx_append_value((b), (key), (int)strlen(key), (val))
+
+/* bson_copy_to_excluding_noinit with one field left out, through
+ * mf_bsonx_append_iter. */
+void mf_bsonx_copy_except(const bson_t *src, bson_t *dst, const char *except);
+
 #endif /* MF_BSONX_H */

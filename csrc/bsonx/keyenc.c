@@ -416,7 +416,7 @@ int mf_bsonx_key_append_value_coll(mf_buf *out, const bson_value_t *value, bool 
     if (value->value_type == BSON_TYPE_EOD)
         BSON_APPEND_UNDEFINED(&tmp, "v");
     else
-        bson_append_value(&tmp, "v", 1, value);
+        mf_bsonx_append_value(&tmp, "v", 1, value);
     bson_iter_init(&it, &tmp);
     bson_iter_next(&it);
     int rc = mf_bsonx_key_append_coll(out, &it, descending, coll);

@@ -521,7 +521,7 @@ static int index_stats(void *arg, const char *db, const char *coll, bson_t *out,
             bson_append_document_begin(out, k, -1, &doc);
             BSON_APPEND_UTF8(&doc, "name", info->name);
             if (bson_iter_init_find(&it, &pub, "key"))
-                bson_append_iter(&doc, "key", 3, &it);
+                mf_bsonx_append_iter(&doc, "key", 3, &it);
             BSON_APPEND_UTF8(&doc, "host", inst->host);
             BSON_APPEND_DOCUMENT_BEGIN(&doc, "accesses", &acc);
             int64_t ops, since;

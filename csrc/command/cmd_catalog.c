@@ -278,11 +278,11 @@ int mfi_cmd_list_collections(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply,
         BSON_APPEND_UTF8(&entry, "type", "collection");
         if (!name_only && bson_init_static(&meta, ob, olen)) {
             if (bson_iter_init_find(&mit, &meta, "options"))
-                bson_append_iter(&entry, "options", -1, &mit);
+                mf_bsonx_append_iter(&entry, "options", -1, &mit);
             BSON_APPEND_DOCUMENT_BEGIN(&entry, "info", &sub);
             BSON_APPEND_BOOL(&sub, "readOnly", false);
             if (bson_iter_init_find(&mit, &meta, "uuid"))
-                bson_append_iter(&sub, "uuid", -1, &mit);
+                mf_bsonx_append_iter(&sub, "uuid", -1, &mit);
             bson_append_document_end(&entry, &sub);
             mf_collator *dflt = NULL;
             mf_error cerr;

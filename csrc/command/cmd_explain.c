@@ -222,7 +222,7 @@ static void sort_limited(bson_t *plan, const what *w)
     while (bson_iter_next(&it)) {
         if (strcmp(bson_iter_key(&it), "type") == 0)
             BSON_APPEND_INT64(&out, "limitAmount", w->skip + w->limit);
-        bson_append_iter(&out, NULL, 0, &it);
+        mf_bsonx_append_iter(&out, NULL, 0, &it);
     }
     bson_destroy(plan);
     bson_steal(plan, &out);
@@ -309,7 +309,7 @@ static void put_all_plans_stages(const what *w, bson_t *all)
             else if (strcmp(k, "executionStages") == 0)
                 BSON_APPEND_DOCUMENT(&entry, k, &stages);
             else
-                bson_append_iter(&entry, NULL, 0, &f);
+                mf_bsonx_append_iter(&entry, NULL, 0, &f);
         }
         BSON_APPEND_DOCUMENT(&out, bson_iter_key(&it), &entry);
         bson_destroy(&entry);

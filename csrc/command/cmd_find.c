@@ -1227,7 +1227,7 @@ static int set_add(distinct_set *s, const bson_iter_t *value, mf_error *err)
     if (mf_bsonx_key_append_coll(&d->key, value, false, s->coll) != 0)
         return mf_error_set(err, MF_InternalError, "out of memory");
     bson_t one = BSON_INITIALIZER;
-    bson_append_iter(&one, "", 0, value);
+    mf_bsonx_append_iter(&one, "", 0, value);
     int rc = mf_buf_append(&d->value, bson_get_data(&one), one.len);
     bson_destroy(&one);
     if (rc != 0) {
@@ -1460,7 +1460,7 @@ int mfi_cmd_distinct(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_error
                 mf_uint32_to_key((uint32_t)i, &kp, k, sizeof k);
                 if (bson_init_static(&one, set.v[i].value.data, set.v[i].value.len) &&
                     bson_iter_init(&v, &one) && bson_iter_next(&v))
-                    bson_append_iter(&values, kp, -1, &v);
+                    mf_bsonx_append_iter(&values, kp, -1, &v);
             }
             bson_append_array_end(reply, &values);
         }

@@ -812,7 +812,7 @@ static int append_record_id(mf_engine *e, mf_coll *c, const uint8_t rid[8], bson
     if (!found || !bson_iter_init_find(&id, &doc, "_id"))
         return mf_error_set(err, MF_DataCorruption,
                             "index entry of %s names a record without an _id", mf_coll_name(c));
-    bson_append_iter(ids, key, -1, &id);
+    mf_bsonx_append_iter(ids, key, -1, &id);
     return 0;
 }
 

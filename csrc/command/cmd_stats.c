@@ -432,10 +432,10 @@ static void note_missing(vstate *v, uint64_t rid, const bson_iter_t *id)
     BSON_APPEND_UTF8(&ent, "indexName", ID_INDEX);
     BSON_APPEND_INT64(&ent, "recordId", (int64_t)rid);
     BSON_APPEND_DOCUMENT_BEGIN(&ent, "idKey", &sub);
-    bson_append_iter(&sub, "_id", 3, id);
+    mf_bsonx_append_iter(&sub, "_id", 3, id);
     bson_append_document_end(&ent, &sub);
     BSON_APPEND_DOCUMENT_BEGIN(&ent, "indexKey", &sub);
-    bson_append_iter(&sub, "_id", 3, id);
+    mf_bsonx_append_iter(&sub, "_id", 3, id);
     bson_append_document_end(&ent, &sub);
     bson_append_document_end(&v->missing, &ent);
 }
@@ -746,7 +746,7 @@ int mfi_cmd_validate(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_error
     bson_t uuid = BSON_INITIALIZER;
     mf_coll_options(c, &ob, &olen);
     if (bson_init_static(&meta, ob, olen) && bson_iter_init_find(&uit, &meta, "uuid"))
-        bson_append_iter(&uuid, "uuid", 4, &uit);
+        mf_bsonx_append_iter(&uuid, "uuid", 4, &uit);
     size_t nidx = mf_coll_index_count(c);
     mf_coll_unlock(c);
     mf_engine_catalog_unlock(e);
@@ -772,7 +772,7 @@ int mfi_cmd_validate(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_error
                     if (!v.ix.v[i].is_id && strcmp(v.ix.v[i].name, name) == 0)
                         bad = v.bad[i];
                 if (!bad) {
-                    bson_append_iter(&fixed, NULL, 0, &it);
+                    mf_bsonx_append_iter(&fixed, NULL, 0, &it);
                     continue;
                 }
                 char msg[512];

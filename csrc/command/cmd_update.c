@@ -436,7 +436,7 @@ static int upsert_insert(wtarget *w, const bson_t *filter, const upd *u, int64_t
     if (rc == 0) {
         rc = mfi_insert_doc(w->e, w->c, &w->ix, &next_id, &doc, stored, &id, lsn, &w->dup, err);
         if (rc == 0 || rc == MF_DuplicateKey)
-            bson_append_iter(id_out, "", 0, &id);
+            mf_bsonx_append_iter(id_out, "", 0, &id);
     }
     bson_destroy(&doc);
     return rc;
@@ -712,7 +712,7 @@ int mfi_cmd_update(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_error *
             bson_append_document_begin(&upserted, k, -1, &up);
             BSON_APPEND_INT32(&up, "index", (int32_t)i);
             if (bson_iter_init(&idit, &id) && bson_iter_next(&idit))
-                bson_append_iter(&up, "_id", 3, &idit);
+                mf_bsonx_append_iter(&up, "_id", 3, &idit);
             bson_append_document_end(&upserted, &up);
         }
         if (r != 0) {
@@ -1121,7 +1121,7 @@ int mfi_cmd_find_and_modify(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, m
             BSON_APPEND_BOOL(&leo, "updatedExisting", matched);
         bson_iter_t id;
         if (upserted && bson_iter_init(&id, &upserted_id) && bson_iter_next(&id))
-            bson_append_iter(&leo, "upserted", -1, &id);
+            mf_bsonx_append_iter(&leo, "upserted", -1, &id);
         bson_append_document_end(reply, &leo);
         if (has_value)
             BSON_APPEND_DOCUMENT(reply, "value", &value);

@@ -76,8 +76,8 @@ int mfi_stored_form(const bson_t *doc, bson_t *out, bson_iter_t *id, mf_error *e
     bson_init(out);
     if (has_id) {
         bson_iter_init_find(&it, doc, "_id");
-        bson_append_iter(out, "_id", 3, &it);
-        bson_copy_to_excluding_noinit(doc, out, "_id", NULL);
+        mf_bsonx_append_iter(out, "_id", 3, &it);
+        mf_bsonx_copy_except(doc, out, "_id");
     } else {
         bson_oid_t oid;
         bson_oid_init(&oid, NULL);

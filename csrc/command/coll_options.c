@@ -210,7 +210,7 @@ int mfi_coll_set_pre_post_images(mf_engine *e, mf_coll *c, bool enabled, mf_lsn 
         if (strcmp(bson_iter_key(&it), "options") == 0)
             BSON_APPEND_DOCUMENT(&out, "options", &newopts);
         else
-            bson_append_iter(&out, NULL, 0, &it);
+            mf_bsonx_append_iter(&out, NULL, 0, &it);
     }
     int rc = mf_coll_set_options(e, c, bson_get_data(&out), out.len, lsn, err);
     bson_destroy(&out);

@@ -101,7 +101,7 @@ static void append_key_value(bson_t *into, const char *name, const bson_iter_t *
     }
     mf_buf_free(&key);
     mf_buf_free(&text);
-    bson_append_iter(into, name, -1, v);
+    mf_bsonx_append_iter(into, name, -1, v);
 }
 
 static void value_at(const bson_t *doc, const char *path, bson_t *into, const char *name,

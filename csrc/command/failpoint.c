@@ -525,7 +525,7 @@ void mfi_fail_command_after(mf_cmd_ctx *ctx, const mf_cmd_def *def, const bson_t
         return;
     if (bson_iter_init_find(&it, &data, "writeConcernError")) {
         bson_reinit(&fx->wce);
-        bson_append_iter(&fx->wce, "writeConcernError", -1, &it);
+        mf_bsonx_append_iter(&fx->wce, "writeConcernError", -1, &it);
     }
     take_labels(&data, fx);
     bson_destroy(&data);

@@ -133,7 +133,7 @@ static void value_copy(const bson_value_t *src, bson_value_t *dst)
     if (src->value_type == BSON_TYPE_EOD)
         memset(dst, 0, sizeof *dst);
     else
-        bson_value_copy(src, dst);
+        mf_bsonx_value_copy(src, dst);
 }
 
 /* One end of an interval: its encoding, inclusion, text and value. */
@@ -224,8 +224,8 @@ static int oil_push_ends(mfi_oil *o, const bson_iter_t *lo, bool lo_incl,
     iv.hi_s = value_string(hi, hi_coll, show_keys);
     if (!iv.lo_s || !iv.hi_s)
         goto fail;
-    bson_value_copy(bson_iter_value((bson_iter_t *)lo), &iv.lo_v);
-    bson_value_copy(bson_iter_value((bson_iter_t *)hi), &iv.hi_v);
+    mf_bsonx_value_copy(bson_iter_value((bson_iter_t *)lo), &iv.lo_v);
+    mf_bsonx_value_copy(bson_iter_value((bson_iter_t *)hi), &iv.hi_v);
     return oil_push(o, &iv);
 fail:
     ival_free(&iv);

@@ -901,7 +901,7 @@ static void build_validated(const bson_t *in, bson_t *out)
         const char *k = bson_iter_key(&it);
         has_v |= strcmp(k, "v") == 0;
         if (strcmp(k, "ns") != 0)
-            bson_append_iter(out, k, -1, &it);
+            mf_bsonx_append_iter(out, k, -1, &it);
     }
     if (!has_v)
         BSON_APPEND_INT32(out, "v", 2);
@@ -958,7 +958,7 @@ static void with_collation(const bson_t *spec, const mf_collator *coll, bson_t *
     bson_iter_init(&it, spec);
     while (bson_iter_next(&it))
         if (strcmp(bson_iter_key(&it), "collation") != 0)
-            bson_append_iter(out, bson_iter_key(&it), -1, &it);
+            mf_bsonx_append_iter(out, bson_iter_key(&it), -1, &it);
     if (coll) {
         bson_append_document_begin(out, "collation", -1, &sub);
         mf_collator_to_bson(coll, &sub);
@@ -1070,16 +1070,16 @@ static void build_fixed(const bson_t *spec, bson_t *out)
     if (find(spec, "unique", &it) && truthy(&it))
         BSON_APPEND_BOOL(out, "unique", true);
     find(spec, "key", &it);
-    bson_append_iter(out, "key", -1, &it);
+    mf_bsonx_append_iter(out, "key", -1, &it);
     find(spec, "name", &it);
-    bson_append_iter(out, "name", -1, &it);
+    mf_bsonx_append_iter(out, "name", -1, &it);
     bson_iter_init(&it, spec);
     while (bson_iter_next(&it)) {
         static const char *const skip[] = {"_id", "dropDups", "ns", "v", "unique", "key", "name"};
         const char *k = bson_iter_key(&it);
         if (IN_LIST(k, skip))
             continue;
-        bson_append_iter(out, k, -1, &it);
+        mf_bsonx_append_iter(out, k, -1, &it);
     }
 }
 
@@ -1188,7 +1188,7 @@ static void strip_server_fields(const bson_t *spec, bson_t *out)
     bson_iter_init(&it, spec);
     while (bson_iter_next(&it))
         if (!IN_LIST(bson_iter_key(&it), server_fields))
-            bson_append_iter(out, bson_iter_key(&it), -1, &it);
+            mf_bsonx_append_iter(out, bson_iter_key(&it), -1, &it);
 }
 
 static bool same_doc_field(const bson_t *a, const bson_t *b, const char *name)
@@ -1501,7 +1501,7 @@ static int emit(kgen *g, const kfield *f)
     if (g->values && is_entry(key, g->entry, g->entry_len)) {
         g->found = true;
         for (size_t i = 0; i < g->d->nfields; i++)
-            if (!bson_append_iter(g->values, g->d->paths[i], -1, &f[i].fixed))
+            if (!mf_bsonx_append_iter(g->values, g->d->paths[i], -1, &f[i].fixed))
                 return oom(g->err);
     }
     return 0;
@@ -1732,7 +1732,7 @@ int mf_index_key_values(const mf_index_desc *d, const bson_t *doc, const uint8_t
     kgen g = {.d = d, .err = err, .entry = entry, .entry_len = entry_len, .values = out};
     bson_iter_t id;
     if (id_value(d, doc, &id))
-        return bson_append_iter(out, "_id", 3, &id) ? 0 : oom(err);
+        return mf_bsonx_append_iter(out, "_id", 3, &id) ? 0 : oom(err);
     int rc = gen_doc(&g, doc);
     mf_buf_free(&g.scratch);
     return rc;

@@ -216,7 +216,7 @@ static double as_double(const bson_iter_t *it)
 static void keep_value(bson_t *dst, const bson_iter_t *it)
 {
     bson_init(dst);
-    bson_append_iter(dst, "", 0, it);
+    mf_bsonx_append_iter(dst, "", 0, it);
 }
 
 static int compile_regex(const char *pattern, const char *options, pcre2_code **out,
@@ -737,7 +737,7 @@ static int parse_path(const char *path, bson_iter_t *it, node **out, mf_error *e
             n->nconds = 1;
             n->conds[0].kind = C_REGEX;
             bson_init(&n->conds[0].operand);
-            bson_append_iter(&n->conds[0].operand, "", 0, it);
+            mf_bsonx_append_iter(&n->conds[0].operand, "", 0, it);
             rc = compile_cond_regex(re, opts, &n->conds[0], err);
         } else if (BSON_ITER_HOLDS_UNDEFINED(it)) {
             rc = undefined_operand(err);

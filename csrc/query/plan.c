@@ -809,7 +809,7 @@ static bson_t *residual(const bson_t *filter, const mfi_preds *preds, const cand
         return out;
     for (size_t t = 0; t < ntop && bson_iter_next(&it); t++)
         if (!top_answered(preds, c, t))
-            bson_append_iter(out, NULL, 0, &it);
+            mf_bsonx_append_iter(out, NULL, 0, &it);
     return out;
 }
 
@@ -1235,14 +1235,14 @@ static bson_t *filter_without_or(const bson_t *filter, size_t in_and)
     if (!out)
         return NULL;
     if (in_and == SIZE_MAX) {
-        bson_copy_to_excluding_noinit(filter, out, "$or", NULL);
+        mf_bsonx_copy_except(filter, out, "$or");
         return out;
     }
     bson_iter_init(&it, filter);
     while (bson_iter_next(&it)) {
         const char *k = bson_iter_key(&it);
         if (strcmp(k, "$and") != 0 || !BSON_ITER_HOLDS_ARRAY(&it)) {
-            bson_append_iter(out, k, -1, &it);
+            mf_bsonx_append_iter(out, k, -1, &it);
             continue;
         }
         bson_t left = BSON_INITIALIZER;
@@ -1253,7 +1253,7 @@ static bson_t *filter_without_or(const bson_t *filter, size_t in_and)
         for (; bson_iter_next(&el); i++) {
             snprintf(key, sizeof key, "%zu", kept);
             if (i != in_and) {
-                bson_append_iter(&left, key, -1, &el);
+                mf_bsonx_append_iter(&left, key, -1, &el);
                 kept++;
                 continue;
             }
@@ -1262,7 +1262,7 @@ static bson_t *filter_without_or(const bson_t *filter, size_t in_and)
             bson_t sub, rest = BSON_INITIALIZER;
             bson_iter_document(&el, &len, &data);
             if (bson_init_static(&sub, data, len))
-                bson_copy_to_excluding_noinit(&sub, &rest, "$or", NULL);
+                mf_bsonx_copy_except(&sub, &rest, "$or");
             if (!bson_empty(&rest)) {
                 bson_append_document(&left, key, -1, &rest);
                 kept++;
@@ -1321,7 +1321,7 @@ static bson_t *beside_left(const bson_t *beside, const bool *answered)
     if (out && bson_iter_init(&it, beside))
         for (size_t t = 0; bson_iter_next(&it); t++)
             if (!answered[t])
-                bson_append_iter(out, NULL, 0, &it);
+                mf_bsonx_append_iter(out, NULL, 0, &it);
     return out;
 }
 
@@ -2118,7 +2118,7 @@ static void put_in(bson_t *out, const char *key, const clause_ref *v, size_t n, 
     for (size_t i = 0; i < n; i++)
         if (equality_on(&v[i], path)) {
             snprintf(k, sizeof k, "%zu", m++);
-            bson_append_value(&arr, k, -1, bson_iter_value((bson_iter_t *)&v[i].eq));
+            mf_bsonx_append_value(&arr, k, -1, bson_iter_value((bson_iter_t *)&v[i].eq));
         }
     bson_append_array_end(&in, &arr);
     bson_append_document_end(&doc, &in);
@@ -2223,11 +2223,11 @@ static bson_t *canonical_ors(const bson_t *filter)
             if (merge) {
                 bson_iter_recurse(&one, &ck);
                 while (bson_iter_next(&ck))
-                    bson_append_iter(out, NULL, 0, &ck);
+                    mf_bsonx_append_iter(out, NULL, 0, &ck);
             } else if (done) {
                 bson_iter_init(&one, &tmp);
                 bson_iter_next(&one);
-                bson_append_iter(&and, k, -1, &one);
+                mf_bsonx_append_iter(&and, k, -1, &one);
                 nand++;
             }
             bson_destroy(&tmp);
@@ -2250,17 +2250,17 @@ static bson_t *canonical_ors(const bson_t *filter)
                     bson_iter_t one;
                     bson_iter_init(&one, &tmp);
                     bson_iter_next(&one);
-                    bson_append_iter(&and, k, -1, &one);
+                    mf_bsonx_append_iter(&and, k, -1, &one);
                     changed = true;
                 } else {
-                    bson_append_iter(&and, k, -1, &el);
+                    mf_bsonx_append_iter(&and, k, -1, &el);
                 }
                 bson_destroy(&tmp);
                 nand++;
             }
             continue;
         }
-        bson_append_iter(out, NULL, 0, &it);
+        mf_bsonx_append_iter(out, NULL, 0, &it);
     }
     if (changed && nand)
         bson_append_array(out, "$and", 4, &and);
@@ -3671,8 +3671,8 @@ static bool single_interval(const mf_scan *s, bson_t *start, bool *start_incl, b
         if (o->n != 1 || !is_point(&o->v[0]))
             break;
         if (start) {
-            bson_append_value(start, s->ix.paths[i], -1, &o->v[0].lo_v);
-            bson_append_value(end, s->ix.paths[i], -1, &o->v[0].hi_v);
+            mf_bsonx_append_value(start, s->ix.paths[i], -1, &o->v[0].lo_v);
+            mf_bsonx_append_value(end, s->ix.paths[i], -1, &o->v[0].hi_v);
         }
     }
     if (i < nf) {
@@ -3684,8 +3684,8 @@ static bool single_interval(const mf_scan *s, bson_t *start, bool *start_incl, b
         si = desc ? iv->hi_incl : iv->lo_incl;
         ei = desc ? iv->lo_incl : iv->hi_incl;
         if (start) {
-            bson_append_value(start, s->ix.paths[i], -1, desc ? &iv->hi_v : &iv->lo_v);
-            bson_append_value(end, s->ix.paths[i], -1, desc ? &iv->lo_v : &iv->hi_v);
+            mf_bsonx_append_value(start, s->ix.paths[i], -1, desc ? &iv->hi_v : &iv->lo_v);
+            mf_bsonx_append_value(end, s->ix.paths[i], -1, desc ? &iv->lo_v : &iv->hi_v);
         }
         for (i++; i < nf; i++) {
             if (!all_values(s, i))
@@ -4144,7 +4144,7 @@ int mf_scan_explain_all_plans(const mf_scan *s, bson_t *arr)
     if (!s->all_plans || !bson_iter_init(&it, s->all_plans))
         return 0;
     while (bson_iter_next(&it))
-        if (!bson_append_iter(arr, bson_iter_key(&it), -1, &it))
+        if (!mf_bsonx_append_iter(arr, bson_iter_key(&it), -1, &it))
             return -1;
     return 0;
 }

@@ -886,7 +886,7 @@ static int apply_array(actx *a, const pnode *node, const bson_t *arr, bson_t *ou
             bson_append_document_end(out, &child);
         } else if (!a->p->is_inclusion || a->p->mode == MF_PROJ_ADD_FIELDS) {
             index_key(i++, buf, &key, &klen);
-            bson_append_iter(out, key, (int)klen, &el);
+            mf_bsonx_append_iter(out, key, (int)klen, &el);
         }
     }
     return rc;
@@ -922,7 +922,7 @@ static void append_slice(const pnode *n, const bson_iter_t *value, bson_t *out)
         const char *key;
         size_t klen;
         index_key((uint32_t)(i - start), buf, &key, &klen);
-        bson_append_iter(&child, key, (int)klen, &el);
+        mf_bsonx_append_iter(&child, key, (int)klen, &el);
     }
     bson_append_array_end(out, &child);
 }
@@ -941,7 +941,7 @@ static int append_positional(actx *a, const char *key, int klen, const bson_t *a
         if (i == a->pos) {
             bson_t child;
             bson_append_array_begin(out, key, klen, &child);
-            bson_append_iter(&child, "0", 1, &el);
+            mf_bsonx_append_iter(&child, "0", 1, &el);
             bson_append_array_end(out, &child);
             return 0;
         }
@@ -965,12 +965,12 @@ static void append_elem_match(actx *a, const pnode *n, const bson_iter_t *value,
          * forms (object and value). */
         bson_reinit(&a->scratch);
         bson_append_array_begin(&a->scratch, n->name, -1, &child);
-        bson_append_iter(&child, "0", 1, &el);
+        mf_bsonx_append_iter(&child, "0", 1, &el);
         bson_append_array_end(&a->scratch, &child);
         if (mf_matcher_match(n->elem, &a->scratch)) {
             bson_append_array_begin(out, bson_iter_key(value), (int)bson_iter_key_len(value),
                                     &child);
-            bson_append_iter(&child, "0", 1, &el);
+            mf_bsonx_append_iter(&child, "0", 1, &el);
             bson_append_array_end(out, &child);
             return;
         }
@@ -1014,7 +1014,7 @@ static int apply_inner(actx *a, const pnode *kid, const bson_iter_t *it, bson_t 
         rc = apply_level(a, kid, &empty, &child, slice_ok, false);
         bson_append_document_end(out, &child);
     } else if (!a->p->is_inclusion || a->p->mode == MF_PROJ_ADD_FIELDS) {
-        bson_append_iter(out, key, klen, it);
+        mf_bsonx_append_iter(out, key, klen, it);
     }
     return rc;
 }
@@ -1029,7 +1029,7 @@ static int append_computed(actx *a, const pnode *kid, const char *name, int nlen
     if (rc)
         return rc;
     if (v.value_type != BSON_TYPE_EOD)
-        bson_append_value(out, name, nlen, &v);
+        mf_bsonx_append_value(out, name, nlen, &v);
     h->free_value(&v);
     return 0;
 }
@@ -1046,12 +1046,12 @@ static int apply_level(actx *a, const pnode *node, const bson_t *doc, bson_t *ou
         const pnode *kid = find_kid(node, bson_iter_key(&it), bson_iter_key_len(&it));
         if (!kid) {
             if (!incl || add)
-                bson_append_iter(out, NULL, 0, &it);
+                mf_bsonx_append_iter(out, NULL, 0, &it);
             continue;
         }
         switch (kid->kind) {
         case P_INCLUDE:
-            bson_append_iter(out, NULL, 0, &it);
+            mf_bsonx_append_iter(out, NULL, 0, &it);
             break;
         case P_EXCLUDE:
             break;
@@ -1069,7 +1069,7 @@ static int apply_level(actx *a, const pnode *node, const bson_t *doc, bson_t *ou
             if (slice_ok && BSON_ITER_HOLDS_ARRAY(&it))
                 append_slice(kid, &it, out);
             else
-                bson_append_iter(out, NULL, 0, &it);
+                mf_bsonx_append_iter(out, NULL, 0, &it);
             break;
         case P_POSITIONAL:
             if (pos_live && BSON_ITER_HOLDS_ARRAY(&it)) {
@@ -1078,7 +1078,7 @@ static int apply_level(actx *a, const pnode *node, const bson_t *doc, bson_t *ou
                 rc = append_positional(a, bson_iter_key(&it), (int)bson_iter_key_len(&it), &arr,
                                        out);
             } else {
-                bson_append_iter(out, NULL, 0, &it);
+                mf_bsonx_append_iter(out, NULL, 0, &it);
             }
             break;
         case P_INNER:

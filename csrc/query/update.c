@@ -508,7 +508,7 @@ static int parse_pull(unode *n, const bson_iter_t *it, mf_error *err)
     /* A condition on the element itself: matched as {"": element}. */
     n->pull = PULL_WRAPPED;
     bson_init(&cond);
-    bson_append_iter(&cond, "", 0, it);
+    mf_bsonx_append_iter(&cond, "", 0, it);
     rc = mf_matcher_parse_coll(&cond, NULL, n->coll, &n->matcher, err);
     bson_destroy(&cond);
     return rc;
@@ -1564,7 +1564,7 @@ static int build_array(bson_t *dst, const slot *items, size_t n)
     bson_append_array_begin(dst, "", 0, &arr);
     for (size_t i = 0; i < n; i++) {
         mf_uint32_to_key((uint32_t)i, &key, keybuf, sizeof keybuf);
-        bson_append_iter(&arr, key, -1, &items[i].it);
+        mf_bsonx_append_iter(&arr, key, -1, &items[i].it);
     }
     bson_append_array_end(dst, &arr);
     return 0;
@@ -1759,7 +1759,7 @@ static bool pull_matches(const unode *n, const bson_iter_t *el)
     case PULL_WRAPPED: {
         bson_t d;
         bson_init(&d);
-        bson_append_iter(&d, "", 0, el);
+        mf_bsonx_append_iter(&d, "", 0, el);
         bool m = mf_matcher_match(n->matcher, &d);
         bson_destroy(&d);
         return m;
@@ -1833,7 +1833,7 @@ static int leaf_missing(const actx *c, const unode *n, res *r)
     r->state = R_VALUE;
     switch (n->op) {
     case OP_SET: case OP_SET_ON_INSERT: case OP_INC: case OP_MIN: case OP_MAX:
-        bson_append_iter(v, "", 0, &n->arg);
+        mf_bsonx_append_iter(v, "", 0, &n->arg);
         return 0;
     case OP_MUL: /* the operand's type, value zero */
         bson_init(&zero);
@@ -1851,7 +1851,7 @@ static int leaf_missing(const actx *c, const unode *n, res *r)
         bson_iter_t s;
         bson_iter_init(&s, &c->src[n->rename].val);
         bson_iter_next(&s);
-        bson_append_iter(v, "", 0, &s);
+        mf_bsonx_append_iter(v, "", 0, &s);
         return 0;
     }
     default: r->state = R_SAME; return 0;
@@ -1874,7 +1874,7 @@ static int leaf_existing(const actx *c, const unode *n, const bson_iter_t *cur, 
             return 0;
         }
         /* fall through */
-    case OP_SET: bson_append_iter(v, "", 0, &n->arg); break;
+    case OP_SET: mf_bsonx_append_iter(v, "", 0, &n->arg); break;
     case OP_UNSET: r->state = R_REMOVE; break;
     case OP_INC:
     case OP_MUL:
@@ -1897,7 +1897,7 @@ static int leaf_existing(const actx *c, const unode *n, const bson_iter_t *cur, 
     case OP_MAX: {
         int cmp = mf_bsonx_compare_values_coll(&n->arg, cur, n->coll);
         if ((n->op == OP_MIN && cmp < 0) || (n->op == OP_MAX && cmp > 0))
-            bson_append_iter(v, "", 0, &n->arg);
+            mf_bsonx_append_iter(v, "", 0, &n->arg);
         else
             r->state = R_SAME;
         break;
@@ -1969,7 +1969,7 @@ static int leaf_existing(const actx *c, const unode *n, const bson_iter_t *cur, 
         bson_iter_t sit;
         bson_iter_init(&sit, &sv->val);
         bson_iter_next(&sit);
-        bson_append_iter(v, "", 0, &sit);
+        mf_bsonx_append_iter(v, "", 0, &sit);
         break;
     }
     case OP_RENAME_FROM:
@@ -2042,7 +2042,7 @@ static void emit(bson_t *out, const char *key, const res *r, const bson_iter_t *
 {
     bson_iter_t v;
     switch (r->state) {
-    case R_SAME: bson_append_iter(out, key, -1, orig); break;
+    case R_SAME: mf_bsonx_append_iter(out, key, -1, orig); break;
     case R_REMOVE:
         if (in_array)
             bson_append_null(out, key, -1);
@@ -2050,7 +2050,7 @@ static void emit(bson_t *out, const char *key, const res *r, const bson_iter_t *
     case R_VALUE:
         bson_iter_init(&v, &r->val);
         bson_iter_next(&v);
-        bson_append_iter(out, key, -1, &v);
+        mf_bsonx_append_iter(out, key, -1, &v);
         break;
     case R_DOC: bson_append_document(out, key, -1, &r->val); break;
     case R_ARR: bson_append_array(out, key, -1, &r->val); break;
@@ -2137,7 +2137,7 @@ static int apply_container(const actx *c, const unode *n, const uint8_t *data, u
         if (i < k.n)
             emit(dst, key, &rs[i], &it, is_array);
         else
-            bson_append_iter(dst, key, -1, &it);
+            mf_bsonx_append_iter(dst, key, -1, &it);
         pos++;
     }
     for (size_t i = 0; i < k.n; i++) {
@@ -2215,7 +2215,7 @@ static int apply_array(const actx *c, const unode *n, const bson_iter_t *cur, wh
                     continue;
                 bson_t one;
                 bson_init(&one);
-                bson_append_iter(&one, id, -1, &items[i].it);
+                mf_bsonx_append_iter(&one, id, -1, &items[i].it);
                 hit = mf_matcher_match(c->u->filters[f].m, &one);
                 bson_destroy(&one);
             }
@@ -2364,7 +2364,7 @@ static int resolve_renames(actx *c)
                                 "%s has an array field called '%s'", from, id, arr);
         }
         if (found) {
-            bson_append_iter(&c->src[i].val, "", 0, &cur);
+            mf_bsonx_append_iter(&c->src[i].val, "", 0, &cur);
             c->src[i].found = true;
         }
     }
@@ -2377,11 +2377,11 @@ static void id_first(const bson_t *src, bson_t *out)
     bson_iter_t it;
     bson_init(out);
     if (bson_iter_init_find(&it, src, "_id"))
-        bson_append_iter(out, "_id", 3, &it);
+        mf_bsonx_append_iter(out, "_id", 3, &it);
     bson_iter_init(&it, src);
     while (bson_iter_next(&it))
         if (strcmp(bson_iter_key(&it), "_id") != 0)
-            bson_append_iter(out, NULL, 0, &it);
+            mf_bsonx_append_iter(out, NULL, 0, &it);
 }
 
 /* `doc` replaced by `spec` (a replacement, or what an update pipeline
@@ -2402,14 +2402,14 @@ static int apply_replacement(const bson_t *spec, const bson_t *doc, bson_t *out,
     bson_t tmp;
     bson_init(&tmp);
     if (has_new)
-        bson_append_iter(&tmp, "_id", 3, &new_id);
+        mf_bsonx_append_iter(&tmp, "_id", 3, &new_id);
     else if (has_old)
-        bson_append_iter(&tmp, "_id", 3, &old_id);
+        mf_bsonx_append_iter(&tmp, "_id", 3, &old_id);
     bson_iter_t it;
     bson_iter_init(&it, spec);
     while (bson_iter_next(&it))
         if (strcmp(bson_iter_key(&it), "_id") != 0)
-            bson_append_iter(&tmp, NULL, 0, &it);
+            mf_bsonx_append_iter(&tmp, NULL, 0, &it);
     bson_destroy(out);
     bson_steal(out, &tmp);
     return 0;
@@ -2623,7 +2623,7 @@ int mf_update_upsert_seed(const bson_t *filter, bson_t *out, mf_error *err)
     bson_init(&set);
     bson_append_document_begin(&set, "$set", 4, &inner);
     for (size_t i = 0; i < s.n; i++)
-        bson_append_iter(&inner, s.v[i].path, -1, &s.v[i].value);
+        mf_bsonx_append_iter(&inner, s.v[i].path, -1, &s.v[i].value);
     bson_append_document_end(&set, &inner);
     free(s.v);
     bson_init(&empty);

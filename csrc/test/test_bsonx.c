@@ -428,3 +428,44 @@ MFT_CASE(to_int64, "/bsonx/number_to_int64/truncates_toward_zero_in_range")
     CHECK(v == -2);
     CHECK_INT(to_int64_double(NAN, &v), 1);
 }
+
+/* append.c: Code, CodeWScope and DBPointer strings with a NUL, appended
+ * from an iterator and from a value, and copied, keep all their bytes;
+ * the copies free cleanly (run under ASan in CI). */
+MFT_CASE(append_nul, "/bsonx/append/code_and_dbpointer_keep_bytes_past_a_nul")
+{
+    /* {c: Code("x\0y"), w: CodeWScope("x\0y", {}), p: DBPointer("a\0b", oid)} */
+    static const uint8_t raw[] = {
+        59, 0, 0, 0, /* 4 + 11 + 20 + 23 + 1 */
+        0x0D, 'c', 0, 4, 0, 0, 0, 'x', 0, 'y', 0,
+        0x0F, 'w', 0, 17, 0, 0, 0, 4, 0, 0, 0, /* 4 + (4 + 4) + 5 */ 'x', 0, 'y', 0, 5, 0, 0, 0, 0,
+        0x0C, 'p', 0, 4, 0, 0, 0, 'a', 0, 'b', 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12,
+        0};
+    bson_t src;
+    CHECK(bson_init_static(&src, raw, sizeof raw));
+    bson_t *by_iter = bson_new(), *by_value = bson_new();
+    bson_iter_t it;
+    CHECK(bson_iter_init(&it, &src));
+    while (bson_iter_next(&it)) {
+        CHECK(mf_bsonx_append_iter(by_iter, NULL, 0, &it));
+        bson_value_t copy;
+        mf_bsonx_value_copy(bson_iter_value(&it), &copy);
+        CHECK(mf_bsonx_append_value(by_value, bson_iter_key(&it), -1, &copy));
+        bson_value_destroy(&copy);
+    }
+    CHECK_INT(by_iter->len, sizeof raw);
+    CHECK(memcmp(bson_get_data(by_iter), raw, sizeof raw) == 0);
+    CHECK_INT(by_value->len, sizeof raw);
+    CHECK(memcmp(bson_get_data(by_value), raw, sizeof raw) == 0);
+    /* mf_bsonx_copy_except leaves one field out and keeps the others whole */
+    bson_t *rest = bson_new();
+    mf_bsonx_copy_except(&src, rest, "w");
+    CHECK(bson_iter_init_find(&it, rest, "c"));
+    uint32_t len;
+    const char *code = bson_iter_code(&it, &len);
+    CHECK(len == 3 && memcmp(code, "x\0y", 3) == 0);
+    CHECK(!bson_has_field(rest, "w") && bson_has_field(rest, "p"));
+    bson_destroy(rest);
+    bson_destroy(by_iter);
+    bson_destroy(by_value);
+}
