@@ -9,7 +9,7 @@ import time
 
 import pymongo
 import pytest
-from bson import Int64
+from bson import Decimal128, Int64
 from pymongo.errors import BulkWriteError, DuplicateKeyError, OperationFailure
 
 import multifora
@@ -117,6 +117,50 @@ def test_coll_mod_hidden_and_ttl(client):
     with pytest.raises(OperationFailure) as e:
         db.command("collMod", "c", index={"name": "nope", "hidden": True})
     assert e.value.code == 27
+
+
+@pytest.mark.parametrize("value, want", [
+    (300.5, 300), (Decimal128("7.9"), 7), (-0.5, 0), (Int64(5), 5),
+    (-5, 72), (2**31, 72), (float("nan"), 72), (float("inf"), 72), ("5", 14)])
+def test_coll_mod_expire_after_seconds_as_mongod_parses_it(client, value, want):
+    """collMod takes expireAfterSeconds as any number, truncated (mongod's
+    safeInt64), and its range failures are InvalidOptions (72), a string
+    TypeMismatch (14); before, every such value was BadValue (2)."""
+    db = client.t
+    db.c.create_index("t", expireAfterSeconds=100)
+    index = {"name": "t_1", "expireAfterSeconds": value}
+    if want in (72, 14):
+        with pytest.raises(OperationFailure) as e:
+            db.command("collMod", "c", index=index)
+        assert e.value.code == want
+        want_stored = 100
+    else:
+        r = db.command("collMod", "c", index=index)
+        assert (r["expireAfterSeconds_old"], r["expireAfterSeconds_new"]) == (100, want)
+        want_stored = want
+    spec = [ix for ix in db.c.list_indexes() if ix["name"] == "t_1"][0]
+    assert spec["expireAfterSeconds"] == want_stored
+
+
+def test_coll_mod_hidden_is_a_safe_bool_and_ttl_stays_single_field(client):
+    db = client.t
+    db.c.create_index("h")
+    db.c.create_index([("a", 1), ("b", 1)])
+    r = db.command("collMod", "c", index={"name": "h_1", "hidden": 1})
+    assert (r["hidden_old"], r["hidden_new"]) == (False, True)
+    r = db.command("collMod", "c", index={"name": "h_1", "hidden": 0.0})
+    assert (r["hidden_old"], r["hidden_new"]) == (True, False)
+    with pytest.raises(OperationFailure) as e:
+        db.command("collMod", "c", index={"name": "h_1", "hidden": "x"})
+    assert e.value.code == 14
+    # converting an index to TTL: one field only, as createIndexes has it
+    with pytest.raises(OperationFailure) as e:
+        db.command("collMod", "c", index={"name": "a_1_b_1", "expireAfterSeconds": 5})
+    assert e.value.code == 72
+    assert "expireAfterSeconds" not in [ix for ix in db.c.list_indexes()
+                                        if ix["name"] == "a_1_b_1"][0]
+    r = db.command("collMod", "c", index={"name": "h_1", "expireAfterSeconds": 5})
+    assert r["expireAfterSeconds_new"] == 5
 
 
 # ------------------------------------------------------------- semantics
@@ -460,3 +504,25 @@ def test_invalid_ttl_specs(client):
     assert e.value.code == 67
     with pytest.raises(OperationFailure):
         db.c.create_index("a", expireAfterSeconds="ten")
+
+
+def test_list_indexes_cursor_is_the_collections(client):
+    """listIndexes' cursor is registered under the collection, as mongod
+    5.0 and later register it: the reply's ns is "db.coll", and getMore
+    names the collection (it was "db.$cmd.listIndexes")."""
+    db = client.t
+    db.c.create_index("a")
+    db.c.create_index("b")
+    r = db.command("listIndexes", "c", cursor={"batchSize": 1})
+    assert r["cursor"]["ns"] == "t.c"
+    assert [i["name"] for i in r["cursor"]["firstBatch"]] == ["_id_"]
+    with pytest.raises(pymongo.errors.OperationFailure) as e:
+        db.command("getMore", r["cursor"]["id"], collection="other")
+    assert e.value.code == 13
+    more = db.command("getMore", r["cursor"]["id"], collection="c", batchSize=1)
+    assert [i["name"] for i in more["cursor"]["nextBatch"]] == ["a_1"]
+    assert more["cursor"]["ns"] == "t.c"
+    more = db.command("getMore", r["cursor"]["id"], collection="c")
+    assert [i["name"] for i in more["cursor"]["nextBatch"]] == ["b_1"]
+    assert more["cursor"]["id"] == 0
+    assert [i["name"] for i in db.c.list_indexes()] == ["_id_", "a_1", "b_1"]

@@ -487,7 +487,10 @@ int mfi_cmd_list_indexes(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_e
             (!mfi_as_int64(&cit, &batch_size) || batch_size < 0))
             return mf_error_set(err, MF_BadValue, "batchSize must be a non-negative number");
     }
-    snprintf(cns, sizeof cns, "%s.$cmd.listIndexes", ctx->db);
+    /* The cursor is the collection's, as mongod 5.0 and later register it
+     * (list_indexes.cpp): its reply's ns is "db.coll", and getMore names
+     * the collection. */
+    snprintf(cns, sizeof cns, "%s", ns);
     bson_t *docs = bson_new();
     mf_engine_catalog_lock(e, false);
     mf_coll *c = mf_engine_coll(e, ns);
@@ -517,7 +520,6 @@ int mfi_cmd_list_indexes(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_e
     }
     mf_coll_unlock(c);
     mf_engine_catalog_unlock(e);
-    (void)cns;
     return mfi_cursor_reply_from_docs(ctx, cns, docs, batch_size, reply, err);
 }
 
@@ -727,15 +729,22 @@ static int parse_index_mod(mf_coll *c, const char *ns, const bson_t *index, inde
                 return mfi_type_error(err, "collMod.index", k, &opt, "string");
             m->name = bson_iter_utf8(&opt, NULL);
         } else if (strcmp(k, "expireAfterSeconds") == 0) {
-            if (!mfi_as_int64(&opt, &m->ttl) || m->ttl < 0 || m->ttl > INT32_MAX)
-                rc = mf_error_set(err, MF_BadValue,
+            /* mongod's collMod: any number, truncated (a safeInt64), then
+             * validateExpireAfterSeconds, its failures as InvalidOptions
+             * (coll_mod.cpp). */
+            int conv = mf_bsonx_number_to_int64(&opt, &m->ttl);
+            if (conv == 1 && !BSON_ITER_HOLDS_NUMBER(&opt))
+                return mfi_type_error(err, "collMod.index", k, &opt, "long");
+            if (conv == 0 && m->ttl < 0)
+                rc = mf_error_set(err, MF_InvalidOptions,
+                                  "TTL index 'expireAfterSeconds' option cannot be less than 0.");
+            else if (conv != 0 || m->ttl > INT32_MAX)
+                rc = mf_error_set(err, MF_InvalidOptions,
                                   "TTL index 'expireAfterSeconds' option must be within an "
                                   "acceptable range, try a lower number");
             m->has_ttl = true;
         } else if (strcmp(k, "hidden") == 0) {
-            if (!BSON_ITER_HOLDS_BOOL(&opt))
-                return mfi_type_error(err, "collMod.index", k, &opt, "bool");
-            m->hidden = bson_iter_bool(&opt);
+            rc = safe_bool_opt(&opt, k, &m->hidden, err); /* a safeBool, as prepareUnique */
             m->has_hidden = true;
         } else if (strcmp(k, "prepareUnique") == 0) {
             rc = safe_bool_opt(&opt, k, &m->prepare_unique, err);
@@ -971,6 +980,13 @@ static int apply_index_mod(mf_cmd_ctx *ctx, mf_coll *c, const char *ns, const in
     bool old_prepare = bson_iter_init_find(&old, &s, "prepareUnique") && bson_iter_as_bool(&old);
     if (m->has_ttl && is_id)
         return mf_error_set(err, MF_InvalidOptions, "the _id field does not support TTL indexes");
+    bson_t key;
+    if (m->has_ttl && !had_ttl && bson_iter_init_find(&old, &s, "key") && mfi_doc_arg(&old, &key) &&
+        bson_count_keys(&key) > 1) /* a conversion: as createIndexes, one field (coll_mod.cpp) */
+        return mf_error_set(err, MF_InvalidOptions,
+                            "TTL indexes are single-field indexes, compound indexes do not "
+                            "support TTL. Index: %s",
+                            m->name);
     if (m->has_unique && !m->unique)
         return mf_error_set(err, MF_BadValue, "Cannot make index non-unique");
     bool make_unique = m->has_unique && !old_unique;
