@@ -121,7 +121,8 @@ def test_coll_mod_hidden_and_ttl(client):
 
 @pytest.mark.parametrize("value, want", [
     (300.5, 300), (Decimal128("7.9"), 7), (-0.5, 0), (Int64(5), 5),
-    (-5, 72), (2**31, 72), (float("nan"), 72), (float("inf"), 72), ("5", 14)])
+    (-5, 72), (2**31, 72), (float("nan"), 72), (float("inf"), 72), (Decimal128("NaN"), 72),
+    ("5", 14)])
 def test_coll_mod_expire_after_seconds_as_mongod_parses_it(client, value, want):
     """collMod takes expireAfterSeconds as any number, truncated (mongod's
     safeInt64), and its range failures are InvalidOptions (72), a string

@@ -733,7 +733,7 @@ static int parse_index_mod(mf_coll *c, const char *ns, const bson_t *index, inde
              * validateExpireAfterSeconds, its failures as InvalidOptions
              * (coll_mod.cpp). */
             int conv = mf_bsonx_number_to_int64(&opt, &m->ttl);
-            if (conv == 1 && !BSON_ITER_HOLDS_NUMBER(&opt))
+            if (conv == 1 && !mfi_is_number(&opt))
                 return mfi_type_error(err, "collMod.index", k, &opt, "long");
             if (conv == 0 && m->ttl < 0)
                 rc = mf_error_set(err, MF_InvalidOptions,
