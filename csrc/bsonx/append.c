@@ -40,71 +40,59 @@ static void put_string(mf_buf *b, const char *s, uint32_t len, bool *ok)
     put_bytes(b, "", 1, ok);
 }
 
-/* Append the element `type` `key` with the value bytes the caller wrote
- * into `b` after the header that begin_elem left: a document of that one
- * element, concatenated onto `dst`. */
-static size_t begin_elem(mf_buf *b, bson_type_t type, const char *key, int key_length,
-                         bool *ok)
+/* Whether `v` is a Code, CodeWScope or DBPointer whose string holds a
+ * NUL: the values libbson would cut. */
+static bool needs_bytes(const bson_value_t *v)
 {
-    size_t kl = key_length < 0 ? strlen(key) : (size_t)key_length;
-    uint8_t t = (uint8_t)type;
-    put_le32(b, 0, ok); /* the document's length, set by end_elem */
-    put_bytes(b, &t, 1, ok);
-    *ok = *ok && memchr(key, 0, kl) == NULL; /* as libbson refuses such keys */
-    put_bytes(b, key, kl, ok);
-    put_bytes(b, "", 1, ok);
-    return b->len;
+    switch (v->value_type) {
+    case BSON_TYPE_CODE:
+        return has_nul(v->value.v_code.code, v->value.v_code.code_len);
+    case BSON_TYPE_CODEWSCOPE:
+        return has_nul(v->value.v_codewscope.code, v->value.v_codewscope.code_len);
+    case BSON_TYPE_DBPOINTER:
+        return has_nul(v->value.v_dbpointer.collection, v->value.v_dbpointer.collection_len);
+    default:
+        return false;
+    }
 }
 
-static bool end_elem(bson_t *dst, mf_buf *b, bool ok)
+/* Append `key`: `v` (one that needs_bytes) from its bytes: a document of
+ * that one element, concatenated onto `dst`. */
+static bool append_bytes(bson_t *dst, const char *key, int key_length, const bson_value_t *v)
 {
+    mf_buf b = {0};
+    bool ok = true;
     bson_t one;
-    put_bytes(b, "", 1, &ok);
-    if (ok && b->len <= INT32_MAX) {
-        uint32_t n = (uint32_t)b->len;
-        b->data[0] = (uint8_t)n;
-        b->data[1] = (uint8_t)(n >> 8);
-        b->data[2] = (uint8_t)(n >> 16);
-        b->data[3] = (uint8_t)(n >> 24);
-        ok = bson_init_static(&one, b->data, b->len) && bson_concat(dst, &one);
+    size_t kl = key_length < 0 ? strlen(key) : (size_t)key_length;
+    uint8_t t = (uint8_t)v->value_type;
+    put_le32(&b, 0, &ok); /* the document's length, set below */
+    put_bytes(&b, &t, 1, &ok);
+    ok = ok && memchr(key, 0, kl) == NULL; /* as libbson refuses such keys */
+    put_bytes(&b, key, kl, &ok);
+    put_bytes(&b, "", 1, &ok);
+    if (v->value_type == BSON_TYPE_CODE) {
+        put_string(&b, v->value.v_code.code, v->value.v_code.code_len, &ok);
+    } else if (v->value_type == BSON_TYPE_CODEWSCOPE) {
+        const uint32_t len = v->value.v_codewscope.code_len;
+        put_le32(&b, 4 + 4 + len + 1 + v->value.v_codewscope.scope_len, &ok);
+        put_string(&b, v->value.v_codewscope.code, len, &ok);
+        put_bytes(&b, v->value.v_codewscope.scope_data, v->value.v_codewscope.scope_len, &ok);
+    } else {
+        put_string(&b, v->value.v_dbpointer.collection, v->value.v_dbpointer.collection_len,
+                   &ok);
+        put_bytes(&b, v->value.v_dbpointer.oid.bytes, 12, &ok);
+    }
+    put_bytes(&b, "", 1, &ok);
+    if (ok && b.len <= INT32_MAX) {
+        uint32_t n = (uint32_t)b.len;
+        for (int i = 0; i < 4; i++)
+            b.data[i] = (uint8_t)(n >> (8 * i));
+        ok = bson_init_static(&one, b.data, b.len) && bson_concat(dst, &one);
     } else {
         ok = false;
     }
-    mf_buf_free(b);
+    mf_buf_free(&b);
     return ok;
-}
-
-static bool append_code(bson_t *dst, const char *key, int key_length, const char *code,
-                        uint32_t len)
-{
-    mf_buf b = {0};
-    bool ok = true;
-    begin_elem(&b, BSON_TYPE_CODE, key, key_length, &ok);
-    put_string(&b, code, len, &ok);
-    return end_elem(dst, &b, ok);
-}
-
-static bool append_codewscope(bson_t *dst, const char *key, int key_length, const char *code,
-                              uint32_t len, const uint8_t *scope, uint32_t scope_len)
-{
-    mf_buf b = {0};
-    bool ok = true;
-    begin_elem(&b, BSON_TYPE_CODEWSCOPE, key, key_length, &ok);
-    put_le32(&b, 4 + 4 + len + 1 + scope_len, &ok);
-    put_string(&b, code, len, &ok);
-    put_bytes(&b, scope, scope_len, &ok);
-    return end_elem(dst, &b, ok);
-}
-
-static bool append_dbpointer(bson_t *dst, const char *key, int key_length, const char *coll,
-                             uint32_t len, const bson_oid_t *oid)
-{
-    mf_buf b = {0};
-    bool ok = true;
-    begin_elem(&b, BSON_TYPE_DBPOINTER, key, key_length, &ok);
-    put_string(&b, coll, len, &ok);
-    put_bytes(&b, oid->bytes, 12, &ok);
-    return end_elem(dst, &b, ok);
 }
 
 bool mf_bsonx_append_iter(bson_t *dst, const char *key, int key_length, const bson_iter_t *it)
@@ -113,102 +101,50 @@ bool mf_bsonx_append_iter(bson_t *dst, const char *key, int key_length, const bs
         key = bson_iter_key(it);
         key_length = (int)bson_iter_key_len(it);
     }
-    uint32_t len, scope_len;
-    const uint8_t *scope;
-    const char *s;
-    const bson_oid_t *oid;
-    switch (bson_iter_type(it)) {
-    case BSON_TYPE_CODE:
-        s = bson_iter_code(it, &len);
-        if (has_nul(s, len))
-            return append_code(dst, key, key_length, s, len);
-        break;
-    case BSON_TYPE_CODEWSCOPE:
-        s = bson_iter_codewscope(it, &len, &scope_len, &scope);
-        if (has_nul(s, len))
-            return append_codewscope(dst, key, key_length, s, len, scope, scope_len);
-        break;
-    case BSON_TYPE_DBPOINTER:
-        bson_iter_dbpointer(it, &len, &s, &oid);
-        if (has_nul(s, len))
-            return append_dbpointer(dst, key, key_length, s, len, oid);
-        break;
-    default:
-        break;
+    bson_type_t t = bson_iter_type(it);
+    if (t == BSON_TYPE_CODE || t == BSON_TYPE_CODEWSCOPE || t == BSON_TYPE_DBPOINTER) {
+        bson_iter_t at = *it; /* bson_iter_value fills the iterator's value */
+        return mf_bsonx_append_value(dst, key, key_length, bson_iter_value(&at));
     }
     return bson_append_iter(dst, key, key_length, it);
 }
 
 bool mf_bsonx_append_value(bson_t *dst, const char *key, int key_length, const bson_value_t *v)
 {
-    switch (v->value_type) {
-    case BSON_TYPE_CODE:
-        if (has_nul(v->value.v_code.code, v->value.v_code.code_len))
-            return append_code(dst, key, key_length, v->value.v_code.code,
-                               v->value.v_code.code_len);
-        break;
-    case BSON_TYPE_CODEWSCOPE:
-        if (has_nul(v->value.v_codewscope.code, v->value.v_codewscope.code_len))
-            return append_codewscope(dst, key, key_length, v->value.v_codewscope.code,
-                                     v->value.v_codewscope.code_len,
-                                     v->value.v_codewscope.scope_data,
-                                     v->value.v_codewscope.scope_len);
-        break;
-    case BSON_TYPE_DBPOINTER:
-        if (has_nul(v->value.v_dbpointer.collection, v->value.v_dbpointer.collection_len))
-            return append_dbpointer(dst, key, key_length, v->value.v_dbpointer.collection,
-                                    v->value.v_dbpointer.collection_len,
-                                    &v->value.v_dbpointer.oid);
-        break;
-    default:
-        break;
-    }
+    if (needs_bytes(v))
+        return append_bytes(dst, key, key_length, v);
     return bson_append_value(dst, key, key_length, v);
 }
 
-/* `len` bytes of `s` and a NUL, from bson_malloc (which bson_value_destroy
- * frees). */
-static char *bytes_dup(const char *s, uint32_t len)
+/* `len` bytes at `s` and a NUL, from bson_malloc (which
+ * bson_value_destroy frees). */
+static void *bytes_dup(const void *s, size_t len, size_t nul)
 {
-    char *p = bson_malloc((size_t)len + 1);
+    char *p = bson_malloc(len + nul);
     memcpy(p, s, len);
-    p[len] = '\0';
+    if (nul)
+        p[len] = '\0';
     return p;
 }
 
 void mf_bsonx_value_copy(const bson_value_t *src, bson_value_t *dst)
 {
-    switch (src->value_type) {
-    case BSON_TYPE_CODE:
-        if (has_nul(src->value.v_code.code, src->value.v_code.code_len)) {
-            *dst = *src;
-            dst->value.v_code.code = bytes_dup(src->value.v_code.code, src->value.v_code.code_len);
-            return;
-        }
-        break;
-    case BSON_TYPE_CODEWSCOPE:
-        if (has_nul(src->value.v_codewscope.code, src->value.v_codewscope.code_len)) {
-            *dst = *src;
-            dst->value.v_codewscope.code =
-                bytes_dup(src->value.v_codewscope.code, src->value.v_codewscope.code_len);
-            dst->value.v_codewscope.scope_data = bson_malloc(src->value.v_codewscope.scope_len);
-            memcpy(dst->value.v_codewscope.scope_data, src->value.v_codewscope.scope_data,
-                   src->value.v_codewscope.scope_len);
-            return;
-        }
-        break;
-    case BSON_TYPE_DBPOINTER:
-        if (has_nul(src->value.v_dbpointer.collection, src->value.v_dbpointer.collection_len)) {
-            *dst = *src;
-            dst->value.v_dbpointer.collection = bytes_dup(src->value.v_dbpointer.collection,
-                                                          src->value.v_dbpointer.collection_len);
-            return;
-        }
-        break;
-    default:
-        break;
+    if (!needs_bytes(src)) {
+        bson_value_copy(src, dst);
+        return;
     }
-    bson_value_copy(src, dst);
+    *dst = *src;
+    if (src->value_type == BSON_TYPE_CODE) {
+        dst->value.v_code.code = bytes_dup(src->value.v_code.code, src->value.v_code.code_len, 1);
+    } else if (src->value_type == BSON_TYPE_CODEWSCOPE) {
+        dst->value.v_codewscope.code =
+            bytes_dup(src->value.v_codewscope.code, src->value.v_codewscope.code_len, 1);
+        dst->value.v_codewscope.scope_data = bytes_dup(src->value.v_codewscope.scope_data,
+                                                       src->value.v_codewscope.scope_len, 0);
+    } else {
+        dst->value.v_dbpointer.collection = bytes_dup(src->value.v_dbpointer.collection,
+                                                      src->value.v_dbpointer.collection_len, 1);
+    }
 }
 
 void mf_bsonx_copy_except(const bson_t *src, bson_t *dst, const char *except)

@@ -473,7 +473,7 @@ int mfi_cmd_create_indexes(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf
 int mfi_cmd_list_indexes(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_error *err)
 {
     mf_engine *e = ctx->inst->engine;
-    char ns[MF_MAX_NS_LEN + 1], cns[MF_MAX_NS_LEN + 64];
+    char ns[MF_MAX_NS_LEN + 1];
     bson_iter_t it, cit;
     int64_t batch_size = -1;
     int rc = mfi_coll_arg(ctx, cmd, ns, sizeof ns, err);
@@ -487,10 +487,6 @@ int mfi_cmd_list_indexes(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_e
             (!mfi_as_int64(&cit, &batch_size) || batch_size < 0))
             return mf_error_set(err, MF_BadValue, "batchSize must be a non-negative number");
     }
-    /* The cursor is the collection's, as mongod 5.0 and later register it
-     * (list_indexes.cpp): its reply's ns is "db.coll", and getMore names
-     * the collection. */
-    snprintf(cns, sizeof cns, "%s", ns);
     bson_t *docs = bson_new();
     mf_engine_catalog_lock(e, false);
     mf_coll *c = mf_engine_coll(e, ns);
@@ -520,7 +516,10 @@ int mfi_cmd_list_indexes(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_e
     }
     mf_coll_unlock(c);
     mf_engine_catalog_unlock(e);
-    return mfi_cursor_reply_from_docs(ctx, cns, docs, batch_size, reply, err);
+    /* The cursor is the collection's, as mongod 5.0 and later register it
+     * (list_indexes.cpp): its reply's ns is "db.coll", and getMore names
+     * the collection. */
+    return mfi_cursor_reply_from_docs(ctx, ns, docs, batch_size, reply, err);
 }
 
 /* ------------------------------------------------------------ dropIndexes */

@@ -633,16 +633,23 @@ static int put_rec(mf_btree *t, mf_pgno no, int depth, bool rightmost, put_args 
                  rightmost && idx + 1 == pcount(p), res, err);
 }
 
-int mf_btree_put(mf_btree *t, const uint8_t *key, size_t klen, const uint8_t *val,
-                 size_t vlen, bool no_overwrite, bool *existed, mf_error *err)
+int mf_btree_check_sizes(size_t klen, size_t vlen, mf_error *err)
 {
-    int rc;
-    put_args a = {key, klen, val, vlen, no_overwrite, false};
     if (klen == 0 || klen > MF_BTREE_MAX_KEY)
         return mf_error_set(err, MF_BadValue, "B+tree key of %zu bytes (1 to %u allowed)", klen,
                             MF_BTREE_MAX_KEY);
     if (vlen > MF_BTREE_MAX_VALUE)
         return mf_error_set(err, MF_BadValue, "B+tree value of %zu bytes is too large", vlen);
+    return 0;
+}
+
+int mf_btree_put(mf_btree *t, const uint8_t *key, size_t klen, const uint8_t *val,
+                 size_t vlen, bool no_overwrite, bool *existed, mf_error *err)
+{
+    int rc;
+    put_args a = {key, klen, val, vlen, no_overwrite, false};
+    if ((rc = mf_btree_check_sizes(klen, vlen, err)) != 0)
+        return rc;
     modified(t);
     if (t->root == 0) {
         mf_pgno no;
@@ -1634,9 +1641,8 @@ int mf_btree_bulk_add(mf_bulk *b, const uint8_t *key, size_t klen, const uint8_t
                       size_t vlen, mf_error *err)
 {
     int rc;
-    if (klen == 0 || klen > MF_BTREE_MAX_KEY)
-        return mf_error_set(err, MF_BadValue, "B+tree key of %zu bytes (1 to %u allowed)", klen,
-                            MF_BTREE_MAX_KEY);
+    if ((rc = mf_btree_check_sizes(klen, 0, err)) != 0)
+        return rc;
     if (b->levels > 0) {
         /* Order against the current leaf's last key. */
         uint8_t *leaf = mf_pager_page(b->t->pg, b->page[0], err);

@@ -32,6 +32,11 @@
 #define MF_BTREE_MAX_VALUE (64u * 1024 * 1024)
 #define MF_BTREE_MAX_DEPTH 40
 
+/* Whether a tree can take a key of `klen` bytes and a value of `vlen`:
+ * 0, or MF_BadValue outside 1 .. MF_BTREE_MAX_KEY and 0 .. MF_BTREE_MAX_VALUE
+ * (what mf_btree_put refuses before it changes anything). */
+int mf_btree_check_sizes(size_t klen, size_t vlen, mf_error *err);
+
 typedef struct mf_btree_locator mf_btree_locator;
 
 typedef struct mf_btree {

@@ -412,17 +412,12 @@ static uint64_t ops_pages(const mf_op *ops, size_t n, uint32_t *max_run)
  * instead, the engine still usable. */
 static int ops_fit(const mf_op *ops, size_t n, mf_error *err)
 {
-    for (size_t i = 0; i < n; i++) {
-        if (ops[i].kind != MF_OP_PUT) /* a delete of a key no tree can hold finds nothing */
-            continue;
-        if (ops[i].klen == 0 || ops[i].klen > MF_BTREE_MAX_KEY)
-            return mf_error_set(err, MF_BadValue, "B+tree key of %zu bytes (1 to %u allowed)",
-                                ops[i].klen, MF_BTREE_MAX_KEY);
-        if (ops[i].vlen > MF_BTREE_MAX_VALUE)
-            return mf_error_set(err, MF_BadValue, "B+tree value of %zu bytes is too large",
-                                ops[i].vlen);
-    }
-    return 0;
+    int rc = 0;
+    /* (a delete of a key no tree can hold finds nothing: not checked) */
+    for (size_t i = 0; rc == 0 && i < n; i++)
+        if (ops[i].kind == MF_OP_PUT)
+            rc = mf_btree_check_sizes(ops[i].klen, ops[i].vlen, err);
+    return rc;
 }
 
 int mf_engine_write(mf_engine *e, const mf_op *ops, size_t nops, mf_lsn *lsn, mf_error *err)
