@@ -122,6 +122,8 @@ enum {
     MF_CMD_HELLO = 1 << 2,      /* hello or isMaster: reads client metadata */
     MF_CMD_WRITE = 1 << 3,      /* writes: accepts a writeConcern */
     MF_CMD_TEST_ONLY = 1 << 4,  /* exists only with enableTestCommands */
+    MF_CMD_NO_AUTH = 1 << 5,    /* needs no authentication (mongod's
+                                   requiresAuth() false): takes no txnNumber */
 };
 
 typedef struct mf_cmd_def {
@@ -143,6 +145,8 @@ bool mfi_instance_sleep(mf_instance *inst, int64_t ms);
 int mfi_cmd_hello(mf_cmd_ctx *, const bson_t *, bson_t *, mf_error *);
 int mfi_cmd_build_info(mf_cmd_ctx *, const bson_t *, bson_t *, mf_error *);
 int mfi_cmd_ping(mf_cmd_ctx *, const bson_t *, bson_t *, mf_error *);
+int mfi_cmd_commit_transaction(mf_cmd_ctx *, const bson_t *, bson_t *, mf_error *);
+int mfi_cmd_abort_transaction(mf_cmd_ctx *, const bson_t *, bson_t *, mf_error *);
 int mfi_cmd_get_parameter(mf_cmd_ctx *, const bson_t *, bson_t *, mf_error *);
 int mfi_cmd_get_cmd_line_opts(mf_cmd_ctx *, const bson_t *, bson_t *, mf_error *);
 int mfi_cmd_server_status(mf_cmd_ctx *, const bson_t *, bson_t *, mf_error *);
@@ -215,11 +219,17 @@ int mfi_sessions_open(mf_instance *inst, mf_error *err);
 void mfi_sessions_close(mf_instance *inst);
 /* How long an idle session lives (default localLogicalSessionTimeoutMinutes). */
 void mfi_sessions_set_timeout_ms(mf_instance *inst, int64_t ms);
-/* Record the command's `lsid`, if it has one, as used now: mongod's
- * OperationSessionInfo errors for a malformed one (TypeMismatch 14,
- * 40414 missing id, 40415 unknown field, InvalidUUID 207),
+/* The command's OperationSessionInfo (lsid, txnNumber, autocommit,
+ * startTransaction, txnRetryCounter) as mongod's
+ * initializeOperationSessionInfo checks it on a standalone: the `lsid`, if
+ * there is one, is recorded as used now (hello and isMaster excepted);
+ * any txnNumber is IllegalOperation (20), since a standalone has neither
+ * transactions nor retryable writes.  Errors: TypeMismatch 14 and 40413
+ * duplicate for the fields, 40414/40415/InvalidUUID 207 for a malformed
+ * lsid, 263/50889 for a transaction on a command that needs no
+ * authentication, InvalidOptions 72 for fields without the ones they need,
  * TooManyLogicalSessions (261) when the registry is full. */
-int mfi_session_use(mf_cmd_ctx *ctx, const bson_t *cmd, mf_error *err);
+int mfi_session_use(mf_cmd_ctx *ctx, const mf_cmd_def *def, const bson_t *cmd, mf_error *err);
 /* Parse a LogicalSessionFromClient {id, uid?} at `it`; `path` names it in
  * errors ("OperationSessionInfo.lsid").  A missing uid is the caller's
  * (the unauthenticated user's) digest. */

@@ -141,10 +141,12 @@ bool mfi_instance_sleep(mf_instance *inst, int64_t ms)
 
 /* Sorted by name with strcmp; the C tests check the order. */
 static const mf_cmd_def table[] = {
+    {"abortTransaction", mfi_cmd_abort_transaction, MF_CMD_ADMIN_ONLY | MF_CMD_WRITE,
+     "Aborts a transaction"},
     {"aggregate", mfi_cmd_aggregate, MF_CMD_WRITE, "Runs the aggregation command."},
-    {"buildInfo", mfi_cmd_build_info, 0,
+    {"buildInfo", mfi_cmd_build_info, MF_CMD_NO_AUTH,
      "get version #, etc.\n{ buildinfo:1 }"},
-    {"buildinfo", mfi_cmd_build_info, MF_CMD_ALIAS,
+    {"buildinfo", mfi_cmd_build_info, MF_CMD_ALIAS | MF_CMD_NO_AUTH,
      "get version #, etc.\n{ buildinfo:1 }"},
     {"collMod", mfi_cmd_coll_mod, MF_CMD_WRITE,
      "Sets collection options.\nExample: { collMod: 'foo', index: {keyPattern: {a: 1}, expireAfterSeconds: 600} }"},
@@ -154,9 +156,11 @@ static const mf_cmd_def table[] = {
     {"collstats", mfi_cmd_coll_stats, MF_CMD_ALIAS,
      "{ collStats:\"blog.posts\" , scale : 1 } scale divides sizes e.g. for KB use 1024\n"
      "    avgObjSize - in bytes"},
+    {"commitTransaction", mfi_cmd_commit_transaction, MF_CMD_ADMIN_ONLY | MF_CMD_WRITE,
+     "Commits a transaction"},
     {"configureFailPoint", mfi_cmd_configure_fail_point, MF_CMD_ADMIN_ONLY,
      "test only: enables, disables, or configures a fail point"},
-    {"connectionStatus", mfi_cmd_connection_status, 0,
+    {"connectionStatus", mfi_cmd_connection_status, MF_CMD_NO_AUTH,
      "Returns connection-specific information such as logged-in users and their roles"},
     {"count", mfi_cmd_count, 0, "count objects in collection"},
     {"create", mfi_cmd_create, MF_CMD_WRITE, "explicitly creates a collection"},
@@ -187,22 +191,22 @@ static const mf_cmd_def table[] = {
     {"getMore", mfi_cmd_get_more, 0, "retrieve more results from an existing cursor"},
     {"getParameter", mfi_cmd_get_parameter, MF_CMD_ADMIN_ONLY,
      "get administrative option(s)\nexample:\n{ getParameter:1, notablescan:1 }"},
-    {"hello", mfi_cmd_hello, MF_CMD_HELLO,
+    {"hello", mfi_cmd_hello, MF_CMD_HELLO | MF_CMD_NO_AUTH,
      "Check if this server is primary for a replica set\n{ hello : 1 }"},
     {"hostInfo", mfi_cmd_host_info, 0, "returns information about the daemon's host"},
     {"insert", mfi_cmd_insert, MF_CMD_WRITE, "insert documents"},
-    {"isMaster", mfi_cmd_hello, MF_CMD_HELLO,
+    {"isMaster", mfi_cmd_hello, MF_CMD_HELLO | MF_CMD_NO_AUTH,
      "Check if this server is primary for a replica set\n{ isMaster : 1 }"},
-    {"ismaster", mfi_cmd_hello, MF_CMD_ALIAS | MF_CMD_HELLO,
+    {"ismaster", mfi_cmd_hello, MF_CMD_ALIAS | MF_CMD_HELLO | MF_CMD_NO_AUTH,
      "Check if this server is primary for a replica set\n{ isMaster : 1 }"},
     {"killAllSessions", mfi_cmd_kill_all_sessions, 0, "kill all logical sessions"},
     {"killCursors", mfi_cmd_kill_cursors, 0, "Kill a list of cursor ids"},
     {"listCollections", mfi_cmd_list_collections, 0, "list collections for this db"},
-    {"listCommands", mfi_cmd_list_commands, 0, "get a list of all db commands"},
+    {"listCommands", mfi_cmd_list_commands, MF_CMD_NO_AUTH, "get a list of all db commands"},
     {"listDatabases", mfi_cmd_list_databases, MF_CMD_ADMIN_ONLY,
      "{ listDatabases:1, [filter: <filterObject>] [, nameOnly: true ] }\nlist databases on this server"},
     {"listIndexes", mfi_cmd_list_indexes, 0, "list indexes for a collection"},
-    {"ping", mfi_cmd_ping, 0, "a way to check that the server is alive. responds immediately even if server is in a db lock."},
+    {"ping", mfi_cmd_ping, MF_CMD_NO_AUTH, "a way to check that the server is alive. responds immediately even if server is in a db lock."},
     {"planCacheClear", mfi_cmd_plan_cache_clear, 0,
      "Drops one or all plan cache entries in a collection."},
     {"refreshSessions", mfi_cmd_refresh_sessions, 0, "renew a set of logical sessions"},
@@ -443,9 +447,9 @@ void mf_command_run(mf_instance *inst, mf_client *client, const bson_t *cmd,
      * filters on its appName). */
     if (def->flags & MF_CMD_HELLO)
         mfi_client_note_hello(client, cmd);
-    /* The session the command runs in is in use from now (hello and
-     * isMaster take no session, as in mongod). */
-    if (!(def->flags & MF_CMD_HELLO) && (rc = mfi_session_use(&ctx, cmd, &err)) != 0)
+    /* The session the command runs in is in use from now; a transaction
+     * number is refused here, before the command does anything. */
+    if ((rc = mfi_session_use(&ctx, def, cmd, &err)) != 0)
         goto fail;
     /* failCommand: after the session is read and before the write concern,
      * as mongod evaluates it (test commands only: off otherwise). */

@@ -523,16 +523,106 @@ int mfi_session_from_client(const bson_iter_t *it, const char *path, uint8_t id[
     return 0;
 }
 
-int mfi_session_use(mf_cmd_ctx *ctx, const bson_t *cmd, mf_error *err)
+/* One field of OperationSessionInfo as its IDL parses it: of type `want`
+ * (strict, as IDL's bool, long and int are), and not given twice. */
+static int osi_field(const bson_iter_t *it, bool *seen, bson_type_t want, const char *want_name,
+                     mf_error *err)
+{
+    const char *k = bson_iter_key(it);
+    if (*seen)
+        return mf_error_set(err, 40413, "BSON field 'OperationSessionInfo.%s' is a duplicate field",
+                            k);
+    *seen = true;
+    if (bson_iter_type(it) != want)
+        return mf_error_set(err, MF_TypeMismatch,
+                            "BSON field 'OperationSessionInfo.%s' is the wrong type '%s', "
+                            "expected type '%s'",
+                            k, mf_bsonx_type_alias(bson_iter_type(it)), want_name);
+    return 0;
+}
+
+int mfi_session_use(mf_cmd_ctx *ctx, const mf_cmd_def *def, const bson_t *cmd, mf_error *err)
 {
     bson_iter_t it;
     uint8_t id[16], uid[32];
-    if (!bson_iter_init_find(&it, cmd, "lsid"))
-        return 0;
-    int rc = mfi_session_from_client(&it, "OperationSessionInfo.lsid", id, uid, err);
-    if (rc)
+    bool has_lsid = false, has_txn = false, has_auto = false, has_start = false,
+         has_retry = false;
+    int rc;
+
+    /* The IDL parse: each field's type, in the command's order. */
+    bson_iter_init(&it, cmd);
+    while (bson_iter_next(&it)) {
+        const char *k = bson_iter_key(&it);
+        if (strcmp(k, "lsid") == 0) {
+            if (has_lsid)
+                return mf_error_set(err, 40413,
+                                    "BSON field 'OperationSessionInfo.lsid' is a duplicate field");
+            has_lsid = true;
+            rc = mfi_session_from_client(&it, "OperationSessionInfo.lsid", id, uid, err);
+        } else if (strcmp(k, "txnNumber") == 0) {
+            rc = osi_field(&it, &has_txn, BSON_TYPE_INT64, "long", err);
+        } else if (strcmp(k, "autocommit") == 0) {
+            rc = osi_field(&it, &has_auto, BSON_TYPE_BOOL, "bool", err);
+        } else if (strcmp(k, "startTransaction") == 0) {
+            rc = osi_field(&it, &has_start, BSON_TYPE_BOOL, "bool", err);
+        } else if (strcmp(k, "txnRetryCounter") == 0) {
+            rc = osi_field(&it, &has_retry, BSON_TYPE_INT32, "int", err);
+        } else {
+            continue;
+        }
+        if (rc)
+            return rc;
+    }
+
+    /* A command that needs no authentication (hello, ping, ...) takes no
+     * transaction. */
+    if (def->flags & MF_CMD_NO_AUTH) {
+        if (has_auto)
+            return mf_error_set(err, MF_OperationNotSupportedInTransaction,
+                                "This command is not supported in transactions");
+        if (has_txn)
+            return mf_error_set(err, 50889,
+                                "It is illegal to provide a txnNumber for this command");
+    }
+    /* hello and isMaster use no session. */
+    if (has_lsid && !(def->flags & MF_CMD_HELLO) &&
+        (rc = mfi_sessions_touch(ctx->inst, id, uid, mf_clock_wall_ms(), err)) != 0)
         return rc;
-    return mfi_sessions_touch(ctx->inst, id, uid, mf_clock_wall_ms(), err);
+    if (has_txn) {
+        if (!has_lsid)
+            return mf_error_set(err, MF_InvalidOptions,
+                                "Transaction number requires a session ID to also be specified");
+        /* A standalone has no transactions and no retryable writes: the
+         * command is refused before it does anything, so a write meant
+         * for a transaction is never applied outside one. */
+        return mf_error_set(err, MF_IllegalOperation,
+                            "Transaction numbers are only allowed on a replica set member or "
+                            "mongos");
+    }
+    if (has_auto)
+        return mf_error_set(err, MF_InvalidOptions,
+                            "'autocommit' field requires a transaction number to also be "
+                            "specified");
+    if (has_start)
+        return mf_error_set(err, MF_InvalidOptions,
+                            "'startTransaction' field requires 'autocommit' field to also be "
+                            "specified");
+    return 0;
+}
+
+/* commitTransaction and abortTransaction.  Reached only without txnNumber
+ * (mfi_session_use refuses one on a standalone), so outside any
+ * transaction, as mongod answers there. */
+int mfi_cmd_commit_transaction(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_error *err)
+{
+    (void)ctx, (void)cmd, (void)reply;
+    return mf_error_set(err, MF_CommandFailed, "commitTransaction must be run within a transaction");
+}
+
+int mfi_cmd_abort_transaction(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_error *err)
+{
+    (void)ctx, (void)cmd, (void)reply;
+    return mf_error_set(err, MF_CommandFailed, "abortTransaction must be run within a transaction");
 }
 
 /* ------------------------------------------------------------- commands */

@@ -53,6 +53,8 @@ enum {
     MF_NamespaceExists = 48,
     MF_CommandNotFound = 59,
     MF_InvalidOptions = 72,
+    MF_CommandFailed = 125,
+    MF_OperationNotSupportedInTransaction = 263,
     MF_InvalidNamespace = 73,
     MF_OperationFailed = 96,
     MF_ExceededTimeLimit = 262,
