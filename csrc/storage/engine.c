@@ -79,10 +79,12 @@ struct mf_engine {
     bool is_failed;
     bool cp_no_space; /* the last checkpoint found no space (logged once) */
     mf_lsn last_cp_lsn, prev_cp_lsn;
-    uint64_t cp_log_bytes; /* wal bytes stored at the last checkpoint */
-    uint64_t cp_log_carry; /* log bytes replayed at open: written since the last
-                              checkpoint by an earlier process; they count toward
-                              the next checkpoint until it is taken */
+    uint64_t cp_log_bytes; /* log record bytes (before compression) written
+                              at the last checkpoint */
+    uint64_t cp_log_carry; /* log record bytes replayed at open: written since
+                              the last checkpoint by an earlier process; they
+                              count toward the next checkpoint until it is
+                              taken */
     int64_t cp_time_us;
     uint64_t checkpoints, replayed;
     pthread_mutex_t cp_mu; /* one checkpoint at a time */
@@ -322,9 +324,13 @@ bad:
 }
 
 /* Whether the log has grown, or enough space waits for a checkpoint to be
- * reused, to justify a checkpoint now.  Freed space counts because it is
- * reusable only two checkpoints later: deletes log little, and without
- * this the file would grow by everything they free. */
+ * reused, to justify a checkpoint now.  The log counts by its records'
+ * bytes before compression -- the keys and documents a replay would apply
+ * again -- not by what it stores: a load of documents that compress well
+ * logs little and would otherwise never checkpoint, and every reopen would
+ * replay all of it.  Freed space counts because it is reusable only two
+ * checkpoints later: deletes log little, and without this the file would
+ * grow by everything they free. */
 static bool checkpoint_due(mf_engine *e)
 {
     mf_wal_stats ws;
@@ -341,7 +347,7 @@ static bool checkpoint_due(mf_engine *e)
      * else a server killed again and again before it wrote a threshold's
      * worth of log would never checkpoint, and every reopen would replay a
      * longer log. */
-    bool due = ws.bytes_stored - e->cp_log_bytes + e->cp_log_carry >=
+    bool due = ws.bytes_raw - e->cp_log_bytes + e->cp_log_carry >=
                    e->opt.checkpoint_log_bytes ||
                pending >= space_due;
     pthread_mutex_unlock(&e->state_mu);
@@ -584,7 +590,7 @@ static int checkpoint(mf_engine *e, mf_error *err)
     pthread_mutex_lock(&e->state_mu);
     e->prev_cp_lsn = e->last_cp_lsn;
     e->last_cp_lsn = lsn;
-    e->cp_log_bytes = ws.bytes_stored;
+    e->cp_log_bytes = ws.bytes_raw;
     e->cp_log_carry = 0;
     e->cp_time_us = mf_clock_mono_us();
     e->checkpoints++;
@@ -1237,7 +1243,7 @@ int mf_engine_open(const char *dir, const mf_engine_options *opt, mf_engine **ou
         goto fail;
     mf_wal_stats ws;
     mf_wal_get_stats(e->wal, &ws);
-    e->cp_log_bytes = ws.bytes_stored;
+    e->cp_log_bytes = ws.bytes_raw;
     e->cp_time_us = mf_clock_mono_us();
     if (e->replayed)
         mf_log(MF_LOG_INFO, "STORAGE", 22430, "engine",

@@ -23,9 +23,10 @@
  * roots) + replay of the log records after the checkpoint's LSN.  Opening
  * reads nothing else: documents stay in the file until used.
  *
- * Checkpoints run on a background thread when the log has grown by
- * `checkpoint_log_bytes` or `checkpoint_interval_ms` has passed with
- * writes, and at close.  The freeze holds writers off for O(1) work (the
+ * Checkpoints run on a background thread when `checkpoint_log_bytes` of
+ * log records (counted before compression: the work a replay would redo)
+ * have been written since the last one, or `checkpoint_interval_ms` has
+ * passed with writes, and at close.  The freeze holds writers off for O(1) work (the
  * changed roots and the free list); the flush runs beside them.
  *
  * Locks, in this order, never the other way:
@@ -63,7 +64,7 @@ typedef uint64_t mf_tree_id;
 #define MF_CATALOG_TREE 1
 
 typedef struct mf_engine_options {
-    uint64_t checkpoint_log_bytes;   /* 0: 64 MiB of log since the last one */
+    uint64_t checkpoint_log_bytes;   /* 0: 64 MiB of log records since the last one */
     uint32_t checkpoint_interval_ms; /* 0: 60 s; checkpoints only if written */
     bool no_background;              /* no checkpoint thread (tests) */
     uint64_t reserve_bytes;          /* address space for the data file */
