@@ -1090,6 +1090,36 @@ int mfi_parse_sample(const bson_iter_t *it, mfi_agg *agg, mfi_stage_list *out, m
     return 0;
 }
 
+/* ------------------------------------------------------- $changeStream */
+
+/* $changeStream: change streams read a replica set's oplog, which a
+ * standalone does not have.  mongod's createFromBson checks the argument's
+ * type and fields (DocumentSourceChangeStreamSpec) and then refuses the
+ * stage with 40573 before any position check; so does this. */
+static int parse_change_stream(const bson_iter_t *it, mfi_agg *agg, mfi_stage_list *out,
+                               mf_error *err)
+{
+    static const char *const fields[] = {
+        "resumeAfter", "startAfter", "startAtOperationTime", "fullDocument",
+        "fullDocumentBeforeChange", "allChangesForCluster", "showMigrationEvents",
+        "showSystemEvents", "allowToRunOnConfigDB", "allowToRunOnSystemNS",
+        "showExpandedEvents", "showRawUpdateDescription"};
+    bson_iter_t f;
+    (void)agg, (void)out;
+    if (!BSON_ITER_HOLDS_DOCUMENT(it))
+        return mf_error_set(err, 50808, "$changeStream stage expects a document as argument");
+    bson_iter_recurse(it, &f);
+    while (bson_iter_next(&f)) {
+        size_t i = 0;
+        while (i < sizeof fields / sizeof fields[0] && strcmp(fields[i], bson_iter_key(&f)) != 0)
+            i++;
+        if (i == sizeof fields / sizeof fields[0])
+            return mf_error_set(err, 40415, "BSON field '$changeStream.%s' is an unknown field.",
+                                bson_iter_key(&f));
+    }
+    return mf_error_set(err, 40573, "The $changeStream stage is only supported on replica sets");
+}
+
 /* ------------------------------------------------------------ the table */
 
 typedef struct {
@@ -1102,6 +1132,7 @@ static const stage_def stage_table[] = {
     {"$addFields", mfi_parse_add_fields, false},
     {"$bucket", mfi_parse_bucket, false},
     {"$bucketAuto", mfi_parse_bucket_auto, false},
+    {"$changeStream", parse_change_stream, true},
     {"$collStats", mfi_parse_coll_stats, false},
     {"$count", mfi_parse_count, false},
     {"$densify", mfi_parse_densify, false},
@@ -1144,6 +1175,26 @@ static const stage_def *find_stage(const char *name)
 bool mfi_stage_known(const char *name)
 {
     return find_stage(name) != NULL;
+}
+
+int mf_pipeline_lite_parse(const bson_t *stages, mf_error *err)
+{
+    bson_iter_t it, st, more;
+    bson_iter_init(&it, stages);
+    while (bson_iter_next(&it)) {
+        if (!BSON_ITER_HOLDS_DOCUMENT(&it))
+            return mf_error_set(err, MF_TypeMismatch,
+                                "Each element of the 'pipeline' array must be an object");
+        bson_iter_recurse(&it, &st);
+        if (!bson_iter_next(&st) || (more = st, bson_iter_next(&more)))
+            return mf_error_set(err, 40323,
+                                "A pipeline stage specification object must contain exactly one "
+                                "field.");
+        if (!find_stage(bson_iter_key(&st)))
+            return mf_error_set(err, 40324, "Unrecognized pipeline stage name: '%s'",
+                                bson_iter_key(&st));
+    }
+    return 0;
 }
 
 /* $out and $merge write the pipeline's results: mongod's
@@ -1305,6 +1356,8 @@ static int parse_stages(mf_pipeline *p, const bson_t *stages, bool has_docs, mf_
         const stage_def *def = find_stage(name);
         if (!def)
             return mf_error_set(err, 40324, "Unrecognized pipeline stage name: '%s'", name);
+        if (def->parse == parse_change_stream) /* refused wherever it stands */
+            return def->parse(&st, &p->agg, &p->stages, err);
         if (!has_docs && idx == 0 && !def->makes_docs)
             return mf_error_set(err, MF_InvalidNamespace,
                                 "{aggregate: 1} is not valid for '%s'; a collection is required.",

@@ -226,6 +226,14 @@ void mf_pipeline_free(mf_pipeline *p);
 int mf_pipeline_parse_update(const bson_t *stages, const mf_agg_opts *opts,
                              const bson_t *constants, mf_pipeline **out, mf_error *err);
 
+/* The stage names of `stages` (an array of documents), as mongod's
+ * LiteParsedPipeline reads them before anything runs: each stage one field
+ * (40323) naming a known stage (40324, "Unrecognized pipeline stage
+ * name").  An update command lite-parses every statement's pipeline first,
+ * so these errors end the whole command, where a stage's own parse errors
+ * are the statement's. */
+int mf_pipeline_lite_parse(const bson_t *stages, mf_error *err);
+
 /* Run an update pipeline over `doc` (borrowed for the call): the new
  * document into `out` (initialised by the callee on success).  Errors: the
  * stages' runtime errors.  Not thread-safe: one call at a time. */

@@ -162,9 +162,11 @@ static void facet_free(mfi_stage *s)
 
 static const mfi_stage_ops facet_ops = {"$facet", facet_next, facet_explain, facet_free};
 
-/* The stages a $facet refuses (mongod's FacetRequirement::kNotAllowed). */
+/* The stages a $facet refuses (mongod's FacetRequirement::kNotAllowed).
+ * $changeStream is not among them here: its stage refuses itself as it is
+ * built (40573 on a standalone), before the facet's check could. */
 static const char *const refused_in_facet[] = {
-    "$changeStream", "$collStats", "$currentOp", "$documents", "$facet", "$geoNear",
+    "$collStats", "$currentOp", "$documents", "$facet", "$geoNear",
     "$indexStats", "$listCatalog", "$listLocalSessions", "$listSearchIndexes",
     "$listSessions", "$merge", "$out", "$planCacheStats", "$search", "$searchMeta", NULL};
 

@@ -1126,6 +1126,11 @@ int mfi_cmd_get_more(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_error
         batch_set_id(&b, !exhausted && !cur->killed ? id : 0);
     else
         batch_free(&b);
+    /* Exhaust: a getMore with OP_MSG's exhaustAllowed is run again by the
+     * connection, each reply sent with moreToCome, until the cursor is
+     * done or a batch fails (wire/conn.c), as mongod streams it. */
+    if (rc == 0 && !exhausted && !cur->killed && ctx->client && ctx->client->exhaust_allowed)
+        ctx->flags |= MF_RUN_EXHAUST;
     mfi_cursor_time_save(cur);
     if (rc != 0 && rc != MF_QueryPlanKilled)
         mfi_executor_error(err, "getMore");

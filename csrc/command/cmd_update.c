@@ -476,8 +476,15 @@ static int parse_update_stmt(const bson_iter_t *el, update_stmt *s, mf_error *er
             if (BSON_ITER_HOLDS_ARRAY(&it)) {
                 uint32_t len;
                 const uint8_t *data;
+                bson_iter_t stage;
                 bson_iter_array(&it, &len, &data);
                 s->has_u = s->is_pipeline = bson_init_static(&s->u, data, len);
+                /* parsePipelineFromBSON, part of the command's parse */
+                bson_iter_recurse(&it, &stage);
+                while (bson_iter_next(&stage))
+                    if (!BSON_ITER_HOLDS_DOCUMENT(&stage))
+                        return mf_error_set(err, MF_TypeMismatch, "Each element of the "
+                                            "'pipeline' array must be an object");
             } else if (!(s->has_u = mfi_doc_arg(&it, &s->u)))
                 return mf_error_set(err, MF_TypeMismatch,
                                     "BSON field 'update.updates.u' is the wrong type '%s', "
@@ -666,6 +673,12 @@ int mfi_cmd_update(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_error *
         rc = parse_update_stmt(&el, &st[i], err);
         any_upsert |= st[i++].upsert;
     }
+    /* mongod counts each pipeline's stages (incrementUpdateMetrics, through
+     * a LiteParsedPipeline) before any statement runs: an unknown stage in
+     * any statement fails the whole command and nothing is written. */
+    for (i = 0; rc == 0 && i < count; i++)
+        if (st[i].is_pipeline)
+            rc = mf_pipeline_lite_parse(&st[i].u, err);
     xenv x = {0};
     bson_t let;
     if (rc == 0)
@@ -946,8 +959,14 @@ static int parse_fam(const bson_t *cmd, fam_args *a, mf_error *err)
             if (BSON_ITER_HOLDS_ARRAY(&it)) {
                 uint32_t len;
                 const uint8_t *data;
+                bson_iter_t stage;
                 bson_iter_array(&it, &len, &data);
                 a->has_update = a->is_pipeline = bson_init_static(&a->update, data, len);
+                bson_iter_recurse(&it, &stage); /* parsePipelineFromBSON */
+                while (bson_iter_next(&stage))
+                    if (!BSON_ITER_HOLDS_DOCUMENT(&stage))
+                        return mf_error_set(err, MF_TypeMismatch, "Each element of the "
+                                            "'pipeline' array must be an object");
             } else if (!(a->has_update = mfi_doc_arg(&it, &a->update)))
                 return mf_error_set(err, MF_FailedToParse,
                                     "Update argument must be either an object or an array");
@@ -1016,6 +1035,9 @@ int mfi_cmd_find_and_modify(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, m
     int rc = mfi_coll_arg(ctx, cmd, ns, sizeof ns, err);
     if (rc == 0)
         rc = parse_fam(cmd, &a, err);
+    /* the stage names first, as mongod's update metrics read them */
+    if (rc == 0 && a.is_pipeline)
+        rc = mf_pipeline_lite_parse(&a.update, err);
     if (rc == 0)
         rc = mfi_collation_of_ns(e, ns, a.has_coll, a.coll, &coll, err);
     mf_collator_unref(a.coll);

@@ -95,7 +95,7 @@ typedef struct mf_client {
 /* Outcome flags of a command beyond its reply. */
 enum {
     MF_RUN_CLOSE = 1 << 0,   /* close the connection without replying */
-    MF_RUN_EXHAUST = 1 << 1, /* the command may stream (awaitable hello) */
+    MF_RUN_EXHAUST = 1 << 1, /* the command may stream (awaitable hello, getMore) */
 };
 
 /* Run one command.  `cmd` must already be valid BSON (mf_bsonx_validate);

@@ -178,11 +178,14 @@ unsigned mfi_api_versions(const mf_cmd_def *def, unsigned *deprecated);
  * AllowedWithApiStrict::kNeverInVersion1), looking into sub-pipelines
  * ($facet, $lookup, $unionWith), when the command is strict. */
 int mfi_api_check_pipeline(const mfi_api_params *api, const bson_t *pipeline, mf_error *err);
-/* A readConcern a standalone cannot satisfy, refused as mongod's
- * waitForReadConcern refuses it: level "snapshot" or "linearizable" and
- * afterOpTime are NotAReplicaSet (123), afterClusterTime and atClusterTime
- * IllegalOperation (20).  Applies to the commands that take a read concern
- * (find, aggregate, count, distinct); others ignore the argument. */
+/* The command's readConcern, parsed as mongod's ReadConcernArgs::parse
+ * parses it for every command (FailedToParse 9 for an unknown level or a
+ * non-object, TypeMismatch 14, InvalidOptions 72 for an unknown field or a
+ * bad combination); then, for the commands that take a read concern (find,
+ * aggregate, count, distinct), one a standalone cannot satisfy, refused as
+ * mongod's waitForReadConcern refuses it: level "snapshot" or
+ * "linearizable" and afterOpTime are NotAReplicaSet (123),
+ * afterClusterTime and atClusterTime IllegalOperation (20). */
 int mfi_read_concern_check(const mf_cmd_def *def, const bson_t *cmd, mf_error *err);
 /* mongod's test commands for API versions (testVersion2, ...): reply with
  * the API parameters the command was sent with. */

@@ -235,35 +235,154 @@ static bool reads_with_concern(const char *name)
            strcmp(name, "count") == 0 || strcmp(name, "distinct") == 0;
 }
 
-int mfi_read_concern_check(const mf_cmd_def *def, const bson_t *cmd, mf_error *err)
+/* bsonExtractTypedField's error for a field of the wrong type. */
+static int rc_type(const bson_iter_t *f, const char *want, mf_error *err)
 {
-    bson_iter_t it, f;
-    if (!reads_with_concern(canonical_name(def)) || !bson_iter_init_find(&it, cmd, "readConcern") ||
-        !BSON_ITER_HOLDS_DOCUMENT(&it) || !bson_iter_recurse(&it, &f))
-        return 0;
-    const char *level = "";
-    bool after_optime = false;
-    const char *cluster_time = NULL;
+    return mf_error_set(err, MF_TypeMismatch, "\"%s\" had the wrong type. Expected %s, found %s",
+                        bson_iter_key(f), want, mf_bsonx_type_alias(bson_iter_type(f)));
+}
+
+/* afterOpTime: {ts: <timestamp>, t: <number>}, as bsonExtractOpTimeField. */
+static int rc_optime(const bson_iter_t *f, mf_error *err)
+{
+    bson_iter_t o;
+    if (!BSON_ITER_HOLDS_DOCUMENT(f))
+        return rc_type(f, "object", err);
+    bson_iter_recurse(f, &o);
+    if (!bson_iter_find(&o, "ts"))
+        return mf_error_set(err, MF_NoSuchKey, "Missing expected field \"ts\"");
+    if (!BSON_ITER_HOLDS_TIMESTAMP(&o))
+        return rc_type(&o, "timestamp", err);
+    bson_iter_recurse(f, &o);
+    if (!bson_iter_find(&o, "t"))
+        return mf_error_set(err, MF_NoSuchKey, "Missing expected field \"t\"");
+    if (!mfi_is_number(&o))
+        return mf_error_set(err, MF_TypeMismatch,
+                            "Expected field \"t\" to have numeric type, but found %s",
+                            mf_bsonx_type_alias(bson_iter_type(&o)));
+    return 0;
+}
+
+typedef struct read_concern {
+    const char *level; /* "" when not given */
+    bool has_after_optime, has_after_ct, has_at_ct;
+    uint32_t at_ct_seconds, at_ct_inc, after_ct_seconds, after_ct_inc;
+} read_concern;
+
+/* ReadConcernArgs::parse: the fields and their types, then the
+ * combinations.  Every command's readConcern goes through it. */
+static int read_concern_parse(const bson_iter_t *it, read_concern *rc_out, mf_error *err)
+{
+    static const char *const levels[] = {"local", "majority", "linearizable", "available",
+                                         "snapshot"};
+    static const char *const provenances[] = {"clientSupplied", "implicitDefault",
+                                              "customDefault", "getLastErrorDefaults",
+                                              "internalWriteDefault"};
+    bson_iter_t f;
+    int rc;
+    memset(rc_out, 0, sizeof *rc_out);
+    rc_out->level = "";
+    if (!BSON_ITER_HOLDS_DOCUMENT(it))
+        return mf_error_set(err, MF_FailedToParse, "readConcern field should be an object");
+    bson_iter_recurse(it, &f);
     while (bson_iter_next(&f)) {
         const char *k = bson_iter_key(&f);
-        if (strcmp(k, "level") == 0 && BSON_ITER_HOLDS_UTF8(&f))
-            level = bson_iter_utf8(&f, NULL);
-        else if (strcmp(k, "afterOpTime") == 0)
-            after_optime = true;
-        else if (strcmp(k, "afterClusterTime") == 0 || strcmp(k, "atClusterTime") == 0)
-            cluster_time = k;
+        if (strcmp(k, "afterOpTime") == 0) {
+            if ((rc = rc_optime(&f, err)) != 0)
+                return rc;
+            rc_out->has_after_optime = true;
+        } else if (strcmp(k, "afterClusterTime") == 0 || strcmp(k, "atClusterTime") == 0) {
+            if (!BSON_ITER_HOLDS_TIMESTAMP(&f))
+                return rc_type(&f, "timestamp", err);
+            bool after = k[1] == 'f';
+            bson_iter_timestamp(&f, after ? &rc_out->after_ct_seconds : &rc_out->at_ct_seconds,
+                                after ? &rc_out->after_ct_inc : &rc_out->at_ct_inc);
+            *(after ? &rc_out->has_after_ct : &rc_out->has_at_ct) = true;
+        } else if (strcmp(k, "level") == 0) {
+            if (!BSON_ITER_HOLDS_UTF8(&f))
+                return rc_type(&f, "string", err);
+            const char *v = bson_iter_utf8(&f, NULL);
+            size_t i = 0;
+            while (i < 5 && strcmp(levels[i], v) != 0)
+                i++;
+            if (i == 5)
+                return mf_error_set(err, MF_FailedToParse,
+                                    "readConcern.level must be either 'local', 'majority', "
+                                    "'linearizable', 'available', or 'snapshot'");
+            rc_out->level = levels[i];
+        } else if (strcmp(k, "allowTransactionTableSnapshot") == 0) {
+            if (!BSON_ITER_HOLDS_BOOL(&f))
+                return rc_type(&f, "bool", err);
+        } else if (strcmp(k, "provenance") == 0) {
+            if (!BSON_ITER_HOLDS_UTF8(&f))
+                return mf_error_set(err, MF_TypeMismatch,
+                                    "BSON field 'ReadConcernArgs::parse.provenance' is the wrong "
+                                    "type '%s', expected type 'string'",
+                                    mf_bsonx_type_alias(bson_iter_type(&f)));
+            const char *v = bson_iter_utf8(&f, NULL);
+            size_t i = 0;
+            while (i < 5 && strcmp(provenances[i], v) != 0)
+                i++;
+            if (i == 5)
+                return mf_error_set(err, MF_BadValue,
+                                    "Enumeration value '%s' for field "
+                                    "'ReadConcernArgs::parse.provenance' is not a valid value.",
+                                    v);
+        } else {
+            return mf_error_set(err, MF_InvalidOptions, "Unrecognized option in readConcern: %s",
+                                k);
+        }
     }
+    const char *level = rc_out->level;
+    bool local_like = level[0] == 0 || strcmp(level, "local") == 0;
+    if (rc_out->has_after_ct && rc_out->has_after_optime)
+        return mf_error_set(err, MF_InvalidOptions,
+                            "Can not specify both afterClusterTime and afterOpTime");
+    if (rc_out->has_after_ct && rc_out->has_at_ct)
+        return mf_error_set(err, MF_InvalidOptions,
+                            "Specifying a timestamp for readConcern snapshot in a causally "
+                            "consistent session is not allowed. See "
+                            "https://docs.mongodb.com/manual/core/read-isolation-consistency-"
+                            "recency/#causal-consistency");
+    if (rc_out->has_after_ct && !local_like && strcmp(level, "majority") != 0 &&
+        strcmp(level, "snapshot") != 0)
+        return mf_error_set(err, MF_InvalidOptions,
+                            "afterClusterTime field can be set only if level is equal to "
+                            "majority, local, or snapshot");
+    if (rc_out->has_after_optime && strcmp(level, "snapshot") == 0)
+        return mf_error_set(err, MF_InvalidOptions,
+                            "afterOpTime field cannot be set if level is equal to snapshot");
+    if (rc_out->has_at_ct && strcmp(level, "snapshot") != 0)
+        return mf_error_set(err, MF_InvalidOptions,
+                            "atClusterTime field can be set only if level is equal to snapshot");
+    if (rc_out->has_at_ct && rc_out->at_ct_seconds == 0)
+        return mf_error_set(err, MF_InvalidOptions, "atClusterTime cannot be a null timestamp");
+    if (rc_out->has_after_ct && rc_out->after_ct_seconds == 0 && rc_out->after_ct_inc == 0)
+        return mf_error_set(err, MF_InvalidOptions,
+                            "afterClusterTime cannot be a null timestamp");
+    return 0;
+}
+
+int mfi_read_concern_check(const mf_cmd_def *def, const bson_t *cmd, mf_error *err)
+{
+    bson_iter_t it;
+    read_concern r;
+    if (!bson_iter_init_find(&it, cmd, "readConcern"))
+        return 0;
+    int rc = read_concern_parse(&it, &r, err);
+    if (rc || !reads_with_concern(canonical_name(def)))
+        return rc;
     /* waitForReadConcernImpl's order: the level first, then the times. */
-    if (strcmp(level, "linearizable") == 0)
+    if (strcmp(r.level, "linearizable") == 0)
         return mf_error_set(err, 123, "node needs to be a replica set member to use read concern");
-    if (strcmp(level, "snapshot") == 0)
+    if (strcmp(r.level, "snapshot") == 0)
         return mf_error_set(err, 123,
                             "node needs to be a replica set member to use readConcern: snapshot");
-    if (cluster_time)
+    if (r.has_after_ct || r.has_at_ct)
         return mf_error_set(err, MF_IllegalOperation,
                             "Cannot specify %s readConcern without replication enabled",
-                            cluster_time);
-    if (after_optime)
+                            r.has_after_ct ? "afterClusterTime" : "atClusterTime");
+    if (r.has_after_optime)
         return mf_error_set(err, 123, "node needs to be a replica set member to use read concern");
     return 0;
 }

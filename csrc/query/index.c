@@ -1061,18 +1061,25 @@ static int check_spec_ok(const bson_t *spec, mf_error *err)
     return 0;
 }
 
-/* Phase E: _fixIndexSpec's order: v, unique: true, key, name, the rest. */
+/* Phase E: _fixIndexSpec's order: v, unique: true, key, name, the rest.
+ * An _id index is named "_id_" whatever name it was given (ODMs ask for
+ * "_id_1"), so it is the collection's own _id index, already there. */
 static void build_fixed(const bson_t *spec, bson_t *out)
 {
     bson_iter_t it;
+    bson_t key;
     find(spec, "v", &it);
     BSON_APPEND_INT32(out, "v", (int32_t)number_of(&it));
     if (find(spec, "unique", &it) && truthy(&it))
         BSON_APPEND_BOOL(out, "unique", true);
     find(spec, "key", &it);
     mf_bsonx_append_iter(out, "key", -1, &it);
+    bool is_id = sub_doc(&it, &key) && is_id_pattern(&key);
     find(spec, "name", &it);
-    mf_bsonx_append_iter(out, "name", -1, &it);
+    if (is_id)
+        BSON_APPEND_UTF8(out, "name", "_id_");
+    else
+        mf_bsonx_append_iter(out, "name", -1, &it);
     bson_iter_init(&it, spec);
     while (bson_iter_next(&it)) {
         static const char *const skip[] = {"_id", "dropDups", "ns", "v", "unique", "key", "name"};
