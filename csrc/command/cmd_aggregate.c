@@ -42,6 +42,7 @@ typedef struct coll_read {
     bool explain;
     bool no_fields;          /* hand out empty documents (mf_agg_read.no_fields) */
     int64_t nreturned;
+    mf_scan_stats seen;      /* the scan's work already added to an operation */
 } coll_read;
 
 static int read_chunk(coll_read *r, mf_error *err)
@@ -82,6 +83,8 @@ static int read_chunk(coll_read *r, mf_error *err)
         n++;
         r->returned++;
     }
+    /* the work goes to the operation reading: aggregate or its getMore */
+    mfi_op_debug_scan(mfi_op_debug_current(), r->scan, &r->seen);
     mf_scan_release(r->scan);
     mf_coll_unlock(c);
     mf_engine_catalog_unlock(e);

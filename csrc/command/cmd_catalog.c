@@ -53,6 +53,8 @@ int mfi_coll_arg(mf_cmd_ctx *ctx, const bson_t *cmd, char *ns, size_t cap, mf_er
     if (rc)
         return rc;
     snprintf(ns, cap, "%s.%s", ctx->db, coll);
+    if (ctx->dbg) /* the operation's namespace, as its CurOp has it */
+        snprintf(ctx->dbg->ns, sizeof ctx->dbg->ns, "%s", ns);
     return 0;
 }
 
@@ -171,6 +173,11 @@ int mfi_cmd_drop(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_error *er
         mf_engine_catalog_unlock(e);
         return 0;
     }
+    if (strcmp(ns + strlen(ctx->db) + 1, "system.profile") == 0 &&
+        (rc = mfi_profile_check_drop(ctx->inst, ctx->db, err)) != 0) {
+        mf_engine_catalog_unlock(e);
+        return rc;
+    }
     int nidx = (int)mf_coll_index_count(c);
     rc = mf_engine_coll_drop(e, ns, &lsn, err);
     mf_engine_catalog_unlock(e);
@@ -286,8 +293,12 @@ int mfi_cmd_list_collections(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply,
             bson_append_document_end(&entry, &sub);
             mf_collator *dflt = NULL;
             mf_error cerr;
-            /* a clustered collection has no _id index to show */
-            if (!mfi_coll_clustered(c, NULL)) {
+            /* a clustered collection has no _id index to show, nor has
+             * system.profile */
+            bool has_id = false;
+            for (size_t k = 0; k < mf_coll_index_count(c); k++)
+                has_id |= strcmp(mf_coll_index(c, k)->name, ID_INDEX_SPEC_NAME) == 0;
+            if (has_id && !mfi_coll_clustered(c, NULL)) {
                 (void)mfi_coll_default_collation(c, &dflt, &cerr); /* damage: shown without */
                 mf_index_id_spec(dflt, &idx);
                 mf_collator_unref(dflt);
@@ -384,8 +395,11 @@ int mfi_cmd_drop_database(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_
     free(l.v);
     if (rc == 0 && lsn)
         rc = mf_engine_sync(e, lsn, err);
-    if (rc == 0)
+    if (rc == 0) {
+        /* its profiling settings go with it, as mongod's */
+        mfi_profile_forget_db(ctx->inst, ctx->db);
         BSON_APPEND_UTF8(reply, "dropped", ctx->db);
+    }
     return rc;
 }
 

@@ -563,10 +563,23 @@ int mfi_cursor_first_batch(mf_cmd_ctx *ctx, mfi_cursor *cur, int64_t batch_size,
         rc = batch_reply(&b, reply, "firstBatch", cur->ns, err);
     else
         batch_free(&b);
-    if (rc == 0 && !(exhausted || single_batch))
-        batch_set_id(&b, mfi_cursor_register(ctx->inst, cur));
-    else
+    mfi_op_debug *d = ctx->dbg;
+    if (rc == 0 && d) {
+        d->nreturned = b.n;
+        d->cursor_exhausted = exhausted || single_batch;
+    }
+    if (rc == 0 && !(exhausted || single_batch)) {
+        if (d) { /* what getMore's profile entries show */
+            cur->origin = ctx->prof ? bson_copy(ctx->prof->cmd) : NULL;
+            memcpy(cur->plan_summary, d->plan_summary, sizeof cur->plan_summary);
+        }
+        int64_t id = mfi_cursor_register(ctx->inst, cur);
+        batch_set_id(&b, id);
+        if (d)
+            d->cursorid = id;
+    } else {
         mfi_cursor_free(cur);
+    }
     return rc;
 }
 
@@ -923,6 +936,9 @@ int mfi_cmd_find(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_error *er
         mf_coll_lock(c, false);
         rc = find_start(ctx, ctx->inst, cur, c, &a, &q, coll, &sorted, &running, err);
         if (rc == 0 && cur->sorter) { /* the cursor reads the sorter now */
+            mfi_op_debug_scan(ctx->dbg, cur->scan, &cur->stats_seen);
+            if (ctx->dbg)
+                ctx->dbg->has_sort_stage = true;
             mf_scan_free(cur->scan);
             cur->scan = NULL;
         }
@@ -930,20 +946,36 @@ int mfi_cmd_find(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_error *er
             rc = fill(cur, e, c, &b, &cur->deadline, &exhausted, err);
         if (rc == 0) /* while locked: the batch refers to the collection's pages */
             rc = batch_reply(&b, reply, "firstBatch", ns, err);
-        if (cur->scan)
+        if (cur->scan) {
+            mfi_op_debug_scan(ctx->dbg, cur->scan, &cur->stats_seen);
             mf_scan_release(cur->scan);
+        }
         mf_coll_unlock(c);
     } else {
         rc = batch_reply(&b, reply, "firstBatch", ns, err);
+        if (ctx->dbg) /* no collection: mongod's EOF plan */
+            snprintf(ctx->dbg->plan_summary, sizeof ctx->dbg->plan_summary, "EOF");
     }
     mf_engine_catalog_unlock(e);
     parts_free(&q);
     mf_collator_unref(coll);
+    if (rc == 0 && ctx->dbg) {
+        ctx->dbg->nreturned = b.n;
+        ctx->dbg->cursor_exhausted = exhausted || a.single_batch;
+    }
     if (rc == 0) {
-        if (!(exhausted || a.single_batch))
-            batch_set_id(&b, mfi_cursor_register(ctx->inst, cur));
-        else
+        if (!(exhausted || a.single_batch)) {
+            /* what getMore's profile entries show */
+            cur->origin = bson_copy(cmd);
+            if (ctx->dbg)
+                memcpy(cur->plan_summary, ctx->dbg->plan_summary, sizeof cur->plan_summary);
+            int64_t id = mfi_cursor_register(ctx->inst, cur);
+            batch_set_id(&b, id);
+            if (ctx->dbg)
+                ctx->dbg->cursorid = id;
+        } else {
             mfi_cursor_free(cur);
+        }
     } else {
         batch_free(&b);
         mfi_cursor_free(cur);
@@ -1074,6 +1106,8 @@ int mfi_cmd_get_more(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_error
                             "BSON field 'getMore.collection' is missing but a required field");
     char ns[MF_MAX_NS_LEN + 1];
     snprintf(ns, sizeof ns, "%s.%s", ctx->db, coll);
+    if (ctx->dbg)
+        snprintf(ctx->dbg->ns, sizeof ctx->dbg->ns, "%s", ns);
     atomic_fetch_add_explicit(&ctx->inst->counters.op_getmore, 1, memory_order_relaxed);
 
     mfi_cursor *cur;
@@ -1113,6 +1147,7 @@ int mfi_cmd_get_more(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_error
             rc = fill(cur, e, c, &b, &cur->deadline, &exhausted, err);
             if (rc == 0) /* while locked: the batch refers to the collection's pages */
                 rc = batch_reply(&b, reply, "nextBatch", ns, err);
+            mfi_op_debug_scan(ctx->dbg, cur->scan, &cur->stats_seen);
             mf_scan_release(cur->scan);
             mf_coll_unlock(c);
         }
@@ -1126,6 +1161,18 @@ int mfi_cmd_get_more(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_error
         batch_set_id(&b, !exhausted && !cur->killed ? id : 0);
     else
         batch_free(&b);
+    if (ctx->dbg) {
+        mfi_op_debug *d = ctx->dbg;
+        d->cursorid = id;
+        if (cur->origin)
+            d->originating = bson_copy(cur->origin);
+        if (cur->plan_summary[0])
+            memcpy(d->plan_summary, cur->plan_summary, sizeof d->plan_summary);
+        if (rc == 0) {
+            d->nreturned = b.n;
+            d->cursor_exhausted = exhausted || cur->killed;
+        }
+    }
     /* Exhaust: a getMore with OP_MSG's exhaustAllowed is run again by the
      * connection, each reply sent with moreToCome, until the cursor is
      * done or a batch fails (wire/conn.c), as mongod streams it. */
@@ -1440,6 +1487,8 @@ int mfi_cmd_distinct(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_error
         }
         if (rc && running && rc != MF_QueryPlanKilled)
             mfi_executor_error(err, "distinct command");
+        mf_scan_stats since = {0};
+        mfi_op_debug_scan(ctx->dbg, scan, &since);
         mf_scan_free(scan);
         mfi_indexes_free(&ix);
         mf_coll_unlock(c);

@@ -43,6 +43,9 @@ typedef struct hit {
 typedef struct hits {
     hit *v;
     size_t n, cap;
+    /* the scan's work, for the profiler */
+    int64_t keys_examined, docs_examined;
+    char plan_summary[256];
 } hits;
 
 static int hits_add(hits *h, uint64_t rid, int64_t pos, mf_error *err)
@@ -151,6 +154,10 @@ static int find_hits(mf_instance *inst, mf_engine *e, mf_coll *c, const mfi_inde
         rc = mf_scan_decide(scan, e, c, m, err);
     if (rc == 0 && rep)
         rc = report_scan(scan, rep, err);
+    const mf_scan_stats *st = mf_scan_get_stats(scan);
+    out->keys_examined = (int64_t)st->keys_examined;
+    out->docs_examined = (int64_t)st->docs_examined;
+    mf_scan_plan_summary(scan, out->plan_summary, sizeof out->plan_summary);
     mf_buf_free(&best);
     mf_buf_free(&key);
     mf_scan_free(scan);
@@ -533,7 +540,8 @@ static int parse_update_stmt(const bson_iter_t *el, update_stmt *s, mf_error *er
 
 /* Run one update statement on `c` (exclusive lock held). */
 static int run_update(wtarget *w, const xenv *x, update_stmt *s, int64_t *n, int64_t *nmod,
-                      bson_t *upserted_id, bool *upserted, mf_lsn *lsn, mf_error *err)
+                      bson_t *upserted_id, bool *upserted, mf_lsn *lsn, mfi_op_debug *d,
+                      mf_error *err)
 {
     mf_engine *e = w->e;
     mf_coll *c = w->c;
@@ -582,12 +590,58 @@ static int run_update(wtarget *w, const xenv *x, update_stmt *s, int64_t *n, int
             *upserted = true;
         }
     }
+    d->keys_examined = h.keys_examined;
+    d->docs_examined = h.docs_examined;
+    memcpy(d->plan_summary, h.plan_summary, sizeof d->plan_summary);
     free(h.v);
     upd_free(&u);
     mf_matcher_free(m);
     mf_expr_ctx_free(own);
     mf_collator_unref(coll);
     return rc;
+}
+
+/* ------------------------------------------------ statements profiled */
+
+/* An update statement as mongod's CurOp describes it (UpdateOpEntry):
+ * q, u, c, arrayFilters, multi, upsert, collation, hint. */
+static void update_desc(const update_stmt *s, bson_t *out)
+{
+    bson_init(out);
+    BSON_APPEND_DOCUMENT(out, "q", &s->q);
+    if (s->is_pipeline)
+        BSON_APPEND_ARRAY(out, "u", &s->u);
+    else
+        BSON_APPEND_DOCUMENT(out, "u", &s->u);
+    if (s->constants)
+        BSON_APPEND_DOCUMENT(out, "c", s->constants);
+    if (s->array_filters)
+        BSON_APPEND_ARRAY(out, "arrayFilters", s->array_filters);
+    BSON_APPEND_BOOL(out, "multi", s->multi);
+    BSON_APPEND_BOOL(out, "upsert", s->upsert);
+    if (s->has_coll)
+        mf_bsonx_append_iter(out, "collation", -1, &s->coll);
+    if (s->has_hint)
+        mf_bsonx_append_iter(out, "hint", -1, &s->hint);
+}
+
+/* A statement's counts into the command's (mongod adds each nested
+ * operation's metrics to its parent's). */
+static void debug_sum(mfi_op_debug *to, const mfi_op_debug *d)
+{
+    if (!to)
+        return;
+    const int64_t *from[] = {&d->keys_examined, &d->docs_examined, &d->n_matched,
+                             &d->n_modified, &d->ndeleted, &d->n_upserted, &d->keys_inserted,
+                             &d->keys_deleted};
+    int64_t *into[] = {&to->keys_examined, &to->docs_examined, &to->n_matched,
+                       &to->n_modified, &to->ndeleted, &to->n_upserted, &to->keys_inserted,
+                       &to->keys_deleted};
+    for (size_t i = 0; i < sizeof from / sizeof from[0]; i++)
+        if (*from[i] >= 0)
+            mfi_op_debug_add(into[i], *from[i]);
+    if (d->plan_summary[0])
+        memcpy(to->plan_summary, d->plan_summary, sizeof to->plan_summary);
 }
 
 /* The command's statements array, checked for size. */
@@ -679,6 +733,8 @@ int mfi_cmd_update(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_error *
     for (i = 0; rc == 0 && i < count; i++)
         if (st[i].is_pipeline)
             rc = mf_pipeline_lite_parse(&st[i].u, err);
+    if (rc == 0)
+        rc = mfi_user_write_ns(ns, err);
     xenv x = {0};
     bson_t let;
     if (rc == 0)
@@ -714,8 +770,26 @@ int mfi_cmd_update(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_error *
         bson_t id = BSON_INITIALIZER;
         bool was_upsert = false;
         mf_error serr;
-        int r = run_update(&w, &x, &st[i], &n, &nmod, &id, &was_upsert, &lsn, &serr);
+        mfi_op_debug sd;
+        int64_t t0 = mf_clock_mono_us(), n0 = n, m0 = nmod;
+        int64_t ki = w.ix.keys_inserted, kd = w.ix.keys_deleted;
+        mfi_op_debug_init(&sd, "update");
+        snprintf(sd.ns, sizeof sd.ns, "%s", ns);
+        int r = run_update(&w, &x, &st[i], &n, &nmod, &id, &was_upsert, &lsn, &sd, &serr);
         atomic_fetch_add_explicit(&ctx->inst->counters.op_update, 1, memory_order_relaxed);
+        /* the statement's own entry, as mongod's nested CurOp makes one */
+        sd.n_matched = n - n0 - (was_upsert ? 1 : 0);
+        sd.n_modified = nmod - m0;
+        sd.n_upserted = was_upsert;
+        sd.keys_inserted = w.ix.keys_inserted - ki;
+        sd.keys_deleted = w.ix.keys_deleted - kd;
+        debug_sum(ctx->dbg, &sd);
+        if (mfi_profile_statement_wanted(ctx, t0)) {
+            bson_t desc;
+            update_desc(&st[i], &desc);
+            mfi_profile_statement(ctx, &sd, &desc, t0, r, &serr);
+            bson_destroy(&desc);
+        }
         if (r == 0 && was_upsert) {
             char key[16];
             const char *k;
@@ -837,6 +911,8 @@ int mfi_cmd_delete(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_error *
     bson_iter_recurse(&stmts, &el);
     while (rc == 0 && bson_iter_next(&el))
         rc = parse_delete_stmt(&el, &st[i++], err);
+    if (rc == 0)
+        rc = mfi_user_write_ns(ns, err);
     xenv x = {0};
     bson_t let;
     if (rc == 0)
@@ -861,6 +937,10 @@ int mfi_cmd_delete(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_error *
         mf_matcher *m = NULL;
         hits h = {0};
         mf_collator *given = NULL, *coll = NULL;
+        mfi_op_debug sd;
+        int64_t t0 = mf_clock_mono_us(), n0 = n, kd = w.ix.keys_deleted;
+        mfi_op_debug_init(&sd, "remove");
+        snprintf(sd.ns, sizeof sd.ns, "%s", ns);
         int r = st[i].has_coll ? mfi_collation_arg(&st[i].coll, "delete.deletes", "collation",
                                                    &given, &serr)
                                : 0;
@@ -885,6 +965,23 @@ int mfi_cmd_delete(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_error *
                 break;
             r = delete_record(&w, h.v[j].rid, NULL, &deleted, &lsn, &serr);
             n += deleted;
+        }
+        sd.keys_examined = h.keys_examined;
+        sd.docs_examined = h.docs_examined;
+        memcpy(sd.plan_summary, h.plan_summary, sizeof sd.plan_summary);
+        sd.ndeleted = n - n0;
+        sd.keys_deleted = w.ix.keys_deleted - kd;
+        debug_sum(ctx->dbg, &sd);
+        if (mfi_profile_statement_wanted(ctx, t0)) {
+            bson_t desc = BSON_INITIALIZER;
+            BSON_APPEND_DOCUMENT(&desc, "q", &st[i].q);
+            BSON_APPEND_INT64(&desc, "limit", st[i].limit);
+            if (st[i].has_hint)
+                mf_bsonx_append_iter(&desc, "hint", -1, &st[i].hint);
+            if (st[i].has_coll)
+                mf_bsonx_append_iter(&desc, "collation", -1, &st[i].coll);
+            mfi_profile_statement(ctx, &sd, &desc, t0, r, &serr);
+            bson_destroy(&desc);
         }
         free(h.v);
         mf_matcher_free(m);
@@ -1039,6 +1136,8 @@ int mfi_cmd_find_and_modify(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, m
     if (rc == 0 && a.is_pipeline)
         rc = mf_pipeline_lite_parse(&a.update, err);
     if (rc == 0)
+        rc = mfi_user_write_ns(ns, err);
+    if (rc == 0)
         rc = mfi_collation_of_ns(e, ns, a.has_coll, a.coll, &coll, err);
     mf_collator_unref(a.coll);
     if (rc == 0)
@@ -1115,6 +1214,21 @@ int mfi_cmd_find_and_modify(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, m
             } else {
                 bson_destroy(&stored);
             }
+        }
+        mfi_op_debug *d = ctx->dbg;
+        if (d) { /* findAndModify's own entry: a command with a write's counts */
+            d->keys_examined = h.keys_examined;
+            d->docs_examined = h.docs_examined;
+            memcpy(d->plan_summary, h.plan_summary, sizeof d->plan_summary);
+            if (a.remove) {
+                d->ndeleted = has_value;
+            } else {
+                d->n_matched = matched;
+                d->n_modified = matched && rc == 0;
+                d->n_upserted = upserted;
+            }
+            d->keys_inserted = w.ix.keys_inserted;
+            d->keys_deleted = w.ix.keys_deleted;
         }
         /* mongod's DuplicateKeyErrorInfo rides on the error reply */
         if (rc == MF_DuplicateKey && w.dup.has && ctx->err_info) {

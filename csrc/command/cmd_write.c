@@ -163,6 +163,14 @@ int mfi_coll_for_write(mf_cmd_ctx *ctx, const char *ns, mf_coll **out, mf_error 
     return 0;
 }
 
+int mfi_user_write_ns(const char *ns, mf_error *err)
+{
+    const char *coll = strchr(ns, '.');
+    if (coll && (strcmp(coll + 1, "system.profile") == 0 || strcmp(coll + 1, "system.views") == 0))
+        return mf_error_set(err, MF_InvalidNamespace, "cannot write to %s", ns);
+    return 0;
+}
+
 int mfi_cmd_insert(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_error *err)
 {
     mf_engine *e = ctx->inst->engine;
@@ -190,7 +198,8 @@ int mfi_cmd_insert(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_error *
                             MF_MAX_WRITE_BATCH_SIZE, count);
 
     mf_coll *c;
-    if ((rc = mfi_coll_for_write(ctx, ns, &c, err)) != 0)
+    if ((rc = mfi_user_write_ns(ns, err)) != 0 ||
+        (rc = mfi_coll_for_write(ctx, ns, &c, err)) != 0)
         return rc;
 
     bson_t werrs = BSON_INITIALIZER;
@@ -250,6 +259,10 @@ int mfi_cmd_insert(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_error *
         index++;
         if (r != 0 && ordered)
             break;
+    }
+    if (ctx->dbg) {
+        ctx->dbg->ninserted = n;
+        ctx->dbg->keys_inserted = ix.keys_inserted;
     }
     mfi_indexes_free(&ix);
     mfi_dup_clear(&dup);
@@ -351,6 +364,8 @@ int mfi_cmd_count(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_error *e
             if (seen++ >= skip)
                 n++;
         }
+        mf_scan_stats since = {0};
+        mfi_op_debug_scan(ctx->dbg, scan, &since);
         mf_scan_free(scan);
         mfi_indexes_free(&ix);
         mf_coll_unlock(c);

@@ -283,6 +283,7 @@ int mfi_write_doc(mf_engine *e, mf_coll *c, mfi_indexes *ix, uint64_t rid, const
     uint8_t r[8];
     opbuf b = {0};
     mf_keyset before = {0}, after = {0};
+    int64_t ins = 0, del = 0; /* index entries put and deleted */
     int rc = 0;
     mf_record_id_encode(rid, r);
     /* The record itself first: its op carries the document, not a key. */
@@ -311,8 +312,10 @@ int mfi_write_doc(mf_engine *e, mf_coll *c, mfi_indexes *ix, uint64_t rid, const
             break;
         }
         for (size_t k = 0; rc == 0 && k < before.n; k++)
-            if (!key_in(&after, &before.keys[k]))
-                rc = opbuf_add(&b, MF_OP_DELETE, x->tree, &before.keys[k], !x->unique, r, err);
+            if (!key_in(&after, &before.keys[k]) &&
+                (rc = opbuf_add(&b, MF_OP_DELETE, x->tree, &before.keys[k], !x->unique, r,
+                                err)) == 0)
+                del++;
         for (size_t k = 0; rc == 0 && k < after.n; k++) {
             if (key_in(&before, &after.keys[k]))
                 continue;
@@ -333,14 +336,19 @@ int mfi_write_doc(mf_engine *e, mf_coll *c, mfi_indexes *ix, uint64_t rid, const
                     break;
                 }
             }
-            if (rc == 0)
-                rc = opbuf_add(&b, MF_OP_PUT, x->tree, &after.keys[k], !x->unique, r, err);
+            if (rc == 0 &&
+                (rc = opbuf_add(&b, MF_OP_PUT, x->tree, &after.keys[k], !x->unique, r, err)) == 0)
+                ins++;
         }
         if (rc == 0 && mk_new)
             rc = mfi_mark_multikey(e, c, x, mk_new, err);
     }
     if (rc == 0)
         rc = mf_engine_write(e, b.ops, b.n, lsn, err);
+    if (rc == 0) {
+        ix->keys_inserted += ins;
+        ix->keys_deleted += del;
+    }
     mf_keyset_free(&before);
     mf_keyset_free(&after);
     opbuf_free(&b);

@@ -18,6 +18,9 @@ typedef struct mfi_index_usage mfi_index_usage;
 typedef struct mfi_dup mfi_dup;
 typedef struct mfi_sessions mfi_sessions;
 typedef struct mfi_fail_command mfi_fail_command;
+typedef struct mfi_profile mfi_profile;
+typedef struct mfi_op_debug mfi_op_debug;
+typedef struct mfi_prof_op mfi_prof_op;
 
 #define MF_MAX_NS_LEN 319 /* "db.collection" as a C string fits in 320 bytes */
 
@@ -63,6 +66,7 @@ struct mf_instance {
 
     mfi_sessions *sessions; /* the logical-session registry (sessions.c) */
     mfi_fail_command *fail_command; /* the failCommand fail point (failpoint.c) */
+    mfi_profile *profile;   /* profiler settings and slowms (profile.c) */
     /* The hangIndexBuildBeforeCommit fail point (cmd_failpoint.c): hangs
      * left (-1: until turned off, 0: off), and builds it has held */
     atomic_int hang_build_left;
@@ -107,6 +111,11 @@ typedef struct mf_cmd_ctx {
      * command's.  Scans and writes count their work into it. */
     mf_deadline deadline;
     bool max_time_given;
+    /* What the operation did, for the profiler and the slow-operation log
+     * (profile.c): handlers fill it; NULL when the command is not
+     * profiled (before its database is known). */
+    mfi_op_debug *dbg;
+    mfi_prof_op *prof; /* the profiler's view of this command */
 } mf_cmd_ctx;
 
 /* A handler appends its reply fields (not `ok`) to `reply` and returns 0, or
@@ -214,6 +223,79 @@ void mfi_clustered_list_spec(const mf_coll *c, const bson_t *spec, bson_t *out);
  * option {enabled: true} first, or without it.  Exclusive catalog lock. */
 int mfi_coll_set_pre_post_images(mf_engine *e, mf_coll *c, bool enabled, mf_lsn *lsn,
                                  mf_error *err);
+
+/* ------------------------------------------------ profiler (profile.c) */
+
+/* What one operation did, as mongod's OpDebug records it for the profiler
+ * and the slow-operation log.  A count of -1 is not reported. */
+struct mfi_op_debug {
+    const char *op; /* "query", "getmore", "insert", "update", "remove",
+                       "command" (mongod's logicalOp) */
+    char ns[MF_MAX_NS_LEN + 1];     /* "" until set: "<db>.$cmd" */
+    bson_t *originating;            /* getMore: the cursor's command (owned) */
+    int64_t cursorid;
+    int64_t keys_examined, docs_examined;
+    bool has_sort_stage, from_multi_planner, cursor_exhausted;
+    int64_t n_matched, n_modified, ninserted, ndeleted, n_upserted;
+    int64_t keys_inserted, keys_deleted, nreturned;
+    bool has_hashes;
+    uint32_t query_hash, plan_cache_key;
+    char plan_summary[256]; /* "" when no plan ran */
+};
+
+/* Every count -1, op "command", no namespace. */
+void mfi_op_debug_init(mfi_op_debug *d, const char *op);
+/* Add a scan's work since `*since` (updated to now) and take its plan
+ * summary ("COLLSCAN", "IXSCAN { a: 1 }", ...). */
+void mfi_op_debug_scan(mfi_op_debug *d, const mf_scan *s, mf_scan_stats *since);
+/* The operation this thread runs (set by mfi_profile_begin until
+ * mfi_profile_end), or NULL: reads deep inside a pipeline add their work
+ * to it, as mongod's reads do to the thread's CurOp. */
+mfi_op_debug *mfi_op_debug_current(void);
+/* Add `n` to the count at `*field` (-1 counts as 0). */
+void mfi_op_debug_add(int64_t *field, int64_t n);
+
+int mfi_profile_open(mf_instance *inst, mf_error *err);
+void mfi_profile_close(mf_instance *inst);
+/* The dispatcher: before the handler runs (the database and command known),
+ * and after, with the whole reply.  Between the two the handler fills
+ * ctx->dbg.  mfi_profile_end logs a slow operation (id 51803) and writes
+ * the command's profile entries to <db>.system.profile; it takes and
+ * releases locks of its own, so it runs with none held. */
+void mfi_profile_begin(mf_cmd_ctx *ctx, const mf_cmd_def *def, const bson_t *cmd,
+                       mfi_op_debug *dbg, mfi_prof_op *op);
+void mfi_profile_end(mf_cmd_ctx *ctx, const mf_cmd_def *def, const bson_t *cmd,
+                     const bson_t *reply, const mf_error *err);
+/* One statement of an update or delete, profiled and logged on its own as
+ * mongod's per-statement CurOp is: `stmt` is its description ({q, u, multi,
+ * upsert} or {q, limit}), `start_us` when it began (mf_clock_mono_us), `rc`
+ * and `err` its outcome.  The entry is written when the command ends. */
+void mfi_profile_statement(mf_cmd_ctx *ctx, const mfi_op_debug *d, const bson_t *stmt,
+                           int64_t start_us, int rc, const mf_error *err);
+/* Whether a statement begun at `start_us` (mf_clock_mono_us) may be
+ * profiled or logged: its database profiles or filters, or it was slow.
+ * Only then is its description worth building. */
+bool mfi_profile_statement_wanted(const mf_cmd_ctx *ctx, int64_t start_us);
+/* system.profile of `db` may be dropped (mongod: only with profiling off):
+ * IllegalOperation (20) otherwise. */
+int mfi_profile_check_drop(mf_instance *inst, const char *db, mf_error *err);
+/* A dropped database loses its profiling settings. */
+void mfi_profile_forget_db(mf_instance *inst, const char *db);
+int mfi_cmd_profile(mf_cmd_ctx *, const bson_t *, bson_t *, mf_error *);
+
+/* The per-command state mfi_profile_begin sets up (on the dispatcher's
+ * stack). */
+struct mfi_prof_op {
+    const bson_t *cmd; /* the command (borrowed for the call) */
+    int level;        /* the database's level when the command began */
+    void *filter;     /* its filter (a reference), or NULL */
+    bool sampled;     /* sampleRate's draw */
+    int64_t slowms;
+    int64_t start_us;
+    bson_t pending;   /* profile entries to write, an array */
+    uint32_t npending;
+    bool stmt_profiled; /* update/delete: its statements stand for it */
+};
 
 /* ------------------------------------------------ sessions (sessions.c) */
 
@@ -399,6 +481,11 @@ struct mfi_cursor {
     bool killed;            /* killCursors while in use: close at checkin */
     bool in_use;
     int64_t last_used_ms;
+    /* For the profiler: the command that made the cursor (owned, may be
+     * NULL), its plan summary, and the scan's counters already reported */
+    bson_t *origin;
+    char plan_summary[256];
+    mf_scan_stats stats_seen;
     mfi_cursor *next;
 };
 
@@ -467,6 +554,9 @@ void mfi_index_public_spec(const uint8_t *spec, size_t len, bson_t *out);
 /* The collection `ns` for writing, created if missing; returns with the
  * catalog lock held shared (the caller unlocks). */
 int mfi_coll_for_write(mf_cmd_ctx *ctx, const char *ns, mf_coll **out, mf_error *err);
+/* userAllowedWriteNS: system.profile and system.views are written by the
+ * server only (InvalidNamespace 73, "cannot write to <ns>"). */
+int mfi_user_write_ns(const char *ns, mf_error *err);
 /* One past the largest RecordId of `c` (collection lock held). */
 int mfi_next_record_id(mf_engine *e, mf_coll *c, uint64_t *out, mf_error *err);
 /* The document as stored: checked (size, _id type, $-names), _id first and
@@ -484,6 +574,9 @@ int mfi_insert_doc(mf_engine *e, mf_coll *c, mfi_indexes *ix, uint64_t *next_id,
 struct mfi_indexes {
     mf_index_desc *v;
     size_t n;
+    /* index entries mfi_write_doc has put and deleted through this set
+     * (the profiler's keysInserted, keysDeleted) */
+    int64_t keys_inserted, keys_deleted;
 };
 
 int mfi_indexes_load(mf_coll *c, mfi_indexes *out, mf_error *err);

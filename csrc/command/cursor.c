@@ -45,6 +45,8 @@ void mfi_cursor_free(mfi_cursor *c)
     mf_buf_free(&c->stash);
     if (c->docs)
         bson_destroy(c->docs);
+    if (c->origin)
+        bson_destroy(c->origin);
     free(c);
 }
 

@@ -69,6 +69,7 @@ int mf_instance_open(const mf_instance_config *cfg, mf_instance **out, mf_error 
     pthread_condattr_destroy(&ca);
     /* Indexes a crash left half built go; then the TTL monitor starts. */
     if ((rc = mfi_sessions_open(inst, err)) != 0 || (rc = mfi_fail_command_open(inst, err)) != 0 ||
+        (rc = mfi_profile_open(inst, err)) != 0 ||
         (rc = mfi_indexes_recover(inst, err)) != 0 ||
         (rc = mfi_ttl_start(inst, err)) != 0) {
         mf_instance_close(inst);
@@ -93,6 +94,7 @@ void mf_instance_close(mf_instance *inst)
     mfi_cursors_destroy(inst);
     mfi_sessions_close(inst);
     mfi_fail_command_close(inst);
+    mfi_profile_close(inst);
     mf_os_dir_unlock(inst->lock_fd);
     bson_destroy(&inst->cmdline_argv);
     bson_destroy(&inst->cmdline_parsed);
@@ -209,6 +211,10 @@ static const mf_cmd_def table[] = {
     {"ping", mfi_cmd_ping, MF_CMD_NO_AUTH, "a way to check that the server is alive. responds immediately even if server is in a db lock."},
     {"planCacheClear", mfi_cmd_plan_cache_clear, 0,
      "Drops one or all plan cache entries in a collection."},
+    {"profile", mfi_cmd_profile, 0,
+     "controls the behaviour of the performance profiler, the fraction of eligible operations "
+     "which are sampled for logging/profiling, and the threshold duration at which ops become "
+     "eligible. See http://docs.mongodb.org/manual/reference/command/profile"},
     {"refreshSessions", mfi_cmd_refresh_sessions, 0, "renew a set of logical sessions"},
     {"renameCollection", mfi_cmd_rename_collection, MF_CMD_ADMIN_ONLY | MF_CMD_WRITE,
      " example: { renameCollection: foo.a, to: bar.b }"},
@@ -394,6 +400,9 @@ void mf_command_run(mf_instance *inst, mf_client *client, const bson_t *cmd,
     bson_t err_info = BSON_INITIALIZER;
     mf_cmd_ctx ctx = {.inst = inst, .client = client, .err_info = &err_info};
     mfi_fail_effect fx;
+    mfi_op_debug dbg;
+    mfi_prof_op prof;
+    const mf_cmd_def *def = NULL;
     bson_iter_t it;
     int rc;
 
@@ -426,13 +435,16 @@ void mf_command_run(mf_instance *inst, mf_client *client, const bson_t *cmd,
     if ((rc = check_db_name(ctx.db, dblen, &err)) != 0)
         goto fail;
 
-    const mf_cmd_def *def = mfi_command_find(ctx.name);
+    def = mfi_command_find(ctx.name);
     if (def && (def->flags & MF_CMD_TEST_ONLY) && !inst->enable_test_commands)
         def = NULL;
     if (!def) {
         rc = mf_error_set(&err, MF_CommandNotFound, "no such command: '%s'", ctx.name);
         goto fail;
     }
+    /* From here the command is an operation of its database: timed,
+     * logged when slow, profiled (profile.c). */
+    mfi_profile_begin(&ctx, def, cmd, &dbg, &prof);
     /* mongod parses the API parameters as it parses the command, before
      * the admin-only and read concern checks. */
     if ((rc = mfi_api_params_check(def, cmd, &ctx.api, &err)) != 0)
@@ -481,6 +493,7 @@ void mf_command_run(mf_instance *inst, mf_client *client, const bson_t *cmd,
     if (!bson_empty(&fx.wce)) /* labels go with an error or a write concern error */
         bson_concat(reply, &fx.labels);
     *out_flags = ctx.flags;
+    mfi_profile_end(&ctx, def, cmd, reply, NULL);
     mfi_fail_effect_destroy(&fx);
     bson_destroy(&err_info);
     return;
@@ -503,6 +516,8 @@ fail:
             bson_destroy(rest);
         }
     }
+    if (ctx.prof)
+        mfi_profile_end(&ctx, def, cmd, reply, &err);
     mfi_fail_effect_destroy(&fx);
     bson_destroy(&err_info);
     *out_flags = ctx.flags & MF_RUN_CLOSE;

@@ -2476,6 +2476,36 @@ const char *mf_scan_describe(const mf_scan *s)
     return s->idhack ? "IDHACK" : s->distinct_fields ? "DISTINCT_SCAN" : "IXSCAN";
 }
 
+/* One leaf of the summary, appended at `*n` of `out`. */
+static void summary_leaf(const mf_scan *s, char *out, size_t cap, size_t *n)
+{
+    char key[200];
+    const char *stage = s->kind == P_COLLSCAN ? "COLLSCAN"
+                        : s->idhack           ? "IDHACK"
+                        : s->count_scan       ? "COUNT_SCAN"
+                        : s->distinct_fields  ? "DISTINCT_SCAN"
+                                              : "IXSCAN";
+    key[0] = 0;
+    if (s->kind == P_IXSCAN && !s->idhack && s->ix.key)
+        mf_bsonx_to_string(s->ix.key, key, sizeof key);
+    if (*n < cap)
+        *n += (size_t)snprintf(out + *n, cap - *n, "%s%s%s%s", *n ? ", " : "", stage,
+                               key[0] ? " " : "", key);
+    if (*n >= cap)
+        *n = cap - 1;
+}
+
+void mf_scan_plan_summary(const mf_scan *s, char *out, size_t cap)
+{
+    size_t n = 0;
+    out[0] = 0;
+    if (s->kind == P_OR)
+        for (size_t i = 0; i < s->nkids; i++)
+            summary_leaf(s->kids[i], out, cap, &n);
+    else
+        summary_leaf(s, out, cap, &n);
+}
+
 size_t mf_scan_nkids(const mf_scan *s)
 {
     return s->nkids;

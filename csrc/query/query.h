@@ -629,6 +629,11 @@ int mf_scan_return_key(const mf_scan *s, const mf_scan_row *row, bson_t *out, mf
  * and logs. */
 const char *mf_scan_describe(const mf_scan *s);
 
+/* mongod's planSummary: the plan's leaves, "COLLSCAN", "IDHACK",
+ * "IXSCAN { a: 1 }", "COUNT_SCAN { a: 1 }", "DISTINCT_SCAN { a: 1 }", an
+ * OR's joined by ", "; into `out` (capacity `cap` > 0), cut to fit. */
+void mf_scan_plan_summary(const mf_scan *s, char *out, size_t cap);
+
 /* An OR's scans, one per clause of the filter's $or (0 for other scans). */
 size_t mf_scan_nkids(const mf_scan *s);
 const mf_scan *mf_scan_kid(const mf_scan *s, size_t i);

@@ -150,6 +150,53 @@ void mf_log(mf_log_level level, const char *component, int id, const char *ctx,
     va_end(ap);
 }
 
+void mf_log_attr(mf_log_level level, const char *component, int id, const char *ctx,
+                 const char *msg, const char *attr_json)
+{
+    char head[LINE_MAX_BYTES];
+    pthread_mutex_lock(&log_mu);
+    bool wanted = level <= log_level;
+    pthread_mutex_unlock(&log_mu);
+    if (!wanted && level > MF_LOG_INFO)
+        return;
+    format_line(head, sizeof head, level, component, id, ctx, msg);
+    /* head ends with "}": the attributes go before it */
+    size_t hn = strlen(head) - 1, an = strlen(attr_json);
+    char *line = malloc(hn + an + 10);
+    if (!line)
+        return; /* losing a log line beats failing the caller */
+    memcpy(line, head, hn);
+    memcpy(line + hn, ",\"attr\":", 8);
+    /* without the blanks between tokens, as mongod writes its lines */
+    size_t n = hn + 8;
+    bool in_str = false, esc = false;
+    for (size_t i = 0; i < an; i++) {
+        char ch = attr_json[i];
+        if (in_str) {
+            if (esc)
+                esc = false;
+            else if (ch == '\\')
+                esc = true;
+            else if (ch == '"')
+                in_str = false;
+        } else if (ch == '"') {
+            in_str = true;
+        } else if (ch == ' ' || ch == '\n' || ch == '\t') {
+            continue;
+        }
+        line[n++] = ch;
+    }
+    memcpy(line + n, "}", 2);
+    pthread_mutex_lock(&log_mu);
+    ring_push(&global_ring, line);
+    if (log_to_stderr && wanted) {
+        fputs(line, stderr);
+        fputc('\n', stderr);
+    }
+    pthread_mutex_unlock(&log_mu);
+    free(line);
+}
+
 void mf_log_startup_warning(const char *fmt, ...)
 {
     va_list ap;

@@ -179,6 +179,11 @@ int mf_log_level_parse(const char *name);
 void mf_log(mf_log_level level, const char *component, int id, const char *ctx,
             const char *fmt, ...) MF_PRINTF(5, 6);
 
+/* The same with mongod's "attr": `attr_json` is a JSON object, written
+ * whole as the line's last field; `msg` is taken as it is. */
+void mf_log_attr(mf_log_level level, const char *component, int id, const char *ctx,
+                 const char *msg, const char *attr_json);
+
 #define MF_LOG_RING 1024
 
 /* Call `fn(line, arg)` for each line in the ring, oldest first, under the
