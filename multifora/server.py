@@ -52,6 +52,9 @@ class Server:
     must send the rest within ``read_deadline_secs`` (None: no limit) or
     its connection is closed; an idle connection is never closed.
 
+    ``logical_session_refresh_ms`` is mongod's logicalSessionRefreshMillis:
+    how often the sessions in use are written to config.system.sessions.
+
     ``huge_pages`` ("auto", "on" or "off") is whether the data file's
     mapping asks the kernel for 2 MiB pages: random reads of data in memory
     (an index's fetches) walk fewer page tables, but a page-cache miss then
@@ -64,7 +67,8 @@ class Server:
                  *, max_connections: int = 1000,
                  enable_test_commands: bool = False, log_level: str = "warning",
                  argv: Optional[list] = None, ttl_monitor_sleep_secs: int = 60,
-                 read_deadline_secs: Optional[float] = 30.0, huge_pages: str = "auto"):
+                 read_deadline_secs: Optional[float] = 30.0, huge_pages: str = "auto",
+                 logical_session_refresh_ms: int = 300_000):
         self.dbpath = os.path.abspath(dbpath)
         self.host = host
         self.unix_socket = os.path.abspath(unix_socket) if unix_socket else None
@@ -81,6 +85,9 @@ class Server:
         if ttl_monitor_sleep_secs != 60:
             parsed.setdefault("setParameter", {})["ttlMonitorSleepSecs"] = str(
                 ttl_monitor_sleep_secs)
+        if logical_session_refresh_ms != 300_000:
+            parsed.setdefault("setParameter", {})["logicalSessionRefreshMillis"] = str(
+                logical_session_refresh_ms)
         if huge_pages != "auto":
             parsed["storage"]["hugePages"] = huge_pages
         self._core = _core.Server(
@@ -89,7 +96,7 @@ class Server:
             bson.encode({str(i): a for i, a in enumerate(argv)}),
             bson.encode(parsed), log_level, ttl_monitor_sleep_secs,
             -1 if read_deadline_secs is None else max(1, round(read_deadline_secs * 1000)),
-            huge_pages)
+            huge_pages, logical_session_refresh_ms)
         self._started = False
 
     # -- life cycle ---------------------------------------------------------

@@ -54,14 +54,15 @@ def test_list_and_drop_databases(client):
     client.d1.create_collection("x")
     client.d2.create_collection("y")
     client.d2.create_collection("z")
-    assert client.list_database_names() == ["d1", "d2"]
+    # admin, config and local hold the server's own collections (sysdb.c)
+    assert client.list_database_names() == ["admin", "config", "d1", "d2", "local"]
     full = client.admin.command("listDatabases")
-    assert [d["name"] for d in full["databases"]] == ["d1", "d2"]
+    assert [d["name"] for d in full["databases"]] == ["admin", "config", "d1", "d2", "local"]
     assert "totalSize" in full
     only = client.admin.command({"listDatabases": 1, "filter": {"name": "d2"}, "nameOnly": True})
     assert only["databases"] == [{"name": "d2"}]
     assert client.drop_database("d2") is None
-    assert client.list_database_names() == ["d1"]
+    assert client.list_database_names() == ["admin", "config", "d1", "local"]
     with pytest.raises(OperationFailure) as e:
         client.d1.command("listDatabases")
     assert e.value.code == 13

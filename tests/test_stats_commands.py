@@ -262,7 +262,7 @@ def test_list_databases_sizes(client):
     client.d3.create_collection("nothing_yet")
     r = client.admin.command("listDatabases")
     dbs = {d["name"]: d for d in r["databases"]}
-    assert list(dbs) == ["d1", "d2", "d3"]
+    assert list(dbs) == ["admin", "config", "d1", "d2", "d3", "local"]
     for name in ("d1", "d2"):
         assert isinstance(dbs[name]["sizeOnDisk"], Int64)
         assert dbs[name]["sizeOnDisk"] == client[name].command("dbStats")["totalSize"] > 0

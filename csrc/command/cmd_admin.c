@@ -78,6 +78,7 @@ typedef enum {
     P_BAUTO_MEM,      /* internalDocumentSourceBucketAutoMaxMemoryBytes (long) */
     P_WINDOW_MEM,     /* internalDocumentSourceSetWindowFieldsMaxMemoryBytes (long) */
     P_INDEX_BUILD_MEM, /* maxIndexBuildMemoryUsageMegabytes (int) */
+    P_SESSION_REFRESH, /* logicalSessionRefreshMillis (int, startup) */
 } param_kind;
 
 /* Sorted by name, as mongod lists them.  `runtime`/`startup` feed
@@ -98,6 +99,7 @@ static const struct param {
     {"internalQueryMaxBlockingSortMemoryUsageBytes", P_SORT_MEM, 0, true, true},
     {"localLogicalSessionTimeoutMinutes", P_INT, MF_SESSION_TIMEOUT_MINUTES, false, true},
     {"logLevel", P_INT, 0, true, true},
+    {"logicalSessionRefreshMillis", P_SESSION_REFRESH, 0, false, true},
     {"maxBSONDepth", P_INT, MF_BSON_MAX_DEPTH, false, true},
     {"maxIndexBuildMemoryUsageMegabytes", P_INDEX_BUILD_MEM, 0, true, true},
     {"notablescan", P_BOOL, 0, true, true},
@@ -144,6 +146,9 @@ static void param_value(mf_instance *inst, const struct param *p, bson_t *out,
         break;
     case P_TTL_SLEEP:
         bson_append_int32(out, key, -1, inst->ttl_sleep_secs);
+        break;
+    case P_SESSION_REFRESH:
+        bson_append_int32(out, key, -1, (int32_t)inst->session_refresh_ms);
         break;
     case P_GROUP_MEM:
         bson_append_int64(out, key, -1, atomic_load(&inst->agg_group_max_bytes));

@@ -20,8 +20,30 @@
 #define NS_MAX 255
 #define ID_INDEX_SPEC_NAME "_id_"
 
-/* mongod's rules for a collection name within `db`. */
-static int check_coll_name(const char *db, const char *coll, mf_error *err)
+/* NamespaceString::isLegalClientSystemNS: the system collections a client
+ * may create and write (a few of them only through the server's own
+ * commands: system.profile's writes, system.views'). */
+static bool legal_client_system_ns(const char *db, const char *coll)
+{
+    static const char *const any_db[] = {"system.js", "system.views", "system.profile",
+                                         "system.users"};
+    static const char *const admin[] = {"system.roles", "system.version", "system.keys",
+                                        "system.backup_users", "system.new_users"};
+    for (size_t i = 0; i < sizeof any_db / sizeof any_db[0]; i++)
+        if (strcmp(coll, any_db[i]) == 0)
+            return true;
+    if (strcmp(db, "admin") == 0)
+        for (size_t i = 0; i < sizeof admin / sizeof admin[0]; i++)
+            if (strcmp(coll, admin[i]) == 0)
+                return true;
+    return (strcmp(db, "config") == 0 && strcmp(coll, "system.sessions") == 0) ||
+           (strcmp(db, "local") == 0 && strcmp(coll, "system.replset") == 0);
+}
+
+/* mongod's rules for a collection name within `db`; `writes`: the command
+ * creates or writes it, so a system collection must be one a client may
+ * write (userAllowedCreateNS).  Reading any collection is allowed. */
+static int check_coll_name(const char *db, const char *coll, bool writes, mf_error *err)
 {
     size_t n = strlen(coll);
     if (n == 0)
@@ -32,8 +54,7 @@ static int check_coll_name(const char *db, const char *coll, mf_error *err)
                             db, coll, NS_MAX);
     if (strchr(coll, '$') || coll[0] == '.')
         return mf_error_set(err, MF_InvalidNamespace, "Invalid collection name: %s", coll);
-    if (strncmp(coll, "system.", 7) == 0 && strcmp(coll, "system.js") != 0 &&
-        strcmp(coll, "system.views") != 0 && strcmp(coll, "system.profile") != 0)
+    if (writes && strncmp(coll, "system.", 7) == 0 && !legal_client_system_ns(db, coll))
         return mf_error_set(err, MF_InvalidNamespace, "Invalid system namespace: %s.%s", db,
                             coll);
     return 0;
@@ -49,7 +70,7 @@ int mfi_coll_arg(mf_cmd_ctx *ctx, const bson_t *cmd, char *ns, size_t cap, mf_er
         return mf_error_set(err, MF_InvalidNamespace, "collection name has invalid type %s",
                             mf_bsonx_type_alias(bson_iter_type(&it)));
     const char *coll = bson_iter_utf8(&it, NULL);
-    int rc = check_coll_name(ctx->db, coll, err);
+    int rc = check_coll_name(ctx->db, coll, ctx->writes, err);
     if (rc)
         return rc;
     snprintf(ns, cap, "%s.%s", ctx->db, coll);
@@ -60,7 +81,7 @@ int mfi_coll_arg(mf_cmd_ctx *ctx, const bson_t *cmd, char *ns, size_t cap, mf_er
 
 /* Create `ns` with `options` and its _id index; durable on return. */
 static int create_coll(mf_engine *e, const char *ns, const bson_t *options,
-                       const mf_collator *coll, mf_error *err)
+                       const mf_collator *coll, bool id_index, mf_error *err)
 {
     uint8_t uuid[16];
     if (getrandom(uuid, sizeof uuid, 0) != (ssize_t)sizeof uuid)
@@ -77,6 +98,8 @@ static int create_coll(mf_engine *e, const char *ns, const bson_t *options,
     bson_destroy(&meta);
     if (rc)
         return rc;
+    if (!id_index)
+        return mf_engine_sync(e, lsn, err);
     mf_index_id_spec(coll, &spec);
     mf_coll_lock(c, true);
     rc = mf_coll_index_create(e, c, ID_INDEX_SPEC_NAME, bson_get_data(&spec), spec.len, NULL,
@@ -84,6 +107,16 @@ static int create_coll(mf_engine *e, const char *ns, const bson_t *options,
     mf_coll_unlock(c);
     bson_destroy(&spec);
     return rc ? rc : mf_engine_sync(e, lsn, err);
+}
+
+int mfi_coll_create_internal(mf_engine *e, const char *ns, const bson_t *options, bool id_index,
+                             mf_error *err)
+{
+    mf_engine_catalog_lock(e, true);
+    int rc = mf_engine_coll(e, ns) ? MF_NamespaceExists
+                                   : create_coll(e, ns, options, NULL, id_index, err);
+    mf_engine_catalog_unlock(e);
+    return rc;
 }
 
 int mfi_cmd_create(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_error *err)
@@ -150,7 +183,7 @@ int mfi_cmd_create(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_error *
         if (mf_engine_coll(e, ns))
             rc = mf_error_set(err, MF_NamespaceExists, "Collection %s already exists.", ns);
         else
-            rc = create_coll(e, ns, &options, coll, err);
+            rc = create_coll(e, ns, &options, coll, true, err);
         mf_engine_catalog_unlock(e);
     }
     mf_collator_unref(coll);
@@ -416,7 +449,7 @@ static int full_ns(const bson_iter_t *it, const char *field, char *out, size_t c
                             strcmp(field, "to") == 0 ? "target" : "source", ns);
     char db[128];
     snprintf(db, sizeof db, "%.*s", (int)(dot - ns), ns);
-    int rc = check_coll_name(db, dot + 1, err);
+    int rc = check_coll_name(db, dot + 1, true, err);
     if (rc)
         return rc;
     snprintf(out, cap, "%s", ns);

@@ -1357,15 +1357,32 @@ static void *ttl_main(void *arg)
     mfi_unique_check(inst, &damaged);
     atomic_store_explicit(&inst->unique_damaged, damaged, memory_order_relaxed);
     atomic_store_explicit(&inst->unique_checked, 1, memory_order_release);
-    while (!mfi_instance_sleep(inst, (int64_t)inst->ttl_sleep_secs * 1000)) {
-        uint64_t deleted;
+    /* The same thread refreshes config.system.sessions (sysdb.c) every
+     * logicalSessionRefreshMillis: it sleeps until the nearer of the two. */
+    int64_t next_ttl = mf_clock_mono_us() + (int64_t)inst->ttl_sleep_secs * 1000000;
+    for (;;) {
+        int64_t now = mf_clock_mono_us();
+        int64_t next_refresh = atomic_load(&inst->sessions_refreshed_us) +
+                               inst->session_refresh_ms * 1000;
+        int64_t wake = next_ttl < next_refresh ? next_ttl : next_refresh;
+        if (mfi_instance_sleep(inst, wake > now ? (wake - now + 999) / 1000 : 0))
+            break;
         mf_error err;
-        if (mfi_ttl_pass(inst, &deleted, &err) != 0)
-            mf_log(MF_LOG_WARNING, "INDEX", 22480, "TTL monitor",
-                   "a TTL pass failed: %s", err.msg);
-        else if (deleted)
-            mf_log(MF_LOG_INFO, "INDEX", 5479200, "Deleted expired documents using index",
-                   "%llu documents", (unsigned long long)deleted);
+        now = mf_clock_mono_us();
+        if (now >= next_ttl) {
+            uint64_t deleted;
+            next_ttl = now + (int64_t)inst->ttl_sleep_secs * 1000000;
+            if (mfi_ttl_pass(inst, &deleted, &err) != 0)
+                mf_log(MF_LOG_WARNING, "INDEX", 22480, "TTL monitor",
+                       "a TTL pass failed: %s", err.msg);
+            else if (deleted)
+                mf_log(MF_LOG_INFO, "INDEX", 5479200, "Deleted expired documents using index",
+                       "%llu documents", (unsigned long long)deleted);
+        }
+        if (now >= atomic_load(&inst->sessions_refreshed_us) + inst->session_refresh_ms * 1000 &&
+            mfi_sessions_refresh(inst, &err) != 0)
+            mf_log(MF_LOG_WARNING, "CONTROL", 20714, "LogicalSessionCacheRefresh",
+                   "Failed to refresh session cache: %s", err.msg);
     }
     return NULL;
 }

@@ -355,6 +355,57 @@ int mfi_write_doc(mf_engine *e, mf_coll *c, mfi_indexes *ix, uint64_t rid, const
     return rc;
 }
 
+/* ------------------------------------------------- bounded collections */
+
+int mfi_coll_doc_bytes(mf_engine *e, mf_coll *c, int64_t *out, mf_error *err)
+{
+    mf_cursor cur;
+    bool valid;
+    *out = 0;
+    mf_cursor_init(&cur, mf_engine_tree(e, mf_coll_records(c)));
+    int rc = mf_cursor_first(&cur, &valid, err);
+    while (rc == 0 && valid) {
+        const uint8_t *v;
+        size_t vl;
+        mf_cursor_value(&cur, &v, &vl);
+        *out += (int64_t)vl;
+        rc = mf_cursor_next(&cur, &valid, err);
+    }
+    return rc;
+}
+
+int mfi_trim_oldest(mf_engine *e, mf_coll *c, mfi_indexes *ix, int64_t *bytes, int64_t cap,
+                    mf_lsn *lsn, mf_error *err)
+{
+    int rc = 0;
+    while (rc == 0 && *bytes > cap) {
+        mf_cursor cur;
+        bool valid;
+        const uint8_t *k, *v;
+        size_t kl, vl;
+        bson_t old;
+        mf_cursor_init(&cur, mf_engine_tree(e, mf_coll_records(c)));
+        if ((rc = mf_cursor_first(&cur, &valid, err)) != 0 || !valid)
+            break;
+        mf_cursor_key(&cur, &k, &kl);
+        mf_cursor_value(&cur, &v, &vl);
+        /* a copy: the write moves what the cursor points into */
+        uint8_t *copy = malloc(vl);
+        if (!copy)
+            return mf_error_set(err, MF_InternalError, "out of memory");
+        memcpy(copy, v, vl);
+        uint64_t rid = mf_record_id_decode(k);
+        if (bson_init_static(&old, copy, vl))
+            rc = mfi_write_doc(e, c, ix, rid, &old, NULL, lsn, NULL, err);
+        else
+            rc = mf_error_set(err, MF_DataCorruption, "a damaged record in %s", mf_coll_name(c));
+        free(copy);
+        if (rc == 0)
+            *bytes -= (int64_t)vl;
+    }
+    return rc;
+}
+
 /* $indexStats: one more access of the index trial runs chose. */
 static void count_chosen(void *inst, mf_coll *c, const char *index)
 {

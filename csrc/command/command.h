@@ -49,6 +49,7 @@ typedef struct mf_instance_config {
     int max_connections;
     bool enable_test_commands;
     int ttl_monitor_sleep_secs; /* the TTL monitor's period; 0: 60 */
+    int session_refresh_ms;     /* logicalSessionRefreshMillis; 0: 300000 */
     mf_huge_pages huge_pages;   /* the data file's mapping (pager.h) */
     /* getCmdLineOpts: the argv and the parsed options, as the process was
      * started.  Copied; may be NULL (empty). */

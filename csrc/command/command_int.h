@@ -72,6 +72,10 @@ struct mf_instance {
     atomic_int hang_build_left;
     atomic_int_fast64_t hang_build_entered;
 
+    /* logicalSessionRefreshMillis, and when the sessions refresh last ran
+     * (mf_clock_mono_us; sysdb.c) */
+    int64_t session_refresh_ms;
+    atomic_int_fast64_t sessions_refreshed_us;
     int ttl_sleep_secs;     /* ttlMonitorSleepSecs */
     pthread_t ttl_thread;   /* the TTL monitor (cmd_index.c) */
     bool ttl_running;
@@ -116,6 +120,10 @@ typedef struct mf_cmd_ctx {
      * profiled (before its database is known). */
     mfi_op_debug *dbg;
     mfi_prof_op *prof; /* the profiler's view of this command */
+    /* the command creates or writes collections (a write command other
+     * than aggregate): system namespaces are checked as mongod's
+     * userAllowedCreateNS does */
+    bool writes;
 } mf_cmd_ctx;
 
 /* A handler appends its reply fields (not `ok`) to `reply` and returns 0, or
@@ -297,6 +305,17 @@ struct mfi_prof_op {
     bool stmt_profiled; /* update/delete: its statements stand for it */
 };
 
+/* ------------------------------------------------ the server's own (sysdb.c) */
+
+/* admin.system.version, local.startup_log (this start's document) and
+ * config.system.sessions, as a mongod standalone has them. */
+int mfi_sysdb_open(mf_instance *inst, mf_error *err);
+/* Write the records of the sessions used, and remove those of the
+ * sessions ended, since the last refresh (config.system.sessions). */
+int mfi_sessions_refresh(mf_instance *inst, mf_error *err);
+int mfi_cmd_refresh_logical_session_cache_now(mf_cmd_ctx *, const bson_t *, bson_t *,
+                                              mf_error *);
+
 /* ------------------------------------------------ sessions (sessions.c) */
 
 /* The registry: created with the instance, freed with it. */
@@ -323,6 +342,16 @@ int mfi_session_from_client(const bson_iter_t *it, const char *path, uint8_t id[
 /* Add session (id, uid) or refresh its lastUse to `now_ms`. */
 int mfi_sessions_touch(mf_instance *inst, const uint8_t id[16], const uint8_t uid[32],
                        int64_t now_ms, mf_error *err);
+/* A session's id (16 bytes) then its uid (32). */
+typedef struct mfi_session_key {
+    uint8_t key[48];
+} mfi_session_key;
+/* The sessions used since the last call, whose records a refresh writes,
+ * and those ended since, whose records it removes: mongod's
+ * LogicalSessionCache's active and ending sets.  Both arrays are the
+ * caller's (free()). */
+int mfi_sessions_take_changes(mf_instance *inst, mfi_session_key **active, size_t *nactive,
+                              mfi_session_key **ended, size_t *nended, mf_error *err);
 /* Remove session (id, uid) if present. */
 void mfi_sessions_end(mf_instance *inst, const uint8_t id[16], const uint8_t uid[32]);
 /* Remove every session (`all`) or those owned by one of `uids`. */
@@ -554,6 +583,18 @@ void mfi_index_public_spec(const uint8_t *spec, size_t len, bson_t *out);
 /* The collection `ns` for writing, created if missing; returns with the
  * catalog lock held shared (the caller unlocks). */
 int mfi_coll_for_write(mf_cmd_ctx *ctx, const char *ns, mf_coll **out, mf_error *err);
+/* The server's own collections (system.profile, local.startup_log):
+ * create `ns` with `options` as given (no checks), with or without the _id
+ * index; durable on return.  MF_NamespaceExists when it is there. */
+int mfi_coll_create_internal(mf_engine *e, const char *ns, const bson_t *options, bool id_index,
+                             mf_error *err);
+/* A bounded collection's upkeep (until capped collections, issue 48):
+ * the bytes of every document of `c`, and the oldest documents deleted
+ * until at most `cap` bytes remain (`*bytes` kept current).  Exclusive
+ * collection lock held for the trim, shared at least for the sum. */
+int mfi_coll_doc_bytes(mf_engine *e, mf_coll *c, int64_t *out, mf_error *err);
+int mfi_trim_oldest(mf_engine *e, mf_coll *c, mfi_indexes *ix, int64_t *bytes, int64_t cap,
+                    mf_lsn *lsn, mf_error *err);
 /* userAllowedWriteNS: system.profile and system.views are written by the
  * server only (InvalidNamespace 73, "cannot write to <ns>"). */
 int mfi_user_write_ns(const char *ns, mf_error *err);

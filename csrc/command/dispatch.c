@@ -43,6 +43,7 @@ int mf_instance_open(const mf_instance_config *cfg, mf_instance **out, mf_error 
     inst->max_connections = cfg->max_connections;
     inst->enable_test_commands = cfg->enable_test_commands;
     inst->ttl_sleep_secs = cfg->ttl_monitor_sleep_secs > 0 ? cfg->ttl_monitor_sleep_secs : 60;
+    inst->session_refresh_ms = cfg->session_refresh_ms > 0 ? cfg->session_refresh_ms : 300000;
     atomic_store(&inst->index_build_max_mb, MF_INDEX_BUILD_DEFAULT_MB);
     bson_init(&inst->cmdline_argv);
     bson_init(&inst->cmdline_parsed);
@@ -70,7 +71,7 @@ int mf_instance_open(const mf_instance_config *cfg, mf_instance **out, mf_error 
     /* Indexes a crash left half built go; then the TTL monitor starts. */
     if ((rc = mfi_sessions_open(inst, err)) != 0 || (rc = mfi_fail_command_open(inst, err)) != 0 ||
         (rc = mfi_profile_open(inst, err)) != 0 ||
-        (rc = mfi_indexes_recover(inst, err)) != 0 ||
+        (rc = mfi_indexes_recover(inst, err)) != 0 || (rc = mfi_sysdb_open(inst, err)) != 0 ||
         (rc = mfi_ttl_start(inst, err)) != 0) {
         mf_instance_close(inst);
         return rc;
@@ -215,6 +216,8 @@ static const mf_cmd_def table[] = {
      "controls the behaviour of the performance profiler, the fraction of eligible operations "
      "which are sampled for logging/profiling, and the threshold duration at which ops become "
      "eligible. See http://docs.mongodb.org/manual/reference/command/profile"},
+    {"refreshLogicalSessionCacheNow", mfi_cmd_refresh_logical_session_cache_now,
+     MF_CMD_TEST_ONLY, "force a refresh of the logical session cache"},
     {"refreshSessions", mfi_cmd_refresh_sessions, 0, "renew a set of logical sessions"},
     {"renameCollection", mfi_cmd_rename_collection, MF_CMD_ADMIN_ONLY | MF_CMD_WRITE,
      " example: { renameCollection: foo.a, to: bar.b }"},
@@ -445,6 +448,7 @@ void mf_command_run(mf_instance *inst, mf_client *client, const bson_t *cmd,
     /* From here the command is an operation of its database: timed,
      * logged when slow, profiled (profile.c). */
     mfi_profile_begin(&ctx, def, cmd, &dbg, &prof);
+    ctx.writes = (def->flags & MF_CMD_WRITE) && strcmp(def->name, "aggregate") != 0;
     /* mongod parses the API parameters as it parses the command, before
      * the admin-only and read concern checks. */
     if ((rc = mfi_api_params_check(def, cmd, &ctx.api, &err)) != 0)

@@ -51,7 +51,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/random.h>
 
 #define PROFILE_BYTES (1024 * 1024) /* mongod's system.profile: capped, 1 MiB */
 #define MAX_ELEMENT (50 * 1024)      /* appendMaxElementSize */
@@ -523,27 +522,12 @@ void mfi_profile_statement(mf_cmd_ctx *ctx, const mfi_op_debug *d, const bson_t 
  * capped at 1 MiB, no _id index.  NamespaceExists when it is there. */
 static int create_profile_coll(mf_engine *e, const char *ns, mf_error *err)
 {
-    uint8_t uuid[16];
-    bson_t meta, opts;
-    mf_coll *c;
-    mf_lsn lsn;
-    if (getrandom(uuid, sizeof uuid, 0) != (ssize_t)sizeof uuid)
-        return mf_error_set(err, MF_InternalError, "no randomness for a collection UUID");
-    uuid[6] = (uint8_t)((uuid[6] & 0x0f) | 0x40);
-    uuid[8] = (uint8_t)((uuid[8] & 0x3f) | 0x80);
-    bson_init(&meta);
-    bson_append_binary(&meta, "uuid", 4, BSON_SUBTYPE_UUID, uuid, 16);
-    BSON_APPEND_DOCUMENT_BEGIN(&meta, "options", &opts);
+    bson_t opts = BSON_INITIALIZER;
     BSON_APPEND_BOOL(&opts, "capped", true);
     BSON_APPEND_INT64(&opts, "size", PROFILE_BYTES);
-    bson_append_document_end(&meta, &opts);
-    mf_engine_catalog_lock(e, true);
-    int rc = mf_engine_coll(e, ns) ? MF_NamespaceExists
-                                   : mf_engine_coll_create(e, ns, bson_get_data(&meta), meta.len,
-                                                           &c, &lsn, err);
-    mf_engine_catalog_unlock(e);
-    bson_destroy(&meta);
-    return rc == 0 ? mf_engine_sync(e, lsn, err) : rc;
+    int rc = mfi_coll_create_internal(e, ns, &opts, false, err);
+    bson_destroy(&opts);
+    return rc;
 }
 
 /* Whether `c` is the profiler's: created capped by it (a system.profile a
@@ -559,58 +543,6 @@ static bool is_capped(mf_coll *c)
     return bson_init_static(&meta, ob, olen) && bson_iter_init_find(&it, &meta, "options") &&
            mfi_doc_arg(&it, &opts) && bson_iter_init_find(&cit, &opts, "capped") &&
            bson_iter_as_bool(&cit);
-}
-
-/* The bytes of every document of `c` (collection lock held). */
-static int sum_bytes(mf_engine *e, mf_coll *c, int64_t *out, mf_error *err)
-{
-    mf_cursor cur;
-    bool valid;
-    *out = 0;
-    mf_cursor_init(&cur, mf_engine_tree(e, mf_coll_records(c)));
-    int rc = mf_cursor_first(&cur, &valid, err);
-    while (rc == 0 && valid) {
-        const uint8_t *v;
-        size_t vl;
-        mf_cursor_value(&cur, &v, &vl);
-        *out += (int64_t)vl;
-        rc = mf_cursor_next(&cur, &valid, err);
-    }
-    return rc;
-}
-
-/* Delete the oldest documents of `c` until at most PROFILE_BYTES remain
- * (exclusive collection lock held). */
-static int trim(mf_engine *e, mf_coll *c, mfi_indexes *ix, int64_t *bytes, mf_lsn *lsn,
-                mf_error *err)
-{
-    int rc = 0;
-    while (rc == 0 && *bytes > PROFILE_BYTES) {
-        mf_cursor cur;
-        bool valid;
-        const uint8_t *k, *v;
-        size_t kl, vl;
-        bson_t old;
-        mf_cursor_init(&cur, mf_engine_tree(e, mf_coll_records(c)));
-        if ((rc = mf_cursor_first(&cur, &valid, err)) != 0 || !valid)
-            break;
-        mf_cursor_key(&cur, &k, &kl);
-        mf_cursor_value(&cur, &v, &vl);
-        /* a copy: the write moves what the cursor points into */
-        uint8_t *copy = malloc(vl);
-        if (!copy)
-            return mf_error_set(err, MF_InternalError, "out of memory");
-        memcpy(copy, v, vl);
-        uint64_t rid = mf_record_id_decode(k);
-        if (bson_init_static(&old, copy, vl))
-            rc = mfi_write_doc(e, c, ix, rid, &old, NULL, lsn, NULL, err);
-        else
-            rc = mf_error_set(err, MF_DataCorruption, "a damaged profile entry");
-        free(copy);
-        if (rc == 0)
-            *bytes -= (int64_t)vl;
-    }
-    return rc;
 }
 
 /* Append `entries` (an array) to <db>.system.profile. */
@@ -649,7 +581,7 @@ static int write_entries(mf_instance *inst, const char *db, const bson_t *entrie
         bytes = d ? d->bytes : -1;
         pthread_mutex_unlock(&p->mu);
         if (bytes < 0)
-            rc = sum_bytes(e, c, &bytes, err);
+            rc = mfi_coll_doc_bytes(e, c, &bytes, err);
     }
     bson_iter_t it;
     bson_iter_init(&it, entries);
@@ -663,7 +595,7 @@ static int write_entries(mf_instance *inst, const char *db, const bson_t *entrie
             bytes += doc.len;
     }
     if (rc == 0)
-        rc = trim(e, c, &ix, &bytes, &lsn, err);
+        rc = mfi_trim_oldest(e, c, &ix, &bytes, PROFILE_BYTES, &lsn, err);
     pthread_mutex_lock(&p->mu);
     prof_db *d = find_db(p, db, true);
     if (d)

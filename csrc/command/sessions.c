@@ -132,6 +132,7 @@ typedef struct entry {
     uint8_t id[16];
     uint8_t uid[32];
     int64_t last_use_ms; /* wall clock */
+    bool dirty;          /* used since the last refresh of config.system.sessions */
     struct entry *next;
 } entry;
 
@@ -142,6 +143,8 @@ struct mfi_sessions {
     size_t n;
     size_t n_at_sweep; /* n after the last sweep */
     int64_t timeout_ms;
+    mfi_session_key *ended; /* ended since the last refresh (their records go) */
+    size_t nended, capended;
 };
 
 static size_t bucket_of(const mfi_sessions *s, const uint8_t id[16])
@@ -182,6 +185,7 @@ void mfi_sessions_close(mf_instance *inst)
         }
     }
     free(s->buckets);
+    free(s->ended);
     pthread_mutex_destroy(&s->mu);
     free(s);
     inst->sessions = NULL;
@@ -266,6 +270,7 @@ int mfi_sessions_touch(mf_instance *inst, const uint8_t id[16], const uint8_t ui
         if (memcmp(e->id, id, 16) == 0 && memcmp(e->uid, uid, 32) == 0) {
             if (now_ms > e->last_use_ms)
                 e->last_use_ms = now_ms;
+            e->dirty = true;
             goto out;
         }
     }
@@ -287,6 +292,7 @@ int mfi_sessions_touch(mf_instance *inst, const uint8_t id[16], const uint8_t ui
     memcpy(e->id, id, 16);
     memcpy(e->uid, uid, 32);
     e->last_use_ms = now_ms;
+    e->dirty = true;
     e->next = s->buckets[b];
     s->buckets[b] = e;
     s->n++;
@@ -322,7 +328,50 @@ void mfi_sessions_end(mf_instance *inst, const uint8_t id[16], const uint8_t uid
         }
         pp = &e->next;
     }
+    /* its record goes at the next refresh (a full list only loses that) */
+    if (s->nended == s->capended) {
+        size_t cap = s->capended ? 2 * s->capended : 16;
+        mfi_session_key *v = realloc(s->ended, cap * sizeof *v);
+        if (v) {
+            s->ended = v;
+            s->capended = cap;
+        }
+    }
+    if (s->nended < s->capended) {
+        memcpy(s->ended[s->nended].key, id, 16);
+        memcpy(s->ended[s->nended].key + 16, uid, 32);
+        s->nended++;
+    }
     pthread_mutex_unlock(&s->mu);
+}
+
+int mfi_sessions_take_changes(mf_instance *inst, mfi_session_key **active, size_t *nactive,
+                              mfi_session_key **ended, size_t *nended, mf_error *err)
+{
+    mfi_sessions *s = inst->sessions;
+    pthread_mutex_lock(&s->mu);
+    sweep(s, mf_clock_wall_ms());
+    size_t n = 0;
+    *active = s->n ? malloc(s->n * sizeof **active) : NULL;
+    if (s->n && !*active) {
+        pthread_mutex_unlock(&s->mu);
+        return mf_error_set(err, MF_InternalError, "out of memory");
+    }
+    for (size_t b = 0; b < s->nbuckets; b++)
+        for (entry *e = s->buckets[b]; e; e = e->next)
+            if (e->dirty) {
+                memcpy((*active)[n].key, e->id, 16);
+                memcpy((*active)[n].key + 16, e->uid, 32);
+                n++;
+                e->dirty = false;
+            }
+    *nactive = n;
+    *ended = s->ended;
+    *nended = s->nended;
+    s->ended = NULL;
+    s->nended = s->capended = 0;
+    pthread_mutex_unlock(&s->mu);
+    return 0;
 }
 
 typedef struct {

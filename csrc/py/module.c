@@ -102,11 +102,11 @@ static int server_init(server_object *self, PyObject *args, PyObject *kwds)
     static char *kwlist[] = {"dbpath", "host", "port", "unix_socket",
                              "max_connections", "enable_test_commands", "argv",
                              "parsed_options", "log_level", "ttl_monitor_sleep_secs",
-                             "read_deadline_ms", "huge_pages", NULL};
+                             "read_deadline_ms", "huge_pages", "session_refresh_ms", NULL};
     const char *dbpath, *host = "127.0.0.1", *unix_socket = NULL, *log_level = "warning";
     const char *huge_pages = "auto";
     int port = 27017, max_connections = 1000, test_commands = 0, ttl_sleep = 60;
-    int read_deadline_ms = 0;
+    int read_deadline_ms = 0, session_refresh_ms = 0;
     Py_buffer argv = {0}, parsed = {0};
     module_state *st = state_of_type(Py_TYPE(self));
     mf_error err;
@@ -116,10 +116,10 @@ static int server_init(server_object *self, PyObject *args, PyObject *kwds)
         PyErr_SetString(PyExc_RuntimeError, "Server.__init__ called twice");
         return -1;
     }
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "s|zizipy*y*siis", kwlist, &dbpath, &host,
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "s|zizipy*y*siisi", kwlist, &dbpath, &host,
                                      &port, &unix_socket, &max_connections,
                                      &test_commands, &argv, &parsed, &log_level, &ttl_sleep,
-                                     &read_deadline_ms, &huge_pages))
+                                     &read_deadline_ms, &huge_pages, &session_refresh_ms))
         return -1;
 
     mf_huge_pages huge;
@@ -155,6 +155,7 @@ static int server_init(server_object *self, PyObject *args, PyObject *kwds)
         .max_connections = max_connections,
         .enable_test_commands = test_commands != 0,
         .ttl_monitor_sleep_secs = ttl_sleep,
+        .session_refresh_ms = session_refresh_ms,
         .read_deadline_ms = read_deadline_ms,
         .huge_pages = huge,
         .cmdline_argv = has_argv ? &argv_doc : NULL,
@@ -366,7 +367,7 @@ static PyType_Slot server_slots[] = {
     {Py_tp_doc, "Server(dbpath, host='127.0.0.1', port=27017, unix_socket=None, "
                 "max_connections=1000, enable_test_commands=False, argv=None, "
                 "parsed_options=None, log_level='warning', ttl_monitor_sleep_secs=60, "
-                "read_deadline_ms=0, huge_pages='auto')\n--\n\n"
+                "read_deadline_ms=0, huge_pages='auto', session_refresh_ms=0)\n--\n\n"
                 "The C wire server over one data directory."},
     {0, NULL},
 };

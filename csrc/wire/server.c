@@ -152,6 +152,7 @@ int mf_server_open(const mf_server_config *cfg, mf_server **out, mf_error *err)
         .max_connections = srv->max_connections,
         .enable_test_commands = cfg->enable_test_commands,
         .ttl_monitor_sleep_secs = cfg->ttl_monitor_sleep_secs,
+        .session_refresh_ms = cfg->session_refresh_ms,
         .huge_pages = cfg->huge_pages,
         .cmdline_argv = cfg->cmdline_argv,
         .cmdline_parsed = cfg->cmdline_parsed,

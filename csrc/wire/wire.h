@@ -33,6 +33,7 @@ typedef struct mf_server_config {
     int max_connections;     /* accepted connections beyond it are closed */
     bool enable_test_commands;
     int ttl_monitor_sleep_secs; /* the TTL monitor's period; 0: 60 */
+    int session_refresh_ms;     /* logicalSessionRefreshMillis; 0: 300000 */
     int read_deadline_ms;       /* time to finish a message once its first
                                  * byte arrived; 0: 30000, negative: none */
     mf_huge_pages huge_pages;   /* the data file's mapping (pager.h) */
