@@ -6,14 +6,6 @@
 
 #include "query.h"
 
-/* Whether `path` is a valid dotted field path, as mongod's FieldPath
- * constructor checks it (src/mongo/db/pipeline/field_path.cpp), with its
- * errors: 40352 empty, 40353 trailing '.', 15998 empty component, 16410 a
- * component starting with '$' (other than $id, $ref, $db and a few
- * metadata names), Overflow (15) deeper than MF_BSON_MAX_DEPTH. */
-int mfi_field_path_check(const char *path, mf_error *err);
-
-
 /* $type's operand (a type code or alias, or an array of them) as a mask:
  * bit t for BSON type t (1..19), and these.  Errors: mongod's, BadValue
  * for an unknown code or alias, TypeMismatch for another operand, 9 for
