@@ -16,6 +16,9 @@ mongod's rules, from its source:
   document led by a path operator ({$gt: 1}).  "$ref", "$id" and "$db" in a
   filter document are equalities on those fields (parseDBRef), only $id's
   following the collation.
+- bsonobj.cpp, storageValidEmbedded: an _id may hold a DBRef ($ref a
+  string first, then $id, then an optional string $db), and no other '$'
+  name at any depth.
 """
 from __future__ import annotations
 
@@ -24,7 +27,7 @@ import re
 import pytest
 from bson import SON, ObjectId
 from bson.dbref import DBRef
-from pymongo.errors import OperationFailure
+from pymongo.errors import OperationFailure, WriteError
 
 OID1 = ObjectId("6500000000000000000000a1")
 OID2 = ObjectId("6500000000000000000000a2")
@@ -374,3 +377,44 @@ def test_lookup_foreign_field_and_pipeline_match(db):
     ]))
     assert [sorted(d["by"]) for d in out] == [[1, 3, 4, 6], [2]]
     assert [d["m"] for d in out] == [[2], [2]]
+
+
+# --------------------------------------------------------------- storing
+
+@pytest.mark.parametrize("id_value", [
+    DBRef("c", 1),
+    DBRef("c", 1, "db"),
+    SON([("$ref", "c"), ("$id", 1), ("x", {"y": 1})]),
+    {"a": DBRef("c", 1)},
+    {"a": [DBRef("c", 1)]},
+])
+def test_id_may_be_a_dbref(db, id_value):
+    db.ids.insert_one({"_id": id_value, "v": 1})
+    assert db.ids.find_one({"_id": id_value})["v"] == 1
+
+
+@pytest.mark.parametrize("id_value,bad", [
+    (SON([("$ref", 1), ("$id", 2)]), "$ref"),                 # $ref not a string
+    (SON([("$id", 2), ("$ref", "c")]), "$id"),                # not $ref first
+    (SON([("$ref", "c"), ("x", 2)]), "$ref"),                 # no $id after it
+    (SON([("$ref", "c"), ("$id", 1), ("$db", 5)]), "$db"),    # $db not a string
+    (SON([("$ref", "c"), ("$id", 1), ("$x", 5)]), "$x"),
+    ({"a": {"$x": 1}}, "$x"),                                 # at any depth
+    ({"a": [{"$x": 1}]}, "$x"),
+    (SON([("a", 1), ("$ref", "c"), ("$id", 1)]), "$ref"),     # DBRef not first
+])
+def test_id_refuses_other_dollar_names(db, id_value, bad):
+    with pytest.raises(WriteError) as ei:
+        db.ids.insert_one({"_id": id_value})
+    assert ei.value.code == 52
+    assert ei.value.details["errmsg"] == (
+        f"_id fields may not contain '$'-prefixed fields: {bad} is not valid for storage.")
+
+
+def test_upsert_with_a_dbref_id(db):
+    res = db.ids.update_one({"_id": DBRef("c", 1)}, {"$set": {"k": 1}}, upsert=True)
+    assert res.upserted_id == DBRef("c", 1)
+    res = db.ids.replace_one({"x": 1}, {"_id": DBRef("c", 2), "k": 2}, upsert=True)
+    assert res.upserted_id == DBRef("c", 2)
+    found = list(db.ids.find({"_id": {"$in": [DBRef("c", 1), DBRef("c", 2)]}}, {"k": 1}))
+    assert sorted(d["k"] for d in found) == [1, 2]
