@@ -362,7 +362,6 @@ static int parse_conds(const bson_iter_t *ops, const char *path, cond **out, siz
 /* parse_op's answer for $options: not a condition of its own. */
 #define OPTIONS_FOLDED (-100)
 
-/* Whether `doc` (an operand document) is an operator document. */
 /* mongod's ComparisonMatchExpression refuses an undefined operand
  * ($eq, $ne, $gt, $gte, $lt, $lte, an implicit equality, $all's). */
 static int undefined_operand(mf_error *err)
