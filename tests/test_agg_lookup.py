@@ -705,7 +705,10 @@ def without(k):
      "unknown operator: $bad"),
     (dict(BASE, depthField="$d"), 16410,
      "FieldPath field names may not start with '$'. Consider using $getField or $setField."),
-    (dict(BASE, connectFromField="a."), 15998,
+    # mongod's FieldPath constructor refuses the trailing '.' (40353)
+    # before it looks at the components
+    (dict(BASE, connectFromField="a."), 40353, "FieldPath must not end with a '.'."),
+    (dict(BASE, connectFromField="a..b"), 15998,
      "FieldPath field names may not be empty strings."),
     (dict(BASE, startWith={"$nope": 1}), 168, "Unrecognized expression '$nope'"),
 ])
@@ -947,7 +950,8 @@ def test_facet_explain(db):
      "$indexStats is not allowed to be used within a $facet stage"),
     ({"$a": [{"$limit": 1}]}, 16410,
      "FieldPath field names may not start with '$'. Consider using $getField or $setField."),
-    ({"a.b": [{"$limit": 1}]}, 16412, "FieldPath field names may not contain '.'."),
+    ({"a.b": [{"$limit": 1}]}, 16412,
+     "FieldPath field names may not contain '.'. Consider using $getField or $setField."),
     ({"": [{"$limit": 1}]}, 15998, "FieldPath field names may not be empty strings."),
     ({"a": [{"$limit": 1, "$skip": 1}]}, 40323,
      "A pipeline stage specification object must contain exactly one field."),

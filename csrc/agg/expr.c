@@ -188,22 +188,14 @@ static int scope_find(const scope *s, const char *name, size_t len)
 }
 
 
-/* Split "a.b.c" into components; mongod's FieldPath checks. */
+/* Split "a.b.c" (already checked as a FieldPath) into components. */
 static int split_path(const char *p, size_t len, node *n, mf_error *err)
 {
-    if (len > 0 && p[len - 1] == '.')
-        return mf_error_set(err, 40353, "FieldPath must not end with a '.'.");
     const char *end = p + len;
     while (p <= end) {
         const char *dot = memchr(p, '.', (size_t)(end - p));
         if (!dot)
             dot = end;
-        if (dot == p)
-            return mf_error_set(err, 15998, "FieldPath field names may not be empty strings.");
-        if (*p == '$')
-            return mf_error_set(err, 16410,
-                                "FieldPath field names may not start with '$'. Consider using "
-                                "$getField or $setField.");
         char **np = realloc(n->parts, (n->nparts + 1) * sizeof *np);
         if (!np)
             return mf_error_set(err, MF_InternalError, "out of memory");
@@ -266,7 +258,10 @@ static int parse_string_ref(const char *s, size_t len, scope *sc, node **out, mf
             }
         }
         n->slot = slot;
-        if (dot && (rc = split_path(dot + 1, len - 2 - nlen - 1, n, err)) != 0) {
+        /* mongod checks "$$name.a.b" as the FieldPath "name.a.b", after the
+         * variable is known (17276 above comes first). */
+        if ((rc = mf_bsonx_field_path_check(name, len - 2, err)) != 0 ||
+            (dot && (rc = split_path(dot + 1, len - 2 - nlen - 1, n, err)) != 0)) {
             node_free(n);
             return rc;
         }
@@ -278,7 +273,8 @@ static int parse_string_ref(const char *s, size_t len, scope *sc, node **out, mf
     node *n = node_new(K_PATH);
     if (!n)
         return mf_error_set(err, MF_InternalError, "out of memory");
-    if ((rc = split_path(s + 1, len - 1, n, err)) != 0) {
+    if ((rc = mf_bsonx_field_path_check(s + 1, len - 1, err)) != 0 ||
+        (rc = split_path(s + 1, len - 1, n, err)) != 0) {
         node_free(n);
         return rc;
     }
@@ -545,15 +541,12 @@ static int parse_object(const bson_iter_t *it, scope *sc, node **out, mf_error *
         return mf_error_set(err, MF_InternalError, "out of memory");
     while (bson_iter_next(&ch)) {
         const char *k = bson_iter_key(&ch);
-        if (k[0] == '$') {
+        /* An object literal's names are FieldPath names in mongod's
+         * ExpressionObject::parse: "$x" after the first field is 16410,
+         * a DBRef's "$id" is a name like any other. */
+        if ((rc = mf_bsonx_field_name_check(k, bson_iter_key_len(&ch), err)) != 0) {
             node_free(n);
-            return mf_error_set(err, 16404, "$expressions are not allowed at the top-level of "
-                                "$project");
-        }
-        if (strchr(k, '.')) {
-            node_free(n);
-            return mf_error_set(err, 16412, "FieldPath field names may not contain '.'. "
-                                "Consider using $getField or $setField.");
+            return rc;
         }
         char **nn = realloc(n->names, (n->nargs + 1) * sizeof *nn);
         if (!nn) {

@@ -135,25 +135,10 @@ int mfi_agg_field_path(const char *s, char **out, mf_error *err)
     *out = NULL;
     if (s[0] != '$')
         return mf_error_set(err, 16873, "FieldPath '%s' doesn't start with $", s);
-    const char *p = s + 1;
-    if (!*p)
-        return mf_error_set(err, 40352, "FieldPath cannot be constructed with empty string");
-    if (p[0] == '$')
-        return mf_error_set(err, 16410, "FieldPath field names may not start with '$'. "
-                                        "Consider using $getField or $setField.");
-    for (const char *c = p;; ) {
-        const char *dot = strchr(c, '.');
-        size_t n = dot ? (size_t)(dot - c) : strlen(c);
-        if (n == 0)
-            return mf_error_set(err, 15998, "FieldPath field names may not be empty strings.");
-        if (c[0] == '$')
-            return mf_error_set(err, 16410, "FieldPath field names may not start with '$'. "
-                                            "Consider using $getField or $setField.");
-        if (!dot)
-            break;
-        c = dot + 1;
-    }
-    if (!(*out = bson_strdup(p)))
+    int rc = mf_bsonx_field_path_check(s + 1, strlen(s + 1), err);
+    if (rc)
+        return rc;
+    if (!(*out = bson_strdup(s + 1)))
         return oom(err);
     return 0;
 }

@@ -91,9 +91,10 @@ int mfi_agg_expr(mfi_agg *a, const bson_iter_t *it, mf_expr **out, mf_error *err
 int mfi_agg_eval(mfi_agg *a, const mf_expr *e, const bson_t *doc, bson_value_t *out,
                  mf_error *err);
 
-/* The field path of a "$a.b" string value, checked as mongod's FieldPath
- * (errors 16872 empty, 16410 "$"-prefixed, ...).  `what` names the argument
- * in the messages.  Returns the path without the "$" (owned). */
+/* The field path of a "$a.b" string value: 16873 without the leading '$',
+ * then mongod's FieldPath rule (mf_bsonx_field_path_check: 40352 for "$"
+ * alone, 16410 a '$' component other than $ref/$id/$db ...).  Returns the
+ * path without the "$" (owned). */
 int mfi_agg_field_path(const char *s, char **out, mf_error *err);
 
 /* A copy of `doc` with dotted `path` set to `v` (NULL: removed), into

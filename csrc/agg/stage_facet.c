@@ -170,20 +170,6 @@ static const char *const refused_in_facet[] = {
     "$indexStats", "$listCatalog", "$listLocalSessions", "$listSearchIndexes",
     "$listSessions", "$merge", "$out", "$planCacheStats", "$search", "$searchMeta", NULL};
 
-/* A facet's name must be a valid field name (mongod's
- * FieldPath::uassertValidFieldName). */
-static int check_name(const char *k, mf_error *err)
-{
-    if (!*k)
-        return mf_error_set(err, 15998, "FieldPath field names may not be empty strings.");
-    if (k[0] == '$')
-        return mf_error_set(err, 16410, "FieldPath field names may not start with '$'. "
-                                        "Consider using $getField or $setField.");
-    if (strchr(k, '.'))
-        return mf_error_set(err, 16412, "FieldPath field names may not contain '.'.");
-    return 0;
-}
-
 /* Parse one facet's sub-pipeline (`stages`, an array) into f->subs[i]. */
 static int facet_sub(facet_stage *f, size_t i, const bson_t *stages, mfi_agg *agg,
                      mf_error *err)
@@ -224,7 +210,8 @@ int mfi_parse_facet(const bson_iter_t *it, mfi_agg *agg, mfi_stage_list *out, mf
     bson_iter_recurse(it, &f);
     while (bson_iter_next(&f)) {
         const char *k = bson_iter_key(&f);
-        int rc = check_name(k, err);
+        /* a facet's name is a FieldPath name (uassertValidFieldName) */
+        int rc = mf_bsonx_field_name_check(k, bson_iter_key_len(&f), err);
         if (rc)
             return rc;
         if (!BSON_ITER_HOLDS_ARRAY(&f))

@@ -13,6 +13,9 @@
  *
  *  - Collations: ICU's language-aware string order (collation.c).
  *
+ *  - mongod's FieldPath rule, the one check of every field path the query
+ *    and aggregation layers accept (fieldpath.c).
+ *
  * Later: dotted-path lookup (DESIGN.md section 3).
  */
 #ifndef MF_BSONX_H
@@ -48,6 +51,21 @@ int mf_bsonx_validate(const uint8_t *data, size_t len, mf_error *err);
  * empty documents and arrays do not count (mongod's validateDepth).  Stops
  * descending past the limit, so any depth is safe. */
 bool mf_bsonx_depth_exceeds(const bson_t *doc, int max_levels);
+
+/* ------------------------------------------- field paths (fieldpath.c) */
+
+/* Whether the `len` bytes at `name` may be one component of a field path,
+ * as mongod's FieldPath::uassertValidFieldName: 15998 empty, 16410 a
+ * leading '$' (but $ref, $id, $db and mongod's metadata names are
+ * allowed), 16411 a NUL byte, 16412 a '.'.  0 when it may. */
+int mf_bsonx_field_name_check(const char *name, size_t len, mf_error *err);
+
+/* Whether the `len` bytes at `path` are a dotted field path that mongod's
+ * FieldPath constructor accepts: 40352 empty, 40353 a trailing '.',
+ * Overflow (15) more than MF_BSON_MAX_DEPTH components, then each
+ * component as mf_bsonx_field_name_check.  The one rule for every path the
+ * query and aggregation layers validate. */
+int mf_bsonx_field_path_check(const char *path, size_t len, mf_error *err);
 
 /* ------------------------------------------------ collation (collation.c) */
 

@@ -39,6 +39,60 @@ int mfi_next_record_id(mf_engine *e, mf_coll *c, uint64_t *out, mf_error *err)
     return 0;
 }
 
+/* Whether the document `it` (an _id's value, or something inside it) may
+ * be stored, as mongod's BSONObj::storageValidEmbedded: no field name
+ * starts with '$', at any depth (arrays and a code-with-scope's scope
+ * included), except a DBRef's: a first field "$ref" holding a string,
+ * then "$id", then optionally "$db" holding a string.  As mongod, the
+ * values of "$ref" and "$id" are not looked into.  On failure `*bad` is
+ * the offending name.  Depth is bounded: the caller checked it. */
+static bool storage_valid_embedded(const bson_iter_t *it, const char **bad)
+{
+    bson_iter_t f;
+    if (BSON_ITER_HOLDS_CODEWSCOPE(it)) {
+        uint32_t len, slen;
+        const uint8_t *scope;
+        bson_t sc;
+        bson_iter_codewscope(it, &len, &slen, &scope);
+        if (!bson_init_static(&sc, scope, slen) || !bson_iter_init(&f, &sc))
+            return true;
+    } else if (!bson_iter_recurse(it, &f)) {
+        return true;
+    }
+    bool first = true, more = bson_iter_next(&f);
+    while (more) {
+        const char *k = bson_iter_key(&f);
+        if (k[0] == '$') {
+            if (!first || strcmp(k, "$ref") != 0 || !BSON_ITER_HOLDS_UTF8(&f) ||
+                !bson_iter_next(&f) || strcmp(bson_iter_key(&f), "$id") != 0) {
+                *bad = k;
+                return false;
+            }
+            /* {$ref: "c", $id: v, ...}: what follows $id is checked as
+             * any field would be, but a string $db */
+            first = false;
+            if (!bson_iter_next(&f))
+                return true;
+            k = bson_iter_key(&f);
+            if (strcmp(k, "$db") == 0 && BSON_ITER_HOLDS_UTF8(&f)) {
+                more = bson_iter_next(&f);
+                continue;
+            }
+            if (k[0] == '$') {
+                *bad = k;
+                return false;
+            }
+        }
+        if ((BSON_ITER_HOLDS_DOCUMENT(&f) || BSON_ITER_HOLDS_ARRAY(&f) ||
+             BSON_ITER_HOLDS_CODEWSCOPE(&f)) &&
+            !storage_valid_embedded(&f, bad))
+            return false;
+        first = false;
+        more = bson_iter_next(&f);
+    }
+    return true;
+}
+
 /* The document as stored: _id first (generated if absent). */
 int mfi_stored_form(const bson_t *doc, bson_t *out, bson_iter_t *id, mf_error *err)
 {
@@ -62,17 +116,14 @@ int mfi_stored_form(const bson_t *doc, bson_t *out, bson_iter_t *id, mf_error *e
         if (t == BSON_TYPE_UNDEFINED)
             return mf_error_set(err, 53, "can't use a undefined for _id");
     }
-    /* Since 5.0 field names may start with '$' -- except inside _id. */
-    if (has_id && BSON_ITER_HOLDS_DOCUMENT(&it)) {
-        bson_iter_t sub;
-        bson_iter_recurse(&it, &sub);
-        while (bson_iter_next(&sub))
-            if (bson_iter_key(&sub)[0] == '$')
-                return mf_error_set(err, MF_DollarPrefixedFieldName,
-                                    "_id fields may not contain '$'-prefixed fields: %s is not "
-                                    "valid for storage.",
-                                    bson_iter_key(&sub));
-    }
+    /* Since 5.0 field names may start with '$' -- except inside _id,
+     * where only a DBRef's may (mongod's storageValidIdField). */
+    const char *bad = NULL;
+    if (has_id && BSON_ITER_HOLDS_DOCUMENT(&it) && !storage_valid_embedded(&it, &bad))
+        return mf_error_set(err, MF_DollarPrefixedFieldName,
+                            "_id fields may not contain '$'-prefixed fields: %s is not valid for "
+                            "storage.",
+                            bad);
     bson_init(out);
     if (has_id) {
         bson_iter_init_find(&it, doc, "_id");

@@ -1246,14 +1246,6 @@ static bool has_regex_beside(const bson_iter_t *v)
     return bson_iter_recurse(v, &ops) && bson_iter_find(&ops, "$regex");
 }
 
-/* Whether `v` is an operator document ({$gt: 1, ...}). */
-static bool is_operator_doc(const bson_iter_t *v)
-{
-    bson_iter_t ops;
-    return BSON_ITER_HOLDS_DOCUMENT(v) && bson_iter_recurse(v, &ops) && bson_iter_next(&ops) &&
-           bson_iter_key(&ops)[0] == '$';
-}
-
 static int field_conditions(mfi_preds *p, const char *path, const bson_iter_t *v, size_t top,
                             bool of_elements, bool *done);
 
@@ -1312,7 +1304,9 @@ static int elem_match(mfi_preds *p, const char *path, const bson_iter_t *v, size
     if (!bson_iter_next(&first))
         return 0;
     size_t before = p->n;
-    if (bson_iter_key(&first)[0] != '$') {
+    if (!mfi_elem_match_is_value(v)) {
+        /* documents' fields (a DBRef's "$ref"/"$id" among them: skipped
+         * below, the matcher tests them) */
         bool ignored = true;
         while (bson_iter_next(&sub)) {
             const char *f = bson_iter_key(&sub), *sp;
@@ -1368,7 +1362,7 @@ static int elem_match(mfi_preds *p, const char *path, const bson_iter_t *v, size
  * The bounds of a multikey field take one of them, of any other field
  * their intersection (cand_build).  Never exact: the FETCH filter keeps
  * the $all, whose matcher also rejects what mongod rejects ($all: 5,
- * an operator other than $elemMatch in the list).  [] bounds nothing: it
+ * {$gt: 1} in the list; a DBRef there is a value).  [] bounds nothing: it
  * matches no document, which the matcher decides. */
 static int all_conditions(mfi_preds *p, const char *path, const bson_iter_t *v, size_t top)
 {
@@ -1378,13 +1372,15 @@ static int all_conditions(mfi_preds *p, const char *path, const bson_iter_t *v, 
     size_t before = p->n;
     while (bson_iter_next(&el)) {
         bson_iter_t sub;
-        if (is_operator_doc(&el)) {
-            if (bson_iter_recurse(&el, &sub) && bson_iter_next(&sub) &&
-                strcmp(bson_iter_key(&sub), "$elemMatch") == 0 &&
-                BSON_ITER_HOLDS_DOCUMENT(&sub) && elem_match(p, path, &sub, top) != 0)
+        bool has_first = BSON_ITER_HOLDS_DOCUMENT(&el) && bson_iter_recurse(&el, &sub) &&
+                         bson_iter_next(&sub);
+        if (has_first && strcmp(bson_iter_key(&sub), "$elemMatch") == 0) {
+            if (BSON_ITER_HOLDS_DOCUMENT(&sub) && elem_match(p, path, &sub, top) != 0)
                 return -1;
             continue;
         }
+        if (has_first && mfi_is_path_operator(bson_iter_key(&sub)))
+            continue; /* refused by the matcher */
         bool used;
         if (add_condition(p, path, NULL, &el, NULL, top, &used) != 0)
             return -1;
@@ -1402,7 +1398,7 @@ static int field_conditions(mfi_preds *p, const char *path, const bson_iter_t *v
                             bool of_elements, bool *done)
 {
     bool used;
-    if (!is_operator_doc(v)) {
+    if (!mfi_is_operator_doc(v, false)) {
         if (add_condition(p, path, NULL, v, NULL, top, &used) != 0)
             return -1;
         *done = *done && used;
@@ -1616,7 +1612,7 @@ static bool filter_has(const bson_t *filter, const char *path, const cond *want,
         }
         if (strcmp(k, path) != 0)
             continue;
-        if (!is_operator_doc(&it)) {
+        if (!mfi_is_operator_doc(&it, false)) {
             cond have = {.op = "$eq", .v = it};
             if (cond_implies(&have, want, coll))
                 return true;
@@ -1663,7 +1659,7 @@ bool mfi_filter_implies_coll(const bson_t *filter, const bson_t *partial, const 
         }
         if (k[0] == '$' || !filter)
             return false;
-        if (!is_operator_doc(&it)) {
+        if (!mfi_is_operator_doc(&it, false)) {
             cond want = {.op = "$eq", .v = it};
             if (bson_iter_type(&it) == BSON_TYPE_REGEX || BSON_ITER_HOLDS_ARRAY(&it) ||
                 !filter_has(filter, k, &want, coll))

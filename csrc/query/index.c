@@ -560,8 +560,7 @@ static size_t count_clauses(const bson_t *doc)
         bson_t sub;
         if (strcmp(k, "$comment") == 0)
             continue;
-        if (k[0] != '$' && BSON_ITER_HOLDS_DOCUMENT(&it) && sub_doc(&it, &sub) &&
-            bson_iter_init(&op, &sub) && bson_iter_next(&op) && bson_iter_key(&op)[0] == '$') {
+        if (k[0] != '$' && mfi_is_operator_doc(&it, false) && sub_doc(&it, &sub)) {
             /* {a: {$gt: 1, $lt: 2}}: one clause per operator ($options goes with $regex) */
             bson_iter_init(&op, &sub);
             while (bson_iter_next(&op))
@@ -613,7 +612,7 @@ static int check_partial_clause(const bson_iter_t *it, int level, mf_error *err)
 {
     const char *k = bson_iter_key(it);
     bson_t sub, arr;
-    bson_iter_t op, el;
+    bson_iter_t el;
     int rc;
     if (strcmp(k, "$comment") == 0)
         return 0;
@@ -626,8 +625,7 @@ static int check_partial_clause(const bson_iter_t *it, int level, mf_error *err)
                     return rc;
         return 0;
     }
-    if (k[0] != '$' && BSON_ITER_HOLDS_DOCUMENT(it) && sub_doc(it, &sub) &&
-        bson_iter_init(&op, &sub) && bson_iter_next(&op) && bson_iter_key(&op)[0] == '$')
+    if (k[0] != '$' && mfi_is_operator_doc(it, false) && sub_doc(it, &sub))
         return check_partial_ops(it, &sub, level, err);
     if ((rc = depth_check(level, err)) != 0)
         return rc;

@@ -12,7 +12,9 @@
  *                           after the path predicates, as mongod sorts it.
  * A PATH node's conditions: comparisons ($eq ... $lte, implicit equality),
  * $in/$nin, $exists, $type, $mod, $regex, $size, $all, $elemMatch (value
- * form), bit tests, and $not over any of these.
+ * form), bit tests, and $not over any of these.  Whether a value in the
+ * filter is an operator document or a value to compare (a DBRef is one)
+ * is operand.c's rule, which the index bounds share.
  *
  * Path semantics (mongod's ElementPath): each component is looked up in a
  * document; where the value so far is an array, a component applies to
@@ -92,6 +94,8 @@ struct node {
     char *path;          /* N_PATH */
     size_t path_len;
     bool flat;           /* the path is one field name (no dot) */
+    bool binary;         /* compare by the simple collation whatever the
+                            matcher's ({$ref: ..} and {$db: ..} filters) */
     cond *conds;
     size_t nconds;
     void *expr;                /* N_EXPR: compiled by the hooks */
@@ -358,16 +362,6 @@ static int parse_conds(const bson_iter_t *ops, const char *path, cond **out, siz
 /* parse_op's answer for $options: not a condition of its own. */
 #define OPTIONS_FOLDED (-100)
 
-/* Whether `doc` (an operand document) is an operator document. */
-static bool is_operator_doc(const bson_iter_t *it)
-{
-    bson_iter_t child;
-    if (!BSON_ITER_HOLDS_DOCUMENT(it) || !bson_iter_recurse(it, &child) ||
-        !bson_iter_next(&child))
-        return false;
-    return bson_iter_key(&child)[0] == '$';
-}
-
 /* mongod's ComparisonMatchExpression refuses an undefined operand
  * ($eq, $ne, $gt, $gte, $lt, $lte, an implicit equality, $all's). */
 static int undefined_operand(mf_error *err)
@@ -427,7 +421,8 @@ static int parse_op(bson_iter_t *it, const bson_iter_t *all, const char *path, c
         c->nres = count;
         bson_iter_init(&el, &c->operand);
         for (size_t i = 0; bson_iter_next(&el); i++) {
-            if (is_operator_doc(&el))
+            /* a DBRef is a value here, any other {$...} is refused */
+            if (mfi_is_operator_doc(&el, false))
                 return mf_error_set(err, MF_BadValue, "cannot nest $ under %s", op);
             if (BSON_ITER_HOLDS_UNDEFINED(&el))
                 return mf_error_set(err, MF_BadValue,
@@ -550,8 +545,11 @@ static int parse_op(bson_iter_t *it, const bson_iter_t *all, const char *path, c
         c->kind = C_ALL;
         if (!BSON_ITER_HOLDS_ARRAY(it))
             return mf_error_set(err, MF_BadValue, "$all needs an array");
-        /* Each element is an equality, or an {$elemMatch: ...}. */
-        bson_iter_t el;
+        /* As mongod's parseAll: when the first element is {$elemMatch:
+         * ...}, every element must be; otherwise each is an equality (a
+         * regex: a match), and only a document led by a path operator
+         * ({$gt: 1}) is refused -- a DBRef, or {$foo: 1}, is a value. */
+        bson_iter_t el, inner;
         bson_iter_recurse(it, &el);
         size_t count = 0;
         while (bson_iter_next(&el))
@@ -560,22 +558,25 @@ static int parse_op(bson_iter_t *it, const bson_iter_t *all, const char *path, c
         if (!c->sub)
             return oom(err);
         bson_iter_recurse(it, &el);
-        size_t elem_matches = 0;
+        bool elem_form = bson_iter_next(&el) && BSON_ITER_HOLDS_DOCUMENT(&el) &&
+                         bson_iter_recurse(&el, &inner) && bson_iter_next(&inner) &&
+                         strcmp(bson_iter_key(&inner), "$elemMatch") == 0;
+        bson_iter_recurse(it, &el);
         while (bson_iter_next(&el)) {
             cond *s = &c->sub[c->nsub];
-            if (is_operator_doc(&el)) {
-                elem_matches++;
-                bson_iter_t inner;
-                bson_iter_recurse(&el, &inner);
-                bson_iter_next(&inner);
-                if (strcmp(bson_iter_key(&inner), "$elemMatch") != 0)
-                    return mf_error_set(err, MF_BadValue, "no $ expressions in $all");
+            bool has_first = BSON_ITER_HOLDS_DOCUMENT(&el) && bson_iter_recurse(&el, &inner) &&
+                             bson_iter_next(&inner);
+            if (elem_form) {
+                if (!has_first || strcmp(bson_iter_key(&inner), "$elemMatch") != 0)
+                    return mf_error_set(err, MF_BadValue, "$all/$elemMatch has to be consistent");
                 int rc = parse_op(&inner, &el, "", s, err);
                 c->nsub++;
                 if (rc)
                     return rc;
                 continue;
             }
+            if (has_first && mfi_is_path_operator(bson_iter_key(&inner)))
+                return mf_error_set(err, MF_BadValue, "no $ expressions in $all");
             memset(s, 0, sizeof *s);
             if (BSON_ITER_HOLDS_REGEX(&el)) {
                 const char *opts, *re = bson_iter_regex(&el, &opts);
@@ -594,8 +595,6 @@ static int parse_op(bson_iter_t *it, const bson_iter_t *all, const char *path, c
             keep_value(&s->operand, &el);
             c->nsub++;
         }
-        if (elem_matches && elem_matches != c->nsub)
-            return mf_error_set(err, MF_BadValue, "$all/$elemMatch has to be consistent");
         return 0;
     }
     if (strcmp(op, "$elemMatch") == 0) {
@@ -606,15 +605,9 @@ static int parse_op(bson_iter_t *it, const bson_iter_t *all, const char *path, c
         bson_t sub;
         bson_iter_document(it, &len, &data);
         bson_init_static(&sub, data, len);
-        bson_iter_t first;
-        bson_iter_init(&first, &sub);
-        bool value_form = false;
-        if (bson_iter_next(&first)) {
-            const char *k = bson_iter_key(&first);
-            value_form = k[0] == '$' && strcmp(k, "$and") != 0 && strcmp(k, "$or") != 0 &&
-                         strcmp(k, "$nor") != 0 && strcmp(k, "$expr") != 0 &&
-                         strcmp(k, "$where") != 0 && strcmp(k, "$comment") != 0;
-        }
+        /* value form ({$gt: 1}) or documents' fields ({a: 1}, {$or: ..},
+         * a DBRef's {$ref: .., $id: ..}) */
+        bool value_form = mfi_elem_match_is_value(it);
         if (value_form) {
             c->kind = C_ELEM_VAL;
             bson_iter_t ops;
@@ -724,7 +717,7 @@ static int parse_path(const char *path, bson_iter_t *it, node **out, mf_error *e
     n->path_len = strlen(path);
     n->flat = !strchr(path, '.');
     int rc;
-    if (is_operator_doc(it)) {
+    if (mfi_is_operator_doc(it, false)) {
         bson_iter_t ops;
         bson_iter_recurse(it, &ops);
         rc = parse_conds(&ops, path, &n->conds, &n->nconds, err);
@@ -752,6 +745,30 @@ static int parse_path(const char *path, bson_iter_t *it, node **out, mf_error *e
         node_free(n);
         return rc;
     }
+    *out = n;
+    return 0;
+}
+
+/* {$ref: v}, {$id: v} or {$db: v} in a filter document: an equality on
+ * the field of that name, v taken as it is (an operator document or a
+ * regex is a value here), as mongod's parseDBRef.  This is how a DBRef
+ * under $elemMatch, {$elemMatch: {$ref: "c", $id: 1}}, tests each element
+ * document's fields.  Only $id's comparison follows the collation. */
+static int parse_dbref_field(const char *k, const bson_iter_t *it, node **out, mf_error *err)
+{
+    if (BSON_ITER_HOLDS_UNDEFINED(it))
+        return undefined_operand(err);
+    node *n = new_node(N_PATH);
+    if (!n || !(n->path = strdup(k)) || !(n->conds = cond_calloc(1))) {
+        node_free(n);
+        return oom(err);
+    }
+    n->path_len = strlen(k);
+    n->flat = true;
+    n->binary = strcmp(k, "$id") != 0;
+    n->nconds = 1;
+    n->conds[0].kind = C_EQ;
+    keep_value(&n->conds[0].operand, it);
     *out = n;
     return 0;
 }
@@ -848,6 +865,8 @@ static int parse_doc(const pctx *pc, const bson_t *filter, node **out, mf_error 
                 rc = parse_expr(pc, &it, &kid, err);
             else if (strcmp(k, "$comment") == 0)
                 continue;
+            else if (strcmp(k, "$ref") == 0 || strcmp(k, "$id") == 0 || strcmp(k, "$db") == 0)
+                rc = parse_dbref_field(k, &it, &kid, err);
             else
                 rc = mf_error_set(err, MF_BadValue, "unknown top level operator: %s", k);
         } else {
@@ -936,7 +955,7 @@ static void set_coll(node *n, const mf_collator *coll)
 {
     if (!n)
         return;
-    set_coll_conds(n->conds, n->nconds, coll);
+    set_coll_conds(n->conds, n->nconds, n->binary ? NULL : coll);
     for (size_t i = 0; i < n->nkids; i++)
         set_coll(n->kids[i], coll);
 }

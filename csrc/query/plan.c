@@ -1731,7 +1731,7 @@ static uint64_t fnv(uint64_t h, const void *p, size_t n)
  * $and/$or/$nor array and each clause of one (`clauses`). */
 static uint64_t shape_of(uint64_t h, bson_iter_t *it, bool clauses)
 {
-    bson_iter_t sub, first;
+    bson_iter_t sub;
     while (bson_iter_next(it)) {
         const char *k = bson_iter_key(it);
         uint8_t t = (uint8_t)bson_iter_type(it);
@@ -1739,8 +1739,7 @@ static uint64_t shape_of(uint64_t h, bson_iter_t *it, bool clauses)
         bool doc = BSON_ITER_HOLDS_DOCUMENT(it);
         bool logical = BSON_ITER_HOLDS_ARRAY(it) &&
                        (strcmp(k, "$and") == 0 || strcmp(k, "$or") == 0 || strcmp(k, "$nor") == 0);
-        bool ops = doc && bson_iter_recurse(it, &first) && bson_iter_next(&first) &&
-                   bson_iter_key(&first)[0] == '$';
+        bool ops = mfi_is_operator_doc(it, false); /* a DBRef is one value */
         if ((logical || ops || (clauses && doc)) && bson_iter_recurse(it, &sub))
             h = fnv(shape_of(h, &sub, logical), "}", 1);
     }

@@ -533,7 +533,7 @@ static int parse_sub_object(pctx *c, const char *key, const bson_iter_t *it, pno
         return mf_error_set(c->err, E_EMPTY_SUBPROJECTION,
                             "An empty sub-projection is not a valid value. Found empty object "
                             "at path");
-    int rc = mfi_field_path_check(key, c->err);
+    int rc = mf_bsonx_field_path_check(key, strlen(key), c->err);
     if (rc)
         return rc;
     bson_iter_init(&el, &sub);
@@ -547,7 +547,7 @@ static int parse_sub_object(pctx *c, const char *key, const bson_iter_t *it, pno
         if ((rc = parse_generic_expression(c, key, &el, it, parent)) != -1)
             return rc;
         mf_error ignored;
-        if (mfi_field_path_check(first, &ignored) != 0)
+        if (mf_bsonx_field_path_check(first, strlen(first), &ignored) != 0)
             return mf_error_set(c->err, E_UNKNOWN_EXPR, "Unknown expression %s", first);
     }
     pnode *inner = inner_at_path(parent, key);
@@ -574,7 +574,7 @@ static int parse_inclusion(pctx *c, const char *key, pnode *parent, bool positio
     pnode *n;
     int rc;
     if (!positional) {
-        if ((rc = mfi_field_path_check(key, c->err)) != 0 ||
+        if ((rc = mf_bsonx_field_path_check(key, strlen(key), c->err)) != 0 ||
             (rc = add_at_path(parent, key, P_INCLUDE, &n, c->err)) != 0)
             return rc;
         c->id_included |= top_id;
@@ -594,7 +594,7 @@ static int parse_inclusion(pctx *c, const char *key, pnode *parent, bool positio
         char *path = strndup(key, len - 2);
         if (!path)
             return oom(c->err);
-        if ((rc = mfi_field_path_check(path, c->err)) == 0)
+        if ((rc = mf_bsonx_field_path_check(path, strlen(path), c->err)) == 0)
             rc = add_at_path(parent, path, P_POSITIONAL, &n, c->err);
         free(path);
         if (rc)
@@ -614,7 +614,7 @@ static int parse_exclusion(pctx *c, const char *key, pnode *parent)
 {
     pnode *n;
     int rc;
-    if ((rc = mfi_field_path_check(key, c->err)) != 0 ||
+    if ((rc = mf_bsonx_field_path_check(key, strlen(key), c->err)) != 0 ||
         (rc = add_at_path(parent, key, P_EXCLUDE, &n, c->err)) != 0)
         return rc;
     if (strcmp(key, "_id") == 0 && parent == &c->p->root) {
@@ -634,7 +634,7 @@ static int parse_literal(pctx *c, const bson_iter_t *it, pnode *parent)
     const char *key = bson_iter_key(it);
     pnode *n;
     int rc;
-    if ((rc = mfi_field_path_check(key, c->err)) != 0 ||
+    if ((rc = mf_bsonx_field_path_check(key, strlen(key), c->err)) != 0 ||
         (rc = add_at_path(parent, key, P_EXPR, &n, c->err)) != 0)
         return rc;
     if (c->type == T_EXCLUSION) {

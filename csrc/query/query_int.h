@@ -6,13 +6,29 @@
 
 #include "query.h"
 
-/* Whether `path` is a valid dotted field path, as mongod's FieldPath
- * constructor checks it (src/mongo/db/pipeline/field_path.cpp), with its
- * errors: 40352 empty, 40353 trailing '.', 15998 empty component, 16410 a
- * component starting with '$' (other than $id, $ref, $db and a few
- * metadata names), Overflow (15) deeper than MF_BSON_MAX_DEPTH. */
-int mfi_field_path_check(const char *path, mf_error *err);
+/* ------------------------------------- a filter's values (operand.c) */
 
+/* Whether the value `it` is a DBRef as a filter reads it (mongod's
+ * isDBRefDocument): a document with a "$ref" and an "$id" field, in any
+ * order and position; with `incomplete`, any one of "$ref", "$id", "$db". */
+bool mfi_is_dbref_doc(const bson_iter_t *it, bool incomplete);
+
+/* Whether the filter value `it` is an operator document such as {$gt: 1}
+ * (mongod's isExpressionDocument): a non-empty document whose first field
+ * starts with '$' and that is not a DBRef (`incomplete_dbref` as above,
+ * true only for $elemMatch's operand).  Otherwise it is a value. */
+bool mfi_is_operator_doc(const bson_iter_t *it, bool incomplete_dbref);
+
+/* Whether `name` ("$gt") is an operator that applies to a path (mongod's
+ * parsePathAcceptingKeyword; $not is not one) / one that stands alone in
+ * a filter document ($and, $expr, $comment, $ref ...). */
+bool mfi_is_path_operator(const char *name);
+bool mfi_is_pathless_operator(const char *name);
+
+/* Whether $elemMatch's operand `it` tests the elements themselves
+ * ({$gt: 1, $lt: 5}) rather than fields of element documents ({a: 1},
+ * {$or: [...]}, {$ref: "c", $id: 1}). */
+bool mfi_elem_match_is_value(const bson_iter_t *it);
 
 /* $type's operand (a type code or alias, or an array of them) as a mask:
  * bit t for BSON type t (1..19), and these.  Errors: mongod's, BadValue

@@ -192,7 +192,7 @@ int mf_sort_parse(const bson_t *spec, mf_sort **out, mf_error *err)
                               "$sort key ordering must be 1 (for ascending) or -1 (for descending)");
             break;
         }
-        if ((rc = mfi_field_path_check(key, err)) != 0)
+        if ((rc = mf_bsonx_field_path_check(key, strlen(key), err)) != 0)
             break;
         if (!(s->parts[s->nparts].path = strdup(key))) {
             rc = oom(err);

@@ -39,7 +39,7 @@
  * applied (paths cannot conflict, so no other operator touches it), then
  * acts as a $set at the target and an $unset at the source.
  */
-#include "query.h"
+#include "query_int.h"
 
 #include <inttypes.h>
 #include <math.h>
@@ -2573,9 +2573,8 @@ static int extract_eqs(const bson_t *filter, eqset *s, mf_error *err)
             continue;
         } else if (BSON_ITER_HOLDS_DOCUMENT(&it)) {
             bson_iter_t op;
-            bson_iter_recurse(&it, &op);
-            if (!bson_iter_next(&op) || bson_iter_key(&op)[0] != '$') {
-                rc = eq_add(s, k, &it, err); /* a whole document */
+            if (!mfi_is_operator_doc(&it, false)) {
+                rc = eq_add(s, k, &it, err); /* a whole document, a DBRef too */
             } else {
                 bson_iter_recurse(&it, &op);
                 while (rc == 0 && bson_iter_next(&op)) {

@@ -469,3 +469,32 @@ MFT_CASE(append_nul, "/bsonx/append/code_and_dbpointer_keep_bytes_past_a_nul")
     bson_destroy(by_iter);
     bson_destroy(by_value);
 }
+
+MFT_CASE(field_path, "/bsonx/fieldpath/dbref_names_and_mongod_order")
+{
+    mf_error err;
+#define PATH(s) mf_bsonx_field_path_check((s), sizeof(s) - 1, &err)
+    CHECK_INT(PATH("r.$id"), 0);
+    CHECK_INT(PATH("$ref"), 0);
+    CHECK_INT(PATH("a.$db.b"), 0);
+    CHECK_INT(PATH("a.$sortKey"), 0);
+    CHECK_INT(PATH("a.$idx"), 16410); /* a name, not a prefix */
+    CHECK_INT(PATH("a.$"), 16410);
+    CHECK_INT(PATH(""), 40352);
+    CHECK_INT(PATH("a."), 40353);     /* before the empty component */
+    CHECK_INT(PATH("$x."), 40353);    /* before the '$' component */
+    CHECK_INT(PATH("a..b"), 15998);
+    CHECK_INT(PATH("a.$x..b"), 16410); /* components in order */
+    CHECK_INT(PATH("a\0b"), 16411);
+#undef PATH
+    CHECK_INT(mf_bsonx_field_name_check("a.b", 3, &err), 16412);
+    CHECK_INT(mf_bsonx_field_name_check("$id", 3, &err), 0);
+    CHECK_INT(mf_bsonx_field_name_check("", 0, &err), 15998);
+    /* MF_BSON_MAX_DEPTH components, and one more */
+    char deep[2 * MF_BSON_MAX_DEPTH + 2];
+    for (int i = 0; i < MF_BSON_MAX_DEPTH; i++)
+        memcpy(deep + 2 * i, "a.", 2);
+    CHECK_INT(mf_bsonx_field_path_check(deep, 2 * MF_BSON_MAX_DEPTH - 1, &err), 0);
+    memcpy(deep + 2 * MF_BSON_MAX_DEPTH, "a", 1);
+    CHECK_INT(mf_bsonx_field_path_check(deep, 2 * MF_BSON_MAX_DEPTH + 1, &err), MF_Overflow);
+}

@@ -354,3 +354,45 @@ MFT_CASE(match_in_long_list, "/query/match/in_long_list_same_as_short")
     bson_destroy(others);
     bson_destroy(nulls);
 }
+
+/* Whether `filter` parses and matches `doc`; -1 when it does not parse
+ * (its code in *code). */
+static int dbref_match(bson_t *filter, bson_t *doc, int *code)
+{
+    mf_error err;
+    mf_matcher *m = NULL;
+    int rc = mf_matcher_parse(filter, &m, &err), hit = -1;
+    *code = rc;
+    if (rc == 0)
+        hit = mf_matcher_match(m, doc);
+    mf_matcher_free(m);
+    bson_destroy(filter);
+    return hit;
+}
+
+MFT_CASE(match_dbref, "/query/match/dbref_is_a_value")
+{
+    int code;
+    bson_t *doc = BCON_NEW("r", "[", "{", "$ref", BCON_UTF8("c"), "$id", BCON_INT32(1), "x",
+                           BCON_INT32(2), "}", "]");
+    /* a whole-document equality ... */
+    CHECK_INT(dbref_match(BCON_NEW("r", "{", "$ref", BCON_UTF8("c"), "$id", BCON_INT32(1), "x",
+                                   BCON_INT32(2), "}"), doc, &code), 1);
+    CHECK_INT(dbref_match(BCON_NEW("r", "{", "$ref", BCON_UTF8("c"), "$id", BCON_INT32(1), "}"),
+                          doc, &code), 0);
+    /* ... also in $in, $all, and with $id first */
+    CHECK_INT(dbref_match(BCON_NEW("r", "{", "$in", "[", "{", "$id", BCON_INT32(1), "$ref",
+                                   BCON_UTF8("c"), "}", "]", "}"), doc, &code), 0);
+    CHECK_INT(dbref_match(BCON_NEW("r", "{", "$all", "[", "{", "$gt", BCON_INT32(1), "}", "]",
+                                   "}"), doc, &code), -1);
+    CHECK_INT(code, MF_BadValue);
+    /* under $elemMatch: the elements' fields, one DBRef name is enough */
+    CHECK_INT(dbref_match(BCON_NEW("r", "{", "$elemMatch", "{", "$ref", BCON_UTF8("c"), "$id",
+                                   BCON_INT32(1), "}", "}"), doc, &code), 1);
+    CHECK_INT(dbref_match(BCON_NEW("r", "{", "$elemMatch", "{", "$id", BCON_INT32(2), "}", "}"),
+                          doc, &code), 0);
+    /* outside $elemMatch one name is an unknown operator */
+    CHECK_INT(dbref_match(BCON_NEW("r", "{", "$ref", BCON_UTF8("c"), "}"), doc, &code), -1);
+    CHECK_INT(code, MF_BadValue);
+    bson_destroy(doc);
+}
