@@ -68,7 +68,7 @@ int mf_instance_open(const mf_instance_config *cfg, mf_instance **out, mf_error 
     pthread_cond_init(&inst->cond, &ca);
     pthread_condattr_destroy(&ca);
     /* Indexes a crash left half built go; then the TTL monitor starts. */
-    if ((rc = mfi_sessions_open(inst, err)) != 0 || (rc = mfi_fail_command_open(inst, err)) != 0 ||
+    if ((rc = mfi_sessions_open(inst, err)) != 0 || (rc = mfi_fail_points_open(inst, err)) != 0 ||
         (rc = mfi_indexes_recover(inst, err)) != 0 ||
         (rc = mfi_ttl_start(inst, err)) != 0) {
         mf_instance_close(inst);
@@ -92,7 +92,7 @@ void mf_instance_close(mf_instance *inst)
                err.msg);
     mfi_cursors_destroy(inst);
     mfi_sessions_close(inst);
-    mfi_fail_command_close(inst);
+    mfi_fail_points_close(inst);
     mf_os_dir_unlock(inst->lock_fd);
     bson_destroy(&inst->cmdline_argv);
     bson_destroy(&inst->cmdline_parsed);

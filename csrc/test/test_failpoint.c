@@ -1,4 +1,4 @@
-/* Cases for the failCommand fail point (command/failpoint.c) through the
+/* Cases for the fail points (command/failpoint.c, fail_command.c) through the
  * dispatcher, without a socket; the threads case is for the sanitizers. */
 #include "test.h"
 #include "cmdtest.h"
