@@ -1,8 +1,8 @@
 /*
  * cmd_failpoint.c -- configureFailPoint and waitForFailPoint, mongod's test
  * commands.  They exist only when the server runs with enableTestCommands;
- * otherwise the names are unknown, as in mongod.  Also here: the site of
- * hangIndexBuildBeforeCommit.
+ * otherwise the names are unknown, as in mongod.  Also here: the sites of
+ * two of the fail points.
  *
  * configureFailPoint {configureFailPoint: <name>, mode, data} sets one of
  * the fail points of failpoint.c (mongod's modes and counting; the reply is
@@ -36,6 +36,13 @@
  * {times: 1} holds nothing (the check uses the one time), and the wait ends
  * when the fail point is turned off, its times are used, at the command's
  * maxTimeMS (MaxTimeMSExpired) or at shutdown.
+ *
+ * "maxTimeAlwaysTimeOut" (mongod's, OperationContext::hasDeadlineExpired):
+ * an operation that has a deadline finds it passed.  mongod evaluates it
+ * at each interrupt check of such an operation; here at the check it makes
+ * before a command runs (once its maxTimeMS is read: the dispatcher's, or
+ * aggregate's and explain's own) and as a getMore of a cursor opened with
+ * maxTimeMS starts (mfi_max_time_check).
  *
  * waitForFailPoint {waitForFailPoint: <name>, timesEntered: n, maxTimeMS}
  * (mongod's) returns once the fail point has been entered n times since
@@ -154,6 +161,14 @@ int mfi_hang_index_build(mf_cmd_ctx *ctx, mf_error *err)
          entry = MFI_FP_AGAIN)
         rc = wait_step(ctx, HANG_POLL_MS, err);
     return rc;
+}
+
+int mfi_max_time_check(mf_instance *inst, mf_error *err)
+{
+    if (!mfi_fail_point_fires(inst, MFI_FP_MAX_TIME_ALWAYS_TIME_OUT, MFI_FP_FIRST, NULL, NULL,
+                              NULL))
+        return 0;
+    return mf_deadline_expired(err);
 }
 
 int mfi_cmd_wait_for_fail_point(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply,

@@ -270,6 +270,12 @@ int mfi_cmd_wait_for_fail_point(mf_cmd_ctx *, const bson_t *, bson_t *, mf_error
  * waits while hangIndexBuildBeforeCommit is set.  0, or MaxTimeMSExpired
  * (the command's deadline) or InterruptedAtShutdown. */
 int mfi_hang_index_build(mf_cmd_ctx *ctx, mf_error *err);
+/* mongod's checkForInterrupt as an operation that has a deadline starts
+ * (a command with maxTimeMS, a getMore of a cursor opened with one):
+ * MaxTimeMSExpired (50) "operation exceeded time limit" when
+ * maxTimeAlwaysTimeOut fires, else 0.  Call it only for an operation with
+ * a deadline, and once: each call may enter the fail point. */
+int mfi_max_time_check(mf_instance *inst, mf_error *err);
 
 /* --------------------------------------------------- fail points (failpoint.c) */
 
@@ -277,6 +283,7 @@ int mfi_hang_index_build(mf_cmd_ctx *ctx, mf_error *err);
 typedef enum {
     MFI_FP_FAIL_COMMAND,
     MFI_FP_HANG_INDEX_BUILD,
+    MFI_FP_MAX_TIME_ALWAYS_TIME_OUT,
     MFI_FP_COUNT
 } mfi_fp_id;
 

@@ -469,6 +469,10 @@ void mf_command_run(mf_instance *inst, mf_client *client, const bson_t *cmd,
         if (ms && strcmp(def->name, "getMore") != 0)
             ctx.deadline.at_us = mf_clock_mono_us() + ms * 1000;
     }
+    /* mongod's checkForInterrupt before every command runs: where
+     * maxTimeAlwaysTimeOut fails one that has a deadline. */
+    if (ctx.deadline.at_us && (rc = mfi_max_time_check(inst, &err)) != 0)
+        goto fail;
     rc = def->fn(&ctx, cmd, reply, &err);
     /* Waiting for the write concern, success or not, is where a
      * writeConcernError from the fail point comes in. */

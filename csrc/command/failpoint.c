@@ -12,6 +12,8 @@
  *
  *   failCommand                     fail_command.c, from the dispatcher
  *   hangIndexBuildBeforeCommit      cmd_failpoint.c, from createIndexes
+ *   maxTimeAlwaysTimeOut            cmd_failpoint.c, wherever an operation
+ *                                   with a deadline starts
  *
  * The semantics are mongod 7.0's (util/fail_point.cpp):
  *
@@ -58,6 +60,7 @@ struct mfi_fail_point {
 static const char *const fp_names[MFI_FP_COUNT] = {
     [MFI_FP_FAIL_COMMAND] = "failCommand",
     [MFI_FP_HANG_INDEX_BUILD] = "hangIndexBuildBeforeCommit",
+    [MFI_FP_MAX_TIME_ALWAYS_TIME_OUT] = "maxTimeAlwaysTimeOut",
 };
 
 int mfi_fail_points_open(mf_instance *inst, mf_error *err)
