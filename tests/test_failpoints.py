@@ -653,7 +653,8 @@ def test_count_type_is_int32(raw):
 
 # The fail points built here (docs/failpoints.md): each reads its mode and
 # data as mongod's FailPoint::parseBSON does, and counts its own entries.
-BUILT = ["failCommand", "hangIndexBuildBeforeCommit", "maxTimeAlwaysTimeOut"]
+BUILT = ["failCommand", "failGetMoreAfterCursorCheckout", "hangIndexBuildBeforeCommit",
+         "maxTimeAlwaysTimeOut"]
 
 # What drivers' and the specifications' test suites configure, or mongod's
 # twin of one, that is not built: a standalone never reaches them, so they

@@ -282,6 +282,7 @@ int mfi_max_time_check(mf_instance *inst, mf_error *err);
 /* The fail points built, by name in failpoint.c. */
 typedef enum {
     MFI_FP_FAIL_COMMAND,
+    MFI_FP_FAIL_GET_MORE,
     MFI_FP_HANG_INDEX_BUILD,
     MFI_FP_MAX_TIME_ALWAYS_TIME_OUT,
     MFI_FP_COUNT
@@ -324,7 +325,7 @@ bool mfi_fail_point_fires(mf_instance *inst, mfi_fp_id id, mfi_fp_entry entry,
 int mfi_bson_extract_integer(const bson_iter_t *it, const char *field, int64_t *out,
                              mf_error *err);
 
-/* ------------------------------- the failCommand fail point (fail_command.c) */
+/* -------- failCommand, failGetMoreAfterCursorCheckout (fail_command.c) */
 
 /* Record what the first hello of a connection says about the client (its
  * appName, internalClient) before the fail point looks at it. */
@@ -349,6 +350,10 @@ int mfi_fail_command_before(mf_cmd_ctx *ctx, const mf_cmd_def *def, const bson_t
  * failCommand fires with a writeConcernError, put it in `fx`. */
 void mfi_fail_command_after(mf_cmd_ctx *ctx, const mf_cmd_def *def, const bson_t *cmd,
                             mfi_fail_effect *fx);
+/* A getMore (`cmd`) that holds its cursor: the error
+ * failGetMoreAfterCursorCheckout fails it with if it fires, else 0.  The
+ * caller kills the cursor on an error. */
+int mfi_fail_get_more(mf_cmd_ctx *ctx, const bson_t *cmd, mf_error *err);
 /* fsync: a checkpoint now (cmd_fsync.c). */
 int mfi_cmd_fsync(mf_cmd_ctx *, const bson_t *, bson_t *, mf_error *);
 

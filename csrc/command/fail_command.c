@@ -1,7 +1,8 @@
 /*
  * fail_command.c -- mongod's "failCommand" fail point: make chosen commands
- * fail, hang up or wait, so drivers' tests can see server errors at will.
- * Its modes and counting are every fail point's (failpoint.c).
+ * fail, hang up or wait, so drivers' tests can see server errors at will;
+ * and "failGetMoreAfterCursorCheckout", which filters as it does.  Their
+ * modes and counting are every fail point's (failpoint.c).
  *
  *   {configureFailPoint: "failCommand",
  *    mode: "alwaysOn" | "off" | {times: n} | {skip: n} | {activationProbability: p},
@@ -12,7 +13,7 @@
  *           threadName: "conn7", namespace: "db.coll"}}
  *
  * The semantics are mongod 7.0's (db/commands.cpp,
- * service_entry_point_common.cpp).
+ * service_entry_point_common.cpp, commands/getmore_cmd.cpp).
  *
  * The filter (shouldActivateFailCommandFailPoint): never configureFailPoint
  * itself; never the in-process caller (it has no connection: mongod's local
@@ -36,7 +37,13 @@
  * With both errorCode and writeConcernError the first wins (the command
  * never runs).  The errorLabels override replaces the labels of any error
  * reply of that command; an empty array means none.
-
+ *
+ * failGetMoreAfterCursorCheckout is entered by a getMore once it holds its
+ * cursor, through the same filter with failCommands ["getMore"] whatever
+ * the data says (the namespace is the cursor's): the getMore fails with
+ * data.errorCode as a long (safeNumberLong), else InternalError, "Hit the
+ * 'failGetMoreAfterCursorCheckout' failpoint"; and getMore kills the
+ * cursor, as after any error once it held it.
  */
 #include "command_int.h"
 
@@ -133,9 +140,11 @@ static void command_ns(const mf_cmd_ctx *ctx, const mf_cmd_def *def, const bson_
     snprintf(out, cap, "%s.%s", ctx->db, coll && *coll ? coll : "$cmd");
 }
 
-/* shouldActivateFailCommandFailPoint. */
+/* shouldActivateFailCommandFailPoint.  `named`: the command counts as
+ * named in failCommands whatever the data says (failGetMoreAfterCursorCheckout
+ * puts ["getMore"] there). */
 static bool should_activate(const bson_t *data, const mf_cmd_ctx *ctx, const mf_cmd_def *def,
-                            const bson_t *cmd)
+                            const bson_t *cmd, bool named)
 {
     const mf_client *client = ctx->client;
     const mf_cmd_def *self = primary_def(def);
@@ -162,7 +171,7 @@ static bool should_activate(const bson_t *data, const mf_cmd_ctx *ctx, const mf_
     if ((client->is_internal || client->is_internal_client) &&
         !data_bool(data, "failInternalCommands"))
         return false;
-    if (data_has(data, "failAllCommands"))
+    if (named || data_has(data, "failAllCommands"))
         return true;
     if (!bson_iter_init_find(&it, data, "failCommands") ||
         !(BSON_ITER_HOLDS_ARRAY(&it) || BSON_ITER_HOLDS_DOCUMENT(&it)))
@@ -179,12 +188,14 @@ static bool should_activate(const bson_t *data, const mf_cmd_ctx *ctx, const mf_
     return false;
 }
 
-typedef enum { SITE_BEFORE, SITE_AFTER } fp_site;
+typedef enum { SITE_BEFORE, SITE_AFTER, SITE_GET_MORE } fp_site;
 
 /* Whether the data asks something of the site at all: mongod evaluates
  * these before the filter and counts only commands they let through. */
 static bool site_wanted(const bson_t *data, fp_site site)
 {
+    if (site == SITE_GET_MORE)
+        return true;
     if (site == SITE_AFTER)
         return data_has(data, "writeConcernError");
     bson_iter_t it;
@@ -205,7 +216,8 @@ typedef struct site_filter {
 static bool site_accepts(const bson_t *data, void *arg)
 {
     const site_filter *f = arg;
-    return site_wanted(data, f->site) && should_activate(data, f->ctx, f->def, f->cmd);
+    return site_wanted(data, f->site) &&
+           should_activate(data, f->ctx, f->def, f->cmd, f->site == SITE_GET_MORE);
 }
 
 /* Enter failCommand at `site` if it fires for this command: returns true
@@ -323,3 +335,26 @@ void mfi_fail_command_after(mf_cmd_ctx *ctx, const mf_cmd_def *def, const bson_t
     bson_destroy(&data);
 }
 
+/* ------------------------------------------- failGetMoreAfterCursorCheckout */
+
+int mfi_fail_get_more(mf_cmd_ctx *ctx, const bson_t *cmd, mf_error *err)
+{
+    const mf_cmd_def *def = mfi_command_find("getMore");
+    site_filter f = {ctx, def, cmd, SITE_GET_MORE};
+    bson_t data;
+    bson_iter_t it;
+    if (!mfi_fail_point_fires(ctx->inst, MFI_FP_FAIL_GET_MORE, MFI_FP_FIRST, site_accepts, &f,
+                              &data))
+        return 0;
+    int code = MF_InternalError;
+    if (bson_iter_init_find(&it, &data, "errorCode")) {
+        /* uasserted(safeNumberLong(), ...): the long narrowed to an
+         * ErrorCodes::Error, an int.  0 is mongod's OK, no error to throw:
+         * here it stays InternalError (docs/failpoints.md). */
+        int as_int = (int)(int32_t)(uint32_t)(uint64_t)mfi_safe_number_long(&it);
+        if (as_int != 0)
+            code = as_int;
+    }
+    bson_destroy(&data);
+    return mf_error_set(err, code, "Hit the 'failGetMoreAfterCursorCheckout' failpoint");
+}

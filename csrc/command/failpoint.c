@@ -11,6 +11,7 @@
  * lists what drivers' test suites use, and why the rest is not built):
  *
  *   failCommand                     fail_command.c, from the dispatcher
+ *   failGetMoreAfterCursorCheckout  fail_command.c, from getMore (cmd_find.c)
  *   hangIndexBuildBeforeCommit      cmd_failpoint.c, from createIndexes
  *   maxTimeAlwaysTimeOut            cmd_failpoint.c, wherever an operation
  *                                   with a deadline starts
@@ -59,6 +60,7 @@ struct mfi_fail_point {
 /* By mfi_fp_id. */
 static const char *const fp_names[MFI_FP_COUNT] = {
     [MFI_FP_FAIL_COMMAND] = "failCommand",
+    [MFI_FP_FAIL_GET_MORE] = "failGetMoreAfterCursorCheckout",
     [MFI_FP_HANG_INDEX_BUILD] = "hangIndexBuildBeforeCommit",
     [MFI_FP_MAX_TIME_ALWAYS_TIME_OUT] = "maxTimeAlwaysTimeOut",
 };
