@@ -186,7 +186,7 @@ def test_off_disables_and_keeps_the_count(client):
     assert ping(client) == {"ok": 1.0}
 
 
-@pytest.mark.parametrize("cmd,code,errmsg", [
+MODE_ERRORS = [
     ({}, 20, "When setting a failpoint, you must supply a 'mode'"),
     ({"mode": "sometimes"}, 2, "unknown mode: sometimes"),
     ({"mode": 1}, 14, "'mode' must be a string or JSON object"),
@@ -206,7 +206,10 @@ def test_off_disables_and_keeps_the_count(client):
     ({"mode": {"activationProbability": 1.5}}, 2,
      "activationProbability must be between 0.0 and 1.0; found 1.5"),
     ({"mode": "alwaysOn", "data": 5}, 14, "the 'data' option must be a JSON object"),
-])
+]
+
+
+@pytest.mark.parametrize("cmd,code,errmsg", MODE_ERRORS)
 def test_mode_and_data_errors(client, cmd, code, errmsg):
     exc = fail_point_error(client, {"configureFailPoint": "failCommand", **cmd})
     assert (exc.code, exc.details["errmsg"]) == (code, errmsg)
@@ -644,3 +647,93 @@ def test_count_type_is_int32(raw):
     # "count" is BSON type 0x10 (int32), as mongod appends a small number.
     assert body[4] == 0x10 and body[5:11] == b"count\x00"
     assert not isinstance(bson.decode(body)["count"], Int64)
+
+
+# ------------------------------------------------- every fail point built
+
+# The fail points built here (docs/failpoints.md): each reads its mode and
+# data as mongod's FailPoint::parseBSON does, and counts its own entries.
+BUILT = ["failCommand", "failGetMoreAfterCursorCheckout", "hangIndexBuildBeforeCommit",
+         "maxTimeAlwaysTimeOut"]
+
+# What drivers' and the specifications' test suites configure, or mongod's
+# twin of one, that is not built: a standalone never reaches them, so they
+# are unknown here, as a name mongod does not have is (never set and
+# ignored).
+NOT_BUILT = ["onPrimaryTransactionalWrite", "stopReplProducer", "maxTimeNeverTimeOut"]
+
+
+@pytest.mark.parametrize("name", BUILT)
+@pytest.mark.parametrize("cmd,code,errmsg", MODE_ERRORS)
+def test_every_fail_point_reads_its_mode_as_mongod(client, name, cmd, code, errmsg):
+    exc = fail_point_error(client, {"configureFailPoint": name, **cmd})
+    assert (exc.code, exc.details["errmsg"]) == (code, errmsg)
+
+
+@pytest.mark.parametrize("name", BUILT)
+def test_every_fail_point_takes_every_mode_and_counts_its_own(client, name):
+    for mode in ({"times": 2}, {"skip": 1}, {"activationProbability": 0.5}, "alwaysOn",
+                 {"times": 0}, "off"):
+        reply = client.admin.command({"configureFailPoint": name, "mode": mode,
+                                      "data": {"anything": 1}})
+        assert reply == {"count": 0, "ok": 1.0}, mode
+    # Already entered as often as asked: returns at once.
+    assert client.admin.command({"waitForFailPoint": name, "timesEntered": 0,
+                                 "maxTimeMS": 1000}) == {"ok": 1.0}
+    with pytest.raises(OperationFailure) as info:
+        client.admin.command({"waitForFailPoint": name, "timesEntered": 1, "maxTimeMS": 20})
+    assert info.value.code == 50
+
+
+def test_each_fail_point_has_its_own_count(client):
+    fail_point(client, {"times": 1}, {"failCommands": ["ping"], "errorCode": 2})
+    assert code_of(lambda: ping(client)) == 2
+    for name in BUILT[1:]:
+        assert client.admin.command("configureFailPoint", name, mode="off")["count"] == 0
+    assert fail_point(client, "off")["count"] == 1
+
+
+@pytest.mark.parametrize("name", NOT_BUILT)
+def test_fail_points_not_built_are_unknown(client, name):
+    exc = fail_point_error(client, {"configureFailPoint": name, "mode": "alwaysOn"})
+    assert (exc.code, exc.details["errmsg"]) == (266, f"{name} not found")
+    exc = fail_point_error(client, {"waitForFailPoint": name, "timesEntered": 1,
+                                    "maxTimeMS": 10})
+    assert (exc.code, exc.details["errmsg"]) == (266, f"{name} not found")
+
+
+def _build_index(server, name):
+    with pymongo.MongoClient(server.uri) as c:
+        c.t.c.create_index(name)
+
+
+def test_hang_index_build_skip_lets_the_first_build_by(server, client):
+    # {skip: 1}: the first build's check passes by; the second one's check
+    # and every evaluation of its pause fire until the fail point is off.
+    client.t.c.insert_many([{"a": i, "b": i} for i in range(10)])
+    admin = client.admin
+    assert admin.command("configureFailPoint", "hangIndexBuildBeforeCommit",
+                         mode={"skip": 1})["count"] == 0
+    # not held (were it, its time limit would end the wait with an error)
+    client.t.c.create_index("a", maxTimeMS=5000)
+    t = threading.Thread(target=_build_index, args=(server, "b"))
+    t.start()
+    try:
+        admin.command("waitForFailPoint", "hangIndexBuildBeforeCommit", timesEntered=2,
+                      maxTimeMS=30000)
+        time.sleep(0.3)
+        assert t.is_alive()
+    finally:
+        assert admin.command("configureFailPoint", "hangIndexBuildBeforeCommit",
+                             mode="off")["count"] == 2
+        t.join(timeout=30)
+    assert sorted(i["name"] for i in client.t.c.list_indexes()) == ["_id_", "a_1", "b_1"]
+
+
+def test_hang_index_build_activation_probability_zero_never_holds(client):
+    client.t.c.insert_many([{"a": i} for i in range(10)])
+    client.admin.command("configureFailPoint", "hangIndexBuildBeforeCommit",
+                         mode={"activationProbability": 0.0})
+    client.t.c.create_index("a", maxTimeMS=5000)
+    assert client.admin.command("configureFailPoint", "hangIndexBuildBeforeCommit",
+                                mode="off")["count"] == 0

@@ -13,6 +13,8 @@ from bson import Decimal128, Int64, ObjectId
 from bson.raw_bson import RawBSONDocument
 from pymongo.errors import OperationFailure
 
+import wirelib
+
 
 def code_of(excinfo):
     return excinfo.value.code
@@ -523,3 +525,175 @@ def test_writes_on_a_missing_collection_still_parse(client):
     r = db.command("delete", "nothere", deletes=[{"q": {"$bad": 1}, "limit": 0}])
     assert r["n"] == 0 and r["writeErrors"][0]["code"] == 2
     assert "nothere" not in db.list_collection_names()
+
+
+# -------------------------- the failGetMoreAfterCursorCheckout fail point
+#
+# mongod's getMore, once it has the cursor checked out: fails with
+# data.errorCode (the default InternalError), and the failure kills the
+# cursor.  Which getMores enter it is failCommand's filter with
+# failCommands ["getMore"] (appName, namespace, threadName, internal and
+# local clients).  The specifications' change-stream tests use it.
+
+FGM = "failGetMoreAfterCursorCheckout"
+FGM_MSG = "Hit the 'failGetMoreAfterCursorCheckout' failpoint"
+
+
+def fail_get_more(client, mode, data=None):
+    cmd = {"configureFailPoint": FGM, "mode": mode}
+    if data is not None:
+        cmd["data"] = data
+    return client.admin.command(cmd)["count"]
+
+
+def open_cursor(db, coll="c"):
+    cid = db.command("find", coll, batchSize=2)["cursor"]["id"]
+    assert cid
+    return Int64(cid)
+
+
+def get_more(db, cid, coll="c"):
+    return db.command("getMore", cid, collection=coll, batchSize=2)["cursor"]["nextBatch"]
+
+
+def test_fail_get_more_fails_with_the_code_and_kills_the_cursor(client):
+    db = client.t
+    fill(db.c, 10)
+    cid, other = open_cursor(db), open_cursor(db)
+    assert fail_get_more(client, {"times": 1}, {"errorCode": 6, "closeConnection": False}) == 0
+    with pytest.raises(OperationFailure) as e:
+        get_more(db, cid)
+    assert e.value.details == {"ok": 0.0, "errmsg": FGM_MSG, "code": 6,
+                               "codeName": "HostUnreachable"}
+    with pytest.raises(OperationFailure) as e:
+        get_more(db, cid)
+    assert code_of(e) == 43
+    # {times: 1} is used up: the next getMore runs
+    assert [d["_id"] for d in get_more(db, other)] == [2, 3]
+    assert fail_get_more(client, "off") == 1
+
+
+def test_fail_get_more_reply_on_the_wire(server, client):
+    fill(client.t.c, 10)
+    cid = open_cursor(client.t)
+    fail_get_more(client, "alwaysOn")
+    with wirelib.Conn(server.port) as conn:
+        reply = conn.roundtrip(wirelib.op_msg(wirelib.body_section(
+            {"getMore": cid, "collection": "c", "$db": "t"})))
+        body = reply.raw[21:]
+        doc = bson.decode(body[:int.from_bytes(body[:4], "little")],
+                          codec_options=bson.CodecOptions(document_class=dict))
+    # the default code; no labels, no executor's context
+    assert list(doc.items()) == [("ok", 0.0), ("errmsg", FGM_MSG), ("code", 1),
+                                 ("codeName", "InternalError")]
+
+
+@pytest.mark.parametrize("code,want", [
+    (26.9, 26),                 # safeNumberLong: truncated
+    (Int64(112), 112),
+    (Decimal128("43.5"), 44),   # a decimal rounds half to even
+    (2**32 + 2, 2),             # an ErrorCodes::Error is an int
+    (424242, 424242),
+])
+def test_fail_get_more_error_code_is_its_long_value(client, code, want):
+    fill(client.t.c, 10)
+    cid = open_cursor(client.t)
+    fail_get_more(client, "alwaysOn", {"errorCode": code})
+    with pytest.raises(OperationFailure) as e:
+        get_more(client.t, cid)
+    assert code_of(e) == want
+
+
+def test_fail_get_more_only_getmore_whatever_fail_commands_says(client):
+    db = client.t
+    fill(db.c, 10)
+    fail_get_more(client, "alwaysOn", {"failCommands": ["find", "ping"], "errorCode": 2})
+    cid = open_cursor(db)  # find is untouched
+    assert client.admin.command("ping") == {"ok": 1.0}
+    with pytest.raises(OperationFailure) as e:
+        get_more(db, cid)
+    assert code_of(e) == 2
+    agg = Int64(db.command("aggregate", "c", pipeline=[], cursor={"batchSize": 2})
+                ["cursor"]["id"])
+    with pytest.raises(OperationFailure) as e:
+        get_more(db, agg)
+    assert code_of(e) == 2
+    db.create_collection("d")
+    lc = Int64(db.command("listCollections", cursor={"batchSize": 1})["cursor"]["id"])
+    with pytest.raises(OperationFailure) as e:
+        db.command("getMore", lc, collection="$cmd.listCollections")
+    assert code_of(e) == 2
+    assert fail_get_more(client, "off") == 3
+
+
+def test_fail_get_more_errors_before_the_checkout_do_not_enter(client):
+    db = client.t
+    fill(db.c, 10)
+    cid = open_cursor(db)
+    fail_get_more(client, {"times": 1}, {"errorCode": 2})
+    with pytest.raises(OperationFailure) as e:
+        get_more(db, Int64(12345))          # no such cursor
+    assert code_of(e) == 43
+    with pytest.raises(OperationFailure) as e:
+        get_more(db, cid, coll="other")     # another namespace: refused first
+    assert code_of(e) == 13
+    with pytest.raises(OperationFailure) as e:
+        db.command("getMore", cid, collection="c", maxTimeMS=10)  # non-awaitData
+    assert code_of(e) == 2
+    assert fail_get_more(client, {"times": 1}, {"errorCode": 2}) == 0
+    with pytest.raises(OperationFailure) as e:
+        get_more(db, cid)
+    assert code_of(e) == 2
+    assert fail_get_more(client, "off") == 1
+
+
+def test_fail_get_more_filters_as_fail_command(server, client):
+    db = client.t
+    fill(db.c, 10)
+    fill(db.d, 10)
+    # namespace: the cursor's
+    fail_get_more(client, "alwaysOn", {"namespace": "t.d", "errorCode": 2})
+    assert len(get_more(db, open_cursor(db))) == 2
+    with pytest.raises(OperationFailure) as e:
+        get_more(db, open_cursor(db, "d"), coll="d")
+    assert code_of(e) == 2
+    # appName: the connection's
+    fail_get_more(client, "alwaysOn", {"appName": "fgm", "errorCode": 2})
+    assert len(get_more(db, open_cursor(db))) == 2
+    with pymongo.MongoClient(server.uri, appname="fgm") as named:
+        ndb = named.t
+        with pytest.raises(OperationFailure) as e:
+            get_more(ndb, open_cursor(ndb))
+        assert code_of(e) == 2
+    # the in-process caller is a local client
+    fail_get_more(client, "alwaysOn", {"errorCode": 2})
+    cid = server.command("t", {"find": "c", "batchSize": 2})["cursor"]["id"]
+    assert len(server.command("t", {"getMore": Int64(cid), "collection": "c"})
+               ["cursor"]["nextBatch"]) == 8
+    assert fail_get_more(client, "off") == 2
+
+
+def test_fail_get_more_pymongo_iteration_raises(client):
+    coll = client.t.c
+    fill(coll, 10)
+    fail_get_more(client, {"times": 1}, {"errorCode": 2})
+    cursor = coll.find(batch_size=3)
+    assert [next(cursor)["_id"] for _ in range(3)] == [0, 1, 2]
+    with pytest.raises(OperationFailure) as e:
+        next(cursor)
+    assert code_of(e) == 2
+    assert [d["_id"] for d in coll.find(batch_size=3)] == list(range(10))
+
+
+def test_max_time_always_time_out_comes_before_fail_get_more(client):
+    db = client.t
+    fill(db.c, 10)
+    cid = Int64(db.command("find", "c", batchSize=2, maxTimeMS=600_000)["cursor"]["id"])
+    fail_get_more(client, "alwaysOn", {"errorCode": 2})
+    client.admin.command("configureFailPoint", "maxTimeAlwaysTimeOut", mode="alwaysOn")
+    with pytest.raises(OperationFailure) as e:
+        get_more(db, cid)
+    assert code_of(e) == 50
+    assert client.admin.command("configureFailPoint", "maxTimeAlwaysTimeOut",
+                                mode="off")["count"] == 1
+    assert fail_get_more(client, "off") == 0

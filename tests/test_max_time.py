@@ -339,3 +339,192 @@ def test_a_failed_build_takes_the_commands_other_indexes_with_it(client):
                                   {"key": {"b": 1}, "name": "b_1", "unique": True}])
     assert e.value.code == 11000
     assert [i["name"] for i in coll.list_indexes()] == ["_id_"]
+
+
+# ------------------------------------- the maxTimeAlwaysTimeOut fail point
+#
+# mongod's OperationContext::hasDeadlineExpired: with the fail point on,
+# an operation that has a deadline has passed it, at the interrupt check
+# mongod makes before every command runs and at the start of a getMore of
+# a cursor opened with maxTimeMS.  An operation without one never enters
+# it.  (pymongo's test_cursor, test_collection and test_database use it.)
+
+def always_time_out(client, mode):
+    return client.admin.command("configureFailPoint", "maxTimeAlwaysTimeOut", mode=mode)["count"]
+
+
+@pytest.fixture
+def small(client):
+    db = client.t
+    db.c.insert_many([{"_id": i, "r": i} for i in range(5)])
+    db.c.create_index("r")
+    return db
+
+
+WITH_MAX_TIME = [
+    ("find", lambda db, ms: db.command("find", "c", maxTimeMS=ms)),
+    ("count", lambda db, ms: db.command("count", "c", maxTimeMS=ms)),
+    ("distinct", lambda db, ms: db.command("distinct", "c", key="r", maxTimeMS=ms)),
+    ("aggregate", lambda db, ms: db.command("aggregate", "c", pipeline=[], cursor={},
+                                            maxTimeMS=ms)),
+    ("insert", lambda db, ms: db.command("insert", "c", documents=[{"_id": 100}],
+                                         maxTimeMS=ms)),
+    ("update", lambda db, ms: db.command("update", "c", maxTimeMS=ms,
+                                         updates=[{"q": {}, "u": {"$set": {"x": 1}},
+                                                   "multi": True}])),
+    ("delete", lambda db, ms: db.command("delete", "c", deletes=[{"q": {}, "limit": 0}],
+                                         maxTimeMS=ms)),
+    ("findAndModify", lambda db, ms: db.command("findAndModify", "c", query={}, remove=True,
+                                                maxTimeMS=ms)),
+    ("createIndexes", lambda db, ms: db.command("createIndexes", "c", maxTimeMS=ms,
+                                                indexes=[{"key": {"x": 1}, "name": "x_1"}])),
+    ("dropIndexes", lambda db, ms: db.command("dropIndexes", "c", index="r_1", maxTimeMS=ms)),
+    ("listIndexes", lambda db, ms: db.command("listIndexes", "c", maxTimeMS=ms)),
+    ("listCollections", lambda db, ms: db.command("listCollections", maxTimeMS=ms)),
+    ("ping", lambda db, ms: db.command("ping", maxTimeMS=ms)),
+    ("explain", lambda db, ms: db.command({"explain": {"find": "c"}, "maxTimeMS": ms})),
+    ("explain-inner-find", lambda db, ms: db.command({"explain": {"find": "c", "maxTimeMS": ms},
+                                                      "verbosity": "executionStats"})),
+    ("explain-inner-aggregate", lambda db, ms: db.command(
+        {"explain": {"aggregate": "c", "pipeline": [], "cursor": {}, "maxTimeMS": ms},
+         "verbosity": "executionStats"})),
+]
+
+
+def snapshot(db):
+    return (list(db.c.find().sort("_id", 1)),
+            sorted(i["name"] for i in db.c.list_indexes()))
+
+
+@pytest.mark.parametrize("name,command", WITH_MAX_TIME, ids=[n for n, _ in WITH_MAX_TIME])
+def test_always_time_out_fails_every_command_with_a_time_limit(small, name, command):
+    before = snapshot(small)
+    assert always_time_out(small.client, "alwaysOn") == 0
+    for ms in (1, 600_000, Decimal128("5"), 2**31 - 1):
+        with pytest.raises(OperationFailure) as e:
+            command(small, ms)
+        # before the command runs: no executor's context, nothing changed
+        assert expired(e), (name, e.value.details)
+    assert snapshot(small) == before
+    assert always_time_out(small.client, "off") == 4
+    command(small, 600_000)
+
+
+@pytest.mark.parametrize("name,command", WITH_MAX_TIME, ids=[n for n, _ in WITH_MAX_TIME])
+def test_always_time_out_leaves_commands_without_a_limit_alone(small, name, command):
+    always_time_out(small.client, "alwaysOn")
+    command(small, 0)  # 0 is no limit: no deadline, the fail point is not entered
+    assert always_time_out(small.client, "off") == 0
+
+
+def test_always_time_out_times_counts_the_commands_it_failed(small):
+    client = small.client
+    assert always_time_out(client, {"times": 2}) == 0
+    for _ in range(3):
+        assert small.command("count", "c")["n"] == 5  # no limit: not entered
+    for _ in range(2):
+        with pytest.raises(ExecutionTimeout):
+            small.c.find_one(max_time_ms=1000)
+    assert small.c.find_one({"_id": 1}, max_time_ms=1000) == {"_id": 1, "r": 1}
+    assert always_time_out(client, "off") == 2
+
+
+def test_always_time_out_pymongo_raises_execution_timeout(small):
+    # pymongo's test_max_time_ms, test_index_management_max_time_ms and
+    # test_command_max_time_ms
+    always_time_out(small.client, "alwaysOn")
+    with pytest.raises(ExecutionTimeout):
+        next(small.c.find().max_time_ms(1))
+    with pytest.raises(ExecutionTimeout):
+        small.c.find_one(max_time_ms=1)
+    with pytest.raises(ExecutionTimeout):
+        small.c.create_index("foo", maxTimeMS=1)
+    with pytest.raises(ExecutionTimeout):
+        small.c.drop_index("r_1", maxTimeMS=1)
+    with pytest.raises(ExecutionTimeout):
+        small.c.drop_indexes(maxTimeMS=1)
+    with pytest.raises(ExecutionTimeout):
+        small.c.aggregate([{"$project": {"r": 1}}], maxTimeMS=1)
+    assert small.command("count", "c")["n"] == 5
+    assert len(list(small.c.aggregate([{"$project": {"r": 1}}]))) == 5
+    always_time_out(small.client, "off")
+    assert sorted(i["name"] for i in small.c.list_indexes()) == ["_id_", "r_1"]
+
+
+def test_always_time_out_fails_a_getmore_and_kills_the_cursor(small):
+    client = small.client
+    timed = small.command("find", "c", batchSize=2, maxTimeMS=600_000)["cursor"]["id"]
+    agg = small.command("aggregate", "c", pipeline=[], cursor={"batchSize": 2},
+                        maxTimeMS=600_000)["cursor"]["id"]
+    untimed = small.command("find", "c", batchSize=2)["cursor"]["id"]
+    always_time_out(client, "alwaysOn")
+    for cid in (timed, agg):
+        with pytest.raises(OperationFailure) as e:
+            small.command("getMore", cid, collection="c", batchSize=1)
+        assert expired(e), e.value.details  # before the executor runs
+    # a cursor opened without maxTimeMS has no deadline
+    more = small.command("getMore", untimed, collection="c", batchSize=1)["cursor"]
+    assert [d["_id"] for d in more["nextBatch"]] == [2]
+    assert always_time_out(client, "off") == 2
+    for cid in (timed, agg):  # the error killed them, as mongod's getMore does
+        with pytest.raises(OperationFailure) as e:
+            small.command("getMore", cid, collection="c")
+        assert e.value.code == 43
+
+
+def test_always_time_out_pymongo_getmore(client):
+    # pymongo's test_max_time_ms_getmore
+    coll = client.t.c
+    coll.insert_many([{} for _ in range(200)])
+    cursor = coll.find().max_time_ms(100)
+    next(cursor)
+    always_time_out(client, "alwaysOn")
+    try:
+        with pytest.raises(ExecutionTimeout):
+            cursor.to_list()
+    finally:
+        always_time_out(client, "off")
+
+
+def test_always_time_out_comes_after_the_arguments_are_read(small):
+    always_time_out(small.client, "alwaysOn")
+    # parseMaxTimeMS and aggregate's IDL come first
+    with pytest.raises(OperationFailure) as e:
+        small.command("find", "c", maxTimeMS=-1)
+    assert e.value.code == 2
+    with pytest.raises(OperationFailure) as e:
+        small.command("aggregate", "c", pipeline=[], cursor={}, maxTimeMS="x")
+    assert e.value.code == 14
+    # getMore's own maxTimeMS is no deadline: refused, the cursor kept
+    cid = small.command("find", "c", batchSize=2)["cursor"]["id"]
+    with pytest.raises(OperationFailure) as e:
+        small.command("getMore", cid, collection="c", maxTimeMS=1000)
+    assert e.value.code == 2
+    assert len(small.command("getMore", cid, collection="c")["cursor"]["nextBatch"]) == 3
+    assert always_time_out(small.client, "off") == 0
+
+
+def test_always_time_out_reaches_the_fail_point_commands_too(client):
+    # configureFailPoint and waitForFailPoint are commands like any other:
+    # with maxTimeMS (which waitForFailPoint requires) they time out.
+    always_time_out(client, "alwaysOn")
+    with pytest.raises(OperationFailure) as e:
+        client.admin.command("configureFailPoint", "maxTimeAlwaysTimeOut", mode="off",
+                             maxTimeMS=1000)
+    assert e.value.code == 50
+    with pytest.raises(OperationFailure) as e:
+        client.admin.command("waitForFailPoint", "maxTimeAlwaysTimeOut", timesEntered=1,
+                             maxTimeMS=1000)
+    assert e.value.code == 50
+    assert always_time_out(client, "off") == 2  # still on until then
+    assert client.admin.command("waitForFailPoint", "maxTimeAlwaysTimeOut", timesEntered=2,
+                                maxTimeMS=1000) == {"ok": 1.0}
+
+
+def test_always_time_out_in_process_too(server, client):
+    always_time_out(client, "alwaysOn")
+    with pytest.raises(Exception) as e:
+        server.command("admin", {"ping": 1, "maxTimeMS": 1000})
+    assert e.value.code == 50
+    assert server.command("admin", {"ping": 1}) == {"ok": 1.0}
+    always_time_out(client, "off")

@@ -447,6 +447,11 @@ int mfi_cmd_aggregate(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_erro
         (rc = mfi_api_check_pipeline(&ctx->api, &a.pipeline, err)) != 0)
         return rc;
     a.explain |= ctx->explain != 0;
+    /* Its own maxTimeMS read, the check the dispatcher makes for other
+     * commands (maxTimeAlwaysTimeOut); under an explain with a time limit
+     * of its own, the dispatcher made it. */
+    if (a.deadline && !ctx->deadline.at_us && (rc = mfi_max_time_check(ctx->inst, err)) != 0)
+        return rc;
     /* under explain, the explain command's own maxTimeMS too: the smaller */
     a.deadline = mfi_deadline_min(a.deadline, ctx->deadline.at_us);
     atomic_fetch_add_explicit(&ctx->inst->counters.op_command, 1, memory_order_relaxed);

@@ -504,6 +504,10 @@ int mfi_cmd_explain(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_error 
         int r = mfi_max_time_arg(&mt, &ms, err);
         if (r)
             return r;
+        /* the operation's first deadline: the check the dispatcher makes
+         * for one of the explain's own (maxTimeAlwaysTimeOut) */
+        if (ms && !ctx->deadline.at_us && (r = mfi_max_time_check(ctx->inst, err)) != 0)
+            return r;
         if (ms)
             ctx->deadline.at_us =
                 mfi_deadline_min(ctx->deadline.at_us, mf_clock_mono_us() + ms * 1000);

@@ -1,11 +1,15 @@
 /*
- * cmd_failpoint.c -- configureFailPoint, mongod's test command.  It exists
- * only when the server runs with enableTestCommands; otherwise the name is
- * unknown, as in mongod.  Two fail points:
+ * cmd_failpoint.c -- configureFailPoint and waitForFailPoint, mongod's test
+ * commands.  They exist only when the server runs with enableTestCommands;
+ * otherwise the names are unknown, as in mongod.  Also here: the sites of
+ * two of the fail points.
  *
- * "failCommand" (failpoint.c): mongod's, for drivers' tests -- chosen
- * commands fail with an error code, close the connection, wait, or carry a
- * writeConcernError.
+ * configureFailPoint {configureFailPoint: <name>, mode, data} sets one of
+ * the fail points of failpoint.c (mongod's modes and counting; the reply is
+ * {count: <times it was entered since the server started>}), or
+ * "storageFault" below.  Any other name is FailPointSetFailed (266),
+ * "<name> not found", as mongod answers a name it does not have -- before
+ * the mode is read.
  *
  * "storageFault" (ours, for the reliability suites of issue 7):
  *
@@ -18,29 +22,32 @@
  * times, then fails `times` times (alwaysOn: forever) with that error --
  * "short" writes half the bytes first.  Site names are the engine's:
  * wal.write, wal.sync, wal.reserve, wal.create, wal.dir, pager.grow,
- * pager.map, pager.sync, pager.meta, ...  The fault is process-wide.
+ * pager.map, pager.sync, pager.meta, ...  The fault is process-wide, and
+ * its count is the calls its previous setting failed.
  *
- * "hangIndexBuildBeforeCommit" (mongod's name; mode "alwaysOn", "off" or
- * {times: n}): createIndexes on a collection with documents (mongod builds
- * on an empty one without its index build coordinator, so without the
- * fail point), its indexes built and still marked "building", waits while
- * the fail point is set -- so a test can kill the server at that moment.
- * The wait ends when the fail point is turned off (or its n evaluations,
- * one per 100 ms, are used; n = 0 is one, as in mongod), at the command's
- * maxTimeMS (MaxTimeMSExpired) or at shutdown.  As in mongod, a build held
- * counts two entries: the check, and the first evaluation of the pause.
+ * "hangIndexBuildBeforeCommit" (mongod's): createIndexes on a collection
+ * with documents (mongod builds on an empty one without its index build
+ * coordinator, so without the fail point), its indexes built and still
+ * marked "building", waits while the fail point is set -- so a test can
+ * kill the server at that moment.  mongod's `if (fp.shouldFail()) { log;
+ * fp.pauseWhileSet(); }`: the check counts an entry, and the pause
+ * evaluates the fail point every 100 ms until it does not fire, counting
+ * one more on its first evaluation.  So a build held counts two entries,
+ * {times: 1} holds nothing (the check uses the one time), and the wait ends
+ * when the fail point is turned off, its times are used, at the command's
+ * maxTimeMS (MaxTimeMSExpired) or at shutdown.
  *
- * The reply is mongod's: {count: <times the fail point was entered>} --
- * for failCommand and hangIndexBuildBeforeCommit since the server started,
- * as mongod counts; for storageFault the calls its previous setting
- * failed.  An unknown fail point is FailPointSetFailed (266), "<name> not
- * found".
+ * "maxTimeAlwaysTimeOut" (mongod's, OperationContext::hasDeadlineExpired):
+ * an operation that has a deadline finds it passed.  mongod evaluates it
+ * at each interrupt check of such an operation; here at the check it makes
+ * before a command runs (once its maxTimeMS is read: the dispatcher's, or
+ * aggregate's and explain's own) and as a getMore of a cursor opened with
+ * maxTimeMS starts (mfi_max_time_check).
  *
  * waitForFailPoint {waitForFailPoint: <name>, timesEntered: n, maxTimeMS}
- * (mongod's) returns once failCommand or hangIndexBuildBeforeCommit has
- * been entered n times since the server started; MaxTimeMSExpired at the
- * deadline.  maxTimeMS is required (FailedToParse "Missing maxTimeMS"), as
- * timesEntered is (40414).
+ * (mongod's) returns once the fail point has been entered n times since
+ * the server started; MaxTimeMSExpired at the deadline.  maxTimeMS is
+ * required (FailedToParse "Missing maxTimeMS"), as timesEntered is (40414).
  */
 #include "command_int.h"
 #include "../storage/os.h"
@@ -48,8 +55,6 @@
 #include <string.h>
 
 #define FP_STORAGE "storageFault"
-#define FP_FAIL_COMMAND "failCommand"
-#define FP_HANG_BUILD "hangIndexBuildBeforeCommit"
 #define HANG_POLL_MS 100 /* pauseWhileSet's: one evaluation per 100 ms */
 
 static int parse_mode(const bson_iter_t *it, bool *off, int *skip, int *times, mf_error *err)
@@ -132,36 +137,6 @@ static void append_count(bson_t *reply, int64_t count)
         BSON_APPEND_INT64(reply, "count", count);
 }
 
-static int configure_fail_command(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply,
-                                  mf_error *err)
-{
-    int64_t count;
-    int rc = mfi_fail_command_configure(ctx->inst, cmd, &count, err);
-    if (rc != 0)
-        return rc;
-    bson_iter_t it;
-    const char *mode = "";
-    if (bson_iter_init_find(&it, cmd, "mode") && BSON_ITER_HOLDS_UTF8(&it))
-        mode = bson_iter_utf8(&it, NULL);
-    mf_log(MF_LOG_WARNING, "CONTROL", 23829, "conn", "Set failpoint " FP_FAIL_COMMAND "%s%s",
-           *mode ? " to " : "", mode);
-    append_count(reply, count);
-    return 0;
-}
-
-/* One evaluation of hangIndexBuildBeforeCommit: whether it fires. */
-static bool hang_build_fires(mf_instance *inst)
-{
-    int left = atomic_load(&inst->hang_build_left);
-    while (left != 0) {
-        if (left < 0)
-            return true;
-        if (atomic_compare_exchange_weak(&inst->hang_build_left, &left, left - 1))
-            return true;
-    }
-    return false;
-}
-
 /* One step of a wait that polls: MaxTimeMSExpired once the command's
  * deadline has passed, InterruptedAtShutdown if shutdown wakes the sleep
  * of `ms`, else 0. */
@@ -177,40 +152,23 @@ static int wait_step(mf_cmd_ctx *ctx, int64_t ms, mf_error *err)
 int mfi_hang_index_build(mf_cmd_ctx *ctx, mf_error *err)
 {
     mf_instance *inst = ctx->inst;
-    /* mongod's `if (fp.shouldFail()) { log; fp.pauseWhileSet(); }`: the
-     * check counts an entry, and the pause counts one more on its first
-     * evaluation that fires. */
-    if (!hang_build_fires(inst))
+    if (!mfi_fail_point_fires(inst, MFI_FP_HANG_INDEX_BUILD, MFI_FP_FIRST, NULL, NULL, NULL))
         return 0;
-    atomic_fetch_add(&inst->hang_build_entered, 1);
     mf_log(MF_LOG_INFO, "INDEX", 4841706, "conn", "Hanging before committing index build");
     int rc = 0;
-    for (bool counted = false; rc == 0 && hang_build_fires(inst); counted = true) {
-        if (!counted)
-            atomic_fetch_add(&inst->hang_build_entered, 1);
+    for (mfi_fp_entry entry = MFI_FP_FIRST;
+         rc == 0 && mfi_fail_point_fires(inst, MFI_FP_HANG_INDEX_BUILD, entry, NULL, NULL, NULL);
+         entry = MFI_FP_AGAIN)
         rc = wait_step(ctx, HANG_POLL_MS, err);
-    }
     return rc;
 }
 
-static int configure_hang_build(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply,
-                                mf_error *err)
+int mfi_max_time_check(mf_instance *inst, mf_error *err)
 {
-    bson_iter_t it;
-    bool off;
-    int skip, times, rc;
-    if (!bson_iter_init_find(&it, cmd, "mode"))
-        return mf_error_set(err, MF_BadValue, "missing 'mode'");
-    if ((rc = parse_mode(&it, &off, &skip, &times, err)) != 0)
-        return rc;
-    if (skip)
-        return mf_error_set(err, MF_BadValue, FP_HANG_BUILD " takes no skip");
-    /* As in mongod, {times: 0} still lets one evaluation through. */
-    atomic_store(&ctx->inst->hang_build_left, off ? 0 : times == 0 ? 1 : times);
-    mf_log(MF_LOG_WARNING, "CONTROL", 23829, "conn", "Set failpoint " FP_HANG_BUILD " to %s",
-           off ? "off" : "on");
-    append_count(reply, atomic_load(&ctx->inst->hang_build_entered));
-    return 0;
+    if (!mfi_fail_point_fires(inst, MFI_FP_MAX_TIME_ALWAYS_TIME_OUT, MFI_FP_FIRST, NULL, NULL,
+                              NULL))
+        return 0;
+    return mf_deadline_expired(err);
 }
 
 int mfi_cmd_wait_for_fail_point(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply,
@@ -235,12 +193,11 @@ int mfi_cmd_wait_for_fail_point(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *repl
                             mf_bsonx_type_alias(bson_iter_type(&it)));
     if (!bson_iter_init_find(&it, cmd, "maxTimeMS"))
         return mf_error_set(err, MF_FailedToParse, "Missing maxTimeMS");
-    bool hang = strcmp(name, FP_HANG_BUILD) == 0;
-    if (!hang && strcmp(name, FP_FAIL_COMMAND) != 0)
-        return mf_error_set(err, 266 /* FailPointSetFailed */, "%s not found", name);
+    mfi_fp_id id;
+    if (!mfi_fail_point_find(name, &id))
+        return mf_error_set(err, MF_FailPointSetFailed, "%s not found", name);
     int rc = 0;
-    while (rc == 0 && (hang ? atomic_load(&ctx->inst->hang_build_entered)
-                            : mfi_fail_command_entered(ctx->inst)) < want)
+    while (rc == 0 && mfi_fail_point_entered(ctx->inst, id) < want)
         rc = wait_step(ctx, 5, err);
     return rc;
 }
@@ -256,16 +213,21 @@ int mfi_cmd_configure_fail_point(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *rep
     if (!BSON_ITER_HOLDS_UTF8(&it))
         return mfi_type_error(err, "configureFailPoint", "configureFailPoint", &it, "string");
     const char *name = bson_iter_utf8(&it, NULL);
-    if (strcmp(name, FP_FAIL_COMMAND) == 0)
-        return configure_fail_command(ctx, cmd, reply, err);
-    if (strcmp(name, FP_HANG_BUILD) == 0)
-        return configure_hang_build(ctx, cmd, reply, err);
+    mfi_fp_id id;
+    int rc;
+    if (mfi_fail_point_find(name, &id)) {
+        int64_t count;
+        if ((rc = mfi_fail_point_configure(ctx->inst, id, cmd, &count, err)) != 0)
+            return rc;
+        append_count(reply, count);
+        return 0;
+    }
     if (strcmp(name, FP_STORAGE) != 0)
-        return mf_error_set(err, 266 /* FailPointSetFailed */, "%s not found", name);
+        return mf_error_set(err, MF_FailPointSetFailed, "%s not found", name);
     if (!bson_iter_init_find(&it, cmd, "mode"))
         return mf_error_set(err, MF_BadValue, "missing 'mode'");
     bool off;
-    int skip, times, rc;
+    int skip, times;
     if ((rc = parse_mode(&it, &off, &skip, &times, err)) != 0)
         return rc;
     char site[64];

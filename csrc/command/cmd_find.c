@@ -1128,8 +1128,14 @@ int mfi_cmd_get_more(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_error
         return mf_error_set(err, MF_BadValue,
                             "cannot set maxTimeMS on getMore command for a non-awaitData cursor");
     }
-    /* The find's or aggregate's maxTimeMS: what is left of it. */
-    if ((rc = mfi_cursor_time_resume(cur, err)) != 0) {
+    /* From here an error kills the cursor, as mongod's getMore does once
+     * past those checks.  The find's or aggregate's maxTimeMS: the
+     * interrupt check (maxTimeAlwaysTimeOut first, as mongod's
+     * hasDeadlineExpired), then what is left of it; then
+     * failGetMoreAfterCursorCheckout. */
+    if ((cur->deadline.at_us && (rc = mfi_max_time_check(ctx->inst, err)) != 0) ||
+        (rc = mfi_cursor_time_resume(cur, err)) != 0 ||
+        (rc = mfi_fail_get_more(ctx, cmd, err)) != 0) {
         mfi_cursor_checkin(ctx->inst, cur, true);
         return rc;
     }

@@ -17,7 +17,7 @@ typedef struct mfi_indexes mfi_indexes;
 typedef struct mfi_index_usage mfi_index_usage;
 typedef struct mfi_dup mfi_dup;
 typedef struct mfi_sessions mfi_sessions;
-typedef struct mfi_fail_command mfi_fail_command;
+typedef struct mfi_fail_point mfi_fail_point;
 typedef struct mfi_profile mfi_profile;
 typedef struct mfi_op_debug mfi_op_debug;
 typedef struct mfi_prof_op mfi_prof_op;
@@ -65,12 +65,8 @@ struct mf_instance {
     atomic_int_fast64_t index_build_max_mb;
 
     mfi_sessions *sessions; /* the logical-session registry (sessions.c) */
-    mfi_fail_command *fail_command; /* the failCommand fail point (failpoint.c) */
+    mfi_fail_point *fail_points; /* MFI_FP_COUNT of them, by mfi_fp_id (failpoint.c) */
     mfi_profile *profile;   /* profiler settings and slowms (profile.c) */
-    /* The hangIndexBuildBeforeCommit fail point (cmd_failpoint.c): hangs
-     * left (-1: until turned off, 0: off), and builds it has held */
-    atomic_int hang_build_left;
-    atomic_int_fast64_t hang_build_entered;
 
     /* logicalSessionRefreshMillis, and when the sessions refresh last ran
      * (mf_clock_mono_us; sysdb.c) */
@@ -379,29 +375,72 @@ int mfi_cmd_rename_collection(mf_cmd_ctx *, const bson_t *, bson_t *, mf_error *
 int mfi_cmd_coll_stats(mf_cmd_ctx *, const bson_t *, bson_t *, mf_error *);
 int mfi_cmd_db_stats(mf_cmd_ctx *, const bson_t *, bson_t *, mf_error *);
 int mfi_cmd_validate(mf_cmd_ctx *, const bson_t *, bson_t *, mf_error *);
-/* configureFailPoint "storageFault", "failCommand" and
- * "hangIndexBuildBeforeCommit", and waitForFailPoint (cmd_failpoint.c):
- * test commands only. */
+/* configureFailPoint and waitForFailPoint (cmd_failpoint.c): test
+ * commands only.  configureFailPoint sets a fail point of failpoint.c's,
+ * or "storageFault" (the os layer's fault injection). */
 int mfi_cmd_configure_fail_point(mf_cmd_ctx *, const bson_t *, bson_t *, mf_error *);
 int mfi_cmd_wait_for_fail_point(mf_cmd_ctx *, const bson_t *, bson_t *, mf_error *);
 /* Where createIndexes has built its indexes and not yet committed them:
  * waits while hangIndexBuildBeforeCommit is set.  0, or MaxTimeMSExpired
  * (the command's deadline) or InterruptedAtShutdown. */
 int mfi_hang_index_build(mf_cmd_ctx *ctx, mf_error *err);
+/* mongod's checkForInterrupt as an operation that has a deadline starts
+ * (a command with maxTimeMS, a getMore of a cursor opened with one):
+ * MaxTimeMSExpired (50) "operation exceeded time limit" when
+ * maxTimeAlwaysTimeOut fires, else 0.  Call it only for an operation with
+ * a deadline, and once: each call may enter the fail point. */
+int mfi_max_time_check(mf_instance *inst, mf_error *err);
 
-/* ------------------------------------- the failCommand fail point (failpoint.c) */
+/* --------------------------------------------------- fail points (failpoint.c) */
 
-/* Created with the instance, freed with it. */
-int mfi_fail_command_open(mf_instance *inst, mf_error *err);
-void mfi_fail_command_close(mf_instance *inst);
-/* Set the fail point from a configureFailPoint command (mode, data) as
+/* The fail points built, by name in failpoint.c. */
+typedef enum {
+    MFI_FP_FAIL_COMMAND,
+    MFI_FP_FAIL_GET_MORE,
+    MFI_FP_HANG_INDEX_BUILD,
+    MFI_FP_MAX_TIME_ALWAYS_TIME_OUT,
+    MFI_FP_COUNT
+} mfi_fp_id;
+
+/* Whether an evaluation counts an entry: MFI_FP_AGAIN for a site that
+ * evaluates again while it pauses (mongod's kWasEntered). */
+typedef enum { MFI_FP_FIRST, MFI_FP_AGAIN } mfi_fp_entry;
+
+/* A site's condition on the data (mongod's shouldFail predicate): true to
+ * let the mode decide.  Called under the fail point's mutex: it must not
+ * block or evaluate a fail point. */
+typedef bool (*mfi_fp_filter)(const bson_t *data, void *arg);
+
+/* Created with the instance (all off, counts 0), freed with it. */
+int mfi_fail_points_open(mf_instance *inst, mf_error *err);
+void mfi_fail_points_close(mf_instance *inst);
+/* The fail point built under `name`: false if there is none. */
+bool mfi_fail_point_find(const char *name, mfi_fp_id *id);
+const char *mfi_fail_point_name(mfi_fp_id id);
+/* Set fail point `id` from a configureFailPoint command (mode, data) as
  * mongod's FailPoint::parseBSON reads it; `*count` receives the times it
  * has been entered since the instance started.  Errors: IllegalOperation
- * (no mode), BadValue / TypeMismatch (a malformed mode or data). */
-int mfi_fail_command_configure(mf_instance *inst, const bson_t *cmd, int64_t *count,
-                               mf_error *err);
-/* The times the fail point has been entered since the instance started. */
-int64_t mfi_fail_command_entered(mf_instance *inst);
+ * (no mode), BadValue / TypeMismatch (a malformed mode or data); the
+ * fail point is then unchanged. */
+int mfi_fail_point_configure(mf_instance *inst, mfi_fp_id id, const bson_t *cmd,
+                             int64_t *count, mf_error *err);
+/* The times fail point `id` has been entered since the instance started. */
+int64_t mfi_fail_point_entered(mf_instance *inst, mfi_fp_id id);
+/* Evaluate fail point `id` at a site: true if it fires, which uses up a
+ * time (or a skip) and, for MFI_FP_FIRST, counts an entry.  `filter` (may
+ * be NULL) decides first; one that refuses uses up nothing.  When it
+ * fires and `data` is not NULL, `*data` receives a copy of the data (the
+ * caller destroys it).  Thread-safe; no lock taken while the fail point
+ * is off. */
+bool mfi_fail_point_fires(mf_instance *inst, mfi_fp_id id, mfi_fp_entry entry,
+                          mfi_fp_filter filter, void *arg, bson_t *data);
+/* mongod's bsonExtractIntegerField: a number with an exact 64-bit integer
+ * value into `*out`, else TypeMismatch or BadValue (`err` may be NULL). */
+int mfi_bson_extract_integer(const bson_iter_t *it, const char *field, int64_t *out,
+                             mf_error *err);
+
+/* -------- failCommand, failGetMoreAfterCursorCheckout (fail_command.c) */
+
 /* Record what the first hello of a connection says about the client (its
  * appName, internalClient) before the fail point looks at it. */
 void mfi_client_note_hello(mf_client *client, const bson_t *cmd);
@@ -415,16 +454,20 @@ typedef struct mfi_fail_effect {
 } mfi_fail_effect;
 void mfi_fail_effect_init(mfi_fail_effect *fx);
 void mfi_fail_effect_destroy(mfi_fail_effect *fx);
-/* Before the command runs: if the fail point fires for it, wait
- * blockTimeMS, then fail it (errorCode) or close the connection
- * (closeConnection: ctx->flags gets MF_RUN_CLOSE).  Returns 0 to run the
- * command, or the error it fails with. */
+/* Before the command runs: if failCommand fires for it, wait blockTimeMS,
+ * then fail it (errorCode) or close the connection (closeConnection:
+ * ctx->flags gets MF_RUN_CLOSE).  Returns 0 to run the command, or the
+ * error it fails with. */
 int mfi_fail_command_before(mf_cmd_ctx *ctx, const mf_cmd_def *def, const bson_t *cmd,
                             mfi_fail_effect *fx, mf_error *err);
 /* After a command that takes a write concern ran (successfully or not): if
- * the fail point fires with a writeConcernError, put it in `fx`. */
+ * failCommand fires with a writeConcernError, put it in `fx`. */
 void mfi_fail_command_after(mf_cmd_ctx *ctx, const mf_cmd_def *def, const bson_t *cmd,
                             mfi_fail_effect *fx);
+/* A getMore (`cmd`) that holds its cursor: the error
+ * failGetMoreAfterCursorCheckout fails it with if it fires, else 0.  The
+ * caller kills the cursor on an error. */
+int mfi_fail_get_more(mf_cmd_ctx *ctx, const bson_t *cmd, mf_error *err);
 /* fsync: a checkpoint now (cmd_fsync.c). */
 int mfi_cmd_fsync(mf_cmd_ctx *, const bson_t *, bson_t *, mf_error *);
 

@@ -69,7 +69,7 @@ int mf_instance_open(const mf_instance_config *cfg, mf_instance **out, mf_error 
     pthread_cond_init(&inst->cond, &ca);
     pthread_condattr_destroy(&ca);
     /* Indexes a crash left half built go; then the TTL monitor starts. */
-    if ((rc = mfi_sessions_open(inst, err)) != 0 || (rc = mfi_fail_command_open(inst, err)) != 0 ||
+    if ((rc = mfi_sessions_open(inst, err)) != 0 || (rc = mfi_fail_points_open(inst, err)) != 0 ||
         (rc = mfi_profile_open(inst, err)) != 0 ||
         (rc = mfi_indexes_recover(inst, err)) != 0 || (rc = mfi_sysdb_open(inst, err)) != 0 ||
         (rc = mfi_ttl_start(inst, err)) != 0) {
@@ -94,7 +94,7 @@ void mf_instance_close(mf_instance *inst)
                err.msg);
     mfi_cursors_destroy(inst);
     mfi_sessions_close(inst);
-    mfi_fail_command_close(inst);
+    mfi_fail_points_close(inst);
     mfi_profile_close(inst);
     mf_os_dir_unlock(inst->lock_fd);
     bson_destroy(&inst->cmdline_argv);
@@ -485,6 +485,10 @@ void mf_command_run(mf_instance *inst, mf_client *client, const bson_t *cmd,
         if (ms && strcmp(def->name, "getMore") != 0)
             ctx.deadline.at_us = mf_clock_mono_us() + ms * 1000;
     }
+    /* mongod's checkForInterrupt before every command runs: where
+     * maxTimeAlwaysTimeOut fails one that has a deadline. */
+    if (ctx.deadline.at_us && (rc = mfi_max_time_check(inst, &err)) != 0)
+        goto fail;
     rc = def->fn(&ctx, cmd, reply, &err);
     /* Waiting for the write concern, success or not, is where a
      * writeConcernError from the fail point comes in. */

@@ -1,61 +1,54 @@
 /*
- * failpoint.c -- mongod's "failCommand" fail point: make chosen commands
- * fail, hang up or wait, so drivers' tests can see server errors at will.
+ * failpoint.c -- mongod's FailPoint: a named switch a test suite sets with
+ * configureFailPoint and a site in the server evaluates, so that tests can
+ * make the server fail, wait or time out at will.
  *
- *   {configureFailPoint: "failCommand",
+ *   {configureFailPoint: <name>,
  *    mode: "alwaysOn" | "off" | {times: n} | {skip: n} | {activationProbability: p},
- *    data: {failCommands: ["insert", ...], errorCode: 8, closeConnection: true,
- *           blockConnection: true, blockTimeMS: 100, appName: "app",
- *           errorLabels: [...], writeConcernError: {...},
- *           failInternalCommands, failLocalClients, failAllCommands,
- *           threadName: "conn7", namespace: "db.coll"}}
+ *    data: {...}}
  *
- * One fail point per instance, shared by every connection thread under
- * `mu`.  The semantics are mongod 7.0's (util/fail_point.cpp,
- * db/commands.cpp, service_entry_point_common.cpp):
+ * The fail points built, and where they are evaluated (docs/failpoints.md
+ * lists what drivers' test suites use, and why the rest is not built):
  *
- * Entering.  A command "enters" the fail point when the filter below
- * accepts it AND the mode lets it through; only then does `times` count
- * down, and times_entered (configureFailPoint's `count`) count up.
+ *   failCommand                     fail_command.c, from the dispatcher
+ *   failGetMoreAfterCursorCheckout  fail_command.c, from getMore (cmd_find.c)
+ *   hangIndexBuildBeforeCommit      cmd_failpoint.c, from createIndexes
+ *   maxTimeAlwaysTimeOut            cmd_failpoint.c, wherever an operation
+ *                                   with a deadline starts
+ *
+ * The semantics are mongod 7.0's (util/fail_point.cpp):
+ *
+ * Entering.  A site asks whether the fail point fires, with a filter on its
+ * data or none.  The fail point is entered when it is on, the filter
+ * accepts, AND the mode lets it through; a filter that refuses uses up
+ * nothing.
  *   alwaysOn   always;
  *   {times: n} n times, then off.  As in mongod, n = 0 still lets one in:
  *              the counter is decremented first, and off follows <= 0;
- *   {skip: n}  the first n accepted commands pass by, every later one enters;
- *   {activationProbability: p}  each accepted command with probability p.
+ *   {skip: n}  the first n pass by, every later one enters;
+ *   {activationProbability: p}  each with probability p.
  *
- * The filter (shouldActivateFailCommandFailPoint): never configureFailPoint
- * itself; never the in-process caller (it has no connection: mongod's local
- * clients) unless failLocalClients; threadName ("conn<id>"), appName (from
- * the connection's first hello) and namespace must match when given;
- * internal clients (hello said internalClient, or in-process) only with
- * failInternalCommands; then failAllCommands, or the command's name or an
- * alias of it in failCommands.
+ * Counting.  timesEntered -- configureFailPoint's `count`, what
+ * waitForFailPoint waits for -- counts the entries since the instance
+ * opened, across settings: configureFailPoint never resets it.  A site
+ * that evaluates the fail point again while it pauses (mongod's
+ * pauseWhileSet) counts only its first entry (MFI_FP_AGAIN is mongod's
+ * kWasEntered), though every evaluation uses up a time.
  *
- * Two places enter it:
- *   before the command runs (after its session is parsed), when data has
- *     closeConnection, blockConnection or an integral errorCode: set the
- *     errorLabels override, sleep blockTimeMS, then close the connection
- *     (no reply) or fail with errorCode, "Failing command via 'failCommand'
- *     failpoint".  errorCode 0 is success in mongod's Status: the command
- *     runs.  With blockConnection alone the command runs after the wait.
- *   after a command that takes a write concern ran (successfully or not),
- *     when data has writeConcernError: the reply carries that value as its
- *     writeConcernError, and the errorLabels override.
- * With both errorCode and writeConcernError the first wins (the command
- * never runs).  The errorLabels override replaces the labels of any error
- * reply of that command; an empty array means none.
+ * Concurrency.  One mutex per fail point guards its mode, counters and
+ * data; `is_on` lets every site pass without the mutex while the fail
+ * point is off, as mongod's active bit does.
  */
 #include "command_int.h"
 
 #include <stdlib.h>
 #include <string.h>
 
-#define FAIL_MSG "Failing command via 'failCommand' failpoint"
-
 typedef enum { FP_OFF, FP_ALWAYS_ON, FP_TIMES, FP_SKIP, FP_RANDOM } fp_mode;
 
-struct mfi_fail_command {
-    pthread_mutex_t mu; /* guards everything below */
+struct mfi_fail_point {
+    pthread_mutex_t mu; /* guards everything below but is_on */
+    atomic_bool is_on;  /* mode != FP_OFF, readable without mu */
     fp_mode mode;
     int64_t val;           /* FP_TIMES: left; FP_SKIP: to pass by; FP_RANDOM: threshold */
     int64_t times_entered; /* since the instance opened, across settings */
@@ -64,32 +57,61 @@ struct mfi_fail_command {
     uint64_t prng;         /* xorshift64 state for activationProbability */
 };
 
-int mfi_fail_command_open(mf_instance *inst, mf_error *err)
+/* By mfi_fp_id. */
+static const char *const fp_names[MFI_FP_COUNT] = {
+    [MFI_FP_FAIL_COMMAND] = "failCommand",
+    [MFI_FP_FAIL_GET_MORE] = "failGetMoreAfterCursorCheckout",
+    [MFI_FP_HANG_INDEX_BUILD] = "hangIndexBuildBeforeCommit",
+    [MFI_FP_MAX_TIME_ALWAYS_TIME_OUT] = "maxTimeAlwaysTimeOut",
+};
+
+int mfi_fail_points_open(mf_instance *inst, mf_error *err)
 {
-    mfi_fail_command *fc = calloc(1, sizeof *fc);
-    if (!fc)
+    mfi_fail_point *fps = calloc(MFI_FP_COUNT, sizeof *fps);
+    if (!fps)
         return mf_error_set(err, MF_InternalError, "out of memory");
-    pthread_mutex_init(&fc->mu, NULL);
-    fc->prng = (uint64_t)mf_clock_mono_us() * 0x9e3779b97f4a7c15ull | 1;
-    inst->fail_command = fc;
+    uint64_t seed = (uint64_t)mf_clock_mono_us() * 0x9e3779b97f4a7c15ull;
+    for (int i = 0; i < MFI_FP_COUNT; i++) {
+        pthread_mutex_init(&fps[i].mu, NULL);
+        atomic_init(&fps[i].is_on, false);
+        fps[i].prng = (seed + (uint64_t)i * 0x2545f4914f6cdd1dull) | 1;
+    }
+    inst->fail_points = fps;
     return 0;
 }
 
-void mfi_fail_command_close(mf_instance *inst)
+void mfi_fail_points_close(mf_instance *inst)
 {
-    mfi_fail_command *fc = inst->fail_command;
-    if (!fc)
+    mfi_fail_point *fps = inst->fail_points;
+    if (!fps)
         return;
-    pthread_mutex_destroy(&fc->mu);
-    free(fc->data);
-    free(fc);
-    inst->fail_command = NULL;
+    for (int i = 0; i < MFI_FP_COUNT; i++) {
+        pthread_mutex_destroy(&fps[i].mu);
+        free(fps[i].data);
+    }
+    free(fps);
+    inst->fail_points = NULL;
+}
+
+bool mfi_fail_point_find(const char *name, mfi_fp_id *id)
+{
+    for (int i = 0; i < MFI_FP_COUNT; i++)
+        if (strcmp(fp_names[i], name) == 0) {
+            *id = (mfi_fp_id)i;
+            return true;
+        }
+    return false;
+}
+
+const char *mfi_fail_point_name(mfi_fp_id id)
+{
+    return fp_names[id];
 }
 
 /* ------------------------------------------------------------- configuring */
 
-/* bsonExtractIntegerField: a number with an exact 64-bit integer value. */
-static int extract_integer(const bson_iter_t *it, const char *field, int64_t *out, mf_error *err)
+int mfi_bson_extract_integer(const bson_iter_t *it, const char *field, int64_t *out,
+                             mf_error *err)
 {
     if (!mfi_is_number(it))
         return mf_error_set(err, MF_TypeMismatch,
@@ -112,7 +134,7 @@ static int extract_integer(const bson_iter_t *it, const char *field, int64_t *ou
 /* A times/skip count: an integer in [0, INT32_MAX]. */
 static int parse_count(const bson_iter_t *it, const char *field, int64_t *out, mf_error *err)
 {
-    int rc = extract_integer(it, field, out, err);
+    int rc = mfi_bson_extract_integer(it, field, out, err);
     if (rc != 0)
         return rc;
     if (*out < 0)
@@ -172,10 +194,10 @@ static int parse_mode(const bson_t *cmd, fp_mode *mode, int64_t *val, mf_error *
                         "'{activationProbability:p}'");
 }
 
-int mfi_fail_command_configure(mf_instance *inst, const bson_t *cmd, int64_t *count,
-                               mf_error *err)
+int mfi_fail_point_configure(mf_instance *inst, mfi_fp_id id, const bson_t *cmd,
+                             int64_t *count, mf_error *err)
 {
-    mfi_fail_command *fc = inst->fail_command;
+    mfi_fail_point *fp = &inst->fail_points[id];
     fp_mode mode = FP_OFF;
     int64_t val;
     int rc;
@@ -183,7 +205,7 @@ int mfi_fail_command_configure(mf_instance *inst, const bson_t *cmd, int64_t *co
         return rc;
 
     /* data: any document (an array passes too, as isABSONObj lets it);
-     * nothing in it is checked until a command meets it, as in mongod. */
+     * nothing in it is checked until a site meets it, as in mongod. */
     uint8_t *data = NULL;
     uint32_t data_len = 0;
     bson_iter_t it;
@@ -200,333 +222,87 @@ int mfi_fail_command_configure(mf_instance *inst, const bson_t *cmd, int64_t *co
         memcpy(data, p, data_len);
     }
 
-    pthread_mutex_lock(&fc->mu);
-    free(fc->data);
-    fc->data = data;
-    fc->data_len = data_len;
-    fc->mode = mode;
-    fc->val = val;
-    *count = fc->times_entered;
-    pthread_mutex_unlock(&fc->mu);
+    pthread_mutex_lock(&fp->mu);
+    free(fp->data);
+    fp->data = data;
+    fp->data_len = data_len;
+    fp->mode = mode;
+    fp->val = val;
+    atomic_store(&fp->is_on, mode != FP_OFF);
+    *count = fp->times_entered;
+    pthread_mutex_unlock(&fp->mu);
+
+    const char *shown = "";
+    if (bson_iter_init_find(&it, cmd, "mode") && BSON_ITER_HOLDS_UTF8(&it))
+        shown = bson_iter_utf8(&it, NULL);
+    mf_log(MF_LOG_WARNING, "CONTROL", 23829, "conn", "Set failpoint %s%s%s", fp_names[id],
+           *shown ? " to " : "", shown);
     return 0;
 }
 
-int64_t mfi_fail_command_entered(mf_instance *inst)
+int64_t mfi_fail_point_entered(mf_instance *inst, mfi_fp_id id)
 {
-    mfi_fail_command *fc = inst->fail_command;
-    pthread_mutex_lock(&fc->mu);
-    int64_t n = fc->times_entered;
-    pthread_mutex_unlock(&fc->mu);
+    mfi_fail_point *fp = &inst->fail_points[id];
+    pthread_mutex_lock(&fp->mu);
+    int64_t n = fp->times_entered;
+    pthread_mutex_unlock(&fp->mu);
     return n;
 }
 
-/* ----------------------------------------------------------------- hello */
+/* ----------------------------------------------------------------- entering */
 
-void mfi_client_note_hello(mf_client *client, const bson_t *cmd)
+/* The mode's say once the filter accepted; uses up a time or a skip.
+ * Caller holds fp->mu. */
+static bool mode_admits(mfi_fail_point *fp)
 {
-    bson_iter_t it, app;
-    if (client->has_hello)
-        return; /* the metadata is fixed by the first hello */
-    if (bson_iter_init_find(&it, cmd, "internalClient"))
-        client->is_internal_client = true;
-    client->app_name[0] = '\0';
-    if (bson_iter_init_find(&it, cmd, "client") && BSON_ITER_HOLDS_DOCUMENT(&it) &&
-        bson_iter_recurse(&it, &app) && bson_iter_find_descendant(&app, "application.name", &it) &&
-        BSON_ITER_HOLDS_UTF8(&it)) {
-        uint32_t len;
-        const char *name = bson_iter_utf8(&it, &len);
-        /* mongod refuses a longer name at the hello; keep none then. */
-        if (len < sizeof client->app_name)
-            memcpy(client->app_name, name, (size_t)len + 1);
-    }
-}
-
-/* ------------------------------------------------------------- the filter */
-
-/* BSONObj::getBoolField: true only for a boolean true. */
-static bool data_bool(const bson_t *data, const char *field)
-{
-    bson_iter_t it;
-    return bson_iter_init_find(&it, data, field) && BSON_ITER_HOLDS_BOOL(&it) &&
-           bson_iter_bool(&it);
-}
-
-/* bsonExtractBooleanField succeeding on true: a boolean or a number. */
-static bool data_flag(const bson_t *data, const char *field)
-{
-    bson_iter_t it;
-    if (!bson_iter_init_find(&it, data, field))
-        return false;
-    if (BSON_ITER_HOLDS_BOOL(&it) || mfi_is_number(&it))
-        return bson_iter_as_bool(&it);
-    return false;
-}
-
-/* BSONObj::getStringField: the string, or "" for anything else. */
-static const char *data_string(const bson_t *data, const char *field)
-{
-    bson_iter_t it;
-    if (bson_iter_init_find(&it, data, field) && BSON_ITER_HOLDS_UTF8(&it))
-        return bson_iter_utf8(&it, NULL);
-    return "";
-}
-
-static bool data_has(const bson_t *data, const char *field)
-{
-    bson_iter_t it;
-    return bson_iter_init_find(&it, data, field);
-}
-
-/* The command's table entry under its primary name (aliases follow it). */
-static const mf_cmd_def *primary_def(const mf_cmd_def *def)
-{
-    size_t n;
-    const mf_cmd_def *table = mfi_command_table(&n);
-    while (def > table && (def->flags & MF_CMD_ALIAS))
-        def--;
-    return def;
-}
-
-/* The namespace the command acts on, as its invocation's ns(): "<db>.<coll>"
- * for a command whose first value names a collection (getMore: its
- * `collection`), the value itself for renameCollection, else "<db>.$cmd". */
-static void command_ns(const mf_cmd_ctx *ctx, const mf_cmd_def *def, const bson_t *cmd,
-                       char *out, size_t cap)
-{
-    bson_iter_t it;
-    const char *coll = NULL;
-    if (strcmp(def->name, "getMore") == 0) {
-        if (bson_iter_init_find(&it, cmd, "collection") && BSON_ITER_HOLDS_UTF8(&it))
-            coll = bson_iter_utf8(&it, NULL);
-    } else if (bson_iter_init(&it, cmd) && bson_iter_next(&it) && BSON_ITER_HOLDS_UTF8(&it)) {
-        coll = bson_iter_utf8(&it, NULL);
-        if (strcmp(def->name, "renameCollection") == 0) {
-            snprintf(out, cap, "%s", coll);
-            return;
-        }
-    }
-    snprintf(out, cap, "%s.%s", ctx->db, coll && *coll ? coll : "$cmd");
-}
-
-/* shouldActivateFailCommandFailPoint. */
-static bool should_activate(const bson_t *data, const mf_cmd_ctx *ctx, const mf_cmd_def *def,
-                            const bson_t *cmd)
-{
-    const mf_client *client = ctx->client;
-    const mf_cmd_def *self = primary_def(def);
-    bson_iter_t it;
-
-    if (strcmp(self->name, "configureFailPoint") == 0)
-        return false; /* banned even if in failCommands */
-    if (client->is_internal && !data_bool(data, "failLocalClients"))
-        return false;
-    if (data_has(data, "threadName")) {
-        char thread[32];
-        snprintf(thread, sizeof thread, "conn%lld", (long long)client->id);
-        if (strcmp(thread, data_string(data, "threadName")) != 0)
-            return false;
-    }
-    if (data_has(data, "appName") && strcmp(client->app_name, data_string(data, "appName")) != 0)
-        return false;
-    if (data_has(data, "namespace")) {
-        char ns[MF_MAX_NS_LEN + 64];
-        command_ns(ctx, def, cmd, ns, sizeof ns);
-        if (strcmp(ns, data_string(data, "namespace")) != 0)
-            return false;
-    }
-    if ((client->is_internal || client->is_internal_client) &&
-        !data_bool(data, "failInternalCommands"))
-        return false;
-    if (data_has(data, "failAllCommands"))
-        return true;
-    if (!bson_iter_init_find(&it, data, "failCommands") ||
-        !(BSON_ITER_HOLDS_ARRAY(&it) || BSON_ITER_HOLDS_DOCUMENT(&it)))
-        return false;
-    bson_iter_t e;
-    bson_iter_recurse(&it, &e);
-    while (bson_iter_next(&e)) {
-        if (!BSON_ITER_HOLDS_UTF8(&e))
-            continue;
-        const mf_cmd_def *named = mfi_command_find(bson_iter_utf8(&e, NULL));
-        if (named && primary_def(named) == self)
-            return true;
-    }
-    return false;
-}
-
-/* The mode's say once the filter accepted a command; counts an entry.
- * Caller holds fc->mu. */
-static bool mode_admits(mfi_fail_command *fc)
-{
-    bool on = false;
-    switch (fc->mode) {
+    switch (fp->mode) {
     case FP_OFF:
         return false;
     case FP_ALWAYS_ON:
-        on = true;
-        break;
+        return true;
     case FP_TIMES:
-        if (--fc->val <= 0)
-            fc->mode = FP_OFF;
-        on = true;
-        break;
+        if (--fp->val <= 0) {
+            fp->mode = FP_OFF;
+            atomic_store(&fp->is_on, false);
+        }
+        return true;
     case FP_SKIP:
         /* Stop counting at 0 so the counter never wraps. */
-        on = fc->val <= 0 || --fc->val < 0;
-        break;
+        return fp->val <= 0 || --fp->val < 0;
     case FP_RANDOM:
-        fc->prng ^= fc->prng << 13;
-        fc->prng ^= fc->prng >> 7;
-        fc->prng ^= fc->prng << 17;
-        on = (int64_t)(fc->prng & 0x7fffffff) < fc->val;
-        break;
+        fp->prng ^= fp->prng << 13;
+        fp->prng ^= fp->prng >> 7;
+        fp->prng ^= fp->prng << 17;
+        return (int64_t)(fp->prng & 0x7fffffff) < fp->val;
     }
-    if (on)
-        fc->times_entered++;
-    return on;
+    return false;
 }
 
-typedef enum { SITE_BEFORE, SITE_AFTER } fp_site;
-
-/* Whether the data asks something of the site at all: mongod evaluates
- * these before the filter and counts only commands they let through. */
-static bool site_wanted(const bson_t *data, fp_site site)
+bool mfi_fail_point_fires(mf_instance *inst, mfi_fp_id id, mfi_fp_entry entry,
+                          mfi_fp_filter filter, void *arg, bson_t *data_out)
 {
-    if (site == SITE_AFTER)
-        return data_has(data, "writeConcernError");
-    bson_iter_t it;
-    int64_t code;
-    bool has_code = bson_iter_init_find(&it, data, "errorCode") &&
-                    extract_integer(&it, "errorCode", &code, NULL) == 0;
-    return data_flag(data, "closeConnection") || data_flag(data, "blockConnection") || has_code;
-}
-
-/* Enter the fail point at `site` if it fires for this command: returns
- * true with `*out` a copy of the data (the caller destroys it), which
- * stays valid whatever another thread configures meanwhile. */
-static bool enter(mf_cmd_ctx *ctx, const mf_cmd_def *def, const bson_t *cmd, fp_site site,
-                  bson_t *out)
-{
-    mfi_fail_command *fc = ctx->inst->fail_command;
+    mfi_fail_point *fp = &inst->fail_points[id];
+    if (!atomic_load_explicit(&fp->is_on, memory_order_acquire))
+        return false;
     bool fired = false;
-    pthread_mutex_lock(&fc->mu);
-    if (fc->mode != FP_OFF) {
+    pthread_mutex_lock(&fp->mu);
+    if (fp->mode != FP_OFF) {
         bson_t data;
-        if (fc->data)
-            bson_init_static(&data, fc->data, fc->data_len);
+        if (fp->data)
+            bson_init_static(&data, fp->data, fp->data_len);
         else
             bson_init(&data);
-        if (site_wanted(&data, site) && should_activate(&data, ctx, def, cmd) &&
-            mode_admits(fc)) {
-            bson_init(out);
-            bson_concat(out, &data);
+        if ((!filter || filter(&data, arg)) && mode_admits(fp)) {
             fired = true;
+            if (entry == MFI_FP_FIRST)
+                fp->times_entered++;
+            /* A copy: it stays valid whatever another thread configures. */
+            if (data_out) {
+                bson_init(data_out);
+                bson_concat(data_out, &data);
+            }
         }
     }
-    pthread_mutex_unlock(&fc->mu);
-    if (fired)
-        mf_log(MF_LOG_INFO, "COMMAND", 4898500, ctx->client->remote,
-               "Activating 'failCommand' failpoint for %s", def->name);
+    pthread_mutex_unlock(&fp->mu);
     return fired;
-}
-
-/* ------------------------------------------------------------ the effects */
-
-void mfi_fail_effect_init(mfi_fail_effect *fx)
-{
-    bson_init(&fx->wce);
-    bson_init(&fx->labels);
-}
-
-void mfi_fail_effect_destroy(mfi_fail_effect *fx)
-{
-    bson_destroy(&fx->wce);
-    bson_destroy(&fx->labels);
-}
-
-/* The errorLabels override: data's array, if it is one and not empty. */
-static void take_labels(const bson_t *data, mfi_fail_effect *fx)
-{
-    bson_iter_t it;
-    if (!bson_iter_init_find(&it, data, "errorLabels") || !BSON_ITER_HOLDS_ARRAY(&it))
-        return;
-    bson_t arr;
-    uint32_t len;
-    const uint8_t *p;
-    bson_iter_array(&it, &len, &p);
-    bson_reinit(&fx->labels);
-    if (bson_init_static(&arr, p, len) && !bson_empty(&arr))
-        BSON_APPEND_ARRAY(&fx->labels, "errorLabels", &arr);
-}
-
-static int before_effects(mf_cmd_ctx *ctx, const mf_cmd_def *def, const bson_t *data,
-                          mfi_fail_effect *fx, mf_error *err)
-{
-    bson_iter_t it;
-    int64_t code = 0;
-    take_labels(data, fx);
-
-    if (data_flag(data, "blockConnection")) {
-        int64_t ms = 0;
-        if (!bson_iter_init_find(&it, data, "blockTimeMS") ||
-            extract_integer(&it, "blockTimeMS", &ms, NULL) != 0)
-            return mf_error_set(err, MF_InvalidOptions,
-                                "must specify 'blockTimeMS' when 'blockConnection' is true");
-        if (ms < 0)
-            return mf_error_set(err, MF_InvalidOptions, "'blockTimeMS' must be non-negative");
-        mf_log(MF_LOG_INFO, "COMMAND", 20432, ctx->client->remote,
-               "Blocking command via 'failCommand' failpoint: %s for %lld ms", def->name,
-               (long long)ms);
-        /* Only this connection's thread waits; shutdown cuts it short. */
-        if (mfi_instance_sleep(ctx->inst, ms))
-            return mf_error_set(err, MF_InterruptedAtShutdown, "interrupted at shutdown");
-        mf_log(MF_LOG_INFO, "COMMAND", 20433, ctx->client->remote,
-               "Unblocking command via 'failCommand' failpoint: %s", def->name);
-    }
-
-    if (data_flag(data, "closeConnection")) {
-        ctx->flags |= MF_RUN_CLOSE;
-        mf_log(MF_LOG_INFO, "COMMAND", 20431, ctx->client->remote,
-               "Failing %s via 'failCommand' failpoint: closing connection", def->name);
-        return mf_error_set(err, 50985, FAIL_MSG);
-    }
-
-    if (bson_iter_init_find(&it, data, "errorCode") &&
-        extract_integer(&it, "errorCode", &code, NULL) == 0) {
-        /* ErrorCodes::Error(errorCode): an int; 0 is OK, which fails nothing. */
-        int as_int = (int)(int32_t)(uint32_t)(uint64_t)code;
-        if (as_int == 0)
-            return 0;
-        mf_log(MF_LOG_INFO, "COMMAND", 20435, ctx->client->remote,
-               "Failing command %s via 'failCommand' failpoint: returning %d", def->name,
-               as_int);
-        return mf_error_set(err, as_int, FAIL_MSG);
-    }
-    return 0;
-}
-
-int mfi_fail_command_before(mf_cmd_ctx *ctx, const mf_cmd_def *def, const bson_t *cmd,
-                            mfi_fail_effect *fx, mf_error *err)
-{
-    bson_t data;
-    if (!ctx->inst->fail_command || !enter(ctx, def, cmd, SITE_BEFORE, &data))
-        return 0;
-    int rc = before_effects(ctx, def, &data, fx, err);
-    bson_destroy(&data);
-    return rc;
-}
-
-void mfi_fail_command_after(mf_cmd_ctx *ctx, const mf_cmd_def *def, const bson_t *cmd,
-                            mfi_fail_effect *fx)
-{
-    bson_t data;
-    bson_iter_t it;
-    if (!ctx->inst->fail_command || !enter(ctx, def, cmd, SITE_AFTER, &data))
-        return;
-    if (bson_iter_init_find(&it, &data, "writeConcernError")) {
-        bson_reinit(&fx->wce);
-        mf_bsonx_append_iter(&fx->wce, "writeConcernError", -1, &it);
-    }
-    take_labels(&data, fx);
-    bson_destroy(&data);
 }

@@ -1,4 +1,4 @@
-/* Cases for the failCommand fail point (command/failpoint.c) through the
+/* Cases for the fail points (command/failpoint.c, fail_command.c) through the
  * dispatcher, without a socket; the threads case is for the sanitizers. */
 #include "test.h"
 #include "cmdtest.h"
@@ -154,5 +154,41 @@ MFT_CASE(fp_threads, "/command/failpoint/times_exact_across_threads")
         failed += w[i].failed;
     }
     CHECK_INT(failed, 101);
+    mf_instance_close(inst);
+}
+
+static int32_t ping_max_time_code(mf_instance *inst, mf_client *client, int32_t ms)
+{
+    bson_t *r = run(inst, client,
+                    BCON_NEW("ping", BCON_INT32(1), "maxTimeMS", BCON_INT32(ms), "$db", "admin"),
+                    NULL);
+    int32_t code = reply_int(r, "code");
+    bson_destroy(r);
+    return code < 0 ? 0 : code;
+}
+
+MFT_CASE(fp_max_time, "/command/failpoint/max_time_always_time_out_times")
+{
+    mf_instance *inst = open_instance();
+    CHECK(inst);
+    mf_client client = {.id = 1};
+    CHECK_INT(configure(inst, &client,
+                        BCON_NEW("configureFailPoint", "maxTimeAlwaysTimeOut", "mode", "{",
+                                 "times", BCON_INT32(2), "}", "$db", "admin")),
+              0);
+    CHECK_INT(ping_max_time_code(inst, &client, 0), 0); /* no limit: not entered */
+    CHECK_INT(ping_max_time_code(inst, &client, 60000), 50);
+    CHECK_INT(ping_code(inst, &client), 0);
+    CHECK_INT(ping_max_time_code(inst, &client, 1), 50);
+    CHECK_INT(ping_max_time_code(inst, &client, 1), 0); /* its two times used */
+    CHECK_INT(configure(inst, &client,
+                        BCON_NEW("configureFailPoint", "maxTimeAlwaysTimeOut", "mode", "off",
+                                 "$db", "admin")),
+              2);
+    /* failCommand counts its own entries */
+    CHECK_INT(configure(inst, &client,
+                        BCON_NEW("configureFailPoint", "failCommand", "mode", "off", "$db",
+                                 "admin")),
+              0);
     mf_instance_close(inst);
 }

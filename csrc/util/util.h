@@ -58,6 +58,7 @@ enum {
     MF_InvalidNamespace = 73,
     MF_OperationFailed = 96,
     MF_ExceededTimeLimit = 262,
+    MF_FailPointSetFailed = 266,
     MF_ClientMetadataCannotBeMutated = 186,
     MF_IllegalOpMsgFlag = 223,
     MF_ChecksumMismatch = 288,
