@@ -263,6 +263,15 @@ static int rc_optime(const bson_iter_t *f, mf_error *err)
     return 0;
 }
 
+/* The index of `v` in `list` (of `n`), or -1. */
+static int str_index(const char *const *list, size_t n, const char *v)
+{
+    for (size_t i = 0; i < n; i++)
+        if (strcmp(list[i], v) == 0)
+            return (int)i;
+    return -1;
+}
+
 typedef struct read_concern {
     const char *level; /* "" when not given */
     bool has_after_optime, has_after_ct, has_at_ct;
@@ -301,11 +310,8 @@ static int read_concern_parse(const bson_iter_t *it, read_concern *rc_out, mf_er
         } else if (strcmp(k, "level") == 0) {
             if (!BSON_ITER_HOLDS_UTF8(&f))
                 return rc_type(&f, "string", err);
-            const char *v = bson_iter_utf8(&f, NULL);
-            size_t i = 0;
-            while (i < 5 && strcmp(levels[i], v) != 0)
-                i++;
-            if (i == 5)
+            int i = str_index(levels, 5, bson_iter_utf8(&f, NULL));
+            if (i < 0)
                 return mf_error_set(err, MF_FailedToParse,
                                     "readConcern.level must be either 'local', 'majority', "
                                     "'linearizable', 'available', or 'snapshot'");
@@ -320,10 +326,7 @@ static int read_concern_parse(const bson_iter_t *it, read_concern *rc_out, mf_er
                                     "type '%s', expected type 'string'",
                                     mf_bsonx_type_alias(bson_iter_type(&f)));
             const char *v = bson_iter_utf8(&f, NULL);
-            size_t i = 0;
-            while (i < 5 && strcmp(provenances[i], v) != 0)
-                i++;
-            if (i == 5)
+            if (str_index(provenances, 5, v) < 0)
                 return mf_error_set(err, MF_BadValue,
                                     "Enumeration value '%s' for field "
                                     "'ReadConcernArgs::parse.provenance' is not a valid value.",
