@@ -8,7 +8,7 @@ import pytest
 CSRC = Path(__file__).resolve().parents[1] / "csrc"
 
 # Lowest first.  test/ may include anything; py/ anything but test/.
-ORDER = ["util", "bsonx", "storage", "query", "agg", "command", "wire", "py"]
+ORDER = ["util", "bsonx", "storage", "query", "agg", "coll", "command", "wire", "py"]
 
 
 def _files():

@@ -27,6 +27,8 @@
 
 /* Nesting limit for documents received from clients, as mongod's
  * BSONDepth::kDefaultMaxAllowableDepth: a flat document is depth 0. */
+/* The largest document a client may store (mongod's BSONObjMaxUserSize). */
+#define MF_MAX_BSON_OBJECT_SIZE (16 * 1024 * 1024)
 #define MF_BSON_MAX_DEPTH 200
 
 /* Validate the BSON document at `data`, which may use at most `avail`

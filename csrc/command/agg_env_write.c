@@ -2,8 +2,8 @@
  * agg_env_write.c -- the environment's writes and statistics for the
  * pipeline's $out, $merge, $collStats and $indexStats (agg/pipeline.h).
  *
- * Every document goes through the single write path (mfi_insert_doc /
- * mfi_write_doc, coll_write.c), so each index is maintained and a unique
+ * Every document goes through the single write path (mf_cl_insert_doc /
+ * mf_cl_write_doc, coll_write.c), so each index is maintained and a unique
  * index refuses a duplicate, as for the insert and update commands.  Each
  * call takes the catalog lock (shared) and the collection's lock
  * (exclusive) for one document and releases them: no lock is held while
@@ -76,10 +76,10 @@ static void index_specs(mf_coll *c, bson_t *out)
 
 /* A DuplicateKey as mongod reports it: the E11000 message, and the
  * keyPattern / keyValue extra fields into `info`. */
-static int duplicate(const char *ns, const mfi_dup *dup, bson_t *info, mf_error *err)
+static int duplicate(const char *ns, const mf_cl_dup *dup, bson_t *info, mf_error *err)
 {
     char msg[1024];
-    mfi_dup_message(dup, ns, msg, sizeof msg);
+    mf_cl_dup_message(dup, ns, msg, sizeof msg);
     if (info) {
         BSON_APPEND_DOCUMENT(info, "keyPattern", &dup->key_pattern);
         BSON_APPEND_DOCUMENT(info, "keyValue", &dup->key_value);
@@ -91,26 +91,26 @@ static int duplicate(const char *ns, const mfi_dup *dup, bson_t *info, mf_error 
 static int insert_locked(sink *s, mf_coll *c, const bson_t *doc, bson_t *info, mf_error *err)
 {
     mf_engine *e = s->inst->engine;
-    mfi_indexes ix = {0};
-    mfi_dup dup = {0};
+    mf_cl_indexes ix = {0};
+    mf_cl_dup dup = {0};
     uint64_t next_id;
     bson_t stored;
     bson_iter_t id;
     mf_lsn lsn = 0;
-    int rc = mfi_next_record_id(e, c, &next_id, err);
+    int rc = mf_cl_next_record_id(e, c, &next_id, err);
     if (rc == 0)
-        rc = mfi_indexes_load(c, &ix, err);
+        rc = mf_cl_indexes_load(c, &ix, err);
     if (rc == 0) {
         bson_init(&stored);
-        rc = mfi_insert_doc(e, c, &ix, &next_id, doc, &stored, &id, &lsn, &dup, err);
+        rc = mf_cl_insert_doc(e, c, &ix, &next_id, doc, &stored, &id, &lsn, &dup, err);
         bson_destroy(&stored);
     }
     if (rc == MF_DuplicateKey && dup.has)
         rc = duplicate(s->ns, &dup, info, err);
     if (lsn > s->lsn)
         s->lsn = lsn;
-    mfi_dup_clear(&dup);
-    mfi_indexes_free(&ix);
+    mf_cl_dup_clear(&dup);
+    mf_cl_indexes_free(&ix);
     return rc;
 }
 
@@ -146,7 +146,7 @@ static int sink_insert(mf_agg_sink *base, const bson_t *doc, bson_t *info, mf_er
 
 /* The document of `c` matching `match` (a copy into `out`, initialised
  * here) and its RecordId; *found false if none.  Lock held. */
-static int find_match(mf_engine *e, mf_coll *c, mfi_indexes *ix, const bson_t *match,
+static int find_match(mf_engine *e, mf_coll *c, mf_cl_indexes *ix, const bson_t *match,
                       bson_t *out, uint64_t *rid, bool *found, mf_error *err)
 {
     mf_matcher *m = NULL;
@@ -155,7 +155,7 @@ static int find_match(mf_engine *e, mf_coll *c, mfi_indexes *ix, const bson_t *m
     *found = false;
     int rc = mf_matcher_parse(match, &m, err);
     if (rc == 0)
-        rc = mfi_scan_new(NULL, c, ix, match, NULL, NULL, NULL, &scan, &sorted, err);
+        rc = mf_cl_scan_new(NULL, c, ix, match, NULL, NULL, NULL, &scan, &sorted, err);
     if (rc == 0) {
         mf_scan_row row;
         rc = mf_scan_next(scan, e, c, m, &row, found, err);
@@ -194,12 +194,12 @@ static int sink_merge(mf_agg_sink *base, const bson_t *match, mf_agg_merge_fn fn
         bson_destroy(&out);
         return rc;
     }
-    mfi_indexes ix = {0};
+    mf_cl_indexes ix = {0};
     bson_t existing;
     uint64_t rid = 0;
     bool found = false;
     mf_coll_lock(c, true);
-    rc = mfi_indexes_load(c, &ix, err);
+    rc = mf_cl_indexes_load(c, &ix, err);
     if (rc == 0)
         rc = find_match(e, c, &ix, match, &existing, &rid, &found, err);
     /* the decision and the write under one lock: nothing changes the
@@ -210,19 +210,19 @@ static int sink_merge(mf_agg_sink *base, const bson_t *match, mf_agg_merge_fn fn
         rc = insert_locked(s, c, &out, info, err);
         bson_destroy(&out);
     } else if (rc == 0 && action == MF_AGG_MERGE_REPLACE) {
-        mfi_dup dup = {0};
+        mf_cl_dup dup = {0};
         mf_lsn lsn = 0;
-        rc = mfi_write_doc(e, c, &ix, rid, &existing, &out, &lsn, &dup, err);
+        rc = mf_cl_write_doc(e, c, &ix, rid, &existing, &out, &lsn, &dup, err);
         if (rc == MF_DuplicateKey && dup.has)
             rc = duplicate(s->ns, &dup, info, err);
         if (lsn > s->lsn)
             s->lsn = lsn;
-        mfi_dup_clear(&dup);
+        mf_cl_dup_clear(&dup);
         bson_destroy(&out);
     }
     if (found)
         bson_destroy(&existing);
-    mfi_indexes_free(&ix);
+    mf_cl_indexes_free(&ix);
     mf_coll_unlock(c);
     mf_engine_catalog_unlock(e);
     return rc;
@@ -260,7 +260,7 @@ static int sink_commit(mf_agg_sink *base, mf_error *err)
         s->committed = rc == 0;
         mf_engine_catalog_unlock(e);
         if (rc == 0) /* $out replaced the target: its indexes start afresh */
-            mfi_index_usage_forget(s->inst, s->target, NULL);
+            mf_cl_usage_forget(mfi_cl(s->inst), s->target, NULL);
     }
     /* reply only once every write is durable */
     if (rc == 0 && s->lsn)
@@ -525,7 +525,7 @@ static int index_stats(void *arg, const char *db, const char *coll, bson_t *out,
             BSON_APPEND_UTF8(&doc, "host", inst->host);
             BSON_APPEND_DOCUMENT_BEGIN(&doc, "accesses", &acc);
             int64_t ops, since;
-            mfi_index_usage_get(inst, ns, info->name, &ops, &since);
+            mf_cl_usage_get(mfi_cl(inst), ns, info->name, &ops, &since);
             BSON_APPEND_INT64(&acc, "ops", ops);
             BSON_APPEND_DATE_TIME(&acc, "since", since);
             bson_append_document_end(&doc, &acc);
@@ -559,11 +559,11 @@ static int plan_cache_stats(void *arg, const char *db, const char *coll, bson_t 
         return mf_error_set(err, 50933, "collection '%s' does not exist", ns);
     }
     mf_coll_lock(c, false);
-    mfi_indexes ix = {0};
-    if ((rc = mfi_indexes_load(c, &ix, err)) == 0 && inst->plan_cache &&
-        mf_plan_cache_stats(inst->plan_cache, c, ix.v, ix.n, inst->host, out) != 0)
+    mf_cl_indexes ix = {0};
+    if ((rc = mf_cl_indexes_load(c, &ix, err)) == 0 && inst->cl.plan_cache &&
+        mf_plan_cache_stats(inst->cl.plan_cache, c, ix.v, ix.n, inst->host, out) != 0)
         rc = mf_error_set(err, MF_InternalError, "out of memory");
-    mfi_indexes_free(&ix);
+    mf_cl_indexes_free(&ix);
     mf_coll_unlock(c);
     mf_engine_catalog_unlock(e);
     return rc;

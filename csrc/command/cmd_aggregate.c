@@ -29,7 +29,7 @@ typedef struct coll_read {
     char ns[MF_MAX_NS_LEN + 1];
     bool exists;
     uint8_t uuid[16];
-    mfi_indexes ix;
+    mf_cl_indexes ix;
     mf_scan *scan;
     mf_matcher *m;
     const mf_matcher *judge;  /* m, or NULL when counting everything: no record read */
@@ -54,7 +54,7 @@ static int read_chunk(coll_read *r, mf_error *err)
     mf_engine_catalog_lock(e, false);
     mf_coll *c = mf_engine_coll(e, r->ns);
     uint8_t uuid[16];
-    if (!c || !mfi_coll_uuid(c, uuid) || memcmp(uuid, r->uuid, 16) != 0) {
+    if (!c || !mf_cl_uuid(c, uuid) || memcmp(uuid, r->uuid, 16) != 0) {
         mf_engine_catalog_unlock(e);
         return mf_error_set(err, MF_QueryPlanKilled,
                             "collection dropped. UUID changed between getMore calls");
@@ -190,7 +190,7 @@ static void read_free(mf_agg_source *s)
 {
     coll_read *r = (coll_read *)s;
     mf_scan_free(r->scan);
-    mfi_indexes_free(&r->ix);
+    mf_cl_indexes_free(&r->ix);
     mf_matcher_free(r->m);
     bson_destroy(&r->filter);
     bson_destroy(&r->sort);
@@ -233,10 +233,10 @@ static int read_open(void *arg, const mf_agg_read *q, mf_agg_source **out, bool 
     mf_coll *c = mf_engine_coll(e, r->ns);
     if (c) {
         mf_coll_lock(c, false);
-        r->exists = mfi_coll_uuid(c, r->uuid);
-        rc = mfi_indexes_load(c, &r->ix, err);
+        r->exists = mf_cl_uuid(c, r->uuid);
+        rc = mf_cl_indexes_load(c, &r->ix, err);
         if (rc == 0)
-            rc = mfi_scan_new_ex(q->explain ? NULL : inst, c, &r->ix, &r->filter, q->hint,
+            rc = mf_cl_scan_new_ex(mfi_cl(q->explain ? NULL : inst), c, &r->ix, &r->filter, q->hint,
                                  r->has_sort ? &r->sort : NULL, q->collation,
                                  &(mf_scan_extra){.sort_trials = r->has_sort,
                                                   .explain = q->explain},
@@ -419,7 +419,7 @@ static int resolve_collation(mf_cmd_ctx *ctx, const agg_args *a, const char *ns,
         return mfi_collation_arg(&a->collation, "aggregate", "collation", out, err);
     if (!ns)
         return 0;
-    return mfi_collation_of_ns(ctx->inst->engine, ns, false, NULL, out, err);
+    return mf_cl_collation_of_ns(ctx->inst->engine, ns, false, NULL, out, err);
 }
 
 int mfi_cmd_aggregate(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_error *err)

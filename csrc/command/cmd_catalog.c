@@ -79,46 +79,6 @@ int mfi_coll_arg(mf_cmd_ctx *ctx, const bson_t *cmd, char *ns, size_t cap, mf_er
     return 0;
 }
 
-/* Create `ns` with `options` and its _id index; durable on return. */
-static int create_coll(mf_engine *e, const char *ns, const bson_t *options,
-                       const mf_collator *coll, bool id_index, mf_error *err)
-{
-    uint8_t uuid[16];
-    if (getrandom(uuid, sizeof uuid, 0) != (ssize_t)sizeof uuid)
-        return mf_error_set(err, MF_InternalError, "no randomness for a collection UUID");
-    uuid[6] = (uint8_t)((uuid[6] & 0x0f) | 0x40); /* version 4 */
-    uuid[8] = (uint8_t)((uuid[8] & 0x3f) | 0x80);
-    bson_t meta, spec;
-    bson_init(&meta);
-    bson_append_binary(&meta, "uuid", 4, BSON_SUBTYPE_UUID, uuid, 16);
-    BSON_APPEND_DOCUMENT(&meta, "options", options);
-    mf_coll *c;
-    mf_lsn lsn;
-    int rc = mf_engine_coll_create(e, ns, bson_get_data(&meta), meta.len, &c, &lsn, err);
-    bson_destroy(&meta);
-    if (rc)
-        return rc;
-    if (!id_index)
-        return mf_engine_sync(e, lsn, err);
-    mf_index_id_spec(coll, &spec);
-    mf_coll_lock(c, true);
-    rc = mf_coll_index_create(e, c, ID_INDEX_SPEC_NAME, bson_get_data(&spec), spec.len, NULL,
-                              &lsn, err);
-    mf_coll_unlock(c);
-    bson_destroy(&spec);
-    return rc ? rc : mf_engine_sync(e, lsn, err);
-}
-
-int mfi_coll_create_internal(mf_engine *e, const char *ns, const bson_t *options, bool id_index,
-                             mf_error *err)
-{
-    mf_engine_catalog_lock(e, true);
-    int rc = mf_engine_coll(e, ns) ? MF_NamespaceExists
-                                   : create_coll(e, ns, options, NULL, id_index, err);
-    mf_engine_catalog_unlock(e);
-    return rc;
-}
-
 int mfi_cmd_create(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_error *err)
 {
     (void)reply;
@@ -177,15 +137,8 @@ int mfi_cmd_create(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_error *
         BSON_APPEND_DOCUMENT(&options, "clusteredIndex", &clustered);
     if (has_clustered)
         bson_destroy(&clustered);
-    mf_engine *e = ctx->inst->engine;
-    if (rc == 0) {
-        mf_engine_catalog_lock(e, true);
-        if (mf_engine_coll(e, ns))
-            rc = mf_error_set(err, MF_NamespaceExists, "Collection %s already exists.", ns);
-        else
-            rc = create_coll(e, ns, &options, coll, true, err);
-        mf_engine_catalog_unlock(e);
-    }
+    if (rc == 0)
+        rc = mf_cl_create(ctx->inst->engine, ns, &options, coll, true, err);
     mf_collator_unref(coll);
     bson_destroy(&options);
     return rc;
@@ -215,7 +168,7 @@ int mfi_cmd_drop(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_error *er
     rc = mf_engine_coll_drop(e, ns, &lsn, err);
     mf_engine_catalog_unlock(e);
     if (rc == 0)
-        mfi_index_usage_forget(ctx->inst, ns, NULL);
+        mf_cl_usage_forget(mfi_cl(ctx->inst), ns, NULL);
     if (rc == 0)
         rc = mf_engine_sync(e, lsn, err);
     if (rc == 0) {
@@ -331,8 +284,8 @@ int mfi_cmd_list_collections(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply,
             bool has_id = false;
             for (size_t k = 0; k < mf_coll_index_count(c); k++)
                 has_id |= strcmp(mf_coll_index(c, k)->name, ID_INDEX_SPEC_NAME) == 0;
-            if (has_id && !mfi_coll_clustered(c, NULL)) {
-                (void)mfi_coll_default_collation(c, &dflt, &cerr); /* damage: shown without */
+            if (has_id && !mf_cl_clustered(c, NULL)) {
+                (void)mf_cl_default_collation(c, &dflt, &cerr); /* damage: shown without */
                 mf_index_id_spec(dflt, &idx);
                 mf_collator_unref(dflt);
                 BSON_APPEND_DOCUMENT(&entry, "idIndex", &idx);
@@ -376,7 +329,7 @@ int mfi_cmd_list_databases(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf
         while (j < l.n && strncmp(mf_coll_name(l.v[j]), name, dl) == 0 &&
                mf_coll_name(l.v[j])[dl] == '.') {
             /* The pages of its trees (a walk of each: cmd_stats.c). */
-            if (!name_only && (rc = mfi_coll_storage_bytes(e, l.v[j], &bytes, err)) == 0)
+            if (!name_only && (rc = mf_cl_storage_bytes(e, l.v[j], &bytes, err)) == 0)
                 size += bytes;
             j++;
         }
@@ -422,7 +375,7 @@ int mfi_cmd_drop_database(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_
         snprintf(ns, sizeof ns, "%s", mf_coll_name(l.v[i]));
         rc = mf_engine_coll_drop(e, ns, &lsn, err);
         if (rc == 0)
-            mfi_index_usage_forget(ctx->inst, ns, NULL);
+            mf_cl_usage_forget(mfi_cl(ctx->inst), ns, NULL);
     }
     mf_engine_catalog_unlock(e);
     free(l.v);
@@ -492,8 +445,8 @@ int mfi_cmd_rename_collection(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply,
         rc = mf_engine_coll_rename(e, from, to, &lsn, err);
     mf_engine_catalog_unlock(e);
     if (rc == 0) {
-        mfi_index_usage_forget(ctx->inst, from, NULL);
-        mfi_index_usage_forget(ctx->inst, to, NULL);
+        mf_cl_usage_forget(mfi_cl(ctx->inst), from, NULL);
+        mf_cl_usage_forget(mfi_cl(ctx->inst), to, NULL);
     }
     return rc == 0 ? mf_engine_sync(e, lsn, err) : rc;
 }

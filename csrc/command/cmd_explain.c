@@ -547,7 +547,7 @@ int mfi_cmd_explain(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_error 
     if (rc == 0 && w.has_coll)
         rc = mfi_collation_arg(&w.coll, op, "collation", &given, err);
     if (rc == 0)
-        rc = mfi_collation_of_ns(e, ns, w.has_coll, given, &coll, err);
+        rc = mf_cl_collation_of_ns(e, ns, w.has_coll, given, &coll, err);
     mf_collator_unref(given);
     if (rc == 0)
         rc = mf_expr_ctx_new_coll(has_let ? &let : NULL, mf_clock_wall_ms(), coll, &xctx, err);
@@ -572,12 +572,12 @@ int mfi_cmd_explain(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_error 
     if (!c) {
         put_eof(&plan, &exec, stats);
     } else {
-        mfi_indexes ix = {0};
+        mf_cl_indexes ix = {0};
         mf_scan *scan = NULL;
         mf_coll_lock(c, false);
-        rc = mfi_indexes_load(c, &ix, err);
+        rc = mf_cl_indexes_load(c, &ix, err);
         if (rc == 0)
-            rc = mfi_scan_new_ex(NULL, c, &ix, &w.filter, w.has_hint ? &w.hint : NULL,
+            rc = mf_cl_scan_new_ex(NULL, c, &ix, &w.filter, w.has_hint ? &w.hint : NULL,
                                  NULL, coll,
                                  &(mf_scan_extra){.distinct_key = w.distinct_key,
                                                   .explain = true},
@@ -617,7 +617,7 @@ int mfi_cmd_explain(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_error 
                 rc = mf_error_set(err, MF_InternalError, "explain: out of memory");
         }
         mf_scan_free(scan);
-        mfi_indexes_free(&ix);
+        mf_cl_indexes_free(&ix);
         mf_coll_unlock(c);
         counted[0] = n_returned;
         if (strcmp(op, "count") == 0)

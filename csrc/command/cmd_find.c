@@ -25,26 +25,6 @@
 #define DEFAULT_FIRST_BATCH 101
 #define SORT_MEMORY_LIMIT (100 * 1024 * 1024)
 
-bool mfi_coll_uuid(mf_coll *c, uint8_t out[16])
-{
-    const uint8_t *opt;
-    size_t len;
-    bson_t meta;
-    bson_iter_t it;
-    mf_coll_options(c, &opt, &len);
-    if (!opt || !bson_init_static(&meta, opt, len) || !bson_iter_init_find(&it, &meta, "uuid") ||
-        !BSON_ITER_HOLDS_BINARY(&it))
-        return false;
-    bson_subtype_t st;
-    uint32_t blen;
-    const uint8_t *b;
-    bson_iter_binary(&it, &st, &blen, &b);
-    if (blen != 16)
-        return false;
-    memcpy(out, b, 16);
-    return true;
-}
-
 /* A sub-document argument as a static bson_t. */
 static bool doc_empty(const bson_t *d)
 {
@@ -821,7 +801,7 @@ static int find_prepare(mf_cmd_ctx *ctx, const bson_t *cmd, char ns[MF_MAX_NS_LE
     if (rc == 0)
         rc = parse_find(cmd, a, err);
     if (rc == 0)
-        rc = mfi_collation_of_ns(e, ns, a->has_coll, a->coll, coll, err);
+        rc = mf_cl_collation_of_ns(e, ns, a->has_coll, a->coll, coll, err);
     mf_collator_unref(a->coll);
     a->coll = NULL;
     if (rc == 0)
@@ -874,12 +854,12 @@ static int find_start(mf_cmd_ctx *ctx, mf_instance *inst, mfi_cursor *cur, mf_co
 {
     int rc;
     *sorted = *running = false;
-    cur->has_coll = mfi_coll_uuid(c, cur->coll_uuid);
+    cur->has_coll = mf_cl_uuid(c, cur->coll_uuid);
     cur->ix = calloc(1, sizeof *cur->ix);
-    rc = cur->ix ? mfi_indexes_load(c, cur->ix, err)
+    rc = cur->ix ? mf_cl_indexes_load(c, cur->ix, err)
                  : mf_error_set(err, MF_InternalError, "out of memory");
     if (rc == 0)
-        rc = mfi_scan_new_ex(inst, c, cur->ix, a->has_filter ? &a->filter : NULL,
+        rc = mf_cl_scan_new_ex(mfi_cl(inst), c, cur->ix, a->has_filter ? &a->filter : NULL,
                              a->has_hint ? &a->hint : NULL, q->sort ? &a->sort : NULL, coll,
                              &(mf_scan_extra){.min = a->has_min ? &a->min : NULL,
                                               .max = a->has_max ? &a->max : NULL,
@@ -1145,7 +1125,7 @@ int mfi_cmd_get_more(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_error
         mf_engine_catalog_lock(e, false);
         mf_coll *c = mf_engine_coll(e, ns);
         uint8_t uuid[16];
-        if (!c || !mfi_coll_uuid(c, uuid) || memcmp(uuid, cur->coll_uuid, 16) != 0) {
+        if (!c || !mf_cl_uuid(c, uuid) || memcmp(uuid, cur->coll_uuid, 16) != 0) {
             rc = mf_error_set(err, MF_QueryPlanKilled,
                               "collection dropped. UUID changed between getMore calls");
         } else {
@@ -1462,10 +1442,10 @@ int mfi_cmd_distinct(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_error
         bool sorted;
         size_t compact_at = 4096;
         mf_coll_lock(c, false);
-        mfi_indexes ix = {0};
-        rc = mfi_indexes_load(c, &ix, err);
+        mf_cl_indexes ix = {0};
+        rc = mf_cl_indexes_load(c, &ix, err);
         if (rc == 0)
-            rc = mfi_scan_new_ex(ctx->inst, c, &ix, has_query ? &query : NULL,
+            rc = mf_cl_scan_new_ex(mfi_cl(ctx->inst), c, &ix, has_query ? &query : NULL,
                                  has_hint ? &hint : NULL, NULL, coll,
                                  &(mf_scan_extra){.distinct_key = key}, &scan, &sorted, err);
         bool running = rc == 0; /* errors past planning are the executor's */
@@ -1496,7 +1476,7 @@ int mfi_cmd_distinct(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_error
         mf_scan_stats since = {0};
         mfi_op_debug_scan(ctx->dbg, scan, &since);
         mf_scan_free(scan);
-        mfi_indexes_free(&ix);
+        mf_cl_indexes_free(&ix);
         mf_coll_unlock(c);
     }
     mf_engine_catalog_unlock(e);
@@ -1548,7 +1528,7 @@ int mfi_cmd_plan_cache_clear(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, 
     mf_engine_catalog_lock(e, false);
     bool exists = mf_engine_coll(e, ns) != NULL;
     mf_engine_catalog_unlock(e);
-    if (!exists || !ctx->inst->plan_cache)
+    if (!exists || !ctx->inst->cl.plan_cache)
         return 0;
     static const char *const docs[] = {"query", "sort", "projection", "collation"};
     bson_t query, sort, projection, collation;
@@ -1589,12 +1569,12 @@ int mfi_cmd_plan_cache_clear(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, 
         mf_engine_catalog_lock(e, false);
         mf_coll *c = mf_engine_coll(e, ns);
         if (c) {
-            mfi_indexes ix = {0};
+            mf_cl_indexes ix = {0};
             mf_coll_lock(c, false);
-            if (!has[0] || (rc = mfi_indexes_load(c, &ix, err)) == 0)
-                mf_plan_cache_clear(ctx->inst->plan_cache, c, ix.v, ix.n, has[0], &query,
+            if (!has[0] || (rc = mf_cl_indexes_load(c, &ix, err)) == 0)
+                mf_plan_cache_clear(ctx->inst->cl.plan_cache, c, ix.v, ix.n, has[0], &query,
                                     has[1] ? &sort : NULL, has[2] ? &projection : NULL, coll);
-            mfi_indexes_free(&ix);
+            mf_cl_indexes_free(&ix);
             mf_coll_unlock(c);
         }
         mf_engine_catalog_unlock(e);

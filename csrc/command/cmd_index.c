@@ -91,7 +91,7 @@ static int batch_write(build_batch *b, mf_engine *e, const mf_index_desc *x, mf_
  * fails on the same key: it checks each sorted key against the one
  * before, so the key reported is the smallest duplicated one. */
 static int duplicate(mf_engine *e, mf_coll *c, const mf_index_desc *x, const uint8_t rid[8],
-                     mfi_dup *dup, mf_error *err)
+                     mf_cl_dup *dup, mf_error *err)
 {
     if (dup) {
         bool found;
@@ -100,14 +100,14 @@ static int duplicate(mf_engine *e, mf_coll *c, const mf_index_desc *x, const uin
         if (rc != 0)
             return rc;
         if (found)
-            mfi_dup_fill(dup, x, &doc);
+            mf_cl_dup_fill(dup, x, &doc);
     }
     return mf_error_set(err, MF_DuplicateKey, "duplicate key");
 }
 
 /* Write the sorter's records into the (empty) index `x`, in key order. */
 static int write_sorted(mf_sorter *s, mf_engine *e, mf_coll *c, const mf_index_desc *x,
-                        mfi_dup *dup, mf_lsn *lsn, mf_deadline *dl, mf_error *err)
+                        mf_cl_dup *dup, mf_lsn *lsn, mf_deadline *dl, mf_error *err)
 {
     build_batch *b = calloc(1, sizeof *b);
     mf_buf prev = {0}; /* the last key taken, and its record */
@@ -148,7 +148,7 @@ static int write_sorted(mf_sorter *s, mf_engine *e, mf_coll *c, const mf_index_d
 /* Write every record's keys into the (empty) index `x` (exclusive lock
  * held): the records are read in RecordId order into the sorter, then the
  * sorted keys are written. */
-static int build_index(mf_instance *inst, mf_coll *c, mf_index_desc *x, mfi_dup *dup,
+static int build_index(mf_instance *inst, mf_coll *c, mf_index_desc *x, mf_cl_dup *dup,
                        mf_lsn *lsn, mf_deadline *dl, mf_error *err)
 {
     mf_engine *e = inst->engine;
@@ -203,7 +203,7 @@ static int build_index(mf_instance *inst, mf_coll *c, mf_index_desc *x, mfi_dup 
     if (rc == 0)
         rc = write_sorted(s, e, c, x, dup, lsn, dl, err);
     if (rc == 0 && multikey)
-        rc = mfi_mark_multikey(e, c, x, multikey, err);
+        rc = mf_cl_mark_multikey(e, c, x, multikey, err);
     mf_sorter_free(s);
     mf_buf_free(&key);
     mf_keyset_free(&ks);
@@ -302,7 +302,7 @@ int mfi_cmd_create_indexes(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf
     /* The collection's default collation, given to specs without one (a
      * collection created here implicitly has none). */
     mf_collator *dflt = NULL;
-    if ((rc = mfi_collation_of_ns(e, ns, false, NULL, &dflt, err)) != 0)
+    if ((rc = mf_cl_collation_of_ns(e, ns, false, NULL, &dflt, err)) != 0)
         return rc;
     if (posix_memalign((void **)&norm, 128, nspec * sizeof *norm) != 0) {
         mf_collator_unref(dflt);
@@ -349,7 +349,7 @@ int mfi_cmd_create_indexes(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf
     if (!skip)
         rc = mf_error_set(err, MF_InternalError, "out of memory");
     /* The cluster key has its index already (IndexCatalogImpl::_isSpecOk). */
-    for (size_t i = 0; rc == 0 && i < nspec && mfi_coll_clustered(c, NULL); i++) {
+    for (size_t i = 0; rc == 0 && i < nspec && mf_cl_clustered(c, NULL); i++) {
         bson_iter_t kit, f;
         if (bson_iter_init_find(&kit, &norm[i], "key") && BSON_ITER_HOLDS_DOCUMENT(&kit) &&
             bson_iter_recurse(&kit, &f) && bson_iter_next(&f) &&
@@ -415,14 +415,14 @@ int mfi_cmd_create_indexes(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf
         bson_destroy(&marked);
         if (rc)
             break;
-        mfi_dup dup = {0};
+        mf_cl_dup dup = {0};
         rc = build_index(ctx->inst, c, &x, &dup, &lsn, &ctx->deadline, err);
         if (rc == MF_DuplicateKey && dup.has) {
             char msg[1024];
-            mfi_dup_message(&dup, ns, msg, sizeof msg);
+            mf_cl_dup_message(&dup, ns, msg, sizeof msg);
             mf_error_set(err, MF_DuplicateKey, "Index build failed: %s", msg);
         }
-        mfi_dup_clear(&dup);
+        mf_cl_dup_clear(&dup);
         mf_index_desc_clear(&x);
     }
     if (rc == 0 && nmade > 0 && !coll_empty(e, c))
@@ -431,7 +431,7 @@ int mfi_cmd_create_indexes(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf
         rc = finish_specs(e, c, made, nmade, &lsn, err);
     if (rc == 0) {
         for (size_t i = 0; i < nmade; i++)
-            mfi_index_usage_start(ctx->inst, ns, made[i]);
+            mf_cl_usage_start(mfi_cl(ctx->inst), ns, made[i]);
     } else {
         /* No partial index stays behind, nor one built beside it. */
         for (size_t i = 0; i < nmade; i++) {
@@ -498,7 +498,7 @@ int mfi_cmd_list_indexes(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_e
     mf_coll_lock(c, false);
     uint32_t n = 0;
     bson_t clustered;
-    bool is_clustered = mfi_coll_clustered(c, &clustered);
+    bool is_clustered = mf_cl_clustered(c, &clustered);
     for (size_t i = 0; i < mf_coll_index_count(c); i++) {
         const mf_index_info *info = mf_coll_index(c, i);
         bson_t pub;
@@ -507,7 +507,7 @@ int mfi_cmd_list_indexes(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_e
         /* A clustered collection shows its clustered index for "_id_"
          * (coll_options.c). */
         if (is_clustered && strcmp(info->name, "_id_") == 0)
-            mfi_clustered_list_spec(c, &clustered, &pub);
+            mf_cl_clustered_list_spec(c, &clustered, &pub);
         else
             mfi_index_public_spec(info->spec, info->spec_len, &pub);
         mf_uint32_to_key(n++, &k, key, sizeof key);
@@ -597,7 +597,7 @@ int mfi_cmd_drop_indexes(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_e
     size_t was = mf_coll_index_count(c);
     mf_lsn lsn = 0;
     bson_t clustered;
-    const char *cname = mfi_coll_clustered(c, &clustered) ? mfi_clustered_name(&clustered) : NULL;
+    const char *cname = mf_cl_clustered(c, &clustered) ? mf_cl_clustered_name(&clustered) : NULL;
     /* The names to drop, checked before any is dropped. */
     char **names = calloc(was + 1, sizeof *names);
     size_t nn = 0;
@@ -667,7 +667,7 @@ int mfi_cmd_drop_indexes(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_e
     for (size_t i = 0; rc == 0 && i < nn; i++) {
         rc = mf_coll_index_drop(e, c, names[i], &lsn, err);
         if (rc == 0)
-            mfi_index_usage_forget(ctx->inst, ns, names[i]);
+            mf_cl_usage_forget(mfi_cl(ctx->inst), ns, names[i]);
     }
     mf_coll_unlock(c);
     mf_engine_catalog_unlock(e);
@@ -766,8 +766,8 @@ static int parse_index_mod(mf_coll *c, const char *ns, const bson_t *index, inde
         return mf_error_set(err, MF_InvalidOptions,
                             "no expireAfterSeconds, hidden, unique, or prepareUnique field");
     bson_t clustered;
-    if (m->has_hidden && mfi_coll_clustered(c, &clustered)) {
-        const char *cname = mfi_clustered_name(&clustered);
+    if (m->has_hidden && mf_cl_clustered(c, &clustered)) {
+        const char *cname = mf_cl_clustered_name(&clustered);
         bson_iter_t ck;
         bson_t ckey;
         bool same_key = has_key && bson_iter_init_find(&ck, &clustered, "key") &&
@@ -898,11 +898,11 @@ static int convert_to_unique(mf_cmd_ctx *ctx, mf_coll *c, const char *name, mf_l
                              mf_error *err)
 {
     mf_engine *e = ctx->inst->engine;
-    mfi_indexes ix;
-    int rc = mfi_indexes_load(c, &ix, err);
+    mf_cl_indexes ix;
+    int rc = mf_cl_indexes_load(c, &ix, err);
     if (rc)
         return rc;
-    mf_index_desc *x = mfi_indexes_find(&ix, name);
+    mf_index_desc *x = mf_cl_indexes_find(&ix, name);
     bson_t violations = BSON_INITIALIZER, spec = BSON_INITIALIZER, s;
     uint32_t nviol = 0;
     if (!x)
@@ -931,7 +931,7 @@ static int convert_to_unique(mf_cmd_ctx *ctx, mf_coll *c, const char *name, mf_l
     char *keep = rc == 0 ? strdup(name) : NULL;
     if (rc == 0 && !keep)
         rc = mf_error_set(err, MF_InternalError, "out of memory");
-    mfi_indexes_free(&ix);
+    mf_cl_indexes_free(&ix);
     /* Drop and build again, both under the exclusive lock: no write sees
      * the index missing.  A crash between leaves the "building" mark, and
      * mfi_indexes_recover() drops the half-built index at open. */
@@ -1082,7 +1082,7 @@ int mfi_cmd_coll_mod(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_error
         mf_coll_unlock(c);
     }
     if (rc == 0 && has_images)
-        rc = mfi_coll_set_pre_post_images(e, c, images, &lsn, err);
+        rc = mf_cl_set_pre_post_images(e, c, images, &lsn, err);
     mf_engine_catalog_unlock(e);
     if (rc == 0 && lsn)
         rc = mf_engine_sync(e, lsn, err);
@@ -1184,7 +1184,7 @@ int mfi_indexes_recover(mf_instance *inst, mf_error *err)
 /* Delete up to TTL_BATCH expired documents of index `x` of `c` (exclusive
  * lock held).  Expired: a date at the index's path older than
  * expireAfterSeconds -- for an array, any (so the earliest) date. */
-static int ttl_batch(mf_engine *e, mf_coll *c, mfi_indexes *ix, mf_index_desc *x, int64_t now,
+static int ttl_batch(mf_engine *e, mf_coll *c, mf_cl_indexes *ix, mf_index_desc *x, int64_t now,
                      uint64_t *deleted, bool *more, mf_lsn *lsn, mf_error *err)
 {
     bson_t filter = BSON_INITIALIZER, cond, and, part;
@@ -1204,7 +1204,7 @@ static int ttl_batch(mf_engine *e, mf_coll *c, mfi_indexes *ix, mf_index_desc *x
     bool sorted;
     int rc = mf_matcher_parse(&filter, &m, err);
     if (rc == 0)
-        rc = mfi_scan_new(NULL, c, ix, &filter, NULL, NULL, NULL, &scan, &sorted, err);
+        rc = mf_cl_scan_new(NULL, c, ix, &filter, NULL, NULL, NULL, &scan, &sorted, err);
     if (rc == 0 && !(rids = malloc(TTL_BATCH * sizeof *rids)))
         rc = mf_error_set(err, MF_InternalError, "out of memory");
     while (rc == 0 && n < TTL_BATCH) {
@@ -1225,7 +1225,7 @@ static int ttl_batch(mf_engine *e, mf_coll *c, mfi_indexes *ix, mf_index_desc *x
         rc = record_doc(e, c, k, &doc, &found, err);
         if (rc || !found)
             continue;
-        rc = mfi_write_doc(e, c, ix, rids[i], &doc, NULL, lsn, NULL, err);
+        rc = mf_cl_write_doc(e, c, ix, rids[i], &doc, NULL, lsn, NULL, err);
         if (rc == 0)
             (*deleted)++;
     }
@@ -1252,9 +1252,9 @@ int mfi_ttl_pass(mf_instance *inst, uint64_t *deleted, mf_error *err)
             mf_engine_catalog_lock(e, false);
             mf_coll *c = mf_engine_coll(e, l.ns[i]);
             if (c) {
-                mfi_indexes ix;
+                mf_cl_indexes ix;
                 mf_coll_lock(c, true);
-                rc = mfi_indexes_load(c, &ix, err);
+                rc = mf_cl_indexes_load(c, &ix, err);
                 int64_t now = mf_clock_wall_ms();
                 for (size_t j = 0; rc == 0 && j < ix.n; j++) {
                     mf_index_desc *x = &ix.v[j];
@@ -1265,7 +1265,7 @@ int mfi_ttl_pass(mf_instance *inst, uint64_t *deleted, mf_error *err)
                     more |= again;
                 }
                 if (rc == 0)
-                    mfi_indexes_free(&ix);
+                    mf_cl_indexes_free(&ix);
                 mf_coll_unlock(c);
             }
             mf_engine_catalog_unlock(e);

@@ -1,6 +1,6 @@
 /*
  * cmd_stats.c -- collStats, dbStats and validate, and the per-collection
- * size that listDatabases reports (mfi_coll_storage_bytes).
+ * size that listDatabases reports (mf_cl_storage_bytes).
  *
  * What the numbers mean here (mongod's names, this engine's layout; see
  * cmd_write.c for the trees of a collection):
@@ -130,50 +130,19 @@ static bool flag(const bson_t *cmd, const char *name)
     return bson_iter_init_find(&it, cmd, name) && bson_iter_as_bool(&it);
 }
 
-/* ------------------------------------------------------------------ sizes */
-
-typedef struct coll_sizes {
-    uint64_t count;         /* records */
-    uint64_t data_bytes;    /* document bytes */
-    uint64_t storage_bytes; /* pages of the record tree */
-    uint64_t index_bytes;   /* pages of all index trees */
-} coll_sizes;
-
-/* Measure `c` (its lock held, shared or exclusive).  With `index_sizes`,
- * append {name: bytes / scale} for each index to it. */
-static int measure_coll(mf_engine *e, mf_coll *c, bson_t *index_sizes, int64_t scale,
-                        coll_sizes *out, mf_error *err)
-{
-    mf_btree_usage u;
-    memset(out, 0, sizeof *out);
-    int rc = mf_engine_tree_measure(e, mf_coll_records(c), &u, err);
-    if (rc)
-        return rc;
-    out->count = u.entries;
-    out->data_bytes = u.value_bytes;
-    out->storage_bytes = mf_btree_usage_bytes(&u);
-    for (size_t i = 0; i < mf_coll_index_count(c); i++) {
-        const mf_index_info *ix = mf_coll_index(c, i);
-        if ((rc = mf_engine_tree_measure(e, ix->tree, &u, err)) != 0)
-            return rc;
-        out->index_bytes += mf_btree_usage_bytes(&u);
-        if (index_sizes)
-            append_number(index_sizes, ix->name, (int64_t)(mf_btree_usage_bytes(&u) / (uint64_t)scale));
-    }
-    return 0;
-}
-
-int mfi_coll_storage_bytes(mf_engine *e, mf_coll *c, uint64_t *bytes, mf_error *err)
-{
-    coll_sizes s;
-    mf_coll_lock(c, false);
-    int rc = measure_coll(e, c, NULL, 1, &s, err);
-    mf_coll_unlock(c);
-    *bytes = rc ? 0 : s.storage_bytes + s.index_bytes;
-    return rc;
-}
-
 /* -------------------------------------------------------------- collStats */
+
+/* indexSizes: {name: bytes / scale} for each index (mf_cl_measure). */
+typedef struct scaled_sizes {
+    bson_t *out;
+    int64_t scale;
+} scaled_sizes;
+
+static void index_size(void *arg, const char *name, uint64_t bytes)
+{
+    scaled_sizes *ss = arg;
+    append_number(ss->out, name, (int64_t)(bytes / (uint64_t)ss->scale));
+}
 
 /* What mongod 7.0 answers for a collection that does not exist: ok, zeros
  * (appendCollectionStorageStats swallows its NamespaceNotFound). */
@@ -228,10 +197,11 @@ int mfi_coll_storage_stats(mf_engine *e, const char *ns, int64_t scale, bson_t *
         return 0;
     }
     bson_t sizes = BSON_INITIALIZER, details = BSON_INITIALIZER;
-    coll_sizes s;
+    mf_cl_sizes s;
     size_t nidx;
+    scaled_sizes ss = {&sizes, scale};
     mf_coll_lock(c, false);
-    rc = measure_coll(e, c, &sizes, scale, &s, err);
+    rc = mf_cl_measure(e, c, &s, index_size, &ss, err);
     nidx = mf_coll_index_count(c);
     for (size_t i = 0; rc == 0 && i < nidx; i++) {
         /* mongod puts the storage engine's own statistics here; there are
@@ -319,9 +289,9 @@ int mfi_cmd_db_stats(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_error
     if (l.oom)
         rc = mf_error_set(err, MF_InternalError, "out of memory");
     for (size_t i = 0; rc == 0 && i < l.n; i++) {
-        coll_sizes s;
+        mf_cl_sizes s;
         mf_coll_lock(l.v[i], false);
-        rc = measure_coll(e, l.v[i], NULL, 1, &s, err);
+        rc = mf_cl_measure(e, l.v[i], &s, NULL, NULL, err);
         indexes += mf_coll_index_count(l.v[i]);
         mf_coll_unlock(l.v[i]);
         objects += s.count;
@@ -385,7 +355,7 @@ typedef struct vstate {
     int64_t nrecords, ninvalid, nmissing, nextra;
     bson_t errors, corrupt, missing, extra;
     uint32_t nerrors, ncorrupt, nmissing_out, nextra_out;
-    mfi_indexes ix;    /* the parsed indexes (checks 5 and 6) */
+    mf_cl_indexes ix;    /* the parsed indexes (checks 5 and 6) */
     uint64_t *entries; /* per index: entries in its tree (check 1) */
     uint64_t *found;   /* per index: records' keys found in it (check 5) */
     bool *bad;         /* per index: inconsistent */
@@ -710,7 +680,7 @@ int mfi_cmd_validate(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_error
 
     /* A shared lock: writers wait, readers go on (validate only reads). */
     mf_coll_lock(c, false);
-    rc = mfi_indexes_load(c, &v.ix, err);
+    rc = mf_cl_indexes_load(c, &v.ix, err);
     size_t nx = v.ix.n ? v.ix.n : 1;
     v.entries = calloc(nx, sizeof *v.entries);
     v.found = calloc(nx, sizeof *v.found);
@@ -819,7 +789,7 @@ int mfi_cmd_validate(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_error
     bson_destroy(&v.corrupt);
     bson_destroy(&v.missing);
     bson_destroy(&v.extra);
-    mfi_indexes_free(&v.ix);
+    mf_cl_indexes_free(&v.ix);
     mf_keyset_free(&v.ks);
     free(v.entries);
     free(v.found);

@@ -89,7 +89,7 @@ static int report_scan(const mf_scan *scan, scan_report *rep, mf_error *err)
  * order when there is a sort (findAndModify).  `rep` (explain's, else
  * NULL) receives the scan's report.  `deadline` (may be NULL): the
  * command's maxTimeMS, for the scan (mf_scan_deadline). */
-static int find_hits(mf_instance *inst, mf_engine *e, mf_coll *c, const mfi_indexes *ix,
+static int find_hits(mf_instance *inst, mf_engine *e, mf_coll *c, const mf_cl_indexes *ix,
                      const bson_t *filter,
                      const mf_matcher *m,
                      const bson_iter_t *hint, const mf_sort *sort, const bson_t *sort_spec,
@@ -98,7 +98,7 @@ static int find_hits(mf_instance *inst, mf_engine *e, mf_coll *c, const mfi_inde
 {
     mf_scan *scan;
     bool sorted;
-    int rc = mfi_scan_new_ex(inst, c, ix, filter, hint, sort ? sort_spec : NULL,
+    int rc = mf_cl_scan_new_ex(mfi_cl(inst), c, ix, filter, hint, sort ? sort_spec : NULL,
                              m ? mf_matcher_collation(m) : NULL,
                              &(mf_scan_extra){.sort_trials = sort != NULL, .explain = rep != NULL},
                              &scan, &sorted, err);
@@ -331,8 +331,8 @@ typedef struct wtarget {
     mf_instance *inst;       /* counts the index accesses of the scans */
     mf_engine *e;
     mf_coll *c;
-    mfi_indexes ix;
-    mfi_dup dup;
+    mf_cl_indexes ix;
+    mf_cl_dup dup;
 } wtarget;
 
 static int target_open(wtarget *w, mf_instance *inst, mf_engine *e, mf_coll *c, mf_error *err)
@@ -341,13 +341,13 @@ static int target_open(wtarget *w, mf_instance *inst, mf_engine *e, mf_coll *c, 
     w->inst = inst;
     w->e = e;
     w->c = c;
-    return c ? mfi_indexes_load(c, &w->ix, err) : 0;
+    return c ? mf_cl_indexes_load(c, &w->ix, err) : 0;
 }
 
 static void target_close(wtarget *w)
 {
-    mfi_indexes_free(&w->ix);
-    mfi_dup_clear(&w->dup);
+    mf_cl_indexes_free(&w->ix);
+    mf_cl_dup_clear(&w->dup);
 }
 
 /* Apply `u` to record `rid`.  `before`/`after` (if not NULL) receive
@@ -386,7 +386,7 @@ static int update_record(wtarget *w, uint64_t rid, const upd *u, int64_t pos, in
     if (rc == 0 && changed) {
         /* `doc` points into the record tree: it is read (for its old
          * index keys) before the write replaces it. */
-        rc = mfi_write_doc(w->e, w->c, &w->ix, rid, &doc, &out, lsn, &w->dup, err);
+        rc = mf_cl_write_doc(w->e, w->c, &w->ix, rid, &doc, &out, lsn, &w->dup, err);
         *modified = rc == 0;
     }
     bson_destroy(&out);
@@ -405,7 +405,7 @@ static int delete_record(wtarget *w, uint64_t rid, bson_t *before, bool *deleted
         return rc;
     if (before)
         bson_copy_to(&doc, before);
-    rc = mfi_write_doc(w->e, w->c, &w->ix, rid, &doc, NULL, lsn, NULL, err);
+    rc = mf_cl_write_doc(w->e, w->c, &w->ix, rid, &doc, NULL, lsn, NULL, err);
     *deleted = rc == 0;
     return rc;
 }
@@ -439,9 +439,9 @@ static int upsert_insert(wtarget *w, const bson_t *filter, const upd *u, int64_t
     bson_init(stored);
     int rc = upsert_doc(filter, u, now, &doc, err);
     if (rc == 0)
-        rc = mfi_next_record_id(w->e, w->c, &next_id, err);
+        rc = mf_cl_next_record_id(w->e, w->c, &next_id, err);
     if (rc == 0) {
-        rc = mfi_insert_doc(w->e, w->c, &w->ix, &next_id, &doc, stored, &id, lsn, &w->dup, err);
+        rc = mf_cl_insert_doc(w->e, w->c, &w->ix, &next_id, &doc, stored, &id, lsn, &w->dup, err);
         if (rc == 0 || rc == MF_DuplicateKey)
             mf_bsonx_append_iter(id_out, "", 0, &id);
     }
@@ -553,7 +553,7 @@ static int run_update(wtarget *w, const xenv *x, update_stmt *s, int64_t *n, int
     int rc = s->has_coll ? mfi_collation_arg(&s->coll, "update.updates", "collation", &given, err)
                          : 0;
     if (rc == 0)
-        rc = mfi_collation_for(c, s->has_coll, given, &coll, err);
+        rc = mf_cl_collation_for(c, s->has_coll, given, &coll, err);
     mf_collator_unref(given);
     mf_expr_ctx *own = NULL;
     mf_expr_hooks hooks;
@@ -689,7 +689,7 @@ static int check_write_fields(const bson_t *cmd, const char *cmdname, const char
 }
 
 static void add_write_error(bson_t *werrs, uint32_t *nerr, uint32_t index, int rc,
-                            const mf_error *err, const char *ns, const mfi_dup *dup)
+                            const mf_error *err, const char *ns, const mf_cl_dup *dup)
 {
     char key[16];
     const char *k;
@@ -945,7 +945,7 @@ int mfi_cmd_delete(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_error *
                                                    &given, &serr)
                                : 0;
         if (r == 0)
-            r = mfi_collation_for(c, st[i].has_coll, given, &coll, &serr);
+            r = mf_cl_collation_for(c, st[i].has_coll, given, &coll, &serr);
         mf_collator_unref(given);
         mf_expr_ctx *own = NULL;
         mf_expr_hooks hooks;
@@ -1138,7 +1138,7 @@ int mfi_cmd_find_and_modify(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, m
     if (rc == 0)
         rc = mfi_user_write_ns(ns, err);
     if (rc == 0)
-        rc = mfi_collation_of_ns(e, ns, a.has_coll, a.coll, &coll, err);
+        rc = mf_cl_collation_of_ns(e, ns, a.has_coll, a.coll, &coll, err);
     mf_collator_unref(a.coll);
     if (rc == 0)
         rc = xenv_open(&x, ctx, cmd, "findAndModify", ns, coll, &let, err);
@@ -1306,12 +1306,12 @@ static int explain_run(mf_engine *e, const explain_stmt *s, bool stats,
     mf_engine_catalog_lock(e, false);
     mf_coll *c = mf_engine_coll(e, x->ns);
     if (c) {
-        mfi_indexes ix = {0};
+        mf_cl_indexes ix = {0};
         scan_report rep = {.run = stats, .plan = &x->plan, .exec = stats ? &x->exec : NULL,
                            .plans = &x->plans};
         x->found = true;
         mf_coll_lock(c, false);
-        rc = mfi_indexes_load(c, &ix, err);
+        rc = mf_cl_indexes_load(c, &ix, err);
         if (rc == 0)
             rc = find_hits(NULL, e, c, &ix, s->q, s->m, s->hint, s->sort, s->sort_spec, s->all,
                            s->u && upd_needs_pos(s->u), s->deadline, &h, &rep, err);
@@ -1327,7 +1327,7 @@ static int explain_run(mf_engine *e, const explain_stmt *s, bool stats,
                 bson_destroy(&out);
             x->n_modified += rc == 0 && changed;
         }
-        mfi_indexes_free(&ix);
+        mf_cl_indexes_free(&ix);
         mf_coll_unlock(c);
     }
     mf_engine_catalog_unlock(e);
@@ -1458,7 +1458,7 @@ static int explain_fam(mf_cmd_ctx *ctx, const bson_t *cmd, bool stats, mfi_write
     static const bson_t empty = BSON_INITIALIZER;
     int rc = parse_fam(cmd, &a, err);
     if (rc == 0)
-        rc = mfi_collation_of_ns(ctx->inst->engine, x->ns, a.has_coll, a.coll, &x->coll, err);
+        rc = mf_cl_collation_of_ns(ctx->inst->engine, x->ns, a.has_coll, a.coll, &x->coll, err);
     mf_collator_unref(a.coll);
     if (rc == 0)
         rc = xenv_open(&xe, ctx, cmd, "findAndModify", x->ns, x->coll, &let, err);

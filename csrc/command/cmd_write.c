@@ -19,132 +19,10 @@
 
 #define ID_INDEX "_id_"
 
-/* One past the largest RecordId in the record tree. */
-int mfi_next_record_id(mf_engine *e, mf_coll *c, uint64_t *out, mf_error *err)
-{
-    mf_cursor cur;
-    bool valid;
-    mf_cursor_init(&cur, mf_engine_tree(e, mf_coll_records(c)));
-    int rc = mf_cursor_last(&cur, &valid, err);
-    if (rc)
-        return rc;
-    *out = 1;
-    if (valid) {
-        const uint8_t *k;
-        size_t kl;
-        mf_cursor_key(&cur, &k, &kl);
-        if (kl == 8)
-            *out = mf_record_id_decode(k) + 1;
-    }
-    return 0;
-}
-
-/* Whether the document `it` (an _id's value, or something inside it) may
- * be stored, as mongod's BSONObj::storageValidEmbedded: no field name
- * starts with '$', at any depth (arrays and a code-with-scope's scope
- * included), except a DBRef's: a first field "$ref" holding a string,
- * then "$id", then optionally "$db" holding a string.  As mongod, the
- * values of "$ref" and "$id" are not looked into.  On failure `*bad` is
- * the offending name.  Depth is bounded: the caller checked it. */
-static bool storage_valid_embedded(const bson_iter_t *it, const char **bad)
-{
-    bson_iter_t f;
-    if (BSON_ITER_HOLDS_CODEWSCOPE(it)) {
-        uint32_t len, slen;
-        const uint8_t *scope;
-        bson_t sc;
-        bson_iter_codewscope(it, &len, &slen, &scope);
-        if (!bson_init_static(&sc, scope, slen) || !bson_iter_init(&f, &sc))
-            return true;
-    } else if (!bson_iter_recurse(it, &f)) {
-        return true;
-    }
-    bool first = true, more = bson_iter_next(&f);
-    while (more) {
-        const char *k = bson_iter_key(&f);
-        if (k[0] == '$') {
-            if (!first || strcmp(k, "$ref") != 0 || !BSON_ITER_HOLDS_UTF8(&f) ||
-                !bson_iter_next(&f) || strcmp(bson_iter_key(&f), "$id") != 0) {
-                *bad = k;
-                return false;
-            }
-            /* {$ref: "c", $id: v, ...}: what follows $id is checked as
-             * any field would be, but a string $db */
-            first = false;
-            if (!bson_iter_next(&f))
-                return true;
-            k = bson_iter_key(&f);
-            if (strcmp(k, "$db") == 0 && BSON_ITER_HOLDS_UTF8(&f)) {
-                more = bson_iter_next(&f);
-                continue;
-            }
-            if (k[0] == '$') {
-                *bad = k;
-                return false;
-            }
-        }
-        if ((BSON_ITER_HOLDS_DOCUMENT(&f) || BSON_ITER_HOLDS_ARRAY(&f) ||
-             BSON_ITER_HOLDS_CODEWSCOPE(&f)) &&
-            !storage_valid_embedded(&f, bad))
-            return false;
-        first = false;
-        more = bson_iter_next(&f);
-    }
-    return true;
-}
-
-/* The document as stored: _id first (generated if absent). */
-int mfi_stored_form(const bson_t *doc, bson_t *out, bson_iter_t *id, mf_error *err)
-{
-    bson_iter_t it;
-    bool has_id = bson_iter_init_find(&it, doc, "_id");
-    /* mongod's fixDocumentForInsert: size, then depth, before the _id. */
-    if (doc->len > MF_MAX_BSON_OBJECT_SIZE)
-        return mf_error_set(err, MF_BadValue,
-                            "object to insert too large. size in bytes: %u, max size: %d",
-                            doc->len, MF_MAX_BSON_OBJECT_SIZE);
-    if (mf_bsonx_depth_exceeds(doc, MF_BSON_MAX_STORAGE_DEPTH))
-        return mf_error_set(err, MF_Overflow,
-                            "cannot insert document because it exceeds %d levels of nesting",
-                            MF_BSON_MAX_STORAGE_DEPTH);
-    if (has_id) {
-        bson_type_t t = bson_iter_type(&it);
-        if (t == BSON_TYPE_ARRAY)
-            return mf_error_set(err, 53, "can't use an array for _id");
-        if (t == BSON_TYPE_REGEX)
-            return mf_error_set(err, 53, "can't use a regex for _id");
-        if (t == BSON_TYPE_UNDEFINED)
-            return mf_error_set(err, 53, "can't use a undefined for _id");
-    }
-    /* Since 5.0 field names may start with '$' -- except inside _id,
-     * where only a DBRef's may (mongod's storageValidIdField). */
-    const char *bad = NULL;
-    if (has_id && BSON_ITER_HOLDS_DOCUMENT(&it) && !storage_valid_embedded(&it, &bad))
-        return mf_error_set(err, MF_DollarPrefixedFieldName,
-                            "_id fields may not contain '$'-prefixed fields: %s is not valid for "
-                            "storage.",
-                            bad);
-    bson_init(out);
-    if (has_id) {
-        bson_iter_init_find(&it, doc, "_id");
-        mf_bsonx_append_iter(out, "_id", 3, &it);
-        mf_bsonx_copy_except(doc, out, "_id");
-    } else {
-        bson_oid_t oid;
-        bson_oid_init(&oid, NULL);
-        BSON_APPEND_OID(out, "_id", &oid);
-        bson_concat(out, doc);
-    }
-    bson_iter_init(id, out);
-    bson_iter_next(id);
-    return 0;
-}
-
-/* A DuplicateKey write error, as mongod words it. */
-void mfi_duplicate_error(bson_t *werr, uint32_t index, const char *ns, const mfi_dup *dup)
+void mfi_duplicate_error(bson_t *werr, uint32_t index, const char *ns, const mf_cl_dup *dup)
 {
     char msg[1024];
-    mfi_dup_message(dup, ns, msg, sizeof msg);
+    mf_cl_dup_message(dup, ns, msg, sizeof msg);
     /* mongod's WriteError::serialize: index, code, errmsg, then the
      * error's extra info. */
     BSON_APPEND_INT32(werr, "index", (int32_t)index);
@@ -172,20 +50,6 @@ void mfi_write_error(bson_t *werr, uint32_t index, const mf_error *err)
     BSON_APPEND_INT32(werr, "index", (int32_t)index);
     BSON_APPEND_INT32(werr, "code", err->code);
     BSON_APPEND_UTF8(werr, "errmsg", err->msg);
-}
-
-/* Insert one document into `c` (exclusive lock held). */
-int mfi_insert_doc(mf_engine *e, mf_coll *c, mfi_indexes *ix, uint64_t *next_id,
-                   const bson_t *doc, bson_t *stored, bson_iter_t *id, mf_lsn *lsn, mfi_dup *dup,
-                   mf_error *err)
-{
-    int rc = mfi_stored_form(doc, stored, id, err);
-    if (rc)
-        return rc;
-    rc = mfi_write_doc(e, c, ix, *next_id, NULL, stored, lsn, dup, err);
-    if (rc == 0)
-        (*next_id)++;
-    return rc;
 }
 
 int mfi_coll_for_write(mf_cmd_ctx *ctx, const char *ns, mf_coll **out, mf_error *err)
@@ -257,12 +121,12 @@ int mfi_cmd_insert(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_error *
     uint32_t nerr = 0, n = 0, index = 0;
     mf_lsn lsn = 0;
     uint64_t next_id;
-    mfi_indexes ix = {0};
-    mfi_dup dup = {0};
+    mf_cl_indexes ix = {0};
+    mf_cl_dup dup = {0};
     mf_coll_lock(c, true);
-    rc = mfi_next_record_id(e, c, &next_id, err);
+    rc = mf_cl_next_record_id(e, c, &next_id, err);
     if (rc == 0)
-        rc = mfi_indexes_load(c, &ix, err);
+        rc = mf_cl_indexes_load(c, &ix, err);
     bson_iter_recurse(&docs, &d);
     while (rc == 0 && bson_iter_next(&d)) {
         bson_t stored;
@@ -284,7 +148,7 @@ int mfi_cmd_insert(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_error *
             bson_iter_document(&d, &len, &data);
             bson_init_static(&doc, data, len);
             bson_init(&stored); /* stored_form fills it; inline, nothing to free yet */
-            r = mfi_insert_doc(e, c, &ix, &next_id, &doc, &stored, &id, &lsn, &dup, &ierr);
+            r = mf_cl_insert_doc(e, c, &ix, &next_id, &doc, &stored, &id, &lsn, &dup, &ierr);
         }
         if (r == 0) {
             n++;
@@ -315,8 +179,8 @@ int mfi_cmd_insert(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_error *
         ctx->dbg->ninserted = n;
         ctx->dbg->keys_inserted = ix.keys_inserted;
     }
-    mfi_indexes_free(&ix);
-    mfi_dup_clear(&dup);
+    mf_cl_indexes_free(&ix);
+    mf_cl_dup_clear(&dup);
     mf_coll_unlock(c);
     mf_engine_catalog_unlock(e);
     /* Reply only once a sync covers every write (group commit), the
@@ -398,10 +262,10 @@ int mfi_cmd_count(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_error *e
         mf_scan *scan = NULL;
         bool sorted;
         mf_coll_lock(c, false);
-        mfi_indexes ix = {0};
-        rc = mfi_indexes_load(c, &ix, err);
+        mf_cl_indexes ix = {0};
+        rc = mf_cl_indexes_load(c, &ix, err);
         if (rc == 0)
-            rc = mfi_scan_new(ctx->inst, c, &ix, has_q ? &q : NULL, has_hint ? &hint : NULL,
+            rc = mf_cl_scan_new(mfi_cl(ctx->inst), c, &ix, has_q ? &q : NULL, has_hint ? &hint : NULL,
                               NULL, coll, &scan, &sorted, err);
         if (rc == 0) {
             mf_scan_count_only(scan, true);
@@ -418,7 +282,7 @@ int mfi_cmd_count(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_error *e
         mf_scan_stats since = {0};
         mfi_op_debug_scan(ctx->dbg, scan, &since);
         mf_scan_free(scan);
-        mfi_indexes_free(&ix);
+        mf_cl_indexes_free(&ix);
         mf_coll_unlock(c);
     }
     mf_engine_catalog_unlock(e);

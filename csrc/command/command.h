@@ -20,7 +20,6 @@
 #include <stdatomic.h>
 
 /* Limits advertised by hello and enforced by the wire and the commands. */
-#define MF_MAX_BSON_OBJECT_SIZE (16 * 1024 * 1024)
 /* mongod's BSONObjMaxInternalSize: the largest document a message may carry
  * (a command, a reply, or a 16 MiB user document with room to spare). */
 #define MF_MAX_BSON_INTERNAL_SIZE (MF_MAX_BSON_OBJECT_SIZE + 16 * 1024)

@@ -11,11 +11,9 @@
 #include "../storage/storage.h"
 #include "../query/query.h"
 #include "../agg/pipeline.h"
+#include "../coll/coll.h"
 
 typedef struct mfi_cursor mfi_cursor;
-typedef struct mfi_indexes mfi_indexes;
-typedef struct mfi_index_usage mfi_index_usage;
-typedef struct mfi_dup mfi_dup;
 typedef struct mfi_sessions mfi_sessions;
 typedef struct mfi_fail_point mfi_fail_point;
 typedef struct mfi_profile mfi_profile;
@@ -51,10 +49,8 @@ struct mf_instance {
     int64_t cursor_timeout_ms; /* cursorTimeoutMillis */
 
     mf_agg_env agg_env;     /* how pipelines read collections (cmd_aggregate.c) */
-    pthread_mutex_t usage_mu;  /* guards the index access counters (index_usage.c) */
-    mfi_index_usage *usage;
-    mf_plan_cache *plan_cache; /* the winners of multi-planning (query/plan.c); NULL: none */
-    size_t nusage, capusage;
+    mf_cl_db cl;            /* the collection layer's state: plan cache, index
+                               access counters (coll/) */
     /* internalDocumentSourceGroupMaxMemoryBytes and
      * internalQueryMaxBlockingSortMemoryUsageBytes (setParameter) */
     atomic_int_fast64_t agg_group_max_bytes, agg_sort_max_bytes;
@@ -216,17 +212,6 @@ int mfi_parse_clustered_index(const bson_iter_t *it, const char *cmd, bson_t *ou
 /* `changeStreamPreAndPostImages: {enabled: <bool>}` at `it`. */
 int mfi_parse_pre_post_images(const bson_iter_t *it, const char *cmd, bool *enabled,
                               mf_error *err);
-/* Whether `c` is clustered; `spec` (may be NULL) then borrows its
- * clusteredIndex document (valid while the catalog lock is held). */
-bool mfi_coll_clustered(const mf_coll *c, bson_t *spec);
-/* The clustered index's name in `spec` (borrowed from it). */
-const char *mfi_clustered_name(const bson_t *spec);
-/* The clustered index as listIndexes shows it (initialised here). */
-void mfi_clustered_list_spec(const mf_coll *c, const bson_t *spec, bson_t *out);
-/* collMod's changeStreamPreAndPostImages: rewrite `c`'s options with the
- * option {enabled: true} first, or without it.  Exclusive catalog lock. */
-int mfi_coll_set_pre_post_images(mf_engine *e, mf_coll *c, bool enabled, mf_lsn *lsn,
-                                 mf_error *err);
 
 /* ------------------------------------------------ profiler (profile.c) */
 
@@ -471,10 +456,6 @@ int mfi_fail_get_more(mf_cmd_ctx *ctx, const bson_t *cmd, mf_error *err);
 /* fsync: a checkpoint now (cmd_fsync.c). */
 int mfi_cmd_fsync(mf_cmd_ctx *, const bson_t *, bson_t *, mf_error *);
 
-/* Bytes of the file collection `c` occupies: its record tree and every
- * index tree (cmd_stats.c).  The caller holds the catalog lock; this takes
- * the collection's shared lock.  Walks every page of the collection. */
-int mfi_coll_storage_bytes(mf_engine *e, mf_coll *c, uint64_t *bytes, mf_error *err);
 /* collStats's fields after `ns` (size, count, ..., scaleFactor) for `ns`,
  * sizes divided by `scale`; zeros for a collection that does not exist, as
  * mongod 7.0 (cmd_stats.c).  Takes the catalog and collection locks. */
@@ -522,7 +503,7 @@ struct mfi_cursor {
     uint8_t coll_uuid[16];  /* the collection it reads, if any */
     bool has_coll;
     mf_scan *scan;          /* owns */
-    mfi_indexes *ix;        /* owns: the indexes the scan was planned over */
+    mf_cl_indexes *ix;        /* owns: the indexes the scan was planned over */
     mf_matcher *matcher;    /* owns */
     mf_projection *proj;    /* owns */
     mf_expr_ctx *xctx;      /* owns: what the matcher's $expr and the
@@ -626,108 +607,23 @@ void mfi_index_public_spec(const uint8_t *spec, size_t len, bson_t *out);
 /* The collection `ns` for writing, created if missing; returns with the
  * catalog lock held shared (the caller unlocks). */
 int mfi_coll_for_write(mf_cmd_ctx *ctx, const char *ns, mf_coll **out, mf_error *err);
-/* The server's own collections (system.profile, local.startup_log):
- * create `ns` with `options` as given (no checks), with or without the _id
- * index; durable on return.  MF_NamespaceExists when it is there. */
-int mfi_coll_create_internal(mf_engine *e, const char *ns, const bson_t *options, bool id_index,
-                             mf_error *err);
-/* A bounded collection's upkeep (until capped collections, issue 48):
- * the bytes of every document of `c`, and the oldest documents deleted
- * until at most `cap` bytes remain (`*bytes` kept current).  Exclusive
- * collection lock held for the trim, shared at least for the sum. */
-int mfi_coll_doc_bytes(mf_engine *e, mf_coll *c, int64_t *out, mf_error *err);
-int mfi_trim_oldest(mf_engine *e, mf_coll *c, mfi_indexes *ix, int64_t *bytes, int64_t cap,
-                    mf_lsn *lsn, mf_error *err);
 /* userAllowedWriteNS: system.profile and system.views are written by the
  * server only (InvalidNamespace 73, "cannot write to <ns>"). */
 int mfi_user_write_ns(const char *ns, mf_error *err);
-/* One past the largest RecordId of `c` (collection lock held). */
-int mfi_next_record_id(mf_engine *e, mf_coll *c, uint64_t *out, mf_error *err);
-/* The document as stored: checked (size, _id type, $-names), _id first and
- * generated if absent; `id` is left on the _id element of `out`. */
-int mfi_stored_form(const bson_t *doc, bson_t *out, bson_iter_t *id, mf_error *err);
-/* Insert `doc` (exclusive collection lock) with its index entries:
- * MF_DuplicateKey, with `*dup` filled, when a unique index refuses it.
- * `*id` is left on the stored document's _id. */
-int mfi_insert_doc(mf_engine *e, mf_coll *c, mfi_indexes *ix, uint64_t *next_id,
-                   const bson_t *doc, bson_t *stored, bson_iter_t *id, mf_lsn *lsn, mfi_dup *dup,
-                   mf_error *err);
-/* ---------------------------------------------- indexes (coll_write.c) */
-
-/* The parsed indexes of a collection (its lock held while used). */
-struct mfi_indexes {
-    mf_index_desc *v;
-    size_t n;
-    /* index entries mfi_write_doc has put and deleted through this set
-     * (the profiler's keysInserted, keysDeleted) */
-    int64_t keys_inserted, keys_deleted;
-};
-
-int mfi_indexes_load(mf_coll *c, mfi_indexes *out, mf_error *err);
-void mfi_indexes_free(mfi_indexes *x);
-mf_index_desc *mfi_indexes_find(mfi_indexes *x, const char *name);
-
-/* What a unique index refused: the index, its key pattern, the values. */
-struct mfi_dup {
-    bool has;
-    char index[256];
-    char collation[640]; /* the index's collation as mongod prints it, or "" */
-    bson_t key_pattern, key_value;
-};
-
-void mfi_dup_clear(mfi_dup *d);
-/* Fill `d` for index `x` refusing document `doc`. */
-void mfi_dup_fill(mfi_dup *d, const mf_index_desc *x, const bson_t *doc);
-/* mongod's "E11000 duplicate key error collection: ... dup key: { a: 1 }". */
-void mfi_dup_message(const mfi_dup *d, const char *ns, char *out, size_t cap);
-
-/* Write one document and all its index entries as one engine write
- * (exclusive collection lock): `old_doc` NULL inserts, `new_doc` NULL
- * deletes, both replace.  MF_DuplicateKey (with `*dup` filled) when a
- * unique index already holds a key of the new document. */
-int mfi_write_doc(mf_engine *e, mf_coll *c, mfi_indexes *ix, uint64_t rid, const bson_t *old_doc,
-                  const bson_t *new_doc, mf_lsn *lsn, mfi_dup *dup, mf_error *err);
-
-/* Plan a scan of `c` over its indexes `ix` (query/plan.c's mf_scan_new).
- * A user operation passes its instance: a plan on an index then counts
- * as one access of it ($indexStats); internal reads (explain, TTL, $merge's
- * lookups) pass NULL. */
-int mfi_scan_new(mf_instance *inst, mf_coll *c, const mfi_indexes *ix, const bson_t *filter,
-                 const bson_iter_t *hint, const bson_t *sort, const mf_collator *coll,
-                 mf_scan **out, bool *sorted, mf_error *err);
-/* The same with what find's min/max or distinct add (mf_scan_new_ex). */
-int mfi_scan_new_ex(mf_instance *inst, mf_coll *c, const mfi_indexes *ix, const bson_t *filter,
-                    const bson_iter_t *hint, const bson_t *sort, const mf_collator *coll,
-                    const mf_scan_extra *x, mf_scan **out, bool *sorted, mf_error *err);
-
-/* Index access counters (index_usage.c): one per (namespace, index name),
- * `since` the server's start or the index's creation.  Thread-safe. */
-void mfi_index_usage_init(mf_instance *inst);
-void mfi_index_usage_destroy(mf_instance *inst);
-void mfi_index_usage_count(mf_instance *inst, const char *ns, const char *index);
-/* createIndexes: a fresh counter, since now. */
-void mfi_index_usage_start(mf_instance *inst, const char *ns, const char *index);
-/* Forget the counter of an index, or (index NULL) of every index of the
- * collection `ns`, or of every collection of a database when `ns` is
- * "db." (dropDatabase). */
-void mfi_index_usage_forget(mf_instance *inst, const char *ns, const char *index);
-void mfi_index_usage_get(mf_instance *inst, const char *ns, const char *index, int64_t *ops,
-                         int64_t *since_ms);
-
-/* Record in index `x`'s spec that fields `bits` have met arrays. */
-int mfi_mark_multikey(mf_engine *e, mf_coll *c, mf_index_desc *x, uint32_t bits, mf_error *err);
-
 /* A writeErrors entry for a DuplicateKey, as mongod words it. */
-void mfi_duplicate_error(bson_t *werr, uint32_t index, const char *ns, const mfi_dup *dup);
+void mfi_duplicate_error(bson_t *werr, uint32_t index, const char *ns, const mf_cl_dup *dup);
 void mfi_write_error(bson_t *werr, uint32_t index, const mf_error *err);
 /* Whether a write's error means the engine failed (stop the batch) rather
  * than the statement (a write error, go on if unordered). */
 bool mfi_write_fatal(int rc);
 
-/* The uuid of collection `c` from its catalog options; false if none. */
-bool mfi_coll_uuid(mf_coll *c, uint8_t out[16]);
-
 /* Helpers for reading arguments. */
+
+/* The collection layer's state of `inst`, or NULL (an internal read). */
+static inline mf_cl_db *mfi_cl(mf_instance *inst)
+{
+    return inst ? &inst->cl : NULL;
+}
 
 /* The command's first value as a collection name in ctx->db (mongod's
  * naming rules, InvalidNamespace 73), into `ns` as "db.coll". */
@@ -837,20 +733,13 @@ int mfi_natural_sort(bson_t *sort, bool *has_sort, bson_iter_t *hint, bool *has_
  * mf_collator_new's errors) into `*out` (NULL: simple).  An operation's
  * collation is the command's when it gives one, else the collection's
  * default (`create`'s, kept in the catalog options), else simple:
- * mfi_collation_for returns a new reference to it (`c` may be NULL). */
+ * mf_cl_collation_for returns a new reference to it (`c` may be NULL). */
 int mfi_collation_arg(const bson_iter_t *it, const char *cmd, const char *field,
                       mf_collator **out, mf_error *err);
-int mfi_coll_default_collation(const mf_coll *c, mf_collator **out, mf_error *err);
 /* Whether a `collation` field gives one: an empty document is none given
  * (mongod's collation.isEmpty()), so the collection's default applies; a
  * non-document is given (and refused by mfi_collation_arg). */
 bool mfi_collation_given(const bson_iter_t *it);
-int mfi_collation_for(const mf_coll *c, bool has_given, const mf_collator *given,
-                      mf_collator **out, mf_error *err);
-/* The same for namespace `ns`, looked up under the catalog lock (which
- * the caller must not hold). */
-int mfi_collation_of_ns(mf_engine *e, const char *ns, bool has_given, const mf_collator *given,
-                        mf_collator **out, mf_error *err);
 /* Both steps for a command's `collation` element `arg` (NULL: absent):
  * parse it when given, then resolve against `ns`'s default. */
 int mfi_collation_of_arg(mf_engine *e, const char *ns, const bson_iter_t *arg, const char *cmd,

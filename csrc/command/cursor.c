@@ -23,8 +23,7 @@ void mfi_cursors_init(mf_instance *inst)
 {
     pthread_mutex_init(&inst->cursors_mu, NULL);
     inst->cursors = NULL;
-    mfi_index_usage_init(inst); /* the per-index access counters live as long */
-    inst->plan_cache = mf_plan_cache_new(); /* without it (no memory), trials every time */
+    mf_cl_db_init(&inst->cl, inst->engine); /* plan cache and index counters live as long */
     inst->cursor_timeout_ms = DEFAULT_TIMEOUT_MS;
 }
 
@@ -34,7 +33,7 @@ void mfi_cursor_free(mfi_cursor *c)
         return;
     mf_scan_free(c->scan);
     if (c->ix) {
-        mfi_indexes_free(c->ix);
+        mf_cl_indexes_free(c->ix);
         free(c->ix);
     }
     mf_matcher_free(c->matcher);
@@ -60,9 +59,7 @@ void mfi_cursors_destroy(mf_instance *inst)
     }
     inst->cursors = NULL;
     pthread_mutex_destroy(&inst->cursors_mu);
-    mfi_index_usage_destroy(inst);
-    mf_plan_cache_free(inst->plan_cache);
-    inst->plan_cache = NULL;
+    mf_cl_db_destroy(&inst->cl);
 }
 
 /* Close idle cursors (registry mutex held). */

@@ -525,7 +525,7 @@ static int create_profile_coll(mf_engine *e, const char *ns, mf_error *err)
     bson_t opts = BSON_INITIALIZER;
     BSON_APPEND_BOOL(&opts, "capped", true);
     BSON_APPEND_INT64(&opts, "size", PROFILE_BYTES);
-    int rc = mfi_coll_create_internal(e, ns, &opts, false, err);
+    int rc = mf_cl_create(e, ns, &opts, NULL, false, err);
     bson_destroy(&opts);
     return rc;
 }
@@ -570,18 +570,18 @@ static int write_entries(mf_instance *inst, const char *db, const bson_t *entrie
         mf_engine_catalog_unlock(e);
         return 0;
     }
-    mfi_indexes ix;
+    mf_cl_indexes ix;
     mf_lsn lsn = 0;
     int64_t bytes;
     mf_coll_lock(c, true);
-    int rc = mfi_indexes_load(c, &ix, err);
+    int rc = mf_cl_indexes_load(c, &ix, err);
     if (rc == 0) {
         pthread_mutex_lock(&p->mu);
         prof_db *d = find_db(p, db, true);
         bytes = d ? d->bytes : -1;
         pthread_mutex_unlock(&p->mu);
         if (bytes < 0)
-            rc = mfi_coll_doc_bytes(e, c, &bytes, err);
+            rc = mf_cl_doc_bytes(e, c, &bytes, err);
     }
     bson_iter_t it;
     bson_iter_init(&it, entries);
@@ -590,18 +590,18 @@ static int write_entries(mf_instance *inst, const char *db, const bson_t *entrie
         uint64_t rid;
         if (!mfi_doc_arg(&it, &doc))
             continue;
-        if ((rc = mfi_next_record_id(e, c, &rid, err)) == 0 &&
-            (rc = mfi_write_doc(e, c, &ix, rid, NULL, &doc, &lsn, NULL, err)) == 0)
+        if ((rc = mf_cl_next_record_id(e, c, &rid, err)) == 0 &&
+            (rc = mf_cl_write_doc(e, c, &ix, rid, NULL, &doc, &lsn, NULL, err)) == 0)
             bytes += doc.len;
     }
     if (rc == 0)
-        rc = mfi_trim_oldest(e, c, &ix, &bytes, PROFILE_BYTES, &lsn, err);
+        rc = mf_cl_trim_oldest(e, c, &ix, &bytes, PROFILE_BYTES, &lsn, err);
     pthread_mutex_lock(&p->mu);
     prof_db *d = find_db(p, db, true);
     if (d)
         d->bytes = rc == 0 ? bytes : -1;
     pthread_mutex_unlock(&p->mu);
-    mfi_indexes_free(&ix);
+    mf_cl_indexes_free(&ix);
     mf_coll_unlock(c);
     mf_engine_catalog_unlock(e);
     /* Not waited for: the next group commit makes the entries durable. */

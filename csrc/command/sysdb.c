@@ -87,7 +87,7 @@ static int log_startup(mf_instance *inst, mf_error *err)
     bson_t opts = BSON_INITIALIZER;
     BSON_APPEND_BOOL(&opts, "capped", true);
     BSON_APPEND_INT64(&opts, "size", STARTUP_LOG_BYTES);
-    int rc = mfi_coll_create_internal(e, "local.startup_log", &opts, true, err);
+    int rc = mf_cl_create(e, "local.startup_log", &opts, NULL, true, err);
     bson_destroy(&opts);
     if (rc && rc != MF_NamespaceExists)
         return rc;
@@ -131,14 +131,14 @@ static int log_startup(mf_instance *inst, mf_error *err)
     mf_engine_catalog_lock(e, false);
     mf_coll *c = mf_engine_coll(e, "local.startup_log");
     if (c) {
-        mfi_indexes ix;
+        mf_cl_indexes ix;
         int64_t bytes = 0;
         mf_lsn lsn = 0;
         mf_coll_lock(c, true);
-        if ((rc = mfi_indexes_load(c, &ix, err)) == 0) {
-            if ((rc = mfi_coll_doc_bytes(e, c, &bytes, err)) == 0)
-                rc = mfi_trim_oldest(e, c, &ix, &bytes, STARTUP_LOG_BYTES, &lsn, err);
-            mfi_indexes_free(&ix);
+        if ((rc = mf_cl_indexes_load(c, &ix, err)) == 0) {
+            if ((rc = mf_cl_doc_bytes(e, c, &bytes, err)) == 0)
+                rc = mf_cl_trim_oldest(e, c, &ix, &bytes, STARTUP_LOG_BYTES, &lsn, err);
+            mf_cl_indexes_free(&ix);
         }
         mf_coll_unlock(c);
         if (rc == 0 && lsn)

@@ -1,0 +1,211 @@
+/*
+ * coll.h -- the collection layer: what the commands do to a collection,
+ * as plain C over the storage engine and the query engine.
+ *
+ * Layers (DESIGN.md section 2): command/ parses a request, calls this layer
+ * and shapes the reply; this layer owns everything about a collection that
+ * is not a request's syntax:
+ *
+ *   indexes.c  a collection's parsed indexes (mf_cl_indexes) and what a
+ *              unique index refused (mf_cl_dup)
+ *   write.c    the one write path: a document with all its index entries
+ *              as one engine write (insert, replace, delete); RecordIds;
+ *              the stored form of a document; bounded collections' trim
+ *   scan.c     planning a read of a collection (the query planner over its
+ *              indexes) and the index access counters ($indexStats)
+ *   options.c  what the catalog keeps of a collection: uuid, default
+ *              collation, clustered index, change-stream images
+ *   catalog.c  creating a collection (as the server's own work)
+ *   stats.c    the bytes a collection occupies
+ *
+ * Names: mf_cl_* (the storage engine's own collection handle keeps its
+ * mf_coll_* accessors: mf_coll_lock, mf_coll_records, ...).
+ *
+ * Locks, as engine.h orders them: catalog -> collection -> log.  A
+ * function taking an mf_coll expects the caller to hold the catalog lock
+ * (shared at least) and says which collection lock it needs; one taking a
+ * namespace takes what it needs itself and must be called with none held.
+ * A pointer into the mapping (a document a scan returns) is valid while
+ * the collection lock it was read under is held.
+ *
+ * Durability.  A write returns the log position (`*lsn`, raised, never
+ * lowered) its record got; it is durable once mf_engine_sync covers that
+ * position.  No function here waits for a sync except where it says so
+ * (creating a collection): the caller syncs once, before it replies.
+ *
+ * Errors are MongoDB codes (util.h): MF_DuplicateKey with the mf_cl_dup
+ * filled, MF_KeyTooLong, the engine's (MF_OutOfDiskSpace, a failed engine's
+ * MF_IllegalOperation), and MF_InternalError for out of memory.
+ */
+#ifndef MF_COLL_H
+#define MF_COLL_H
+
+#include "../query/query.h"
+#include "../storage/storage.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+
+/* ------------------------------------------------------------ the layer */
+
+typedef struct mf_cl_usage mf_cl_usage;
+
+/* What the layer keeps for one server: its engine, the plan cache of
+ * multi-planning's winners, and the index access counters. */
+typedef struct mf_cl_db {
+    mf_engine *engine;
+    int64_t start_wall_ms;     /* when the counters began (the server's start) */
+    mf_plan_cache *plan_cache; /* NULL: no cache (trials every time) */
+    pthread_mutex_t usage_mu;  /* guards the counters */
+    mf_cl_usage *usage;
+    size_t nusage, capusage;
+} mf_cl_db;
+
+void mf_cl_db_init(mf_cl_db *db, mf_engine *engine);
+void mf_cl_db_destroy(mf_cl_db *db);
+
+/* ------------------------------------------------------------ indexes.c */
+
+/* The parsed indexes of a collection (its lock held while used). */
+typedef struct mf_cl_indexes {
+    mf_index_desc *v;
+    size_t n;
+    /* index entries mf_cl_write_doc has put and deleted through this set
+     * (the profiler's keysInserted, keysDeleted) */
+    int64_t keys_inserted, keys_deleted;
+} mf_cl_indexes;
+
+int mf_cl_indexes_load(mf_coll *c, mf_cl_indexes *out, mf_error *err);
+void mf_cl_indexes_free(mf_cl_indexes *x);
+mf_index_desc *mf_cl_indexes_find(mf_cl_indexes *x, const char *name);
+
+/* What a unique index refused: the index, its key pattern, the values. */
+typedef struct mf_cl_dup {
+    bool has;
+    char index[256];
+    char collation[640]; /* the index's collation as mongod prints it, or "" */
+    bson_t key_pattern, key_value;
+} mf_cl_dup;
+
+void mf_cl_dup_clear(mf_cl_dup *d);
+/* Fill `d` for index `x` refusing document `doc`. */
+void mf_cl_dup_fill(mf_cl_dup *d, const mf_index_desc *x, const bson_t *doc);
+/* mongod's "E11000 duplicate key error collection: ... dup key: { a: 1 }". */
+void mf_cl_dup_message(const mf_cl_dup *d, const char *ns, char *out, size_t cap);
+
+/* Record in index `x`'s spec that fields `bits` have met arrays. */
+int mf_cl_mark_multikey(mf_engine *e, mf_coll *c, mf_index_desc *x, uint32_t bits,
+                        mf_error *err);
+
+/* -------------------------------------------------------------- write.c */
+
+/* Write one document and all its index entries as one engine write
+ * (exclusive collection lock): `old_doc` NULL inserts, `new_doc` NULL
+ * deletes, both replace.  MF_DuplicateKey (with `*dup` filled) when a
+ * unique index already holds a key of the new document. */
+int mf_cl_write_doc(mf_engine *e, mf_coll *c, mf_cl_indexes *ix, uint64_t rid,
+                    const bson_t *old_doc, const bson_t *new_doc, mf_lsn *lsn, mf_cl_dup *dup,
+                    mf_error *err);
+/* One past the largest RecordId of `c` (collection lock held). */
+int mf_cl_next_record_id(mf_engine *e, mf_coll *c, uint64_t *out, mf_error *err);
+/* The document as stored: checked (size, _id type, $-names), _id first and
+ * generated if absent; `id` is left on the _id element of `out`. */
+int mf_cl_stored_form(const bson_t *doc, bson_t *out, bson_iter_t *id, mf_error *err);
+/* Insert `doc` (exclusive collection lock) in its stored form, at RecordId
+ * `*next_id` (advanced), with its index entries: MF_DuplicateKey, with
+ * `*dup` filled, when a unique index refuses it.  `*id` is left on the
+ * stored document's _id. */
+int mf_cl_insert_doc(mf_engine *e, mf_coll *c, mf_cl_indexes *ix, uint64_t *next_id,
+                     const bson_t *doc, bson_t *stored, bson_iter_t *id, mf_lsn *lsn,
+                     mf_cl_dup *dup, mf_error *err);
+/* A bounded collection's upkeep (until capped collections, issue 48): the
+ * bytes of every document of `c` (collection lock held), and the oldest
+ * documents deleted until at most `cap` bytes remain (`*bytes` kept
+ * current; exclusive collection lock). */
+int mf_cl_doc_bytes(mf_engine *e, mf_coll *c, int64_t *out, mf_error *err);
+int mf_cl_trim_oldest(mf_engine *e, mf_coll *c, mf_cl_indexes *ix, int64_t *bytes, int64_t cap,
+                      mf_lsn *lsn, mf_error *err);
+
+/* --------------------------------------------------------------- scan.c */
+
+/* Plan a scan of `c` over its indexes `ix` (query/plan.c's mf_scan_new).
+ * A user operation passes the server's `db`: a plan on an index then
+ * counts as one access of it ($indexStats) and the plan cache is used;
+ * internal reads (explain, TTL, $merge's lookups) pass NULL. */
+int mf_cl_scan_new(mf_cl_db *db, mf_coll *c, const mf_cl_indexes *ix, const bson_t *filter,
+                   const bson_iter_t *hint, const bson_t *sort, const mf_collator *coll,
+                   mf_scan **out, bool *sorted, mf_error *err);
+/* The same with what find's min/max or distinct add (mf_scan_new_ex). */
+int mf_cl_scan_new_ex(mf_cl_db *db, mf_coll *c, const mf_cl_indexes *ix, const bson_t *filter,
+                      const bson_iter_t *hint, const bson_t *sort, const mf_collator *coll,
+                      const mf_scan_extra *x, mf_scan **out, bool *sorted, mf_error *err);
+
+/* Index access counters: one per (namespace, index name), `since` the
+ * server's start or the index's creation.  Thread-safe. */
+void mf_cl_usage_count(mf_cl_db *db, const char *ns, const char *index);
+/* createIndexes: a fresh counter, since now. */
+void mf_cl_usage_start(mf_cl_db *db, const char *ns, const char *index);
+/* Forget the counter of an index, or (index NULL) of every index of the
+ * collection `ns`, or of every collection of a database when `ns` is
+ * "db." (dropDatabase). */
+void mf_cl_usage_forget(mf_cl_db *db, const char *ns, const char *index);
+void mf_cl_usage_get(mf_cl_db *db, const char *ns, const char *index, int64_t *ops,
+                     int64_t *since_ms);
+
+/* ------------------------------------------------------------ options.c */
+
+/* The uuid of collection `c` from its catalog options; false if none. */
+bool mf_cl_uuid(mf_coll *c, uint8_t out[16]);
+/* The collection's default collation (`create`'s, kept in its catalog
+ * options) as a new reference, NULL for simple or when `c` is NULL;
+ * MF_DataCorruption if the stored spec cannot be used. */
+int mf_cl_default_collation(const mf_coll *c, mf_collator **out, mf_error *err);
+/* An operation's collation: `given` when the command gave one (even
+ * simple), else `c`'s default.  A new reference in `*out`. */
+int mf_cl_collation_for(const mf_coll *c, bool has_given, const mf_collator *given,
+                        mf_collator **out, mf_error *err);
+/* The same for namespace `ns`, looked up under the catalog lock (which
+ * the caller must not hold). */
+int mf_cl_collation_of_ns(mf_engine *e, const char *ns, bool has_given,
+                          const mf_collator *given, mf_collator **out, mf_error *err);
+/* Whether `c` is clustered; `spec` (may be NULL) then borrows its
+ * clusteredIndex document (valid while the catalog lock is held). */
+bool mf_cl_clustered(const mf_coll *c, bson_t *spec);
+/* The clustered index's name in `spec` (borrowed from it). */
+const char *mf_cl_clustered_name(const bson_t *spec);
+/* The clustered index as listIndexes shows it (initialised here). */
+void mf_cl_clustered_list_spec(const mf_coll *c, const bson_t *spec, bson_t *out);
+/* collMod's changeStreamPreAndPostImages: rewrite `c`'s options with the
+ * option {enabled: true} first, or without it.  Exclusive catalog lock. */
+int mf_cl_set_pre_post_images(mf_engine *e, mf_coll *c, bool enabled, mf_lsn *lsn,
+                              mf_error *err);
+
+/* ------------------------------------------------------------ catalog.c */
+
+/* Create `ns` with catalog `options` (create's, checked by the caller)
+ * and, with `id_index`, its _id index under collation `coll` (may be
+ * NULL); durable on return.  MF_NamespaceExists when it is there.  Takes
+ * the catalog lock exclusively: call with no lock held. */
+int mf_cl_create(mf_engine *e, const char *ns, const bson_t *options, const mf_collator *coll,
+                 bool id_index, mf_error *err);
+
+/* -------------------------------------------------------------- stats.c */
+
+/* What a collection occupies (its lock held, shared or exclusive). */
+typedef struct mf_cl_sizes {
+    uint64_t count;         /* records */
+    uint64_t data_bytes;    /* document bytes */
+    uint64_t storage_bytes; /* pages of the record tree */
+    uint64_t index_bytes;   /* pages of all index trees */
+} mf_cl_sizes;
+
+/* Measure `c`; `each_index` (may be NULL) is told each index's bytes. */
+int mf_cl_measure(mf_engine *e, mf_coll *c, mf_cl_sizes *out,
+                  void (*each_index)(void *arg, const char *name, uint64_t bytes), void *arg,
+                  mf_error *err);
+/* Bytes of the file collection `c` occupies: its record tree and every
+ * index tree.  The caller holds the catalog lock; this takes the
+ * collection's shared lock.  Walks every page of the collection. */
+int mf_cl_storage_bytes(mf_engine *e, mf_coll *c, uint64_t *bytes, mf_error *err);
+
+#endif /* MF_COLL_H */

@@ -1,0 +1,390 @@
+/*
+ * write.c -- one document written with all its index entries.
+ *
+ * Every insert, update and delete of a document goes through
+ * mf_cl_write_doc(): it computes the document's keys in every index before
+ * and after (query/index.c), puts the keys it gains and deletes the keys
+ * it loses, checks unique indexes, and hands the record and all index
+ * changes to the engine as one write -- so after a crash a document is
+ * there with all its index entries, or not at all.
+ *
+ * Also here: RecordIds, the stored form of a document (mongod's
+ * fixDocumentForInsert), and the trim that keeps a bounded collection
+ * (system.profile, local.startup_log) within its size.
+ */
+#include "coll.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ------------------------------------------------------------- the write */
+
+/* Memory for the operations of one write: keys live until it is done. */
+typedef struct opbuf {
+    mf_op *ops;
+    size_t n, cap;
+    mf_buf *keys; /* each op's key bytes (owned) */
+    size_t nkeys, capkeys;
+} opbuf;
+
+static void opbuf_free(opbuf *b)
+{
+    for (size_t i = 0; i < b->nkeys; i++)
+        mf_buf_free(&b->keys[i]);
+    free(b->keys);
+    free(b->ops);
+}
+
+/* Add an op whose key is `k` (+ the RecordId when `with_rid`). */
+static int opbuf_add(opbuf *b, mf_op_kind kind, mf_tree_id tree, const mf_buf *k, bool with_rid,
+                     const uint8_t rid[8], mf_error *err)
+{
+    if (b->n == b->cap) {
+        size_t cap = b->cap ? b->cap * 2 : 8;
+        mf_op *v = realloc(b->ops, cap * sizeof *v);
+        if (!v)
+            return mf_error_set(err, MF_InternalError, "out of memory");
+        b->ops = v;
+        b->cap = cap;
+    }
+    if (b->nkeys == b->capkeys) {
+        size_t cap = b->capkeys ? b->capkeys * 2 : 8;
+        mf_buf *v = realloc(b->keys, cap * sizeof *v);
+        if (!v)
+            return mf_error_set(err, MF_InternalError, "out of memory");
+        b->keys = v;
+        b->capkeys = cap;
+    }
+    mf_buf *kb = &b->keys[b->nkeys];
+    memset(kb, 0, sizeof *kb);
+    if (mf_buf_append(kb, k->data, k->len) != 0 || (with_rid && mf_buf_append(kb, rid, 8) != 0)) {
+        mf_buf_free(kb);
+        return mf_error_set(err, MF_InternalError, "out of memory");
+    }
+    b->nkeys++;
+    b->ops[b->n++] = (mf_op){.kind = kind, .tree = tree, .key = kb->data, .klen = kb->len,
+                             .val = kind == MF_OP_PUT ? rid : NULL,
+                             .vlen = kind == MF_OP_PUT ? 8 : 0};
+    return 0;
+}
+
+/* (A realloc of `keys` moves only the mf_buf headers, not the bytes they
+ * point to, so an op's .key stays valid.) */
+
+static int cmp_key(const void *a, const void *b)
+{
+    const mf_buf *x = a, *y = b;
+    size_t n = x->len < y->len ? x->len : y->len;
+    int c = memcmp(x->data, y->data, n);
+    return c ? c : (x->len > y->len) - (x->len < y->len);
+}
+
+static bool key_in(const mf_keyset *s, const mf_buf *k)
+{
+    /* sorted: binary search */
+    size_t lo = 0, hi = s->n;
+    while (lo < hi) {
+        size_t mid = (lo + hi) / 2;
+        int c = cmp_key(&s->keys[mid], k);
+        if (c == 0)
+            return true;
+        if (c < 0)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return false;
+}
+
+static int has_other_entry(mf_btree *tree, const mf_buf *k, const uint8_t rid[8], bool *found,
+                           mf_error *err)
+{
+    mf_cursor cur;
+    bool valid;
+    int rc;
+    *found = false;
+    mf_cursor_init(&cur, tree);
+    rc = mf_cursor_seek(&cur, k->data, k->len, false, &valid, err);
+    while (rc == 0 && valid) {
+        const uint8_t *ek;
+        size_t el;
+        mf_cursor_key(&cur, &ek, &el);
+        if (el != k->len + 8 || memcmp(ek, k->data, k->len) != 0)
+            break;
+        if (memcmp(ek + k->len, rid, 8) != 0) {
+            *found = true;
+            break;
+        }
+        rc = mf_cursor_next(&cur, &valid, err);
+    }
+    return rc;
+}
+
+int mf_cl_write_doc(mf_engine *e, mf_coll *c, mf_cl_indexes *ix, uint64_t rid, const bson_t *old_doc,
+                  const bson_t *new_doc, mf_lsn *lsn, mf_cl_dup *dup, mf_error *err)
+{
+    uint8_t r[8];
+    opbuf b = {0};
+    mf_keyset before = {0}, after = {0};
+    int64_t ins = 0, del = 0; /* index entries put and deleted */
+    int rc = 0;
+    mf_record_id_encode(rid, r);
+    /* The record itself first: its op carries the document, not a key. */
+    b.ops = malloc(8 * sizeof *b.ops);
+    if (!b.ops)
+        return mf_error_set(err, MF_InternalError, "out of memory");
+    b.cap = 8;
+    b.ops[b.n++] = new_doc ? (mf_op){.kind = MF_OP_PUT, .tree = mf_coll_records(c), .key = r,
+                                     .klen = 8, .val = bson_get_data(new_doc),
+                                     .vlen = new_doc->len}
+                           : (mf_op){.kind = MF_OP_DELETE, .tree = mf_coll_records(c), .key = r,
+                                     .klen = 8};
+    for (size_t i = 0; rc == 0 && i < ix->n; i++) {
+        mf_index_desc *x = &ix->v[i];
+        uint32_t mk_old = 0, mk_new = 0;
+        mf_keyset_clear(&before);
+        mf_keyset_clear(&after);
+        if (old_doc && (rc = mf_index_keys(x, old_doc, &before, &mk_old, err)) != 0)
+            break;
+        if (new_doc && (rc = mf_index_keys(x, new_doc, &after, &mk_new, err)) != 0)
+            break;
+        /* (index.c gives keys sorted and distinct) */
+        mf_btree *tree = mf_engine_tree(e, x->tree);
+        if (!tree) {
+            rc = mf_error_set(err, MF_InternalError, "index %s has no tree", x->name);
+            break;
+        }
+        for (size_t k = 0; rc == 0 && k < before.n; k++)
+            if (!key_in(&after, &before.keys[k]) &&
+                (rc = opbuf_add(&b, MF_OP_DELETE, x->tree, &before.keys[k], !x->unique, r,
+                                err)) == 0)
+                del++;
+        for (size_t k = 0; rc == 0 && k < after.n; k++) {
+            if (key_in(&before, &after.keys[k]))
+                continue;
+            if (x->unique || x->prepare_unique) {
+                bool found;
+                const uint8_t *v;
+                size_t vl;
+                if (x->unique)
+                    rc = mf_btree_get(tree, after.keys[k].data, after.keys[k].len, &found, &v,
+                                      &vl, err);
+                else /* prepareUnique: existing duplicates stay, new ones are refused */
+                    rc = has_other_entry(tree, &after.keys[k], r, &found, err);
+                if (rc == 0 && found && !(x->unique && vl == 8 && memcmp(v, r, 8) == 0)) {
+                    if (dup)
+                        mf_cl_dup_fill(dup, x, new_doc);
+                    rc = mf_error_set(err, MF_DuplicateKey, "duplicate key in index %s",
+                                      x->name);
+                    break;
+                }
+            }
+            if (rc == 0 &&
+                (rc = opbuf_add(&b, MF_OP_PUT, x->tree, &after.keys[k], !x->unique, r, err)) == 0)
+                ins++;
+        }
+        if (rc == 0 && mk_new)
+            rc = mf_cl_mark_multikey(e, c, x, mk_new, err);
+    }
+    if (rc == 0)
+        rc = mf_engine_write(e, b.ops, b.n, lsn, err);
+    if (rc == 0) {
+        ix->keys_inserted += ins;
+        ix->keys_deleted += del;
+    }
+    mf_keyset_free(&before);
+    mf_keyset_free(&after);
+    opbuf_free(&b);
+    return rc;
+}
+
+/* ------------------------------------------------- bounded collections */
+
+int mf_cl_doc_bytes(mf_engine *e, mf_coll *c, int64_t *out, mf_error *err)
+{
+    mf_cursor cur;
+    bool valid;
+    *out = 0;
+    mf_cursor_init(&cur, mf_engine_tree(e, mf_coll_records(c)));
+    int rc = mf_cursor_first(&cur, &valid, err);
+    while (rc == 0 && valid) {
+        const uint8_t *v;
+        size_t vl;
+        mf_cursor_value(&cur, &v, &vl);
+        *out += (int64_t)vl;
+        rc = mf_cursor_next(&cur, &valid, err);
+    }
+    return rc;
+}
+
+int mf_cl_trim_oldest(mf_engine *e, mf_coll *c, mf_cl_indexes *ix, int64_t *bytes, int64_t cap,
+                    mf_lsn *lsn, mf_error *err)
+{
+    int rc = 0;
+    while (rc == 0 && *bytes > cap) {
+        mf_cursor cur;
+        bool valid;
+        const uint8_t *k, *v;
+        size_t kl, vl;
+        bson_t old;
+        mf_cursor_init(&cur, mf_engine_tree(e, mf_coll_records(c)));
+        if ((rc = mf_cursor_first(&cur, &valid, err)) != 0 || !valid)
+            break;
+        mf_cursor_key(&cur, &k, &kl);
+        mf_cursor_value(&cur, &v, &vl);
+        /* a copy: the write moves what the cursor points into */
+        uint8_t *copy = malloc(vl);
+        if (!copy)
+            return mf_error_set(err, MF_InternalError, "out of memory");
+        memcpy(copy, v, vl);
+        uint64_t rid = mf_record_id_decode(k);
+        if (bson_init_static(&old, copy, vl))
+            rc = mf_cl_write_doc(e, c, ix, rid, &old, NULL, lsn, NULL, err);
+        else
+            rc = mf_error_set(err, MF_DataCorruption, "a damaged record in %s", mf_coll_name(c));
+        free(copy);
+        if (rc == 0)
+            *bytes -= (int64_t)vl;
+    }
+    return rc;
+}
+
+/* ------------------------------------------------------- stored documents */
+
+/* One past the largest RecordId in the record tree. */
+int mf_cl_next_record_id(mf_engine *e, mf_coll *c, uint64_t *out, mf_error *err)
+{
+    mf_cursor cur;
+    bool valid;
+    mf_cursor_init(&cur, mf_engine_tree(e, mf_coll_records(c)));
+    int rc = mf_cursor_last(&cur, &valid, err);
+    if (rc)
+        return rc;
+    *out = 1;
+    if (valid) {
+        const uint8_t *k;
+        size_t kl;
+        mf_cursor_key(&cur, &k, &kl);
+        if (kl == 8)
+            *out = mf_record_id_decode(k) + 1;
+    }
+    return 0;
+}
+
+/* Whether the document `it` (an _id's value, or something inside it) may
+ * be stored, as mongod's BSONObj::storageValidEmbedded: no field name
+ * starts with '$', at any depth (arrays and a code-with-scope's scope
+ * included), except a DBRef's: a first field "$ref" holding a string,
+ * then "$id", then optionally "$db" holding a string.  As mongod, the
+ * values of "$ref" and "$id" are not looked into.  On failure `*bad` is
+ * the offending name.  Depth is bounded: the caller checked it. */
+static bool storage_valid_embedded(const bson_iter_t *it, const char **bad)
+{
+    bson_iter_t f;
+    if (BSON_ITER_HOLDS_CODEWSCOPE(it)) {
+        uint32_t len, slen;
+        const uint8_t *scope;
+        bson_t sc;
+        bson_iter_codewscope(it, &len, &slen, &scope);
+        if (!bson_init_static(&sc, scope, slen) || !bson_iter_init(&f, &sc))
+            return true;
+    } else if (!bson_iter_recurse(it, &f)) {
+        return true;
+    }
+    bool first = true, more = bson_iter_next(&f);
+    while (more) {
+        const char *k = bson_iter_key(&f);
+        if (k[0] == '$') {
+            if (!first || strcmp(k, "$ref") != 0 || !BSON_ITER_HOLDS_UTF8(&f) ||
+                !bson_iter_next(&f) || strcmp(bson_iter_key(&f), "$id") != 0) {
+                *bad = k;
+                return false;
+            }
+            /* {$ref: "c", $id: v, ...}: what follows $id is checked as
+             * any field would be, but a string $db */
+            first = false;
+            if (!bson_iter_next(&f))
+                return true;
+            k = bson_iter_key(&f);
+            if (strcmp(k, "$db") == 0 && BSON_ITER_HOLDS_UTF8(&f)) {
+                more = bson_iter_next(&f);
+                continue;
+            }
+            if (k[0] == '$') {
+                *bad = k;
+                return false;
+            }
+        }
+        if ((BSON_ITER_HOLDS_DOCUMENT(&f) || BSON_ITER_HOLDS_ARRAY(&f) ||
+             BSON_ITER_HOLDS_CODEWSCOPE(&f)) &&
+            !storage_valid_embedded(&f, bad))
+            return false;
+        first = false;
+        more = bson_iter_next(&f);
+    }
+    return true;
+}
+
+/* The document as stored: _id first (generated if absent). */
+int mf_cl_stored_form(const bson_t *doc, bson_t *out, bson_iter_t *id, mf_error *err)
+{
+    bson_iter_t it;
+    bool has_id = bson_iter_init_find(&it, doc, "_id");
+    /* mongod's fixDocumentForInsert: size, then depth, before the _id. */
+    if (doc->len > MF_MAX_BSON_OBJECT_SIZE)
+        return mf_error_set(err, MF_BadValue,
+                            "object to insert too large. size in bytes: %u, max size: %d",
+                            doc->len, MF_MAX_BSON_OBJECT_SIZE);
+    if (mf_bsonx_depth_exceeds(doc, MF_BSON_MAX_STORAGE_DEPTH))
+        return mf_error_set(err, MF_Overflow,
+                            "cannot insert document because it exceeds %d levels of nesting",
+                            MF_BSON_MAX_STORAGE_DEPTH);
+    if (has_id) {
+        bson_type_t t = bson_iter_type(&it);
+        if (t == BSON_TYPE_ARRAY)
+            return mf_error_set(err, 53, "can't use an array for _id");
+        if (t == BSON_TYPE_REGEX)
+            return mf_error_set(err, 53, "can't use a regex for _id");
+        if (t == BSON_TYPE_UNDEFINED)
+            return mf_error_set(err, 53, "can't use a undefined for _id");
+    }
+    /* Since 5.0 field names may start with '$' -- except inside _id,
+     * where only a DBRef's may (mongod's storageValidIdField). */
+    const char *bad = NULL;
+    if (has_id && BSON_ITER_HOLDS_DOCUMENT(&it) && !storage_valid_embedded(&it, &bad))
+        return mf_error_set(err, MF_DollarPrefixedFieldName,
+                            "_id fields may not contain '$'-prefixed fields: %s is not valid for "
+                            "storage.",
+                            bad);
+    bson_init(out);
+    if (has_id) {
+        bson_iter_init_find(&it, doc, "_id");
+        mf_bsonx_append_iter(out, "_id", 3, &it);
+        mf_bsonx_copy_except(doc, out, "_id");
+    } else {
+        bson_oid_t oid;
+        bson_oid_init(&oid, NULL);
+        BSON_APPEND_OID(out, "_id", &oid);
+        bson_concat(out, doc);
+    }
+    bson_iter_init(id, out);
+    bson_iter_next(id);
+    return 0;
+}
+
+/* A DuplicateKey write error, as mongod words it. */
+/* Insert one document into `c` (exclusive lock held). */
+int mf_cl_insert_doc(mf_engine *e, mf_coll *c, mf_cl_indexes *ix, uint64_t *next_id,
+                   const bson_t *doc, bson_t *stored, bson_iter_t *id, mf_lsn *lsn, mf_cl_dup *dup,
+                   mf_error *err)
+{
+    int rc = mf_cl_stored_form(doc, stored, id, err);
+    if (rc)
+        return rc;
+    rc = mf_cl_write_doc(e, c, ix, *next_id, NULL, stored, lsn, dup, err);
+    if (rc == 0)
+        (*next_id)++;
+    return rc;
+}
+
