@@ -356,6 +356,8 @@ static int out_open(void *arg, const char *db, const char *coll, mf_agg_sink **o
         BSON_APPEND_UTF8(&cmd, "createIndexes", tmp);
         BSON_APPEND_ARRAY(&cmd, "indexes", &s->specs);
         rc = mfi_cmd_create_indexes(&ctx, &cmd, &reply, err);
+        if (ctx.lsn > s->lsn) /* synced with the documents, at commit */
+            s->lsn = ctx.lsn;
         if (rc) {
             char msg[sizeof err->msg];
             snprintf(msg, sizeof msg, "%s", err->msg);

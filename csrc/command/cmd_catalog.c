@@ -169,8 +169,7 @@ int mfi_cmd_drop(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_error *er
     mf_engine_catalog_unlock(e);
     if (rc == 0)
         mf_cl_usage_forget(mfi_cl(ctx->inst), ns, NULL);
-    if (rc == 0)
-        rc = mf_engine_sync(e, lsn, err);
+    mfi_ctx_wrote(ctx, lsn);
     if (rc == 0) {
         BSON_APPEND_INT32(reply, "nIndexesWas", nidx);
         BSON_APPEND_UTF8(reply, "ns", ns);
@@ -379,8 +378,7 @@ int mfi_cmd_drop_database(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_
     }
     mf_engine_catalog_unlock(e);
     free(l.v);
-    if (rc == 0 && lsn)
-        rc = mf_engine_sync(e, lsn, err);
+    mfi_ctx_wrote(ctx, lsn);
     if (rc == 0) {
         /* its profiling settings go with it, as mongod's */
         mfi_profile_forget_db(ctx->inst, ctx->db);
@@ -448,5 +446,6 @@ int mfi_cmd_rename_collection(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply,
         mf_cl_usage_forget(mfi_cl(ctx->inst), from, NULL);
         mf_cl_usage_forget(mfi_cl(ctx->inst), to, NULL);
     }
-    return rc == 0 ? mf_engine_sync(e, lsn, err) : rc;
+    mfi_ctx_wrote(ctx, lsn);
+    return rc;
 }

@@ -449,14 +449,7 @@ int mfi_cmd_create_indexes(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf
         bson_destroy(&norm[i]);
     free(norm);
     free(skip);
-    if (lsn) {
-        mf_error serr;
-        int src = mf_engine_sync(e, lsn, &serr);
-        if (rc == 0 && src) {
-            *err = serr;
-            rc = src;
-        }
-    }
+    mfi_ctx_wrote(ctx, lsn); /* the dispatcher syncs before the reply */
     if (rc)
         return rc;
     BSON_APPEND_INT32(reply, "numIndexesBefore", (int32_t)before);
@@ -674,8 +667,7 @@ int mfi_cmd_drop_indexes(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_e
     for (size_t i = 0; names && i < nn; i++)
         free(names[i]);
     free(names);
-    if (rc == 0 && lsn)
-        rc = mf_engine_sync(e, lsn, err);
+    mfi_ctx_wrote(ctx, lsn);
     if (rc)
         return rc;
     BSON_APPEND_INT32(reply, "nIndexesWas", (int32_t)was);
@@ -1084,8 +1076,7 @@ int mfi_cmd_coll_mod(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_error
     if (rc == 0 && has_images)
         rc = mf_cl_set_pre_post_images(e, c, images, &lsn, err);
     mf_engine_catalog_unlock(e);
-    if (rc == 0 && lsn)
-        rc = mf_engine_sync(e, lsn, err);
+    mfi_ctx_wrote(ctx, lsn);
     return rc;
 }
 

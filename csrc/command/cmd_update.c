@@ -250,23 +250,6 @@ static int write_time_check(const xenv *x, mf_error *err)
     return mf_deadline_check(x->deadline, err);
 }
 
-/* The sync a write command's reply waits for (group commit).  After an
- * interruption (maxTimeMS) the writes made before it stay, as mongod's
- * do, so they are made durable as well; a failed sync is then the error
- * reported. */
-static int sync_writes(mf_engine *e, mf_lsn lsn, int rc, mf_error *err)
-{
-    if (!lsn || (rc != 0 && rc != MF_MaxTimeMSExpired))
-        return rc;
-    mf_error serr;
-    int r = mf_engine_sync(e, lsn, &serr);
-    if (r) {
-        *err = serr;
-        return r;
-    }
-    return rc;
-}
-
 static void xenv_close(xenv *x)
 {
     mf_expr_ctx_free(x->xctx);
@@ -819,7 +802,7 @@ int mfi_cmd_update(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_error *
     mf_engine_catalog_unlock(e);
     xenv_close(&x);
     free(st);
-    rc = sync_writes(e, lsn, rc, err);
+    mfi_ctx_wrote(ctx, lsn); /* the dispatcher syncs before the reply */
     if (rc == 0) {
         BSON_APPEND_INT32(reply, "n", (int32_t)n);
         BSON_APPEND_INT32(reply, "nModified", (int32_t)nmod);
@@ -1002,7 +985,7 @@ int mfi_cmd_delete(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_error *
     mf_engine_catalog_unlock(e);
     xenv_close(&x);
     free(st);
-    rc = sync_writes(e, lsn, rc, err);
+    mfi_ctx_wrote(ctx, lsn); /* the dispatcher syncs before the reply */
     if (rc == 0) {
         BSON_APPEND_INT32(reply, "n", (int32_t)n);
         if (nerr)
@@ -1241,8 +1224,7 @@ int mfi_cmd_find_and_modify(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, m
     if (locked)
         mf_engine_catalog_unlock(e);
     free(h.v);
-    if (rc == 0 && lsn)
-        rc = mf_engine_sync(e, lsn, err);
+    mfi_ctx_wrote(ctx, lsn);
     if (rc == 0 && has_value && proj) {
         bson_t shaped;
         rc = mf_projection_apply(proj, &value, a.return_new ? -1 : pos, &shaped, err);

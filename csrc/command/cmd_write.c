@@ -183,16 +183,7 @@ int mfi_cmd_insert(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_error *
     mf_cl_dup_clear(&dup);
     mf_coll_unlock(c);
     mf_engine_catalog_unlock(e);
-    /* Reply only once a sync covers every write (group commit), the
-     * writes before an expiry of maxTimeMS included. */
-    if ((rc == 0 || rc == MF_MaxTimeMSExpired) && lsn) {
-        mf_error serr;
-        int r = mf_engine_sync(e, lsn, &serr);
-        if (r) {
-            *err = serr;
-            rc = r;
-        }
-    }
+    mfi_ctx_wrote(ctx, lsn); /* the dispatcher syncs before the reply */
     if (rc == 0) {
         BSON_APPEND_INT32(reply, "n", (int32_t)n);
         if (nerr)

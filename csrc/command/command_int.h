@@ -112,6 +112,11 @@ typedef struct mf_cmd_ctx {
      * profiled (before its database is known). */
     mfi_op_debug *dbg;
     mfi_prof_op *prof; /* the profiler's view of this command */
+    /* The log position of the command's last write: the dispatcher syncs
+     * to it once, after the handler and before any reply leaves (group
+     * commit), so no write is acknowledged before it is durable.  Handlers
+     * raise it with mfi_ctx_wrote and never sync themselves. */
+    mf_lsn lsn;
     /* the command creates or writes collections (a write command other
      * than aggregate): system namespaces are checked as mongod's
      * userAllowedCreateNS does */
@@ -618,6 +623,13 @@ void mfi_write_error(bson_t *werr, uint32_t index, const mf_error *err);
 bool mfi_write_fatal(int rc);
 
 /* Helpers for reading arguments. */
+
+/* The command wrote up to log position `lsn`: its reply waits for it. */
+static inline void mfi_ctx_wrote(mf_cmd_ctx *ctx, mf_lsn lsn)
+{
+    if (lsn > ctx->lsn)
+        ctx->lsn = lsn;
+}
 
 /* The collection layer's state of `inst`, or NULL (an internal read). */
 static inline mf_cl_db *mfi_cl(mf_instance *inst)

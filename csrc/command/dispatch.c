@@ -490,6 +490,19 @@ void mf_command_run(mf_instance *inst, mf_client *client, const bson_t *cmd,
     if (ctx.deadline.at_us && (rc = mfi_max_time_check(inst, &err)) != 0)
         goto fail;
     rc = def->fn(&ctx, cmd, reply, &err);
+    /* Durable before any reply: one sync covers every write the command
+     * made (group commit shares it with the other writers).  Writes made
+     * before a maxTimeMS expiry stay, as mongod's do, and are synced too;
+     * a failed sync is then the command's error, and nothing is
+     * acknowledged. */
+    if (ctx.lsn) {
+        mf_error serr;
+        int src = mf_engine_sync(inst->engine, ctx.lsn, &serr);
+        if (src && (rc == 0 || rc == MF_MaxTimeMSExpired)) {
+            err = serr;
+            rc = src;
+        }
+    }
     /* Waiting for the write concern, success or not, is where a
      * writeConcernError from the fail point comes in. */
     if (takes_write_concern(def, cmd))

@@ -47,6 +47,15 @@ static int run(mf_instance *inst, const char *db, const char *name, mf_cmd_fn fn
     bson_t reply = BSON_INITIALIZER;
     bson_iter_t it;
     int rc = fn(&ctx, cmd, &reply, err);
+    /* as the dispatcher does: durable before the server goes on */
+    if (ctx.lsn) {
+        mf_error serr;
+        int src = mf_engine_sync(inst->engine, ctx.lsn, &serr);
+        if (src && rc == 0) {
+            *err = serr;
+            rc = src;
+        }
+    }
     /* a write error inside an ok reply is still a failure here */
     if (rc == 0 && bson_iter_init_find(&it, &reply, "writeErrors"))
         rc = mf_error_set(err, MF_OperationFailed, "%s on %s: a write failed", name, db);
