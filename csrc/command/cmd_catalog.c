@@ -20,64 +20,6 @@
 #define NS_MAX 255
 #define ID_INDEX_SPEC_NAME "_id_"
 
-/* NamespaceString::isLegalClientSystemNS: the system collections a client
- * may create and write (a few of them only through the server's own
- * commands: system.profile's writes, system.views'). */
-static bool legal_client_system_ns(const char *db, const char *coll)
-{
-    static const char *const any_db[] = {"system.js", "system.views", "system.profile",
-                                         "system.users"};
-    static const char *const admin[] = {"system.roles", "system.version", "system.keys",
-                                        "system.backup_users", "system.new_users"};
-    for (size_t i = 0; i < sizeof any_db / sizeof any_db[0]; i++)
-        if (strcmp(coll, any_db[i]) == 0)
-            return true;
-    if (strcmp(db, "admin") == 0)
-        for (size_t i = 0; i < sizeof admin / sizeof admin[0]; i++)
-            if (strcmp(coll, admin[i]) == 0)
-                return true;
-    return (strcmp(db, "config") == 0 && strcmp(coll, "system.sessions") == 0) ||
-           (strcmp(db, "local") == 0 && strcmp(coll, "system.replset") == 0);
-}
-
-/* mongod's rules for a collection name within `db`; `writes`: the command
- * creates or writes it, so a system collection must be one a client may
- * write (userAllowedCreateNS).  Reading any collection is allowed. */
-static int check_coll_name(const char *db, const char *coll, bool writes, mf_error *err)
-{
-    size_t n = strlen(coll);
-    if (n == 0)
-        return mf_error_set(err, MF_InvalidNamespace, "Invalid namespace specified '%s.'", db);
-    if (strlen(db) + 1 + n > NS_MAX)
-        return mf_error_set(err, MF_InvalidNamespace,
-                            "Fully qualified namespace is too long. Namespace: %s.%s Max: %d",
-                            db, coll, NS_MAX);
-    if (strchr(coll, '$') || coll[0] == '.')
-        return mf_error_set(err, MF_InvalidNamespace, "Invalid collection name: %s", coll);
-    if (writes && strncmp(coll, "system.", 7) == 0 && !legal_client_system_ns(db, coll))
-        return mf_error_set(err, MF_InvalidNamespace, "Invalid system namespace: %s.%s", db,
-                            coll);
-    return 0;
-}
-
-/* The command's first value as a collection name in `ctx->db`, into `ns`. */
-int mfi_coll_arg(mf_cmd_ctx *ctx, const bson_t *cmd, char *ns, size_t cap, mf_error *err)
-{
-    bson_iter_t it;
-    bson_iter_init(&it, cmd);
-    bson_iter_next(&it);
-    if (!BSON_ITER_HOLDS_UTF8(&it))
-        return mf_error_set(err, MF_InvalidNamespace, "collection name has invalid type %s",
-                            mf_bsonx_type_alias(bson_iter_type(&it)));
-    const char *coll = bson_iter_utf8(&it, NULL);
-    int rc = check_coll_name(ctx->db, coll, ctx->writes, err);
-    if (rc)
-        return rc;
-    snprintf(ns, cap, "%s.%s", ctx->db, coll);
-    if (ctx->dbg) /* the operation's namespace, as its CurOp has it */
-        snprintf(ctx->dbg->ns, sizeof ctx->dbg->ns, "%s", ns);
-    return 0;
-}
 
 int mfi_cmd_create(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_error *err)
 {
@@ -400,7 +342,7 @@ static int full_ns(const bson_iter_t *it, const char *field, char *out, size_t c
                             strcmp(field, "to") == 0 ? "target" : "source", ns);
     char db[128];
     snprintf(db, sizeof db, "%.*s", (int)(dot - ns), ns);
-    int rc = check_coll_name(db, dot + 1, true, err);
+    int rc = mfi_coll_name_check(db, dot + 1, true, err);
     if (rc)
         return rc;
     snprintf(out, cap, "%s", ns);

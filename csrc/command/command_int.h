@@ -637,6 +637,10 @@ static inline mf_cl_db *mfi_cl(mf_instance *inst)
     return inst ? &inst->cl : NULL;
 }
 
+/* mongod's rules for collection name `coll` within `db` (InvalidNamespace
+ * 73); `writes`: the command creates or writes it, so a system collection
+ * must be one a client may write (userAllowedCreateNS). */
+int mfi_coll_name_check(const char *db, const char *coll, bool writes, mf_error *err);
 /* The command's first value as a collection name in ctx->db (mongod's
  * naming rules, InvalidNamespace 73), into `ns` as "db.coll". */
 int mfi_coll_arg(mf_cmd_ctx *ctx, const bson_t *cmd, char *ns, size_t cap, mf_error *err);
