@@ -1,5 +1,6 @@
 /*
- * cmd_find.c -- find, getMore, killCursors and distinct.
+ * cmd_find.c -- find, distinct and planCacheClear (getMore and killCursors,
+ * and the batches every cursor command replies with, are cursor.c's).
  *
  * find parses everything first (filter, projection, sort: a bad one is an
  * error even when the collection does not exist), then plans a scan
@@ -50,532 +51,6 @@ static int count_arg(const char *cmdname, const bson_iter_t *it, int64_t *out, m
         return mf_error_set(err, 51024, "BSON field '%s' value must be >= 0, actual value '%lld'",
                             bson_iter_key(it), (long long)*out);
     return 0;
-}
-
-/* --------------------------------------------------------------- batches */
-
-/* A batch is a list of its documents, each a reference: into the
- * collection's pages, for a scan's rows returned as they are (valid while
- * the collection is read-locked: the caller writes the reply before it
- * unlocks), or into the batch's runs of about RUN_BYTES, for a copy of
- * any other (a projection's output, a sorter's or a pipeline's, a stashed
- * document).  batch_reply then writes the reply's cursor document once,
- * at its final size, each document copied into it: a scan's document is
- * copied once in all.  Appending each document to a libbson array cost
- * more in bookkeeping (the length of every enclosing document, by
- * varargs) than the copy of a 100-byte document, a reply grown as the
- * documents came was copied again at each doubling, and copying every
- * document into runs, then the runs into the reply, made an indexed find
- * of 10,000 1-11% slower than this (docs/benchmarks.md). */
-#define RUN_BYTES (64 * 1024)
-#define REPLY_AHEAD 12 /* documents (batch_reply) */
-
-typedef struct batch_doc {
-    const uint8_t *data;
-    size_t len;
-} batch_doc;
-
-typedef struct batch {
-    uint32_t n;
-    size_t bytes; /* the documents' */
-    int64_t max_docs; /* -1: no count limit */
-    bool count_only;  /* explain: documents counted, not kept */
-    batch_doc *docs;
-    size_t docs_cap;
-    mf_buf *runs; /* the copies: full runs, then the one being written */
-    size_t nruns, runs_cap;
-    uint8_t *id_at; /* where batch_reply left the cursor id, for batch_set_id */
-} batch;
-
-static void batch_free(batch *b)
-{
-    for (size_t i = 0; i < b->nruns; i++)
-        mf_buf_free(&b->runs[i]);
-    free(b->runs);
-    free(b->docs);
-    b->runs = NULL;
-    b->docs = NULL;
-    b->nruns = b->runs_cap = b->docs_cap = 0;
-}
-
-/* Count the array key `key[at..14]` up by one, in place ("9" -> "10",
- * "199" -> "200"); returns where it starts. */
-static int key_next(char *key, int at)
-{
-    int i = 14;
-    while (i >= at && key[i] == '9')
-        key[i--] = '0';
-    if (i >= at)
-        key[i]++;
-    else
-        key[--at] = '1';
-    return at;
-}
-
-/* The bytes of the array keys "0" .. "<n-1>", without their NULs. */
-static size_t key_bytes(uint32_t n)
-{
-    size_t total = 0;
-    uint64_t from = 0, to = 10;
-    for (size_t digits = 1; from < n; digits++, from = to, to *= 10)
-        total += digits * (size_t)((n < to ? n : to) - from);
-    return total;
-}
-
-/* Whether a document of `len` bytes fits the batch (the first always does). */
-static bool batch_fits(const batch *b, size_t len)
-{
-    if (b->n > 0 && b->bytes + len > MF_MAX_BSON_OBJECT_SIZE)
-        return false;
-    return true;
-}
-
-/* Array `a` of `*cap` elements of `size` bytes, reallocated to twice as
- * many (64 at first); NULL when out of memory, `a` then unchanged. */
-static void *doubled(void *a, size_t *cap, size_t size)
-{
-    size_t n = *cap ? 2 * *cap : 64;
-    void *grown = realloc(a, n * size);
-    if (grown)
-        *cap = n;
-    return grown;
-}
-
-/* A copy of `len` bytes at `data` in the runs (which never move once
- * allocated: a full run is followed by a new one); NULL when out of
- * memory. */
-static const uint8_t *batch_copy(batch *b, const uint8_t *data, size_t len)
-{
-    mf_buf *run = b->nruns ? &b->runs[b->nruns - 1] : NULL;
-    if (!run || len > run->cap - run->len) {
-        if (b->nruns == b->runs_cap) {
-            mf_buf *runs = doubled(b->runs, &b->runs_cap, sizeof *runs);
-            if (!runs)
-                return NULL;
-            b->runs = runs;
-        }
-        /* 1 KiB first, doubling to RUN_BYTES: a reply of one projected
-         * document costs no large allocation. */
-        size_t cap = b->nruns ? 2 * b->runs[b->nruns - 1].cap : 1024;
-        if (cap > RUN_BYTES)
-            cap = RUN_BYTES;
-        mf_buf fresh = {0};
-        if (mf_buf_reserve(&fresh, len > cap ? len : cap) != 0)
-            return NULL;
-        b->runs[b->nruns++] = fresh;
-        run = &b->runs[b->nruns - 1];
-    }
-    uint8_t *at = run->data + run->len;
-    memcpy(at, data, len);
-    run->len += len;
-    return at;
-}
-
-/* Add a document to the batch: by reference when `stable` (a scan's row,
- * in the collection's pages, which fill's caller keeps locked until the
- * batch is written or dropped), else a copy.  Called once per document
- * returned: kept to plain stores. */
-static inline int batch_add(batch *b, const uint8_t *data, size_t len, bool stable,
-                            mf_error *err)
-{
-    if (b->count_only) {
-        b->n++;
-        b->bytes += len;
-        return 0;
-    }
-    if (b->n == b->docs_cap) {
-        batch_doc *docs = doubled(b->docs, &b->docs_cap, sizeof *docs);
-        if (!docs)
-            return mf_error_set(err, MF_InternalError, "out of memory");
-        b->docs = docs;
-    }
-    if (!stable && !(data = batch_copy(b, data, len)))
-        return mf_error_set(err, MF_InternalError, "out of memory");
-    b->docs[b->n++] = (batch_doc){data, len};
-    b->bytes += len;
-    return 0;
-}
-
-static uint8_t *put(uint8_t *p, const void *s, size_t n)
-{
-    memcpy(p, s, n);
-    return p + n;
-}
-
-/* The cursor document {<batch_name>: [the batch], id: 0, ns}, as the
- * field "cursor" of `reply`, written at its final size; batch_set_id sets
- * the id after (a cursor is registered once its collection is unlocked,
- * and a batch that refers to its pages is written before).  The batch is
- * freed.  `reply` is empty (the cursor is every cursor command's first
- * field) and written in place. */
-static int batch_reply(batch *b, bson_t *reply, const char *batch_name, const char *ns,
-                       mf_error *err)
-{
-    size_t name_len = strlen(batch_name), ns_len = strlen(ns);
-    /* each element: its type, its key and NUL, the document */
-    size_t arr = 4 + 2 * (size_t)b->n + key_bytes(b->n) + b->bytes + 1;
-    size_t cursor = 4 + (1 + name_len + 1 + arr) + (1 + 3 + 8) + (1 + 3 + 4 + ns_len + 1) + 1;
-    size_t total = 4 + (1 + 7 + cursor) + 1;
-    BSON_ASSERT(bson_empty(reply));
-    uint8_t *p = total <= INT32_MAX ? bson_reserve_buffer(reply, (uint32_t)total) : NULL;
-    if (!p) {
-        batch_free(b);
-        return mf_error_set(err, MF_InternalError, "out of memory");
-    }
-    uint8_t *q = p;
-    mf_store_i32le(q, (int32_t)total);
-    *(q += 4) = BSON_TYPE_DOCUMENT;
-    q = put(q + 1, "cursor", 7);
-    mf_store_i32le(q, (int32_t)cursor);
-    *(q += 4) = BSON_TYPE_ARRAY;
-    q = put(q + 1, batch_name, name_len + 1);
-    mf_store_i32le(q, (int32_t)arr);
-    q += 4;
-    /* The key: n in decimal ending at key[14], then its NUL and zeros, so
-     * that 16 bytes from `at` can be copied whole (a fixed-size copy, no
-     * call); the document overwrites what follows the NUL.  The documents
-     * of an index scan are scattered over the collection's pages, each
-     * page's address translated again: each document's first two lines
-     * are asked for REPLY_AHEAD documents ahead (12 took 1.4% less time
-     * than 4 for 10,000 documents of 100 B, 16 about as much, 24 more). */
-    char key[32] = {0};
-    int at = 14;
-    key[at] = '0';
-    const batch_doc *d = b->docs;
-    for (uint32_t i = 0; i < b->n; i++) {
-        if (i + REPLY_AHEAD < b->n) {
-            __builtin_prefetch(d[i + REPLY_AHEAD].data);
-            __builtin_prefetch(d[i + REPLY_AHEAD].data + 64);
-        }
-        size_t kl = (size_t)(15 - at);
-        *q++ = BSON_TYPE_DOCUMENT;
-        memcpy(q, key + at, 16);
-        q = put(q + kl + 1, d[i].data, d[i].len);
-        at = key_next(key, at);
-    }
-    *q++ = 0;
-    *q++ = BSON_TYPE_INT64;
-    q = put(q, "id", 3);
-    b->id_at = q;
-    memset(q, 0, 8);
-    q += 8;
-    *q++ = BSON_TYPE_UTF8;
-    q = put(q, "ns", 3);
-    mf_store_i32le(q, (int32_t)(ns_len + 1));
-    q = put(q + 4, ns, ns_len + 1);
-    *q++ = 0;
-    *q++ = 0;
-    BSON_ASSERT((size_t)(q - p) == total);
-    batch_free(b);
-    return 0;
-}
-
-/* The cursor id of the reply batch_reply wrote (before anything else is
- * added to it). */
-static void batch_set_id(const batch *b, int64_t id)
-{
-    for (int i = 0; i < 8; i++)
-        b->id_at[i] = (uint8_t)((uint64_t)id >> (8 * i));
-}
-
-static bool batch_full(const batch *b)
-{
-    return b->max_docs >= 0 && b->n >= (uint64_t)b->max_docs;
-}
-
-/* A result a pipeline built past the BSON limit (16 MiB + 16 KiB, as
- * mongod's BSONObjMaxInternalSize): BSONObjectTooLarge (10334). */
-static int too_large(const bson_t *d, mf_error *err)
-{
-    if (d->len <= 16 * 1024 * 1024 + 16 * 1024)
-        return 0;
-    char first[128] = "";
-    bson_iter_t it;
-    if (bson_iter_init(&it, d) && bson_iter_next(&it))
-        mf_bsonx_elem_to_string(&it, true, first, sizeof first);
-    return mf_error_set(err, 10334,
-                        "BSONObj size: %u (0x%X) is invalid. Size must be between 0 and "
-                        "16793600(16MB) First element: %s",
-                        d->len, d->len, first);
-}
-
-/* Offer one document: added, or stashed for the next batch. */
-static MF_ALWAYS_INLINE int offer(mfi_cursor *cur, batch *b, const uint8_t *data, size_t len,
-                                  bool stable, bool *stop, mf_error *err)
-{
-    if (!batch_fits(b, len)) {
-        cur->stash.len = 0;
-        if (mf_buf_append(&cur->stash, data, len) != 0)
-            return mf_error_set(err, MF_InternalError, "out of memory");
-        cur->has_stash = true;
-        *stop = true;
-        return 0;
-    }
-    if (batch_add(b, data, len, stable, err) != 0)
-        return err->code;
-    if (cur->limit > 0)
-        cur->limit--;
-    *stop = batch_full(b) || cur->limit == 0;
-    return 0;
-}
-
-/* Whether a row must be rebuilt for the client: a projection,
- * showRecordId's field, or returnKey's index key instead. */
-static bool reshaped(const mfi_cursor *cur)
-{
-    return cur->proj || cur->show_record_id || cur->return_key;
-}
-
-/* The document `doc` (of record `rid`, the matcher's position `pos`) as
- * the client sees it, into `out` (initialised, error or not: the caller
- * destroys it): projected, then with showRecordId's {$recordId: rid}
- * appended, as mongod appends it. */
-static int reshape(mfi_cursor *cur, const bson_t *doc, uint64_t rid, int64_t pos, bson_t *out,
-                   mf_error *err)
-{
-    int rc = 0;
-    if (cur->proj)
-        rc = mf_projection_apply(cur->proj, doc, pos, out, err);
-    else
-        bson_copy_to(doc, out);
-    if (rc == 0 && cur->show_record_id && !BSON_APPEND_INT64(out, "$recordId", (int64_t)rid))
-        rc = mf_error_set(err, MF_InternalError, "out of memory");
-    return rc;
-}
-
-/* A scanned row as the client sees it, `*doc`: rebuilt into `out` when
- * reshaped() (initialised then, error or not: the caller destroys it),
- * else the row's own document (no copy, `out` untouched). */
-static int shape(mfi_cursor *cur, const mf_scan_row *row, bson_t *out, const bson_t **doc,
-                 mf_error *err)
-{
-    *doc = reshaped(cur) ? out : &row->doc;
-    if (cur->return_key)
-        return mf_scan_return_key(cur->scan, row, out, err);
-    return reshaped(cur) ? reshape(cur, &row->doc, row->rid, row->pos, out, err) : 0;
-}
-
-/* A sorter record of a late projection, [pos][rid][document] (8 bytes
- * each, little endian), as the client sees it. */
-static int project_sorted(mfi_cursor *cur, const uint8_t *d, size_t dl, bson_t *out,
-                          mf_error *err)
-{
-    bson_t doc;
-    uint64_t pos = 0, rid = 0;
-    bson_init(out);
-    if (dl < 16 || !bson_init_static(&doc, d + 16, dl - 16))
-        return mf_error_set(err, MF_InternalError, "a sorted record is damaged");
-    for (int i = 7; i >= 0; i--) {
-        pos = pos << 8 | d[i];
-        rid = rid << 8 | d[8 + i];
-    }
-    bson_destroy(out);
-    return reshape(cur, &doc, rid, (int64_t)pos, out, err);
-}
-
-/* fill's sink for a scan's rows returned as they are (mf_scan_each). */
-typedef struct fill_sink {
-    mfi_cursor *cur;
-    batch *b;
-    mf_deadline *deadline;
-} fill_sink;
-
-static int sink_row(void *arg, const mf_scan_row *row, bool *stop, mf_error *err)
-{
-    fill_sink *f = arg;
-    int rc = mf_deadline_check(f->deadline, err);
-    if (rc)
-        return rc;
-    if (f->cur->skip > 0) {
-        f->cur->skip--;
-        return 0;
-    }
-    return offer(f->cur, f->b, row->data, row->doc.len, true, stop, err);
-}
-
-/* Fill `b` from the cursor's source.  A scan source needs the collection
- * `c` read-locked, and locked still until `b` is written or dropped: it
- * refers to the scan's documents in their pages.  `*exhausted` says the
- * cursor has nothing more. */
-static int fill(mfi_cursor *cur, mf_engine *e, mf_coll *c, batch *b, mf_deadline *deadline,
-                bool *exhausted, mf_error *err)
-{
-    bool stop = batch_full(b) || cur->limit == 0;
-    int rc = 0;
-    *exhausted = false;
-    if (!stop && cur->has_stash) {
-        mf_buf st = cur->stash;
-        cur->has_stash = false;
-        cur->stash = (mf_buf){0};
-        rc = batch_add(b, st.data, st.len, false, err);
-        mf_buf_free(&st);
-        if (cur->limit > 0)
-            cur->limit--;
-        stop = batch_full(b) || cur->limit == 0;
-    }
-    /* A scan's rows as they are: taken straight from it (mf_scan_each),
-     * without the calls and the tests below between one row and the next. */
-    if (rc == 0 && !stop && cur->scan && !cur->sorter && !cur->pipeline && !cur->docs &&
-        !reshaped(cur)) {
-        fill_sink f = {cur, b, deadline};
-        rc = mf_scan_each(cur->scan, e, c, cur->matcher, sink_row, &f, exhausted, err);
-        stop = true;
-    }
-    while (rc == 0 && !stop) {
-        if ((rc = mf_deadline_check(deadline, err)) != 0)
-            break;
-        if (cur->sorter) {
-            const uint8_t *d;
-            size_t dl;
-            bool valid;
-            if ((rc = mf_sorter_next(cur->sorter, &d, &dl, &valid, err)) != 0 || !valid) {
-                *exhausted = rc == 0;
-                break;
-            }
-            if (cur->project_late) {
-                bson_t out;
-                if ((rc = project_sorted(cur, d, dl, &out, err)) == 0)
-                    rc = offer(cur, b, bson_get_data(&out), out.len, false, &stop, err);
-                bson_destroy(&out);
-            } else {
-                rc = offer(cur, b, d, dl, false, &stop, err);
-            }
-        } else if (cur->pipeline) {
-            bson_t d;
-            bool end;
-            if ((rc = mf_pipeline_next(cur->pipeline, &d, &end, err)) != 0 || end) {
-                *exhausted = rc == 0;
-                break;
-            }
-            rc = too_large(&d, err);
-            if (rc == 0)
-                rc = offer(cur, b, bson_get_data(&d), d.len, false, &stop, err);
-            bson_destroy(&d);
-        } else if (cur->docs) {
-            if (!bson_iter_next(&cur->docs_it)) {
-                *exhausted = true;
-                break;
-            }
-            uint32_t dl;
-            const uint8_t *d;
-            bson_iter_document(&cur->docs_it, &dl, &d);
-            rc = offer(cur, b, d, dl, false, &stop, err);
-        } else {
-            mf_scan_row row;
-            bool valid;
-            if ((rc = mf_scan_next(cur->scan, e, c, cur->matcher, &row, &valid, err)) != 0 ||
-                !valid) {
-                *exhausted = rc == 0;
-                break;
-            }
-            if (cur->skip > 0) {
-                cur->skip--;
-                continue;
-            }
-            /* reshaped: rows returned as they are took mf_scan_each above */
-            bson_t out;
-            const bson_t *doc;
-            rc = shape(cur, &row, &out, &doc, err);
-            if (rc == 0)
-                rc = offer(cur, b, bson_get_data(doc), doc->len, false, &stop, err);
-            bson_destroy(&out);
-        }
-    }
-    if (rc == 0 && cur->limit == 0)
-        *exhausted = true;
-    /* A scan that has seen its end, with nothing kept back, is done. */
-    if (rc == 0 && cur->scan && !cur->sorter && !cur->has_stash && mf_scan_eof(cur->scan))
-        *exhausted = true;
-    /* A sorter or an array knows its end: look one ahead so the last batch
-     * closes the cursor, as mongod's blocking stages do. */
-    if (rc == 0 && !*exhausted && !cur->has_stash && (cur->sorter || cur->docs || cur->pipeline)) {
-        const uint8_t *d = NULL;
-        size_t dl = 0;
-        bool valid = false;
-        bson_t shaped = BSON_INITIALIZER;
-        if (cur->sorter) {
-            rc = mf_sorter_next(cur->sorter, &d, &dl, &valid, err);
-            if (rc == 0 && valid && cur->project_late) {
-                bson_destroy(&shaped);
-                rc = project_sorted(cur, d, dl, &shaped, err);
-                d = bson_get_data(&shaped);
-                dl = shaped.len;
-            }
-        } else if (cur->pipeline) {
-            bool end;
-            bson_t pd;
-            rc = mf_pipeline_next(cur->pipeline, &pd, &end, err);
-            if (rc == 0 && !end) {
-                rc = too_large(&pd, err);
-                if (rc == 0) {
-                    bson_concat(&shaped, &pd);
-                    d = bson_get_data(&shaped);
-                    dl = shaped.len;
-                    valid = true;
-                }
-                bson_destroy(&pd);
-            }
-        } else if (bson_iter_next(&cur->docs_it)) {
-            uint32_t l;
-            bson_iter_document(&cur->docs_it, &l, &d);
-            dl = l;
-            valid = true;
-        }
-        if (rc == 0 && valid) {
-            if (mf_buf_append(&cur->stash, d, dl) != 0)
-                rc = mf_error_set(err, MF_InternalError, "out of memory");
-            cur->has_stash = rc == 0;
-        } else if (rc == 0) {
-            *exhausted = true;
-        }
-        bson_destroy(&shaped);
-    }
-    return rc;
-}
-
-int mfi_cursor_first_batch(mf_cmd_ctx *ctx, mfi_cursor *cur, int64_t batch_size,
-                           bool single_batch, bson_t *reply, mf_error *err)
-{
-    batch b = {.max_docs = batch_size};
-    bool exhausted;
-    int rc = fill(cur, NULL, NULL, &b, &cur->deadline, &exhausted, err);
-    if (rc == 0)
-        rc = batch_reply(&b, reply, "firstBatch", cur->ns, err);
-    else
-        batch_free(&b);
-    mfi_op_debug *d = ctx->dbg;
-    if (rc == 0 && d) {
-        d->nreturned = b.n;
-        d->cursor_exhausted = exhausted || single_batch;
-    }
-    if (rc == 0 && !(exhausted || single_batch)) {
-        if (d) { /* what getMore's profile entries show */
-            cur->origin = ctx->prof ? bson_copy(ctx->prof->cmd) : NULL;
-            memcpy(cur->plan_summary, d->plan_summary, sizeof cur->plan_summary);
-        }
-        int64_t id = mfi_cursor_register(ctx->inst, cur);
-        batch_set_id(&b, id);
-        if (d)
-            d->cursorid = id;
-    } else {
-        mfi_cursor_free(cur);
-    }
-    return rc;
-}
-
-int mfi_cursor_reply_from_docs(mf_cmd_ctx *ctx, const char *ns, bson_t *docs, int64_t batch_size,
-                               bson_t *reply, mf_error *err)
-{
-    mfi_cursor *cur = calloc(1, sizeof *cur);
-    if (!cur) {
-        bson_destroy(docs);
-        return mf_error_set(err, MF_InternalError, "out of memory");
-    }
-    snprintf(cur->ns, sizeof cur->ns, "%s", ns);
-    cur->docs = docs;
-    cur->limit = -1;
-    bson_iter_init(&cur->docs_it, docs);
-    return mfi_cursor_first_batch(ctx, cur, batch_size, false, reply, err);
 }
 
 /* ------------------------------------------------------------------ find */
@@ -758,11 +233,11 @@ static int sort_all(mf_cmd_ctx *ctx, mfi_cursor *cur, mf_coll *c, const mf_sort 
         } else {
             bson_t out;
             const bson_t *doc;
-            rc = shape(cur, &row, &out, &doc, err);
+            rc = mfi_cursor_shape(cur, &row, &out, &doc, err);
             if (rc == 0)
                 rc = mf_sorter_add(cur->sorter, key.data, key.len, bson_get_data(doc), doc->len,
                                    err);
-            if (reshaped(cur))
+            if (mfi_cursor_reshaped(cur))
                 bson_destroy(&out);
         }
         if (rc)
@@ -907,7 +382,7 @@ int mfi_cmd_find(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_error *er
 
     bool exhausted = true;
     int64_t first = a.batch_size >= 0 ? a.batch_size : DEFAULT_FIRST_BATCH;
-    batch b = {.max_docs = first};
+    mfi_batch b = {.max_docs = first};
     bool running = false; /* errors past planning are the executor's */
     mf_engine_catalog_lock(e, false);
     mf_coll *c = mf_engine_coll(e, ns);
@@ -923,16 +398,16 @@ int mfi_cmd_find(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_error *er
             cur->scan = NULL;
         }
         if (rc == 0)
-            rc = fill(cur, e, c, &b, &cur->deadline, &exhausted, err);
+            rc = mfi_cursor_fill(cur, e, c, &b, &cur->deadline, &exhausted, err);
         if (rc == 0) /* while locked: the batch refers to the collection's pages */
-            rc = batch_reply(&b, reply, "firstBatch", ns, err);
+            rc = mfi_batch_reply(&b, reply, "firstBatch", ns, err);
         if (cur->scan) {
             mfi_op_debug_scan(ctx->dbg, cur->scan, &cur->stats_seen);
             mf_scan_release(cur->scan);
         }
         mf_coll_unlock(c);
     } else {
-        rc = batch_reply(&b, reply, "firstBatch", ns, err);
+        rc = mfi_batch_reply(&b, reply, "firstBatch", ns, err);
         if (ctx->dbg) /* no collection: mongod's EOF plan */
             snprintf(ctx->dbg->plan_summary, sizeof ctx->dbg->plan_summary, "EOF");
     }
@@ -950,14 +425,14 @@ int mfi_cmd_find(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_error *er
             if (ctx->dbg)
                 memcpy(cur->plan_summary, ctx->dbg->plan_summary, sizeof cur->plan_summary);
             int64_t id = mfi_cursor_register(ctx->inst, cur);
-            batch_set_id(&b, id);
+            mfi_batch_set_id(&b, id);
             if (ctx->dbg)
                 ctx->dbg->cursorid = id;
         } else {
             mfi_cursor_free(cur);
         }
     } else {
-        batch_free(&b);
+        mfi_batch_free(&b);
         mfi_cursor_free(cur);
         if (running)
             mfi_executor_error(err, "find command");
@@ -1002,10 +477,10 @@ int mfi_find_explain(mf_cmd_ctx *ctx, const bson_t *cmd, bool stats, mfi_find_ex
             rc = mf_scan_decide(cur->scan, e, c, cur->matcher, err);
         bool exhausted = !stats;
         while (rc == 0 && !exhausted) {
-            batch b = {.max_docs = -1, .count_only = true};
-            rc = fill(cur, e, c, &b, &cur->deadline, &exhausted, err);
+            mfi_batch b = {.max_docs = -1, .count_only = true};
+            rc = mfi_cursor_fill(cur, e, c, &b, &cur->deadline, &exhausted, err);
             x->n_returned += b.n;
-            batch_free(&b);
+            mfi_batch_free(&b);
         }
         if (rc == 0) {
             const mf_scan_stats *st = mf_scan_get_stats(cur->scan);
@@ -1041,194 +516,6 @@ void mfi_find_explained_free(mfi_find_explained *x)
     mfi_plans_free(&x->plans);
     mf_collator_unref(x->coll);
     x->coll = NULL;
-}
-
-/* ---------------------------------------------------------------- getMore */
-
-int mfi_cmd_get_more(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_error *err)
-{
-    mf_engine *e = ctx->inst->engine;
-    bson_iter_t it;
-    int64_t id = 0, batch_size = -1;
-    const char *coll = NULL;
-    int rc = 0;
-    bson_iter_init(&it, cmd);
-    bson_iter_next(&it);
-    if (!BSON_ITER_HOLDS_INT64(&it))
-        return mfi_type_error(err, "getMore", "getMore", &it, "long");
-    id = bson_iter_int64(&it);
-    while (rc == 0 && bson_iter_next(&it)) {
-        const char *k = bson_iter_key(&it);
-        if (strcmp(k, "collection") == 0) {
-            if (!BSON_ITER_HOLDS_UTF8(&it))
-                return mfi_type_error(err, "getMore", k, &it, "string");
-            coll = bson_iter_utf8(&it, NULL);
-        } else if (strcmp(k, "batchSize") == 0) {
-            if (!mfi_as_int64(&it, &batch_size))
-                return mfi_type_error(err, "getMore", k, &it, "long");
-            if (batch_size < 0)
-                return mf_error_set(err, MF_BadValue,
-                                    "Batch size for getMore must be non-negative, but received: "
-                                    "%lld",
-                                    (long long)batch_size);
-            if (batch_size == 0)
-                batch_size = -1;
-        } else if (strcmp(k, "term") == 0 || strcmp(k, "lastKnownCommittedOpTime") == 0 ||
-                   mfi_is_generic_arg(k)) {
-        } else {
-            return mf_error_set(err, 40415, "BSON field 'getMore.%s' is an unknown field.", k);
-        }
-    }
-    if (rc)
-        return rc;
-    if (!coll)
-        return mf_error_set(err, 40414,
-                            "BSON field 'getMore.collection' is missing but a required field");
-    char ns[MF_MAX_NS_LEN + 1];
-    snprintf(ns, sizeof ns, "%s.%s", ctx->db, coll);
-    if (ctx->dbg)
-        snprintf(ctx->dbg->ns, sizeof ctx->dbg->ns, "%s", ns);
-    atomic_fetch_add_explicit(&ctx->inst->counters.op_getmore, 1, memory_order_relaxed);
-
-    mfi_cursor *cur;
-    if ((rc = mfi_cursor_checkout(ctx->inst, id, &cur, err)) != 0)
-        return rc;
-    if (strcmp(cur->ns, ns) != 0) {
-        mfi_cursor_checkin(ctx->inst, cur, false);
-        return mf_error_set(err, MF_Unauthorized,
-                            "Requested getMore on namespace '%s', but cursor belongs to a "
-                            "different namespace %s",
-                            ns, cur->ns);
-    }
-    /* A maxTimeMS of getMore's own (checked by the dispatcher) is what a
-     * tailable awaitData cursor waits, and there are none here: refused
-     * once the cursor is found, as mongod does, which keeps the cursor. */
-    if (ctx->max_time_given) {
-        mfi_cursor_checkin(ctx->inst, cur, false);
-        return mf_error_set(err, MF_BadValue,
-                            "cannot set maxTimeMS on getMore command for a non-awaitData cursor");
-    }
-    /* From here an error kills the cursor, as mongod's getMore does once
-     * past those checks.  The find's or aggregate's maxTimeMS: the
-     * interrupt check (maxTimeAlwaysTimeOut first, as mongod's
-     * hasDeadlineExpired), then what is left of it; then
-     * failGetMoreAfterCursorCheckout. */
-    if ((cur->deadline.at_us && (rc = mfi_max_time_check(ctx->inst, err)) != 0) ||
-        (rc = mfi_cursor_time_resume(cur, err)) != 0 ||
-        (rc = mfi_fail_get_more(ctx, cmd, err)) != 0) {
-        mfi_cursor_checkin(ctx->inst, cur, true);
-        return rc;
-    }
-    batch b = {.max_docs = batch_size};
-    bool exhausted = true;
-    if (cur->scan) {
-        mf_engine_catalog_lock(e, false);
-        mf_coll *c = mf_engine_coll(e, ns);
-        uint8_t uuid[16];
-        if (!c || !mf_cl_uuid(c, uuid) || memcmp(uuid, cur->coll_uuid, 16) != 0) {
-            rc = mf_error_set(err, MF_QueryPlanKilled,
-                              "collection dropped. UUID changed between getMore calls");
-        } else {
-            mf_coll_lock(c, false);
-            rc = fill(cur, e, c, &b, &cur->deadline, &exhausted, err);
-            if (rc == 0) /* while locked: the batch refers to the collection's pages */
-                rc = batch_reply(&b, reply, "nextBatch", ns, err);
-            mfi_op_debug_scan(ctx->dbg, cur->scan, &cur->stats_seen);
-            mf_scan_release(cur->scan);
-            mf_coll_unlock(c);
-        }
-        mf_engine_catalog_unlock(e);
-    } else {
-        rc = fill(cur, e, NULL, &b, &cur->deadline, &exhausted, err);
-        if (rc == 0)
-            rc = batch_reply(&b, reply, "nextBatch", ns, err);
-    }
-    if (rc == 0)
-        batch_set_id(&b, !exhausted && !cur->killed ? id : 0);
-    else
-        batch_free(&b);
-    if (ctx->dbg) {
-        mfi_op_debug *d = ctx->dbg;
-        d->cursorid = id;
-        if (cur->origin)
-            d->originating = bson_copy(cur->origin);
-        if (cur->plan_summary[0])
-            memcpy(d->plan_summary, cur->plan_summary, sizeof d->plan_summary);
-        if (rc == 0) {
-            d->nreturned = b.n;
-            d->cursor_exhausted = exhausted || cur->killed;
-        }
-    }
-    /* Exhaust: a getMore with OP_MSG's exhaustAllowed is run again by the
-     * connection, each reply sent with moreToCome, until the cursor is
-     * done or a batch fails (wire/conn.c), as mongod streams it. */
-    if (rc == 0 && !exhausted && !cur->killed && ctx->client && ctx->client->exhaust_allowed)
-        ctx->flags |= MF_RUN_EXHAUST;
-    mfi_cursor_time_save(cur);
-    if (rc != 0 && rc != MF_QueryPlanKilled)
-        mfi_executor_error(err, "getMore");
-    mfi_cursor_checkin(ctx->inst, cur, rc != 0 || exhausted || cur->killed);
-    return rc;
-}
-
-/* ------------------------------------------------------------ killCursors */
-
-int mfi_cmd_kill_cursors(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_error *err)
-{
-    bson_iter_t it, ids;
-    bool has_ids = false;
-    bson_iter_init(&it, cmd);
-    bson_iter_next(&it);
-    if (!BSON_ITER_HOLDS_UTF8(&it))
-        return mf_error_set(err, MF_InvalidNamespace, "collection name has invalid type %s",
-                            mf_bsonx_type_alias(bson_iter_type(&it)));
-    char ns[MF_MAX_NS_LEN + 1];
-    snprintf(ns, sizeof ns, "%s.%s", ctx->db, bson_iter_utf8(&it, NULL));
-    while (bson_iter_next(&it)) {
-        const char *k = bson_iter_key(&it);
-        if (strcmp(k, "cursors") == 0) {
-            if (!BSON_ITER_HOLDS_ARRAY(&it))
-                return mfi_type_error(err, "killCursors", k, &it, "array");
-            ids = it;
-            has_ids = true;
-        } else if (!mfi_is_generic_arg(k)) {
-            return mf_error_set(err, 40415, "BSON field 'killCursors.%s' is an unknown field.", k);
-        }
-    }
-    if (!has_ids)
-        return mf_error_set(err, 40414,
-                            "BSON field 'killCursors.cursors' is missing but a required field");
-    bson_t killed = BSON_INITIALIZER, missing = BSON_INITIALIZER, empty = BSON_INITIALIZER;
-    uint32_t nk = 0, nm = 0;
-    bson_iter_t el;
-    bson_iter_recurse(&ids, &el);
-    while (bson_iter_next(&el)) {
-        if (!BSON_ITER_HOLDS_INT64(&el)) {
-            bson_destroy(&killed);
-            bson_destroy(&missing);
-            return mf_error_set(err, MF_TypeMismatch,
-                                "BSON field 'killCursors.cursors.%s' is the wrong type '%s', "
-                                "expected type 'long'",
-                                bson_iter_key(&el), mf_bsonx_type_alias(bson_iter_type(&el)));
-        }
-        int64_t id = bson_iter_int64(&el);
-        char key[16];
-        const char *k;
-        if (mfi_cursor_kill(ctx->inst, id, ns)) {
-            mf_uint32_to_key(nk++, &k, key, sizeof key);
-            bson_append_int64(&killed, k, -1, id);
-        } else {
-            mf_uint32_to_key(nm++, &k, key, sizeof key);
-            bson_append_int64(&missing, k, -1, id);
-        }
-    }
-    BSON_APPEND_ARRAY(reply, "cursorsKilled", &killed);
-    BSON_APPEND_ARRAY(reply, "cursorsNotFound", &missing);
-    BSON_APPEND_ARRAY(reply, "cursorsAlive", &empty);
-    BSON_APPEND_ARRAY(reply, "cursorsUnknown", &empty);
-    bson_destroy(&killed);
-    bson_destroy(&missing);
-    return 0;
 }
 
 /* --------------------------------------------------------------- distinct */

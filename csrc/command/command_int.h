@@ -547,6 +547,50 @@ struct mfi_cursor {
     mfi_cursor *next;
 };
 
+/* A reply's batch of documents (cursor.c): each a reference into the
+ * collection's pages (valid while it is read-locked) or into the batch's
+ * own runs of copies; mfi_batch_reply writes the reply's cursor document
+ * once, at its final size. */
+typedef struct mfi_batch_doc {
+    const uint8_t *data;
+    size_t len;
+} mfi_batch_doc;
+
+typedef struct mfi_batch {
+    uint32_t n;
+    size_t bytes; /* the documents' */
+    int64_t max_docs; /* -1: no count limit */
+    bool count_only;  /* explain: documents counted, not kept */
+    mfi_batch_doc *docs;
+    size_t docs_cap;
+    mf_buf *runs; /* the copies: full runs, then the one being written */
+    size_t nruns, runs_cap;
+    uint8_t *id_at; /* where batch_reply left the cursor id, for batch_set_id */
+} mfi_batch;
+
+void mfi_batch_free(mfi_batch *b);
+/* The reply's cursor {firstBatch|nextBatch: [...], id, ns}; the id is
+ * written later by mfi_batch_set_id.  Frees the batch. */
+int mfi_batch_reply(mfi_batch *b, bson_t *reply, const char *batch_name, const char *ns,
+                    mf_error *err);
+void mfi_batch_set_id(const mfi_batch *b, int64_t id);
+/* Fill `b` from cursor `cur` (over collection `c` when the cursor reads
+ * one, its lock held); `*exhausted` says the source is done. */
+int mfi_cursor_fill(mfi_cursor *cur, mf_engine *e, mf_coll *c, mfi_batch *b,
+                    mf_deadline *deadline, bool *exhausted, mf_error *err);
+
+/* Whether a row must be rebuilt for the client: a projection,
+ * showRecordId's field, or returnKey's index key instead. */
+static inline bool mfi_cursor_reshaped(const mfi_cursor *cur)
+{
+    return cur->proj || cur->show_record_id || cur->return_key;
+}
+/* A scanned row as the client sees it, `*doc`: rebuilt into `out` when
+ * mfi_cursor_reshaped (initialised then, error or not: the caller
+ * destroys it), else the row's own document (no copy, `out` untouched). */
+int mfi_cursor_shape(mfi_cursor *cur, const mf_scan_row *row, bson_t *out, const bson_t **doc,
+                     mf_error *err);
+
 void mfi_cursors_init(mf_instance *inst);
 void mfi_cursors_destroy(mf_instance *inst);
 void mfi_cursor_free(mfi_cursor *c);
