@@ -6,7 +6,6 @@
  * with a validated command document, so the two cannot drift apart.
  */
 #include "command_int.h"
-#include "../agg/decimal.h"
 #include "../storage/storage.h"
 
 #include <math.h>
