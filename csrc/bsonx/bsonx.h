@@ -164,8 +164,8 @@ bool mf_bsonx_truthy(const bson_value_t *v);
  * the IEEE 754 exception bits the operation raised (MF_DEC_F_*), OR-ed in.
  *
  * Used by the expression evaluator's arithmetic and $convert, the
- * accumulators, $bucket, $densify and $setWindowFields (agg/), and the
- * command layer's number coercion. */
+ * accumulators, $bucket, $densify and $setWindowFields (agg/), $inc and
+ * $mul (query/update.c), and the command layer's number coercion. */
 
 typedef bson_decimal128_t mf_dec;
 
