@@ -42,7 +42,7 @@ LIBRARIES = {
 # Libraries without a .pc file: (header, static library, Debian package).
 # Intel's decimal floating-point library (decimal128 arithmetic, as mongod
 # uses) ships only static archives; libbidgcc000 is the build with
-# arguments by value and no global rounding mode or flags (agg/decimal.c).
+# arguments by value and no global rounding mode or flags (bsonx/decimal.c).
 STATIC_LIBRARIES = [
     ("bid_functions.h", "libbidgcc000.a", "libintelrdfpmath-dev"),
 ]

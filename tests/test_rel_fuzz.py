@@ -105,7 +105,10 @@ def _build(clang: str) -> dict:
             _wait_compile(running.pop(0))
     for r in running:
         _wait_compile(r)
-    libs = _pkg_config("--libs") + ["-lm", "-pthread"]
+    # bsonx/decimal.c wraps Intel's decimal library, a static archive with
+    # no .pc file (setup.py finds it the same way: by name, in the system
+    # library directories)
+    libs = _pkg_config("--libs") + ["-l:libbidgcc000.a", "-lm", "-pthread"]
     bins = {}
     for t in TARGETS:
         exe = OUT / f"fuzz_{t}"

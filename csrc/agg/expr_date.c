@@ -5,304 +5,19 @@
  * $dateToString $dateFromString; $dateAdd $dateSubtract $dateDiff
  * $dateTrunc.  Also mfi_date_from_string, which $convert shares.
  *
- * Model.  A date is milliseconds since the epoch (UTC).  A time zone is UTC,
- * a fixed offset ("+04:30", "-0530", "+03") or an Olson name; it maps an
- * instant to its offset (seconds east of UTC), and wall-clock fields are
- * the instant plus that offset, split with the proleptic Gregorian
- * calendar below (days_from_civil / civil_from_days).  The reverse, wall
- * clock to instant, follows timelib, which mongod uses: a wall time that a
- * spring-forward gap skips lands an hour later; one that a fall-back makes
- * twice is read with the offset in force one offset-length earlier (see
- * utc_from_local).
- *
- * Olson names come from ICU (ucal_*), not from a hand-made table: ICU is
- * the tz database every Debian system already carries, it answers "offset
- * at instant t" directly, and its list of zone ids matches the names mongod
- * accepts once the Java-only three-letter ids (ACT, PST, ...) are removed.
- * ICU calendars are not thread-safe, so each zone keeps one calendar behind
- * its own mutex; zones are opened on first use and live for the process
- * (there are ~600 of them), so lookups after the first take no global lock.
- *
- * Units ($dateAdd/$dateDiff/$dateTrunc): year quarter month week day work on
- * the wall clock of the time zone (a day is a calendar day, 23 or 25 hours
- * across a DST change); hour minute second millisecond on elapsed time.
+ * The model -- dates, time zones, wall-clock fields, units, dateAdd -- is
+ * calendar.h's, which $densify and $setWindowFields share; this file reads
+ * the operators' arguments, raises their errors and formats and parses
+ * date strings.
  */
 #include "expr_int.h"
+#include "calendar.h"
 
 #include <inttypes.h>
 #include <math.h>
-#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
-#include <unicode/ucal.h>
-#include <unicode/uenum.h>
-#include <unicode/ustring.h>
-
-#define SECS_PER_DAY 86400LL
-
-/* ------------------------------------------------------------ calendar */
-
-static int64_t floordiv(int64_t a, int64_t b)
-{
-    int64_t q = a / b;
-    return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
-}
-
-static int64_t floormod(int64_t a, int64_t b) { return a - floordiv(a, b) * b; }
-
-static bool is_leap(int64_t y) { return (y % 4 == 0 && y % 100 != 0) || y % 400 == 0; }
-
-static int month_days(int64_t y, int m)
-{
-    static const int d[] = {31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31};
-    return m == 2 && is_leap(y) ? 29 : d[m - 1];
-}
-
-/* Days from 1970-01-01 to y-m-d (m in 1..12), proleptic Gregorian. */
-static int64_t days_from_civil(int64_t y, int m, int64_t d)
-{
-    y -= m <= 2;
-    int64_t era = floordiv(y, 400);
-    int64_t yoe = y - era * 400;
-    int64_t doy = (153 * (m > 2 ? m - 3 : m + 9) + 2) / 5 + d - 1;
-    int64_t doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    return era * 146097 + doe - 719468;
-}
-
-static void civil_from_days(int64_t z, int64_t *y, int *m, int *d)
-{
-    z += 719468;
-    int64_t era = floordiv(z, 146097);
-    int64_t doe = z - era * 146097;
-    int64_t yoe = (doe - doe / 1460 + doe / 36524 - doe / 146096) / 365;
-    int64_t doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    int64_t mp = (5 * doy + 2) / 153;
-    *d = (int)(doy - (153 * mp + 2) / 5 + 1);
-    *m = (int)(mp < 10 ? mp + 3 : mp - 9);
-    *y = yoe + era * 400 + (*m <= 2);
-}
-
-/* 1 Monday .. 7 Sunday; 1970-01-01 was a Thursday. */
-static int iso_dow(int64_t days) { return (int)floormod(days + 3, 7) + 1; }
-
-static int64_t day_of_year(int64_t days, int64_t y) { return days - days_from_civil(y, 1, 1) + 1; }
-
-/* The ISO 8601 week-numbering year and week of a day: the week of its
- * Thursday. */
-static void iso_week(int64_t days, int64_t *iy, int *wk)
-{
-    int64_t thu = days - iso_dow(days) + 4, y;
-    int m, d;
-    civil_from_days(thu, &y, &m, &d);
-    *iy = y;
-    *wk = (int)((thu - days_from_civil(y, 1, 1)) / 7 + 1);
-}
-
-/* Monday of ISO week 1 of `iy`, plus (week-1) weeks and (dow-1) days. */
-static int64_t days_from_iso(int64_t iy, int64_t week, int64_t dow)
-{
-    int64_t jan4 = days_from_civil(iy, 1, 4);
-    return jan4 - (iso_dow(jan4) - 1) + (week - 1) * 7 + (dow - 1);
-}
-
-/* ------------------------------------------------------------ time zones */
-
-enum { TZ_UTC, TZ_FIXED, TZ_NAMED };
-
-typedef struct zone {
-    UCalendar *cal; /* guarded by mu */
-    pthread_mutex_t mu;
-} zone;
-
-typedef struct tz {
-    int kind;
-    int32_t off; /* TZ_FIXED: seconds east of UTC */
-    zone *z;     /* TZ_NAMED */
-} tz;
-
-/* ICU ids that are not tz database names (Java's three-letter aliases). */
-static const char *const icu_only[] = {"ACT", "AET", "AGT", "ART", "AST", "BET", "BST",
-                                       "CAT", "CNT", "CST", "CTT", "EAT", "ECT", "IET",
-                                       "IST", "JST", "MIT", "NET", "NST", "PLT", "PNT",
-                                       "PRT", "PST", "SST", "VST"};
-
-static pthread_once_t ids_once = PTHREAD_ONCE_INIT;
-static char **zone_ids;   /* sorted; read-only after load_ids */
-static zone **zone_open_; /* parallel to zone_ids; guarded by zones_mu */
-static size_t nzone_ids;
-static pthread_mutex_t zones_mu = PTHREAD_MUTEX_INITIALIZER;
-
-static int cmp_str(const void *a, const void *b)
-{
-    return strcmp(*(char *const *)a, *(char *const *)b);
-}
-
-static void load_ids(void)
-{
-    UErrorCode st = U_ZERO_ERROR;
-    UEnumeration *e = ucal_openTimeZones(&st);
-    if (U_FAILURE(st))
-        return;
-    int32_t cnt = uenum_count(e, &st);
-    char **ids = cnt > 0 ? calloc((size_t)cnt, sizeof *ids) : NULL;
-    zone **zs = cnt > 0 ? calloc((size_t)cnt, sizeof *zs) : NULL;
-    size_t k = 0;
-    const char *s;
-    int32_t len;
-    while (ids && zs && k < (size_t)cnt && (s = uenum_next(e, &len, &st)) && U_SUCCESS(st)) {
-        bool skip = false;
-        for (size_t i = 0; i < sizeof icu_only / sizeof icu_only[0]; i++)
-            skip = skip || strcmp(s, icu_only[i]) == 0;
-        if (!skip && (ids[k] = strdup(s)) != NULL)
-            k++;
-    }
-    uenum_close(e);
-    if (!ids || !zs) {
-        free(ids);
-        free(zs);
-        return;
-    }
-    qsort(ids, k, sizeof *ids, cmp_str);
-    zone_ids = ids;
-    zone_open_ = zs;
-    nzone_ids = k;
-}
-
-static zone *zone_new(const char *id)
-{
-    UChar uid[128];
-    UErrorCode st = U_ZERO_ERROR;
-    zone *z = calloc(1, sizeof *z);
-    if (!z || strlen(id) >= sizeof uid / sizeof uid[0]) {
-        free(z);
-        return NULL;
-    }
-    u_uastrcpy(uid, id);
-    z->cal = ucal_open(uid, -1, "", UCAL_GREGORIAN, &st);
-    if (U_FAILURE(st)) {
-        free(z);
-        return NULL;
-    }
-    pthread_mutex_init(&z->mu, NULL);
-    return z;
-}
-
-/* ±HH, ±HHMM or ±HH:MM, as mongod's TimeZoneDatabase::parseUtcOffset. */
-static bool parse_utc_offset(const char *s, size_t len, int32_t *off)
-{
-#define DIG(i) (s[i] >= '0' && s[i] <= '9')
-#define NUM(i) ((s[i] - '0') * 10 + (s[i + 1] - '0'))
-    if (len < 3 || (s[0] != '+' && s[0] != '-'))
-        return false;
-    int sign = s[0] == '-' ? -1 : 1, h, m = 0;
-    if (len == 3 && DIG(1) && DIG(2)) {
-        h = NUM(1);
-    } else if (len == 5 && DIG(1) && DIG(2) && DIG(3) && DIG(4)) {
-        h = NUM(1);
-        m = NUM(3);
-    } else if (len == 6 && DIG(1) && DIG(2) && s[3] == ':' && DIG(4) && DIG(5)) {
-        h = NUM(1);
-        m = NUM(4);
-    } else {
-        return false;
-    }
-    *off = sign * (h * 3600 + m * 60);
-    return true;
-#undef DIG
-#undef NUM
-}
-
-/* Resolve a time zone name.  Returns 0 (found), -1 (not a zone) or an
- * error code (ICU failed to open a known zone). */
-static int tz_lookup(const char *s, size_t len, tz *out, mf_error *err)
-{
-    int32_t off;
-    memset(out, 0, sizeof *out);
-    if (strlen(s) != len)
-        return -1;
-    if (strcmp(s, "UTC") == 0)
-        return 0;
-    if (parse_utc_offset(s, len, &off)) {
-        out->kind = off ? TZ_FIXED : TZ_UTC;
-        out->off = off;
-        return 0;
-    }
-    pthread_once(&ids_once, load_ids);
-    char **hit = nzone_ids ? bsearch(&s, zone_ids, nzone_ids, sizeof *zone_ids, cmp_str) : NULL;
-    if (!hit)
-        return -1;
-    size_t i = (size_t)(hit - zone_ids);
-    pthread_mutex_lock(&zones_mu);
-    if (!zone_open_[i])
-        zone_open_[i] = zone_new(zone_ids[i]);
-    out->z = zone_open_[i];
-    pthread_mutex_unlock(&zones_mu);
-    if (!out->z)
-        return mf_error_set(err, MF_InternalError, "cannot open time zone \"%s\"", s);
-    out->kind = TZ_NAMED;
-    return 0;
-}
-
-/* The offset (seconds east of UTC) in force at `secs` after the epoch. */
-static int32_t tz_offset(const tz *t, int64_t secs)
-{
-    if (t->kind != TZ_NAMED)
-        return t->off;
-    double ms = (double)secs * 1000.0;
-    const double lim = 1.8e17; /* inside ICU's supported range */
-    ms = ms > lim ? lim : ms < -lim ? -lim : ms;
-    UErrorCode st = U_ZERO_ERROR;
-    pthread_mutex_lock(&t->z->mu);
-    ucal_setMillis(t->z->cal, ms, &st);
-    int32_t o = ucal_get(t->z->cal, UCAL_ZONE_OFFSET, &st);
-    o += ucal_get(t->z->cal, UCAL_DST_OFFSET, &st);
-    pthread_mutex_unlock(&t->z->mu);
-    return U_SUCCESS(st) ? o / 1000 : 0;
-}
-
-/* The instant (seconds) of wall-clock time `l` (seconds, as if UTC).  As
- * timelib: o1 is the offset at l read as UTC, o2 the offset at l - o1.  When
- * they differ and l - o2 still falls before o2 took effect, l is in a
- * skipped gap and is read with o1 (02:30 becomes 03:30 daylight time). */
-static int64_t utc_from_local(const tz *t, int64_t l)
-{
-    if (t->kind != TZ_NAMED)
-        return l - t->off;
-    int32_t o1 = tz_offset(t, l), o2 = tz_offset(t, l - o1);
-    if (o1 == o2)
-        return l - o1;
-    return tz_offset(t, l - o2) != o2 ? l - o1 : l - o2;
-}
-
-/* Wall-clock fields of an instant in a zone. */
-typedef struct tparts {
-    int64_t days; /* local days since 1970-01-01 */
-    int64_t y;
-    int mon, d, h, mi, s, ms;
-    int32_t off;
-} tparts;
-
-static void to_parts(int64_t ms, const tz *t, tparts *p)
-{
-    int64_t secs = floordiv(ms, 1000);
-    p->ms = (int)(ms - secs * 1000);
-    p->off = tz_offset(t, secs);
-    int64_t l = secs + p->off;
-    p->days = floordiv(l, SECS_PER_DAY);
-    int64_t r = l - p->days * SECS_PER_DAY;
-    p->h = (int)(r / 3600);
-    p->mi = (int)(r / 60 % 60);
-    p->s = (int)(r % 60);
-    civil_from_days(p->days, &p->y, &p->mon, &p->d);
-}
-
-/* secs * 1000 + ms, or false on overflow. */
-static bool make_ms(int64_t secs, int64_t ms, int64_t *out)
-{
-    int64_t r;
-    return !__builtin_mul_overflow(secs, 1000, &r) && !__builtin_add_overflow(r, ms, out);
-}
 
 /* ------------------------------------------------------- shared helpers */
 
@@ -341,7 +56,7 @@ static int coerce_date(const val *v, int64_t *ms, mf_error *err)
 /* The time zone operand: UTC when absent; *is_null when it is nullish.
  * `why` (may be NULL) prefixes the errors as mongod's
  * addContextToAssertionException does. */
-static int eval_tz(const node *a, ctx *c, tz *t, bool *is_null, const char *why)
+static int eval_tz(const node *a, ctx *c, mfi_tz *t, bool *is_null, const char *why)
 {
     char msg[300];
     int code = 0;
@@ -359,7 +74,7 @@ static int eval_tz(const node *a, ctx *c, tz *t, bool *is_null, const char *why)
         code = 40517;
         snprintf(msg, sizeof msg, "timezone must evaluate to a string, found %s",
                  mfi_type_name(&v));
-    } else if ((rc = tz_lookup(v.value.v_utf8.str, v.value.v_utf8.len, t, c->err)) < 0) {
+    } else if ((rc = mfi_tz_lookup(v.value.v_utf8.str, v.value.v_utf8.len, t, c->err)) < 0) {
         code = 40485;
         snprintf(msg, sizeof msg, "unrecognized time zone identifier: \"%s\"",
                  v.value.v_utf8.str);
@@ -398,26 +113,13 @@ static bool integral64(const val *v, int64_t *out)
     return true;
 }
 
-enum { U_YEAR, U_QUARTER, U_MONTH, U_WEEK, U_DAY, U_HOUR, U_MINUTE, U_SECOND, U_MILLI };
-static const char *const unit_names[] = {"year", "quarter", "month", "week", "day",
-                                         "hour", "minute", "second", "millisecond"};
-
-static int find_unit(const val *v)
-{
-    for (int i = 0; i <= U_MILLI; i++)
-        if (strlen(v->value.v_utf8.str) == v->value.v_utf8.len &&
-            strcmp(v->value.v_utf8.str, unit_names[i]) == 0)
-            return i;
-    return -1;
-}
-
 /* parseTimeUnit of $dateDiff / $dateTrunc. */
 static int parse_unit(const val *v, const char *op, int *unit, mf_error *err)
 {
     if (v->value_type != BSON_TYPE_UTF8)
         return mf_error_set(err, 5439013, "%s requires 'unit' to be a string, but got %s", op,
                             mfi_type_name(v));
-    if ((*unit = find_unit(v)) < 0)
+    if ((*unit = mfi_cal_unit_find(v->value.v_utf8.str, v->value.v_utf8.len)) < 0)
         return mf_error_set(err, 5439014, "%s parameter 'unit' value cannot be recognized as a "
                             "time unit: %s", op, v->value.v_utf8.str);
     return 0;
@@ -536,16 +238,16 @@ enum { X_YEAR, X_MONTH, X_DOM, X_HOUR, X_MINUTE, X_SECOND, X_MILLI, X_DOW, X_DOY
        X_ISOWEEK, X_ISOYEAR, X_ISODOW };
 
 /* $week: weeks start on Sunday; days before the year's first Sunday are week 0. */
-static int week_of(const tparts *p)
+static int week_of(const mfi_tparts *p)
 {
-    int wday = (int)floormod(p->days + 4, 7) + 1; /* 1 Sunday .. 7 Saturday */
-    return (int)((day_of_year(p->days, p->y) - wday + 7) / 7);
+    int wday = (int)mfi_floormod(p->days + 4, 7) + 1; /* 1 Sunday .. 7 Saturday */
+    return (int)((mfi_cal_day_of_year(p->days, p->y) - wday + 7) / 7);
 }
 
 static int extract(const node *n, ctx *c, val *out, int which)
 {
     val d;
-    tz t;
+    mfi_tz t;
     bool tz_null;
     int64_t ms;
     int rc = mfi_eval(n->args[0], c, &d);
@@ -564,8 +266,8 @@ static int extract(const node *n, ctx *c, val *out, int which)
         set_null(out);
         return 0;
     }
-    tparts p;
-    to_parts(ms, &t, &p);
+    mfi_tparts p;
+    mfi_tz_to_parts(ms, &t, &p);
     int64_t iy;
     int wk;
     switch (which) {
@@ -576,12 +278,12 @@ static int extract(const node *n, ctx *c, val *out, int which)
     case X_MINUTE: set_int(out, p.mi); break;
     case X_SECOND: set_int(out, p.s); break;
     case X_MILLI: set_int(out, p.ms); break;
-    case X_DOW: set_int(out, (int)floormod(p.days + 4, 7) + 1); break;
-    case X_DOY: set_int(out, (int32_t)day_of_year(p.days, p.y)); break;
+    case X_DOW: set_int(out, (int)mfi_floormod(p.days + 4, 7) + 1); break;
+    case X_DOY: set_int(out, (int32_t)mfi_cal_day_of_year(p.days, p.y)); break;
     case X_WEEK: set_int(out, week_of(&p)); break;
-    case X_ISODOW: set_int(out, iso_dow(p.days)); break;
-    case X_ISOWEEK: iso_week(p.days, &iy, &wk); set_int(out, wk); break;
-    default: iso_week(p.days, &iy, &wk); set_long(out, iy); break; /* a long, as mongod's */
+    case X_ISODOW: set_int(out, mfi_cal_iso_dow(p.days)); break;
+    case X_ISOWEEK: mfi_cal_iso_week(p.days, &iy, &wk); set_int(out, wk); break;
+    default: mfi_cal_iso_week(p.days, &iy, &wk); set_long(out, iy); break; /* a long, as mongod's */
     }
     return 0;
 }
@@ -621,7 +323,7 @@ static int op_datetoparts(const node *n, ctx *c, val *out)
 {
     val v[3] = {{.value_type = BSON_TYPE_EOD}, {.value_type = BSON_TYPE_EOD},
                 {.value_type = BSON_TYPE_EOD}};
-    tz t;
+    mfi_tz t;
     bool tz_null, iso = false;
     int64_t ms;
     int rc;
@@ -651,17 +353,17 @@ static int op_datetoparts(const node *n, ctx *c, val *out)
     }
     if ((rc = coerce_date(&v[0], &ms, c->err)) != 0)
         goto done;
-    tparts p;
-    to_parts(ms, &t, &p);
+    mfi_tparts p;
+    mfi_tz_to_parts(ms, &t, &p);
     bson_t b;
     bson_init(&b);
     if (iso) {
         int64_t iy;
         int wk;
-        iso_week(p.days, &iy, &wk);
+        mfi_cal_iso_week(p.days, &iy, &wk);
         BSON_APPEND_INT32(&b, "isoWeekYear", (int32_t)iy);
         BSON_APPEND_INT32(&b, "isoWeek", wk);
-        BSON_APPEND_INT32(&b, "isoDayOfWeek", iso_dow(p.days));
+        BSON_APPEND_INT32(&b, "isoDayOfWeek", mfi_cal_iso_dow(p.days));
     } else {
         BSON_APPEND_INT32(&b, "year", (int32_t)p.y);
         BSON_APPEND_INT32(&b, "month", p.mon);
@@ -733,15 +435,15 @@ static int date_part(const node *n, int i, const char *name, int64_t dflt, bool 
 
 /* The instant of local day `days` plus h:mi:s.ms (any of them out of
  * range, as timelib normalizes), in zone t. */
-static int from_local(const tz *t, int64_t days, int64_t h, int64_t mi, int64_t s, int64_t ms,
+static int from_local(const mfi_tz *t, int64_t days, int64_t h, int64_t mi, int64_t s, int64_t ms,
                       int64_t *out, mf_error *err)
 {
-    __int128 l = (__int128)days * SECS_PER_DAY + (__int128)h * 3600 + (__int128)mi * 60 + s +
-                 floordiv(ms, 1000);
+    __int128 l = (__int128)days * MFI_SECS_PER_DAY + (__int128)h * 3600 + (__int128)mi * 60 + s +
+                 mfi_floordiv(ms, 1000);
     if (l > INT64_MAX / 1000 || l < INT64_MIN / 1000)
         return mf_error_set(err, MF_Overflow, "date overflow in $dateFromParts");
-    int64_t secs = utc_from_local(t, (int64_t)l);
-    if (!make_ms(secs, floormod(ms, 1000), out))
+    int64_t secs = mfi_tz_utc_from_local(t, (int64_t)l);
+    if (!mfi_cal_make_ms(secs, mfi_floormod(ms, 1000), out))
         return mf_error_set(err, MF_Overflow, "date overflow in $dateFromParts");
     return 0;
 }
@@ -750,7 +452,7 @@ static int op_datefromparts(const node *n, ctx *c, val *out)
 {
     int64_t h, mi, s, ms, y, m, d, ms_out = 0;
     bool is_null = false;
-    tz t;
+    mfi_tz t;
     int rc;
     if ((rc = date_part(n, FP_HOUR, "hour", 0, true, c, &h, &is_null)) != 0 || is_null ||
         (rc = date_part(n, FP_MINUTE, "minute", 0, true, c, &mi, &is_null)) != 0 || is_null ||
@@ -774,7 +476,7 @@ static int op_datefromparts(const node *n, ctx *c, val *out)
             return mf_error_set(c->err, 40523, "'year' must evaluate to an integer in the range 1 "
                                 "to 9999, found %" PRId64, y);
         int64_t months = y * 12 + (m - 1);
-        days = days_from_civil(floordiv(months, 12), (int)floormod(months, 12) + 1, 1) + (d - 1);
+        days = mfi_cal_days_from_civil(mfi_floordiv(months, 12), (int)mfi_floormod(months, 12) + 1, 1) + (d - 1);
     } else {
         if ((rc = date_part(n, FP_ISOYEAR, "isoWeekYear", 1970, false, c, &y, &is_null)) != 0 ||
             is_null ||
@@ -788,7 +490,7 @@ static int op_datefromparts(const node *n, ctx *c, val *out)
         if (y < 1 || y > 9999)
             return mf_error_set(c->err, 31095, "'isoWeekYear' must evaluate to an integer in the "
                                 "range 1 to 9999, found %" PRId64, y);
-        days = days_from_iso(y, m, d);
+        days = mfi_cal_days_from_iso(y, m, d);
     }
     if ((rc = from_local(&t, days, h, mi, s, ms, &ms_out, c->err)) != 0)
         return rc;
@@ -832,14 +534,14 @@ static int put_padded(mf_buf *b, int64_t v, int width, mf_error *err)
 }
 
 /* TimeZone::formatDate for a validated format. */
-static int format_date(const char *f, size_t len, int64_t ms, const tz *t, mf_buf *b,
+static int format_date(const char *f, size_t len, int64_t ms, const mfi_tz *t, mf_buf *b,
                        mf_error *err)
 {
-    tparts p;
-    to_parts(ms, t, &p);
+    mfi_tparts p;
+    mfi_tz_to_parts(ms, t, &p);
     int64_t iy;
     int wk, rc = 0;
-    iso_week(p.days, &iy, &wk);
+    mfi_cal_iso_week(p.days, &iy, &wk);
     for (size_t i = 0; i < len && rc == 0; i++) {
         char tmp[32];
         if (f[i] != '%') {
@@ -861,12 +563,12 @@ static int format_date(const char *f, size_t len, int64_t ms, const tz *t, mf_bu
         case 'M': rc = put_padded(b, p.mi, 2, err); break;
         case 'S': rc = put_padded(b, p.s, 2, err); break;
         case 'L': rc = put_padded(b, p.ms, 3, err); break;
-        case 'j': rc = put_padded(b, day_of_year(p.days, p.y), 3, err); break;
-        case 'w': rc = put_padded(b, floormod(p.days + 4, 7) + 1, 1, err); break;
+        case 'j': rc = put_padded(b, mfi_cal_day_of_year(p.days, p.y), 3, err); break;
+        case 'w': rc = put_padded(b, mfi_floormod(p.days + 4, 7) + 1, 1, err); break;
         case 'U': rc = put_padded(b, week_of(&p), 2, err); break;
         case 'G': rc = put_padded(b, iy, 4, err); break;
         case 'V': rc = put_padded(b, wk, 2, err); break;
-        case 'u': rc = put_padded(b, iso_dow(p.days), 1, err); break;
+        case 'u': rc = put_padded(b, mfi_cal_iso_dow(p.days), 1, err); break;
         case 'b':
             snprintf(tmp, sizeof tmp, "%.3s", month_names[p.mon - 1]);
             lit = tmp;
@@ -909,7 +611,7 @@ static int op_datetostring(const node *n, ctx *c, val *out)
 {
     static const char iso_fmt[] = "%Y-%m-%dT%H:%M:%S.%LZ";
     val v[2] = {{.value_type = BSON_TYPE_EOD}, {.value_type = BSON_TYPE_EOD}};
-    tz t;
+    mfi_tz t;
     bool tz_null;
     int64_t ms;
     char buf[128];
@@ -1303,18 +1005,18 @@ static int parse_fmt(const char *s, size_t len, const char *f, size_t flen, pdat
 
 /* Date string to instant, after the parse: fill and check the fields,
  * then resolve the zone (the string's, else `t`). */
-static int finish(const char *s, size_t len, pdate *pd, const tz *t, int64_t *ms, mf_error *err)
+static int finish(const char *s, size_t len, pdate *pd, const mfi_tz *t, int64_t *ms, mf_error *err)
 {
     if (pd->iy != UNSET && pd->y == UNSET) {
         int64_t iw = pd->iw == UNSET ? 1 : pd->iw, dw = pd->idow == UNSET ? 1 : pd->idow;
         int m, d;
-        civil_from_days(days_from_iso(pd->iy, iw, dw), &pd->y, &m, &d);
+        mfi_cal_civil_from_days(mfi_cal_days_from_iso(pd->iy, iw, dw), &pd->y, &m, &d);
         pd->m = m;
         pd->d = d;
     }
     if (pd->doy != UNSET && pd->y != UNSET && pd->m == UNSET && pd->d == UNSET) {
         int m, d;
-        civil_from_days(days_from_civil(pd->y, 1, 1) + pd->doy - 1, &pd->y, &m, &d);
+        mfi_cal_civil_from_days(mfi_cal_days_from_civil(pd->y, 1, 1) + pd->doy - 1, &pd->y, &m, &d);
         pd->m = m;
         pd->d = d;
     }
@@ -1326,25 +1028,25 @@ static int finish(const char *s, size_t len, pdate *pd, const tz *t, int64_t *ms
         pd->i == UNSET || pd->s == UNSET)
         return mf_error_set(err, MF_ConversionFailure, "an incomplete date/time string has been "
                             "found, with elements missing: \"%.*s\"", (int)len, s);
-    if (pd->m < 1 || pd->m > 12 || pd->d < 1 || pd->d > month_days(pd->y, (int)pd->m))
+    if (pd->m < 1 || pd->m > 12 || pd->d < 1 || pd->d > mfi_cal_month_days(pd->y, (int)pd->m))
         return bad_string(s, len, len, "The parsed date was invalid", err);
     if (pd->h > 23 || pd->i > 59 || pd->s > 59)
         return bad_string(s, len, len, "The parsed time was invalid", err);
-    if (t->kind != TZ_UTC && pd->zone == 1)
+    if (t->kind != MFI_TZ_UTC && pd->zone == 1)
         return mf_error_set(err, MF_ConversionFailure, "you cannot pass in a date/time string "
                             "with GMT offset together with a timezone argument");
-    if (t->kind != TZ_UTC && pd->zone == 2)
+    if (t->kind != MFI_TZ_UTC && pd->zone == 2)
         return mf_error_set(err, MF_ConversionFailure, "you cannot pass in a date/time string "
                             "with time zone information ('%s') together with a timezone "
                             "argument", pd->abbr);
-    int64_t l = days_from_civil(pd->y, (int)pd->m, pd->d) * SECS_PER_DAY + pd->h * 3600 +
+    int64_t l = mfi_cal_days_from_civil(pd->y, (int)pd->m, pd->d) * MFI_SECS_PER_DAY + pd->h * 3600 +
                 pd->i * 60 + pd->s;
-    int64_t secs = pd->zone ? l - pd->zoff : utc_from_local(t, l);
+    int64_t secs = pd->zone ? l - pd->zoff : mfi_tz_utc_from_local(t, l);
     *ms = secs * 1000 + pd->us / 1000;
     return 0;
 }
 
-static int date_from_string(const char *s, size_t len, const char *f, size_t flen, const tz *t,
+static int date_from_string(const char *s, size_t len, const char *f, size_t flen, const mfi_tz *t,
                             int64_t *ms, mf_error *err)
 {
     pdate pd;
@@ -1363,10 +1065,10 @@ static int date_from_string(const char *s, size_t len, const char *f, size_t fle
 int mfi_date_from_string(const char *s, size_t len, const char *format, const char *tzname,
                          int64_t *ms, mf_error *err)
 {
-    tz t;
+    mfi_tz t;
     int rc;
     memset(&t, 0, sizeof t);
-    if (tzname && (rc = tz_lookup(tzname, strlen(tzname), &t, err)) != 0)
+    if (tzname && (rc = mfi_tz_lookup(tzname, strlen(tzname), &t, err)) != 0)
         return rc < 0 ? mf_error_set(err, 40485, "unrecognized time zone identifier: \"%s\"",
                                      tzname)
                       : rc;
@@ -1393,7 +1095,7 @@ static int parse_dfs(const op_def *op, const bson_iter_t *it, void *sc, node *n,
 static int op_datefromstring(const node *n, ctx *c, val *out)
 {
     val v[2] = {{.value_type = BSON_TYPE_EOD}, {.value_type = BSON_TYPE_EOD}};
-    tz t;
+    mfi_tz t;
     bool tz_null;
     int64_t ms;
     char buf[128];
@@ -1447,67 +1149,14 @@ done:
 
 /* ------------------------------------------------- $dateAdd $dateSubtract */
 
-/* Whether |amount| of `unit` stays inside what dateAdd can compute
- * (mongod's isDateAddAmountValid). */
-static bool amount_ok(int64_t amount, int unit)
-{
-    const int64_t max_days = (int64_t)(UINT64_MAX / 86400000ULL) + 1;
-    const int64_t max_years = max_days / 365 + 1;
-    int64_t lim;
-    switch (unit) {
-    case U_YEAR: lim = max_years; break;
-    case U_QUARTER: lim = max_years * 4; break;
-    case U_MONTH: lim = max_years * 12; break;
-    case U_WEEK: lim = max_days / 7; break;
-    case U_DAY: lim = max_days; break;
-    case U_HOUR: lim = max_days * 24; break;
-    case U_MINUTE: lim = max_days * 24 * 60; break;
-    default: lim = max_days * 24 * 60 * 60; break;
-    }
-    return -lim < amount && amount < lim;
-}
-
-/* dateAdd: calendar units on the wall clock of `t` (a month past the 31st
- * stops at the month's last day), time units on elapsed time. */
-static int date_add(int64_t ms, int unit, int64_t amount, const tz *t, int64_t *out,
+/* dateAdd, with $dateAdd's errors. */
+static int date_add(int64_t ms, int unit, int64_t amount, const mfi_tz *t, int64_t *out,
                     mf_error *err)
 {
-    static const int64_t unit_secs[] = {0, 0, 0, 0, 0, 3600, 60, 1};
-    if (unit == U_MILLI) {
-        if (__builtin_add_overflow(ms, amount, out))
-            return mf_error_set(err, 5166406, "dateAdd overflowed");
-        return 0;
-    }
-    if (!amount_ok(amount, unit))
+    if (unit != MFI_UNIT_MILLISECOND && !mfi_cal_add_amount_ok(unit, amount))
         return mf_error_set(err, 5976500, "invalid dateAdd 'amount' parameter value: %" PRId64
-                            " %s", amount, unit_names[unit]);
-    tparts p;
-    to_parts(ms, t, &p);
-    int64_t days = 0, secs;
-    if (unit <= U_MONTH) {
-        int64_t months = amount * (unit == U_YEAR ? 12 : unit == U_QUARTER ? 3 : 1);
-        int64_t total = p.y * 12 + (p.mon - 1) + months;
-        int64_t ry = floordiv(total, 12);
-        int rm = (int)floormod(total, 12) + 1;
-        int rd = p.d < month_days(ry, rm) ? p.d : month_days(ry, rm);
-        days = days_from_civil(ry, rm, rd) - p.days;
-    } else if (unit == U_WEEK || unit == U_DAY) {
-        days = amount * (unit == U_WEEK ? 7 : 1);
-    }
-    if (unit <= U_DAY || t->kind != TZ_NAMED) {
-        __int128 l = (__int128)(p.days + days) * SECS_PER_DAY + p.h * 3600 + p.mi * 60 + p.s;
-        if (unit > U_DAY)
-            l += (__int128)amount * unit_secs[unit];
-        if (l > INT64_MAX / 1000 || l < INT64_MIN / 1000)
-            return mf_error_set(err, 5166406, "dateAdd overflowed");
-        secs = utc_from_local(t, (int64_t)l);
-    } else {
-        __int128 u = (__int128)floordiv(ms, 1000) + (__int128)amount * unit_secs[unit];
-        if (u > INT64_MAX / 1000 || u < INT64_MIN / 1000)
-            return mf_error_set(err, 5166406, "dateAdd overflowed");
-        secs = (int64_t)u;
-    }
-    if (!make_ms(secs, p.ms, out))
+                            " %s", amount, mfi_cal_unit_name(unit));
+    if (!mfi_cal_add(ms, unit, amount, t, out))
         return mf_error_set(err, 5166406, "dateAdd overflowed");
     return 0;
 }
@@ -1532,7 +1181,7 @@ static int add_op(const node *n, ctx *c, val *out, bool sub)
     val v[3] = {{.value_type = BSON_TYPE_EOD}, {.value_type = BSON_TYPE_EOD},
                 {.value_type = BSON_TYPE_EOD}};
     const char *op = n->op->name;
-    tz t;
+    mfi_tz t;
     bool tz_null = false;
     int64_t amount, ms;
     int unit, rc = 0;
@@ -1553,10 +1202,11 @@ static int add_op(const node *n, ctx *c, val *out, bool sub)
         rc = mf_error_set(c->err, 5166404, "%s expects string defining the time unit", op);
     else if (!integral64(&v[2], &amount))
         rc = mf_error_set(c->err, 5166405, "%s expects integer amount of time units", op);
-    else if ((unit = find_unit(&v[1])) < 0)
-        rc = mf_error_set(c->err, MF_FailedToParse, "unknown time unit value: %s",
-                          v[1].value.v_utf8.str);
-    else if (sub && amount == INT64_MIN)
+    else
+        rc = mfi_cal_unit_parse(v[1].value.v_utf8.str, v[1].value.v_utf8.len, &unit, c->err);
+    if (rc != 0)
+        goto done;
+    if (sub && amount == INT64_MIN)
         rc = mf_error_set(c->err, 6045000, "invalid $dateSubtract 'amount' parameter value: %"
                           PRId64, amount);
     else if ((rc = date_add(date_ms(&v[0]), unit, sub ? -amount : amount, &t, &ms, c->err)) == 0)
@@ -1572,23 +1222,23 @@ static int op_datesubtract(const node *n, ctx *c, val *out) { return add_op(n, c
 /* ------------------------------------------------------------ $dateDiff */
 
 /* The day of the week of local day `days` counted from `sow` (0..6). */
-static int dow_from(int64_t days, int sow) { return (iso_dow(days) - sow + 7) % 7; }
+static int dow_from(int64_t days, int sow) { return (mfi_cal_iso_dow(days) - sow + 7) % 7; }
 
 static int64_t quarter(int m) { return (m - 1) / 3; }
 
 /* dateDiff for the calendar units, on local fields. */
-static int64_t diff_calendar(const tparts *a, const tparts *b, int unit, int sow)
+static int64_t diff_calendar(const mfi_tparts *a, const mfi_tparts *b, int unit, int sow)
 {
     int64_t dd = b->days - a->days, dh = b->h - a->h + dd * 24, dmi = b->mi - a->mi + dh * 60;
     int64_t z = a->off - b->off;
     switch (unit) {
-    case U_YEAR: return b->y - a->y;
-    case U_QUARTER: return quarter(b->mon) - quarter(a->mon) + (b->y - a->y) * 4;
-    case U_MONTH: return b->mon - a->mon + (b->y - a->y) * 12;
-    case U_WEEK: return (dd + dow_from(a->days, sow) - dow_from(b->days, sow)) / 7;
-    case U_DAY: return dd;
-    case U_HOUR: return dh + z / 3600;
-    case U_MINUTE: return dmi + z / 60;
+    case MFI_UNIT_YEAR: return b->y - a->y;
+    case MFI_UNIT_QUARTER: return quarter(b->mon) - quarter(a->mon) + (b->y - a->y) * 4;
+    case MFI_UNIT_MONTH: return b->mon - a->mon + (b->y - a->y) * 12;
+    case MFI_UNIT_WEEK: return (dd + dow_from(a->days, sow) - dow_from(b->days, sow)) / 7;
+    case MFI_UNIT_DAY: return dd;
+    case MFI_UNIT_HOUR: return dh + z / 3600;
+    case MFI_UNIT_MINUTE: return dmi + z / 60;
     default: return b->s - a->s + dmi * 60 + z;
     }
 }
@@ -1618,7 +1268,7 @@ static int op_datediff(const node *n, ctx *c, val *out)
 {
     val v[4] = {{.value_type = BSON_TYPE_EOD}, {.value_type = BSON_TYPE_EOD},
                 {.value_type = BSON_TYPE_EOD}, {.value_type = BSON_TYPE_EOD}};
-    tz t;
+    mfi_tz t;
     bool is_null = false;
     int unit, sow = 7, rc = 0;
     for (size_t i = 0; i < 3 && rc == 0 && !is_null; i++)
@@ -1643,15 +1293,15 @@ static int op_datediff(const node *n, ctx *c, val *out)
         (sow_active && (rc = parse_dow(&v[3], "$dateDiff", &sow, c->err)) != 0))
         goto done;
     int64_t a = date_ms(&v[0]), b = date_ms(&v[1]), r;
-    if (unit == U_MILLI) {
+    if (unit == MFI_UNIT_MILLISECOND) {
         if (__builtin_sub_overflow(b, a, &r)) {
             rc = mf_error_set(c->err, 5166308, "dateDiff overflowed");
             goto done;
         }
     } else {
-        tparts pa, pb;
-        to_parts(a, &t, &pa);
-        to_parts(b, &t, &pb);
+        mfi_tparts pa, pb;
+        mfi_tz_to_parts(a, &t, &pa);
+        mfi_tz_to_parts(b, &t, &pb);
         r = diff_calendar(&pa, &pb, unit, sow);
     }
     set_long(out, r);
@@ -1681,33 +1331,32 @@ static int parse_dtrunc(const op_def *op, const bson_iter_t *it, void *sc, node 
 
 /* truncateDate: bins of `bin` units counted from 2000-01-01T00:00 local (for
  * weeks, the first `sow` on or after it). */
-static int truncate_date(int64_t ms, int unit, int64_t bin, const tz *t, int sow, int64_t *out,
+static int truncate_date(int64_t ms, int unit, int64_t bin, const mfi_tz *t, int sow, int64_t *out,
                          mf_error *err)
 {
-    static const int64_t unit_ms[] = {0, 0, 0, 0, 0, 3600000, 60000, 1000, 1};
     const int64_t ref_utc = 946684800000LL; /* 2000-01-01T00:00:00Z */
-    int64_t ref = ref_utc - (int64_t)tz_offset(t, ref_utc / 1000) * 1000;
-    if (unit >= U_HOUR) {
+    int64_t ref = ref_utc - (int64_t)mfi_tz_offset(t, ref_utc / 1000) * 1000;
+    if (unit >= MFI_UNIT_HOUR) {
         int64_t size, shifted;
-        if (__builtin_mul_overflow(bin, unit_ms[unit], &size))
+        if (__builtin_mul_overflow(bin, mfi_cal_unit_ms(unit), &size))
             return mf_error_set(err, 5439002, "dateTrunc overflowed");
         if (__builtin_sub_overflow(ms, ref, &shifted))
             return mf_error_set(err, 5439000, "dateTrunc overflowed");
-        if (__builtin_sub_overflow(ms, floormod(shifted, size), out))
+        if (__builtin_sub_overflow(ms, mfi_floormod(shifted, size), out))
             return mf_error_set(err, 5439001, "dateTrunc overflowed");
         return 0;
     }
     if (bin > 100000000000LL)
         return mf_error_set(err, 5439006, "dateTrunc unsupported binSize value");
-    tparts rp, p;
-    if (unit == U_WEEK) {
+    mfi_tparts rp, p;
+    if (unit == MFI_UNIT_WEEK) {
         int shift = (7 - (6 - sow + 7) % 7) % 7; /* 2000-01-01 was a Saturday */
         ref += shift * 86400000LL;
     }
-    to_parts(ref, t, &rp);
-    to_parts(ms, t, &p);
+    mfi_tz_to_parts(ref, t, &rp);
+    mfi_tz_to_parts(ms, t, &p);
     int64_t dist = diff_calendar(&rp, &p, unit, sow), lower;
-    if (__builtin_sub_overflow(dist, floormod(dist, bin), &lower))
+    if (__builtin_sub_overflow(dist, mfi_floormod(dist, bin), &lower))
         return mf_error_set(err, 5439004, "dateTrunc overflowed");
     return date_add(ref, unit, lower, t, out, err);
 }
@@ -1716,7 +1365,7 @@ static int op_datetrunc(const node *n, ctx *c, val *out)
 {
     val v[4] = {{.value_type = BSON_TYPE_EOD}, {.value_type = BSON_TYPE_EOD},
                 {.value_type = BSON_TYPE_EOD}, {.value_type = BSON_TYPE_EOD}};
-    tz t;
+    mfi_tz t;
     bool is_null = false;
     int unit, sow = 7, rc = 0;
     int64_t bin = 1, ms;

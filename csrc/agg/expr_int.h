@@ -15,7 +15,6 @@
 #define MF_AGG_EXPR_INT_H
 
 #include "agg.h"
-#include "decimal.h"
 
 #include <stdint.h>
 

@@ -157,17 +157,10 @@ int mfi_parse_set_window_fields(const bson_iter_t *, mfi_agg *, mfi_stage_list *
 int mfi_parse_bucket(const bson_iter_t *, mfi_agg *, mfi_stage_list *, mf_error *);
 int mfi_parse_bucket_auto(const bson_iter_t *, mfi_agg *, mfi_stage_list *, mf_error *);
 int mfi_parse_redact(const bson_iter_t *, mfi_agg *, mfi_stage_list *, mf_error *);
-/* stage_densify.c: $densify, $fill, and the time units both they and
- * $setWindowFields use (millisecond ... year, as mongod's TimeUnit). */
+/* stage_densify.c: $densify and $fill (the time units and dateAdd they
+ * and $setWindowFields use are calendar.h's). */
 int mfi_parse_densify(const bson_iter_t *, mfi_agg *, mfi_stage_list *, mf_error *);
 int mfi_parse_fill(const bson_iter_t *, mfi_agg *, mfi_stage_list *, mf_error *);
-/* The unit named `s` into *unit; FailedToParse "unknown time unit value: x". */
-int mfi_time_unit(const char *s, int *unit, mf_error *err);
-/* Milliseconds in a unit up to a week; 0 for month, quarter and year. */
-int64_t mfi_unit_ms(int unit);
-/* `ms` + `amount` units (UTC; months clamp the day to the month's end, as
- * mongod's dateAdd).  False on overflow. */
-bool mfi_date_add(int64_t ms, int unit, int64_t amount, int64_t *out);
 /* ------------------------------------------------------ sub-pipelines
  * ($lookup, $graphLookup, $unionWith: stage_lookup.c; $facet:
  * stage_facet.c).  A sub-pipeline is an mf_pipeline of its own, pulled

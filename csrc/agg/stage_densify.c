@@ -1,6 +1,5 @@
 /*
- * stage_densify.c -- $densify and $fill, and the time units they share
- * with $setWindowFields.
+ * stage_densify.c -- $densify and $fill.
  *
  * $densify desugars as mongod's: {$sort: {<partitionByFields>..., field: 1}}
  * (no partition fields with bounds "full") and the densify stage, whose
@@ -17,14 +16,15 @@
  * already has is not generated).  Documents whose field is null or missing
  * pass through.  A generated document holds the partition fields and the
  * field, in that order.  Grid values are anchor + k * step (numbers:
- * integer arithmetic while it is exact, as $add; dates: dateAdd of k *
- * step units, UTC).
+ * integer arithmetic while it is exact, as $add; dates: calendar.h's
+ * dateAdd of k * step units, UTC).
  *
  * $fill desugars as mongod's document_source_fill.cpp: methods become a
  * $setWindowFields with $locf / $linearFill, values an $addFields with
  * {$ifNull: ["$field", <value>]}.
  */
 #include "pipeline_int.h"
+#include "calendar.h"
 #include "expr_int.h"
 
 #include <math.h>
@@ -37,79 +37,6 @@
 static int oom(mf_error *err)
 {
     return mf_error_set(err, MF_InternalError, "out of memory");
-}
-
-/* ---------------------------------------------------------- time units */
-
-enum { U_MS, U_SECOND, U_MINUTE, U_HOUR, U_DAY, U_WEEK, U_MONTH, U_QUARTER, U_YEAR };
-
-static const char *const unit_names[] = {"millisecond", "second", "minute", "hour", "day",
-                                         "week",        "month",  "quarter", "year"};
-
-int mfi_time_unit(const char *s, int *unit, mf_error *err)
-{
-    for (int i = 0; i <= U_YEAR; i++)
-        if (strcmp(unit_names[i], s) == 0) {
-            *unit = i;
-            return 0;
-        }
-    return mf_error_set(err, MF_FailedToParse, "unknown time unit value: %s", s);
-}
-
-int64_t mfi_unit_ms(int unit)
-{
-    static const int64_t ms[] = {1, 1000, 60000, 3600000, 86400000, 604800000};
-    return unit >= U_MS && unit <= U_WEEK ? ms[unit] : 0;
-}
-
-/* Days since 1970-01-01 of a civil date, and back (proleptic Gregorian). */
-static int64_t days_from_civil(int64_t y, int64_t m, int64_t d)
-{
-    y -= m <= 2;
-    int64_t era = (y >= 0 ? y : y - 399) / 400;
-    int64_t yoe = y - era * 400;
-    int64_t doy = (153 * (m + (m > 2 ? -3 : 9)) + 2) / 5 + d - 1;
-    int64_t doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    return era * 146097 + doe - 719468;
-}
-
-static void civil_from_days(int64_t z, int64_t *y, int64_t *m, int64_t *d)
-{
-    z += 719468;
-    int64_t era = (z >= 0 ? z : z - 146096) / 146097;
-    int64_t doe = z - era * 146097;
-    int64_t yoe = (doe - doe / 1460 + doe / 36524 - doe / 146096) / 365;
-    int64_t doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    int64_t mp = (5 * doy + 2) / 153;
-    *d = doy - (153 * mp + 2) / 5 + 1;
-    *m = mp < 10 ? mp + 3 : mp - 9;
-    *y = yoe + era * 400 + (*m <= 2);
-}
-
-bool mfi_date_add(int64_t ms, int unit, int64_t amount, int64_t *out)
-{
-    int64_t per = mfi_unit_ms(unit);
-    if (per) {
-        int64_t delta;
-        return !__builtin_mul_overflow(amount, per, &delta) &&
-               !__builtin_add_overflow(ms, delta, out);
-    }
-    int64_t months = amount * (unit == U_YEAR ? 12 : unit == U_QUARTER ? 3 : 1);
-    if (amount > 1000000000 || amount < -1000000000)
-        return false;
-    int64_t days = ms >= 0 ? ms / 86400000 : -((-ms + 86399999) / 86400000);
-    int64_t tod = ms - days * 86400000;
-    int64_t y, m, d;
-    civil_from_days(days, &y, &m, &d);
-    int64_t total = y * 12 + (m - 1) + months;
-    y = total >= 0 ? total / 12 : -((-total + 11) / 12);
-    m = total - y * 12 + 1;
-    static const int mdays[] = {31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31};
-    int64_t dim = mdays[m - 1] + (m == 2 && ((y % 4 == 0 && y % 100 != 0) || y % 400 == 0));
-    if (d > dim)
-        d = dim;
-    *out = days_from_civil(y, m, d) * 86400000 + tod;
-    return true;
 }
 
 /* -------------------------------------------------------------- $densify */
@@ -158,7 +85,7 @@ static int grid(const densify_stage *d, const val *anchor, int64_t k, val *out, 
     if (d->unit >= 0) {
         int64_t ms, amount;
         if (__builtin_mul_overflow(k, as_long(&d->step), &amount) ||
-            !mfi_date_add(anchor->value.v_datetime, d->unit, amount, &ms))
+            !mfi_cal_add(anchor->value.v_datetime, d->unit, amount, &mfi_tz_utc, &ms))
             return mf_error_set(err, MF_BadValue, "$densify date overflow");
         set_date(out, ms);
         return 0;
@@ -477,7 +404,8 @@ static int parse_range(densify_stage *d, const bson_iter_t *it, mf_error *err)
             return mf_error_set(err, 6586400,
                                 "The step parameter in a range statement must be a whole number "
                                 "when densifying a date range");
-        int rc = mfi_time_unit(bson_iter_utf8(&unit_it, NULL), &d->unit, err);
+        const char *name = bson_iter_utf8(&unit_it, NULL);
+        int rc = mfi_cal_unit_parse(name, strlen(name), &d->unit, err);
         if (rc)
             return rc;
     }

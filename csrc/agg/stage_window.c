@@ -34,6 +34,7 @@
  * O(n)).
  */
 #include "accumulator.h"
+#include "calendar.h"
 #include "expr_int.h"
 #include "spill.h"
 
@@ -272,7 +273,8 @@ static int parse_window(window_stage *w, wfn *f, const bson_iter_t *it, mf_error
         if ((rc = bound_parse(agg, &e0, true, has_unit, &f->lo, err)) != 0 ||
             (rc = bound_parse(agg, &e1, true, has_unit, &f->hi, err)) != 0)
             return rc;
-        if (has_unit && (rc = mfi_time_unit(bson_iter_utf8(&unit, NULL), &f->unit, err)) != 0)
+        const char *name = has_unit ? bson_iter_utf8(&unit, NULL) : NULL;
+        if (name && (rc = mfi_cal_unit_parse(name, strlen(name), &f->unit, err)) != 0)
             return rc;
         f->is_range = true;
     }
@@ -355,12 +357,13 @@ static int parse_with_unit(window_stage *w, wfn *f, const bson_iter_t *it, mf_er
             if (!BSON_ITER_HOLDS_UTF8(&a))
                 return mf_error_set(err, MF_FailedToParse, "unit' must be a string, but got %s",
                                     mf_bsonx_type_alias(bson_iter_type(&a)));
+            const char *name = bson_iter_utf8(&a, NULL);
             int unit;
-            if ((rc = mfi_time_unit(bson_iter_utf8(&a, NULL), &unit, err)) != 0)
+            if ((rc = mfi_cal_unit_parse(name, strlen(name), &unit, err)) != 0)
                 return rc;
-            if (mfi_unit_ms(unit) == 0)
+            if (mfi_cal_unit_ms(unit) == 0)
                 return mf_error_set(err, 5490710, "unit must be 'week' or smaller");
-            f->unit_ms = mfi_unit_ms(unit);
+            f->unit_ms = mfi_cal_unit_ms(unit);
         } else {
             return mf_error_set(err, MF_FailedToParse, "%s got unexpected argument: %s", f->name, k);
         }
@@ -835,7 +838,7 @@ static int range_add(const wfn *f, const val *base, const val *delta, val *out, 
 {
     if (f->unit >= 0) {
         int64_t ms;
-        if (!mfi_date_add(base->value.v_datetime, f->unit, as_long(delta), &ms))
+        if (!mfi_cal_add(base->value.v_datetime, f->unit, as_long(delta), &mfi_tz_utc, &ms))
             return mf_error_set(err, MF_BadValue, "date overflow in window bounds");
         set_date(out, ms);
         return 0;

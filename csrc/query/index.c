@@ -51,24 +51,19 @@
  *                                   (mf_index_desc.multikey)
  *   building       bool             true while the index build is unfinished
  *
- * Keys.  mf_index_keys follows mongod's BtreeKeyGenerator
- * (src/mongo/db/index/btree_key_generator.cpp): each field's path is
- * followed through documents; the first array met on any path is
- * expanded, one recursion per element, and every path that goes through
- * that same array takes its value from the same element; a second,
- * different array is "parallel arrays" (171).  A numeric component also
- * names an array element ("a.0"), looked up once per array; an array
- * inside an expanded array is one value.  Missing is null, an empty array
- * undefined.  A sparse index drops a key whose every field was missing.
- * The multikey bits follow mongod's multikeyPaths: a field is multikey when
- * an array it traverses may give it several values (not when a positional
- * component picks one element).  An index with a collation encodes every
- * string and symbol of its keys, at any depth, as the collation's sort key
+ * Keys.  mf_index_keys runs the key generator sort keys share (keygen.h:
+ * mongod's BtreeKeyGenerator, array expansion, parallel arrays 171,
+ * positional components, the multikey bits) and keeps every candidate it
+ * emits, sorted and unique.  The _id index's one key is the _id field as
+ * it is, not generated.  A sparse index drops a key whose every field was
+ * missing.  An index with a collation encodes every string and symbol of
+ * its keys, at any depth, as the collation's sort key
  * (mf_bsonx_key_append_coll): strings it calls equal make the same key, so
  * a unique index refuses "a" next to "A" at strength 2, and its partial
  * filter is read under the same collation.
  */
 #include "query_int.h"
+#include "keygen.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -79,10 +74,8 @@ enum {
     E_CANNOT_CREATE = 67,      /* CannotCreateIndex */
     E_OPTIONS_CONFLICT = 85,   /* IndexOptionsConflict */
     E_KEY_SPECS_CONFLICT = 86, /* IndexKeySpecsConflict */
-    E_PARALLEL_ARRAYS = 171,   /* CannotIndexParallelArrays */
     E_INVALID_OPTION = 197,    /* InvalidIndexSpecificationOption */
     E_NOT_ALLOWED = 224,       /* QueryFeatureNotAllowed */
-    E_AMBIGUOUS_FIELD = 16746,
     E_CLUSTERED_FALSE = 6492800,
 };
 
@@ -1381,35 +1374,10 @@ fail:
 
 /* ----------------------------------------------------------------- keys */
 
-/* {n: null, u: undefined}: the values of a missing path and of []. */
-static const uint8_t consts_bson[] = {11, 0, 0, 0, BSON_TYPE_NULL, 'n', 0,
-                                      BSON_TYPE_UNDEFINED, 'u', 0, 0};
-
-static void const_value(const char *name, bson_iter_t *out)
-{
-    bson_t consts;
-    bson_init_static(&consts, consts_bson, sizeof consts_bson);
-    bson_iter_init_find(out, &consts, name);
-}
-
-/* One key field while keys are generated: mongod's fieldNames[i],
- * fixed[i] and PositionalPathInfo. */
-typedef struct kfield {
-    const char *rest;     /* path still to follow; "" once `fixed` holds the value */
-    bson_iter_t fixed;
-    bool has_pos;         /* the next component indexes the array just expanded */
-    bson_iter_t pos_elt;  /* that element */
-    bson_iter_t pos_arr;  /* the array (for the 16746 message) */
-    const char *pos_rest; /* the path after what `dotted` followed */
-    bool dotted_found;
-    bson_iter_t dotted;   /* the rest of the path followed from the array */
-} kfield;
-
-typedef struct kgen {
+/* What index keys add to the generator (keygen.h): where keys go. */
+typedef struct ikeys {
     const mf_index_desc *d;
     mf_keyset *out;
-    uint32_t multikey;
-    mf_error *err;
     /* mf_index_key_values: instead of keeping each key, compare it with
      * `entry` and, the first time they agree, append its values */
     const uint8_t *entry;
@@ -1417,7 +1385,7 @@ typedef struct kgen {
     bson_t *values;
     mf_buf scratch;
     bool found;
-} kgen;
+} ikeys;
 
 static int keyset_add(mf_keyset *k, mf_buf **out)
 {
@@ -1435,56 +1403,6 @@ static int keyset_add(mf_keyset *k, mf_buf **out)
     return 0;
 }
 
-/* dotted_path_support's extractElementAtPathOrArrayAlongPath: follow
- * `*path` through documents until it ends or meets an array; `*path` is
- * left after the element found. */
-static bool extract_path(const bson_t *obj, const char **path, bson_iter_t *out)
-{
-    const char *p = *path, *dot = strchr(p, '.');
-    size_t n = dot ? (size_t)(dot - p) : strlen(p);
-    *path = dot ? dot + 1 : p + n;
-    if (!find_field(obj, p, n, out))
-        return false;
-    if (BSON_ITER_HOLDS_ARRAY(out) || **path == '\0')
-        return true;
-    if (BSON_ITER_HOLDS_DOCUMENT(out)) {
-        bson_t sub;
-        sub_doc(out, &sub);
-        return extract_path(&sub, path, out);
-    }
-    return false;
-}
-
-/* mongod's _extractNextElement: 1 found, 0 not, or an error code. */
-static int extract_next(kgen *g, const bson_t *obj, kfield *f, bson_iter_t *out, bool *nested)
-{
-    const char *dot = strchr(f->rest, '.');
-    size_t n = dot ? (size_t)(dot - f->rest) : strlen(f->rest);
-    bson_iter_t probe;
-    bool have_field = find_field(obj, f->rest, n, &probe);
-    *nested = false;
-    if (have_field && f->has_pos) {
-        char arr[STR_CAP];
-        bson_t a;
-        sub_doc(&f->pos_arr, &a);
-        mf_bsonx_to_string(&a, arr, sizeof arr);
-        return mf_error_set(g->err, E_AMBIGUOUS_FIELD,
-                            "Ambiguous field name found in array (do not use numeric field names "
-                            "in embedded elements in an array), field: '%s' for array: %s",
-                            bson_iter_key(&f->pos_elt), arr);
-    }
-    if (have_field)
-        return extract_path(obj, &f->rest, out) ? 1 : 0;
-    if (f->has_pos) {
-        *nested = BSON_ITER_HOLDS_ARRAY(&f->pos_elt);
-        f->rest = f->pos_rest;
-        if (f->dotted_found)
-            *out = f->dotted;
-        return f->dotted_found ? 1 : 0;
-    }
-    return 0;
-}
-
 /* Whether `key` is index entry `entry`: the key, then a RecordId for a
  * non-unique index. */
 static bool is_entry(const mf_buf *key, const uint8_t *entry, size_t len)
@@ -1492,130 +1410,33 @@ static bool is_entry(const mf_buf *key, const uint8_t *entry, size_t len)
     return (key->len == len || key->len + 8 == len) && memcmp(key->data, entry, key->len) == 0;
 }
 
-static int emit(kgen *g, const kfield *f)
+/* Every candidate is a key, but a sparse index's candidate with every
+ * field missing. */
+static int emit(mfi_keygen *g, const mfi_kfield *f, size_t nmissing)
 {
-    mf_buf *key = &g->scratch;
-    if (g->found)
+    ikeys *k = g->arg;
+    mf_buf *key = &k->scratch;
+    if (k->found || (k->d->sparse && nmissing == g->nfields))
         return 0;
-    if (!g->values && keyset_add(g->out, &key) != 0)
+    if (!k->values && keyset_add(k->out, &key) != 0)
         return oom(g->err);
     key->len = 0;
-    for (size_t i = 0; i < g->d->nfields; i++)
-        if (mf_bsonx_key_append_coll(key, &f[i].fixed, g->d->desc[i], g->d->coll) != 0)
-            return oom(g->err);
-    if (g->values && is_entry(key, g->entry, g->entry_len)) {
-        g->found = true;
-        for (size_t i = 0; i < g->d->nfields; i++)
-            if (!mf_bsonx_append_iter(g->values, g->d->paths[i], -1, &f[i].fixed))
+    if (mfi_keygen_encode(g, f, key) != 0)
+        return oom(g->err);
+    if (k->values && is_entry(key, k->entry, k->entry_len)) {
+        k->found = true;
+        for (size_t i = 0; i < g->nfields; i++)
+            if (!mf_bsonx_append_iter(k->values, k->d->paths[i], -1, &f[i].fixed))
                 return oom(g->err);
     }
     return 0;
 }
 
-/* mongod's _getKeysWithArray: fix what `obj` fixes, expand the one array
- * met (if any), recurse per element.  `not_found` counts fields missing so
- * far on this branch (for sparse). */
-static int gen(kgen *g, kfield *f, const bson_t *obj, size_t not_found)
+/* The generator over `d`'s key pattern, emitting into `k`. */
+static mfi_keygen keygen_of(const mf_index_desc *d, ikeys *k, mf_error *err)
 {
-    size_t n = g->d->nfields;
-    bool have_arr = false, may_expand = true;
-    bson_iter_t arr, el;
-    bson_t arr_doc, empty, el_doc;
-    bool *in_arr = calloc(n, sizeof *in_arr);
-    kfield *sub = malloc(n * sizeof *sub), *pos = calloc(n, sizeof *pos);
-    int rc = 0;
-    if (!in_arr || !sub || !pos) {
-        rc = oom(g->err);
-        goto out;
-    }
-    for (size_t i = 0; i < n; i++) {
-        bson_iter_t e;
-        bool nested;
-        if (f[i].rest[0] == '\0')
-            continue;
-        int found = extract_next(g, obj, &f[i], &e, &nested);
-        if (found != 0 && found != 1) {
-            rc = found;
-            goto out;
-        }
-        if (!found) {
-            const_value("n", &f[i].fixed);
-            f[i].rest = "";
-            not_found++;
-        } else if (BSON_ITER_HOLDS_ARRAY(&e)) {
-            in_arr[i] = true;
-            if (!have_arr) {
-                arr = e;
-                have_arr = true;
-            } else if (bson_iter_key(&e) != bson_iter_key(&arr)) {
-                rc = mf_error_set(g->err, E_PARALLEL_ARRAYS, "cannot index parallel arrays [%s] [%s]",
-                                  bson_iter_key(&e), bson_iter_key(&arr));
-                goto out;
-            }
-            may_expand &= !nested;
-        } else {
-            f[i].fixed = e; /* a non-array value ends the path */
-        }
-    }
-    if (!have_arr) {
-        if (!(g->d->sparse && not_found == n))
-            rc = emit(g, f);
-        goto out;
-    }
-    bson_init(&empty);
-    sub_doc(&arr, &arr_doc);
-    if (bson_empty(&arr_doc)) {
-        /* an empty array: the paths through it end in undefined */
-        memcpy(sub, f, n * sizeof *sub);
-        for (size_t i = 0; i < n; i++) {
-            sub[i].has_pos = false;
-            if (in_arr[i] && may_expand)
-                g->multikey |= 1u << (i < 32 ? i : 31);
-            if (in_arr[i] && sub[i].rest[0] == '\0')
-                const_value("u", &sub[i].fixed);
-        }
-        rc = gen(g, sub, &empty, not_found);
-        goto out;
-    }
-    /* A numeric next component names an element: look it up once here. */
-    for (size_t i = 0; i < n; i++) {
-        if (f[i].rest[0] == '\0') {
-            if (in_arr[i] && may_expand)
-                g->multikey |= 1u << (i < 32 ? i : 31);
-            continue;
-        }
-        const char *dot = strchr(f[i].rest, '.');
-        size_t len = dot ? (size_t)(dot - f[i].rest) : strlen(f[i].rest);
-        if (!find_field(&arr_doc, f[i].rest, len, &pos[i].pos_elt)) {
-            g->multikey |= 1u << (i < 32 ? i : 31);
-            continue;
-        }
-        pos[i].has_pos = true;
-        pos[i].pos_arr = arr;
-        pos[i].pos_rest = f[i].rest;
-        pos[i].dotted_found = extract_path(&arr_doc, &pos[i].pos_rest, &pos[i].dotted);
-    }
-    bson_iter_init(&el, &arr_doc);
-    while (rc == 0 && bson_iter_next(&el)) {
-        for (size_t i = 0; i < n; i++) {
-            sub[i] = f[i];
-            sub[i].has_pos = pos[i].has_pos;
-            sub[i].pos_elt = pos[i].pos_elt;
-            sub[i].pos_arr = pos[i].pos_arr;
-            sub[i].pos_rest = pos[i].pos_rest;
-            sub[i].dotted_found = pos[i].dotted_found;
-            sub[i].dotted = pos[i].dotted;
-            if (in_arr[i] && sub[i].rest[0] == '\0')
-                sub[i].fixed = may_expand ? el : arr;
-        }
-        bool is_doc = BSON_ITER_HOLDS_DOCUMENT(&el) && sub_doc(&el, &el_doc);
-        rc = gen(g, sub, is_doc ? &el_doc : &empty, not_found);
-    }
-out:
-    free(in_arr);
-    free(sub);
-    free(pos);
-    return rc;
+    return (mfi_keygen){.nfields = d->nfields, .paths = d->paths, .desc = d->desc,
+                        .coll = d->coll, .emit = emit, .arg = k, .err = err};
 }
 
 static int key_cmp(const void *a, const void *b)
@@ -1653,21 +1474,8 @@ static bool id_value(const mf_index_desc *d, const bson_t *doc, bson_iter_t *it)
     if (d->nfields != 1 || strcmp(d->paths[0], "_id") != 0)
         return false;
     if (!find(doc, "_id", it))
-        const_value("n", it);
+        mfi_keygen_null(it);
     return true;
-}
-
-/* Generate `doc`'s keys, from the key pattern's paths. */
-static int gen_doc(kgen *g, const bson_t *doc)
-{
-    kfield *f = calloc(g->d->nfields, sizeof *f);
-    if (!f)
-        return oom(g->err);
-    for (size_t i = 0; i < g->d->nfields; i++)
-        f[i].rest = g->d->paths[i];
-    int rc = gen(g, f, doc, 0);
-    free(f);
-    return rc;
 }
 
 /* KeyTooLong (17280) when a key of `out`, as its tree stores it (with the
@@ -1693,7 +1501,8 @@ static int keys_fit(const mf_index_desc *d, mf_keyset *out, mf_error *err)
 int mf_index_keys(const mf_index_desc *d, const bson_t *doc, mf_keyset *out, uint32_t *multikey,
                   mf_error *err)
 {
-    kgen g = {.d = d, .out = out, .err = err};
+    ikeys k = {.d = d, .out = out};
+    mfi_keygen g = keygen_of(d, &k, err);
     bson_iter_t id;
     mf_keyset_clear(out);
     *multikey = 0;
@@ -1708,12 +1517,12 @@ int mf_index_keys(const mf_index_desc *d, const bson_t *doc, mf_keyset *out, uin
         }
         return keys_fit(d, out, err);
     }
-    int rc = gen_doc(&g, doc);
+    int rc = mfi_keygen_run(&g, doc);
     if (rc == 0 && out->n == 0 && !d->sparse) {
         /* never reached with the generator above; mongod keeps it too */
         mf_buf *key;
         bson_iter_t null_it;
-        const_value("n", &null_it);
+        mfi_keygen_null(&null_it);
         if (keyset_add(out, &key) != 0)
             rc = oom(err);
         for (size_t i = 0; rc == 0 && i < d->nfields; i++)
@@ -1734,12 +1543,13 @@ int mf_index_keys(const mf_index_desc *d, const bson_t *doc, mf_keyset *out, uin
 int mf_index_key_values(const mf_index_desc *d, const bson_t *doc, const uint8_t *entry,
                         size_t entry_len, bson_t *out, mf_error *err)
 {
-    kgen g = {.d = d, .err = err, .entry = entry, .entry_len = entry_len, .values = out};
+    ikeys k = {.d = d, .entry = entry, .entry_len = entry_len, .values = out};
+    mfi_keygen g = keygen_of(d, &k, err);
     bson_iter_t id;
     if (id_value(d, doc, &id))
         return mf_bsonx_append_iter(out, "_id", 3, &id) ? 0 : oom(err);
-    int rc = gen_doc(&g, doc);
-    mf_buf_free(&g.scratch);
+    int rc = mfi_keygen_run(&g, doc);
+    mf_buf_free(&k.scratch);
     return rc;
 }
 

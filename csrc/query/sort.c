@@ -4,20 +4,13 @@
  * Sort keys.  mongod sorts a document as an index over the sort pattern
  * would order it (src/mongo/db/index/sort_key_generator.cpp): it generates
  * the document's index keys for that pattern (btree_key_generator.cpp) and
- * uses the first one in index order.  So here:
- *
- *   - each sort path is followed through documents; where it meets an
- *     array the array is expanded, one key per element (all paths through
- *     that same array expand together; two different arrays at once are
- *     "parallel arrays", an error);
- *   - an array at the end of a path contributes its elements (an array
- *     inside it is one value); an empty array contributes undefined, which
- *     sorts before null; a missing path contributes null;
- *   - a numeric component names an array element ("a.0") as well;
- *   - each candidate key is the concatenation of its parts in the
- *     order-preserving encoding (keyenc.c), descending parts inverted, and
- *     the sort key is the memcmp-least candidate.  So {a: [1, 5]} sorts by
- *     1 ascending and by 5 descending.
+ * uses the first one in index order.  So here the index key generator
+ * (keygen.h, which index.c runs too) yields the candidates -- arrays
+ * expanded, an empty array undefined (before null), a missing path null,
+ * "a.0" an element -- each encoded in the order-preserving encoding
+ * (keyenc.c), descending parts inverted, and the sort key is the
+ * memcmp-least candidate.  So {a: [1, 5]} sorts by 1 ascending and by 5
+ * descending.
  *
  * The sorter.  Records (key, document, sequence number) are kept in memory
  * up to `mem_limit` bytes (key + document + RECORD_OVERHEAD each).  Past
@@ -40,6 +33,7 @@
  *   16+K    D     document
  */
 #include "query_int.h"
+#include "keygen.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -55,7 +49,6 @@ enum {
     E_SORT_ORDER = 15975,
     E_META_ONLY = 17312,
     E_META_ILLEGAL = 31138,
-    E_AMBIGUOUS_FIELD = 16746,
 };
 
 /* Bytes counted per record beyond its key and document. */
@@ -68,20 +61,12 @@ enum {
 
 /* ---------------------------------------------------------- specification */
 
-typedef struct sort_part {
-    char *path;
-    bool desc;
-} sort_part;
-
 struct mf_sort {
-    sort_part *parts;
+    char **paths;      /* each part's dotted path */
+    bool *desc;        /* each part: descending */
     size_t nparts;
     mf_collator *coll; /* strings' order (one reference), or NULL: simple */
 };
-
-/* {n: null, u: undefined}: the values of a missing path and of []. */
-static const uint8_t consts_bson[] = {11, 0, 0, 0, BSON_TYPE_NULL, 'n', 0,
-                                      BSON_TYPE_UNDEFINED, 'u', 0, 0};
 
 static int oom(mf_error *err)
 {
@@ -93,8 +78,9 @@ void mf_sort_free(mf_sort *s)
     if (!s)
         return;
     for (size_t i = 0; i < s->nparts; i++)
-        free(s->parts[i].path);
-    free(s->parts);
+        free(s->paths[i]);
+    free(s->paths);
+    free(s->desc);
     mf_collator_unref(s->coll);
     free(s);
 }
@@ -163,7 +149,8 @@ int mf_sort_parse(const bson_t *spec, mf_sort **out, mf_error *err)
     int rc = 0;
     if (!s)
         return oom(err);
-    if (n && !(s->parts = calloc(n, sizeof *s->parts))) {
+    if (n && (!(s->paths = calloc(n, sizeof *s->paths)) ||
+              !(s->desc = calloc(n, sizeof *s->desc)))) {
         mf_sort_free(s);
         return oom(err);
     }
@@ -194,11 +181,11 @@ int mf_sort_parse(const bson_t *spec, mf_sort **out, mf_error *err)
         }
         if ((rc = mf_bsonx_field_path_check(key, strlen(key), err)) != 0)
             break;
-        if (!(s->parts[s->nparts].path = strdup(key))) {
+        if (!(s->paths[s->nparts] = strdup(key))) {
             rc = oom(err);
             break;
         }
-        s->parts[s->nparts++].desc = dir < 0;
+        s->desc[s->nparts++] = dir < 0;
     }
     if (rc) {
         mf_sort_free(s);
@@ -224,7 +211,7 @@ const mf_collator *mf_sort_collation(const mf_sort *s)
 
 const char *mf_sort_path(const mf_sort *s, size_t i)
 {
-    return i < s->nparts ? s->parts[i].path : NULL;
+    return i < s->nparts ? s->paths[i] : NULL;
 }
 
 size_t mf_sort_nkeys(const mf_sort *s)
@@ -234,249 +221,50 @@ size_t mf_sort_nkeys(const mf_sort *s)
 
 /* ---------------------------------------------------------------- sort keys */
 
-/* One sort path while keys are generated (mongod's fieldNames[i], fixed[i]
- * and PositionalPathInfo). */
-typedef struct fstate {
-    const char *rest;     /* path still to follow; "" once `fixed` holds the value */
-    bson_iter_t fixed;
-    bool has_pos;         /* the next component indexes the array just expanded */
-    bson_iter_t pos_elt;  /* that element */
-    bool dotted_found;
-    bson_iter_t dotted;   /* the rest of the path followed from it */
-    const char *pos_rest; /* what remains after that */
-    bson_iter_t pos_arr;  /* the array, for the error message */
-} fstate;
-
-typedef struct kgen {
-    const mf_sort *s;
+/* What a sort key adds to the generator (keygen.h): only the least
+ * candidate is kept. */
+typedef struct least {
     mf_buf cand;    /* the candidate key being built */
     mf_buf *best;   /* the least so far */
     size_t best_at; /* where the sort key starts in `best` */
     bool have_best;
-    mf_error *err;
-} kgen;
+} least;
 
-static bool find_field(const bson_t *obj, const char *name, size_t n, bson_iter_t *out)
+/* Encode a candidate; keep it if it is the least yet. */
+static int emit(mfi_keygen *g, const mfi_kfield *f, size_t nmissing)
 {
-    if (!bson_iter_init(out, obj))
-        return false;
-    while (bson_iter_next(out))
-        if (bson_iter_key_len(out) == n && memcmp(bson_iter_key(out), name, n) == 0)
-            return true;
-    return false;
-}
-
-static void doc_of(const bson_iter_t *it, bson_t *out)
-{
-    uint32_t len;
-    const uint8_t *data;
-    if (BSON_ITER_HOLDS_ARRAY(it))
-        bson_iter_array(it, &len, &data);
-    else
-        bson_iter_document(it, &len, &data);
-    bson_init_static(out, data, len);
-}
-
-/* Follow `*path` through documents until it ends or meets an array
- * (mongod's extractElementAtPathOrArrayAlongPath); `*path` is left at what
- * remains after the element found. */
-static bool extract_path(const bson_t *obj, const char **path, bson_iter_t *out)
-{
-    const char *p = *path, *dot = strchr(p, '.');
-    size_t n = dot ? (size_t)(dot - p) : strlen(p);
-    *path = dot ? dot + 1 : p + n;
-    if (!find_field(obj, p, n, out))
-        return false;
-    if (BSON_ITER_HOLDS_ARRAY(out) || **path == '\0')
-        return true;
-    if (BSON_ITER_HOLDS_DOCUMENT(out)) {
-        bson_t sub;
-        doc_of(out, &sub);
-        return extract_path(&sub, path, out);
-    }
-    return false;
-}
-
-/* The next element on `f`'s path in `obj` (mongod's _extractNextElement).
- * Returns 1 found, 0 not found, or an error code. */
-static int extract_next(kgen *g, const bson_t *obj, fstate *f, bson_iter_t *out, bool *nested)
-{
-    const char *dot = strchr(f->rest, '.');
-    size_t n = dot ? (size_t)(dot - f->rest) : strlen(f->rest);
-    bson_iter_t probe;
-    bool have_field = find_field(obj, f->rest, n, &probe);
-    *nested = false;
-    if (have_field && f->has_pos) {
-        char arr[300];
-        bson_t a;
-        doc_of(&f->pos_arr, &a);
-        mf_bsonx_to_string(&a, arr, sizeof arr);
-        return mf_error_set(g->err, E_AMBIGUOUS_FIELD,
-                            "Ambiguous field name found in array (do not use numeric field names "
-                            "in embedded elements in an array), field: '%s' for array: %s",
-                            bson_iter_key(&f->pos_elt), arr);
-    }
-    if (have_field)
-        return extract_path(obj, &f->rest, out) ? 1 : 0;
-    if (f->has_pos) {
-        *nested = BSON_ITER_HOLDS_ARRAY(&f->pos_elt);
-        f->rest = f->pos_rest;
-        if (f->dotted_found)
-            *out = f->dotted;
-        return f->dotted_found ? 1 : 0;
-    }
-    return 0;
-}
-
-/* Encode the key of the fixed values; keep it if it is the least yet. */
-static int emit(kgen *g, const fstate *f)
-{
-    const mf_sort *s = g->s;
-    g->cand.len = 0;
-    for (size_t i = 0; i < s->nparts; i++)
-        if (mf_bsonx_key_append_coll(&g->cand, &f[i].fixed, s->parts[i].desc, s->coll) != 0)
-            return oom(g->err);
-    size_t blen = g->best->len - g->best_at;
-    if (g->have_best) {
-        size_t n = blen < g->cand.len ? blen : g->cand.len;
-        int c = memcmp(g->cand.data, g->best->data + g->best_at, n);
-        if (c > 0 || (c == 0 && g->cand.len >= blen))
+    least *l = g->arg;
+    (void)nmissing; /* a missing field is null, as in any key */
+    l->cand.len = 0;
+    if (mfi_keygen_encode(g, f, &l->cand) != 0)
+        return oom(g->err);
+    size_t blen = l->best->len - l->best_at;
+    if (l->have_best) {
+        size_t n = blen < l->cand.len ? blen : l->cand.len;
+        int c = memcmp(l->cand.data, l->best->data + l->best_at, n);
+        if (c > 0 || (c == 0 && l->cand.len >= blen))
             return 0;
     }
-    g->best->len = g->best_at;
-    if (mf_buf_append(g->best, g->cand.data, g->cand.len) != 0)
+    l->best->len = l->best_at;
+    if (mf_buf_append(l->best, l->cand.data, l->cand.len) != 0)
         return oom(g->err);
-    g->have_best = true;
+    l->have_best = true;
     return 0;
-}
-
-static void const_value(const char *name, bson_iter_t *out)
-{
-    bson_t consts;
-    bson_init_static(&consts, consts_bson, sizeof consts_bson);
-    bson_iter_init_find(out, &consts, name);
-}
-
-/* mongod's _getKeysWithArray: fix what can be fixed in `obj`, expand the
- * one array met (if any), recurse per element. */
-static int gen(kgen *g, fstate *f, const bson_t *obj)
-{
-    size_t n = g->s->nparts;
-    bool have_arr = false, may_expand = true;
-    bson_iter_t arr;
-    bool *in_arr = calloc(n, sizeof *in_arr);
-    fstate *sub = malloc(n * sizeof *sub);
-    int rc = 0;
-    if (!in_arr || !sub) {
-        rc = oom(g->err);
-        goto out;
-    }
-    for (size_t i = 0; i < n; i++) {
-        if (f[i].rest[0] == '\0')
-            continue;
-        bson_iter_t e;
-        bool nested;
-        int found = extract_next(g, obj, &f[i], &e, &nested);
-        if (found < 0 || found > 1) {
-            rc = found;
-            goto out;
-        }
-        if (!found) {
-            const_value("n", &f[i].fixed);
-            f[i].rest = "";
-        } else if (BSON_ITER_HOLDS_ARRAY(&e)) {
-            in_arr[i] = true;
-            if (!have_arr) {
-                arr = e;
-                have_arr = true;
-            } else if (bson_iter_key(&e) != bson_iter_key(&arr)) {
-                rc = mf_error_set(g->err, MF_BadValue, "cannot sort with keys that are parallel arrays");
-                goto out;
-            }
-            if (nested)
-                may_expand = false;
-        } else {
-            f[i].fixed = e;
-            f[i].rest = "";
-        }
-    }
-    if (!have_arr) {
-        rc = emit(g, f);
-        goto out;
-    }
-    bson_t arr_doc, empty;
-    bson_iter_t el;
-    doc_of(&arr, &arr_doc);
-    bson_init(&empty);
-    if (bson_empty(&arr_doc)) {
-        memcpy(sub, f, n * sizeof *sub);
-        for (size_t i = 0; i < n; i++) {
-            sub[i].has_pos = false;
-            if (in_arr[i] && sub[i].rest[0] == '\0')
-                const_value("u", &sub[i].fixed);
-        }
-        rc = gen(g, sub, &empty);
-        goto out;
-    }
-    /* A numeric next component indexes the array: follow it once here. */
-    fstate *pos = malloc(n * sizeof *pos);
-    if (!pos) {
-        rc = oom(g->err);
-        goto out;
-    }
-    for (size_t i = 0; i < n; i++) {
-        memset(&pos[i], 0, sizeof pos[i]);
-        if (f[i].rest[0] == '\0')
-            continue;
-        const char *dot = strchr(f[i].rest, '.');
-        size_t len = dot ? (size_t)(dot - f[i].rest) : strlen(f[i].rest);
-        if (!find_field(&arr_doc, f[i].rest, len, &pos[i].pos_elt))
-            continue;
-        pos[i].has_pos = true;
-        pos[i].pos_arr = arr;
-        pos[i].pos_rest = f[i].rest;
-        pos[i].dotted_found = extract_path(&arr_doc, &pos[i].pos_rest, &pos[i].dotted);
-    }
-    bson_iter_init(&el, &arr_doc);
-    while (rc == 0 && bson_iter_next(&el)) {
-        bson_t el_doc;
-        for (size_t i = 0; i < n; i++) {
-            sub[i] = f[i];
-            sub[i].has_pos = pos[i].has_pos;
-            sub[i].pos_elt = pos[i].pos_elt;
-            sub[i].pos_arr = pos[i].pos_arr;
-            sub[i].pos_rest = pos[i].pos_rest;
-            sub[i].dotted_found = pos[i].dotted_found;
-            sub[i].dotted = pos[i].dotted;
-            if (in_arr[i] && sub[i].rest[0] == '\0')
-                sub[i].fixed = may_expand ? el : arr;
-        }
-        if (BSON_ITER_HOLDS_DOCUMENT(&el))
-            doc_of(&el, &el_doc);
-        rc = gen(g, sub, BSON_ITER_HOLDS_DOCUMENT(&el) ? &el_doc : &empty);
-    }
-    free(pos);
-out:
-    free(in_arr);
-    free(sub);
-    return rc;
 }
 
 int mf_sort_key(const mf_sort *s, const bson_t *doc, mf_buf *key, mf_error *err)
 {
     if (s->nparts == 0)
         return 0;
-    fstate *f = calloc(s->nparts, sizeof *f);
-    if (!f)
-        return oom(err);
-    for (size_t i = 0; i < s->nparts; i++)
-        f[i].rest = s->parts[i].path;
-    kgen g = {.s = s, .best = key, .best_at = key->len, .err = err};
-    int rc = gen(&g, f, doc);
+    least l = {.best = key, .best_at = key->len};
+    mfi_keygen g = {.nfields = s->nparts, .paths = s->paths, .desc = s->desc,
+                    .coll = s->coll, .emit = emit, .arg = &l, .err = err};
+    int rc = mfi_keygen_run(&g, doc);
+    if (rc == MFI_E_PARALLEL_ARRAYS) /* as mongod's SortKeyGenerator words it */
+        rc = mf_error_set(err, MF_BadValue, "cannot sort with keys that are parallel arrays");
     if (rc)
-        key->len = g.best_at;
-    mf_buf_free(&g.cand);
-    free(f);
+        key->len = l.best_at;
+    mf_buf_free(&l.cand);
     return rc;
 }
 

@@ -1071,216 +1071,21 @@ void mf_update_free(mf_update *u)
 
 /* ================================================================ numbers */
 
-/* Decimal128 arithmetic, enough for $inc and $mul: exact when the result
- * fits 34 digits, rounded half-to-even otherwise.  A double operand is
- * first converted with 15 significant digits, as mongod's
- * Decimal128(double, kRoundTo15Digits) does. */
-typedef unsigned __int128 u128;
-
-typedef struct dec {
-    mf_dec_class cls;
-    int sign; /* -1 or 1 */
-    u128 coef;
-    int exp;
-} dec;
-
-static u128 pow10_u128(int n)
+/* A number as mongod's SafeNum reads it for decimal arithmetic
+ * (SafeNum::getDecimal): an integer exactly, a double rounded to 15
+ * significant digits (Decimal128(double, kRoundTo15Digits)), a decimal as
+ * it is.  The arithmetic itself is bsonx's (mf_dec_add, mf_dec_mul), the
+ * Intel library's, as mongod's. */
+static mf_dec dec_of(const bson_iter_t *it)
 {
-    u128 p = 1;
-    while (n-- > 0)
-        p *= 10;
-    return p;
-}
-
-static dec dec_of(const bson_iter_t *it)
-{
-    dec d = {MF_DEC_FINITE, 1, 0, 0};
+    mf_dec d;
     switch (bson_iter_type(it)) {
     case BSON_TYPE_INT32:
-    case BSON_TYPE_INT64: {
-        int64_t v = bson_iter_as_int64(it);
-        d.sign = v < 0 ? -1 : 1;
-        d.coef = v < 0 ? (u128)(-(v + 1)) + 1 : (u128)v;
-        break;
+    case BSON_TYPE_INT64: return mf_dec_from_int64(bson_iter_as_int64(it));
+    case BSON_TYPE_DOUBLE: return mf_dec_from_double(bson_iter_double(it));
+    case BSON_TYPE_DECIMAL128: bson_iter_decimal128(it, &d); return d;
+    default: return mf_dec_from_int64(0); /* not reached: both operands are numbers */
     }
-    case BSON_TYPE_DOUBLE: {
-        double v = bson_iter_double(it);
-        if (isnan(v)) {
-            d.cls = MF_DEC_NAN;
-        } else if (isinf(v)) {
-            d.cls = MF_DEC_INF;
-            d.sign = v < 0 ? -1 : 1;
-        } else {
-            char buf[40], *e;
-            d.sign = signbit(v) ? -1 : 1;
-            snprintf(buf, sizeof buf, "%.14e", fabs(v)); /* d.dddddddddddddde+XX */
-            for (char *p = buf; *p && *p != 'e'; p++)
-                if (*p >= '0' && *p <= '9')
-                    d.coef = d.coef * 10 + (u128)(*p - '0');
-            e = strchr(buf, 'e');
-            d.exp = (int)strtol(e + 1, NULL, 10) - 14;
-        }
-        break;
-    }
-    case BSON_TYPE_DECIMAL128: {
-        bson_decimal128_t v;
-        uint64_t hi, lo;
-        bson_iter_decimal128(it, &v);
-        d.cls = mf_bsonx_decimal_parts(&v, &d.sign, &hi, &lo, &d.exp);
-        d.coef = (u128)hi << 64 | lo;
-        break;
-    }
-    default: break;
-    }
-    return d;
-}
-
-/* Drop one digit of `*c`, tracking the rounding state. */
-static void drop_digit(u128 *c, int *exp, int *last, bool *sticky)
-{
-    if (*last)
-        *sticky = true;
-    *last = (int)(*c % 10);
-    *c /= 10;
-    (*exp)++;
-}
-
-static bson_decimal128_t dec_encode(dec d, int last, bool sticky)
-{
-    bson_decimal128_t out = {0, 0};
-    const u128 limit = pow10_u128(34);
-    if (d.cls == MF_DEC_NAN) {
-        out.high = 0x7c00000000000000ull;
-        return out;
-    }
-    if (d.cls == MF_DEC_INF) {
-        out.high = 0x7800000000000000ull | (d.sign < 0 ? 1ull << 63 : 0);
-        return out;
-    }
-    while (d.coef >= limit || d.exp < -6176)
-        drop_digit(&d.coef, &d.exp, &last, &sticky);
-    if (last > 5 || (last == 5 && (sticky || (d.coef & 1)))) {
-        d.coef++;
-        if (d.coef == limit) {
-            d.coef /= 10;
-            d.exp++;
-        }
-    }
-    while (d.exp > 6111 && d.coef != 0 && d.coef * 10 < limit) {
-        d.coef *= 10;
-        d.exp--;
-    }
-    if (d.exp > 6111) {
-        if (d.coef != 0) {
-            d.cls = MF_DEC_INF;
-            return dec_encode(d, 0, false);
-        }
-        d.exp = 6111;
-    }
-    out.high = (d.sign < 0 ? 1ull << 63 : 0) | (uint64_t)(d.exp + 6176) << 49 |
-               (uint64_t)(d.coef >> 64);
-    out.low = (uint64_t)d.coef;
-    return out;
-}
-
-static bson_decimal128_t dec_add(dec a, dec b)
-{
-    dec r = {MF_DEC_FINITE, 1, 0, 0};
-    int last = 0;
-    bool sticky = false;
-    if (a.cls == MF_DEC_NAN || b.cls == MF_DEC_NAN) {
-        r.cls = MF_DEC_NAN;
-        return dec_encode(r, 0, false);
-    }
-    if (a.cls == MF_DEC_INF || b.cls == MF_DEC_INF) {
-        if (a.cls == MF_DEC_INF && b.cls == MF_DEC_INF && a.sign != b.sign)
-            r.cls = MF_DEC_NAN;
-        else
-            r = a.cls == MF_DEC_INF ? a : b;
-        return dec_encode(r, 0, false);
-    }
-    if (a.exp < b.exp) {
-        dec t = a;
-        a = b;
-        b = t;
-    }
-    /* Scale a's coefficient up to b's exponent as far as 37 digits allow;
-     * whatever difference remains is taken off b, keeping a sticky bit. */
-    const u128 cap = pow10_u128(36);
-    while (a.exp > b.exp && a.coef < cap) {
-        a.coef *= 10;
-        a.exp--;
-    }
-    bool lost = false;
-    while (a.exp > b.exp) {
-        lost |= b.coef % 10 != 0;
-        b.coef /= 10;
-        b.exp++;
-    }
-    r.exp = a.exp;
-    if (a.sign == b.sign) {
-        r.sign = a.sign;
-        r.coef = a.coef + b.coef;
-        sticky = lost;
-    } else if (a.coef >= b.coef) {
-        r.sign = a.sign;
-        r.coef = a.coef - b.coef - (lost ? 1 : 0);
-        sticky = lost;
-    } else {
-        r.sign = b.sign;
-        r.coef = b.coef - a.coef;
-    }
-    if (r.coef == 0 && !sticky)
-        r.sign = 1;
-    if (sticky && r.coef < pow10_u128(34)) {
-        /* Only reachable after scaling: at least one digit is dropped. */
-        drop_digit(&r.coef, &r.exp, &last, &sticky);
-    }
-    return dec_encode(r, last, sticky);
-}
-
-static bson_decimal128_t dec_mul(dec a, dec b)
-{
-    dec r = {MF_DEC_FINITE, a.sign * b.sign, 0, a.exp + b.exp};
-    if (a.cls == MF_DEC_NAN || b.cls == MF_DEC_NAN ||
-        (a.cls == MF_DEC_INF && b.cls == MF_DEC_FINITE && b.coef == 0) ||
-        (b.cls == MF_DEC_INF && a.cls == MF_DEC_FINITE && a.coef == 0)) {
-        r.cls = MF_DEC_NAN;
-        return dec_encode(r, 0, false);
-    }
-    if (a.cls == MF_DEC_INF || b.cls == MF_DEC_INF) {
-        r.cls = MF_DEC_INF;
-        return dec_encode(r, 0, false);
-    }
-    /* 128 x 128 -> 256 bits in four 64-bit limbs, little-endian. */
-    uint64_t x[2] = {(uint64_t)a.coef, (uint64_t)(a.coef >> 64)};
-    uint64_t y[2] = {(uint64_t)b.coef, (uint64_t)(b.coef >> 64)};
-    uint64_t p[4] = {0, 0, 0, 0};
-    for (int i = 0; i < 2; i++) {
-        u128 carry = 0;
-        for (int j = 0; j < 2; j++) {
-            u128 t = (u128)x[i] * y[j] + p[i + j] + carry;
-            p[i + j] = (uint64_t)t;
-            carry = t >> 64;
-        }
-        p[i + 2] = (uint64_t)carry;
-    }
-    int last = 0;
-    bool sticky = false;
-    while (p[3] || p[2]) { /* divide by ten until it fits 128 bits */
-        u128 rem = 0;
-        for (int i = 3; i >= 0; i--) {
-            u128 cur = rem << 64 | p[i];
-            p[i] = (uint64_t)(cur / 10);
-            rem = cur % 10;
-        }
-        if (last)
-            sticky = true;
-        last = (int)rem;
-        r.exp++;
-    }
-    r.coef = (u128)p[1] << 64 | p[0];
-    return dec_encode(r, last, sticky);
 }
 
 /* SafeNum::debugString: "(NumberLong)9223372036854775807". */
@@ -1309,7 +1114,7 @@ static bool arith(bool mul, const bson_iter_t *a, const bson_iter_t *b, bson_t *
 {
     bson_type_t ta = bson_iter_type(a), tb = bson_iter_type(b);
     if (ta == BSON_TYPE_DECIMAL128 || tb == BSON_TYPE_DECIMAL128) {
-        bson_decimal128_t r = mul ? dec_mul(dec_of(a), dec_of(b)) : dec_add(dec_of(a), dec_of(b));
+        mf_dec r = mul ? mf_dec_mul(dec_of(a), dec_of(b)) : mf_dec_add(dec_of(a), dec_of(b));
         bson_append_decimal128(dst, "", 0, &r);
         return true;
     }

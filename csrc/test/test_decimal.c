@@ -1,11 +1,11 @@
-/* Cases for csrc/agg/decimal.c: the BSON <-> library encoding and mongod's
+/* Cases for csrc/bsonx/decimal.c: the BSON <-> library encoding and mongod's
  * conversions, without the expression layer. */
 #include "test.h"
-#include "../agg/decimal.h"
+#include "../bsonx/bsonx.h"
 
 /* BSON decimal128 and the library's BID_UINT128 are the same bits: a value
  * parsed by libbson computes, and prints back, as the library sees it. */
-MFT_CASE(roundtrip, "/agg/decimal/roundtrip")
+MFT_CASE(roundtrip, "/bsonx/decimal/roundtrip")
 {
     static const char *const texts[] = {"0", "1.5", "-123.456E-10", "1E+3", "0.001",
                                         "9999999999999999999999999999999999", "-0", "NaN",
@@ -31,7 +31,7 @@ MFT_CASE(roundtrip, "/agg/decimal/roundtrip")
     CHECK_STR(out, "3.30");
 }
 
-MFT_CASE(from_double, "/agg/decimal/from_double_15_digits")
+MFT_CASE(from_double, "/bsonx/decimal/from_double_15_digits")
 {
     char out[MF_DEC_STRLEN];
     mf_dec_to_string(mf_dec_from_double(0.1), out);
@@ -44,7 +44,7 @@ MFT_CASE(from_double, "/agg/decimal/from_double_15_digits")
     CHECK_STR(out, "0.1000000000000000055511151231257827");
 }
 
-MFT_CASE(parse, "/agg/decimal/parse_grammar")
+MFT_CASE(parse, "/bsonx/decimal/parse_grammar")
 {
     static const char *const bad[] = {"", "abc", "1.2.3", "1e", "e5", ".", "-", "1e+"};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
@@ -59,7 +59,7 @@ MFT_CASE(parse, "/agg/decimal/parse_grammar")
     CHECK_INT(flags, 0);
 }
 
-MFT_CASE(to_int, "/agg/decimal/to_integer")
+MFT_CASE(to_int, "/bsonx/decimal/to_integer")
 {
     uint32_t flags = 0;
     CHECK_INT(mf_dec_to_int64(mf_dec_from_string("2.5", NULL), MF_DEC_HALF_EVEN, &flags), 2);

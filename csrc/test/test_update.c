@@ -114,3 +114,58 @@ MFT_CASE(match_pos, "/query/match/pos")
     CHECK(hit && plain);
     CHECK_INT(pos, 1);
 }
+
+/* $inc and $mul on decimals: bsonx's decimal arithmetic (mf_dec_add,
+ * mf_dec_mul), as mongod's SafeNum has it -- a double operand becomes a
+ * decimal of 15 significant digits, zero as 0E+0; the result is exact up
+ * to 34 digits, rounded half to even past them; -0 + -0 is -0. */
+MFT_CASE(update_decimal, "/query/update/decimal_arith")
+{
+    static const struct {
+        const char *doc, *update, *want; /* want: a's value, a decimal */
+    } dc[] = {
+        {"{\"a\": {\"$numberDecimal\": \"1.1\"}}",
+         "{\"$inc\": {\"a\": {\"$numberDecimal\": \"2.20\"}}}", "3.30"},
+        {"{\"a\": {\"$numberDecimal\": \"1\"}}", "{\"$inc\": {\"a\": 0.1}}", "1.100000000000000"},
+        {"{\"a\": {\"$numberDecimal\": \"205\"}}", "{\"$inc\": {\"a\": 0.0}}", "205"},
+        {"{\"a\": {\"$numberDecimal\": \"-0\"}}",
+         "{\"$inc\": {\"a\": {\"$numberDecimal\": \"-0\"}}}", "-0"},
+        {"{\"a\": {\"$numberDecimal\": \"9999999999999999999999999999999999\"}}",
+         "{\"$inc\": {\"a\": 1}}", "1.000000000000000000000000000000000E+34"},
+        {"{\"a\": {\"$numberDecimal\": \"1234567890123456789012345678901234\"}}",
+         "{\"$mul\": {\"a\": 10}}", "1.234567890123456789012345678901234E+34"},
+        {"{\"a\": {\"$numberLong\": \"9223372036854775807\"}}",
+         "{\"$inc\": {\"a\": {\"$numberDecimal\": \"1\"}}}", "9223372036854775808"},
+        {"{\"a\": 3}", "{\"$mul\": {\"a\": {\"$numberDecimal\": \"1.5\"}}}", "4.5"},
+        {"{\"b\": 1}", "{\"$mul\": {\"a\": {\"$numberDecimal\": \"-1.5\"}}}", "-0.0"},
+        {"{\"a\": {\"$numberDecimal\": \"Infinity\"}}",
+         "{\"$inc\": {\"a\": {\"$numberDecimal\": \"-Infinity\"}}}", "NaN"},
+    };
+    for (size_t i = 0; i < sizeof dc / sizeof dc[0]; i++) {
+        bson_t *doc = json(dc[i].doc), *upd = json(dc[i].update);
+        mf_update *u = NULL;
+        mf_error err = {0};
+        bson_t out = BSON_INITIALIZER;
+        bson_iter_t a;
+        bool changed, ok = false;
+        char got[BSON_DECIMAL128_STRING] = "-";
+        int rc = mf_update_parse(upd, NULL, &u, &err);
+        if (rc == 0) {
+            bson_destroy(&out);
+            rc = mf_update_apply(u, doc, false, -1, 0, &out, &changed, &err);
+        }
+        if (rc == 0 && bson_iter_init_find(&a, &out, "a") && BSON_ITER_HOLDS_DECIMAL128(&a)) {
+            bson_decimal128_t d;
+            bson_iter_decimal128(&a, &d);
+            bson_decimal128_to_string(&d, got);
+            ok = strcmp(got, dc[i].want) == 0;
+        }
+        if (!ok)
+            printf("  case %zu: rc %d (%s) got %s\n", i, rc, err.msg, got);
+        bson_destroy(&out);
+        mf_update_free(u);
+        bson_destroy(doc);
+        bson_destroy(upd);
+        CHECK(ok);
+    }
+}

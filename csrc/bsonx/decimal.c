@@ -1,12 +1,12 @@
 /*
- * decimal.c -- Decimal128 arithmetic (decimal.h) over Intel's Decimal
+ * decimal.c -- Decimal128 arithmetic (bsonx.h) over Intel's Decimal
  * Floating-Point Math Library, built with arguments by value and no global
  * rounding mode or exception flags (libbidgcc000).
  *
  * Encoding.  BSON's decimal128 is IEEE 754-2008 decimal128 in the binary
  * integer decimal (BID) encoding, which is the library's BID_UINT128: the
  * low 64 bits are w[0] and the high 64 bits w[1] on a little-endian
- * machine (the C test /agg/decimal/roundtrip checks it against libbson's
+ * machine (the C test /bsonx/decimal/roundtrip checks it against libbson's
  * own parser).  The high word holds, from the top: the sign bit, the
  * combination field (a 14-bit biased exponent, bias 6176, then the top 49
  * bits of the coefficient; or "11" then the exponent two bits lower for
@@ -19,7 +19,7 @@
 #include <bid_conf.h>
 #include <bid_functions.h>
 
-#include "decimal.h"
+#include "bsonx.h"
 
 #include <ctype.h>
 #include <math.h>
