@@ -62,12 +62,15 @@ static int server_init(server_object *self, PyObject *args, PyObject *kwds)
     static char *kwlist[] = {"dbpath", "host", "port", "unix_socket",
                              "max_connections", "enable_test_commands", "argv",
                              "parsed_options", "log_level", "ttl_monitor_sleep_secs",
-                             "read_deadline_ms", "huge_pages", "session_refresh_ms", NULL};
+                             "read_deadline_ms", "huge_pages", "session_refresh_ms", "faults",
+                             NULL};
     const char *dbpath, *host = "127.0.0.1", *unix_socket = NULL, *log_level = "warning";
     const char *huge_pages = "auto";
     int port = 27017, max_connections = 1000, test_commands = 0, ttl_sleep = 60;
     int read_deadline_ms = 0, session_refresh_ms = 0;
     Py_buffer argv = {0}, parsed = {0};
+    PyObject *faults_obj = NULL;
+    mf_os_faults *faults = NULL;
     module_state *st = state_of_type(Py_TYPE(self));
     mf_error err;
     int rc;
@@ -76,11 +79,17 @@ static int server_init(server_object *self, PyObject *args, PyObject *kwds)
         PyErr_SetString(PyExc_RuntimeError, "Server.__init__ called twice");
         return -1;
     }
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "s|zizipy*y*siisi", kwlist, &dbpath, &host,
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "s|zizipy*y*siisiO", kwlist, &dbpath, &host,
                                      &port, &unix_socket, &max_connections,
                                      &test_commands, &argv, &parsed, &log_level, &ttl_sleep,
-                                     &read_deadline_ms, &huge_pages, &session_refresh_ms))
+                                     &read_deadline_ms, &huge_pages, &session_refresh_ms,
+                                     &faults_obj))
         return -1;
+    /* A storage fault table for this server's engine alone (tests). */
+    if (mfi_py_faults_table(st, faults_obj, &faults) != 0) {
+        rc = -1;
+        goto out;
+    }
 
     mf_huge_pages huge;
     if (strcmp(huge_pages, "auto") == 0)
@@ -118,6 +127,7 @@ static int server_init(server_object *self, PyObject *args, PyObject *kwds)
         .session_refresh_ms = session_refresh_ms,
         .read_deadline_ms = read_deadline_ms,
         .huge_pages = huge,
+        .faults = faults,
         .cmdline_argv = has_argv ? &argv_doc : NULL,
         .cmdline_parsed = has_parsed ? &parsed_doc : NULL,
     };
@@ -132,6 +142,8 @@ static int server_init(server_object *self, PyObject *args, PyObject *kwds)
     }
     self->srv = srv;
     self->pid = getpid();
+    if (faults) /* the engine checks it until the server is freed */
+        self->faults = Py_NewRef(faults_obj);
 out:
     if (argv.buf)
         PyBuffer_Release(&argv);
@@ -151,6 +163,7 @@ static void server_dealloc(server_object *self)
         Py_END_ALLOW_THREADS
     }
     self->srv = NULL;
+    Py_CLEAR(self->faults); /* after the close: the engine used it to the end */
     tp->tp_free((PyObject *)self);
     Py_DECREF(tp);
 }
@@ -327,8 +340,10 @@ static PyType_Slot server_slots[] = {
     {Py_tp_doc, "Server(dbpath, host='127.0.0.1', port=27017, unix_socket=None, "
                 "max_connections=1000, enable_test_commands=False, argv=None, "
                 "parsed_options=None, log_level='warning', ttl_monitor_sleep_secs=60, "
-                "read_deadline_ms=0, huge_pages='auto', session_refresh_ms=0)\n--\n\n"
-                "The C wire server over one data directory."},
+                "read_deadline_ms=0, huge_pages='auto', session_refresh_ms=0, "
+                "faults=None)\n--\n\n"
+                "The C wire server over one data directory; `faults`, a _Faults, is the "
+                "storage fault table of its engine (tests)."},
     {0, NULL},
 };
 
@@ -398,6 +413,7 @@ static int core_traverse(PyObject *mod, visitproc visit, void *arg)
     Py_VISIT(st->error_type);
     Py_VISIT(st->server_type);
     Py_VISIT(st->reply_type);
+    Py_VISIT(st->faults_type);
     return 0;
 }
 
@@ -407,6 +423,7 @@ static int core_clear(PyObject *mod)
     Py_CLEAR(st->error_type);
     Py_CLEAR(st->server_type);
     Py_CLEAR(st->reply_type);
+    Py_CLEAR(st->faults_type);
     return 0;
 }
 

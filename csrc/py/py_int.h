@@ -36,6 +36,7 @@ typedef struct {
     PyObject *error_type; /* multifora._core.MultiforaError */
     PyTypeObject *server_type;
     PyTypeObject *reply_type;
+    PyTypeObject *faults_type; /* _Faults, a storage fault table (testhooks.c) */
 } module_state;
 
 typedef struct {
@@ -43,14 +44,19 @@ typedef struct {
     mf_server *srv;
     pid_t pid; /* the process that opened it; a forked child may not use it */
     bool started;
+    PyObject *faults; /* the _Faults its engine checks, kept while it lives; or NULL */
 } server_object;
 
 /* The one converter from an mf_error to a Python exception: raises it
  * (with .code and .code_name) and returns NULL. */
 PyObject *mfi_py_raise_error(module_state *st, const mf_error *err);
 
-/* Add the test-only functions (testhooks.c) to the module `mod`.
- * Returns 0, or -1 with an exception set. */
+/* Add the test-only functions and the _Faults type (testhooks.c) to the
+ * module `mod`.  Returns 0, or -1 with an exception set. */
 int mfi_py_testhooks_add(PyObject *mod);
+
+/* The fault table of `obj`, a _Faults, into `*out` (NULL for NULL or
+ * None).  Returns 0, or -1 with TypeError for anything else. */
+int mfi_py_faults_table(module_state *st, PyObject *obj, mf_os_faults **out);
 
 #endif /* MF_PY_INT_H */

@@ -2,8 +2,8 @@
  * testhooks.c -- the functions of multifora._core that exist only for the
  * tests (their names start with an underscore): the matcher, updates,
  * projection, sort, index keys, the planner and expressions called
- * directly on BSON, and the storage faults and simulated power loss of
- * the reliability suites.  module.c adds them to the module
+ * directly on BSON, and the storage fault tables (_Faults) and simulated
+ * power loss of the reliability suites.  module.c adds them to the module
  * (mfi_py_testhooks_add).
  */
 #include "py_int.h"
@@ -687,11 +687,43 @@ static PyObject *core_expr(PyObject *mod, PyObject *args)
 
 /* ------------------------------------------- storage faults (tests only) */
 
-/* For the reliability tests: arm the os layer's fault injection
- * (storage/os.h) in this process.  kind: "EIO", "ENOSPC", "short", "torn". */
-static PyObject *core_fault_set(PyObject *mod, PyObject *args)
+/* multifora._core._Faults: a storage fault table (storage/os.h).  A server
+ * opened with it (Server(..., faults=...)) checks it in every file
+ * operation of its engine, and no other server does.  The server keeps a
+ * reference, so the table outlives its engine: its counts can be read
+ * after the server is closed, or after an open it failed. */
+typedef struct {
+    PyObject_HEAD
+    mf_os_faults *t;
+} faults_object;
+
+static PyObject *faults_new(PyTypeObject *tp, PyObject *args, PyObject *kwds)
 {
-    (void)mod;
+    static char *kwlist[] = {NULL};
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, ":_Faults", kwlist))
+        return NULL;
+    faults_object *self = (faults_object *)tp->tp_alloc(tp, 0);
+    if (!self)
+        return NULL;
+    if (!(self->t = mf_os_faults_new())) {
+        Py_DECREF(self);
+        return PyErr_NoMemory();
+    }
+    return (PyObject *)self;
+}
+
+static void faults_dealloc(faults_object *self)
+{
+    PyTypeObject *tp = Py_TYPE(self);
+    mf_os_faults_free(self->t);
+    tp->tp_free((PyObject *)self);
+    Py_DECREF(tp);
+}
+
+/* set(site_prefix, kind, skip, count): arm the table.  kind: "EIO",
+ * "ENOSPC", "short", "torn". */
+static PyObject *faults_set(faults_object *self, PyObject *args)
+{
     const char *site, *kind;
     int skip, count;
     if (!PyArg_ParseTuple(args, "ssii", &site, &kind, &skip, &count))
@@ -709,25 +741,64 @@ static PyObject *core_fault_set(PyObject *mod, PyObject *args)
         PyErr_Format(PyExc_ValueError, "unknown fault kind '%s'", kind);
         return NULL;
     }
-    mf_os_fault_set(site, k, skip, count);
+    mf_os_fault_set(self->t, site, k, skip, count);
     Py_RETURN_NONE;
 }
 
-static PyObject *core_fault_clear(PyObject *mod, PyObject *noargs)
+static PyObject *faults_clear(faults_object *self, PyObject *noargs)
 {
-    (void)mod;
     (void)noargs;
-    mf_os_fault_clear();
+    mf_os_fault_clear(self->t);
     Py_RETURN_NONE;
 }
 
 /* (calls matched, calls failed, bytes a torn write kept) since arming. */
-static PyObject *core_fault_stats(PyObject *mod, PyObject *noargs)
+static PyObject *faults_stats(faults_object *self, PyObject *noargs)
 {
-    (void)mod;
     (void)noargs;
-    return Py_BuildValue("(iin)", mf_os_fault_calls(), mf_os_fault_hits(),
-                         (Py_ssize_t)mf_os_fault_torn_bytes());
+    return Py_BuildValue("(iin)", mf_os_fault_calls(self->t), mf_os_fault_hits(self->t),
+                         (Py_ssize_t)mf_os_fault_torn_bytes(self->t));
+}
+
+static PyMethodDef faults_methods[] = {
+    {"set", (PyCFunction)faults_set, METH_VARARGS,
+     "set(site_prefix, kind, skip, count)\n--\n\nArm the table: calls at sites starting with "
+     "site_prefix pass `skip` times, then fail `count` times (-1: forever)."},
+    {"clear", (PyCFunction)faults_clear, METH_NOARGS,
+     "clear()\n--\n\nDisarm the table."},
+    {"stats", (PyCFunction)faults_stats, METH_NOARGS,
+     "stats()\n--\n\n(calls matched, calls failed, torn bytes kept) since the table was "
+     "armed."},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyType_Slot faults_slots[] = {
+    {Py_tp_new, faults_new},
+    {Py_tp_dealloc, faults_dealloc},
+    {Py_tp_methods, faults_methods},
+    {Py_tp_doc, "_Faults()\n--\n\nA storage fault table for one server's engine: pass it as "
+                "Server(..., faults=) (tests)."},
+    {0, NULL},
+};
+
+static PyType_Spec faults_spec = {
+    .name = "multifora._core._Faults",
+    .basicsize = sizeof(faults_object),
+    .flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_IMMUTABLETYPE,
+    .slots = faults_slots,
+};
+
+int mfi_py_faults_table(module_state *st, PyObject *obj, mf_os_faults **out)
+{
+    *out = NULL;
+    if (!obj || obj == Py_None)
+        return 0;
+    if (!PyObject_TypeCheck(obj, st->faults_type)) {
+        PyErr_SetString(PyExc_TypeError, "faults must be a multifora._core._Faults");
+        return -1;
+    }
+    *out = ((faults_object *)obj)->t;
+    return 0;
 }
 
 static PyObject *core_sim_enable(PyObject *mod, PyObject *args)
@@ -755,15 +826,6 @@ static PyObject *core_sim_crash(PyObject *mod, PyObject *noargs)
 
 /* The module's functions for the tests, added to it by mfi_py_testhooks_add. */
 static PyMethodDef test_functions[] = {
-    {"_fault_set", core_fault_set, METH_VARARGS,
-     "_fault_set(site_prefix, kind, skip, count)\n--\n\nArm a storage fault in this process: "
-     "calls at sites starting with site_prefix pass `skip` times, then fail `count` times "
-     "(-1: forever) (tests)."},
-    {"_fault_clear", core_fault_clear, METH_NOARGS,
-     "_fault_clear()\n--\n\nDisarm the storage fault (tests)."},
-    {"_fault_stats", core_fault_stats, METH_NOARGS,
-     "_fault_stats()\n--\n\n(calls matched, calls failed, torn bytes kept) since the fault "
-     "was armed (tests)."},
     {"_sim_enable", core_sim_enable, METH_VARARGS,
      "_sim_enable(on)\n--\n\nTrack files opened from now on for simulated power loss; off "
      "forgets them (tests)."},
@@ -813,5 +875,9 @@ static PyMethodDef test_functions[] = {
 
 int mfi_py_testhooks_add(PyObject *mod)
 {
+    module_state *st = PyModule_GetState(mod);
+    st->faults_type = (PyTypeObject *)PyType_FromModuleAndSpec(mod, &faults_spec, NULL);
+    if (!st->faults_type || PyModule_AddType(mod, st->faults_type) < 0)
+        return -1;
     return PyModule_AddFunctions(mod, test_functions);
 }
