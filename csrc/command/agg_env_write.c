@@ -543,7 +543,7 @@ static int index_stats(void *arg, const char *db, const char *coll, bson_t *out,
 }
 
 /* The collection's plan cache entries under its indexes as they are
- * (query/plan.c keeps them). */
+ * (query/plan_cache.c keeps them). */
 static int plan_cache_stats(void *arg, const char *db, const char *coll, bson_t *out,
                             mf_error *err)
 {

@@ -53,7 +53,7 @@ struct mf_instance {
     mf_agg_env agg_env;     /* how pipelines read collections (cmd_aggregate.c) */
     pthread_mutex_t usage_mu;  /* guards the index access counters (index_usage.c) */
     mfi_index_usage *usage;
-    mf_plan_cache *plan_cache; /* the winners of multi-planning (query/plan.c); NULL: none */
+    mf_plan_cache *plan_cache; /* the winners of multi-planning (query/plan_cache.c); NULL: none */
     size_t nusage, capusage;
     /* internalDocumentSourceGroupMaxMemoryBytes and
      * internalQueryMaxBlockingSortMemoryUsageBytes (setParameter) */
