@@ -60,6 +60,10 @@ class Server:
     (an index's fetches) walk fewer page tables, but a page-cache miss then
     reads 2 MiB and more.  "auto" asks while the file is at most a quarter
     of physical memory (docs/storage.md, "2 MiB pages").
+
+    ``_faults`` (tests only) is a ``multifora._core._Faults``, the storage
+    fault table this server's engine checks in every file operation; it
+    may be armed before the server opens, and read after it closes.
     """
 
     def __init__(self, dbpath: str, host: str = "127.0.0.1",
@@ -68,7 +72,7 @@ class Server:
                  enable_test_commands: bool = False, log_level: str = "warning",
                  argv: Optional[list] = None, ttl_monitor_sleep_secs: int = 60,
                  read_deadline_secs: Optional[float] = 30.0, huge_pages: str = "auto",
-                 logical_session_refresh_ms: int = 300_000):
+                 logical_session_refresh_ms: int = 300_000, _faults=None):
         self.dbpath = os.path.abspath(dbpath)
         self.host = host
         self.unix_socket = os.path.abspath(unix_socket) if unix_socket else None
@@ -96,7 +100,7 @@ class Server:
             bson.encode({str(i): a for i, a in enumerate(argv)}),
             bson.encode(parsed), log_level, ttl_monitor_sleep_secs,
             -1 if read_deadline_secs is None else max(1, round(read_deadline_secs * 1000)),
-            huge_pages, logical_session_refresh_ms)
+            huge_pages, logical_session_refresh_ms, faults=_faults)
         self._started = False
 
     # -- life cycle ---------------------------------------------------------

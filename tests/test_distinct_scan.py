@@ -1,5 +1,5 @@
-"""distinct over an index (csrc/query/plan.c, plan_distinct and
-distinct_skip): mongod's "simple distinct" index for an empty query, and
+"""distinct over an index (csrc/query/plan.c, plan_distinct, and
+plan_exec.c, distinct_skip): mongod's "simple distinct" index for an empty query, and
 the DISTINCT_SCAN that seeks past every key sharing a returned document's
 value of the distinct field.  Explain's counts follow jstests/core/
 distinct_index1.js; the answers must be those of the same data without an

@@ -1,4 +1,4 @@
-"""The fetch side of an index scan (csrc/query/plan.c read-ahead, btree
+"""The fetch side of an index scan (csrc/query/plan_exec.c read-ahead, btree
 hints): documents read through an index are always the current ones, also
 when the collection changes between the batches of one cursor, which is
 when the scan is repositioned and every hint it had is dropped."""

@@ -1,5 +1,5 @@
 """Keys tested against the bounds of fields past an index scan's ranges
-(plan.c, key_passes; mongod's IndexBoundsChecker): a scan whose key fails
+(plan_exec.c, key_passes; mongod's IndexBoundsChecker): a scan whose key fails
 such a field seeks past every key that fails alike (key_fills,
 next_passing), forward or backward, instead of reading them one by one,
 and starts each range at that field's first interval (start_past_ranges),

@@ -1,5 +1,5 @@
 """A rooted $or whose every clause an index serves runs as an OR of index
-scans (plan.c, plan_or; mongod's SUBPLAN over FETCH over OR): each clause's
+scans (plan_or.c, plan_or; mongod's SUBPLAN over FETCH over OR): each clause's
 scan gives its candidates to the whole filter, and a document two clauses
 find is returned once -- across getMores, in updates and deletes, and in
 counts."""

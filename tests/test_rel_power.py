@@ -136,14 +136,15 @@ def _reference(tmp_path, work):
 
 def _count_calls(tmp_path, work) -> int:
     d = tmp_path / "count"
-    _core._fault_set("", "EIO", INT_MAX, 0)
+    faults = _core._Faults()  # the server's fault table, counting only
+    faults.set("", "EIO", INT_MAX, 0)
     try:
-        srv = multifora.Server(str(d), port=0)
+        srv = multifora.Server(str(d), port=0, _faults=faults)
         _run(srv, work)
         srv.stop()
-        calls = _core._fault_stats()[0]
+        calls = faults.stats()[0]
     finally:
-        _core._fault_clear()
+        faults.clear()
     shutil.rmtree(d)
     return calls
 
@@ -151,12 +152,13 @@ def _count_calls(tmp_path, work) -> int:
 def _check_image(d, expect_oks, states, k, kind) -> dict:
     """One crash point: run, cut the power at call k, reopen, compare."""
     _core._sim_enable(True)
-    _core._fault_set("", kind, k, -1)
+    faults = _core._Faults()  # the server's fault table: armed before it opens
+    faults.set("", kind, k, -1)
     acked = 0
     opened = False
     try:
         try:
-            srv = multifora.Server(str(d), port=0)
+            srv = multifora.Server(str(d), port=0, _faults=faults)
             opened = True
         except multifora.MultiforaError:
             srv = None
@@ -167,11 +169,11 @@ def _check_image(d, expect_oks, states, k, kind) -> dict:
                     break  # the first command the lost power failed
                 acked = i + 1
             srv.stop()
-        torn = _core._fault_stats()[2]
-        _core._fault_clear()
+        torn = faults.stats()[2]
+        faults.clear()
         _core._sim_crash()
     finally:
-        _core._fault_clear()
+        faults.clear()
         _core._sim_enable(False)  # never leave tracking on for other tests
     srv = multifora.Server(str(d), port=0)  # every image opens
     try:

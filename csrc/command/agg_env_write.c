@@ -3,7 +3,7 @@
  * pipeline's $out, $merge, $collStats and $indexStats (agg/pipeline.h).
  *
  * Every document goes through the single write path (mf_cl_insert_doc /
- * mf_cl_write_doc, coll_write.c), so each index is maintained and a unique
+ * mf_cl_write_doc, coll/write.c), so each index is maintained and a unique
  * index refuses a duplicate, as for the insert and update commands.  Each
  * call takes the catalog lock (shared) and the collection's lock
  * (exclusive) for one document and releases them: no lock is held while
@@ -500,7 +500,7 @@ static int coll_stats(void *arg, const char *db, const char *coll, const mf_agg_
 
 /* One document per index: {name, key, host, accesses: {ops, since},
  * spec[, building]}; the accesses from the instance's counters
- * (index_usage.c). */
+ * (coll/scan.c). */
 static int index_stats(void *arg, const char *db, const char *coll, bson_t *out, mf_error *err)
 {
     mf_instance *inst = arg;
@@ -545,7 +545,7 @@ static int index_stats(void *arg, const char *db, const char *coll, bson_t *out,
 }
 
 /* The collection's plan cache entries under its indexes as they are
- * (query/plan.c keeps them). */
+ * (query/plan_cache.c keeps them). */
 static int plan_cache_stats(void *arg, const char *db, const char *coll, bson_t *out,
                             mf_error *err)
 {

@@ -6,7 +6,7 @@
  * Handlers parse with these and nothing else of their own kind.
  */
 #include "command_int.h"
-#include "../agg/decimal.h"
+#include "../bsonx/bsonx.h"
 
 #include <math.h>
 #include <stdio.h>

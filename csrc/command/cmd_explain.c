@@ -12,7 +12,7 @@
  *    command, serverInfo, ok}
  *
  * The scan's own stages (COLLSCAN, IDHACK, FETCH over IXSCAN with its
- * bounds) come from query/plan.c; the stages above it (SORT, SKIP, LIMIT,
+ * bounds) come from query/plan_explain.c; the stages above it (SORT, SKIP, LIMIT,
  * PROJECTION_*, COUNT, DELETE, UPDATE) are added here.  find is planned
  * and run by cmd_find.c, update, delete and findAndModify by cmd_update.c
  * (which writes nothing: DELETE and UPDATE report what would be deleted,

@@ -22,8 +22,9 @@
  * times, then fails `times` times (alwaysOn: forever) with that error --
  * "short" writes half the bytes first.  Site names are the engine's:
  * wal.write, wal.sync, wal.reserve, wal.create, wal.dir, pager.grow,
- * pager.map, pager.sync, pager.meta, ...  The fault is process-wide, and
- * its count is the calls its previous setting failed.
+ * pager.map, pager.sync, pager.meta, ...  The fault is this server's (its
+ * engine's fault table): another server in the process does not see it.
+ * Its count is the calls its previous setting failed.
  *
  * "hangIndexBuildBeforeCommit" (mongod's): createIndexes on a collection
  * with documents (mongod builds on an empty one without its index build
@@ -234,11 +235,12 @@ int mfi_cmd_configure_fail_point(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *rep
     mf_fault_kind kind = MF_FAULT_EIO;
     if (!off && (rc = parse_data(cmd, site, sizeof site, &kind, err)) != 0)
         return rc;
-    int before = mf_os_fault_hits();
+    mf_os_faults *faults = mf_engine_faults(ctx->inst->engine); /* this server's alone */
+    int before = mf_os_fault_hits(faults);
     if (off || times == 0)
-        mf_os_fault_clear();
+        mf_os_fault_clear(faults);
     else
-        mf_os_fault_set(site, kind, skip, times);
+        mf_os_fault_set(faults, site, kind, skip, times);
     mf_log(MF_LOG_WARNING, "CONTROL", 23829, "conn", "Set failpoint %s to %s", name,
            off ? "off" : site);
     append_count(reply, before);

@@ -50,6 +50,9 @@ typedef struct mf_instance_config {
     int ttl_monitor_sleep_secs; /* the TTL monitor's period; 0: 60 */
     int session_refresh_ms;     /* logicalSessionRefreshMillis; 0: 300000 */
     mf_huge_pages huge_pages;   /* the data file's mapping (pager.h) */
+    /* The fault table of the engine's files (storage/os.h), the caller's,
+     * which must outlive the instance; NULL: the engine's own. */
+    mf_os_faults *faults;
     /* getCmdLineOpts: the argv and the parsed options, as the process was
      * started.  Copied; may be NULL (empty). */
     const bson_t *cmdline_argv;   /* array */

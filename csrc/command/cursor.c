@@ -9,7 +9,7 @@
  * registration and killCursors -- so a late getMore finds CursorNotFound.
  *
  * The registry holds no engine lock: a cursor over a collection saves its
- * position between batches (plan.c) and takes the locks again in getMore.
+ * position between batches (query/plan_exec.c) and takes the locks again in getMore.
  *
  * Also here: the batches every cursor command replies with (first and next
  * batches, filled from any source a cursor has: a scan, the sorter, a

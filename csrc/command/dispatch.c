@@ -30,7 +30,7 @@ int mf_instance_open(const mf_instance_config *cfg, mf_instance **out, mf_error 
     }
     inst->lock_fd = lock_fd;
     /* The storage engine: the newest checkpoint plus the log since. */
-    mf_engine_options eopt = {.huge_pages = cfg->huge_pages};
+    mf_engine_options eopt = {.huge_pages = cfg->huge_pages, .faults = cfg->faults};
     rc = mf_engine_open(cfg->dbpath, &eopt, &inst->engine, err);
     if (rc != 0) {
         free(inst->dbpath);

@@ -56,7 +56,8 @@ struct mf_engine {
     char *dir;
     mf_pager *pg;
     mf_wal *wal;
-    mf_engine_options opt;
+    mf_engine_options opt; /* opt.faults and opt.wal.faults: its fault table */
+    mf_os_faults *own_faults; /* that table, when the engine made it */
 
     pthread_rwlock_t trees_lock; /* the table's shape; not the trees */
     tree_ent **trees;            /* sorted by id */
@@ -1186,6 +1187,7 @@ static void engine_free(mf_engine *e)
     pthread_mutex_destroy(&e->state_mu);
     pthread_mutex_destroy(&e->cp_mu);
     pthread_cond_destroy(&e->state_cond);
+    mf_os_faults_free(e->own_faults);
     free(e->dir);
     free(e);
 }
@@ -1204,6 +1206,14 @@ int mf_engine_open(const char *dir, const mf_engine_options *opt, mf_engine **ou
     }
     if (opt)
         e->opt = *opt;
+    /* Every file of the engine checks one fault table: the caller's, or
+     * its own (os.h). */
+    if (!e->opt.faults && !(e->opt.faults = e->own_faults = mf_os_faults_new())) {
+        free(e->dir);
+        free(e);
+        return mf_error_set(err, MF_InternalError, "out of memory");
+    }
+    e->opt.wal.faults = e->opt.faults;
     if (!e->opt.checkpoint_log_bytes)
         e->opt.checkpoint_log_bytes = 64u << 20;
     if (!e->opt.checkpoint_interval_ms)
@@ -1224,7 +1234,8 @@ int mf_engine_open(const char *dir, const mf_engine_options *opt, mf_engine **ou
 
     mf_pager_options popt = {.reserve_bytes = e->opt.reserve_bytes,
                              .huge_pages = e->opt.huge_pages,
-                             .huge_max_bytes = e->opt.huge_max_bytes};
+                             .huge_max_bytes = e->opt.huge_max_bytes,
+                             .faults = e->opt.faults};
     snprintf(path, sizeof path, "%s/data.mf", dir);
     if ((rc = mf_pager_open(path, &popt, &e->pg, user, &gen, err)) != 0)
         goto fail;
@@ -1265,6 +1276,11 @@ fail:
     mf_pager_close(e->pg);
     engine_free(e);
     return rc;
+}
+
+mf_os_faults *mf_engine_faults(mf_engine *e)
+{
+    return e->opt.faults;
 }
 
 static void stop_thread(mf_engine *e)

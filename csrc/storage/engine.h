@@ -70,7 +70,11 @@ typedef struct mf_engine_options {
     uint64_t reserve_bytes;          /* address space for the data file */
     mf_huge_pages huge_pages;        /* 2 MiB pages: see mf_pager_options */
     uint64_t huge_max_bytes;         /* AUTO's limit; 0: a quarter of memory */
-    mf_wal_options wal;
+    mf_wal_options wal;              /* its `faults` is set to the engine's */
+    /* The fault table every file of the engine checks (os.h): the
+     * caller's, which must outlive the engine; NULL: the engine makes its
+     * own.  Either way, mf_engine_faults gives it. */
+    mf_os_faults *faults;
 } mf_engine_options;
 
 /* Open (creating) the engine in `dir`, which the caller has locked.
@@ -88,6 +92,11 @@ void mf_engine_abandon(mf_engine *e);
 
 /* Run a checkpoint now (the caller holds no collection lock). */
 int mf_engine_checkpoint(mf_engine *e, mf_error *err);
+
+/* The fault table of the engine's files (mf_engine_options.faults): arm it
+ * to fail this engine's file operations and no other's.  Valid while the
+ * engine is open (or as long as the caller's table, if it gave one). */
+mf_os_faults *mf_engine_faults(mf_engine *e);
 
 /* ------------------------------------------------------------------ writes */
 

@@ -14,7 +14,7 @@
  * in place.
  *
  * Fault injection costs one relaxed atomic load per call when no fault is
- * armed.  The power-loss simulation keeps, per tracked path, the bytes the
+ * armed in the file's table.  The power-loss simulation keeps, per tracked path, the bytes the
  * file held at its last sync; it is for tests over small files.
  */
 #include "storage.h"
@@ -154,86 +154,108 @@ void mf_os_dir_unlock(int fd)
 
 /* ------------------------------------------------------------ fault table */
 
-static pthread_mutex_t fault_mu = PTHREAD_MUTEX_INITIALIZER;
-static atomic_bool fault_armed;
-static char fault_site[64];
-static mf_fault_kind fault_kind;
-static int fault_skip, fault_count, fault_hits, fault_calls;
-static size_t fault_torn;
+/* One table per engine (os.h); `armed` is read without the mutex first, so
+ * a call against a disarmed table costs one relaxed load. */
+struct mf_os_faults {
+    pthread_mutex_t mu;
+    atomic_bool armed;
+    char site[64];
+    mf_fault_kind kind;
+    int skip, count, hits, calls;
+    size_t torn;
+};
 
-void mf_os_fault_set(const char *site_prefix, mf_fault_kind kind, int skip, int count)
+mf_os_faults *mf_os_faults_new(void)
 {
-    pthread_mutex_lock(&fault_mu);
-    snprintf(fault_site, sizeof fault_site, "%s", site_prefix);
-    fault_kind = kind;
-    fault_skip = skip;
-    fault_count = count;
-    fault_hits = 0;
-    fault_calls = 0;
-    fault_torn = 0;
-    atomic_store(&fault_armed, true);
-    pthread_mutex_unlock(&fault_mu);
+    mf_os_faults *t = calloc(1, sizeof *t);
+    if (t)
+        pthread_mutex_init(&t->mu, NULL);
+    return t;
 }
 
-void mf_os_fault_clear(void)
+void mf_os_faults_free(mf_os_faults *t)
 {
-    pthread_mutex_lock(&fault_mu);
-    atomic_store(&fault_armed, false);
+    if (!t)
+        return;
+    pthread_mutex_destroy(&t->mu);
+    free(t);
+}
+
+void mf_os_fault_set(mf_os_faults *t, const char *site_prefix, mf_fault_kind kind, int skip,
+                     int count)
+{
+    pthread_mutex_lock(&t->mu);
+    snprintf(t->site, sizeof t->site, "%s", site_prefix);
+    t->kind = kind;
+    t->skip = skip;
+    t->count = count;
+    t->hits = 0;
+    t->calls = 0;
+    t->torn = 0;
+    atomic_store(&t->armed, true);
+    pthread_mutex_unlock(&t->mu);
+}
+
+void mf_os_fault_clear(mf_os_faults *t)
+{
+    pthread_mutex_lock(&t->mu);
+    atomic_store(&t->armed, false);
     /* The counts start again, as a mongod fail point's timesEntered does
-     * at every configureFailPoint: the table is the process's, and the
-     * next server in it must not see this one's hits. */
-    fault_hits = 0;
-    fault_calls = 0;
-    fault_torn = 0;
-    pthread_mutex_unlock(&fault_mu);
+     * at every configureFailPoint: a table may serve one engine after
+     * another, and the next must not see this one's hits. */
+    t->hits = 0;
+    t->calls = 0;
+    t->torn = 0;
+    pthread_mutex_unlock(&t->mu);
 }
 
-int mf_os_fault_hits(void)
+int mf_os_fault_hits(mf_os_faults *t)
 {
-    pthread_mutex_lock(&fault_mu);
-    int h = fault_hits;
-    pthread_mutex_unlock(&fault_mu);
+    pthread_mutex_lock(&t->mu);
+    int h = t->hits;
+    pthread_mutex_unlock(&t->mu);
     return h;
 }
 
-int mf_os_fault_calls(void)
+int mf_os_fault_calls(mf_os_faults *t)
 {
-    pthread_mutex_lock(&fault_mu);
-    int n = fault_calls;
-    pthread_mutex_unlock(&fault_mu);
+    pthread_mutex_lock(&t->mu);
+    int n = t->calls;
+    pthread_mutex_unlock(&t->mu);
     return n;
 }
 
-size_t mf_os_fault_torn_bytes(void)
+size_t mf_os_fault_torn_bytes(mf_os_faults *t)
 {
-    pthread_mutex_lock(&fault_mu);
-    size_t n = fault_torn;
-    pthread_mutex_unlock(&fault_mu);
+    pthread_mutex_lock(&t->mu);
+    size_t n = t->torn;
+    pthread_mutex_unlock(&t->mu);
     return n;
 }
 
-/* Whether the call at `site` must fail; *kind says how. */
-static bool fault_fires(const char *site, mf_fault_kind *kind)
+/* Whether the call at `site`, against table `t` (NULL: none), must fail;
+ * *kind says how. */
+static bool fault_fires(mf_os_faults *t, const char *site, mf_fault_kind *kind)
 {
-    if (!atomic_load_explicit(&fault_armed, memory_order_relaxed))
+    if (!t || !atomic_load_explicit(&t->armed, memory_order_relaxed))
         return false;
     bool fire = false;
-    pthread_mutex_lock(&fault_mu);
-    if (atomic_load(&fault_armed) && strncmp(site, fault_site, strlen(fault_site)) == 0) {
-        if (fault_calls < INT_MAX)
-            fault_calls++;
-        if (fault_skip > 0) {
-            fault_skip--;
-        } else if (fault_count != 0) {
-            if (fault_count > 0)
-                fault_count--;
-            fault_hits++;
+    pthread_mutex_lock(&t->mu);
+    if (atomic_load(&t->armed) && strncmp(site, t->site, strlen(t->site)) == 0) {
+        if (t->calls < INT_MAX)
+            t->calls++;
+        if (t->skip > 0) {
+            t->skip--;
+        } else if (t->count != 0) {
+            if (t->count > 0)
+                t->count--;
+            t->hits++;
             /* A power cut tears at most one write: after it, calls fail. */
-            *kind = fault_kind == MF_FAULT_TORN && fault_hits > 1 ? MF_FAULT_EIO : fault_kind;
+            *kind = t->kind == MF_FAULT_TORN && t->hits > 1 ? MF_FAULT_EIO : t->kind;
             fire = true;
         }
     }
-    pthread_mutex_unlock(&fault_mu);
+    pthread_mutex_unlock(&t->mu);
     return fire;
 }
 
@@ -415,12 +437,14 @@ int mf_os_sim_crash(mf_error *err)
 struct mf_file {
     int fd;
     char *path;
+    mf_os_faults *faults; /* the table its calls check, or NULL */
 };
 
-int mf_os_open(const char *path, int flags, mf_file **out, const char *site, mf_error *err)
+int mf_os_open(const char *path, int flags, mf_file **out, mf_os_faults *faults,
+               const char *site, mf_error *err)
 {
     mf_fault_kind k;
-    if (fault_fires(site, &k))
+    if (fault_fires(faults, site, &k))
         return injected(err, k, site, "open", path);
     int oflags = O_RDWR | O_CLOEXEC;
     if (flags & MF_OS_CREATE)
@@ -439,6 +463,7 @@ int mf_os_open(const char *path, int flags, mf_file **out, const char *site, mf_
         return mf_error_set(err, MF_InternalError, "%s: out of memory", site);
     }
     f->fd = fd;
+    f->faults = faults;
     sim_track(path, fd);
     *out = f;
     return 0;
@@ -462,7 +487,7 @@ int mf_os_pread(mf_file *f, void *buf, size_t n, uint64_t off, size_t *got,
                 const char *site, mf_error *err)
 {
     mf_fault_kind k;
-    if (fault_fires(site, &k))
+    if (fault_fires(f->faults, site, &k))
         return injected(err, k, site, "read", f->path);
     size_t done = 0;
     while (done < n) {
@@ -484,7 +509,7 @@ int mf_os_pwrite(mf_file *f, const void *buf, size_t n, uint64_t off, const char
                  mf_error *err)
 {
     mf_fault_kind k;
-    if (fault_fires(site, &k)) {
+    if (fault_fires(f->faults, site, &k)) {
         if (k == MF_FAULT_SHORT) {
             /* Half the bytes reach the file, then the error. */
             ssize_t r = pwrite(f->fd, buf, n / 2, (off_t)off);
@@ -500,9 +525,9 @@ int mf_os_pwrite(mf_file *f, const void *buf, size_t n, uint64_t off, const char
                 (void)r;
                 sim_patch(f->path, off, buf, keep);
             }
-            pthread_mutex_lock(&fault_mu);
-            fault_torn = keep;
-            pthread_mutex_unlock(&fault_mu);
+            pthread_mutex_lock(&f->faults->mu);
+            f->faults->torn = keep;
+            pthread_mutex_unlock(&f->faults->mu);
         }
         return injected(err, k, site, "write", f->path);
     }
@@ -522,7 +547,7 @@ int mf_os_pwrite(mf_file *f, const void *buf, size_t n, uint64_t off, const char
 int mf_os_sync(mf_file *f, bool data_only, const char *site, mf_error *err)
 {
     mf_fault_kind k;
-    if (fault_fires(site, &k))
+    if (fault_fires(f->faults, site, &k))
         return injected(err, k, site, "sync", f->path);
     int r = data_only ? fdatasync(f->fd) : fsync(f->fd);
     if (r != 0)
@@ -543,7 +568,7 @@ int mf_os_size(mf_file *f, uint64_t *size, mf_error *err)
 int mf_os_truncate(mf_file *f, uint64_t size, const char *site, mf_error *err)
 {
     mf_fault_kind k;
-    if (fault_fires(site, &k))
+    if (fault_fires(f->faults, site, &k))
         return injected(err, k, site, "truncate", f->path);
     if (ftruncate(f->fd, (off_t)size) != 0)
         return os_error(err, errno, site, "truncate", f->path);
@@ -555,7 +580,7 @@ int mf_os_allocate(mf_file *f, uint64_t off, uint64_t len, bool keep_size, const
 {
     mf_fault_kind k;
     struct stat st;
-    if (fault_fires(site, &k))
+    if (fault_fires(f->faults, site, &k))
         return injected(err, k, site, "allocate", f->path);
     if (len == 0)
         return 0;
@@ -610,7 +635,7 @@ int mf_os_map(mf_file *f, void *base, uint64_t off, uint64_t len, const char *si
               mf_error *err)
 {
     mf_fault_kind k;
-    if (fault_fires(site, &k))
+    if (fault_fires(f->faults, site, &k))
         return injected(err, k, site, "mmap", f->path);
     void *p = mmap((uint8_t *)base + off, len, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED,
                    f->fd, (off_t)off);
@@ -635,10 +660,10 @@ uint64_t mf_os_physical_memory(void)
     return pages > 0 && size > 0 ? (uint64_t)pages * (uint64_t)size : 0;
 }
 
-int mf_os_unlink(const char *path, const char *site, mf_error *err)
+int mf_os_unlink(const char *path, mf_os_faults *faults, const char *site, mf_error *err)
 {
     mf_fault_kind k;
-    if (fault_fires(site, &k))
+    if (fault_fires(faults, site, &k))
         return injected(err, k, site, "unlink", path);
     if (unlink(path) != 0 && errno != ENOENT)
         return os_error(err, errno, site, "unlink", path);
@@ -650,10 +675,11 @@ int mf_os_unlink(const char *path, const char *site, mf_error *err)
     return 0;
 }
 
-int mf_os_rename(const char *from, const char *to, const char *site, mf_error *err)
+int mf_os_rename(const char *from, const char *to, mf_os_faults *faults, const char *site,
+                 mf_error *err)
 {
     mf_fault_kind k;
-    if (fault_fires(site, &k))
+    if (fault_fires(faults, site, &k))
         return injected(err, k, site, "rename", from);
     if (rename(from, to) != 0)
         return os_error(err, errno, site, "rename", from);
@@ -673,10 +699,10 @@ int mf_os_rename(const char *from, const char *to, const char *site, mf_error *e
     return 0;
 }
 
-int mf_os_sync_dir(const char *dir, const char *site, mf_error *err)
+int mf_os_sync_dir(const char *dir, mf_os_faults *faults, const char *site, mf_error *err)
 {
     mf_fault_kind k;
-    if (fault_fires(site, &k))
+    if (fault_fires(faults, site, &k))
         return injected(err, k, site, "sync", dir);
     int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (fd < 0)

@@ -4,16 +4,20 @@
  * Every file operation the engine makes goes through here, for two reasons:
  *
  *  1. Fault injection.  Each call names its site ("wal.write",
- *     "pager.grow", ...).  A test arms a fault for a site prefix
- *     (mf_os_fault_set): the call then fails with EIO or ENOSPC, or writes
- *     only part of its buffer and fails, once or every time.
+ *     "pager.grow", ...).  A test arms a fault for a site prefix in a fault
+ *     table (mf_os_fault_set): a call against that table then fails with
+ *     EIO or ENOSPC, or writes only part of its buffer and fails, once or
+ *     every time.  Each engine has its own table (engine.h), so a fault
+ *     armed on one engine never fires in another of the same process.
  *
  *  2. Simulated power loss.  With mf_os_sim_enable(true), every file opened
  *     through here keeps a copy of its content as of its last successful
  *     sync.  mf_os_sim_crash() puts every such file back to that content:
  *     every write not yet synced is gone, as after a power cut.  (A mapped
  *     file's pages count as written when they are stored to; a sync of the
- *     file makes them durable, exactly as msync/fdatasync do.)
+ *     file makes them durable, exactly as msync/fdatasync do.)  Unlike a
+ *     fault, the simulation is the process's: it tracks files by path, so
+ *     engines over different directories do not mix.
  *
  * Errors are reported as mf_error with MF_OutOfDiskSpace for ENOSPC and
  * MF_InternalError otherwise, the message naming the site, the path and the
@@ -33,8 +37,13 @@ enum {
     MF_OS_EXCL = 1 << 1,   /* with CREATE: fail if it exists */
 };
 
-/* Open `path` read-write.  Returns 0 and `*out`, or an error. */
-int mf_os_open(const char *path, int flags, mf_file **out, const char *site, mf_error *err);
+typedef struct mf_os_faults mf_os_faults; /* a fault table: see below */
+
+/* Open `path` read-write.  The file's calls check `faults` (NULL: no
+ * faults), which must outlive the file.  Returns 0 and `*out`, or an
+ * error. */
+int mf_os_open(const char *path, int flags, mf_file **out, mf_os_faults *faults,
+               const char *site, mf_error *err);
 
 /* Close; never syncs.  NULL is fine. */
 void mf_os_close(mf_file *f);
@@ -90,10 +99,13 @@ bool mf_os_advise_huge(void *p, uint64_t len, bool on);
 /* The machine's physical memory in bytes; 0 if unknown. */
 uint64_t mf_os_physical_memory(void);
 
-int mf_os_unlink(const char *path, const char *site, mf_error *err);
-int mf_os_rename(const char *from, const char *to, const char *site, mf_error *err);
+/* These name a path, not a file: each checks the fault table it is given
+ * (NULL: none). */
+int mf_os_unlink(const char *path, mf_os_faults *faults, const char *site, mf_error *err);
+int mf_os_rename(const char *from, const char *to, mf_os_faults *faults, const char *site,
+                 mf_error *err);
 /* fsync a directory, making creations, renames and unlinks in it durable. */
-int mf_os_sync_dir(const char *dir, const char *site, mf_error *err);
+int mf_os_sync_dir(const char *dir, mf_os_faults *faults, const char *site, mf_error *err);
 
 /* Call `fn(name, arg)` for each entry of `dir` (not "." or ".."). */
 int mf_os_list_dir(const char *dir, void (*fn)(const char *name, void *arg), void *arg,
@@ -111,21 +123,33 @@ typedef enum {
                         crash (any other call fails with EIO) */
 } mf_fault_kind;
 
-/* Arm a fault: calls whose site starts with `site_prefix` pass `skip` times,
- * then fail `count` times (-1: forever).  One fault at a time; arming
- * replaces the previous one.  Thread-safe. */
-void mf_os_fault_set(const char *site_prefix, mf_fault_kind kind, int skip, int count);
-/* Disarm, and start the counts below again from 0. */
-void mf_os_fault_clear(void);
+/* A fault table: the fault armed for the calls made against it -- those of
+ * the files opened with it, and the path calls given it.  An engine opens
+ * all its files against one table (engine.h, mf_engine_faults), so the
+ * table is the engine's: arming it fails that engine's calls and no
+ * other's. */
+
+/* A new table, disarmed; NULL when out of memory. */
+mf_os_faults *mf_os_faults_new(void);
+/* Free `t` (NULL is fine).  No file opened with it may be used after. */
+void mf_os_faults_free(mf_os_faults *t);
+
+/* Arm a fault in `t`: calls whose site starts with `site_prefix` pass
+ * `skip` times, then fail `count` times (-1: forever).  One fault at a time
+ * per table; arming replaces the previous one.  Thread-safe. */
+void mf_os_fault_set(mf_os_faults *t, const char *site_prefix, mf_fault_kind kind, int skip,
+                     int count);
+/* Disarm `t`, and start the counts below again from 0. */
+void mf_os_fault_clear(mf_os_faults *t);
 /* How many calls the armed fault has failed so far. */
-int mf_os_fault_hits(void);
+int mf_os_fault_hits(mf_os_faults *t);
 /* How many calls have matched the armed fault's prefix since it was armed,
  * passed or failed: with skip = INT_MAX this counts the crash points of a
  * workload. */
-int mf_os_fault_calls(void);
+int mf_os_fault_calls(mf_os_faults *t);
 /* Bytes a MF_FAULT_TORN fault let reach the file (0 when it hit a call that
  * is not a write, or a write of one sector or less). */
-size_t mf_os_fault_torn_bytes(void);
+size_t mf_os_fault_torn_bytes(mf_os_faults *t);
 
 /* ------------------------------------------------------ simulated power loss */
 

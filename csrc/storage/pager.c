@@ -572,7 +572,8 @@ int mf_pager_open(const char *path, const mf_pager_options *opt, mf_pager **out,
                                                    : mf_os_physical_memory() / 4;
     pg->huge_max_pages = huge_max / MF_PAGE_SIZE;
 
-    if ((rc = mf_os_open(path, MF_OS_CREATE, &pg->file, "pager.open", err)) != 0 ||
+    if ((rc = mf_os_open(path, MF_OS_CREATE, &pg->file, opt ? opt->faults : NULL, "pager.open",
+                         err)) != 0 ||
         (rc = mf_os_size(pg->file, &size, err)) != 0)
         goto fail;
 

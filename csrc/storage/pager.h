@@ -59,6 +59,7 @@
 #define MF_STORAGE_PAGER_H
 
 #include "../util/util.h"
+#include "os.h"
 
 #include <stdatomic.h>
 #include <string.h>
@@ -100,6 +101,8 @@ typedef struct mf_pager_options {
     uint64_t reserve_bytes;  /* address space to reserve; 0: 1 TiB */
     mf_huge_pages huge_pages;
     uint64_t huge_max_bytes; /* AUTO's limit; 0: a quarter of physical memory */
+    mf_os_faults *faults;    /* the data file's fault table (os.h), which must
+                                outlive the pager; NULL: none */
 } mf_pager_options;
 
 /* Open (creating if missing) the data file at `path`.  Reads the two meta

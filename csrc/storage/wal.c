@@ -128,6 +128,7 @@ struct mf_wal {
     pthread_cond_t flushed; /* broadcast when a leader's flush ends */
     pthread_mutex_t drop_mu; /* serializes mf_wal_drop_through */
     char *dir;
+    mf_os_faults *faults; /* its files' fault table (mf_wal_options), or NULL */
     uint64_t segment_target;
     uint32_t block_target;
 
@@ -310,7 +311,7 @@ static int seg_create(mf_wal *w, mf_lsn first, mf_file **out, uint64_t *salt, mf
     int rc = seg_path(w->dir, first, path, sizeof path, err);
     if (rc)
         return rc;
-    rc = mf_os_open(path, MF_OS_CREATE | MF_OS_EXCL, &f, "wal.create", err);
+    rc = mf_os_open(path, MF_OS_CREATE | MF_OS_EXCL, &f, w->faults, "wal.create", err);
     if (rc)
         return rc;
     *salt = new_salt();
@@ -479,7 +480,7 @@ static int rotate(mf_wal *w, mf_lsn first, bool *rotated, mf_error *err)
         if (rc == MF_OutOfDiskSpace)
             rc = mf_os_allocate(f, SEG_HDR, need, true, "wal.reserve", &serr);
         if (rc == 0) {
-            rc = mf_os_sync_dir(w->dir, "wal.dir", err);
+            rc = mf_os_sync_dir(w->dir, w->faults, "wal.dir", err);
             if (rc)
                 goto fail;
             w->segs[w->nsegs++] = first; /* reserved above; only this leader adds */
@@ -502,7 +503,7 @@ static int rotate(mf_wal *w, mf_lsn first, bool *rotated, mf_error *err)
     mf_os_close(f);
     f = NULL;
     if ((rc = seg_path(w->dir, first, path, sizeof path, err)) != 0 ||
-        (rc = mf_os_unlink(path, "wal.unlink", err)) != 0)
+        (rc = mf_os_unlink(path, w->faults, "wal.unlink", err)) != 0)
         return rc;
     mf_log(MF_LOG_WARNING, "STORAGE", LOGID_NO_ROTATE, "wal",
            "write-ahead log in %s: no space for a new segment; the current one grows: %s",
@@ -890,7 +891,7 @@ static int seg_open(mf_wal *w, mf_lsn first, char *path, size_t cap, mf_file **f
     int rc = seg_path(w->dir, first, path, cap, err);
     if (rc)
         return rc;
-    rc = mf_os_open(path, 0, f, "wal.open", err);
+    rc = mf_os_open(path, 0, f, w->faults, "wal.open", err);
     if (rc)
         return rc;
     rc = mf_os_size(*f, size, err);
@@ -1048,9 +1049,9 @@ static int drop_blank_last(mf_wal *w, mf_error *err)
            "write-ahead log segment %s was cut short while being created (%" PRIu64
            " bytes); removing it",
            path, size);
-    rc = mf_os_unlink(path, "wal.unlink", err);
+    rc = mf_os_unlink(path, w->faults, "wal.unlink", err);
     if (rc == 0)
-        rc = mf_os_sync_dir(w->dir, "wal.dir", err);
+        rc = mf_os_sync_dir(w->dir, w->faults, "wal.dir", err);
     if (rc == 0)
         w->nsegs--;
     return rc;
@@ -1120,7 +1121,7 @@ static int open_new_segment(mf_wal *w, mf_lsn first, mf_error *err)
         return rc;
     rc = mf_os_sync(f, true, "wal.sync", err);
     if (rc == 0)
-        rc = mf_os_sync_dir(w->dir, "wal.dir", err);
+        rc = mf_os_sync_dir(w->dir, w->faults, "wal.dir", err);
     if (rc) {
         mf_os_close(f);
         return rc;
@@ -1165,6 +1166,7 @@ static mf_wal *wal_new(const char *dir, const mf_wal_options *opt)
     w->segment_target = opt && opt->segment_target ? opt->segment_target
                                                    : DEFAULT_SEGMENT_TARGET;
     w->block_target = opt && opt->block_target ? opt->block_target : DEFAULT_BLOCK_TARGET;
+    w->faults = opt ? opt->faults : NULL;
     if (w->block_target > RAW_MAX)
         w->block_target = RAW_MAX;
     return w;
@@ -1275,12 +1277,12 @@ int mf_wal_drop_through(mf_wal *w, mf_lsn lsn, mf_error *err)
     for (; done < ndrop; done++) {
         rc = seg_path(w->dir, firsts[done], path, sizeof path, err);
         if (rc == 0)
-            rc = mf_os_unlink(path, "wal.unlink", err);
+            rc = mf_os_unlink(path, w->faults, "wal.unlink", err);
         if (rc)
             break;
     }
     if (done > 0) {
-        int rc2 = mf_os_sync_dir(w->dir, "wal.dir", rc ? NULL : err);
+        int rc2 = mf_os_sync_dir(w->dir, w->faults, "wal.dir", rc ? NULL : err);
         if (rc == 0)
             rc = rc2;
         pthread_mutex_lock(&w->mu);

@@ -63,6 +63,7 @@
 #define MF_STORAGE_WAL_H
 
 #include "../util/util.h"
+#include "os.h"
 
 typedef uint64_t mf_lsn;
 typedef struct mf_wal mf_wal;
@@ -74,6 +75,8 @@ typedef struct mf_wal_options {
     uint64_t segment_target; /* start a new segment past this size; 0: 64 MiB */
     uint32_t block_target;   /* split a flush into blocks of about this raw
                                 size; 0: 1 MiB (a larger record gets its own) */
+    mf_os_faults *faults;    /* the fault table its files use (os.h), which
+                                must outlive the log; NULL: none */
 } mf_wal_options;
 
 /* Called by mf_wal_open for each record with LSN > after_lsn, in order.  A

@@ -4,6 +4,7 @@
 #include "../storage/engine.h"
 #include "../storage/os.h"
 
+#include <limits.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <sys/wait.h>
@@ -659,7 +660,8 @@ MFT_CASE(faults, "/storage/engine/faults_at_each_site")
             CHECK_INT(mf_engine_checkpoint(x.e, &err), 0);
             /* Arm the fault, then keep writing (and checkpointing) until
              * an error comes back. */
-            mf_os_fault_set(faults[f].site, faults[f].kind, 0, persistent ? -1 : 1);
+            mf_os_fault_set(mf_engine_faults(x.e), faults[f].site, faults[f].kind, 0,
+                            persistent ? -1 : 1);
             int failed_at = 0;
             uint64_t last = committed + 400;
             for (uint64_t i = committed + 1; i <= last && !failed_at; i++) {
@@ -671,8 +673,8 @@ MFT_CASE(faults, "/storage/engine/faults_at_each_site")
                 else
                     committed = i;
             }
-            bool fired = mf_os_fault_hits() > 0;
-            mf_os_fault_clear();
+            bool fired = mf_os_fault_hits(mf_engine_faults(x.e)) > 0;
+            mf_os_fault_clear(mf_engine_faults(x.e));
             if (!fired)
                 printf("  %s never ran\n", faults[f].site);
             CHECK(fired);
@@ -705,6 +707,66 @@ MFT_CASE(faults, "/storage/engine/faults_at_each_site")
             mf_engine_abandon(x.e);
         }
     }
+}
+
+/* Two engines in one process: each checks its own fault table, so a fault
+ * armed on one fails that one's file operations and never the other's.
+ * (With one table for the process, as before, b's sync fails too.) */
+MFT_CASE(faults_per_engine, "/storage/engine/faults_are_per_engine")
+{
+    mf_error err;
+    char da[512], db[512], cmd[1100];
+    snprintf(da, sizeof da, "%s/pe_a", mft_tmpdir());
+    snprintf(db, sizeof db, "%s/pe_b", mft_tmpdir());
+    snprintf(cmd, sizeof cmd, "mkdir -p %s %s", da, db);
+    CHECK(system(cmd) == 0);
+    ctx a = {0}, b = {0};
+    a.e = open_engine(da, false, &err);
+    b.e = open_engine(db, false, &err);
+    CHECK(a.e && b.e);
+    CHECK_INT(setup(&a, &err), 0);
+    CHECK_INT(setup(&b, &err), 0);
+    mf_os_faults *fa = mf_engine_faults(a.e), *fb = mf_engine_faults(b.e);
+    CHECK(fa && fb);
+    /* Every call a's engine makes fails from now on; b's pass. */
+    mf_os_fault_set(fa, "", MF_FAULT_EIO, 0, -1);
+    CHECK_INT(fault_op(&b, 1, &err), 0);
+    CHECK_INT(mf_engine_checkpoint(b.e, &err), 0);
+    CHECK_INT(mf_os_fault_hits(fa), 0);
+    CHECK_INT(mf_os_fault_calls(fb), 0); /* b's table was never armed */
+    CHECK(fault_op(&a, 1, &err) != 0);
+    CHECK(strstr(err.msg, "wal.") != NULL);
+    CHECK(mf_os_fault_hits(fa) >= 1);
+    CHECK_INT(fault_op(&b, 2, &err), 0);
+    mf_os_fault_clear(fa);
+    mf_engine_abandon(a.e);
+
+    /* A table the caller gives, armed before the open: that engine's open
+     * fails, and another opened meanwhile without it does not. */
+    mf_os_faults *t = mf_os_faults_new();
+    CHECK(t);
+    mf_os_fault_set(t, "", MF_FAULT_EIO, 0, -1);
+    mf_engine_options opt = {.no_background = true, .reserve_bytes = (size_t)4 << 30,
+                             .faults = t};
+    mf_engine *c = NULL;
+    CHECK(mf_engine_open(da, &opt, &c, &err) != 0);
+    CHECK(c == NULL);
+    CHECK(mf_os_fault_hits(t) >= 1);
+    CHECK_INT(fault_op(&b, 3, &err), 0);
+    /* Counting, not failing: the table sees its engine's calls alone. */
+    mf_os_fault_set(t, "", MF_FAULT_EIO, INT_MAX, 0);
+    CHECK_INT(mf_engine_open(da, &opt, &c, &err), 0);
+    CHECK(mf_engine_faults(c) == t);
+    int calls = mf_os_fault_calls(t);
+    CHECK(calls > 0);
+    CHECK_INT(fault_op(&b, 4, &err), 0);
+    CHECK_INT(mf_engine_checkpoint(b.e, &err), 0);
+    CHECK_INT(mf_os_fault_calls(t), calls);
+    CHECK_INT(mf_engine_close(c, &err), 0);
+    CHECK(mf_os_fault_calls(t) > calls); /* its close's checkpoint */
+    CHECK_INT(mf_os_fault_hits(t), 0);
+    mf_os_faults_free(t);
+    CHECK_INT(mf_engine_close(b.e, &err), 0);
 }
 
 /* ---------------------------------------------------------- concurrency */

@@ -129,12 +129,18 @@ static int collect(void *arg, mf_lsn lsn, const uint8_t *rec, size_t len, mf_err
     return 0;
 }
 
+/* The fault table of the logs these cases open (os.h): quiet() makes it,
+ * open_log gives it to each log, and the cases arm it. */
+static mf_os_faults *log_faults;
+
 static int open_log(const char *dir, const mf_wal_options *opt, mf_lsn after, seen *s,
                     const gen *g, mf_wal **w, mf_error *err)
 {
+    mf_wal_options o = opt ? *opt : (mf_wal_options){0};
+    o.faults = log_faults;
     memset(s, 0, sizeof *s);
     s->g = g;
-    return mf_wal_open(dir, opt, after, collect, s, w, err);
+    return mf_wal_open(dir, &o, after, collect, s, w, err);
 }
 
 static void subdir(char *out, size_t cap, const char *name)
@@ -244,7 +250,9 @@ static int put_commit(mf_wal *w, const gen *g, mf_lsn first, mf_lsn last, int pe
 
 static void quiet(void)
 {
-    mf_os_fault_clear();
+    if (!log_faults)
+        log_faults = mf_os_faults_new();
+    mf_os_fault_clear(log_faults);
     mf_os_sim_enable(false);
     mf_log_configure(MF_LOG_INFO, false); /* torn tails are logged as warnings */
 }
@@ -931,10 +939,10 @@ MFT_CASE(failed_sync, "/storage/wal/failed_sync_fails_the_log")
     mf_lsn lsn;
     CHECK_INT(open_log(dir, NULL, 0, &s, &g, &w, &err), 0);
     CHECK_INT(put_commit(w, &g, 1, 10, 3, &err), 0);
-    mf_os_fault_set("wal.sync", MF_FAULT_EIO, 0, 1);
+    mf_os_fault_set(log_faults, "wal.sync", MF_FAULT_EIO, 0, 1);
     CHECK_INT(put(w, &g, 11, &err), 0);
     CHECK(mf_wal_commit(w, 11, &err) != 0);
-    CHECK_INT(mf_os_fault_hits(), 1);
+    CHECK_INT(mf_os_fault_hits(log_faults), 1);
     CHECK(strstr(err.msg, "could not be made durable") != NULL);
     CHECK(strstr(err.msg, "until the database is reopened") != NULL);
     CHECK(mf_wal_is_failed(w));
@@ -945,7 +953,7 @@ MFT_CASE(failed_sync, "/storage/wal/failed_sync_fails_the_log")
     CHECK(mf_wal_commit(w, 11, &err) != 0);
     CHECK(mf_wal_commit(w, 5, &err) != 0);
     CHECK(mf_wal_close(w, &err) != 0); /* 11 is not durable */
-    mf_os_fault_clear();
+    mf_os_fault_clear(log_faults);
     CHECK_INT(open_log(dir, NULL, 0, &s, &g, &w, &err), 0);
     CHECK(s.n >= 10 && s.n <= 11);
     CHECK_INT(s.bad, 0);
@@ -990,7 +998,7 @@ static void one_fault(const fault_case *fc, int count, int idx)
     int rc = 0;
     CHECK_INT(open_log(dir, &opt, 0, &s, &g, &w, &err), 0);
     CHECK_INT(put_commit(w, &g, 1, committed, 1, &err), 0);
-    mf_os_fault_set(fc->site, fc->kind, fc->skip, count);
+    mf_os_fault_set(log_faults, fc->site, fc->kind, fc->skip, count);
     for (int k = 0; k < 3 && rc == 0; k++, next += 2) {
         CHECK_INT(put(w, &g, next, &err), 0);
         CHECK_INT(put(w, &g, next + 1, &err), 0);
@@ -999,7 +1007,7 @@ static void one_fault(const fault_case *fc, int count, int idx)
             committed = next + 1;
     }
     CHECK(rc != 0);
-    CHECK(mf_os_fault_hits() >= 1);
+    CHECK(mf_os_fault_hits(log_faults) >= 1);
     if (fc->kind == MF_FAULT_ENOSPC)
         CHECK_INT(err.code, MF_OutOfDiskSpace);
     CHECK(strstr(err.msg, fc->site) != NULL);
@@ -1010,7 +1018,7 @@ static void one_fault(const fault_case *fc, int count, int idx)
     CHECK(mf_wal_commit(w, committed, &err) != 0);
     mf_lsn appended = mf_wal_last_lsn(w);
     CHECK(mf_wal_close(w, &err) != 0);
-    mf_os_fault_clear();
+    mf_os_fault_clear(log_faults);
 
     CHECK_INT(open_log(dir, &opt, 0, &s, &g, &w, &err), 0);
     CHECK(s.n >= committed);
@@ -1032,7 +1040,7 @@ MFT_CASE(fault_sites, "/storage/wal/fault_at_each_write_site_once_and_forever")
     for (size_t i = 0; i < sizeof fault_cases / sizeof fault_cases[0]; i++) {
         for (int count = 1; count >= -1; count -= 2) {
             one_fault(&fault_cases[i], count, (int)i);
-            mf_os_fault_clear();
+            mf_os_fault_clear(log_faults);
             if (mft_failed()) {
                 printf("  in case %zu (%s, kind %d, skip %d, count %d)\n", i,
                        fault_cases[i].site, (int)fault_cases[i].kind, fault_cases[i].skip,
@@ -1065,10 +1073,10 @@ MFT_CASE(full_disk, "/storage/wal/full_disk_refuses_reservations_and_rotations")
     uint64_t segs = st.segments;
 
     /* No room for a new segment: records go on into the current one. */
-    mf_os_fault_set("wal.create", MF_FAULT_ENOSPC, 0, -1);
+    mf_os_fault_set(log_faults, "wal.create", MF_FAULT_ENOSPC, 0, -1);
     CHECK_INT(put_commit(w, &g, 5, 10, 2, &err), 0);
-    CHECK(mf_os_fault_hits() >= 1);
-    mf_os_fault_clear();
+    CHECK(mf_os_fault_hits(log_faults) >= 1);
+    mf_os_fault_clear(log_faults);
     mf_wal_get_stats(w, &st);
     CHECK_INT(st.segments, segs);
     CHECK(!mf_wal_is_failed(w));
@@ -1077,11 +1085,11 @@ MFT_CASE(full_disk, "/storage/wal/full_disk_refuses_reservations_and_rotations")
     CHECK(access(path, F_OK) != 0);
 
     /* No room to reserve: refused, the log goes on. */
-    mf_os_fault_set("wal.reserve", MF_FAULT_ENOSPC, 0, -1);
+    mf_os_fault_set(log_faults, "wal.reserve", MF_FAULT_ENOSPC, 0, -1);
     int rc = 0;
     for (int i = 0; i < 2000 && rc == 0; i++)
         rc = mf_wal_reserve(w, 4000, &err);
-    mf_os_fault_clear();
+    mf_os_fault_clear(log_faults);
     CHECK_INT(rc, MF_OutOfDiskSpace);
     CHECK(!mf_wal_is_failed(w));
     mf_wal_unreserve(w, 4000000); /* give back more than was taken: clamps */
@@ -1137,10 +1145,10 @@ MFT_CASE(open_faults, "/storage/wal/fault_at_each_open_site")
                 if (cases[i].blank)
                     CHECK(spit(path, "MFW", 3));
             }
-            mf_os_fault_set(cases[i].site, MF_FAULT_EIO, 0, count);
+            mf_os_fault_set(log_faults, cases[i].site, MF_FAULT_EIO, 0, count);
             w = NULL;
             int rc = open_log(dir, NULL, 0, &s, &g, &w, &err);
-            mf_os_fault_clear();
+            mf_os_fault_clear(log_faults);
             if (rc == 0 || w != NULL)
                 printf("  open did not fail at %s (case %zu)\n", cases[i].site, i);
             CHECK(rc != 0);
@@ -1176,10 +1184,10 @@ MFT_CASE(drop_fault, "/storage/wal/drop_through_unlink_fault")
     CHECK(n >= 4);
     CHECK_INT(open_log(dir, &opt, 0, &s, &g, &w, &err), 0);
     /* The second unlink fails: the first segment is gone, the rest stay. */
-    mf_os_fault_set("wal.unlink", MF_FAULT_EIO, 1, 1);
+    mf_os_fault_set(log_faults, "wal.unlink", MF_FAULT_EIO, 1, 1);
     CHECK(mf_wal_drop_through(w, f[3] - 1, &err) != 0);
     CHECK(strstr(err.msg, "wal.unlink") != NULL);
-    mf_os_fault_clear();
+    mf_os_fault_clear(log_faults);
     CHECK(!mf_wal_is_failed(w)); /* durability is not at stake */
     mf_lsn left[64];
     CHECK_INT(list_segs(dir, left, 64), n - 1);
@@ -1226,9 +1234,9 @@ MFT_CASE(power_loss, "/storage/wal/power_loss_keeps_every_committed_record")
         if (round % 2 == 1) {
             /* Written, but the sync fails: not durable, and the crash
              * takes it away. */
-            mf_os_fault_set("wal.sync", MF_FAULT_EIO, 0, 1);
+            mf_os_fault_set(log_faults, "wal.sync", MF_FAULT_EIO, 0, 1);
             CHECK(mf_wal_commit(w, appended, &err) != 0);
-            mf_os_fault_clear();
+            mf_os_fault_clear(log_faults);
         }
         mf_wal_abandon(w);
         CHECK_INT(mf_os_sim_crash(&err), 0);
@@ -1258,10 +1266,10 @@ MFT_CASE(power_loss_rotation, "/storage/wal/power_loss_during_rotation")
     CHECK_INT(put_commit(w, &g, 1, 3, 1, &err), 0);
     CHECK_INT(list_segs(dir, f, 16), 3);
     /* The fourth flush creates wal.4, writes it, and its sync fails. */
-    mf_os_fault_set("wal.sync", MF_FAULT_EIO, 0, 1);
+    mf_os_fault_set(log_faults, "wal.sync", MF_FAULT_EIO, 0, 1);
     CHECK_INT(put(w, &g, 4, &err), 0);
     CHECK(mf_wal_commit(w, 4, &err) != 0);
-    mf_os_fault_clear();
+    mf_os_fault_clear(log_faults);
     CHECK_INT(list_segs(dir, f, 16), 4);
     mf_wal_abandon(w);
     CHECK_INT(mf_os_sim_crash(&err), 0);

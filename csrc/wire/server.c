@@ -154,6 +154,7 @@ int mf_server_open(const mf_server_config *cfg, mf_server **out, mf_error *err)
         .ttl_monitor_sleep_secs = cfg->ttl_monitor_sleep_secs,
         .session_refresh_ms = cfg->session_refresh_ms,
         .huge_pages = cfg->huge_pages,
+        .faults = cfg->faults,
         .cmdline_argv = cfg->cmdline_argv,
         .cmdline_parsed = cfg->cmdline_parsed,
         .request_stop = request_stop,

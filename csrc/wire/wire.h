@@ -37,6 +37,8 @@ typedef struct mf_server_config {
     int read_deadline_ms;       /* time to finish a message once its first
                                  * byte arrived; 0: 30000, negative: none */
     mf_huge_pages huge_pages;   /* the data file's mapping (pager.h) */
+    mf_os_faults *faults;       /* the engine's fault table (storage/os.h), the
+                                 * caller's, outliving the server; NULL: its own */
     const bson_t *cmdline_argv;
     const bson_t *cmdline_parsed;
 } mf_server_config;
