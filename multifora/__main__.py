@@ -34,6 +34,9 @@ def _parser() -> argparse.ArgumentParser:
                    help="map the data file with 2 MiB pages: faster random reads of data in "
                         "memory, but 2 MiB read per page-cache miss (default auto: while "
                         "the file is at most a quarter of physical memory)")
+    s.add_argument("--replSet", dest="repl_set", default=None, metavar="NAME",
+                   help="run as the primary of a one-member replica set of this name "
+                        "(transactions, retryable writes); default: a standalone")
     s.add_argument("--enable-test-commands", action="store_true",
                    help="report enableTestCommands=1, as test harnesses expect")
     return p
@@ -48,7 +51,7 @@ def serve(args: argparse.Namespace) -> int:
                         log_level=args.log_level,
                         ttl_monitor_sleep_secs=args.ttl_monitor_sleep_secs,
                         read_deadline_secs=args.read_deadline_secs or None,
-                        huge_pages=args.huge_pages)
+                        huge_pages=args.huge_pages, replica_set=args.repl_set)
         server.start()
     except MultiforaError as e:
         print(f"multifora: cannot start: {e}", file=sys.stderr)

@@ -61,6 +61,11 @@ class Server:
     reads 2 MiB and more.  "auto" asks while the file is at most a quarter
     of physical memory (docs/storage.md, "2 MiB pages").
 
+    ``replica_set`` names the one-member replica set this server is the
+    primary of (mongod's ``--replSet``): ``hello`` then answers as that
+    set's primary, replies carry ``$clusterTime`` and ``operationTime``,
+    and ``uri`` names the set.  None (the default) is a standalone.
+
     ``_faults`` (tests only) is a ``multifora._core._Faults``, the storage
     fault table this server's engine checks in every file operation; it
     may be armed before the server opens, and read after it closes.
@@ -72,10 +77,12 @@ class Server:
                  enable_test_commands: bool = False, log_level: str = "warning",
                  argv: Optional[list] = None, ttl_monitor_sleep_secs: int = 60,
                  read_deadline_secs: Optional[float] = 30.0, huge_pages: str = "auto",
-                 logical_session_refresh_ms: int = 300_000, _faults=None):
+                 logical_session_refresh_ms: int = 300_000,
+                 replica_set: Optional[str] = None, _faults=None):
         self.dbpath = os.path.abspath(dbpath)
         self.host = host
         self.unix_socket = os.path.abspath(unix_socket) if unix_socket else None
+        self.replica_set = replica_set or None
         argv = list(argv if argv is not None else sys.argv)
         net: dict = {"bindIp": host, "maxIncomingConnections": max_connections}
         if port is not None:
@@ -94,13 +101,16 @@ class Server:
                 logical_session_refresh_ms)
         if huge_pages != "auto":
             parsed["storage"]["hugePages"] = huge_pages
+        if self.replica_set:
+            parsed["replication"] = {"replSet": self.replica_set}
         self._core = _core.Server(
             self.dbpath, host, -1 if port is None else port, self.unix_socket,
             max_connections, enable_test_commands,
             bson.encode({str(i): a for i, a in enumerate(argv)}),
             bson.encode(parsed), log_level, ttl_monitor_sleep_secs,
             -1 if read_deadline_secs is None else max(1, round(read_deadline_secs * 1000)),
-            huge_pages, logical_session_refresh_ms, faults=_faults)
+            huge_pages, logical_session_refresh_ms, faults=_faults,
+            replica_set=self.replica_set)
         self._started = False
 
     # -- life cycle ---------------------------------------------------------
@@ -148,16 +158,20 @@ class Server:
 
     @property
     def uri(self) -> str:
-        """A connection string any MongoDB driver accepts."""
+        """A connection string any MongoDB driver accepts: a direct
+        connection to a standalone, the set (``replicaSet=``) of a
+        replica-set member."""
+        opts = (f"replicaSet={urllib.parse.quote(self.replica_set, safe='')}"
+                if self.replica_set else "directConnection=true")
         if self.port is not None:
             host = self.host.split(",")[0]
             if host in ("0.0.0.0", "::"):
                 host = "127.0.0.1"
             if ":" in host:
                 host = f"[{host}]"
-            return f"mongodb://{host}:{self.port}/?directConnection=true"
+            return f"mongodb://{host}:{self.port}/?{opts}"
         quoted = urllib.parse.quote(self.unix_socket, safe="")
-        return f"mongodb://{quoted}/?directConnection=true"
+        return f"mongodb://{quoted}/?{opts}"
 
     # -- in-process commands -----------------------------------------------
 

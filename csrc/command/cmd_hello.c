@@ -151,18 +151,21 @@ int mfi_cmd_hello(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_error *e
         ctx->flags |= MF_RUN_EXHAUST;
     }
 
-    /* Field order as mongod 7.0 sends it for a standalone. */
+    /* Field order as mongod 7.0 sends it: a standalone says it is
+     * writable before its topologyVersion, a replica-set member after it,
+     * among its set's fields. */
+    bool hello = strcmp(ctx->name, "hello") == 0;
     if (hello_ok)
         BSON_APPEND_BOOL(reply, "helloOk", true);
-    if (strcmp(ctx->name, "hello") == 0)
-        BSON_APPEND_BOOL(reply, "isWritablePrimary", true);
-    else
-        BSON_APPEND_BOOL(reply, "ismaster", true);
+    if (!inst->repl)
+        BSON_APPEND_BOOL(reply, hello ? "isWritablePrimary" : "ismaster", true);
     bson_t tv;
     BSON_APPEND_DOCUMENT_BEGIN(reply, "topologyVersion", &tv);
     BSON_APPEND_OID(&tv, "processId", &inst->process_id);
     BSON_APPEND_INT64(&tv, "counter", 0);
     bson_append_document_end(reply, &tv);
+    if (inst->repl)
+        mfi_repl_hello(inst, hello, reply);
     BSON_APPEND_INT32(reply, "maxBsonObjectSize", MF_MAX_BSON_OBJECT_SIZE);
     BSON_APPEND_INT32(reply, "maxMessageSizeBytes", MF_MAX_MESSAGE_SIZE);
     BSON_APPEND_INT32(reply, "maxWriteBatchSize", MF_MAX_WRITE_BATCH_SIZE);

@@ -53,6 +53,9 @@ typedef struct mf_instance_config {
     /* The fault table of the engine's files (storage/os.h), the caller's,
      * which must outlive the instance; NULL: the engine's own. */
     mf_os_faults *faults;
+    /* The replica set this server is the one member (and primary) of
+     * (repl.c); NULL or "": a standalone. */
+    const char *repl_set;
     /* getCmdLineOpts: the argv and the parsed options, as the process was
      * started.  Copied; may be NULL (empty). */
     const bson_t *cmdline_argv;   /* array */
@@ -74,6 +77,10 @@ int mf_instance_open(const mf_instance_config *cfg, mf_instance **out, mf_error 
 void mf_instance_close(mf_instance *inst);
 
 mf_counters *mf_instance_counters(mf_instance *inst);
+
+/* In a replica set: the address clients reach this server at, for the
+ * set's hosts (the wire layer, once it listens).  A no-op on a standalone. */
+void mf_instance_set_me(mf_instance *inst, const char *host);
 
 /* Mark the instance as shutting down and wake every sleeper (awaitable
  * hello).  Idempotent. */

@@ -19,6 +19,12 @@ typedef struct mfi_fail_point mfi_fail_point;
 typedef struct mfi_profile mfi_profile;
 typedef struct mfi_op_debug mfi_op_debug;
 typedef struct mfi_prof_op mfi_prof_op;
+typedef struct mfi_repl mfi_repl;
+
+/* An optime's timestamp (repl.c); {0, 0}: none. */
+typedef struct mfi_optime {
+    uint32_t secs, inc;
+} mfi_optime;
 
 #define MF_MAX_NS_LEN 319 /* "db.collection" as a C string fits in 320 bytes */
 
@@ -63,6 +69,7 @@ struct mf_instance {
     mfi_sessions *sessions; /* the logical-session registry (sessions.c) */
     mfi_fail_point *fail_points; /* MFI_FP_COUNT of them, by mfi_fp_id (failpoint.c) */
     mfi_profile *profile;   /* profiler settings and slowms (profile.c) */
+    mfi_repl *repl;         /* the replica set of one (repl.c); NULL: standalone */
 
     /* logicalSessionRefreshMillis, and when the sessions refresh last ran
      * (mf_clock_mono_us; sysdb.c) */
@@ -121,6 +128,9 @@ typedef struct mf_cmd_ctx {
      * than aggregate): system namespaces are checked as mongod's
      * userAllowedCreateNS does */
     bool writes;
+    /* In a replica set: the optime of the command's last write (repl.c),
+     * its reply's operationTime. */
+    mfi_optime op_time;
 } mf_cmd_ctx;
 
 /* A handler appends its reply fields (not `ok`) to `reply` and returns 0, or
@@ -173,6 +183,32 @@ int mfi_cmd_kill_all_sessions(mf_cmd_ctx *, const bson_t *, bson_t *, mf_error *
 int mfi_cmd_get_log(mf_cmd_ctx *, const bson_t *, bson_t *, mf_error *);
 int mfi_cmd_start_session(mf_cmd_ctx *, const bson_t *, bson_t *, mf_error *);
 int mfi_cmd_refresh_sessions(mf_cmd_ctx *, const bson_t *, bson_t *, mf_error *);
+
+/* ------------------------------------------ the replica set of one (repl.c) */
+
+/* Replica-set mode when `set_name` is non-empty (else a standalone: no
+ * state).  BadValue for a name with '/' or over 127 bytes. */
+int mfi_repl_open(mf_instance *inst, const char *set_name, mf_error *err);
+void mfi_repl_close(mf_instance *inst);
+/* The set's host entry (hosts, me, primary): the address clients reach. */
+void mfi_repl_set_me(mf_instance *inst, const char *host);
+/* A new optime for a write, after every one handed out before. */
+void mfi_repl_tick(mf_instance *inst, mfi_optime *out);
+/* The newest optime handed out. */
+void mfi_repl_last(mf_instance *inst, mfi_optime *out);
+/* $clusterTime and operationTime, appended to a reply: `op_time` is the
+ * command's last write ({0, 0}: none, the newest optime is used). */
+void mfi_repl_decorate(mf_instance *inst, const mfi_optime *op_time, bson_t *reply);
+/* After a write: the writeConcernError ({"writeConcernError": {...}},
+ * appended to `wce`) for a `w` a set of one cannot satisfy -- a number
+ * above 1 (UnsatisfiableWriteConcern), a mode other than "majority"
+ * (UnknownReplWriteConcern) -- or nothing. */
+void mfi_repl_write_concern(const bson_t *cmd, bson_t *wce);
+/* hello's replica-set fields, hosts through lastWrite. */
+void mfi_repl_hello(mf_instance *inst, bool hello, bson_t *reply);
+int mfi_cmd_repl_set_get_status(mf_cmd_ctx *, const bson_t *, bson_t *, mf_error *);
+int mfi_cmd_repl_set_get_config(mf_cmd_ctx *, const bson_t *, bson_t *, mf_error *);
+int mfi_cmd_repl_set_initiate(mf_cmd_ctx *, const bson_t *, bson_t *, mf_error *);
 
 /* ------------------------------------- generic arguments (generic_args.c) */
 

@@ -67,7 +67,8 @@ int mf_instance_open(const mf_instance_config *cfg, mf_instance **out, mf_error 
     pthread_cond_init(&inst->cond, &ca);
     pthread_condattr_destroy(&ca);
     /* Indexes a crash left half built go; then the TTL monitor starts. */
-    if ((rc = mfi_sessions_open(inst, err)) != 0 || (rc = mfi_fail_points_open(inst, err)) != 0 ||
+    if ((rc = mfi_repl_open(inst, cfg->repl_set, err)) != 0 ||
+        (rc = mfi_sessions_open(inst, err)) != 0 || (rc = mfi_fail_points_open(inst, err)) != 0 ||
         (rc = mfi_profile_open(inst, err)) != 0 ||
         (rc = mfi_indexes_recover(inst, err)) != 0 || (rc = mfi_sysdb_open(inst, err)) != 0 ||
         (rc = mfi_ttl_start(inst, err)) != 0) {
@@ -94,6 +95,7 @@ void mf_instance_close(mf_instance *inst)
     mfi_sessions_close(inst);
     mfi_fail_points_close(inst);
     mfi_profile_close(inst);
+    mfi_repl_close(inst);
     mf_os_dir_unlock(inst->lock_fd);
     bson_destroy(&inst->cmdline_argv);
     bson_destroy(&inst->cmdline_parsed);
@@ -101,6 +103,11 @@ void mf_instance_close(mf_instance *inst)
     pthread_mutex_destroy(&inst->mu);
     free(inst->dbpath);
     free(inst);
+}
+
+void mf_instance_set_me(mf_instance *inst, const char *host)
+{
+    mfi_repl_set_me(inst, host);
 }
 
 mf_counters *mf_instance_counters(mf_instance *inst)
@@ -219,6 +226,12 @@ static const mf_cmd_def table[] = {
     {"refreshSessions", mfi_cmd_refresh_sessions, 0, "renew a set of logical sessions"},
     {"renameCollection", mfi_cmd_rename_collection, MF_CMD_ADMIN_ONLY | MF_CMD_WRITE,
      " example: { renameCollection: foo.a, to: bar.b }"},
+    {"replSetGetConfig", mfi_cmd_repl_set_get_config, MF_CMD_ADMIN_ONLY,
+     "Returns the current replica set configuration{ replSetGetConfig : 1 }\nhttp://dochub.mongodb.org/core/replicasetcommands"},
+    {"replSetGetStatus", mfi_cmd_repl_set_get_status, MF_CMD_ADMIN_ONLY,
+     "Report status of a replica set from the POV of this server\n{ replSetGetStatus : 1 }\nhttp://dochub.mongodb.org/core/replicasetcommands"},
+    {"replSetInitiate", mfi_cmd_repl_set_initiate, MF_CMD_ADMIN_ONLY,
+     "Initiate/christen a replica set.\nhttp://dochub.mongodb.org/core/replicasetcommands"},
     {"serverStatus", mfi_cmd_server_status, 0,
      "returns lots of administrative server statistics"},
     {"setParameter", mfi_cmd_set_parameter, MF_CMD_ADMIN_ONLY,
@@ -322,7 +335,8 @@ static int check_db_name(const char *db, uint32_t len, mf_error *err)
  * that writes accepts w 0 or 1 or "majority", j and wtimeout; every write
  * is acknowledged after the log sync anyway (j is always satisfied).  A
  * command that does not write refuses the argument. */
-static int check_write_concern(const mf_cmd_def *def, const bson_t *cmd, mf_error *err)
+static int check_write_concern(mf_instance *inst, const mf_cmd_def *def, const bson_t *cmd,
+                               mf_error *err)
 {
     bson_iter_t it, f;
     if (!bson_iter_init_find(&it, cmd, "writeConcern"))
@@ -335,7 +349,16 @@ static int check_write_concern(const mf_cmd_def *def, const bson_t *cmd, mf_erro
     while (bson_iter_next(&f)) {
         const char *k = bson_iter_key(&f);
         if (strcmp(k, "w") == 0) {
-            if (BSON_ITER_HOLDS_UTF8(&f)) {
+            /* A replica set applies the write, then reports the w it
+             * cannot satisfy as a writeConcernError (repl.c). */
+            if (inst->repl && (BSON_ITER_HOLDS_UTF8(&f) || mfi_is_number(&f))) {
+                if (mfi_is_number(&f) && (bson_iter_as_double(&f) < 0 ||
+                                          bson_iter_as_double(&f) > 50))
+                    return mf_error_set(err, MF_FailedToParse,
+                                        "w has to be a non-negative number and not greater "
+                                        "than 50; found: %g",
+                                        bson_iter_as_double(&f));
+            } else if (BSON_ITER_HOLDS_UTF8(&f)) {
                 const char *mode = bson_iter_utf8(&f, NULL);
                 if (strcmp(mode, "majority") != 0)
                     return mf_error_set(err, MF_BadValue,
@@ -469,7 +492,7 @@ void mf_command_run(mf_instance *inst, mf_client *client, const bson_t *cmd,
      * as mongod evaluates it (test commands only: off otherwise). */
     if ((rc = mfi_fail_command_before(&ctx, def, cmd, &fx, &err)) != 0)
         goto fail;
-    if ((rc = check_write_concern(def, cmd, &err)) != 0 ||
+    if ((rc = check_write_concern(inst, def, cmd, &err)) != 0 ||
         (rc = mfi_read_concern_check(def, cmd, &err)) != 0)
         goto fail;
     /* maxTimeMS, as mongod's entry point reads it for every command:
@@ -488,6 +511,10 @@ void mf_command_run(mf_instance *inst, mf_client *client, const bson_t *cmd,
     if (ctx.deadline.at_us && (rc = mfi_max_time_check(inst, &err)) != 0)
         goto fail;
     rc = def->fn(&ctx, cmd, reply, &err);
+    /* A replica set's write gets its optime (repl.c), the reply's
+     * operationTime. */
+    if (ctx.lsn && inst->repl)
+        mfi_repl_tick(inst, &ctx.op_time);
     /* Durable before any reply: one sync covers every write the command
      * made (group commit shares it with the other writers).  Writes made
      * before a maxTimeMS expiry stay, as mongod's do, and are synced too;
@@ -503,14 +530,19 @@ void mf_command_run(mf_instance *inst, mf_client *client, const bson_t *cmd,
     }
     /* Waiting for the write concern, success or not, is where a
      * writeConcernError from the fail point comes in. */
-    if (takes_write_concern(def, cmd))
+    if (takes_write_concern(def, cmd)) {
         mfi_fail_command_after(&ctx, def, cmd, &fx);
+        if (inst->repl && bson_empty(&fx.wce))
+            mfi_repl_write_concern(cmd, &fx.wce);
+    }
     if (rc != 0)
         goto fail;
     bson_concat(reply, &fx.wce);
     BSON_APPEND_DOUBLE(reply, "ok", 1.0);
     if (!bson_empty(&fx.wce)) /* labels go with an error or a write concern error */
         bson_concat(reply, &fx.labels);
+    if (inst->repl)
+        mfi_repl_decorate(inst, &ctx.op_time, reply);
     *out_flags = ctx.flags;
     mfi_profile_end(&ctx, def, cmd, reply, NULL);
     mfi_fail_effect_destroy(&fx);
@@ -535,6 +567,8 @@ fail:
             bson_destroy(rest);
         }
     }
+    if (inst->repl)
+        mfi_repl_decorate(inst, &ctx.op_time, reply);
     if (ctx.prof)
         mfi_profile_end(&ctx, def, cmd, reply, &err);
     mfi_fail_effect_destroy(&fx);

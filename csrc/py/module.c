@@ -63,9 +63,9 @@ static int server_init(server_object *self, PyObject *args, PyObject *kwds)
                              "max_connections", "enable_test_commands", "argv",
                              "parsed_options", "log_level", "ttl_monitor_sleep_secs",
                              "read_deadline_ms", "huge_pages", "session_refresh_ms", "faults",
-                             NULL};
+                             "replica_set", NULL};
     const char *dbpath, *host = "127.0.0.1", *unix_socket = NULL, *log_level = "warning";
-    const char *huge_pages = "auto";
+    const char *huge_pages = "auto", *replica_set = NULL;
     int port = 27017, max_connections = 1000, test_commands = 0, ttl_sleep = 60;
     int read_deadline_ms = 0, session_refresh_ms = 0;
     Py_buffer argv = {0}, parsed = {0};
@@ -79,11 +79,11 @@ static int server_init(server_object *self, PyObject *args, PyObject *kwds)
         PyErr_SetString(PyExc_RuntimeError, "Server.__init__ called twice");
         return -1;
     }
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "s|zizipy*y*siisiO", kwlist, &dbpath, &host,
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "s|zizipy*y*siisiOz", kwlist, &dbpath, &host,
                                      &port, &unix_socket, &max_connections,
                                      &test_commands, &argv, &parsed, &log_level, &ttl_sleep,
                                      &read_deadline_ms, &huge_pages, &session_refresh_ms,
-                                     &faults_obj))
+                                     &faults_obj, &replica_set))
         return -1;
     /* A storage fault table for this server's engine alone (tests). */
     if (mfi_py_faults_table(st, faults_obj, &faults) != 0) {
@@ -128,6 +128,7 @@ static int server_init(server_object *self, PyObject *args, PyObject *kwds)
         .read_deadline_ms = read_deadline_ms,
         .huge_pages = huge,
         .faults = faults,
+        .replica_set = replica_set,
         .cmdline_argv = has_argv ? &argv_doc : NULL,
         .cmdline_parsed = has_parsed ? &parsed_doc : NULL,
     };
@@ -341,9 +342,10 @@ static PyType_Slot server_slots[] = {
                 "max_connections=1000, enable_test_commands=False, argv=None, "
                 "parsed_options=None, log_level='warning', ttl_monitor_sleep_secs=60, "
                 "read_deadline_ms=0, huge_pages='auto', session_refresh_ms=0, "
-                "faults=None)\n--\n\n"
+                "faults=None, replica_set=None)\n--\n\n"
                 "The C wire server over one data directory; `faults`, a _Faults, is the "
-                "storage fault table of its engine (tests)."},
+                "storage fault table of its engine (tests); `replica_set` names the "
+                "one-member replica set it is the primary of (None: a standalone)."},
     {0, NULL},
 };
 

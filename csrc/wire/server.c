@@ -132,6 +132,31 @@ static void close_listeners(mf_server *srv)
     }
 }
 
+/* A replica set's hosts entry: the first address it listens on, as a
+ * client connects to it -- "host:port" (the machine's name for a wildcard
+ * address), or the Unix socket's path when there is no TCP. */
+static void set_me(mf_server *srv, const mf_server_config *cfg)
+{
+    char me[512], first[256];
+    if (srv->port < 0) {
+        mf_instance_set_me(srv->inst, srv->unix_path);
+        return;
+    }
+    const char *list = cfg->bind_ip && *cfg->bind_ip ? cfg->bind_ip : "127.0.0.1";
+    size_t n = strcspn(list, ",");
+    snprintf(first, sizeof first, "%.*s", (int)n, list);
+    if (strcmp(first, "0.0.0.0") == 0 || strcmp(first, "::") == 0) {
+        if (gethostname(first, sizeof first - 1) != 0)
+            strcpy(first, "localhost");
+        first[sizeof first - 1] = '\0';
+    }
+    if (strchr(first, ':'))
+        snprintf(me, sizeof me, "[%s]:%d", first, srv->port);
+    else
+        snprintf(me, sizeof me, "%s:%d", first, srv->port);
+    mf_instance_set_me(srv->inst, me);
+}
+
 int mf_server_open(const mf_server_config *cfg, mf_server **out, mf_error *err)
 {
     int rc;
@@ -155,6 +180,7 @@ int mf_server_open(const mf_server_config *cfg, mf_server **out, mf_error *err)
         .session_refresh_ms = cfg->session_refresh_ms,
         .huge_pages = cfg->huge_pages,
         .faults = cfg->faults,
+        .repl_set = cfg->replica_set,
         .cmdline_argv = cfg->cmdline_argv,
         .cmdline_parsed = cfg->cmdline_parsed,
         .request_stop = request_stop,
@@ -195,6 +221,7 @@ int mf_server_open(const mf_server_config *cfg, mf_server **out, mf_error *err)
         rc = mf_error_set(err, MF_BadValue, "nothing to listen on: no TCP port and no unix socket");
         goto fail;
     }
+    set_me(srv, cfg);
     *out = srv;
     return 0;
 

@@ -39,6 +39,8 @@ typedef struct mf_server_config {
     mf_huge_pages huge_pages;   /* the data file's mapping (pager.h) */
     mf_os_faults *faults;       /* the engine's fault table (storage/os.h), the
                                  * caller's, outliving the server; NULL: its own */
+    const char *replica_set;    /* the set's name: a one-member replica set's
+                                 * primary; NULL or "": a standalone */
     const bson_t *cmdline_argv;
     const bson_t *cmdline_parsed;
 } mf_server_config;
