@@ -181,3 +181,26 @@ def test_serve_repl_set_flag(tmp_path):
 def test_bad_set_name(tmp_path):
     with pytest.raises(multifora.MultiforaError):
         multifora.Server(str(tmp_path / "db"), port=0, replica_set="a/b")
+
+
+def test_the_sets_own_collections_are_kept(rs):
+    """The oplog and the sessions' records are written with every write:
+    a user may read them, not drop, rename or write them."""
+    for ns in ("local.oplog.rs", "config.transactions", "config.image_collection"):
+        db, coll = ns.split(".", 1)
+        assert rs.command(db, {"find": coll})["ok"] == 1
+        with pytest.raises(multifora.CommandError) as e:
+            rs.command(db, {"drop": coll})
+        assert e.value.code == 20
+        with pytest.raises(multifora.CommandError) as e:
+            rs.command(db, {"insert": coll, "documents": [{"_id": 1}]})
+        assert e.value.code == 73
+        with pytest.raises(multifora.CommandError) as e:
+            rs.command("admin", {"renameCollection": ns, "to": "t.x"})
+        assert e.value.code == 73
+    for db in ("local", "config"):
+        with pytest.raises(multifora.CommandError) as e:
+            rs.command(db, {"dropDatabase": 1})
+        assert e.value.code == 20
+    # and writes go on
+    rs.command("t", {"insert": "c", "documents": [{"_id": 1}]})

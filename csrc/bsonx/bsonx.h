@@ -138,6 +138,9 @@ int mf_bsonx_canonical_type(bson_type_t t);
  * Numbers compare by exact value across int32, int64, double and
  * decimal128; NaN equals NaN and sorts below every other number. */
 int mf_bsonx_compare_values(const bson_iter_t *a, const bson_iter_t *b);
+/* Same type and same value bytes (mongod's binaryEqualValues): 1 and 1.0
+ * differ, as do strings that compare equal under a collation. */
+bool mf_bsonx_binary_equal(const bson_iter_t *a, const bson_iter_t *b);
 /* The same under a collation: strings and symbols, at any depth, compare
  * as `coll` orders them (field names never do). */
 int mf_bsonx_compare_values_coll(const bson_iter_t *a, const bson_iter_t *b,

@@ -377,6 +377,14 @@ static int cmp_bytes(const void *a, size_t al, const void *b, size_t bl)
 static int cmp_docs(const bson_iter_t *a, const bson_iter_t *b, bool names,
                     const mf_collator *coll);
 
+bool mf_bsonx_binary_equal(const bson_iter_t *a, const bson_iter_t *b)
+{
+    /* an element's value runs from d1 to the next element */
+    uint32_t la = a->next_off - a->d1, lb = b->next_off - b->d1;
+    return bson_iter_type(a) == bson_iter_type(b) && la == lb &&
+           memcmp(a->raw + a->d1, b->raw + b->d1, la) == 0;
+}
+
 int mf_bsonx_compare_values(const bson_iter_t *a, const bson_iter_t *b)
 {
     return mf_bsonx_compare_values_coll(a, b, NULL);

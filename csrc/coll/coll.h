@@ -17,6 +17,7 @@
  *              collation, clustered index, change-stream images
  *   catalog.c  creating a collection (as the server's own work)
  *   stats.c    the bytes a collection occupies
+ *   oplog.c    a replica set's oplog and the clock of its timestamps
  *
  * Names: mf_cl_* (the storage engine's own collection handle keeps its
  * mf_coll_* accessors: mf_coll_lock, mf_coll_records, ...).
@@ -49,6 +50,7 @@
 /* ------------------------------------------------------------ the layer */
 
 typedef struct mf_cl_usage mf_cl_usage;
+typedef struct mf_cl_oplog mf_cl_oplog;
 
 /* What the layer keeps for one server: its engine, the plan cache of
  * multi-planning's winners, and the index access counters. */
@@ -59,6 +61,7 @@ typedef struct mf_cl_db {
     pthread_mutex_t usage_mu;  /* guards the counters */
     mf_cl_usage *usage;
     size_t nusage, capusage;
+    mf_cl_oplog *oplog;        /* a replica set's (oplog.c); NULL: standalone */
 } mf_cl_db;
 
 void mf_cl_db_init(mf_cl_db *db, mf_engine *engine);
@@ -99,6 +102,34 @@ int mf_cl_mark_multikey(mf_engine *e, mf_coll *c, mf_index_desc *x, uint32_t bit
 
 /* -------------------------------------------------------------- write.c */
 
+/* An oplog timestamp (and optime, with the term 1). */
+typedef struct mf_cl_optime {
+    uint32_t secs, inc;
+} mf_cl_optime;
+
+/* A retryable write's statement: what its oplog entry names (lsid,
+ * txnNumber, stmtId, prevOpTime), and what its session keeps for a retry,
+ * written in the same engine write -- config.transactions' record {_id:
+ * lsid, txnNum, lastWriteOpTime, lastWriteDate} and, for findAndModify,
+ * config.image_collection's {_id: lsid, txnNum, ts, imageKind, image}. */
+typedef struct mf_cl_stmt {
+    const bson_t *lsid;   /* {id, uid} */
+    int64_t txn_number;
+    int32_t stmt_id;
+    mf_cl_optime prev;    /* the session's previous write of this
+                             txnNumber ({0, 0}: none) */
+    const bson_t *image;  /* findAndModify: the document a retry returns */
+    bool post_image;      /* it is the document after (else before) */
+} mf_cl_stmt;
+
+/* How a write is logged (mf_cl_write_doc_log): NULL or no oplog, not. */
+typedef struct mf_cl_log {
+    mf_cl_oplog *oplog;
+    bool replaced;         /* an update that replaced the whole document */
+    mf_cl_stmt *stmt;      /* a retryable write's statement, or NULL */
+    mf_cl_optime op_time;  /* out: the entry's ts */
+} mf_cl_log;
+
 /* Write one document and all its index entries as one engine write
  * (exclusive collection lock): `old_doc` NULL inserts, `new_doc` NULL
  * deletes, both replace.  MF_DuplicateKey (with `*dup` filled) when a
@@ -106,6 +137,22 @@ int mf_cl_mark_multikey(mf_engine *e, mf_coll *c, mf_index_desc *x, uint32_t bit
 int mf_cl_write_doc(mf_engine *e, mf_coll *c, mf_cl_indexes *ix, uint64_t rid,
                     const bson_t *old_doc, const bson_t *new_doc, mf_lsn *lsn, mf_cl_dup *dup,
                     mf_error *err);
+/* mf_cl_write_doc, logged in the oplog in the same engine write when `lg`
+ * has one (a replica set's write of a replicated namespace: not local.*);
+ * `lg->op_time` gets the entry's ts. */
+int mf_cl_write_doc_log(mf_engine *e, mf_coll *c, mf_cl_indexes *ix, uint64_t rid,
+                        const bson_t *old_doc, const bson_t *new_doc, mf_lsn *lsn,
+                        mf_cl_dup *dup, mf_cl_log *lg, mf_error *err);
+/* The RecordId of the document of `c` whose _id is `id_doc`'s ({_id: v}),
+ * by its _id index (collection lock held); `copy` (may be NULL) gets the
+ * document.  MF_InternalError when `c` has no _id index. */
+int mf_cl_find_by_id(mf_engine *e, mf_coll *c, const mf_cl_indexes *ix, const bson_t *id_doc,
+                     uint64_t *rid, bool *found, bson_t *copy, mf_error *err);
+/* A copy of the document of `ns` whose _id is `id_doc`'s into `out`
+ * (initialised here); `*found` false when there is none or no such
+ * collection.  Catalog lock held (shared); takes the collection's. */
+int mf_cl_read_by_id(mf_engine *e, const char *ns, const bson_t *id_doc, bson_t *out,
+                     bool *found, mf_error *err);
 /* One past the largest RecordId of `c` (collection lock held). */
 int mf_cl_next_record_id(mf_engine *e, mf_coll *c, uint64_t *out, mf_error *err);
 /* The document as stored: checked (size, _id type, $-names), _id first and
@@ -114,10 +161,11 @@ int mf_cl_stored_form(const bson_t *doc, bson_t *out, bson_iter_t *id, mf_error 
 /* Insert `doc` (exclusive collection lock) in its stored form, at RecordId
  * `*next_id` (advanced), with its index entries: MF_DuplicateKey, with
  * `*dup` filled, when a unique index refuses it.  `*id` is left on the
- * stored document's _id. */
+ * stored document's _id.  Logged as mf_cl_write_doc_log logs (`lg` may be
+ * NULL). */
 int mf_cl_insert_doc(mf_engine *e, mf_coll *c, mf_cl_indexes *ix, uint64_t *next_id,
                      const bson_t *doc, bson_t *stored, bson_iter_t *id, mf_lsn *lsn,
-                     mf_cl_dup *dup, mf_error *err);
+                     mf_cl_dup *dup, mf_cl_log *lg, mf_error *err);
 /* A bounded collection's upkeep (until capped collections, issue 48): the
  * bytes of every document of `c` (collection lock held), and the oldest
  * documents deleted until at most `cap` bytes remain (`*bytes` kept
@@ -188,6 +236,44 @@ int mf_cl_set_pre_post_images(mf_engine *e, mf_coll *c, bool enabled, mf_lsn *ls
  * the catalog lock exclusively: call with no lock held. */
 int mf_cl_create(mf_engine *e, const char *ns, const bson_t *options, const mf_collator *coll,
                  bool id_index, mf_error *err);
+
+/* -------------------------------------------------------------- oplog.c */
+
+/* A replica set's oplog, local.oplog.rs (created with its first entry,
+ * "initiating set", when missing), and the clock of its timestamps.  One
+ * per server in replica-set mode (mf_cl_db.oplog); none on a standalone. */
+
+/* Open (creating) the oplog; entries past `max_bytes` are trimmed oldest
+ * first.  No lock held. */
+int mf_cl_oplog_open(mf_engine *e, int64_t max_bytes, mf_cl_oplog **out, mf_error *err);
+void mf_cl_oplog_close(mf_cl_oplog *o);
+/* The newest entry's ts and wall time (`wall_ms` may be NULL). */
+void mf_cl_oplog_last(mf_cl_oplog *o, mf_cl_optime *t, int64_t *wall_ms);
+/* Log a no-op {op: "n", o: {msg}} as its own write.  No lock held. */
+int mf_cl_oplog_noop(mf_cl_oplog *o, const char *msg, mf_lsn *lsn, mf_error *err);
+/* The $v: 2 diff turning `old` into `new_doc` (initialised here): 0, or -1
+ * when only the whole new document describes the change (fields
+ * reordered), `out` then empty. */
+int mf_cl_update_diff(const bson_t *old, const bson_t *new_doc, bson_t *out);
+
+/* One entry being logged by a write (write.c): mf_cl_oplog_begin takes the
+ * oplog's lock (after the caller's collection lock), gives the entry its
+ * ts and builds it; the caller puts `entry` at `key` of `tree` in the same
+ * engine write as the document; mf_cl_oplog_end releases the lock. */
+typedef struct mf_cl_oplog_put {
+    mf_cl_optime t;
+    int64_t wall_ms;
+    bson_t entry;
+    mf_tree_id tree;
+    uint8_t key[8];
+} mf_cl_oplog_put;
+int mf_cl_oplog_begin(mf_cl_oplog *o, mf_coll *c, const bson_t *old, const bson_t *new_doc,
+                      bool replaced, const mf_cl_stmt *st, mf_cl_oplog_put *put);
+/* The entry logged at `t` (a copy into `out`, initialised here), if the
+ * oplog still has it.  No lock held. */
+int mf_cl_oplog_entry_at(mf_cl_oplog *o, mf_cl_optime t, bson_t *out, bool *found,
+                         mf_error *err);
+void mf_cl_oplog_end(mf_cl_oplog *o, mf_cl_oplog_put *put, bool written);
 
 /* -------------------------------------------------------------- stats.c */
 

@@ -36,7 +36,9 @@ static void opbuf_free(opbuf *b)
     free(b->ops);
 }
 
-/* Add an op whose key is `k` (+ the RecordId when `with_rid`). */
+/* Add an op whose key is `k` (+ the RecordId when `with_rid`); a put's
+ * value is the RecordId (an index entry's), kept with the key, unless the
+ * caller sets the op's value itself (`rid` NULL). */
 static int opbuf_add(opbuf *b, mf_op_kind kind, mf_tree_id tree, const mf_buf *k, bool with_rid,
                      const uint8_t rid[8], mf_error *err)
 {
@@ -58,14 +60,16 @@ static int opbuf_add(opbuf *b, mf_op_kind kind, mf_tree_id tree, const mf_buf *k
     }
     mf_buf *kb = &b->keys[b->nkeys];
     memset(kb, 0, sizeof *kb);
-    if (mf_buf_append(kb, k->data, k->len) != 0 || (with_rid && mf_buf_append(kb, rid, 8) != 0)) {
+    bool put_rid = kind == MF_OP_PUT && rid;
+    if (mf_buf_append(kb, k->data, k->len) != 0 || (with_rid && mf_buf_append(kb, rid, 8) != 0) ||
+        (put_rid && mf_buf_append(kb, rid, 8) != 0)) {
         mf_buf_free(kb);
         return mf_error_set(err, MF_InternalError, "out of memory");
     }
     b->nkeys++;
-    b->ops[b->n++] = (mf_op){.kind = kind, .tree = tree, .key = kb->data, .klen = kb->len,
-                             .val = kind == MF_OP_PUT ? rid : NULL,
-                             .vlen = kind == MF_OP_PUT ? 8 : 0};
+    size_t klen = kb->len - (put_rid ? 8 : 0);
+    b->ops[b->n++] = (mf_op){.kind = kind, .tree = tree, .key = kb->data, .klen = klen,
+                             .val = put_rid ? kb->data + klen : NULL, .vlen = put_rid ? 8 : 0};
     return 0;
 }
 
@@ -121,25 +125,25 @@ static int has_other_entry(mf_btree *tree, const mf_buf *k, const uint8_t rid[8]
     return rc;
 }
 
-int mf_cl_write_doc(mf_engine *e, mf_coll *c, mf_cl_indexes *ix, uint64_t rid, const bson_t *old_doc,
-                  const bson_t *new_doc, mf_lsn *lsn, mf_cl_dup *dup, mf_error *err)
+/* Add to `b` the operations that write one document of `c` and its index
+ * entries (see mf_cl_write_doc); `*ins`, `*del` count the index entries. */
+static int doc_ops(opbuf *b, mf_engine *e, mf_coll *c, mf_cl_indexes *ix, uint64_t rid,
+                   const bson_t *old_doc, const bson_t *new_doc, mf_cl_dup *dup, int64_t *ins,
+                   int64_t *del, mf_error *err)
 {
     uint8_t r[8];
-    opbuf b = {0};
     mf_keyset before = {0}, after = {0};
-    int64_t ins = 0, del = 0; /* index entries put and deleted */
     int rc = 0;
     mf_record_id_encode(rid, r);
     /* The record itself first: its op carries the document, not a key. */
-    b.ops = malloc(8 * sizeof *b.ops);
-    if (!b.ops)
-        return mf_error_set(err, MF_InternalError, "out of memory");
-    b.cap = 8;
-    b.ops[b.n++] = new_doc ? (mf_op){.kind = MF_OP_PUT, .tree = mf_coll_records(c), .key = r,
-                                     .klen = 8, .val = bson_get_data(new_doc),
-                                     .vlen = new_doc->len}
-                           : (mf_op){.kind = MF_OP_DELETE, .tree = mf_coll_records(c), .key = r,
-                                     .klen = 8};
+    mf_buf rk = {.data = r, .len = 8};
+    if ((rc = opbuf_add(b, new_doc ? MF_OP_PUT : MF_OP_DELETE, mf_coll_records(c), &rk, false,
+                        NULL, err)) != 0)
+        return rc;
+    if (new_doc) {
+        b->ops[b->n - 1].val = bson_get_data(new_doc);
+        b->ops[b->n - 1].vlen = new_doc->len;
+    }
     for (size_t i = 0; rc == 0 && i < ix->n; i++) {
         mf_index_desc *x = &ix->v[i];
         uint32_t mk_old = 0, mk_new = 0;
@@ -157,9 +161,9 @@ int mf_cl_write_doc(mf_engine *e, mf_coll *c, mf_cl_indexes *ix, uint64_t rid, c
         }
         for (size_t k = 0; rc == 0 && k < before.n; k++)
             if (!key_in(&after, &before.keys[k]) &&
-                (rc = opbuf_add(&b, MF_OP_DELETE, x->tree, &before.keys[k], !x->unique, r,
+                (rc = opbuf_add(b, MF_OP_DELETE, x->tree, &before.keys[k], !x->unique, r,
                                 err)) == 0)
-                del++;
+                (*del)++;
         for (size_t k = 0; rc == 0 && k < after.n; k++) {
             if (key_in(&before, &after.keys[k]))
                 continue;
@@ -181,21 +185,236 @@ int mf_cl_write_doc(mf_engine *e, mf_coll *c, mf_cl_indexes *ix, uint64_t rid, c
                 }
             }
             if (rc == 0 &&
-                (rc = opbuf_add(&b, MF_OP_PUT, x->tree, &after.keys[k], !x->unique, r, err)) == 0)
-                ins++;
+                (rc = opbuf_add(b, MF_OP_PUT, x->tree, &after.keys[k], !x->unique, r, err)) == 0)
+                (*ins)++;
         }
         if (rc == 0 && mk_new)
             rc = mf_cl_mark_multikey(e, c, x, mk_new, err);
     }
+    mf_keyset_free(&before);
+    mf_keyset_free(&after);
+    return rc;
+}
+
+int mf_cl_write_doc(mf_engine *e, mf_coll *c, mf_cl_indexes *ix, uint64_t rid, const bson_t *old_doc,
+                  const bson_t *new_doc, mf_lsn *lsn, mf_cl_dup *dup, mf_error *err)
+{
+    return mf_cl_write_doc_log(e, c, ix, rid, old_doc, new_doc, lsn, dup, NULL, err);
+}
+
+/* Whether a write to `c` goes to the oplog: not local's collections. */
+static bool replicated(const mf_coll *c)
+{
+    return strncmp(mf_coll_name(c), "local.", 6) != 0;
+}
+
+/* ------------------------------------------------ a session's records */
+
+/* A record a retryable write keeps beside its document, keyed by the
+ * session (config.transactions, config.image_collection): its collection
+ * locked exclusively, its indexes, and the record it replaces. */
+typedef struct side {
+    mf_coll *c;
+    mf_cl_indexes ix;
+    uint64_t rid;
+    bool found;
+    bson_t old; /* the record replaced (a copy), when found */
+} side;
+
+/* Lock `ns` and find its record with _id `id` (catalog lock held). */
+static int side_open(side *sd, mf_engine *e, const char *ns, const bson_t *id, mf_error *err)
+{
+    memset(sd, 0, sizeof *sd);
+    bson_init(&sd->old);
+    sd->c = mf_engine_coll(e, ns);
+    if (!sd->c)
+        return mf_error_set(err, MF_NamespaceNotFound, "%s is missing: a retryable write "
+                                                       "keeps its session's record there", ns);
+    mf_coll_lock(sd->c, true);
+    int rc = mf_cl_indexes_load(sd->c, &sd->ix, err);
     if (rc == 0)
+        rc = mf_cl_find_by_id(e, sd->c, &sd->ix, id, &sd->rid, &sd->found, &sd->old, err);
+    if (rc == 0 && !sd->found)
+        rc = mf_cl_next_record_id(e, sd->c, &sd->rid, err);
+    return rc;
+}
+
+static void side_close(side *sd)
+{
+    if (!sd->c)
+        return;
+    mf_cl_indexes_free(&sd->ix);
+    bson_destroy(&sd->old);
+    mf_coll_unlock(sd->c);
+    sd->c = NULL;
+}
+
+static void append_optime(bson_t *out, const char *key, mf_cl_optime t)
+{
+    bson_t d;
+    BSON_APPEND_DOCUMENT_BEGIN(out, key, &d);
+    BSON_APPEND_TIMESTAMP(&d, "ts", t.secs, t.inc);
+    BSON_APPEND_INT64(&d, "t", 1);
+    bson_append_document_end(out, &d);
+}
+
+/* The records of statement `st` logged at `put` (mongod's formats). */
+static void session_doc(const mf_cl_stmt *st, const mf_cl_oplog_put *put, bson_t *out)
+{
+    bson_init(out);
+    BSON_APPEND_DOCUMENT(out, "_id", st->lsid);
+    BSON_APPEND_INT64(out, "txnNum", st->txn_number);
+    append_optime(out, "lastWriteOpTime", put->t);
+    BSON_APPEND_DATE_TIME(out, "lastWriteDate", put->wall_ms);
+}
+
+static void image_doc(const mf_cl_stmt *st, const mf_cl_oplog_put *put, bson_t *out)
+{
+    bson_init(out);
+    BSON_APPEND_DOCUMENT(out, "_id", st->lsid);
+    BSON_APPEND_INT64(out, "txnNum", st->txn_number);
+    BSON_APPEND_TIMESTAMP(out, "ts", put->t.secs, put->t.inc);
+    BSON_APPEND_UTF8(out, "imageKind", st->post_image ? "postImage" : "preImage");
+    BSON_APPEND_DOCUMENT(out, "image", st->image);
+    BSON_APPEND_BOOL(out, "invalidated", false);
+}
+
+/* Log the write whose document ops are in `b`, in the same engine write:
+ * its oplog entry, and for a retryable write the session's record (and a
+ * findAndModify's image).  Locks, in order: the caller's collection, the
+ * session's collections, the oplog. */
+static int logged_write(opbuf *b, mf_engine *e, mf_coll *c, const bson_t *old_doc,
+                        const bson_t *new_doc, mf_lsn *lsn, mf_cl_log *lg, mf_error *err)
+{
+    const mf_cl_stmt *st = lg->stmt;
+    side sess = {0}, img = {0};
+    bson_t id = BSON_INITIALIZER, sdoc = BSON_INITIALIZER, idoc = BSON_INITIALIZER;
+    int64_t ins = 0, del = 0;
+    int rc = 0;
+
+    if (st) {
+        BSON_APPEND_DOCUMENT(&id, "_id", st->lsid);
+        rc = side_open(&sess, e, "config.transactions", &id, err);
+        if (rc == 0 && st->image)
+            rc = side_open(&img, e, "config.image_collection", &id, err);
+    }
+    mf_cl_oplog_put put;
+    bool begun = false;
+    if (rc == 0) {
+        mf_cl_oplog_begin(lg->oplog, c, old_doc, new_doc, lg->replaced, st, &put);
+        begun = true;
+        mf_buf k = {.data = put.key, .len = 8};
+        rc = opbuf_add(b, MF_OP_PUT, put.tree, &k, false, NULL, err);
+        if (rc == 0) {
+            b->ops[b->n - 1].val = bson_get_data(&put.entry);
+            b->ops[b->n - 1].vlen = put.entry.len;
+        }
+    }
+    if (rc == 0 && st) {
+        bson_destroy(&sdoc);
+        session_doc(st, &put, &sdoc);
+        rc = doc_ops(b, e, sess.c, &sess.ix, sess.rid, sess.found ? &sess.old : NULL, &sdoc, NULL,
+                     &ins, &del, err);
+    }
+    if (rc == 0 && st && st->image) {
+        bson_destroy(&idoc);
+        image_doc(st, &put, &idoc);
+        rc = doc_ops(b, e, img.c, &img.ix, img.rid, img.found ? &img.old : NULL, &idoc, NULL,
+                     &ins, &del, err);
+    }
+    if (rc == 0)
+        rc = mf_engine_write(e, b->ops, b->n, lsn, err);
+    if (rc == 0)
+        lg->op_time = put.t;
+    if (begun)
+        mf_cl_oplog_end(lg->oplog, &put, rc == 0);
+    side_close(&img);
+    side_close(&sess);
+    bson_destroy(&id);
+    bson_destroy(&sdoc);
+    bson_destroy(&idoc);
+    return rc;
+}
+
+int mf_cl_write_doc_log(mf_engine *e, mf_coll *c, mf_cl_indexes *ix, uint64_t rid,
+                        const bson_t *old_doc, const bson_t *new_doc, mf_lsn *lsn,
+                        mf_cl_dup *dup, mf_cl_log *lg, mf_error *err)
+{
+    opbuf b = {0};
+    int64_t ins = 0, del = 0; /* index entries put and deleted */
+    int rc = doc_ops(&b, e, c, ix, rid, old_doc, new_doc, dup, &ins, &del, err);
+    if (rc == 0 && lg && lg->oplog && replicated(c))
+        /* the entry goes in the same engine write: the document is there
+         * after a crash exactly when its entry is */
+        rc = logged_write(&b, e, c, old_doc, new_doc, lsn, lg, err);
+    else if (rc == 0)
         rc = mf_engine_write(e, b.ops, b.n, lsn, err);
     if (rc == 0) {
         ix->keys_inserted += ins;
         ix->keys_deleted += del;
     }
-    mf_keyset_free(&before);
-    mf_keyset_free(&after);
     opbuf_free(&b);
+    return rc;
+}
+
+int mf_cl_find_by_id(mf_engine *e, mf_coll *c, const mf_cl_indexes *ix, const bson_t *id_doc,
+                     uint64_t *rid, bool *found, bson_t *copy, mf_error *err)
+{
+    const mf_index_desc *x = NULL;
+    mf_keyset keys = {0};
+    uint32_t mk = 0;
+    *found = false;
+    for (size_t i = 0; i < ix->n && !x; i++)
+        if (ix->v[i].is_id)
+            x = &ix->v[i];
+    if (!x)
+        return mf_error_set(err, MF_InternalError, "%s has no _id index", mf_coll_name(c));
+    int rc = mf_index_keys(x, id_doc, &keys, &mk, err);
+    if (rc == 0 && keys.n == 1) {
+        const uint8_t *v;
+        size_t vl;
+        rc = mf_btree_get(mf_engine_tree(e, x->tree), keys.keys[0].data, keys.keys[0].len, found,
+                          &v, &vl, err);
+        if (rc == 0 && *found && vl == 8)
+            *rid = mf_record_id_decode(v);
+        else
+            *found = false;
+    }
+    if (rc == 0 && *found && copy) {
+        uint8_t k[8];
+        const uint8_t *v;
+        size_t vl;
+        bool there;
+        mf_record_id_encode(*rid, k);
+        rc = mf_btree_get(mf_engine_tree(e, mf_coll_records(c)), k, 8, &there, &v, &vl, err);
+        bson_t doc;
+        if (rc == 0 && there && bson_init_static(&doc, v, vl)) {
+            bson_reinit(copy);
+            bson_concat(copy, &doc);
+        } else if (rc == 0) {
+            *found = false;
+        }
+    }
+    mf_keyset_free(&keys);
+    return rc;
+}
+
+int mf_cl_read_by_id(mf_engine *e, const char *ns, const bson_t *id_doc, bson_t *out,
+                     bool *found, mf_error *err)
+{
+    mf_cl_indexes ix = {0};
+    uint64_t rid;
+    bson_init(out);
+    *found = false;
+    mf_coll *c = mf_engine_coll(e, ns);
+    if (!c)
+        return 0;
+    mf_coll_lock(c, false);
+    int rc = mf_cl_indexes_load(c, &ix, err);
+    if (rc == 0)
+        rc = mf_cl_find_by_id(e, c, &ix, id_doc, &rid, found, out, err);
+    mf_cl_indexes_free(&ix);
+    mf_coll_unlock(c);
     return rc;
 }
 
@@ -377,12 +596,12 @@ int mf_cl_stored_form(const bson_t *doc, bson_t *out, bson_iter_t *id, mf_error 
 /* Insert one document into `c` (exclusive lock held). */
 int mf_cl_insert_doc(mf_engine *e, mf_coll *c, mf_cl_indexes *ix, uint64_t *next_id,
                    const bson_t *doc, bson_t *stored, bson_iter_t *id, mf_lsn *lsn, mf_cl_dup *dup,
-                   mf_error *err)
+                   mf_cl_log *lg, mf_error *err)
 {
     int rc = mf_cl_stored_form(doc, stored, id, err);
     if (rc)
         return rc;
-    rc = mf_cl_write_doc(e, c, ix, *next_id, NULL, stored, lsn, dup, err);
+    rc = mf_cl_write_doc_log(e, c, ix, *next_id, NULL, stored, lsn, dup, lg, err);
     if (rc == 0)
         (*next_id)++;
     return rc;

@@ -47,7 +47,14 @@ typedef struct sink {
     bool is_out, committed;
     bson_t specs;                   /* $out: the target's index specs at open */
     mf_lsn lsn;                     /* the last write */
+    mf_cl_log log;                  /* a replica set's oplog, or none */
 } sink;
+
+/* How the sink's writes are logged: NULL on a standalone. */
+static mf_cl_log *sink_log(sink *s)
+{
+    return s->log.oplog ? &s->log : NULL;
+}
 
 /* A context for calling other commands' handlers on the sink's database. */
 static mf_cmd_ctx sink_ctx(sink *s, const char *name)
@@ -102,7 +109,8 @@ static int insert_locked(sink *s, mf_coll *c, const bson_t *doc, bson_t *info, m
         rc = mf_cl_indexes_load(c, &ix, err);
     if (rc == 0) {
         bson_init(&stored);
-        rc = mf_cl_insert_doc(e, c, &ix, &next_id, doc, &stored, &id, &lsn, &dup, err);
+        rc = mf_cl_insert_doc(e, c, &ix, &next_id, doc, &stored, &id, &lsn, &dup, sink_log(s),
+                              err);
         bson_destroy(&stored);
     }
     if (rc == MF_DuplicateKey && dup.has)
@@ -212,7 +220,7 @@ static int sink_merge(mf_agg_sink *base, const bson_t *match, mf_agg_merge_fn fn
     } else if (rc == 0 && action == MF_AGG_MERGE_REPLACE) {
         mf_cl_dup dup = {0};
         mf_lsn lsn = 0;
-        rc = mf_cl_write_doc(e, c, &ix, rid, &existing, &out, &lsn, &dup, err);
+        rc = mf_cl_write_doc_log(e, c, &ix, rid, &existing, &out, &lsn, &dup, sink_log(s), err);
         if (rc == MF_DuplicateKey && dup.has)
             rc = duplicate(s->ns, &dup, info, err);
         if (lsn > s->lsn)
@@ -297,6 +305,7 @@ static sink *sink_new(mf_instance *inst, const char *db, mf_error *err)
     s->base.commit = sink_commit;
     s->base.free = sink_free;
     s->inst = inst;
+    s->log.oplog = inst->cl.oplog;
     snprintf(s->db, sizeof s->db, "%s", db);
     bson_init(&s->specs);
     return s;

@@ -101,8 +101,9 @@ int mfi_cmd_drop(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_error *er
         mf_engine_catalog_unlock(e);
         return 0;
     }
-    if (strcmp(ns + strlen(ctx->db) + 1, "system.profile") == 0 &&
-        (rc = mfi_profile_check_drop(ctx->inst, ctx->db, err)) != 0) {
+    if ((strcmp(ns + strlen(ctx->db) + 1, "system.profile") == 0 &&
+         (rc = mfi_profile_check_drop(ctx->inst, ctx->db, err)) != 0) ||
+        (rc = mfi_repl_check_drop(ctx->inst, ns, err)) != 0) {
         mf_engine_catalog_unlock(e);
         return rc;
     }
@@ -307,8 +308,10 @@ int mfi_cmd_drop_database(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_
     (void)cmd;
     mf_engine *e = ctx->inst->engine;
     coll_list l = {.db = ctx->db, .dblen = strlen(ctx->db)};
-    int rc = 0;
     mf_lsn lsn = 0;
+    int rc = mfi_repl_check_drop_db(ctx->inst, ctx->db, err);
+    if (rc)
+        return rc;
     mf_engine_catalog_lock(e, true);
     mf_engine_coll_each(e, collect, &l);
     for (size_t i = 0; i < l.n && rc == 0; i++) {
@@ -366,6 +369,9 @@ int mfi_cmd_rename_collection(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply,
     if ((rc = full_ns(&it, "to", to, sizeof to, err)) != 0)
         return rc;
     bool drop_target = flag_arg(cmd, "dropTarget");
+    if ((rc = mfi_repl_check_write(ctx->inst, from, err)) != 0 ||
+        (rc = mfi_repl_check_write(ctx->inst, to, err)) != 0)
+        return rc;
     mf_engine *e = ctx->inst->engine;
     mf_lsn lsn = 0;
     mf_engine_catalog_lock(e, true);

@@ -1176,7 +1176,7 @@ int mfi_indexes_recover(mf_instance *inst, mf_error *err)
  * lock held).  Expired: a date at the index's path older than
  * expireAfterSeconds -- for an array, any (so the earliest) date. */
 static int ttl_batch(mf_engine *e, mf_coll *c, mf_cl_indexes *ix, mf_index_desc *x, int64_t now,
-                     uint64_t *deleted, bool *more, mf_lsn *lsn, mf_error *err)
+                     uint64_t *deleted, bool *more, mf_lsn *lsn, mf_cl_log *lg, mf_error *err)
 {
     bson_t filter = BSON_INITIALIZER, cond, and, part;
     BSON_APPEND_ARRAY_BEGIN(&filter, "$and", &and);
@@ -1216,7 +1216,7 @@ static int ttl_batch(mf_engine *e, mf_coll *c, mf_cl_indexes *ix, mf_index_desc 
         rc = record_doc(e, c, k, &doc, &found, err);
         if (rc || !found)
             continue;
-        rc = mf_cl_write_doc(e, c, ix, rids[i], &doc, NULL, lsn, NULL, err);
+        rc = mf_cl_write_doc_log(e, c, ix, rids[i], &doc, NULL, lsn, NULL, lg, err);
         if (rc == 0)
             (*deleted)++;
     }
@@ -1230,6 +1230,7 @@ int mfi_ttl_pass(mf_instance *inst, uint64_t *deleted, mf_error *err)
 {
     mf_engine *e = inst->engine;
     coll_list l = {0};
+    mf_cl_log lg = {.oplog = inst->cl.oplog}; /* a replica set logs the deletes */
     int rc = 0;
     *deleted = 0;
     mf_engine_catalog_lock(e, false);
@@ -1252,7 +1253,8 @@ int mfi_ttl_pass(mf_instance *inst, uint64_t *deleted, mf_error *err)
                     bool again = false;
                     if (x->expire_after < 0 || x->nfields != 1 || x->building)
                         continue;
-                    rc = ttl_batch(e, c, &ix, x, now, deleted, &again, &lsn, err);
+                    rc = ttl_batch(e, c, &ix, x, now, deleted, &again, &lsn,
+                                   inst->cl.oplog ? &lg : NULL, err);
                     more |= again;
                 }
                 if (rc == 0)

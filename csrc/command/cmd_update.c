@@ -316,12 +316,16 @@ typedef struct wtarget {
     mf_coll *c;
     mf_cl_indexes ix;
     mf_cl_dup dup;
+    mf_cl_log *lg; /* how writes are logged (replica set), or NULL */
+    int image;     /* a retryable findAndModify keeps the document it
+                      returns: 1 the one before, 2 the one after */
 } wtarget;
 
-static int target_open(wtarget *w, mf_instance *inst, mf_engine *e, mf_coll *c, mf_error *err)
+static int target_open(wtarget *w, mf_cmd_ctx *ctx, mf_engine *e, mf_coll *c, mf_error *err)
 {
     memset(w, 0, sizeof *w);
-    w->inst = inst;
+    w->inst = ctx->inst;
+    w->lg = mfi_ctx_log(ctx);
     w->e = e;
     w->c = c;
     return c ? mf_cl_indexes_load(c, &w->ix, err) : 0;
@@ -369,7 +373,14 @@ static int update_record(wtarget *w, uint64_t rid, const upd *u, int64_t pos, in
     if (rc == 0 && changed) {
         /* `doc` points into the record tree: it is read (for its old
          * index keys) before the write replaces it. */
-        rc = mf_cl_write_doc(w->e, w->c, &w->ix, rid, &doc, &out, lsn, &w->dup, err);
+        if (w->lg) {
+            w->lg->replaced = u->u && mf_update_is_replacement(u->u);
+            if (w->lg->stmt && w->image) {
+                w->lg->stmt->image = w->image == 2 ? &out : &doc;
+                w->lg->stmt->post_image = w->image == 2;
+            }
+        }
+        rc = mf_cl_write_doc_log(w->e, w->c, &w->ix, rid, &doc, &out, lsn, &w->dup, w->lg, err);
         *modified = rc == 0;
     }
     bson_destroy(&out);
@@ -388,7 +399,11 @@ static int delete_record(wtarget *w, uint64_t rid, bson_t *before, bool *deleted
         return rc;
     if (before)
         bson_copy_to(&doc, before);
-    rc = mf_cl_write_doc(w->e, w->c, &w->ix, rid, &doc, NULL, lsn, NULL, err);
+    if (w->lg && w->lg->stmt && w->image) {
+        w->lg->stmt->image = &doc;
+        w->lg->stmt->post_image = false;
+    }
+    rc = mf_cl_write_doc_log(w->e, w->c, &w->ix, rid, &doc, NULL, lsn, NULL, w->lg, err);
     *deleted = rc == 0;
     return rc;
 }
@@ -424,7 +439,8 @@ static int upsert_insert(wtarget *w, const bson_t *filter, const upd *u, int64_t
     if (rc == 0)
         rc = mf_cl_next_record_id(w->e, w->c, &next_id, err);
     if (rc == 0) {
-        rc = mf_cl_insert_doc(w->e, w->c, &w->ix, &next_id, &doc, stored, &id, lsn, &w->dup, err);
+        rc = mf_cl_insert_doc(w->e, w->c, &w->ix, &next_id, &doc, stored, &id, lsn, &w->dup,
+                              w->lg, err);
         if (rc == 0 || rc == MF_DuplicateKey)
             mf_bsonx_append_iter(id_out, "", 0, &id);
     }
@@ -522,6 +538,24 @@ static int parse_update_stmt(const bson_iter_t *el, update_stmt *s, mf_error *er
 }
 
 /* Run one update statement on `c` (exclusive lock held). */
+/* A retried update statement's counts, from its oplog entry: an update
+ * matched and modified one document, an insert was its upsert. */
+static void retried_update(const bson_t *entry, int64_t *n, int64_t *nmod, bson_t *id,
+                           bool *was_upsert)
+{
+    bson_iter_t it, o;
+    (*n)++;
+    if (bson_iter_init_find(&it, entry, "op") && BSON_ITER_HOLDS_UTF8(&it) &&
+        strcmp(bson_iter_utf8(&it, NULL), "i") == 0) {
+        *was_upsert = true;
+        if (bson_iter_init_find(&it, entry, "o") && bson_iter_recurse(&it, &o) &&
+            bson_iter_find(&o, "_id"))
+            mf_bsonx_append_iter(id, "", 0, &o);
+    } else {
+        (*nmod)++;
+    }
+}
+
 static int run_update(wtarget *w, const xenv *x, update_stmt *s, int64_t *n, int64_t *nmod,
                       bson_t *upserted_id, bool *upserted, mf_lsn *lsn, mfi_op_debug *d,
                       mf_error *err)
@@ -717,7 +751,7 @@ int mfi_cmd_update(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_error *
         if (st[i].is_pipeline)
             rc = mf_pipeline_lite_parse(&st[i].u, err);
     if (rc == 0)
-        rc = mfi_user_write_ns(ns, err);
+        rc = mfi_user_write_ns(ctx->inst, ns, err);
     xenv x = {0};
     bson_t let;
     if (rc == 0)
@@ -748,7 +782,7 @@ int mfi_cmd_update(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_error *
     wtarget w;
     if (c)
         mf_coll_lock(c, true);
-    rc = target_open(&w, ctx->inst, e, c, err);
+    rc = target_open(&w, ctx, e, c, err);
     for (i = 0; rc == 0 && i < count; i++) {
         bson_t id = BSON_INITIALIZER;
         bool was_upsert = false;
@@ -758,7 +792,23 @@ int mfi_cmd_update(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_error *
         int64_t ki = w.ix.keys_inserted, kd = w.ix.keys_deleted;
         mfi_op_debug_init(&sd, "update");
         snprintf(sd.ns, sizeof sd.ns, "%s", ns);
-        int r = run_update(&w, &x, &st[i], &n, &nmod, &id, &was_upsert, &lsn, &sd, &serr);
+        /* a retryable write's statement runs once (retry.c); multi
+         * updates are not retryable */
+        bool retry = ctx->retry && !st[i].multi, before = false;
+        int32_t sid = retry ? mfi_retry_stmt_id(ctx->retry, i) : 0;
+        bson_t entry = BSON_INITIALIZER;
+        int r = retry ? mfi_retry_check(ctx, sid, &before, &entry, &serr) : 0;
+        if (r == 0 && before) {
+            retried_update(&entry, &n, &nmod, &id, &was_upsert);
+        } else if (r == 0) {
+            if (retry)
+                mfi_retry_log(ctx);
+            r = run_update(&w, &x, &st[i], &n, &nmod, &id, &was_upsert, &lsn, &sd, &serr);
+            int dr = mfi_retry_done(ctx, sid, &serr);
+            if (r == 0)
+                r = dr;
+        }
+        bson_destroy(&entry);
         atomic_fetch_add_explicit(&ctx->inst->counters.op_update, 1, memory_order_relaxed);
         /* the statement's own entry, as mongod's nested CurOp makes one */
         sd.n_matched = n - n0 - (was_upsert ? 1 : 0);
@@ -895,7 +945,7 @@ int mfi_cmd_delete(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_error *
     while (rc == 0 && bson_iter_next(&el))
         rc = parse_delete_stmt(&el, &st[i++], err);
     if (rc == 0)
-        rc = mfi_user_write_ns(ns, err);
+        rc = mfi_user_write_ns(ctx->inst, ns, err);
     xenv x = {0};
     bson_t let;
     if (rc == 0)
@@ -914,7 +964,7 @@ int mfi_cmd_delete(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_error *
     wtarget w;
     if (c)
         mf_coll_lock(c, true);
-    rc = target_open(&w, ctx->inst, e, c, err);
+    rc = target_open(&w, ctx, e, c, err);
     for (i = 0; rc == 0 && i < count; i++) {
         mf_error serr;
         mf_matcher *m = NULL;
@@ -938,7 +988,20 @@ int mfi_cmd_delete(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_error *
             r = mf_matcher_parse_coll(&st[i].q, &hooks, coll, &m, &serr);
         mf_collator_unref(coll); /* the matcher holds its own */
         atomic_fetch_add_explicit(&ctx->inst->counters.op_delete, 1, memory_order_relaxed);
-        if (r == 0 && c)
+        /* a retryable write's statement runs once (retry.c); a delete of
+         * every match (limit 0) is not retryable */
+        bool retry = ctx->retry && st[i].limit != 0, before = false;
+        int32_t sid = retry ? mfi_retry_stmt_id(ctx->retry, i) : 0;
+        if (r == 0 && retry) {
+            bson_t entry;
+            r = mfi_retry_check(ctx, sid, &before, &entry, &serr);
+            bson_destroy(&entry);
+            if (r == 0 && before)
+                n++;
+            else if (r == 0)
+                mfi_retry_log(ctx);
+        }
+        if (r == 0 && c && !before)
             r = find_hits(w.inst, e, c, &w.ix, &st[i].q, m,
                           st[i].has_hint ? &st[i].hint : NULL, NULL, NULL, st[i].limit == 0,
                           false, x.deadline, &h, NULL, &serr);
@@ -948,6 +1011,11 @@ int mfi_cmd_delete(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_error *
                 break;
             r = delete_record(&w, h.v[j].rid, NULL, &deleted, &lsn, &serr);
             n += deleted;
+        }
+        if (retry && !before) {
+            int dr = mfi_retry_done(ctx, sid, &serr);
+            if (r == 0)
+                r = dr;
         }
         sd.keys_examined = h.keys_examined;
         sd.docs_examined = h.docs_examined;
@@ -1098,6 +1166,60 @@ static int parse_fam(const bson_t *cmd, fam_args *a, mf_error *err)
     return 0;
 }
 
+/* A retried findAndModify's answer, from its oplog entry and the image
+ * its first run kept (config.image_collection): the document it returned,
+ * whether it matched or upserted.  Catalog lock held. */
+static int retried_fam(mf_cmd_ctx *ctx, const bson_t *entry, bool return_new, bson_t *value,
+                       bool *has_value, bool *matched, bool *upserted, bson_t *upserted_id,
+                       mf_error *err)
+{
+    bson_iter_t it, o;
+    const char *op = bson_iter_init_find(&it, entry, "op") && BSON_ITER_HOLDS_UTF8(&it)
+                         ? bson_iter_utf8(&it, NULL)
+                         : "";
+    if (strcmp(op, "i") == 0) { /* an upsert: the entry has the document */
+        *upserted = true;
+        if (bson_iter_init_find(&it, entry, "o") && BSON_ITER_HOLDS_DOCUMENT(&it)) {
+            uint32_t len;
+            const uint8_t *data;
+            bson_t doc;
+            bson_iter_document(&it, &len, &data);
+            bson_init_static(&doc, data, len);
+            bson_reinit(upserted_id);
+            if (bson_iter_recurse(&it, &o) && bson_iter_find(&o, "_id"))
+                mf_bsonx_append_iter(upserted_id, "", 0, &o);
+            if (return_new) {
+                bson_copy_to(&doc, value);
+                *has_value = true;
+            }
+        }
+        return 0;
+    }
+    bson_t key = BSON_INITIALIZER, rec;
+    bool found;
+    BSON_APPEND_DOCUMENT(&key, "_id", &ctx->retry->lsid);
+    int rc = mf_cl_read_by_id(ctx->inst->engine, "config.image_collection", &key, &rec, &found,
+                              err);
+    bson_destroy(&key);
+    if (rc == 0 && (!found || !bson_iter_init_find(&it, &rec, "image") ||
+                    !BSON_ITER_HOLDS_DOCUMENT(&it)))
+        rc = mf_error_set(err, MF_IncompleteTransactionHistory,
+                          "Incomplete history detected for transaction %lld: the image of the "
+                          "findAndModify is gone",
+                          (long long)ctx->retry->txn_number);
+    if (rc == 0) {
+        uint32_t len;
+        const uint8_t *data;
+        bson_t doc;
+        bson_iter_document(&it, &len, &data);
+        bson_init_static(&doc, data, len);
+        bson_copy_to(&doc, value);
+        *has_value = *matched = true;
+    }
+    bson_destroy(&rec);
+    return rc;
+}
+
 int mfi_cmd_find_and_modify(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_error *err)
 {
     mf_engine *e = ctx->inst->engine;
@@ -1119,7 +1241,7 @@ int mfi_cmd_find_and_modify(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, m
     if (rc == 0 && a.is_pipeline)
         rc = mf_pipeline_lite_parse(&a.update, err);
     if (rc == 0)
-        rc = mfi_user_write_ns(ns, err);
+        rc = mfi_user_write_ns(ctx->inst, ns, err);
     if (rc == 0)
         rc = mf_cl_collation_of_ns(e, ns, a.has_coll, a.coll, &coll, err);
     mf_collator_unref(a.coll);
@@ -1155,15 +1277,31 @@ int mfi_cmd_find_and_modify(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, m
     mf_lsn lsn = 0;
     bson_init(&upserted_id);
     wtarget w = {0};
+    bool retry = ctx->retry != NULL, ran_before = false;
+    int32_t sid = retry ? mfi_retry_stmt_id(ctx->retry, 0) : 0;
     if (c) {
         mf_coll_lock(c, true);
-        rc = target_open(&w, ctx->inst, e, c, err);
-        if (rc == 0)
+        rc = target_open(&w, ctx, e, c, err);
+        /* a retryable findAndModify runs once (retry.c): a retry answers
+         * from what the first run logged */
+        if (rc == 0 && retry) {
+            bson_t entry;
+            rc = mfi_retry_check(ctx, sid, &ran_before, &entry, err);
+            if (rc == 0 && ran_before)
+                rc = retried_fam(ctx, &entry, a.return_new, &value, &has_value, &matched,
+                                 &upserted, &upserted_id, err);
+            bson_destroy(&entry);
+            if (rc == 0 && !ran_before) {
+                mfi_retry_log(ctx);
+                w.image = a.remove || !a.return_new ? 1 : 2;
+            }
+        }
+        if (rc == 0 && !ran_before)
             rc = find_hits(w.inst, e, c, &w.ix, query, m, a.has_hint ? &a.hint : NULL, sort,
                        sort ? &a.sort : NULL, false,
                        upd_needs_pos(&u) || (proj && mf_projection_needs_pos(proj)),
                        x.deadline, &h, NULL, err);
-        if (rc == 0 && h.n) {
+        if (rc == 0 && !ran_before && h.n) {
             matched = true;
             pos = h.v[0].pos;
             if (a.remove) {
@@ -1183,7 +1321,7 @@ int mfi_cmd_find_and_modify(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, m
                     has_value = true;
                 }
             }
-        } else if (rc == 0 && a.upsert) {
+        } else if (rc == 0 && !ran_before && a.upsert) {
             bson_t stored;
             rc = upsert_insert(&w, query, &u, x.now, &stored, &upserted_id, &lsn, err);
             if (rc == 0) {
@@ -1197,6 +1335,11 @@ int mfi_cmd_find_and_modify(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, m
             } else {
                 bson_destroy(&stored);
             }
+        }
+        if (retry && !ran_before) {
+            int dr = mfi_retry_done(ctx, sid, err);
+            if (rc == 0)
+                rc = dr;
         }
         mfi_op_debug *d = ctx->dbg;
         if (d) { /* findAndModify's own entry: a command with a write's counts */

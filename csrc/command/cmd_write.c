@@ -78,12 +78,12 @@ int mfi_coll_for_write(mf_cmd_ctx *ctx, const char *ns, mf_coll **out, mf_error 
     return 0;
 }
 
-int mfi_user_write_ns(const char *ns, mf_error *err)
+int mfi_user_write_ns(mf_instance *inst, const char *ns, mf_error *err)
 {
     const char *coll = strchr(ns, '.');
     if (coll && (strcmp(coll + 1, "system.profile") == 0 || strcmp(coll + 1, "system.views") == 0))
         return mf_error_set(err, MF_InvalidNamespace, "cannot write to %s", ns);
-    return 0;
+    return mfi_repl_check_write(inst, ns, err);
 }
 
 int mfi_cmd_insert(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_error *err)
@@ -113,7 +113,7 @@ int mfi_cmd_insert(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_error *
                             MF_MAX_WRITE_BATCH_SIZE, count);
 
     mf_coll *c;
-    if ((rc = mfi_user_write_ns(ns, err)) != 0 ||
+    if ((rc = mfi_user_write_ns(ctx->inst, ns, err)) != 0 ||
         (rc = mfi_coll_for_write(ctx, ns, &c, err)) != 0)
         return rc;
 
@@ -148,7 +148,24 @@ int mfi_cmd_insert(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_error *
             bson_iter_document(&d, &len, &data);
             bson_init_static(&doc, data, len);
             bson_init(&stored); /* stored_form fills it; inline, nothing to free yet */
-            r = mf_cl_insert_doc(e, c, &ix, &next_id, &doc, &stored, &id, &lsn, &dup, &ierr);
+            /* a retryable write's statement runs once (retry.c) */
+            int32_t sid = ctx->retry ? mfi_retry_stmt_id(ctx->retry, index) : 0;
+            bool before = false;
+            r = 0;
+            if (ctx->retry) {
+                bson_t entry;
+                r = mfi_retry_check(ctx, sid, &before, &entry, &ierr);
+                bson_destroy(&entry);
+                if (r == 0 && !before)
+                    mfi_retry_log(ctx);
+            }
+            if (r == 0 && !before) {
+                r = mf_cl_insert_doc(e, c, &ix, &next_id, &doc, &stored, &id, &lsn, &dup,
+                                     mfi_ctx_log(ctx), &ierr);
+                int dr = mfi_retry_done(ctx, sid, &ierr);
+                if (r == 0)
+                    r = dr;
+            }
         }
         if (r == 0) {
             n++;

@@ -20,11 +20,19 @@ typedef struct mfi_profile mfi_profile;
 typedef struct mfi_op_debug mfi_op_debug;
 typedef struct mfi_prof_op mfi_prof_op;
 typedef struct mfi_repl mfi_repl;
+typedef struct mfi_txn_table mfi_txn_table;
 
-/* An optime's timestamp (repl.c); {0, 0}: none. */
-typedef struct mfi_optime {
-    uint32_t secs, inc;
-} mfi_optime;
+/* A retryable write command's session state (retry.c), while it runs. */
+typedef struct mfi_retry {
+    struct txn_state *state; /* the session's, checked out */
+    bson_t lsid;             /* {id, uid} */
+    int64_t txn_number;
+    bson_iter_t stmt_ids;    /* the command's stmtIds, when has_stmt_ids */
+    bool has_stmt_ids;
+    int32_t first_stmt_id;   /* else stmtId, or 0 */
+    mf_cl_stmt stmt;         /* the statement being written */
+    mf_cl_optime op_before;  /* the command's last write before it */
+} mfi_retry;
 
 #define MF_MAX_NS_LEN 319 /* "db.collection" as a C string fits in 320 bytes */
 
@@ -70,6 +78,7 @@ struct mf_instance {
     mfi_fail_point *fail_points; /* MFI_FP_COUNT of them, by mfi_fp_id (failpoint.c) */
     mfi_profile *profile;   /* profiler settings and slowms (profile.c) */
     mfi_repl *repl;         /* the replica set of one (repl.c); NULL: standalone */
+    mfi_txn_table *txns;    /* retryable writes' session states (retry.c) */
 
     /* logicalSessionRefreshMillis, and when the sessions refresh last ran
      * (mf_clock_mono_us; sysdb.c) */
@@ -128,10 +137,21 @@ typedef struct mf_cmd_ctx {
      * than aggregate): system namespaces are checked as mongod's
      * userAllowedCreateNS does */
     bool writes;
-    /* In a replica set: the optime of the command's last write (repl.c),
-     * its reply's operationTime. */
-    mfi_optime op_time;
+    /* In a replica set, how its writes are logged (the dispatcher sets the
+     * oplog; coll/'s writes leave the last entry's ts, the reply's
+     * operationTime).  mfi_ctx_log gives it to the write path. */
+    mf_cl_log log;
+    /* A retryable write's session state (retry.c), or NULL; `retry_buf`
+     * holds it for the command's run. */
+    mfi_retry *retry;
+    mfi_retry retry_buf;
 } mf_cmd_ctx;
+
+/* What a handler passes to coll/'s writes: NULL on a standalone. */
+static inline mf_cl_log *mfi_ctx_log(mf_cmd_ctx *ctx)
+{
+    return ctx->log.oplog ? &ctx->log : NULL;
+}
 
 /* A handler appends its reply fields (not `ok`) to `reply` and returns 0, or
  * returns an error code with `err` filled; the dispatcher then discards
@@ -192,13 +212,9 @@ int mfi_repl_open(mf_instance *inst, const char *set_name, mf_error *err);
 void mfi_repl_close(mf_instance *inst);
 /* The set's host entry (hosts, me, primary): the address clients reach. */
 void mfi_repl_set_me(mf_instance *inst, const char *host);
-/* A new optime for a write, after every one handed out before. */
-void mfi_repl_tick(mf_instance *inst, mfi_optime *out);
-/* The newest optime handed out. */
-void mfi_repl_last(mf_instance *inst, mfi_optime *out);
 /* $clusterTime and operationTime, appended to a reply: `op_time` is the
- * command's last write ({0, 0}: none, the newest optime is used). */
-void mfi_repl_decorate(mf_instance *inst, const mfi_optime *op_time, bson_t *reply);
+ * command's last write ({0, 0}: none, the newest entry's ts is used). */
+void mfi_repl_decorate(mf_instance *inst, const mf_cl_optime *op_time, bson_t *reply);
 /* After a write: the writeConcernError ({"writeConcernError": {...}},
  * appended to `wce`) for a `w` a set of one cannot satisfy -- a number
  * above 1 (UnsatisfiableWriteConcern), a mode other than "majority"
@@ -207,8 +223,41 @@ void mfi_repl_write_concern(const bson_t *cmd, bson_t *wce);
 /* hello's replica-set fields, hosts through lastWrite. */
 void mfi_repl_hello(mf_instance *inst, bool hello, bson_t *reply);
 int mfi_cmd_repl_set_get_status(mf_cmd_ctx *, const bson_t *, bson_t *, mf_error *);
+
+/* ------------------------------------------------ retryable writes (retry.c) */
+
+int mfi_txn_table_open(mf_instance *inst, mf_error *err);
+void mfi_txn_table_close(mf_instance *inst);
+/* A command with txnNumber and no autocommit in a replica set: a
+ * retryable write if `def` is insert, update, delete or findAndModify (else
+ * 50768).  Checks the session (id, uid) out (waiting for another command
+ * of it), loads its state, refuses an older txnNumber (TransactionTooOld
+ * 225), and sets ctx->retry (to `r`) until mfi_retry_end. */
+int mfi_retry_begin(mf_cmd_ctx *ctx, const mf_cmd_def *def, const bson_t *cmd,
+                    const uint8_t id[16], const uint8_t uid[32], int64_t txn_number,
+                    mfi_retry *r, mf_error *err);
+void mfi_retry_end(mf_cmd_ctx *ctx);
+/* The stmtId of the command's statement `i`. */
+int32_t mfi_retry_stmt_id(const mfi_retry *r, uint32_t i);
+/* Whether statement `stmt_id` already ran: `*executed`, with its oplog
+ * entry in `entry` (initialised here); IncompleteTransactionHistory (217)
+ * when the oplog no longer has it.  Otherwise the statement is the one
+ * mfi_retry_log logs. */
+int mfi_retry_check(mf_cmd_ctx *ctx, int32_t stmt_id, bool *executed, bson_t *entry,
+                    mf_error *err);
+/* The log for the statement's writes (the session's fields added). */
+mf_cl_log *mfi_retry_log(mf_cmd_ctx *ctx);
+/* After the statement: if it wrote, it is an executed statement.  A no-op
+ * without a retryable write. */
+int mfi_retry_done(mf_cmd_ctx *ctx, int32_t stmt_id, mf_error *err);
 int mfi_cmd_repl_set_get_config(mf_cmd_ctx *, const bson_t *, bson_t *, mf_error *);
 int mfi_cmd_repl_set_initiate(mf_cmd_ctx *, const bson_t *, bson_t *, mf_error *);
+/* In a replica set, the oplog and the sessions' records are kept: their
+ * drop, or local's or config's, is IllegalOperation (20); a user's write
+ * or rename of them InvalidNamespace (73).  No-ops on a standalone. */
+int mfi_repl_check_drop(mf_instance *inst, const char *ns, mf_error *err);
+int mfi_repl_check_drop_db(mf_instance *inst, const char *db, mf_error *err);
+int mfi_repl_check_write(mf_instance *inst, const char *ns, mf_error *err);
 
 /* ------------------------------------- generic arguments (generic_args.c) */
 
@@ -693,8 +742,9 @@ void mfi_index_public_spec(const uint8_t *spec, size_t len, bson_t *out);
  * catalog lock held shared (the caller unlocks). */
 int mfi_coll_for_write(mf_cmd_ctx *ctx, const char *ns, mf_coll **out, mf_error *err);
 /* userAllowedWriteNS: system.profile and system.views are written by the
- * server only (InvalidNamespace 73, "cannot write to <ns>"). */
-int mfi_user_write_ns(const char *ns, mf_error *err);
+ * server only (InvalidNamespace 73, "cannot write to <ns>"), and so, in a
+ * replica set, are the oplog and the sessions' records. */
+int mfi_user_write_ns(mf_instance *inst, const char *ns, mf_error *err);
 /* A writeErrors entry for a DuplicateKey, as mongod words it. */
 void mfi_duplicate_error(bson_t *werr, uint32_t index, const char *ns, const mf_cl_dup *dup);
 void mfi_write_error(bson_t *werr, uint32_t index, const mf_error *err);

@@ -68,6 +68,7 @@ int mf_instance_open(const mf_instance_config *cfg, mf_instance **out, mf_error 
     pthread_condattr_destroy(&ca);
     /* Indexes a crash left half built go; then the TTL monitor starts. */
     if ((rc = mfi_repl_open(inst, cfg->repl_set, err)) != 0 ||
+        (rc = mfi_txn_table_open(inst, err)) != 0 ||
         (rc = mfi_sessions_open(inst, err)) != 0 || (rc = mfi_fail_points_open(inst, err)) != 0 ||
         (rc = mfi_profile_open(inst, err)) != 0 ||
         (rc = mfi_indexes_recover(inst, err)) != 0 || (rc = mfi_sysdb_open(inst, err)) != 0 ||
@@ -95,6 +96,7 @@ void mf_instance_close(mf_instance *inst)
     mfi_sessions_close(inst);
     mfi_fail_points_close(inst);
     mfi_profile_close(inst);
+    mfi_txn_table_close(inst);
     mfi_repl_close(inst);
     mf_os_dir_unlock(inst->lock_fd);
     bson_destroy(&inst->cmdline_argv);
@@ -422,7 +424,8 @@ void mf_command_run(mf_instance *inst, mf_client *client, const bson_t *cmd,
 {
     mf_error err;
     bson_t err_info = BSON_INITIALIZER;
-    mf_cmd_ctx ctx = {.inst = inst, .client = client, .err_info = &err_info};
+    mf_cmd_ctx ctx = {.inst = inst, .client = client, .err_info = &err_info,
+                      .log = {.oplog = inst->cl.oplog}};
     mfi_fail_effect fx;
     mfi_op_debug dbg;
     mfi_prof_op prof;
@@ -511,10 +514,6 @@ void mf_command_run(mf_instance *inst, mf_client *client, const bson_t *cmd,
     if (ctx.deadline.at_us && (rc = mfi_max_time_check(inst, &err)) != 0)
         goto fail;
     rc = def->fn(&ctx, cmd, reply, &err);
-    /* A replica set's write gets its optime (repl.c), the reply's
-     * operationTime. */
-    if (ctx.lsn && inst->repl)
-        mfi_repl_tick(inst, &ctx.op_time);
     /* Durable before any reply: one sync covers every write the command
      * made (group commit shares it with the other writers).  Writes made
      * before a maxTimeMS expiry stay, as mongod's do, and are synced too;
@@ -542,8 +541,9 @@ void mf_command_run(mf_instance *inst, mf_client *client, const bson_t *cmd,
     if (!bson_empty(&fx.wce)) /* labels go with an error or a write concern error */
         bson_concat(reply, &fx.labels);
     if (inst->repl)
-        mfi_repl_decorate(inst, &ctx.op_time, reply);
+        mfi_repl_decorate(inst, &ctx.log.op_time, reply);
     *out_flags = ctx.flags;
+    mfi_retry_end(&ctx);
     mfi_profile_end(&ctx, def, cmd, reply, NULL);
     mfi_fail_effect_destroy(&fx);
     bson_destroy(&err_info);
@@ -567,8 +567,9 @@ fail:
             bson_destroy(rest);
         }
     }
+    mfi_retry_end(&ctx);
     if (inst->repl)
-        mfi_repl_decorate(inst, &ctx.op_time, reply);
+        mfi_repl_decorate(inst, &ctx.log.op_time, reply);
     if (ctx.prof)
         mfi_profile_end(&ctx, def, cmd, reply, &err);
     mfi_fail_effect_destroy(&fx);

@@ -9,14 +9,13 @@
  * set's only host is the address the server listens on (set by the wire
  * layer once it listens, mfi_repl_set_me).
  *
- * The cluster clock.  Every write gets an optime {ts, t}: ts a
- * Timestamp(seconds, increment) strictly greater than every one handed
- * out before, its seconds the wall clock's when that is ahead; t the term.
- * Replies carry $clusterTime (the newest ts, signed with a zero key: there
- * is no authentication) and operationTime (the optime of the command's last
- * write, or for a read the newest write before it), as a replica-set
- * member's do.  With one member every write is majority-committed as soon
- * as it is durable, so lastWrite's majority fields equal its own.
+ * The cluster clock is the oplog's (coll/oplog.c): every write gets the
+ * optime {ts, t: 1} of its oplog entry.  Replies carry $clusterTime (the
+ * newest ts, signed with a zero key: there is no authentication) and
+ * operationTime (the ts of the command's last write, or for a read the
+ * newest entry's), as a replica-set member's do.  With one member every
+ * write is majority-committed as soon as it is durable, so lastWrite's
+ * majority fields equal its own.
  */
 #include "command_int.h"
 
@@ -29,11 +28,14 @@ struct mfi_repl {
     bson_oid_t replica_set_id; /* settings.replicaSetId */
     int64_t config_date_ms;    /* when this start made the config */
 
-    pthread_mutex_t mu; /* guards what follows */
+    pthread_mutex_t mu; /* guards `me` */
     char me[512];       /* the hosts entry: "host:port" or a socket path */
-    uint32_t secs, inc; /* the newest Timestamp handed out */
-    int64_t last_write_ms; /* wall time of the newest write (lastWriteDate) */
 };
+
+/* oplogSize's default for a server this size: mongod takes 5% of the disk
+ * between 990 MB and 50 GB; a server for one application's data starts at
+ * the floor. */
+#define OPLOG_BYTES (990LL * 1024 * 1024)
 
 #define TERM 1
 
@@ -54,10 +56,12 @@ int mfi_repl_open(mf_instance *inst, const char *set_name, mf_error *err)
     r->config_date_ms = mf_clock_wall_ms();
     pthread_mutex_init(&r->mu, NULL);
     snprintf(r->me, sizeof r->me, "%s", inst->host);
-    /* The set's first optime: a no-op at start, as replSetInitiate's. */
-    r->secs = (uint32_t)(r->config_date_ms / 1000);
-    r->inc = 1;
-    r->last_write_ms = r->config_date_ms;
+    int rc = mf_cl_oplog_open(inst->engine, OPLOG_BYTES, &inst->cl.oplog, err);
+    if (rc != 0) {
+        pthread_mutex_destroy(&r->mu);
+        free(r);
+        return rc;
+    }
     inst->repl = r;
     return 0;
 }
@@ -66,6 +70,8 @@ void mfi_repl_close(mf_instance *inst)
 {
     if (!inst->repl)
         return;
+    mf_cl_oplog_close(inst->cl.oplog);
+    inst->cl.oplog = NULL;
     pthread_mutex_destroy(&inst->repl->mu);
     free(inst->repl);
     inst->repl = NULL;
@@ -81,38 +87,7 @@ void mfi_repl_set_me(mf_instance *inst, const char *host)
     pthread_mutex_unlock(&r->mu);
 }
 
-/* ------------------------------------------------------------ the clock */
-
-void mfi_repl_tick(mf_instance *inst, mfi_optime *out)
-{
-    mfi_repl *r = inst->repl;
-    int64_t now = mf_clock_wall_ms();
-    uint32_t secs = (uint32_t)(now / 1000);
-
-    pthread_mutex_lock(&r->mu);
-    if (secs > r->secs) {
-        r->secs = secs;
-        r->inc = 1;
-    } else {
-        r->inc++;
-    }
-    if (now > r->last_write_ms)
-        r->last_write_ms = now;
-    out->secs = r->secs;
-    out->inc = r->inc;
-    pthread_mutex_unlock(&r->mu);
-}
-
-void mfi_repl_last(mf_instance *inst, mfi_optime *out)
-{
-    mfi_repl *r = inst->repl;
-    pthread_mutex_lock(&r->mu);
-    out->secs = r->secs;
-    out->inc = r->inc;
-    pthread_mutex_unlock(&r->mu);
-}
-
-static void append_optime(bson_t *doc, const char *key, const mfi_optime *t)
+static void append_optime(bson_t *doc, const char *key, const mf_cl_optime *t)
 {
     bson_t d;
     BSON_APPEND_DOCUMENT_BEGIN(doc, key, &d);
@@ -121,13 +96,13 @@ static void append_optime(bson_t *doc, const char *key, const mfi_optime *t)
     bson_append_document_end(doc, &d);
 }
 
-void mfi_repl_decorate(mf_instance *inst, const mfi_optime *op_time, bson_t *reply)
+void mfi_repl_decorate(mf_instance *inst, const mf_cl_optime *op_time, bson_t *reply)
 {
-    mfi_optime now;
+    mf_cl_optime now;
     bson_t ct, sig;
     static const uint8_t zero[20];
 
-    mfi_repl_last(inst, &now);
+    mf_cl_oplog_last(inst->cl.oplog, &now, NULL);
     BSON_APPEND_DOCUMENT_BEGIN(reply, "$clusterTime", &ct);
     BSON_APPEND_TIMESTAMP(&ct, "clusterTime", now.secs, now.inc);
     BSON_APPEND_DOCUMENT_BEGIN(&ct, "signature", &sig);
@@ -199,15 +174,13 @@ void mfi_repl_hello(mf_instance *inst, bool hello, bson_t *reply)
     mfi_repl *r = inst->repl;
     bson_t a, lw;
     char me[512];
-    mfi_optime last;
+    mf_cl_optime last;
     int64_t last_ms;
 
     pthread_mutex_lock(&r->mu);
     snprintf(me, sizeof me, "%s", r->me);
-    last.secs = r->secs;
-    last.inc = r->inc;
-    last_ms = r->last_write_ms;
     pthread_mutex_unlock(&r->mu);
+    mf_cl_oplog_last(inst->cl.oplog, &last, &last_ms);
 
     BSON_APPEND_ARRAY_BEGIN(reply, "hosts", &a);
     BSON_APPEND_UTF8(&a, "0", me);
@@ -302,7 +275,7 @@ int mfi_cmd_repl_set_get_status(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *repl
     mf_instance *inst = ctx->inst;
     mfi_repl *r = inst->repl;
     bson_t optimes, members, m;
-    mfi_optime last;
+    mf_cl_optime last;
     int64_t now = mf_clock_wall_ms(), last_ms;
     char me[512];
     (void)cmd;
@@ -311,10 +284,8 @@ int mfi_cmd_repl_set_get_status(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *repl
         return not_repl(err);
     pthread_mutex_lock(&r->mu);
     snprintf(me, sizeof me, "%s", r->me);
-    last.secs = r->secs;
-    last.inc = r->inc;
-    last_ms = r->last_write_ms;
     pthread_mutex_unlock(&r->mu);
+    mf_cl_oplog_last(inst->cl.oplog, &last, &last_ms);
 
     BSON_APPEND_UTF8(reply, "set", r->set_name);
     BSON_APPEND_DATE_TIME(reply, "date", now);
@@ -402,5 +373,45 @@ int mfi_cmd_repl_set_initiate(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply,
                                 "config with %d members cannot be initiated",
                                 n);
     }
+    return 0;
+}
+
+/* ------------------------------------------------- what the set needs */
+
+/* The collections a replica set writes with every write: its oplog, and
+ * its sessions' records (coll/oplog.c, coll/write.c). */
+static const char *const kept[] = {"local.oplog.rs", "config.transactions",
+                                   "config.image_collection"};
+
+int mfi_repl_check_drop(mf_instance *inst, const char *ns, mf_error *err)
+{
+    if (!inst->repl)
+        return 0;
+    if (strcmp(ns, "local.oplog.rs") == 0)
+        return mf_error_set(err, MF_IllegalOperation, "can't drop live oplog while replicating");
+    for (size_t i = 1; i < sizeof kept / sizeof *kept; i++)
+        if (strcmp(ns, kept[i]) == 0)
+            return mf_error_set(err, MF_IllegalOperation,
+                                "can't drop %s while replicating: retryable writes keep their "
+                                "sessions' records there",
+                                ns);
+    return 0;
+}
+
+int mfi_repl_check_drop_db(mf_instance *inst, const char *db, mf_error *err)
+{
+    if (!inst->repl || (strcmp(db, "local") != 0 && strcmp(db, "config") != 0))
+        return 0;
+    return mf_error_set(err, MF_IllegalOperation,
+                        "Cannot drop '%s' database while replication is active", db);
+}
+
+int mfi_repl_check_write(mf_instance *inst, const char *ns, mf_error *err)
+{
+    if (!inst->repl)
+        return 0;
+    for (size_t i = 0; i < sizeof kept / sizeof *kept; i++)
+        if (strcmp(ns, kept[i]) == 0)
+            return mf_error_set(err, MF_InvalidNamespace, "cannot write to '%s'", ns);
     return 0;
 }

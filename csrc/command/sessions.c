@@ -596,6 +596,7 @@ int mfi_session_use(mf_cmd_ctx *ctx, const mf_cmd_def *def, const bson_t *cmd, m
     uint8_t id[16], uid[32];
     bool has_lsid = false, has_txn = false, has_auto = false, has_start = false,
          has_retry = false;
+    int64_t txn_number = 0;
     int rc;
 
     /* The IDL parse: each field's type, in the command's order. */
@@ -610,6 +611,8 @@ int mfi_session_use(mf_cmd_ctx *ctx, const mf_cmd_def *def, const bson_t *cmd, m
             rc = mfi_session_from_client(&it, "OperationSessionInfo.lsid", id, uid, err);
         } else if (strcmp(k, "txnNumber") == 0) {
             rc = osi_field(&it, &has_txn, BSON_TYPE_INT64, "long", err);
+            if (rc == 0)
+                txn_number = bson_iter_int64(&it);
         } else if (strcmp(k, "autocommit") == 0) {
             rc = osi_field(&it, &has_auto, BSON_TYPE_BOOL, "bool", err);
         } else if (strcmp(k, "startTransaction") == 0) {
@@ -644,9 +647,24 @@ int mfi_session_use(mf_cmd_ctx *ctx, const mf_cmd_def *def, const bson_t *cmd, m
         /* A standalone has no transactions and no retryable writes: the
          * command is refused before it does anything, so a write meant
          * for a transaction is never applied outside one. */
-        return mf_error_set(err, MF_IllegalOperation,
-                            "Transaction numbers are only allowed on a replica set member or "
-                            "mongos");
+        if (!ctx->inst->repl)
+            return mf_error_set(err, MF_IllegalOperation,
+                                "Transaction numbers are only allowed on a replica set member "
+                                "or mongos");
+        if (txn_number < 0)
+            return mf_error_set(err, MF_BadValue, "TxnNumber cannot be negative");
+        /* A replica set runs retryable writes (retry.c); multi-document
+         * transactions are not built yet and are refused before the
+         * command does anything. */
+        if (has_auto)
+            return mf_error_set(err, MF_IllegalOperation,
+                                "multi-document transactions are not supported by this "
+                                "MultiforaDB version yet; retryable writes are");
+        if (has_start)
+            return mf_error_set(err, MF_InvalidOptions,
+                                "'startTransaction' field requires 'autocommit' field to also "
+                                "be specified");
+        return mfi_retry_begin(ctx, def, cmd, id, uid, txn_number, &ctx->retry_buf, err);
     }
     if (has_auto)
         return mf_error_set(err, MF_InvalidOptions,

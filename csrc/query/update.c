@@ -173,21 +173,6 @@ static void elem_str(const bson_iter_t *it, char *out)
     mf_bsonx_elem_to_string(it, true, out, STR_CAP);
 }
 
-/* The bytes of an element's value (after its name). */
-static const uint8_t *value_bytes(const bson_iter_t *it, size_t *len)
-{
-    *len = it->next_off - it->d1;
-    return it->raw + it->d1;
-}
-
-/* Same type and same value bytes (mongod's binaryEqualValues). */
-static bool binary_equal(const bson_iter_t *a, const bson_iter_t *b)
-{
-    size_t la, lb;
-    const uint8_t *pa = value_bytes(a, &la), *pb = value_bytes(b, &lb);
-    return bson_iter_type(a) == bson_iter_type(b) && la == lb && memcmp(pa, pb, la) == 0;
-}
-
 /* A canonical array index: digits only, below 2^31. */
 static bool parse_index(const char *s, uint32_t *out)
 {
@@ -1787,7 +1772,7 @@ static int leaf_existing(const actx *c, const unode *n, const bson_iter_t *cur, 
         bson_iter_t nv;
         bson_iter_init(&nv, v);
         bson_iter_next(&nv);
-        if (binary_equal(&nv, cur))
+        if (mf_bsonx_binary_equal(&nv, cur))
             r->state = R_SAME;
     }
     if (r->state != R_SAME && w->under_id) {

@@ -65,7 +65,9 @@ enum {
     MF_ExceededTimeLimit = 262,
     MF_FailPointSetFailed = 266,
     MF_ClientMetadataCannotBeMutated = 186,
+    MF_IncompleteTransactionHistory = 217,
     MF_IllegalOpMsgFlag = 223,
+    MF_TransactionTooOld = 225,
     MF_ChecksumMismatch = 288,
     MF_NoQueryExecutionPlans = 291,
     MF_DataCorruption = 301, /* DataCorruptionDetected */

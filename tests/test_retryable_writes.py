@@ -1,0 +1,240 @@
+"""Retryable writes and the oplog in the one-member replica set (issue 47,
+command/retry.c, coll/oplog.c): a statement sent again with the same lsid
+and txnNumber is answered from what its first run logged and is never
+applied twice -- also after a restart and after kill -9."""
+from __future__ import annotations
+
+import signal
+
+import bson
+import pymongo
+import pytest
+from bson.int64 import Int64
+
+import multifora
+
+from conftest import ServedProcess
+
+LSID = {"id": bson.Binary(b"\x07" * 16, 4)}
+
+
+@pytest.fixture
+def rs(tmp_path):
+    srv = multifora.Server(str(tmp_path / "db"), port=0, replica_set="rs0").start()
+    yield srv
+    srv.stop()
+
+
+def strip(reply):
+    return {k: v for k, v in reply.items() if k not in ("$clusterTime", "operationTime")}
+
+
+def oplog(srv, filt=None):
+    return srv.command("local", {"find": "oplog.rs", "filter": filt or {}})["cursor"][
+        "firstBatch"]
+
+
+def docs(srv, coll="c"):
+    return srv.command("t", {"find": coll, "sort": {"_id": 1}})["cursor"]["firstBatch"]
+
+
+def test_driver_default_retry_writes(rs):
+    c = pymongo.MongoClient(rs.uri)  # retryWrites=true: every write sends txnNumber
+    col = c.t.c
+    col.insert_one({"_id": 1, "a": 1})
+    col.insert_many([{"_id": 2}, {"_id": 3}])
+    assert col.update_one({"_id": 1}, {"$inc": {"a": 1}}).modified_count == 1
+    assert col.find_one_and_update({"_id": 1}, {"$inc": {"a": 1}},
+                                   return_document=True) == {"_id": 1, "a": 3}
+    assert col.delete_one({"_id": 2}).deleted_count == 1
+    assert col.replace_one({"_id": 9}, {"z": 1}, upsert=True).upserted_id == 9
+    assert list(col.find()) == [{"_id": 1, "a": 3}, {"_id": 3}, {"_id": 9, "z": 1}]
+    c.close()
+
+
+def test_insert_retry_applies_once(rs):
+    cmd = {"insert": "c", "documents": [{"_id": 1}, {"_id": 2}], "lsid": LSID,
+           "txnNumber": Int64(1)}
+    assert strip(rs.command("t", cmd)) == {"n": 2, "ok": 1.0}
+    again = rs.command("t", cmd)
+    assert strip(again) == {"n": 2, "ok": 1.0}  # no duplicate key errors: not run again
+    assert docs(rs) == [{"_id": 1}, {"_id": 2}]
+    entries = oplog(rs, {"op": "i", "ns": "t.c"})
+    assert len(entries) == 2
+    assert [e["stmtId"] for e in entries] == [0, 1]
+    assert all(e["txnNumber"] == 1 and e["lsid"]["id"] == LSID["id"] for e in entries)
+    # the second statement's prevOpTime is the first's optime; the first has none
+    assert entries[0]["prevOpTime"] == {"ts": bson.Timestamp(0, 0), "t": -1}
+    assert entries[1]["prevOpTime"] == {"ts": entries[0]["ts"], "t": 1}
+    rec = rs.command("config", {"find": "transactions"})["cursor"]["firstBatch"]
+    assert len(rec) == 1 and rec[0]["txnNum"] == 1
+    assert rec[0]["lastWriteOpTime"] == {"ts": entries[1]["ts"], "t": 1}
+
+
+def test_partly_executed_batch_runs_only_the_rest(rs):
+    rs.command("t", {"insert": "c", "documents": [{"_id": 1}], "lsid": LSID,
+                     "txnNumber": Int64(5)})
+    # the same txnNumber again with statements 0 (done) and 1 (new), as a
+    # driver's retry after a failure in the middle of a batch sends them
+    r = rs.command("t", {"insert": "c", "documents": [{"_id": 1}, {"_id": 2}],
+                         "lsid": LSID, "txnNumber": Int64(5)})
+    assert strip(r) == {"n": 2, "ok": 1.0}
+    assert docs(rs) == [{"_id": 1}, {"_id": 2}]
+
+
+def test_explicit_stmt_ids(rs):
+    base = {"insert": "c", "lsid": LSID, "txnNumber": Int64(2)}
+    rs.command("t", {**base, "documents": [{"_id": 1}], "stmtIds": [7]})
+    r = rs.command("t", {**base, "documents": [{"_id": 1}, {"_id": 2}], "stmtIds": [7, 8]})
+    assert strip(r) == {"n": 2, "ok": 1.0}
+    assert [e["stmtId"] for e in oplog(rs, {"op": "i"})] == [7, 8]
+
+
+def test_update_and_upsert_retry(rs):
+    rs.command("t", {"insert": "c", "documents": [{"_id": 1, "x": 0}]})
+    cmd = {"update": "c", "updates": [
+        {"q": {"_id": 1}, "u": {"$inc": {"x": 1}}},
+        {"q": {"_id": 5}, "u": {"$set": {"y": 1}}, "upsert": True}],
+        "lsid": LSID, "txnNumber": Int64(1)}
+    first = strip(rs.command("t", cmd))
+    assert first == {"n": 2, "nModified": 1, "upserted": [{"index": 1, "_id": 5}], "ok": 1.0}
+    assert strip(rs.command("t", cmd)) == first
+    assert docs(rs) == [{"_id": 1, "x": 1}, {"_id": 5, "y": 1}]
+
+
+def test_delete_retry(rs):
+    rs.command("t", {"insert": "c", "documents": [{"_id": 1}, {"_id": 2}]})
+    cmd = {"delete": "c", "deletes": [{"q": {}, "limit": 1}], "lsid": LSID,
+           "txnNumber": Int64(1)}
+    assert strip(rs.command("t", cmd)) == {"n": 1, "ok": 1.0}
+    assert strip(rs.command("t", cmd)) == {"n": 1, "ok": 1.0}
+    assert docs(rs) == [{"_id": 2}]  # one deleted, not two
+
+
+@pytest.mark.parametrize("new", [True, False])
+def test_find_and_modify_retry_returns_the_image(rs, new):
+    rs.command("t", {"insert": "c", "documents": [{"_id": 1, "x": 0}]})
+    cmd = {"findAndModify": "c", "query": {"_id": 1}, "update": {"$inc": {"x": 1}},
+           "new": new, "lsid": LSID, "txnNumber": Int64(1)}
+    first = strip(rs.command("t", cmd))
+    assert first["value"] == {"_id": 1, "x": 1 if new else 0}
+    assert strip(rs.command("t", cmd)) == first
+    assert docs(rs) == [{"_id": 1, "x": 1}]
+    img = rs.command("config", {"find": "image_collection"})["cursor"]["firstBatch"]
+    assert img[0]["imageKind"] == ("postImage" if new else "preImage")
+
+
+def test_find_and_modify_remove_and_upsert_retry(rs):
+    rs.command("t", {"insert": "c", "documents": [{"_id": 1, "x": 0}]})
+    rm = {"findAndModify": "c", "query": {"_id": 1}, "remove": True, "lsid": LSID,
+          "txnNumber": Int64(1)}
+    first = strip(rs.command("t", rm))
+    assert first["value"] == {"_id": 1, "x": 0}
+    assert strip(rs.command("t", rm)) == first
+    up = {"findAndModify": "c", "query": {"_id": 2}, "update": {"$set": {"y": 1}},
+          "upsert": True, "new": True, "lsid": LSID, "txnNumber": Int64(2)}
+    first = strip(rs.command("t", up))
+    assert first["lastErrorObject"] == {"n": 1, "updatedExisting": False, "upserted": 2}
+    assert strip(rs.command("t", up)) == first
+    assert docs(rs) == [{"_id": 2, "y": 1}]
+
+
+def test_older_txn_number_is_too_old(rs):
+    rs.command("t", {"insert": "c", "documents": [{"_id": 1}], "lsid": LSID,
+                     "txnNumber": Int64(3)})
+    with pytest.raises(multifora.CommandError) as e:
+        rs.command("t", {"insert": "c", "documents": [{"_id": 2}], "lsid": LSID,
+                         "txnNumber": Int64(2)})
+    assert (e.value.code, e.value.code_name) == (225, "TransactionTooOld")
+    assert docs(rs) == [{"_id": 1}]
+
+
+def test_not_a_retryable_command(rs):
+    with pytest.raises(multifora.CommandError) as e:
+        rs.command("t", {"find": "c", "lsid": LSID, "txnNumber": Int64(1)})
+    assert e.value.code == 50768
+
+
+def test_transactions_refused_before_anything_is_written(rs):
+    with pytest.raises(multifora.CommandError) as e:
+        rs.command("t", {"insert": "c", "documents": [{"_id": 1}], "lsid": LSID,
+                         "txnNumber": Int64(1), "autocommit": False,
+                         "startTransaction": True})
+    assert e.value.code == 20 and "transactions" in str(e.value)
+    assert docs(rs) == []
+
+
+def test_standalone_still_refuses_txn_numbers(server):
+    with pytest.raises(multifora.CommandError) as e:
+        server.command("t", {"insert": "c", "documents": [{"_id": 1}], "lsid": LSID,
+                             "txnNumber": Int64(1)})
+    assert e.value.code == 20
+    assert "oplog.rs" not in [c["name"] for c in server.command(
+        "local", {"listCollections": 1})["cursor"]["firstBatch"]]
+
+
+def test_retry_after_restart(tmp_path):
+    path = str(tmp_path / "db")
+    cmd = {"update": "c", "updates": [{"q": {"_id": 1}, "u": {"$inc": {"x": 1}},
+                                       "upsert": True}], "lsid": LSID, "txnNumber": Int64(4)}
+    with multifora.Server(path, port=0, replica_set="rs0") as s:
+        first = strip(s.command("t", cmd))
+        s.command("t", {**cmd, "txnNumber": Int64(5),
+                        "updates": [{"q": {"_id": 1}, "u": {"$inc": {"x": 10}}}]})
+    with multifora.Server(path, port=0, replica_set="rs0") as s:
+        # the session's state comes back from config.transactions and the oplog
+        again = s.command("t", {**cmd, "txnNumber": Int64(5),
+                                "updates": [{"q": {"_id": 1}, "u": {"$inc": {"x": 10}}}]})
+        assert strip(again) == {"n": 1, "nModified": 1, "ok": 1.0}
+        with pytest.raises(multifora.CommandError) as e:
+            s.command("t", cmd)
+        assert e.value.code == 225
+        assert docs(s) == [{"_id": 1, "x": 11}]
+    assert first["upserted"] == [{"index": 0, "_id": 1}]
+
+
+def test_oplog_entries_and_clock_survive_restart(tmp_path):
+    path = str(tmp_path / "db")
+    with multifora.Server(path, port=0, replica_set="rs0") as s:
+        s.command("t", {"insert": "c", "documents": [{"_id": 1, "a": 1}]})
+        s.command("t", {"update": "c", "updates": [{"q": {"_id": 1},
+                                                    "u": {"$set": {"a": 2, "b": 1}}}]})
+        s.command("t", {"update": "c", "updates": [{"q": {"_id": 1}, "u": {"r": 1}}]})
+        s.command("t", {"delete": "c", "deletes": [{"q": {"_id": 1}, "limit": 1}]})
+        entries = oplog(s)
+    assert entries[0]["op"] == "n" and entries[0]["o"] == {"msg": "initiating set"}
+    i, u, r, d = entries[1:]
+    assert (i["op"], i["ns"], i["o"], i["o2"]) == ("i", "t.c", {"_id": 1, "a": 1}, {"_id": 1})
+    assert u["o"] == {"$v": 2, "diff": {"u": {"a": 2}, "i": {"b": 1}}}
+    assert r["o"] == {"_id": 1, "r": 1}  # a replacement logs the whole document
+    assert (d["op"], d["o"]) == ("d", {"_id": 1})
+    assert all(e["t"] == 1 and e["v"] == 2 for e in entries)
+    ts = [e["ts"] for e in entries]
+    assert ts == sorted(ts) and len(set(ts)) == len(ts)
+    with multifora.Server(path, port=0, replica_set="rs0") as s:
+        r = s.command("t", {"insert": "c", "documents": [{"_id": 2}]})
+        assert r["operationTime"] > ts[-1]
+        assert len(oplog(s)) == len(entries) + 1  # no second "initiating set"
+
+
+def test_kill9_then_retry_applies_once(tmp_path):
+    """Acknowledged retryable writes, kill -9, reopen: the last one retried
+    is answered from the log, not applied a second time."""
+    s = ServedProcess(tmp_path / "db", extra=["--replSet", "rs0"]).start()
+    try:
+        c = s.client(retryWrites=False)
+        sess = c.start_session()
+        lsid = sess.session_id
+        upd = {"update": "c", "updates": [{"q": {"_id": 1}, "u": {"$inc": {"x": 1}},
+                                           "upsert": True}]}
+        for n in range(1, 6):
+            c.t.command({**upd, "txnNumber": Int64(n)}, session=sess)
+        s.proc.send_signal(signal.SIGKILL)
+        s.proc.wait(timeout=30)
+        c.close()
+    finally:
+        s.stop()
+    with multifora.Server(str(tmp_path / "db"), port=0, replica_set="rs0") as e:
+        r = e.command("t", {**upd, "lsid": lsid, "txnNumber": Int64(5)})
+        assert strip(r) == {"n": 1, "nModified": 1, "ok": 1.0}
+        assert docs(e) == [{"_id": 1, "x": 5}]
