@@ -37,6 +37,16 @@ def server(tmp_path):
 
 
 @pytest.fixture
+def rs_server(tmp_path):
+    """A one-member replica set's primary (test commands enabled)."""
+    srv = multifora.Server(str(tmp_path / "db"), port=0, enable_test_commands=True,
+                           replica_set="rs0")
+    srv.start()
+    yield srv
+    srv.stop()
+
+
+@pytest.fixture
 def client(server):
     c = pymongo.MongoClient(server.uri, serverSelectionTimeoutMS=5000)
     yield c

@@ -238,3 +238,53 @@ def test_kill9_then_retry_applies_once(tmp_path):
         r = e.command("t", {**upd, "lsid": lsid, "txnNumber": Int64(5)})
         assert strip(r) == {"n": 1, "nModified": 1, "ok": 1.0}
         assert docs(e) == [{"_id": 1, "x": 5}]
+
+
+@pytest.fixture
+def rs_test(tmp_path):
+    srv = multifora.Server(str(tmp_path / "db"), port=0, replica_set="rs0",
+                           enable_test_commands=True).start()
+    yield srv
+    srv.stop()
+
+
+def test_retryable_write_error_label_and_topology_version(rs_test):
+    fp = {"configureFailPoint": "failCommand", "mode": {"times": 2},
+          "data": {"failCommands": ["insert"], "errorCode": 91, "failLocalClients": True,
+                   "failInternalCommands": True}}
+    rs_test.command("admin", fp)
+    with pytest.raises(multifora.CommandError) as e:
+        rs_test.command("t", {"insert": "c", "documents": [{"_id": 1}], "lsid": LSID,
+                              "txnNumber": Int64(1)})
+    d = e.value.details
+    assert d["errorLabels"] == ["RetryableWriteError"]
+    assert d["topologyVersion"]["counter"] == 0
+    # not a retryable write: no label (the topologyVersion stays)
+    with pytest.raises(multifora.CommandError) as e:
+        rs_test.command("t", {"insert": "c", "documents": [{"_id": 1}]})
+    assert "errorLabels" not in e.value.details and "topologyVersion" in e.value.details
+
+
+def test_on_primary_transactional_write_fails_before_commit(rs_test):
+    rs_test.command("admin", {"configureFailPoint": "onPrimaryTransactionalWrite",
+                              "mode": {"times": 1},
+                              "data": {"closeConnection": False,
+                                       "failBeforeCommitExceptionCode": 1}})
+    cmd = {"insert": "c", "documents": [{"_id": 1}], "lsid": LSID, "txnNumber": Int64(1)}
+    r = rs_test.command("t", cmd)
+    assert r["n"] == 0 and r["writeErrors"][0]["code"] == 1
+    assert docs(rs_test) == []
+    assert strip(rs_test.command("t", cmd)) == {"n": 1, "ok": 1.0}  # not run before: runs now
+    assert docs(rs_test) == [{"_id": 1}]
+
+
+def test_driver_retries_after_connection_closed_once_committed(rs_test):
+    """closeConnection (the default): the statement commits, the reply never
+    comes, the driver retries and gets the first run's result."""
+    c = pymongo.MongoClient(rs_test.uri)
+    c.admin.command({"configureFailPoint": "onPrimaryTransactionalWrite",
+                     "mode": {"times": 1}, "data": {}})
+    res = c.t.c.update_one({"_id": 1}, {"$inc": {"x": 1}}, upsert=True)
+    assert res.upserted_id == 1
+    assert list(c.t.c.find()) == [{"_id": 1, "x": 1}]  # applied once
+    c.close()

@@ -837,7 +837,7 @@ int mfi_cmd_update(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_error *
         }
         if (r != 0) {
             add_write_error(&werrs, &nerr, i, r, &serr, ns, &w.dup);
-            if (mfi_write_fatal(r)) {
+            if (mfi_write_fatal(r) && !mfi_retry_injected(ctx)) {
                 *err = serr;
                 rc = r;
             }
@@ -1039,7 +1039,7 @@ int mfi_cmd_delete(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_error *
         mf_expr_ctx_free(own);
         if (r != 0) {
             add_write_error(&werrs, &nerr, i, r, &serr, ns, NULL);
-            if (mfi_write_fatal(r)) {
+            if (mfi_write_fatal(r) && !mfi_retry_injected(ctx)) {
                 *err = serr;
                 rc = r;
             }

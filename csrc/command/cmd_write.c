@@ -181,7 +181,7 @@ int mfi_cmd_insert(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_error *
             else
                 mfi_write_error(&we, index, &ierr);
             bson_append_document_end(&werrs, &we);
-            if (mfi_write_fatal(r)) {
+            if (mfi_write_fatal(r) && !mfi_retry_injected(ctx)) {
                 /* The engine failed: nothing more can be written. */
                 *err = ierr;
                 rc = r;

@@ -31,6 +31,7 @@ typedef struct mfi_retry {
     bool has_stmt_ids;
     int32_t first_stmt_id;   /* else stmtId, or 0 */
     mf_cl_stmt stmt;         /* the statement being written */
+    bool injected;           /* the last check's error is the fail point's */
     mf_cl_optime op_before;  /* the command's last write before it */
 } mfi_retry;
 
@@ -245,6 +246,9 @@ int32_t mfi_retry_stmt_id(const mfi_retry *r, uint32_t i);
  * mfi_retry_log logs. */
 int mfi_retry_check(mf_cmd_ctx *ctx, int32_t stmt_id, bool *executed, bson_t *entry,
                     mf_error *err);
+/* Whether the statement's error came from onPrimaryTransactionalWrite:
+ * that statement's write error, never a failure of the whole command. */
+bool mfi_retry_injected(const mf_cmd_ctx *ctx);
 /* The log for the statement's writes (the session's fields added). */
 mf_cl_log *mfi_retry_log(mf_cmd_ctx *ctx);
 /* After the statement: if it wrote, it is an executed statement.  A no-op
@@ -474,6 +478,7 @@ typedef enum {
     MFI_FP_FAIL_GET_MORE,
     MFI_FP_HANG_INDEX_BUILD,
     MFI_FP_MAX_TIME_ALWAYS_TIME_OUT,
+    MFI_FP_ON_PRIMARY_TXN_WRITE,
     MFI_FP_COUNT
 } mfi_fp_id;
 
@@ -526,6 +531,8 @@ void mfi_client_note_hello(mf_client *client, const bson_t *cmd);
 typedef struct mfi_fail_effect {
     bson_t wce;    /* {writeConcernError: <data's value>} or empty */
     bson_t labels; /* {errorLabels: [...]} or empty */
+    bool labels_given; /* the fail point's data set the labels (even to
+                          none): the server adds none of its own */
 } mfi_fail_effect;
 void mfi_fail_effect_init(mfi_fail_effect *fx);
 void mfi_fail_effect_destroy(mfi_fail_effect *fx);

@@ -419,6 +419,67 @@ static bool takes_write_concern(const mf_cmd_def *def, const bson_t *cmd)
     return strcmp(bson_iter_key(&it), "$out") == 0 || strcmp(bson_iter_key(&it), "$merge") == 0;
 }
 
+/* mongod's RetriableError category (error_codes.yml): the errors after
+ * which a driver retries a retryable write. */
+static bool retriable_code(int code)
+{
+    switch (code) {
+    case 6: case 7: case 89: case 91: case 189: case 262: case 9001: case 10107:
+    case 11600: case 11602: case 13435: case 13436:
+        return true;
+    default:
+        return false;
+    }
+}
+
+/* mongod's NotPrimaryError category and shutdown errors. */
+static bool state_change_code(int code)
+{
+    switch (code) {
+    case 91: case 189: case 10107: case 11600: case 11602: case 13435: case 13436:
+        return true;
+    default:
+        return false;
+    }
+}
+
+/* The writeConcernError's code in `wce` ({writeConcernError: {...}}), 0. */
+static int wce_code(const bson_t *wce)
+{
+    bson_iter_t it, f;
+    if (bson_iter_init_find(&it, wce, "writeConcernError") && bson_iter_recurse(&it, &f) &&
+        bson_iter_find(&f, "code"))
+        return (int)bson_iter_as_int64(&f);
+    return 0;
+}
+
+static void append_topology_version(mf_instance *inst, bson_t *reply)
+{
+    bson_t tv;
+    BSON_APPEND_DOCUMENT_BEGIN(reply, "topologyVersion", &tv);
+    BSON_APPEND_OID(&tv, "processId", &inst->process_id);
+    BSON_APPEND_INT64(&tv, "counter", 0);
+    bson_append_document_end(reply, &tv);
+}
+
+/* The RetryableWriteError label a retryable write's reply gets when it
+ * failed, or its write concern did, with a retriable error -- unless the
+ * fail point set the labels (mongod's ErrorLabelBuilder). */
+static void retry_label(mfi_fail_effect *fx, int code)
+{
+    if (fx->labels_given)
+        return;
+    if (!retriable_code(code))
+        code = wce_code(&fx->wce);
+    if (!retriable_code(code))
+        return;
+    bson_t arr;
+    bson_reinit(&fx->labels);
+    BSON_APPEND_ARRAY_BEGIN(&fx->labels, "errorLabels", &arr);
+    BSON_APPEND_UTF8(&arr, "0", "RetryableWriteError");
+    bson_append_array_end(&fx->labels, &arr);
+}
+
 void mf_command_run(mf_instance *inst, mf_client *client, const bson_t *cmd,
                     bson_t *reply, int *out_flags)
 {
@@ -536,10 +597,14 @@ void mf_command_run(mf_instance *inst, mf_client *client, const bson_t *cmd,
     }
     if (rc != 0)
         goto fail;
+    if (ctx.retry && !bson_empty(&fx.wce))
+        retry_label(&fx, 0);
     bson_concat(reply, &fx.wce);
     BSON_APPEND_DOUBLE(reply, "ok", 1.0);
     if (!bson_empty(&fx.wce)) /* labels go with an error or a write concern error */
         bson_concat(reply, &fx.labels);
+    if (inst->repl && state_change_code(wce_code(&fx.wce)))
+        append_topology_version(inst, reply);
     if (inst->repl)
         mfi_repl_decorate(inst, &ctx.log.op_time, reply);
     *out_flags = ctx.flags;
@@ -552,6 +617,8 @@ void mf_command_run(mf_instance *inst, mf_client *client, const bson_t *cmd,
 fail:
     if (err.code == 0)
         mf_error_set(&err, rc, "command failed");
+    if (ctx.retry)
+        retry_label(&fx, err.code);
     mf_command_error_reply(reply, &err);
     if (!bson_empty(&err_info) && err.code != MF_ERRMSG_ONLY)
         bson_concat(reply, &err_info);
@@ -568,6 +635,11 @@ fail:
         }
     }
     mfi_retry_end(&ctx);
+    /* A replica-set member's "not primary" and shutdown errors carry its
+     * topologyVersion, so a driver can tell the error is not news about the
+     * topology (SDAM: an error no newer than what it knows is stale). */
+    if (inst->repl && state_change_code(err.code))
+        append_topology_version(inst, reply);
     if (inst->repl)
         mfi_repl_decorate(inst, &ctx.log.op_time, reply);
     if (ctx.prof)

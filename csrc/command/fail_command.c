@@ -259,6 +259,7 @@ static void take_labels(const bson_t *data, mfi_fail_effect *fx)
     const uint8_t *p;
     bson_iter_array(&it, &len, &p);
     bson_reinit(&fx->labels);
+    fx->labels_given = true;
     if (bson_init_static(&arr, p, len) && !bson_empty(&arr))
         BSON_APPEND_ARRAY(&fx->labels, "errorLabels", &arr);
 }

@@ -63,6 +63,7 @@ static const char *const fp_names[MFI_FP_COUNT] = {
     [MFI_FP_FAIL_GET_MORE] = "failGetMoreAfterCursorCheckout",
     [MFI_FP_HANG_INDEX_BUILD] = "hangIndexBuildBeforeCommit",
     [MFI_FP_MAX_TIME_ALWAYS_TIME_OUT] = "maxTimeAlwaysTimeOut",
+    [MFI_FP_ON_PRIMARY_TXN_WRITE] = "onPrimaryTransactionalWrite",
 };
 
 int mfi_fail_points_open(mf_instance *inst, mf_error *err)

@@ -309,6 +309,7 @@ int mfi_retry_check(mf_cmd_ctx *ctx, int32_t stmt_id, bool *executed, bson_t *en
     txn_state *s = r->state;
     bson_init(entry);
     *executed = false;
+    r->injected = false;
     for (size_t i = 0; i < s->nstmts; i++) {
         if (s->stmts[i].stmt_id != stmt_id)
             continue;
@@ -327,11 +328,38 @@ int mfi_retry_check(mf_cmd_ctx *ctx, int32_t stmt_id, bool *executed, bson_t *en
         *executed = true;
         return 0;
     }
+    /* onPrimaryTransactionalWrite (test commands): as mongod's, where a
+     * retryable write's statement is about to commit -- hang up after it
+     * (closeConnection, default true), and/or fail it before it writes
+     * (failBeforeCommitExceptionCode) */
+    bson_t data;
+    if (mfi_fail_point_fires(ctx->inst, MFI_FP_ON_PRIMARY_TXN_WRITE, MFI_FP_FIRST, NULL, NULL,
+                             &data)) {
+        bson_iter_t it;
+        int64_t code = 0;
+        if (!bson_iter_init_find(&it, &data, "closeConnection") || bson_iter_as_bool(&it)) {
+            ctx->flags |= MF_RUN_CLOSE;
+        }
+        bool fail = bson_iter_init_find(&it, &data, "failBeforeCommitExceptionCode") &&
+                    mfi_bson_extract_integer(&it, "failBeforeCommitExceptionCode", &code,
+                                             NULL) == 0;
+        bson_destroy(&data);
+        if (fail) {
+            r->injected = true;
+            return mf_error_set(err, (int)code, "Failing write for test due to "
+                                                "failBeforeCommitExceptionCode");
+        }
+    }
     /* the statement runs: its write is logged as this session's */
     r->stmt = (mf_cl_stmt){.lsid = &r->lsid, .txn_number = r->txn_number, .stmt_id = stmt_id,
                            .prev = s->last};
     r->op_before = ctx->log.op_time;
     return 0;
+}
+
+bool mfi_retry_injected(const mf_cmd_ctx *ctx)
+{
+    return ctx->retry && ctx->retry->injected;
 }
 
 mf_cl_log *mfi_retry_log(mf_cmd_ctx *ctx)

@@ -21,8 +21,12 @@ from unified.runner import (Skipped, SpecFailure, UnifiedRunner, Unsupported, lo
 from .expected_failures import EXPECTED_FAILURES
 
 SPEC_ROOT = SHARED / "spec"
-FOLDERS = ("crud", "gridfs", "collection-management", "index-management", "run-command",
-           "versioned-api", "read-write-concern", "sessions")
+STANDALONE_FOLDERS = ("crud", "gridfs", "collection-management", "index-management",
+                      "run-command", "versioned-api", "read-write-concern", "sessions")
+# Run on a one-member replica set (Server(replica_set=...)), as their
+# runOnRequirements ask.
+REPLSET_FOLDERS = ("retryable-writes",)
+FOLDERS = STANDALONE_FOLDERS + REPLSET_FOLDERS
 ABSENT = f"{SPEC_ROOT} is absent: the specification tests live in ../shared/spec"
 
 
@@ -39,6 +43,11 @@ class Case:
     @property
     def file_key(self) -> str:
         return f"{self.folder}/{self.file}"
+
+    @property
+    def replset(self) -> bool:
+        """Whether the case runs on a replica set (else a standalone)."""
+        return self.folder in REPLSET_FOLDERS
 
 
 @lru_cache(maxsize=None)
@@ -84,13 +93,19 @@ def run(case: Case, server) -> None:
     difference for a spec failure or something the runner cannot do."""
     spec = load(case.folder, case.file)
     test = next(t for t in spec["tests"] if t["description"] == case.description)
-    why = skip_reason_before_start(spec, test, multifora.MONGODB_VERSION)
+    why = skip_reason_before_start(spec, test, multifora.MONGODB_VERSION,
+                                   "replicaset" if case.replset else "single")
     if why:
         pytest.skip(why)
     if callable(server):
         server = server()
+    # A driver marks a server Unknown after a "not primary" or shutdown
+    # error and finds it again at its next heartbeat: the drivers' own
+    # runners shorten it so a retry need not wait 10 s (pymongo's minimum
+    # through the URI is 500 ms).
+    kw = {"heartbeatFrequencyMS": 500} if case.replset else {}
     try:
-        UnifiedRunner(server.uri).run_test(spec, test)
+        UnifiedRunner(server.uri, **kw).run_test(spec, test)
     except Skipped as exc:
         pytest.skip(exc.reason)
     except Unsupported as exc:

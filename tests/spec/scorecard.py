@@ -26,7 +26,7 @@ import pytest
 
 import multifora
 
-from .cases import FOLDERS
+from .cases import FOLDERS, REPLSET_FOLDERS
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
@@ -117,7 +117,8 @@ def markdown(outcomes: list, table: dict) -> str:
         "",
         f"- when: {now}; commit {_commit()}",
         f"- server: MultiforaDB {multifora.__version__} answering as MongoDB "
-        f"{multifora.MONGODB_VERSION}, a standalone with test commands enabled; "
+        f"{multifora.MONGODB_VERSION}, a standalone with test commands enabled (a "
+        f"one-member replica set for {', '.join(f'`{f}`' for f in REPLSET_FOLDERS)}); "
         f"driver: pymongo {pymongo.version}",
         f"- {total['pass']} of the {ran} tests that run pass "
         f"({100.0 * total['pass'] / ran if ran else 0:.1f}%); {total['xfail']} are expected "

@@ -1,7 +1,8 @@
 """Every unified-format test of ../shared/spec/{crud, gridfs,
 collection-management, index-management, run-command, versioned-api,
-read-write-concern, sessions}, one case each, on a fresh in-process server
-(test commands enabled).
+read-write-concern, sessions} on a fresh in-process standalone, and of
+{retryable-writes} on a fresh one-member replica set, one case each (test
+commands enabled).
 
 A case passes, is skipped by its own runOnRequirements (this server is a 7.0
 standalone: no replica set, sharding, auth or later versions), or fails.  A
@@ -16,7 +17,7 @@ from .cases import ABSENT, SPEC_ROOT, bad_expected_failure_keys, params, run
 
 @pytest.mark.parametrize("case", params())
 def test_spec(request, case):
-    run(case, lambda: request.getfixturevalue("server"))
+    run(case, lambda: request.getfixturevalue("rs_server" if case.replset else "server"))
 
 
 def test_expected_failures_name_real_tests():
