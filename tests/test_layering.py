@@ -64,3 +64,40 @@ def test_handlers_never_sync():
     callers = _sync_callers()
     assert ("dispatch.c", "mf_command_run") in callers
     assert callers <= SYNC_ALLOWED, sorted(callers - SYNC_ALLOWED)
+
+
+# Issue 46: errors are set by name.  A code mongod names (util/error.c's
+# table) is written as its MF_* constant wherever it is set or compared;
+# the bare numbers left are mongod's unnamed assertion ids ("Location<id>"),
+# which mongod's own source writes as numbers too.  An allocation failure
+# is mf_error_oom(), one message for all.
+_CODE_USE = re.compile(r"(mf_error_set\(\s*[^,;]+,\s*|\b(?:rc|code)\s*[!=]=\s*)(\d+)\b")
+
+
+def _named_codes():
+    table = (CSRC / "util" / "error.c").read_text()
+    return {int(c): n for c, n in re.findall(r'\{(\d+), "(\w+)"\}', table)}
+
+
+@pytest.mark.skipif(not CSRC.is_dir(), reason="csrc/ not present (installed package only)")
+def test_named_codes_are_set_by_name():
+    named = _named_codes()
+    assert named[11000] == "DuplicateKey"
+    bare = []
+    for path in _files():
+        if path.name == "error.c":
+            continue
+        text = path.read_text()
+        for m in _CODE_USE.finditer(text):
+            code = int(m.group(2))
+            if code and code in named:
+                line = text.count("\n", 0, m.start()) + 1
+                bare.append(f"{path.relative_to(CSRC)}:{line}: {code} is MF_{named[code]}")
+    assert not bare, bare
+
+
+@pytest.mark.skipif(not CSRC.is_dir(), reason="csrc/ not present (installed package only)")
+def test_out_of_memory_has_one_helper():
+    spelled = [str(p.relative_to(CSRC)) for p in _files()
+               if p.name != "error.c" and re.search(r'MF_InternalError,\s*"out of memory"', p.read_text())]
+    assert not spelled, spelled

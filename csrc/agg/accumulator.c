@@ -49,7 +49,7 @@ static const acc_def defs[] = {
 
 static int oom(mf_error *err)
 {
-    return mf_error_set(err, MF_InternalError, "out of memory");
+    return mf_error_oom(err);
 }
 
 bool mfi_acc_known(const char *name)

@@ -50,7 +50,7 @@ int mfi_set_steal(val *v, bson_t *b, bson_type_t t, mf_error *err)
     uint32_t len = 0;
     uint8_t *data = bson_destroy_with_steal(b, true, &len);
     if (!data)
-        return mf_error_set(err, MF_InternalError, "out of memory");
+        return mf_error_oom(err);
     v->value_type = t;
     v->value.v_doc.data = data;
     v->value.v_doc.data_len = len;
@@ -149,7 +149,7 @@ int mfi_push_arg(node *n, node *a, mf_error *err)
     node **p = realloc(n->args, (n->nargs + 1) * sizeof *p);
     if (!p) {
         node_free(a);
-        return mf_error_set(err, MF_InternalError, "out of memory");
+        return mf_error_oom(err);
     }
     n->args = p;
     n->args[n->nargs++] = a;
@@ -170,7 +170,7 @@ int mfi_scope_push(scope *s, const char *name, int *slot, mf_error *err)
         if (ns)
             s->slots = ns;
         if (!nn || !ns)
-            return mf_error_set(err, MF_InternalError, "out of memory");
+            return mf_error_oom(err);
         s->cap = cap;
     }
     s->names[s->n] = name;
@@ -198,10 +198,10 @@ static int split_path(const char *p, size_t len, node *n, mf_error *err)
             dot = end;
         char **np = realloc(n->parts, (n->nparts + 1) * sizeof *np);
         if (!np)
-            return mf_error_set(err, MF_InternalError, "out of memory");
+            return mf_error_oom(err);
         n->parts = np;
         if (!(n->parts[n->nparts] = bson_strndup(p, (size_t)(dot - p))))
-            return mf_error_set(err, MF_InternalError, "out of memory");
+            return mf_error_oom(err);
         n->nparts++;
         p = dot + 1;
     }
@@ -240,7 +240,7 @@ static int parse_string_ref(const char *s, size_t len, scope *sc, node **out, mf
             return mf_error_set(err, 16869, "empty variable names are not allowed");
         node *n = node_new(K_VAR);
         if (!n)
-            return mf_error_set(err, MF_InternalError, "out of memory");
+            return mf_error_oom(err);
         int slot = scope_find(sc, name, nlen);
         if (slot == INT_MIN) {
             if (nlen == 4 && memcmp(name, "ROOT", 4) == 0)
@@ -272,7 +272,7 @@ static int parse_string_ref(const char *s, size_t len, scope *sc, node **out, mf
         return mf_error_set(err, 16872, "'$' by itself is not a valid FieldPath");
     node *n = node_new(K_PATH);
     if (!n)
-        return mf_error_set(err, MF_InternalError, "out of memory");
+        return mf_error_oom(err);
     if ((rc = mf_bsonx_field_path_check(s + 1, len - 1, err)) != 0 ||
         (rc = split_path(s + 1, len - 1, n, err)) != 0) {
         node_free(n);
@@ -370,7 +370,7 @@ static int parse_let(const op_def *op, const bson_iter_t *it, void *vsc, node *n
         nv++;
     }
     if (nv && !(n->slots = calloc(nv, sizeof *n->slots)))
-        return mf_error_set(err, MF_InternalError, "out of memory");
+        return mf_error_oom(err);
     size_t depth = sc->n;
     bson_iter_recurse(&vars_it, &v);
     for (size_t i = 0; bson_iter_next(&v); i++)
@@ -486,7 +486,7 @@ static int parse_switch(const op_def *op, const bson_iter_t *it, void *vsc, node
         if ((rc = mfi_parse_node(&def, vsc, &d, err)) != 0 || (rc = mfi_push_arg(n, d, err)) != 0)
             return rc;
         if (!(n->slots = calloc(1, sizeof *n->slots)))
-            return mf_error_set(err, MF_InternalError, "out of memory");
+            return mf_error_oom(err);
     }
     return 0;
 }
@@ -523,10 +523,10 @@ static int parse_object(const bson_iter_t *it, scope *sc, node **out, mf_error *
         }
         const op_def *op = find_op(bson_iter_key(&first));
         if (!op)
-            return mf_error_set(err, 168, "Unrecognized expression '%s'", bson_iter_key(&first));
+            return mf_error_set(err, MF_InvalidPipelineOperator, "Unrecognized expression '%s'", bson_iter_key(&first));
         node *n = node_new(K_OP);
         if (!n)
-            return mf_error_set(err, MF_InternalError, "out of memory");
+            return mf_error_oom(err);
         n->op = op;
         rc = op->parse ? op->parse(op, &first, sc, n, err) : mfi_parse_args(op, &first, sc, n, err);
         if (rc != 0) {
@@ -538,7 +538,7 @@ static int parse_object(const bson_iter_t *it, scope *sc, node **out, mf_error *
     }
     node *n = node_new(K_OBJ);
     if (!n)
-        return mf_error_set(err, MF_InternalError, "out of memory");
+        return mf_error_oom(err);
     while (bson_iter_next(&ch)) {
         const char *k = bson_iter_key(&ch);
         /* An object literal's names are FieldPath names in mongod's
@@ -551,7 +551,7 @@ static int parse_object(const bson_iter_t *it, scope *sc, node **out, mf_error *
         char **nn = realloc(n->names, (n->nargs + 1) * sizeof *nn);
         if (!nn) {
             node_free(n);
-            return mf_error_set(err, MF_InternalError, "out of memory");
+            return mf_error_oom(err);
         }
         n->names = nn;
         n->names[n->nargs] = NULL;
@@ -562,7 +562,7 @@ static int parse_object(const bson_iter_t *it, scope *sc, node **out, mf_error *
         }
         if (!(n->names[n->nargs - 1] = bson_strdup(k))) {
             node_free(n);
-            return mf_error_set(err, MF_InternalError, "out of memory");
+            return mf_error_oom(err);
         }
     }
     *out = n;
@@ -586,7 +586,7 @@ int mfi_parse_node(const bson_iter_t *it, scope *sc, node **out, mf_error *err)
     case BSON_TYPE_ARRAY: {
         node *n = node_new(K_ARR);
         if (!n)
-            return mf_error_set(err, MF_InternalError, "out of memory");
+            return mf_error_oom(err);
         bson_iter_t ch;
         bson_iter_recurse(it, &ch);
         while (bson_iter_next(&ch)) {
@@ -604,7 +604,7 @@ int mfi_parse_node(const bson_iter_t *it, scope *sc, node **out, mf_error *err)
     }
     node *n = node_new(K_CONST);
     if (!n)
-        return mf_error_set(err, MF_InternalError, "out of memory");
+        return mf_error_oom(err);
     mf_bsonx_value_copy(bson_iter_value((bson_iter_t *)it), &n->cst);
     *out = n;
     return 0;
@@ -1558,7 +1558,7 @@ static int op_let(const node *n, ctx *c, val *out)
     /* evaluate every binding before any is visible (they use the outer scope) */
     val *tmp = nv ? calloc(nv, sizeof *tmp) : NULL;
     if (nv && !tmp)
-        return mf_error_set(c->err, MF_InternalError, "out of memory");
+        return mf_error_oom(c->err);
     int rc = 0;
     size_t done = 0;
     for (; done < nv && rc == 0; done++)
@@ -1661,13 +1661,13 @@ int mf_expr_parse(const bson_iter_t *it, const char *const *let_names, size_t nl
     mf_expr *e = calloc(1, sizeof *e);
     *out = NULL;
     if (!e || (nlet && !(e->let_names = calloc(nlet, sizeof *e->let_names)))) {
-        rc = mf_error_set(err, MF_InternalError, "out of memory");
+        rc = mf_error_oom(err);
         goto fail;
     }
     for (size_t i = 0; i < nlet; i++) {
         int slot;
         if (!(e->let_names[i] = bson_strdup(let_names[i]))) {
-            rc = mf_error_set(err, MF_InternalError, "out of memory");
+            rc = mf_error_oom(err);
             goto fail;
         }
         e->nlet++;
@@ -1701,7 +1701,7 @@ int mf_expr_eval_value_at(const mf_expr *e, const bson_t *root, const bson_t *cu
     int rc = 0;
     out->value_type = BSON_TYPE_EOD;
     if (e->nslots && !(c.slots = calloc((size_t)e->nslots, sizeof *c.slots)))
-        return mf_error_set(err, MF_InternalError, "out of memory");
+        return mf_error_oom(err);
     for (int i = 0; i < e->nslots; i++)
         c.slots[i].value_type = BSON_TYPE_EOD;
     for (size_t i = 0; i < e->nlet; i++) {

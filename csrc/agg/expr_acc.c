@@ -24,7 +24,7 @@ static int accumulate(const node *n, ctx *c, val *out)
     a.coll = ctx_coll(c); /* $max and $min compare under it */
     mfi_acc_state *s = mfi_acc_state_new();
     if (!s)
-        return mf_error_set(c->err, MF_InternalError, "out of memory");
+        return mf_error_oom(c->err);
     for (size_t i = 0; rc == 0 && i < n->nargs; i++) {
         val v;
         if ((rc = mfi_eval(n->args[i], c, &v)) != 0)

@@ -267,7 +267,7 @@ static int op_reversearray(const node *n, ctx *c, val *out)
         uint32_t k = arr_count(&v);
         bson_value_t *el = k ? calloc(k, sizeof *el) : NULL;
         if (k && !el) {
-            rc = mf_error_set(c->err, MF_InternalError, "out of memory");
+            rc = mf_error_oom(c->err);
         } else {
             bson_t t, b;
             bson_iter_t it;
@@ -419,7 +419,7 @@ static int parse_scoped(fields *f, size_t body, const char *const *names, size_t
 {
     int rc;
     if (!(n->slots = calloc(k, sizeof *n->slots)))
-        return mf_error_set(err, MF_InternalError, "out of memory");
+        return mf_error_oom(err);
     size_t depth = sc->n;
     for (size_t i = 0; i < k; i++)
         if ((rc = mfi_scope_push(sc, names[i], &n->slots[i], err)) != 0)
@@ -721,7 +721,7 @@ static int op_sortarray(const node *n, ctx *c, val *out)
     mf_sort *s = NULL;
     if (!items) {
         mfi_val_free(&v);
-        return mf_error_set(c->err, MF_InternalError, "out of memory");
+        return mf_error_oom(c->err);
     }
     if (n->cst.value_type == BSON_TYPE_DOCUMENT) {
         bson_t spec;
@@ -829,7 +829,7 @@ static int parse_zip(const op_def *op, const bson_iter_t *it, void *vsc, node *n
     if (ndef && ndef != nin)
         return mf_error_set(err, 34467, "defaults and inputs must have the same length");
     if (!(n->slots = calloc(2, sizeof *n->slots)))
-        return mf_error_set(err, MF_InternalError, "out of memory");
+        return mf_error_oom(err);
     n->slots[0] = (int)nin;
     n->slots[1] = longest;
     return 0;
@@ -842,7 +842,7 @@ static int op_zip(const node *n, ctx *c, val *out)
     val *v = calloc(2 * nin, sizeof *v); /* inputs, then defaults */
     int rc = 0;
     if (!v)
-        return mf_error_set(c->err, MF_InternalError, "out of memory");
+        return mf_error_oom(c->err);
     for (size_t i = 0; i < 2 * nin; i++)
         v[i].value_type = BSON_TYPE_EOD;
     uint32_t lo = 0, hi = 0;
@@ -879,12 +879,12 @@ static int op_zip(const node *n, ctx *c, val *out)
         bson_t b;
         bson_init(&b);
         if (!cols || !lens)
-            rc = mf_error_set(c->err, MF_InternalError, "out of memory");
+            rc = mf_error_oom(c->err);
         for (size_t i = 0; i < nin && rc == 0; i++) {
             bson_t t;
             bson_iter_t it;
             if (!(cols[i] = calloc(arr_count(&v[i]) + 1, sizeof **cols))) {
-                rc = mf_error_set(c->err, MF_InternalError, "out of memory");
+                rc = mf_error_oom(c->err);
                 break;
             }
             arr_begin(&v[i], &t, &it);

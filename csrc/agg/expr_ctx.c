@@ -27,7 +27,7 @@ int mf_expr_ctx_new_coll(const bson_t *let, int64_t now_ms, const mf_collator *c
     /* libbson declares bson_t 128-byte aligned: more than calloc promises. */
     void *mem = NULL;
     if (posix_memalign(&mem, _Alignof(mf_expr_ctx), sizeof(mf_expr_ctx)) != 0)
-        return mf_error_set(err, MF_InternalError, "out of memory");
+        return mf_error_oom(err);
     mf_expr_ctx *x = memset(mem, 0, sizeof *x);
     int rc = mfi_agg_init_let(&x->agg, let, now_ms, coll, err);
     if (rc) {

@@ -530,7 +530,7 @@ static int put_padded(mf_buf *b, int64_t v, int width, mf_error *err)
                             "outside the supported range of 0-9999: %" PRId64, v);
     int k = snprintf(tmp, sizeof tmp, "%0*d", width, (int)v);
     return mf_buf_append(b, tmp, (size_t)k) == 0 ? 0
-                                                  : mf_error_set(err, MF_InternalError, "out of memory");
+                                                  : mf_error_oom(err);
 }
 
 /* TimeZone::formatDate for a validated format. */
@@ -549,7 +549,7 @@ static int format_date(const char *f, size_t len, int64_t ms, const mfi_tz *t, m
             while (j < len && f[j] != '%')
                 j++;
             if (mf_buf_append(b, f + i, j - i) != 0)
-                return mf_error_set(err, MF_InternalError, "out of memory");
+                return mf_error_oom(err);
             i = j - 1;
             continue;
         }
@@ -589,7 +589,7 @@ static int format_date(const char *f, size_t len, int64_t ms, const mfi_tz *t, m
                                 f[i]);
         }
         if (lit && mf_buf_append(b, lit, strlen(lit)) != 0)
-            return mf_error_set(err, MF_InternalError, "out of memory");
+            return mf_error_oom(err);
     }
     return rc;
 }

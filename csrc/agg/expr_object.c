@@ -55,11 +55,11 @@ static int flist_set(flist *f, const char *name, size_t nlen, const bson_value_t
         if (nv)
             f->vals = nv;
         if (!nn || !nv)
-            return mf_error_set(err, MF_InternalError, "out of memory");
+            return mf_error_oom(err);
         f->cap = cap;
     }
     if (!(f->names[f->n] = bson_strndup(name, nlen)))
-        return mf_error_set(err, MF_InternalError, "out of memory");
+        return mf_error_oom(err);
     mf_bsonx_value_copy(v, &f->vals[f->n++]);
     return 0;
 }
@@ -589,7 +589,7 @@ static int vset_of(const val *arr, const mf_collator *coll, vset *s, mf_error *e
     if (!all || !ix || !(s->v = calloc(k ? k : 1, sizeof *s->v))) {
         free(all);
         free(ix);
-        return mf_error_set(err, MF_InternalError, "out of memory");
+        return mf_error_oom(err);
     }
     begin(arr, &t, &it);
     for (size_t i = 0; bson_iter_next(&it); i++) {
@@ -661,7 +661,7 @@ static int op_setunion(const node *n, ctx *c, val *out)
     val *v = calloc(n->nargs ? n->nargs : 1, sizeof *v);
     bool any_null;
     if (!v)
-        return mf_error_set(c->err, MF_InternalError, "out of memory");
+        return mf_error_oom(c->err);
     int rc = set_args(n, c, v, true, &any_null, 17043, 0, "All operands of $setUnion must be "
                       "arrays. One argument is of type: %.0s%s");
     if (rc == 0) {
@@ -704,7 +704,7 @@ static int op_setintersection(const node *n, ctx *c, val *out)
     bool any_null;
     int rc = 0;
     if (!v)
-        return mf_error_set(c->err, MF_InternalError, "out of memory");
+        return mf_error_oom(c->err);
     rc = set_args(n, c, v, true, &any_null, 17047, 0, "All operands of $setIntersection must "
                   "be arrays. One argument is of type: %.0s%s");
     if (rc == 0) {
@@ -724,7 +724,7 @@ static int op_setintersection(const node *n, ctx *c, val *out)
                     next = t;
                 }
                 if (!(kept.v = calloc(cur.n, sizeof *kept.v))) {
-                    rc = mf_error_set(c->err, MF_InternalError, "out of memory");
+                    rc = mf_error_oom(c->err);
                 } else {
                     for (size_t j = 0; j < cur.n; j++) {
                         if (vset_has(&next, &cur.v[j])) {
@@ -773,7 +773,7 @@ static int op_setdifference(const node *n, ctx *c, val *out)
         if ((rc = vset_of(&v[1], ctx_coll(c), &rhs, c->err)) == 0 &&
             (!(lhs = calloc(k ? k : 1, sizeof *lhs)) || !(ix = calloc(k ? k : 1, sizeof *ix)) ||
              !(keep = calloc(k ? k : 1, sizeof *keep))))
-            rc = mf_error_set(c->err, MF_InternalError, "out of memory");
+            rc = mf_error_oom(c->err);
         if (rc == 0) {
             /* the first of each run of equal values, by sorting positions */
             begin(&v[0], &t, &it);
@@ -807,7 +807,7 @@ static int op_setequals(const node *n, ctx *c, val *out)
     val *v = calloc(n->nargs, sizeof *v);
     bool any_null;
     if (!v)
-        return mf_error_set(c->err, MF_InternalError, "out of memory");
+        return mf_error_oom(c->err);
     int rc = set_args(n, c, v, false, &any_null, 17044, 0, "All operands of $setEquals must be "
                       "arrays. One argument is of type: %.0s%s");
     if (rc == 0) {

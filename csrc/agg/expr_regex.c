@@ -204,7 +204,7 @@ static int rx_eval(const node *n, ctx *c, val *out, int which)
         goto done;
     }
     if (!(md = pcre2_match_data_create_from_pattern(re, NULL))) {
-        rc = mf_error_set(c->err, MF_InternalError, "out of memory");
+        rc = mf_error_oom(c->err);
         goto done;
     }
     size_t pos = 0, cp = 0, len = v[0].value.v_utf8.len;

@@ -22,7 +22,7 @@ int mfi_set_str(val *v, const char *s, size_t len, mf_error *err)
 {
     char *p = bson_malloc(len + 1);
     if (!p)
-        return mf_error_set(err, MF_InternalError, "out of memory");
+        return mf_error_oom(err);
     memcpy(p, s, len);
     p[len] = 0;
     v->value_type = BSON_TYPE_UTF8;
@@ -117,7 +117,7 @@ static int op_concat(const node *n, ctx *c, val *out)
             rc = mf_error_set(c->err, 16702, "$concat only supports strings, not %s",
                               mfi_type_name(&v));
         else if (mf_buf_append(&b, sdata(&v), slen(&v)) != 0)
-            rc = mf_error_set(c->err, MF_InternalError, "out of memory");
+            rc = mf_error_oom(c->err);
         mfi_val_free(&v);
     }
     if (rc == 0)
@@ -598,7 +598,7 @@ static int replace_op(const node *n, ctx *c, val *out, bool all)
             }
         }
         rc = ok ? mfi_set_str(out, b.len ? (const char *)b.data : "", b.len, c->err)
-                : mf_error_set(c->err, MF_InternalError, "out of memory");
+                : mf_error_oom(c->err);
         mf_buf_free(&b);
     }
     mfi_free_all(v, 3);

@@ -53,7 +53,7 @@ struct mf_pipeline {
 
 static int oom(mf_error *err)
 {
-    return mf_error_set(err, MF_InternalError, "out of memory");
+    return mf_error_oom(err);
 }
 
 void *mfi_stage_new(mfi_stage_list *l, const mfi_stage_ops *ops, size_t size,
@@ -1638,7 +1638,7 @@ int mfi_pipeline_sub(mfi_agg *parent, const bson_t *stages, const mfi_sub_opts *
     if ((rc = sub_agg_init(&p->agg, parent, o, err)) != 0)
         goto fail;
     if (p->agg.depth > MFI_AGG_MAX_DEPTH) {
-        rc = mf_error_set(err, 232, "Maximum number of nested sub-pipelines exceeded. Limit is %d",
+        rc = mf_error_set(err, MF_MaxSubPipelineDepthExceeded, "Maximum number of nested sub-pipelines exceeded. Limit is %d",
                           MFI_AGG_MAX_DEPTH);
         goto fail;
     }

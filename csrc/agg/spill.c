@@ -18,7 +18,7 @@ enum { E_OUT_OF_DISK = 14031 };
 
 static int oom(mf_error *err)
 {
-    return mf_error_set(err, MF_InternalError, "out of memory");
+    return mf_error_oom(err);
 }
 
 static int io_error(mf_error *err, const char *what)

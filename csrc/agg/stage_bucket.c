@@ -37,7 +37,7 @@
 
 static int oom(mf_error *err)
 {
-    return mf_error_set(err, MF_InternalError, "out of memory");
+    return mf_error_oom(err);
 }
 
 /* mongod's canonicalizeBSONType: types that compare as one family. */

@@ -36,7 +36,7 @@
 
 static int oom(mf_error *err)
 {
-    return mf_error_set(err, MF_InternalError, "out of memory");
+    return mf_error_oom(err);
 }
 
 /* -------------------------------------------------------------- $densify */

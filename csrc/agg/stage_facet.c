@@ -81,7 +81,7 @@ static int facet_fill(facet_stage *f, mf_error *err)
         rc = mf_buf_append(&f->input, bson_get_data(&d), d.len);
         bson_destroy(&d);
         if (rc)
-            return mf_error_set(err, MF_InternalError, "out of memory");
+            return mf_error_oom(err);
     }
 }
 
@@ -181,7 +181,7 @@ static int facet_sub(facet_stage *f, size_t i, const bson_t *stages, mfi_agg *ag
         return mf_error_set(err, MF_BadValue, "sub-pipeline in $facet stage cannot be empty");
     tee_source *t = calloc(1, sizeof *t);
     if (!t)
-        return mf_error_set(err, MF_InternalError, "out of memory");
+        return mf_error_oom(err);
     t->base.next = tee_next;
     t->base.explain = tee_explain;
     t->base.free = tee_free;
@@ -233,7 +233,7 @@ int mfi_parse_facet(const bson_iter_t *it, mfi_agg *agg, mfi_stage_list *out, mf
     if (!fs)
         return MF_InternalError;
     if (!(fs->names = calloc(n, sizeof *fs->names)) || !(fs->subs = calloc(n, sizeof *fs->subs)))
-        return mf_error_set(err, MF_InternalError, "out of memory");
+        return mf_error_oom(err);
     bson_iter_recurse(it, &f);
     while (bson_iter_next(&f)) {
         uint32_t len;
@@ -243,7 +243,7 @@ int mfi_parse_facet(const bson_iter_t *it, mfi_agg *agg, mfi_stage_list *out, mf
         if (!bson_init_static(&stages, data, len))
             return mf_error_set(err, MF_InternalError, "a $facet pipeline is damaged");
         if (!(fs->names[fs->n] = bson_strdup(bson_iter_key(&f))))
-            return mf_error_set(err, MF_InternalError, "out of memory");
+            return mf_error_oom(err);
         fs->n++;
         int rc = facet_sub(fs, fs->n - 1, &stages, agg, err);
         if (rc)

@@ -52,7 +52,7 @@ typedef struct {
 
 static int oom(mf_error *err)
 {
-    return mf_error_set(err, MF_InternalError, "out of memory");
+    return mf_error_oom(err);
 }
 
 static void group_clear(group_stage *gs, group *g)
@@ -222,7 +222,7 @@ static int consume(group_stage *gs, mf_error *err)
             break;
         if (gs->mem > s->agg->group_max_bytes) {
             if (!s->agg->allow_disk_use) {
-                rc = mf_error_set(err, 292,
+                rc = mf_error_set(err, MF_QueryExceededMemoryLimitNoDiskUseAllowed,
                                   "Exceeded memory limit for $group, but didn't allow external "
                                   "sort. Pass allowDiskUse:true to opt in.");
                 break;

@@ -44,7 +44,7 @@
 
 static int oom(mf_error *err)
 {
-    return mf_error_set(err, MF_InternalError, "out of memory");
+    return mf_error_oom(err);
 }
 
 /* Check a plain field path ("a.b") as mongod's FieldPath; the owned copy
@@ -614,7 +614,7 @@ int mfi_parse_lookup(const bson_iter_t *it, mfi_agg *agg, mfi_stage_list *out, m
         if (rc)
             return rc;
     } else if (agg->depth + 1 > MFI_AGG_MAX_DEPTH) {
-        return mf_error_set(err, 232, "Maximum number of nested sub-pipelines exceeded. Limit is %d",
+        return mf_error_set(err, MF_MaxSubPipelineDepthExceeded, "Maximum number of nested sub-pipelines exceeded. Limit is %d",
                             MFI_AGG_MAX_DEPTH);
     }
     return 0;
@@ -1165,7 +1165,7 @@ int mfi_parse_graph_lookup(const bson_iter_t *it, mfi_agg *agg, mfi_stage_list *
         (rc = plain_path(cto, &gs->connect_to, err)) != 0)
         return rc;
     if (agg->depth + 1 > MFI_AGG_MAX_DEPTH)
-        return mf_error_set(err, 232, "Maximum number of nested sub-pipelines exceeded. Limit is %d",
+        return mf_error_set(err, MF_MaxSubPipelineDepthExceeded, "Maximum number of nested sub-pipelines exceeded. Limit is %d",
                             MFI_AGG_MAX_DEPTH);
     return 0;
 }

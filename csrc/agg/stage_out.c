@@ -49,7 +49,7 @@
 
 static int oom(mf_error *err)
 {
-    return mf_error_set(err, MF_InternalError, "out of memory");
+    return mf_error_oom(err);
 }
 
 /* Prefix err's message with mongod's context ("ctx :: caused by :: msg"). */
@@ -447,7 +447,7 @@ static bool dup_on_fields(const merge_stage *m, const bson_t *info)
 /* mongod's DocumentSourceMerge::spill contexts. */
 static void merge_error_context(const merge_stage *m, int rc, const bson_t *info, mf_error *err)
 {
-    if (rc == 66) /* ImmutableField */
+    if (rc == MF_ImmutableField) /* ImmutableField */
         add_context(err, "$merge failed to update the matching document, did you attempt to "
                          "modify the _id or the shard key?");
     else if (rc == MF_DuplicateKey && m->wm == WM_FAIL && dup_on_fields(m, info))
@@ -500,7 +500,7 @@ static int merge_flush(merge_stage *m, mf_agg_sink *sink, mf_error *err)
     if (first)
         return first;
     if (missed)
-        return mf_error_set(err, 13113,
+        return mf_error_set(err, MF_MergeStageNoMatchingDocument,
                             "$merge could not find a matching document in the target collection "
                             "for at least one document in the source collection");
     return 0;

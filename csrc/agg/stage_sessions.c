@@ -94,7 +94,7 @@ static int parse_user(const bson_iter_t *el, sessions_stage *x, size_t i, mf_err
         return mf_error_set(err, 40414, "BSON field '%s.%s' is missing but a required field",
                             path, v[0] ? "db" : "user");
     if (x && (!(x->users[i] = bson_strdup(v[0])) || !(x->dbs[i] = bson_strdup(v[1]))))
-        return mf_error_set(err, MF_InternalError, "out of memory");
+        return mf_error_oom(err);
     return 0;
 }
 
@@ -162,7 +162,7 @@ int mfi_parse_list_local_sessions(const bson_iter_t *it, mfi_agg *agg, mfi_stage
         x->users = calloc(nusers, sizeof *x->users);
         x->dbs = calloc(nusers, sizeof *x->dbs);
         if (!x->users || !x->dbs)
-            return mf_error_set(err, MF_InternalError, "out of memory");
+            return mf_error_oom(err);
         x->nusers = nusers; /* the entries are NULL until copied */
         bson_iter_t el;
         bson_iter_recurse(&users, &el);

@@ -94,7 +94,7 @@ typedef struct {
 
 static int oom(mf_error *err)
 {
-    return mf_error_set(err, MF_InternalError, "out of memory");
+    return mf_error_oom(err);
 }
 
 /* ------------------------------------------------------------ parsing */

@@ -445,7 +445,7 @@ static int collator_open(const bson_t *spec, mf_collator **out, mf_error *err)
 
     mf_collator *c = calloc(1, sizeof *c);
     if (!c)
-        return mf_error_set(err, MF_InternalError, "out of memory");
+        return mf_error_oom(err);
     atomic_init(&c->refs, 1);
     snprintf(c->locale, sizeof c->locale, "%s", name);
     st = U_ZERO_ERROR;

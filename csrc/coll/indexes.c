@@ -21,7 +21,7 @@ int mf_cl_indexes_load(mf_coll *c, mf_cl_indexes *out, mf_error *err)
         return 0;
     out->v = calloc(n, sizeof *out->v);
     if (!out->v)
-        return mf_error_set(err, MF_InternalError, "out of memory");
+        return mf_error_oom(err);
     for (size_t i = 0; i < n; i++) {
         const mf_index_info *info = mf_coll_index(c, i);
         int rc = mf_index_desc_init(&out->v[i], info->name, info->tree, info->spec,

@@ -408,7 +408,7 @@ int mf_cl_oplog_open(mf_engine *e, int64_t max_bytes, mf_cl_oplog **out, mf_erro
     mf_cl_oplog *o = calloc(1, sizeof *o);
     int rc;
     if (!o)
-        return mf_error_set(err, MF_InternalError, "out of memory");
+        return mf_error_oom(err);
     o->e = e;
     o->max_bytes = max_bytes;
     pthread_mutex_init(&o->mu, NULL);

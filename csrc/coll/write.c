@@ -46,7 +46,7 @@ static int opbuf_add(opbuf *b, mf_op_kind kind, mf_tree_id tree, const mf_buf *k
         size_t cap = b->cap ? b->cap * 2 : 8;
         mf_op *v = realloc(b->ops, cap * sizeof *v);
         if (!v)
-            return mf_error_set(err, MF_InternalError, "out of memory");
+            return mf_error_oom(err);
         b->ops = v;
         b->cap = cap;
     }
@@ -54,7 +54,7 @@ static int opbuf_add(opbuf *b, mf_op_kind kind, mf_tree_id tree, const mf_buf *k
         size_t cap = b->capkeys ? b->capkeys * 2 : 8;
         mf_buf *v = realloc(b->keys, cap * sizeof *v);
         if (!v)
-            return mf_error_set(err, MF_InternalError, "out of memory");
+            return mf_error_oom(err);
         b->keys = v;
         b->capkeys = cap;
     }
@@ -64,7 +64,7 @@ static int opbuf_add(opbuf *b, mf_op_kind kind, mf_tree_id tree, const mf_buf *k
     if (mf_buf_append(kb, k->data, k->len) != 0 || (with_rid && mf_buf_append(kb, rid, 8) != 0) ||
         (put_rid && mf_buf_append(kb, rid, 8) != 0)) {
         mf_buf_free(kb);
-        return mf_error_set(err, MF_InternalError, "out of memory");
+        return mf_error_oom(err);
     }
     b->nkeys++;
     size_t klen = kb->len - (put_rid ? 8 : 0);
@@ -455,7 +455,7 @@ int mf_cl_trim_oldest(mf_engine *e, mf_coll *c, mf_cl_indexes *ix, int64_t *byte
         /* a copy: the write moves what the cursor points into */
         uint8_t *copy = malloc(vl);
         if (!copy)
-            return mf_error_set(err, MF_InternalError, "out of memory");
+            return mf_error_oom(err);
         memcpy(copy, v, vl);
         uint64_t rid = mf_record_id_decode(k);
         if (bson_init_static(&old, copy, vl))
@@ -562,11 +562,11 @@ int mf_cl_stored_form(const bson_t *doc, bson_t *out, bson_iter_t *id, mf_error 
     if (has_id) {
         bson_type_t t = bson_iter_type(&it);
         if (t == BSON_TYPE_ARRAY)
-            return mf_error_set(err, 53, "can't use an array for _id");
+            return mf_error_set(err, MF_InvalidIdField, "can't use an array for _id");
         if (t == BSON_TYPE_REGEX)
-            return mf_error_set(err, 53, "can't use a regex for _id");
+            return mf_error_set(err, MF_InvalidIdField, "can't use a regex for _id");
         if (t == BSON_TYPE_UNDEFINED)
-            return mf_error_set(err, 53, "can't use a undefined for _id");
+            return mf_error_set(err, MF_InvalidIdField, "can't use a undefined for _id");
     }
     /* Since 5.0 field names may start with '$' -- except inside _id,
      * where only a DBRef's may (mongod's storageValidIdField). */

@@ -256,7 +256,7 @@ static int sink_commit(mf_agg_sink *base, mf_error *err)
             index_specs(t, &now);
             mf_coll_unlock(t);
             if (!bson_equal(&now, &s->specs))
-                rc = mf_error_set(err, 125, /* CommandFailed */
+                rc = mf_error_set(err, MF_CommandFailed,
                                   "indexes of target collection %s changed during processing.",
                                   s->target);
             bson_destroy(&now);
@@ -297,7 +297,7 @@ static sink *sink_new(mf_instance *inst, const char *db, mf_error *err)
 {
     sink *s = calloc(1, sizeof *s);
     if (!s) {
-        mf_error_set(err, MF_InternalError, "out of memory");
+        mf_error_oom(err);
         return NULL;
     }
     s->base.insert = sink_insert;
@@ -573,7 +573,7 @@ static int plan_cache_stats(void *arg, const char *db, const char *coll, bson_t 
     mf_cl_indexes ix = {0};
     if ((rc = mf_cl_indexes_load(c, &ix, err)) == 0 && inst->cl.plan_cache &&
         mf_plan_cache_stats(inst->cl.plan_cache, c, ix.v, ix.n, inst->host, out) != 0)
-        rc = mf_error_set(err, MF_InternalError, "out of memory");
+        rc = mf_error_oom(err);
     mf_cl_indexes_free(&ix);
     mf_coll_unlock(c);
     mf_engine_catalog_unlock(e);

@@ -461,7 +461,7 @@ int mfi_cmd_kill_all_sessions(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply,
         n++;
     uint8_t(*uids)[32] = n ? calloc(n, 32) : NULL;
     if (n && !uids)
-        return mf_error_set(err, MF_InternalError, "out of memory");
+        return mf_error_oom(err);
     bson_iter_recurse(&it, &el);
     for (size_t i = 0; bson_iter_next(&el); i++) {
         if ((rc = kill_user_arg(&el, uids[i], err)) != 0) {

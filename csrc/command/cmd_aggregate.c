@@ -77,7 +77,7 @@ static int read_chunk(coll_read *r, mf_error *err)
         static const uint8_t empty_doc[5] = {5, 0, 0, 0, 0};
         if ((r->no_fields ? mf_buf_append(&r->chunk, empty_doc, sizeof empty_doc)
                           : mf_buf_append(&r->chunk, bson_get_data(&row.doc), row.doc.len)) != 0) {
-            rc = mf_error_set(err, MF_InternalError, "out of memory");
+            rc = mf_error_oom(err);
             break;
         }
         n++;
@@ -207,7 +207,7 @@ static int read_open(void *arg, const mf_agg_read *q, mf_agg_source **out, bool 
     *sorted = false;
     coll_read *r = calloc(1, sizeof *r);
     if (!r)
-        return mf_error_set(err, MF_InternalError, "out of memory");
+        return mf_error_oom(err);
     r->base.next = read_next;
     r->base.explain = read_explain;
     r->base.free = read_free;
@@ -538,7 +538,7 @@ int mfi_cmd_aggregate(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_erro
     mfi_cursor *cur = calloc(1, sizeof *cur);
     if (!cur) {
         mf_pipeline_free(p);
-        return mf_error_set(err, MF_InternalError, "out of memory");
+        return mf_error_oom(err);
     }
     snprintf(cur->ns, sizeof cur->ns, "%s", ns);
     cur->pipeline = p;

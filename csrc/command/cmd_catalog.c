@@ -61,7 +61,7 @@ int mfi_cmd_create(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_error *
                 break;
             continue;
         }
-        rc = mf_error_set(err, 115, /* CommandNotSupported */
+        rc = mf_error_set(err, MF_CommandNotSupported, /* CommandNotSupported */
                           "create option '%s' is not supported by MultiforaDB yet", k);
     }
     /* CollectionOptions::appendBSON's order (coll_options.c) */

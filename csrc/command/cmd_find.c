@@ -194,7 +194,7 @@ static int sort_all(mf_cmd_ctx *ctx, mfi_cursor *cur, mf_coll *c, const mf_sort 
     int64_t keep = limit > 0 ? skip + limit : 0;
     cur->sorter = mf_sorter_new(SORT_MEMORY_LIMIT, allow_disk, tmp, keep);
     if (!cur->sorter)
-        return mf_error_set(err, MF_InternalError, "out of memory");
+        return mf_error_oom(err);
     mf_buf key = {0}, rec = {0};
     int rc = 0;
     /* mongod projects before sorting only when the projection is simple,
@@ -226,7 +226,7 @@ static int sort_all(mf_cmd_ctx *ctx, mfi_cursor *cur, mf_coll *c, const mf_sort 
             rec.len = 0;
             if (mf_buf_append(&rec, p16, 16) != 0 ||
                 mf_buf_append(&rec, bson_get_data(&row.doc), row.doc.len) != 0) {
-                rc = mf_error_set(err, MF_InternalError, "out of memory");
+                rc = mf_error_oom(err);
                 break;
             }
             rc = mf_sorter_add(cur->sorter, key.data, key.len, rec.data, rec.len, err);
@@ -291,7 +291,7 @@ static int find_prepare(mf_cmd_ctx *ctx, const bson_t *cmd, char ns[MF_MAX_NS_LE
     mfi_cursor *cur = rc == 0 ? calloc(1, sizeof *cur) : NULL;
     if (rc == 0 && !cur) {
         parts_free(q);
-        rc = mf_error_set(err, MF_InternalError, "out of memory");
+        rc = mf_error_oom(err);
     }
     if (rc) {
         mf_expr_ctx_free(xctx);
@@ -332,7 +332,7 @@ static int find_start(mf_cmd_ctx *ctx, mf_instance *inst, mfi_cursor *cur, mf_co
     cur->has_coll = mf_cl_uuid(c, cur->coll_uuid);
     cur->ix = calloc(1, sizeof *cur->ix);
     rc = cur->ix ? mf_cl_indexes_load(c, cur->ix, err)
-                 : mf_error_set(err, MF_InternalError, "out of memory");
+                 : mf_error_oom(err);
     if (rc == 0)
         rc = mf_cl_scan_new_ex(mfi_cl(inst), c, cur->ix, a->has_filter ? &a->filter : NULL,
                              a->has_hint ? &a->hint : NULL, q->sort ? &a->sort : NULL, coll,
@@ -542,7 +542,7 @@ static int set_add(distinct_set *s, const bson_iter_t *value, mf_error *err)
         size_t cap = s->cap ? s->cap * 2 : 64;
         distinct_value *v = realloc(s->v, cap * sizeof *v);
         if (!v)
-            return mf_error_set(err, MF_InternalError, "out of memory");
+            return mf_error_oom(err);
         s->v = v;
         s->cap = cap;
     }
@@ -550,14 +550,14 @@ static int set_add(distinct_set *s, const bson_iter_t *value, mf_error *err)
     memset(d, 0, sizeof *d);
     d->seq = s->seq++;
     if (mf_bsonx_key_append_coll(&d->key, value, false, s->coll) != 0)
-        return mf_error_set(err, MF_InternalError, "out of memory");
+        return mf_error_oom(err);
     bson_t one = BSON_INITIALIZER;
     mf_bsonx_append_iter(&one, "", 0, value);
     int rc = mf_buf_append(&d->value, bson_get_data(&one), one.len);
     bson_destroy(&one);
     if (rc != 0) {
         mf_buf_free(&d->key);
-        return mf_error_set(err, MF_InternalError, "out of memory");
+        return mf_error_oom(err);
     }
     s->n++;
     return 0;

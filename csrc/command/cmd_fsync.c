@@ -11,7 +11,7 @@ int mfi_cmd_fsync(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_error *e
 {
     bson_iter_t it;
     if (bson_iter_init_find(&it, cmd, "lock") && bson_iter_as_bool(&it))
-        return mf_error_set(err, 115 /* CommandNotSupported */,
+        return mf_error_set(err, MF_CommandNotSupported,
                             "fsync with lock: true (fsyncLock) is not supported");
     int rc = mf_engine_checkpoint(ctx->inst->engine, err);
     if (rc)

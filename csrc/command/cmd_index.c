@@ -112,7 +112,7 @@ static int write_sorted(mf_sorter *s, mf_engine *e, mf_coll *c, const mf_index_d
     build_batch *b = calloc(1, sizeof *b);
     mf_buf prev = {0}; /* the last key taken, and its record */
     uint8_t prev_rid[8];
-    int rc = b ? 0 : mf_error_set(err, MF_InternalError, "out of memory");
+    int rc = b ? 0 : mf_error_oom(err);
     for (bool first = true; rc == 0; first = false) {
         const uint8_t *k, *rid;
         size_t kl, rl;
@@ -132,7 +132,7 @@ static int write_sorted(mf_sorter *s, mf_engine *e, mf_coll *c, const mf_index_d
         memcpy(b->rid[b->n], rid, 8);
         b->n++;
         if (mf_buf_append(&prev, k, kl) != 0 || mf_buf_append(&b->keys, k, kl) != 0)
-            rc = mf_error_set(err, MF_InternalError, "out of memory");
+            rc = mf_error_oom(err);
         else if (b->n == BUILD_BATCH)
             rc = batch_write(b, e, x, lsn, err);
     }
@@ -158,7 +158,7 @@ static int build_index(mf_instance *inst, mf_coll *c, mf_index_desc *x, mf_cl_du
     size_t budget = (size_t)atomic_load(&inst->index_build_max_mb) << 20;
     mf_sorter *s = mf_sorter_new(budget, true, tmp, 0);
     if (!s)
-        return mf_error_set(err, MF_InternalError, "out of memory");
+        return mf_error_oom(err);
     mf_keyset ks = {0};
     mf_buf key = {0};
     uint32_t multikey = 0;
@@ -188,7 +188,7 @@ static int build_index(mf_instance *inst, mf_coll *c, mf_index_desc *x, mf_cl_du
                 key.len = 0;
                 if (mf_buf_append(&key, ik->data, ik->len) != 0 ||
                     mf_buf_append(&key, k, 8) != 0) {
-                    rc = mf_error_set(err, MF_InternalError, "out of memory");
+                    rc = mf_error_oom(err);
                     break;
                 }
                 ik = &key;
@@ -223,7 +223,7 @@ static int finish_specs(mf_engine *e, mf_coll *c, const char *const *names, size
     size_t ready = 0;
     int rc = 0;
     if (!out || !sets)
-        rc = mf_error_set(err, MF_InternalError, "out of memory");
+        rc = mf_error_oom(err);
     for (; rc == 0 && ready < n; ready++) {
         const mf_index_info *info = NULL;
         for (size_t i = 0; !info && i < mf_coll_index_count(c); i++)
@@ -306,7 +306,7 @@ int mfi_cmd_create_indexes(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf
         return rc;
     if (posix_memalign((void **)&norm, 128, nspec * sizeof *norm) != 0) {
         mf_collator_unref(dflt);
-        return mf_error_set(err, MF_InternalError, "out of memory");
+        return mf_error_oom(err);
     }
     size_t ok = 0;
     bson_iter_recurse(&specs, &el);
@@ -347,7 +347,7 @@ int mfi_cmd_create_indexes(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf
      * earlier specs of this command. */
     bool *skip = calloc(nspec, sizeof *skip);
     if (!skip)
-        rc = mf_error_set(err, MF_InternalError, "out of memory");
+        rc = mf_error_oom(err);
     /* The cluster key has its index already (IndexCatalogImpl::_isSpecOk). */
     for (size_t i = 0; rc == 0 && i < nspec && mf_cl_clustered(c, NULL); i++) {
         bson_iter_t kit, f;
@@ -394,7 +394,7 @@ int mfi_cmd_create_indexes(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf
     const char **made = calloc(nspec, sizeof *made);
     size_t nmade = 0;
     if (!made && rc == 0)
-        rc = mf_error_set(err, MF_InternalError, "out of memory");
+        rc = mf_error_oom(err);
     for (size_t i = 0; rc == 0 && i < nspec; i++) {
         if (skip[i])
             continue;
@@ -596,7 +596,7 @@ int mfi_cmd_drop_indexes(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_e
     size_t nn = 0;
     bool all = false;
     if (!names) {
-        rc = mf_error_set(err, MF_InternalError, "out of memory");
+        rc = mf_error_oom(err);
     } else if (BSON_ITER_HOLDS_UTF8(&which) && strcmp(bson_iter_utf8(&which, NULL), "*") == 0) {
         all = true;
         for (size_t i = 0; i < was; i++)
@@ -866,7 +866,7 @@ static int find_duplicates(mf_engine *e, mf_coll *c, const mf_index_desc *x, bso
             break;
         prev.len = 0;
         if (mf_buf_append(&prev, k, kl - 8) != 0) {
-            rc = mf_error_set(err, MF_InternalError, "out of memory");
+            rc = mf_error_oom(err);
             break;
         }
         memcpy(prev_rid, k + kl - 8, 8);
@@ -904,7 +904,7 @@ static int convert_to_unique(mf_cmd_ctx *ctx, mf_coll *c, const char *name, mf_l
     if (rc == 0 && nviol > 0) {
         if (ctx->err_info)
             BSON_APPEND_ARRAY(ctx->err_info, "violations", &violations);
-        rc = mf_error_set(err, 359,
+        rc = mf_error_set(err, MF_CannotConvertIndexToUnique,
                           "Cannot convert the index to unique. Please resolve conflicting "
                           "documents before running collMod again.");
     }
@@ -922,7 +922,7 @@ static int convert_to_unique(mf_cmd_ctx *ctx, mf_coll *c, const char *name, mf_l
     }
     char *keep = rc == 0 ? strdup(name) : NULL;
     if (rc == 0 && !keep)
-        rc = mf_error_set(err, MF_InternalError, "out of memory");
+        rc = mf_error_oom(err);
     mf_cl_indexes_free(&ix);
     /* Drop and build again, both under the exclusive lock: no write sees
      * the index missing.  A crash between leaves the "building" mark, and
@@ -1197,7 +1197,7 @@ static int ttl_batch(mf_engine *e, mf_coll *c, mf_cl_indexes *ix, mf_index_desc 
     if (rc == 0)
         rc = mf_cl_scan_new(NULL, c, ix, &filter, NULL, NULL, NULL, &scan, &sorted, err);
     if (rc == 0 && !(rids = malloc(TTL_BATCH * sizeof *rids)))
-        rc = mf_error_set(err, MF_InternalError, "out of memory");
+        rc = mf_error_oom(err);
     while (rc == 0 && n < TTL_BATCH) {
         mf_scan_row row;
         bool valid;

@@ -287,7 +287,7 @@ int mfi_cmd_db_stats(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_error
     mf_engine_catalog_lock(e, false);
     mf_engine_coll_each(e, collect, &l);
     if (l.oom)
-        rc = mf_error_set(err, MF_InternalError, "out of memory");
+        rc = mf_error_oom(err);
     for (size_t i = 0; rc == 0 && i < l.n; i++) {
         mf_cl_sizes s;
         mf_coll_lock(l.v[i], false);
@@ -461,7 +461,7 @@ static int check_has_entry(vstate *v, uint64_t rid, const bson_t *doc, mf_error 
     }
     mf_buf key = {0};
     if (mf_bsonx_key_append_coll(&key, &id, false, id_collation(v)) != 0)
-        return mf_error_set(err, MF_InternalError, "out of memory");
+        return mf_error_oom(err);
     bool found;
     const uint8_t *val;
     size_t vl;
@@ -500,7 +500,7 @@ static int check_keys(vstate *v, uint64_t rid, const bson_t *doc, mf_error *err)
             tk.len = 0;
             if (mf_buf_append(&tk, v->ks.keys[k].data, v->ks.keys[k].len) != 0 ||
                 (!x->unique && mf_buf_append(&tk, r, 8) != 0)) {
-                rc = mf_error_set(err, MF_InternalError, "out of memory");
+                rc = mf_error_oom(err);
                 break;
             }
             rc = mf_btree_get(t, tk.data, tk.len, &found, &val, &vl, err);
@@ -590,7 +590,7 @@ static int scan_id_index(vstate *v, mf_error *err)
             bson_init_static(&d, doc, dl) && bson_iter_init_find(&id, &d, "_id")) {
             want.len = 0;
             if (mf_bsonx_key_append_coll(&want, &id, false, id_collation(v)) != 0)
-                rc = mf_error_set(err, MF_InternalError, "out of memory");
+                rc = mf_error_oom(err);
             matches = want.len == kl && memcmp(want.data, k, kl) == 0;
         }
         if (rc == 0 && !matches)
@@ -641,11 +641,11 @@ static int validate_options(const bson_t *cmd, mf_error *err)
                             "Running the validate command with both { background: true } and "
                             "{ full: true } is not supported.");
     if (background)
-        return mf_error_set(err, 115, /* CommandNotSupported */
+        return mf_error_set(err, MF_CommandNotSupported, /* CommandNotSupported */
                             "Running the validate command with { background: true } is not "
                             "supported in standalone mode");
     if (flag(cmd, "repair"))
-        return mf_error_set(err, 115,
+        return mf_error_set(err, MF_CommandNotSupported,
                             "validate option 'repair' is not supported by MultiforaDB yet");
     if (flag(cmd, "metadata") && (full || flag(cmd, "enforceFastCount") ||
                                   flag(cmd, "checkBSONConformance")))
@@ -686,7 +686,7 @@ int mfi_cmd_validate(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_error
     v.found = calloc(nx, sizeof *v.found);
     v.bad = calloc(nx, sizeof *v.bad);
     if (rc == 0 && (!v.entries || !v.found || !v.bad))
-        rc = mf_error_set(err, MF_InternalError, "out of memory");
+        rc = mf_error_oom(err);
     v.records = mf_engine_tree(e, mf_coll_records(c));
     uint64_t n;
     mf_error terr;

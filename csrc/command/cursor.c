@@ -319,11 +319,11 @@ static inline int batch_add(mfi_batch *b, const uint8_t *data, size_t len, bool 
     if (b->n == b->docs_cap) {
         mfi_batch_doc *docs = doubled(b->docs, &b->docs_cap, sizeof *docs);
         if (!docs)
-            return mf_error_set(err, MF_InternalError, "out of memory");
+            return mf_error_oom(err);
         b->docs = docs;
     }
     if (!stable && !(data = batch_copy(b, data, len)))
-        return mf_error_set(err, MF_InternalError, "out of memory");
+        return mf_error_oom(err);
     b->docs[b->n++] = (mfi_batch_doc){data, len};
     b->bytes += len;
     return 0;
@@ -353,7 +353,7 @@ int mfi_batch_reply(mfi_batch *b, bson_t *reply, const char *batch_name, const c
     uint8_t *p = total <= INT32_MAX ? bson_reserve_buffer(reply, (uint32_t)total) : NULL;
     if (!p) {
         mfi_batch_free(b);
-        return mf_error_set(err, MF_InternalError, "out of memory");
+        return mf_error_oom(err);
     }
     uint8_t *q = p;
     mf_store_i32le(q, (int32_t)total);
@@ -426,7 +426,7 @@ static int too_large(const bson_t *d, mf_error *err)
     bson_iter_t it;
     if (bson_iter_init(&it, d) && bson_iter_next(&it))
         mf_bsonx_elem_to_string(&it, true, first, sizeof first);
-    return mf_error_set(err, 10334,
+    return mf_error_set(err, MF_BSONObjectTooLarge,
                         "BSONObj size: %u (0x%X) is invalid. Size must be between 0 and "
                         "16793600(16MB) First element: %s",
                         d->len, d->len, first);
@@ -439,7 +439,7 @@ static MF_ALWAYS_INLINE int offer(mfi_cursor *cur, mfi_batch *b, const uint8_t *
     if (!batch_fits(b, len)) {
         cur->stash.len = 0;
         if (mf_buf_append(&cur->stash, data, len) != 0)
-            return mf_error_set(err, MF_InternalError, "out of memory");
+            return mf_error_oom(err);
         cur->has_stash = true;
         *stop = true;
         return 0;
@@ -465,7 +465,7 @@ static int reshape(mfi_cursor *cur, const bson_t *doc, uint64_t rid, int64_t pos
     else
         bson_copy_to(doc, out);
     if (rc == 0 && cur->show_record_id && !BSON_APPEND_INT64(out, "$recordId", (int64_t)rid))
-        rc = mf_error_set(err, MF_InternalError, "out of memory");
+        rc = mf_error_oom(err);
     return rc;
 }
 
@@ -649,7 +649,7 @@ int mfi_cursor_fill(mfi_cursor *cur, mf_engine *e, mf_coll *c, mfi_batch *b, mf_
         }
         if (rc == 0 && valid) {
             if (mf_buf_append(&cur->stash, d, dl) != 0)
-                rc = mf_error_set(err, MF_InternalError, "out of memory");
+                rc = mf_error_oom(err);
             cur->has_stash = rc == 0;
         } else if (rc == 0) {
             *exhausted = true;
@@ -695,7 +695,7 @@ int mfi_cursor_reply_from_docs(mf_cmd_ctx *ctx, const char *ns, bson_t *docs, in
     mfi_cursor *cur = calloc(1, sizeof *cur);
     if (!cur) {
         bson_destroy(docs);
-        return mf_error_set(err, MF_InternalError, "out of memory");
+        return mf_error_oom(err);
     }
     snprintf(cur->ns, sizeof cur->ns, "%s", ns);
     cur->docs = docs;

@@ -26,7 +26,7 @@ int mf_instance_open(const mf_instance_config *cfg, mf_instance **out, mf_error 
     if (!inst || !inst->dbpath) {
         free(inst);
         mf_os_dir_unlock(lock_fd);
-        return mf_error_set(err, MF_InternalError, "out of memory");
+        return mf_error_oom(err);
     }
     inst->lock_fd = lock_fd;
     /* The storage engine: the newest checkpoint plus the log since. */
@@ -424,8 +424,18 @@ static bool takes_write_concern(const mf_cmd_def *def, const bson_t *cmd)
 static bool retriable_code(int code)
 {
     switch (code) {
-    case 6: case 7: case 89: case 91: case 189: case 262: case 9001: case 10107:
-    case 11600: case 11602: case 13435: case 13436:
+    case MF_HostUnreachable:
+    case MF_HostNotFound:
+    case MF_NetworkTimeout:
+    case MF_ShutdownInProgress:
+    case MF_PrimarySteppedDown:
+    case MF_ExceededTimeLimit:
+    case MF_SocketException:
+    case MF_NotWritablePrimary:
+    case MF_InterruptedAtShutdown:
+    case MF_InterruptedDueToReplStateChange:
+    case MF_NotPrimaryNoSecondaryOk:
+    case MF_NotPrimaryOrSecondary:
         return true;
     default:
         return false;
@@ -436,7 +446,13 @@ static bool retriable_code(int code)
 static bool state_change_code(int code)
 {
     switch (code) {
-    case 91: case 189: case 10107: case 11600: case 11602: case 13435: case 13436:
+    case MF_ShutdownInProgress:
+    case MF_PrimarySteppedDown:
+    case MF_NotWritablePrimary:
+    case MF_InterruptedAtShutdown:
+    case MF_InterruptedDueToReplStateChange:
+    case MF_NotPrimaryNoSecondaryOk:
+    case MF_NotPrimaryOrSecondary:
         return true;
     default:
         return false;

@@ -70,7 +70,7 @@ int mfi_fail_points_open(mf_instance *inst, mf_error *err)
 {
     mfi_fail_point *fps = calloc(MFI_FP_COUNT, sizeof *fps);
     if (!fps)
-        return mf_error_set(err, MF_InternalError, "out of memory");
+        return mf_error_oom(err);
     uint64_t seed = (uint64_t)mf_clock_mono_us() * 0x9e3779b97f4a7c15ull;
     for (int i = 0; i < MFI_FP_COUNT; i++) {
         pthread_mutex_init(&fps[i].mu, NULL);
@@ -219,7 +219,7 @@ int mfi_fail_point_configure(mf_instance *inst, mfi_fp_id id, const bson_t *cmd,
         else
             bson_iter_array(&it, &data_len, &p);
         if (!(data = malloc(data_len)))
-            return mf_error_set(err, MF_InternalError, "out of memory");
+            return mf_error_oom(err);
         memcpy(data, p, data_len);
     }
 

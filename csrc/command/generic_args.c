@@ -133,19 +133,19 @@ int mfi_api_params_check(const mf_cmd_def *def, const bson_t *cmd, mfi_api_param
                             "apiVersion");
     if (has_version && strcmp(out->version, "1") != 0) {
         if (strcmp(out->version, "2") == 0)
-            return mf_error_set(err, 322, "Cannot accept API version 2");
-        return mf_error_set(err, 322, "API version must be \"1\"");
+            return mf_error_set(err, MF_APIVersionError, "Cannot accept API version 2");
+        return mf_error_set(err, MF_APIVersionError, "API version must be \"1\"");
     }
     unsigned deprecated, versions = mfi_api_versions(def, &deprecated);
     if (out->strict && !(versions & 1u))
-        return mf_error_set(err, 323,
+        return mf_error_set(err, MF_APIStrictError,
                             "Provided apiStrict:true, but the command %s is not in API Version "
                             "%s. Information on supported commands and migrations in API "
                             "Version %s can be found at "
                             "https://dochub.mongodb.org/core/manual-versioned-api.",
                             canonical_name(def), out->version, out->version);
     if (out->deprecation_errors && (deprecated & 1u))
-        return mf_error_set(err, 324,
+        return mf_error_set(err, MF_APIDeprecationError,
                             "Provided apiDeprecationErrors:true, but the command %s is "
                             "deprecated in API Version %s.",
                             canonical_name(def), out->version);
@@ -191,7 +191,7 @@ static int check_stages(const bson_t *pipeline, int depth, mf_error *err)
         const char *name = bson_iter_key(&spec);
         for (size_t i = 0; i < sizeof stages_not_v1 / sizeof stages_not_v1[0]; i++)
             if (strcmp(name, stages_not_v1[i]) == 0)
-                return mf_error_set(err, 323,
+                return mf_error_set(err, MF_APIStrictError,
                                     "%s is not allowed with 'apiStrict: true' in API Version 1",
                                     name);
         if (!BSON_ITER_HOLDS_DOCUMENT(&spec) || !bson_iter_recurse(&spec, &f))
@@ -202,7 +202,7 @@ static int check_stages(const bson_t *pipeline, int depth, mf_error *err)
                 if (strcmp(bson_iter_key(&f), "latencyStats") == 0 ||
                     strcmp(bson_iter_key(&f), "queryExecStats") == 0 ||
                     strcmp(bson_iter_key(&f), "storageStats") == 0)
-                    return mf_error_set(err, 323,
+                    return mf_error_set(err, MF_APIStrictError,
                                         "only the 'count' option to $collStats is supported in "
                                         "API Version 1");
             continue;
@@ -377,16 +377,16 @@ int mfi_read_concern_check(const mf_cmd_def *def, const bson_t *cmd, mf_error *e
         return rc;
     /* waitForReadConcernImpl's order: the level first, then the times. */
     if (strcmp(r.level, "linearizable") == 0)
-        return mf_error_set(err, 123, "node needs to be a replica set member to use read concern");
+        return mf_error_set(err, MF_NotAReplicaSet, "node needs to be a replica set member to use read concern");
     if (strcmp(r.level, "snapshot") == 0)
-        return mf_error_set(err, 123,
+        return mf_error_set(err, MF_NotAReplicaSet,
                             "node needs to be a replica set member to use readConcern: snapshot");
     if (r.has_after_ct || r.has_at_ct)
         return mf_error_set(err, MF_IllegalOperation,
                             "Cannot specify %s readConcern without replication enabled",
                             r.has_after_ct ? "afterClusterTime" : "atClusterTime");
     if (r.has_after_optime)
-        return mf_error_set(err, 123, "node needs to be a replica set member to use read concern");
+        return mf_error_set(err, MF_NotAReplicaSet, "node needs to be a replica set member to use read concern");
     return 0;
 }
 

@@ -95,7 +95,7 @@ int mfi_profile_open(mf_instance *inst, mf_error *err)
 {
     mfi_profile *p = calloc(1, sizeof *p);
     if (!p)
-        return mf_error_set(err, MF_InternalError, "out of memory");
+        return mf_error_oom(err);
     pthread_mutex_init(&p->mu, NULL);
     atomic_init(&p->slowms, 100);
     atomic_init(&p->sample_rate, 1.0);
@@ -748,7 +748,7 @@ int mfi_cmd_profile(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_error 
         if ((rc = check_filter_fields(&r.filter, err)) != 0)
             return rc;
         if (!(nf = calloc(1, sizeof *nf)))
-            return mf_error_set(err, MF_InternalError, "out of memory");
+            return mf_error_oom(err);
         atomic_init(&nf->refs, 1);
         bson_copy_to(&r.filter, &nf->spec);
         if ((rc = mf_matcher_parse(&nf->spec, &nf->m, err)) != 0) {
@@ -777,7 +777,7 @@ int mfi_cmd_profile(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_error 
     if (!d && changes) {
         pthread_mutex_unlock(&p->mu);
         filter_unref(nf);
-        return mf_error_set(err, MF_InternalError, "out of memory");
+        return mf_error_oom(err);
     }
     if (d) {
         was = d->level;

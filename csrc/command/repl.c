@@ -47,7 +47,7 @@ int mfi_repl_open(mf_instance *inst, const char *set_name, mf_error *err)
         return mf_error_set(err, MF_BadValue, "invalid replica set name '%s'", set_name);
     mfi_repl *r = calloc(1, sizeof *r);
     if (!r)
-        return mf_error_set(err, MF_InternalError, "out of memory");
+        return mf_error_oom(err);
     strcpy(r->set_name, set_name);
     /* An electionId is the max int32 followed by the term (64 bits). */
     uint8_t eid[12] = {0x7f, 0xff, 0xff, 0xff, 0, 0, 0, 0, 0, 0, 0, TERM};

@@ -58,7 +58,7 @@ int mfi_txn_table_open(mf_instance *inst, mf_error *err)
 {
     mfi_txn_table *t = calloc(1, sizeof *t);
     if (!t)
-        return mf_error_set(err, MF_InternalError, "out of memory");
+        return mf_error_oom(err);
     pthread_mutex_init(&t->mu, NULL);
     pthread_cond_init(&t->cond, NULL);
     inst->txns = t;
@@ -149,7 +149,7 @@ static int add_stmt(txn_state *s, int32_t stmt_id, mf_cl_optime t, mf_error *err
         size_t cap = s->capstmts ? 2 * s->capstmts : 8;
         stmt_rec *v = realloc(s->stmts, cap * sizeof *v);
         if (!v)
-            return mf_error_set(err, MF_InternalError, "out of memory");
+            return mf_error_oom(err);
         s->stmts = v;
         s->capstmts = cap;
     }
@@ -241,7 +241,7 @@ int mfi_retry_begin(mf_cmd_ctx *ctx, const mf_cmd_def *def, const bson_t *cmd,
                             def->name);
     txn_state *s = checkout(ctx->inst->txns, id, uid);
     if (!s)
-        return mf_error_set(err, MF_InternalError, "out of memory");
+        return mf_error_oom(err);
     r->state = s;
     bson_init(&r->lsid);
     bson_append_binary(&r->lsid, "id", 2, BSON_SUBTYPE_UUID, id, 16);

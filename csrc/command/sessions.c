@@ -164,7 +164,7 @@ int mfi_sessions_open(mf_instance *inst, mf_error *err)
         s->buckets = calloc(MIN_BUCKETS, sizeof *s->buckets);
     if (!s || !s->buckets) {
         free(s);
-        return mf_error_set(err, MF_InternalError, "out of memory");
+        return mf_error_oom(err);
     }
     s->nbuckets = MIN_BUCKETS;
     s->timeout_ms = (int64_t)MF_SESSION_TIMEOUT_MINUTES * 60 * 1000;
@@ -286,7 +286,7 @@ int mfi_sessions_touch(mf_instance *inst, const uint8_t id[16], const uint8_t ui
     }
     entry *e = malloc(sizeof *e);
     if (!e) {
-        rc = mf_error_set(err, MF_InternalError, "out of memory");
+        rc = mf_error_oom(err);
         goto out;
     }
     memcpy(e->id, id, 16);
@@ -355,7 +355,7 @@ int mfi_sessions_take_changes(mf_instance *inst, mfi_session_key **active, size_
     *active = s->n ? malloc(s->n * sizeof **active) : NULL;
     if (s->n && !*active) {
         pthread_mutex_unlock(&s->mu);
-        return mf_error_set(err, MF_InternalError, "out of memory");
+        return mf_error_oom(err);
     }
     for (size_t b = 0; b < s->nbuckets; b++)
         for (entry *e = s->buckets[b]; e; e = e->next)
@@ -452,7 +452,7 @@ int mfi_sessions_list(void *arg, const mf_agg_sessions_query *q, bson_t *out, mf
     size_t nu = q->all_users ? 0 : q->nusers ? q->nusers : 1;
     uint8_t (*uids)[32] = nu ? calloc(nu, 32) : NULL;
     if (nu && !uids)
-        return mf_error_set(err, MF_InternalError, "out of memory");
+        return mf_error_oom(err);
     if (!q->all_users && q->nusers == 0)
         mfi_session_user_digest("", "", uids[0]); /* the caller: unauthenticated */
     for (size_t i = 0; i < q->nusers && !q->all_users; i++)
@@ -465,7 +465,7 @@ int mfi_sessions_list(void *arg, const mf_agg_sessions_query *q, bson_t *out, mf
     entry **v = s->n ? malloc(s->n * sizeof *v) : NULL;
     size_t n = 0;
     if (s->n && !v) {
-        rc = mf_error_set(err, MF_InternalError, "out of memory");
+        rc = mf_error_oom(err);
     } else {
         for (size_t b = 0; b < s->nbuckets; b++)
             for (entry *e = s->buckets[b]; e; e = e->next)

@@ -1490,7 +1490,7 @@ int mfi_preds_collect_coll(const bson_t *filter, const mf_collator *coll, mfi_pr
     out->complete = calloc(out->ntop ? out->ntop : 1, sizeof *out->complete);
     if (!out->complete || collect(filter, out, SIZE_MAX, NULL) != 0) {
         mfi_preds_free(out);
-        return mf_error_set(err, MF_InternalError, "out of memory");
+        return mf_error_oom(err);
     }
     return 0;
 }

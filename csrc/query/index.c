@@ -86,7 +86,7 @@ enum {
 
 static int oom(mf_error *err)
 {
-    return mf_error_set(err, MF_InternalError, "out of memory");
+    return mf_error_oom(err);
 }
 
 /* ----------------------------------------------------------------- values */

@@ -32,7 +32,7 @@ void mfi_keygen_null(bson_iter_t *out)
 
 static int oom(mf_error *err)
 {
-    return mf_error_set(err, MF_InternalError, "out of memory");
+    return mf_error_oom(err);
 }
 
 static bool sub_doc(const bson_iter_t *it, bson_t *out)

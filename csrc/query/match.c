@@ -189,7 +189,7 @@ static cond *cond_calloc(size_t n)
 
 static int oom(mf_error *err)
 {
-    return mf_error_set(err, MF_InternalError, "out of memory");
+    return mf_error_oom(err);
 }
 
 static bool is_number(const bson_iter_t *it)
@@ -311,7 +311,7 @@ int mfi_type_mask(const bson_iter_t *it, uint32_t *mask, mf_error *err)
         if (rc)
             return rc;
     }
-    return *mask ? 0 : mf_error_set(err, 9, "$type must match at least one type");
+    return *mask ? 0 : mf_error_set(err, MF_FailedToParse, "$type must match at least one type");
 }
 
 static int parse_bits(cond *c, const bson_iter_t *it, const char *op, mf_error *err)
@@ -320,7 +320,7 @@ static int parse_bits(cond *c, const bson_iter_t *it, const char *op, mf_error *
     if (is_number(it)) {
         double d = as_double(it);
         if (d < 0 || d != floor(d) || d > 9.2e18)
-            return mf_error_set(err, 9, /* FailedToParse */
+            return mf_error_set(err, MF_FailedToParse,
                                 "%s cannot take a negative or non-integral number", op);
         uint64_t v = (uint64_t)d;
         c->bits[0] = v;

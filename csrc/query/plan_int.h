@@ -241,7 +241,7 @@ struct mf_scan {
 
 static inline int oom(mf_error *err)
 {
-    return mf_error_set(err, MF_InternalError, "out of memory");
+    return mf_error_oom(err);
 }
 
 static inline void put_be64(uint8_t *p, uint64_t v)

@@ -127,7 +127,7 @@ void mf_projection_free(mf_projection *p)
 
 static int oom(mf_error *err)
 {
-    return mf_error_set(err, MF_InternalError, "out of memory");
+    return mf_error_oom(err);
 }
 
 static pnode *find_kid(const pnode *n, const char *name, size_t len)

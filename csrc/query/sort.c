@@ -70,7 +70,7 @@ struct mf_sort {
 
 static int oom(mf_error *err)
 {
-    return mf_error_set(err, MF_InternalError, "out of memory");
+    return mf_error_oom(err);
 }
 
 void mf_sort_free(mf_sort *s)
@@ -128,7 +128,7 @@ static int parse_meta(const bson_iter_t *it, mf_error *err)
     if (!bson_iter_init(&m, &sub) || !bson_iter_next(&m) || strcmp(bson_iter_key(&m), "$meta") != 0)
         return mf_error_set(err, E_META_ONLY, "$meta is the only expression supported by $sort right now");
     if (bson_count_keys(&sub) != 1)
-        return mf_error_set(err, 9 /* FailedToParse */,
+        return mf_error_set(err, MF_FailedToParse,
                             "Cannot have additional keys in a $meta sort specification");
     const char *name = BSON_ITER_HOLDS_UTF8(&m) ? bson_iter_utf8(&m, NULL) : "";
     static const char *const valid[] = {"textScore", "randVal", "geoNearDistance", "searchScore"};

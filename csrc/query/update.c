@@ -151,7 +151,7 @@ static void *calloc_bson(size_t n, size_t size)
 
 static int oom(mf_error *err)
 {
-    return mf_error_set(err, MF_InternalError, "out of memory");
+    return mf_error_oom(err);
 }
 
 /* ----------------------------------------------------------- small helpers */

@@ -1574,7 +1574,7 @@ static int bulk_track(mf_bulk *b, mf_pgno no, mf_error *err)
         size_t cap = b->capall ? b->capall * 2 : 64;
         mf_pgno *v = realloc(b->all, cap * sizeof *v);
         if (!v)
-            return mf_error_set(err, MF_InternalError, "out of memory");
+            return mf_error_oom(err);
         b->all = v;
         b->capall = cap;
     }
@@ -1598,7 +1598,7 @@ int mf_btree_bulk_begin(mf_btree *t, mf_bulk **out, mf_error *err)
         return mf_error_set(err, MF_IllegalOperation, "bulk build needs an empty tree");
     mf_bulk *b = calloc(1, sizeof *b);
     if (!b)
-        return mf_error_set(err, MF_InternalError, "out of memory");
+        return mf_error_oom(err);
     b->t = t;
     *out = b;
     return 0;

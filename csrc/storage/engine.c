@@ -167,7 +167,7 @@ static int tree_add(mf_engine *e, mf_tree_id id, mf_pgno root, bool saved, mf_er
         size_t cap = e->cap_trees ? e->cap_trees * 2 : 16;
         tree_ent **v = realloc(e->trees, cap * sizeof *v);
         if (!v) {
-            rc = mf_error_set(err, MF_InternalError, "out of memory");
+            rc = mf_error_oom(err);
             goto out;
         }
         e->trees = v;
@@ -175,7 +175,7 @@ static int tree_add(mf_engine *e, mf_tree_id id, mf_pgno root, bool saved, mf_er
     }
     tree_ent *t = calloc(1, sizeof *t);
     if (!t) {
-        rc = mf_error_set(err, MF_InternalError, "out of memory");
+        rc = mf_error_oom(err);
         goto out;
     }
     t->id = id;
@@ -437,7 +437,7 @@ int mf_engine_write(mf_engine *e, const mf_op *ops, size_t nops, mf_lsn *lsn, mf
         return mf_error_set(err, MF_BadValue, "a write of %zu bytes is too large", size);
     uint8_t *rec = malloc(size);
     if (!rec)
-        return mf_error_set(err, MF_InternalError, "out of memory");
+        return mf_error_oom(err);
     encode(ops, nops, rec);
     uint32_t max_run;
     uint64_t pages = ops_pages(ops, nops, &max_run);
@@ -777,7 +777,7 @@ static int coll_insert(mf_engine *e, mf_coll *c, mf_error *err)
         size_t cap = e->cap_colls ? e->cap_colls * 2 : 16;
         mf_coll **v = realloc(e->colls, cap * sizeof *v);
         if (!v)
-            return mf_error_set(err, MF_InternalError, "out of memory");
+            return mf_error_oom(err);
         e->colls = v;
         e->cap_colls = cap;
     }
@@ -861,13 +861,13 @@ int mf_engine_coll_create(mf_engine *e, const char *ns, const uint8_t *options,
         return mf_error_set(err, MF_NamespaceExists, "Collection %s already exists.", ns);
     mf_coll *c = calloc(1, sizeof *c);
     if (!c)
-        return mf_error_set(err, MF_InternalError, "out of memory");
+        return mf_error_oom(err);
     pthread_rwlock_init(&c->lock, NULL);
     c->name = strdup(ns);
     c->options = malloc(options_len ? options_len : 1);
     if (!c->name || !c->options) {
         coll_free(c);
-        return mf_error_set(err, MF_InternalError, "out of memory");
+        return mf_error_oom(err);
     }
     if (options_len)
         memcpy(c->options, options, options_len);
@@ -883,7 +883,7 @@ int mf_engine_coll_create(mf_engine *e, const char *ns, const uint8_t *options,
          .vlen = vlen},
     };
     rc = val ? mf_engine_write(e, ops, 2, lsn, err)
-             : mf_error_set(err, MF_InternalError, "out of memory");
+             : mf_error_oom(err);
     free(val);
     if (rc == 0)
         rc = coll_insert(e, c, err);
@@ -904,7 +904,7 @@ int mf_engine_coll_drop(mf_engine *e, const char *ns, mf_lsn *lsn, mf_error *err
     size_t n = 2 + c->nidx;
     mf_op *ops = calloc(n, sizeof *ops);
     if (!ops)
-        return mf_error_set(err, MF_InternalError, "out of memory");
+        return mf_error_oom(err);
     uint8_t key[1100];
     size_t klen = ns_key(ns, key, sizeof key);
     ops[0] = (mf_op){.kind = MF_OP_DELETE, .tree = MF_CATALOG_TREE, .key = key, .klen = klen};
@@ -931,7 +931,7 @@ int mf_engine_coll_rename(mf_engine *e, const char *from, const char *to, mf_lsn
     size_t vlen;
     uint8_t *val = coll_encode(c, &vlen), k1[1100], k2[1100];
     if (!val)
-        return mf_error_set(err, MF_InternalError, "out of memory");
+        return mf_error_oom(err);
     size_t l1 = ns_key(from, k1, sizeof k1), l2 = ns_key(to, k2, sizeof k2);
     mf_op ops[2] = {
         {.kind = MF_OP_DELETE, .tree = MF_CATALOG_TREE, .key = k1, .klen = l1},
@@ -944,7 +944,7 @@ int mf_engine_coll_rename(mf_engine *e, const char *from, const char *to, mf_lsn
         return rc;
     char *nm = strdup(to);
     if (!nm)
-        return mf_error_set(err, MF_InternalError, "out of memory");
+        return mf_error_oom(err);
     coll_remove(e, from);
     free(c->name);
     c->name = nm;
@@ -981,7 +981,7 @@ static int write_entry(mf_engine *e, mf_coll *c, const mf_op *extra, mf_lsn *lsn
     size_t vlen;
     uint8_t *val = coll_encode(c, &vlen), key[1100];
     if (!val)
-        return mf_error_set(err, MF_InternalError, "out of memory");
+        return mf_error_oom(err);
     size_t klen = ns_key(c->name, key, sizeof key);
     mf_op put = {.kind = MF_OP_PUT, .tree = MF_CATALOG_TREE, .key = key, .klen = klen,
                  .val = val, .vlen = vlen};
@@ -999,10 +999,10 @@ int mf_coll_index_create(mf_engine *e, mf_coll *c, const char *name, const uint8
 {
     for (size_t i = 0; i < c->nidx; i++)
         if (strcmp(c->idx[i].name, name) == 0)
-            return mf_error_set(err, 68, "index %s already exists", name);
+            return mf_error_set(err, MF_IndexAlreadyExists, "index %s already exists", name);
     mf_index_info *v = realloc(c->idx, (c->nidx + 1) * sizeof *v);
     if (!v)
-        return mf_error_set(err, MF_InternalError, "out of memory");
+        return mf_error_oom(err);
     c->idx = v;
     mf_index_info *x = &c->idx[c->nidx];
     uint8_t *sp = malloc(spec_len ? spec_len : 1);
@@ -1010,7 +1010,7 @@ int mf_coll_index_create(mf_engine *e, mf_coll *c, const char *name, const uint8
     if (!sp || !nm) {
         free(sp);
         free(nm);
-        return mf_error_set(err, MF_InternalError, "out of memory");
+        return mf_error_oom(err);
     }
     if (spec_len)
         memcpy(sp, spec, spec_len);
@@ -1037,7 +1037,7 @@ int mf_coll_index_drop(mf_engine *e, mf_coll *c, const char *name, mf_lsn *lsn, 
         if (strcmp(c->idx[i].name, name) == 0)
             break;
     if (i == c->nidx)
-        return mf_error_set(err, 27, "index not found with name [%s]", name);
+        return mf_error_set(err, MF_IndexNotFound, "index not found with name [%s]", name);
     mf_index_info gone = c->idx[i];
     memmove(&c->idx[i], &c->idx[i + 1], (c->nidx - i - 1) * sizeof *c->idx);
     c->nidx--;
@@ -1066,19 +1066,19 @@ int mf_coll_index_set_specs(mf_engine *e, mf_coll *c, const mf_index_spec_set *s
     size_t done = 0;
     int rc = 0;
     if (!undo)
-        return mf_error_set(err, MF_InternalError, "out of memory");
+        return mf_error_oom(err);
     for (size_t k = 0; rc == 0 && k < n; k++) {
         for (undo[k].at = 0; undo[k].at < c->nidx; undo[k].at++)
             if (strcmp(c->idx[undo[k].at].name, sets[k].name) == 0)
                 break;
         if (undo[k].at == c->nidx)
-            rc = mf_error_set(err, 27, "index not found with name [%s]", sets[k].name);
+            rc = mf_error_set(err, MF_IndexNotFound, "index not found with name [%s]", sets[k].name);
     }
     /* Swap every spec in, then write the collection's entry once. */
     for (; rc == 0 && done < n; done++) {
         uint8_t *sp = malloc(sets[done].len ? sets[done].len : 1);
         if (!sp) {
-            rc = mf_error_set(err, MF_InternalError, "out of memory");
+            rc = mf_error_oom(err);
             break;
         }
         if (sets[done].len)
@@ -1119,7 +1119,7 @@ int mf_coll_set_options(mf_engine *e, mf_coll *c, const uint8_t *options, size_t
 {
     uint8_t *o = malloc(options_len ? options_len : 1);
     if (!o)
-        return mf_error_set(err, MF_InternalError, "out of memory");
+        return mf_error_oom(err);
     if (options_len)
         memcpy(o, options, options_len);
     uint8_t *old = c->options;
@@ -1202,7 +1202,7 @@ int mf_engine_open(const char *dir, const mf_engine_options *opt, mf_engine **ou
     mf_engine *e = calloc(1, sizeof *e);
     if (!e || !(e->dir = strdup(dir))) {
         free(e);
-        return mf_error_set(err, MF_InternalError, "out of memory");
+        return mf_error_oom(err);
     }
     if (opt)
         e->opt = *opt;
@@ -1211,7 +1211,7 @@ int mf_engine_open(const char *dir, const mf_engine_options *opt, mf_engine **ou
     if (!e->opt.faults && !(e->opt.faults = e->own_faults = mf_os_faults_new())) {
         free(e->dir);
         free(e);
-        return mf_error_set(err, MF_InternalError, "out of memory");
+        return mf_error_oom(err);
     }
     e->opt.wal.faults = e->opt.faults;
     if (!e->opt.checkpoint_log_bytes)

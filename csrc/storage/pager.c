@@ -322,7 +322,7 @@ static int grow(mf_pager *pg, uint64_t n, mf_error *err)
         return rc;
     advise_huge(pg, mapped, new_pages);
     if (avail_put(pg, mapped, add) != 0)
-        return mf_error_set(err, MF_InternalError, "out of memory");
+        return mf_error_oom(err);
     atomic_store_explicit(&pg->map.mapped, new_pages, memory_order_release);
     return 0;
 }
@@ -359,7 +359,7 @@ static int alloc_locked(mf_pager *pg, uint32_t n, uint8_t type, uint64_t gen, mf
         uint8_t *b = realloc(pg->born_start, cap);
         if (!b) {
             avail_put(pg, no, n);
-            return mf_error_set(err, MF_InternalError, "out of memory");
+            return mf_error_oom(err);
         }
         memset(b + pg->born_cap, 0, cap - pg->born_cap);
         pg->born_start = b;
@@ -367,7 +367,7 @@ static int alloc_locked(mf_pager *pg, uint32_t n, uint8_t type, uint64_t gen, mf
     }
     if (ext_push(&pg->born, (extent){.start = no, .n = n}) != 0) {
         avail_put(pg, no, n);
-        return mf_error_set(err, MF_InternalError, "out of memory");
+        return mf_error_oom(err);
     }
     pg->born_start[no] = 1;
     header_init(page_at(pg, no), gen, type, n);
@@ -548,7 +548,7 @@ static int load_freelist(mf_pager *pg, mf_pgno head, uint64_t image_gen, mf_erro
             if (flags & FL_PENDING)
                 atomic_fetch_add_explicit(&pg->npending, n, memory_order_relaxed);
             if (r != 0)
-                return mf_error_set(err, MF_InternalError, "out of memory");
+                return mf_error_oom(err);
         }
         memcpy(&no, p + 24, 8);
     }
@@ -564,7 +564,7 @@ int mf_pager_open(const char *path, const mf_pager_options *opt, mf_pager **out,
     uint8_t metas[2][MF_PAGE_SIZE];
     mf_pager *pg = calloc(1, sizeof *pg);
     if (!pg)
-        return mf_error_set(err, MF_InternalError, "out of memory");
+        return mf_error_oom(err);
     pthread_mutex_init(&pg->mu, NULL);
     pg->reserved = opt && opt->reserve_bytes ? opt->reserve_bytes : ((size_t)1 << 40);
     pg->huge_mode = opt ? opt->huge_pages : MF_HUGE_AUTO;
@@ -656,7 +656,7 @@ int mf_pager_open(const char *path, const mf_pager_options *opt, mf_pager **out,
     pg->map.open_pages = npages;
     pg->map.verified = calloc((npages + 63) / 64, sizeof *pg->map.verified);
     if (!pg->map.verified) {
-        rc = mf_error_set(err, MF_InternalError, "out of memory");
+        rc = mf_error_oom(err);
         goto fail;
     }
     pg->gen = image_gen + 1;
@@ -795,7 +795,7 @@ int mf_pager_checkpoint_freeze(mf_pager *pg, const uint8_t user[MF_META_USER_SIZ
     int rc;
     mf_checkpoint *cp = calloc(1, sizeof *cp);
     if (!cp)
-        return mf_error_set(err, MF_InternalError, "out of memory");
+        return mf_error_oom(err);
     pthread_mutex_lock(&pg->mu);
     if (pg->failed) {
         rc = mf_error_set(err, MF_InternalError,
@@ -819,7 +819,7 @@ int mf_pager_checkpoint_freeze(mf_pager *pg, const uint8_t user[MF_META_USER_SIZ
             continue;
         pg->born_start[e.start] = 0;
         if (ext_push(&cp->born, e) != 0) {
-            rc = mf_error_set(err, MF_InternalError, "out of memory");
+            rc = mf_error_oom(err);
             goto fail;
         }
     }

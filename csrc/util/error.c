@@ -212,6 +212,11 @@ int mf_error_set(mf_error *err, int code, const char *fmt, ...)
     return code;
 }
 
+int mf_error_oom(mf_error *err)
+{
+    return mf_error_set(err, MF_InternalError, "out of memory");
+}
+
 void mf_error_clear(mf_error *err)
 {
     if (err) {

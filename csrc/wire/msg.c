@@ -41,7 +41,7 @@ void mf_msg_header_read(const uint8_t *p, mf_msg_header *h)
 bool mf_msg_error_is_fatal(int code)
 {
     /* mongod's ConnectionFatalMessageParseError category. */
-    return code == MF_IllegalOpMsgFlag || code == 233 /* TooManyDocumentSequences */ ||
+    return code == MF_IllegalOpMsgFlag || code == MF_TooManyDocumentSequences ||
            code == MF_ChecksumMismatch;
 }
 
@@ -128,7 +128,7 @@ int mf_msg_parse_op_msg(const uint8_t *msg, size_t len, mf_op_msg *out, mf_error
             p += n;
         } else if (kind == 1) {
             if (out->nseq >= MF_MSG_MAX_SEQUENCES)
-                return mf_error_set(err, 233, "Too many document sequences in OP_MSG");
+                return mf_error_set(err, MF_TooManyDocumentSequences, "Too many document sequences in OP_MSG");
             if (end - p < 4)
                 return mf_error_set(err, MF_Overflow,
                                     "buffer size too small to read (4) bytes out of buffer[%zu] at offset: %zu",

@@ -162,7 +162,7 @@ int mf_server_open(const mf_server_config *cfg, mf_server **out, mf_error *err)
     int rc;
     mf_server *srv = calloc(1, sizeof *srv);
     if (!srv)
-        return mf_error_set(err, MF_InternalError, "out of memory");
+        return mf_error_oom(err);
     srv->wake[0] = srv->wake[1] = -1;
     srv->max_connections = cfg->max_connections > 0 ? cfg->max_connections : 1000;
     srv->read_deadline_ms = cfg->read_deadline_ms == 0  ? MF_READ_DEADLINE_MS_DEFAULT
