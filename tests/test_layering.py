@@ -38,11 +38,9 @@ def test_includes_point_down(path):
 # command.
 SYNC_ALLOWED = {
     ("dispatch.c", "mf_command_run"),       # the one sync point of commands
-    ("sysdb.c", "run"),                      # the server's own collections at open
-    ("sysdb.c", "log_startup"),
-    ("agg_env_write.c", "sink_commit"),      # $out/$merge's commit (to move to coll/)
-    ("cmd_index.c", "mfi_indexes_recover"),  # builds a crash left, at open
-    ("cmd_index.c", "mfi_ttl_pass"),         # the TTL monitor's deletes
+    ("dispatch.c", "mfi_command_direct"),   # the same for the server's own commands
+    ("sysdb.c", "log_startup"),             # the startup log's trim, at open
+    ("agg_env_write.c", "sink_commit"),      # $out/$merge's commit
 }
 
 
@@ -69,9 +67,11 @@ def test_handlers_never_sync():
 # Issue 46: errors are set by name.  A code mongod names (util/error.c's
 # table) is written as its MF_* constant wherever it is set or compared;
 # the bare numbers left are mongod's unnamed assertion ids ("Location<id>"),
-# which mongod's own source writes as numbers too.  An allocation failure
-# is mf_error_oom(), one message for all.
-_CODE_USE = re.compile(r"(mf_error_set\(\s*[^,;]+,\s*|\b(?:rc|code)\s*[!=]=\s*)(\d+)\b")
+# which mongod's own source writes as numbers too.  A local alias
+# (E_FOO = 67, #define MFI_E_FOO 171) of a named code counts as bare.  An
+# allocation failure is mf_error_oom(), one message for all.
+_CODE_USE = re.compile(r"(mf_error_set\(\s*[^,;]+,\s*|\b(?:rc|code)\s*[!=]=\s*"
+                       r"|\b(?:MFI_)?E_[A-Z0-9_]+\s*=\s*|#define\s+(?:MFI_)?E_[A-Z0-9_]+\s+)(\d+)\b")
 
 
 def _named_codes():
@@ -101,3 +101,32 @@ def test_out_of_memory_has_one_helper():
     spelled = [str(p.relative_to(CSRC)) for p in _files()
                if p.name != "error.c" and re.search(r'MF_InternalError,\s*"out of memory"', p.read_text())]
     assert not spelled, spelled
+
+
+# Issue 46: no handler calls another.  A handler (mfi_cmd_<name>) is
+# reached only through the command table of dispatch.c -- by a client's
+# command (mf_command_run) or the server's own (mfi_command_direct); what
+# two commands share is a function of coll/ or of command/'s helpers
+# (mfi_aggregate_run for aggregate and its explain).
+_HANDLER_DEF = re.compile(r"^int (mfi_cmd_\w+)\(mf_cmd_ctx \*")
+
+
+def _handler_uses():
+    uses = []
+    for path in _files():
+        if path.suffix != ".c" or path.name == "dispatch.c":
+            continue
+        for n, line in enumerate(path.read_text().splitlines(), 1):
+            if _HANDLER_DEF.match(line):
+                continue
+            for m in re.finditer(r"\bmfi_cmd_\w+\b", line):
+                uses.append(f"{path.relative_to(CSRC)}:{n}: {m.group(0)}")
+    return uses
+
+
+@pytest.mark.skipif(not CSRC.is_dir(), reason="csrc/ not present (installed package only)")
+def test_no_handler_calls_another():
+    table = (CSRC / "command" / "dispatch.c").read_text()
+    assert "mfi_cmd_insert" in table  # the table is where handlers are named
+    uses = _handler_uses()
+    assert not uses, uses

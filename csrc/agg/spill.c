@@ -14,7 +14,6 @@
 #include <string.h>
 #include <unistd.h>
 
-enum { E_OUT_OF_DISK = 14031 };
 
 static int oom(mf_error *err)
 {
@@ -25,7 +24,7 @@ static int io_error(mf_error *err, const char *what)
 {
     int e = errno;
     if (e == ENOSPC)
-        return mf_error_set(err, E_OUT_OF_DISK, "spill file %s: %s", what, strerror(e));
+        return mf_error_set(err, MF_OutOfDiskSpace, "spill file %s: %s", what, strerror(e));
     return mf_error_set(err, MF_InternalError, "spill file %s: %s", what,
                         e ? strerror(e) : "short read or write");
 }

@@ -15,7 +15,10 @@
  *              indexes) and the index access counters ($indexStats)
  *   options.c  what the catalog keeps of a collection: uuid, default
  *              collation, clustered index, change-stream images
- *   catalog.c  creating a collection (as the server's own work)
+ *   catalog.c  creating, dropping and renaming collections
+ *   index_build.c  building indexes; the cleanup of interrupted builds
+ *   ttl.c      the TTL monitor's pass
+ *   validate.c validate's checks of a collection
  *   stats.c    the bytes a collection occupies
  *   oplog.c    a replica set's oplog and the clock of its timestamps
  *
@@ -236,6 +239,93 @@ int mf_cl_set_pre_post_images(mf_engine *e, mf_coll *c, bool enabled, mf_lsn *ls
  * the catalog lock exclusively: call with no lock held. */
 int mf_cl_create(mf_engine *e, const char *ns, const bson_t *options, const mf_collator *coll,
                  bool id_index, mf_error *err);
+
+/* Whether `ns` exists (takes the catalog lock shared: call with none). */
+bool mf_cl_exists(mf_engine *e, const char *ns);
+
+/* Drop `ns` with its indexes; *nindexes is how many it had.
+ * MF_NamespaceNotFound when it is not there.  Takes the catalog lock
+ * exclusively.  *lsn raised: the caller syncs. */
+int mf_cl_drop(mf_cl_db *db, const char *ns, int *nindexes, mf_lsn *lsn, mf_error *err);
+
+/* Drop every collection of database `name` (none: nothing to do). */
+int mf_cl_drop_db(mf_cl_db *db, const char *name, mf_lsn *lsn, mf_error *err);
+
+/* Rename `from` to `to` (both full namespaces, checked by the caller):
+ * MF_NamespaceNotFound without `from`, MF_IllegalOperation when they are
+ * the same, MF_NamespaceExists when `to` exists and not `drop_target`
+ * (with it, `to` is dropped first).  Takes the catalog lock exclusively. */
+int mf_cl_rename(mf_cl_db *db, const char *from, const char *to, bool drop_target, mf_lsn *lsn,
+                 mf_error *err);
+
+/* The namespaces of every collection at one moment, copied. */
+typedef struct mf_cl_names {
+    char **ns;
+    size_t n, cap;
+} mf_cl_names;
+
+int mf_cl_names_get(mf_engine *e, mf_cl_names *out, mf_error *err);
+void mf_cl_names_free(mf_cl_names *l);
+
+/* -------------------------------------------------------- index_build.c */
+
+/* The spec as listIndexes shows it: without the server's own fields
+ * ("building", "multikeyPaths").  `out` is initialized here. */
+void mf_cl_index_public_spec(const uint8_t *spec, size_t len, bson_t *out);
+
+/* The document of record `rid` of `c` into `doc` (static, valid while the
+ * collection is locked); *found false when there is none, or it is not a
+ * document. */
+int mf_cl_record_doc(mf_engine *e, mf_coll *c, const uint8_t rid[8], bson_t *doc, bool *found,
+                     mf_error *err);
+
+/* How a build runs: the sorter's memory (maxIndexBuildMemoryUsageMegabytes)
+ * and where it spills, the operation's deadline, and a hook called when
+ * every key is written and before the build is committed, if the
+ * collection holds documents (the hangIndexBuildBeforeCommit fail point);
+ * its error fails the build. */
+typedef struct mf_cl_build {
+    size_t sort_bytes;
+    const char *tmpdir;
+    mf_deadline *deadline;
+    int (*before_commit)(void *arg, mf_error *err);
+    void *arg;
+} mf_cl_build;
+
+/* Build the `nspec` normalized specs (mf_index_spec_normalize_coll) on
+ * `c`, catalog lock shared and collection lock exclusive held.  Specs
+ * equal to an existing index or to an earlier spec are skipped;
+ * *fresh is how many were new.  All are built or none: a failure
+ * (DuplicateKey, too many indexes, the deadline) drops what was made. */
+int mf_cl_index_build(mf_cl_db *db, mf_coll *c, const char *ns, const bson_t *specs,
+                      size_t nspec, const mf_cl_build *o, size_t *fresh, mf_lsn *lsn,
+                      mf_error *err);
+
+/* Drop index `name` of `c` and build it again from `spec` (which carries
+ * the "building" mark, removed at the end), collection lock exclusive
+ * held: collMod's conversion to unique.  No write sees the index missing. */
+int mf_cl_index_rebuild(mf_engine *e, mf_coll *c, const char *name, const bson_t *spec,
+                        const mf_cl_build *o, mf_lsn *lsn, mf_error *err);
+
+/* At open: drop every index a crash left marked "building", and the
+ * temporary collections of an interrupted $out.  Durable on return. */
+int mf_cl_recover_builds(mf_engine *e, mf_error *err);
+
+/* ----------------------------------------------------------- validate.c */
+
+/* validate's checks of `ns` (catalog and collection locks taken shared
+ * here), appended to `out` as mongod's result fields (ns, uuid, nrecords,
+ * keysPerIndex, indexDetails, valid, errors, ...).  MF_NamespaceNotFound
+ * when it does not exist; the deadline is checked per record and entry. */
+int mf_cl_validate(mf_engine *e, const char *ns, mf_deadline *dl, bson_t *out, mf_error *err);
+
+/* ---------------------------------------------------------------- ttl.c */
+
+/* One pass of the TTL monitor over every collection: the expired documents
+ * of each TTL index deleted through the write path, each batch synced.
+ * Stops early when stop(arg) says so.  *deleted counts the deletes. */
+int mf_cl_ttl_pass(mf_cl_db *db, bool (*stop)(void *), void *arg, uint64_t *deleted,
+                   mf_error *err);
 
 /* -------------------------------------------------------------- oplog.c */
 

@@ -74,7 +74,7 @@ static void index_specs(mf_coll *c, bson_t *out)
         bson_t pub;
         char key[16];
         const char *k;
-        mfi_index_public_spec(info->spec, info->spec_len, &pub);
+        mf_cl_index_public_spec(info->spec, info->spec_len, &pub);
         mf_uint32_to_key(n++, &k, key, sizeof key);
         bson_append_document(out, k, -1, &pub);
         bson_destroy(&pub);
@@ -328,6 +328,49 @@ static int temp_name(char *out, size_t cap, mf_error *err)
     return 0;
 }
 
+/* The target's indexes (s->specs) built on the new temporary collection
+ * s->ns, as one build. */
+static int copy_indexes(sink *s, mf_error *err)
+{
+    mf_instance *inst = s->inst;
+    mf_engine *e = inst->engine;
+    size_t n = 0, fresh;
+    bson_iter_t it;
+    bson_iter_init(&it, &s->specs);
+    while (bson_iter_next(&it))
+        n++;
+    bson_t *specs = NULL;
+    if (posix_memalign((void **)&specs, 128, n * sizeof *specs) != 0)
+        return mf_error_oom(err);
+    size_t k = 0;
+    bson_iter_init(&it, &s->specs);
+    while (bson_iter_next(&it) && k < n) {
+        bson_t d;
+        if (mfi_doc_arg(&it, &d))
+            bson_init_static(&specs[k++], bson_get_data(&d), d.len);
+    }
+    char tmp[4096];
+    mfi_tmpdir_of(inst, tmp, sizeof tmp);
+    mf_cl_build o = {.sort_bytes = (size_t)atomic_load(&inst->index_build_max_mb) << 20,
+                     .tmpdir = tmp};
+    mf_lsn lsn = 0;
+    int rc;
+    mf_engine_catalog_lock(e, false);
+    mf_coll *c = mf_engine_coll(e, s->ns);
+    if (!c) {
+        rc = mf_error_set(err, MF_NamespaceNotFound, "collection %s vanished", s->ns);
+    } else {
+        mf_coll_lock(c, true);
+        rc = mf_cl_index_build(mfi_cl(inst), c, s->ns, specs, k, &o, &fresh, &lsn, err);
+        mf_coll_unlock(c);
+    }
+    mf_engine_catalog_unlock(e);
+    if (lsn > s->lsn) /* synced with the documents, at commit */
+        s->lsn = lsn;
+    free(specs);
+    return rc;
+}
+
 static int out_open(void *arg, const char *db, const char *coll, mf_agg_sink **out,
                     mf_error *err)
 {
@@ -354,27 +397,13 @@ static int out_open(void *arg, const char *db, const char *coll, mf_agg_sink **o
     }
     mf_engine_catalog_unlock(e);
 
-    bson_t cmd = BSON_INITIALIZER, reply = BSON_INITIALIZER;
-    mf_cmd_ctx ctx = sink_ctx(s, "create");
-    BSON_APPEND_UTF8(&cmd, "create", tmp);
-    rc = mfi_cmd_create(&ctx, &cmd, &reply, err);
-    if (rc == 0 && !bson_empty(&s->specs)) {
-        bson_reinit(&cmd);
-        bson_reinit(&reply);
-        ctx = sink_ctx(s, "createIndexes");
-        BSON_APPEND_UTF8(&cmd, "createIndexes", tmp);
-        BSON_APPEND_ARRAY(&cmd, "indexes", &s->specs);
-        rc = mfi_cmd_create_indexes(&ctx, &cmd, &reply, err);
-        if (ctx.lsn > s->lsn) /* synced with the documents, at commit */
-            s->lsn = ctx.lsn;
-        if (rc) {
-            char msg[sizeof err->msg];
-            snprintf(msg, sizeof msg, "%s", err->msg);
-            mf_error_set(err, rc, "Copying indexes for $out failed :: caused by :: %s", msg);
-        }
+    bson_t none = BSON_INITIALIZER;
+    rc = mf_cl_create(e, s->ns, &none, NULL, true, err);
+    if (rc == 0 && !bson_empty(&s->specs) && (rc = copy_indexes(s, err)) != 0) {
+        char msg[sizeof err->msg];
+        snprintf(msg, sizeof msg, "%s", err->msg);
+        mf_error_set(err, rc, "Copying indexes for $out failed :: caused by :: %s", msg);
     }
-    bson_destroy(&cmd);
-    bson_destroy(&reply);
     if (rc) {
         sink_free(&s->base); /* drops the temporary collection if it was made */
         return rc;
@@ -527,7 +556,7 @@ static int index_stats(void *arg, const char *db, const char *coll, bson_t *out,
             bson_iter_t it;
             char key[16];
             const char *k;
-            mfi_index_public_spec(info->spec, info->spec_len, &pub);
+            mf_cl_index_public_spec(info->spec, info->spec_len, &pub);
             mf_uint32_to_key((uint32_t)i, &k, key, sizeof key);
             bson_append_document_begin(out, k, -1, &doc);
             BSON_APPEND_UTF8(&doc, "name", info->name);

@@ -424,6 +424,12 @@ static int resolve_collation(mf_cmd_ctx *ctx, const agg_args *a, const char *ns,
 
 int mfi_cmd_aggregate(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_error *err)
 {
+    return mfi_aggregate_run(ctx, cmd, 0, reply, err);
+}
+
+int mfi_aggregate_run(mf_cmd_ctx *ctx, const bson_t *cmd, int explain, bson_t *reply,
+                      mf_error *err)
+{
     bson_iter_t it;
     char ns[MF_MAX_NS_LEN + 1];
     const char *coll = NULL;
@@ -443,10 +449,10 @@ int mfi_cmd_aggregate(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_erro
                             bson_iter_key(&it));
     }
     agg_args a;
-    if ((rc = parse_args(cmd, ctx->explain != 0, &a, err)) != 0 ||
+    if ((rc = parse_args(cmd, explain != 0, &a, err)) != 0 ||
         (rc = mfi_api_check_pipeline(&ctx->api, &a.pipeline, err)) != 0)
         return rc;
-    a.explain |= ctx->explain != 0;
+    a.explain |= explain != 0;
     /* Its own maxTimeMS read, the check the dispatcher makes for other
      * commands (maxTimeAlwaysTimeOut); under an explain with a time limit
      * of its own, the dispatcher made it. */
@@ -483,7 +489,7 @@ int mfi_cmd_aggregate(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_erro
     mf_collator_unref(collation); /* the pipeline holds its own reference */
     if (rc)
         return rc;
-    if (a.explain && ctx->explain > 1 && mf_pipeline_writes(p)) {
+    if (a.explain && explain > 1 && mf_pipeline_writes(p)) {
         /* explain must not write: mongod refuses execution statistics of
          * a $out or $merge (51029 / 51184) */
         mf_pipeline_free(p);
@@ -495,8 +501,8 @@ int mfi_cmd_aggregate(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_erro
         /* explain runs nothing unless a verbosity (from the explain
          * command) asks for statistics */
         BSON_APPEND_UTF8(reply, "explainVersion", "1");
-        /* `explain: true` (ctx->explain 0) is queryPlanner's */
-        rc = mf_pipeline_explain(p, ctx->explain > 1 ? ctx->explain - 1 : 0, reply, err);
+        /* `explain: true` (explain 0) is queryPlanner's */
+        rc = mf_pipeline_explain(p, explain > 1 ? explain - 1 : 0, reply, err);
         if (rc == 0) {
             bson_t si;
             BSON_APPEND_DOCUMENT(reply, "command", cmd);

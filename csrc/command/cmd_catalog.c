@@ -61,7 +61,7 @@ int mfi_cmd_create(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_error *
                 break;
             continue;
         }
-        rc = mf_error_set(err, MF_CommandNotSupported, /* CommandNotSupported */
+        rc = mf_error_set(err, MF_CommandNotSupported,
                           "create option '%s' is not supported by MultiforaDB yet", k);
     }
     /* CollectionOptions::appendBSON's order (coll_options.c) */
@@ -92,26 +92,18 @@ int mfi_cmd_drop(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_error *er
     int rc = mfi_coll_arg(ctx, cmd, ns, sizeof ns, err);
     if (rc)
         return rc;
-    mf_engine *e = ctx->inst->engine;
-    mf_lsn lsn;
-    mf_engine_catalog_lock(e, true);
-    mf_coll *c = mf_engine_coll(e, ns);
-    if (!c) {
-        /* mongod 7.0: dropping a collection that does not exist succeeds. */
-        mf_engine_catalog_unlock(e);
+    mf_lsn lsn = 0;
+    int nidx = 0;
+    /* mongod 7.0: dropping a collection that does not exist succeeds. */
+    if (!mf_cl_exists(ctx->inst->engine, ns))
         return 0;
-    }
     if ((strcmp(ns + strlen(ctx->db) + 1, "system.profile") == 0 &&
          (rc = mfi_profile_check_drop(ctx->inst, ctx->db, err)) != 0) ||
-        (rc = mfi_repl_check_drop(ctx->inst, ns, err)) != 0) {
-        mf_engine_catalog_unlock(e);
+        (rc = mfi_repl_check_drop(ctx->inst, ns, err)) != 0)
         return rc;
-    }
-    int nidx = (int)mf_coll_index_count(c);
-    rc = mf_engine_coll_drop(e, ns, &lsn, err);
-    mf_engine_catalog_unlock(e);
-    if (rc == 0)
-        mf_cl_usage_forget(mfi_cl(ctx->inst), ns, NULL);
+    rc = mf_cl_drop(mfi_cl(ctx->inst), ns, &nidx, &lsn, err);
+    if (rc == MF_NamespaceNotFound) /* dropped meanwhile */
+        return 0;
     mfi_ctx_wrote(ctx, lsn);
     if (rc == 0) {
         BSON_APPEND_INT32(reply, "nIndexesWas", nidx);
@@ -306,23 +298,11 @@ int mfi_cmd_list_databases(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf
 int mfi_cmd_drop_database(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_error *err)
 {
     (void)cmd;
-    mf_engine *e = ctx->inst->engine;
-    coll_list l = {.db = ctx->db, .dblen = strlen(ctx->db)};
     mf_lsn lsn = 0;
     int rc = mfi_repl_check_drop_db(ctx->inst, ctx->db, err);
     if (rc)
         return rc;
-    mf_engine_catalog_lock(e, true);
-    mf_engine_coll_each(e, collect, &l);
-    for (size_t i = 0; i < l.n && rc == 0; i++) {
-        char ns[NS_MAX + 64];
-        snprintf(ns, sizeof ns, "%s", mf_coll_name(l.v[i]));
-        rc = mf_engine_coll_drop(e, ns, &lsn, err);
-        if (rc == 0)
-            mf_cl_usage_forget(mfi_cl(ctx->inst), ns, NULL);
-    }
-    mf_engine_catalog_unlock(e);
-    free(l.v);
+    rc = mf_cl_drop_db(mfi_cl(ctx->inst), ctx->db, &lsn, err);
     mfi_ctx_wrote(ctx, lsn);
     if (rc == 0) {
         /* its profiling settings go with it, as mongod's */
@@ -372,28 +352,8 @@ int mfi_cmd_rename_collection(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply,
     if ((rc = mfi_repl_check_write(ctx->inst, from, err)) != 0 ||
         (rc = mfi_repl_check_write(ctx->inst, to, err)) != 0)
         return rc;
-    mf_engine *e = ctx->inst->engine;
     mf_lsn lsn = 0;
-    mf_engine_catalog_lock(e, true);
-    if (!mf_engine_coll(e, from)) {
-        rc = mf_error_set(err, MF_NamespaceNotFound, "Source collection %s does not exist",
-                          from);
-    } else if (strcmp(from, to) == 0) {
-        rc = mf_error_set(err, MF_IllegalOperation,
-                          "Can't rename a collection to itself");
-    } else if (mf_engine_coll(e, to)) {
-        if (!drop_target)
-            rc = mf_error_set(err, MF_NamespaceExists, "target namespace exists");
-        else
-            rc = mf_engine_coll_drop(e, to, &lsn, err);
-    }
-    if (rc == 0)
-        rc = mf_engine_coll_rename(e, from, to, &lsn, err);
-    mf_engine_catalog_unlock(e);
-    if (rc == 0) {
-        mf_cl_usage_forget(mfi_cl(ctx->inst), from, NULL);
-        mf_cl_usage_forget(mfi_cl(ctx->inst), to, NULL);
-    }
+    rc = mf_cl_rename(mfi_cl(ctx->inst), from, to, drop_target, &lsn, err);
     mfi_ctx_wrote(ctx, lsn);
     return rc;
 }

@@ -319,41 +319,6 @@ static void put_all_plans_stages(const what *w, bson_t *all)
     bson_steal(all, &out);
 }
 
-void mfi_plans_init(mfi_plans_explained *p)
-{
-    memset(p, 0, sizeof *p);
-    bson_init(&p->rejected);
-    bson_init(&p->all);
-}
-
-int mfi_plans_explain(const mf_scan *s, mfi_plans_explained *p)
-{
-    p->hashed = mf_scan_hashes(s, &p->query_hash, &p->plan_cache_key);
-    return mf_scan_explain_rejected(s, &p->rejected) == 0 &&
-                   mf_scan_explain_all_plans(s, &p->all) == 0
-               ? 0
-               : -1;
-}
-
-void mfi_plans_free(mfi_plans_explained *p)
-{
-    bson_destroy(&p->rejected);
-    bson_destroy(&p->all);
-    mfi_plans_init(p);
-}
-
-/* queryPlanner's queryHash and planCacheKey, as mongod prints them. */
-void mfi_put_hashes(bson_t *qp, bool hashed, uint32_t query_hash, uint32_t plan_cache_key)
-{
-    char hex[16];
-    if (!hashed)
-        return;
-    snprintf(hex, sizeof hex, "%08X", query_hash);
-    BSON_APPEND_UTF8(qp, "queryHash", hex);
-    snprintf(hex, sizeof hex, "%08X", plan_cache_key);
-    BSON_APPEND_UTF8(qp, "planCacheKey", hex);
-}
-
 /* The reply: queryPlanner, executionStats (verbosity permitting), the
  * command and serverInfo. */
 static void put_reply(mf_cmd_ctx *ctx, bson_t *reply, const char *ns, const bson_t *filter,
@@ -516,11 +481,10 @@ int mfi_cmd_explain(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_error 
         strcmp(op, "update") != 0 && strcmp(op, "delete") != 0 &&
         strcmp(op, "findAndModify") != 0) {
         if (strcmp(op, "aggregate") == 0) {
-            mf_cmd_ctx actx = *ctx;
-            actx.explain = strcmp(verbosity, "queryPlanner") == 0     ? 1
-                           : strcmp(verbosity, "executionStats") == 0 ? 2
-                                                                       : 3;
-            return mfi_cmd_aggregate(&actx, &inner, reply, err);
+            int level = strcmp(verbosity, "queryPlanner") == 0     ? 1
+                        : strcmp(verbosity, "executionStats") == 0 ? 2
+                                                                    : 3;
+            return mfi_aggregate_run(ctx, &inner, level, reply, err);
         }
         return mf_error_set(err, MF_CommandNotFound, "Explain failed due to unknown command: %s",
                             op);

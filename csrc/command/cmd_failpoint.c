@@ -56,7 +56,6 @@
 #include <string.h>
 
 #define FP_STORAGE "storageFault"
-#define HANG_POLL_MS 100 /* pauseWhileSet's: one evaluation per 100 ms */
 
 static int parse_mode(const bson_iter_t *it, bool *off, int *skip, int *times, mf_error *err)
 {
@@ -138,40 +137,6 @@ static void append_count(bson_t *reply, int64_t count)
         BSON_APPEND_INT64(reply, "count", count);
 }
 
-/* One step of a wait that polls: MaxTimeMSExpired once the command's
- * deadline has passed, InterruptedAtShutdown if shutdown wakes the sleep
- * of `ms`, else 0. */
-static int wait_step(mf_cmd_ctx *ctx, int64_t ms, mf_error *err)
-{
-    if (mf_deadline_passed(&ctx->deadline))
-        return mf_deadline_expired(err);
-    if (mfi_instance_sleep(ctx->inst, ms))
-        return mf_error_set(err, MF_InterruptedAtShutdown, "interrupted at shutdown");
-    return 0;
-}
-
-int mfi_hang_index_build(mf_cmd_ctx *ctx, mf_error *err)
-{
-    mf_instance *inst = ctx->inst;
-    if (!mfi_fail_point_fires(inst, MFI_FP_HANG_INDEX_BUILD, MFI_FP_FIRST, NULL, NULL, NULL))
-        return 0;
-    mf_log(MF_LOG_INFO, "INDEX", 4841706, "conn", "Hanging before committing index build");
-    int rc = 0;
-    for (mfi_fp_entry entry = MFI_FP_FIRST;
-         rc == 0 && mfi_fail_point_fires(inst, MFI_FP_HANG_INDEX_BUILD, entry, NULL, NULL, NULL);
-         entry = MFI_FP_AGAIN)
-        rc = wait_step(ctx, HANG_POLL_MS, err);
-    return rc;
-}
-
-int mfi_max_time_check(mf_instance *inst, mf_error *err)
-{
-    if (!mfi_fail_point_fires(inst, MFI_FP_MAX_TIME_ALWAYS_TIME_OUT, MFI_FP_FIRST, NULL, NULL,
-                              NULL))
-        return 0;
-    return mf_deadline_expired(err);
-}
-
 int mfi_cmd_wait_for_fail_point(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply,
                                 mf_error *err)
 {
@@ -199,7 +164,7 @@ int mfi_cmd_wait_for_fail_point(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *repl
         return mf_error_set(err, MF_FailPointSetFailed, "%s not found", name);
     int rc = 0;
     while (rc == 0 && mfi_fail_point_entered(ctx->inst, id) < want)
-        rc = wait_step(ctx, 5, err);
+        rc = mfi_fail_point_wait_step(ctx, 5, err);
     return rc;
 }
 

@@ -32,16 +32,6 @@ static bool doc_empty(const bson_t *d)
     return !d || d->len <= 5;
 }
 
-/* Errors met while running a query carry mongod's executor prefix. */
-void mfi_executor_error(mf_error *err, const char *cmdname)
-{
-    char msg[sizeof err->msg];
-    if (strncmp(err->msg, "Executor error", 14) == 0)
-        return;
-    snprintf(msg, sizeof msg, "%s", err->msg);
-    mf_error_set(err, err->code, "Executor error during %s :: caused by :: %s", cmdname, msg);
-}
-
 /* A non-negative whole-number argument (skip, limit, batchSize). */
 static int count_arg(const char *cmdname, const bson_iter_t *it, int64_t *out, mf_error *err)
 {
@@ -174,12 +164,6 @@ static int parse_parts(const bson_t *filter, const bson_t *projection, const bso
     if (rc)
         parts_free(q);
     return rc;
-}
-
-/* The temporary directory for sorts that spill. */
-void mfi_tmpdir_of(mf_instance *inst, char *out, size_t cap)
-{
-    snprintf(out, cap, "%s/_tmp", inst->dbpath);
 }
 
 /* Run the whole scan through a sorter (collection lock held). */

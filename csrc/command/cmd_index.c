@@ -1,266 +1,23 @@
 /*
  * cmd_index.c -- createIndexes, listIndexes, dropIndexes, collMod (index
- * options), the cleanup of interrupted builds at open, and the TTL monitor.
- *
- * A build holds the collection's exclusive lock from start to end (mongod's
- * old foreground build): it creates the index marked "building" in its
- * catalog spec, writes every record's keys through the log in batches, then
- * rewrites the spec without the mark.  A unique violation drops the index
- * again.  After a crash in the middle the mark is still there, and
- * mfi_indexes_recover() drops the half-built index at open: a build leaves
- * the whole index or none.
+ * options), the unique-index check at open, and the thread of the TTL
+ * monitor.  The builds, the cleanup of interrupted builds and the TTL
+ * pass are the collection layer's (coll/index_build.c, coll/ttl.c).
  */
 #include "command_int.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 
-#define MAX_INDEXES 64
-#define BUILD_BATCH 512 /* keys per engine write during a build */
-
-/* The spec as listIndexes shows it: without the server's own fields. */
-void mfi_index_public_spec(const uint8_t *spec, size_t len, bson_t *out)
-{
-    bson_t s;
-    bson_init(out);
-    if (bson_init_static(&s, spec, len))
-        bson_copy_to_excluding_noinit(&s, out, "multikeyPaths", "building", NULL);
-}
-
-/* The document of record `rid` of `c` into `doc` (static, valid while the
- * collection is locked); *found false when there is none, or it is not a
- * document. */
-static int record_doc(mf_engine *e, mf_coll *c, const uint8_t rid[8], bson_t *doc, bool *found,
-                      mf_error *err)
-{
-    const uint8_t *v;
-    size_t vl;
-    int rc = mf_btree_get(mf_engine_tree(e, mf_coll_records(c)), rid, 8, found, &v, &vl, err);
-    if (rc == 0 && *found)
-        *found = bson_init_static(doc, v, vl);
-    return rc;
-}
-
-/* ------------------------------------------------------------- the build */
-
-/* An index is built by sorting: every record's keys go through a sorter
- * (sort.c) and are written in key order, so that each engine write
- * appends at the right edge of the tree.  Splits there leave the left page
- * full (btree.c, split), so the built index is packed, and the build
- * touches each leaf once instead of once per key.  The sorter keeps keys
- * in memory up to maxIndexBuildMemoryUsageMegabytes (200 by default), the
- * bound mongod puts on its sorter; past it, as mongod's does, it spills
- * sorted runs to unnamed files in <dbpath>/_tmp and merges them, so the
- * index is written in one ordered pass whatever its size.
- *
- * A sorter record is the tree's key (with the RecordId after the key, for
- * a non-unique index), and the RecordId as its document.  Records are
- * added in RecordId order and the sorter keeps ties in the order added, so
- * equal keys come out in RecordId order. */
-
-/* Sorted keys gathered for one engine write.  The keys are copied: the
- * sorter's stay valid only until its next record. */
-typedef struct build_batch {
-    mf_op ops[BUILD_BATCH];
-    size_t at[BUILD_BATCH]; /* where each key starts in `keys` */
-    uint8_t rid[BUILD_BATCH][8];
-    mf_buf keys;
-    size_t n;
-} build_batch;
-
-static int batch_write(build_batch *b, mf_engine *e, const mf_index_desc *x, mf_lsn *lsn,
-                       mf_error *err)
-{
-    if (b->n == 0)
-        return 0;
-    for (size_t i = 0; i < b->n; i++) { /* the arena has stopped growing */
-        size_t end = i + 1 < b->n ? b->at[i + 1] : b->keys.len;
-        b->ops[i] = (mf_op){.kind = MF_OP_PUT, .tree = x->tree, .key = b->keys.data + b->at[i],
-                            .klen = end - b->at[i], .val = b->rid[i], .vlen = 8};
-    }
-    int rc = mf_engine_write(e, b->ops, b->n, lsn, err);
-    b->n = 0;
-    b->keys.len = 0;
-    return rc;
-}
-
-/* A unique index met the key it was given last, again, for record `rid`:
- * DuplicateKey, with that record's document in `dup`.  mongod's bulk build
- * fails on the same key: it checks each sorted key against the one
- * before, so the key reported is the smallest duplicated one. */
-static int duplicate(mf_engine *e, mf_coll *c, const mf_index_desc *x, const uint8_t rid[8],
-                     mf_cl_dup *dup, mf_error *err)
-{
-    if (dup) {
-        bool found;
-        bson_t doc;
-        int rc = record_doc(e, c, rid, &doc, &found, err);
-        if (rc != 0)
-            return rc;
-        if (found)
-            mf_cl_dup_fill(dup, x, &doc);
-    }
-    return mf_error_set(err, MF_DuplicateKey, "duplicate key");
-}
-
-/* Write the sorter's records into the (empty) index `x`, in key order. */
-static int write_sorted(mf_sorter *s, mf_engine *e, mf_coll *c, const mf_index_desc *x,
-                        mf_cl_dup *dup, mf_lsn *lsn, mf_deadline *dl, mf_error *err)
-{
-    build_batch *b = calloc(1, sizeof *b);
-    mf_buf prev = {0}; /* the last key taken, and its record */
-    uint8_t prev_rid[8];
-    int rc = b ? 0 : mf_error_oom(err);
-    for (bool first = true; rc == 0; first = false) {
-        const uint8_t *k, *rid;
-        size_t kl, rl;
-        bool valid;
-        if ((rc = mf_deadline_check(dl, err)) != 0 ||
-            (rc = mf_sorter_next_keyed(s, &k, &kl, &rid, &rl, &valid, err)) != 0 || !valid)
-            break;
-        if (!first && kl == prev.len && memcmp(k, prev.data, kl) == 0) {
-            if (memcmp(rid, prev_rid, 8) == 0)
-                continue; /* one record's key twice */
-            rc = duplicate(e, c, x, rid, dup, err);
-            break;
-        }
-        prev.len = 0;
-        memcpy(prev_rid, rid, 8);
-        b->at[b->n] = b->keys.len;
-        memcpy(b->rid[b->n], rid, 8);
-        b->n++;
-        if (mf_buf_append(&prev, k, kl) != 0 || mf_buf_append(&b->keys, k, kl) != 0)
-            rc = mf_error_oom(err);
-        else if (b->n == BUILD_BATCH)
-            rc = batch_write(b, e, x, lsn, err);
-    }
-    if (rc == 0)
-        rc = batch_write(b, e, x, lsn, err);
-    if (b)
-        mf_buf_free(&b->keys);
-    free(b);
-    mf_buf_free(&prev);
-    return rc;
-}
-
-/* Write every record's keys into the (empty) index `x` (exclusive lock
- * held): the records are read in RecordId order into the sorter, then the
- * sorted keys are written. */
-static int build_index(mf_instance *inst, mf_coll *c, mf_index_desc *x, mf_cl_dup *dup,
-                       mf_lsn *lsn, mf_deadline *dl, mf_error *err)
-{
-    mf_engine *e = inst->engine;
-    char tmp[4096];
-    mfi_tmpdir_of(inst, tmp, sizeof tmp);
-    (void)mkdir(tmp, 0700); /* an existing one is fine; a failure shows at spill */
-    size_t budget = (size_t)atomic_load(&inst->index_build_max_mb) << 20;
-    mf_sorter *s = mf_sorter_new(budget, true, tmp, 0);
-    if (!s)
-        return mf_error_oom(err);
-    mf_keyset ks = {0};
-    mf_buf key = {0};
-    uint32_t multikey = 0;
-    mf_cursor cur;
-    bool valid;
-    mf_cursor_init(&cur, mf_engine_tree(e, mf_coll_records(c)));
-    int rc = mf_cursor_first(&cur, &valid, err);
-    while (rc == 0 && valid) {
-        const uint8_t *k, *v;
-        size_t kl, vl;
-        bson_t doc;
-        uint32_t mk = 0;
-        mf_cursor_key(&cur, &k, &kl);
-        mf_cursor_value(&cur, &v, &vl);
-        if (kl != 8 || !bson_init_static(&doc, v, vl)) {
-            rc = mf_error_set(err, MF_DataCorruption, "a record is not a document");
-            break;
-        }
-        mf_keyset_clear(&ks);
-        if ((rc = mf_deadline_check(dl, err)) != 0 ||
-            (rc = mf_index_keys(x, &doc, &ks, &mk, err)) != 0)
-            break;
-        multikey |= mk;
-        for (size_t i = 0; rc == 0 && i < ks.n; i++) {
-            const mf_buf *ik = &ks.keys[i];
-            if (!x->unique) { /* the tree's key ends with the RecordId */
-                key.len = 0;
-                if (mf_buf_append(&key, ik->data, ik->len) != 0 ||
-                    mf_buf_append(&key, k, 8) != 0) {
-                    rc = mf_error_oom(err);
-                    break;
-                }
-                ik = &key;
-            }
-            rc = mf_sorter_add(s, ik->data, ik->len, k, 8, err);
-        }
-        if (rc == 0)
-            rc = mf_cursor_next(&cur, &valid, err);
-    }
-    if (rc == 0)
-        rc = mf_sorter_finish(s, err);
-    if (rc == 0)
-        rc = write_sorted(s, e, c, x, dup, lsn, dl, err);
-    if (rc == 0 && multikey)
-        rc = mf_cl_mark_multikey(e, c, x, multikey, err);
-    mf_sorter_free(s);
-    mf_buf_free(&key);
-    mf_keyset_free(&ks);
-    return rc;
-}
-
-/* The stored specs of the `n` indexes `names` of `c`, rewritten without
- * the build mark (keeping multikeyPaths), in one catalog write: a crash
- * keeps all of them, or all of them marked, which the next open drops. */
-static int finish_specs(mf_engine *e, mf_coll *c, const char *const *names, size_t n,
-                        mf_lsn *lsn, mf_error *err)
-{
-    /* bson_t wants 128-byte alignment, which calloc does not give an
-     * array of them: each one from bson_new. */
-    bson_t **out = calloc(n ? n : 1, sizeof *out);
-    mf_index_spec_set *sets = calloc(n ? n : 1, sizeof *sets);
-    size_t ready = 0;
-    int rc = 0;
-    if (!out || !sets)
-        rc = mf_error_oom(err);
-    for (; rc == 0 && ready < n; ready++) {
-        const mf_index_info *info = NULL;
-        for (size_t i = 0; !info && i < mf_coll_index_count(c); i++)
-            if (strcmp(mf_coll_index(c, i)->name, names[ready]) == 0)
-                info = mf_coll_index(c, i);
-        bson_t s;
-        if (!info || !bson_init_static(&s, info->spec, info->spec_len)) {
-            rc = mf_error_set(err, MF_InternalError, "index %s vanished during its build",
-                              names[ready]);
-            break;
-        }
-        out[ready] = bson_new();
-        bson_copy_to_excluding_noinit(&s, out[ready], "building", NULL);
-        sets[ready] = (mf_index_spec_set){names[ready], bson_get_data(out[ready]),
-                                          out[ready]->len};
-    }
-    if (rc == 0)
-        rc = mf_coll_index_set_specs(e, c, sets, n, lsn, err);
-    for (size_t i = 0; i < ready; i++)
-        bson_destroy(out[i]);
-    free(out);
-    free(sets);
-    return rc;
-}
-
-/* Whether `c` holds no document (a damaged first page counts as not
- * empty). */
-static bool coll_empty(mf_engine *e, mf_coll *c)
-{
-    mf_cursor cur;
-    bool valid = true;
-    mf_error ignored;
-    mf_cursor_init(&cur, mf_engine_tree(e, mf_coll_records(c)));
-    return mf_cursor_first(&cur, &valid, &ignored) == 0 && !valid;
-}
 
 /* ---------------------------------------------------------- createIndexes */
+
+/* The hangIndexBuildBeforeCommit fail point's moment (cmd_failpoint.c). */
+static int hang_before_commit(void *arg, mf_error *err)
+{
+    return mfi_hang_index_build(arg, err);
+}
 
 int mfi_cmd_create_indexes(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_error *err)
 {
@@ -341,114 +98,24 @@ int mfi_cmd_create_indexes(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf
         return rc;
     }
     mf_coll_lock(c, true);
-    size_t before = mf_coll_index_count(c);
+    size_t before = mf_coll_index_count(c), fresh = 0;
     mf_lsn lsn = 0;
-    /* Which specs are new: compared with the existing indexes and the
-     * earlier specs of this command. */
-    bool *skip = calloc(nspec, sizeof *skip);
-    if (!skip)
-        rc = mf_error_oom(err);
-    /* The cluster key has its index already (IndexCatalogImpl::_isSpecOk). */
-    for (size_t i = 0; rc == 0 && i < nspec && mf_cl_clustered(c, NULL); i++) {
-        bson_iter_t kit, f;
-        if (bson_iter_init_find(&kit, &norm[i], "key") && BSON_ITER_HOLDS_DOCUMENT(&kit) &&
-            bson_iter_recurse(&kit, &f) && bson_iter_next(&f) &&
-            strcmp(bson_iter_key(&f), "_id") == 0 && !bson_iter_next(&f))
-            rc = mf_error_set(err, MF_CannotCreateIndex,
-                              "cannot create the _id index on a clustered collection");
-    }
-    size_t fresh = 0;
-    for (size_t i = 0; rc == 0 && i < nspec; i++) {
-        bool same = false;
-        for (size_t j = 0; rc == 0 && !same && j < mf_coll_index_count(c); j++) {
-            const mf_index_info *info = mf_coll_index(c, j);
-            bson_t pub;
-            mfi_index_public_spec(info->spec, info->spec_len, &pub);
-            rc = mf_index_spec_conflict(&pub, &norm[i], &same, err);
-            bson_destroy(&pub);
-        }
-        for (size_t j = 0; rc == 0 && !same && j < i; j++)
-            if (!skip[j])
-                rc = mf_index_spec_conflict(&norm[j], &norm[i], &same, err);
-        skip[i] = same;
-        fresh += !same;
-    }
-    if (rc == 0 && before + fresh > MAX_INDEXES) {
-        char shown[512];
-        bson_iter_t k;
-        shown[0] = 0;
-        for (size_t i = 0; i < nspec; i++)
-            if (!skip[i] && bson_iter_init_find(&k, &norm[i], "key") &&
-                BSON_ITER_HOLDS_DOCUMENT(&k)) {
-                bson_t kd;
-                mfi_doc_arg(&k, &kd);
-                mf_bsonx_to_string(&kd, shown, sizeof shown);
-                break;
-            }
-        rc = mf_error_set(err, MF_CannotCreateIndex,
-                          "add index fails, too many indexes for %s key:%s", ns, shown);
-    }
-    /* The new indexes are built one after another, each marked "building"
-     * until all are: as mongod's one builder for a command's indexes, a
-     * failure (a duplicate key, maxTimeMS) or a crash leaves none of them. */
-    const char **made = calloc(nspec, sizeof *made);
-    size_t nmade = 0;
-    if (!made && rc == 0)
-        rc = mf_error_oom(err);
-    for (size_t i = 0; rc == 0 && i < nspec; i++) {
-        if (skip[i])
-            continue;
-        bson_iter_t nit;
-        bson_iter_init_find(&nit, &norm[i], "name");
-        const char *name = bson_iter_utf8(&nit, NULL);
-        bson_t marked = BSON_INITIALIZER;
-        bson_concat(&marked, &norm[i]);
-        BSON_APPEND_BOOL(&marked, "building", true);
-        mf_tree_id tree;
-        rc = mf_coll_index_create(e, c, name, bson_get_data(&marked), marked.len, &tree, &lsn,
-                                  err);
-        mf_index_desc x;
-        if (rc == 0) {
-            made[nmade++] = name;
-            rc = mf_index_desc_init(&x, name, tree, bson_get_data(&marked), marked.len, err);
-        }
-        bson_destroy(&marked);
-        if (rc)
-            break;
-        mf_cl_dup dup = {0};
-        rc = build_index(ctx->inst, c, &x, &dup, &lsn, &ctx->deadline, err);
-        if (rc == MF_DuplicateKey && dup.has) {
-            char msg[1024];
-            mf_cl_dup_message(&dup, ns, msg, sizeof msg);
-            mf_error_set(err, MF_DuplicateKey, "Index build failed: %s", msg);
-        }
-        mf_cl_dup_clear(&dup);
-        mf_index_desc_clear(&x);
-    }
-    if (rc == 0 && nmade > 0 && !coll_empty(e, c))
-        rc = mfi_hang_index_build(ctx, err); /* a test's moment to kill the server */
-    if (rc == 0 && nmade > 0)
-        rc = finish_specs(e, c, made, nmade, &lsn, err);
-    if (rc == 0) {
-        for (size_t i = 0; i < nmade; i++)
-            mf_cl_usage_start(mfi_cl(ctx->inst), ns, made[i]);
-    } else {
-        /* No partial index stays behind, nor one built beside it. */
-        for (size_t i = 0; i < nmade; i++) {
-            mf_error derr;
-            if (mf_coll_index_drop(e, c, made[i], &lsn, &derr) != 0)
-                mf_log(MF_LOG_ERROR, "INDEX", 20000, "build cleanup",
-                       "could not drop the failed index %s: %s", made[i], derr.msg);
-        }
-    }
-    free(made);
+    char tmp[4096];
+    mfi_tmpdir_of(ctx->inst, tmp, sizeof tmp);
+    mf_cl_build o = {
+        .sort_bytes = (size_t)atomic_load(&ctx->inst->index_build_max_mb) << 20,
+        .tmpdir = tmp,
+        .deadline = &ctx->deadline,
+        .before_commit = hang_before_commit,
+        .arg = ctx,
+    };
+    rc = mf_cl_index_build(mfi_cl(ctx->inst), c, ns, norm, nspec, &o, &fresh, &lsn, err);
     size_t after = mf_coll_index_count(c);
     mf_coll_unlock(c);
     mf_engine_catalog_unlock(e);
     for (size_t i = 0; i < ok; i++)
         bson_destroy(&norm[i]);
     free(norm);
-    free(skip);
     mfi_ctx_wrote(ctx, lsn); /* the dispatcher syncs before the reply */
     if (rc)
         return rc;
@@ -502,7 +169,7 @@ int mfi_cmd_list_indexes(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_e
         if (is_clustered && strcmp(info->name, "_id_") == 0)
             mf_cl_clustered_list_spec(c, &clustered, &pub);
         else
-            mfi_index_public_spec(info->spec, info->spec_len, &pub);
+            mf_cl_index_public_spec(info->spec, info->spec_len, &pub);
         mf_uint32_to_key(n++, &k, key, sizeof key);
         bson_append_document(docs, k, -1, &pub);
         bson_destroy(&pub);
@@ -541,7 +208,7 @@ static const char *index_by_key(mf_coll *c, const bson_t *key, int *count, bson_
             bson_t *keep = *count == 0 ? first : *count == 1 ? second : NULL;
             if (keep) {
                 bson_destroy(keep);
-                mfi_index_public_spec(info->spec, info->spec_len, keep);
+                mf_cl_index_public_spec(info->spec, info->spec_len, keep);
             }
             if (!found)
                 found = info->name;
@@ -806,7 +473,7 @@ static int append_record_id(mf_engine *e, mf_coll *c, const uint8_t rid[8], bson
     bool found;
     bson_t doc;
     bson_iter_t id;
-    int rc = record_doc(e, c, rid, &doc, &found, err);
+    int rc = mf_cl_record_doc(e, c, rid, &doc, &found, err);
     if (rc)
         return rc;
     if (!found || !bson_iter_init_find(&id, &doc, "_id"))
@@ -925,23 +592,13 @@ static int convert_to_unique(mf_cmd_ctx *ctx, mf_coll *c, const char *name, mf_l
         rc = mf_error_oom(err);
     mf_cl_indexes_free(&ix);
     /* Drop and build again, both under the exclusive lock: no write sees
-     * the index missing.  A crash between leaves the "building" mark, and
-     * mfi_indexes_recover() drops the half-built index at open. */
-    mf_tree_id tree;
+     * the index missing. */
+    char tmp[4096];
+    mfi_tmpdir_of(ctx->inst, tmp, sizeof tmp);
+    mf_cl_build o = {.sort_bytes = (size_t)atomic_load(&ctx->inst->index_build_max_mb) << 20,
+                     .tmpdir = tmp};
     if (rc == 0)
-        rc = mf_coll_index_drop(e, c, keep, lsn, err);
-    if (rc == 0)
-        rc = mf_coll_index_create(e, c, keep, bson_get_data(&spec), spec.len, &tree, lsn, err);
-    if (rc == 0) {
-        mf_index_desc nx;
-        if ((rc = mf_index_desc_init(&nx, keep, tree, bson_get_data(&spec), spec.len, err)) ==
-            0) {
-            rc = build_index(ctx->inst, c, &nx, NULL, lsn, NULL, err);
-            mf_index_desc_clear(&nx);
-        }
-        if (rc == 0)
-            rc = finish_specs(e, c, (const char *const *)&keep, 1, lsn, err);
-    }
+        rc = mf_cl_index_rebuild(e, c, keep, &spec, &o, lsn, err);
     free(keep);
     bson_destroy(&spec);
     bson_destroy(&violations);
@@ -1080,193 +737,16 @@ int mfi_cmd_coll_mod(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_error
     return rc;
 }
 
-/* ------------------------------------------------------------ at open */
+/* ------------------------------------------------------- the TTL monitor */
 
-typedef struct coll_list {
-    char **ns;
-    size_t n, cap;
-} coll_list;
-
-static void gather(mf_coll *c, void *arg)
+static bool shutting_down(void *arg)
 {
-    coll_list *l = arg;
-    if (l->n == l->cap) {
-        size_t cap = l->cap ? l->cap * 2 : 16;
-        char **v = realloc(l->ns, cap * sizeof *v);
-        if (!v)
-            return;
-        l->ns = v;
-        l->cap = cap;
-    }
-    l->ns[l->n] = strdup(mf_coll_name(c));
-    if (l->ns[l->n])
-        l->n++;
-}
-
-static void list_free(coll_list *l)
-{
-    for (size_t i = 0; i < l->n; i++)
-        free(l->ns[i]);
-    free(l->ns);
-}
-
-int mfi_indexes_recover(mf_instance *inst, mf_error *err)
-{
-    mf_engine *e = inst->engine;
-    coll_list l = {0};
-    int rc = 0;
-    mf_engine_catalog_lock(e, false);
-    mf_engine_coll_each(e, gather, &l);
-    for (size_t i = 0; rc == 0 && i < l.n; i++) {
-        mf_coll *c = mf_engine_coll(e, l.ns[i]);
-        if (!c)
-            continue;
-        mf_coll_lock(c, true);
-        for (size_t j = 0; rc == 0 && j < mf_coll_index_count(c);) {
-            const mf_index_info *info = mf_coll_index(c, j);
-            bson_t s;
-            bson_iter_t b;
-            if (bson_init_static(&s, info->spec, info->spec_len) &&
-                bson_iter_init_find(&b, &s, "building") && bson_iter_as_bool(&b)) {
-                char name[256];
-                mf_lsn lsn;
-                snprintf(name, sizeof name, "%s", info->name);
-                mf_log(MF_LOG_WARNING, "INDEX", 20001, "interrupted index build",
-                       "dropping index %s of %s: its build did not finish before the last "
-                       "shutdown", name, l.ns[i]);
-                rc = mf_coll_index_drop(e, c, name, &lsn, err);
-                if (rc == 0)
-                    rc = mf_engine_sync(e, lsn, err);
-                continue;
-            }
-            j++;
-        }
-        mf_coll_unlock(c);
-    }
-    mf_engine_catalog_unlock(e);
-    /* A $out that a crash interrupted leaves its temporary collection
-     * "<db>.tmp.agg_out.<uuid>" behind; mongod drops its temporary
-     * collections at startup, and so does this. */
-    mf_engine_catalog_lock(e, true);
-    for (size_t i = 0; rc == 0 && i < l.n; i++) {
-        const char *dot = strchr(l.ns[i], '.');
-        if (!dot || strncmp(dot + 1, "tmp.agg_out.", 12) != 0)
-            continue;
-        mf_lsn lsn;
-        mf_error derr;
-        mf_log(MF_LOG_WARNING, "STORAGE", 20002, "dropping temporary collection",
-               "dropping %s: a $out that did not finish before the last shutdown left it",
-               l.ns[i]);
-        /* a failure is logged, not fatal: the database still opens */
-        if (mf_engine_coll_drop(e, l.ns[i], &lsn, &derr) != 0 ||
-            mf_engine_sync(e, lsn, &derr) != 0)
-            mf_log(MF_LOG_WARNING, "STORAGE", 20003, "temporary collection not dropped",
-                   "%s stays: %s", l.ns[i], derr.msg);
-    }
-    mf_engine_catalog_unlock(e);
-    list_free(&l);
-    return rc;
-}
-
-/* ------------------------------------------------------------ TTL monitor */
-
-#define TTL_BATCH 1000 /* documents deleted per hold of a collection's lock */
-
-/* Delete up to TTL_BATCH expired documents of index `x` of `c` (exclusive
- * lock held).  Expired: a date at the index's path older than
- * expireAfterSeconds -- for an array, any (so the earliest) date. */
-static int ttl_batch(mf_engine *e, mf_coll *c, mf_cl_indexes *ix, mf_index_desc *x, int64_t now,
-                     uint64_t *deleted, bool *more, mf_lsn *lsn, mf_cl_log *lg, mf_error *err)
-{
-    bson_t filter = BSON_INITIALIZER, cond, and, part;
-    BSON_APPEND_ARRAY_BEGIN(&filter, "$and", &and);
-    BSON_APPEND_DOCUMENT_BEGIN(&and, "0", &part);
-    BSON_APPEND_DOCUMENT_BEGIN(&part, x->paths[0], &cond);
-    BSON_APPEND_DATE_TIME(&cond, "$lt", now - x->expire_after * 1000);
-    bson_append_document_end(&part, &cond);
-    bson_append_document_end(&and, &part);
-    if (x->partial_spec)
-        BSON_APPEND_DOCUMENT(&and, "1", x->partial_spec);
-    bson_append_array_end(&filter, &and);
-    mf_matcher *m = NULL;
-    mf_scan *scan = NULL;
-    uint64_t *rids = NULL;
-    size_t n = 0;
-    bool sorted;
-    int rc = mf_matcher_parse(&filter, &m, err);
-    if (rc == 0)
-        rc = mf_cl_scan_new(NULL, c, ix, &filter, NULL, NULL, NULL, &scan, &sorted, err);
-    if (rc == 0 && !(rids = malloc(TTL_BATCH * sizeof *rids)))
-        rc = mf_error_oom(err);
-    while (rc == 0 && n < TTL_BATCH) {
-        mf_scan_row row;
-        bool valid;
-        if ((rc = mf_scan_next(scan, e, c, m, &row, &valid, err)) != 0 || !valid)
-            break;
-        rids[n++] = row.rid;
-    }
-    *more = rc == 0 && n == TTL_BATCH;
-    mf_scan_free(scan);
-    /* Then the deletes: no scan position is held across them. */
-    for (size_t i = 0; rc == 0 && i < n; i++) {
-        uint8_t k[8];
-        bool found;
-        bson_t doc;
-        mf_record_id_encode(rids[i], k);
-        rc = record_doc(e, c, k, &doc, &found, err);
-        if (rc || !found)
-            continue;
-        rc = mf_cl_write_doc_log(e, c, ix, rids[i], &doc, NULL, lsn, NULL, lg, err);
-        if (rc == 0)
-            (*deleted)++;
-    }
-    free(rids);
-    mf_matcher_free(m);
-    bson_destroy(&filter);
-    return rc;
+    return mf_instance_is_shutting_down(arg);
 }
 
 int mfi_ttl_pass(mf_instance *inst, uint64_t *deleted, mf_error *err)
 {
-    mf_engine *e = inst->engine;
-    coll_list l = {0};
-    mf_cl_log lg = {.oplog = inst->cl.oplog}; /* a replica set logs the deletes */
-    int rc = 0;
-    *deleted = 0;
-    mf_engine_catalog_lock(e, false);
-    mf_engine_coll_each(e, gather, &l);
-    mf_engine_catalog_unlock(e);
-    for (size_t i = 0; rc == 0 && i < l.n; i++) {
-        bool more = true;
-        while (rc == 0 && more && !mf_instance_is_shutting_down(inst)) {
-            mf_lsn lsn = 0;
-            more = false;
-            mf_engine_catalog_lock(e, false);
-            mf_coll *c = mf_engine_coll(e, l.ns[i]);
-            if (c) {
-                mf_cl_indexes ix;
-                mf_coll_lock(c, true);
-                rc = mf_cl_indexes_load(c, &ix, err);
-                int64_t now = mf_clock_wall_ms();
-                for (size_t j = 0; rc == 0 && j < ix.n; j++) {
-                    mf_index_desc *x = &ix.v[j];
-                    bool again = false;
-                    if (x->expire_after < 0 || x->nfields != 1 || x->building)
-                        continue;
-                    rc = ttl_batch(e, c, &ix, x, now, deleted, &again, &lsn,
-                                   inst->cl.oplog ? &lg : NULL, err);
-                    more |= again;
-                }
-                if (rc == 0)
-                    mf_cl_indexes_free(&ix);
-                mf_coll_unlock(c);
-            }
-            mf_engine_catalog_unlock(e);
-            if (rc == 0 && lsn)
-                rc = mf_engine_sync(e, lsn, err);
-        }
-    }
-    list_free(&l);
+    int rc = mf_cl_ttl_pass(mfi_cl(inst), shutting_down, inst, deleted, err);
     atomic_fetch_add_explicit(&inst->ttl_passes, 1, memory_order_relaxed);
     atomic_fetch_add_explicit(&inst->ttl_deleted, *deleted, memory_order_relaxed);
     return rc;
@@ -1291,11 +771,10 @@ static bool has_unique(mf_coll *c)
 int mfi_unique_check(mf_instance *inst, uint64_t *damaged)
 {
     mf_engine *e = inst->engine;
-    coll_list l = {0};
+    mf_cl_names l;
     *damaged = 0;
-    mf_engine_catalog_lock(e, false);
-    mf_engine_coll_each(e, gather, &l);
-    mf_engine_catalog_unlock(e);
+    if (mf_cl_names_get(e, &l, NULL) != 0)
+        return 0; /* out of memory: nothing checked */
     for (size_t i = 0; i < l.n && !mf_instance_is_shutting_down(inst); i++) {
         mf_engine_catalog_lock(e, false);
         mf_coll *c = mf_engine_coll(e, l.ns[i]);
@@ -1305,18 +784,11 @@ int mfi_unique_check(mf_instance *inst, uint64_t *damaged)
             continue;
         /* validate's cross check: every record's keys in every index, and
          * no index entry without its record. */
-        char db[MF_MAX_NS_LEN + 1];
-        snprintf(db, sizeof db, "%s", l.ns[i]);
-        char *dot = strchr(db, '.');
-        if (!dot)
-            continue;
-        *dot = 0;
-        mf_cmd_ctx ctx = {.inst = inst, .db = db, .name = "validate"};
-        bson_t cmd = BSON_INITIALIZER, reply = BSON_INITIALIZER;
+        bson_t reply = BSON_INITIALIZER;
         mf_error err;
         bson_iter_t v;
-        BSON_APPEND_UTF8(&cmd, "validate", dot + 1);
-        if (mfi_cmd_validate(&ctx, &cmd, &reply, &err) == 0 && bson_iter_init_find(&v, &reply, "valid") &&
+        if (mf_cl_validate(e, l.ns[i], NULL, &reply, &err) == 0 &&
+            bson_iter_init_find(&v, &reply, "valid") &&
             !bson_iter_as_bool(&v)) {
             char shown[2048];
             bson_iter_t errs;
@@ -1333,10 +805,9 @@ int mfi_unique_check(mf_instance *inst, uint64_t *damaged)
                    "%s has inconsistent indexes; run validate for details: %s", l.ns[i], shown);
             (*damaged)++;
         }
-        bson_destroy(&cmd);
         bson_destroy(&reply);
     }
-    list_free(&l);
+    mf_cl_names_free(&l);
     return 0;
 }
 

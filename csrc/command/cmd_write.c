@@ -59,12 +59,8 @@ int mfi_coll_for_write(mf_cmd_ctx *ctx, const char *ns, mf_coll **out, mf_error 
     mf_coll *c = mf_engine_coll(e, ns);
     if (!c) {
         mf_engine_catalog_unlock(e);
-        bson_t create = BSON_INITIALIZER, r = BSON_INITIALIZER;
-        mf_cmd_ctx cctx = *ctx;
-        BSON_APPEND_UTF8(&create, "create", ns + strlen(ctx->db) + 1);
-        int rc = mfi_cmd_create(&cctx, &create, &r, err);
-        bson_destroy(&create);
-        bson_destroy(&r);
+        bson_t none = BSON_INITIALIZER; /* no options, no default collation */
+        int rc = mf_cl_create(e, ns, &none, NULL, true, err);
         if (rc && rc != MF_NamespaceExists)
             return rc;
         mf_engine_catalog_lock(e, false);

@@ -111,8 +111,6 @@ typedef struct mf_cmd_ctx {
     const char *db;   /* the $db value */
     const char *name; /* the command name as sent */
     int flags;        /* MF_RUN_* bits the handler sets */
-    int explain;      /* explain of a command that runs it: 1 queryPlanner,
-                         2 with executionStats, 3 allPlansExecution */
     bson_t *err_info; /* fields the error reply carries after codeName
                          (a DuplicateKey's keyPattern, keyValue); NULL
                          when the caller does not send error replies */
@@ -181,6 +179,13 @@ typedef struct mf_cmd_def {
 /* The table, sorted by name (mfi_command_table() checks it in the tests). */
 const mf_cmd_def *mfi_command_table(size_t *n);
 const mf_cmd_def *mfi_command_find(const char *name);
+
+/* Run `cmd` on `db` as the server itself (mongod's DBDirectClient): the
+ * table's handler for its first key, with a context of its own (no
+ * client, no profiling, no write concern), synced before it returns.
+ * `reply` is the handler's (no ok field); the handler's error is returned. */
+int mfi_command_direct(mf_instance *inst, const char *db, const bson_t *cmd, bson_t *reply,
+                       mf_error *err);
 
 /* Sleep up to `ms` milliseconds, or until shutdown begins; returns true if
  * it is shutting down. */
@@ -459,6 +464,13 @@ int mfi_cmd_validate(mf_cmd_ctx *, const bson_t *, bson_t *, mf_error *);
  * or "storageFault" (the os layer's fault injection). */
 int mfi_cmd_configure_fail_point(mf_cmd_ctx *, const bson_t *, bson_t *, mf_error *);
 int mfi_cmd_wait_for_fail_point(mf_cmd_ctx *, const bson_t *, bson_t *, mf_error *);
+/* The poll of a fail point's wait: one evaluation per 100 ms, as
+ * pauseWhileSet's. */
+#define MFI_FP_POLL_MS 100
+/* One step of a wait that polls: MaxTimeMSExpired once the command's
+ * deadline has passed, InterruptedAtShutdown if shutdown wakes the sleep
+ * of `ms`, else 0 (failpoint.c). */
+int mfi_fail_point_wait_step(mf_cmd_ctx *ctx, int64_t ms, mf_error *err);
 /* Where createIndexes has built its indexes and not yet committed them:
  * waits while hangIndexBuildBeforeCommit is set.  0, or MaxTimeMSExpired
  * (the command's deadline) or InterruptedAtShutdown. */
@@ -573,9 +585,6 @@ int mfi_cmd_list_indexes(mf_cmd_ctx *, const bson_t *, bson_t *, mf_error *);
 int mfi_cmd_drop_indexes(mf_cmd_ctx *, const bson_t *, bson_t *, mf_error *);
 int mfi_cmd_coll_mod(mf_cmd_ctx *, const bson_t *, bson_t *, mf_error *);
 int mfi_cmd_explain(mf_cmd_ctx *, const bson_t *, bson_t *, mf_error *);
-
-/* At open: drop indexes whose build a crash interrupted (cmd_index.c). */
-int mfi_indexes_recover(mf_instance *inst, mf_error *err);
 
 /* The TTL monitor thread: started with the instance, joined at close. */
 int mfi_ttl_start(mf_instance *inst, mf_error *err);
@@ -734,14 +743,15 @@ void mfi_executor_error(mf_error *err, const char *cmdname);
 /* The directory where sorts and groups spill (<dbpath>/_tmp). */
 void mfi_tmpdir_of(mf_instance *inst, char *out, size_t cap);
 int mfi_cmd_aggregate(mf_cmd_ctx *, const bson_t *, bson_t *, mf_error *);
+/* aggregate's work, for the handler (explain 0) and for explain (1
+ * queryPlanner, 2 with executionStats, 3 allPlansExecution). */
+int mfi_aggregate_run(mf_cmd_ctx *ctx, const bson_t *cmd, int explain, bson_t *reply,
+                      mf_error *err);
 /* Set up inst->agg_env (cmd_aggregate.c). */
 void mfi_agg_env_init(mf_instance *inst);
 /* Add the environment's writes and statistics ($out, $merge, $collStats,
  * $indexStats) to inst->agg_env (agg_env_write.c). */
 void mfi_agg_env_write_init(mf_instance *inst);
-/* The public form of an index's catalog spec (cmd_index.c): without the
- * internal multikeyPaths and building fields. */
-void mfi_index_public_spec(const uint8_t *spec, size_t len, bson_t *out);
 
 /* ------------------------------------------------- writes (cmd_write.c) */
 

@@ -892,3 +892,12 @@ int mfi_cmd_kill_cursors(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_e
     return 0;
 }
 
+/* Errors met while running a query carry mongod's executor prefix. */
+void mfi_executor_error(mf_error *err, const char *cmdname)
+{
+    char msg[sizeof err->msg];
+    if (strncmp(err->msg, "Executor error", 14) == 0)
+        return;
+    snprintf(msg, sizeof msg, "%s", err->msg);
+    mf_error_set(err, err->code, "Executor error during %s :: caused by :: %s", cmdname, msg);
+}

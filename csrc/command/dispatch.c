@@ -71,7 +71,7 @@ int mf_instance_open(const mf_instance_config *cfg, mf_instance **out, mf_error 
         (rc = mfi_txn_table_open(inst, err)) != 0 ||
         (rc = mfi_sessions_open(inst, err)) != 0 || (rc = mfi_fail_points_open(inst, err)) != 0 ||
         (rc = mfi_profile_open(inst, err)) != 0 ||
-        (rc = mfi_indexes_recover(inst, err)) != 0 || (rc = mfi_sysdb_open(inst, err)) != 0 ||
+        (rc = mf_cl_recover_builds(inst->engine, err)) != 0 || (rc = mfi_sysdb_open(inst, err)) != 0 ||
         (rc = mfi_ttl_start(inst, err)) != 0) {
         mf_instance_close(inst);
         return rc;
@@ -105,46 +105,6 @@ void mf_instance_close(mf_instance *inst)
     pthread_mutex_destroy(&inst->mu);
     free(inst->dbpath);
     free(inst);
-}
-
-void mf_instance_set_me(mf_instance *inst, const char *host)
-{
-    mfi_repl_set_me(inst, host);
-}
-
-mf_counters *mf_instance_counters(mf_instance *inst)
-{
-    return &inst->counters;
-}
-
-void mf_instance_begin_shutdown(mf_instance *inst)
-{
-    pthread_mutex_lock(&inst->mu);
-    inst->is_shutting_down = true;
-    pthread_cond_broadcast(&inst->cond);
-    pthread_mutex_unlock(&inst->mu);
-}
-
-bool mf_instance_is_shutting_down(mf_instance *inst)
-{
-    pthread_mutex_lock(&inst->mu);
-    bool v = inst->is_shutting_down;
-    pthread_mutex_unlock(&inst->mu);
-    return v;
-}
-
-bool mfi_instance_sleep(mf_instance *inst, int64_t ms)
-{
-    struct timespec deadline;
-    mf_clock_deadline(CLOCK_MONOTONIC, ms, &deadline);
-    pthread_mutex_lock(&inst->mu);
-    while (!inst->is_shutting_down) {
-        if (pthread_cond_timedwait(&inst->cond, &inst->mu, &deadline) != 0)
-            break; /* ETIMEDOUT */
-    }
-    bool v = inst->is_shutting_down;
-    pthread_mutex_unlock(&inst->mu);
-    return v;
 }
 
 /* ------------------------------------------------------------------- table */
@@ -275,6 +235,31 @@ const mf_cmd_def *mfi_command_find(const char *name)
             hi = mid;
     }
     return NULL;
+}
+
+/* ------------------------------------------------------- the server's own */
+
+int mfi_command_direct(mf_instance *inst, const char *db, const bson_t *cmd, bson_t *reply,
+                       mf_error *err)
+{
+    bson_iter_t it;
+    const mf_cmd_def *def = NULL;
+    if (bson_iter_init(&it, cmd) && bson_iter_next(&it))
+        def = mfi_command_find(bson_iter_key(&it));
+    if (!def)
+        return mf_error_set(err, MF_CommandNotFound, "no such command for the server itself");
+    mf_cmd_ctx ctx = {.inst = inst, .db = db, .name = def->name};
+    int rc = def->fn(&ctx, cmd, reply, err);
+    /* as for a client's command: durable before the server goes on */
+    if (ctx.lsn) {
+        mf_error serr;
+        int src = mf_engine_sync(inst->engine, ctx.lsn, &serr);
+        if (src && rc == 0) {
+            *err = serr;
+            rc = src;
+        }
+    }
+    return rc;
 }
 
 /* ------------------------------------------------------------------ replies */

@@ -12,8 +12,8 @@
  *
  *   failCommand                     fail_command.c, from the dispatcher
  *   failGetMoreAfterCursorCheckout  fail_command.c, from getMore (cmd_find.c)
- *   hangIndexBuildBeforeCommit      cmd_failpoint.c, from createIndexes
- *   maxTimeAlwaysTimeOut            cmd_failpoint.c, wherever an operation
+ *   hangIndexBuildBeforeCommit      failpoint.c, from createIndexes' build
+ *   maxTimeAlwaysTimeOut            failpoint.c, wherever an operation
  *                                   with a deadline starts
  *
  * The semantics are mongod 7.0's (util/fail_point.cpp):
@@ -306,4 +306,38 @@ bool mfi_fail_point_fires(mf_instance *inst, mfi_fp_id id, mfi_fp_entry entry,
     }
     pthread_mutex_unlock(&fp->mu);
     return fired;
+}
+
+/* One step of a wait that polls: MaxTimeMSExpired once the command's
+ * deadline has passed, InterruptedAtShutdown if shutdown wakes the sleep
+ * of `ms`, else 0. */
+int mfi_fail_point_wait_step(mf_cmd_ctx *ctx, int64_t ms, mf_error *err)
+{
+    if (mf_deadline_passed(&ctx->deadline))
+        return mf_deadline_expired(err);
+    if (mfi_instance_sleep(ctx->inst, ms))
+        return mf_error_set(err, MF_InterruptedAtShutdown, "interrupted at shutdown");
+    return 0;
+}
+
+int mfi_hang_index_build(mf_cmd_ctx *ctx, mf_error *err)
+{
+    mf_instance *inst = ctx->inst;
+    if (!mfi_fail_point_fires(inst, MFI_FP_HANG_INDEX_BUILD, MFI_FP_FIRST, NULL, NULL, NULL))
+        return 0;
+    mf_log(MF_LOG_INFO, "INDEX", 4841706, "conn", "Hanging before committing index build");
+    int rc = 0;
+    for (mfi_fp_entry entry = MFI_FP_FIRST;
+         rc == 0 && mfi_fail_point_fires(inst, MFI_FP_HANG_INDEX_BUILD, entry, NULL, NULL, NULL);
+         entry = MFI_FP_AGAIN)
+        rc = mfi_fail_point_wait_step(ctx, MFI_FP_POLL_MS, err);
+    return rc;
+}
+
+int mfi_max_time_check(mf_instance *inst, mf_error *err)
+{
+    if (!mfi_fail_point_fires(inst, MFI_FP_MAX_TIME_ALWAYS_TIME_OUT, MFI_FP_FIRST, NULL, NULL,
+                              NULL))
+        return 0;
+    return mf_deadline_expired(err);
 }

@@ -25,8 +25,9 @@
  * idle past the timeout.  The registry in memory (sessions.c) stays what
  * commands consult; the collection is what a restart and the tools see.
  *
- * Everything here goes through the command handlers with a context of its
- * own (no client, no profiling), as mongod's DBDirectClient does.
+ * Everything here goes through the command table with a context of its
+ * own (no client, no profiling): mfi_command_direct, as mongod's
+ * DBDirectClient does.
  */
 #include "command_int.h"
 
@@ -39,26 +40,19 @@
 #define STARTUP_LOG_BYTES (10 * 1024 * 1024) /* mongod's local.startup_log */
 #define REFRESH_BATCH 1000
 
-/* Run handler `fn` with `cmd` on `db` as the server itself. */
-static int run(mf_instance *inst, const char *db, const char *name, mf_cmd_fn fn,
-               const bson_t *cmd, mf_error *err)
+/* Run `cmd` on `db` as the server itself (mfi_command_direct). */
+static int run(mf_instance *inst, const char *db, const bson_t *cmd, mf_error *err)
 {
-    mf_cmd_ctx ctx = {.inst = inst, .db = db, .name = name};
     bson_t reply = BSON_INITIALIZER;
     bson_iter_t it;
-    int rc = fn(&ctx, cmd, &reply, err);
-    /* as the dispatcher does: durable before the server goes on */
-    if (ctx.lsn) {
-        mf_error serr;
-        int src = mf_engine_sync(inst->engine, ctx.lsn, &serr);
-        if (src && rc == 0) {
-            *err = serr;
-            rc = src;
-        }
-    }
+    int rc = mfi_command_direct(inst, db, cmd, &reply, err);
     /* a write error inside an ok reply is still a failure here */
-    if (rc == 0 && bson_iter_init_find(&it, &reply, "writeErrors"))
-        rc = mf_error_set(err, MF_OperationFailed, "%s on %s: a write failed", name, db);
+    if (rc == 0 && bson_iter_init_find(&it, &reply, "writeErrors")) {
+        bson_iter_init(&it, cmd);
+        bson_iter_next(&it);
+        rc = mf_error_set(err, MF_OperationFailed, "%s on %s: a write failed",
+                          bson_iter_key(&it), db);
+    }
     bson_destroy(&reply);
     return rc;
 }
@@ -84,7 +78,7 @@ static int ensure_fcv(mf_instance *inst, mf_error *err)
     BSON_APPEND_UTF8(&doc, "version", "7.0");
     bson_append_document_end(&docs, &doc);
     bson_append_array_end(&cmd, &docs);
-    int rc = run(inst, "admin", "insert", mfi_cmd_insert, &cmd, err);
+    int rc = run(inst, "admin", &cmd, err);
     bson_destroy(&cmd);
     return rc;
 }
@@ -116,8 +110,13 @@ static int log_startup(mf_instance *inst, mf_error *err)
     snprintf(id, sizeof id, "%s-%lld", host, (long long)now);
 
     bson_t cmd = BSON_INITIALIZER, docs, doc, bi = BSON_INITIALIZER;
-    mf_cmd_ctx ctx = {.inst = inst, .db = "local", .name = "buildInfo"};
-    mfi_cmd_build_info(&ctx, NULL, &bi, err);
+    BSON_APPEND_INT32(&cmd, "buildInfo", 1);
+    if ((rc = mfi_command_direct(inst, "admin", &cmd, &bi, err)) != 0) {
+        bson_destroy(&cmd);
+        bson_destroy(&bi);
+        return rc;
+    }
+    bson_reinit(&cmd);
     BSON_APPEND_UTF8(&cmd, "insert", "startup_log");
     BSON_APPEND_ARRAY_BEGIN(&cmd, "documents", &docs);
     BSON_APPEND_DOCUMENT_BEGIN(&docs, "0", &doc);
@@ -130,7 +129,7 @@ static int log_startup(mf_instance *inst, mf_error *err)
     BSON_APPEND_DOCUMENT(&doc, "buildinfo", &bi);
     bson_append_document_end(&docs, &doc);
     bson_append_array_end(&cmd, &docs);
-    rc = run(inst, "local", "insert", mfi_cmd_insert, &cmd, err);
+    rc = run(inst, "local", &cmd, err);
     bson_destroy(&cmd);
     bson_destroy(&bi);
     if (rc)
@@ -173,7 +172,7 @@ static int ensure_sessions_coll(mf_instance *inst, mf_error *err)
     BSON_APPEND_INT32(&ix, "expireAfterSeconds", MF_SESSION_TIMEOUT_MINUTES * 60);
     bson_append_document_end(&arr, &ix);
     bson_append_array_end(&cmd, &arr);
-    int rc = run(inst, "config", "createIndexes", mfi_cmd_create_indexes, &cmd, err);
+    int rc = run(inst, "config", &cmd, err);
     bson_destroy(&cmd);
     return rc;
 }
@@ -233,8 +232,7 @@ static int write_records(mf_instance *inst, const mfi_session_key *keys, size_t 
             bson_append_document_end(&arr, &st);
         }
         bson_append_array_end(&cmd, &arr);
-        rc = run(inst, "config", upsert ? "update" : "delete",
-                 upsert ? mfi_cmd_update : mfi_cmd_delete, &cmd, err);
+        rc = run(inst, "config", &cmd, err);
         bson_destroy(&cmd);
     }
     return rc;

@@ -370,6 +370,7 @@ static int hook_desc_init(mf_index_desc *d, const bson_t *spec)
 {
     bson_iter_t it, k;
     memset(d, 0, sizeof *d);
+    d->type = mf_index_type_find(""); /* the test specs are b-trees */
     d->expire_after = -1;
     if (!bson_iter_init_find(&it, spec, "key") || !BSON_ITER_HOLDS_DOCUMENT(&it))
         return -1;

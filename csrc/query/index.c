@@ -23,9 +23,11 @@
  *                                                     without ns, with v appended)
  *   E      IndexCatalogImpl::_fixIndexSpec            -- (reorders)
  *
- * Index types other than the b-tree ("hashed", "text", "2d", "2dsphere",
- * wildcard "$**") pass mongod's key pattern checks and are then refused
- * with CannotCreateIndex (67).
+ * An index's kind (the key pattern's plugin) is a row of the index-type
+ * table (index_type.h): its own key pattern checks, its keys, its bounds.
+ * Kinds the table lacks ("hashed", "text", "2d", "2dsphere", wildcard
+ * "$**") pass mongod's key pattern checks and are then refused with
+ * CannotCreateIndex (67).
  * As mongod's createIndexes, a spec must have a name (drivers and the shell
  * generate it: mf_index_name_generate does it their way).
  *
@@ -62,7 +64,7 @@
  * a unique index refuses "a" next to "A" at strength 2, and its partial
  * filter is read under the same collation.
  */
-#include "query_int.h"
+#include "index_type.h"
 #include "keygen.h"
 
 #include <math.h>
@@ -71,11 +73,6 @@
 #include <string.h>
 
 enum {
-    E_CANNOT_CREATE = 67,      /* CannotCreateIndex */
-    E_OPTIONS_CONFLICT = 85,   /* IndexOptionsConflict */
-    E_KEY_SPECS_CONFLICT = 86, /* IndexKeySpecsConflict */
-    E_INVALID_OPTION = 197,    /* InvalidIndexSpecificationOption */
-    E_NOT_ALLOWED = 224,       /* QueryFeatureNotAllowed */
     E_CLUSTERED_FALSE = 6492800,
 };
 
@@ -240,14 +237,14 @@ static int check_key_pattern(const bson_t *key, mf_error *err)
     const char *plugin = plugin_name(key);
     bson_iter_t it;
     if (key->len > 2048)
-        return mf_error_set(err, E_CANNOT_CREATE, "Index key pattern too large.");
+        return mf_error_set(err, MF_CannotCreateIndex, "Index key pattern too large.");
     if (bson_empty(key))
-        return mf_error_set(err, E_CANNOT_CREATE, "Index keys cannot be empty.");
+        return mf_error_set(err, MF_CannotCreateIndex, "Index keys cannot be empty.");
     if (strcmp(plugin, "geoHaystack") == 0)
-        return mf_error_set(err, E_CANNOT_CREATE,
+        return mf_error_set(err, MF_CannotCreateIndex,
                             "GeoHaystack indexes cannot be created in version 5.0 and above");
     if (!known_plugin(plugin))
-        return mf_error_set(err, E_CANNOT_CREATE, "Unknown index plugin '%s'", plugin);
+        return mf_error_set(err, MF_CannotCreateIndex, "Unknown index plugin '%s'", plugin);
     bson_iter_init(&it, key);
     while (bson_iter_next(&it)) {
         const char *f = bson_iter_key(&it);
@@ -255,39 +252,39 @@ static int check_key_pattern(const bson_t *key, mf_error *err)
         if (is_number(&it)) {
             double v = number_of(&it);
             if (v != v)
-                return mf_error_set(err, E_CANNOT_CREATE,
+                return mf_error_set(err, MF_CannotCreateIndex,
                                     "Values in the index key pattern cannot be NaN.");
             if (v == 0.0)
-                return mf_error_set(err, E_CANNOT_CREATE,
+                return mf_error_set(err, MF_CannotCreateIndex,
                                     "Values in the index key pattern cannot be 0.");
         } else if (!is_str) {
-            return mf_error_set(err, E_CANNOT_CREATE,
+            return mf_error_set(err, MF_CannotCreateIndex,
                                 "Values in v:2 index key pattern cannot be of type %s. Only "
                                 "numbers > 0, numbers < 0, and strings are allowed.",
                                 mf_bsonx_type_alias(bson_iter_type(&it)));
         }
         const char *sval = is_str ? bson_iter_utf8(&it, NULL) : "";
         if (is_str && strcmp(plugin, sval) != 0)
-            return mf_error_set(err, E_CANNOT_CREATE,
+            return mf_error_set(err, MF_CannotCreateIndex,
                                 "Can't use more than one index plugin for a single index.");
         if (is_str && strcmp(sval, "wildcard") == 0)
-            return mf_error_set(err, E_CANNOT_CREATE,
+            return mf_error_set(err, MF_CannotCreateIndex,
                                 "The key pattern value for an 'wildcard' index must be a non-zero "
                                 "number, not a string.");
         if (f[0] == '\0')
-            return mf_error_set(err, E_CANNOT_CREATE, "Index keys cannot be an empty field.");
+            return mf_error_set(err, MF_CannotCreateIndex, "Index keys cannot be an empty field.");
         if (strcmp(f, "$**") == 0 &&
             (!is_str || strcmp(sval, "text") == 0 || strcmp(sval, "columnstore") == 0))
             continue;
         if (strcmp(f, "_fts") == 0 && strcmp(sval, "text") != 0)
-            return mf_error_set(err, E_CANNOT_CREATE,
+            return mf_error_set(err, MF_CannotCreateIndex,
                                 "Index key contains an illegal field name: '_fts'");
         for (const char *p = f, *end = f + strlen(f); p <= end;) {
             const char *dot = strchr(p, '.');
             size_t n = dot ? (size_t)(dot - p) : strlen(p);
             bool first = p == f, last = !dot;
             if (n == 0)
-                return mf_error_set(err, E_CANNOT_CREATE,
+                return mf_error_set(err, MF_CannotCreateIndex,
                                     "Index keys cannot contain an empty field.");
             if (p[0] == '$') {
                 bool dbref = !first && ((n == 3 && memcmp(p, "$db", 3) == 0) ||
@@ -296,7 +293,7 @@ static int check_key_pattern(const bson_t *key, mf_error *err)
                 bool wild = last && n == 3 && memcmp(p, "$**", 3) == 0 &&
                             (strcmp(plugin, "wildcard") == 0 || strcmp(plugin, "columnstore") == 0);
                 if (!dbref && !wild)
-                    return mf_error_set(err, E_CANNOT_CREATE,
+                    return mf_error_set(err, MF_CannotCreateIndex,
                                         "Index key contains an illegal field name: field name "
                                         "starts with '$'.");
             }
@@ -338,16 +335,17 @@ static int check_key_field(const bson_iter_t *kit, mf_error *err)
     while (bson_iter_next(&a)) {
         uint32_t n = 0;
         if (BSON_ITER_HOLDS_UTF8(&a) && (bson_iter_utf8(&a, &n), n == 0))
-            return mf_error_set(err, E_CANNOT_CREATE,
+            return mf_error_set(err, MF_CannotCreateIndex,
                                 "Values in the index key pattern cannot be empty strings");
     }
     const char *plugin = plugin_name(&key);
-    if (plugin[0])
-        return mf_error_set(err, E_CANNOT_CREATE,
+    const mf_index_type *type = mf_index_type_find(plugin);
+    if (!type)
+        return mf_error_set(err, MF_CannotCreateIndex,
                             "Index type '%s' is not supported by this server: only ascending "
                             "and descending (b-tree) indexes are",
                             plugin);
-    return 0;
+    return type->check_key ? type->check_key(&key, err) : 0;
 }
 
 /* IndexDescriptor::isIdIndexPattern: {_id: 1} or {_id: -1} (numberInt). */
@@ -518,7 +516,7 @@ static int partial_refuse(mf_error *err, void (*fn)(dbg *, const void *, int), c
     dbg d = {.p = buf, .cap = sizeof buf};
     buf[0] = '\0';
     fn(&d, arg, level);
-    return mf_error_set(err, E_CANNOT_CREATE, "Expression not supported in partial index: %s", buf);
+    return mf_error_set(err, MF_CannotCreateIndex, "Expression not supported in partial index: %s", buf);
 }
 
 static void dbg_op_cb(dbg *d, const void *arg, int level)
@@ -536,7 +534,7 @@ static void dbg_clause_cb(dbg *d, const void *arg, int level)
 static int depth_check(int level, mf_error *err)
 {
     if (level + 1 > PARTIAL_MAX_DEPTH)
-        return mf_error_set(err, E_CANNOT_CREATE, "partialFilterExpression depth may not exceed %d",
+        return mf_error_set(err, MF_CannotCreateIndex, "partialFilterExpression depth may not exceed %d",
                             PARTIAL_MAX_DEPTH);
     return 0;
 }
@@ -657,7 +655,7 @@ static int check_banned(const bson_t *doc, mf_error *err)
         const char *k = bson_iter_key(&it);
         for (size_t i = 0; i < sizeof banned / sizeof banned[0]; i++)
             if (strcmp(k, banned[i]) == 0)
-                return mf_error_set(err, E_NOT_ALLOWED, "%s is not allowed in this context", k);
+                return mf_error_set(err, MF_QueryFeatureNotAllowed, "%s is not allowed in this context", k);
         if ((strcmp(k, "$and") == 0 || strcmp(k, "$or") == 0 || strcmp(k, "$nor") == 0) &&
             sub_doc(&it, &arr) && bson_iter_init(&el, &arr))
             while (bson_iter_next(&el))
@@ -720,12 +718,12 @@ static int check_ttl(const bson_t *in, mf_error *err)
     }
     mf_bsonx_to_string(in, s, sizeof s);
     if (reason)
-        return mf_error_set(err, E_CANNOT_CREATE, ". Index spec: %s :: caused by :: %s", s, reason);
+        return mf_error_set(err, MF_CannotCreateIndex, ". Index spec: %s :: caused by :: %s", s, reason);
     if (find(in, "key", &key) && BSON_ITER_HOLDS_DOCUMENT(&key)) {
         bson_t k;
         sub_doc(&key, &k);
         if (bson_count_keys(&k) != 1)
-            return mf_error_set(err, E_CANNOT_CREATE,
+            return mf_error_set(err, MF_CannotCreateIndex,
                                 "TTL indexes are single-field indexes, compound indexes do not "
                                 "support TTL. Index spec: %s",
                                 s);
@@ -759,7 +757,7 @@ static int check_field(const bson_t *in, const bson_iter_t *it, mf_error *err)
         if (d != 1 && d != 2) {
             char s[STR_CAP];
             mf_bsonx_to_string(in, s, sizeof s);
-            return mf_error_set(err, E_CANNOT_CREATE,
+            return mf_error_set(err, MF_CannotCreateIndex,
                                 "Invalid index specification %s; cannot create an index with v=%d",
                                 s, (int)d);
         }
@@ -774,7 +772,7 @@ static int check_field(const bson_t *in, const bson_iter_t *it, mf_error *err)
         if (bson_empty(&sub))
             return mf_error_set(err, MF_BadValue, "The field '%s' cannot be an empty object.", k);
         if (strcmp(k, "originalSpec") == 0)
-            return mf_error_set(err, E_CANNOT_CREATE,
+            return mf_error_set(err, MF_CannotCreateIndex,
                                 "The field 'originalSpec' is not supported by this server");
         return 0;
     }
@@ -794,12 +792,12 @@ static int check_field(const bson_t *in, const bson_iter_t *it, mf_error *err)
     }
     if (strcmp(k, "wildcardProjection") == 0 || strcmp(k, "columnstoreProjection") == 0) {
         bool wild = k[0] == 'w';
-        return mf_error_set(err, wild ? MF_BadValue : E_INVALID_OPTION,
+        return mf_error_set(err, wild ? MF_BadValue : MF_InvalidIndexSpecificationOption,
                             "The field '%s' is only allowed in '%s' indexes", k,
                             wild ? "wildcard" : "columnstore");
     }
     if (strcmp(k, "columnstoreCompressor") == 0)
-        return mf_error_set(err, E_INVALID_OPTION,
+        return mf_error_set(err, MF_InvalidIndexSpecificationOption,
                             "The field 'columnstoreCompressor' is only allowed in "
                             "'columnstoreCompressor' indexes");
     if (strcmp(k, "weights") == 0 && !BSON_ITER_HOLDS_DOCUMENT(it) && !BSON_ITER_HOLDS_ARRAY(it) &&
@@ -832,7 +830,7 @@ static int validate_spec(const bson_t *in, mf_error *err)
         const char *k = bson_iter_key(&it);
         if (clustered ? !IN_LIST(k, clustered_fields) : !IN_LIST(k, allowed_fields)) {
             mf_bsonx_to_string(in, s, sizeof s);
-            return mf_error_set(err, E_INVALID_OPTION,
+            return mf_error_set(err, MF_InvalidIndexSpecificationOption,
                                 "The field '%s' is not valid for %s specification. "
                                 "Specification: %s",
                                 k, clustered ? "a clustered index" : "an index", s);
@@ -854,27 +852,27 @@ static int validate_spec(const bson_t *in, mf_error *err)
         if (!truthy(&f))
             return mf_error_set(err, E_CLUSTERED_FALSE, "Value 'false' for field 'clustered' is invalid");
         if (!find(in, "unique", &u) || !truthy(&u))
-            return mf_error_set(err, E_CANNOT_CREATE,
+            return mf_error_set(err, MF_CannotCreateIndex,
                                 "The 'unique' field is required when 'clustered' is specified");
     }
     mf_bsonx_to_string(in, s, sizeof s);
     if (find(in, "collation", &f) && find(in, "v", &it) && number_of(&it) < 2)
-        return mf_error_set(err, E_CANNOT_CREATE,
+        return mf_error_set(err, MF_CannotCreateIndex,
                             "Invalid index specification %s; cannot create an index with the "
                             "'collation' option and v=%d",
                             s, (int)number_of(&it));
     if (find(in, "weights", &f))
-        return mf_error_set(err, E_CANNOT_CREATE,
+        return mf_error_set(err, MF_CannotCreateIndex,
                             "Invalid index specification %s; the field 'weights' can only be "
                             "specified with text indexes",
                             s);
     if (find(in, "unique", &f) && truthy(&f) && find(in, "prepareUnique", &it) && truthy(&it))
-        return mf_error_set(err, E_CANNOT_CREATE,
+        return mf_error_set(err, MF_CannotCreateIndex,
                             "Invalid index specification %s; cannot create an index with the "
                             "'unique' option and the 'prepareUnique' option",
                             s);
     if (clustered)
-        return mf_error_set(err, E_CANNOT_CREATE,
+        return mf_error_set(err, MF_CannotCreateIndex,
                             "cannot create a clustered index: this server has no clustered "
                             "collections");
     return 0;
@@ -913,7 +911,7 @@ static int check_names(const bson_t *spec, mf_error *err)
         while (bson_iter_next(&it))
             if (!IN_LIST(bson_iter_key(&it), id_fields)) {
                 mf_bsonx_to_string(spec, s, sizeof s);
-                return mf_error_set(err, E_INVALID_OPTION,
+                return mf_error_set(err, MF_InvalidIndexSpecificationOption,
                                     "The field '%s' is not valid for an _id index specification. "
                                     "Specification: %s",
                                     bson_iter_key(&it), s);
@@ -1015,13 +1013,13 @@ static int check_spec_ok(const bson_t *spec, mf_error *err)
     find(spec, "name", &it);
     const char *name = bson_iter_utf8(&it, &len);
     if (strlen(name) != len)
-        return mf_error_set(err, E_CANNOT_CREATE, "index name cannot contain NUL bytes");
+        return mf_error_set(err, MF_CannotCreateIndex, "index name cannot contain NUL bytes");
     if (len == 0)
-        return mf_error_set(err, E_CANNOT_CREATE, "index name cannot be empty");
+        return mf_error_set(err, MF_CannotCreateIndex, "index name cannot be empty");
     if (find(spec, "partialFilterExpression", &it)) {
         bson_t filter;
         if (find(spec, "sparse", &sp) && truthy(&sp))
-            return mf_error_set(err, E_CANNOT_CREATE,
+            return mf_error_set(err, MF_CannotCreateIndex,
                                 "cannot mix \"partialFilterExpression\" and \"sparse\" options");
         sub_doc(&it, &filter);
         int rc = check_partial_doc(&filter, 0, err);
@@ -1032,11 +1030,11 @@ static int check_spec_ok(const bson_t *spec, mf_error *err)
         bson_t opts;
         bson_iter_t e;
         if (!BSON_ITER_HOLDS_DOCUMENT(&it))
-            return mf_error_set(err, E_CANNOT_CREATE,
+            return mf_error_set(err, MF_CannotCreateIndex,
                                 "\"storageEngine\" options must be a document if present");
         sub_doc(&it, &opts);
         if (bson_empty(&opts))
-            return mf_error_set(err, E_CANNOT_CREATE,
+            return mf_error_set(err, MF_CannotCreateIndex,
                                 "Empty \"storageEngine\" options are invalid. Please remove the "
                                 "field or include valid options.");
         bson_iter_init(&e, &opts);
@@ -1267,14 +1265,14 @@ int mf_index_spec_conflict(const bson_t *existing, const bson_t *incoming, bool 
     mf_bsonx_to_string(&ex, s2, sizeof s2);
     if (same_name) {
         if (!sig)
-            rc = mf_error_set(err, E_KEY_SPECS_CONFLICT,
+            rc = mf_error_set(err, MF_IndexKeySpecsConflict,
                               "An existing index has the same name as the requested index. When "
                               "index names are not specified, they are auto generated and can "
                               "cause conflicts. Please refer to our documentation. Requested "
                               "index: %s, existing index: %s",
                               s1, s2);
         else if (!opts)
-            rc = mf_error_set(err, E_OPTIONS_CONFLICT,
+            rc = mf_error_set(err, MF_IndexOptionsConflict,
                               "An equivalent index already exists with the same name but "
                               "different options. Requested index: %s, existing index: %s",
                               s1, s2);
@@ -1282,12 +1280,12 @@ int mf_index_spec_conflict(const bson_t *existing, const bson_t *incoming, bool 
             *same = true;
     } else if (sig) {
         if (!opts)
-            rc = mf_error_set(err, E_OPTIONS_CONFLICT,
+            rc = mf_error_set(err, MF_IndexOptionsConflict,
                               "An equivalent index already exists with a different name and "
                               "options. Requested index: %s, existing index: %s",
                               s1, s2);
         else
-            rc = mf_error_set(err, E_OPTIONS_CONFLICT,
+            rc = mf_error_set(err, MF_IndexOptionsConflict,
                               "Index already exists with a different name: %s",
                               BSON_ITER_HOLDS_UTF8(&en) ? bson_iter_utf8(&en, NULL) : "");
     }
@@ -1329,6 +1327,9 @@ int mf_index_desc_init(mf_index_desc *d, const char *name, mf_tree_id tree, cons
         return mf_error_set(err, MF_DataCorruption, "index spec without a key pattern");
     if (!name && find(&s, "name", &it) && BSON_ITER_HOLDS_UTF8(&it))
         name = bson_iter_utf8(&it, NULL);
+    if (!(d->type = mf_index_type_find(plugin_name(&sub))))
+        return mf_error_set(err, MF_CannotCreateIndex, "index %s: its type '%s' is not built",
+                            name ? name : "", plugin_name(&sub));
     d->nfields = bson_count_keys(&sub);
     if (!(d->name = strdup(name ? name : "")) || !(d->key = bson_copy(&sub)) ||
         !(d->paths = calloc(d->nfields, sizeof *d->paths)) ||
@@ -1500,6 +1501,12 @@ static int keys_fit(const mf_index_desc *d, mf_keyset *out, mf_error *err)
 
 int mf_index_keys(const mf_index_desc *d, const bson_t *doc, mf_keyset *out, uint32_t *multikey,
                   mf_error *err)
+{
+    return d->type->keys(d, doc, out, multikey, err);
+}
+
+int mfi_btree_keys(const mf_index_desc *d, const bson_t *doc, mf_keyset *out, uint32_t *multikey,
+                   mf_error *err)
 {
     ikeys k = {.d = d, .out = out};
     mfi_keygen g = keygen_of(d, &k, err);

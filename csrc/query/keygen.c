@@ -157,7 +157,7 @@ static int gen(mfi_keygen *g, mfi_kfield *f, const bson_t *obj, size_t nmissing)
                 arr = e;
                 have_arr = true;
             } else if (bson_iter_key(&e) != bson_iter_key(&arr)) {
-                rc = mf_error_set(g->err, MFI_E_PARALLEL_ARRAYS,
+                rc = mf_error_set(g->err, MF_CannotIndexParallelArrays,
                                   "cannot index parallel arrays [%s] [%s]", bson_iter_key(&e),
                                   bson_iter_key(&arr));
                 goto out;

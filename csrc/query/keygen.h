@@ -41,7 +41,6 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define MFI_E_PARALLEL_ARRAYS 171 /* CannotIndexParallelArrays */
 
 /* One key field while keys are generated: mongod's fieldNames[i],
  * fixed[i] and PositionalPathInfo.  `emit` reads `fixed` only. */

@@ -84,6 +84,7 @@
  *   plan_explain.c  explain's stages of a plan
  */
 #include "plan_int.h"
+#include "index_type.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -318,21 +319,31 @@ static int cand_build(cand *c, const mf_index_desc *d, const mfi_preds *preds, b
                 continue; /* {a: []} matches {$ne: null}, and its key is undefined */
             if (pr->key_re && (i != 0 || c->key_re != SIZE_MAX))
                 continue; /* one regex, tested on the first field's keys only */
+            /* what the index's kind makes of the predicate (index_type.h) */
+            mfi_oil oil;
+            bool usable, exact;
+            if (d->type->bounds(d, i, pr, &oil, &usable, &exact) != 0)
+                goto fail;
+            if (!usable)
+                continue;
             c->strong |= !pr->negation;
             if (!c->present[i]) {
-                if (mfi_oil_copy(&c->oils[i], &pr->oil) != 0)
-                    goto fail;
+                c->oils[i] = oil;
                 c->present[i] = true;
             } else if (multikey_field(d, i)) {
+                mfi_oil_free(&oil);
                 continue; /* one range per multikey field, as mongod */
-            } else if (mfi_oil_intersect(&c->oils[i], &pr->oil) != 0) {
-                goto fail;
+            } else {
+                int irc = mfi_oil_intersect(&c->oils[i], &oil);
+                mfi_oil_free(&oil);
+                if (irc != 0)
+                    goto fail;
             }
             c->applied[p] = true;
             /* On a multikey field a key is an element's: a document with
              * one element in the bounds matches the condition, but for a
              * negation, which every element must meet. */
-            c->used[p] = pr->exact && (!pr->negation || !multikey_field(d, i));
+            c->used[p] = exact && (!pr->negation || !multikey_field(d, i));
             if (pr->key_re) {
                 /* Every key in its bounds is a string the scan tests, or
                  * the regex value, which equals it: exact, but where one

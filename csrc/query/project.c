@@ -44,7 +44,6 @@
 
 /* mongod's assertion ids used here (their codeName is "Location<id>"). */
 enum {
-    E_NOT_IMPLEMENTED = 238,       /* NotImplemented: no expression evaluator yet */
     E_SLICE_ARITY = 28667,
     E_COLLISION_PREFIX = 31249,
     E_COLLISION = 31250,
@@ -372,7 +371,7 @@ static int compile_expression(pctx *c, pnode *n, const bson_iter_t *value, const
 {
     if (c->hooks)
         return c->hooks->parse(value, c->hooks->arg, &n->expr, c->err);
-    return mf_error_set(c->err, E_NOT_IMPLEMENTED,
+    return mf_error_set(c->err, MF_NotImplemented,
                         "projection of '%s': computed fields (aggregation expressions and "
                         "literals) are not supported yet",
                         path);
@@ -476,7 +475,7 @@ static int parse_slice(pctx *c, const char *path, const bson_t *sub, const bson_
     c->err = &expr_err;
     rc = parse_generic_expression(c, path, first, value, parent);
     c->err = err;
-    if (rc == E_NOT_IMPLEMENTED || rc == MF_InternalError)
+    if (rc == MF_NotImplemented || rc == MF_InternalError)
         return mf_error_set(err, rc, "%s", expr_err.msg);
     char spec[160], status[200];
     mf_bsonx_to_string(sub, spec, sizeof spec);

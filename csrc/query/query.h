@@ -303,7 +303,14 @@ void mf_sorter_free(mf_sorter *s);
  * An index as the planner and the write path see it, parsed from its
  * catalog spec (mf_index_info.spec: the BSON spec listIndexes shows, plus
  * the server's own fields below).  index.c. */
+typedef struct mf_index_type mf_index_type; /* its kind: index_type.h */
+
+/* The kind named `plugin` (IndexNames::findPluginName's answer: "" for the
+ * b-tree), or NULL when this server does not build it. */
+const mf_index_type *mf_index_type_find(const char *plugin);
+
 typedef struct mf_index_desc {
+    const mf_index_type *type; /* the b-tree, ... (the key pattern's plugin) */
     char *name;
     mf_tree_id tree;
     bson_t *key;          /* the key pattern {a: 1, "b.c": -1} (owned) */

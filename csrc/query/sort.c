@@ -42,9 +42,6 @@
 #include <unistd.h>
 
 enum {
-    E_NOT_IMPLEMENTED = 238,
-    E_NO_DISK_USE = 292, /* QueryExceededMemoryLimitNoDiskUseAllowed */
-    E_OUT_OF_DISK = 14031,
     E_SORT_ILLEGAL_KEY = 15974,
     E_SORT_ORDER = 15975,
     E_META_ONLY = 17312,
@@ -134,7 +131,7 @@ static int parse_meta(const bson_iter_t *it, mf_error *err)
     static const char *const valid[] = {"textScore", "randVal", "geoNearDistance", "searchScore"};
     for (size_t i = 0; i < sizeof valid / sizeof valid[0]; i++)
         if (strcmp(name, valid[i]) == 0)
-            return mf_error_set(err, E_NOT_IMPLEMENTED, "$meta sort (%s) is not supported yet",
+            return mf_error_set(err, MF_NotImplemented, "$meta sort (%s) is not supported yet",
                                 name);
     char elem[160];
     mf_bsonx_elem_to_string(&m, true, elem, sizeof elem);
@@ -260,7 +257,7 @@ int mf_sort_key(const mf_sort *s, const bson_t *doc, mf_buf *key, mf_error *err)
     mfi_keygen g = {.nfields = s->nparts, .paths = s->paths, .desc = s->desc,
                     .coll = s->coll, .emit = emit, .arg = &l, .err = err};
     int rc = mfi_keygen_run(&g, doc);
-    if (rc == MFI_E_PARALLEL_ARRAYS) /* as mongod's SortKeyGenerator words it */
+    if (rc == MF_CannotIndexParallelArrays) /* as mongod's SortKeyGenerator words it */
         rc = mf_error_set(err, MF_BadValue, "cannot sort with keys that are parallel arrays");
     if (rc)
         key->len = l.best_at;
@@ -501,7 +498,7 @@ static int io_error(mf_error *err, const char *what)
 {
     int e = errno;
     if (e == ENOSPC)
-        return mf_error_set(err, E_OUT_OF_DISK, "sort spill file %s: %s", what, strerror(e));
+        return mf_error_set(err, MF_OutOfDiskSpace, "sort spill file %s: %s", what, strerror(e));
     return mf_error_set(err, MF_InternalError, "sort spill file %s: %s", what,
                         e ? strerror(e) : "short read or write");
 }
@@ -761,7 +758,7 @@ int mf_sorter_add(mf_sorter *s, const void *key, size_t klen, const void *doc, s
     if (s->mem <= s->mem_limit)
         return 0;
     if (!s->allow_disk)
-        return mf_error_set(err, E_NO_DISK_USE,
+        return mf_error_set(err, MF_QueryExceededMemoryLimitNoDiskUseAllowed,
                             "Sort exceeded memory limit of %zu bytes, but did not opt in to "
                             "external sorting.",
                             s->mem_limit);

@@ -104,7 +104,7 @@ MFT_CASE(keygen_errors, "/query/keygen/errors")
     seen s = {0};
     uint32_t mk;
     mf_error err;
-    CHECK_INT(run("{\"a\": [1], \"b\": [2]}", ab, 2, &s, &mk, &err), MFI_E_PARALLEL_ARRAYS);
+    CHECK_INT(run("{\"a\": [1], \"b\": [2]}", ab, 2, &s, &mk, &err), MF_CannotIndexParallelArrays);
     CHECK_STR(err.msg, "cannot index parallel arrays [b] [a]");
     CHECK_INT(s.n, 0);
     /* the same array twice is not parallel */

@@ -113,6 +113,7 @@ static void add_index(world *w, const char *name, const char *p0, int d0, const 
 {
     mf_index_desc *d = &w->idx[w->nidx];
     memset(d, 0, sizeof *d);
+    d->type = mf_index_type_find(""); /* the b-tree */
     d->name = (char *)name;
     d->nfields = p1 ? 2 : 1;
     w->paths[w->nidx][0] = (char *)p0;

@@ -1,0 +1,32 @@
+/*
+ * index_type.c -- the table of index kinds (index_type.h) and the b-tree's
+ * bounds.
+ */
+#include "index_type.h"
+
+#include <string.h>
+
+/* A b-tree field's keys are the values themselves (under the index's
+ * collation, as the predicates were encoded): the predicate's own
+ * intervals, exact when the predicate says they are. */
+static int btree_bounds(const mf_index_desc *d, size_t field, const mfi_pred *pr, mfi_oil *out,
+                        bool *usable, bool *exact)
+{
+    (void)d, (void)field;
+    *usable = true;
+    *exact = pr->exact;
+    *out = (mfi_oil){0};
+    return mfi_oil_copy(out, &pr->oil);
+}
+
+static const mf_index_type types[] = {
+    {.plugin = "", .check_key = NULL, .keys = mfi_btree_keys, .bounds = btree_bounds},
+};
+
+const mf_index_type *mf_index_type_find(const char *plugin)
+{
+    for (size_t i = 0; i < sizeof types / sizeof types[0]; i++)
+        if (strcmp(types[i].plugin, plugin) == 0)
+            return &types[i];
+    return NULL;
+}

@@ -1,0 +1,49 @@
+/*
+ * index_type.h -- the index-type interface: what the write path and the
+ * planner ask of an index according to its kind (mongod's index plugins,
+ * IndexNames: the b-tree "", "text", "2dsphere", "2d", "hashed",
+ * "wildcard").
+ *
+ * One row of index_type.c's table per kind.  A kind answers three
+ * questions:
+ *
+ *   check_key  is this key pattern valid for the kind, beyond the checks
+ *              every pattern gets (index.c's check_key_pattern, mongod's
+ *              validateKeyPattern)?  NULL: no checks of its own.
+ *   keys       the keys of a document, encoded for the index's tree
+ *              (sorted, unique), and which key fields met an array.
+ *   bounds     what one predicate of a filter says about one key field:
+ *              the intervals of that field's keys it can match, whether
+ *              the kind can use it at all, and whether the bounds answer
+ *              it exactly (the scan then needs no filter for it).
+ *
+ * The b-tree (ascending/descending fields) is the first row.  A kind the
+ * table lacks is refused at createIndexes with CannotCreateIndex, as
+ * before; a new kind (issue 49) is one file with its three functions and
+ * one row.
+ *
+ * The interface lives in query/, not coll/, because the planner, which
+ * asks for bounds, is in query/ below coll/ (docs/layers.md).
+ */
+#ifndef MF_INDEX_TYPE_H
+#define MF_INDEX_TYPE_H
+
+#include "query_int.h"
+
+struct mf_index_type {
+    const char *plugin; /* IndexNames: "" for the b-tree */
+    int (*check_key)(const bson_t *key, mf_error *err);
+    int (*keys)(const mf_index_desc *d, const bson_t *doc, mf_keyset *out, uint32_t *multikey,
+                mf_error *err);
+    /* Into `out` (initialised here when *usable) the intervals of key field
+     * `field` that predicate `pr` can match.  Returns 0 or -1 (out of
+     * memory). */
+    int (*bounds)(const mf_index_desc *d, size_t field, const mfi_pred *pr, mfi_oil *out,
+                  bool *usable, bool *exact);
+};
+
+/* The b-tree's keys (index.c): mongod's BtreeKeyGenerator. */
+int mfi_btree_keys(const mf_index_desc *d, const bson_t *doc, mf_keyset *out,
+                   uint32_t *multikey, mf_error *err);
+
+#endif /* MF_INDEX_TYPE_H */
