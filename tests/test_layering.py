@@ -126,7 +126,11 @@ def _handler_uses():
 
 @pytest.mark.skipif(not CSRC.is_dir(), reason="csrc/ not present (installed package only)")
 def test_no_handler_calls_another():
-    table = (CSRC / "command" / "dispatch.c").read_text()
+    table = (CSRC / "command" / "commands.def").read_text()
     assert "mfi_cmd_insert" in table  # the table is where handlers are named
     uses = _handler_uses()
     assert not uses, uses
+    # and only the dispatcher can see their declarations
+    including = [str(p.relative_to(CSRC)) for p in _files()
+                 if re.search(r'#\s*include\s+"handlers\.h"', p.read_text())]
+    assert including == ["command/dispatch.c"], including

@@ -73,6 +73,14 @@ static void put_escaped(sb *s, const char *str, size_t n)
                 size_t k = c >= 0xf0 ? 4 : c >= 0xe0 ? 3 : c >= 0xc0 ? 2 : 1;
                 if (k > n - i)
                     k = n - i;
+                /* A sequence that is not UTF-8 (a stray byte, the overlong
+                 * NUL C0 80 that stored strings may hold) is escaped byte by
+                 * byte, as mongod's str::escape does with invalid bytes
+                 * (tests/fuzz_regressions/bson/render-overlong-nul). */
+                if ((k == 1 && c >= 0x80) || !bson_utf8_validate(str + i, k, false)) {
+                    putf(s, "\\x%02x", c);
+                    continue;
+                }
                 put(s, str + i, k);
                 i += k - 1;
             }

@@ -171,7 +171,6 @@ enum {
 
 typedef struct mf_cmd_def {
     const char *name;
-    mf_cmd_fn fn;
     int flags;
     const char *help;
 } mf_cmd_def;
@@ -192,23 +191,6 @@ int mfi_command_direct(mf_instance *inst, const char *db, const bson_t *cmd, bso
 bool mfi_instance_sleep(mf_instance *inst, int64_t ms);
 
 /* Handlers, by file. */
-int mfi_cmd_hello(mf_cmd_ctx *, const bson_t *, bson_t *, mf_error *);
-int mfi_cmd_build_info(mf_cmd_ctx *, const bson_t *, bson_t *, mf_error *);
-int mfi_cmd_ping(mf_cmd_ctx *, const bson_t *, bson_t *, mf_error *);
-int mfi_cmd_commit_transaction(mf_cmd_ctx *, const bson_t *, bson_t *, mf_error *);
-int mfi_cmd_abort_transaction(mf_cmd_ctx *, const bson_t *, bson_t *, mf_error *);
-int mfi_cmd_get_parameter(mf_cmd_ctx *, const bson_t *, bson_t *, mf_error *);
-int mfi_cmd_get_cmd_line_opts(mf_cmd_ctx *, const bson_t *, bson_t *, mf_error *);
-int mfi_cmd_server_status(mf_cmd_ctx *, const bson_t *, bson_t *, mf_error *);
-int mfi_cmd_host_info(mf_cmd_ctx *, const bson_t *, bson_t *, mf_error *);
-int mfi_cmd_whatsmyuri(mf_cmd_ctx *, const bson_t *, bson_t *, mf_error *);
-int mfi_cmd_connection_status(mf_cmd_ctx *, const bson_t *, bson_t *, mf_error *);
-int mfi_cmd_list_commands(mf_cmd_ctx *, const bson_t *, bson_t *, mf_error *);
-int mfi_cmd_end_sessions(mf_cmd_ctx *, const bson_t *, bson_t *, mf_error *);
-int mfi_cmd_kill_all_sessions(mf_cmd_ctx *, const bson_t *, bson_t *, mf_error *);
-int mfi_cmd_get_log(mf_cmd_ctx *, const bson_t *, bson_t *, mf_error *);
-int mfi_cmd_start_session(mf_cmd_ctx *, const bson_t *, bson_t *, mf_error *);
-int mfi_cmd_refresh_sessions(mf_cmd_ctx *, const bson_t *, bson_t *, mf_error *);
 
 /* ------------------------------------------ the replica set of one (repl.c) */
 
@@ -228,7 +210,6 @@ void mfi_repl_decorate(mf_instance *inst, const mf_cl_optime *op_time, bson_t *r
 void mfi_repl_write_concern(const bson_t *cmd, bson_t *wce);
 /* hello's replica-set fields, hosts through lastWrite. */
 void mfi_repl_hello(mf_instance *inst, bool hello, bson_t *reply);
-int mfi_cmd_repl_set_get_status(mf_cmd_ctx *, const bson_t *, bson_t *, mf_error *);
 
 /* ------------------------------------------------ retryable writes (retry.c) */
 
@@ -259,8 +240,6 @@ mf_cl_log *mfi_retry_log(mf_cmd_ctx *ctx);
 /* After the statement: if it wrote, it is an executed statement.  A no-op
  * without a retryable write. */
 int mfi_retry_done(mf_cmd_ctx *ctx, int32_t stmt_id, mf_error *err);
-int mfi_cmd_repl_set_get_config(mf_cmd_ctx *, const bson_t *, bson_t *, mf_error *);
-int mfi_cmd_repl_set_initiate(mf_cmd_ctx *, const bson_t *, bson_t *, mf_error *);
 /* In a replica set, the oplog and the sessions' records are kept: their
  * drop, or local's or config's, is IllegalOperation (20); a user's write
  * or rename of them InvalidNamespace (73).  No-ops on a standalone. */
@@ -297,7 +276,6 @@ int mfi_api_check_pipeline(const mfi_api_params *api, const bson_t *pipeline, mf
 int mfi_read_concern_check(const mf_cmd_def *def, const bson_t *cmd, mf_error *err);
 /* mongod's test commands for API versions (testVersion2, ...): reply with
  * the API parameters the command was sent with. */
-int mfi_cmd_test_api_version(mf_cmd_ctx *, const bson_t *, bson_t *, mf_error *);
 
 /* ------------------------------------- collection options (coll_options.c) */
 
@@ -369,7 +347,6 @@ bool mfi_profile_statement_wanted(const mf_cmd_ctx *ctx, int64_t start_us);
 int mfi_profile_check_drop(mf_instance *inst, const char *db, mf_error *err);
 /* A dropped database loses its profiling settings. */
 void mfi_profile_forget_db(mf_instance *inst, const char *db);
-int mfi_cmd_profile(mf_cmd_ctx *, const bson_t *, bson_t *, mf_error *);
 
 /* The per-command state mfi_profile_begin sets up (on the dispatcher's
  * stack). */
@@ -393,8 +370,6 @@ int mfi_sysdb_open(mf_instance *inst, mf_error *err);
 /* Write the records of the sessions used, and remove those of the
  * sessions ended, since the last refresh (config.system.sessions). */
 int mfi_sessions_refresh(mf_instance *inst, mf_error *err);
-int mfi_cmd_refresh_logical_session_cache_now(mf_cmd_ctx *, const bson_t *, bson_t *,
-                                              mf_error *);
 
 /* ------------------------------------------------ sessions (sessions.c) */
 
@@ -447,23 +422,9 @@ int mfi_sessions_list(void *arg, const mf_agg_sessions_query *q, bson_t *out, mf
  * (no one authenticated), as mongod's getLogicalSessionUserDigestFor. */
 void mfi_session_user_digest(const char *user, const char *db, uint8_t out[32]);
 void mfi_sha256(const void *data, size_t len, uint8_t out[32]);
-int mfi_cmd_shutdown(mf_cmd_ctx *, const bson_t *, bson_t *, mf_error *);
-int mfi_cmd_create(mf_cmd_ctx *, const bson_t *, bson_t *, mf_error *);
-int mfi_cmd_insert(mf_cmd_ctx *, const bson_t *, bson_t *, mf_error *);
-int mfi_cmd_count(mf_cmd_ctx *, const bson_t *, bson_t *, mf_error *);
-int mfi_cmd_drop(mf_cmd_ctx *, const bson_t *, bson_t *, mf_error *);
-int mfi_cmd_drop_database(mf_cmd_ctx *, const bson_t *, bson_t *, mf_error *);
-int mfi_cmd_list_collections(mf_cmd_ctx *, const bson_t *, bson_t *, mf_error *);
-int mfi_cmd_list_databases(mf_cmd_ctx *, const bson_t *, bson_t *, mf_error *);
-int mfi_cmd_rename_collection(mf_cmd_ctx *, const bson_t *, bson_t *, mf_error *);
-int mfi_cmd_coll_stats(mf_cmd_ctx *, const bson_t *, bson_t *, mf_error *);
-int mfi_cmd_db_stats(mf_cmd_ctx *, const bson_t *, bson_t *, mf_error *);
-int mfi_cmd_validate(mf_cmd_ctx *, const bson_t *, bson_t *, mf_error *);
 /* configureFailPoint and waitForFailPoint (cmd_failpoint.c): test
  * commands only.  configureFailPoint sets a fail point of failpoint.c's,
  * or "storageFault" (the os layer's fault injection). */
-int mfi_cmd_configure_fail_point(mf_cmd_ctx *, const bson_t *, bson_t *, mf_error *);
-int mfi_cmd_wait_for_fail_point(mf_cmd_ctx *, const bson_t *, bson_t *, mf_error *);
 /* The poll of a fail point's wait: one evaluation per 100 ms, as
  * pauseWhileSet's. */
 #define MFI_FP_POLL_MS 100
@@ -563,7 +524,6 @@ void mfi_fail_command_after(mf_cmd_ctx *ctx, const mf_cmd_def *def, const bson_t
  * caller kills the cursor on an error. */
 int mfi_fail_get_more(mf_cmd_ctx *ctx, const bson_t *cmd, mf_error *err);
 /* fsync: a checkpoint now (cmd_fsync.c). */
-int mfi_cmd_fsync(mf_cmd_ctx *, const bson_t *, bson_t *, mf_error *);
 
 /* collStats's fields after `ns` (size, count, ..., scaleFactor) for `ns`,
  * sizes divided by `scale`; zeros for a collection that does not exist, as
@@ -571,20 +531,6 @@ int mfi_cmd_fsync(mf_cmd_ctx *, const bson_t *, bson_t *, mf_error *);
 int mfi_coll_storage_stats(mf_engine *e, const char *ns, int64_t scale, bson_t *reply,
                            mf_error *err);
 
-int mfi_cmd_find(mf_cmd_ctx *, const bson_t *, bson_t *, mf_error *);
-int mfi_cmd_get_more(mf_cmd_ctx *, const bson_t *, bson_t *, mf_error *);
-int mfi_cmd_kill_cursors(mf_cmd_ctx *, const bson_t *, bson_t *, mf_error *);
-int mfi_cmd_distinct(mf_cmd_ctx *, const bson_t *, bson_t *, mf_error *);
-int mfi_cmd_plan_cache_clear(mf_cmd_ctx *, const bson_t *, bson_t *, mf_error *);
-int mfi_cmd_update(mf_cmd_ctx *, const bson_t *, bson_t *, mf_error *);
-int mfi_cmd_delete(mf_cmd_ctx *, const bson_t *, bson_t *, mf_error *);
-int mfi_cmd_find_and_modify(mf_cmd_ctx *, const bson_t *, bson_t *, mf_error *);
-int mfi_cmd_set_parameter(mf_cmd_ctx *, const bson_t *, bson_t *, mf_error *);
-int mfi_cmd_create_indexes(mf_cmd_ctx *, const bson_t *, bson_t *, mf_error *);
-int mfi_cmd_list_indexes(mf_cmd_ctx *, const bson_t *, bson_t *, mf_error *);
-int mfi_cmd_drop_indexes(mf_cmd_ctx *, const bson_t *, bson_t *, mf_error *);
-int mfi_cmd_coll_mod(mf_cmd_ctx *, const bson_t *, bson_t *, mf_error *);
-int mfi_cmd_explain(mf_cmd_ctx *, const bson_t *, bson_t *, mf_error *);
 
 /* The TTL monitor thread: started with the instance, joined at close. */
 int mfi_ttl_start(mf_instance *inst, mf_error *err);
@@ -742,7 +688,6 @@ static inline int64_t mfi_deadline_min(int64_t a, int64_t b)
 void mfi_executor_error(mf_error *err, const char *cmdname);
 /* The directory where sorts and groups spill (<dbpath>/_tmp). */
 void mfi_tmpdir_of(mf_instance *inst, char *out, size_t cap);
-int mfi_cmd_aggregate(mf_cmd_ctx *, const bson_t *, bson_t *, mf_error *);
 /* aggregate's work, for the handler (explain 0) and for explain (1
  * queryPlanner, 2 with executionStats, 3 allPlansExecution). */
 int mfi_aggregate_run(mf_cmd_ctx *ctx, const bson_t *cmd, int explain, bson_t *reply,

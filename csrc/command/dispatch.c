@@ -6,6 +6,7 @@
  * with a validated command document, so the two cannot drift apart.
  */
 #include "command_int.h"
+#include "handlers.h"
 #include "../storage/storage.h"
 
 #include <stdlib.h>
@@ -14,227 +15,21 @@
 
 /* ---------------------------------------------------------------- instance */
 
-int mf_instance_open(const mf_instance_config *cfg, mf_instance **out, mf_error *err)
-{
-    int lock_fd = -1;
-    int rc = mf_os_dir_lock(cfg->dbpath ? cfg->dbpath : "", &lock_fd, err);
-    if (rc != 0)
-        return rc;
-    mf_instance *inst = calloc(1, sizeof *inst);
-    if (inst)
-        inst->dbpath = strdup(cfg->dbpath);
-    if (!inst || !inst->dbpath) {
-        free(inst);
-        mf_os_dir_unlock(lock_fd);
-        return mf_error_oom(err);
-    }
-    inst->lock_fd = lock_fd;
-    /* The storage engine: the newest checkpoint plus the log since. */
-    mf_engine_options eopt = {.huge_pages = cfg->huge_pages, .faults = cfg->faults};
-    rc = mf_engine_open(cfg->dbpath, &eopt, &inst->engine, err);
-    if (rc != 0) {
-        free(inst->dbpath);
-        free(inst);
-        mf_os_dir_unlock(lock_fd);
-        return rc;
-    }
-    inst->max_connections = cfg->max_connections;
-    inst->enable_test_commands = cfg->enable_test_commands;
-    inst->ttl_sleep_secs = cfg->ttl_monitor_sleep_secs > 0 ? cfg->ttl_monitor_sleep_secs : 60;
-    inst->session_refresh_ms = cfg->session_refresh_ms > 0 ? cfg->session_refresh_ms : 300000;
-    atomic_store(&inst->index_build_max_mb, MF_INDEX_BUILD_DEFAULT_MB);
-    bson_init(&inst->cmdline_argv);
-    bson_init(&inst->cmdline_parsed);
-    if (cfg->cmdline_argv)
-        bson_concat(&inst->cmdline_argv, cfg->cmdline_argv);
-    if (cfg->cmdline_parsed)
-        bson_concat(&inst->cmdline_parsed, cfg->cmdline_parsed);
-    inst->request_stop = cfg->request_stop;
-    inst->request_stop_arg = cfg->request_stop_arg;
-    inst->start_wall_ms = mf_clock_wall_ms();
-    inst->start_mono_us = mf_clock_mono_us();
-    bson_oid_init(&inst->process_id, NULL);
-    if (gethostname(inst->host, sizeof inst->host - 1) != 0)
-        strcpy(inst->host, "localhost");
-    pthread_mutex_init(&inst->mu, NULL);
-    mfi_cursors_init(inst);
-    mfi_agg_env_init(inst);
-    /* Timed waits use the monotonic clock so a wall-clock step cannot
-     * stretch or cut an awaitable hello. */
-    pthread_condattr_t ca;
-    pthread_condattr_init(&ca);
-    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-    pthread_cond_init(&inst->cond, &ca);
-    pthread_condattr_destroy(&ca);
-    /* Indexes a crash left half built go; then the TTL monitor starts. */
-    if ((rc = mfi_repl_open(inst, cfg->repl_set, err)) != 0 ||
-        (rc = mfi_txn_table_open(inst, err)) != 0 ||
-        (rc = mfi_sessions_open(inst, err)) != 0 || (rc = mfi_fail_points_open(inst, err)) != 0 ||
-        (rc = mfi_profile_open(inst, err)) != 0 ||
-        (rc = mf_cl_recover_builds(inst->engine, err)) != 0 || (rc = mfi_sysdb_open(inst, err)) != 0 ||
-        (rc = mfi_ttl_start(inst, err)) != 0) {
-        mf_instance_close(inst);
-        return rc;
-    }
-    *out = inst;
-    return 0;
-}
+/* ---------------------------------------------------------------- handlers */
 
-void mf_instance_close(mf_instance *inst)
-{
-    if (!inst)
-        return;
-    mf_error err;
-    mf_instance_begin_shutdown(inst); /* wakes the TTL monitor to leave */
-    mfi_ttl_stop(inst);
-    /* A final checkpoint, so the next open replays nothing.  If it fails
-     * the log still holds every acknowledged write. */
-    if (mf_engine_close(inst->engine, &err) != 0)
-        mf_log(MF_LOG_ERROR, "STORAGE", 22437, "shutdown", "closing the storage engine: %s",
-               err.msg);
-    mfi_cursors_destroy(inst);
-    mfi_sessions_close(inst);
-    mfi_fail_points_close(inst);
-    mfi_profile_close(inst);
-    mfi_txn_table_close(inst);
-    mfi_repl_close(inst);
-    mf_os_dir_unlock(inst->lock_fd);
-    bson_destroy(&inst->cmdline_argv);
-    bson_destroy(&inst->cmdline_parsed);
-    pthread_cond_destroy(&inst->cond);
-    pthread_mutex_destroy(&inst->mu);
-    free(inst->dbpath);
-    free(inst);
-}
-
-/* ------------------------------------------------------------------- table */
-
-/* Sorted by name with strcmp; the C tests check the order. */
-static const mf_cmd_def table[] = {
-    {"abortTransaction", mfi_cmd_abort_transaction, MF_CMD_ADMIN_ONLY | MF_CMD_WRITE,
-     "Aborts a transaction"},
-    {"aggregate", mfi_cmd_aggregate, MF_CMD_WRITE, "Runs the aggregation command."},
-    {"buildInfo", mfi_cmd_build_info, MF_CMD_NO_AUTH,
-     "get version #, etc.\n{ buildinfo:1 }"},
-    {"buildinfo", mfi_cmd_build_info, MF_CMD_ALIAS | MF_CMD_NO_AUTH,
-     "get version #, etc.\n{ buildinfo:1 }"},
-    {"collMod", mfi_cmd_coll_mod, MF_CMD_WRITE,
-     "Sets collection options.\nExample: { collMod: 'foo', index: {keyPattern: {a: 1}, expireAfterSeconds: 600} }"},
-    {"collStats", mfi_cmd_coll_stats, 0,
-     "{ collStats:\"blog.posts\" , scale : 1 } scale divides sizes e.g. for KB use 1024\n"
-     "    avgObjSize - in bytes"},
-    {"collstats", mfi_cmd_coll_stats, MF_CMD_ALIAS,
-     "{ collStats:\"blog.posts\" , scale : 1 } scale divides sizes e.g. for KB use 1024\n"
-     "    avgObjSize - in bytes"},
-    {"commitTransaction", mfi_cmd_commit_transaction, MF_CMD_ADMIN_ONLY | MF_CMD_WRITE,
-     "Commits a transaction"},
-    {"configureFailPoint", mfi_cmd_configure_fail_point, MF_CMD_ADMIN_ONLY,
-     "test only: enables, disables, or configures a fail point"},
-    {"connectionStatus", mfi_cmd_connection_status, MF_CMD_NO_AUTH,
-     "Returns connection-specific information such as logged-in users and their roles"},
-    {"count", mfi_cmd_count, 0, "count objects in collection"},
-    {"create", mfi_cmd_create, MF_CMD_WRITE, "explicitly creates a collection"},
-    {"createIndexes", mfi_cmd_create_indexes, MF_CMD_WRITE, "create indexes on a collection"},
-    {"dbStats", mfi_cmd_db_stats, 0,
-     "Get stats on a database. Not instantaneous. Slower for databases with large "
-     ".ns files.\nExample: { dbStats : 1, scale : 1 }"},
-    {"dbstats", mfi_cmd_db_stats, MF_CMD_ALIAS,
-     "Get stats on a database. Not instantaneous. Slower for databases with large "
-     ".ns files.\nExample: { dbStats : 1, scale : 1 }"},
-    {"delete", mfi_cmd_delete, MF_CMD_WRITE, "delete documents"},
-    {"distinct", mfi_cmd_distinct, 0, "{ distinct : 'collection name' , key : 'a.b' , query : {} }"},
-    {"drop", mfi_cmd_drop, MF_CMD_WRITE, "drop a collection\n{drop : <collectionName>}"},
-    {"dropDatabase", mfi_cmd_drop_database, MF_CMD_WRITE, "drop (delete) this database"},
-    {"dropIndexes", mfi_cmd_drop_indexes, MF_CMD_WRITE, "drop indexes for a collection"},
-    {"endSessions", mfi_cmd_end_sessions, 0, "end a set of logical sessions"},
-    {"explain", mfi_cmd_explain, 0, "explain a query's plan: { explain: {find: ...}, verbosity: 'queryPlanner' }"},
-    {"find", mfi_cmd_find, 0, "query for documents"},
-    {"findAndModify", mfi_cmd_find_and_modify, MF_CMD_WRITE,
-     "{ findAndModify: \"collection\", query: {processed:false}, update: {$set: {processed:true}}, new: true}"},
-    {"findandmodify", mfi_cmd_find_and_modify, MF_CMD_ALIAS | MF_CMD_WRITE, ""},
-    {"fsync", mfi_cmd_fsync, MF_CMD_ADMIN_ONLY,
-     "force a checkpoint: everything acknowledged goes into the data file's image"},
-    {"getCmdLineOpts", mfi_cmd_get_cmd_line_opts, MF_CMD_ADMIN_ONLY,
-     "get argv"},
-    {"getLog", mfi_cmd_get_log, MF_CMD_ADMIN_ONLY,
-     "{ getLog : '*' }  OR { getLog : 'global' }"},
-    {"getMore", mfi_cmd_get_more, 0, "retrieve more results from an existing cursor"},
-    {"getParameter", mfi_cmd_get_parameter, MF_CMD_ADMIN_ONLY,
-     "get administrative option(s)\nexample:\n{ getParameter:1, notablescan:1 }"},
-    {"hello", mfi_cmd_hello, MF_CMD_HELLO | MF_CMD_NO_AUTH,
-     "Check if this server is primary for a replica set\n{ hello : 1 }"},
-    {"hostInfo", mfi_cmd_host_info, 0, "returns information about the daemon's host"},
-    {"insert", mfi_cmd_insert, MF_CMD_WRITE, "insert documents"},
-    {"isMaster", mfi_cmd_hello, MF_CMD_HELLO | MF_CMD_NO_AUTH,
-     "Check if this server is primary for a replica set\n{ isMaster : 1 }"},
-    {"ismaster", mfi_cmd_hello, MF_CMD_ALIAS | MF_CMD_HELLO | MF_CMD_NO_AUTH,
-     "Check if this server is primary for a replica set\n{ isMaster : 1 }"},
-    {"killAllSessions", mfi_cmd_kill_all_sessions, 0, "kill all logical sessions"},
-    {"killCursors", mfi_cmd_kill_cursors, 0, "Kill a list of cursor ids"},
-    {"listCollections", mfi_cmd_list_collections, 0, "list collections for this db"},
-    {"listCommands", mfi_cmd_list_commands, MF_CMD_NO_AUTH, "get a list of all db commands"},
-    {"listDatabases", mfi_cmd_list_databases, MF_CMD_ADMIN_ONLY,
-     "{ listDatabases:1, [filter: <filterObject>] [, nameOnly: true ] }\nlist databases on this server"},
-    {"listIndexes", mfi_cmd_list_indexes, 0, "list indexes for a collection"},
-    {"ping", mfi_cmd_ping, MF_CMD_NO_AUTH, "a way to check that the server is alive. responds immediately even if server is in a db lock."},
-    {"planCacheClear", mfi_cmd_plan_cache_clear, 0,
-     "Drops one or all plan cache entries in a collection."},
-    {"profile", mfi_cmd_profile, 0,
-     "controls the behaviour of the performance profiler, the fraction of eligible operations "
-     "which are sampled for logging/profiling, and the threshold duration at which ops become "
-     "eligible. See http://docs.mongodb.org/manual/reference/command/profile"},
-    {"refreshLogicalSessionCacheNow", mfi_cmd_refresh_logical_session_cache_now,
-     MF_CMD_TEST_ONLY, "force a refresh of the logical session cache"},
-    {"refreshSessions", mfi_cmd_refresh_sessions, 0, "renew a set of logical sessions"},
-    {"renameCollection", mfi_cmd_rename_collection, MF_CMD_ADMIN_ONLY | MF_CMD_WRITE,
-     " example: { renameCollection: foo.a, to: bar.b }"},
-    {"replSetGetConfig", mfi_cmd_repl_set_get_config, MF_CMD_ADMIN_ONLY,
-     "Returns the current replica set configuration{ replSetGetConfig : 1 }\nhttp://dochub.mongodb.org/core/replicasetcommands"},
-    {"replSetGetStatus", mfi_cmd_repl_set_get_status, MF_CMD_ADMIN_ONLY,
-     "Report status of a replica set from the POV of this server\n{ replSetGetStatus : 1 }\nhttp://dochub.mongodb.org/core/replicasetcommands"},
-    {"replSetInitiate", mfi_cmd_repl_set_initiate, MF_CMD_ADMIN_ONLY,
-     "Initiate/christen a replica set.\nhttp://dochub.mongodb.org/core/replicasetcommands"},
-    {"serverStatus", mfi_cmd_server_status, 0,
-     "returns lots of administrative server statistics"},
-    {"setParameter", mfi_cmd_set_parameter, MF_CMD_ADMIN_ONLY,
-     "set administrative option(s)"},
-    {"shutdown", mfi_cmd_shutdown, MF_CMD_ADMIN_ONLY,
-     "shutdown the database.  must be ran against admin db and either (1) ran from localhost or (2) authenticated. If this is a primary in a replica set and there is no secondary within 10 seconds of its optime, it will not shutdown without force : true.  You can also specify timeoutSecs : N to wait N seconds for other members to catch up."},
-    {"startSession", mfi_cmd_start_session, 0, "start a logical session"},
-    {"testDeprecation", mfi_cmd_test_api_version, MF_CMD_TEST_ONLY, ""},
-    {"testDeprecationInVersion2", mfi_cmd_test_api_version, MF_CMD_TEST_ONLY, ""},
-    {"testRemoval", mfi_cmd_test_api_version, MF_CMD_TEST_ONLY, ""},
-    {"testVersion2", mfi_cmd_test_api_version, MF_CMD_TEST_ONLY, ""},
-    {"testVersions1And2", mfi_cmd_test_api_version, MF_CMD_TEST_ONLY, ""},
-    {"update", mfi_cmd_update, MF_CMD_WRITE, "update documents"},
-    {"validate", mfi_cmd_validate, 0,
-     "Validate contents of a namespace by scanning its data structures for correctness.\n"
-     "This is a slow operation.\n\tAdd {full: true} option to do a more thorough check."},
-    {"waitForFailPoint", mfi_cmd_wait_for_fail_point, MF_CMD_ADMIN_ONLY | MF_CMD_TEST_ONLY,
-     "wait for a fail point to be entered a certain number of times"},
-    {"whatsmyuri", mfi_cmd_whatsmyuri, 0, "{whatsmyuri:1}"},
+/* The handlers, in the table's order (commands.def): a handler is named
+ * here and nowhere else. */
+static const mf_cmd_fn handlers[] = {
+#define MF_COMMAND(name, fn, flags, help) fn,
+#include "commands.def"
+#undef MF_COMMAND
 };
 
-const mf_cmd_def *mfi_command_table(size_t *n)
+static mf_cmd_fn handler_of(const mf_cmd_def *def)
 {
-    *n = sizeof table / sizeof table[0];
-    return table;
-}
-
-const mf_cmd_def *mfi_command_find(const char *name)
-{
-    size_t lo = 0, hi = sizeof table / sizeof table[0];
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        int c = strcmp(table[mid].name, name);
-        if (c == 0)
-            return &table[mid];
-        if (c < 0)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    return NULL;
+    size_t n;
+    const mf_cmd_def *table = mfi_command_table(&n);
+    return handlers[def - table];
 }
 
 /* ------------------------------------------------------- the server's own */
@@ -249,7 +44,7 @@ int mfi_command_direct(mf_instance *inst, const char *db, const bson_t *cmd, bso
     if (!def)
         return mf_error_set(err, MF_CommandNotFound, "no such command for the server itself");
     mf_cmd_ctx ctx = {.inst = inst, .db = db, .name = def->name};
-    int rc = def->fn(&ctx, cmd, reply, err);
+    int rc = handler_of(def)(&ctx, cmd, reply, err);
     /* as for a client's command: durable before the server goes on */
     if (ctx.lsn) {
         mf_error serr;
@@ -575,7 +370,7 @@ void mf_command_run(mf_instance *inst, mf_client *client, const bson_t *cmd,
      * maxTimeAlwaysTimeOut fails one that has a deadline. */
     if (ctx.deadline.at_us && (rc = mfi_max_time_check(inst, &err)) != 0)
         goto fail;
-    rc = def->fn(&ctx, cmd, reply, &err);
+    rc = handler_of(def)(&ctx, cmd, reply, &err);
     /* Durable before any reply: one sync covers every write the command
      * made (group commit shares it with the other writers).  Writes made
      * before a maxTimeMS expiry stay, as mongod's do, and are synced too;
