@@ -57,18 +57,10 @@ static int run(mf_instance *inst, const char *db, const bson_t *cmd, mf_error *e
     return rc;
 }
 
-static bool coll_exists(mf_instance *inst, const char *ns)
-{
-    mf_engine_catalog_lock(inst->engine, false);
-    bool found = mf_engine_coll(inst->engine, ns) != NULL;
-    mf_engine_catalog_unlock(inst->engine);
-    return found;
-}
-
 /* admin.system.version with the featureCompatibilityVersion document. */
 static int ensure_fcv(mf_instance *inst, mf_error *err)
 {
-    if (coll_exists(inst, "admin.system.version"))
+    if (mf_cl_exists(inst->engine, "admin.system.version"))
         return 0;
     bson_t cmd = BSON_INITIALIZER, docs, doc;
     BSON_APPEND_UTF8(&cmd, "insert", "system.version");
@@ -159,7 +151,7 @@ static int log_startup(mf_instance *inst, mf_error *err)
 /* config.system.sessions with mongod's TTL index. */
 static int ensure_sessions_coll(mf_instance *inst, mf_error *err)
 {
-    if (coll_exists(inst, "config.system.sessions"))
+    if (mf_cl_exists(inst->engine, "config.system.sessions"))
         return 0;
     bson_t cmd = BSON_INITIALIZER, arr, ix, key;
     BSON_APPEND_UTF8(&cmd, "createIndexes", "system.sessions");
