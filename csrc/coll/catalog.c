@@ -79,6 +79,29 @@ int mf_cl_drop(mf_cl_db *db, const char *ns, int *nindexes, mf_lsn *lsn, mf_erro
     return rc;
 }
 
+int mf_cl_drop_if_empty(mf_cl_db *db, const char *ns, mf_error *err)
+{
+    mf_engine *e = db->engine;
+    mf_lsn lsn = 0;
+    int rc = 0;
+    mf_engine_catalog_lock(e, true);
+    mf_coll *c = mf_engine_coll(e, ns);
+    if (c) {
+        mf_cursor cur;
+        bool any;
+        mf_cursor_init(&cur, mf_engine_tree(e, mf_coll_records(c)));
+        rc = mf_cursor_first(&cur, &any, err);
+        if (rc == 0 && !any)
+            rc = mf_engine_coll_drop(e, ns, &lsn, err);
+    }
+    mf_engine_catalog_unlock(e);
+    if (rc == 0 && lsn) {
+        mf_cl_usage_forget(db, ns, NULL);
+        rc = mf_engine_sync(e, lsn, err);
+    }
+    return rc;
+}
+
 /* Catalog lock held: gather the names of `db`'s collections. */
 typedef struct in_db {
     const char *db;

@@ -21,11 +21,17 @@
  *   validate.c validate's checks of a collection
  *   stats.c    the bytes a collection occupies
  *   oplog.c    a replica set's oplog and the clock of its timestamps
+ *   txn.c      multi-document transactions: snapshots, write sets, the
+ *              write-lock table, commit
  *
  * Names: mf_cl_* (the storage engine's own collection handle keeps its
  * mf_coll_* accessors: mf_coll_lock, mf_coll_records, ...).
  *
- * Locks, as engine.h orders them: catalog -> collection -> log.  A
+ * Locks, as engine.h orders them: catalog -> collection -> log.  Two
+ * writers hold more than one collection lock: a retryable write (its
+ * collection, then config.transactions, config.image_collection, the
+ * oplog) and a transaction's commit (its collections in namespace order,
+ * then the same three); readers hold one.  A
  * function taking an mf_coll expects the caller to hold the catalog lock
  * (shared at least) and says which collection lock it needs; one taking a
  * namespace takes what it needs itself and must be called with none held.
@@ -54,6 +60,7 @@
 
 typedef struct mf_cl_usage mf_cl_usage;
 typedef struct mf_cl_oplog mf_cl_oplog;
+typedef struct mf_cl_txns mf_cl_txns;
 
 /* What the layer keeps for one server: its engine, the plan cache of
  * multi-planning's winners, and the index access counters. */
@@ -65,6 +72,7 @@ typedef struct mf_cl_db {
     mf_cl_usage *usage;
     size_t nusage, capusage;
     mf_cl_oplog *oplog;        /* a replica set's (oplog.c); NULL: standalone */
+    mf_cl_txns *txns;          /* a replica set's transactions (txn.c); NULL: standalone */
 } mf_cl_db;
 
 void mf_cl_db_init(mf_cl_db *db, mf_engine *engine);
@@ -125,9 +133,12 @@ typedef struct mf_cl_stmt {
     bool post_image;      /* it is the document after (else before) */
 } mf_cl_stmt;
 
-/* How a write is logged (mf_cl_write_doc_log): NULL or no oplog, not. */
+/* How a write is logged (mf_cl_write_doc_log): NULL or no oplog, not.
+ * `txns`: a replica set's transactions (txn.c), which every write outside
+ * them must tell what it wrote. */
 typedef struct mf_cl_log {
     mf_cl_oplog *oplog;
+    mf_cl_txns *txns;
     bool replaced;         /* an update that replaced the whole document */
     mf_cl_stmt *stmt;      /* a retryable write's statement, or NULL */
     mf_cl_optime op_time;  /* out: the entry's ts */
@@ -146,11 +157,34 @@ int mf_cl_write_doc(mf_engine *e, mf_coll *c, mf_cl_indexes *ix, uint64_t rid,
 int mf_cl_write_doc_log(mf_engine *e, mf_coll *c, mf_cl_indexes *ix, uint64_t rid,
                         const bson_t *old_doc, const bson_t *new_doc, mf_lsn *lsn,
                         mf_cl_dup *dup, mf_cl_log *lg, mf_error *err);
+/* One record a transaction's commit writes (mf_cl_write_changes). */
+typedef struct mf_cl_change {
+    mf_coll *c;
+    mf_cl_indexes *ix;
+    uint64_t rid;
+    const bson_t *old_doc, *new_doc; /* as mf_cl_write_doc's */
+} mf_cl_change;
+
+/* Write the `n` records of a transaction with all their index entries,
+ * its oplog entry ({op: "c", ns: "admin.$cmd", o: {applyOps: [...]}})
+ * and its session's config.transactions record (`lg->stmt`: lsid,
+ * txnNumber; state "committed") as ONE engine write.  Every collection
+ * locked exclusively, in namespace order, then config.transactions, then
+ * the oplog (taken here). */
+int mf_cl_write_changes(mf_engine *e, const mf_cl_change *ch, size_t n, mf_cl_log *lg,
+                        mf_lsn *lsn, mf_error *err);
+
 /* The RecordId of the document of `c` whose _id is `id_doc`'s ({_id: v}),
  * by its _id index (collection lock held); `copy` (may be NULL) gets the
  * document.  MF_InternalError when `c` has no _id index. */
 int mf_cl_find_by_id(mf_engine *e, mf_coll *c, const mf_cl_indexes *ix, const bson_t *id_doc,
                      uint64_t *rid, bool *found, bson_t *copy, mf_error *err);
+/* The document `rid` of `c` as the running operation sees it (collection
+ * lock held): inside a transaction, its own write or its snapshot's
+ * version (valid until the transaction's next statement), else the
+ * tree's (valid while the lock is held).  *found false when absent. */
+int mf_cl_read_record(mf_engine *e, mf_coll *c, uint64_t rid, bson_t *doc, bool *found,
+                      mf_error *err);
 /* A copy of the document of `ns` whose _id is `id_doc`'s into `out`
  * (initialised here); `*found` false when there is none or no such
  * collection.  Catalog lock held (shared); takes the collection's. */
@@ -247,6 +281,11 @@ bool mf_cl_exists(mf_engine *e, const char *ns);
  * MF_NamespaceNotFound when it is not there.  Takes the catalog lock
  * exclusively.  *lsn raised: the caller syncs. */
 int mf_cl_drop(mf_cl_db *db, const char *ns, int *nindexes, mf_lsn *lsn, mf_error *err);
+
+/* Drop `ns` if it exists and holds no document (a collection an aborted
+ * transaction created, unless someone wrote it since); durable on return.
+ * Takes the catalog lock exclusively. */
+int mf_cl_drop_if_empty(mf_cl_db *db, const char *ns, mf_error *err);
 
 /* Drop every collection of database `name` (none: nothing to do). */
 int mf_cl_drop_db(mf_cl_db *db, const char *name, mf_lsn *lsn, mf_error *err);
@@ -359,11 +398,73 @@ typedef struct mf_cl_oplog_put {
 } mf_cl_oplog_put;
 int mf_cl_oplog_begin(mf_cl_oplog *o, mf_coll *c, const bson_t *old, const bson_t *new_doc,
                       bool replaced, const mf_cl_stmt *st, mf_cl_oplog_put *put);
+/* Append to the array `arr`, at index `i`, the operation a transaction's
+ * applyOps entry lists for one write (op, ns, ui, o, o2). */
+void mf_cl_oplog_op(bson_t *arr, uint32_t i, mf_coll *c, const bson_t *old,
+                    const bson_t *new_doc);
+/* mf_cl_oplog_begin for a transaction's commit: one entry {lsid,
+ * txnNumber, op: "c", ns: "admin.$cmd", o: {applyOps: ops}, ts, t, v,
+ * wall, prevOpTime}. */
+int mf_cl_oplog_begin_apply(mf_cl_oplog *o, const bson_t *ops, const mf_cl_stmt *st,
+                            mf_cl_oplog_put *put);
 /* The entry logged at `t` (a copy into `out`, initialised here), if the
  * oplog still has it.  No lock held. */
 int mf_cl_oplog_entry_at(mf_cl_oplog *o, mf_cl_optime t, bson_t *out, bool *found,
                          mf_error *err);
 void mf_cl_oplog_end(mf_cl_oplog *o, mf_cl_oplog_put *put, bool written);
+
+/* ---------------------------------------------------------------- txn.c */
+
+/* Multi-document transactions of a replica set (txn.c's comment says how
+ * snapshots, write sets and the write-lock table work).  One mf_cl_txns
+ * per server in replica-set mode (mf_cl_db.txns). */
+typedef struct mf_cl_txn mf_cl_txn;
+
+int mf_cl_txns_open(mf_cl_txns **out, mf_error *err);
+void mf_cl_txns_close(mf_cl_txns *m);
+
+/* A transaction reading from a snapshot taken now. */
+int mf_cl_txn_begin(mf_cl_txns *m, mf_cl_txn **out, mf_error *err);
+/* End `t` without writing anything (frees it). */
+void mf_cl_txn_abort(mf_cl_txn *t);
+/* Commit `t` (no lock held): its write set as one engine write
+ * (mf_cl_write_changes; `lg->stmt` names the session), visible to others
+ * as a whole once it returns.  MF_NoSuchTransaction when a write outside
+ * took what it holds, or a collection it wrote was dropped.  `t` has
+ * ended either way (freed). */
+int mf_cl_txn_commit(mf_cl_txn *t, mf_engine *e, mf_cl_log *lg, mf_lsn *lsn, mf_error *err);
+
+/* The operation running on this thread runs inside `t` (NULL: none),
+ * as mongod's operation context carries its transaction: its scans see
+ * `t`'s snapshot and writes (mf_cl_scan_new), and its writes through
+ * mf_cl_write_doc_log go to `t`'s write set. */
+void mf_cl_txn_bind(mf_cl_txn *t);
+mf_cl_txn *mf_cl_txn_bound(void);
+/* `t`'s read view for a scan (NULL for NULL). */
+const mf_read_view *mf_cl_txn_view(mf_cl_txn *t);
+/* Whether a write outside `t` took a record or key it holds. */
+bool mf_cl_txn_killed(mf_cl_txn *t);
+/* Whether `t` has written anything. */
+bool mf_cl_txn_wrote(const mf_cl_txn *t);
+
+/* A write of `t` (mf_cl_write_doc_log's arguments; collection lock
+ * exclusive): WriteConflict when another open transaction holds the record
+ * or one of the unique keys it gains, or it was written after `t`'s
+ * snapshot; DuplicateKey as a unique index would refuse it. */
+int mf_cl_txn_stage(mf_cl_txn *t, mf_engine *e, mf_coll *c, mf_cl_indexes *ix, uint64_t rid,
+                    const bson_t *old_doc, const bson_t *new_doc, mf_cl_dup *dup,
+                    mf_error *err);
+
+/* A write outside transactions (collection lock exclusive; `m` may be
+ * NULL: standalone): before it, mark killed the transactions holding its
+ * record or the unique keys it gains; after it, take its number and keep
+ * its before-image for older snapshots. */
+void mf_cl_txns_claim(mf_cl_txns *m, mf_coll *c, const mf_cl_indexes *ix, uint64_t rid,
+                      const bson_t *old_doc, const bson_t *new_doc);
+int mf_cl_txns_written(mf_cl_txns *m, mf_coll *c, uint64_t rid, const bson_t *old_doc,
+                       mf_error *err);
+/* `next`, or past the RecordIds open write sets took in `c`. */
+uint64_t mf_cl_txns_first_free(mf_cl_txns *m, const mf_coll *c, uint64_t next);
 
 /* -------------------------------------------------------------- stats.c */
 

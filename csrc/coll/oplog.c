@@ -269,17 +269,13 @@ static void append_id_doc(bson_t *out, const char *key, const bson_t *doc)
     bson_append_document_end(out, &d);
 }
 
-/* The entry of one write: `old` NULL inserts, `new_doc` NULL deletes, both
- * update (`replaced`: o is the new document, else a diff). */
-static void build_entry(mf_coll *c, const bson_t *old, const bson_t *new_doc, bool replaced,
-                        const mf_cl_stmt *st, mf_cl_optime t, int64_t wall_ms, bson_t *out)
+/* What an entry says of one write (op, ns, ui, o, o2), appended to `out`:
+ * `old` NULL inserts, `new_doc` NULL deletes, both update (`replaced`: o
+ * is the new document, else a diff). */
+static void build_op(mf_coll *c, const bson_t *old, const bson_t *new_doc, bool replaced,
+                     bson_t *out)
 {
     uint8_t uuid[16];
-    bson_init(out);
-    if (st) {
-        BSON_APPEND_DOCUMENT(out, "lsid", st->lsid);
-        BSON_APPEND_INT64(out, "txnNumber", st->txn_number);
-    }
     BSON_APPEND_UTF8(out, "op", !old ? "i" : !new_doc ? "d" : "u");
     BSON_APPEND_UTF8(out, "ns", mf_coll_name(c));
     if (mf_cl_uuid(c, uuid))
@@ -304,6 +300,18 @@ static void build_entry(mf_coll *c, const bson_t *old, const bson_t *new_doc, bo
         }
         append_id_doc(out, "o2", new_doc);
     }
+}
+
+/* The entry of one write (build_op), with its statement's session. */
+static void build_entry(mf_coll *c, const bson_t *old, const bson_t *new_doc, bool replaced,
+                        const mf_cl_stmt *st, mf_cl_optime t, int64_t wall_ms, bson_t *out)
+{
+    bson_init(out);
+    if (st) {
+        BSON_APPEND_DOCUMENT(out, "lsid", st->lsid);
+        BSON_APPEND_INT64(out, "txnNumber", st->txn_number);
+    }
+    build_op(c, old, new_doc, replaced, out);
     if (st)
         BSON_APPEND_INT32(out, "stmtId", st->stmt_id);
     BSON_APPEND_TIMESTAMP(out, "ts", t.secs, t.inc);
@@ -327,6 +335,47 @@ int mf_cl_oplog_begin(mf_cl_oplog *o, mf_coll *c, const bson_t *old, const bson_
     mf_coll_lock(o->c, true);
     tick(o, &put->t, &put->wall_ms);
     build_entry(c, old, new_doc, replaced, st, put->t, put->wall_ms, &put->entry);
+    put->tree = mf_coll_records(o->c);
+    mf_record_id_encode(optime_rid(put->t), put->key);
+    return 0;
+}
+
+void mf_cl_oplog_op(bson_t *arr, uint32_t i, mf_coll *c, const bson_t *old,
+                    const bson_t *new_doc)
+{
+    char key[16];
+    const char *k;
+    bson_t d;
+    size_t kl = bson_uint32_to_string(i, &k, key, sizeof key);
+    bson_append_document_begin(arr, k, (int)kl, &d);
+    build_op(c, old, new_doc, false, &d);
+    bson_append_document_end(arr, &d);
+}
+
+int mf_cl_oplog_begin_apply(mf_cl_oplog *o, const bson_t *ops, const mf_cl_stmt *st,
+                            mf_cl_oplog_put *put)
+{
+    bson_t cmd, p;
+    mf_coll_lock(o->c, true);
+    tick(o, &put->t, &put->wall_ms);
+    bson_init(&put->entry);
+    if (st) {
+        BSON_APPEND_DOCUMENT(&put->entry, "lsid", st->lsid);
+        BSON_APPEND_INT64(&put->entry, "txnNumber", st->txn_number);
+    }
+    BSON_APPEND_UTF8(&put->entry, "op", "c");
+    BSON_APPEND_UTF8(&put->entry, "ns", "admin.$cmd");
+    BSON_APPEND_DOCUMENT_BEGIN(&put->entry, "o", &cmd);
+    BSON_APPEND_ARRAY(&cmd, "applyOps", ops);
+    bson_append_document_end(&put->entry, &cmd);
+    BSON_APPEND_TIMESTAMP(&put->entry, "ts", put->t.secs, put->t.inc);
+    BSON_APPEND_INT64(&put->entry, "t", TERM);
+    BSON_APPEND_INT64(&put->entry, "v", 2);
+    BSON_APPEND_DATE_TIME(&put->entry, "wall", put->wall_ms);
+    BSON_APPEND_DOCUMENT_BEGIN(&put->entry, "prevOpTime", &p);
+    BSON_APPEND_TIMESTAMP(&p, "ts", 0, 0);
+    BSON_APPEND_INT64(&p, "t", -1);
+    bson_append_document_end(&put->entry, &p);
     put->tree = mf_coll_records(o->c);
     mf_record_id_encode(optime_rid(put->t), put->key);
     return 0;

@@ -171,6 +171,13 @@ int mf_cl_scan_new_ex(mf_cl_db *db, mf_coll *c, const mf_cl_indexes *ix, const b
     /* A query run for a client (`db`) keeps and uses the plan cache;
      * explain (no `db`) plans afresh, as it shows the trials. */
     mf_scan_extra with = x ? *x : (mf_scan_extra){0};
+    /* inside a transaction: its snapshot and its own writes, read from
+     * documents (a distinct scan would skip what the view adds) */
+    mf_cl_txn *t = mf_cl_txn_bound();
+    if (t && strncmp(mf_coll_name(c), "local.", 6) != 0) {
+        with.view = mf_cl_txn_view(t);
+        with.distinct_key = NULL;
+    }
     if (db) {
         with.cache = db->plan_cache;
         with.chosen = count_chosen;

@@ -70,7 +70,7 @@ int mf_cl_ttl_pass(mf_cl_db *db, bool (*stop)(void *), void *arg, uint64_t *dele
                    mf_error *err)
 {
     mf_engine *e = db->engine;
-    mf_cl_log lg = {.oplog = db->oplog}; /* a replica set logs the deletes */
+    mf_cl_log lg = {.oplog = db->oplog, .txns = db->txns}; /* a replica set logs the deletes */
     mf_cl_names l;
     *deleted = 0;
     int rc = mf_cl_names_get(e, &l, err);

@@ -26,6 +26,11 @@ typedef struct opbuf {
     size_t n, cap;
     mf_buf *keys; /* each op's key bytes (owned) */
     size_t nkeys, capkeys;
+    /* a transaction's batch: unique keys are checked once every op is in
+     * (a key one record frees, another may take), at the ops `uputs` */
+    bool defer_unique;
+    size_t *uputs;
+    size_t nuputs, capuputs;
 } opbuf;
 
 static void opbuf_free(opbuf *b)
@@ -34,6 +39,7 @@ static void opbuf_free(opbuf *b)
         mf_buf_free(&b->keys[i]);
     free(b->keys);
     free(b->ops);
+    free(b->uputs);
 }
 
 /* Add an op whose key is `k` (+ the RecordId when `with_rid`); a put's
@@ -167,7 +173,19 @@ static int doc_ops(opbuf *b, mf_engine *e, mf_coll *c, mf_cl_indexes *ix, uint64
         for (size_t k = 0; rc == 0 && k < after.n; k++) {
             if (key_in(&before, &after.keys[k]))
                 continue;
-            if (x->unique || x->prepare_unique) {
+            if (x->unique && b->defer_unique) {
+                if (b->nuputs == b->capuputs) {
+                    size_t cap = b->capuputs ? 2 * b->capuputs : 16;
+                    size_t *v = realloc(b->uputs, cap * sizeof *v);
+                    if (!v) {
+                        rc = mf_error_oom(err);
+                        break;
+                    }
+                    b->uputs = v;
+                    b->capuputs = cap;
+                }
+                b->uputs[b->nuputs++] = b->n; /* the PUT added below */
+            } else if (x->unique || x->prepare_unique) {
                 bool found;
                 const uint8_t *v;
                 size_t vl;
@@ -340,9 +358,16 @@ int mf_cl_write_doc_log(mf_engine *e, mf_coll *c, mf_cl_indexes *ix, uint64_t ri
                         const bson_t *old_doc, const bson_t *new_doc, mf_lsn *lsn,
                         mf_cl_dup *dup, mf_cl_log *lg, mf_error *err)
 {
+    /* inside a transaction: into its write set, no tree changed (txn.c) */
+    mf_cl_txn *t = mf_cl_txn_bound();
+    if (t && lg && replicated(c))
+        return mf_cl_txn_stage(t, e, c, ix, rid, old_doc, new_doc, dup, err);
+    mf_cl_txns *txns = lg ? lg->txns : NULL;
     opbuf b = {0};
     int64_t ins = 0, del = 0; /* index entries put and deleted */
     int rc = doc_ops(&b, e, c, ix, rid, old_doc, new_doc, dup, &ins, &del, err);
+    if (rc == 0)
+        mf_cl_txns_claim(txns, c, ix, rid, old_doc, new_doc);
     if (rc == 0 && lg && lg->oplog && replicated(c))
         /* the entry goes in the same engine write: the document is there
          * after a crash exactly when its entry is */
@@ -352,7 +377,105 @@ int mf_cl_write_doc_log(mf_engine *e, mf_coll *c, mf_cl_indexes *ix, uint64_t ri
     if (rc == 0) {
         ix->keys_inserted += ins;
         ix->keys_deleted += del;
+        /* its number, and the version older snapshots see (txn.c); a
+         * failure loses only that version: the write is done */
+        mf_error verr;
+        (void)mf_cl_txns_written(txns, c, rid, old_doc, &verr);
     }
+    opbuf_free(&b);
+    return rc;
+}
+
+/* --------------------------------------------- a transaction's commit */
+
+/* Whether op `o` (a unique key's PUT) meets an entry of another record:
+ * in the tree, unless the batch deletes that key; or in the batch. */
+static int batch_duplicate(const opbuf *b, mf_engine *e, const mf_op *o, bool *dup,
+                           mf_error *err)
+{
+    bool found, deleted = false;
+    const uint8_t *v;
+    size_t vl;
+    *dup = false;
+    for (size_t i = 0; i < b->nuputs; i++) {
+        const mf_op *p = &b->ops[b->uputs[i]];
+        if (p != o && p->tree == o->tree && p->klen == o->klen &&
+            memcmp(p->key, o->key, o->klen) == 0) {
+            *dup = true;
+            return 0;
+        }
+    }
+    int rc = mf_btree_get(mf_engine_tree(e, o->tree), o->key, o->klen, &found, &v, &vl, err);
+    if (rc || !found || (vl == 8 && memcmp(v, o->val, 8) == 0))
+        return rc;
+    for (size_t i = 0; i < b->n && !deleted; i++) {
+        const mf_op *p = &b->ops[i];
+        deleted = p->kind == MF_OP_DELETE && p->tree == o->tree && p->klen == o->klen &&
+                  memcmp(p->key, o->key, o->klen) == 0;
+    }
+    *dup = !deleted;
+    return 0;
+}
+
+int mf_cl_write_changes(mf_engine *e, const mf_cl_change *ch, size_t n, mf_cl_log *lg,
+                        mf_lsn *lsn, mf_error *err)
+{
+    opbuf b = {.defer_unique = true};
+    int64_t ins = 0, del = 0;
+    bson_t ops = BSON_INITIALIZER, sdoc = BSON_INITIALIZER, id = BSON_INITIALIZER;
+    side sess = {0};
+    int rc = 0;
+    for (size_t i = 0; rc == 0 && i < n; i++) {
+        rc = doc_ops(&b, e, ch[i].c, ch[i].ix, ch[i].rid, ch[i].old_doc, ch[i].new_doc, NULL,
+                     &ins, &del, err);
+        if (rc == 0 && lg && lg->oplog)
+            mf_cl_oplog_op(&ops, (uint32_t)i, ch[i].c, ch[i].old_doc, ch[i].new_doc);
+    }
+    /* the unique indexes, over the whole batch (the statements checked
+     * each write against the transaction's view already) */
+    for (size_t i = 0; rc == 0 && i < b.nuputs; i++) {
+        bool dup;
+        if ((rc = batch_duplicate(&b, e, &b.ops[b.uputs[i]], &dup, err)) == 0 && dup)
+            rc = mf_error_set(err, MF_DuplicateKey,
+                              "a unique index refuses a key the transaction writes");
+    }
+    const mf_cl_stmt *st = lg ? lg->stmt : NULL;
+    if (rc == 0 && st) {
+        BSON_APPEND_DOCUMENT(&id, "_id", st->lsid);
+        rc = side_open(&sess, e, "config.transactions", &id, err);
+    }
+    mf_cl_oplog_put put;
+    bool begun = false;
+    if (rc == 0 && lg && lg->oplog) {
+        mf_cl_oplog_begin_apply(lg->oplog, &ops, st, &put);
+        begun = true;
+        mf_buf k = {.data = put.key, .len = 8};
+        rc = opbuf_add(&b, MF_OP_PUT, put.tree, &k, false, NULL, err);
+        if (rc == 0) {
+            b.ops[b.n - 1].val = bson_get_data(&put.entry);
+            b.ops[b.n - 1].vlen = put.entry.len;
+        }
+        if (rc == 0 && st) {
+            int64_t si = 0, sd = 0;
+            bson_destroy(&sdoc);
+            session_doc(st, &put, &sdoc);
+            BSON_APPEND_UTF8(&sdoc, "state", "committed");
+            rc = doc_ops(&b, e, sess.c, &sess.ix, sess.rid, sess.found ? &sess.old : NULL, &sdoc,
+                         NULL, &si, &sd, err);
+        }
+    }
+    /* one engine write: after kill -9 the transaction is all there or
+     * not at all */
+    if (rc == 0)
+        rc = mf_engine_write(e, b.ops, b.n, lsn, err);
+    if (rc == 0 && begun)
+        lg->op_time = put.t;
+    if (begun)
+        mf_cl_oplog_end(lg->oplog, &put, rc == 0);
+    side_close(&sess);
+    bson_destroy(&ops);
+    bson_destroy(&sdoc);
+    bson_destroy(&id);
     opbuf_free(&b);
     return rc;
 }
@@ -601,6 +724,8 @@ int mf_cl_insert_doc(mf_engine *e, mf_coll *c, mf_cl_indexes *ix, uint64_t *next
     int rc = mf_cl_stored_form(doc, stored, id, err);
     if (rc)
         return rc;
+    /* past the RecordIds open transactions took for their inserts */
+    *next_id = mf_cl_txns_first_free(lg ? lg->txns : NULL, c, *next_id);
     rc = mf_cl_write_doc_log(e, c, ix, *next_id, NULL, stored, lsn, dup, lg, err);
     if (rc == 0)
         (*next_id)++;

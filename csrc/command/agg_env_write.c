@@ -306,6 +306,7 @@ static sink *sink_new(mf_instance *inst, const char *db, mf_error *err)
     s->base.free = sink_free;
     s->inst = inst;
     s->log.oplog = inst->cl.oplog;
+    s->log.txns = inst->cl.txns;
     snprintf(s->db, sizeof s->db, "%s", db);
     bson_init(&s->specs);
     return s;
@@ -378,6 +379,9 @@ static int out_open(void *arg, const char *db, const char *coll, mf_agg_sink **o
     mf_engine *e = inst->engine;
     char tmp[128];
     *out = NULL;
+    if (mf_cl_txn_bound())
+        return mf_error_set(err, MF_OperationNotSupportedInTransaction,
+                            "$out cannot be used in a transaction");
     int rc = temp_name(tmp, sizeof tmp, err);
     if (rc)
         return rc;
@@ -415,6 +419,11 @@ static int out_open(void *arg, const char *db, const char *coll, mf_agg_sink **o
 static int merge_open(void *arg, const char *db, const char *coll, mf_agg_sink **out,
                       mf_error *err)
 {
+    if (mf_cl_txn_bound()) {
+        *out = NULL;
+        return mf_error_set(err, MF_OperationNotSupportedInTransaction,
+                            "$merge cannot be used in a transaction");
+    }
     sink *s = sink_new(arg, db, err);
     *out = NULL;
     if (!s)

@@ -79,6 +79,7 @@ typedef enum {
     P_WINDOW_MEM,     /* internalDocumentSourceSetWindowFieldsMaxMemoryBytes (long) */
     P_INDEX_BUILD_MEM, /* maxIndexBuildMemoryUsageMegabytes (int) */
     P_SESSION_REFRESH, /* logicalSessionRefreshMillis (int, startup) */
+    P_TXN_LIFETIME,    /* transactionLifetimeLimitSeconds (int) */
 } param_kind;
 
 /* Sorted by name, as mongod lists them.  `runtime`/`startup` feed
@@ -105,7 +106,7 @@ static const struct param {
     {"notablescan", P_BOOL, 0, true, true},
     {"quiet", P_BOOL, 0, true, true},
     {"requireApiVersion", P_BOOL, 0, true, true},
-    {"transactionLifetimeLimitSeconds", P_INT, 60, true, true},
+    {"transactionLifetimeLimitSeconds", P_TXN_LIFETIME, 0, true, true},
     {"ttlMonitorEnabled", P_BOOL, 1, true, true},
     {"ttlMonitorSleepSecs", P_TTL_SLEEP, 0, false, true},
 };
@@ -164,6 +165,9 @@ static void param_value(mf_instance *inst, const struct param *p, bson_t *out,
         break;
     case P_INDEX_BUILD_MEM:
         bson_append_int32(out, key, -1, (int32_t)atomic_load(&inst->index_build_max_mb));
+        break;
+    case P_TXN_LIFETIME:
+        bson_append_int32(out, key, -1, (int32_t)atomic_load(&inst->txn_lifetime_s));
         break;
     case P_CURSOR_TIMEOUT:
         pthread_mutex_lock(&inst->cursors_mu);
@@ -237,8 +241,9 @@ int mfi_cmd_get_parameter(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_
 
 /* ------------------------------------------------------------- setParameter */
 
-/* setParameter: of the runtime parameters, cursorTimeoutMillis can be set;
- * the others are reported as not settable here rather than pretending. */
+/* setParameter: of the runtime parameters, cursorTimeoutMillis, the
+ * memory limits and transactionLifetimeLimitSeconds can be set; the others
+ * are reported as not settable here rather than pretending. */
 int mfi_cmd_set_parameter(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_error *err)
 {
     bson_iter_t it;
@@ -262,7 +267,8 @@ int mfi_cmd_set_parameter(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_
                                 "Cannot set parameter %s at runtime", k);
         bool is_mem = p->kind == P_GROUP_MEM || p->kind == P_SORT_MEM ||
                       p->kind == P_BAUTO_MEM || p->kind == P_WINDOW_MEM;
-        if (p->kind != P_CURSOR_TIMEOUT && p->kind != P_INDEX_BUILD_MEM && !is_mem)
+        if (p->kind != P_CURSOR_TIMEOUT && p->kind != P_INDEX_BUILD_MEM &&
+            p->kind != P_TXN_LIFETIME && !is_mem)
             return mf_error_set(err, MF_IllegalOperation,
                                 "Setting parameter %s is not supported by this server", k);
         int64_t v;
@@ -279,8 +285,15 @@ int mfi_cmd_set_parameter(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_
             return mf_error_set(err, MF_BadValue,
                                 "Invalid value for parameter %s: %lld is not greater than or "
                                 "equal to %lld", k, (long long)v, (long long)floor_mb);
+        /* mongod's validator: at least one second */
+        if (p->kind == P_TXN_LIFETIME && (v < 1 || v > INT32_MAX))
+            return mf_error_set(err, MF_BadValue,
+                                "Invalid value for parameter %s: %lld is not greater than or "
+                                "equal to 1", k, (long long)v);
         param_value(ctx->inst, p, reply, "was");
-        if (p->kind == P_GROUP_MEM) {
+        if (p->kind == P_TXN_LIFETIME) {
+            atomic_store(&ctx->inst->txn_lifetime_s, v);
+        } else if (p->kind == P_GROUP_MEM) {
             atomic_store(&ctx->inst->agg_group_max_bytes, v);
         } else if (p->kind == P_SORT_MEM) {
             atomic_store(&ctx->inst->agg_sort_max_bytes, v);
@@ -470,6 +483,7 @@ int mfi_cmd_kill_all_sessions(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply,
         }
     }
     mfi_sessions_kill(ctx->inst, (const uint8_t(*)[32])uids, n, n == 0);
+    mfi_txn_kill(ctx->inst, (const uint8_t(*)[32])uids, n, n == 0);
     free(uids);
     return 0;
 }

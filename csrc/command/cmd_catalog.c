@@ -81,6 +81,8 @@ int mfi_cmd_create(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_error *
         bson_destroy(&clustered);
     if (rc == 0)
         rc = mf_cl_create(ctx->inst->engine, ns, &options, coll, true, err);
+    if (rc == 0)
+        mfi_txn_note_created(ctx, ns); /* dropped again if it aborts */
     mf_collator_unref(coll);
     bson_destroy(&options);
     return rc;

@@ -89,7 +89,14 @@ int mfi_cmd_create_indexes(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf
         mf_engine_catalog_lock(e, false);
         created = mf_engine_coll(e, ns) == NULL;
         mf_engine_catalog_unlock(e);
-        rc = mfi_coll_for_write(ctx, ns, &c, err);
+        /* in a transaction, only on a collection it creates */
+        if (!created && !mfi_txn_created(ctx, ns))
+            rc = mf_error_set(err, MF_OperationNotSupportedInTransaction,
+                              "Cannot create new indexes on existing collection %s in a "
+                              "multi-document transaction.",
+                              ns);
+        if (rc == 0)
+            rc = mfi_coll_for_write(ctx, ns, &c, err);
     }
     if (rc) {
         for (size_t i = 0; i < ok; i++)

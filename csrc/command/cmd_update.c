@@ -164,19 +164,12 @@ static int find_hits(mf_instance *inst, mf_engine *e, mf_coll *c, const mf_cl_in
     return rc;
 }
 
-/* The stored document `rid` (exclusive lock held): a view into the map. */
+/* The stored document `rid` (exclusive lock held), as the operation sees
+ * it (a transaction's own version): a view, not a copy. */
 static int read_record(mf_engine *e, mf_coll *c, uint64_t rid, bson_t *doc, bool *found,
                        mf_error *err)
 {
-    uint8_t k[8];
-    const uint8_t *v;
-    size_t vl;
-    mf_record_id_encode(rid, k);
-    int rc = mf_btree_get(mf_engine_tree(e, mf_coll_records(c)), k, 8, found, &v, &vl, err);
-    if (rc == 0 && *found && !bson_init_static(doc, v, vl))
-        rc = mf_error_set(err, MF_DataCorruption, "record %llu is not a document",
-                          (unsigned long long)rid);
-    return rc;
+    return mf_cl_read_record(e, c, rid, doc, found, err);
 }
 
 /* ------------------------------------------------------------ the updates */

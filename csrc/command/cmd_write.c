@@ -63,6 +63,8 @@ int mfi_coll_for_write(mf_cmd_ctx *ctx, const char *ns, mf_coll **out, mf_error 
         int rc = mf_cl_create(e, ns, &none, NULL, true, err);
         if (rc && rc != MF_NamespaceExists)
             return rc;
+        if (rc == 0)
+            mfi_txn_note_created(ctx, ns); /* dropped again if it aborts */
         mf_engine_catalog_lock(e, false);
         c = mf_engine_coll(e, ns);
         if (!c) {

@@ -69,6 +69,7 @@ struct mf_instance {
     /* internalDocumentSourceGroupMaxMemoryBytes and
      * internalQueryMaxBlockingSortMemoryUsageBytes (setParameter) */
     atomic_int_fast64_t agg_group_max_bytes, agg_sort_max_bytes;
+    atomic_int_fast64_t txn_lifetime_s; /* transactionLifetimeLimitSeconds (txn.c) */
     /* internalDocumentSourceBucketAutoMaxMemoryBytes and
      * internalDocumentSourceSetWindowFieldsMaxMemoryBytes */
     atomic_int_fast64_t agg_bucket_auto_max_bytes, agg_window_max_bytes;
@@ -144,6 +145,17 @@ typedef struct mf_cmd_ctx {
      * holds it for the command's run. */
     mfi_retry *retry;
     mfi_retry retry_buf;
+    /* A statement of a multi-document transaction (txn.c), or NULL;
+     * `txn_buf` holds it for the command's run. */
+    struct mfi_txn_use *txn;
+    struct mfi_txn_use {
+        struct txn_state *state; /* the session's, checked out */
+        bson_t lsid;             /* {id, uid} */
+        int64_t txn_number;
+        bool starts;             /* this command starts it */
+        int64_t prev_number;     /* what the session had before it */
+        int prev_phase;
+    } txn_buf;
 } mf_cmd_ctx;
 
 /* What a handler passes to coll/'s writes: NULL on a standalone. */
@@ -213,8 +225,60 @@ void mfi_repl_hello(mf_instance *inst, bool hello, bson_t *reply);
 
 /* ------------------------------------------------ retryable writes (retry.c) */
 
+/* What a replica set keeps of a session (retry.c, txn.c): its newest
+ * txnNumber, as a retryable write (its executed statements) or a
+ * transaction (its state, and while in progress its snapshot and write
+ * set).  A command checks it out for its whole run: one at a time. */
+typedef struct stmt_rec {
+    int32_t stmt_id;
+    mf_cl_optime t;
+} stmt_rec;
+
+typedef enum {
+    MFI_TXN_NONE,        /* txn_number is a retryable write's, or none */
+    MFI_TXN_IN_PROGRESS,
+    MFI_TXN_COMMITTED,
+    MFI_TXN_ABORTED
+} mfi_txn_phase;
+
+typedef struct txn_state {
+    uint8_t id[16], uid[32];
+    bool busy;            /* checked out by a command */
+    bool loaded;          /* from config.transactions and the oplog */
+    int64_t txn_number;   /* -1: none yet */
+    mf_cl_optime last;    /* the last entry of txn_number */
+    stmt_rec *stmts;
+    size_t nstmts, capstmts;
+    int64_t last_use_ms;
+    /* a transaction: its phase; in progress, its snapshot and writes, when
+     * it started (transactionLifetimeLimitSeconds), the collections it
+     * created (dropped again if it aborts) */
+    mfi_txn_phase phase;
+    mf_cl_txn *txn;
+    int64_t started_ms;
+    char **created;
+    size_t ncreated;
+    struct txn_state *next;
+} txn_state;
+
+struct mfi_txn_table {
+    pthread_mutex_t mu;
+    pthread_cond_t cond; /* a session was checked in */
+    txn_state *list;
+    size_t n, n_at_prune;
+};
+
 int mfi_txn_table_open(mf_instance *inst, mf_error *err);
 void mfi_txn_table_close(mf_instance *inst);
+/* The state of session (id, uid), checked out (waiting while another
+ * command has it); NULL when out of memory. */
+txn_state *mfi_session_checkout(mfi_txn_table *t, const uint8_t id[16], const uint8_t uid[32]);
+void mfi_session_checkin(mfi_txn_table *t, txn_state *s);
+/* The session's state from config.transactions and the oplog (its first
+ * use after a start). */
+int mfi_session_load(mf_instance *inst, txn_state *s, const bson_t *lsid, mf_error *err);
+/* The hex of a UUID as mongod prints a session id. */
+void mfi_uuid_str(const uint8_t id[16], char out[37]);
 /* A command with txnNumber and no autocommit in a replica set: a
  * retryable write if `def` is insert, update, delete or findAndModify (else
  * 50768).  Checks the session (id, uid) out (waiting for another command
@@ -240,6 +304,46 @@ mf_cl_log *mfi_retry_log(mf_cmd_ctx *ctx);
 /* After the statement: if it wrote, it is an executed statement.  A no-op
  * without a retryable write. */
 int mfi_retry_done(mf_cmd_ctx *ctx, int32_t stmt_id, mf_error *err);
+/* ------------------------------------------------ transactions (txn.c) */
+
+/* A command with lsid, txnNumber and autocommit in a replica set: mongod's
+ * checks (autocommit false, the commands a transaction runs, no
+ * writeConcern but on commit and abort, readConcern on the first
+ * statement only); checks the session out, starts (`start`) or continues
+ * its transaction -- TransactionTooOld 225, NoSuchTransaction 251,
+ * TransactionCommitted 256, ConflictingOperationInProgress 117 -- and
+ * binds it to the thread.  Sets ctx->txn until mfi_txn_end. */
+int mfi_txn_begin(mf_cmd_ctx *ctx, const mf_cmd_def *def, const bson_t *cmd,
+                  const uint8_t id[16], const uint8_t uid[32], int64_t txn_number, bool autocommit,
+                  bool has_start, bool start, mf_error *err);
+/* After the handler: unbind; a statement that failed (`rc`, or a write
+ * error in `reply`) aborts the transaction; a WriteConflict write error
+ * becomes the command's error.  Returns the command's code. */
+int mfi_txn_end_statement(mf_cmd_ctx *ctx, int rc, bson_t *reply, mf_error *err);
+/* Check the session in (the reply is built). */
+void mfi_txn_end(mf_cmd_ctx *ctx);
+/* The command failed before it ran (failCommand, evaluated before mongod
+ * checks the session out): a transaction it started never began. */
+void mfi_txn_unstart(mf_cmd_ctx *ctx);
+/* A collection the running transaction created (dropped if it aborts). */
+void mfi_txn_note_created(mf_cmd_ctx *ctx, const char *ns);
+/* Whether `ns` may take new indexes: outside a transaction always, inside
+ * only when the transaction created it. */
+bool mfi_txn_created(const mf_cmd_ctx *ctx, const char *ns);
+/* Abort the transactions past transactionLifetimeLimitSeconds. */
+void mfi_txn_reap(mf_instance *inst);
+/* killSessions / killAllSessions: the transactions of those users (all)
+ * are aborted. */
+void mfi_txn_kill(mf_instance *inst, const uint8_t (*uids)[32], size_t nuids, bool all);
+/* endSessions: the session's transaction is aborted. */
+void mfi_txn_session_ended(mf_instance *inst, const uint8_t id[16], const uint8_t uid[32]);
+/* What a session state keeps of a transaction, released (prune, close). */
+void mfi_txn_state_free(mf_instance *inst, txn_state *s);
+/* The txnNumber of the transaction bound to this thread. */
+int64_t mfi_txn_number(void);
+/* Kill the cursors opened in transaction `t` (it ends). */
+void mfi_cursors_kill_txn(mf_instance *inst, const void *t);
+
 /* In a replica set, the oplog and the sessions' records are kept: their
  * drop, or local's or config's, is IllegalOperation (20); a user's write
  * or rename of them InvalidNamespace (73).  No-ops on a standalone. */
@@ -272,8 +376,11 @@ int mfi_api_check_pipeline(const mfi_api_params *api, const bson_t *pipeline, mf
  * aggregate, count, distinct), one a standalone cannot satisfy, refused as
  * mongod's waitForReadConcern refuses it: level "snapshot" or
  * "linearizable" and afterOpTime are NotAReplicaSet (123),
- * afterClusterTime and atClusterTime IllegalOperation (20). */
-int mfi_read_concern_check(const mf_cmd_def *def, const bson_t *cmd, mf_error *err);
+ * afterClusterTime and atClusterTime IllegalOperation (20).  A replica
+ * set of one satisfies them all, but level "snapshot" outside a
+ * transaction (NotImplemented 238, until snapshot reads are built). */
+int mfi_read_concern_check(const mf_cmd_ctx *ctx, const mf_cmd_def *def, const bson_t *cmd,
+                           mf_error *err);
 /* mongod's test commands for API versions (testVersion2, ...): reply with
  * the API parameters the command was sent with. */
 
@@ -583,6 +690,10 @@ struct mfi_cursor {
      * between getMores is not counted. */
     mf_deadline deadline;
     int64_t time_left_us;
+    /* the transaction it was opened in (its scans read through that
+     * transaction's view; NULL: none) and its number */
+    const void *txn;
+    int64_t txn_number;
     bool killed;            /* killCursors while in use: close at checkin */
     bool in_use;
     int64_t last_used_ms;

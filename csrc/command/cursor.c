@@ -130,6 +130,9 @@ int64_t mfi_cursor_register(mf_instance *inst, mfi_cursor *c)
     } while (c->id == 0 || lookup(inst, c->id, NULL));
     c->last_used_ms = now;
     c->in_use = false;
+    /* opened in a transaction: it reads through it, and dies with it */
+    c->txn = mf_cl_txn_bound();
+    c->txn_number = c->txn ? mfi_txn_number() : 0;
     c->next = inst->cursors;
     inst->cursors = c;
     pthread_mutex_unlock(&inst->cursors_mu);
@@ -188,6 +191,27 @@ int mfi_cursor_kill(mf_instance *inst, int64_t id, const char *ns)
     }
     pthread_mutex_unlock(&inst->cursors_mu);
     return result;
+}
+
+void mfi_cursors_kill_txn(mf_instance *inst, const void *t)
+{
+    if (!t)
+        return;
+    pthread_mutex_lock(&inst->cursors_mu);
+    for (mfi_cursor **link = &inst->cursors; *link;) {
+        mfi_cursor *c = *link;
+        if (c->txn != t) {
+            link = &c->next;
+        } else if (c->in_use) {
+            c->killed = true;
+            c->txn = NULL; /* its view is gone: never read again */
+            link = &c->next;
+        } else {
+            *link = c->next;
+            mfi_cursor_free(c);
+        }
+    }
+    pthread_mutex_unlock(&inst->cursors_mu);
 }
 
 size_t mfi_cursors_open(mf_instance *inst)
@@ -760,6 +784,26 @@ int mfi_cmd_get_more(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_error
                             "Requested getMore on namespace '%s', but cursor belongs to a "
                             "different namespace %s",
                             ns, cur->ns);
+    }
+    /* a cursor of a transaction is read in it, and only in it */
+    const void *t = mf_cl_txn_bound();
+    if (cur->txn != t || (t && ctx->txn && cur->txn_number != ctx->txn->txn_number)) {
+        int64_t mine = ctx->txn ? ctx->txn->txn_number : 0;
+        mfi_cursor_checkin(ctx->inst, cur, false);
+        if (!cur->txn)
+            return mf_error_set(err, 50739,
+                                "Cannot run getMore on cursor %lld, which was not created in a "
+                                "transaction, in transaction %lld",
+                                (long long)id, (long long)mine);
+        if (!t)
+            return mf_error_set(err, 50740,
+                                "Cannot run getMore on cursor %lld, which was created in "
+                                "transaction %lld, without a txnNumber",
+                                (long long)id, (long long)cur->txn_number);
+        return mf_error_set(err, 50741,
+                            "Cannot run getMore on cursor %lld, which was created in transaction "
+                            "%lld, in transaction %lld",
+                            (long long)id, (long long)cur->txn_number, (long long)mine);
     }
     /* A maxTimeMS of getMore's own (checked by the dispatcher) is what a
      * tailable awaitData cursor waits, and there are none here: refused

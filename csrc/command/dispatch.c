@@ -276,13 +276,46 @@ static void retry_label(mfi_fail_effect *fx, int code)
     bson_append_array_end(&fx->labels, &arr);
 }
 
+/* Whether an error of a transaction's statement gets the
+ * TransientTransactionError label (mongod's isTransientTransactionError):
+ * a commit or abort only for NoSuchTransaction without a write concern
+ * error; another statement also for WriteConflict, LockTimeout, snapshot
+ * errors and every RetriableError. */
+static bool transient_code(const mf_cmd_ctx *ctx, int code, bool has_wce)
+{
+    if (strcmp(ctx->name, "commitTransaction") == 0 || strcmp(ctx->name, "abortTransaction") == 0)
+        return code == MF_NoSuchTransaction && !has_wce;
+    return code == MF_WriteConflict || code == MF_LockTimeout || code == MF_NoSuchTransaction ||
+           code == MF_SnapshotTooOld || code == MF_SnapshotUnavailable || retriable_code(code);
+}
+
+static void txn_label(mfi_fail_effect *fx, const mf_cmd_ctx *ctx, int code)
+{
+    if (!ctx->txn || fx->labels_given)
+        return;
+    bool ends = strcmp(ctx->name, "commitTransaction") == 0 ||
+                strcmp(ctx->name, "abortTransaction") == 0;
+    const char *label = transient_code(ctx, code, !bson_empty(&fx->wce))
+                            ? "TransientTransactionError"
+                        : ends && (retriable_code(code) || retriable_code(wce_code(&fx->wce)))
+                            ? "RetryableWriteError"
+                            : NULL;
+    if (!label)
+        return;
+    bson_t arr;
+    bson_reinit(&fx->labels);
+    BSON_APPEND_ARRAY_BEGIN(&fx->labels, "errorLabels", &arr);
+    BSON_APPEND_UTF8(&arr, "0", label);
+    bson_append_array_end(&fx->labels, &arr);
+}
+
 void mf_command_run(mf_instance *inst, mf_client *client, const bson_t *cmd,
                     bson_t *reply, int *out_flags)
 {
     mf_error err;
     bson_t err_info = BSON_INITIALIZER;
     mf_cmd_ctx ctx = {.inst = inst, .client = client, .err_info = &err_info,
-                      .log = {.oplog = inst->cl.oplog}};
+                      .log = {.oplog = inst->cl.oplog, .txns = inst->cl.txns}};
     mfi_fail_effect fx;
     mfi_op_debug dbg;
     mfi_prof_op prof;
@@ -350,10 +383,12 @@ void mf_command_run(mf_instance *inst, mf_client *client, const bson_t *cmd,
         goto fail;
     /* failCommand: after the session is read and before the write concern,
      * as mongod evaluates it (test commands only: off otherwise). */
-    if ((rc = mfi_fail_command_before(&ctx, def, cmd, &fx, &err)) != 0)
+    if ((rc = mfi_fail_command_before(&ctx, def, cmd, &fx, &err)) != 0) {
+        mfi_txn_unstart(&ctx);
         goto fail;
+    }
     if ((rc = check_write_concern(inst, def, cmd, &err)) != 0 ||
-        (rc = mfi_read_concern_check(def, cmd, &err)) != 0)
+        (rc = mfi_read_concern_check(&ctx, def, cmd, &err)) != 0)
         goto fail;
     /* maxTimeMS, as mongod's entry point reads it for every command:
      * aggregate parses its own (its IDL's stricter types and range come
@@ -371,6 +406,8 @@ void mf_command_run(mf_instance *inst, mf_client *client, const bson_t *cmd,
     if (ctx.deadline.at_us && (rc = mfi_max_time_check(inst, &err)) != 0)
         goto fail;
     rc = handler_of(def)(&ctx, cmd, reply, &err);
+    /* a transaction's statement: unbound; one that failed aborts it */
+    rc = mfi_txn_end_statement(&ctx, rc, reply, &err);
     /* Durable before any reply: one sync covers every write the command
      * made (group commit shares it with the other writers).  Writes made
      * before a maxTimeMS expiry stay, as mongod's do, and are synced too;
@@ -395,6 +432,8 @@ void mf_command_run(mf_instance *inst, mf_client *client, const bson_t *cmd,
         goto fail;
     if (ctx.retry && !bson_empty(&fx.wce))
         retry_label(&fx, 0);
+    if (ctx.txn && !bson_empty(&fx.wce))
+        txn_label(&fx, &ctx, 0);
     bson_concat(reply, &fx.wce);
     BSON_APPEND_DOUBLE(reply, "ok", 1.0);
     if (!bson_empty(&fx.wce)) /* labels go with an error or a write concern error */
@@ -405,6 +444,7 @@ void mf_command_run(mf_instance *inst, mf_client *client, const bson_t *cmd,
         mfi_repl_decorate(inst, &ctx.log.op_time, reply);
     *out_flags = ctx.flags;
     mfi_retry_end(&ctx);
+    mfi_txn_end(&ctx);
     mfi_profile_end(&ctx, def, cmd, reply, NULL);
     mfi_fail_effect_destroy(&fx);
     bson_destroy(&err_info);
@@ -415,6 +455,7 @@ fail:
         mf_error_set(&err, rc, "command failed");
     if (ctx.retry)
         retry_label(&fx, err.code);
+    txn_label(&fx, &ctx, err.code);
     mf_command_error_reply(reply, &err);
     if (!bson_empty(&err_info) && err.code != MF_ERRMSG_ONLY)
         bson_concat(reply, &err_info);
@@ -431,6 +472,7 @@ fail:
         }
     }
     mfi_retry_end(&ctx);
+    mfi_txn_end(&ctx);
     /* A replica-set member's "not primary" and shutdown errors carry its
      * topologyVersion, so a driver can tell the error is not news about the
      * topology (SDAM: an error no newer than what it knows is stale). */

@@ -240,6 +240,7 @@ void mfi_fail_effect_init(mfi_fail_effect *fx)
 {
     bson_init(&fx->wce);
     bson_init(&fx->labels);
+    fx->labels_given = false;
 }
 
 void mfi_fail_effect_destroy(mfi_fail_effect *fx)

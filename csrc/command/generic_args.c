@@ -366,7 +366,8 @@ static int read_concern_parse(const bson_iter_t *it, read_concern *rc_out, mf_er
     return 0;
 }
 
-int mfi_read_concern_check(const mf_cmd_def *def, const bson_t *cmd, mf_error *err)
+int mfi_read_concern_check(const mf_cmd_ctx *ctx, const mf_cmd_def *def, const bson_t *cmd,
+                           mf_error *err)
 {
     bson_iter_t it;
     read_concern r;
@@ -375,6 +376,17 @@ int mfi_read_concern_check(const mf_cmd_def *def, const bson_t *cmd, mf_error *e
     int rc = read_concern_parse(&it, &r, err);
     if (rc || !reads_with_concern(canonical_name(def)))
         return rc;
+    if (ctx->inst->repl) {
+        /* A set of one: every write acknowledged is applied, so a read
+         * after any cluster time, or linearizable, reads the newest data;
+         * a transaction reads from its snapshot (txn.c).  A snapshot read
+         * outside a transaction is not built yet. */
+        if (strcmp(r.level, "snapshot") == 0 && !ctx->txn)
+            return mf_error_set(err, MF_NotImplemented,
+                                "readConcern level 'snapshot' outside a transaction is not "
+                                "supported by this MultiforaDB version yet");
+        return 0;
+    }
     /* waitForReadConcernImpl's order: the level first, then the times. */
     if (strcmp(r.level, "linearizable") == 0)
         return mf_error_set(err, MF_NotAReplicaSet, "node needs to be a replica set member to use read concern");

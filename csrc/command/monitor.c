@@ -100,6 +100,10 @@ static void *ttl_main(void *arg)
         int64_t next_refresh = atomic_load(&inst->sessions_refreshed_us) +
                                inst->session_refresh_ms * 1000;
         int64_t wake = next_ttl < next_refresh ? next_ttl : next_refresh;
+        /* a replica set's transactions past their lifetime are aborted
+         * within a second of it (mongod's reaper runs as often) */
+        if (inst->cl.txns && wake > now + 1000000)
+            wake = now + 1000000;
         if (mfi_instance_sleep(inst, wake > now ? (wake - now + 999) / 1000 : 0))
             break;
         mf_error err;
@@ -114,6 +118,7 @@ static void *ttl_main(void *arg)
                 mf_log(MF_LOG_INFO, "INDEX", 5479200, "Deleted expired documents using index",
                        "%llu documents", (unsigned long long)deleted);
         }
+        mfi_txn_reap(inst);
         if (now >= atomic_load(&inst->sessions_refreshed_us) + inst->session_refresh_ms * 1000 &&
             mfi_sessions_refresh(inst, &err) != 0)
             mf_log(MF_LOG_WARNING, "CONTROL", 20714, "LogicalSessionCacheRefresh",

@@ -57,6 +57,10 @@ int mfi_repl_open(mf_instance *inst, const char *set_name, mf_error *err)
     pthread_mutex_init(&r->mu, NULL);
     snprintf(r->me, sizeof r->me, "%s", inst->host);
     int rc = mf_cl_oplog_open(inst->engine, OPLOG_BYTES, &inst->cl.oplog, err);
+    if (rc == 0 && (rc = mf_cl_txns_open(&inst->cl.txns, err)) != 0) {
+        mf_cl_oplog_close(inst->cl.oplog);
+        inst->cl.oplog = NULL;
+    }
     if (rc != 0) {
         pthread_mutex_destroy(&r->mu);
         free(r);
@@ -70,6 +74,8 @@ void mfi_repl_close(mf_instance *inst)
 {
     if (!inst->repl)
         return;
+    mf_cl_txns_close(inst->cl.txns);
+    inst->cl.txns = NULL;
     mf_cl_oplog_close(inst->cl.oplog);
     inst->cl.oplog = NULL;
     pthread_mutex_destroy(&inst->repl->mu);

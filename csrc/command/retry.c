@@ -30,30 +30,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-typedef struct stmt_rec {
-    int32_t stmt_id;
-    mf_cl_optime t;
-} stmt_rec;
-
-typedef struct txn_state {
-    uint8_t id[16], uid[32];
-    bool busy;            /* checked out by a command */
-    bool loaded;          /* from config.transactions and the oplog */
-    int64_t txn_number;   /* -1: none yet */
-    mf_cl_optime last;    /* the last entry of txn_number */
-    stmt_rec *stmts;
-    size_t nstmts, capstmts;
-    int64_t last_use_ms;
-    struct txn_state *next;
-} txn_state;
-
-struct mfi_txn_table {
-    pthread_mutex_t mu;
-    pthread_cond_t cond; /* a session was checked in */
-    txn_state *list;
-    size_t n, n_at_prune;
-};
-
 int mfi_txn_table_open(mf_instance *inst, mf_error *err)
 {
     mfi_txn_table *t = calloc(1, sizeof *t);
@@ -72,6 +48,7 @@ void mfi_txn_table_close(mf_instance *inst)
         return;
     for (txn_state *s = t->list, *nx; s; s = nx) {
         nx = s->next;
+        mfi_txn_state_free(NULL, s); /* (the transactions close with coll/) */
         free(s->stmts);
         free(s);
     }
@@ -87,11 +64,12 @@ static void prune(mfi_txn_table *t, int64_t now_ms)
     int64_t oldest = now_ms - (int64_t)MF_SESSION_TIMEOUT_MINUTES * 60 * 1000;
     for (txn_state **pp = &t->list; *pp;) {
         txn_state *s = *pp;
-        if (s->busy || s->last_use_ms >= oldest) {
-            pp = &s->next;
+        if (s->busy || s->last_use_ms >= oldest || s->phase == MFI_TXN_IN_PROGRESS) {
+            pp = &s->next; /* (a transaction is reaped first: mfi_txn_reap) */
             continue;
         }
         *pp = s->next;
+        mfi_txn_state_free(NULL, s);
         free(s->stmts);
         free(s);
         t->n--;
@@ -101,7 +79,7 @@ static void prune(mfi_txn_table *t, int64_t now_ms)
 
 /* Check out the state of session (id, uid), waiting while another command
  * has it. */
-static txn_state *checkout(mfi_txn_table *t, const uint8_t id[16], const uint8_t uid[32])
+txn_state *mfi_session_checkout(mfi_txn_table *t, const uint8_t id[16], const uint8_t uid[32])
 {
     int64_t now = mf_clock_wall_ms();
     pthread_mutex_lock(&t->mu);
@@ -135,7 +113,7 @@ again:
     return s;
 }
 
-static void checkin(mfi_txn_table *t, txn_state *s)
+void mfi_session_checkin(mfi_txn_table *t, txn_state *s)
 {
     pthread_mutex_lock(&t->mu);
     s->busy = false;
@@ -169,7 +147,7 @@ static bool optime_of(const bson_t *doc, const char *key, mf_cl_optime *t)
 
 /* The session's state from its config.transactions record and the oplog
  * chain of its last txnNumber (first use after a start). */
-static int load(mf_instance *inst, txn_state *s, const bson_t *lsid, mf_error *err)
+int mfi_session_load(mf_instance *inst, txn_state *s, const bson_t *lsid, mf_error *err)
 {
     bson_t rec;
     bool found;
@@ -202,7 +180,7 @@ static int load(mf_instance *inst, txn_state *s, const bson_t *lsid, mf_error *e
 }
 
 /* The hex of a UUID as mongod prints a session id. */
-static void uuid_str(const uint8_t id[16], char out[37])
+void mfi_uuid_str(const uint8_t id[16], char out[37])
 {
     static const char hex[] = "0123456789abcdef";
     char *p = out;
@@ -239,7 +217,7 @@ int mfi_retry_begin(mf_cmd_ctx *ctx, const mf_cmd_def *def, const bson_t *cmd,
                             "retryable write commands. autocommit:false was not provided, and %s "
                             "is not a retryable write command.",
                             def->name);
-    txn_state *s = checkout(ctx->inst->txns, id, uid);
+    txn_state *s = mfi_session_checkout(ctx->inst->txns, id, uid);
     if (!s)
         return mf_error_oom(err);
     r->state = s;
@@ -250,13 +228,13 @@ int mfi_retry_begin(mf_cmd_ctx *ctx, const mf_cmd_def *def, const bson_t *cmd,
     ctx->retry = r;
     bson_t key = BSON_INITIALIZER;
     BSON_APPEND_DOCUMENT(&key, "_id", &r->lsid);
-    int rc = s->loaded ? 0 : load(ctx->inst, s, &key, err);
+    int rc = s->loaded ? 0 : mfi_session_load(ctx->inst, s, &key, err);
     bson_destroy(&key);
     if (rc)
         return rc;
     if (txn_number < s->txn_number) {
         char sid[37];
-        uuid_str(id, sid);
+        mfi_uuid_str(id, sid);
         return mf_error_set(err, MF_TransactionTooOld,
                             "Retryable write with txnNumber %lld is prohibited on session %s "
                             "because a newer retryable write with txnNumber %lld has already "
@@ -264,6 +242,10 @@ int mfi_retry_begin(mf_cmd_ctx *ctx, const mf_cmd_def *def, const bson_t *cmd,
                             (long long)txn_number, sid, (long long)s->txn_number);
     }
     if (txn_number > s->txn_number) {
+        mfi_txn_state_free(ctx->inst, s); /* a transaction in progress ends */
+        s->created = NULL;
+        s->ncreated = 0;
+        s->phase = MFI_TXN_NONE;
         s->txn_number = txn_number;
         s->nstmts = 0;
         s->last = (mf_cl_optime){0, 0};
@@ -284,7 +266,7 @@ void mfi_retry_end(mf_cmd_ctx *ctx)
     if (!r)
         return;
     if (r->state)
-        checkin(ctx->inst->txns, r->state);
+        mfi_session_checkin(ctx->inst->txns, r->state);
     bson_destroy(&r->lsid);
     ctx->retry = NULL;
 }
@@ -320,7 +302,7 @@ int mfi_retry_check(mf_cmd_ctx *ctx, int32_t stmt_id, bool *executed, bson_t *en
             return rc;
         if (!there) {
             char sid[37];
-            uuid_str(s->id, sid);
+            mfi_uuid_str(s->id, sid);
             return mf_error_set(err, MF_IncompleteTransactionHistory,
                                 "Incomplete history detected for transaction %lld on session %s",
                                 (long long)s->txn_number, sid);

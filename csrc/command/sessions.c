@@ -595,7 +595,7 @@ int mfi_session_use(mf_cmd_ctx *ctx, const mf_cmd_def *def, const bson_t *cmd, m
     bson_iter_t it;
     uint8_t id[16], uid[32];
     bool has_lsid = false, has_txn = false, has_auto = false, has_start = false,
-         has_retry = false;
+         has_retry = false, autocommit = false, start = false;
     int64_t txn_number = 0;
     int rc;
 
@@ -615,8 +615,12 @@ int mfi_session_use(mf_cmd_ctx *ctx, const mf_cmd_def *def, const bson_t *cmd, m
                 txn_number = bson_iter_int64(&it);
         } else if (strcmp(k, "autocommit") == 0) {
             rc = osi_field(&it, &has_auto, BSON_TYPE_BOOL, "bool", err);
+            if (rc == 0)
+                autocommit = bson_iter_bool(&it);
         } else if (strcmp(k, "startTransaction") == 0) {
             rc = osi_field(&it, &has_start, BSON_TYPE_BOOL, "bool", err);
+            if (rc == 0)
+                start = bson_iter_bool(&it);
         } else if (strcmp(k, "txnRetryCounter") == 0) {
             rc = osi_field(&it, &has_retry, BSON_TYPE_INT32, "int", err);
         } else {
@@ -653,13 +657,11 @@ int mfi_session_use(mf_cmd_ctx *ctx, const mf_cmd_def *def, const bson_t *cmd, m
                                 "or mongos");
         if (txn_number < 0)
             return mf_error_set(err, MF_BadValue, "TxnNumber cannot be negative");
-        /* A replica set runs retryable writes (retry.c); multi-document
-         * transactions are not built yet and are refused before the
-         * command does anything. */
+        /* A replica set runs transactions (txn.c) and retryable writes
+         * (retry.c). */
         if (has_auto)
-            return mf_error_set(err, MF_IllegalOperation,
-                                "multi-document transactions are not supported by this "
-                                "MultiforaDB version yet; retryable writes are");
+            return mfi_txn_begin(ctx, def, cmd, id, uid, txn_number, autocommit, has_start, start,
+                                 err);
         if (has_start)
             return mf_error_set(err, MF_InvalidOptions,
                                 "'startTransaction' field requires 'autocommit' field to also "
@@ -675,21 +677,6 @@ int mfi_session_use(mf_cmd_ctx *ctx, const mf_cmd_def *def, const bson_t *cmd, m
                             "'startTransaction' field requires 'autocommit' field to also be "
                             "specified");
     return 0;
-}
-
-/* commitTransaction and abortTransaction.  Reached only without txnNumber
- * (mfi_session_use refuses one on a standalone), so outside any
- * transaction, as mongod answers there. */
-int mfi_cmd_commit_transaction(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_error *err)
-{
-    (void)ctx, (void)cmd, (void)reply;
-    return mf_error_set(err, MF_CommandFailed, "commitTransaction must be run within a transaction");
-}
-
-int mfi_cmd_abort_transaction(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_error *err)
-{
-    (void)ctx, (void)cmd, (void)reply;
-    return mf_error_set(err, MF_CommandFailed, "abortTransaction must be run within a transaction");
 }
 
 /* ------------------------------------------------------------- commands */
@@ -762,6 +749,7 @@ static int end_one(mf_instance *inst, const uint8_t *id, const uint8_t *uid, int
 {
     (void)now, (void)err;
     mfi_sessions_end(inst, id, uid);
+    mfi_txn_session_ended(inst, id, uid);
     return 0;
 }
 

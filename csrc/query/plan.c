@@ -946,6 +946,10 @@ int mf_scan_new_ex(mf_coll *c, const mf_index_desc *idx, size_t nidx, const bson
     if (!x)
         x = &none;
     int rc = scan_new(c, idx, nidx, filter, hint, sort, coll, x, out, sorted, err);
+    if (rc == 0 && x->view) {
+        (*out)->view = x->view;
+        *sorted = false; /* the view's documents come last: the caller sorts */
+    }
     if (rc == 0 && x->explain) {
         (*out)->explain = true;
         if (!(*out)->shape)
@@ -1137,6 +1141,7 @@ void mf_scan_free(mf_scan *s)
     if (s->residual)
         bson_destroy(s->residual);
     free(s->seen);
+    mfi_view_rows_free(s);
     mf_buf_free(&s->last);
     for (size_t i = 0; i < s->nkids; i++)
         mf_scan_free(s->kids[i]);
@@ -1179,7 +1184,9 @@ void mf_scan_want_pos(mf_scan *s, bool want)
 
 bool mf_scan_eof(const mf_scan *s)
 {
-    return s->eof && s->replayed == s->nreplay;
+    /* (a read view's own documents come after the trees' rows) */
+    return s->eof && s->replayed == s->nreplay &&
+           (!s->view || (s->vtree_done && s->vnext >= s->nvrows));
 }
 
 /* Whether field `i`'s bounds are every value: [MinKey, MaxKey]. */
@@ -1257,8 +1264,9 @@ bool mfi_plan_single_interval(const mf_scan *s, bson_t *start, bool *start_incl,
 
 void mf_scan_count_only(mf_scan *s, bool on)
 {
-    if (s->kind == P_OR)
-        return; /* each clause's keys would answer only their clause */
+    if (s->kind == P_OR || s->view)
+        return; /* each clause's keys would answer only their clause; a
+                   view's documents are not in the index */
     s->count_only = on;
     /* mongod's COUNT_SCAN counts keys: never over a multikey index, where
      * a document may have several (here, keys answer through the

@@ -1004,9 +1004,12 @@ int mf_scan_next(mf_scan *s, mf_engine *e, mf_coll *c, const mf_matcher *m, mf_s
     return rc;
 }
 
-static MF_ALWAYS_INLINE int scan_next_counted(mf_scan *s, mf_engine *e, mf_coll *c,
-                                              const mf_matcher *m, mf_scan_row *row,
-                                              bool *valid, mf_error *err)
+static int view_next(mf_scan *s, mf_engine *e, mf_coll *c, const mf_matcher *m,
+                     mf_scan_row *row, bool *valid, mf_error *err);
+
+static MF_ALWAYS_INLINE int scan_next_tree(mf_scan *s, mf_engine *e, mf_coll *c,
+                                           const mf_matcher *m, mf_scan_row *row, bool *valid,
+                                           mf_error *err)
 {
     int rc = s->ntrials ? mfi_plan_decide(s, e, c, m, err) : 0;
     *valid = false;
@@ -1014,9 +1017,143 @@ static MF_ALWAYS_INLINE int scan_next_counted(mf_scan *s, mf_engine *e, mf_coll 
         rc = replay_next(s, e, c, m, row, valid, err);
     if (rc == 0 && !*valid)
         rc = mfi_plan_scan_next(s, e, c, m, row, valid, err);
+    return rc;
+}
+
+static MF_ALWAYS_INLINE int scan_next_counted(mf_scan *s, mf_engine *e, mf_coll *c,
+                                              const mf_matcher *m, mf_scan_row *row,
+                                              bool *valid, mf_error *err)
+{
+    int rc = s->view ? view_next(s, e, c, m, row, valid, err)
+                                          : scan_next_tree(s, e, c, m, row, valid, err);
     if (rc == 0 && *valid)
         s->stats.n_returned++;
     return rc;
+}
+
+/* ------------------------------------------------------- a read view */
+
+/* One of the view's own documents (a copy: the view may change under a
+ * cursor between batches). */
+struct mfi_view_row {
+    uint64_t rid;
+    uint8_t *data;
+    size_t len;
+};
+
+void mfi_view_rows_free(mf_scan *s)
+{
+    for (size_t i = 0; i < s->nvrows; i++)
+        free(s->vrows[i].data);
+    free(s->vrows);
+    s->vrows = NULL;
+    s->nvrows = s->capvrows = 0;
+    free(s->vseen);
+    s->vseen = NULL;
+    s->nvseen = s->vseen_cap = 0;
+}
+
+/* Add `rid` to the RecordIds the trees gave; *had: it was there. */
+static int vseen_add(mf_scan *s, uint64_t rid, bool add, bool *had, mf_error *err)
+{
+    uint64_t v = rid + 1;
+    *had = false;
+    if (add && (s->nvseen + 1) * 2 > s->vseen_cap) {
+        size_t cap = s->vseen_cap ? s->vseen_cap * 2 : 64;
+        uint64_t *t = calloc(cap, sizeof *t);
+        if (!t)
+            return oom(err);
+        for (size_t i = 0; i < s->vseen_cap; i++) {
+            if (!s->vseen[i])
+                continue;
+            size_t h = (size_t)(s->vseen[i] * 0x9E3779B97F4A7C15ull) & (cap - 1);
+            while (t[h])
+                h = (h + 1) & (cap - 1);
+            t[h] = s->vseen[i];
+        }
+        free(s->vseen);
+        s->vseen = t;
+        s->vseen_cap = cap;
+    }
+    if (!s->vseen_cap)
+        return 0;
+    size_t h = (size_t)(v * 0x9E3779B97F4A7C15ull) & (s->vseen_cap - 1);
+    while (s->vseen[h]) {
+        if (s->vseen[h] == v) {
+            *had = true;
+            return 0;
+        }
+        h = (h + 1) & (s->vseen_cap - 1);
+    }
+    if (add) {
+        s->vseen[h] = v;
+        s->nvseen++;
+    }
+    return 0;
+}
+
+static int view_add(void *to, uint64_t rid, const bson_t *doc, mf_error *err)
+{
+    mf_scan *s = to;
+    bool had;
+    int rc = vseen_add(s, rid, false, &had, err);
+    if (rc || had) /* the trees gave it, before the view hid it */
+        return rc;
+    if (s->nvrows == s->capvrows) {
+        size_t cap = s->capvrows ? 2 * s->capvrows : 8;
+        struct mfi_view_row *v = realloc(s->vrows, cap * sizeof *v);
+        if (!v)
+            return oom(err);
+        s->vrows = v;
+        s->capvrows = cap;
+    }
+    uint8_t *copy = malloc(doc->len);
+    if (!copy)
+        return oom(err);
+    memcpy(copy, bson_get_data(doc), doc->len);
+    s->vrows[s->nvrows++] = (struct mfi_view_row){rid, copy, doc->len};
+    return 0;
+}
+
+/* The next row of a scan with a read view: the trees' rows it does not
+ * hide, then its own documents that `m` accepts. */
+static int view_next(mf_scan *s, mf_engine *e, mf_coll *c, const mf_matcher *m,
+                     mf_scan_row *row, bool *valid, mf_error *err)
+{
+    const mf_read_view *v = s->view;
+    int rc;
+    bool had;
+    while (!s->vtree_done) {
+        if ((rc = scan_next_tree(s, e, c, m, row, valid, err)) != 0)
+            return rc;
+        if (!*valid) {
+            s->vtree_done = true;
+            if ((rc = v->extras(v->arg, c, view_add, s, err)) != 0)
+                return rc;
+            break;
+        }
+        if (v->hides(v->arg, c, row->rid))
+            continue;
+        return vseen_add(s, row->rid, true, &had, err);
+    }
+    *valid = false;
+    while (s->vnext < s->nvrows) {
+        struct mfi_view_row *r = &s->vrows[s->vnext++];
+        bool take = true;
+        row->rid = r->rid;
+        row->pos = -1;
+        if (!bson_init_static(&row->doc, r->data, r->len))
+            continue;
+        row->data = r->data;
+        if (m && (rc = mf_matcher_eval(m, &row->doc, s->want_pos ? &row->pos : NULL, &take,
+                                       err)) != 0)
+            return rc;
+        if (take) {
+            *valid = true;
+            return 0;
+        }
+    }
+    return 0;
 }
 
 int mf_scan_each(mf_scan *s, mf_engine *e, mf_coll *c, const mf_matcher *m, mf_scan_sink sink,

@@ -110,6 +110,15 @@ struct mf_scan {
     bool timed;        /* mf_scan_timed: keep executionTimeMillis */
     /* mf_scan_deadline: the operation's (each work counts into it) */
     mf_deadline *deadline;
+    /* a transaction's read view (mf_scan_extra.view), or NULL; with it
+     * the RecordIds the trees gave (+1, 0 a free slot), and the view's
+     * own documents once the trees' rows are done */
+    const mf_read_view *view;
+    uint64_t *vseen;
+    size_t nvseen, vseen_cap;
+    bool vtree_done;
+    struct mfi_view_row *vrows;
+    size_t nvrows, capvrows, vnext;
     /* multikey and OR deduplication: RecordIds returned, +1 (0 marks a
      * free slot) */
     uint64_t *seen;
@@ -405,6 +414,8 @@ void mfi_plan_clauses_report(mf_scan *t, void (*chosen)(void *, mf_coll *, const
 /* Run the trials and make `s` the winner's. */
 int mfi_plan_decide(mf_scan *s, mf_engine *e, mf_coll *c, const mf_matcher *m, mf_error *err);
 void mfi_plan_free_plans(mf_scan **v, size_t n);
+/* A read view's rows and RecordIds (plan_exec.c). */
+void mfi_view_rows_free(mf_scan *s);
 
 /* -------------------------------------------------- plan_exec.c */
 

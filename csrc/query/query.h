@@ -553,6 +553,22 @@ void mf_plan_cache_clear(mf_plan_cache *pc, mf_coll *c, const mf_index_desc *idx
 int mf_plan_cache_stats(mf_plan_cache *pc, mf_coll *c, const mf_index_desc *idx, size_t nidx,
                         const char *host, bson_t *out);
 
+/* A transaction's read view (coll/txn.c): what a read inside it sees
+ * where the trees hold newer versions or lack its own writes.  A scan with
+ * a view gives the trees' rows the view does not hide, then the view's
+ * own documents (`extras`) that the matcher accepts and that the scan did
+ * not give already; its rows then come in no index's order (the caller
+ * sorts), and count and distinct scans read documents. */
+typedef struct mf_read_view {
+    /* whether the tree's record `rid` of `c` is not the version to see */
+    bool (*hides)(void *arg, const mf_coll *c, uint64_t rid);
+    /* each (rid, document) the view gives instead: add(to, rid, doc) */
+    int (*extras)(void *arg, const mf_coll *c,
+                  int (*add)(void *to, uint64_t rid, const bson_t *doc, mf_error *err),
+                  void *to, mf_error *err);
+    void *arg;
+} mf_read_view;
+
 typedef struct mf_scan_extra {
     const bson_t *min, *max;
     const char *distinct_key;
@@ -572,6 +588,8 @@ typedef struct mf_scan_extra {
     /* An explain's plan: the query's hashes are computed for it
      * (mf_scan_hashes), as they are for a query that uses the cache. */
     bool explain;
+    /* A transaction's read view (borrowed: it outlives the scan), or NULL. */
+    const mf_read_view *view;
 } mf_scan_extra;
 
 int mf_scan_new_ex(mf_coll *c, const mf_index_desc *idx, size_t nidx, const bson_t *filter,

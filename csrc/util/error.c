@@ -110,6 +110,7 @@ static const struct {
     {238, "NotImplemented"},
     {239, "SnapshotTooOld"},
     {241, "ConversionFailure"},
+    {246, "SnapshotUnavailable"},
     {251, "NoSuchTransaction"},
     {256, "TransactionCommitted"},
     {257, "TransactionTooLarge"},

@@ -25,7 +25,7 @@ STANDALONE_FOLDERS = ("crud", "gridfs", "collection-management", "index-manageme
                       "run-command", "versioned-api", "read-write-concern", "sessions")
 # Run on a one-member replica set (Server(replica_set=...)), as their
 # runOnRequirements ask.
-REPLSET_FOLDERS = ("retryable-writes",)
+REPLSET_FOLDERS = ("retryable-writes", "transactions", "causal-consistency")
 FOLDERS = STANDALONE_FOLDERS + REPLSET_FOLDERS
 ABSENT = f"{SPEC_ROOT} is absent: the specification tests live in ../shared/spec"
 

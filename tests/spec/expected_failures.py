@@ -41,4 +41,27 @@ EXPECTED_FAILURES: dict[str, str] = {
        "(closeConnection defaults to true, as in mongod), so the driver's error is a "
        "network error with no partial result to match"
        for which in ("First insertOne", "Second updateOne", "Third updateOne")},
+
+    # transactions (a one-member replica set)
+    **{f"transactions/{name}":
+       "a collection a transaction creates is created at once and visible before the "
+       "commit (dropped again on abort); mongod keeps it invisible until the commit "
+       "(docs/transactions.md, known gaps)"
+       for name in ("create-collection.json/explicitly create collection using create command",
+                    "create-collection.json/implicitly create collection using insert",
+                    "create-index.json/create index on a non-existing collection",
+                    "create-index.json/create index on a collection created within the "
+                    "same transaction")},
+    **{f"transactions/{name}":
+       "driver: pymongo selects a secondary for the read before it checks that a "
+       "transaction reads from the primary; a set of one has no secondary, so server "
+       "selection times out instead of the expected client-side error"
+       for name in ("read-pref.json/secondary readPreference",
+                    "run-command.json/run command fails with explicit secondary read preference",
+                    "run-command.json/run command fails with secondary read preference from "
+                    "transaction options",
+                    "transaction-options.json/readPreference inherited from client",
+                    "transaction-options.json/readPreference inherited from "
+                    "defaultTransactionOptions",
+                    "transaction-options.json/startTransaction overrides readPreference")},
 }

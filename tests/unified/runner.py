@@ -633,6 +633,10 @@ class _TestState:
             kw["causal_consistency"] = opts.pop("causalConsistency")
         if "snapshot" in opts:
             kw["snapshot"] = opts.pop("snapshot")
+        if "defaultTransactionOptions" in opts:
+            from pymongo.client_session import TransactionOptions
+            kw["default_transaction_options"] = TransactionOptions(
+                **self._transaction_options(dict(opts.pop("defaultTransactionOptions"))))
         if opts:
             raise Unsupported(f"session option(s) {sorted(opts)}")
         return SessionEntity(client.start_session(**kw), spec["client"])
@@ -942,6 +946,9 @@ class _TestState:
         name = a.pop("name")
         coll.drop_index(name, **self._kwargs("dropIndex", a, {"comment": "comment"}))
 
+    def _coll_dropIndexes(self, coll, a):
+        coll.drop_indexes(**self._kwargs("dropIndexes", a, {"comment": "comment"}))
+
     def _coll_listIndexes(self, coll, a):
         with coll.list_indexes(**self._kwargs("listIndexes", a, {"comment": "comment"})) as c:
             return list(c)
@@ -1076,6 +1083,10 @@ class _TestState:
                                                 "comment": "comment"})
         with ent.client.list_databases(**kw) as cursor:
             return list(cursor)
+
+    def _client_dropDatabase(self, ent, a):
+        name = a.pop("database")
+        ent.client.drop_database(name, **self._kwargs("dropDatabase", a, {"comment": "comment"}))
 
     def _client_listDatabaseNames(self, ent, a):
         return ent.client.list_database_names(**self._kwargs("listDatabaseNames", a,

@@ -1,0 +1,885 @@
+/*
+ * txn.c -- multi-document transactions of a replica set (issue 47,
+ * docs/transactions.md): snapshots, write sets, the write-lock table,
+ * and commit as one engine write.
+ *
+ * The trees hold the newest committed state and are changed in place, so
+ * versions live here, beside them, in memory:
+ *
+ *   the sequence   every write through write.c takes the next number,
+ *                  with its collection lock held exclusively; a
+ *                  transaction's snapshot is the number when it began
+ *                  (writes numbered after it are not its to see);
+ *   the versions   while any transaction is open, each write keeps the
+ *                  record's before-image under its number: a transaction
+ *                  that began earlier reads that instead of the tree;
+ *   the write set  a transaction's own writes (RecordId -> new document
+ *                  or deleted), applied to no tree before commit;
+ *   the locks      (collection, RecordId) and (unique index, key) -> the
+ *                  transaction that wrote them and has not ended.
+ *
+ * A transaction writing a record another open transaction holds, or one
+ * written after its snapshot, fails at once with WriteConflict; a write
+ * outside transactions that meets a record or key a transaction holds
+ * goes on, and marks that transaction killed: its next statement or its
+ * commit fails (NoSuchTransaction, which drivers retry).  mongod makes the
+ * outside write wait for the transaction instead; both keep a transaction
+ * from committing over a write it did not see (docs/transactions.md).
+ *
+ * Everything here is under the manager's mutex; it is taken after the
+ * collection locks (a reader's view asks it per row).  The versions and
+ * the lock table are emptied whenever no transaction is open; while one
+ * is, they keep what the writes of its lifetime left (bounded by
+ * transactionLifetimeLimitSeconds).
+ */
+#include "coll.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+/* ------------------------------------------------ a map of RecordIds */
+
+/* (tree, rid) -> value, open addressing; values are never removed one by
+ * one (a lock released is a value cleared), the map is emptied whole. */
+typedef struct rslot {
+    mf_tree_id tree;
+    uint64_t rid;
+    size_t val;
+    bool used;
+} rslot;
+
+typedef struct rmap {
+    rslot *v;
+    size_t n, cap;
+} rmap;
+
+static size_t rhash(mf_tree_id tree, uint64_t rid, size_t cap)
+{
+    uint64_t h = (rid ^ (tree * 0xC2B2AE3D27D4EB4Full)) * 0x9E3779B97F4A7C15ull;
+    return (size_t)(h >> 17) & (cap - 1);
+}
+
+static size_t *rmap_get(const rmap *m, mf_tree_id tree, uint64_t rid)
+{
+    if (!m->cap)
+        return NULL;
+    for (size_t h = rhash(tree, rid, m->cap);; h = (h + 1) & (m->cap - 1)) {
+        rslot *s = &m->v[h];
+        if (!s->used)
+            return NULL;
+        if (s->tree == tree && s->rid == rid)
+            return &s->val;
+    }
+}
+
+static int rmap_put(rmap *m, mf_tree_id tree, uint64_t rid, size_t val)
+{
+    size_t *have = rmap_get(m, tree, rid);
+    if (have) {
+        *have = val;
+        return 0;
+    }
+    if ((m->n + 1) * 2 > m->cap) {
+        size_t cap = m->cap ? 2 * m->cap : 64;
+        rslot *v = calloc(cap, sizeof *v);
+        if (!v)
+            return -1;
+        for (size_t i = 0; i < m->cap; i++) {
+            if (!m->v[i].used)
+                continue;
+            size_t h = rhash(m->v[i].tree, m->v[i].rid, cap);
+            while (v[h].used)
+                h = (h + 1) & (cap - 1);
+            v[h] = m->v[i];
+        }
+        free(m->v);
+        m->v = v;
+        m->cap = cap;
+    }
+    size_t h = rhash(tree, rid, m->cap);
+    while (m->v[h].used)
+        h = (h + 1) & (m->cap - 1);
+    m->v[h] = (rslot){tree, rid, val, true};
+    m->n++;
+    return 0;
+}
+
+static void rmap_clear(rmap *m)
+{
+    free(m->v);
+    memset(m, 0, sizeof *m);
+}
+
+/* ------------------------------------------------------------ the state */
+
+/* A record of a write set: its collection (an index into `colls`), the
+ * RecordId, and the document it gets (NULL: deleted). */
+typedef struct wrec {
+    size_t coll;
+    uint64_t rid;
+    bson_t *doc;
+} wrec;
+
+typedef struct wcoll {
+    char *ns;
+    mf_tree_id tree;
+} wcoll;
+
+/* A before-image: the record as it was before write number `seq` (NULL:
+ * absent), and the older version of the same record (-1: none). */
+typedef struct version {
+    uint64_t seq;
+    bson_t *before;
+    ptrdiff_t older;
+} version;
+
+/* A unique key a transaction's write set holds. */
+typedef struct keylock {
+    mf_tree_id index;
+    uint8_t *key;
+    size_t klen;
+    mf_cl_txn *owner;
+    uint64_t rid;
+} keylock;
+
+struct mf_cl_txn {
+    mf_cl_txns *m;
+    /* documents of the write set replaced during the running statement:
+     * a caller may still hold one it read (mf_cl_read_record) */
+    bson_t **retired;
+    size_t nretired;
+    uint64_t snap;        /* writes numbered above it are not seen */
+    bool killed;          /* a write outside took what it holds */
+    wrec *w;
+    size_t nw, capw;
+    rmap wmap;            /* (tree, rid) -> index in w, + 1 */
+    wcoll *colls;
+    size_t ncolls;
+    size_t bytes;         /* of the write set's documents */
+    mf_read_view view;
+    mf_cl_txn *next;      /* the open transactions */
+};
+
+struct mf_cl_txns {
+    pthread_mutex_t mu;
+    uint64_t seq;         /* the last write's number */
+    size_t open;          /* transactions open */
+    mf_cl_txn *list;
+    rmap locks;           /* (tree, rid) -> the owner (mf_cl_txn *), 0: none */
+    rmap vmap;            /* (tree, rid) -> its newest version, + 1 */
+    version *vers;
+    size_t nvers, capvers;
+    keylock *keys;
+    size_t nkeys, capkeys;
+    rmap reserved;        /* (tree, 0) -> the largest RecordId a write set took */
+};
+
+static _Thread_local mf_cl_txn *bound;
+
+int mf_cl_txns_open(mf_cl_txns **out, mf_error *err)
+{
+    mf_cl_txns *m = calloc(1, sizeof *m);
+    if (!m)
+        return mf_error_oom(err);
+    pthread_mutex_init(&m->mu, NULL);
+    *out = m;
+    return 0;
+}
+
+/* Forget the versions and locks (mutex held; no transaction open). */
+static void forget_all(mf_cl_txns *m)
+{
+    for (size_t i = 0; i < m->nvers; i++)
+        if (m->vers[i].before)
+            bson_destroy(m->vers[i].before);
+    free(m->vers);
+    m->vers = NULL;
+    m->nvers = m->capvers = 0;
+    for (size_t i = 0; i < m->nkeys; i++)
+        free(m->keys[i].key);
+    free(m->keys);
+    m->keys = NULL;
+    m->nkeys = m->capkeys = 0;
+    rmap_clear(&m->vmap);
+    rmap_clear(&m->locks);
+}
+
+static void free_retired(mf_cl_txn *t)
+{
+    for (size_t i = 0; i < t->nretired; i++)
+        bson_destroy(t->retired[i]);
+    free(t->retired);
+    t->retired = NULL;
+    t->nretired = 0;
+}
+
+static void txn_free(mf_cl_txn *t)
+{
+    free_retired(t);
+    for (size_t i = 0; i < t->nw; i++)
+        if (t->w[i].doc)
+            bson_destroy(t->w[i].doc);
+    free(t->w);
+    for (size_t i = 0; i < t->ncolls; i++)
+        free(t->colls[i].ns);
+    free(t->colls);
+    rmap_clear(&t->wmap);
+    free(t);
+}
+
+void mf_cl_txns_close(mf_cl_txns *m)
+{
+    if (!m)
+        return;
+    while (m->list) {
+        mf_cl_txn *t = m->list;
+        m->list = t->next;
+        txn_free(t);
+    }
+    forget_all(m);
+    rmap_clear(&m->reserved);
+    pthread_mutex_destroy(&m->mu);
+    free(m);
+}
+
+/* -------------------------------------------------------------- views */
+
+/* The newest version of (tree, rid) numbered after `snap`'s oldest: the
+ * before-image the snapshot sees.  NULL when the tree's is the one. */
+static const version *visible_version(const mf_cl_txns *m, mf_tree_id tree, uint64_t rid,
+                                      uint64_t snap)
+{
+    size_t *head = rmap_get(&m->vmap, tree, rid);
+    const version *seen = NULL;
+    for (ptrdiff_t i = head ? (ptrdiff_t)*head - 1 : -1; i >= 0; i = m->vers[i].older) {
+        if (m->vers[i].seq <= snap)
+            break;
+        seen = &m->vers[i];
+    }
+    return seen;
+}
+
+static wrec *wfind(const mf_cl_txn *t, mf_tree_id tree, uint64_t rid)
+{
+    size_t *i = rmap_get(&t->wmap, tree, rid);
+    return i ? &t->w[*i - 1] : NULL;
+}
+
+static bool view_hides(void *arg, const mf_coll *c, uint64_t rid)
+{
+    mf_cl_txn *t = arg;
+    mf_tree_id tree = mf_coll_records(c);
+    pthread_mutex_lock(&t->m->mu);
+    bool hidden = wfind(t, tree, rid) || visible_version(t->m, tree, rid, t->snap);
+    pthread_mutex_unlock(&t->m->mu);
+    return hidden;
+}
+
+static int view_extras(void *arg, const mf_coll *c,
+                       int (*add)(void *to, uint64_t rid, const bson_t *doc, mf_error *err),
+                       void *to, mf_error *err)
+{
+    mf_cl_txn *t = arg;
+    mf_cl_txns *m = t->m;
+    mf_tree_id tree = mf_coll_records(c);
+    int rc = 0;
+    pthread_mutex_lock(&m->mu);
+    for (size_t i = 0; rc == 0 && i < t->nw; i++)
+        if (t->colls[t->w[i].coll].tree == tree && t->w[i].doc)
+            rc = add(to, t->w[i].rid, t->w[i].doc, err);
+    for (size_t i = 0; rc == 0 && i < m->vmap.cap; i++) {
+        const rslot *s = &m->vmap.v[i];
+        if (!s->used || s->tree != tree || wfind(t, tree, s->rid))
+            continue;
+        const version *v = visible_version(m, tree, s->rid, t->snap);
+        if (v && v->before)
+            rc = add(to, s->rid, v->before, err);
+    }
+    pthread_mutex_unlock(&m->mu);
+    return rc;
+}
+
+/* ------------------------------------------------------------ lifetime */
+
+int mf_cl_txn_begin(mf_cl_txns *m, mf_cl_txn **out, mf_error *err)
+{
+    mf_cl_txn *t = calloc(1, sizeof *t);
+    if (!t)
+        return mf_error_oom(err);
+    t->m = m;
+    t->view = (mf_read_view){.hides = view_hides, .extras = view_extras, .arg = t};
+    pthread_mutex_lock(&m->mu);
+    m->open++;
+    t->snap = m->seq;
+    t->next = m->list;
+    m->list = t;
+    pthread_mutex_unlock(&m->mu);
+    *out = t;
+    return 0;
+}
+
+/* Release what `t` holds and free it (mutex held). */
+static void end_locked(mf_cl_txn *t)
+{
+    mf_cl_txns *m = t->m;
+    for (size_t i = 0; i < t->nw; i++) {
+        size_t *o = rmap_get(&m->locks, t->colls[t->w[i].coll].tree, t->w[i].rid);
+        if (o && *o == (size_t)t)
+            *o = 0;
+    }
+    for (size_t i = 0; i < m->nkeys;) {
+        if (m->keys[i].owner == t) {
+            free(m->keys[i].key);
+            m->keys[i] = m->keys[--m->nkeys];
+        } else {
+            i++;
+        }
+    }
+    for (mf_cl_txn **pp = &m->list; *pp; pp = &(*pp)->next)
+        if (*pp == t) {
+            *pp = t->next;
+            break;
+        }
+    if (--m->open == 0)
+        forget_all(m);
+    if (bound == t)
+        bound = NULL;
+    txn_free(t);
+}
+
+void mf_cl_txn_abort(mf_cl_txn *t)
+{
+    if (!t)
+        return;
+    mf_cl_txns *m = t->m;
+    pthread_mutex_lock(&m->mu);
+    end_locked(t);
+    pthread_mutex_unlock(&m->mu);
+}
+
+void mf_cl_txn_bind(mf_cl_txn *t)
+{
+    if (t) /* a new statement: what the last one read is not held */
+        free_retired(t);
+    bound = t;
+}
+
+int mf_cl_read_record(mf_engine *e, mf_coll *c, uint64_t rid, bson_t *doc, bool *found,
+                      mf_error *err)
+{
+    mf_cl_txn *t = bound;
+    if (t && strncmp(mf_coll_name(c), "local.", 6) != 0) {
+        mf_tree_id tree = mf_coll_records(c);
+        const bson_t *d = NULL;
+        bool mine = false;
+        pthread_mutex_lock(&t->m->mu);
+        const wrec *r = wfind(t, tree, rid);
+        const version *v = r ? NULL : visible_version(t->m, tree, rid, t->snap);
+        if (r || v) {
+            mine = true;
+            d = r ? r->doc : v->before;
+        }
+        pthread_mutex_unlock(&t->m->mu);
+        if (mine) {
+            /* (the copies stay while the statement runs: retired, not freed) */
+            *found = d && bson_init_static(doc, bson_get_data(d), d->len);
+            return 0;
+        }
+    }
+    uint8_t k[8];
+    const uint8_t *v;
+    size_t vl;
+    mf_record_id_encode(rid, k);
+    int rc = mf_btree_get(mf_engine_tree(e, mf_coll_records(c)), k, 8, found, &v, &vl, err);
+    if (rc == 0 && *found && !bson_init_static(doc, v, vl))
+        rc = mf_error_set(err, MF_DataCorruption, "record %llu is not a document",
+                          (unsigned long long)rid);
+    return rc;
+}
+
+mf_cl_txn *mf_cl_txn_bound(void)
+{
+    return bound;
+}
+
+const mf_read_view *mf_cl_txn_view(mf_cl_txn *t)
+{
+    return t ? &t->view : NULL;
+}
+
+bool mf_cl_txn_killed(mf_cl_txn *t)
+{
+    pthread_mutex_lock(&t->m->mu);
+    bool k = t->killed;
+    pthread_mutex_unlock(&t->m->mu);
+    return k;
+}
+
+bool mf_cl_txn_wrote(const mf_cl_txn *t)
+{
+    return t->nw > 0;
+}
+
+/* -------------------------------------------------- RecordIds, sequence */
+
+uint64_t mf_cl_txns_first_free(mf_cl_txns *m, const mf_coll *c, uint64_t next)
+{
+    if (!m)
+        return next;
+    pthread_mutex_lock(&m->mu);
+    size_t *r = rmap_get(&m->reserved, mf_coll_records(c), 0);
+    if (r && *r >= next)
+        next = *r + 1;
+    pthread_mutex_unlock(&m->mu);
+    return next;
+}
+
+/* Keep the before-image `old` (NULL: absent) of (tree, rid) under write
+ * number `seq` (mutex held; a transaction is open). */
+static int keep_version(mf_cl_txns *m, mf_tree_id tree, uint64_t rid, uint64_t seq,
+                        const bson_t *old, mf_error *err)
+{
+    if (m->nvers == m->capvers) {
+        size_t cap = m->capvers ? 2 * m->capvers : 64;
+        version *v = realloc(m->vers, cap * sizeof *v);
+        if (!v)
+            return mf_error_oom(err);
+        m->vers = v;
+        m->capvers = cap;
+    }
+    bson_t *copy = old ? bson_copy(old) : NULL;
+    if (old && !copy)
+        return mf_error_oom(err);
+    size_t *head = rmap_get(&m->vmap, tree, rid);
+    m->vers[m->nvers] = (version){seq, copy, head ? (ptrdiff_t)*head - 1 : -1};
+    if (rmap_put(&m->vmap, tree, rid, m->nvers + 1) != 0) {
+        if (copy)
+            bson_destroy(copy);
+        return mf_error_oom(err);
+    }
+    m->nvers++;
+    return 0;
+}
+
+/* ------------------------------------------------------- unique keys */
+
+/* The unique keys `doc` gets in index `x` that `old` (may be NULL) has
+ * not: into `out` (sorted, distinct). */
+static int new_unique_keys(const mf_index_desc *x, const bson_t *old, const bson_t *doc,
+                           mf_keyset *out, mf_error *err)
+{
+    mf_keyset before = {0};
+    uint32_t mk = 0;
+    int rc = mf_index_keys(x, doc, out, &mk, err);
+    if (rc == 0 && old && (rc = mf_index_keys(x, old, &before, &mk, err)) == 0) {
+        size_t k = 0;
+        for (size_t i = 0; i < out->n; i++) {
+            bool had = false;
+            for (size_t j = 0; j < before.n && !had; j++)
+                had = before.keys[j].len == out->keys[i].len &&
+                      memcmp(before.keys[j].data, out->keys[i].data, out->keys[i].len) == 0;
+            if (had)
+                mf_buf_free(&out->keys[i]);
+            else
+                out->keys[k++] = out->keys[i];
+        }
+        out->n = k;
+    }
+    mf_keyset_free(&before);
+    return rc;
+}
+
+/* Whether `doc` has `key` in index `x`. */
+static bool doc_has_key(const mf_index_desc *x, const bson_t *doc, const mf_buf *key)
+{
+    mf_keyset ks = {0};
+    uint32_t mk = 0;
+    mf_error e;
+    bool has = false;
+    if (doc && mf_index_keys(x, doc, &ks, &mk, &e) == 0)
+        for (size_t i = 0; i < ks.n && !has; i++)
+            has = ks.keys[i].len == key->len && memcmp(ks.keys[i].data, key->data, key->len) == 0;
+    mf_keyset_free(&ks);
+    return has;
+}
+
+static keylock *key_find(mf_cl_txns *m, mf_tree_id index, const mf_buf *k)
+{
+    for (size_t i = 0; i < m->nkeys; i++)
+        if (m->keys[i].index == index && m->keys[i].klen == k->len &&
+            memcmp(m->keys[i].key, k->data, k->len) == 0)
+            return &m->keys[i];
+    return NULL;
+}
+
+static int key_take(mf_cl_txns *m, mf_tree_id index, const mf_buf *k, mf_cl_txn *t, uint64_t rid,
+                    mf_error *err)
+{
+    keylock *have = key_find(m, index, k);
+    if (have) {
+        have->owner = t;
+        have->rid = rid;
+        return 0;
+    }
+    if (m->nkeys == m->capkeys) {
+        size_t cap = m->capkeys ? 2 * m->capkeys : 16;
+        keylock *v = realloc(m->keys, cap * sizeof *v);
+        if (!v)
+            return mf_error_oom(err);
+        m->keys = v;
+        m->capkeys = cap;
+    }
+    uint8_t *copy = malloc(k->len ? k->len : 1);
+    if (!copy)
+        return mf_error_oom(err);
+    memcpy(copy, k->data, k->len);
+    m->keys[m->nkeys++] = (keylock){index, copy, k->len, t, rid};
+    return 0;
+}
+
+static int write_conflict(mf_error *err)
+{
+    return mf_error_set(err, MF_WriteConflict,
+                        "Write conflict during plan execution and yielding is disabled. :: "
+                        "Please retry your operation or multi-document transaction.");
+}
+
+/* The record of `t`'s write set holding (tree, rid)'s newest version in
+ * the transaction, or the tree's: whether it still has `key` in `x`. */
+static bool still_has_key(mf_cl_txn *t, mf_engine *e, mf_coll *c, const mf_index_desc *x,
+                          uint64_t rid, const mf_buf *key)
+{
+    wrec *r = wfind(t, mf_coll_records(c), rid);
+    if (r)
+        return doc_has_key(x, r->doc, key);
+    uint8_t k[8];
+    bson_t doc;
+    bool found = false;
+    mf_error e2;
+    mf_record_id_encode(rid, k);
+    if (mf_cl_record_doc(e, c, k, &doc, &found, &e2) != 0 || !found)
+        return false;
+    return doc_has_key(x, &doc, key);
+}
+
+/* A unique index refusing key `k` of the new document, or another
+ * transaction holding it (mutex held, collection lock exclusive). */
+static int check_unique(mf_cl_txn *t, mf_engine *e, mf_coll *c, const mf_index_desc *x,
+                        uint64_t rid, const mf_buf *k, const bson_t *doc, mf_cl_dup *dup,
+                        mf_error *err)
+{
+    mf_cl_txns *m = t->m;
+    keylock *kl = key_find(m, x->tree, k);
+    if (kl && kl->owner && kl->owner != t)
+        return write_conflict(err);
+    if (kl && kl->owner == t && kl->rid != rid && still_has_key(t, e, c, x, kl->rid, k))
+        goto duplicate;
+    bool found;
+    const uint8_t *v;
+    size_t vl;
+    int rc = mf_btree_get(mf_engine_tree(e, x->tree), k->data, k->len, &found, &v, &vl, err);
+    if (rc || !found || vl != 8)
+        return rc;
+    uint64_t other = mf_record_id_decode(v);
+    if (other == rid)
+        return 0;
+    if (wfind(t, mf_coll_records(c), other)) {
+        if (still_has_key(t, e, c, x, other, k))
+            goto duplicate;
+        return 0;
+    }
+    if (visible_version(m, mf_coll_records(c), other, t->snap))
+        return write_conflict(err); /* written after the snapshot */
+    /* fall through: the snapshot's document has the key */
+duplicate:
+    if (dup)
+        mf_cl_dup_fill(dup, x, doc);
+    return mf_error_set(err, MF_DuplicateKey, "duplicate key in index %s", x->name);
+}
+
+/* ------------------------------------------------------------- staging */
+
+static int coll_index(mf_cl_txn *t, mf_coll *c, size_t *out, mf_error *err)
+{
+    mf_tree_id tree = mf_coll_records(c);
+    for (size_t i = 0; i < t->ncolls; i++)
+        if (t->colls[i].tree == tree && strcmp(t->colls[i].ns, mf_coll_name(c)) == 0) {
+            *out = i;
+            return 0;
+        }
+    wcoll *v = realloc(t->colls, (t->ncolls + 1) * sizeof *v);
+    if (!v)
+        return mf_error_oom(err);
+    t->colls = v;
+    char *ns = strdup(mf_coll_name(c));
+    if (!ns)
+        return mf_error_oom(err);
+    t->colls[t->ncolls] = (wcoll){ns, tree};
+    *out = t->ncolls++;
+    return 0;
+}
+
+int mf_cl_txn_stage(mf_cl_txn *t, mf_engine *e, mf_coll *c, mf_cl_indexes *ix, uint64_t rid,
+                    const bson_t *old_doc, const bson_t *new_doc, mf_cl_dup *dup, mf_error *err)
+{
+    mf_cl_txns *m = t->m;
+    mf_tree_id tree = mf_coll_records(c);
+    mf_keyset keys = {0};
+    int rc = 0;
+
+    pthread_mutex_lock(&m->mu);
+    if (t->killed) {
+        rc = write_conflict(err);
+        goto out;
+    }
+    /* another transaction's record, or one written since the snapshot */
+    size_t *owner = rmap_get(&m->locks, tree, rid);
+    if ((owner && *owner && *owner != (size_t)t) ||
+        (!wfind(t, tree, rid) && visible_version(m, tree, rid, t->snap))) {
+        rc = write_conflict(err);
+        goto out;
+    }
+    /* the unique keys it gains, and the indexes it makes multikey */
+    for (size_t i = 0; rc == 0 && new_doc && i < ix->n; i++) {
+        const mf_index_desc *x = &ix->v[i];
+        if (!x->unique)
+            continue;
+        mf_keyset_clear(&keys);
+        if ((rc = new_unique_keys(x, old_doc, new_doc, &keys, err)) != 0)
+            break;
+        for (size_t k = 0; rc == 0 && k < keys.n; k++)
+            rc = check_unique(t, e, c, x, rid, &keys.keys[k], new_doc, dup, err);
+        for (size_t k = 0; rc == 0 && k < keys.n; k++)
+            rc = key_take(m, x->tree, &keys.keys[k], t, rid, err);
+    }
+    if (rc)
+        goto out;
+    /* the record, in the write set and locked */
+    wrec *r = wfind(t, tree, rid);
+    bson_t *copy = new_doc ? bson_copy(new_doc) : NULL;
+    if (new_doc && !copy) {
+        rc = mf_error_oom(err);
+        goto out;
+    }
+    if (r) {
+        if (r->doc) {
+            bson_t **v = realloc(t->retired, (t->nretired + 1) * sizeof *v);
+            if (!v) {
+                if (copy)
+                    bson_destroy(copy);
+                rc = mf_error_oom(err);
+                goto out;
+            }
+            t->retired = v;
+            t->retired[t->nretired++] = r->doc;
+            t->bytes -= r->doc->len;
+        }
+        r->doc = copy;
+    } else {
+        size_t ci = 0;
+        if ((rc = coll_index(t, c, &ci, err)) != 0 ||
+            (t->nw == t->capw && (rc = (t->capw = t->capw ? 2 * t->capw : 16,
+                                        (t->w = realloc(t->w, t->capw * sizeof *t->w))
+                                            ? 0
+                                            : mf_error_oom(err))) != 0)) {
+            if (copy)
+                bson_destroy(copy);
+            goto out;
+        }
+        t->w[t->nw] = (wrec){ci, rid, copy};
+        if (rmap_put(&t->wmap, tree, rid, t->nw + 1) != 0 ||
+            rmap_put(&m->locks, tree, rid, (size_t)t) != 0) {
+            if (copy)
+                bson_destroy(copy);
+            rc = mf_error_oom(err);
+            goto out;
+        }
+        t->nw++;
+        if (!old_doc) {
+            size_t *res = rmap_get(&m->reserved, tree, 0);
+            if ((!res || *res < rid) && rmap_put(&m->reserved, tree, 0, rid) != 0)
+                rc = mf_error_oom(err);
+        }
+    }
+    if (copy)
+        t->bytes += copy->len;
+out:
+    pthread_mutex_unlock(&m->mu);
+    mf_keyset_free(&keys);
+    /* an index meeting its first array is marked now: a plan made before
+     * commit must not take it for single-key */
+    for (size_t i = 0; rc == 0 && new_doc && i < ix->n; i++) {
+        mf_keyset ks = {0};
+        uint32_t mk = 0;
+        rc = mf_index_keys(&ix->v[i], new_doc, &ks, &mk, err);
+        mf_keyset_free(&ks);
+        if (rc == 0 && mk) {
+            rc = mf_cl_mark_multikey(e, c, &ix->v[i], mk, err);
+        }
+    }
+    return rc;
+}
+
+/* ------------------------------------------------ writes outside one */
+
+void mf_cl_txns_claim(mf_cl_txns *m, mf_coll *c, const mf_cl_indexes *ix, uint64_t rid,
+                      const bson_t *old_doc, const bson_t *new_doc)
+{
+    if (!m)
+        return;
+    pthread_mutex_lock(&m->mu);
+    if (m->open) {
+        size_t *owner = rmap_get(&m->locks, mf_coll_records(c), rid);
+        if (owner && *owner)
+            ((mf_cl_txn *)*owner)->killed = true;
+        for (size_t i = 0; new_doc && m->nkeys && i < ix->n; i++) {
+            mf_keyset keys = {0};
+            mf_error e;
+            if (!ix->v[i].unique || new_unique_keys(&ix->v[i], old_doc, new_doc, &keys, &e) != 0) {
+                mf_keyset_free(&keys);
+                continue;
+            }
+            for (size_t k = 0; k < keys.n; k++) {
+                keylock *kl = key_find(m, ix->v[i].tree, &keys.keys[k]);
+                if (kl && kl->owner)
+                    kl->owner->killed = true;
+            }
+            mf_keyset_free(&keys);
+        }
+    }
+    pthread_mutex_unlock(&m->mu);
+}
+
+int mf_cl_txns_written(mf_cl_txns *m, mf_coll *c, uint64_t rid, const bson_t *old_doc,
+                       mf_error *err)
+{
+    if (!m)
+        return 0;
+    int rc = 0;
+    pthread_mutex_lock(&m->mu);
+    uint64_t seq = ++m->seq;
+    if (m->open)
+        rc = keep_version(m, mf_coll_records(c), rid, seq, old_doc, err);
+    pthread_mutex_unlock(&m->mu);
+    return rc;
+}
+
+/* -------------------------------------------------------------- commit */
+
+static int cmp_ns(const void *a, const void *b)
+{
+    return strcmp(((const wcoll *)a)->ns, ((const wcoll *)b)->ns);
+}
+
+int mf_cl_txn_commit(mf_cl_txn *t, mf_engine *e, mf_cl_log *lg, mf_lsn *lsn, mf_error *err)
+{
+    mf_cl_txns *m = t->m;
+    size_t nc = t->ncolls;
+    mf_coll **cs = calloc(nc ? nc : 1, sizeof *cs);
+    mf_cl_indexes *ixs = calloc(nc ? nc : 1, sizeof *ixs);
+    size_t *order = calloc(nc ? nc : 1, sizeof *order);
+    mf_cl_change *ch = calloc(t->nw ? t->nw : 1, sizeof *ch);
+    bson_t *olds = calloc(t->nw ? t->nw : 1, sizeof *olds);
+    bool *had = calloc(t->nw ? t->nw : 1, sizeof *had);
+    size_t locked = 0, nch = 0;
+    int rc = 0;
+
+    if (!cs || !ixs || !order || !ch || !olds || !had) {
+        rc = mf_error_oom(err);
+        goto done;
+    }
+    if (t->nw == 0)
+        goto done; /* read-only: nothing to write */
+    /* the collections, locked in namespace order (the one place more than
+     * one collection is locked: coll.h) */
+    wcoll *sorted = malloc(nc * sizeof *sorted);
+    if (!sorted) {
+        rc = mf_error_oom(err);
+        goto done;
+    }
+    memcpy(sorted, t->colls, nc * sizeof *sorted);
+    qsort(sorted, nc, sizeof *sorted, cmp_ns);
+    for (size_t i = 0; i < nc; i++)
+        for (size_t j = 0; j < nc; j++)
+            if (sorted[i].tree == t->colls[j].tree && strcmp(sorted[i].ns, t->colls[j].ns) == 0)
+                order[i] = j;
+    free(sorted);
+    mf_engine_catalog_lock(e, false);
+    for (; locked < nc; locked++) {
+        size_t j = order[locked];
+        mf_coll *c = mf_engine_coll(e, t->colls[j].ns);
+        if (!c || mf_coll_records(c) != t->colls[j].tree) {
+            rc = mf_error_set(err, MF_NoSuchTransaction,
+                              "Transaction was aborted: collection %s was dropped",
+                              t->colls[j].ns);
+            break;
+        }
+        mf_coll_lock(c, true);
+        cs[j] = c;
+        if ((rc = mf_cl_indexes_load(c, &ixs[j], err)) != 0) {
+            locked++;
+            break;
+        }
+    }
+    if (rc)
+        goto unlock;
+    pthread_mutex_lock(&m->mu);
+    bool killed = t->killed;
+    pthread_mutex_unlock(&m->mu);
+    if (killed) {
+        rc = mf_error_set(err, MF_NoSuchTransaction,
+                          "Transaction was aborted: a write outside it changed what it wrote");
+        goto unlock;
+    }
+    /* each record against the tree's version now */
+    for (size_t i = 0; rc == 0 && i < t->nw; i++) {
+        wrec *r = &t->w[i];
+        mf_coll *c = cs[r->coll];
+        uint8_t k[8];
+        bson_t cur;
+        bool found;
+        mf_record_id_encode(r->rid, k);
+        bson_init(&olds[i]);
+        if ((rc = mf_cl_record_doc(e, c, k, &cur, &found, err)) != 0)
+            break;
+        if (found) {
+            bson_concat(&olds[i], &cur);
+            had[i] = true;
+        }
+        if (!found && !r->doc)
+            continue; /* inserted and deleted again */
+        ch[nch++] = (mf_cl_change){c, &ixs[r->coll], r->rid, found ? &olds[i] : NULL, r->doc};
+    }
+    if (rc == 0 && nch)
+        rc = mf_cl_write_changes(e, ch, nch, lg, lsn, err);
+    if (rc == 0) {
+        pthread_mutex_lock(&m->mu);
+        uint64_t seq = ++m->seq;
+        for (size_t i = 0; rc == 0 && i < t->nw && m->open > 1; i++)
+            rc = keep_version(m, t->colls[t->w[i].coll].tree, t->w[i].rid, seq,
+                              had[i] ? &olds[i] : NULL, err);
+        pthread_mutex_unlock(&m->mu);
+        if (rc) /* committed: only what older snapshots see is lost */
+            rc = 0;
+    }
+unlock:
+    for (size_t i = 0; i < nc; i++) {
+        if (cs[i]) {
+            mf_cl_indexes_free(&ixs[i]);
+            mf_coll_unlock(cs[i]);
+        }
+    }
+    mf_engine_catalog_unlock(e);
+done:
+    for (size_t i = 0; olds && i < t->nw; i++)
+        if (had && (had[i] || olds[i].len))
+            bson_destroy(&olds[i]);
+    free(cs);
+    free(ixs);
+    free(order);
+    free(ch);
+    free(olds);
+    free(had);
+    mf_cl_txn_abort(t); /* committed or not, it has ended */
+    return rc;
+}

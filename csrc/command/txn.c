@@ -1,0 +1,418 @@
+/*
+ * txn.c -- multi-document transactions, the session side (issue 47,
+ * docs/transactions.md): which statement starts, continues, commits or
+ * aborts a session's transaction, mongod's checks and error codes, and
+ * the labels drivers retry on.  The snapshot, the write set and the
+ * commit as one engine write are coll/txn.c's.
+ *
+ * A statement of a transaction carries lsid, txnNumber and autocommit:
+ * false (the first also startTransaction: true).  It checks its session
+ * out (retry.c: one command at a time per session), binds the
+ * transaction to its thread (mf_cl_txn_bind) so every read and write of
+ * the command goes through the transaction's snapshot and write set, and
+ * at its end unbinds it; a statement that fails aborts the transaction,
+ * as mongod's does.  commitTransaction and abortTransaction end it.  A
+ * transaction older than transactionLifetimeLimitSeconds is aborted by
+ * the next command that meets it, or by the monitor's pass (mfi_txn_reap).
+ *
+ * Collections a transaction creates (create, or an insert's implicit
+ * creation) are created at once, empty, and dropped again if it aborts
+ * (mongod keeps them invisible until commit: docs/transactions.md).
+ */
+#include "command_int.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+/* The number of the transaction this thread's command runs in. */
+static _Thread_local int64_t current_number;
+
+int64_t mfi_txn_number(void)
+{
+    return current_number;
+}
+
+/* The commands mongod 7.0 runs inside a transaction. */
+static bool allowed_in_txn(const char *name)
+{
+    static const char *const names[] = {
+        "abortTransaction", "aggregate", "commitTransaction", "create", "createIndexes",
+        "delete", "distinct", "find", "findAndModify", "findandmodify", "getMore", "insert",
+        "killCursors", "update"};
+    for (size_t i = 0; i < sizeof names / sizeof *names; i++)
+        if (strcmp(name, names[i]) == 0)
+            return true;
+    return false;
+}
+
+/* Drop the collections `s`'s transaction created (those still empty:
+ * another client may have written one since); forget them. */
+static void drop_created(mf_instance *inst, txn_state *s)
+{
+    for (size_t i = 0; i < s->ncreated; i++) {
+        mf_error e;
+        if (mf_cl_drop_if_empty(mfi_cl(inst), s->created[i], &e) != 0)
+            mf_log(MF_LOG_WARNING, "TXN", 0, "abortTransaction",
+                   "dropping %s, which the transaction created: %s", s->created[i], e.msg);
+        free(s->created[i]);
+    }
+    free(s->created);
+    s->created = NULL;
+    s->ncreated = 0;
+}
+
+/* End `s`'s transaction in progress, writing nothing. */
+static void abort_state(mf_instance *inst, txn_state *s)
+{
+    if (s->phase != MFI_TXN_IN_PROGRESS)
+        return;
+    mfi_cursors_kill_txn(inst, s->txn);
+    mf_cl_txn_abort(s->txn);
+    s->txn = NULL;
+    drop_created(inst, s);
+    s->phase = MFI_TXN_ABORTED;
+}
+
+/* Past transactionLifetimeLimitSeconds. */
+static bool expired(mf_instance *inst, const txn_state *s, int64_t now_ms)
+{
+    return s->phase == MFI_TXN_IN_PROGRESS &&
+           now_ms - s->started_ms > atomic_load(&inst->txn_lifetime_s) * 1000;
+}
+
+void mfi_txn_state_free(mf_instance *inst, txn_state *s)
+{
+    if (inst && s->phase == MFI_TXN_IN_PROGRESS)
+        abort_state(inst, s);
+    for (size_t i = 0; i < s->ncreated; i++)
+        free(s->created[i]);
+    free(s->created);
+}
+
+void mfi_txn_reap(mf_instance *inst)
+{
+    mfi_txn_table *t = inst->txns;
+    if (!t)
+        return;
+    int64_t now = mf_clock_wall_ms();
+    pthread_mutex_lock(&t->mu);
+    for (txn_state *s = t->list; s; s = s->next) {
+        if (s->busy || !expired(inst, s, now))
+            continue;
+        /* checked out for the abort, as a command would */
+        s->busy = true;
+        pthread_mutex_unlock(&t->mu);
+        abort_state(inst, s);
+        pthread_mutex_lock(&t->mu);
+        s->busy = false;
+        pthread_cond_broadcast(&t->cond);
+    }
+    pthread_mutex_unlock(&t->mu);
+}
+
+void mfi_txn_kill(mf_instance *inst, const uint8_t (*uids)[32], size_t nuids, bool all)
+{
+    mfi_txn_table *t = inst->txns;
+    if (!t)
+        return;
+    pthread_mutex_lock(&t->mu);
+    for (txn_state *s = t->list; s; s = s->next) {
+        bool hit = all;
+        for (size_t i = 0; i < nuids && !hit; i++)
+            hit = memcmp(s->uid, uids[i], 32) == 0;
+        if (!hit || s->phase != MFI_TXN_IN_PROGRESS)
+            continue;
+        while (s->busy) /* a statement running: after it */
+            pthread_cond_wait(&t->cond, &t->mu);
+        s->busy = true;
+        pthread_mutex_unlock(&t->mu);
+        abort_state(inst, s);
+        pthread_mutex_lock(&t->mu);
+        s->busy = false;
+        pthread_cond_broadcast(&t->cond);
+    }
+    pthread_mutex_unlock(&t->mu);
+}
+
+void mfi_txn_session_ended(mf_instance *inst, const uint8_t id[16], const uint8_t uid[32])
+{
+    if (!inst->txns)
+        return;
+    txn_state *s = mfi_session_checkout(inst->txns, id, uid);
+    if (!s)
+        return;
+    abort_state(inst, s);
+    mfi_session_checkin(inst->txns, s);
+}
+
+/* The readConcern a transaction's first statement may give. */
+static int check_read_concern(const bson_t *cmd, bool first, mf_error *err)
+{
+    bson_iter_t it, f;
+    if (!bson_iter_init_find(&it, cmd, "readConcern"))
+        return 0;
+    if (!first)
+        return mf_error_set(err, MF_InvalidOptions,
+                            "Only the first command in a transaction may specify a readConcern");
+    if (!BSON_ITER_HOLDS_DOCUMENT(&it) || !bson_iter_recurse(&it, &f))
+        return 0; /* the dispatcher's check gives the type error */
+    while (bson_iter_next(&f)) {
+        const char *k = bson_iter_key(&f);
+        if (strcmp(k, "level") == 0 && BSON_ITER_HOLDS_UTF8(&f)) {
+            const char *l = bson_iter_utf8(&f, NULL);
+            if (strcmp(l, "local") != 0 && strcmp(l, "majority") != 0 &&
+                strcmp(l, "snapshot") != 0)
+                return mf_error_set(err, MF_InvalidOptions,
+                                    "The readConcern level must be either 'local' (default), "
+                                    "'majority' or 'snapshot' in order to run in a transaction");
+        } else if (strcmp(k, "atClusterTime") == 0) {
+            /* a snapshot at a chosen past time needs the history the
+             * version store does not keep yet */
+            return mf_error_set(err, MF_SnapshotTooOld,
+                                "readConcern atClusterTime is not supported by this MultiforaDB "
+                                "version: a transaction reads from the newest snapshot");
+        }
+    }
+    return 0;
+}
+
+int mfi_txn_begin(mf_cmd_ctx *ctx, const mf_cmd_def *def, const bson_t *cmd,
+                  const uint8_t id[16], const uint8_t uid[32], int64_t txn_number, bool autocommit,
+                  bool has_start, bool start, mf_error *err)
+{
+    mf_instance *inst = ctx->inst;
+    struct mfi_txn_use *u = &ctx->txn_buf;
+    bson_iter_t it;
+    char sid[37];
+    int rc;
+
+    if (autocommit)
+        return mf_error_set(err, MF_InvalidOptions, "Specifying autocommit=true is not allowed.");
+    if (has_start && !start)
+        return mf_error_set(err, MF_InvalidOptions,
+                            "Specifying startTransaction=false is not allowed.");
+    /* refused before the session is checked out: the transaction goes on */
+    if (!allowed_in_txn(def->name)) {
+        if (strcmp(def->name, "count") == 0)
+            return mf_error_set(err, MF_OperationNotSupportedInTransaction,
+                                "Cannot run 'count' in a multi-document transaction. Please see "
+                                "http://dochub.mongodb.org/core/transaction-count for a "
+                                "recommended alternative.");
+        return mf_error_set(err, MF_OperationNotSupportedInTransaction,
+                            "Cannot run '%s' in a multi-document transaction.", def->name);
+    }
+    if (strcmp(def->name, "commitTransaction") != 0 &&
+        strcmp(def->name, "abortTransaction") != 0 && bson_iter_init_find(&it, cmd, "writeConcern"))
+        return mf_error_set(err, MF_InvalidOptions,
+                            "writeConcern is not allowed within a multi-statement transaction");
+    if (strcmp(ctx->db, "config") == 0 || strcmp(ctx->db, "local") == 0 ||
+        (strcmp(ctx->db, "admin") == 0 && strcmp(def->name, "commitTransaction") != 0 &&
+         strcmp(def->name, "abortTransaction") != 0))
+        return mf_error_set(err, MF_OperationNotSupportedInTransaction,
+                            "Cannot run command against the '%s' database in a transaction.",
+                            ctx->db);
+    if ((rc = check_read_concern(cmd, start, err)) != 0)
+        return rc;
+
+    txn_state *s = mfi_session_checkout(inst->txns, id, uid);
+    if (!s)
+        return mf_error_oom(err);
+    memset(u, 0, sizeof *u);
+    u->state = s;
+    bson_init(&u->lsid);
+    bson_append_binary(&u->lsid, "id", 2, BSON_SUBTYPE_UUID, id, 16);
+    bson_append_binary(&u->lsid, "uid", 3, BSON_SUBTYPE_BINARY, uid, 32);
+    u->txn_number = txn_number;
+    ctx->txn = u;
+    bson_t key = BSON_INITIALIZER;
+    BSON_APPEND_DOCUMENT(&key, "_id", &u->lsid);
+    rc = s->loaded ? 0 : mfi_session_load(inst, s, &key, err);
+    bson_destroy(&key);
+    if (rc)
+        return rc;
+    mfi_uuid_str(id, sid);
+    int64_t now = mf_clock_wall_ms();
+    if (expired(inst, s, now))
+        abort_state(inst, s);
+    if (txn_number < s->txn_number)
+        return mf_error_set(err, MF_TransactionTooOld,
+                            "Cannot start transaction %lld on session %s because a newer "
+                            "transaction %lld has already started.",
+                            (long long)txn_number, sid, (long long)s->txn_number);
+    if (start) {
+        if (txn_number == s->txn_number)
+            return mf_error_set(err, MF_ConflictingOperationInProgress,
+                                "Only servers in a sharded cluster can start a new transaction "
+                                "at the active transaction number");
+        abort_state(inst, s); /* a newer number ends the one in progress */
+        u->prev_number = s->txn_number;
+        u->prev_phase = s->phase;
+        if ((rc = mf_cl_txn_begin(inst->cl.txns, &s->txn, err)) != 0)
+            return rc;
+        s->txn_number = txn_number;
+        s->nstmts = 0;
+        s->last = (mf_cl_optime){0, 0};
+        s->phase = MFI_TXN_IN_PROGRESS;
+        s->started_ms = now;
+        u->starts = true;
+    } else {
+        if (txn_number != s->txn_number || s->phase == MFI_TXN_NONE)
+            return mf_error_set(err, MF_NoSuchTransaction,
+                                "Given transaction number %lld does not match any in-progress "
+                                "transactions. The active transaction number is %lld",
+                                (long long)txn_number, (long long)s->txn_number);
+        if (s->phase == MFI_TXN_IN_PROGRESS && mf_cl_txn_killed(s->txn))
+            abort_state(inst, s);
+        if (s->phase == MFI_TXN_ABORTED)
+            return mf_error_set(err, MF_NoSuchTransaction,
+                                "Transaction with { txnNumber: %lld } has been aborted.",
+                                (long long)txn_number);
+        if (s->phase == MFI_TXN_COMMITTED && strcmp(def->name, "commitTransaction") != 0)
+            return mf_error_set(err, MF_TransactionCommitted,
+                                "Transaction with { txnNumber: %lld } has been committed.",
+                                (long long)txn_number);
+    }
+    if (s->phase == MFI_TXN_IN_PROGRESS) {
+        mf_cl_txn_bind(s->txn);
+        current_number = txn_number;
+    }
+    return 0;
+}
+
+/* A write command's reply saying a statement failed (writeErrors). */
+static int write_error_code(const bson_t *reply)
+{
+    bson_iter_t it, a, d, f;
+    if (!bson_iter_init_find(&it, reply, "writeErrors") || !BSON_ITER_HOLDS_ARRAY(&it) ||
+        !bson_iter_recurse(&it, &a) || !bson_iter_next(&a) || !BSON_ITER_HOLDS_DOCUMENT(&a) ||
+        !bson_iter_recurse(&a, &d) || !bson_iter_find(&d, "code"))
+        return 0;
+    f = d;
+    return (int)bson_iter_as_int64(&f);
+}
+
+int mfi_txn_end_statement(mf_cmd_ctx *ctx, int rc, bson_t *reply, mf_error *err)
+{
+    struct mfi_txn_use *u = ctx->txn;
+    if (!u)
+        return rc;
+    mf_cl_txn_bind(NULL);
+    txn_state *s = u->state;
+    /* a write error ends the transaction; a transient one (WriteConflict)
+     * is the command's error, which drivers retry the transaction on */
+    int wcode = rc == 0 ? write_error_code(reply) : 0;
+    if (wcode == MF_WriteConflict) {
+        bson_iter_t it, a, d;
+        const char *msg = "WriteConflict";
+        if (bson_iter_init_find(&it, reply, "writeErrors") && bson_iter_recurse(&it, &a) &&
+            bson_iter_next(&a) && bson_iter_recurse(&a, &d) && bson_iter_find(&d, "errmsg") &&
+            BSON_ITER_HOLDS_UTF8(&d))
+            msg = bson_iter_utf8(&d, NULL);
+        rc = mf_error_set(err, MF_WriteConflict, "%s", msg);
+    }
+    if ((rc != 0 || wcode) && s && s->phase == MFI_TXN_IN_PROGRESS &&
+        strcmp(ctx->name, "commitTransaction") != 0)
+        abort_state(ctx->inst, s);
+    return rc;
+}
+
+void mfi_txn_unstart(mf_cmd_ctx *ctx)
+{
+    struct mfi_txn_use *u = ctx->txn;
+    if (!u || !u->starts || u->state->phase != MFI_TXN_IN_PROGRESS)
+        return;
+    txn_state *s = u->state;
+    mf_cl_txn_bind(NULL);
+    mf_cl_txn_abort(s->txn);
+    s->txn = NULL;
+    s->txn_number = u->prev_number;
+    s->phase = (mfi_txn_phase)u->prev_phase;
+    u->starts = false;
+}
+
+void mfi_txn_end(mf_cmd_ctx *ctx)
+{
+    struct mfi_txn_use *u = ctx->txn;
+    if (!u)
+        return;
+    mf_cl_txn_bind(NULL);
+    if (u->state)
+        mfi_session_checkin(ctx->inst->txns, u->state);
+    bson_destroy(&u->lsid);
+    ctx->txn = NULL;
+}
+
+void mfi_txn_note_created(mf_cmd_ctx *ctx, const char *ns)
+{
+    struct mfi_txn_use *u = ctx->txn;
+    if (!u || !u->state || u->state->phase != MFI_TXN_IN_PROGRESS)
+        return;
+    txn_state *s = u->state;
+    char **v = realloc(s->created, (s->ncreated + 1) * sizeof *v);
+    if (!v)
+        return;
+    s->created = v;
+    if ((v[s->ncreated] = strdup(ns)) != NULL)
+        s->ncreated++;
+}
+
+bool mfi_txn_created(const mf_cmd_ctx *ctx, const char *ns)
+{
+    const struct mfi_txn_use *u = ctx->txn;
+    if (!u || !u->state || u->state->phase != MFI_TXN_IN_PROGRESS)
+        return true; /* (outside a transaction: no restriction) */
+    for (size_t i = 0; i < u->state->ncreated; i++)
+        if (strcmp(u->state->created[i], ns) == 0)
+            return true;
+    return false;
+}
+
+/* ------------------------------------------------------------- commands */
+
+int mfi_cmd_commit_transaction(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_error *err)
+{
+    (void)cmd, (void)reply;
+    struct mfi_txn_use *u = ctx->txn;
+    if (!u)
+        return mf_error_set(err, MF_CommandFailed,
+                            "commitTransaction must be run within a transaction");
+    txn_state *s = u->state;
+    if (s->phase == MFI_TXN_COMMITTED)
+        return 0; /* a retried commit: done already */
+    mf_cl_txn *t = s->txn;
+    mf_cl_stmt st = {.lsid = &u->lsid, .txn_number = u->txn_number};
+    mf_cl_log lg = ctx->log;
+    lg.stmt = &st;
+    mf_lsn lsn = 0;
+    mfi_cursors_kill_txn(ctx->inst, t);
+    s->txn = NULL;
+    int rc = mf_cl_txn_commit(t, ctx->inst->engine, &lg, &lsn, err);
+    if (lsn > ctx->lsn)
+        ctx->lsn = lsn;
+    if (rc == 0) {
+        ctx->log.op_time = lg.op_time;
+        s->phase = MFI_TXN_COMMITTED;
+        if (lg.op_time.secs)
+            s->last = lg.op_time;
+        for (size_t i = 0; i < s->ncreated; i++)
+            free(s->created[i]);
+        free(s->created);
+        s->created = NULL;
+        s->ncreated = 0;
+        return 0;
+    }
+    drop_created(ctx->inst, s);
+    s->phase = MFI_TXN_ABORTED;
+    return rc;
+}
+
+int mfi_cmd_abort_transaction(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_error *err)
+{
+    (void)cmd, (void)reply;
+    struct mfi_txn_use *u = ctx->txn;
+    if (!u)
+        return mf_error_set(err, MF_CommandFailed,
+                            "abortTransaction must be run within a transaction");
+    abort_state(ctx->inst, u->state);
+    return 0;
+}

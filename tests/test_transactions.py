@@ -1,0 +1,429 @@
+"""Multi-document transactions in the one-member replica set (issue 47,
+coll/txn.c, command/txn.c, docs/transactions.md).
+
+What is asserted: a transaction's writes reach no one before its commit and
+all at once after it; an abort leaves nothing; a transaction reads from the
+snapshot it began with plus its own writes, through every read path;
+conflicting writers get WriteConflict (TransientTransactionError) at once;
+a write outside a transaction that takes what one holds makes its commit
+fail; mongod's codes for the session state machine; the commit is one
+applyOps oplog entry and one log record (kill -9 leaves all or nothing).
+"""
+from __future__ import annotations
+
+import signal
+import uuid
+
+import bson
+import pymongo
+import pytest
+from bson.int64 import Int64
+from pymongo.errors import OperationFailure
+from pymongo.read_concern import ReadConcern
+from pymongo.write_concern import WriteConcern
+
+import multifora
+
+from conftest import ServedProcess
+
+
+@pytest.fixture
+def rs(tmp_path):
+    srv = multifora.Server(str(tmp_path / "db"), port=0, replica_set="rs0").start()
+    yield srv
+    srv.stop()
+
+
+@pytest.fixture
+def client(rs):
+    c = pymongo.MongoClient(rs.uri)
+    yield c
+    c.close()
+
+
+def lsid():
+    return {"id": bson.Binary(uuid.uuid4().bytes, 4)}
+
+
+class Txn:
+    """A transaction driven by hand, command by command."""
+
+    def __init__(self, srv, n=1, sid=None):
+        self.srv, self.n, self.lsid, self.first = srv, Int64(n), sid or lsid(), True
+
+    def cmd(self, db, cmd, **extra):
+        cmd = dict(cmd, lsid=self.lsid, txnNumber=self.n, autocommit=False)
+        if self.first:
+            cmd["startTransaction"] = True
+            self.first = False
+        cmd.update(extra)
+        return self.srv.command(db, cmd)
+
+    def fails(self, db, cmd, **extra):
+        with pytest.raises(multifora.CommandError) as ei:
+            self.cmd(db, cmd, **extra)
+        return ei.value
+
+    def commit(self, **extra):
+        return self.srv.command("admin", dict({"commitTransaction": 1, "lsid": self.lsid,
+                                               "txnNumber": self.n, "autocommit": False},
+                                              **extra))
+
+    def abort(self):
+        return self.srv.command("admin", {"abortTransaction": 1, "lsid": self.lsid,
+                                          "txnNumber": self.n, "autocommit": False})
+
+
+def find(srv, filt=None, coll="c", **kw):
+    return srv.command("t", dict({"find": coll, "filter": filt or {}, "sort": {"_id": 1}},
+                                 **kw))["cursor"]["firstBatch"]
+
+
+def labels(e):
+    return e.details.get("errorLabels", [])
+
+
+# ------------------------------------------------------------ with pymongo
+
+def test_commit_makes_every_write_visible_at_once(client):
+    col = client.t.c
+    col.insert_many([{"_id": 1, "a": 1}, {"_id": 2, "a": 2}])
+    other = client.t.get_collection("c")
+    with client.start_session() as s:
+        with s.start_transaction():
+            col.insert_one({"_id": 3, "a": 3}, session=s)
+            col.update_one({"_id": 1}, {"$set": {"a": 10}}, session=s)
+            col.delete_one({"_id": 2}, session=s)
+            # the transaction sees its writes ...
+            assert list(col.find({}, session=s).sort("_id")) == [
+                {"_id": 1, "a": 10}, {"_id": 3, "a": 3}]
+            # ... nobody else does before the commit
+            assert list(other.find().sort("_id")) == [{"_id": 1, "a": 1}, {"_id": 2, "a": 2}]
+    assert list(other.find().sort("_id")) == [{"_id": 1, "a": 10}, {"_id": 3, "a": 3}]
+
+
+def test_abort_leaves_nothing(client):
+    col = client.t.c
+    col.insert_one({"_id": 1, "a": 1})
+    with client.start_session() as s:
+        s.start_transaction()
+        col.insert_one({"_id": 2}, session=s)
+        col.update_one({"_id": 1}, {"$inc": {"a": 5}}, session=s)
+        client.t.fresh.insert_one({"x": 1}, session=s)  # created by the transaction
+        s.abort_transaction()
+    assert list(col.find()) == [{"_id": 1, "a": 1}]
+    assert "fresh" not in client.t.list_collection_names()
+
+
+def test_with_transaction_callback(client):
+    col = client.t.c
+    col.insert_one({"_id": "acct1", "bal": 100})
+    col.insert_one({"_id": "acct2", "bal": 0})
+
+    def move(s):
+        col.update_one({"_id": "acct1"}, {"$inc": {"bal": -30}}, session=s)
+        col.update_one({"_id": "acct2"}, {"$inc": {"bal": 30}}, session=s)
+        return col.find_one({"_id": "acct2"}, session=s)["bal"]
+
+    with client.start_session() as s:
+        assert s.with_transaction(move, write_concern=WriteConcern("majority"),
+                                  read_concern=ReadConcern("snapshot")) == 30
+    assert sum(d["bal"] for d in col.find()) == 100
+
+
+def test_reads_inside_see_own_writes_everywhere(client):
+    col = client.t.c
+    col.create_index("k")
+    col.insert_many([{"_id": i, "k": i % 3} for i in range(6)])
+    with client.start_session() as s, s.start_transaction():
+        col.insert_one({"_id": 10, "k": 1}, session=s)
+        col.delete_one({"_id": 1}, session=s)
+        col.update_one({"_id": 4}, {"$set": {"k": 2}}, session=s)
+        # an index scan, a count (an aggregate), distinct, $lookup, findAndModify
+        assert sorted(d["_id"] for d in col.find({"k": 1}, session=s)) == [10]
+        assert col.count_documents({}, session=s) == 6
+        assert sorted(col.distinct("k", session=s)) == [0, 1, 2]
+        assert sorted(d["_id"] for d in col.find({"k": 2}, session=s).hint("k_1")) == [2, 4, 5]
+        got = list(col.aggregate([{"$match": {"_id": 0}},
+                                  {"$lookup": {"from": "c", "localField": "k",
+                                               "foreignField": "k", "as": "same"}}],
+                                 session=s))
+        assert sorted(x["_id"] for x in got[0]["same"]) == [0, 3]
+        doc = col.find_one_and_update({"_id": 10}, {"$inc": {"k": 5}}, session=s,
+                                      return_document=True)
+        assert doc == {"_id": 10, "k": 6}
+    assert sorted(d["_id"] for d in col.find({"k": 6})) == [10]
+
+
+def test_cursor_batches_inside_the_transaction(client):
+    col = client.t.c
+    col.insert_many([{"_id": i} for i in range(10)])
+    with client.start_session() as s, s.start_transaction():
+        col.insert_one({"_id": 100}, session=s)
+        got = [d["_id"] for d in col.find({}, session=s, batch_size=3).sort("_id")]
+        assert got == list(range(10)) + [100]
+
+
+def test_cursor_over_own_writes_only(rs):
+    # every document is in the write set: the scan's own rows, in batches
+    t = Txn(rs)
+    t.cmd("t", {"insert": "c", "documents": [{"_id": i} for i in range(4)]})
+    cur = t.cmd("t", {"find": "c", "batchSize": 3})["cursor"]
+    assert len(cur["firstBatch"]) == 3 and cur["id"] != 0
+    more = t.cmd("t", {"getMore": cur["id"], "collection": "c"})["cursor"]
+    assert [d["_id"] for d in cur["firstBatch"] + more["nextBatch"]] == [0, 1, 2, 3]
+
+
+def test_fail_command_before_start_leaves_no_transaction(tmp_path):
+    srv = multifora.Server(str(tmp_path / "db"), port=0, replica_set="rs0",
+                           enable_test_commands=True).start()
+    try:
+        srv.command("admin", {"configureFailPoint": "failCommand", "mode": {"times": 1},
+                              "data": {"failCommands": ["insert"], "errorCode": 91,
+                                       "failLocalClients": True,
+                                       "failInternalCommands": True}})
+        t = Txn(srv)
+        e = t.fails("t", {"insert": "c", "documents": [{"_id": 1}]})
+        assert e.code == 91 and labels(e) == ["TransientTransactionError"]
+        # the same statement again starts the transaction (no 117)
+        t.first = True
+        t.cmd("t", {"insert": "c", "documents": [{"_id": 1}]})
+        t.commit()
+        assert find(srv) == [{"_id": 1}]
+    finally:
+        srv.stop()
+
+
+# -------------------------------------------------------------- snapshots
+
+def test_snapshot_does_not_see_later_commits(rs):
+    rs.command("t", {"insert": "c", "documents": [{"_id": 1, "v": "old"}, {"_id": 2}]})
+    rs.command("t", {"createIndexes": "c", "indexes": [{"key": {"v": 1}, "name": "v_1"}]})
+    t = Txn(rs)
+    assert [d["_id"] for d in find(rs, lsid=t.lsid, txnNumber=t.n, autocommit=False,
+                                   startTransaction=True)] == [1, 2]
+    t.first = False
+    # outside, after the snapshot: an update, an insert, a delete
+    rs.command("t", {"update": "c", "updates": [{"q": {"_id": 1}, "u": {"$set": {"v": "new"}}}]})
+    rs.command("t", {"insert": "c", "documents": [{"_id": 3, "v": "new"}]})
+    rs.command("t", {"delete": "c", "deletes": [{"q": {"_id": 2}, "limit": 1}]})
+    inside = t.cmd("t", {"find": "c", "filter": {}, "sort": {"_id": 1}})["cursor"]["firstBatch"]
+    assert inside == [{"_id": 1, "v": "old"}, {"_id": 2}]
+    by_index = t.cmd("t", {"find": "c", "filter": {"v": "old"}, "hint": "v_1"})
+    assert by_index["cursor"]["firstBatch"] == [{"_id": 1, "v": "old"}]
+    assert t.cmd("t", {"find": "c", "filter": {"v": "new"}, "hint": "v_1"})[
+        "cursor"]["firstBatch"] == []
+    t.commit()
+    assert find(rs) == [{"_id": 1, "v": "new"}, {"_id": 3, "v": "new"}]
+
+
+# -------------------------------------------------------------- conflicts
+
+def test_two_transactions_writing_one_document(rs):
+    rs.command("t", {"insert": "c", "documents": [{"_id": 1, "n": 0}]})
+    a, b = Txn(rs), Txn(rs)
+    a.cmd("t", {"update": "c", "updates": [{"q": {"_id": 1}, "u": {"$inc": {"n": 1}}}]})
+    e = b.fails("t", {"update": "c", "updates": [{"q": {"_id": 1}, "u": {"$inc": {"n": 10}}}]})
+    assert e.code == 112 and e.details["codeName"] == "WriteConflict"
+    assert labels(e) == ["TransientTransactionError"]
+    # the loser is aborted; the winner commits
+    with pytest.raises(multifora.CommandError) as ei:
+        b.commit()
+    assert ei.value.code == 251 and labels(ei.value) == ["TransientTransactionError"]
+    a.commit()
+    assert find(rs) == [{"_id": 1, "n": 1}]
+
+
+def test_write_after_snapshot_conflicts(rs):
+    rs.command("t", {"insert": "c", "documents": [{"_id": 1, "n": 0}]})
+    t = Txn(rs)
+    t.cmd("t", {"find": "c"})
+    rs.command("t", {"update": "c", "updates": [{"q": {"_id": 1}, "u": {"$set": {"n": 5}}}]})
+    e = t.fails("t", {"update": "c", "updates": [{"q": {"_id": 1}, "u": {"$inc": {"n": 1}}}]})
+    assert e.code == 112
+    assert find(rs) == [{"_id": 1, "n": 5}]
+
+
+def test_outside_write_kills_the_holder(rs):
+    rs.command("t", {"insert": "c", "documents": [{"_id": 1, "n": 0}]})
+    t = Txn(rs)
+    t.cmd("t", {"update": "c", "updates": [{"q": {"_id": 1}, "u": {"$set": {"n": 1}}}]})
+    rs.command("t", {"update": "c", "updates": [{"q": {"_id": 1}, "u": {"$set": {"n": 2}}}]})
+    with pytest.raises(multifora.CommandError) as ei:
+        t.commit()
+    assert ei.value.code == 251 and labels(ei.value) == ["TransientTransactionError"]
+    assert find(rs) == [{"_id": 1, "n": 2}]
+
+
+def test_unique_keys(rs):
+    rs.command("t", {"createIndexes": "c", "indexes": [{"key": {"u": 1}, "name": "u_1",
+                                                           "unique": True}]})
+    rs.command("t", {"insert": "c", "documents": [{"_id": 1, "u": 1}]})
+    # against the committed data: DuplicateKey, the transaction aborted
+    t = Txn(rs)
+    r = t.cmd("t", {"insert": "c", "documents": [{"_id": 2, "u": 1}]})
+    assert r["writeErrors"][0]["code"] == 11000 and "errorLabels" not in r
+    e = t.fails("t", {"find": "c"})
+    assert e.code == 251 and labels(e) == ["TransientTransactionError"]
+    # against its own writes, and a key it freed
+    t = Txn(rs, n=2, sid=t.lsid)
+    t.cmd("t", {"insert": "c", "documents": [{"_id": 3, "u": 3}]})
+    r = t.cmd("t", {"insert": "c", "documents": [{"_id": 4, "u": 3}]})
+    assert r["writeErrors"][0]["code"] == 11000
+    t = Txn(rs, n=3, sid=t.lsid)
+    t.cmd("t", {"delete": "c", "deletes": [{"q": {"_id": 1}, "limit": 1}]})
+    t.cmd("t", {"insert": "c", "documents": [{"_id": 5, "u": 1}]})
+    # another transaction's key: WriteConflict
+    o = Txn(rs)
+    e = o.fails("t", {"insert": "c", "documents": [{"_id": 6, "u": 1}]})
+    assert e.code == 112
+    t.commit()
+    assert find(rs) == [{"_id": 5, "u": 1}]
+
+
+def test_two_transactions_inserting_get_distinct_record_ids(rs):
+    rs.command("t", {"insert": "c", "documents": [{"_id": 0}]})
+    a, b = Txn(rs), Txn(rs)
+    a.cmd("t", {"insert": "c", "documents": [{"_id": 1}, {"_id": 2}]})
+    b.cmd("t", {"insert": "c", "documents": [{"_id": 3}]})
+    rs.command("t", {"insert": "c", "documents": [{"_id": 4}]})
+    a.cmd("t", {"insert": "c", "documents": [{"_id": 5}]})
+    b.commit()
+    a.commit()
+    assert [d["_id"] for d in find(rs)] == [0, 1, 2, 3, 4, 5]
+    assert rs.command("t", {"validate": "c"})["valid"] is True
+
+
+# ----------------------------------------------------- the state machine
+
+def test_session_state_codes(rs):
+    t = Txn(rs)
+    e = Txn(rs).fails("t", {"find": "c"}, autocommit=True)
+    assert e.code == 72
+    t.cmd("t", {"insert": "c", "documents": [{"_id": 1}]})
+    # startTransaction again at the active number
+    e = t.fails("t", {"find": "c"}, startTransaction=True)
+    assert e.code == 117
+    # a readConcern after the first statement, a writeConcern on a statement
+    assert t.fails("t", {"find": "c"}, readConcern={"level": "snapshot"}).code == 72
+    assert t.fails("t", {"find": "c"}, writeConcern={"w": 1}).code == 72
+    # count is refused without aborting the transaction
+    e = t.fails("t", {"count": "c"})
+    assert e.code == 263 and "transaction-count" in str(e)
+    assert t.commit()["ok"] == 1.0
+    assert t.commit()["ok"] == 1.0  # a retried commit
+    with pytest.raises(multifora.CommandError) as ei:
+        t.abort()
+    assert ei.value.code == 256
+    e = t.fails("t", {"find": "c"})
+    assert e.code == 256
+    # an unknown number, an older number
+    t2 = Txn(rs, n=5, sid=t.lsid)
+    t2.first = False
+    assert t2.fails("t", {"find": "c"}).code == 251
+    old = Txn(rs, n=0, sid=t.lsid)
+    assert old.fails("t", {"find": "c"}).code == 225
+    assert find(rs) == [{"_id": 1}]
+
+
+def test_abort_then_statements(rs):
+    t = Txn(rs)
+    t.cmd("t", {"insert": "c", "documents": [{"_id": 1}]})
+    assert t.abort()["ok"] == 1.0
+    e = t.fails("t", {"find": "c"})
+    assert e.code == 251 and labels(e) == ["TransientTransactionError"]
+    with pytest.raises(multifora.CommandError) as ei:
+        t.abort()
+    assert ei.value.code == 251
+    assert find(rs) == []
+
+
+def test_get_more_belongs_to_its_transaction(rs):
+    rs.command("t", {"insert": "c", "documents": [{"_id": i} for i in range(5)]})
+    t = Txn(rs)
+    cur = t.cmd("t", {"find": "c", "batchSize": 2})["cursor"]
+    with pytest.raises(multifora.CommandError) as ei:
+        rs.command("t", {"getMore": cur["id"], "collection": "c"})
+    assert ei.value.code == 50740
+    more = t.cmd("t", {"getMore": cur["id"], "collection": "c"})["cursor"]
+    assert [d["_id"] for d in more["nextBatch"]] == [2, 3, 4]
+    outside = rs.command("t", {"find": "c", "batchSize": 1})["cursor"]
+    assert t.fails("t", {"getMore": outside["id"], "collection": "c"}).code == 50739
+
+
+def test_lifetime_limit_aborts(rs):
+    import time
+    rs.command("admin", {"setParameter": 1, "transactionLifetimeLimitSeconds": 1})
+    assert rs.command("admin", {"getParameter": 1, "transactionLifetimeLimitSeconds": 1})[
+        "transactionLifetimeLimitSeconds"] == 1
+    rs.command("t", {"insert": "c", "documents": [{"_id": 1, "n": 0}]})
+    t = Txn(rs)
+    t.cmd("t", {"update": "c", "updates": [{"q": {"_id": 1}, "u": {"$set": {"n": 1}}}]})
+    time.sleep(3)
+    # the abandoned transaction no longer holds the document
+    o = Txn(rs)
+    o.cmd("t", {"update": "c", "updates": [{"q": {"_id": 1}, "u": {"$set": {"n": 2}}}]})
+    o.commit()
+    with pytest.raises(multifora.CommandError) as ei:
+        t.commit()
+    assert ei.value.code == 251
+    assert find(rs) == [{"_id": 1, "n": 2}]
+
+
+def test_kill_all_sessions_aborts(rs):
+    rs.command("t", {"insert": "c", "documents": [{"_id": 1}]})
+    t = Txn(rs)
+    t.cmd("t", {"delete": "c", "deletes": [{"q": {}, "limit": 0}]})
+    rs.command("admin", {"killAllSessions": []})
+    assert t.fails("t", {"find": "c"}).code == 251
+    assert find(rs) == [{"_id": 1}]
+
+
+# ------------------------------------------------------------- durability
+
+def test_commit_is_one_applyops_entry(rs):
+    t = Txn(rs)
+    t.cmd("t", {"insert": "c", "documents": [{"_id": 1}, {"_id": 2}]})
+    t.cmd("t", {"update": "c", "updates": [{"q": {"_id": 1}, "u": {"$set": {"a": 1}}}]})
+    t.cmd("t", {"insert": "d", "documents": [{"_id": 9}]})
+    before = rs.command("local", {"count": "oplog.rs"})["n"]
+    t.commit()
+    entries = rs.command("local", {"find": "oplog.rs", "filter": {"op": "c"}})["cursor"][
+        "firstBatch"]
+    assert rs.command("local", {"count": "oplog.rs"})["n"] == before + 1
+    (e,) = [x for x in entries if "applyOps" in x["o"]]
+    assert e["ns"] == "admin.$cmd" and e["txnNumber"] == 1 and e["lsid"]["id"] == t.lsid["id"]
+    ops = e["o"]["applyOps"]
+    assert [(o["op"], o["ns"], o["o"].get("_id")) for o in ops] == [
+        ("i", "t.c", 1), ("i", "t.c", 2), ("i", "t.d", 9)]
+    rec = rs.command("config", {"find": "transactions"})["cursor"]["firstBatch"]
+    assert [(r["txnNum"], r["state"]) for r in rec] == [(1, "committed")]
+
+
+def test_kill9_commit_is_all_or_nothing(tmp_path):
+    p = ServedProcess(tmp_path / "db", extra=["--replSet", "rs0"]).start()
+    try:
+        c = p.client(directConnection=True)
+        with c.start_session() as s:
+            s.start_transaction()
+            c.t.c.insert_many([{"_id": i} for i in range(50)], session=s)
+            c.t.d.insert_one({"_id": "x"}, session=s)
+            s.commit_transaction()
+            s.start_transaction()
+            c.t.c.insert_many([{"_id": 1000 + i} for i in range(50)], session=s)
+            # not committed when the process dies
+            p.signal(signal.SIGKILL)
+        c.close()
+    finally:
+        p.stop()
+    with multifora.Server(str(tmp_path / "db"), port=0, replica_set="rs0") as e:
+        assert [d["_id"] for d in find(e, batchSize=1000)] == list(range(50))
+        assert find(e, coll="d") == [{"_id": "x"}]
+
+
+def test_standalone_refuses_transactions_still(server):
+    with pytest.raises(multifora.CommandError) as e:
+        server.command("t", {"insert": "c", "documents": [{"_id": 1}], "lsid": lsid(),
+                             "txnNumber": Int64(1), "autocommit": False,
+                             "startTransaction": True})
+    assert e.value.code == 20
