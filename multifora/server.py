@@ -221,16 +221,21 @@ class EmbeddedClient(MongoClient):
                 self._mf_shutdown()
 
 
-def open(path: str, **client_kwargs) -> EmbeddedClient:  # noqa: A001 - the API's name
+def open(path: str, replica_set: Optional[str] = "rs0",  # noqa: A001 - the API's name
+         **client_kwargs) -> EmbeddedClient:
     """Open the database at ``path`` embedded in this process.
 
     Starts a server on a private Unix socket (in a fresh 0700 directory, no
     TCP port) over ``path`` and returns a connected pymongo client; closing
-    the client stops the server.  Extra keyword arguments go to MongoClient.
+    the client stops the server.  The server is the primary of a one-member
+    replica set named ``replica_set`` ("rs0"), so sessions get transactions
+    and retryable writes with nothing to configure; ``replica_set=None``
+    makes it a standalone.  Extra keyword arguments go to MongoClient.
     """
     sockdir = tempfile.mkdtemp(prefix="multifora-")
     try:
-        server = Server(path, port=None, unix_socket=os.path.join(sockdir, "mongod.sock"))
+        server = Server(path, port=None, unix_socket=os.path.join(sockdir, "mongod.sock"),
+                        replica_set=replica_set)
         server.start()
     except BaseException:
         shutil.rmtree(sockdir, ignore_errors=True)

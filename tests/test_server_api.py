@@ -79,6 +79,20 @@ def test_open_returns_a_client_that_owns_the_server(tmp_path):
         assert again.admin.command("ping")["ok"] == 1.0
 
 
+def test_open_is_a_replica_set_with_transactions(tmp_path):
+    with multifora.open(str(tmp_path / "db")) as c:
+        hello = c.admin.command("hello")
+        assert hello["setName"] == "rs0" and hello["isWritablePrimary"] is True
+        assert hello["hosts"] == [c.server.unix_socket]
+        with c.start_session() as s, s.start_transaction():
+            c.t.c.insert_one({"_id": 1}, session=s)
+            assert c.t.c.count_documents({}) == 0  # not committed yet
+        assert c.t.c.count_documents({}) == 1
+    with multifora.open(str(tmp_path / "db"), replica_set=None) as c:
+        assert "setName" not in c.admin.command("hello")
+        assert c.t.c.count_documents({}) == 1
+
+
 def test_threads_serve_while_python_holds_the_gil(tmp_path):
     """A client in another process is served while this process's main
     thread holds the GIL in a C call (ctypes.PyDLL keeps the GIL)."""
