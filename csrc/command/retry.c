@@ -121,6 +121,22 @@ void mfi_session_checkin(mfi_txn_table *t, txn_state *s)
     pthread_mutex_unlock(&t->mu);
 }
 
+/* The executed statements are kept sorted by stmtId (a batch's come in
+ * order: appended), so a statement is found by binary search, not by a
+ * scan per statement (quadratic over a large batch). */
+static size_t stmt_pos(const txn_state *s, int32_t stmt_id)
+{
+    size_t lo = 0, hi = s->nstmts;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (s->stmts[mid].stmt_id < stmt_id)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
 static int add_stmt(txn_state *s, int32_t stmt_id, mf_cl_optime t, mf_error *err)
 {
     if (s->nstmts == s->capstmts) {
@@ -131,7 +147,13 @@ static int add_stmt(txn_state *s, int32_t stmt_id, mf_cl_optime t, mf_error *err
         s->stmts = v;
         s->capstmts = cap;
     }
-    s->stmts[s->nstmts++] = (stmt_rec){stmt_id, t};
+    size_t at = s->nstmts && s->stmts[s->nstmts - 1].stmt_id < stmt_id ? s->nstmts
+                                                                       : stmt_pos(s, stmt_id);
+    if (at < s->nstmts && s->stmts[at].stmt_id == stmt_id)
+        return 0; /* known already (the load walks newest first) */
+    memmove(&s->stmts[at + 1], &s->stmts[at], (s->nstmts - at) * sizeof *s->stmts);
+    s->stmts[at] = (stmt_rec){stmt_id, t};
+    s->nstmts++;
     return 0;
 }
 
@@ -292,9 +314,8 @@ int mfi_retry_check(mf_cmd_ctx *ctx, int32_t stmt_id, bool *executed, bson_t *en
     bson_init(entry);
     *executed = false;
     r->injected = false;
-    for (size_t i = 0; i < s->nstmts; i++) {
-        if (s->stmts[i].stmt_id != stmt_id)
-            continue;
+    size_t i = stmt_pos(s, stmt_id);
+    if (i < s->nstmts && s->stmts[i].stmt_id == stmt_id) {
         bool there;
         bson_destroy(entry);
         int rc = mf_cl_oplog_entry_at(ctx->inst->cl.oplog, s->stmts[i].t, entry, &there, err);
