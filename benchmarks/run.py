@@ -1,7 +1,7 @@
 """The benchmark suite's one entry point: run the parts, write the results.
 
     python benchmarks/run.py [--quick | --full | --smoke]
-                             [--parts table,peers,driver,big,churn]
+                             [--parts table,peers,driver,big,churn,txn]
                              [--out benchmarks/results] [--size 4g] [--keep]
 
 A part is a module ``benchmarks/part_<name>.py`` with ``run(ctx) -> dict``.
@@ -70,7 +70,7 @@ sys.path.insert(0, str(HERE))
 
 from _harness import disk_bytes  # noqa: E402 (after the path)
 
-PARTS = ("table", "peers", "driver", "big", "churn")
+PARTS = ("table", "peers", "driver", "big", "churn", "txn")
 ROW_KEYS = {"name": str, "unit": str, "median": (int, float), "min": (int, float),
             "max": (int, float), "n": int}
 RATE_UNITS = ("/s",)  # a unit ending so is a rate: higher is better

@@ -246,3 +246,19 @@ def test_distinct_bench_runs():
     assert "FAIL" not in out, out
     assert "k: 20 values" in out and "u: 2000 values" in out and "_id: 2000 values" in out, out
     assert out.count("ratio scan/index per repetition: min ") == 3, out
+
+
+def test_run_txn_smoke(tmp_path):
+    """The transaction part: both rows against their floor, and the
+    transfers it runs in transactions lose nothing (the part checks)."""
+    import json
+    r, out, files = _run_py(tmp_path, "--smoke", "--parts", "txn")
+    assert r.returncode == 0, r.stderr
+    stem = next(f[:-5] for f in files if f.endswith("-smoke.json"))
+    part = json.loads((out / f"{stem}.json").read_text())["parts"]["txn"]
+    assert part["status"] == "ok", part
+    rows = {row["name"]: row for row in part["rows"]}
+    assert list(rows) == ["10 inserts: one transaction vs 10 durable insertOne",
+                          "read-modify-write of 2 documents: transaction vs plain"]
+    for row in rows.values():
+        assert row["n"] == 2 and row["floor"] > 0 and row["ratio"] > 0, row
