@@ -427,3 +427,224 @@ def test_standalone_refuses_transactions_still(server):
                              "txnNumber": Int64(1), "autocommit": False,
                              "startTransaction": True})
     assert e.value.code == 20
+
+
+# ------------------------------------------------------------ concurrency
+
+def test_concurrent_transfers_keep_the_total(tmp_path):
+    """pymongo's with_transaction on the embedded default (open()): 8
+    clients move money between 10 accounts at random; every transfer
+    commits once (conflicts are retried by the driver) and the total never
+    changes, seen from a transaction's snapshot at any moment."""
+    import random
+    import threading
+    with multifora.open(str(tmp_path / "db")) as c:
+        accts = c.bank.accts
+        accts.insert_many([{"_id": i, "bal": 100} for i in range(10)])
+        done, errors, seen = [0], [], []
+
+        def worker(seed):
+            rnd = random.Random(seed)
+            try:
+                for _ in range(25):
+                    a, b = rnd.sample(range(10), 2)
+                    amt = rnd.randint(1, 20)
+
+                    def move(s):
+                        src = accts.find_one({"_id": a}, session=s)
+                        accts.update_one({"_id": a}, {"$set": {"bal": src["bal"] - amt}},
+                                         session=s)
+                        accts.update_one({"_id": b}, {"$inc": {"bal": amt}}, session=s)
+
+                    with c.start_session() as s:
+                        s.with_transaction(move)
+                    done[0] += 1
+            except Exception as e:  # noqa: BLE001 - reported below
+                errors.append(e)
+
+        def auditor():
+            while len(threads) and any(t.is_alive() for t in threads):
+                with c.start_session() as s, s.start_transaction():
+                    seen.append(sum(d["bal"] for d in accts.find({}, session=s)))
+
+        threads = [threading.Thread(target=worker, args=(i,)) for i in range(8)]
+        aud = threading.Thread(target=auditor)
+        for t in threads:
+            t.start()
+        aud.start()
+        for t in threads:
+            t.join()
+        aud.join()
+        assert not errors
+        assert done[0] == 200
+        assert sum(d["bal"] for d in accts.find()) == 1000
+        assert seen and set(seen) == {1000}
+
+
+def test_no_lost_updates_between_transactions_and_plain_writes(rs):
+    """Counters incremented by transactions and by plain updates at once:
+    every acknowledged increment is there at the end."""
+    import threading
+    client = pymongo.MongoClient(rs.uri)
+    col = client.t.counters
+    col.insert_one({"_id": 1, "n": 0})
+    ok = [0]
+    lock = threading.Lock()
+
+    def txn_worker():
+        for _ in range(30):
+            with client.start_session() as s:
+                s.with_transaction(lambda s: col.update_one({"_id": 1}, {"$inc": {"n": 1}},
+                                                           session=s))
+            with lock:
+                ok[0] += 1
+
+    def plain_worker():
+        for _ in range(30):
+            col.update_one({"_id": 1}, {"$inc": {"n": 1}})
+            with lock:
+                ok[0] += 1
+
+    ts = [threading.Thread(target=f) for f in (txn_worker, txn_worker, plain_worker,
+                                                 plain_worker)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    assert ok[0] == 120
+    assert col.find_one({"_id": 1})["n"] == 120
+    client.close()
+
+
+# ------------------------------------------- a model of snapshot isolation
+
+class Model:
+    """Snapshot isolation as built (docs/transactions.md): a transaction
+    reads the committed state at its first statement plus its own writes;
+    writing a document another open transaction wrote, or one changed
+    (created, updated, deleted) after its snapshot, is WriteConflict and
+    aborts it; a plain write to a document an open transaction wrote kills
+    that transaction, which then holds nothing; a write that changes
+    nothing writes nothing."""
+
+    def __init__(self):
+        self.committed = {}      # _id -> value
+        self.version = {}        # _id -> commit counter of its last change
+        self.clock = 0
+        self.txns = {}           # name -> {"snap", "at", "writes", "killed"}
+
+    def begin(self, name):
+        self.txns[name] = {"snap": dict(self.committed), "at": self.clock, "writes": {},
+                           "killed": False}
+
+    def view(self, name):
+        t = self.txns[name]
+        v = dict(t["snap"])
+        for k, val in t["writes"].items():
+            if val is None:
+                v.pop(k, None)
+            else:
+                v[k] = val
+        return v
+
+    def txn_write(self, name, k, val):
+        t = self.txns[name]
+        if self.view(name).get(k) == val:
+            return "ok"  # matches nothing, or changes nothing: no write
+        held = any(k in o["writes"] and not o["killed"]
+                   for n, o in self.txns.items() if n != name)
+        if held or (k not in t["writes"] and self.version.get(k, -1) > t["at"]):
+            del self.txns[name]
+            return "conflict"
+        t["writes"][k] = val
+        return "ok"
+
+    def plain_write(self, k, val):
+        for o in self.txns.values():
+            if k in o["writes"]:
+                o["killed"] = True
+        self._apply({k: val})
+
+    def _apply(self, writes):
+        self.clock += 1
+        for k, val in writes.items():
+            if val is None:
+                self.committed.pop(k, None)
+            else:
+                self.committed[k] = val
+            self.version[k] = self.clock
+
+    def commit(self, name):
+        t = self.txns.pop(name)
+        if t["killed"]:
+            return "aborted"
+        self._apply(t["writes"])
+        return "ok"
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_differential_against_the_model(rs, seed):
+    import random
+    rnd = random.Random(seed)
+    model = Model()
+    live = {}  # name -> Txn
+    numbers = iter(range(1, 10**6))
+    ids = list(range(5))
+
+    def server_view(t):
+        return {d["_id"]: d["v"] for d in t.cmd("t", {"find": "c", "filter": {}})["cursor"][
+            "firstBatch"]}
+
+    def txn_set(t, k, val):
+        if val is None:
+            return t.cmd("t", {"delete": "c", "deletes": [{"q": {"_id": k}, "limit": 1}]})
+        return t.cmd("t", {"update": "c", "updates": [
+            {"q": {"_id": k}, "u": {"$set": {"v": val}}, "upsert": True}]})
+
+    for step in range(300):
+        op = rnd.random()
+        name = rnd.choice(sorted(live)) if live else None
+        if op < 0.15 and len(live) < 3:
+            name = f"s{step}"
+            live[name] = Txn(rs, n=next(numbers))
+            # the snapshot is taken by its first statement: a read
+            model.begin(name)
+            assert server_view(live[name]) == model.view(name), step
+        elif op < 0.8 and name and model.txns[name]["killed"]:
+            # a plain write took what it holds: any statement, commit
+            # included, is NoSuchTransaction, and it has ended
+            model.txns.pop(name)
+            with pytest.raises(multifora.CommandError) as ei:
+                if op < 0.6:
+                    server_view(live.pop(name))
+                else:
+                    live.pop(name).commit()
+            assert ei.value.code == 251, step
+        elif op < 0.45 and name:
+            k, val = rnd.choice(ids), rnd.choice([None, rnd.randint(0, 99)])
+            if model.txn_write(name, k, val) == "conflict":
+                with pytest.raises(multifora.CommandError) as ei:
+                    txn_set(live.pop(name), k, val)
+                assert ei.value.code == 112, (step, ei.value)
+            else:
+                r = txn_set(live[name], k, val)
+                assert "writeErrors" not in r, (step, r)
+        elif op < 0.6 and name:
+            assert server_view(live[name]) == model.view(name), step
+        elif op < 0.75 and name:
+            assert model.commit(name) == "ok"
+            live.pop(name).commit()
+        elif op < 0.8 and name:
+            live.pop(name).abort()
+            model.txns.pop(name)
+        else:
+            k, val = rnd.choice(ids), rnd.choice([None, rnd.randint(100, 199)])
+            if model.committed.get(k) != val:
+                model.plain_write(k, val)
+            if val is None:
+                rs.command("t", {"delete": "c", "deletes": [{"q": {"_id": k}, "limit": 1}]})
+            else:
+                rs.command("t", {"update": "c", "updates": [
+                    {"q": {"_id": k}, "u": {"$set": {"v": val}}, "upsert": True}]})
+        got = {d["_id"]: d["v"] for d in find(rs)}
+        assert got == model.committed, step

@@ -461,8 +461,8 @@ int mf_cl_txn_stage(mf_cl_txn *t, mf_engine *e, mf_coll *c, mf_cl_indexes *ix, u
  * its before-image for older snapshots. */
 void mf_cl_txns_claim(mf_cl_txns *m, mf_coll *c, const mf_cl_indexes *ix, uint64_t rid,
                       const bson_t *old_doc, const bson_t *new_doc);
-int mf_cl_txns_written(mf_cl_txns *m, mf_coll *c, uint64_t rid, const bson_t *old_doc,
-                       mf_error *err);
+int mf_cl_txns_written(mf_cl_txns *m, mf_coll *c, const mf_cl_indexes *ix, uint64_t rid,
+                       const bson_t *old_doc, const bson_t *new_doc, mf_error *err);
 /* `next`, or past the RecordIds open write sets took in `c`. */
 uint64_t mf_cl_txns_first_free(mf_cl_txns *m, const mf_coll *c, uint64_t next);
 

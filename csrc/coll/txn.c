@@ -160,8 +160,20 @@ struct mf_cl_txn {
     mf_cl_txn *next;      /* the open transactions */
 };
 
+/* When a unique key last came or went (while a transaction was open):
+ * a transaction may not add a key whose presence changed after its
+ * snapshot, as WiredTiger's update chain of that key would refuse it. */
+typedef struct keyver {
+    mf_tree_id index;
+    uint8_t *key;
+    size_t klen;
+    uint64_t seq;
+} keyver;
+
 struct mf_cl_txns {
     pthread_mutex_t mu;
+    keyver *kvers;
+    size_t nkvers, capkvers;
     uint64_t seq;         /* the last write's number */
     size_t open;          /* transactions open */
     mf_cl_txn *list;
@@ -198,6 +210,11 @@ static void forget_all(mf_cl_txns *m)
     for (size_t i = 0; i < m->nkeys; i++)
         free(m->keys[i].key);
     free(m->keys);
+    for (size_t i = 0; i < m->nkvers; i++)
+        free(m->kvers[i].key);
+    free(m->kvers);
+    m->kvers = NULL;
+    m->nkvers = m->capkvers = 0;
     m->keys = NULL;
     m->nkeys = m->capkeys = 0;
     rmap_clear(&m->vmap);
@@ -447,6 +464,12 @@ static int keep_version(mf_cl_txns *m, mf_tree_id tree, uint64_t rid, uint64_t s
         m->vers = v;
         m->capvers = cap;
     }
+    /* a RecordId with versions is not handed out again while they are
+     * kept (mf_cl_txns_first_free): a new record there would hide, in a
+     * write set, the version an older snapshot sees at that RecordId */
+    size_t *res = rmap_get(&m->reserved, tree, 0);
+    if ((!res || *res < rid) && rmap_put(&m->reserved, tree, 0, rid) != 0)
+        return mf_error_oom(err);
     bson_t *copy = old ? bson_copy(old) : NULL;
     if (old && !copy)
         return mf_error_oom(err);
@@ -470,7 +493,7 @@ static int new_unique_keys(const mf_index_desc *x, const bson_t *old, const bson
 {
     mf_keyset before = {0};
     uint32_t mk = 0;
-    int rc = mf_index_keys(x, doc, out, &mk, err);
+    int rc = doc ? mf_index_keys(x, doc, out, &mk, err) : 0;
     if (rc == 0 && old && (rc = mf_index_keys(x, old, &before, &mk, err)) == 0) {
         size_t k = 0;
         for (size_t i = 0; i < out->n; i++) {
@@ -501,6 +524,63 @@ static bool doc_has_key(const mf_index_desc *x, const bson_t *doc, const mf_buf 
             has = ks.keys[i].len == key->len && memcmp(ks.keys[i].data, key->data, key->len) == 0;
     mf_keyset_free(&ks);
     return has;
+}
+
+static keyver *kver_find(mf_cl_txns *m, mf_tree_id index, const uint8_t *k, size_t klen)
+{
+    for (size_t i = 0; i < m->nkvers; i++)
+        if (m->kvers[i].index == index && m->kvers[i].klen == klen &&
+            memcmp(m->kvers[i].key, k, klen) == 0)
+            return &m->kvers[i];
+    return NULL;
+}
+
+static int kver_note(mf_cl_txns *m, mf_tree_id index, const mf_buf *k, uint64_t seq,
+                     mf_error *err)
+{
+    keyver *have = kver_find(m, index, k->data, k->len);
+    if (have) {
+        have->seq = seq;
+        return 0;
+    }
+    if (m->nkvers == m->capkvers) {
+        size_t cap = m->capkvers ? 2 * m->capkvers : 16;
+        keyver *v = realloc(m->kvers, cap * sizeof *v);
+        if (!v)
+            return mf_error_oom(err);
+        m->kvers = v;
+        m->capkvers = cap;
+    }
+    uint8_t *copy = malloc(k->len ? k->len : 1);
+    if (!copy)
+        return mf_error_oom(err);
+    memcpy(copy, k->data, k->len);
+    m->kvers[m->nkvers++] = (keyver){index, copy, k->len, seq};
+    return 0;
+}
+
+/* Note, under write number `seq`, the unique keys a write of `ix`'s
+ * collection adds or removes (mutex held; a transaction is open). */
+static int note_key_changes(mf_cl_txns *m, const mf_cl_indexes *ix, const bson_t *old,
+                            const bson_t *new_doc, uint64_t seq, mf_error *err)
+{
+    int rc = 0;
+    for (size_t i = 0; rc == 0 && ix && i < ix->n; i++) {
+        mf_keyset gone = {0}, came = {0};
+        if (!ix->v[i].unique)
+            continue;
+        if (new_doc)
+            rc = new_unique_keys(&ix->v[i], old, new_doc, &came, err);
+        if (rc == 0 && old)
+            rc = new_unique_keys(&ix->v[i], new_doc, old, &gone, err);
+        for (size_t k = 0; rc == 0 && k < came.n; k++)
+            rc = kver_note(m, ix->v[i].tree, &came.keys[k], seq, err);
+        for (size_t k = 0; rc == 0 && k < gone.n; k++)
+            rc = kver_note(m, ix->v[i].tree, &gone.keys[k], seq, err);
+        mf_keyset_free(&came);
+        mf_keyset_free(&gone);
+    }
+    return rc;
 }
 
 static keylock *key_find(mf_cl_txns *m, mf_tree_id index, const mf_buf *k)
@@ -570,10 +650,15 @@ static int check_unique(mf_cl_txn *t, mf_engine *e, mf_coll *c, const mf_index_d
 {
     mf_cl_txns *m = t->m;
     keylock *kl = key_find(m, x->tree, k);
-    if (kl && kl->owner && kl->owner != t)
-        return write_conflict(err);
+    if (kl && kl->owner && kl->owner != t && !kl->owner->killed)
+        return write_conflict(err); /* (a killed one will never commit) */
     if (kl && kl->owner == t && kl->rid != rid && still_has_key(t, e, c, x, kl->rid, k))
         goto duplicate;
+    /* the key came or went after the snapshot (a record inserted, or
+     * deleted, since): the snapshot's answer is stale */
+    keyver *kv = kver_find(m, x->tree, k->data, k->len);
+    if (kv && kv->seq > t->snap)
+        return write_conflict(err);
     bool found;
     const uint8_t *v;
     size_t vl;
@@ -632,10 +717,12 @@ int mf_cl_txn_stage(mf_cl_txn *t, mf_engine *e, mf_coll *c, mf_cl_indexes *ix, u
         rc = write_conflict(err);
         goto out;
     }
-    /* another transaction's record, or one written since the snapshot */
+    /* another transaction's record, or one written since the snapshot (a
+     * new record has no past: its RecordId may be one a deleted record
+     * had -- it conflicts through its unique keys only) */
     size_t *owner = rmap_get(&m->locks, tree, rid);
-    if ((owner && *owner && *owner != (size_t)t) ||
-        (!wfind(t, tree, rid) && visible_version(m, tree, rid, t->snap))) {
+    if ((owner && *owner && *owner != (size_t)t && !((mf_cl_txn *)*owner)->killed) ||
+        (old_doc && !wfind(t, tree, rid) && visible_version(m, tree, rid, t->snap))) {
         rc = write_conflict(err);
         goto out;
     }
@@ -750,8 +837,8 @@ void mf_cl_txns_claim(mf_cl_txns *m, mf_coll *c, const mf_cl_indexes *ix, uint64
     pthread_mutex_unlock(&m->mu);
 }
 
-int mf_cl_txns_written(mf_cl_txns *m, mf_coll *c, uint64_t rid, const bson_t *old_doc,
-                       mf_error *err)
+int mf_cl_txns_written(mf_cl_txns *m, mf_coll *c, const mf_cl_indexes *ix, uint64_t rid,
+                       const bson_t *old_doc, const bson_t *new_doc, mf_error *err)
 {
     if (!m)
         return 0;
@@ -760,6 +847,8 @@ int mf_cl_txns_written(mf_cl_txns *m, mf_coll *c, uint64_t rid, const bson_t *ol
     uint64_t seq = ++m->seq;
     if (m->open)
         rc = keep_version(m, mf_coll_records(c), rid, seq, old_doc, err);
+    if (rc == 0 && m->open)
+        rc = note_key_changes(m, ix, old_doc, new_doc, seq, err);
     pthread_mutex_unlock(&m->mu);
     return rc;
 }
@@ -855,9 +944,21 @@ int mf_cl_txn_commit(mf_cl_txn *t, mf_engine *e, mf_cl_log *lg, mf_lsn *lsn, mf_
     if (rc == 0) {
         pthread_mutex_lock(&m->mu);
         uint64_t seq = ++m->seq;
-        for (size_t i = 0; rc == 0 && i < t->nw && m->open > 1; i++)
+        for (size_t i = 0; rc == 0 && i < t->nw && m->open > 1; i++) {
             rc = keep_version(m, t->colls[t->w[i].coll].tree, t->w[i].rid, seq,
                               had[i] ? &olds[i] : NULL, err);
+            if (rc == 0)
+                rc = note_key_changes(m, &ixs[t->w[i].coll], had[i] ? &olds[i] : NULL,
+                                      t->w[i].doc, seq, err);
+        }
+        /* and every unique key it wrote on the way (a key inserted and
+         * deleted again in the transaction was still written, as in a
+         * storage engine's update chain) */
+        for (size_t i = 0; rc == 0 && i < m->nkeys && m->open > 1; i++)
+            if (m->keys[i].owner == t)
+                rc = kver_note(m, m->keys[i].index,
+                               &(mf_buf){.data = m->keys[i].key, .len = m->keys[i].klen}, seq,
+                               err);
         pthread_mutex_unlock(&m->mu);
         if (rc) /* committed: only what older snapshots see is lost */
             rc = 0;

@@ -380,7 +380,7 @@ int mf_cl_write_doc_log(mf_engine *e, mf_coll *c, mf_cl_indexes *ix, uint64_t ri
         /* its number, and the version older snapshots see (txn.c); a
          * failure loses only that version: the write is done */
         mf_error verr;
-        (void)mf_cl_txns_written(txns, c, rid, old_doc, &verr);
+        (void)mf_cl_txns_written(txns, c, ix, rid, old_doc, new_doc, &verr);
     }
     opbuf_free(&b);
     return rc;
