@@ -259,6 +259,8 @@ def test_run_txn_smoke(tmp_path):
     assert part["status"] == "ok", part
     rows = {row["name"]: row for row in part["rows"]}
     assert list(rows) == ["10 inserts: one transaction vs 10 durable insertOne",
-                          "read-modify-write of 2 documents: transaction vs plain"]
+                          "read-modify-write of 2 documents: transaction vs plain",
+                          "5-update transactions, 1 client", "5-update transactions, 4 clients",
+                          "5-update transactions, 16 clients"]
     for row in rows.values():
-        assert row["n"] == 2 and row["floor"] > 0 and row["ratio"] > 0, row
+        assert row["n"] >= 1 and row["floor"] > 0 and row["ratio"] > 0, row

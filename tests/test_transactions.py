@@ -400,6 +400,30 @@ def test_commit_is_one_applyops_entry(rs):
     assert [(r["txnNum"], r["state"]) for r in rec] == [(1, "committed")]
 
 
+def test_ten_inserts_commit_with_one_log_record_and_one_sync(rs):
+    def log():
+        return rs.command("admin", {"serverStatus": 1})["multifora"]["log"]
+
+    rs.command("t", {"insert": "c", "documents": [{"_id": "warm"}]})
+    t = Txn(rs)
+    before = log()
+    for i in range(10):
+        t.cmd("t", {"insert": "c", "documents": [{"_id": i}]})
+    during = log()
+    t.commit()
+    after = log()
+    # the statements wrote nothing; the commit is one record, one sync
+    assert (during["records"], during["syncs"]) == (before["records"], before["syncs"])
+    assert after["records"] - before["records"] == 1
+    assert after["syncs"] - before["syncs"] == 1
+    # ten insertOne outside a transaction: ten of each
+    for i in range(10):
+        rs.command("t", {"insert": "c", "documents": [{"_id": 100 + i}]})
+    plain = log()
+    assert plain["records"] - after["records"] == 10
+    assert plain["syncs"] - after["syncs"] == 10
+
+
 def test_kill9_commit_is_all_or_nothing(tmp_path):
     p = ServedProcess(tmp_path / "db", extra=["--replSet", "rs0"]).start()
     try:
@@ -427,6 +451,38 @@ def test_standalone_refuses_transactions_still(server):
                              "txnNumber": Int64(1), "autocommit": False,
                              "startTransaction": True})
     assert e.value.code == 20
+
+
+def test_versions_collected_while_snapshots_stay_right(rs):
+    """Under transactions that never all end at once, the versions no open
+    snapshot needs are dropped (every time what is kept doubles past 1,024),
+    and the open ones still read what they began with."""
+    rs.command("t", {"insert": "c", "documents": [{"_id": i, "n": 0} for i in range(50)]})
+
+    def total(t):
+        return sum(d["n"] for d in t.cmd("t", {"find": "c", "batchSize": 1000})["cursor"][
+            "firstBatch"])
+
+    def bump_all(n):
+        w = Txn(rs, n=n)
+        w.cmd("t", {"update": "c", "updates": [{"q": {}, "u": {"$inc": {"n": 1}},
+                                                "multi": True}]})
+        w.commit()
+
+    old = Txn(rs)
+    assert total(old) == 0
+    for r in range(15):
+        bump_all(r + 1)
+        rs.command("t", {"update": "c", "updates": [{"q": {"_id": r}, "u": {"$inc": {"n": 1}}}]})
+    mid = Txn(rs, n=99)
+    assert total(mid) == 15 * 50 + 15
+    assert total(old) == 0
+    old.abort()
+    for r in range(40):  # 2,000+ more versions: collected past the oldest, mid's
+        bump_all(100 + r)
+    assert total(mid) == 15 * 50 + 15
+    assert sum(d["n"] for d in find(rs, batchSize=1000)) == 55 * 50 + 15
+    mid.commit()
 
 
 # ------------------------------------------------------------ concurrency

@@ -128,6 +128,8 @@ typedef struct wcoll {
 /* A before-image: the record as it was before write number `seq` (NULL:
  * absent), and the older version of the same record (-1: none). */
 typedef struct version {
+    mf_tree_id tree;
+    uint64_t rid;
     uint64_t seq;
     bson_t *before;
     ptrdiff_t older;
@@ -172,6 +174,7 @@ typedef struct keyver {
 
 struct mf_cl_txns {
     pthread_mutex_t mu;
+    size_t gc_at;         /* versions kept past which the next end collects */
     keyver *kvers;
     size_t nkvers, capkvers;
     uint64_t seq;         /* the last write's number */
@@ -194,6 +197,7 @@ int mf_cl_txns_open(mf_cl_txns **out, mf_error *err)
     if (!m)
         return mf_error_oom(err);
     pthread_mutex_init(&m->mu, NULL);
+    m->gc_at = 1024;
     *out = m;
     return 0;
 }
@@ -219,6 +223,7 @@ static void forget_all(mf_cl_txns *m)
     m->nkeys = m->capkeys = 0;
     rmap_clear(&m->vmap);
     rmap_clear(&m->locks);
+    m->gc_at = 1024;
 }
 
 static void free_retired(mf_cl_txn *t)
@@ -335,6 +340,61 @@ int mf_cl_txn_begin(mf_cl_txns *m, mf_cl_txn **out, mf_error *err)
     return 0;
 }
 
+/* Drop the versions and key notes no open snapshot needs: those numbered
+ * at or below the oldest open snapshot (mutex held; transactions are
+ * open).  Versions are appended in number order, so one pass keeps the
+ * rest in order and relinks each chain.  Run when what is kept has
+ * doubled since the last pass: a store under transactions that never all
+ * end at once stays bounded by what their lifetimes saw. */
+static void collect(mf_cl_txns *m)
+{
+    uint64_t oldest = UINT64_MAX;
+    for (const mf_cl_txn *t = m->list; t; t = t->next)
+        if (t->snap < oldest)
+            oldest = t->snap;
+    /* the kept versions into a new array and map; out of memory, nothing
+     * changes (the next end tries again) */
+    rmap fresh = {0};
+    version *nv = malloc((m->nvers ? m->nvers : 1) * sizeof *nv);
+    size_t k = 0;
+    for (size_t i = 0; nv && i < m->nvers; i++) {
+        version v = m->vers[i];
+        if (v.seq <= oldest)
+            continue;
+        size_t *head = rmap_get(&fresh, v.tree, v.rid);
+        v.older = head ? (ptrdiff_t)*head - 1 : -1;
+        if (rmap_put(&fresh, v.tree, v.rid, k + 1) != 0) {
+            free(nv);
+            nv = NULL;
+            break;
+        }
+        nv[k++] = v;
+    }
+    if (!nv) {
+        rmap_clear(&fresh);
+        m->gc_at = 2 * m->gc_at;
+        return;
+    }
+    for (size_t i = 0; i < m->nvers; i++)
+        if (m->vers[i].seq <= oldest && m->vers[i].before)
+            bson_destroy(m->vers[i].before);
+    free(m->vers);
+    m->vers = nv;
+    m->nvers = k;
+    m->capvers = m->nvers ? m->nvers : 1;
+    rmap_clear(&m->vmap);
+    m->vmap = fresh;
+    size_t j = 0;
+    for (size_t i = 0; i < m->nkvers; i++) {
+        if (m->kvers[i].seq <= oldest)
+            free(m->kvers[i].key);
+        else
+            m->kvers[j++] = m->kvers[i];
+    }
+    m->nkvers = j;
+    m->gc_at = 2 * (m->nvers + m->nkvers) + 1024;
+}
+
 /* Release what `t` holds and free it (mutex held). */
 static void end_locked(mf_cl_txn *t)
 {
@@ -359,6 +419,8 @@ static void end_locked(mf_cl_txn *t)
         }
     if (--m->open == 0)
         forget_all(m);
+    else if (m->nvers + m->nkvers > m->gc_at)
+        collect(m);
     if (bound == t)
         bound = NULL;
     txn_free(t);
@@ -474,7 +536,7 @@ static int keep_version(mf_cl_txns *m, mf_tree_id tree, uint64_t rid, uint64_t s
     if (old && !copy)
         return mf_error_oom(err);
     size_t *head = rmap_get(&m->vmap, tree, rid);
-    m->vers[m->nvers] = (version){seq, copy, head ? (ptrdiff_t)*head - 1 : -1};
+    m->vers[m->nvers] = (version){tree, rid, seq, copy, head ? (ptrdiff_t)*head - 1 : -1};
     if (rmap_put(&m->vmap, tree, rid, m->nvers + 1) != 0) {
         if (copy)
             bson_destroy(copy);

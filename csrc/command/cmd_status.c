@@ -111,6 +111,24 @@ int mfi_cmd_server_status(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply,
         BSON_APPEND_BOOL(&d, "readOnly", mf_engine_failure(ctx->inst->engine, NULL, 0));
         bson_append_document_end(reply, &d);
     }
+    /* The storage engine's own section, named after it as mongod names
+     * "wiredTiger": its log's counters since the open (a transaction's
+     * commit is one record and one sync: tests/test_transactions.py). */
+    if (wanted(cmd, "multifora")) {
+        mf_engine_stats st;
+        bson_t log;
+        mf_engine_get_stats(ctx->inst->engine, &st);
+        BSON_APPEND_DOCUMENT_BEGIN(reply, "multifora", &d);
+        BSON_APPEND_DOCUMENT_BEGIN(&d, "log", &log);
+        BSON_APPEND_INT64(&log, "records", (int64_t)st.wal.appends);
+        BSON_APPEND_INT64(&log, "commits", (int64_t)st.wal.commits);
+        BSON_APPEND_INT64(&log, "syncs", (int64_t)st.wal.syncs);
+        BSON_APPEND_INT64(&log, "bytes", (int64_t)st.wal.bytes_raw);
+        BSON_APPEND_INT64(&log, "bytesStored", (int64_t)st.wal.bytes_stored);
+        bson_append_document_end(&d, &log);
+        BSON_APPEND_INT64(&d, "checkpoints", (int64_t)st.checkpoints);
+        bson_append_document_end(reply, &d);
+    }
     return 0;
 }
 
