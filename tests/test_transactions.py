@@ -244,15 +244,40 @@ def test_write_after_snapshot_conflicts(rs):
     assert find(rs) == [{"_id": 1, "n": 5}]
 
 
-def test_outside_write_kills_the_holder(rs):
+def test_outside_write_waits_for_the_holder(rs):
+    import threading
+    import time
     rs.command("t", {"insert": "c", "documents": [{"_id": 1, "n": 0}]})
     t = Txn(rs)
     t.cmd("t", {"update": "c", "updates": [{"q": {"_id": 1}, "u": {"$set": {"n": 1}}}]})
-    rs.command("t", {"update": "c", "updates": [{"q": {"_id": 1}, "u": {"$set": {"n": 2}}}]})
+    # with maxTimeMS, the wait ends in MaxTimeMSExpired, nothing written
     with pytest.raises(multifora.CommandError) as ei:
-        t.commit()
-    assert ei.value.code == 251 and labels(ei.value) == ["TransientTransactionError"]
-    assert find(rs) == [{"_id": 1, "n": 2}]
+        rs.command("t", {"update": "c", "updates": [{"q": {"_id": 1}, "u": {"$set": {"n": 9}}}],
+                         "maxTimeMS": 100})
+    assert ei.value.code == 50
+    # without, it waits for the commit, then applies to the committed document
+    out = {}
+    plain = threading.Thread(target=lambda: out.setdefault("r", rs.command("t", {
+        "update": "c", "updates": [{"q": {"_id": 1}, "u": {"$inc": {"n": 10}}}]})))
+    plain.start()
+    time.sleep(0.3)
+    assert plain.is_alive() and find(rs) == [{"_id": 1, "n": 0}]
+    t.commit()
+    plain.join(10)
+    assert out["r"]["nModified"] == 1
+    assert find(rs) == [{"_id": 1, "n": 11}]
+    # an insert of a unique key a transaction inserted waits too, then
+    # meets the committed key
+    t = Txn(rs, n=2, sid=t.lsid)
+    t.cmd("t", {"insert": "c", "documents": [{"_id": 2}]})
+    plain = threading.Thread(target=lambda: out.setdefault("i", rs.command("t", {
+        "insert": "c", "documents": [{"_id": 2}]})))
+    plain.start()
+    time.sleep(0.3)
+    assert plain.is_alive()
+    t.commit()
+    plain.join(10)
+    assert out["i"]["writeErrors"][0]["code"] == 11000
 
 
 def test_unique_keys(rs):
@@ -579,9 +604,10 @@ class Model:
     reads the committed state at its first statement plus its own writes;
     writing a document another open transaction wrote, or one changed
     (created, updated, deleted) after its snapshot, is WriteConflict and
-    aborts it; a plain write to a document an open transaction wrote kills
-    that transaction, which then holds nothing; a write that changes
-    nothing writes nothing."""
+    aborts it; a plain write to a document an open transaction wrote waits
+    for it (here: until its maxTimeMS); a write that changes nothing
+    writes nothing.  ("killed" stays for the TTL monitor's writes, which
+    do not wait; the test makes none.)"""
 
     def __init__(self):
         self.committed = {}      # _id -> value
@@ -616,10 +642,12 @@ class Model:
         return "ok"
 
     def plain_write(self, k, val):
-        for o in self.txns.values():
-            if k in o["writes"]:
-                o["killed"] = True
+        """A plain write waits for a transaction holding its document (the
+        test gives it maxTimeMS: "blocked", nothing written)."""
+        if any(k in o["writes"] and not o["killed"] for o in self.txns.values()):
+            return "blocked"
         self._apply({k: val})
+        return "ok"
 
     def _apply(self, writes):
         self.clock += 1
@@ -695,12 +723,15 @@ def test_differential_against_the_model(rs, seed):
             model.txns.pop(name)
         else:
             k, val = rnd.choice(ids), rnd.choice([None, rnd.randint(100, 199)])
-            if model.committed.get(k) != val:
-                model.plain_write(k, val)
-            if val is None:
-                rs.command("t", {"delete": "c", "deletes": [{"q": {"_id": k}, "limit": 1}]})
+            expect = model.plain_write(k, val) if model.committed.get(k) != val else "ok"
+            cmd = ({"delete": "c", "deletes": [{"q": {"_id": k}, "limit": 1}]} if val is None
+                   else {"update": "c", "updates": [
+                       {"q": {"_id": k}, "u": {"$set": {"v": val}}, "upsert": True}]})
+            if expect == "blocked":
+                with pytest.raises(multifora.CommandError) as ei:
+                    rs.command("t", dict(cmd, maxTimeMS=20))
+                assert ei.value.code == 50, step
             else:
-                rs.command("t", {"update": "c", "updates": [
-                    {"q": {"_id": k}, "u": {"$set": {"v": val}}, "upsert": True}]})
+                rs.command("t", cmd)
         got = {d["_id"]: d["v"] for d in find(rs)}
         assert got == model.committed, step

@@ -456,11 +456,24 @@ int mf_cl_txn_stage(mf_cl_txn *t, mf_engine *e, mf_coll *c, mf_cl_indexes *ix, u
                     mf_error *err);
 
 /* A write outside transactions (collection lock exclusive; `m` may be
- * NULL: standalone): before it, mark killed the transactions holding its
- * record or the unique keys it gains; after it, take its number and keep
- * its before-image for older snapshots. */
-void mf_cl_txns_claim(mf_cl_txns *m, mf_coll *c, const mf_cl_indexes *ix, uint64_t rid,
-                      const bson_t *old_doc, const bson_t *new_doc);
+ * NULL: standalone), before it: an open transaction holding its record or
+ * a unique key it gains is waited for, as mongod's write waits -- when the
+ * operation running on this thread (mf_cl_op_begin) has written nothing
+ * yet: MF_WriteConflict then, for this write and every later one of the
+ * operation, and mf_cl_op_end names the transaction -- or else (the
+ * operation wrote already, or none runs: the TTL monitor) marked killed.
+ * After it (mf_cl_txns_written): its number, and its before-image and
+ * unique keys for older snapshots. */
+int mf_cl_txns_claim(mf_cl_txns *m, mf_coll *c, const mf_cl_indexes *ix, uint64_t rid,
+                     const bson_t *old_doc, const bson_t *new_doc, mf_error *err);
+/* The operation on this thread begins (the dispatcher, around a command
+ * outside transactions); it ends: the transaction it must wait for before
+ * it runs again (0: none). */
+void mf_cl_op_begin(void);
+uint64_t mf_cl_op_end(void);
+/* Wait until transaction `id` has ended or been killed; MF_MaxTimeMSExpired
+ * past `deadline_us` (mf_clock_mono_us; 0: none).  No lock held. */
+int mf_cl_txns_wait(mf_cl_txns *m, uint64_t id, int64_t deadline_us, mf_error *err);
 int mf_cl_txns_written(mf_cl_txns *m, mf_coll *c, const mf_cl_indexes *ix, uint64_t rid,
                        const bson_t *old_doc, const bson_t *new_doc, mf_error *err);
 /* `next`, or past the RecordIds open write sets took in `c`. */

@@ -36,6 +36,7 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 /* ------------------------------------------------ a map of RecordIds */
 
@@ -146,6 +147,7 @@ typedef struct keylock {
 
 struct mf_cl_txn {
     mf_cl_txns *m;
+    uint64_t id;          /* never reused (a pointer may be) */
     /* documents of the write set replaced during the running statement:
      * a caller may still hold one it read (mf_cl_read_record) */
     bson_t **retired;
@@ -174,6 +176,8 @@ typedef struct keyver {
 
 struct mf_cl_txns {
     pthread_mutex_t mu;
+    pthread_cond_t ended; /* a transaction ended or was killed */
+    uint64_t next_id;
     size_t gc_at;         /* versions kept past which the next end collects */
     keyver *kvers;
     size_t nkvers, capkvers;
@@ -197,6 +201,7 @@ int mf_cl_txns_open(mf_cl_txns **out, mf_error *err)
     if (!m)
         return mf_error_oom(err);
     pthread_mutex_init(&m->mu, NULL);
+    pthread_cond_init(&m->ended, NULL);
     m->gc_at = 1024;
     *out = m;
     return 0;
@@ -260,6 +265,7 @@ void mf_cl_txns_close(mf_cl_txns *m)
     }
     forget_all(m);
     rmap_clear(&m->reserved);
+    pthread_cond_destroy(&m->ended);
     pthread_mutex_destroy(&m->mu);
     free(m);
 }
@@ -332,6 +338,7 @@ int mf_cl_txn_begin(mf_cl_txns *m, mf_cl_txn **out, mf_error *err)
     t->view = (mf_read_view){.hides = view_hides, .extras = view_extras, .arg = t};
     pthread_mutex_lock(&m->mu);
     m->open++;
+    t->id = ++m->next_id;
     t->snap = m->seq;
     t->next = m->list;
     m->list = t;
@@ -417,6 +424,7 @@ static void end_locked(mf_cl_txn *t)
             *pp = t->next;
             break;
         }
+    pthread_cond_broadcast(&m->ended);
     if (--m->open == 0)
         forget_all(m);
     else if (m->nvers + m->nkvers > m->gc_at)
@@ -871,16 +879,55 @@ out:
 
 /* ------------------------------------------------ writes outside one */
 
-void mf_cl_txns_claim(mf_cl_txns *m, mf_coll *c, const mf_cl_indexes *ix, uint64_t rid,
-                      const bson_t *old_doc, const bson_t *new_doc)
+/* The operation running on this thread, for writes outside transactions
+ * (mf_cl_op_begin): whether it may wait for a transaction, the writes it
+ * made, the transaction it is to wait for. */
+static _Thread_local struct {
+    bool active;
+    uint64_t writes;
+    uint64_t wait_id;
+} op;
+
+void mf_cl_op_begin(void)
+{
+    op.active = true;
+    op.writes = 0;
+    op.wait_id = 0;
+}
+
+uint64_t mf_cl_op_end(void)
+{
+    uint64_t id = op.wait_id;
+    op.active = false;
+    op.wait_id = 0;
+    return id;
+}
+
+/* `h` holds the record or key: mark it killed, or, when the operation can
+ * still start over (it has written nothing), note it to be waited for.
+ * Mutex held. */
+static void meet_holder(mf_cl_txn *h)
+{
+    if (!h || h->killed)
+        return;
+    if (op.active && op.writes == 0) {
+        if (!op.wait_id)
+            op.wait_id = h->id;
+    } else {
+        h->killed = true;
+    }
+}
+
+int mf_cl_txns_claim(mf_cl_txns *m, mf_coll *c, const mf_cl_indexes *ix, uint64_t rid,
+                     const bson_t *old_doc, const bson_t *new_doc, mf_error *err)
 {
     if (!m)
-        return;
+        return 0;
     pthread_mutex_lock(&m->mu);
     if (m->open) {
         size_t *owner = rmap_get(&m->locks, mf_coll_records(c), rid);
         if (owner && *owner)
-            ((mf_cl_txn *)*owner)->killed = true;
+            meet_holder((mf_cl_txn *)*owner);
         for (size_t i = 0; new_doc && m->nkeys && i < ix->n; i++) {
             mf_keyset keys = {0};
             mf_error e;
@@ -891,12 +938,44 @@ void mf_cl_txns_claim(mf_cl_txns *m, mf_coll *c, const mf_cl_indexes *ix, uint64
             for (size_t k = 0; k < keys.n; k++) {
                 keylock *kl = key_find(m, ix->v[i].tree, &keys.keys[k]);
                 if (kl && kl->owner)
-                    kl->owner->killed = true;
+                    meet_holder(kl->owner);
             }
             mf_keyset_free(&keys);
         }
     }
     pthread_mutex_unlock(&m->mu);
+    /* waiting: this write, and every later one of the operation, is not
+     * made; the dispatcher waits and runs the operation again */
+    if (op.active && op.wait_id)
+        return mf_error_set(err, MF_WriteConflict,
+                            "a transaction holds a document this write changes: waiting");
+    return 0;
+}
+
+int mf_cl_txns_wait(mf_cl_txns *m, uint64_t id, int64_t deadline_us, mf_error *err)
+{
+    pthread_mutex_lock(&m->mu);
+    for (;;) {
+        bool open = false;
+        for (const mf_cl_txn *t = m->list; t && !open; t = t->next)
+            open = t->id == id && !t->killed;
+        if (!open)
+            break;
+        if (deadline_us && mf_clock_mono_us() >= deadline_us) {
+            pthread_mutex_unlock(&m->mu);
+            return mf_error_set(err, MF_MaxTimeMSExpired, "operation exceeded time limit");
+        }
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        ts.tv_nsec += 10 * 1000000L; /* rechecks the deadline every 10 ms */
+        if (ts.tv_nsec >= 1000000000L) {
+            ts.tv_sec++;
+            ts.tv_nsec -= 1000000000L;
+        }
+        pthread_cond_timedwait(&m->ended, &m->mu, &ts);
+    }
+    pthread_mutex_unlock(&m->mu);
+    return 0;
 }
 
 int mf_cl_txns_written(mf_cl_txns *m, mf_coll *c, const mf_cl_indexes *ix, uint64_t rid,
@@ -905,6 +984,7 @@ int mf_cl_txns_written(mf_cl_txns *m, mf_coll *c, const mf_cl_indexes *ix, uint6
     if (!m)
         return 0;
     int rc = 0;
+    op.writes++;
     pthread_mutex_lock(&m->mu);
     uint64_t seq = ++m->seq;
     if (m->open)

@@ -367,7 +367,7 @@ int mf_cl_write_doc_log(mf_engine *e, mf_coll *c, mf_cl_indexes *ix, uint64_t ri
     int64_t ins = 0, del = 0; /* index entries put and deleted */
     int rc = doc_ops(&b, e, c, ix, rid, old_doc, new_doc, dup, &ins, &del, err);
     if (rc == 0)
-        mf_cl_txns_claim(txns, c, ix, rid, old_doc, new_doc);
+        rc = mf_cl_txns_claim(txns, c, ix, rid, old_doc, new_doc, err);
     if (rc == 0 && lg && lg->oplog && replicated(c))
         /* the entry goes in the same engine write: the document is there
          * after a crash exactly when its entry is */

@@ -405,7 +405,26 @@ void mf_command_run(mf_instance *inst, mf_client *client, const bson_t *cmd,
      * maxTimeAlwaysTimeOut fails one that has a deadline. */
     if (ctx.deadline.at_us && (rc = mfi_max_time_check(inst, &err)) != 0)
         goto fail;
-    rc = handler_of(def)(&ctx, cmd, reply, &err);
+    /* Outside a transaction, a write meeting a document or unique key an
+     * open transaction holds waits for it to end, as mongod's does: the
+     * command then wrote nothing (coll/txn.c), and runs again. */
+    bool may_wait = inst->cl.txns && !ctx.txn;
+    for (;;) {
+        if (may_wait)
+            mf_cl_op_begin();
+        rc = handler_of(def)(&ctx, cmd, reply, &err);
+        uint64_t holder = may_wait ? mf_cl_op_end() : 0;
+        if (!holder)
+            break;
+        int wrc = mf_cl_txns_wait(inst->cl.txns, holder, ctx.deadline.at_us, &err);
+        if (wrc) {
+            rc = wrc;
+            break;
+        }
+        bson_reinit(reply);
+        bson_reinit(&err_info);
+        mf_error_clear(&err);
+    }
     /* a transaction's statement: unbound; one that failed aborts it */
     rc = mfi_txn_end_statement(&ctx, rc, reply, &err);
     /* Durable before any reply: one sync covers every write the command
