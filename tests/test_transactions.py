@@ -395,6 +395,22 @@ def test_lifetime_limit_aborts(rs):
     assert find(rs) == [{"_id": 1, "n": 2}]
 
 
+def test_size_limit(rs):
+    assert rs.command("admin", {"getParameter": 1, "transactionSizeLimitBytes": 1})[
+        "transactionSizeLimitBytes"] == 2**63 - 1
+    rs.command("admin", {"setParameter": 1, "transactionSizeLimitBytes": 1000})
+    t = Txn(rs)
+    t.cmd("t", {"insert": "c", "documents": [{"_id": 1, "s": "x" * 400}]})
+    r = t.cmd("t", {"insert": "c", "documents": [{"_id": 2, "s": "x" * 700}]})
+    e = r["writeErrors"][0]
+    assert e["code"] == 257 and "transactionSizeLimitBytes' = 1000" in e["errmsg"]
+    assert t.fails("t", {"find": "c"}).code == 251  # aborted
+    assert find(rs) == []
+    with pytest.raises(multifora.CommandError) as ei:
+        rs.command("admin", {"setParameter": 1, "transactionSizeLimitBytes": 0})
+    assert ei.value.code == 2
+
+
 def test_kill_all_sessions_aborts(rs):
     rs.command("t", {"insert": "c", "documents": [{"_id": 1}]})
     t = Txn(rs)

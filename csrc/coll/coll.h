@@ -476,6 +476,10 @@ uint64_t mf_cl_op_end(void);
 int mf_cl_txns_wait(mf_cl_txns *m, uint64_t id, int64_t deadline_us, mf_error *err);
 int mf_cl_txns_written(mf_cl_txns *m, mf_coll *c, const mf_cl_indexes *ix, uint64_t rid,
                        const bson_t *old_doc, const bson_t *new_doc, mf_error *err);
+/* transactionSizeLimitBytes: a write that takes a write set's documents
+ * past `bytes` fails with TransactionTooLarge (257), and its statement
+ * aborts the transaction.  Default: no limit, as mongod's. */
+void mf_cl_txns_set_size_limit(mf_cl_txns *m, int64_t bytes);
 /* `next`, or past the RecordIds open write sets took in `c`. */
 uint64_t mf_cl_txns_first_free(mf_cl_txns *m, const mf_coll *c, uint64_t next);
 

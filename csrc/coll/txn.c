@@ -176,6 +176,7 @@ typedef struct keyver {
 
 struct mf_cl_txns {
     pthread_mutex_t mu;
+    int64_t size_limit;   /* transactionSizeLimitBytes: of a write set's documents */
     pthread_cond_t ended; /* a transaction ended or was killed */
     uint64_t next_id;
     size_t gc_at;         /* versions kept past which the next end collects */
@@ -203,6 +204,7 @@ int mf_cl_txns_open(mf_cl_txns **out, mf_error *err)
     pthread_mutex_init(&m->mu, NULL);
     pthread_cond_init(&m->ended, NULL);
     m->gc_at = 1024;
+    m->size_limit = INT64_MAX;
     *out = m;
     return 0;
 }
@@ -441,6 +443,15 @@ void mf_cl_txn_abort(mf_cl_txn *t)
     mf_cl_txns *m = t->m;
     pthread_mutex_lock(&m->mu);
     end_locked(t);
+    pthread_mutex_unlock(&m->mu);
+}
+
+void mf_cl_txns_set_size_limit(mf_cl_txns *m, int64_t bytes)
+{
+    if (!m)
+        return;
+    pthread_mutex_lock(&m->mu);
+    m->size_limit = bytes;
     pthread_mutex_unlock(&m->mu);
 }
 
@@ -860,6 +871,11 @@ int mf_cl_txn_stage(mf_cl_txn *t, mf_engine *e, mf_coll *c, mf_cl_indexes *ix, u
     }
     if (copy)
         t->bytes += copy->len;
+    if ((int64_t)t->bytes > m->size_limit)
+        rc = mf_error_set(err, MF_TransactionTooLarge,
+                          "Total size of all transaction operations must be less than server "
+                          "parameter 'transactionSizeLimitBytes' = %lld",
+                          (long long)m->size_limit);
 out:
     pthread_mutex_unlock(&m->mu);
     mf_keyset_free(&keys);

@@ -80,6 +80,7 @@ typedef enum {
     P_INDEX_BUILD_MEM, /* maxIndexBuildMemoryUsageMegabytes (int) */
     P_SESSION_REFRESH, /* logicalSessionRefreshMillis (int, startup) */
     P_TXN_LIFETIME,    /* transactionLifetimeLimitSeconds (int) */
+    P_TXN_SIZE,        /* transactionSizeLimitBytes (long) */
 } param_kind;
 
 /* Sorted by name, as mongod lists them.  `runtime`/`startup` feed
@@ -107,6 +108,7 @@ static const struct param {
     {"quiet", P_BOOL, 0, true, true},
     {"requireApiVersion", P_BOOL, 0, true, true},
     {"transactionLifetimeLimitSeconds", P_TXN_LIFETIME, 0, true, true},
+    {"transactionSizeLimitBytes", P_TXN_SIZE, 0, true, true},
     {"ttlMonitorEnabled", P_BOOL, 1, true, true},
     {"ttlMonitorSleepSecs", P_TTL_SLEEP, 0, false, true},
 };
@@ -168,6 +170,9 @@ static void param_value(mf_instance *inst, const struct param *p, bson_t *out,
         break;
     case P_TXN_LIFETIME:
         bson_append_int32(out, key, -1, (int32_t)atomic_load(&inst->txn_lifetime_s));
+        break;
+    case P_TXN_SIZE:
+        bson_append_int64(out, key, -1, atomic_load(&inst->txn_size_limit));
         break;
     case P_CURSOR_TIMEOUT:
         pthread_mutex_lock(&inst->cursors_mu);
@@ -242,7 +247,8 @@ int mfi_cmd_get_parameter(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_
 /* ------------------------------------------------------------- setParameter */
 
 /* setParameter: of the runtime parameters, cursorTimeoutMillis, the
- * memory limits and transactionLifetimeLimitSeconds can be set; the others
+ * memory limits, transactionLifetimeLimitSeconds and
+ * transactionSizeLimitBytes can be set; the others
  * are reported as not settable here rather than pretending. */
 int mfi_cmd_set_parameter(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_error *err)
 {
@@ -268,7 +274,7 @@ int mfi_cmd_set_parameter(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_
         bool is_mem = p->kind == P_GROUP_MEM || p->kind == P_SORT_MEM ||
                       p->kind == P_BAUTO_MEM || p->kind == P_WINDOW_MEM;
         if (p->kind != P_CURSOR_TIMEOUT && p->kind != P_INDEX_BUILD_MEM &&
-            p->kind != P_TXN_LIFETIME && !is_mem)
+            p->kind != P_TXN_LIFETIME && p->kind != P_TXN_SIZE && !is_mem)
             return mf_error_set(err, MF_IllegalOperation,
                                 "Setting parameter %s is not supported by this server", k);
         int64_t v;
@@ -290,8 +296,15 @@ int mfi_cmd_set_parameter(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_
             return mf_error_set(err, MF_BadValue,
                                 "Invalid value for parameter %s: %lld is not greater than or "
                                 "equal to 1", k, (long long)v);
+        if (p->kind == P_TXN_SIZE && v < 1)
+            return mf_error_set(err, MF_BadValue,
+                                "Invalid value for parameter %s: %lld is not greater than or "
+                                "equal to 1", k, (long long)v);
         param_value(ctx->inst, p, reply, "was");
-        if (p->kind == P_TXN_LIFETIME) {
+        if (p->kind == P_TXN_SIZE) {
+            atomic_store(&ctx->inst->txn_size_limit, v);
+            mf_cl_txns_set_size_limit(ctx->inst->cl.txns, v);
+        } else if (p->kind == P_TXN_LIFETIME) {
             atomic_store(&ctx->inst->txn_lifetime_s, v);
         } else if (p->kind == P_GROUP_MEM) {
             atomic_store(&ctx->inst->agg_group_max_bytes, v);

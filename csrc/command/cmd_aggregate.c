@@ -284,6 +284,7 @@ void mfi_agg_env_init(mf_instance *inst)
     atomic_store(&inst->agg_bucket_auto_max_bytes, MF_AGG_DEFAULT_MEMORY_LIMIT);
     atomic_store(&inst->agg_window_max_bytes, MF_AGG_DEFAULT_MEMORY_LIMIT);
     atomic_store(&inst->txn_lifetime_s, 60); /* (not aggregation's: set with the others) */
+    atomic_store(&inst->txn_size_limit, INT64_MAX);
 }
 
 /* ------------------------------------------------------------ aggregate */

@@ -70,6 +70,7 @@ struct mf_instance {
      * internalQueryMaxBlockingSortMemoryUsageBytes (setParameter) */
     atomic_int_fast64_t agg_group_max_bytes, agg_sort_max_bytes;
     atomic_int_fast64_t txn_lifetime_s; /* transactionLifetimeLimitSeconds (txn.c) */
+    atomic_int_fast64_t txn_size_limit; /* transactionSizeLimitBytes (coll/txn.c enforces) */
     /* internalDocumentSourceBucketAutoMaxMemoryBytes and
      * internalDocumentSourceSetWindowFieldsMaxMemoryBytes */
     atomic_int_fast64_t agg_bucket_auto_max_bytes, agg_window_max_bytes;
