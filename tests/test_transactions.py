@@ -306,6 +306,65 @@ def test_unique_keys(rs):
     assert find(rs) == [{"_id": 5, "u": 1}]
 
 
+def test_commit_swapping_unique_values(rs):
+    # the commit deletes every old entry before it puts a new one: a unique
+    # index's entry is its key alone
+    rs.command("t", {"createIndexes": "c", "indexes": [{"key": {"u": 1}, "name": "u_1",
+                                                           "unique": True}]})
+    rs.command("t", {"insert": "c", "documents": [{"_id": 1, "u": 1}, {"_id": 2, "u": 5}]})
+    t = Txn(rs)
+    t.cmd("t", {"update": "c", "updates": [{"q": {"_id": 2}, "u": {"$set": {"x": 1}}}]})
+    t.cmd("t", {"update": "c", "updates": [{"q": {"_id": 1}, "u": {"$set": {"u": 9}}}]})
+    t.cmd("t", {"update": "c", "updates": [{"q": {"_id": 2}, "u": {"$set": {"u": 1}}}]})
+    t.commit()
+    assert find(rs, {"u": 1}, hint="u_1") == [{"_id": 2, "u": 1, "x": 1}]
+    r = rs.command("t", {"insert": "c", "documents": [{"_id": 3, "u": 1}]})
+    assert r["writeErrors"][0]["code"] == 11000
+    assert rs.command("t", {"validate": "c"})["valid"] is True
+
+
+def test_sorted_read_with_own_writes(rs):
+    rs.command("t", {"createIndexes": "c", "indexes": [{"key": {"a": 1}, "name": "a_1"},
+                                                        {"key": {"b": 1}, "name": "b_1"}]})
+    rs.command("t", {"insert": "c", "documents": [{"_id": i, "a": i, "b": i}
+                                                   for i in range(1, 8)]})
+    t = Txn(rs)
+    t.cmd("t", {"insert": "c", "documents": [{"_id": 0, "a": -5, "b": 3}]})
+    got = t.cmd("t", {"find": "c", "filter": {"b": {"$gte": 3}}, "sort": {"a": 1},
+                      "limit": 3})["cursor"]["firstBatch"]
+    assert [d["_id"] for d in got] == [0, 3, 4]
+    agg = t.cmd("t", {"aggregate": "c", "pipeline": [{"$match": {"b": {"$gte": 3}}},
+                                                     {"$sort": {"a": 1}}, {"$limit": 3}],
+                      "cursor": {}})["cursor"]["firstBatch"]
+    assert [d["_id"] for d in agg] == [0, 3, 4]
+
+
+def test_retryable_write_at_a_transactions_number(rs):
+    t = Txn(rs)
+    t.cmd("t", {"insert": "c", "documents": [{"_id": 1}]})
+    with pytest.raises(multifora.CommandError) as ei:
+        rs.command("t", {"insert": "c", "documents": [{"_id": 2}], "lsid": t.lsid,
+                         "txnNumber": t.n})
+    assert ei.value.code == 217 and "converted into a transaction" in str(ei.value)
+    t.commit()
+    assert find(rs) == [{"_id": 1}]
+
+
+def test_commit_retried_after_restart(tmp_path):
+    path = str(tmp_path / "db")
+    with multifora.Server(path, port=0, replica_set="rs0") as srv:
+        t = Txn(srv)
+        t.cmd("t", {"insert": "c", "documents": [{"_id": 1}]})
+        t.commit()
+    with multifora.Server(path, port=0, replica_set="rs0") as srv:
+        t.srv = srv
+        assert t.commit()["ok"] == 1.0  # answered from config.transactions
+        assert find(srv) == [{"_id": 1}]
+        with pytest.raises(multifora.CommandError) as ei:
+            t.abort()
+        assert ei.value.code == 256
+
+
 def test_two_transactions_inserting_get_distinct_record_ids(rs):
     rs.command("t", {"insert": "c", "documents": [{"_id": 0}]})
     a, b = Txn(rs), Txn(rs)

@@ -19,12 +19,12 @@
  *                  transaction that wrote them and has not ended.
  *
  * A transaction writing a record another open transaction holds, or one
- * written after its snapshot, fails at once with WriteConflict; a write
+ * written after its snapshot, fails at once with WriteConflict.  A write
  * outside transactions that meets a record or key a transaction holds
- * goes on, and marks that transaction killed: its next statement or its
- * commit fails (NoSuchTransaction, which drivers retry).  mongod makes the
- * outside write wait for the transaction instead; both keep a transaction
- * from committing over a write it did not see (docs/transactions.md).
+ * waits for it, as mongod's does, when its command has written nothing
+ * yet (the command is refused whole and run again by the dispatcher);
+ * otherwise it goes on and marks that transaction killed: its next
+ * statement or its commit fails (NoSuchTransaction, which drivers retry).
  *
  * Everything here is under the manager's mutex; it is taken after the
  * collection locks (a reader's view asks it per row).  The versions and
@@ -401,7 +401,19 @@ static void collect(mf_cl_txns *m)
             m->kvers[j++] = m->kvers[i];
     }
     m->nkvers = j;
-    m->gc_at = 2 * (m->nvers + m->nkvers) + 1024;
+    /* and the lock table's released entries (a lock is a slot cleared) */
+    rmap locks = {0};
+    bool ok = true;
+    for (size_t i = 0; ok && i < m->locks.cap; i++)
+        if (m->locks.v[i].used && m->locks.v[i].val)
+            ok = rmap_put(&locks, m->locks.v[i].tree, m->locks.v[i].rid, m->locks.v[i].val) == 0;
+    if (ok) {
+        rmap_clear(&m->locks);
+        m->locks = locks;
+    } else {
+        rmap_clear(&locks);
+    }
+    m->gc_at = 2 * (m->nvers + m->nkvers + m->locks.n) + 1024;
 }
 
 /* Release what `t` holds and free it (mutex held). */
@@ -429,7 +441,7 @@ static void end_locked(mf_cl_txn *t)
     pthread_cond_broadcast(&m->ended);
     if (--m->open == 0)
         forget_all(m);
-    else if (m->nvers + m->nkvers > m->gc_at)
+    else if (m->nvers + m->nkvers + m->locks.n > m->gc_at)
         collect(m);
     if (bound == t)
         bound = NULL;
@@ -845,23 +857,27 @@ int mf_cl_txn_stage(mf_cl_txn *t, mf_engine *e, mf_coll *c, mf_cl_indexes *ix, u
         r->doc = copy;
     } else {
         size_t ci = 0;
-        if ((rc = coll_index(t, c, &ci, err)) != 0 ||
-            (t->nw == t->capw && (rc = (t->capw = t->capw ? 2 * t->capw : 16,
-                                        (t->w = realloc(t->w, t->capw * sizeof *t->w))
-                                            ? 0
-                                            : mf_error_oom(err))) != 0)) {
+        if (t->nw == t->capw) {
+            size_t cap = t->capw ? 2 * t->capw : 16;
+            wrec *v = realloc(t->w, cap * sizeof *v);
+            if (v) {
+                t->w = v;
+                t->capw = cap;
+            }
+        }
+        bool locked = false;
+        if (t->nw == t->capw || (rc = coll_index(t, c, &ci, err)) != 0 ||
+            !(locked = rmap_put(&m->locks, tree, rid, (size_t)t) == 0) ||
+            rmap_put(&t->wmap, tree, rid, t->nw + 1) != 0) {
+            if (locked) /* no write-set entry to release it at the end */
+                *rmap_get(&m->locks, tree, rid) = 0;
             if (copy)
                 bson_destroy(copy);
+            if (rc == 0)
+                rc = mf_error_oom(err);
             goto out;
         }
         t->w[t->nw] = (wrec){ci, rid, copy};
-        if (rmap_put(&t->wmap, tree, rid, t->nw + 1) != 0 ||
-            rmap_put(&m->locks, tree, rid, (size_t)t) != 0) {
-            if (copy)
-                bson_destroy(copy);
-            rc = mf_error_oom(err);
-            goto out;
-        }
         t->nw++;
         if (!old_doc) {
             size_t *res = rmap_get(&m->reserved, tree, 0);

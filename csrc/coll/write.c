@@ -464,6 +464,26 @@ int mf_cl_write_changes(mf_engine *e, const mf_cl_change *ch, size_t n, mf_cl_lo
                          NULL, &si, &sd, err);
         }
     }
+    /* Every delete before every put: a unique index's entry is its key
+     * alone, so a record's old key deleted after another record's put of
+     * the same key (values swapped, or freed and taken) would remove the
+     * new entry.  (A stable partition; the ops point at their own keys.) */
+    if (rc == 0) {
+        mf_op *sorted = malloc((b.n ? b.n : 1) * sizeof *sorted);
+        size_t k = 0;
+        if (!sorted)
+            rc = mf_error_oom(err);
+        for (size_t i = 0; sorted && i < b.n; i++)
+            if (b.ops[i].kind == MF_OP_DELETE)
+                sorted[k++] = b.ops[i];
+        for (size_t i = 0; sorted && i < b.n; i++)
+            if (b.ops[i].kind != MF_OP_DELETE)
+                sorted[k++] = b.ops[i];
+        if (sorted) {
+            memcpy(b.ops, sorted, b.n * sizeof *sorted);
+            free(sorted);
+        }
+    }
     /* one engine write: after kill -9 the transaction is all there or
      * not at all */
     if (rc == 0)

@@ -145,11 +145,30 @@ int mfi_cursor_checkout(mf_instance *inst, int64_t id, mfi_cursor **out, mf_erro
     pthread_mutex_lock(&inst->cursors_mu);
     sweep(inst, mf_clock_mono_us() / 1000);
     mfi_cursor *c = lookup(inst, id, NULL);
+    const void *t = mf_cl_txn_bound();
     if (!c)
         rc = mf_error_set(err, MF_CursorNotFound, "cursor id %lld not found", (long long)id);
     else if (c->in_use)
         rc = mf_error_set(err, MF_OperationFailed, "Cursor id %lld is already in use",
                           (long long)id);
+    /* a cursor of a transaction is read in it, and only in it: checked
+     * here, under the mutex, so a transaction cannot end (and free the
+     * view the cursor's scan reads through) between the check and the use
+     * -- ending it needs its session, which its statement has checked out */
+    else if (c->txn != t || (t && c->txn_number != mfi_txn_number()))
+        rc = !c->txn ? mf_error_set(err, 50739,
+                                    "Cannot run getMore on cursor %lld, which was not created "
+                                    "in a transaction, in transaction %lld",
+                                    (long long)id, (long long)mfi_txn_number())
+             : !t    ? mf_error_set(err, 50740,
+                                    "Cannot run getMore on cursor %lld, which was created in "
+                                    "transaction %lld, without a txnNumber",
+                                    (long long)id, (long long)c->txn_number)
+                     : mf_error_set(err, 50741,
+                                    "Cannot run getMore on cursor %lld, which was created in "
+                                    "transaction %lld, in transaction %lld",
+                                    (long long)id, (long long)c->txn_number,
+                                    (long long)mfi_txn_number());
     else
         c->in_use = true;
     pthread_mutex_unlock(&inst->cursors_mu);
@@ -784,26 +803,6 @@ int mfi_cmd_get_more(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_error
                             "Requested getMore on namespace '%s', but cursor belongs to a "
                             "different namespace %s",
                             ns, cur->ns);
-    }
-    /* a cursor of a transaction is read in it, and only in it */
-    const void *t = mf_cl_txn_bound();
-    if (cur->txn != t || (t && ctx->txn && cur->txn_number != ctx->txn->txn_number)) {
-        int64_t mine = ctx->txn ? ctx->txn->txn_number : 0;
-        mfi_cursor_checkin(ctx->inst, cur, false);
-        if (!cur->txn)
-            return mf_error_set(err, 50739,
-                                "Cannot run getMore on cursor %lld, which was not created in a "
-                                "transaction, in transaction %lld",
-                                (long long)id, (long long)mine);
-        if (!t)
-            return mf_error_set(err, 50740,
-                                "Cannot run getMore on cursor %lld, which was created in "
-                                "transaction %lld, without a txnNumber",
-                                (long long)id, (long long)cur->txn_number);
-        return mf_error_set(err, 50741,
-                            "Cannot run getMore on cursor %lld, which was created in transaction "
-                            "%lld, in transaction %lld",
-                            (long long)id, (long long)cur->txn_number, (long long)mine);
     }
     /* A maxTimeMS of getMore's own (checked by the dispatcher) is what a
      * tailable awaitData cursor waits, and there are none here: refused

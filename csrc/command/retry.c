@@ -179,6 +179,11 @@ int mfi_session_load(mf_instance *inst, txn_state *s, const bson_t *lsid, mf_err
     mf_engine_catalog_unlock(inst->engine);
     if (rc == 0 && found && bson_iter_init_find(&it, &rec, "txnNum") && BSON_ITER_HOLDS_INT64(&it)) {
         s->txn_number = bson_iter_int64(&it);
+        /* a committed transaction (txn.c's commit writes the state): a
+         * retried commitTransaction is answered ok, as mongod does */
+        if (bson_iter_init_find(&it, &rec, "state") && BSON_ITER_HOLDS_UTF8(&it) &&
+            strcmp(bson_iter_utf8(&it, NULL), "committed") == 0)
+            s->phase = MFI_TXN_COMMITTED;
         mf_cl_optime t = {0, 0};
         optime_of(&rec, "lastWriteOpTime", &t);
         s->last = t;
@@ -263,6 +268,10 @@ int mfi_retry_begin(mf_cmd_ctx *ctx, const mf_cmd_def *def, const bson_t *cmd,
                             "started on this session.",
                             (long long)txn_number, sid, (long long)s->txn_number);
     }
+    if (txn_number == s->txn_number && s->phase != MFI_TXN_NONE)
+        return mf_error_set(err, MF_IncompleteTransactionHistory,
+                            "Cannot retry a retryable write that has been converted into a "
+                            "transaction");
     if (txn_number > s->txn_number) {
         mfi_txn_state_free(ctx->inst, s); /* a transaction in progress ends */
         s->created = NULL;

@@ -336,6 +336,7 @@ void mfi_txn_end(mf_cmd_ctx *ctx)
     if (!u)
         return;
     mf_cl_txn_bind(NULL);
+    current_number = 0;
     if (u->state)
         mfi_session_checkin(ctx->inst->txns, u->state);
     bson_destroy(&u->lsid);

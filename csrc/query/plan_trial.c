@@ -478,7 +478,7 @@ bool mf_scan_sort_undecided(const mf_scan *s)
 
 bool mf_scan_sorted(const mf_scan *s)
 {
-    return s->sorted;
+    return s->sorted && !s->view; /* a view's own rows come last, unsorted */
 }
 
 int mf_scan_decide(mf_scan *s, mf_engine *e, mf_coll *c, const mf_matcher *m, mf_error *err)
