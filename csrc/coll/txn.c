@@ -37,6 +37,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <xxhash.h>
 
 /* ------------------------------------------------ a map of RecordIds */
 
@@ -182,6 +183,8 @@ struct mf_cl_txns {
     size_t gc_at;         /* versions kept past which the next end collects */
     keyver *kvers;
     size_t nkvers, capkvers;
+    size_t *kvslot;       /* kver_find's hash table: positions + 1 */
+    size_t kvcap, kvn;
     uint64_t seq;         /* the last write's number */
     size_t open;          /* transactions open */
     mf_cl_txn *list;
@@ -226,6 +229,9 @@ static void forget_all(mf_cl_txns *m)
     free(m->kvers);
     m->kvers = NULL;
     m->nkvers = m->capkvers = 0;
+    free(m->kvslot);
+    m->kvslot = NULL;
+    m->kvcap = m->kvn = 0;
     m->keys = NULL;
     m->nkeys = m->capkeys = 0;
     rmap_clear(&m->vmap);
@@ -355,6 +361,8 @@ int mf_cl_txn_begin(mf_cl_txns *m, mf_cl_txn **out, mf_error *err)
  * rest in order and relinks each chain.  Run when what is kept has
  * doubled since the last pass: a store under transactions that never all
  * end at once stays bounded by what their lifetimes saw. */
+static void kvslot_rebuild(mf_cl_txns *m);
+
 static void collect(mf_cl_txns *m)
 {
     uint64_t oldest = UINT64_MAX;
@@ -401,6 +409,7 @@ static void collect(mf_cl_txns *m)
             m->kvers[j++] = m->kvers[i];
     }
     m->nkvers = j;
+    kvslot_rebuild(m);
     /* and the lock table's released entries (a lock is a slot cleared) */
     rmap locks = {0};
     bool ok = true;
@@ -619,13 +628,83 @@ static bool doc_has_key(const mf_index_desc *x, const bson_t *doc, const mf_buf 
     return has;
 }
 
+/* The key notes are found through a hash table of their positions + 1
+ * (open addressing; rebuilt whole when the notes are compacted): every
+ * unique-key write notes its key while a transaction is open, so a scan
+ * per note would make a bulk load beside a long transaction quadratic. */
+static uint64_t kv_hash(mf_tree_id index, const uint8_t *k, size_t klen)
+{
+    return XXH3_64bits_withSeed(k, klen, index);
+}
+
 static keyver *kver_find(mf_cl_txns *m, mf_tree_id index, const uint8_t *k, size_t klen)
 {
-    for (size_t i = 0; i < m->nkvers; i++)
-        if (m->kvers[i].index == index && m->kvers[i].klen == klen &&
-            memcmp(m->kvers[i].key, k, klen) == 0)
-            return &m->kvers[i];
-    return NULL;
+    if (!m->kvcap)
+        return NULL;
+    for (size_t h = kv_hash(index, k, klen) & (m->kvcap - 1);; h = (h + 1) & (m->kvcap - 1)) {
+        size_t i = m->kvslot[h];
+        if (!i)
+            return NULL;
+        keyver *v = &m->kvers[i - 1];
+        if (v->index == index && v->klen == klen && memcmp(v->key, k, klen) == 0)
+            return v;
+    }
+}
+
+/* Enter note `i` (0-based) in the hash table, growing it; -1 out of memory. */
+static int kvslot_add(mf_cl_txns *m, size_t i)
+{
+    if ((m->kvn + 1) * 2 > m->kvcap) {
+        size_t cap = m->kvcap ? 2 * m->kvcap : 64;
+        size_t *v = calloc(cap, sizeof *v);
+        if (!v)
+            return -1;
+        free(m->kvslot);
+        m->kvslot = v;
+        m->kvcap = cap;
+        m->kvn = 0;
+        for (size_t j = 0; j < m->nkvers; j++) { /* (`i` is m->nkvers: not yet in) */
+            size_t h = kv_hash(m->kvers[j].index, m->kvers[j].key, m->kvers[j].klen) & (cap - 1);
+            while (v[h])
+                h = (h + 1) & (cap - 1);
+            v[h] = j + 1;
+            m->kvn++;
+        }
+    }
+    size_t h = kv_hash(m->kvers[i].index, m->kvers[i].key, m->kvers[i].klen) & (m->kvcap - 1);
+    while (m->kvslot[h])
+        h = (h + 1) & (m->kvcap - 1);
+    m->kvslot[h] = i + 1;
+    m->kvn++;
+    return 0;
+}
+
+/* Rebuild the hash table after the notes were compacted (collect). */
+static void kvslot_rebuild(mf_cl_txns *m)
+{
+    size_t cap = 64;
+    while (cap < 2 * (m->nkvers + 1))
+        cap *= 2;
+    size_t *v = calloc(cap, sizeof *v);
+    free(m->kvslot);
+    m->kvslot = v;
+    m->kvcap = v ? cap : 0;
+    m->kvn = 0;
+    if (!v) {
+        /* out of memory: drop the notes too (a conflict may then be
+         * missed, never a crash; the next note starts a new table) */
+        for (size_t j = 0; j < m->nkvers; j++)
+            free(m->kvers[j].key);
+        m->nkvers = 0;
+        return;
+    }
+    for (size_t j = 0; j < m->nkvers; j++) {
+        size_t h = kv_hash(m->kvers[j].index, m->kvers[j].key, m->kvers[j].klen) & (cap - 1);
+        while (v[h])
+            h = (h + 1) & (cap - 1);
+        v[h] = j + 1;
+        m->kvn++;
+    }
 }
 
 static int kver_note(mf_cl_txns *m, mf_tree_id index, const mf_buf *k, uint64_t seq,
@@ -648,7 +727,12 @@ static int kver_note(mf_cl_txns *m, mf_tree_id index, const mf_buf *k, uint64_t 
     if (!copy)
         return mf_error_oom(err);
     memcpy(copy, k->data, k->len);
-    m->kvers[m->nkvers++] = (keyver){index, copy, k->len, seq};
+    m->kvers[m->nkvers] = (keyver){index, copy, k->len, seq};
+    if (kvslot_add(m, m->nkvers) != 0) {
+        free(copy);
+        return mf_error_oom(err);
+    }
+    m->nkvers++;
     return 0;
 }
 
