@@ -274,8 +274,6 @@ int mfi_retry_begin(mf_cmd_ctx *ctx, const mf_cmd_def *def, const bson_t *cmd,
                             "transaction");
     if (txn_number > s->txn_number) {
         mfi_txn_state_free(ctx->inst, s); /* a transaction in progress ends */
-        s->created = NULL;
-        s->ncreated = 0;
         s->phase = MFI_TXN_NONE;
         s->txn_number = txn_number;
         s->nstmts = 0;

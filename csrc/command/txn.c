@@ -45,6 +45,16 @@ static bool allowed_in_txn(const char *name)
     return false;
 }
 
+/* Forget the collections `s`'s transaction created. */
+static void forget_created(txn_state *s)
+{
+    for (size_t i = 0; i < s->ncreated; i++)
+        free(s->created[i]);
+    free(s->created);
+    s->created = NULL;
+    s->ncreated = 0;
+}
+
 /* Drop the collections `s`'s transaction created (those still empty:
  * another client may have written one since); forget them. */
 static void drop_created(mf_instance *inst, txn_state *s)
@@ -54,11 +64,8 @@ static void drop_created(mf_instance *inst, txn_state *s)
         if (mf_cl_drop_if_empty(mfi_cl(inst), s->created[i], &e) != 0)
             mf_log(MF_LOG_WARNING, "TXN", 0, "abortTransaction",
                    "dropping %s, which the transaction created: %s", s->created[i], e.msg);
-        free(s->created[i]);
     }
-    free(s->created);
-    s->created = NULL;
-    s->ncreated = 0;
+    forget_created(s);
 }
 
 /* End `s`'s transaction in progress, writing nothing. */
@@ -84,9 +91,19 @@ void mfi_txn_state_free(mf_instance *inst, txn_state *s)
 {
     if (inst && s->phase == MFI_TXN_IN_PROGRESS)
         abort_state(inst, s);
-    for (size_t i = 0; i < s->ncreated; i++)
-        free(s->created[i]);
-    free(s->created);
+    forget_created(s);
+}
+
+/* Abort `s`'s transaction with `s` checked out, as a command would (the
+ * table's mutex held on entry and on return; `s` not busy). */
+static void abort_checked_out(mf_instance *inst, mfi_txn_table *t, txn_state *s)
+{
+    s->busy = true;
+    pthread_mutex_unlock(&t->mu);
+    abort_state(inst, s);
+    pthread_mutex_lock(&t->mu);
+    s->busy = false;
+    pthread_cond_broadcast(&t->cond);
 }
 
 void mfi_txn_reap(mf_instance *inst)
@@ -97,15 +114,8 @@ void mfi_txn_reap(mf_instance *inst)
     int64_t now = mf_clock_wall_ms();
     pthread_mutex_lock(&t->mu);
     for (txn_state *s = t->list; s; s = s->next) {
-        if (s->busy || !expired(inst, s, now))
-            continue;
-        /* checked out for the abort, as a command would */
-        s->busy = true;
-        pthread_mutex_unlock(&t->mu);
-        abort_state(inst, s);
-        pthread_mutex_lock(&t->mu);
-        s->busy = false;
-        pthread_cond_broadcast(&t->cond);
+        if (!s->busy && expired(inst, s, now))
+            abort_checked_out(inst, t, s);
     }
     pthread_mutex_unlock(&t->mu);
 }
@@ -124,12 +134,7 @@ void mfi_txn_kill(mf_instance *inst, const uint8_t (*uids)[32], size_t nuids, bo
             continue;
         while (s->busy) /* a statement running: after it */
             pthread_cond_wait(&t->cond, &t->mu);
-        s->busy = true;
-        pthread_mutex_unlock(&t->mu);
-        abort_state(inst, s);
-        pthread_mutex_lock(&t->mu);
-        s->busy = false;
-        pthread_cond_broadcast(&t->cond);
+        abort_checked_out(inst, t, s);
     }
     pthread_mutex_unlock(&t->mu);
 }
@@ -395,11 +400,7 @@ int mfi_cmd_commit_transaction(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply
         s->phase = MFI_TXN_COMMITTED;
         if (lg.op_time.secs)
             s->last = lg.op_time;
-        for (size_t i = 0; i < s->ncreated; i++)
-            free(s->created[i]);
-        free(s->created);
-        s->created = NULL;
-        s->ncreated = 0;
+        forget_created(s); /* committed: they stay */
         return 0;
     }
     drop_created(ctx->inst, s);

@@ -1186,7 +1186,7 @@ bool mf_scan_eof(const mf_scan *s)
 {
     /* (a read view's own documents come after the trees' rows) */
     return s->eof && s->replayed == s->nreplay &&
-           (!s->view || (s->vtree_done && s->vnext >= s->nvrows));
+           (!s->view || (s->vs.tree_done && s->vs.next >= s->vs.nrows));
 }
 
 /* Whether field `i`'s bounds are every value: [MinKey, MaxKey]. */

@@ -95,39 +95,51 @@ void mf_scan_release(mf_scan *s)
 
 /* --------------------------------------------------------------- scanning */
 
+/* A set of RecordIds (+1; 0 marks a free slot), open addressing: whether
+ * `rid` is in it (`*had`), and, with `add`, put it in if not. */
+static int rid_set(uint64_t **tab, size_t *n, size_t *cap, uint64_t rid, bool add, bool *had,
+                   mf_error *err)
+{
+    uint64_t v = rid + 1;
+    *had = false;
+    if (add && (*n + 1) * 2 > *cap) {
+        size_t ncap = *cap ? *cap * 2 : 64;
+        uint64_t *t = calloc(ncap, sizeof *t);
+        if (!t)
+            return oom(err);
+        for (size_t i = 0; i < *cap; i++) {
+            if (!(*tab)[i])
+                continue;
+            size_t h = (size_t)((*tab)[i] * 0x9E3779B97F4A7C15ull) & (ncap - 1);
+            while (t[h])
+                h = (h + 1) & (ncap - 1);
+            t[h] = (*tab)[i];
+        }
+        free(*tab);
+        *tab = t;
+        *cap = ncap;
+    }
+    if (!*cap)
+        return 0;
+    size_t h = (size_t)(v * 0x9E3779B97F4A7C15ull) & (*cap - 1);
+    while ((*tab)[h]) {
+        if ((*tab)[h] == v) {
+            *had = true;
+            return 0;
+        }
+        h = (h + 1) & (*cap - 1);
+    }
+    if (add) {
+        (*tab)[h] = v;
+        (*n)++;
+    }
+    return 0;
+}
+
 /* Whether `rid` was returned before (and remember it if not). */
 static int seen_before(mf_scan *s, uint64_t rid, bool *dup, mf_error *err)
 {
-    uint64_t v = rid + 1;
-    if ((s->nseen + 1) * 2 > s->seen_cap) {
-        size_t cap = s->seen_cap ? s->seen_cap * 2 : 64;
-        uint64_t *t = calloc(cap, sizeof *t);
-        if (!t)
-            return oom(err);
-        for (size_t i = 0; i < s->seen_cap; i++) {
-            if (!s->seen[i])
-                continue;
-            size_t h = (size_t)(s->seen[i] * 0x9E3779B97F4A7C15ull) & (cap - 1);
-            while (t[h])
-                h = (h + 1) & (cap - 1);
-            t[h] = s->seen[i];
-        }
-        free(s->seen);
-        s->seen = t;
-        s->seen_cap = cap;
-    }
-    size_t h = (size_t)(v * 0x9E3779B97F4A7C15ull) & (s->seen_cap - 1);
-    while (s->seen[h]) {
-        if (s->seen[h] == v) {
-            *dup = true;
-            return 0;
-        }
-        h = (h + 1) & (s->seen_cap - 1);
-    }
-    s->seen[h] = v;
-    s->nseen++;
-    *dup = false;
-    return 0;
+    return rid_set(&s->seen, &s->nseen, &s->seen_cap, rid, true, dup, err);
 }
 
 /* The record `rid` into `row`; `*found` false if it is gone. */
@@ -1025,7 +1037,7 @@ static MF_ALWAYS_INLINE int scan_next_counted(mf_scan *s, mf_engine *e, mf_coll 
                                               bool *valid, mf_error *err)
 {
     int rc = s->view ? view_next(s, e, c, m, row, valid, err)
-                                          : scan_next_tree(s, e, c, m, row, valid, err);
+                 : scan_next_tree(s, e, c, m, row, valid, err);
     if (rc == 0 && *valid)
         s->stats.n_returned++;
     return rc;
@@ -1043,75 +1055,36 @@ struct mfi_view_row {
 
 void mfi_view_rows_free(mf_scan *s)
 {
-    for (size_t i = 0; i < s->nvrows; i++)
-        free(s->vrows[i].data);
-    free(s->vrows);
-    s->vrows = NULL;
-    s->nvrows = s->capvrows = 0;
-    free(s->vseen);
-    s->vseen = NULL;
-    s->nvseen = s->vseen_cap = 0;
-}
-
-/* Add `rid` to the RecordIds the trees gave; *had: it was there. */
-static int vseen_add(mf_scan *s, uint64_t rid, bool add, bool *had, mf_error *err)
-{
-    uint64_t v = rid + 1;
-    *had = false;
-    if (add && (s->nvseen + 1) * 2 > s->vseen_cap) {
-        size_t cap = s->vseen_cap ? s->vseen_cap * 2 : 64;
-        uint64_t *t = calloc(cap, sizeof *t);
-        if (!t)
-            return oom(err);
-        for (size_t i = 0; i < s->vseen_cap; i++) {
-            if (!s->vseen[i])
-                continue;
-            size_t h = (size_t)(s->vseen[i] * 0x9E3779B97F4A7C15ull) & (cap - 1);
-            while (t[h])
-                h = (h + 1) & (cap - 1);
-            t[h] = s->vseen[i];
-        }
-        free(s->vseen);
-        s->vseen = t;
-        s->vseen_cap = cap;
-    }
-    if (!s->vseen_cap)
-        return 0;
-    size_t h = (size_t)(v * 0x9E3779B97F4A7C15ull) & (s->vseen_cap - 1);
-    while (s->vseen[h]) {
-        if (s->vseen[h] == v) {
-            *had = true;
-            return 0;
-        }
-        h = (h + 1) & (s->vseen_cap - 1);
-    }
-    if (add) {
-        s->vseen[h] = v;
-        s->nvseen++;
-    }
-    return 0;
+    for (size_t i = 0; i < s->vs.nrows; i++)
+        free(s->vs.rows[i].data);
+    free(s->vs.rows);
+    s->vs.rows = NULL;
+    s->vs.nrows = s->vs.caprows = 0;
+    free(s->vs.seen);
+    s->vs.seen = NULL;
+    s->vs.nseen = s->vs.seen_cap = 0;
 }
 
 static int view_add(void *to, uint64_t rid, const bson_t *doc, mf_error *err)
 {
     mf_scan *s = to;
     bool had;
-    int rc = vseen_add(s, rid, false, &had, err);
+    int rc = rid_set(&s->vs.seen, &s->vs.nseen, &s->vs.seen_cap, rid, false, &had, err);
     if (rc || had) /* the trees gave it, before the view hid it */
         return rc;
-    if (s->nvrows == s->capvrows) {
-        size_t cap = s->capvrows ? 2 * s->capvrows : 8;
-        struct mfi_view_row *v = realloc(s->vrows, cap * sizeof *v);
+    if (s->vs.nrows == s->vs.caprows) {
+        size_t cap = s->vs.caprows ? 2 * s->vs.caprows : 8;
+        struct mfi_view_row *v = realloc(s->vs.rows, cap * sizeof *v);
         if (!v)
             return oom(err);
-        s->vrows = v;
-        s->capvrows = cap;
+        s->vs.rows = v;
+        s->vs.caprows = cap;
     }
     uint8_t *copy = malloc(doc->len);
     if (!copy)
         return oom(err);
     memcpy(copy, bson_get_data(doc), doc->len);
-    s->vrows[s->nvrows++] = (struct mfi_view_row){rid, copy, doc->len};
+    s->vs.rows[s->vs.nrows++] = (struct mfi_view_row){rid, copy, doc->len};
     return 0;
 }
 
@@ -1123,22 +1096,22 @@ static int view_next(mf_scan *s, mf_engine *e, mf_coll *c, const mf_matcher *m,
     const mf_read_view *v = s->view;
     int rc;
     bool had;
-    while (!s->vtree_done) {
+    while (!s->vs.tree_done) {
         if ((rc = scan_next_tree(s, e, c, m, row, valid, err)) != 0)
             return rc;
         if (!*valid) {
-            s->vtree_done = true;
+            s->vs.tree_done = true;
             if ((rc = v->extras(v->arg, c, view_add, s, err)) != 0)
                 return rc;
             break;
         }
         if (v->hides(v->arg, c, row->rid))
             continue;
-        return vseen_add(s, row->rid, true, &had, err);
+        return rid_set(&s->vs.seen, &s->vs.nseen, &s->vs.seen_cap, row->rid, true, &had, err);
     }
     *valid = false;
-    while (s->vnext < s->nvrows) {
-        struct mfi_view_row *r = &s->vrows[s->vnext++];
+    while (s->vs.next < s->vs.nrows) {
+        struct mfi_view_row *r = &s->vs.rows[s->vs.next++];
         bool take = true;
         row->rid = r->rid;
         row->pos = -1;

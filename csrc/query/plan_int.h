@@ -114,11 +114,13 @@ struct mf_scan {
      * the RecordIds the trees gave (+1, 0 a free slot), and the view's
      * own documents once the trees' rows are done */
     const mf_read_view *view;
-    uint64_t *vseen;
-    size_t nvseen, vseen_cap;
-    bool vtree_done;
-    struct mfi_view_row *vrows;
-    size_t nvrows, capvrows, vnext;
+    struct {
+        uint64_t *seen;
+        size_t nseen, seen_cap;
+        bool tree_done;
+        struct mfi_view_row *rows;
+        size_t nrows, caprows, next;
+    } vs;
     /* multikey and OR deduplication: RecordIds returned, +1 (0 marks a
      * free slot) */
     uint64_t *seen;

@@ -422,17 +422,8 @@ int mfi_plan_decide(mf_scan *s, mf_engine *e, mf_coll *c, const mf_matcher *m, m
         s->cache = NULL;
         /* the read view and what it kept are the query's */
         s->view = old.view;
-        s->vseen = old.vseen;
-        s->nvseen = old.nvseen;
-        s->vseen_cap = old.vseen_cap;
-        s->vtree_done = old.vtree_done;
-        s->vrows = old.vrows;
-        s->nvrows = old.nvrows;
-        s->capvrows = old.capvrows;
-        s->vnext = old.vnext;
-        trials[win]->vseen = NULL;
-        trials[win]->vrows = NULL;
-        trials[win]->nvrows = trials[win]->capvrows = 0;
+        s->vs = old.vs;
+        memset(&trials[win]->vs, 0, sizeof trials[win]->vs);
     }
     s->all_plans = all_plans;
     s->sort = sort;
