@@ -278,6 +278,12 @@ void mfi_session_checkin(mfi_txn_table *t, txn_state *s);
 /* The session's state from config.transactions and the oplog (its first
  * use after a start). */
 int mfi_session_load(mf_instance *inst, txn_state *s, const bson_t *lsid, mf_error *err);
+/* Check session (id, uid) out (*out; NULL only when out of memory), put
+ * its lsid {id, uid} in `lsid` (initialised here when *out is set), and
+ * load its state on its first use.  An error with *out set leaves it
+ * checked out: the caller checks it in. */
+int mfi_session_open(mf_instance *inst, const uint8_t id[16], const uint8_t uid[32],
+                     bson_t *lsid, txn_state **out, mf_error *err);
 /* The hex of a UUID as mongod prints a session id. */
 void mfi_uuid_str(const uint8_t id[16], char out[37]);
 /* A command with txnNumber and no autocommit in a replica set: a

@@ -206,6 +206,24 @@ int mfi_session_load(mf_instance *inst, txn_state *s, const bson_t *lsid, mf_err
     return rc;
 }
 
+int mfi_session_open(mf_instance *inst, const uint8_t id[16], const uint8_t uid[32],
+                     bson_t *lsid, txn_state **out, mf_error *err)
+{
+    txn_state *s = *out = mfi_session_checkout(inst->txns, id, uid);
+    if (!s)
+        return mf_error_oom(err);
+    bson_init(lsid);
+    bson_append_binary(lsid, "id", 2, BSON_SUBTYPE_UUID, id, 16);
+    bson_append_binary(lsid, "uid", 3, BSON_SUBTYPE_BINARY, uid, 32);
+    if (s->loaded)
+        return 0;
+    bson_t key = BSON_INITIALIZER;
+    BSON_APPEND_DOCUMENT(&key, "_id", lsid);
+    int rc = mfi_session_load(inst, s, &key, err);
+    bson_destroy(&key);
+    return rc;
+}
+
 /* The hex of a UUID as mongod prints a session id. */
 void mfi_uuid_str(const uint8_t id[16], char out[37])
 {
@@ -244,19 +262,12 @@ int mfi_retry_begin(mf_cmd_ctx *ctx, const mf_cmd_def *def, const bson_t *cmd,
                             "retryable write commands. autocommit:false was not provided, and %s "
                             "is not a retryable write command.",
                             def->name);
-    txn_state *s = mfi_session_checkout(ctx->inst->txns, id, uid);
-    if (!s)
-        return mf_error_oom(err);
-    r->state = s;
-    bson_init(&r->lsid);
-    bson_append_binary(&r->lsid, "id", 2, BSON_SUBTYPE_UUID, id, 16);
-    bson_append_binary(&r->lsid, "uid", 3, BSON_SUBTYPE_BINARY, uid, 32);
+    int rc = mfi_session_open(ctx->inst, id, uid, &r->lsid, &r->state, err);
+    if (!r->state)
+        return rc;
+    txn_state *s = r->state;
     r->txn_number = txn_number;
     ctx->retry = r;
-    bson_t key = BSON_INITIALIZER;
-    BSON_APPEND_DOCUMENT(&key, "_id", &r->lsid);
-    int rc = s->loaded ? 0 : mfi_session_load(ctx->inst, s, &key, err);
-    bson_destroy(&key);
     if (rc)
         return rc;
     if (txn_number < s->txn_number) {

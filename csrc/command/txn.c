@@ -219,20 +219,13 @@ int mfi_txn_begin(mf_cmd_ctx *ctx, const mf_cmd_def *def, const bson_t *cmd,
     if ((rc = check_read_concern(cmd, start, err)) != 0)
         return rc;
 
-    txn_state *s = mfi_session_checkout(inst->txns, id, uid);
-    if (!s)
-        return mf_error_oom(err);
     memset(u, 0, sizeof *u);
-    u->state = s;
-    bson_init(&u->lsid);
-    bson_append_binary(&u->lsid, "id", 2, BSON_SUBTYPE_UUID, id, 16);
-    bson_append_binary(&u->lsid, "uid", 3, BSON_SUBTYPE_BINARY, uid, 32);
+    rc = mfi_session_open(inst, id, uid, &u->lsid, &u->state, err);
+    if (!u->state)
+        return rc;
+    txn_state *s = u->state;
     u->txn_number = txn_number;
     ctx->txn = u;
-    bson_t key = BSON_INITIALIZER;
-    BSON_APPEND_DOCUMENT(&key, "_id", &u->lsid);
-    rc = s->loaded ? 0 : mfi_session_load(inst, s, &key, err);
-    bson_destroy(&key);
     if (rc)
         return rc;
     mfi_uuid_str(id, sid);
