@@ -280,6 +280,67 @@ def test_outside_write_waits_for_the_holder(rs):
     assert out["i"]["writeErrors"][0]["code"] == 11000
 
 
+def test_a_collection_a_transaction_creates_is_not_there_for_others_until_commit(rs):
+    import threading
+    import time
+
+    def names():
+        return [d["name"] for d in rs.command("t", {"listCollections": 1})["cursor"]["firstBatch"]]
+
+    t = Txn(rs)
+    t.cmd("t", {"create": "fresh"})
+    t.cmd("t", {"insert": "fresh", "documents": [{"_id": 1}]})
+    assert "fresh" not in names()
+    for cmd in ({"listIndexes": "fresh"}, {"collMod": "fresh"},
+                {"dropIndexes": "fresh", "index": "*"}):
+        with pytest.raises(multifora.CommandError) as ei:
+            rs.command("t", cmd)
+        assert ei.value.code == 26
+    # reads, deletes and updates find it empty, as they would no collection
+    assert find(rs, coll="fresh") == []
+    assert rs.command("t", {"delete": "fresh", "deletes": [{"q": {}, "limit": 0}]})["n"] == 0
+    assert rs.command("t", {"update": "fresh", "updates": [
+        {"q": {"_id": 1}, "u": {"$set": {"x": 1}}}]})["n"] == 0
+    # another transaction writing it conflicts
+    other = Txn(rs, sid=lsid())
+    with pytest.raises(multifora.CommandError) as ei:
+        other.cmd("t", {"insert": "fresh", "documents": [{"_id": 2}]})
+    assert ei.value.code == 112 and "TransientTransactionError" in labels(ei.value)
+    # a write outside waits for the commit (maxTimeMS ends the wait)
+    with pytest.raises(multifora.CommandError) as ei:
+        rs.command("t", {"insert": "fresh", "documents": [{"_id": 3}], "maxTimeMS": 100})
+    assert ei.value.code == 50
+    out = {}
+    plain = threading.Thread(target=lambda: out.setdefault("r", rs.command("t", {
+        "insert": "fresh", "documents": [{"_id": 1}, {"_id": 4}], "ordered": False})))
+    plain.start()
+    time.sleep(0.3)
+    assert plain.is_alive()
+    t.commit()
+    plain.join(10)
+    # it ran against the committed collection: _id 1 is the transaction's
+    assert [e["code"] for e in out["r"]["writeErrors"]] == [11000]
+    assert "fresh" in names()
+    assert find(rs, coll="fresh") == [{"_id": 1}, {"_id": 4}]
+
+
+def test_a_waiting_write_after_an_abort_creates_the_collection_afresh(rs):
+    import threading
+    import time
+    t = Txn(rs)
+    t.cmd("t", {"insert": "gone", "documents": [{"_id": 1}]})
+    out = {}
+    plain = threading.Thread(target=lambda: out.setdefault("r", rs.command("t", {
+        "insert": "gone", "documents": [{"_id": 1}]})))
+    plain.start()
+    time.sleep(0.3)
+    assert plain.is_alive()
+    t.abort()
+    plain.join(10)
+    assert out["r"]["n"] == 1
+    assert find(rs, coll="gone") == [{"_id": 1}]
+
+
 def test_unique_keys(rs):
     rs.command("t", {"createIndexes": "c", "indexes": [{"key": {"u": 1}, "name": "u_1",
                                                            "unique": True}]})
@@ -749,6 +810,9 @@ def test_differential_against_the_model(rs, seed):
     live = {}  # name -> Txn
     numbers = iter(range(1, 10**6))
     ids = list(range(5))
+    # (the collection exists first: the model is of documents; one a
+    # transaction creates is another test's)
+    rs.command("t", {"create": "c"})
 
     def server_view(t):
         return {d["_id"]: d["v"] for d in t.cmd("t", {"find": "c", "filter": {}})["cursor"][

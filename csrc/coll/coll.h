@@ -442,6 +442,8 @@ void mf_cl_txn_bind(mf_cl_txn *t);
 mf_cl_txn *mf_cl_txn_bound(void);
 /* `t`'s read view for a scan (NULL for NULL). */
 const mf_read_view *mf_cl_txn_view(mf_cl_txn *t);
+/* `t`'s number, never reused (mf_cl_txns_wait waits for it). */
+uint64_t mf_cl_txn_id(const mf_cl_txn *t);
 /* Whether a write outside `t` took a record or key it holds. */
 bool mf_cl_txn_killed(mf_cl_txn *t);
 /* Whether `t` has written anything. */
@@ -475,7 +477,31 @@ uint64_t mf_cl_op_end(void);
  * past `deadline_us` (mf_clock_mono_us; 0: none).  No lock held. */
 int mf_cl_txns_wait(mf_cl_txns *m, uint64_t id, int64_t deadline_us, mf_error *err);
 int mf_cl_txns_written(mf_cl_txns *m, mf_coll *c, const mf_cl_indexes *ix, uint64_t rid,
-                       const bson_t *old_doc, const bson_t *new_doc, mf_error *err);
+                       const bson_t *old_doc, const bson_t *new_doc, uint64_t ts,
+                       mf_error *err);
+
+/* Reads at a cluster time (readConcern snapshot outside transactions).
+ * The history window: every write, logged at `ts` (oplog ts as secs << 32
+ * | inc; 0: not logged) keeps its before-image for `window_s` seconds
+ * (minSnapshotHistoryWindowInSeconds; 0: only while a snapshot is open),
+ * the oldest dropped first past about `budget` bytes; reads before
+ * `from_ts` (the clock at open: no history before it) are refused. */
+#define MF_CL_HISTORY_BUDGET ((size_t)64 << 20)
+void mf_cl_txns_set_history(mf_cl_txns *m, int64_t window_s, size_t budget, uint64_t from_ts);
+/* A snapshot at oplog ts `ts`: a read-only mf_cl_txn (bind it for the
+ * reads; end it with mf_cl_txn_abort) that sees exactly the writes logged
+ * at or before `ts`.  MF_SnapshotTooOld when the history before `ts` is no
+ * longer kept (older than the window, or dropped for the budget). */
+int mf_cl_snapshot_begin(mf_cl_txns *m, uint64_t ts, mf_cl_txn **out, mf_error *err);
+/* What the history keeps: versions, their bytes (roughly), the budget,
+ * and the oldest oplog ts a read may ask for. */
+typedef struct mf_cl_history {
+    size_t versions, bytes, budget;
+    uint64_t oldest;
+} mf_cl_history;
+void mf_cl_txns_history(mf_cl_txns *m, mf_cl_history *out);
+/* Whether `t` is such a snapshot (not a transaction). */
+bool mf_cl_txn_is_snapshot(const mf_cl_txn *t);
 /* transactionSizeLimitBytes: a write that takes a write set's documents
  * past `bytes` fails with TransactionTooLarge (257), and its statement
  * aborts the transaction.  Default: no limit, as mongod's. */

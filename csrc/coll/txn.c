@@ -74,35 +74,55 @@ static size_t *rmap_get(const rmap *m, mf_tree_id tree, uint64_t rid)
     }
 }
 
-static int rmap_put(rmap *m, mf_tree_id tree, uint64_t rid, size_t val)
+/* Double the table (rehashing every entry); -1 out of memory. */
+static int rmap_grow(rmap *m)
+{
+    size_t cap = m->cap ? 2 * m->cap : 64;
+    rslot *v = calloc(cap, sizeof *v);
+    if (!v)
+        return -1;
+    for (size_t i = 0; i < m->cap; i++) {
+        if (!m->v[i].used)
+            continue;
+        size_t h = rhash(m->v[i].tree, m->v[i].rid, cap);
+        while (v[h].used)
+            h = (h + 1) & (cap - 1);
+        v[h] = m->v[i];
+    }
+    free(m->v);
+    m->v = v;
+    m->cap = cap;
+    return 0;
+}
+
+/* The value of (tree, rid), entered with 0 when absent; NULL out of
+ * memory.  The map grows only for a new entry: a pointer another get
+ * gave stays good while that entry is only read or set. */
+static size_t *rmap_slot(rmap *m, mf_tree_id tree, uint64_t rid)
 {
     size_t *have = rmap_get(m, tree, rid);
-    if (have) {
-        *have = val;
-        return 0;
-    }
-    if ((m->n + 1) * 2 > m->cap) {
-        size_t cap = m->cap ? 2 * m->cap : 64;
-        rslot *v = calloc(cap, sizeof *v);
-        if (!v)
-            return -1;
-        for (size_t i = 0; i < m->cap; i++) {
-            if (!m->v[i].used)
-                continue;
-            size_t h = rhash(m->v[i].tree, m->v[i].rid, cap);
-            while (v[h].used)
-                h = (h + 1) & (cap - 1);
-            v[h] = m->v[i];
+    if (have)
+        return have;
+    if ((m->n + 1) * 2 > m->cap && rmap_grow(m) != 0)
+        return NULL;
+    for (size_t h = rhash(tree, rid, m->cap);; h = (h + 1) & (m->cap - 1)) {
+        rslot *s = &m->v[h];
+        if (!s->used) {
+            *s = (rslot){tree, rid, 0, true};
+            m->n++;
+            return &s->val;
         }
-        free(m->v);
-        m->v = v;
-        m->cap = cap;
+        if (s->tree == tree && s->rid == rid)
+            return &s->val;
     }
-    size_t h = rhash(tree, rid, m->cap);
-    while (m->v[h].used)
-        h = (h + 1) & (m->cap - 1);
-    m->v[h] = (rslot){tree, rid, val, true};
-    m->n++;
+}
+
+static int rmap_put(rmap *m, mf_tree_id tree, uint64_t rid, size_t val)
+{
+    size_t *slot = rmap_slot(m, tree, rid);
+    if (!slot)
+        return -1;
+    *slot = val;
     return 0;
 }
 
@@ -128,14 +148,23 @@ typedef struct wcoll {
 } wcoll;
 
 /* A before-image: the record as it was before write number `seq` (NULL:
- * absent), and the older version of the same record (-1: none). */
+ * absent), that write's oplog ts (0: it logged none), and the older
+ * version of the same record (-1: none). */
 typedef struct version {
     mf_tree_id tree;
     uint64_t rid;
     uint64_t seq;
-    bson_t *before;
+    uint64_t ts;
+    uint8_t *before;  /* the document's bytes (malloc'd), or NULL */
+    uint32_t blen;
     ptrdiff_t older;
 } version;
+
+/* `v`'s before-image as a document (borrowing its bytes); false: absent. */
+static bool version_doc(const version *v, bson_t *out)
+{
+    return v->before && bson_init_static(out, v->before, v->blen);
+}
 
 /* A unique key a transaction's write set holds. */
 typedef struct keylock {
@@ -154,6 +183,8 @@ struct mf_cl_txn {
     bson_t **retired;
     size_t nretired;
     uint64_t snap;        /* writes numbered above it are not seen */
+    uint64_t snap_ts;     /* a read at a cluster time (mf_cl_snapshot_begin):
+                             writes logged after it are not seen; 0: none */
     bool killed;          /* a write outside took what it holds */
     wrec *w;
     size_t nw, capw;
@@ -195,7 +226,21 @@ struct mf_cl_txns {
     keylock *keys;
     size_t nkeys, capkeys;
     rmap reserved;        /* (tree, 0) -> the largest RecordId a write set took */
+    /* The history window for reads at a cluster time: versions are kept
+     * without open transactions too, for `window_s` seconds and at most
+     * about `budget` bytes; a read before `history_from` (an oplog ts) may
+     * miss versions and is refused. */
+    bool history;
+    int64_t window_s;
+    size_t budget;
+    size_t vbytes;        /* what the versions kept take, roughly */
+    size_t gc_bytes;      /* past which a write collects (>= budget) */
+    uint64_t history_from;
 };
+
+/* What a version takes beyond its document: its entry, its map slot (the
+ * map is at most half full) and the copy's allocation. */
+#define VERSION_COST (sizeof(version) + 2 * sizeof(rslot) + 16)
 
 static _Thread_local mf_cl_txn *bound;
 
@@ -208,6 +253,7 @@ int mf_cl_txns_open(mf_cl_txns **out, mf_error *err)
     pthread_cond_init(&m->ended, NULL);
     m->gc_at = 1024;
     m->size_limit = INT64_MAX;
+    m->budget = m->gc_bytes = MF_CL_HISTORY_BUDGET;
     *out = m;
     return 0;
 }
@@ -215,9 +261,11 @@ int mf_cl_txns_open(mf_cl_txns **out, mf_error *err)
 /* Forget the versions and locks (mutex held; no transaction open). */
 static void forget_all(mf_cl_txns *m)
 {
-    for (size_t i = 0; i < m->nvers; i++)
-        if (m->vers[i].before)
-            bson_destroy(m->vers[i].before);
+    for (size_t i = 0; i < m->nvers; i++) {
+        if (m->vers[i].ts > m->history_from) /* reads before it lose what it kept */
+            m->history_from = m->vers[i].ts;
+        free(m->vers[i].before);
+    }
     free(m->vers);
     m->vers = NULL;
     m->nvers = m->capvers = 0;
@@ -237,6 +285,7 @@ static void forget_all(mf_cl_txns *m)
     rmap_clear(&m->vmap);
     rmap_clear(&m->locks);
     m->gc_at = 1024;
+    m->vbytes = 0;
 }
 
 static void free_retired(mf_cl_txn *t)
@@ -280,15 +329,23 @@ void mf_cl_txns_close(mf_cl_txns *m)
 
 /* -------------------------------------------------------------- views */
 
-/* The newest version of (tree, rid) numbered after `snap`'s oldest: the
- * before-image the snapshot sees.  NULL when the tree's is the one. */
+/* Whether `t`'s snapshot does not see the write that left version `v`:
+ * numbered after it, or, for a read at a cluster time, logged after it (a
+ * write that logged nothing is seen: no such read reads its collection). */
+static bool after_snapshot(const mf_cl_txn *t, const version *v)
+{
+    return t->snap_ts ? v->ts > t->snap_ts : v->seq > t->snap;
+}
+
+/* The oldest version of (tree, rid) `t`'s snapshot does not see: the
+ * before-image it reads.  NULL when the tree's is the one. */
 static const version *visible_version(const mf_cl_txns *m, mf_tree_id tree, uint64_t rid,
-                                      uint64_t snap)
+                                      const mf_cl_txn *t)
 {
     size_t *head = rmap_get(&m->vmap, tree, rid);
     const version *seen = NULL;
     for (ptrdiff_t i = head ? (ptrdiff_t)*head - 1 : -1; i >= 0; i = m->vers[i].older) {
-        if (m->vers[i].seq <= snap)
+        if (!after_snapshot(t, &m->vers[i]))
             break;
         seen = &m->vers[i];
     }
@@ -306,7 +363,7 @@ static bool view_hides(void *arg, const mf_coll *c, uint64_t rid)
     mf_cl_txn *t = arg;
     mf_tree_id tree = mf_coll_records(c);
     pthread_mutex_lock(&t->m->mu);
-    bool hidden = wfind(t, tree, rid) || visible_version(t->m, tree, rid, t->snap);
+    bool hidden = wfind(t, tree, rid) || visible_version(t->m, tree, rid, t);
     pthread_mutex_unlock(&t->m->mu);
     return hidden;
 }
@@ -327,9 +384,10 @@ static int view_extras(void *arg, const mf_coll *c,
         const rslot *s = &m->vmap.v[i];
         if (!s->used || s->tree != tree || wfind(t, tree, s->rid))
             continue;
-        const version *v = visible_version(m, tree, s->rid, t->snap);
-        if (v && v->before)
-            rc = add(to, s->rid, v->before, err);
+        const version *v = visible_version(m, tree, s->rid, t);
+        bson_t before;
+        if (v && version_doc(v, &before))
+            rc = add(to, s->rid, &before, err);
     }
     pthread_mutex_unlock(&m->mu);
     return rc;
@@ -337,7 +395,24 @@ static int view_extras(void *arg, const mf_coll *c,
 
 /* ------------------------------------------------------------ lifetime */
 
-int mf_cl_txn_begin(mf_cl_txns *m, mf_cl_txn **out, mf_error *err)
+/* The window's start as an oplog ts (mutex held). */
+static uint64_t window_start(const mf_cl_txns *m)
+{
+    int64_t start = mf_clock_wall_ms() / 1000 - m->window_s;
+    return start > 0 ? (uint64_t)start << 32 : 0;
+}
+
+/* The oldest oplog ts a read may ask for (mutex held): neither older than
+ * the window nor before what was dropped. */
+static uint64_t oldest_readable(const mf_cl_txns *m)
+{
+    uint64_t start = window_start(m);
+    return m->history_from > start ? m->history_from : start;
+}
+
+/* A snapshot: now's (`snap_ts` 0: a transaction's), or at oplog ts
+ * `snap_ts`, when the history since then is still whole. */
+static int snapshot_open(mf_cl_txns *m, uint64_t snap_ts, mf_cl_txn **out, mf_error *err)
 {
     mf_cl_txn *t = calloc(1, sizeof *t);
     if (!t)
@@ -345,14 +420,60 @@ int mf_cl_txn_begin(mf_cl_txns *m, mf_cl_txn **out, mf_error *err)
     t->m = m;
     t->view = (mf_read_view){.hides = view_hides, .extras = view_extras, .arg = t};
     pthread_mutex_lock(&m->mu);
+    if (snap_ts && snap_ts < oldest_readable(m)) {
+        pthread_mutex_unlock(&m->mu);
+        free(t);
+        return mf_error_set(err, MF_SnapshotTooOld,
+                            "Read timestamp Timestamp(%u, %u) is older than the oldest "
+                            "available timestamp.",
+                            (unsigned)(snap_ts >> 32), (unsigned)(snap_ts & 0xffffffffu));
+    }
     m->open++;
     t->id = ++m->next_id;
     t->snap = m->seq;
+    t->snap_ts = snap_ts;
     t->next = m->list;
     m->list = t;
     pthread_mutex_unlock(&m->mu);
     *out = t;
     return 0;
+}
+
+int mf_cl_txn_begin(mf_cl_txns *m, mf_cl_txn **out, mf_error *err)
+{
+    return snapshot_open(m, 0, out, err);
+}
+
+int mf_cl_snapshot_begin(mf_cl_txns *m, uint64_t ts, mf_cl_txn **out, mf_error *err)
+{
+    return snapshot_open(m, ts ? ts : 1, out, err);
+}
+
+void mf_cl_txns_history(mf_cl_txns *m, mf_cl_history *out)
+{
+    pthread_mutex_lock(&m->mu);
+    *out = (mf_cl_history){m->nvers, m->vbytes, m->budget, oldest_readable(m)};
+    pthread_mutex_unlock(&m->mu);
+}
+
+bool mf_cl_txn_is_snapshot(const mf_cl_txn *t)
+{
+    return t && t->snap_ts != 0;
+}
+
+void mf_cl_txns_set_history(mf_cl_txns *m, int64_t window_s, size_t budget, uint64_t from_ts)
+{
+    if (!m)
+        return;
+    pthread_mutex_lock(&m->mu);
+    m->window_s = window_s;
+    m->budget = m->gc_bytes = budget;
+    m->history = window_s > 0;
+    if (from_ts > m->history_from)
+        m->history_from = from_ts;
+    if (!m->history && m->open == 0)
+        forget_all(m); /* (what was kept for the window) */
+    pthread_mutex_unlock(&m->mu);
 }
 
 /* Drop the versions and key notes no open snapshot needs: those numbered
@@ -363,21 +484,56 @@ int mf_cl_txn_begin(mf_cl_txns *m, mf_cl_txn **out, mf_error *err)
  * end at once stays bounded by what their lifetimes saw. */
 static void kvslot_rebuild(mf_cl_txns *m);
 
+/* The oplog ts before which the history window keeps no version: the
+ * window's start, or later where the budget needs it (mutex held). */
+static size_t version_bytes(const version *v)
+{
+    return VERSION_COST + v->blen;
+}
+
+static uint64_t history_cut(const mf_cl_txns *m)
+{
+    if (!m->history)
+        return UINT64_MAX;
+    uint64_t cut = window_start(m);
+    if (m->vbytes <= m->budget)
+        return cut;
+    /* past the budget the oldest versions go until half of it is left
+     * (the array is in number order, near enough to ts order for a cut) */
+    size_t bytes = m->vbytes;
+    for (size_t i = 0; i < m->nvers && bytes > m->budget / 2; i++) {
+        bytes -= version_bytes(&m->vers[i]);
+        if (m->vers[i].ts > cut)
+            cut = m->vers[i].ts;
+    }
+    return cut;
+}
+
 static void collect(mf_cl_txns *m)
 {
-    uint64_t oldest = UINT64_MAX;
-    for (const mf_cl_txn *t = m->list; t; t = t->next)
-        if (t->snap < oldest)
+    /* what the open snapshots need: the versions numbered after the
+     * oldest transaction's, and those logged after the oldest read's at a
+     * cluster time; and what the history window keeps */
+    uint64_t oldest = UINT64_MAX, oldest_ts = UINT64_MAX;
+    for (const mf_cl_txn *t = m->list; t; t = t->next) {
+        if (t->snap_ts && t->snap_ts < oldest_ts)
+            oldest_ts = t->snap_ts;
+        else if (!t->snap_ts && t->snap < oldest)
             oldest = t->snap;
+    }
+    uint64_t cut = history_cut(m);
+    if (cut > oldest_ts)
+        cut = oldest_ts;
     /* the kept versions into a new array and map; out of memory, nothing
      * changes (the next end tries again) */
     rmap fresh = {0};
     version *nv = malloc((m->nvers ? m->nvers : 1) * sizeof *nv);
-    size_t k = 0;
+    size_t k = 0, kept_bytes = 0;
     for (size_t i = 0; nv && i < m->nvers; i++) {
         version v = m->vers[i];
-        if (v.seq <= oldest)
+        if (v.seq <= oldest && v.ts <= cut)
             continue;
+        kept_bytes += version_bytes(&v);
         size_t *head = rmap_get(&fresh, v.tree, v.rid);
         v.older = head ? (ptrdiff_t)*head - 1 : -1;
         if (rmap_put(&fresh, v.tree, v.rid, k + 1) != 0) {
@@ -392,12 +548,18 @@ static void collect(mf_cl_txns *m)
         m->gc_at = 2 * m->gc_at;
         return;
     }
-    for (size_t i = 0; i < m->nvers; i++)
-        if (m->vers[i].seq <= oldest && m->vers[i].before)
-            bson_destroy(m->vers[i].before);
+    for (size_t i = 0; i < m->nvers; i++) {
+        version *v = &m->vers[i];
+        if (v->seq > oldest || v->ts > cut)
+            continue;
+        if (v->ts > m->history_from) /* reads before it lose what it kept */
+            m->history_from = v->ts;
+        free(v->before);
+    }
     free(m->vers);
     m->vers = nv;
     m->nvers = k;
+    m->vbytes = kept_bytes;
     m->capvers = m->nvers ? m->nvers : 1;
     rmap_clear(&m->vmap);
     m->vmap = fresh;
@@ -423,6 +585,9 @@ static void collect(mf_cl_txns *m)
         rmap_clear(&locks);
     }
     m->gc_at = 2 * (m->nvers + m->nkvers + m->locks.n) + 1024;
+    /* (what open snapshots pin may keep it past the budget: collect again
+     * when that has doubled, not at every write) */
+    m->gc_bytes = 2 * m->vbytes > m->budget ? 2 * m->vbytes : m->budget;
 }
 
 /* Release what `t` holds and free it (mutex held). */
@@ -448,7 +613,7 @@ static void end_locked(mf_cl_txn *t)
             break;
         }
     pthread_cond_broadcast(&m->ended);
-    if (--m->open == 0)
+    if (--m->open == 0 && !m->history)
         forget_all(m);
     else if (m->nvers + m->nkvers + m->locks.n > m->gc_at)
         collect(m);
@@ -489,21 +654,20 @@ int mf_cl_read_record(mf_engine *e, mf_coll *c, uint64_t rid, bson_t *doc, bool 
     mf_cl_txn *t = bound;
     if (t && strncmp(mf_coll_name(c), "local.", 6) != 0) {
         mf_tree_id tree = mf_coll_records(c);
-        const bson_t *d = NULL;
         bool mine = false;
         pthread_mutex_lock(&t->m->mu);
         const wrec *r = wfind(t, tree, rid);
-        const version *v = r ? NULL : visible_version(t->m, tree, rid, t->snap);
-        if (r || v) {
+        const version *v = r ? NULL : visible_version(t->m, tree, rid, t);
+        if (r) {
             mine = true;
-            d = r ? r->doc : v->before;
+            *found = r->doc && bson_init_static(doc, bson_get_data(r->doc), r->doc->len);
+        } else if (v) {
+            mine = true;
+            *found = version_doc(v, doc);
         }
         pthread_mutex_unlock(&t->m->mu);
-        if (mine) {
-            /* (the copies stay while the statement runs: retired, not freed) */
-            *found = d && bson_init_static(doc, bson_get_data(d), d->len);
+        if (mine) /* (the copies stay while the statement runs: retired or kept) */
             return 0;
-        }
     }
     uint8_t k[8];
     const uint8_t *v;
@@ -524,6 +688,11 @@ mf_cl_txn *mf_cl_txn_bound(void)
 const mf_read_view *mf_cl_txn_view(mf_cl_txn *t)
 {
     return t ? &t->view : NULL;
+}
+
+uint64_t mf_cl_txn_id(const mf_cl_txn *t)
+{
+    return t->id;
 }
 
 bool mf_cl_txn_killed(mf_cl_txn *t)
@@ -554,8 +723,9 @@ uint64_t mf_cl_txns_first_free(mf_cl_txns *m, const mf_coll *c, uint64_t next)
 }
 
 /* Keep the before-image `old` (NULL: absent) of (tree, rid) under write
- * number `seq` (mutex held; a transaction is open). */
-static int keep_version(mf_cl_txns *m, mf_tree_id tree, uint64_t rid, uint64_t seq,
+ * number `seq`, logged at `ts` (mutex held; a snapshot is open or the
+ * history window is kept). */
+static int keep_version(mf_cl_txns *m, mf_tree_id tree, uint64_t rid, uint64_t seq, uint64_t ts,
                         const bson_t *old, mf_error *err)
 {
     if (m->nvers == m->capvers) {
@@ -569,19 +739,25 @@ static int keep_version(mf_cl_txns *m, mf_tree_id tree, uint64_t rid, uint64_t s
     /* a RecordId with versions is not handed out again while they are
      * kept (mf_cl_txns_first_free): a new record there would hide, in a
      * write set, the version an older snapshot sees at that RecordId */
-    size_t *res = rmap_get(&m->reserved, tree, 0);
-    if ((!res || *res < rid) && rmap_put(&m->reserved, tree, 0, rid) != 0)
+    size_t *res = rmap_slot(&m->reserved, tree, 0);
+    if (!res)
         return mf_error_oom(err);
-    bson_t *copy = old ? bson_copy(old) : NULL;
+    if (*res < rid)
+        *res = rid;
+    uint8_t *copy = old ? malloc(old->len) : NULL;
     if (old && !copy)
         return mf_error_oom(err);
-    size_t *head = rmap_get(&m->vmap, tree, rid);
-    m->vers[m->nvers] = (version){tree, rid, seq, copy, head ? (ptrdiff_t)*head - 1 : -1};
-    if (rmap_put(&m->vmap, tree, rid, m->nvers + 1) != 0) {
-        if (copy)
-            bson_destroy(copy);
+    if (copy)
+        memcpy(copy, bson_get_data(old), old->len);
+    size_t *head = rmap_slot(&m->vmap, tree, rid);
+    if (!head) {
+        free(copy);
         return mf_error_oom(err);
     }
+    m->vers[m->nvers] = (version){tree, rid, seq, ts, copy, old ? old->len : 0,
+                                  (ptrdiff_t)*head - 1};
+    *head = m->nvers + 1;
+    m->vbytes += version_bytes(&m->vers[m->nvers]);
     m->nvers++;
     return 0;
 }
@@ -850,7 +1026,7 @@ static int check_unique(mf_cl_txn *t, mf_engine *e, mf_coll *c, const mf_index_d
             goto duplicate;
         return 0;
     }
-    if (visible_version(m, mf_coll_records(c), other, t->snap))
+    if (visible_version(m, mf_coll_records(c), other, t))
         return write_conflict(err); /* written after the snapshot */
     /* fall through: the snapshot's document has the key */
 duplicate:
@@ -899,7 +1075,7 @@ int mf_cl_txn_stage(mf_cl_txn *t, mf_engine *e, mf_coll *c, mf_cl_indexes *ix, u
      * had -- it conflicts through its unique keys only) */
     size_t *owner = rmap_get(&m->locks, tree, rid);
     if ((owner && *owner && *owner != (size_t)t && !((mf_cl_txn *)*owner)->killed) ||
-        (old_doc && !wfind(t, tree, rid) && visible_version(m, tree, rid, t->snap))) {
+        (old_doc && !wfind(t, tree, rid) && visible_version(m, tree, rid, t))) {
         rc = write_conflict(err);
         goto out;
     }
@@ -1094,8 +1270,29 @@ int mf_cl_txns_wait(mf_cl_txns *m, uint64_t id, int64_t deadline_us, mf_error *e
     return 0;
 }
 
+/* Whether a write should collect (mutex held): past the byte budget, or
+ * what is kept has doubled -- without transactions only when the window
+ * lets its oldest version go (nothing else would be dropped). */
+static bool collect_due(const mf_cl_txns *m)
+{
+    if (m->vbytes > m->gc_bytes)
+        return true;
+    if (m->nvers + m->nkvers + m->locks.n <= m->gc_at)
+        return false;
+    return m->open || (m->nvers && m->vers[0].ts < window_start(m));
+}
+
+/* A write logged at `ts` kept no version (mutex held): reads before it
+ * cannot be served. */
+static void history_lost(mf_cl_txns *m, uint64_t ts)
+{
+    if (ts > m->history_from)
+        m->history_from = ts;
+}
+
 int mf_cl_txns_written(mf_cl_txns *m, mf_coll *c, const mf_cl_indexes *ix, uint64_t rid,
-                       const bson_t *old_doc, const bson_t *new_doc, mf_error *err)
+                       const bson_t *old_doc, const bson_t *new_doc, uint64_t ts,
+                       mf_error *err)
 {
     if (!m)
         return 0;
@@ -1103,10 +1300,14 @@ int mf_cl_txns_written(mf_cl_txns *m, mf_coll *c, const mf_cl_indexes *ix, uint6
     op.writes++;
     pthread_mutex_lock(&m->mu);
     uint64_t seq = ++m->seq;
-    if (m->open)
-        rc = keep_version(m, mf_coll_records(c), rid, seq, old_doc, err);
+    if (m->open || m->history)
+        rc = keep_version(m, mf_coll_records(c), rid, seq, ts, old_doc, err);
     if (rc == 0 && m->open)
         rc = note_key_changes(m, ix, old_doc, new_doc, seq, err);
+    if (rc || !(m->open || m->history))
+        history_lost(m, ts);
+    else if (collect_due(m))
+        collect(m);
     pthread_mutex_unlock(&m->mu);
     return rc;
 }
@@ -1202,10 +1403,12 @@ int mf_cl_txn_commit(mf_cl_txn *t, mf_engine *e, mf_cl_log *lg, mf_lsn *lsn, mf_
     if (rc == 0) {
         pthread_mutex_lock(&m->mu);
         uint64_t seq = ++m->seq;
-        for (size_t i = 0; rc == 0 && i < t->nw && m->open > 1; i++) {
-            rc = keep_version(m, t->colls[t->w[i].coll].tree, t->w[i].rid, seq,
+        uint64_t ts = (uint64_t)lg->op_time.secs << 32 | lg->op_time.inc;
+        bool keep = m->open > 1 || m->history;
+        for (size_t i = 0; rc == 0 && i < t->nw && keep; i++) {
+            rc = keep_version(m, t->colls[t->w[i].coll].tree, t->w[i].rid, seq, ts,
                               had[i] ? &olds[i] : NULL, err);
-            if (rc == 0)
+            if (rc == 0 && m->open > 1)
                 rc = note_key_changes(m, &ixs[t->w[i].coll], had[i] ? &olds[i] : NULL,
                                       t->w[i].doc, seq, err);
         }
@@ -1218,8 +1421,9 @@ int mf_cl_txn_commit(mf_cl_txn *t, mf_engine *e, mf_cl_log *lg, mf_lsn *lsn, mf_
                                &(mf_buf){.data = m->keys[i].key, .len = m->keys[i].klen}, seq,
                                err);
         pthread_mutex_unlock(&m->mu);
-        if (rc) /* committed: only what older snapshots see is lost */
-            rc = 0;
+        if (rc || !keep) /* committed: only what older snapshots see is lost */
+            history_lost(m, ts);
+        rc = 0;
     }
 unlock:
     for (size_t i = 0; i < nc; i++) {

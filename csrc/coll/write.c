@@ -368,7 +368,8 @@ int mf_cl_write_doc_log(mf_engine *e, mf_coll *c, mf_cl_indexes *ix, uint64_t ri
     int rc = doc_ops(&b, e, c, ix, rid, old_doc, new_doc, dup, &ins, &del, err);
     if (rc == 0)
         rc = mf_cl_txns_claim(txns, c, ix, rid, old_doc, new_doc, err);
-    if (rc == 0 && lg && lg->oplog && replicated(c))
+    bool logged = lg && lg->oplog && replicated(c);
+    if (rc == 0 && logged)
         /* the entry goes in the same engine write: the document is there
          * after a crash exactly when its entry is */
         rc = logged_write(&b, e, c, old_doc, new_doc, lsn, lg, err);
@@ -380,7 +381,8 @@ int mf_cl_write_doc_log(mf_engine *e, mf_coll *c, mf_cl_indexes *ix, uint64_t ri
         /* its number, and the version older snapshots see (txn.c); a
          * failure loses only that version: the write is done */
         mf_error verr;
-        (void)mf_cl_txns_written(txns, c, ix, rid, old_doc, new_doc, &verr);
+        uint64_t ts = logged ? (uint64_t)lg->op_time.secs << 32 | lg->op_time.inc : 0;
+        (void)mf_cl_txns_written(txns, c, ix, rid, old_doc, new_doc, ts, &verr);
     }
     opbuf_free(&b);
     return rc;

@@ -81,6 +81,8 @@ typedef enum {
     P_SESSION_REFRESH, /* logicalSessionRefreshMillis (int, startup) */
     P_TXN_LIFETIME,    /* transactionLifetimeLimitSeconds (int) */
     P_TXN_SIZE,        /* transactionSizeLimitBytes (long) */
+    P_SNAP_WINDOW,     /* minSnapshotHistoryWindowInSeconds (int) */
+    P_SNAP_BYTES,      /* multiforaSnapshotHistoryMaxBytes (long): ours */
 } param_kind;
 
 /* Sorted by name, as mongod lists them.  `runtime`/`startup` feed
@@ -104,6 +106,8 @@ static const struct param {
     {"logicalSessionRefreshMillis", P_SESSION_REFRESH, 0, false, true},
     {"maxBSONDepth", P_INT, MF_BSON_MAX_DEPTH, false, true},
     {"maxIndexBuildMemoryUsageMegabytes", P_INDEX_BUILD_MEM, 0, true, true},
+    {"minSnapshotHistoryWindowInSeconds", P_SNAP_WINDOW, 0, true, true},
+    {"multiforaSnapshotHistoryMaxBytes", P_SNAP_BYTES, 0, true, true},
     {"notablescan", P_BOOL, 0, true, true},
     {"quiet", P_BOOL, 0, true, true},
     {"requireApiVersion", P_BOOL, 0, true, true},
@@ -173,6 +177,12 @@ static void param_value(mf_instance *inst, const struct param *p, bson_t *out,
         break;
     case P_TXN_SIZE:
         bson_append_int64(out, key, -1, atomic_load(&inst->txn_size_limit));
+        break;
+    case P_SNAP_WINDOW:
+        bson_append_int32(out, key, -1, (int32_t)atomic_load(&inst->snap_window_s));
+        break;
+    case P_SNAP_BYTES:
+        bson_append_int64(out, key, -1, atomic_load(&inst->snap_budget));
         break;
     case P_CURSOR_TIMEOUT:
         pthread_mutex_lock(&inst->cursors_mu);
@@ -247,8 +257,9 @@ int mfi_cmd_get_parameter(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_
 /* ------------------------------------------------------------- setParameter */
 
 /* setParameter: of the runtime parameters, cursorTimeoutMillis, the
- * memory limits, transactionLifetimeLimitSeconds and
- * transactionSizeLimitBytes can be set; the others
+ * memory limits, transactionLifetimeLimitSeconds,
+ * transactionSizeLimitBytes, minSnapshotHistoryWindowInSeconds and the
+ * history's budget (multiforaSnapshotHistoryMaxBytes) can be set; the others
  * are reported as not settable here rather than pretending. */
 int mfi_cmd_set_parameter(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_error *err)
 {
@@ -274,7 +285,8 @@ int mfi_cmd_set_parameter(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_
         bool is_mem = p->kind == P_GROUP_MEM || p->kind == P_SORT_MEM ||
                       p->kind == P_BAUTO_MEM || p->kind == P_WINDOW_MEM;
         if (p->kind != P_CURSOR_TIMEOUT && p->kind != P_INDEX_BUILD_MEM &&
-            p->kind != P_TXN_LIFETIME && p->kind != P_TXN_SIZE && !is_mem)
+            p->kind != P_TXN_LIFETIME && p->kind != P_TXN_SIZE && p->kind != P_SNAP_WINDOW &&
+            p->kind != P_SNAP_BYTES && !is_mem)
             return mf_error_set(err, MF_IllegalOperation,
                                 "Setting parameter %s is not supported by this server", k);
         int64_t v;
@@ -296,6 +308,11 @@ int mfi_cmd_set_parameter(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_
             return mf_error_set(err, MF_BadValue,
                                 "Invalid value for parameter %s: %lld is not greater than or "
                                 "equal to 1", k, (long long)v);
+        if ((p->kind == P_SNAP_WINDOW && (v < 0 || v > INT32_MAX)) ||
+            (p->kind == P_SNAP_BYTES && v < 1))
+            return mf_error_set(err, MF_BadValue,
+                                "Invalid value for parameter %s: %lld is not greater than or "
+                                "equal to %d", k, (long long)v, p->kind == P_SNAP_BYTES);
         if (p->kind == P_TXN_SIZE && v < 1)
             return mf_error_set(err, MF_BadValue,
                                 "Invalid value for parameter %s: %lld is not greater than or "
@@ -304,6 +321,11 @@ int mfi_cmd_set_parameter(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_
         if (p->kind == P_TXN_SIZE) {
             atomic_store(&ctx->inst->txn_size_limit, v);
             mf_cl_txns_set_size_limit(ctx->inst->cl.txns, v);
+        } else if (p->kind == P_SNAP_WINDOW || p->kind == P_SNAP_BYTES) {
+            atomic_store(p->kind == P_SNAP_WINDOW ? &ctx->inst->snap_window_s
+                                                  : &ctx->inst->snap_budget, v);
+            mf_cl_txns_set_history(ctx->inst->cl.txns, atomic_load(&ctx->inst->snap_window_s),
+                                   (size_t)atomic_load(&ctx->inst->snap_budget), 0);
         } else if (p->kind == P_TXN_LIFETIME) {
             atomic_store(&ctx->inst->txn_lifetime_s, v);
         } else if (p->kind == P_GROUP_MEM) {

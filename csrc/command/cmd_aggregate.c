@@ -285,6 +285,8 @@ void mfi_agg_env_init(mf_instance *inst)
     atomic_store(&inst->agg_window_max_bytes, MF_AGG_DEFAULT_MEMORY_LIMIT);
     atomic_store(&inst->txn_lifetime_s, 60); /* (not aggregation's: set with the others) */
     atomic_store(&inst->txn_size_limit, INT64_MAX);
+    atomic_store(&inst->snap_window_s, 300);
+    atomic_store(&inst->snap_budget, (int64_t)MF_CL_HISTORY_BUDGET);
 }
 
 /* ------------------------------------------------------------ aggregate */
@@ -491,6 +493,18 @@ int mfi_aggregate_run(mf_cmd_ctx *ctx, const bson_t *cmd, int explain, bson_t *r
     mf_collator_unref(collation); /* the pipeline holds its own reference */
     if (rc)
         return rc;
+    /* $out and $merge write: not at a snapshot, and not with
+     * linearizable (mongod's writer stages' supportsReadConcern) */
+    const char *level = mfi_read_concern_level(cmd);
+    if (mf_pipeline_writes(p) && !ctx->txn &&
+        (strcmp(level, "linearizable") == 0 || strcmp(level, "snapshot") == 0)) {
+        mf_pipeline_free(p);
+        return mf_error_set(err, MF_InvalidOptions,
+                            "Command aggregate does not support { readConcern: { level: \"%s\", "
+                            "provenance: \"clientSupplied\" } } :: caused by :: $out and $merge "
+                            "cannot be used with a '%s' read concern level",
+                            level, level);
+    }
     if (a.explain && explain > 1 && mf_pipeline_writes(p)) {
         /* explain must not write: mongod refuses execution statistics of
          * a $out or $merge (51029 / 51184) */

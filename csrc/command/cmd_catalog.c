@@ -197,6 +197,8 @@ int mfi_cmd_list_collections(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply,
     for (size_t i = 0; i < l.n; i++) {
         mf_coll *c = l.v[i];
         const char *coll = mf_coll_name(c) + l.dblen + 1;
+        if (mfi_txn_pending(ctx, mf_coll_name(c)))
+            continue; /* another transaction's, not yet committed */
         const uint8_t *ob;
         size_t olen;
         bson_t meta, entry, sub, idx;

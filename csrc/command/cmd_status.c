@@ -127,6 +127,19 @@ int mfi_cmd_server_status(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply,
         BSON_APPEND_INT64(&log, "bytesStored", (int64_t)st.wal.bytes_stored);
         bson_append_document_end(&d, &log);
         BSON_APPEND_INT64(&d, "checkpoints", (int64_t)st.checkpoints);
+        if (ctx->inst->cl.txns) {
+            /* the versions snapshots read (coll/txn.c) */
+            mf_cl_history h;
+            bson_t hd;
+            mf_cl_txns_history(ctx->inst->cl.txns, &h);
+            BSON_APPEND_DOCUMENT_BEGIN(&d, "snapshotHistory", &hd);
+            BSON_APPEND_INT64(&hd, "versions", (int64_t)h.versions);
+            BSON_APPEND_INT64(&hd, "bytes", (int64_t)h.bytes);
+            BSON_APPEND_INT64(&hd, "maxBytes", (int64_t)h.budget);
+            BSON_APPEND_TIMESTAMP(&hd, "oldestTimestamp", (uint32_t)(h.oldest >> 32),
+                                  (uint32_t)h.oldest);
+            bson_append_document_end(&d, &hd);
+        }
         bson_append_document_end(reply, &d);
     }
     return 0;

@@ -71,6 +71,10 @@ struct mf_instance {
     atomic_int_fast64_t agg_group_max_bytes, agg_sort_max_bytes;
     atomic_int_fast64_t txn_lifetime_s; /* transactionLifetimeLimitSeconds (txn.c) */
     atomic_int_fast64_t txn_size_limit; /* transactionSizeLimitBytes (coll/txn.c enforces) */
+    /* minSnapshotHistoryWindowInSeconds and the history's byte budget
+     * (coll/txn.c keeps the history) */
+    atomic_int_fast64_t snap_window_s;
+    atomic_int_fast64_t snap_budget;
     /* internalDocumentSourceBucketAutoMaxMemoryBytes and
      * internalDocumentSourceSetWindowFieldsMaxMemoryBytes */
     atomic_int_fast64_t agg_bucket_auto_max_bytes, agg_window_max_bytes;
@@ -149,6 +153,11 @@ typedef struct mf_cmd_ctx {
     /* A statement of a multi-document transaction (txn.c), or NULL;
      * `txn_buf` holds it for the command's run. */
     struct mfi_txn_use *txn;
+    /* A read at a snapshot outside transactions (readConcern snapshot on
+     * find, aggregate or distinct in a replica set): at oplog ts
+     * `snap_at` (secs << 32 | inc); the dispatcher opens and binds it. */
+    bool snap_read;
+    uint64_t snap_at;
     struct mfi_txn_use {
         struct txn_state *state; /* the session's, checked out */
         bson_t lsid;             /* {id, uid} */
@@ -267,6 +276,15 @@ struct mfi_txn_table {
     pthread_cond_t cond; /* a session was checked in */
     txn_state *list;
     size_t n, n_at_prune;
+    /* The collections open transactions created, invisible to the
+     * others until the commit (txn.c; under `pmu`, taken after `mu`). */
+    pthread_mutex_t pmu;
+    struct mfi_pending {
+        char *ns;
+        uint64_t txn_id;     /* mf_cl_txn_id of the creator */
+        const txn_state *by;
+    } *pending;
+    size_t npending;
 };
 
 int mfi_txn_table_open(mf_instance *inst, mf_error *err);
@@ -334,11 +352,30 @@ void mfi_txn_end(mf_cmd_ctx *ctx);
 void mfi_txn_unstart(mf_cmd_ctx *ctx);
 /* A collection the running transaction created (dropped if it aborts). */
 void mfi_txn_note_created(mf_cmd_ctx *ctx, const char *ns);
+/* Before the handler: a collection another open transaction created is
+ * not there yet for this command -- what would create or drop it (insert,
+ * an upsert, create, createIndexes, drop) waits outside transactions for
+ * that transaction to end (maxTimeMS bounds it) and is WriteConflict (112)
+ * inside another one; collMod, dropIndexes and listIndexes are
+ * NamespaceNotFound (26); reads, deletes and updates find it empty, as
+ * they would find no collection. */
+int mfi_txn_pending_check(mf_cmd_ctx *ctx, const mf_cmd_def *def, const bson_t *cmd,
+                          mf_error *err);
+/* The transaction (mf_cl_txn_id) that created `ns` and has not ended,
+ * when it is not the running command's own; 0: none.  listCollections
+ * leaves such collections out. */
+uint64_t mfi_txn_pending(mf_cmd_ctx *ctx, const char *ns);
 /* Whether `ns` may take new indexes: outside a transaction always, inside
  * only when the transaction created it. */
 bool mfi_txn_created(const mf_cmd_ctx *ctx, const char *ns);
 /* Abort the transactions past transactionLifetimeLimitSeconds. */
 void mfi_txn_reap(mf_instance *inst);
+/* A snapshot read outside transactions (the dispatcher): hold `snap` for
+ * the running command, bound to its thread; a cursor the command leaves
+ * open takes it (mfi_cursor_register), or the release ends it. */
+void mfi_snapshot_hold(mf_cl_txn *snap);
+mf_cl_txn *mfi_snapshot_take(void);
+void mfi_snapshot_release(void);
 /* killSessions / killAllSessions: the transactions of those users (all)
  * are aborted. */
 void mfi_txn_kill(mf_instance *inst, const uint8_t (*uids)[32], size_t nuids, bool all);
@@ -379,15 +416,19 @@ int mfi_api_check_pipeline(const mfi_api_params *api, const bson_t *pipeline, mf
 /* The command's readConcern, parsed as mongod's ReadConcernArgs::parse
  * parses it for every command (FailedToParse 9 for an unknown level or a
  * non-object, TypeMismatch 14, InvalidOptions 72 for an unknown field or a
- * bad combination); then, for the commands that take a read concern (find,
- * aggregate, count, distinct), one a standalone cannot satisfy, refused as
- * mongod's waitForReadConcern refuses it: level "snapshot" or
- * "linearizable" and afterOpTime are NotAReplicaSet (123),
- * afterClusterTime and atClusterTime IllegalOperation (20).  A replica
- * set of one satisfies them all, but level "snapshot" outside a
- * transaction (NotImplemented 238, until snapshot reads are built). */
-int mfi_read_concern_check(const mf_cmd_ctx *ctx, const mf_cmd_def *def, const bson_t *cmd,
+ * bad combination); then, outside transactions, a level the command does
+ * not support (InvalidOptions 72: only find, aggregate, count and
+ * distinct take more than "local", count not "snapshot"); then, for those
+ * four, one a standalone cannot satisfy, refused as mongod's
+ * waitForReadConcern refuses it: level "snapshot" or "linearizable" and
+ * afterOpTime are NotAReplicaSet (123), afterClusterTime and
+ * atClusterTime IllegalOperation (20).  A replica set of one satisfies
+ * them all but an atClusterTime past its clock (72); level "snapshot" on
+ * find, aggregate or distinct sets ctx->snap_read and snap_at. */
+int mfi_read_concern_check(mf_cmd_ctx *ctx, const mf_cmd_def *def, const bson_t *cmd,
                            mf_error *err);
+/* The level of `cmd`'s readConcern ("" when none or not valid). */
+const char *mfi_read_concern_level(const bson_t *cmd);
 /* mongod's test commands for API versions (testVersion2, ...): reply with
  * the API parameters the command was sent with. */
 
@@ -701,6 +742,9 @@ struct mfi_cursor {
      * transaction's view; NULL: none) and its number */
     const void *txn;
     int64_t txn_number;
+    /* owns: the snapshot a snapshot read outside transactions reads at
+     * (bound while the cursor is checked out), or NULL */
+    mf_cl_txn *snap;
     bool killed;            /* killCursors while in use: close at checkin */
     bool in_use;
     int64_t last_used_ms;

@@ -48,6 +48,7 @@ void mfi_cursor_free(mfi_cursor *c)
     mf_sorter_free(c->sorter);
     mf_pipeline_free(c->pipeline);
     mf_buf_free(&c->stash);
+    mf_cl_txn_abort(c->snap); /* (after the scan reading through it) */
     if (c->docs)
         bson_destroy(c->docs);
     if (c->origin)
@@ -130,8 +131,14 @@ int64_t mfi_cursor_register(mf_instance *inst, mfi_cursor *c)
     } while (c->id == 0 || lookup(inst, c->id, NULL));
     c->last_used_ms = now;
     c->in_use = false;
-    /* opened in a transaction: it reads through it, and dies with it */
-    c->txn = mf_cl_txn_bound();
+    /* opened in a transaction: it reads through it, and dies with it; by
+     * a snapshot read: it keeps the snapshot */
+    mf_cl_txn *t = mf_cl_txn_bound();
+    if (mf_cl_txn_is_snapshot(t)) {
+        c->snap = mfi_snapshot_take();
+        t = NULL;
+    }
+    c->txn = t;
     c->txn_number = c->txn ? mfi_txn_number() : 0;
     c->next = inst->cursors;
     inst->cursors = c;
@@ -172,12 +179,16 @@ int mfi_cursor_checkout(mf_instance *inst, int64_t id, mfi_cursor **out, mf_erro
     else
         c->in_use = true;
     pthread_mutex_unlock(&inst->cursors_mu);
+    if (rc == 0 && c->snap)
+        mf_cl_txn_bind(c->snap); /* its getMore reads at its snapshot */
     *out = rc ? NULL : c;
     return rc;
 }
 
 void mfi_cursor_checkin(mf_instance *inst, mfi_cursor *c, bool close)
 {
+    if (c->snap)
+        mf_cl_txn_bind(NULL);
     pthread_mutex_lock(&inst->cursors_mu);
     mfi_cursor **link;
     if (close && lookup(inst, c->id, &link) == c) {

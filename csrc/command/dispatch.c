@@ -261,6 +261,39 @@ static void append_topology_version(mf_instance *inst, bson_t *reply)
 /* The RetryableWriteError label a retryable write's reply gets when it
  * failed, or its write concern did, with a retriable error -- unless the
  * fail point set the labels (mongod's ErrorLabelBuilder). */
+/* A snapshot read's reply names its cluster time, as mongod's does: in
+ * the cursor document (find, aggregate) or at the top (distinct). */
+static int snapshot_reply(bson_t *reply, uint64_t at, mf_error *err)
+{
+    uint32_t secs = (uint32_t)(at >> 32), inc = (uint32_t)at;
+    bson_iter_t it;
+    if (!bson_iter_init_find(&it, reply, "cursor") || !BSON_ITER_HOLDS_DOCUMENT(&it)) {
+        BSON_APPEND_TIMESTAMP(reply, "atClusterTime", secs, inc);
+        return 0;
+    }
+    bson_t out = BSON_INITIALIZER, cur, sub;
+    bool ok = true;
+    bson_iter_init(&it, reply);
+    while (ok && bson_iter_next(&it)) {
+        if (strcmp(bson_iter_key(&it), "cursor") != 0 || !BSON_ITER_HOLDS_DOCUMENT(&it)) {
+            ok = bson_append_iter(&out, NULL, 0, &it);
+            continue;
+        }
+        const uint8_t *d;
+        uint32_t l;
+        bson_iter_document(&it, &l, &d);
+        ok = bson_init_static(&cur, d, l) && BSON_APPEND_DOCUMENT_BEGIN(&out, "cursor", &sub) &&
+             bson_concat(&sub, &cur) && BSON_APPEND_TIMESTAMP(&sub, "atClusterTime", secs, inc) &&
+             bson_append_document_end(&out, &sub);
+    }
+    if (ok) {
+        bson_reinit(reply);
+        ok = bson_concat(reply, &out);
+    }
+    bson_destroy(&out);
+    return ok ? 0 : mf_error_oom(err);
+}
+
 static void retry_label(mfi_fail_effect *fx, int code)
 {
     if (fx->labels_given)
@@ -405,11 +438,22 @@ void mf_command_run(mf_instance *inst, mf_client *client, const bson_t *cmd,
      * maxTimeAlwaysTimeOut fails one that has a deadline. */
     if (ctx.deadline.at_us && (rc = mfi_max_time_check(inst, &err)) != 0)
         goto fail;
+    /* A snapshot read outside transactions: its reads see the writes
+     * logged at or before its cluster time (coll/txn.c); a cursor it
+     * leaves open takes the snapshot for its getMores. */
+    if (ctx.snap_read) {
+        mf_cl_txn *snap;
+        if ((rc = mf_cl_snapshot_begin(inst->cl.txns, ctx.snap_at, &snap, &err)) != 0)
+            goto fail;
+        mfi_snapshot_hold(snap);
+    }
     /* Outside a transaction, a write meeting a document or unique key an
      * open transaction holds waits for it to end, as mongod's does: the
      * command then wrote nothing (coll/txn.c), and runs again. */
-    bool may_wait = inst->cl.txns && !ctx.txn;
-    for (;;) {
+    bool may_wait = inst->cl.txns && !ctx.txn && !ctx.snap_read;
+    /* (a collection another transaction created is not there yet) */
+    rc = mfi_txn_pending_check(&ctx, def, cmd, &err);
+    while (rc == 0) {
         if (may_wait)
             mf_cl_op_begin();
         rc = handler_of(def)(&ctx, cmd, reply, &err);
@@ -424,6 +468,12 @@ void mf_command_run(mf_instance *inst, mf_client *client, const bson_t *cmd,
         bson_reinit(reply);
         bson_reinit(&err_info);
         mf_error_clear(&err);
+        rc = 0; /* and again */
+    }
+    if (ctx.snap_read) {
+        mfi_snapshot_release();
+        if (rc == 0)
+            rc = snapshot_reply(reply, ctx.snap_at, &err);
     }
     /* a transaction's statement: unbound; one that failed aborts it */
     rc = mfi_txn_end_statement(&ctx, rc, reply, &err);

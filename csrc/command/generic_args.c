@@ -18,9 +18,17 @@
  *   4  apiStrict: true, command not in the version            APIStrictError
  *   5  apiDeprecationErrors: true, command deprecated there    APIDeprecationError
  *
- * Read concern.  A standalone has no replication: mongod's
- * waitForReadConcern refuses levels "snapshot" and "linearizable" and the
- * cluster-time and opTime arguments on it.
+ * Read concern.  First what each command supports (mongod's
+ * supportsReadConcern): find, aggregate and distinct every level, count
+ * all but "snapshot", every other command "local" alone -- 72
+ * InvalidOptions, "Command X does not support { readConcern: ... } ::
+ * caused by :: read concern not supported" (a transaction's statements
+ * are checked by txn.c instead).  Then what the node can do: a standalone
+ * has no replication, and mongod's waitForReadConcern refuses levels
+ * "snapshot" and "linearizable" and the cluster-time and opTime arguments
+ * on it; a replica set of one does them all, "snapshot" outside a
+ * transaction as a read at a cluster time (coll/txn.c's history window),
+ * and refuses an atClusterTime past its clock.
  */
 #include "command_int.h"
 
@@ -235,6 +243,13 @@ static bool reads_with_concern(const char *name)
            strcmp(name, "count") == 0 || strcmp(name, "distinct") == 0;
 }
 
+/* The commands that read at a snapshot outside transactions. */
+static bool reads_at_snapshot(const char *name)
+{
+    return strcmp(name, "find") == 0 || strcmp(name, "aggregate") == 0 ||
+           strcmp(name, "distinct") == 0;
+}
+
 /* bsonExtractTypedField's error for a field of the wrong type. */
 static int rc_type(const bson_iter_t *f, const char *want, mf_error *err)
 {
@@ -366,7 +381,40 @@ static int read_concern_parse(const bson_iter_t *it, read_concern *rc_out, mf_er
     return 0;
 }
 
-int mfi_read_concern_check(const mf_cmd_ctx *ctx, const mf_cmd_def *def, const bson_t *cmd,
+/* ReadConcernArgs::toString, as mongod's refusals quote it. */
+static void read_concern_text(const read_concern *r, char *out, size_t cap)
+{
+    int n = snprintf(out, cap, "{ readConcern: { level: \"%s\"", r->level);
+    if (n > 0 && (size_t)n < cap && r->has_after_ct)
+        n += snprintf(out + n, cap - (size_t)n, ", afterClusterTime: Timestamp(%u, %u)",
+                      r->after_ct_seconds, r->after_ct_inc);
+    if (n > 0 && (size_t)n < cap && r->has_at_ct)
+        n += snprintf(out + n, cap - (size_t)n, ", atClusterTime: Timestamp(%u, %u)",
+                      r->at_ct_seconds, r->at_ct_inc);
+    if (n > 0 && (size_t)n < cap)
+        snprintf(out + n, cap - (size_t)n, ", provenance: \"clientSupplied\" } }");
+}
+
+static int not_supported(const char *name, const read_concern *r, const char *why,
+                         mf_error *err)
+{
+    char text[200];
+    read_concern_text(r, text, sizeof text);
+    return mf_error_set(err, MF_InvalidOptions, "Command %s does not support %s :: caused by :: %s",
+                        name, text, why);
+}
+
+const char *mfi_read_concern_level(const bson_t *cmd)
+{
+    bson_iter_t it;
+    read_concern r;
+    mf_error err;
+    if (!bson_iter_init_find(&it, cmd, "readConcern") || read_concern_parse(&it, &r, &err) != 0)
+        return "";
+    return r.level;
+}
+
+int mfi_read_concern_check(mf_cmd_ctx *ctx, const mf_cmd_def *def, const bson_t *cmd,
                            mf_error *err)
 {
     bson_iter_t it;
@@ -374,17 +422,36 @@ int mfi_read_concern_check(const mf_cmd_ctx *ctx, const mf_cmd_def *def, const b
     if (!bson_iter_init_find(&it, cmd, "readConcern"))
         return 0;
     int rc = read_concern_parse(&it, &r, err);
-    if (rc || !reads_with_concern(canonical_name(def)))
+    const char *name = canonical_name(def);
+    if (rc || ctx->txn)
         return rc;
+    bool local = r.level[0] == 0 || strcmp(r.level, "local") == 0;
+    bool snapshot = strcmp(r.level, "snapshot") == 0;
+    if (!reads_with_concern(name) && !local)
+        return not_supported(name, &r, "read concern not supported", err);
+    if (strcmp(name, "count") == 0 && snapshot)
+        return not_supported(name, &r, "read concern snapshot not supported", err);
+    if (!reads_with_concern(name))
+        return 0;
     if (ctx->inst->repl) {
         /* A set of one: every write acknowledged is applied, so a read
          * after any cluster time, or linearizable, reads the newest data;
-         * a transaction reads from its snapshot (txn.c).  A snapshot read
-         * outside a transaction is not built yet. */
-        if (strcmp(r.level, "snapshot") == 0 && !ctx->txn)
-            return mf_error_set(err, MF_NotImplemented,
-                                "readConcern level 'snapshot' outside a transaction is not "
-                                "supported by this MultiforaDB version yet");
+         * a transaction reads from its snapshot (txn.c); a snapshot read
+         * outside one reads at its cluster time (the dispatcher). */
+        mf_cl_optime now;
+        mf_cl_oplog_last(ctx->inst->cl.oplog, &now, NULL);
+        uint64_t now_ts = (uint64_t)now.secs << 32 | now.inc;
+        uint64_t at = (uint64_t)r.at_ct_seconds << 32 | r.at_ct_inc;
+        if (r.has_at_ct && at > now_ts)
+            return mf_error_set(err, MF_InvalidOptions,
+                                "readConcern atClusterTime value must not be greater than the "
+                                "current clusterTime. Requested clusterTime: { ts: Timestamp(%u, "
+                                "%u) }; current clusterTime: { ts: Timestamp(%u, %u) }",
+                                r.at_ct_seconds, r.at_ct_inc, now.secs, now.inc);
+        if (snapshot && reads_at_snapshot(name)) {
+            ctx->snap_read = true;
+            ctx->snap_at = r.has_at_ct ? at : now_ts;
+        }
         return 0;
     }
     /* waitForReadConcernImpl's order: the level first, then the times. */

@@ -61,6 +61,15 @@ int mfi_repl_open(mf_instance *inst, const char *set_name, mf_error *err)
         mf_cl_oplog_close(inst->cl.oplog);
         inst->cl.oplog = NULL;
     }
+    if (rc == 0) {
+        /* the history reads at a cluster time need starts now: none is
+         * kept of the writes before this start */
+        mf_cl_optime last;
+        mf_cl_oplog_last(inst->cl.oplog, &last, NULL);
+        mf_cl_txns_set_history(inst->cl.txns, atomic_load(&inst->snap_window_s),
+                               (size_t)atomic_load(&inst->snap_budget),
+                               (uint64_t)last.secs << 32 | last.inc);
+    }
     if (rc != 0) {
         pthread_mutex_destroy(&r->mu);
         free(r);

@@ -36,6 +36,7 @@ int mfi_txn_table_open(mf_instance *inst, mf_error *err)
     if (!t)
         return mf_error_oom(err);
     pthread_mutex_init(&t->mu, NULL);
+    pthread_mutex_init(&t->pmu, NULL);
     pthread_cond_init(&t->cond, NULL);
     inst->txns = t;
     return 0;
@@ -52,7 +53,11 @@ void mfi_txn_table_close(mf_instance *inst)
         free(s->stmts);
         free(s);
     }
+    for (size_t i = 0; i < t->npending; i++)
+        free(t->pending[i].ns);
+    free(t->pending);
     pthread_cond_destroy(&t->cond);
+    pthread_mutex_destroy(&t->pmu);
     pthread_mutex_destroy(&t->mu);
     free(t);
     inst->txns = NULL;

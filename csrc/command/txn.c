@@ -16,13 +16,17 @@
  * the next command that meets it, or by the monitor's pass (mfi_txn_reap).
  *
  * Collections a transaction creates (create, or an insert's implicit
- * creation) are created at once, empty, and dropped again if it aborts
- * (mongod keeps them invisible until commit: docs/transactions.md).
+ * creation) are created at once, empty, and dropped again if it aborts;
+ * until it ends they are pending (the table's `pending`): the others do
+ * not list them, wait for the transaction before writing them, and
+ * another transaction writing one conflicts, as mongod keeps such a
+ * collection invisible until the commit.
  */
 #include "command_int.h"
 
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 /* The number of the transaction this thread's command runs in. */
 static _Thread_local int64_t current_number;
@@ -45,14 +49,27 @@ static bool allowed_in_txn(const char *name)
     return false;
 }
 
-/* Forget the collections `s`'s transaction created. */
-static void forget_created(txn_state *s)
+/* Forget the collections `s`'s transaction created: no longer pending
+ * (`t` may be NULL: closing). */
+static void forget_created(mfi_txn_table *t, txn_state *s)
 {
     for (size_t i = 0; i < s->ncreated; i++)
         free(s->created[i]);
     free(s->created);
     s->created = NULL;
     s->ncreated = 0;
+    if (!t)
+        return;
+    pthread_mutex_lock(&t->pmu);
+    size_t k = 0;
+    for (size_t i = 0; i < t->npending; i++) {
+        if (t->pending[i].by == s)
+            free(t->pending[i].ns);
+        else
+            t->pending[k++] = t->pending[i];
+    }
+    t->npending = k;
+    pthread_mutex_unlock(&t->pmu);
 }
 
 /* Drop the collections `s`'s transaction created (those still empty:
@@ -65,7 +82,7 @@ static void drop_created(mf_instance *inst, txn_state *s)
             mf_log(MF_LOG_WARNING, "TXN", 0, "abortTransaction",
                    "dropping %s, which the transaction created: %s", s->created[i], e.msg);
     }
-    forget_created(s);
+    forget_created(inst->txns, s);
 }
 
 /* End `s`'s transaction in progress, writing nothing. */
@@ -91,7 +108,7 @@ void mfi_txn_state_free(mf_instance *inst, txn_state *s)
 {
     if (inst && s->phase == MFI_TXN_IN_PROGRESS)
         abort_state(inst, s);
-    forget_created(s);
+    forget_created(inst ? inst->txns : NULL, s);
 }
 
 /* Abort `s`'s transaction with `s` checked out, as a command would (the
@@ -341,6 +358,30 @@ void mfi_txn_end(mf_cmd_ctx *ctx)
     ctx->txn = NULL;
 }
 
+/* ------------------------------------------- snapshot reads outside */
+
+/* The running command's snapshot read, until a cursor takes it. */
+static _Thread_local mf_cl_txn *held;
+
+void mfi_snapshot_hold(mf_cl_txn *snap)
+{
+    held = snap;
+    mf_cl_txn_bind(snap);
+}
+
+mf_cl_txn *mfi_snapshot_take(void)
+{
+    mf_cl_txn *t = held;
+    held = NULL;
+    return t;
+}
+
+void mfi_snapshot_release(void)
+{
+    mf_cl_txn_bind(NULL);
+    mf_cl_txn_abort(mfi_snapshot_take());
+}
+
 void mfi_txn_note_created(mf_cmd_ctx *ctx, const char *ns)
 {
     struct mfi_txn_use *u = ctx->txn;
@@ -351,8 +392,84 @@ void mfi_txn_note_created(mf_cmd_ctx *ctx, const char *ns)
     if (!v)
         return;
     s->created = v;
-    if ((v[s->ncreated] = strdup(ns)) != NULL)
-        s->ncreated++;
+    if ((v[s->ncreated] = strdup(ns)) == NULL)
+        return;
+    s->ncreated++;
+    mfi_txn_table *t = ctx->inst->txns;
+    pthread_mutex_lock(&t->pmu);
+    struct mfi_pending *p = realloc(t->pending, (t->npending + 1) * sizeof *p);
+    char *copy = p ? strdup(ns) : NULL;
+    if (p)
+        t->pending = p;
+    if (copy)
+        t->pending[t->npending++] = (struct mfi_pending){copy, mf_cl_txn_id(s->txn), s};
+    pthread_mutex_unlock(&t->pmu);
+}
+
+uint64_t mfi_txn_pending(mf_cmd_ctx *ctx, const char *ns)
+{
+    mfi_txn_table *t = ctx->inst->txns;
+    const txn_state *mine = ctx->txn ? ctx->txn->state : NULL;
+    uint64_t id = 0;
+    if (!t)
+        return 0;
+    pthread_mutex_lock(&t->pmu);
+    for (size_t i = 0; i < t->npending && !id; i++)
+        if (t->pending[i].by != mine && strcmp(t->pending[i].ns, ns) == 0)
+            id = t->pending[i].txn_id;
+    pthread_mutex_unlock(&t->pmu);
+    return id;
+}
+
+/* Whether `cmd` (an update or findAndModify) may upsert. */
+static bool upserts(const bson_t *cmd)
+{
+    bson_iter_t it, a, u;
+    if (bson_iter_init_find(&it, cmd, "upsert"))
+        return bson_iter_as_bool(&it);
+    if (!bson_iter_init_find(&it, cmd, "updates") || !BSON_ITER_HOLDS_ARRAY(&it) ||
+        !bson_iter_recurse(&it, &a))
+        return false;
+    while (bson_iter_next(&a))
+        if (BSON_ITER_HOLDS_DOCUMENT(&a) && bson_iter_recurse(&a, &u) &&
+            bson_iter_find(&u, "upsert") && bson_iter_as_bool(&u))
+            return true;
+    return false;
+}
+
+int mfi_txn_pending_check(mf_cmd_ctx *ctx, const mf_cmd_def *def, const bson_t *cmd,
+                          mf_error *err)
+{
+    /* what would create the collection, or drop it: meets the creator */
+    static const char *const creates[] = {"create", "createIndexes", "drop", "insert"};
+    /* what needs it there: as for no collection */
+    static const char *const needs[] = {"collMod", "dropIndexes", "listIndexes"};
+    bson_iter_t it;
+    char ns[MF_MAX_NS_LEN + 1];
+    if (!ctx->inst->txns || !bson_iter_init(&it, cmd) || !bson_iter_next(&it) ||
+        !BSON_ITER_HOLDS_UTF8(&it))
+        return 0;
+    const char *name = def->name;
+    bool create = (strcmp(name, "update") == 0 || strcasecmp(name, "findAndModify") == 0) &&
+                  upserts(cmd);
+    for (size_t i = 0; i < sizeof creates / sizeof *creates && !create; i++)
+        create = strcmp(name, creates[i]) == 0;
+    bool need = false;
+    for (size_t i = 0; i < sizeof needs / sizeof *needs && !need; i++)
+        need = strcmp(name, needs[i]) == 0;
+    if (!create && !need) /* (reads, deletes, updates: the collection is empty to them) */
+        return 0;
+    snprintf(ns, sizeof ns, "%s.%s", ctx->db, bson_iter_utf8(&it, NULL));
+    uint64_t holder = mfi_txn_pending(ctx, ns);
+    if (!holder)
+        return 0;
+    if (need)
+        return mf_error_set(err, MF_NamespaceNotFound, "ns does not exist: %s", ns);
+    if (ctx->txn)
+        return mf_error_set(err, MF_WriteConflict,
+                            "Write conflict during plan execution and yielding is disabled. "
+                            ":: Please retry your operation or multi-document transaction.");
+    return mf_cl_txns_wait(ctx->inst->cl.txns, holder, ctx->deadline.at_us, err);
 }
 
 bool mfi_txn_created(const mf_cmd_ctx *ctx, const char *ns)
@@ -393,7 +510,7 @@ int mfi_cmd_commit_transaction(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply
         s->phase = MFI_TXN_COMMITTED;
         if (lg.op_time.secs)
             s->last = lg.op_time;
-        forget_created(s); /* committed: they stay */
+        forget_created(ctx->inst->txns, s); /* committed: they stay */
         return 0;
     }
     drop_created(ctx->inst, s);

@@ -21,6 +21,8 @@ from unified.runner import (Skipped, SpecFailure, UnifiedRunner, Unsupported, lo
 from .expected_failures import EXPECTED_FAILURES
 
 SPEC_ROOT = SHARED / "spec"
+# Run on a standalone; a test of theirs whose runOnRequirements a standalone
+# cannot meet and a replica set can runs on the one-member replica set.
 STANDALONE_FOLDERS = ("crud", "gridfs", "collection-management", "index-management",
                       "run-command", "versioned-api", "read-write-concern", "sessions")
 # Run on a one-member replica set (Server(replica_set=...)), as their
@@ -47,7 +49,13 @@ class Case:
     @property
     def replset(self) -> bool:
         """Whether the case runs on a replica set (else a standalone)."""
-        return self.folder in REPLSET_FOLDERS
+        if self.folder in REPLSET_FOLDERS:
+            return True
+        spec = load(self.folder, self.file)
+        test = next(t for t in spec["tests"] if t["description"] == self.description)
+        version = multifora.MONGODB_VERSION
+        return (skip_reason_before_start(spec, test, version, "single") is not None
+                and skip_reason_before_start(spec, test, version, "replicaset") is None)
 
 
 @lru_cache(maxsize=None)

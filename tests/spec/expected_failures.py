@@ -42,16 +42,18 @@ EXPECTED_FAILURES: dict[str, str] = {
        "network error with no partial result to match"
        for which in ("First insertOne", "Second updateOne", "Third updateOne")},
 
+    # index-management's Atlas Search tests, which need a replica set: mongod
+    # 7.0 community answers them as this server does (59 CommandNotFound for
+    # the *SearchIndex* commands, 40324 for $listSearchIndexes); the tests
+    # expect the message naming Atlas that 7.0 enterprise and 8.0 give
+    **{f"index-management/{name}.json":
+       "mongod 7.0 community has no search index commands (59, and 40324 for "
+       "$listSearchIndexes), as here; the test expects the error naming Atlas of "
+       "7.0 enterprise and 8.0"
+       for name in ("dropSearchIndex", "listSearchIndexes", "searchIndexIgnoresReadWriteConcern",
+                    "updateSearchIndex")},
+
     # transactions (a one-member replica set)
-    **{f"transactions/{name}":
-       "a collection a transaction creates is created at once and visible before the "
-       "commit (dropped again on abort); mongod keeps it invisible until the commit "
-       "(docs/transactions.md, known gaps)"
-       for name in ("create-collection.json/explicitly create collection using create command",
-                    "create-collection.json/implicitly create collection using insert",
-                    "create-index.json/create index on a non-existing collection",
-                    "create-index.json/create index on a collection created within the "
-                    "same transaction")},
     **{f"transactions/{name}":
        "driver: pymongo selects a secondary for the read before it checks that a "
        "transaction reads from the primary; a set of one has no secondary, so server "

@@ -118,7 +118,8 @@ def markdown(outcomes: list, table: dict) -> str:
         f"- when: {now}; commit {_commit()}",
         f"- server: MultiforaDB {multifora.__version__} answering as MongoDB "
         f"{multifora.MONGODB_VERSION}, a standalone with test commands enabled (a "
-        f"one-member replica set for {', '.join(f'`{f}`' for f in REPLSET_FOLDERS)}); "
+        f"one-member replica set for {', '.join(f'`{f}`' for f in REPLSET_FOLDERS)}, and "
+        f"for the tests of the other folders whose requirements need one); "
         f"driver: pymongo {pymongo.version}",
         f"- {total['pass']} of the {ran} tests that run pass "
         f"({100.0 * total['pass'] / ran if ran else 0:.1f}%); {total['xfail']} are expected "

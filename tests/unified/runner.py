@@ -637,9 +637,19 @@ class _TestState:
             from pymongo.client_session import TransactionOptions
             kw["default_transaction_options"] = TransactionOptions(
                 **self._transaction_options(dict(opts.pop("defaultTransactionOptions"))))
+        # snapshotTime: the cluster time a snapshot session reads at (a
+        # newer option than pymongo 4.20 has): set where pymongo keeps the
+        # time it takes from its first read, which its later reads send
+        # as atClusterTime
+        snapshot_time = opts.pop("snapshotTime", None)
         if opts:
             raise Unsupported(f"session option(s) {sorted(opts)}")
-        return SessionEntity(client.start_session(**kw), spec["client"])
+        session = client.start_session(**kw)
+        if snapshot_time is not None:
+            if not hasattr(session, "_snapshot_time"):
+                raise Unsupported("session option snapshotTime: this pymongo keeps no snapshot time")
+            session._snapshot_time = self._entity(snapshot_time)
+        return SessionEntity(session, spec["client"])
 
     def _entity(self, name: str, kind=None):
         if name not in self.entities:
