@@ -47,6 +47,13 @@ def rs_server(tmp_path):
 
 
 @pytest.fixture
+def rs_client(rs_server):
+    c = pymongo.MongoClient(rs_server.uri, serverSelectionTimeoutMS=5000)
+    yield c
+    c.close()
+
+
+@pytest.fixture
 def client(server):
     c = pymongo.MongoClient(server.uri, serverSelectionTimeoutMS=5000)
     yield c

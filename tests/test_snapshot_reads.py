@@ -26,17 +26,8 @@ import multifora
 
 
 @pytest.fixture
-def rs(tmp_path):
-    srv = multifora.Server(str(tmp_path / "db"), port=0, replica_set="rs0").start()
-    yield srv
-    srv.stop()
-
-
-@pytest.fixture
-def client(rs):
-    c = pymongo.MongoClient(rs.uri)
-    yield c
-    c.close()
+def client(rs_client):
+    return rs_client
 
 
 def snap(at=None):
@@ -128,7 +119,7 @@ def test_an_index_scan_at_a_past_time_uses_the_versions(client):
     assert cur["firstBatch"] == []
 
 
-def test_a_committed_transaction_is_seen_whole_at_its_time_and_not_before(client, rs):
+def test_a_committed_transaction_is_seen_whole_at_its_time_and_not_before(client):
     db = client.db
     db.a.insert_one({"_id": 1, "n": 10})
     db.b.insert_one({"_id": 1, "n": 0})

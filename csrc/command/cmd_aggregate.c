@@ -498,12 +498,11 @@ int mfi_aggregate_run(mf_cmd_ctx *ctx, const bson_t *cmd, int explain, bson_t *r
     const char *level = mfi_read_concern_level(cmd);
     if (mf_pipeline_writes(p) && !ctx->txn &&
         (strcmp(level, "linearizable") == 0 || strcmp(level, "snapshot") == 0)) {
+        char why[96];
+        snprintf(why, sizeof why, "$out and $merge cannot be used with a '%s' read concern level",
+                 level);
         mf_pipeline_free(p);
-        return mf_error_set(err, MF_InvalidOptions,
-                            "Command aggregate does not support { readConcern: { level: \"%s\", "
-                            "provenance: \"clientSupplied\" } } :: caused by :: $out and $merge "
-                            "cannot be used with a '%s' read concern level",
-                            level, level);
+        return mfi_read_concern_refuse("aggregate", cmd, why, err);
     }
     if (a.explain && explain > 1 && mf_pipeline_writes(p)) {
         /* explain must not write: mongod refuses execution statistics of

@@ -427,6 +427,9 @@ int mfi_api_check_pipeline(const mfi_api_params *api, const bson_t *pipeline, mf
  * find, aggregate or distinct sets ctx->snap_read and snap_at. */
 int mfi_read_concern_check(mf_cmd_ctx *ctx, const mf_cmd_def *def, const bson_t *cmd,
                            mf_error *err);
+/* InvalidOptions (72): command `name` does not support `cmd`'s
+ * readConcern, caused by `why` -- mongod's words for it. */
+int mfi_read_concern_refuse(const char *name, const bson_t *cmd, const char *why, mf_error *err);
 /* The level of `cmd`'s readConcern ("" when none or not valid). */
 const char *mfi_read_concern_level(const bson_t *cmd);
 /* mongod's test commands for API versions (testVersion2, ...): reply with

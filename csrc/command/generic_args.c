@@ -404,6 +404,15 @@ static int not_supported(const char *name, const read_concern *r, const char *wh
                         name, text, why);
 }
 
+int mfi_read_concern_refuse(const char *name, const bson_t *cmd, const char *why, mf_error *err)
+{
+    bson_iter_t it;
+    read_concern r = {.level = ""};
+    if (bson_iter_init_find(&it, cmd, "readConcern") && read_concern_parse(&it, &r, err) != 0)
+        r = (read_concern){.level = ""}; /* (the dispatcher parsed it already) */
+    return not_supported(name, &r, why, err);
+}
+
 const char *mfi_read_concern_level(const bson_t *cmd)
 {
     bson_iter_t it;
