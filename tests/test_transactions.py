@@ -280,6 +280,42 @@ def test_outside_write_waits_for_the_holder(rs):
     assert out["i"]["writeErrors"][0]["code"] == 11000
 
 
+def test_a_later_statement_of_a_batch_waits_for_the_holder(rs):
+    """The second statement of an insert, update or delete batch meets what
+    a transaction holds: it waits for the transaction (the first statement
+    already wrote), then runs against what was committed."""
+    import threading
+    import time
+    rs.command("t", {"insert": "c", "documents": [{"_id": i, "n": 0} for i in range(1, 4)]})
+    t = Txn(rs)
+    t.cmd("t", {"insert": "c", "documents": [{"_id": 10, "by": "txn"}]})
+    t.cmd("t", {"update": "c", "updates": [{"q": {"_id": 2}, "u": {"$set": {"n": 5}}}]})
+    t.cmd("t", {"delete": "c", "deletes": [{"q": {"_id": 3}, "limit": 1}]})
+    out = {}
+    batches = {
+        "insert": {"insert": "c", "documents": [{"_id": 9}, {"_id": 10, "by": "plain"}]},
+        "update": {"update": "c", "updates": [{"q": {"_id": 1}, "u": {"$inc": {"n": 1}}},
+                                              {"q": {"_id": 2}, "u": {"$inc": {"n": 1}}}]},
+        "delete": {"delete": "c", "deletes": [{"q": {"_id": 9}, "limit": 1},
+                                              {"q": {"_id": 3}, "limit": 1}]},
+    }
+    threads = {}
+    for name, cmd in batches.items():
+        threads[name] = threading.Thread(
+            target=lambda name=name, cmd=cmd: out.setdefault(name, rs.command("t", cmd)))
+        threads[name].start()
+        time.sleep(0.3)
+        assert threads[name].is_alive(), name  # its second statement waits
+    t.commit()
+    for th in threads.values():
+        th.join(10)
+    # the committed state, then what each batch did after the wait
+    assert out["insert"]["n"] == 1 and out["insert"]["writeErrors"][0]["code"] == 11000
+    assert out["update"]["nModified"] == 2
+    assert out["delete"]["n"] == 1  # _id 9 went; _id 3 the transaction deleted
+    assert find(rs) == [{"_id": 1, "n": 1}, {"_id": 2, "n": 6}, {"_id": 10, "by": "txn"}]
+
+
 def test_a_collection_a_transaction_creates_is_not_there_for_others_until_commit(rs):
     import threading
     import time

@@ -473,6 +473,14 @@ int mf_cl_txns_claim(mf_cl_txns *m, mf_coll *c, const mf_cl_indexes *ix, uint64_
  * it runs again (0: none). */
 void mf_cl_op_begin(void);
 uint64_t mf_cl_op_end(void);
+/* A statement of the operation begins that its caller can run again
+ * whole: a holder met before it writes is waited for (its write refused
+ * with MF_WriteConflict, mf_cl_op_take_wait names the transaction) even
+ * when earlier statements wrote; without, such a holder is killed. */
+void mf_cl_op_statement(void);
+/* The transaction the operation is to wait for (0: none), forgotten: its
+ * writes are no longer refused. */
+uint64_t mf_cl_op_take_wait(void);
 /* Wait until transaction `id` has ended or been killed; MF_MaxTimeMSExpired
  * past `deadline_us` (mf_clock_mono_us; 0: none).  No lock held. */
 int mf_cl_txns_wait(mf_cl_txns *m, uint64_t id, int64_t deadline_us, mf_error *err);

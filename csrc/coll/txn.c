@@ -1173,17 +1173,20 @@ out:
 
 /* The operation running on this thread, for writes outside transactions
  * (mf_cl_op_begin): whether it may wait for a transaction, the writes it
- * made, the transaction it is to wait for. */
+ * made (and its running statement made: mf_cl_op_statement), the
+ * transaction it is to wait for. */
 static _Thread_local struct {
     bool active;
-    uint64_t writes;
+    bool statements;  /* its statements can each start over */
+    uint64_t writes, stmt_writes;
     uint64_t wait_id;
 } op;
 
 void mf_cl_op_begin(void)
 {
     op.active = true;
-    op.writes = 0;
+    op.statements = false;
+    op.writes = op.stmt_writes = 0;
     op.wait_id = 0;
 }
 
@@ -1195,14 +1198,27 @@ uint64_t mf_cl_op_end(void)
     return id;
 }
 
+void mf_cl_op_statement(void)
+{
+    op.statements = true;
+    op.stmt_writes = 0;
+}
+
+uint64_t mf_cl_op_take_wait(void)
+{
+    uint64_t id = op.wait_id;
+    op.wait_id = 0;
+    return id;
+}
+
 /* `h` holds the record or key: mark it killed, or, when the operation can
- * still start over (it has written nothing), note it to be waited for.
- * Mutex held. */
+ * still start over -- it has written nothing, or its statement has not
+ * and can start over -- note it to be waited for.  Mutex held. */
 static void meet_holder(mf_cl_txn *h)
 {
     if (!h || h->killed)
         return;
-    if (op.active && op.writes == 0) {
+    if (op.active && (op.writes == 0 || (op.statements && op.stmt_writes == 0))) {
         if (!op.wait_id)
             op.wait_id = h->id;
     } else {
@@ -1298,6 +1314,7 @@ int mf_cl_txns_written(mf_cl_txns *m, mf_coll *c, const mf_cl_indexes *ix, uint6
         return 0;
     int rc = 0;
     op.writes++;
+    op.stmt_writes++;
     pthread_mutex_lock(&m->mu);
     uint64_t seq = ++m->seq;
     if (m->open || m->history)

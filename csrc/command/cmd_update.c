@@ -796,12 +796,30 @@ int mfi_cmd_update(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_error *
         } else if (r == 0) {
             if (retry)
                 mfi_retry_log(ctx);
+            mf_cl_op_statement();
             r = run_update(&w, &x, &st[i], &n, &nmod, &id, &was_upsert, &lsn, &sd, &serr);
             int dr = mfi_retry_done(ctx, sid, &serr);
             if (r == 0)
                 r = dr;
         }
         bson_destroy(&entry);
+        /* a transaction holds what it needs (coll/txn.c): wait for it with
+         * the collection let go, then run the statement again */
+        uint64_t holder = r == MF_WriteConflict ? mf_cl_op_take_wait() : 0;
+        if (holder) {
+            bson_destroy(&id);
+            n = n0;
+            nmod = m0;
+            target_close(&w);
+            r = mfi_write_wait(ctx, ns, holder, any_upsert, &c, &serr);
+            if (r == 0)
+                r = target_open(&w, ctx, e, c, &serr);
+            if (r == 0) {
+                i--;
+                continue;
+            }
+            bson_init(&id);
+        }
         atomic_fetch_add_explicit(&ctx->inst->counters.op_update, 1, memory_order_relaxed);
         /* the statement's own entry, as mongod's nested CurOp makes one */
         sd.n_matched = n - n0 - (was_upsert ? 1 : 0);
@@ -994,10 +1012,12 @@ int mfi_cmd_delete(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_error *
             else if (r == 0)
                 mfi_retry_log(ctx);
         }
-        if (r == 0 && c && !before)
+        if (r == 0 && c && !before) {
+            mf_cl_op_statement();
             r = find_hits(w.inst, e, c, &w.ix, &st[i].q, m,
                           st[i].has_hint ? &st[i].hint : NULL, NULL, NULL, st[i].limit == 0,
                           false, x.deadline, &h, NULL, &serr);
+        }
         for (size_t j = 0; r == 0 && j < h.n; j++) {
             bool deleted;
             if ((r = write_time_check(&x, &serr)) != 0)
@@ -1009,6 +1029,26 @@ int mfi_cmd_delete(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_error *
             int dr = mfi_retry_done(ctx, sid, &serr);
             if (r == 0)
                 r = dr;
+        }
+        /* a transaction holds a document it deletes (coll/txn.c): wait for
+         * it with the collection let go, then run the statement again */
+        uint64_t holder = r == MF_WriteConflict ? mf_cl_op_take_wait() : 0;
+        if (holder) {
+            free(h.v);
+            mf_matcher_free(m);
+            mf_expr_ctx_free(own);
+            n = n0;
+            target_close(&w);
+            r = mfi_write_wait(ctx, ns, holder, false, &c, &serr);
+            if (r == 0)
+                r = target_open(&w, ctx, e, c, &serr);
+            if (r == 0) {
+                i--;
+                continue;
+            }
+            h = (hits){0};
+            m = NULL;
+            own = NULL;
         }
         sd.keys_examined = h.keys_examined;
         sd.docs_examined = h.docs_examined;

@@ -76,6 +76,25 @@ int mfi_coll_for_write(mf_cmd_ctx *ctx, const char *ns, mf_coll **out, mf_error 
     return 0;
 }
 
+int mfi_write_wait(mf_cmd_ctx *ctx, const char *ns, uint64_t holder, bool create, mf_coll **c,
+                   mf_error *err)
+{
+    mf_engine *e = ctx->inst->engine;
+    if (*c)
+        mf_coll_unlock(*c);
+    mf_engine_catalog_unlock(e);
+    *c = NULL;
+    int rc = mf_cl_txns_wait(ctx->inst->cl.txns, holder, ctx->deadline.at_us, err);
+    if (rc == 0 && create && (rc = mfi_coll_for_write(ctx, ns, c, err)) == 0) {
+        mf_coll_lock(*c, true);
+        return 0;
+    }
+    mf_engine_catalog_lock(e, false);
+    if (rc == 0 && (*c = mf_engine_coll(e, ns)) != NULL)
+        mf_coll_lock(*c, true);
+    return rc;
+}
+
 int mfi_user_write_ns(mf_instance *inst, const char *ns, mf_error *err)
 {
     const char *coll = strchr(ns, '.');
@@ -121,11 +140,13 @@ int mfi_cmd_insert(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_error *
     uint64_t next_id;
     mf_cl_indexes ix = {0};
     mf_cl_dup dup = {0};
+    int64_t ninserted = 0; /* index keys, of the indexes loaded before the last */
     mf_coll_lock(c, true);
     rc = mf_cl_next_record_id(e, c, &next_id, err);
     if (rc == 0)
         rc = mf_cl_indexes_load(c, &ix, err);
     bson_iter_recurse(&docs, &d);
+    bson_iter_t at = d; /* before the document being inserted */
     while (rc == 0 && bson_iter_next(&d)) {
         bson_t stored;
         bson_iter_t id;
@@ -158,12 +179,33 @@ int mfi_cmd_insert(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_error *
                     mfi_retry_log(ctx);
             }
             if (r == 0 && !before) {
+                mf_cl_op_statement();
                 r = mf_cl_insert_doc(e, c, &ix, &next_id, &doc, &stored, &id, &lsn, &dup,
                                      mfi_ctx_log(ctx), &ierr);
                 int dr = mfi_retry_done(ctx, sid, &ierr);
                 if (r == 0)
                     r = dr;
             }
+        }
+        /* a transaction holds what it needs (coll/txn.c): wait for it with
+         * the collection let go, then insert the document again */
+        uint64_t holder = r == MF_WriteConflict ? mf_cl_op_take_wait() : 0;
+        if (holder) {
+            bson_destroy(&stored);
+            ninserted += ix.keys_inserted;
+            mf_cl_indexes_free(&ix);
+            r = mfi_write_wait(ctx, ns, holder, true, &c, &ierr);
+            if (r == 0)
+                r = mf_cl_next_record_id(e, c, &next_id, &ierr);
+            if (r == 0)
+                r = mf_cl_indexes_load(c, &ix, &ierr);
+            if (r == 0) {
+                d = at; /* this document again */
+                continue;
+            }
+            *err = ierr;
+            rc = r;
+            break;
         }
         if (r == 0) {
             n++;
@@ -186,17 +228,19 @@ int mfi_cmd_insert(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_error *
             }
         }
         bson_destroy(&stored);
+        at = d;
         index++;
         if (r != 0 && ordered)
             break;
     }
     if (ctx->dbg) {
         ctx->dbg->ninserted = n;
-        ctx->dbg->keys_inserted = ix.keys_inserted;
+        ctx->dbg->keys_inserted = ninserted + ix.keys_inserted;
     }
     mf_cl_indexes_free(&ix);
     mf_cl_dup_clear(&dup);
-    mf_coll_unlock(c);
+    if (c) /* (NULL: lost while waiting for a transaction) */
+        mf_coll_unlock(c);
     mf_engine_catalog_unlock(e);
     mfi_ctx_wrote(ctx, lsn); /* the dispatcher syncs before the reply */
     if (rc == 0) {

@@ -868,6 +868,14 @@ void mfi_agg_env_write_init(mf_instance *inst);
 /* The collection `ns` for writing, created if missing; returns with the
  * catalog lock held shared (the caller unlocks). */
 int mfi_coll_for_write(mf_cmd_ctx *ctx, const char *ns, mf_coll **out, mf_error *err);
+/* A statement's write met a document or unique key transaction `holder`
+ * holds (mf_cl_op_take_wait): let go of `*c` (locked exclusively) and the
+ * catalog lock, wait for the transaction to end (maxTimeMS bounds it), and
+ * take them again -- `*c` as mfi_coll_for_write gives it when `create`,
+ * else as it is (NULL: gone) -- so the statement runs again.  On an error
+ * the catalog lock is held and `*c` is NULL. */
+int mfi_write_wait(mf_cmd_ctx *ctx, const char *ns, uint64_t holder, bool create, mf_coll **c,
+                   mf_error *err);
 /* userAllowedWriteNS: system.profile and system.views are written by the
  * server only (InvalidNamespace 73, "cannot write to <ns>"), and so, in a
  * replica set, are the oplog and the sessions' records. */
