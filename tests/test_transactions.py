@@ -300,6 +300,7 @@ def test_a_later_statement_of_a_batch_waits_for_the_holder(rs):
                                               {"q": {"_id": 3}, "limit": 1}]},
     }
     threads = {}
+    deletes = rs.command("admin", {"serverStatus": 1})["opcounters"]["delete"]
     for name, cmd in batches.items():
         threads[name] = threading.Thread(
             target=lambda name=name, cmd=cmd: out.setdefault(name, rs.command("t", cmd)))
@@ -313,6 +314,8 @@ def test_a_later_statement_of_a_batch_waits_for_the_holder(rs):
     assert out["insert"]["n"] == 1 and out["insert"]["writeErrors"][0]["code"] == 11000
     assert out["update"]["nModified"] == 2
     assert out["delete"]["n"] == 1  # _id 9 went; _id 3 the transaction deleted
+    # (a statement run again after its wait counts once)
+    assert rs.command("admin", {"serverStatus": 1})["opcounters"]["delete"] - deletes == 2
     assert find(rs) == [{"_id": 1, "n": 1}, {"_id": 2, "n": 6}, {"_id": 10, "by": "txn"}]
 
 

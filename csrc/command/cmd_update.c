@@ -998,7 +998,6 @@ int mfi_cmd_delete(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_error *
         if (r == 0)
             r = mf_matcher_parse_coll(&st[i].q, &hooks, coll, &m, &serr);
         mf_collator_unref(coll); /* the matcher holds its own */
-        atomic_fetch_add_explicit(&ctx->inst->counters.op_delete, 1, memory_order_relaxed);
         /* a retryable write's statement runs once (retry.c); a delete of
          * every match (limit 0) is not retryable */
         bool retry = ctx->retry && st[i].limit != 0, before = false;
@@ -1050,6 +1049,7 @@ int mfi_cmd_delete(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_error *
             m = NULL;
             own = NULL;
         }
+        atomic_fetch_add_explicit(&ctx->inst->counters.op_delete, 1, memory_order_relaxed);
         sd.keys_examined = h.keys_examined;
         sd.docs_examined = h.docs_examined;
         memcpy(sd.plan_summary, h.plan_summary, sizeof sd.plan_summary);
