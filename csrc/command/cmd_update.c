@@ -330,6 +330,17 @@ static void target_close(wtarget *w)
     mf_cl_dup_clear(&w->dup);
 }
 
+/* A statement met what transaction `holder` holds: close `w`, wait with
+ * the collection let go (mfi_write_wait), open `w` again on `*c` as it is
+ * now, so the statement runs again. */
+static int target_wait(wtarget *w, mf_cmd_ctx *ctx, mf_engine *e, const char *ns,
+                       uint64_t holder, bool create, mf_coll **c, mf_error *err)
+{
+    target_close(w);
+    int rc = mfi_write_wait(ctx, ns, holder, create, c, err);
+    return rc ? rc : target_open(w, ctx, e, *c, err);
+}
+
 /* Apply `u` to record `rid`.  `before`/`after` (if not NULL) receive
  * copies of the document as it was and as it is. */
 /* Record `rid` as stored (`*doc`, a view into the map) and with `u`
@@ -810,10 +821,7 @@ int mfi_cmd_update(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_error *
             bson_destroy(&id);
             n = n0;
             nmod = m0;
-            target_close(&w);
-            r = mfi_write_wait(ctx, ns, holder, any_upsert, &c, &serr);
-            if (r == 0)
-                r = target_open(&w, ctx, e, c, &serr);
+            r = target_wait(&w, ctx, e, ns, holder, any_upsert, &c, &serr);
             if (r == 0) {
                 i--;
                 continue;
@@ -1037,10 +1045,7 @@ int mfi_cmd_delete(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_error *
             mf_matcher_free(m);
             mf_expr_ctx_free(own);
             n = n0;
-            target_close(&w);
-            r = mfi_write_wait(ctx, ns, holder, false, &c, &serr);
-            if (r == 0)
-                r = target_open(&w, ctx, e, c, &serr);
+            r = target_wait(&w, ctx, e, ns, holder, false, &c, &serr);
             if (r == 0) {
                 i--;
                 continue;
