@@ -88,7 +88,7 @@ static mf_coll *collection(mf_engine *e)
     mf_coll *c;
     mf_engine_catalog_lock(e, true);
     c = mf_engine_coll(e, "bench.docs");
-    if (!c && mf_engine_coll_create(e, "bench.docs", NULL, 0, &c, &lsn, &err) != 0)
+    if (!c && mf_engine_coll_create(e, "bench.docs", NULL, 0, 0, &c, NULL, &lsn, &err) != 0)
         die("create", &err);
     mf_engine_catalog_unlock(e);
     return c;

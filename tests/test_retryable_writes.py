@@ -26,7 +26,10 @@ def rs(tmp_path):
 
 
 def strip(reply):
-    return {k: v for k, v in reply.items() if k not in ("$clusterTime", "operationTime")}
+    """Less the fields every replica-set reply, or write reply, has
+    (test_write_reply_fields checks those)."""
+    return {k: v for k, v in reply.items()
+            if k not in ("$clusterTime", "operationTime", "electionId", "opTime")}
 
 
 def oplog(srv, filt=None):
@@ -57,7 +60,8 @@ def test_insert_retry_applies_once(rs):
            "txnNumber": Int64(1)}
     assert strip(rs.command("t", cmd)) == {"n": 2, "ok": 1.0}
     again = rs.command("t", cmd)
-    assert strip(again) == {"n": 2, "ok": 1.0}  # no duplicate key errors: not run again
+    # no duplicate key errors: not run again; the reply says which were not
+    assert strip(again) == {"n": 2, "retriedStmtIds": [0, 1], "ok": 1.0}
     assert docs(rs) == [{"_id": 1}, {"_id": 2}]
     entries = oplog(rs, {"op": "i", "ns": "t.c"})
     assert len(entries) == 2
@@ -78,7 +82,7 @@ def test_partly_executed_batch_runs_only_the_rest(rs):
     # driver's retry after a failure in the middle of a batch sends them
     r = rs.command("t", {"insert": "c", "documents": [{"_id": 1}, {"_id": 2}],
                          "lsid": LSID, "txnNumber": Int64(5)})
-    assert strip(r) == {"n": 2, "ok": 1.0}
+    assert strip(r) == {"n": 2, "retriedStmtIds": [0], "ok": 1.0}
     assert docs(rs) == [{"_id": 1}, {"_id": 2}]
 
 
@@ -86,7 +90,7 @@ def test_explicit_stmt_ids(rs):
     base = {"insert": "c", "lsid": LSID, "txnNumber": Int64(2)}
     rs.command("t", {**base, "documents": [{"_id": 1}], "stmtIds": [7]})
     r = rs.command("t", {**base, "documents": [{"_id": 1}, {"_id": 2}], "stmtIds": [7, 8]})
-    assert strip(r) == {"n": 2, "ok": 1.0}
+    assert strip(r) == {"n": 2, "retriedStmtIds": [7], "ok": 1.0}
     assert [e["stmtId"] for e in oplog(rs, {"op": "i"})] == [7, 8]
 
 
@@ -97,8 +101,12 @@ def test_update_and_upsert_retry(rs):
         {"q": {"_id": 5}, "u": {"$set": {"y": 1}}, "upsert": True}],
         "lsid": LSID, "txnNumber": Int64(1)}
     first = strip(rs.command("t", cmd))
-    assert first == {"n": 2, "nModified": 1, "upserted": [{"index": 1, "_id": 5}], "ok": 1.0}
-    assert strip(rs.command("t", cmd)) == first
+    assert list(first.items()) == [("n", 2), ("upserted", [{"index": 1, "_id": 5}]),
+                                   ("nModified", 1), ("ok", 1.0)]
+    again = strip(rs.command("t", cmd))
+    assert list(again.items()) == [("n", 2), ("retriedStmtIds", [0, 1]),
+                                   ("upserted", [{"index": 1, "_id": 5}]),
+                                   ("nModified", 1), ("ok", 1.0)]
     assert docs(rs) == [{"_id": 1, "x": 1}, {"_id": 5, "y": 1}]
 
 
@@ -107,7 +115,7 @@ def test_delete_retry(rs):
     cmd = {"delete": "c", "deletes": [{"q": {}, "limit": 1}], "lsid": LSID,
            "txnNumber": Int64(1)}
     assert strip(rs.command("t", cmd)) == {"n": 1, "ok": 1.0}
-    assert strip(rs.command("t", cmd)) == {"n": 1, "ok": 1.0}
+    assert strip(rs.command("t", cmd)) == {"n": 1, "retriedStmtIds": [0], "ok": 1.0}
     assert docs(rs) == [{"_id": 2}]  # one deleted, not two
 
 
@@ -118,7 +126,9 @@ def test_find_and_modify_retry_returns_the_image(rs, new):
            "new": new, "lsid": LSID, "txnNumber": Int64(1)}
     first = strip(rs.command("t", cmd))
     assert first["value"] == {"_id": 1, "x": 1 if new else 0}
-    assert strip(rs.command("t", cmd)) == first
+    again = strip(rs.command("t", cmd))
+    assert list(again) == ["lastErrorObject", "value", "retriedStmtId", "ok"]
+    assert again == {**first, "retriedStmtId": 0}
     assert docs(rs) == [{"_id": 1, "x": 1}]
     img = rs.command("config", {"find": "image_collection"})["cursor"]["firstBatch"]
     assert img[0]["imageKind"] == ("postImage" if new else "preImage")
@@ -130,13 +140,44 @@ def test_find_and_modify_remove_and_upsert_retry(rs):
           "txnNumber": Int64(1)}
     first = strip(rs.command("t", rm))
     assert first["value"] == {"_id": 1, "x": 0}
-    assert strip(rs.command("t", rm)) == first
+    assert strip(rs.command("t", rm)) == {**first, "retriedStmtId": 0}
     up = {"findAndModify": "c", "query": {"_id": 2}, "update": {"$set": {"y": 1}},
           "upsert": True, "new": True, "lsid": LSID, "txnNumber": Int64(2)}
     first = strip(rs.command("t", up))
     assert first["lastErrorObject"] == {"n": 1, "updatedExisting": False, "upserted": 2}
-    assert strip(rs.command("t", up)) == first
+    assert strip(rs.command("t", up)) == {**first, "retriedStmtId": 0}
     assert docs(rs) == [{"_id": 2, "y": 1}]
+
+
+def test_write_reply_fields(rs, tmp_path):
+    """mongod's write replies (WriteCommandReplyBase): in a replica set n,
+    electionId, opTime (this command's write, else the newest), then
+    writeErrors; an update's upserted and nModified after them.  A
+    standalone has no electionId nor opTime."""
+    hello = rs.command("admin", {"hello": 1})
+    r = rs.command("t", {"insert": "c", "documents": [{"_id": 1}]})
+    assert list(r) == ["n", "electionId", "opTime", "ok", "$clusterTime", "operationTime"]
+    assert r["electionId"] == hello["electionId"]
+    assert r["opTime"] == {"ts": r["operationTime"], "t": Int64(1)}
+    assert isinstance(r["opTime"]["t"], Int64)
+    (entry,) = oplog(rs, {"op": "i"})
+    assert r["opTime"]["ts"] == entry["ts"]
+    r = rs.command("t", {"update": "c", "updates": [
+        {"q": {"_id": 1}, "u": {"$set": {"_id": 2}}},
+        {"q": {"_id": 9}, "u": {"$set": {"a": 1}}, "upsert": True}], "ordered": False})
+    assert list(r)[:6] == ["n", "electionId", "opTime", "writeErrors", "upserted",
+                           "nModified"]
+    # nothing written: the newest optime
+    newest = oplog(rs)[-1]["ts"]
+    r = rs.command("t", {"delete": "c", "deletes": [{"q": {"_id": 99}, "limit": 1}]})
+    assert r["opTime"]["ts"] == newest and list(r)[:3] == ["n", "electionId", "opTime"]
+    # a standalone
+    with multifora.Server(str(tmp_path / "standalone"), port=0) as server:
+        r = server.command("t", {"update": "c", "updates": [
+            {"q": {"_id": 9}, "u": {"$set": {"a": 1}}, "upsert": True}]})
+        assert list(r) == ["n", "upserted", "nModified", "ok"]
+        r = server.command("t", {"insert": "c", "documents": [{"_id": 9}]})
+        assert list(r) == ["n", "writeErrors", "ok"]
 
 
 def test_older_txn_number_is_too_old(rs):
@@ -187,7 +228,7 @@ def test_retry_after_restart(tmp_path):
         # the session's state comes back from config.transactions and the oplog
         again = s.command("t", {**cmd, "txnNumber": Int64(5),
                                 "updates": [{"q": {"_id": 1}, "u": {"$inc": {"x": 10}}}]})
-        assert strip(again) == {"n": 1, "nModified": 1, "ok": 1.0}
+        assert strip(again) == {"n": 1, "retriedStmtIds": [0], "nModified": 1, "ok": 1.0}
         with pytest.raises(multifora.CommandError) as e:
             s.command("t", cmd)
         assert e.value.code == 225
@@ -205,7 +246,8 @@ def test_oplog_entries_and_clock_survive_restart(tmp_path):
         s.command("t", {"delete": "c", "deletes": [{"q": {"_id": 1}, "limit": 1}]})
         entries = oplog(s)
     assert entries[0]["op"] == "n" and entries[0]["o"] == {"msg": "initiating set"}
-    i, u, r, d = entries[1:]
+    assert (entries[1]["op"], entries[1]["o"]["create"]) == ("c", "c")  # the insert's
+    i, u, r, d = entries[2:]
     assert (i["op"], i["ns"], i["o"], i["o2"]) == ("i", "t.c", {"_id": 1, "a": 1}, {"_id": 1})
     assert u["o"] == {"$v": 2, "diff": {"u": {"a": 2}, "i": {"b": 1}}}
     assert r["o"] == {"_id": 1, "r": 1}  # a replacement logs the whole document
@@ -238,7 +280,7 @@ def test_kill9_then_retry_applies_once(tmp_path):
         s.stop()
     with multifora.Server(str(tmp_path / "db"), port=0, replica_set="rs0") as e:
         r = e.command("t", {**upd, "lsid": lsid, "txnNumber": Int64(5)})
-        assert strip(r) == {"n": 1, "nModified": 1, "ok": 1.0}
+        assert strip(r) == {"n": 1, "retriedStmtIds": [0], "nModified": 1, "ok": 1.0}
         assert docs(e) == [{"_id": 1, "x": 5}]
 
 

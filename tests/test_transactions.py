@@ -319,6 +319,92 @@ def test_a_later_statement_of_a_batch_waits_for_the_holder(rs):
     assert find(rs) == [{"_id": 1, "n": 1}, {"_id": 2, "n": 6}, {"_id": 10, "by": "txn"}]
 
 
+def test_a_multi_statement_goes_on_after_waiting_for_the_holder(rs):
+    """A multi update or delete (outside transactions) meets a document a
+    transaction holds after it wrote others: as mongod's, it waits there,
+    keeping what it wrote, and goes on after the commit -- the transaction
+    is not aborted, no document is written twice, and an upsert whose
+    matches the wait took away does not insert."""
+    import threading
+    import time
+    rs.command("t", {"insert": "c", "documents": [{"_id": i, "n": 0, "a": 1}
+                                                  for i in range(1, 7)]})
+    t = Txn(rs)
+    t.cmd("t", {"update": "c", "updates": [{"q": {"_id": 4}, "u": {"$set": {"n": 100}}}]})
+    out = {}
+    th = threading.Thread(target=lambda: out.setdefault("u", rs.command("t", {
+        "update": "c", "updates": [{"q": {}, "u": {"$inc": {"n": 1}}, "multi": True}]})))
+    th.start()
+    time.sleep(0.3)
+    assert th.is_alive()
+    assert [d["n"] for d in find(rs)] == [1, 1, 1, 0, 0, 0]  # written before the wait
+    t.commit()  # not aborted by the statement it held up
+    th.join(10)
+    assert (out["u"]["n"], out["u"]["nModified"]) == (6, 6)
+    assert [d["n"] for d in find(rs)] == [1, 1, 1, 101, 1, 1]  # each once
+
+    # an upsert: the held document no longer matches after the commit
+    t = Txn(rs, n=2, sid=t.lsid)
+    t.cmd("t", {"update": "c", "updates": [{"q": {"_id": 2}, "u": {"$set": {"a": 5}}}]})
+    th = threading.Thread(target=lambda: out.setdefault("up", rs.command("t", {
+        "update": "c", "updates": [{"q": {"a": 1}, "u": {"$set": {"a": 2}}, "multi": True,
+                                    "upsert": True}]})))
+    th.start()
+    time.sleep(0.3)
+    assert th.is_alive()
+    t.commit()
+    th.join(10)
+    assert (out["up"]["n"], out["up"]["nModified"]) == (5, 5)
+    assert "upserted" not in out["up"]
+    assert [d["a"] for d in find(rs)] == [2, 5, 2, 2, 2, 2]
+
+    # a delete of every match
+    t = Txn(rs, n=3, sid=t.lsid)
+    t.cmd("t", {"update": "c", "updates": [{"q": {"_id": 3}, "u": {"$set": {"keep": True}}}]})
+    th = threading.Thread(target=lambda: out.setdefault("d", rs.command("t", {
+        "delete": "c", "deletes": [{"q": {"keep": {"$exists": False}}, "limit": 0}]})))
+    th.start()
+    time.sleep(0.3)
+    assert th.is_alive()
+    assert [d["_id"] for d in find(rs)] == [3, 4, 5, 6]  # 1 and 2 went before the wait
+    t.commit()
+    th.join(10)
+    assert out["d"]["n"] == 5
+    assert find(rs) == [{"_id": 3, "n": 1, "a": 2, "keep": True}]
+
+
+def test_ttl_monitor_leaves_what_a_transaction_holds(tmp_path):
+    """An expired document a transaction holds is left to a later pass
+    (mongod's TTL delete meets a WriteConflict): the transaction commits,
+    and the next pass deletes the document."""
+    import datetime
+    import time
+    old = datetime.datetime.now(datetime.timezone.utc) - datetime.timedelta(hours=2)
+    with multifora.Server(str(tmp_path / "db"), port=0, replica_set="rs0",
+                          ttl_monitor_sleep_secs=1) as srv:
+        srv.command("t", {"createIndexes": "c", "indexes": [
+            {"key": {"at": 1}, "name": "at_1", "expireAfterSeconds": 60}]})
+        srv.command("t", {"insert": "c", "documents": [{"_id": 1, "at": old},
+                                                       {"_id": 2, "at": old}]})
+        t = Txn(srv)
+        t.cmd("t", {"update": "c", "updates": [{"q": {"_id": 2}, "u": {"$set": {"x": 1}}}]})
+
+        def passes():
+            return srv.command("admin", {"serverStatus": 1})["metrics"]["ttl"]["passes"]
+
+        start = passes()
+        deadline = time.monotonic() + 20
+        while passes() < start + 2 and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert passes() >= start + 2
+        assert [d["_id"] for d in find(srv)] == [2]  # _id 1 went
+        t.commit()  # not aborted by the monitor
+        deadline = time.monotonic() + 20
+        while find(srv) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert find(srv) == []
+
+
 def test_a_collection_a_transaction_creates_is_not_there_for_others_until_commit(rs):
     import threading
     import time
@@ -361,6 +447,34 @@ def test_a_collection_a_transaction_creates_is_not_there_for_others_until_commit
     assert [e["code"] for e in out["r"]["writeErrors"]] == [11000]
     assert "fresh" in names()
     assert find(rs, coll="fresh") == [{"_id": 1}, {"_id": 4}]
+
+
+def test_a_pending_collection_is_not_counted_by_others(rs):
+    """collStats, $collStats, dbStats and listDatabases see a collection a
+    transaction created as they see no collection, until the commit."""
+    def dbs():
+        return [d["name"] for d in rs.command("admin", {"listDatabases": 1})["databases"]]
+
+    def stats(coll):
+        out = rs.command("pend", {"collStats": coll})
+        return {k: v for k, v in out.items() if k not in ("ns", "$clusterTime", "operationTime")}
+
+    t = Txn(rs)
+    t.cmd("pend", {"insert": "fresh", "documents": [{"_id": 1, "pad": "x" * 100}]})
+    assert "pend" not in dbs()
+    assert stats("fresh") == stats("never")
+    assert rs.command("pend", {"dbStats": 1})["collections"] == 0
+    with pytest.raises(multifora.CommandError) as ei:
+        rs.command("pend", {"aggregate": "fresh", "pipeline": [{"$collStats": {"count": {}}}],
+                            "cursor": {}})
+    assert ei.value.code == 26
+    t.commit()
+    assert "pend" in dbs()
+    assert stats("fresh")["count"] == 1
+    assert rs.command("pend", {"dbStats": 1})["collections"] == 1
+    out = rs.command("pend", {"aggregate": "fresh", "pipeline": [{"$collStats": {"count": {}}}],
+                              "cursor": {}})
+    assert out["cursor"]["firstBatch"][0]["count"] == 1
 
 
 def test_a_waiting_write_after_an_abort_creates_the_collection_afresh(rs):
@@ -594,7 +708,9 @@ def test_commit_is_one_applyops_entry(rs):
     (e,) = [x for x in entries if "applyOps" in x["o"]]
     assert e["ns"] == "admin.$cmd" and e["txnNumber"] == 1 and e["lsid"]["id"] == t.lsid["id"]
     ops = e["o"]["applyOps"]
-    assert [(o["op"], o["ns"], o["o"].get("_id")) for o in ops] == [
+    # the collections it created first (test_oplog_catalog.py), then its writes
+    assert [(o["op"], o["ns"], o["o"].get("create", o["o"].get("_id"))) for o in ops] == [
+        ("c", "t.$cmd", "c"), ("c", "t.$cmd", "d"),
         ("i", "t.c", 1), ("i", "t.c", 2), ("i", "t.d", 9)]
     rec = rs.command("config", {"find": "transactions"})["cursor"]["firstBatch"]
     assert [(r["txnNum"], r["state"]) for r in rec] == [(1, "committed")]
@@ -635,6 +751,10 @@ def test_kill9_commit_is_all_or_nothing(tmp_path):
             s.commit_transaction()
             s.start_transaction()
             c.t.c.insert_many([{"_id": 1000 + i} for i in range(50)], session=s)
+            # collections it creates (durable at once, pending until it ends)
+            c.t.fresh.insert_one({"_id": 1}, session=s)
+            c.t.create_collection("made", session=s)
+            c.t.made.create_index("m", session=s)
             # not committed when the process dies
             p.signal(signal.SIGKILL)
         c.close()
@@ -642,7 +762,11 @@ def test_kill9_commit_is_all_or_nothing(tmp_path):
         p.stop()
     with multifora.Server(str(tmp_path / "db"), port=0, replica_set="rs0") as e:
         assert [d["_id"] for d in find(e, batchSize=1000)] == list(range(50))
+        # t.d, created by the committed one, stays; the others are gone
         assert find(e, coll="d") == [{"_id": "x"}]
+        names = [x["name"] for x in e.command("t", {"listCollections": 1})["cursor"][
+            "firstBatch"]]
+        assert sorted(names) == ["c", "d"]
 
 
 def test_standalone_refuses_transactions_still(server):

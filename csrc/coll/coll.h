@@ -142,6 +142,15 @@ typedef struct mf_cl_log {
     bool replaced;         /* an update that replaced the whole document */
     mf_cl_stmt *stmt;      /* a retryable write's statement, or NULL */
     mf_cl_optime op_time;  /* out: the entry's ts */
+    /* a transaction's catalog changes (an array of applyOps' operations):
+     * a catalog change made in it appends its entries' operations here
+     * instead of logging them (mf_cl_ddl), and its commit lists them first
+     * (mf_cl_write_changes).  NULL outside transactions. */
+    bson_t *txn_ops;
+    /* a transaction's commit: the collections it created (created
+     * MF_COLL_PENDING, settled in the commit's engine write) */
+    char *const *created;
+    size_t ncreated;
 } mf_cl_log;
 
 /* Write one document and all its index entries as one engine write
@@ -239,6 +248,9 @@ void mf_cl_usage_get(mf_cl_db *db, const char *ns, const char *index, int64_t *o
 
 /* ------------------------------------------------------------ options.c */
 
+/* The options `c` was created with (create's, as kept: static, valid
+ * while the catalog lock is held); false if none. */
+bool mf_cl_options_of(const mf_coll *c, bson_t *out);
 /* The uuid of collection `c` from its catalog options; false if none. */
 bool mf_cl_uuid(mf_coll *c, uint8_t out[16]);
 /* The collection's default collation (`create`'s, kept in its catalog
@@ -267,35 +279,47 @@ int mf_cl_set_pre_post_images(mf_engine *e, mf_coll *c, bool enabled, mf_lsn *ls
 
 /* ------------------------------------------------------------ catalog.c */
 
+/* Catalog changes are logged in a replica set's oplog through `lg` (NULL:
+ * not logged; see mf_cl_ddl), each in the engine write making it. */
+
 /* Create `ns` with catalog `options` (create's, checked by the caller)
  * and, with `id_index`, its _id index under collation `coll` (may be
  * NULL); durable on return.  MF_NamespaceExists when it is there.  Takes
  * the catalog lock exclusively: call with no lock held. */
-int mf_cl_create(mf_engine *e, const char *ns, const bson_t *options, const mf_collator *coll,
-                 bool id_index, mf_error *err);
+int mf_cl_create(mf_engine *e, mf_cl_log *lg, const char *ns, const bson_t *options,
+                 const mf_collator *coll, bool id_index, mf_error *err);
+
+/* A random (version 4) UUID: a collection's, an index build's. */
+int mf_cl_new_uuid(uint8_t out[16], mf_error *err);
 
 /* Whether `ns` exists (takes the catalog lock shared: call with none). */
 bool mf_cl_exists(mf_engine *e, const char *ns);
 
-/* Drop `ns` with its indexes; *nindexes is how many it had.
+/* Drop `ns` with its indexes; *nindexes (may be NULL) is how many it had.
  * MF_NamespaceNotFound when it is not there.  Takes the catalog lock
  * exclusively.  *lsn raised: the caller syncs. */
-int mf_cl_drop(mf_cl_db *db, const char *ns, int *nindexes, mf_lsn *lsn, mf_error *err);
+int mf_cl_drop(mf_cl_db *db, mf_cl_log *lg, const char *ns, int *nindexes, mf_lsn *lsn,
+               mf_error *err);
 
 /* Drop `ns` if it exists and holds no document (a collection an aborted
- * transaction created, unless someone wrote it since); durable on return.
- * Takes the catalog lock exclusively. */
+ * transaction created, unless someone wrote it since; not logged: its
+ * creation was not); durable on return.  Takes the catalog lock
+ * exclusively. */
 int mf_cl_drop_if_empty(mf_cl_db *db, const char *ns, mf_error *err);
 
-/* Drop every collection of database `name` (none: nothing to do). */
-int mf_cl_drop_db(mf_cl_db *db, const char *name, mf_lsn *lsn, mf_error *err);
+/* Drop every collection of database `name` (none: nothing to do), then
+ * log {dropDatabase: 1}. */
+int mf_cl_drop_db(mf_cl_db *db, mf_cl_log *lg, const char *name, mf_lsn *lsn, mf_error *err);
 
 /* Rename `from` to `to` (both full namespaces, checked by the caller):
  * MF_NamespaceNotFound without `from`, MF_IllegalOperation when they are
  * the same, MF_NamespaceExists when `to` exists and not `drop_target`
- * (with it, `to` is dropped first).  Takes the catalog lock exclusively. */
-int mf_cl_rename(mf_cl_db *db, const char *from, const char *to, bool drop_target, mf_lsn *lsn,
-                 mf_error *err);
+ * (with it, `to` is dropped in the same engine write).  Takes the catalog
+ * lock exclusively; mf_cl_rename_held, with it held so. */
+int mf_cl_rename(mf_cl_db *db, mf_cl_log *lg, const char *from, const char *to,
+                 bool drop_target, mf_lsn *lsn, mf_error *err);
+int mf_cl_rename_held(mf_cl_db *db, mf_cl_log *lg, const char *from, const char *to,
+                      bool drop_target, mf_lsn *lsn, mf_error *err);
 
 /* The namespaces of every collection at one moment, copied. */
 typedef struct mf_cl_names {
@@ -335,10 +359,18 @@ typedef struct mf_cl_build {
  * `c`, catalog lock shared and collection lock exclusive held.  Specs
  * equal to an existing index or to an earlier spec are skipped;
  * *fresh is how many were new.  All are built or none: a failure
- * (DuplicateKey, too many indexes, the deadline) drops what was made. */
-int mf_cl_index_build(mf_cl_db *db, mf_coll *c, const char *ns, const bson_t *specs,
-                      size_t nspec, const mf_cl_build *o, size_t *fresh, mf_lsn *lsn,
-                      mf_error *err);
+ * (DuplicateKey, too many indexes, the deadline) drops what was made.
+ * Logged as mongod logs it: one {createIndexes: <coll>, <spec>} per index
+ * of a collection without documents, else {startIndexBuild} before and
+ * {commitIndexBuild} or {abortIndexBuild} after. */
+int mf_cl_index_build(mf_cl_db *db, mf_cl_log *lg, mf_coll *c, const char *ns,
+                      const bson_t *specs, size_t nspec, const mf_cl_build *o, size_t *fresh,
+                      mf_lsn *lsn, mf_error *err);
+
+/* Drop index `name` of `c` (collection lock exclusive held), logged as
+ * {dropIndexes: <coll>, index: <name>} with o2 its spec. */
+int mf_cl_index_drop(mf_engine *e, mf_cl_log *lg, mf_coll *c, const char *name, mf_lsn *lsn,
+                     mf_error *err);
 
 /* Drop index `name` of `c` and build it again from `spec` (which carries
  * the "building" mark, removed at the end), collection lock exclusive
@@ -346,8 +378,10 @@ int mf_cl_index_build(mf_cl_db *db, mf_coll *c, const char *ns, const bson_t *sp
 int mf_cl_index_rebuild(mf_engine *e, mf_coll *c, const char *name, const bson_t *spec,
                         const mf_cl_build *o, mf_lsn *lsn, mf_error *err);
 
-/* At open: drop every index a crash left marked "building", and the
- * temporary collections of an interrupted $out.  Durable on return. */
+/* At open: drop every index a crash left marked "building", the
+ * temporary collections of an interrupted $out, and the collections of
+ * transactions that never committed (MF_COLL_PENDING).  Durable on
+ * return. */
 int mf_cl_recover_builds(mf_engine *e, mf_error *err);
 
 /* ----------------------------------------------------------- validate.c */
@@ -413,6 +447,42 @@ int mf_cl_oplog_entry_at(mf_cl_oplog *o, mf_cl_optime t, bson_t *out, bool *foun
                          mf_error *err);
 void mf_cl_oplog_end(mf_cl_oplog *o, mf_cl_oplog_put *put, bool written);
 
+/* What a catalog change logs: entries {op: "c", ns: "<db>.$cmd", ui, o,
+ * o2} (mongod's formats: docs/research/issue48-facts.md), written in the
+ * engine write that makes the change -- the engine's catalog functions
+ * take mf_cl_ddl_ops() as their `also` -- so that after a crash they are
+ * there exactly when it is.  The first mf_cl_ddl_add takes the oplog's
+ * lock (after the catalog's and the collection's), and mf_cl_ddl_end lets
+ * it go, so entries are in ts order.  Nothing is logged without an oplog
+ * or for a namespace that is not replicated (local.*, system.profile); in
+ * a transaction (`lg->txn_ops`) the entries' operations go there. */
+typedef struct mf_cl_ddl {
+    mf_cl_log *lg;
+    bool logged;
+    bool locked;
+    size_t n, cap;
+    bson_t **entry;
+    uint8_t (*key)[8];
+    mf_op *ops;
+    mf_op_list list;
+    mf_cl_optime last;
+} mf_cl_ddl;
+void mf_cl_ddl_init(mf_cl_ddl *d, mf_cl_log *lg, const char *ns);
+/* One entry about `ns`'s database (`ui` may be NULL; `o2` may be NULL). */
+int mf_cl_ddl_add(mf_cl_ddl *d, const char *ns, const uint8_t *ui, const bson_t *o,
+                  const bson_t *o2, mf_error *err);
+/* The entries' puts, or NULL when there are none. */
+const mf_op_list *mf_cl_ddl_ops(mf_cl_ddl *d);
+/* `written`: the engine write holding the entries succeeded
+ * (lg->op_time gets the last one's ts).  Releases the oplog's lock. */
+void mf_cl_ddl_end(mf_cl_ddl *d, bool written);
+/* Write what `d` holds as an engine write of its own (a change made by
+ * writes of their own), then mf_cl_ddl_end; *lsn raised. */
+int mf_cl_ddl_write(mf_cl_ddl *d, mf_engine *e, mf_lsn *lsn, mf_error *err);
+/* Whether catalog changes of `ns` are logged (not local.*, not
+ * system.profile). */
+bool mf_cl_ns_replicated(const char *ns);
+
 /* ---------------------------------------------------------------- txn.c */
 
 /* Multi-document transactions of a replica set (txn.c's comment says how
@@ -476,8 +546,12 @@ uint64_t mf_cl_op_end(void);
 /* A statement of the operation begins that its caller can run again
  * whole: a holder met before it writes is waited for (its write refused
  * with MF_WriteConflict, mf_cl_op_take_wait names the transaction) even
- * when earlier statements wrote; without, such a holder is killed. */
-void mf_cl_op_statement(void);
+ * when earlier statements wrote; without, such a holder is killed.
+ * `resumable`: the caller goes on from where the statement stopped after
+ * the wait, keeping what it wrote (a multi update or delete, as mongod's
+ * retry of the one document's write), so a holder met after the
+ * statement wrote is waited for too. */
+void mf_cl_op_statement(bool resumable);
 /* The transaction the operation is to wait for (0: none), forgotten: its
  * writes are no longer refused. */
 uint64_t mf_cl_op_take_wait(void);

@@ -211,7 +211,7 @@ static int build_index(mf_engine *e, mf_coll *c, mf_index_desc *x, const mf_cl_b
  * the build mark (keeping multikeyPaths), in one catalog write: a crash
  * keeps all of them, or all of them marked, which the next open drops. */
 static int finish_specs(mf_engine *e, mf_coll *c, const char *const *names, size_t n,
-                        mf_lsn *lsn, mf_error *err)
+                        const mf_op_list *also, mf_lsn *lsn, mf_error *err)
 {
     /* bson_t wants 128-byte alignment, which calloc does not give an
      * array of them: each one from bson_new. */
@@ -238,7 +238,7 @@ static int finish_specs(mf_engine *e, mf_coll *c, const char *const *names, size
                                           out[ready]->len};
     }
     if (rc == 0)
-        rc = mf_coll_index_set_specs(e, c, sets, n, lsn, err);
+        rc = mf_coll_index_set_specs(e, c, sets, n, also, lsn, err);
     for (size_t i = 0; i < ready; i++)
         bson_destroy(out[i]);
     free(out);
@@ -259,9 +259,66 @@ static bool coll_empty(mf_engine *e, mf_coll *c)
 
 /* ------------------------------------------------------------- the build */
 
-int mf_cl_index_build(mf_cl_db *db, mf_coll *c, const char *ns, const bson_t *specs,
-                      size_t nspec, const mf_cl_build *o, size_t *fresh_out, mf_lsn *lsn,
-                      mf_error *err)
+/* One of a build's entries: {<what>: <coll>, indexBuildUUID, indexes:
+ * [the new specs], cause?} to `d`. */
+static int build_entry(mf_cl_ddl *d, const char *what, mf_coll *c, const char *ns,
+                       const uint8_t build[16], const bson_t *specs, const bool *skip,
+                       size_t nspec, const mf_error *cause, mf_error *err)
+{
+    uint8_t ui[16];
+    bson_t o = BSON_INITIALIZER, a, x;
+    BSON_APPEND_UTF8(&o, what, strchr(ns, '.') + 1);
+    bson_append_binary(&o, "indexBuildUUID", 14, BSON_SUBTYPE_UUID, build, 16);
+    BSON_APPEND_ARRAY_BEGIN(&o, "indexes", &a);
+    for (size_t i = 0, k = 0; i < nspec; i++) {
+        char key[16];
+        const char *kp;
+        if (skip[i])
+            continue;
+        size_t kl = bson_uint32_to_string((uint32_t)k++, &kp, key, sizeof key);
+        bson_append_document(&a, kp, (int)kl, &specs[i]);
+    }
+    bson_append_array_end(&o, &a);
+    if (cause) {
+        char scratch[32];
+        BSON_APPEND_DOCUMENT_BEGIN(&o, "cause", &x);
+        BSON_APPEND_BOOL(&x, "ok", false);
+        BSON_APPEND_INT32(&x, "code", cause->code);
+        BSON_APPEND_UTF8(&x, "codeName", mf_error_name(cause->code, scratch));
+        BSON_APPEND_UTF8(&x, "errmsg", cause->msg);
+        bson_append_document_end(&o, &x);
+    }
+    int rc = mf_cl_ddl_add(d, ns, mf_cl_uuid(c, ui) ? ui : NULL, &o, NULL, err);
+    bson_destroy(&o);
+    return rc;
+}
+
+/* The entries of a build that committed to `d`: createIndexes, one per
+ * index, when the collection held no document, else commitIndexBuild. */
+static int commit_entries(mf_cl_ddl *d, mf_coll *c, const char *ns, bool empty,
+                          const uint8_t build[16], const bson_t *specs, const bool *skip,
+                          size_t nspec, mf_error *err)
+{
+    if (!empty)
+        return build_entry(d, "commitIndexBuild", c, ns, build, specs, skip, nspec, NULL, err);
+    uint8_t ui[16];
+    bool has_ui = mf_cl_uuid(c, ui);
+    int rc = 0;
+    for (size_t i = 0; rc == 0 && i < nspec; i++) {
+        if (skip[i])
+            continue;
+        bson_t o = BSON_INITIALIZER;
+        BSON_APPEND_UTF8(&o, "createIndexes", strchr(ns, '.') + 1);
+        bson_concat(&o, &specs[i]);
+        rc = mf_cl_ddl_add(d, ns, has_ui ? ui : NULL, &o, NULL, err);
+        bson_destroy(&o);
+    }
+    return rc;
+}
+
+int mf_cl_index_build(mf_cl_db *db, mf_cl_log *lg, mf_coll *c, const char *ns,
+                      const bson_t *specs, size_t nspec, const mf_cl_build *o,
+                      size_t *fresh_out, mf_lsn *lsn, mf_error *err)
 {
     mf_engine *e = db->engine;
     size_t before = mf_coll_index_count(c);
@@ -322,6 +379,21 @@ int mf_cl_index_build(mf_cl_db *db, mf_coll *c, const char *ns, const bson_t *sp
     size_t nmade = 0;
     if (!made && rc == 0)
         rc = mf_error_oom(err);
+    /* A build over documents is logged as it starts (mongod's two-phase
+     * build); one on an empty collection only when it is done. */
+    mf_cl_ddl d;
+    uint8_t build[16];
+    bool empty = coll_empty(e, c), started = false;
+    mf_cl_ddl_init(&d, lg, ns);
+    if (rc == 0 && fresh > 0 && d.logged && !empty) {
+        if ((rc = mf_cl_new_uuid(build, err)) == 0 &&
+            (rc = build_entry(&d, "startIndexBuild", c, ns, build, specs, skip, nspec, NULL,
+                              err)) == 0)
+            rc = mf_cl_ddl_write(&d, e, lsn, err);
+        mf_cl_ddl_end(&d, false); /* (after the write, nothing is left) */
+        started = rc == 0;
+        mf_cl_ddl_init(&d, lg, ns);
+    }
     for (size_t i = 0; rc == 0 && i < nspec; i++) {
         if (skip[i])
             continue;
@@ -352,10 +424,12 @@ int mf_cl_index_build(mf_cl_db *db, mf_coll *c, const char *ns, const bson_t *sp
         mf_cl_dup_clear(&dup);
         mf_index_desc_clear(&x);
     }
-    if (rc == 0 && nmade > 0 && o->before_commit && !coll_empty(e, c))
+    if (rc == 0 && nmade > 0 && o->before_commit && !empty)
         rc = o->before_commit(o->arg, err); /* a test's moment to kill the server */
-    if (rc == 0 && nmade > 0)
-        rc = finish_specs(e, c, made, nmade, lsn, err);
+    if (rc == 0 && nmade > 0 &&
+        (rc = commit_entries(&d, c, ns, empty, build, specs, skip, nspec, err)) == 0)
+        rc = finish_specs(e, c, made, nmade, mf_cl_ddl_ops(&d), lsn, err);
+    mf_cl_ddl_end(&d, rc == 0);
     if (rc == 0) {
         for (size_t i = 0; i < nmade; i++)
             mf_cl_usage_start(db, ns, made[i]);
@@ -363,15 +437,52 @@ int mf_cl_index_build(mf_cl_db *db, mf_coll *c, const char *ns, const bson_t *sp
         /* No partial index stays behind, nor one built beside it. */
         for (size_t i = 0; i < nmade; i++) {
             mf_error derr;
-            if (mf_coll_index_drop(e, c, made[i], lsn, &derr) != 0)
+            if (mf_coll_index_drop(e, c, made[i], NULL, lsn, &derr) != 0)
                 mf_log(MF_LOG_ERROR, "INDEX", 20000, "build cleanup",
                        "could not drop the failed index %s: %s", made[i], derr.msg);
         }
+        mf_error aerr;
+        mf_cl_ddl_init(&d, lg, ns);
+        if (started && (build_entry(&d, "abortIndexBuild", c, ns, build, specs, skip, nspec,
+                                    err, &aerr) != 0 ||
+                        mf_cl_ddl_write(&d, e, lsn, &aerr) != 0))
+            mf_log(MF_LOG_ERROR, "INDEX", 20000, "build cleanup",
+                   "could not log the aborted build of %s: %s", ns, aerr.msg);
+        mf_cl_ddl_end(&d, false);
     }
     free(made);
     free(skip);
     if (rc == 0)
         *fresh_out = fresh;
+    return rc;
+}
+
+int mf_cl_index_drop(mf_engine *e, mf_cl_log *lg, mf_coll *c, const char *name, mf_lsn *lsn,
+                     mf_error *err)
+{
+    const mf_index_info *info = NULL;
+    const char *ns = mf_coll_name(c);
+    for (size_t i = 0; !info && i < mf_coll_index_count(c); i++)
+        if (strcmp(mf_coll_index(c, i)->name, name) == 0)
+            info = mf_coll_index(c, i);
+    if (!info)
+        return mf_error_set(err, MF_IndexNotFound, "index not found with name [%s]", name);
+    mf_cl_ddl d;
+    int rc = 0;
+    mf_cl_ddl_init(&d, lg, ns);
+    if (d.logged) {
+        uint8_t ui[16];
+        bson_t o = BSON_INITIALIZER, o2;
+        BSON_APPEND_UTF8(&o, "dropIndexes", strchr(ns, '.') + 1);
+        BSON_APPEND_UTF8(&o, "index", name);
+        mf_cl_index_public_spec(info->spec, info->spec_len, &o2);
+        rc = mf_cl_ddl_add(&d, ns, mf_cl_uuid(c, ui) ? ui : NULL, &o, &o2, err);
+        bson_destroy(&o);
+        bson_destroy(&o2);
+    }
+    if (rc == 0)
+        rc = mf_coll_index_drop(e, c, name, mf_cl_ddl_ops(&d), lsn, err);
+    mf_cl_ddl_end(&d, rc == 0);
     return rc;
 }
 
@@ -382,7 +493,7 @@ int mf_cl_index_rebuild(mf_engine *e, mf_coll *c, const char *name, const bson_t
      * and mf_cl_recover_builds() drops the half-built index at open. */
     mf_tree_id tree;
     mf_index_desc x;
-    int rc = mf_coll_index_drop(e, c, name, lsn, err);
+    int rc = mf_coll_index_drop(e, c, name, NULL, lsn, err);
     if (rc == 0)
         rc = mf_coll_index_create(e, c, name, bson_get_data(spec), spec->len, &tree, lsn, err);
     if (rc == 0 && (rc = mf_index_desc_init(&x, name, tree, bson_get_data(spec), spec->len,
@@ -391,7 +502,7 @@ int mf_cl_index_rebuild(mf_engine *e, mf_coll *c, const char *name, const bson_t
         mf_index_desc_clear(&x);
     }
     if (rc == 0)
-        rc = finish_specs(e, c, &name, 1, lsn, err);
+        rc = finish_specs(e, c, &name, 1, NULL, lsn, err);
     return rc;
 }
 
@@ -421,7 +532,7 @@ int mf_cl_recover_builds(mf_engine *e, mf_error *err)
                 mf_log(MF_LOG_WARNING, "INDEX", 20001, "interrupted index build",
                        "dropping index %s of %s: its build did not finish before the last "
                        "shutdown", name, l.ns[i]);
-                rc = mf_coll_index_drop(e, c, name, &lsn, err);
+                rc = mf_coll_index_drop(e, c, name, NULL, &lsn, err);
                 if (rc == 0)
                     rc = mf_engine_sync(e, lsn, err);
                 continue;
@@ -433,19 +544,22 @@ int mf_cl_recover_builds(mf_engine *e, mf_error *err)
     mf_engine_catalog_unlock(e);
     /* A $out that a crash interrupted leaves its temporary collection
      * "<db>.tmp.agg_out.<uuid>" behind; mongod drops its temporary
-     * collections at startup, and so does this. */
+     * collections at startup, and so does this.  So too a collection a
+     * transaction created and never committed (MF_COLL_PENDING). */
     mf_engine_catalog_lock(e, true);
     for (size_t i = 0; rc == 0 && i < l.n; i++) {
         const char *dot = strchr(l.ns[i], '.');
-        if (!dot || strncmp(dot + 1, "tmp.agg_out.", 12) != 0)
+        mf_coll *c = mf_engine_coll(e, l.ns[i]);
+        bool pending = c && mf_coll_pending(c);
+        if (!pending && (!dot || strncmp(dot + 1, "tmp.agg_out.", 12) != 0))
             continue;
         mf_lsn lsn;
         mf_error derr;
         mf_log(MF_LOG_WARNING, "STORAGE", 20002, "dropping temporary collection",
-               "dropping %s: a $out that did not finish before the last shutdown left it",
-               l.ns[i]);
+               "dropping %s: a %s that did not finish before the last shutdown left it",
+               l.ns[i], pending ? "transaction" : "$out");
         /* a failure is logged, not fatal: the database still opens */
-        if (mf_engine_coll_drop(e, l.ns[i], &lsn, &derr) != 0 ||
+        if (mf_engine_coll_drop(e, l.ns[i], NULL, &lsn, &derr) != 0 ||
             mf_engine_sync(e, lsn, &derr) != 0)
             mf_log(MF_LOG_WARNING, "STORAGE", 20003, "temporary collection not dropped",
                    "%s stays: %s", l.ns[i], derr.msg);

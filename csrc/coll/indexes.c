@@ -159,7 +159,7 @@ int mf_cl_mark_multikey(mf_engine *e, mf_coll *c, mf_index_desc *x, uint32_t bit
     bson_copy_to_excluding_noinit(&spec, &out, "multikeyPaths", NULL);
     BSON_APPEND_INT64(&out, "multikeyPaths", (int64_t)(x->multikey | bits));
     mf_lsn lsn;
-    int rc = mf_coll_index_set_spec(e, c, x->name, bson_get_data(&out), out.len, &lsn, err);
+    int rc = mf_coll_index_set_spec(e, c, x->name, bson_get_data(&out), out.len, NULL, &lsn, err);
     bson_destroy(&out);
     if (rc == 0)
         x->multikey |= bits;

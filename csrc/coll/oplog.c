@@ -450,6 +450,127 @@ int mf_cl_oplog_entry_at(mf_cl_oplog *o, mf_cl_optime t, bson_t *out, bool *foun
     return rc;
 }
 
+/* ------------------------------------------------------------ catalog changes */
+
+bool mf_cl_ns_replicated(const char *ns)
+{
+    const char *dot = strchr(ns, '.');
+    return strncmp(ns, "local.", 6) != 0 && !(dot && strcmp(dot + 1, "system.profile") == 0);
+}
+
+void mf_cl_ddl_init(mf_cl_ddl *d, mf_cl_log *lg, const char *ns)
+{
+    *d = (mf_cl_ddl){.lg = lg};
+    d->logged = lg && (lg->txn_ops || lg->oplog) && mf_cl_ns_replicated(ns);
+}
+
+/* {op: "c", ns: "<db>.$cmd", ui, o, o2}: what an entry and a transaction's
+ * operation say of a catalog change. */
+static void build_cmd(const char *ns, const uint8_t *ui, const bson_t *o, const bson_t *o2,
+                      bson_t *out)
+{
+    const char *dot = strchr(ns, '.');
+    char cmd_ns[256];
+    snprintf(cmd_ns, sizeof cmd_ns, "%.*s.$cmd", dot ? (int)(dot - ns) : (int)strlen(ns), ns);
+    BSON_APPEND_UTF8(out, "op", "c");
+    BSON_APPEND_UTF8(out, "ns", cmd_ns);
+    if (ui)
+        bson_append_binary(out, "ui", 2, BSON_SUBTYPE_UUID, ui, 16);
+    BSON_APPEND_DOCUMENT(out, "o", o);
+    if (o2)
+        BSON_APPEND_DOCUMENT(out, "o2", o2);
+}
+
+static int ddl_grow(mf_cl_ddl *d, mf_error *err)
+{
+    size_t cap = d->cap ? d->cap * 2 : 4;
+    bson_t **entry = realloc(d->entry, cap * sizeof *entry);
+    if (entry)
+        d->entry = entry;
+    uint8_t(*key)[8] = realloc(d->key, cap * sizeof *key);
+    if (key)
+        d->key = key;
+    mf_op *ops = realloc(d->ops, cap * sizeof *ops);
+    if (ops)
+        d->ops = ops;
+    if (!entry || !key || !ops)
+        return mf_error_oom(err);
+    d->cap = cap;
+    return 0;
+}
+
+int mf_cl_ddl_add(mf_cl_ddl *d, const char *ns, const uint8_t *ui, const bson_t *o,
+                  const bson_t *o2, mf_error *err)
+{
+    if (!d->logged)
+        return 0;
+    if (d->lg->txn_ops) { /* listed in the commit's applyOps */
+        char key[16];
+        const char *k;
+        bson_t op;
+        size_t kl = bson_uint32_to_string(bson_count_keys(d->lg->txn_ops), &k, key, sizeof key);
+        bson_append_document_begin(d->lg->txn_ops, k, (int)kl, &op);
+        build_cmd(ns, ui, o, o2, &op);
+        bson_append_document_end(d->lg->txn_ops, &op);
+        return 0;
+    }
+    if (d->n == d->cap && ddl_grow(d, err) != 0)
+        return err->code;
+    mf_cl_oplog *log = d->lg->oplog;
+    if (!d->locked) {
+        mf_coll_lock(log->c, true);
+        d->locked = true;
+    }
+    int64_t wall_ms;
+    bson_t *e = bson_new();
+    tick(log, &d->last, &wall_ms);
+    build_cmd(ns, ui, o, o2, e);
+    BSON_APPEND_TIMESTAMP(e, "ts", d->last.secs, d->last.inc);
+    BSON_APPEND_INT64(e, "t", TERM);
+    BSON_APPEND_INT64(e, "v", 2);
+    BSON_APPEND_DATE_TIME(e, "wall", wall_ms);
+    d->entry[d->n] = e;
+    mf_record_id_encode(optime_rid(d->last), d->key[d->n]);
+    d->ops[d->n] = (mf_op){.kind = MF_OP_PUT, .tree = mf_coll_records(log->c),
+                           .key = d->key[d->n], .klen = 8, .val = bson_get_data(e),
+                           .vlen = e->len};
+    d->n++;
+    return 0;
+}
+
+const mf_op_list *mf_cl_ddl_ops(mf_cl_ddl *d)
+{
+    d->list = (mf_op_list){d->ops, d->n};
+    return d->n ? &d->list : NULL;
+}
+
+void mf_cl_ddl_end(mf_cl_ddl *d, bool written)
+{
+    if (d->locked) {
+        mf_cl_oplog *log = d->lg->oplog;
+        if (written) {
+            for (size_t i = 0; i < d->n; i++)
+                log->bytes += d->entry[i]->len;
+            d->lg->op_time = d->last;
+            trim(log);
+        }
+        mf_coll_unlock(log->c);
+    }
+    for (size_t i = 0; i < d->n; i++)
+        bson_destroy(d->entry[i]);
+    free(d->entry);
+    free(d->key);
+    free(d->ops);
+    *d = (mf_cl_ddl){0};
+}
+
+int mf_cl_ddl_write(mf_cl_ddl *d, mf_engine *e, mf_lsn *lsn, mf_error *err)
+{
+    int rc = d->n ? mf_engine_write(e, d->ops, d->n, lsn, err) : 0;
+    mf_cl_ddl_end(d, rc == 0);
+    return rc;
+}
+
 /* ------------------------------------------------------------ open */
 
 int mf_cl_oplog_open(mf_engine *e, int64_t max_bytes, mf_cl_oplog **out, mf_error *err)
@@ -469,7 +590,7 @@ int mf_cl_oplog_open(mf_engine *e, int64_t max_bytes, mf_cl_oplog **out, mf_erro
         bson_t opts = BSON_INITIALIZER;
         BSON_APPEND_BOOL(&opts, "capped", true);
         BSON_APPEND_INT64(&opts, "size", max_bytes);
-        rc = mf_cl_create(e, OPLOG_NS, &opts, NULL, false, err);
+        rc = mf_cl_create(e, NULL, OPLOG_NS, &opts, NULL, false, err);
         bson_destroy(&opts);
         if (rc != 0 && rc != MF_NamespaceExists)
             goto fail;
@@ -481,7 +602,7 @@ int mf_cl_oplog_open(mf_engine *e, int64_t max_bytes, mf_cl_oplog **out, mf_erro
     static const char *const side[] = {"config.transactions", "config.image_collection"};
     for (size_t i = 0; i < 2; i++) {
         bson_t none = BSON_INITIALIZER;
-        rc = mf_cl_create(e, side[i], &none, NULL, true, err);
+        rc = mf_cl_create(e, NULL, side[i], &none, NULL, true, err);
         if (rc != 0 && rc != MF_NamespaceExists)
             goto fail;
     }

@@ -26,6 +26,17 @@ static bool doc_at(const bson_iter_t *it, bson_t *out)
     return bson_init_static(out, data, len);
 }
 
+bool mf_cl_options_of(const mf_coll *c, bson_t *out)
+{
+    const uint8_t *opt;
+    size_t len;
+    bson_t meta;
+    bson_iter_t it;
+    mf_coll_options(c, &opt, &len);
+    return opt && bson_init_static(&meta, opt, len) && bson_iter_init_find(&it, &meta, "options") &&
+           doc_at(&it, out);
+}
+
 bool mf_cl_uuid(mf_coll *c, uint8_t out[16])
 {
     const uint8_t *opt;
@@ -162,7 +173,7 @@ int mf_cl_set_pre_post_images(mf_engine *e, mf_coll *c, bool enabled, mf_lsn *ls
         else
             mf_bsonx_append_iter(&out, NULL, 0, &it);
     }
-    int rc = mf_coll_set_options(e, c, bson_get_data(&out), out.len, lsn, err);
+    int rc = mf_coll_set_options(e, c, bson_get_data(&out), out.len, NULL, lsn, err);
     bson_destroy(&out);
     bson_destroy(&newopts);
     return rc;

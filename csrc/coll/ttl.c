@@ -3,7 +3,9 @@
  * index's path is older than its expireAfterSeconds are deleted through
  * the write path (a replica set logs each delete), in batches that each
  * hold the collection's lock once.  The thread that runs it every
- * ttlMonitorSleepSecs is the server's (command/cmd_index.c).
+ * ttlMonitorSleepSecs is the server's (command/cmd_index.c).  A document
+ * a transaction holds is left to a later pass (as mongod's TTL delete
+ * meets a WriteConflict), not taken from the transaction.
  */
 #include "coll.h"
 
@@ -45,7 +47,8 @@ static int ttl_batch(mf_engine *e, mf_coll *c, mf_cl_indexes *ix, mf_index_desc 
             break;
         rids[n++] = row.rid;
     }
-    *more = rc == 0 && n == TTL_BATCH;
+    bool full = rc == 0 && n == TTL_BATCH;
+    uint64_t before = *deleted;
     mf_scan_free(scan);
     /* Then the deletes: no scan position is held across them. */
     for (size_t i = 0; rc == 0 && i < n; i++) {
@@ -57,9 +60,14 @@ static int ttl_batch(mf_engine *e, mf_coll *c, mf_cl_indexes *ix, mf_index_desc 
         if (rc || !found)
             continue;
         rc = mf_cl_write_doc_log(e, c, ix, rids[i], &doc, NULL, lsn, NULL, lg, err);
-        if (rc == 0)
+        if (rc == MF_WriteConflict && mf_cl_op_take_wait())
+            rc = 0; /* a transaction holds it: a later pass */
+        else if (rc == 0)
             (*deleted)++;
     }
+    /* more to do while a full batch deleted something (not only held
+     * documents again and again) */
+    *more = full && *deleted > before;
     free(rids);
     mf_matcher_free(m);
     bson_destroy(&filter);
@@ -76,6 +84,8 @@ int mf_cl_ttl_pass(mf_cl_db *db, bool (*stop)(void *), void *arg, uint64_t *dele
     int rc = mf_cl_names_get(e, &l, err);
     if (rc)
         return rc;
+    mf_cl_op_begin(); /* a held document's write is refused, not taken */
+    mf_cl_op_statement(true);
     for (size_t i = 0; rc == 0 && i < l.n; i++) {
         bool more = true;
         while (rc == 0 && more && !stop(arg)) {
@@ -106,6 +116,7 @@ int mf_cl_ttl_pass(mf_cl_db *db, bool (*stop)(void *), void *arg, uint64_t *dele
                 rc = mf_engine_sync(e, lsn, err);
         }
     }
+    mf_cl_op_end();
     mf_cl_names_free(&l);
     return rc;
 }

@@ -1178,6 +1178,7 @@ out:
 static _Thread_local struct {
     bool active;
     bool statements;  /* its statements can each start over */
+    bool resumable;   /* its statement goes on after a wait */
     uint64_t writes, stmt_writes;
     uint64_t wait_id;
 } op;
@@ -1185,7 +1186,7 @@ static _Thread_local struct {
 void mf_cl_op_begin(void)
 {
     op.active = true;
-    op.statements = false;
+    op.statements = op.resumable = false;
     op.writes = op.stmt_writes = 0;
     op.wait_id = 0;
 }
@@ -1198,9 +1199,10 @@ uint64_t mf_cl_op_end(void)
     return id;
 }
 
-void mf_cl_op_statement(void)
+void mf_cl_op_statement(bool resumable)
 {
     op.statements = true;
+    op.resumable = resumable;
     op.stmt_writes = 0;
 }
 
@@ -1213,12 +1215,14 @@ uint64_t mf_cl_op_take_wait(void)
 
 /* `h` holds the record or key: mark it killed, or, when the operation can
  * still start over -- it has written nothing, or its statement has not
- * and can start over -- note it to be waited for.  Mutex held. */
+ * and can start over, or goes on after a wait -- note it to be waited
+ * for.  Mutex held. */
 static void meet_holder(mf_cl_txn *h)
 {
     if (!h || h->killed)
         return;
-    if (op.active && (op.writes == 0 || (op.statements && op.stmt_writes == 0))) {
+    if (op.active &&
+        (op.writes == 0 || (op.statements && (op.stmt_writes == 0 || op.resumable)))) {
         if (!op.wait_id)
             op.wait_id = h->id;
     } else {
@@ -1353,11 +1357,12 @@ int mf_cl_txn_commit(mf_cl_txn *t, mf_engine *e, mf_cl_log *lg, mf_lsn *lsn, mf_
         rc = mf_error_oom(err);
         goto done;
     }
-    if (t->nw == 0)
+    bool catalog = lg && ((lg->txn_ops && !bson_empty(lg->txn_ops)) || lg->ncreated);
+    if (t->nw == 0 && !catalog)
         goto done; /* read-only: nothing to write */
     /* the collections, locked in namespace order (the one place more than
      * one collection is locked: coll.h) */
-    wcoll *sorted = malloc(nc * sizeof *sorted);
+    wcoll *sorted = malloc((nc ? nc : 1) * sizeof *sorted);
     if (!sorted) {
         rc = mf_error_oom(err);
         goto done;
@@ -1415,7 +1420,7 @@ int mf_cl_txn_commit(mf_cl_txn *t, mf_engine *e, mf_cl_log *lg, mf_lsn *lsn, mf_
             continue; /* inserted and deleted again */
         ch[nch++] = (mf_cl_change){c, &ixs[r->coll], r->rid, found ? &olds[i] : NULL, r->doc};
     }
-    if (rc == 0 && nch)
+    if (rc == 0 && (nch || catalog))
         rc = mf_cl_write_changes(e, ch, nch, lg, lsn, err);
     if (rc == 0) {
         pthread_mutex_lock(&m->mu);

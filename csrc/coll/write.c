@@ -427,11 +427,22 @@ int mf_cl_write_changes(mf_engine *e, const mf_cl_change *ch, size_t n, mf_cl_lo
     bson_t ops = BSON_INITIALIZER, sdoc = BSON_INITIALIZER, id = BSON_INITIALIZER;
     side sess = {0};
     int rc = 0;
+    uint32_t nops = 0;
+    bson_iter_t it;
+    /* the transaction's catalog changes first: a collection's creation
+     * before the writes into it */
+    if (lg && lg->oplog && lg->txn_ops && bson_iter_init(&it, lg->txn_ops))
+        while (bson_iter_next(&it)) {
+            char key[16];
+            const char *k;
+            size_t kl = bson_uint32_to_string(nops++, &k, key, sizeof key);
+            mf_bsonx_append_iter(&ops, k, (int)kl, &it);
+        }
     for (size_t i = 0; rc == 0 && i < n; i++) {
         rc = doc_ops(&b, e, ch[i].c, ch[i].ix, ch[i].rid, ch[i].old_doc, ch[i].new_doc, NULL,
                      &ins, &del, err);
         if (rc == 0 && lg && lg->oplog)
-            mf_cl_oplog_op(&ops, (uint32_t)i, ch[i].c, ch[i].old_doc, ch[i].new_doc);
+            mf_cl_oplog_op(&ops, nops++, ch[i].c, ch[i].old_doc, ch[i].new_doc);
     }
     /* the unique indexes, over the whole batch (the statements checked
      * each write against the transaction's view already) */
@@ -486,10 +497,21 @@ int mf_cl_write_changes(mf_engine *e, const mf_cl_change *ch, size_t n, mf_cl_lo
             free(sorted);
         }
     }
+    /* the collections it created, no longer pending (catalog lock held) */
+    mf_coll **settle = calloc(lg && lg->ncreated ? lg->ncreated : 1, sizeof *settle);
+    size_t nsettle = 0;
+    if (!settle && rc == 0)
+        rc = mf_error_oom(err);
+    for (size_t i = 0; rc == 0 && lg && i < lg->ncreated; i++) {
+        mf_coll *c = mf_engine_coll(e, lg->created[i]);
+        if (c && mf_coll_pending(c))
+            settle[nsettle++] = c;
+    }
     /* one engine write: after kill -9 the transaction is all there or
      * not at all */
     if (rc == 0)
-        rc = mf_engine_write(e, b.ops, b.n, lsn, err);
+        rc = mf_engine_colls_settle(e, settle, nsettle, b.ops, b.n, lsn, err);
+    free(settle);
     if (rc == 0 && begun)
         lg->op_time = put.t;
     if (begun)

@@ -260,15 +260,13 @@ static int sink_commit(mf_agg_sink *base, mf_error *err)
                                   "indexes of target collection %s changed during processing.",
                                   s->target);
             bson_destroy(&now);
-            if (rc == 0)
-                rc = mf_engine_coll_drop(e, s->target, &s->lsn, err);
         }
+        /* onto the target, dropping it in the same engine write */
         if (rc == 0)
-            rc = mf_engine_coll_rename(e, s->ns, s->target, &s->lsn, err);
+            rc = mf_cl_rename_held(mfi_cl(s->inst), sink_log(s), s->ns, s->target, true,
+                                   &s->lsn, err);
         s->committed = rc == 0;
         mf_engine_catalog_unlock(e);
-        if (rc == 0) /* $out replaced the target: its indexes start afresh */
-            mf_cl_usage_forget(mfi_cl(s->inst), s->target, NULL);
     }
     /* reply only once every write is durable */
     if (rc == 0 && s->lsn)
@@ -280,14 +278,12 @@ static void sink_free(mf_agg_sink *base)
 {
     sink *s = (sink *)base;
     if (s->is_out && !s->committed) {
-        mf_engine *e = s->inst->engine;
         mf_error derr;
         mf_lsn lsn;
-        mf_engine_catalog_lock(e, true);
-        if (mf_engine_coll(e, s->ns) && mf_engine_coll_drop(e, s->ns, &lsn, &derr) != 0)
+        int rc = mf_cl_drop(mfi_cl(s->inst), sink_log(s), s->ns, NULL, &lsn, &derr);
+        if (rc != 0 && rc != MF_NamespaceNotFound)
             mf_log(MF_LOG_ERROR, "QUERY", 20000, "$out cleanup",
                    "could not drop the temporary collection %s: %s", s->ns, derr.msg);
-        mf_engine_catalog_unlock(e);
     }
     bson_destroy(&s->specs);
     free(s);
@@ -362,7 +358,8 @@ static int copy_indexes(sink *s, mf_error *err)
         rc = mf_error_set(err, MF_NamespaceNotFound, "collection %s vanished", s->ns);
     } else {
         mf_coll_lock(c, true);
-        rc = mf_cl_index_build(mfi_cl(inst), c, s->ns, specs, k, &o, &fresh, &lsn, err);
+        rc = mf_cl_index_build(mfi_cl(inst), sink_log(s), c, s->ns, specs, k, &o, &fresh,
+                               &lsn, err);
         mf_coll_unlock(c);
     }
     mf_engine_catalog_unlock(e);
@@ -402,7 +399,7 @@ static int out_open(void *arg, const char *db, const char *coll, mf_agg_sink **o
     mf_engine_catalog_unlock(e);
 
     bson_t none = BSON_INITIALIZER;
-    rc = mf_cl_create(e, s->ns, &none, NULL, true, err);
+    rc = mf_cl_create(e, sink_log(s), s->ns, &none, NULL, true, err);
     if (rc == 0 && !bson_empty(&s->specs) && (rc = copy_indexes(s, err)) != 0) {
         char msg[sizeof err->msg];
         snprintf(msg, sizeof msg, "%s", err->msg);
@@ -508,7 +505,7 @@ static int coll_stats(void *arg, const char *db, const char *coll, const mf_agg_
     if (q->storage) {
         bson_t st;
         BSON_APPEND_DOCUMENT_BEGIN(out, "storageStats", &st);
-        rc = mfi_coll_storage_stats(e, ns, q->scale, &st, err);
+        rc = mfi_coll_storage_stats(inst, ns, q->scale, &st, err);
         bson_append_document_end(out, &st);
         if (rc) {
             char msg[sizeof err->msg];
@@ -523,7 +520,7 @@ static int coll_stats(void *arg, const char *db, const char *coll, const mf_agg_
         mf_btree_usage u = {0};
         mf_engine_catalog_lock(e, false);
         mf_coll *c = mf_engine_coll(e, ns);
-        if (!c) {
+        if (!c || mfi_txn_hidden(inst, ns)) {
             rc = mf_error_set(err, MF_NamespaceNotFound,
                               "Unable to retrieve count in $collStats stage :: caused by :: "
                               "Collection [%s] not found.",

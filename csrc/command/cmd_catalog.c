@@ -80,7 +80,7 @@ int mfi_cmd_create(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_error *
     if (has_clustered)
         bson_destroy(&clustered);
     if (rc == 0)
-        rc = mf_cl_create(ctx->inst->engine, ns, &options, coll, true, err);
+        rc = mf_cl_create(ctx->inst->engine, &ctx->log, ns, &options, coll, true, err);
     if (rc == 0)
         mfi_txn_note_created(ctx, ns); /* dropped again if it aborts */
     mf_collator_unref(coll);
@@ -103,7 +103,7 @@ int mfi_cmd_drop(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_error *er
          (rc = mfi_profile_check_drop(ctx->inst, ctx->db, err)) != 0) ||
         (rc = mfi_repl_check_drop(ctx->inst, ns, err)) != 0)
         return rc;
-    rc = mf_cl_drop(mfi_cl(ctx->inst), ns, &nidx, &lsn, err);
+    rc = mf_cl_drop(mfi_cl(ctx->inst), &ctx->log, ns, &nidx, &lsn, err);
     if (rc == MF_NamespaceNotFound) /* dropped meanwhile */
         return 0;
     mfi_ctx_wrote(ctx, lsn);
@@ -256,6 +256,7 @@ int mfi_cmd_list_databases(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf
     bson_t dbs;
     mf_engine_catalog_lock(e, false);
     mf_engine_coll_each(e, collect, &l); /* in name order: one run per database */
+    l.n = mfi_txn_unhidden(ctx->inst, l.v, l.n); /* less transactions' pending ones */
     BSON_APPEND_ARRAY_BEGIN(reply, "databases", &dbs);
     uint32_t out_i = 0;
     uint64_t total = 0;
@@ -306,7 +307,7 @@ int mfi_cmd_drop_database(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_
     int rc = mfi_repl_check_drop_db(ctx->inst, ctx->db, err);
     if (rc)
         return rc;
-    rc = mf_cl_drop_db(mfi_cl(ctx->inst), ctx->db, &lsn, err);
+    rc = mf_cl_drop_db(mfi_cl(ctx->inst), &ctx->log, ctx->db, &lsn, err);
     mfi_ctx_wrote(ctx, lsn);
     if (rc == 0) {
         /* its profiling settings go with it, as mongod's */
@@ -357,7 +358,7 @@ int mfi_cmd_rename_collection(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply,
         (rc = mfi_repl_check_write(ctx->inst, to, err)) != 0)
         return rc;
     mf_lsn lsn = 0;
-    rc = mf_cl_rename(mfi_cl(ctx->inst), from, to, drop_target, &lsn, err);
+    rc = mf_cl_rename(mfi_cl(ctx->inst), &ctx->log, from, to, drop_target, &lsn, err);
     mfi_ctx_wrote(ctx, lsn);
     return rc;
 }

@@ -116,7 +116,8 @@ int mfi_cmd_create_indexes(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf
         .before_commit = hang_before_commit,
         .arg = ctx,
     };
-    rc = mf_cl_index_build(mfi_cl(ctx->inst), c, ns, norm, nspec, &o, &fresh, &lsn, err);
+    rc = mf_cl_index_build(mfi_cl(ctx->inst), &ctx->log, c, ns, norm, nspec, &o, &fresh, &lsn,
+                           err);
     size_t after = mf_coll_index_count(c);
     mf_coll_unlock(c);
     mf_engine_catalog_unlock(e);
@@ -332,7 +333,7 @@ int mfi_cmd_drop_indexes(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_e
         }
     }
     for (size_t i = 0; rc == 0 && i < nn; i++) {
-        rc = mf_coll_index_drop(e, c, names[i], &lsn, err);
+        rc = mf_cl_index_drop(e, &ctx->log, c, names[i], &lsn, err);
         if (rc == 0)
             mf_cl_usage_forget(mfi_cl(ctx->inst), ns, names[i]);
     }
@@ -663,7 +664,7 @@ static int apply_index_mod(mf_cmd_ctx *ctx, mf_coll *c, const char *ns, const in
     if (new_prepare && m->prepare_unique)
         BSON_APPEND_BOOL(&out, "prepareUnique", true);
     if (m->has_ttl || new_hidden || new_prepare)
-        rc = mf_coll_index_set_spec(e, c, m->name, bson_get_data(&out), out.len, lsn, err);
+        rc = mf_coll_index_set_spec(e, c, m->name, bson_get_data(&out), out.len, NULL, lsn, err);
     bson_destroy(&out);
     if (rc == 0 && make_unique)
         rc = convert_to_unique(ctx, c, m->name, lsn, err);
@@ -685,6 +686,78 @@ static int apply_index_mod(mf_cmd_ctx *ctx, mf_coll *c, const char *ns, const in
         BSON_APPEND_BOOL(reply, "prepareUnique_new", m->prepare_unique);
     }
     return 0;
+}
+
+/* collectionOptions_old of collMod's entry: {uuid, <options>} of `c`. */
+static void options_before(mf_coll *c, bson_t *out)
+{
+    uint8_t ui[16];
+    bson_t opts;
+    bson_init(out);
+    if (mf_cl_uuid(c, ui))
+        bson_append_binary(out, "uuid", 4, BSON_SUBTYPE_UUID, ui, 16);
+    if (mf_cl_options_of(c, &opts))
+        bson_concat(out, &opts);
+}
+
+/* Copy reply field `from` (apply_index_mod's *_old / *_new) to `out` as
+ * `to`, if the reply has it. */
+static void mod_field(const bson_t *reply, const char *from, bson_t *out, const char *to)
+{
+    bson_iter_t it;
+    if (bson_iter_init_find(&it, reply, from))
+        mf_bsonx_append_iter(out, to, (int)strlen(to), &it);
+}
+
+/* Log collMod as mongod does, {collMod: <coll>, <its fields>, index:
+ * {name, <what changed>}} with o2 {collectionOptions_old,
+ * indexOptions_old}, once its changes are made: an engine write of its own
+ * (catalog lock held). */
+static int log_coll_mod(mf_cmd_ctx *ctx, mf_coll *c, const char *ns, const bson_t *cmd,
+                        const char *index_name, const bson_t *before, const bson_t *reply,
+                        mf_lsn *lsn, mf_error *err)
+{
+    mf_cl_ddl d;
+    mf_cl_ddl_init(&d, &ctx->log, ns);
+    if (!d.logged)
+        return 0;
+    bson_t o = BSON_INITIALIZER, o2 = BSON_INITIALIZER, x;
+    bson_iter_t it;
+    uint8_t ui[16];
+    BSON_APPEND_UTF8(&o, "collMod", strchr(ns, '.') + 1);
+    bson_iter_init(&it, cmd);
+    bson_iter_next(&it);
+    while (bson_iter_next(&it)) {
+        const char *k = bson_iter_key(&it);
+        if (mfi_is_generic_arg(k))
+            continue;
+        if (strcmp(k, "index") != 0) {
+            mf_bsonx_append_iter(&o, NULL, 0, &it);
+            continue;
+        }
+        BSON_APPEND_DOCUMENT_BEGIN(&o, "index", &x);
+        BSON_APPEND_UTF8(&x, "name", index_name);
+        mod_field(reply, "expireAfterSeconds_new", &x, "expireAfterSeconds");
+        mod_field(reply, "hidden_new", &x, "hidden");
+        mod_field(reply, "unique_new", &x, "unique");
+        mod_field(reply, "prepareUnique_new", &x, "prepareUnique");
+        bson_append_document_end(&o, &x);
+    }
+    BSON_APPEND_DOCUMENT(&o2, "collectionOptions_old", before);
+    if (index_name) {
+        BSON_APPEND_DOCUMENT_BEGIN(&o2, "indexOptions_old", &x);
+        mod_field(reply, "expireAfterSeconds_old", &x, "expireAfterSeconds");
+        mod_field(reply, "hidden_old", &x, "hidden");
+        mod_field(reply, "prepareUnique_old", &x, "prepareUnique");
+        bson_append_document_end(&o2, &x);
+    }
+    int rc = mf_cl_ddl_add(&d, ns, mf_cl_uuid(c, ui) ? ui : NULL, &o, &o2, err);
+    if (rc == 0)
+        rc = mf_cl_ddl_write(&d, ctx->inst->engine, lsn, err);
+    mf_cl_ddl_end(&d, false); /* (after the write, nothing is left) */
+    bson_destroy(&o);
+    bson_destroy(&o2);
+    return rc;
 }
 
 int mfi_cmd_coll_mod(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_error *err)
@@ -729,8 +802,11 @@ int mfi_cmd_coll_mod(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_error
         return mf_error_set(err, MF_NamespaceNotFound, "ns does not exist: %s", ns);
     }
     index_mod m;
-    if (has_index)
-        rc = parse_index_mod(c, ns, &index, &m, err);
+    char index_name[256] = "";
+    bson_t before;
+    options_before(c, &before);
+    if (has_index && (rc = parse_index_mod(c, ns, &index, &m, err)) == 0)
+        snprintf(index_name, sizeof index_name, "%s", m.name);
     mf_lsn lsn = 0;
     if (rc == 0 && has_index) {
         mf_coll_lock(c, true);
@@ -739,6 +815,10 @@ int mfi_cmd_coll_mod(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_error
     }
     if (rc == 0 && has_images)
         rc = mf_cl_set_pre_post_images(e, c, images, &lsn, err);
+    if (rc == 0)
+        rc = log_coll_mod(ctx, c, ns, cmd, has_index ? index_name : NULL, &before, reply, &lsn,
+                          err);
+    bson_destroy(&before);
     mf_engine_catalog_unlock(e);
     mfi_ctx_wrote(ctx, lsn);
     return rc;

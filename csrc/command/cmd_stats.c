@@ -166,16 +166,17 @@ int mfi_cmd_coll_stats(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_err
                             (long long)scale);
 
     BSON_APPEND_UTF8(reply, "ns", ns);
-    return mfi_coll_storage_stats(ctx->inst->engine, ns, scale, reply, err);
+    return mfi_coll_storage_stats(ctx->inst, ns, scale, reply, err);
 }
 
-int mfi_coll_storage_stats(mf_engine *e, const char *ns, int64_t scale, bson_t *reply,
+int mfi_coll_storage_stats(mf_instance *inst, const char *ns, int64_t scale, bson_t *reply,
                            mf_error *err)
 {
+    mf_engine *e = inst->engine;
     int rc;
     mf_engine_catalog_lock(e, false);
     mf_coll *c = mf_engine_coll(e, ns);
-    if (!c) {
+    if (!c || mfi_txn_hidden(inst, ns)) { /* (a transaction's until it ends) */
         mf_engine_catalog_unlock(e);
         coll_stats_missing(reply, (int32_t)scale);
         return 0;
@@ -272,6 +273,7 @@ int mfi_cmd_db_stats(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_error
     mf_engine_coll_each(e, collect, &l);
     if (l.oom)
         rc = mf_error_oom(err);
+    l.n = mfi_txn_unhidden(ctx->inst, l.v, l.n); /* less transactions' pending ones */
     for (size_t i = 0; rc == 0 && i < l.n; i++) {
         mf_cl_sizes s;
         mf_coll_lock(l.v[i], false);

@@ -541,7 +541,52 @@ static int parse_update_stmt(const bson_iter_t *el, update_stmt *s, mf_error *er
     return 0;
 }
 
-/* Run one update statement on `c` (exclusive lock held). */
+/* The records a multi update went through before it waited for a
+ * transaction: skipped when it goes on (as mongod's scan would not come
+ * back to them), found by binary search among the first `sorted`. */
+typedef struct progress {
+    uint64_t *rids;
+    size_t n, cap, sorted;
+} progress;
+
+static int cmp_rid(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+static bool progress_has(const progress *p, uint64_t rid)
+{
+    return p->sorted && bsearch(&rid, p->rids, p->sorted, sizeof rid, cmp_rid);
+}
+
+static int progress_add(progress *p, uint64_t rid, mf_error *err)
+{
+    if (p->n == p->cap) {
+        size_t cap = p->cap ? p->cap * 2 : 64;
+        uint64_t *v = realloc(p->rids, cap * sizeof *v);
+        if (!v)
+            return oom(err);
+        p->rids = v;
+        p->cap = cap;
+    }
+    p->rids[p->n++] = rid;
+    return 0;
+}
+
+/* Before the statement goes on: everything done so far is skipped. */
+static void progress_resume(progress *p)
+{
+    qsort(p->rids, p->n, sizeof *p->rids, cmp_rid);
+    p->sorted = p->n;
+}
+
+static void progress_clear(progress *p)
+{
+    free(p->rids);
+    *p = (progress){0};
+}
+
 /* A retried update statement's counts, from its oplog entry: an update
  * matched and modified one document, an insert was its upsert. */
 static void retried_update(const bson_t *entry, int64_t *n, int64_t *nmod, bson_t *id,
@@ -560,9 +605,11 @@ static void retried_update(const bson_t *entry, int64_t *n, int64_t *nmod, bson_
     }
 }
 
-static int run_update(wtarget *w, const xenv *x, update_stmt *s, int64_t *n, int64_t *nmod,
-                      bson_t *upserted_id, bool *upserted, mf_lsn *lsn, mfi_op_debug *d,
-                      mf_error *err)
+/* Run one update statement on `c` (exclusive lock held); a multi one
+ * notes its records in `done`, and skips those it has. */
+static int run_update(wtarget *w, const xenv *x, update_stmt *s, progress *done, int64_t *n,
+                      int64_t *nmod, bson_t *upserted_id, bool *upserted, mf_lsn *lsn,
+                      mfi_op_debug *d, mf_error *err)
 {
     mf_engine *e = w->e;
     mf_coll *c = w->c;
@@ -594,15 +641,20 @@ static int run_update(wtarget *w, const xenv *x, update_stmt *s, int64_t *n, int
                        NULL, s->multi, upd_needs_pos(&u), x->deadline, &h, NULL, err);
     for (size_t i = 0; rc == 0 && i < h.n; i++) {
         bool modified;
+        if (progress_has(done, h.v[i].rid))
+            continue;
         if ((rc = write_time_check(x, err)) != 0)
             break;
         rc = update_record(w, h.v[i].rid, &u, h.v[i].pos, now, &modified, NULL, NULL, lsn, err);
         if (rc == 0) {
             (*n)++;
             *nmod += modified;
+            if (s->multi)
+                rc = progress_add(done, h.v[i].rid, err);
         }
     }
-    if (rc == 0 && h.n == 0 && s->upsert && c) {
+    /* (a statement going on after a wait matched before) */
+    if (rc == 0 && h.n == 0 && done->n == 0 && s->upsert && c) {
         bson_t stored;
         rc = upsert_insert(w, &s->q, &u, now, &stored, upserted_id, lsn, err);
         bson_destroy(&stored);
@@ -787,13 +839,25 @@ int mfi_cmd_update(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_error *
     if (c)
         mf_coll_lock(c, true);
     rc = target_open(&w, ctx, e, c, err);
+    /* a statement's start: its counts then, and what a multi one did
+     * before it waited for a transaction (it goes on after) */
+    int64_t t0 = 0, n0 = 0, m0 = 0, ki = 0, kd = 0;
+    progress done = {0};
+    bool going_on = false;
     for (i = 0; rc == 0 && i < count; i++) {
         bson_t id = BSON_INITIALIZER;
         bool was_upsert = false;
         mf_error serr;
         mfi_op_debug sd;
-        int64_t t0 = mf_clock_mono_us(), n0 = n, m0 = nmod;
-        int64_t ki = w.ix.keys_inserted, kd = w.ix.keys_deleted;
+        if (!going_on) {
+            t0 = mf_clock_mono_us();
+            n0 = n;
+            m0 = nmod;
+            ki = w.ix.keys_inserted;
+            kd = w.ix.keys_deleted;
+            progress_clear(&done);
+        }
+        going_on = false;
         mfi_op_debug_init(&sd, "update");
         snprintf(sd.ns, sizeof sd.ns, "%s", ns);
         /* a retryable write's statement runs once (retry.c); multi
@@ -807,8 +871,9 @@ int mfi_cmd_update(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_error *
         } else if (r == 0) {
             if (retry)
                 mfi_retry_log(ctx);
-            mf_cl_op_statement();
-            r = run_update(&w, &x, &st[i], &n, &nmod, &id, &was_upsert, &lsn, &sd, &serr);
+            mf_cl_op_statement(st[i].multi);
+            r = run_update(&w, &x, &st[i], &done, &n, &nmod, &id, &was_upsert, &lsn, &sd,
+                           &serr);
             int dr = mfi_retry_done(ctx, sid, &serr);
             if (r == 0)
                 r = dr;
@@ -819,13 +884,19 @@ int mfi_cmd_update(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_error *
         uint64_t holder = r == MF_WriteConflict ? mf_cl_op_take_wait() : 0;
         if (holder) {
             bson_destroy(&id);
-            n = n0;
-            nmod = m0;
+            if (st[i].multi) { /* it goes on from where it stopped */
+                progress_resume(&done);
+                going_on = true;
+            } else {
+                n = n0;
+                nmod = m0;
+            }
             r = target_wait(&w, ctx, e, ns, holder, any_upsert, &c, &serr);
             if (r == 0) {
                 i--;
                 continue;
             }
+            going_on = false;
             bson_init(&id);
         }
         atomic_fetch_add_explicit(&ctx->inst->counters.op_update, 1, memory_order_relaxed);
@@ -865,6 +936,7 @@ int mfi_cmd_update(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_error *
         if (r != 0 && (ordered || rc))
             break;
     }
+    progress_clear(&done);
     target_close(&w);
     if (c)
         mf_coll_unlock(c);
@@ -872,13 +944,12 @@ int mfi_cmd_update(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_error *
     xenv_close(&x);
     free(st);
     mfi_ctx_wrote(ctx, lsn); /* the dispatcher syncs before the reply */
-    if (rc == 0) {
+    if (rc == 0) { /* UpdateCommandReply: the base's fields, upserted, nModified */
         BSON_APPEND_INT32(reply, "n", (int32_t)n);
-        BSON_APPEND_INT32(reply, "nModified", (int32_t)nmod);
+        mfi_write_reply_base(ctx, reply, nerr, &werrs);
         if (nups)
             BSON_APPEND_ARRAY(reply, "upserted", &upserted);
-        if (nerr)
-            BSON_APPEND_ARRAY(reply, "writeErrors", &werrs);
+        BSON_APPEND_INT32(reply, "nModified", (int32_t)nmod);
     }
     bson_destroy(&werrs);
     bson_destroy(&upserted);
@@ -984,13 +1055,22 @@ int mfi_cmd_delete(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_error *
     if (c)
         mf_coll_lock(c, true);
     rc = target_open(&w, ctx, e, c, err);
+    /* a statement's start: its counts then (a delete of every match goes
+     * on after it waited for a transaction: what it deleted stays) */
+    int64_t t0 = 0, n0 = 0, kd = 0;
+    bool going_on = false;
     for (i = 0; rc == 0 && i < count; i++) {
         mf_error serr;
         mf_matcher *m = NULL;
         hits h = {0};
         mf_collator *given = NULL, *coll = NULL;
         mfi_op_debug sd;
-        int64_t t0 = mf_clock_mono_us(), n0 = n, kd = w.ix.keys_deleted;
+        if (!going_on) {
+            t0 = mf_clock_mono_us();
+            n0 = n;
+            kd = w.ix.keys_deleted;
+        }
+        going_on = false;
         mfi_op_debug_init(&sd, "remove");
         snprintf(sd.ns, sizeof sd.ns, "%s", ns);
         int r = st[i].has_coll ? mfi_collation_arg(&st[i].coll, "delete.deletes", "collation",
@@ -1020,7 +1100,7 @@ int mfi_cmd_delete(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_error *
                 mfi_retry_log(ctx);
         }
         if (r == 0 && c && !before) {
-            mf_cl_op_statement();
+            mf_cl_op_statement(st[i].limit == 0);
             r = find_hits(w.inst, e, c, &w.ix, &st[i].q, m,
                           st[i].has_hint ? &st[i].hint : NULL, NULL, NULL, st[i].limit == 0,
                           false, x.deadline, &h, NULL, &serr);
@@ -1044,12 +1124,16 @@ int mfi_cmd_delete(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_error *
             free(h.v);
             mf_matcher_free(m);
             mf_expr_ctx_free(own);
-            n = n0;
+            if (st[i].limit == 0)
+                going_on = true;
+            else
+                n = n0;
             r = target_wait(&w, ctx, e, ns, holder, false, &c, &serr);
             if (r == 0) {
                 i--;
                 continue;
             }
+            going_on = false;
             h = (hits){0};
             m = NULL;
             own = NULL;
@@ -1094,8 +1178,7 @@ int mfi_cmd_delete(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_error *
     mfi_ctx_wrote(ctx, lsn); /* the dispatcher syncs before the reply */
     if (rc == 0) {
         BSON_APPEND_INT32(reply, "n", (int32_t)n);
-        if (nerr)
-            BSON_APPEND_ARRAY(reply, "writeErrors", &werrs);
+        mfi_write_reply_base(ctx, reply, nerr, &werrs);
     }
     bson_destroy(&werrs);
     return rc;
@@ -1426,6 +1509,8 @@ int mfi_cmd_find_and_modify(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, m
             BSON_APPEND_DOCUMENT(reply, "value", &value);
         else
             BSON_APPEND_NULL(reply, "value");
+        if (ran_before)
+            BSON_APPEND_INT32(reply, "retriedStmtId", sid);
     }
     if (has_value)
         bson_destroy(&value);

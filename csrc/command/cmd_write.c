@@ -60,7 +60,7 @@ int mfi_coll_for_write(mf_cmd_ctx *ctx, const char *ns, mf_coll **out, mf_error 
     if (!c) {
         mf_engine_catalog_unlock(e);
         bson_t none = BSON_INITIALIZER; /* no options, no default collation */
-        int rc = mf_cl_create(e, ns, &none, NULL, true, err);
+        int rc = mf_cl_create(e, &ctx->log, ns, &none, NULL, true, err);
         if (rc && rc != MF_NamespaceExists)
             return rc;
         if (rc == 0)
@@ -179,7 +179,7 @@ int mfi_cmd_insert(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_error *
                     mfi_retry_log(ctx);
             }
             if (r == 0 && !before) {
-                mf_cl_op_statement();
+                mf_cl_op_statement(false);
                 r = mf_cl_insert_doc(e, c, &ix, &next_id, &doc, &stored, &id, &lsn, &dup,
                                      mfi_ctx_log(ctx), &ierr);
                 int dr = mfi_retry_done(ctx, sid, &ierr);
@@ -245,8 +245,7 @@ int mfi_cmd_insert(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_error *
     mfi_ctx_wrote(ctx, lsn); /* the dispatcher syncs before the reply */
     if (rc == 0) {
         BSON_APPEND_INT32(reply, "n", (int32_t)n);
-        if (nerr)
-            BSON_APPEND_ARRAY(reply, "writeErrors", &werrs);
+        mfi_write_reply_base(ctx, reply, nerr, &werrs);
     }
     bson_destroy(&werrs);
     return rc;

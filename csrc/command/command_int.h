@@ -33,6 +33,8 @@ typedef struct mfi_retry {
     mf_cl_stmt stmt;         /* the statement being written */
     bool injected;           /* the last check's error is the fail point's */
     mf_cl_optime op_before;  /* the command's last write before it */
+    int32_t *retried;        /* the statements answered from their first run */
+    size_t nretried, capretried;
 } mfi_retry;
 
 #define MF_MAX_NS_LEN 319 /* "db.collection" as a C string fits in 320 bytes */
@@ -225,6 +227,11 @@ void mfi_repl_set_me(mf_instance *inst, const char *host);
 /* $clusterTime and operationTime, appended to a reply: `op_time` is the
  * command's last write ({0, 0}: none, the newest entry's ts is used). */
 void mfi_repl_decorate(mf_instance *inst, const mf_cl_optime *op_time, bson_t *reply);
+/* The fields an insert, update or delete reply has after `n`, in mongod's
+ * order (WriteCommandReplyBase): in a replica set electionId and opTime
+ * (the client's last write: this command's, else the newest), then
+ * writeErrors (`nerr` of them in `werrs`) and retriedStmtIds. */
+void mfi_write_reply_base(mf_cmd_ctx *ctx, bson_t *reply, uint32_t nerr, const bson_t *werrs);
 /* After a write: the writeConcernError ({"writeConcernError": {...}},
  * appended to `wce`) for a `w` a set of one cannot satisfy -- a number
  * above 1 (UnsatisfiableWriteConcern), a mode other than "majority"
@@ -262,12 +269,14 @@ typedef struct txn_state {
     int64_t last_use_ms;
     /* a transaction: its phase; in progress, its snapshot and writes, when
      * it started (transactionLifetimeLimitSeconds), the collections it
-     * created (dropped again if it aborts) */
+     * created (dropped again if it aborts) and the oplog operations of its
+     * catalog changes (its commit's applyOps lists them: mf_cl_log) */
     mfi_txn_phase phase;
     mf_cl_txn *txn;
     int64_t started_ms;
     char **created;
     size_t ncreated;
+    bson_t *catalog_ops;
     struct txn_state *next;
 } txn_state;
 
@@ -365,6 +374,12 @@ int mfi_txn_pending_check(mf_cmd_ctx *ctx, const mf_cmd_def *def, const bson_t *
  * when it is not the running command's own; 0: none.  listCollections
  * leaves such collections out. */
 uint64_t mfi_txn_pending(mf_cmd_ctx *ctx, const char *ns);
+/* Whether `ns` is pending in any transaction: what commands that do not
+ * run in transactions (collStats, $collStats, dbStats, listDatabases) do
+ * not count. */
+bool mfi_txn_hidden(mf_instance *inst, const char *ns);
+/* Keep in `v` the collections not hidden so; how many (catalog lock held). */
+size_t mfi_txn_unhidden(mf_instance *inst, mf_coll **v, size_t n);
 /* Whether `ns` may take new indexes: outside a transaction always, inside
  * only when the transaction created it. */
 bool mfi_txn_created(const mf_cmd_ctx *ctx, const char *ns);
@@ -686,7 +701,7 @@ int mfi_fail_get_more(mf_cmd_ctx *ctx, const bson_t *cmd, mf_error *err);
 /* collStats's fields after `ns` (size, count, ..., scaleFactor) for `ns`,
  * sizes divided by `scale`; zeros for a collection that does not exist, as
  * mongod 7.0 (cmd_stats.c).  Takes the catalog and collection locks. */
-int mfi_coll_storage_stats(mf_engine *e, const char *ns, int64_t scale, bson_t *reply,
+int mfi_coll_storage_stats(mf_instance *inst, const char *ns, int64_t scale, bson_t *reply,
                            mf_error *err);
 
 

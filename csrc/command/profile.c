@@ -525,7 +525,7 @@ static int create_profile_coll(mf_engine *e, const char *ns, mf_error *err)
     bson_t opts = BSON_INITIALIZER;
     BSON_APPEND_BOOL(&opts, "capped", true);
     BSON_APPEND_INT64(&opts, "size", PROFILE_BYTES);
-    int rc = mf_cl_create(e, ns, &opts, NULL, false, err);
+    int rc = mf_cl_create(e, NULL, ns, &opts, NULL, false, err);
     bson_destroy(&opts);
     return rc;
 }

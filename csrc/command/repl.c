@@ -131,6 +131,35 @@ void mfi_repl_decorate(mf_instance *inst, const mf_cl_optime *op_time, bson_t *r
         BSON_APPEND_TIMESTAMP(reply, "operationTime", now.secs, now.inc);
 }
 
+void mfi_write_reply_base(mf_cmd_ctx *ctx, bson_t *reply, uint32_t nerr, const bson_t *werrs)
+{
+    mf_instance *inst = ctx->inst;
+    if (inst->repl) {
+        mf_cl_optime t = ctx->log.op_time;
+        bson_t ot;
+        if (!t.secs) /* mongod's LastOpFixer: the newest, when it wrote nothing */
+            mf_cl_oplog_last(inst->cl.oplog, &t, NULL);
+        BSON_APPEND_OID(reply, "electionId", &inst->repl->election_id);
+        BSON_APPEND_DOCUMENT_BEGIN(reply, "opTime", &ot);
+        BSON_APPEND_TIMESTAMP(&ot, "ts", t.secs, t.inc);
+        BSON_APPEND_INT64(&ot, "t", TERM);
+        bson_append_document_end(reply, &ot);
+    }
+    if (nerr)
+        BSON_APPEND_ARRAY(reply, "writeErrors", werrs);
+    if (ctx->retry && ctx->retry->nretried) {
+        bson_t a;
+        BSON_APPEND_ARRAY_BEGIN(reply, "retriedStmtIds", &a);
+        for (size_t i = 0; i < ctx->retry->nretried; i++) {
+            char key[16];
+            const char *k;
+            size_t kl = bson_uint32_to_string((uint32_t)i, &k, key, sizeof key);
+            bson_append_int32(&a, k, (int)kl, ctx->retry->retried[i]);
+        }
+        bson_append_array_end(reply, &a);
+    }
+}
+
 /* ------------------------------------------------------ write concern */
 
 void mfi_repl_write_concern(const bson_t *cmd, bson_t *wce)

@@ -313,6 +313,7 @@ void mfi_retry_end(mf_cmd_ctx *ctx)
     if (r->state)
         mfi_session_checkin(ctx->inst->txns, r->state);
     bson_destroy(&r->lsid);
+    free(r->retried);
     ctx->retry = NULL;
 }
 
@@ -352,6 +353,15 @@ int mfi_retry_check(mf_cmd_ctx *ctx, int32_t stmt_id, bool *executed, bson_t *en
                                 (long long)s->txn_number, sid);
         }
         *executed = true;
+        if (r->nretried == r->capretried) { /* (a reply without it is still right) */
+            size_t cap = r->capretried ? r->capretried * 2 : 8;
+            int32_t *v = realloc(r->retried, cap * sizeof *v);
+            if (!v)
+                return 0;
+            r->retried = v;
+            r->capretried = cap;
+        }
+        r->retried[r->nretried++] = stmt_id;
         return 0;
     }
     /* onPrimaryTransactionalWrite (test commands): as mongod's, where a

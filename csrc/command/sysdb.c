@@ -82,7 +82,7 @@ static int log_startup(mf_instance *inst, mf_error *err)
     bson_t opts = BSON_INITIALIZER;
     BSON_APPEND_BOOL(&opts, "capped", true);
     BSON_APPEND_INT64(&opts, "size", STARTUP_LOG_BYTES);
-    int rc = mf_cl_create(e, "local.startup_log", &opts, NULL, true, err);
+    int rc = mf_cl_create(e, NULL, "local.startup_log", &opts, NULL, true, err);
     bson_destroy(&opts);
     if (rc && rc != MF_NamespaceExists)
         return rc;

@@ -53,6 +53,9 @@ static bool allowed_in_txn(const char *name)
  * (`t` may be NULL: closing). */
 static void forget_created(mfi_txn_table *t, txn_state *s)
 {
+    if (s->catalog_ops)
+        bson_destroy(s->catalog_ops);
+    s->catalog_ops = NULL;
     for (size_t i = 0; i < s->ncreated; i++)
         free(s->created[i]);
     free(s->created);
@@ -264,6 +267,7 @@ int mfi_txn_begin(mf_cmd_ctx *ctx, const mf_cmd_def *def, const bson_t *cmd,
         u->prev_phase = s->phase;
         if ((rc = mf_cl_txn_begin(inst->cl.txns, &s->txn, err)) != 0)
             return rc;
+        s->catalog_ops = bson_new();
         s->txn_number = txn_number;
         s->nstmts = 0;
         s->last = (mf_cl_optime){0, 0};
@@ -290,6 +294,7 @@ int mfi_txn_begin(mf_cmd_ctx *ctx, const mf_cmd_def *def, const bson_t *cmd,
     if (s->phase == MFI_TXN_IN_PROGRESS) {
         mf_cl_txn_bind(s->txn);
         current_number = txn_number;
+        ctx->log.txn_ops = s->catalog_ops;
     }
     return 0;
 }
@@ -326,8 +331,10 @@ int mfi_txn_end_statement(mf_cmd_ctx *ctx, int rc, bson_t *reply, mf_error *err)
         rc = mf_error_set(err, MF_WriteConflict, "%s", msg);
     }
     if ((rc != 0 || wcode) && s && s->phase == MFI_TXN_IN_PROGRESS &&
-        strcmp(ctx->name, "commitTransaction") != 0)
+        strcmp(ctx->name, "commitTransaction") != 0) {
         abort_state(ctx->inst, s);
+        ctx->log.txn_ops = NULL;
+    }
     return rc;
 }
 
@@ -340,6 +347,8 @@ void mfi_txn_unstart(mf_cmd_ctx *ctx)
     mf_cl_txn_bind(NULL);
     mf_cl_txn_abort(s->txn);
     s->txn = NULL;
+    bson_destroy(s->catalog_ops);
+    s->catalog_ops = ctx->log.txn_ops = NULL;
     s->txn_number = u->prev_number;
     s->phase = (mfi_txn_phase)u->prev_phase;
     u->starts = false;
@@ -352,6 +361,7 @@ void mfi_txn_end(mf_cmd_ctx *ctx)
         return;
     mf_cl_txn_bind(NULL);
     current_number = 0;
+    ctx->log.txn_ops = NULL;
     if (u->state)
         mfi_session_checkin(ctx->inst->txns, u->state);
     bson_destroy(&u->lsid);
@@ -406,10 +416,10 @@ void mfi_txn_note_created(mf_cmd_ctx *ctx, const char *ns)
     pthread_mutex_unlock(&t->pmu);
 }
 
-uint64_t mfi_txn_pending(mf_cmd_ctx *ctx, const char *ns)
+/* The transaction that created `ns` and has not ended, other than
+ * `mine` (NULL: any). */
+static uint64_t pending_by(mfi_txn_table *t, const txn_state *mine, const char *ns)
 {
-    mfi_txn_table *t = ctx->inst->txns;
-    const txn_state *mine = ctx->txn ? ctx->txn->state : NULL;
     uint64_t id = 0;
     if (!t)
         return 0;
@@ -419,6 +429,25 @@ uint64_t mfi_txn_pending(mf_cmd_ctx *ctx, const char *ns)
             id = t->pending[i].txn_id;
     pthread_mutex_unlock(&t->pmu);
     return id;
+}
+
+uint64_t mfi_txn_pending(mf_cmd_ctx *ctx, const char *ns)
+{
+    return pending_by(ctx->inst->txns, ctx->txn ? ctx->txn->state : NULL, ns);
+}
+
+bool mfi_txn_hidden(mf_instance *inst, const char *ns)
+{
+    return pending_by(inst->txns, NULL, ns) != 0;
+}
+
+size_t mfi_txn_unhidden(mf_instance *inst, mf_coll **v, size_t n)
+{
+    size_t kept = 0;
+    for (size_t i = 0; i < n; i++)
+        if (!mfi_txn_hidden(inst, mf_coll_name(v[i])))
+            v[kept++] = v[i];
+    return kept;
 }
 
 /* Whether `cmd` (an update or findAndModify) may upsert. */
@@ -499,10 +528,13 @@ int mfi_cmd_commit_transaction(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply
     mf_cl_stmt st = {.lsid = &u->lsid, .txn_number = u->txn_number};
     mf_cl_log lg = ctx->log;
     lg.stmt = &st;
+    lg.created = s->created; /* settled by the commit */
+    lg.ncreated = s->ncreated;
     mf_lsn lsn = 0;
     mfi_cursors_kill_txn(ctx->inst, t);
     s->txn = NULL;
     int rc = mf_cl_txn_commit(t, ctx->inst->engine, &lg, &lsn, err);
+    ctx->log.txn_ops = NULL; /* freed with the transaction's state below */
     if (lsn > ctx->lsn)
         ctx->lsn = lsn;
     if (rc == 0) {

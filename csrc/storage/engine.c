@@ -45,6 +45,7 @@ typedef struct tree_ent {
 struct mf_coll {
     char *name;
     mf_tree_id records;
+    unsigned flags; /* MF_COLL_*: written under catalog_tree_mu */
     uint8_t *options;
     size_t options_len;
     mf_index_info *idx;
@@ -712,6 +713,11 @@ static mf_coll *coll_decode(const char *name, const uint8_t *v, size_t len)
         p += x->spec_len;
         c->nidx++;
     }
+    /* then its flags, when it has any (an entry without them has none) */
+    if (end - p >= 4) {
+        c->flags = get_u32(p);
+        p += 4;
+    }
     return c;
 bad:
     coll_free(c);
@@ -721,7 +727,7 @@ bad:
 /* Encode `c`'s entry; the caller frees the result. */
 static uint8_t *coll_encode(const mf_coll *c, size_t *len)
 {
-    size_t n = 12 + c->options_len + 4;
+    size_t n = 12 + c->options_len + 4 + (c->flags ? 4 : 0);
     for (size_t i = 0; i < c->nidx; i++)
         n += 10 + strlen(c->idx[i].name) + 4 + c->idx[i].spec_len;
     uint8_t *b = malloc(n), *p = b;
@@ -747,6 +753,10 @@ static uint8_t *coll_encode(const mf_coll *c, size_t *len)
         p += 4;
         memcpy(p, c->idx[i].spec, sl);
         p += sl;
+    }
+    if (c->flags) {
+        uint32_t f = c->flags;
+        memcpy(p, &f, 4);
     }
     *len = n;
     return b;
@@ -853,8 +863,25 @@ void mf_engine_catalog_unlock(mf_engine *e)
     pthread_rwlock_unlock(&e->catalog_lock);
 }
 
+/* mf_engine_write of `ops` and then `also`'s, as one record. */
+static int write_also(mf_engine *e, const mf_op *ops, size_t n, const mf_op_list *also,
+                      mf_lsn *lsn, mf_error *err)
+{
+    if (!also || also->n == 0)
+        return mf_engine_write(e, ops, n, lsn, err);
+    mf_op *all = malloc((n + also->n) * sizeof *all);
+    if (!all)
+        return mf_error_oom(err);
+    memcpy(all, ops, n * sizeof *all);
+    memcpy(all + n, also->ops, also->n * sizeof *all);
+    int rc = mf_engine_write(e, all, n + also->n, lsn, err);
+    free(all);
+    return rc;
+}
+
 int mf_engine_coll_create(mf_engine *e, const char *ns, const uint8_t *options,
-                          size_t options_len, mf_coll **out, mf_lsn *lsn, mf_error *err)
+                          size_t options_len, unsigned flags, mf_coll **out,
+                          const mf_op_list *also, mf_lsn *lsn, mf_error *err)
 {
     int rc;
     if (mf_engine_coll(e, ns))
@@ -872,6 +899,7 @@ int mf_engine_coll_create(mf_engine *e, const char *ns, const uint8_t *options,
     if (options_len)
         memcpy(c->options, options, options_len);
     c->options_len = options_len;
+    c->flags = flags;
     c->records = mf_engine_new_tree_id(e);
 
     size_t vlen;
@@ -882,8 +910,7 @@ int mf_engine_coll_create(mf_engine *e, const char *ns, const uint8_t *options,
         {.kind = MF_OP_PUT, .tree = MF_CATALOG_TREE, .key = key, .klen = klen, .val = val,
          .vlen = vlen},
     };
-    rc = val ? mf_engine_write(e, ops, 2, lsn, err)
-             : mf_error_oom(err);
+    rc = val ? write_also(e, ops, 2, also, lsn, err) : mf_error_oom(err);
     free(val);
     if (rc == 0)
         rc = coll_insert(e, c, err);
@@ -896,22 +923,29 @@ int mf_engine_coll_create(mf_engine *e, const char *ns, const uint8_t *options,
     return 0;
 }
 
-int mf_engine_coll_drop(mf_engine *e, const char *ns, mf_lsn *lsn, mf_error *err)
+/* The ops that drop `c` (its catalog entry at `key`, every tree): n of
+ * them at `ops`. */
+static size_t drop_ops(const mf_coll *c, const uint8_t *key, size_t klen, mf_op *ops)
 {
-    mf_coll *c = mf_engine_coll(e, ns);
-    if (!c)
-        return mf_error_set(err, MF_NamespaceNotFound, "ns not found: %s", ns);
-    size_t n = 2 + c->nidx;
-    mf_op *ops = calloc(n, sizeof *ops);
-    if (!ops)
-        return mf_error_oom(err);
-    uint8_t key[1100];
-    size_t klen = ns_key(ns, key, sizeof key);
     ops[0] = (mf_op){.kind = MF_OP_DELETE, .tree = MF_CATALOG_TREE, .key = key, .klen = klen};
     ops[1] = (mf_op){.kind = MF_OP_DROP_TREE, .tree = c->records};
     for (size_t i = 0; i < c->nidx; i++)
         ops[2 + i] = (mf_op){.kind = MF_OP_DROP_TREE, .tree = c->idx[i].tree};
-    int rc = mf_engine_write(e, ops, n, lsn, err);
+    return 2 + c->nidx;
+}
+
+int mf_engine_coll_drop(mf_engine *e, const char *ns, const mf_op_list *also, mf_lsn *lsn,
+                        mf_error *err)
+{
+    mf_coll *c = mf_engine_coll(e, ns);
+    if (!c)
+        return mf_error_set(err, MF_NamespaceNotFound, "ns not found: %s", ns);
+    mf_op *ops = calloc(2 + c->nidx, sizeof *ops);
+    if (!ops)
+        return mf_error_oom(err);
+    uint8_t key[1100];
+    size_t n = drop_ops(c, key, ns_key(ns, key, sizeof key), ops);
+    int rc = write_also(e, ops, n, also, lsn, err);
     free(ops);
     if (rc != 0)
         return rc;
@@ -920,31 +954,42 @@ int mf_engine_coll_drop(mf_engine *e, const char *ns, mf_lsn *lsn, mf_error *err
     return 0;
 }
 
-int mf_engine_coll_rename(mf_engine *e, const char *from, const char *to, mf_lsn *lsn,
-                          mf_error *err)
+int mf_engine_coll_rename(mf_engine *e, const char *from, const char *to, bool drop_target,
+                          const mf_op_list *also, mf_lsn *lsn, mf_error *err)
 {
     mf_coll *c = mf_engine_coll(e, from);
     if (!c)
         return mf_error_set(err, MF_NamespaceNotFound, "ns not found: %s", from);
-    if (mf_engine_coll(e, to))
+    mf_coll *target = mf_engine_coll(e, to);
+    if (target && !drop_target)
         return mf_error_set(err, MF_NamespaceExists, "target namespace exists");
     size_t vlen;
     uint8_t *val = coll_encode(c, &vlen), k1[1100], k2[1100];
-    if (!val)
+    mf_op *ops = calloc(2 + (target ? 2 + target->nidx : 0), sizeof *ops);
+    if (!val || !ops) {
+        free(val);
+        free(ops);
         return mf_error_oom(err);
-    size_t l1 = ns_key(from, k1, sizeof k1), l2 = ns_key(to, k2, sizeof k2);
-    mf_op ops[2] = {
-        {.kind = MF_OP_DELETE, .tree = MF_CATALOG_TREE, .key = k1, .klen = l1},
-        {.kind = MF_OP_PUT, .tree = MF_CATALOG_TREE, .key = k2, .klen = l2, .val = val,
-         .vlen = vlen},
-    };
-    int rc = mf_engine_write(e, ops, 2, lsn, err);
+    }
+    size_t l1 = ns_key(from, k1, sizeof k1), l2 = ns_key(to, k2, sizeof k2), n = 0;
+    /* the target's entry is at the key the renamed one takes: dropped first */
+    if (target)
+        n = drop_ops(target, k2, l2, ops);
+    ops[n++] = (mf_op){.kind = MF_OP_DELETE, .tree = MF_CATALOG_TREE, .key = k1, .klen = l1};
+    ops[n++] = (mf_op){.kind = MF_OP_PUT, .tree = MF_CATALOG_TREE, .key = k2, .klen = l2,
+                       .val = val, .vlen = vlen};
+    int rc = write_also(e, ops, n, also, lsn, err);
     free(val);
+    free(ops);
     if (rc != 0)
         return rc;
     char *nm = strdup(to);
     if (!nm)
         return mf_error_oom(err);
+    if (target) {
+        coll_remove(e, to);
+        coll_free(target);
+    }
     coll_remove(e, from);
     free(c->name);
     c->name = nm;
@@ -952,6 +997,43 @@ int mf_engine_coll_rename(mf_engine *e, const char *from, const char *to, mf_lsn
 }
 
 const char *mf_coll_name(const mf_coll *c) { return c->name; }
+bool mf_coll_pending(const mf_coll *c) { return c->flags & MF_COLL_PENDING; }
+
+int mf_engine_colls_settle(mf_engine *e, mf_coll *const *cs, size_t n, const mf_op *ops,
+                           size_t nops, mf_lsn *lsn, mf_error *err)
+{
+    if (n == 0)
+        return mf_engine_write(e, ops, nops, lsn, err);
+    mf_op *all = malloc((nops + n) * sizeof *all);
+    uint8_t **vals = calloc(n, sizeof *vals);
+    uint8_t(*keys)[1100] = malloc(n * sizeof *keys);
+    int rc = all && vals && keys ? 0 : mf_error_oom(err);
+    /* (other collections' index changes write the catalog tree too) */
+    pthread_mutex_lock(&e->catalog_tree_mu);
+    for (size_t i = 0; rc == 0 && i < n; i++)
+        cs[i]->flags &= ~(unsigned)MF_COLL_PENDING;
+    if (rc == 0 && nops)
+        memcpy(all, ops, nops * sizeof *all);
+    for (size_t i = 0; rc == 0 && i < n; i++) {
+        size_t vl, kl = ns_key(cs[i]->name, keys[i], sizeof keys[i]);
+        if (!(vals[i] = coll_encode(cs[i], &vl)))
+            rc = mf_error_oom(err);
+        else
+            all[nops + i] = (mf_op){.kind = MF_OP_PUT, .tree = MF_CATALOG_TREE, .key = keys[i],
+                                    .klen = kl, .val = vals[i], .vlen = vl};
+    }
+    if (rc == 0)
+        rc = mf_engine_write(e, all, nops + n, lsn, err);
+    for (size_t i = 0; rc != 0 && i < n; i++)
+        cs[i]->flags |= MF_COLL_PENDING; /* not settled (all were pending) */
+    pthread_mutex_unlock(&e->catalog_tree_mu);
+    for (size_t i = 0; vals && i < n; i++)
+        free(vals[i]);
+    free(vals);
+    free(keys);
+    free(all);
+    return rc;
+}
 mf_tree_id mf_coll_records(const mf_coll *c) { return c->records; }
 size_t mf_coll_index_count(const mf_coll *c) { return c->nidx; }
 const mf_index_info *mf_coll_index(const mf_coll *c, size_t i) { return &c->idx[i]; }
@@ -975,8 +1057,9 @@ void mf_coll_unlock(mf_coll *c)
     pthread_rwlock_unlock(&c->lock);
 }
 
-/* Log `c`'s entry, plus `extra` (a tree create or drop). */
-static int write_entry(mf_engine *e, mf_coll *c, const mf_op *extra, mf_lsn *lsn, mf_error *err)
+/* Log `c`'s entry, plus `extra` (a tree create or drop), then `also`. */
+static int write_entry(mf_engine *e, mf_coll *c, const mf_op *extra, const mf_op_list *also,
+                       mf_lsn *lsn, mf_error *err)
 {
     size_t vlen;
     uint8_t *val = coll_encode(c, &vlen), key[1100];
@@ -988,7 +1071,7 @@ static int write_entry(mf_engine *e, mf_coll *c, const mf_op *extra, mf_lsn *lsn
     mf_op ops[2] = {extra ? *extra : put, put};
     /* Other collections' index changes write the catalog tree too. */
     pthread_mutex_lock(&e->catalog_tree_mu);
-    int rc = mf_engine_write(e, ops, extra ? 2 : 1, lsn, err);
+    int rc = write_also(e, ops, extra ? 2 : 1, also, lsn, err);
     pthread_mutex_unlock(&e->catalog_tree_mu);
     free(val);
     return rc;
@@ -1018,7 +1101,7 @@ int mf_coll_index_create(mf_engine *e, mf_coll *c, const char *name, const uint8
                          .spec_len = spec_len};
     c->nidx++;
     mf_op create = {.kind = MF_OP_CREATE_TREE, .tree = x->tree};
-    int rc = write_entry(e, c, &create, lsn, err);
+    int rc = write_entry(e, c, &create, NULL, lsn, err);
     if (rc != 0) {
         c->nidx--;
         free(nm);
@@ -1030,7 +1113,8 @@ int mf_coll_index_create(mf_engine *e, mf_coll *c, const char *name, const uint8
     return 0;
 }
 
-int mf_coll_index_drop(mf_engine *e, mf_coll *c, const char *name, mf_lsn *lsn, mf_error *err)
+int mf_coll_index_drop(mf_engine *e, mf_coll *c, const char *name, const mf_op_list *also,
+                       mf_lsn *lsn, mf_error *err)
 {
     size_t i;
     for (i = 0; i < c->nidx; i++)
@@ -1042,7 +1126,7 @@ int mf_coll_index_drop(mf_engine *e, mf_coll *c, const char *name, mf_lsn *lsn, 
     memmove(&c->idx[i], &c->idx[i + 1], (c->nidx - i - 1) * sizeof *c->idx);
     c->nidx--;
     mf_op drop = {.kind = MF_OP_DROP_TREE, .tree = gone.tree};
-    int rc = write_entry(e, c, &drop, lsn, err);
+    int rc = write_entry(e, c, &drop, also, lsn, err);
     if (rc != 0) {
         memmove(&c->idx[i + 1], &c->idx[i], (c->nidx - i) * sizeof *c->idx);
         c->idx[i] = gone;
@@ -1055,7 +1139,7 @@ int mf_coll_index_drop(mf_engine *e, mf_coll *c, const char *name, mf_lsn *lsn, 
 }
 
 int mf_coll_index_set_specs(mf_engine *e, mf_coll *c, const mf_index_spec_set *sets, size_t n,
-                            mf_lsn *lsn, mf_error *err)
+                            const mf_op_list *also, mf_lsn *lsn, mf_error *err)
 {
     /* What to put back if the write fails: each index's place and spec. */
     struct undo {
@@ -1090,7 +1174,7 @@ int mf_coll_index_set_specs(mf_engine *e, mf_coll *c, const mf_index_spec_set *s
         ix->spec_len = sets[done].len;
     }
     if (rc == 0)
-        rc = write_entry(e, c, NULL, lsn, err);
+        rc = write_entry(e, c, NULL, also, lsn, err);
     /* Undo in reverse on failure, so that an index named twice gets its
      * first spec back; else free the replaced ones. */
     while (done-- > 0) {
@@ -1108,14 +1192,14 @@ int mf_coll_index_set_specs(mf_engine *e, mf_coll *c, const mf_index_spec_set *s
 }
 
 int mf_coll_index_set_spec(mf_engine *e, mf_coll *c, const char *name, const uint8_t *spec,
-                           size_t spec_len, mf_lsn *lsn, mf_error *err)
+                           size_t spec_len, const mf_op_list *also, mf_lsn *lsn, mf_error *err)
 {
     mf_index_spec_set one = {name, spec, spec_len};
-    return mf_coll_index_set_specs(e, c, &one, 1, lsn, err);
+    return mf_coll_index_set_specs(e, c, &one, 1, also, lsn, err);
 }
 
 int mf_coll_set_options(mf_engine *e, mf_coll *c, const uint8_t *options, size_t options_len,
-                        mf_lsn *lsn, mf_error *err)
+                        const mf_op_list *also, mf_lsn *lsn, mf_error *err)
 {
     uint8_t *o = malloc(options_len ? options_len : 1);
     if (!o)
@@ -1126,7 +1210,7 @@ int mf_coll_set_options(mf_engine *e, mf_coll *c, const uint8_t *options, size_t
     size_t old_len = c->options_len;
     c->options = o;
     c->options_len = options_len;
-    int rc = write_entry(e, c, NULL, lsn, err);
+    int rc = write_entry(e, c, NULL, also, lsn, err);
     if (rc != 0) {
         c->options = old;
         c->options_len = old_len;

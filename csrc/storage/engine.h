@@ -127,6 +127,15 @@ typedef struct mf_op {
  * engine: the trees may hold a change the log does not). */
 int mf_engine_write(mf_engine *e, const mf_op *ops, size_t nops, mf_lsn *lsn, mf_error *err);
 
+/* Ops a catalog change writes in its own log record, after its own: what
+ * the layer above logs of the change (a replica set's oplog entries,
+ * coll/oplog.c), so that after a crash they are there exactly when the
+ * change is.  The catalog changes below take one (NULL: none). */
+typedef struct mf_op_list {
+    const mf_op *ops;
+    size_t n;
+} mf_op_list;
+
 /* Whether the engine refuses writes until reopened (a failed sync or
  * checkpoint write); `why` (may be NULL) gets the cause. */
 bool mf_engine_failure(mf_engine *e, char *why, size_t cap);
@@ -170,20 +179,41 @@ mf_coll *mf_engine_coll(mf_engine *e, const char *ns);
 /* Call `fn` for each collection (catalog lock held), in name order. */
 void mf_engine_coll_each(mf_engine *e, void (*fn)(mf_coll *c, void *arg), void *arg);
 
+/* A collection's flags in the catalog. */
+enum {
+    /* created by a transaction that has not committed: the layer above
+     * drops such a collection at open (its commit clears the flag in the
+     * commit's own log record: mf_engine_colls_settle) */
+    MF_COLL_PENDING = 1u << 0,
+};
+
 /* Create a collection with an empty record tree; `options` are the
- * caller's bytes, kept with it.  Exclusive catalog lock.  Errors:
- * MF_NamespaceExists.  `*lsn` for mf_engine_sync. */
+ * caller's bytes, kept with it; `flags` MF_COLL_*.  Exclusive catalog
+ * lock.  Errors: MF_NamespaceExists.  `*lsn` for mf_engine_sync. */
 int mf_engine_coll_create(mf_engine *e, const char *ns, const uint8_t *options,
-                          size_t options_len, mf_coll **out, mf_lsn *lsn, mf_error *err);
+                          size_t options_len, unsigned flags, mf_coll **out,
+                          const mf_op_list *also, mf_lsn *lsn, mf_error *err);
+
+/* Whether `c` is MF_COLL_PENDING. */
+bool mf_coll_pending(const mf_coll *c);
+
+/* Clear MF_COLL_PENDING of the `n` collections `cs` and log their catalog
+ * entries after `ops` (the commit of the transaction that created them),
+ * as one record: after a crash they are settled exactly when `ops` are
+ * there.  The caller holds what `ops` need. */
+int mf_engine_colls_settle(mf_engine *e, mf_coll *const *cs, size_t n, const mf_op *ops,
+                           size_t nops, mf_lsn *lsn, mf_error *err);
 
 /* Drop a collection and every tree it owns.  Exclusive catalog lock.
  * Errors: MF_NamespaceNotFound. */
-int mf_engine_coll_drop(mf_engine *e, const char *ns, mf_lsn *lsn, mf_error *err);
+int mf_engine_coll_drop(mf_engine *e, const char *ns, const mf_op_list *also, mf_lsn *lsn,
+                        mf_error *err);
 
-/* Rename.  Exclusive catalog lock.  Errors: MF_NamespaceNotFound,
- * MF_NamespaceExists. */
-int mf_engine_coll_rename(mf_engine *e, const char *from, const char *to, mf_lsn *lsn,
-                          mf_error *err);
+/* Rename; with `drop_target`, a collection named `to` is dropped in the
+ * same log record.  Exclusive catalog lock.  Errors: MF_NamespaceNotFound,
+ * MF_NamespaceExists (`to` exists, not `drop_target`). */
+int mf_engine_coll_rename(mf_engine *e, const char *from, const char *to, bool drop_target,
+                          const mf_op_list *also, mf_lsn *lsn, mf_error *err);
 
 const char *mf_coll_name(const mf_coll *c);
 mf_tree_id mf_coll_records(const mf_coll *c);
@@ -192,7 +222,7 @@ void mf_coll_options(const mf_coll *c, const uint8_t **options, size_t *len);
  * lock: readers of mf_coll_options hold it shared, and the old bytes are
  * freed here. */
 int mf_coll_set_options(mf_engine *e, mf_coll *c, const uint8_t *options, size_t options_len,
-                        mf_lsn *lsn, mf_error *err);
+                        const mf_op_list *also, mf_lsn *lsn, mf_error *err);
 void mf_coll_lock(mf_coll *c, bool exclusive);
 void mf_coll_unlock(mf_coll *c);
 
@@ -208,7 +238,7 @@ int mf_coll_index_create(mf_engine *e, mf_coll *c, const char *name, const uint8
 /* Replace the spec bytes of index `name` (its tree stays).  Exclusive
  * collection lock.  Errors: MF_IndexNotFound (27). */
 int mf_coll_index_set_spec(mf_engine *e, mf_coll *c, const char *name, const uint8_t *spec,
-                           size_t spec_len, mf_lsn *lsn, mf_error *err);
+                           size_t spec_len, const mf_op_list *also, mf_lsn *lsn, mf_error *err);
 /* The same for `n` indexes at once, in one write of the collection's
  * catalog entry: after a crash, all of the new specs or none. */
 typedef struct mf_index_spec_set {
@@ -217,11 +247,12 @@ typedef struct mf_index_spec_set {
     size_t len;
 } mf_index_spec_set;
 int mf_coll_index_set_specs(mf_engine *e, mf_coll *c, const mf_index_spec_set *sets, size_t n,
-                            mf_lsn *lsn, mf_error *err);
+                            const mf_op_list *also, mf_lsn *lsn, mf_error *err);
 
 /* Remove an index and drop its tree.  Exclusive collection lock.  Errors:
  * MF_IndexNotFound (27). */
-int mf_coll_index_drop(mf_engine *e, mf_coll *c, const char *name, mf_lsn *lsn, mf_error *err);
+int mf_coll_index_drop(mf_engine *e, mf_coll *c, const char *name, const mf_op_list *also,
+                       mf_lsn *lsn, mf_error *err);
 
 /* ------------------------------------------------------------------ stats */
 

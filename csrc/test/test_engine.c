@@ -51,8 +51,8 @@ static int setup(ctx *x, mf_error *err)
     mf_engine_catalog_lock(x->e, true);
     x->c = mf_engine_coll(x->e, "db.c");
     if (!x->c) {
-        if ((rc = mf_engine_coll_create(x->e, "db.c", (const uint8_t *)"{}", 2, &x->c, &lsn,
-                                        err)) != 0 ||
+        if ((rc = mf_engine_coll_create(x->e, "db.c", (const uint8_t *)"{}", 2, 0, &x->c, NULL,
+                                        &lsn, err)) != 0 ||
             (rc = mf_coll_index_create(x->e, x->c, "k_1", (const uint8_t *)"k", 1, &x->idx,
                                        &lsn, err)) != 0 ||
             (rc = mf_engine_sync(x->e, lsn, err)) != 0) {
@@ -201,10 +201,25 @@ MFT_CASE(reopen, "/storage/engine/catalog_and_data_survive_close")
     /* Rename and drop go through the catalog too. */
     mf_lsn lsn;
     mf_engine_catalog_lock(x.e, true);
-    CHECK_INT(mf_engine_coll_create(x.e, "db.d", NULL, 0, NULL, &lsn, &err), 0);
-    CHECK_INT(mf_engine_coll_create(x.e, "db.d", NULL, 0, NULL, &lsn, &err), MF_NamespaceExists);
-    CHECK_INT(mf_engine_coll_rename(x.e, "db.d", "db.e", &lsn, &err), 0);
-    CHECK_INT(mf_engine_coll_drop(x.e, "db.zz", &lsn, &err), MF_NamespaceNotFound);
+    CHECK_INT(mf_engine_coll_create(x.e, "db.d", NULL, 0, 0, NULL, NULL, &lsn, &err), 0);
+    CHECK_INT(mf_engine_coll_create(x.e, "db.d", NULL, 0, 0, NULL, NULL, &lsn, &err),
+              MF_NamespaceExists);
+    CHECK_INT(mf_engine_coll_rename(x.e, "db.d", "db.e", false, NULL, &lsn, &err), 0);
+    CHECK_INT(mf_engine_coll_drop(x.e, "db.zz", NULL, &lsn, &err), MF_NamespaceNotFound);
+    /* A rename onto an existing collection drops it in the same record,
+     * with the caller's ops (`also`). */
+    mf_coll *g;
+    CHECK_INT(mf_engine_coll_create(x.e, "db.f", NULL, 0, 0, NULL, NULL, &lsn, &err), 0);
+    CHECK_INT(mf_engine_coll_create(x.e, "db.g", NULL, 0, 0, &g, NULL, &lsn, &err), 0);
+    CHECK_INT(mf_engine_coll_rename(x.e, "db.d2", "db.f", false, NULL, &lsn, &err),
+              MF_NamespaceNotFound);
+    CHECK_INT(mf_engine_coll_create(x.e, "db.d2", NULL, 0, 0, NULL, NULL, &lsn, &err), 0);
+    CHECK_INT(mf_engine_coll_rename(x.e, "db.d2", "db.f", false, NULL, &lsn, &err),
+              MF_NamespaceExists);
+    mf_op put = {.kind = MF_OP_PUT, .tree = mf_coll_records(g), .key = (const uint8_t *)"k",
+                 .klen = 1, .val = (const uint8_t *)"v", .vlen = 1};
+    mf_op_list also = {&put, 1};
+    CHECK_INT(mf_engine_coll_rename(x.e, "db.d2", "db.f", true, &also, &lsn, &err), 0);
     mf_engine_catalog_unlock(x.e);
     CHECK_INT(mf_engine_sync(x.e, lsn, &err), 0);
     mf_engine_abandon(x.e); /* no checkpoint: the log must carry it */
@@ -216,11 +231,66 @@ MFT_CASE(reopen, "/storage/engine/catalog_and_data_survive_close")
     mf_engine_catalog_lock(x.e, true);
     CHECK(mf_engine_coll(x.e, "db.e") != NULL);
     CHECK(mf_engine_coll(x.e, "db.d") == NULL);
-    CHECK_INT(mf_engine_coll_drop(x.e, "db.e", &lsn, &err), 0);
+    CHECK(mf_engine_coll(x.e, "db.d2") == NULL);
+    CHECK(mf_engine_coll(x.e, "db.f") != NULL);
+    CHECK((g = mf_engine_coll(x.e, "db.g")) != NULL);
+    bool found;
+    const uint8_t *v;
+    size_t vl;
+    CHECK_INT(mf_btree_get(mf_engine_tree(x.e, mf_coll_records(g)), (const uint8_t *)"k", 1,
+                           &found, &v, &vl, &err), 0);
+    CHECK(found && vl == 1 && v[0] == 'v');
+    CHECK_INT(mf_engine_coll_drop(x.e, "db.e", NULL, &lsn, &err), 0);
+    CHECK_INT(mf_engine_coll_drop(x.e, "db.f", NULL, &lsn, &err), 0);
+    CHECK_INT(mf_engine_coll_drop(x.e, "db.g", NULL, &lsn, &err), 0);
     mf_engine_catalog_unlock(x.e);
     CHECK_INT(setup(&x, &err), 0);
     CHECK(state_is(&x, 500, &err));
     CHECK_INT(mf_engine_close(x.e, &err), 0);
+}
+
+/* A transaction's collection is created MF_COLL_PENDING, and stays so
+ * across a crash until mf_engine_colls_settle logs its entry with the
+ * commit's ops in one record: after the next crash both are there. */
+MFT_CASE(pending_collection, "/storage/engine/pending_collection_settled_with_its_ops")
+{
+    mf_error err;
+    mf_lsn lsn;
+    mf_coll *p, *q;
+    mf_engine *e = open_engine(mft_tmpdir(), false, &err);
+    CHECK(e);
+    mf_engine_catalog_lock(e, true);
+    CHECK_INT(mf_engine_coll_create(e, "db.p", NULL, 0, MF_COLL_PENDING, &p, NULL, &lsn, &err),
+              0);
+    CHECK_INT(mf_engine_coll_create(e, "db.q", NULL, 0, 0, &q, NULL, &lsn, &err), 0);
+    CHECK(mf_coll_pending(p) && !mf_coll_pending(q));
+    mf_engine_catalog_unlock(e);
+    CHECK_INT(mf_engine_sync(e, lsn, &err), 0);
+    mf_engine_abandon(e); /* a crash: the log carries the flag */
+
+    CHECK((e = open_engine(mft_tmpdir(), false, &err)) != NULL);
+    mf_engine_catalog_lock(e, true);
+    CHECK((p = mf_engine_coll(e, "db.p")) != NULL && mf_coll_pending(p));
+    CHECK((q = mf_engine_coll(e, "db.q")) != NULL && !mf_coll_pending(q));
+    mf_op put = {.kind = MF_OP_PUT, .tree = mf_coll_records(p), .key = (const uint8_t *)"k",
+                 .klen = 1, .val = (const uint8_t *)"v", .vlen = 1};
+    CHECK_INT(mf_engine_colls_settle(e, &p, 1, &put, 1, &lsn, &err), 0);
+    CHECK(!mf_coll_pending(p));
+    mf_engine_catalog_unlock(e);
+    CHECK_INT(mf_engine_sync(e, lsn, &err), 0);
+    mf_engine_abandon(e);
+
+    CHECK((e = open_engine(mft_tmpdir(), false, &err)) != NULL);
+    mf_engine_catalog_lock(e, false);
+    CHECK((p = mf_engine_coll(e, "db.p")) != NULL && !mf_coll_pending(p));
+    bool found;
+    const uint8_t *v;
+    size_t vl;
+    CHECK_INT(mf_btree_get(mf_engine_tree(e, mf_coll_records(p)), (const uint8_t *)"k", 1,
+                           &found, &v, &vl, &err), 0);
+    CHECK(found && vl == 1 && v[0] == 'v');
+    mf_engine_catalog_unlock(e);
+    CHECK_INT(mf_engine_close(e, &err), 0);
 }
 
 /* A write with a key the B+tree cannot hold is refused whole, before any
@@ -349,7 +419,7 @@ MFT_CASE(compressible_load_checkpoints, "/storage/engine/compressible_log_trigge
     mf_log_configure(MF_LOG_WARNING, false);
     CHECK_INT(mf_engine_open(mft_tmpdir(), &opt, &e, &err), 0);
     mf_engine_catalog_lock(e, true);
-    CHECK_INT(mf_engine_coll_create(e, "db.c", (const uint8_t *)"{}", 2, &c, &lsn, &err), 0);
+    CHECK_INT(mf_engine_coll_create(e, "db.c", (const uint8_t *)"{}", 2, 0, &c, NULL, &lsn, &err), 0);
     mf_engine_catalog_unlock(e);
     CHECK_INT(mf_engine_sync(e, lsn, &err), 0);
     uint8_t *doc = malloc(DOC);
@@ -399,7 +469,7 @@ static int index_op(ctx *x, bool create, mf_tree_id *t, mf_error *err)
     mf_coll_lock(x->c, true);
     int rc = create ? mf_coll_index_create(x->e, x->c, "late", (const uint8_t *)"x", 1, t, &lsn,
                                            err)
-                    : mf_coll_index_drop(x->e, x->c, "late", &lsn, err);
+                    : mf_coll_index_drop(x->e, x->c, "late", NULL, &lsn, err);
     mf_coll_unlock(x->c);
     mf_engine_catalog_unlock(x->e);
     return rc ? rc : mf_engine_sync(x->e, lsn, err);
@@ -858,7 +928,7 @@ MFT_CASE(concurrency, "/storage/engine/writers_readers_and_checkpoints_together"
     for (int i = 0; i < 4; i++) {
         char ns[16];
         snprintf(ns, sizeof ns, "db.c%d", i);
-        CHECK_INT(mf_engine_coll_create(e, ns, NULL, 0, &colls[i], &lsn, &err), 0);
+        CHECK_INT(mf_engine_coll_create(e, ns, NULL, 0, 0, &colls[i], NULL, &lsn, &err), 0);
     }
     mf_engine_catalog_unlock(e);
     atomic_bool stop = false;

@@ -172,7 +172,7 @@ static int build(world *w, mf_error *err)
     add_index(w, "t_1", "t", 1, NULL, 0, false, 1);
     add_index(w, "u_1", "u", 1, NULL, 0, true, 0);
     mf_engine_catalog_lock(w->e, true);
-    rc = mf_engine_coll_create(w->e, "db.c", (const uint8_t *)"", 0, &w->c, &lsn, err);
+    rc = mf_engine_coll_create(w->e, "db.c", (const uint8_t *)"", 0, 0, &w->c, NULL, &lsn, err);
     for (size_t i = 0; rc == 0 && i < w->nidx; i++)
         rc = mf_coll_index_create(w->e, w->c, w->idx[i].name, (const uint8_t *)"x", 1,
                                   &w->idx[i].tree, &lsn, err);
@@ -693,7 +693,7 @@ static int cbuild(cworld *w, const char *const *specs, bool string_ids, mf_error
     }
     bson_destroy(ci);
     mf_engine_catalog_lock(w->e, true);
-    rc = mf_engine_coll_create(w->e, "db.c", (const uint8_t *)"", 0, &w->c, &lsn, err);
+    rc = mf_engine_coll_create(w->e, "db.c", (const uint8_t *)"", 0, 0, &w->c, NULL, &lsn, err);
     for (size_t i = 0; rc == 0 && specs[i]; i++)
         rc = cadd(w, specs[i], err);
     mf_engine_catalog_unlock(w->e);
