@@ -373,6 +373,34 @@ def test_a_multi_statement_goes_on_after_waiting_for_the_holder(rs):
     assert find(rs) == [{"_id": 3, "n": 1, "a": 2, "keep": True}]
 
 
+def test_merge_waits_for_the_holder_after_it_wrote(rs):
+    """$merge meets a document a transaction holds after it merged others:
+    it waits there (maxTimeMS bounds the wait) and merges it after the
+    commit; the transaction is not aborted."""
+    import threading
+    import time
+    rs.command("t", {"insert": "src", "documents": [{"_id": i, "v": "new"} for i in (1, 2, 3)]})
+    rs.command("t", {"insert": "c", "documents": [{"_id": i, "v": "old"} for i in (1, 2, 3)]})
+    t = Txn(rs)
+    t.cmd("t", {"update": "c", "updates": [{"q": {"_id": 2}, "u": {"$set": {"by": "txn"}}}]})
+    merge = {"aggregate": "src", "pipeline": [{"$sort": {"_id": 1}}, {"$merge": {
+        "into": "c", "whenMatched": "merge"}}], "cursor": {}}
+    with pytest.raises(multifora.CommandError) as ei:
+        rs.command("t", dict(merge, maxTimeMS=200))
+    assert ei.value.code == 50
+    assert [d["v"] for d in find(rs)] == ["new", "old", "old"]  # _id 1 merged first
+    out = {}
+    th = threading.Thread(target=lambda: out.setdefault("r", rs.command("t", merge)))
+    th.start()
+    time.sleep(0.3)
+    assert th.is_alive()
+    t.commit()
+    th.join(10)
+    assert out["r"]["ok"] == 1.0
+    assert find(rs) == [{"_id": 1, "v": "new"}, {"_id": 2, "v": "new", "by": "txn"},
+                        {"_id": 3, "v": "new"}]
+
+
 def test_ttl_monitor_leaves_what_a_transaction_holds(tmp_path):
     """An expired document a transaction holds is left to a later pass
     (mongod's TTL delete meets a WriteConflict): the transaction commits,

@@ -124,9 +124,11 @@ typedef struct mf_agg_env {
      * target's indexes. */
     int (*out_open)(void *arg, const char *db, const char *coll, mf_agg_sink **out,
                     mf_error *err);
-    /* $merge into db.coll (created by the first insert). */
-    int (*merge_open)(void *arg, const char *db, const char *coll, mf_agg_sink **out,
-                      mf_error *err);
+    /* $merge into db.coll (created by the first insert); `deadline` (may
+     * be NULL; it outlives the sink) bounds a write's wait for what a
+     * transaction holds. */
+    int (*merge_open)(void *arg, const char *db, const char *coll, const mf_deadline *deadline,
+                      mf_agg_sink **out, mf_error *err);
     /* Whether db.coll has a unique, non-partial index on exactly the
      * fields `on` (any order); a collection that does not exist has only
      * the _id index. */

@@ -542,7 +542,7 @@ static int merge_next(mfi_stage *s, bson_t *out, bool *eof, mf_error *err)
     if (m->done)
         return 0;
     m->done = true;
-    int rc = a->env->merge_open(a->env->arg, m->db, m->coll, &sink, err);
+    int rc = a->env->merge_open(a->env->arg, m->db, m->coll, a->deadline, &sink, err);
     while (rc == 0) {
         bson_t d;
         bool end;

@@ -48,6 +48,7 @@ typedef struct sink {
     bson_t specs;                   /* $out: the target's index specs at open */
     mf_lsn lsn;                     /* the last write */
     mf_cl_log log;                  /* a replica set's oplog, or none */
+    const mf_deadline *deadline;    /* $merge: bounds a wait for a transaction */
 } sink;
 
 /* How the sink's writes are logged: NULL on a standalone. */
@@ -124,9 +125,21 @@ static int insert_locked(sink *s, mf_coll *c, const bson_t *doc, bson_t *info, m
 
 /* ------------------------------------------------------------- inserts */
 
-static int sink_insert(mf_agg_sink *base, const bson_t *doc, bson_t *info, mf_error *err)
+/* Whether a write of the sink (`rc`) met what a transaction holds: then
+ * wait for it to end (maxTimeMS bounds the wait), with no lock held, and
+ * say so (*again): the caller writes that document again, as mongod's
+ * write-conflict retry of one document's write. */
+static int held_wait(sink *s, int rc, bool *again, mf_error *err)
 {
-    sink *s = (sink *)base;
+    uint64_t holder = rc == MF_WriteConflict ? mf_cl_op_take_wait() : 0;
+    *again = holder != 0;
+    if (!holder)
+        return rc;
+    return mf_cl_txns_wait(s->inst->cl.txns, holder, s->deadline ? s->deadline->at_us : 0, err);
+}
+
+static int insert_once(sink *s, const bson_t *doc, bson_t *info, mf_error *err)
+{
     mf_engine *e = s->inst->engine;
     mf_coll *c;
     int rc;
@@ -147,6 +160,18 @@ static int sink_insert(mf_agg_sink *base, const bson_t *doc, bson_t *info, mf_er
     rc = insert_locked(s, c, doc, info, err);
     mf_coll_unlock(c);
     mf_engine_catalog_unlock(e);
+    return rc;
+}
+
+static int sink_insert(mf_agg_sink *base, const bson_t *doc, bson_t *info, mf_error *err)
+{
+    sink *s = (sink *)base;
+    bool again = true;
+    int rc = 0;
+    while (rc == 0 && again) {
+        mf_cl_op_statement(true); /* a held document is waited for, then written */
+        rc = held_wait(s, insert_once(s, doc, info, err), &again, err);
+    }
     return rc;
 }
 
@@ -177,10 +202,9 @@ static int find_match(mf_engine *e, mf_coll *c, mf_cl_indexes *ix, const bson_t 
     return rc;
 }
 
-static int sink_merge(mf_agg_sink *base, const bson_t *match, mf_agg_merge_fn fn, void *fn_arg,
+static int merge_once(sink *s, const bson_t *match, mf_agg_merge_fn fn, void *fn_arg,
                       bson_t *info, mf_error *err)
 {
-    sink *s = (sink *)base;
     mf_engine *e = s->inst->engine;
     mf_agg_merge_action action = MF_AGG_MERGE_NONE;
     bson_t out;
@@ -233,6 +257,19 @@ static int sink_merge(mf_agg_sink *base, const bson_t *match, mf_agg_merge_fn fn
     mf_cl_indexes_free(&ix);
     mf_coll_unlock(c);
     mf_engine_catalog_unlock(e);
+    return rc;
+}
+
+static int sink_merge(mf_agg_sink *base, const bson_t *match, mf_agg_merge_fn fn, void *fn_arg,
+                      bson_t *info, mf_error *err)
+{
+    sink *s = (sink *)base;
+    bool again = true;
+    int rc = 0;
+    while (rc == 0 && again) {
+        mf_cl_op_statement(true); /* a held document is waited for, then merged again */
+        rc = held_wait(s, merge_once(s, match, fn, fn_arg, info, err), &again, err);
+    }
     return rc;
 }
 
@@ -413,8 +450,8 @@ static int out_open(void *arg, const char *db, const char *coll, mf_agg_sink **o
     return 0;
 }
 
-static int merge_open(void *arg, const char *db, const char *coll, mf_agg_sink **out,
-                      mf_error *err)
+static int merge_open(void *arg, const char *db, const char *coll, const mf_deadline *deadline,
+                      mf_agg_sink **out, mf_error *err)
 {
     if (mf_cl_txn_bound()) {
         *out = NULL;
@@ -426,6 +463,7 @@ static int merge_open(void *arg, const char *db, const char *coll, mf_agg_sink *
     if (!s)
         return MF_InternalError;
     snprintf(s->ns, sizeof s->ns, "%s.%s", db, coll);
+    s->deadline = deadline;
     *out = &s->base;
     return 0;
 }
