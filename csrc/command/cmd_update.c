@@ -545,45 +545,32 @@ static int parse_update_stmt(const bson_iter_t *el, update_stmt *s, mf_error *er
  * transaction: skipped when it goes on (as mongod's scan would not come
  * back to them), found by binary search among the first `sorted`. */
 typedef struct progress {
-    uint64_t *rids;
-    size_t n, cap, sorted;
+    hits done; /* (their pos unused) */
+    size_t sorted;
 } progress;
 
 static int cmp_rid(const void *a, const void *b)
 {
-    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    uint64_t x = ((const hit *)a)->rid, y = ((const hit *)b)->rid;
     return x < y ? -1 : x > y;
 }
 
 static bool progress_has(const progress *p, uint64_t rid)
 {
-    return p->sorted && bsearch(&rid, p->rids, p->sorted, sizeof rid, cmp_rid);
-}
-
-static int progress_add(progress *p, uint64_t rid, mf_error *err)
-{
-    if (p->n == p->cap) {
-        size_t cap = p->cap ? p->cap * 2 : 64;
-        uint64_t *v = realloc(p->rids, cap * sizeof *v);
-        if (!v)
-            return oom(err);
-        p->rids = v;
-        p->cap = cap;
-    }
-    p->rids[p->n++] = rid;
-    return 0;
+    hit key = {rid, 0};
+    return p->sorted && bsearch(&key, p->done.v, p->sorted, sizeof key, cmp_rid);
 }
 
 /* Before the statement goes on: everything done so far is skipped. */
 static void progress_resume(progress *p)
 {
-    qsort(p->rids, p->n, sizeof *p->rids, cmp_rid);
-    p->sorted = p->n;
+    qsort(p->done.v, p->done.n, sizeof *p->done.v, cmp_rid);
+    p->sorted = p->done.n;
 }
 
 static void progress_clear(progress *p)
 {
-    free(p->rids);
+    free(p->done.v);
     *p = (progress){0};
 }
 
@@ -650,11 +637,11 @@ static int run_update(wtarget *w, const xenv *x, update_stmt *s, progress *done,
             (*n)++;
             *nmod += modified;
             if (s->multi)
-                rc = progress_add(done, h.v[i].rid, err);
+                rc = hits_add(&done->done, h.v[i].rid, 0, err);
         }
     }
     /* (a statement going on after a wait matched before) */
-    if (rc == 0 && h.n == 0 && done->n == 0 && s->upsert && c) {
+    if (rc == 0 && h.n == 0 && done->done.n == 0 && s->upsert && c) {
         bson_t stored;
         rc = upsert_insert(w, &s->q, &u, now, &stored, upserted_id, lsn, err);
         bson_destroy(&stored);
