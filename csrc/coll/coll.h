@@ -277,6 +277,30 @@ void mf_cl_clustered_list_spec(const mf_coll *c, const bson_t *spec, bson_t *out
 int mf_cl_set_pre_post_images(mf_engine *e, mf_coll *c, bool enabled, mf_lsn *lsn,
                               mf_error *err);
 
+/* ------------------------------------------------------------- capped.c */
+
+/* Whether `c` is capped; its `size` (bytes) and `max` (documents, 0: no
+ * limit), either may be NULL. */
+bool mf_cl_capped(const mf_coll *c, int64_t *size, int64_t *max);
+/* A document too large for capped `c`: BadValue, as mongod's. */
+int mf_cl_capped_check(const mf_coll *c, const bson_t *doc, mf_error *err);
+/* Delete the oldest documents of `c` while it holds more than its size or
+ * max (nothing when it is not capped), through the write path (`lg`: a
+ * replica set logs them, not as part of a retryable statement).
+ * Exclusive collection lock. */
+int mf_cl_capped_trim(mf_engine *e, mf_coll *c, mf_cl_indexes *ix, mf_lsn *lsn,
+                      mf_cl_log *lg, mf_error *err);
+/* write.c tells each write of `c` (the counts of a capped one). */
+void mf_cl_capped_wrote(const mf_engine *e, const mf_coll *c, const bson_t *old_doc,
+                        const bson_t *new_doc);
+/* Forget the counts of `e`'s collections (its server closes). */
+void mf_cl_capped_forget(const mf_engine *e);
+/* How many inserts into capped collections there have been (any server
+ * of the process), and a wait until there is one more than `seen` or the
+ * monotonic `deadline_us` passes: an awaitData cursor's. */
+uint64_t mf_cl_capped_inserts(void);
+void mf_cl_capped_wait(uint64_t seen, int64_t deadline_us);
+
 /* ------------------------------------------------------------ catalog.c */
 
 /* Catalog changes are logged in a replica set's oplog through `lg` (NULL:

@@ -354,6 +354,13 @@ int mf_cl_index_build(mf_cl_db *db, mf_cl_log *lg, mf_coll *c, const char *ns,
         skip[i] = same;
         fresh += !same;
     }
+    /* IndexCatalogImpl::prepareSpecForCreate */
+    for (size_t i = 0; rc == 0 && i < nspec && mf_cl_capped(c, NULL, NULL); i++) {
+        bson_iter_t ttl;
+        if (!skip[i] && bson_iter_init_find(&ttl, &specs[i], "expireAfterSeconds"))
+            rc = mf_error_set(err, MF_CannotCreateIndex,
+                              "Cannot create TTL index on a capped collection");
+    }
     if (rc == 0 && before + fresh > MAX_INDEXES) {
         char shown[512];
         bson_iter_t k;

@@ -49,6 +49,7 @@ void mf_cl_db_destroy(mf_cl_db *db)
     pthread_mutex_destroy(&db->usage_mu);
     mf_plan_cache_free(db->plan_cache);
     db->plan_cache = NULL;
+    mf_cl_capped_forget(db->engine); /* (its address may be the next engine's) */
 }
 
 /* The entry of (ns, index), NULL if none.  Caller holds usage_mu. */

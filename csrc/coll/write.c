@@ -358,8 +358,17 @@ int mf_cl_write_doc_log(mf_engine *e, mf_coll *c, mf_cl_indexes *ix, uint64_t ri
                         const bson_t *old_doc, const bson_t *new_doc, mf_lsn *lsn,
                         mf_cl_dup *dup, mf_cl_log *lg, mf_error *err)
 {
-    /* inside a transaction: into its write set, no tree changed (txn.c) */
+    /* inside a transaction: into its write set, no tree changed (txn.c);
+     * not a capped collection's (mongod's codes) */
     mf_cl_txn *t = mf_cl_txn_bound();
+    if (t && lg && replicated(c) && mf_cl_capped(c, NULL, NULL))
+        return new_doc ? mf_error_set(err, MF_OperationNotSupportedInTransaction,
+                                      "Collection '%s' is a capped collection. Writes in "
+                                      "transactions are not allowed on capped collections.",
+                                      mf_coll_name(c))
+                       : mf_error_set(err, MF_IllegalOperation,
+                                      "Cannot remove from a capped collection in a "
+                                      "multi-document transaction");
     if (t && lg && replicated(c))
         return mf_cl_txn_stage(t, e, c, ix, rid, old_doc, new_doc, dup, err);
     mf_cl_txns *txns = lg ? lg->txns : NULL;
@@ -378,6 +387,7 @@ int mf_cl_write_doc_log(mf_engine *e, mf_coll *c, mf_cl_indexes *ix, uint64_t ri
     if (rc == 0) {
         ix->keys_inserted += ins;
         ix->keys_deleted += del;
+        mf_cl_capped_wrote(e, c, old_doc, new_doc);
         /* its number, and the version older snapshots see (txn.c); a
          * failure loses only that version: the write is done */
         mf_error verr;
@@ -766,6 +776,8 @@ int mf_cl_insert_doc(mf_engine *e, mf_coll *c, mf_cl_indexes *ix, uint64_t *next
                    mf_cl_log *lg, mf_error *err)
 {
     int rc = mf_cl_stored_form(doc, stored, id, err);
+    if (rc == 0)
+        rc = mf_cl_capped_check(c, stored, err);
     if (rc)
         return rc;
     /* past the RecordIds open transactions took for their inserts */
@@ -773,6 +785,8 @@ int mf_cl_insert_doc(mf_engine *e, mf_coll *c, mf_cl_indexes *ix, uint64_t *next
     rc = mf_cl_write_doc_log(e, c, ix, *next_id, NULL, stored, lsn, dup, lg, err);
     if (rc == 0)
         (*next_id)++;
+    if (rc == 0) /* a capped collection's oldest go past its size or max */
+        rc = mf_cl_capped_trim(e, c, ix, lsn, lg, err);
     return rc;
 }
 

@@ -571,11 +571,7 @@ static int coll_stats(void *arg, const char *db, const char *coll, const mf_agg_
         mf_engine_catalog_unlock(e);
         if (rc)
             return rc;
-        /* BSONObjBuilder::appendNumber(long long) */
-        if (u.entries < (1ULL << 30))
-            BSON_APPEND_INT32(out, "count", (int32_t)u.entries);
-        else
-            BSON_APPEND_INT64(out, "count", (int64_t)u.entries);
+        mfi_append_number(out, "count", (int64_t)u.entries);
     }
     return 0;
 }

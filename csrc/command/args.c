@@ -300,3 +300,11 @@ int mfi_collation_of_arg(mf_engine *e, const char *ns, const bson_iter_t *arg, c
     return rc;
 }
 
+
+void mfi_append_number(bson_t *b, const char *key, int64_t v)
+{
+    if (v > -(1LL << 30) && v < (1LL << 30))
+        BSON_APPEND_INT32(b, key, (int32_t)v);
+    else
+        BSON_APPEND_INT64(b, key, v);
+}

@@ -34,10 +34,40 @@ int mfi_cmd_create(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_error *
     bson_iter_t it;
     mf_collator *coll = NULL;
     bool has_clustered = false, pre_post_images = false;
+    bool capped = false, has_size = false, has_max = false;
+    int64_t size = 0, max = 0;
     bson_iter_init(&it, cmd);
     bson_iter_next(&it);
     while (rc == 0 && bson_iter_next(&it)) {
         const char *k = bson_iter_key(&it);
+        if (strcmp(k, "capped") == 0) { /* safeBool */
+            if (!BSON_ITER_HOLDS_BOOL(&it) && !mfi_is_number(&it))
+                rc = mf_error_set(err, MF_TypeMismatch,
+                                  "BSON field 'create.capped' is the wrong type '%s', expected "
+                                  "types '[bool, long, int, decimal, double]'",
+                                  mf_bsonx_type_alias(bson_iter_type(&it)));
+            capped = bson_iter_as_bool(&it);
+            continue;
+        }
+        if (strcmp(k, "size") == 0 || strcmp(k, "max") == 0) { /* safeInt64 */
+            if (!mfi_is_number(&it)) {
+                rc = mf_error_set(err, MF_TypeMismatch,
+                                  "BSON field 'create.%s' is the wrong type '%s', expected "
+                                  "types '[long, int, decimal, double]'",
+                                  k, mf_bsonx_type_alias(bson_iter_type(&it)));
+            } else if (k[0] == 's') {
+                has_size = true;
+                size = mfi_safe_number_long(&it);
+                if (size < 1) /* the IDL's validator */
+                    rc = mf_error_set(err, 51024,
+                                      "BSON field 'size' value must be >= 1, actual value '%lld'",
+                                      (long long)size);
+            } else {
+                has_max = true;
+                max = mfi_safe_number_long(&it);
+            }
+            continue;
+        }
         if (mfi_is_generic_arg(k))
             continue;
         if (strcmp(k, "clusteredIndex") == 0) {
@@ -64,7 +94,27 @@ int mfi_cmd_create(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_error *
         rc = mf_error_set(err, MF_CommandNotSupported,
                           "create option '%s' is not supported by MultiforaDB yet", k);
     }
-    /* CollectionOptions::appendBSON's order (coll_options.c) */
+    /* CmdCreate's checks of the capped options */
+    if (rc == 0 && !capped && (has_size || has_max))
+        rc = mf_error_set(err, MF_InvalidOptions,
+                          "the 'capped' field needs to be true when either the 'size' or 'max' "
+                          "fields are present");
+    if (rc == 0 && capped && !has_size)
+        rc = mf_error_set(err, MF_InvalidOptions,
+                          "the 'size' field is required when 'capped' is true");
+    if (rc == 0 && capped && size > (1LL << 50))
+        rc = mf_error_set(err, MF_BadValue, "size cannot exceed 1 PB");
+    if (rc == 0 && capped && max >= (1LL << 31))
+        rc = mf_error_set(err, MF_BadValue,
+                          "max in a capped collection has to be < 2^31 or not set");
+    /* CollectionOptions::appendBSON's order (coll_options.c): the size
+     * rounded up to 256 bytes (adjustCappedSize); max only when it limits */
+    if (rc == 0 && capped) {
+        BSON_APPEND_BOOL(&options, "capped", true);
+        mfi_append_number(&options, "size", (size + 255) & ~(int64_t)255);
+        if (max > 0)
+            mfi_append_number(&options, "max", max);
+    }
     if (rc == 0 && pre_post_images) {
         BSON_APPEND_DOCUMENT_BEGIN(&options, "changeStreamPreAndPostImages", &sub);
         BSON_APPEND_BOOL(&sub, "enabled", true);

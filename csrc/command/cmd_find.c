@@ -52,6 +52,7 @@ typedef struct find_args {
     bool has_hint;
     int64_t skip, limit, batch_size; /* limit 0: none; batch_size -1: default */
     bool single_batch, allow_disk_use, no_cursor_timeout, show_record_id, return_key;
+    bool tailable, await_data;
     mf_collator *coll; /* the command's collation (one reference), if has_coll */
     bool has_coll;
 } find_args;
@@ -103,11 +104,10 @@ static int parse_find(const bson_t *cmd, find_args *a, mf_error *err)
             a->has_coll = mfi_collation_given(&it);
             if (a->has_coll)
                 rc = mfi_collation_arg(&it, "find", k, &a->coll, err);
-        } else if (strcmp(k, "tailable") == 0 || strcmp(k, "awaitData") == 0) {
-            if (bson_iter_as_bool(&it))
-                rc = mf_error_set(err, MF_BadValue,
-                                  "error processing query: tailable cursor requested on non "
-                                  "capped collection");
+        } else if (strcmp(k, "tailable") == 0) {
+            a->tailable = bson_iter_as_bool(&it);
+        } else if (strcmp(k, "awaitData") == 0) {
+            a->await_data = bson_iter_as_bool(&it);
         } else if (strcmp(k, "min") == 0) {
             if (!(a->has_min = mfi_doc_arg(&it, &a->min)))
                 rc = mfi_type_error(err, "find", k, &it, "object");
@@ -126,6 +126,20 @@ static int parse_find(const bson_t *cmd, find_args *a, mf_error *err)
             rc = mf_error_set(err, 40415, "BSON field 'find.%s' is an unknown field.", k);
         }
     }
+    /* query_request_helper's checks of a tailable find, tailable_mode's */
+    bson_iter_t nat;
+    if (rc == 0 && a->tailable && a->has_sort && !doc_empty(&a->sort) &&
+        !(bson_iter_init(&nat, &a->sort) && bson_iter_next(&nat) &&
+          strcmp(bson_iter_key(&nat), "$natural") == 0 && mfi_is_number(&nat) &&
+          bson_iter_as_int64(&nat) == 1 && !bson_iter_next(&nat)))
+        rc = mf_error_set(err, MF_BadValue,
+                          "cannot use tailable option with a sort other than {$natural: 1}");
+    if (rc == 0 && a->tailable && a->single_batch)
+        rc = mf_error_set(err, MF_BadValue,
+                          "cannot use tailable option with the 'singleBatch' option");
+    if (rc == 0 && a->await_data && !a->tailable)
+        rc = mf_error_set(err, MF_FailedToParse,
+                          "Cannot set 'awaitData' without also setting 'tailable'");
     if (rc == 0)
         rc = mf_minmax_check(a->has_min ? &a->min : NULL, a->has_max ? &a->max : NULL, err);
     if (rc == 0)
@@ -370,10 +384,25 @@ int mfi_cmd_find(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_error *er
     bool running = false; /* errors past planning are the executor's */
     mf_engine_catalog_lock(e, false);
     mf_coll *c = mf_engine_coll(e, ns);
-    if (c) {
+    /* a tailable cursor: a capped collection's, read in insertion order */
+    bson_t natural = BSON_INITIALIZER, nat;
+    BSON_APPEND_DOCUMENT_BEGIN(&natural, "hint", &nat);
+    BSON_APPEND_INT32(&nat, "$natural", 1);
+    bson_append_document_end(&natural, &nat);
+    if (c && a.tailable && !mf_cl_capped(c, NULL, NULL))
+        rc = mf_error_set(err, MF_BadValue,
+                          "error processing query: tailable cursor requested on non capped "
+                          "collection");
+    else if (c && a.tailable && !a.has_hint)
+        a.has_hint = bson_iter_init_find(&a.hint, &natural, "hint");
+    cur->tailable = a.tailable;
+    cur->await_data = a.await_data;
+    if (c && rc == 0) {
         bool sorted;
         mf_coll_lock(c, false);
         rc = find_start(ctx, ctx->inst, cur, c, &a, &q, coll, &sorted, &running, err);
+        if (rc == 0 && cur->tailable)
+            mf_scan_tail(cur->scan);
         if (rc == 0 && cur->sorter) { /* the cursor reads the sorter now */
             mfi_op_debug_scan(ctx->dbg, cur->scan, &cur->stats_seen);
             if (ctx->dbg)
@@ -390,11 +419,12 @@ int mfi_cmd_find(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_error *er
             mf_scan_release(cur->scan);
         }
         mf_coll_unlock(c);
-    } else {
+    } else if (rc == 0) {
         rc = mfi_batch_reply(&b, reply, "firstBatch", ns, err);
         if (ctx->dbg) /* no collection: mongod's EOF plan */
             snprintf(ctx->dbg->plan_summary, sizeof ctx->dbg->plan_summary, "EOF");
     }
+    bson_destroy(&natural);
     mf_engine_catalog_unlock(e);
     parts_free(&q);
     mf_collator_unref(coll);

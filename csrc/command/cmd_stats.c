@@ -33,14 +33,6 @@
 
 /* BSONObjBuilder::appendNumber(long long): int32 when |v| < 2^30, else int64,
  * which is how mongod's collStats and validate type their counts. */
-static void append_number(bson_t *b, const char *key, int64_t v)
-{
-    if (v > -(1LL << 30) && v < (1LL << 30))
-        BSON_APPEND_INT32(b, key, (int32_t)v);
-    else
-        BSON_APPEND_INT64(b, key, v);
-}
-
 /* The command's first value as a collection of `ctx->db`, into `ns`
  * (CommandHelpers::parseNsCollectionRequired's errors). */
 static int coll_ns(mf_cmd_ctx *ctx, const bson_t *cmd, char *ns, size_t cap, mf_error *err)
@@ -125,7 +117,7 @@ typedef struct scaled_sizes {
 static void index_size(void *arg, const char *name, uint64_t bytes)
 {
     scaled_sizes *ss = arg;
-    append_number(ss->out, name, (int64_t)(bytes / (uint64_t)ss->scale));
+    mfi_append_number(ss->out, name, (int64_t)(bytes / (uint64_t)ss->scale));
 }
 
 /* What mongod 7.0 answers for a collection that does not exist: ok, zeros
@@ -185,6 +177,8 @@ int mfi_coll_storage_stats(mf_instance *inst, const char *ns, int64_t scale, bso
     mf_cl_sizes s;
     size_t nidx;
     scaled_sizes ss = {&sizes, scale};
+    int64_t max_size = 0, max_docs = 0;
+    bool capped = mf_cl_capped(c, &max_size, &max_docs);
     mf_coll_lock(c, false);
     rc = mf_cl_measure(e, c, &s, index_size, &ss, err);
     nidx = mf_coll_index_count(c);
@@ -200,21 +194,25 @@ int mfi_coll_storage_stats(mf_instance *inst, const char *ns, int64_t scale, bso
     if (rc == 0) {
         bson_t builds;
         uint64_t sc = (uint64_t)scale;
-        append_number(reply, "size", (int64_t)(s.data_bytes / sc));
-        append_number(reply, "count", (int64_t)s.count);
+        mfi_append_number(reply, "size", (int64_t)(s.data_bytes / sc));
+        mfi_append_number(reply, "count", (int64_t)s.count);
         if (s.count)
             BSON_APPEND_INT32(reply, "avgObjSize", (int32_t)(s.data_bytes / s.count));
         BSON_APPEND_INT32(reply, "numOrphanDocs", 0);
-        append_number(reply, "storageSize", (int64_t)(s.storage_bytes / sc));
+        mfi_append_number(reply, "storageSize", (int64_t)(s.storage_bytes / sc));
         BSON_APPEND_INT32(reply, "freeStorageSize", 0);
-        BSON_APPEND_BOOL(reply, "capped", false);
+        BSON_APPEND_BOOL(reply, "capped", capped);
+        if (capped) {
+            mfi_append_number(reply, "max", max_docs);
+            mfi_append_number(reply, "maxSize", max_size / (int64_t)scale);
+        }
         BSON_APPEND_INT32(reply, "nindexes", (int32_t)nidx);
         BSON_APPEND_DOCUMENT(reply, "indexDetails", &details);
         BSON_APPEND_ARRAY_BEGIN(reply, "indexBuilds", &builds);
         bson_append_array_end(reply, &builds);
-        append_number(reply, "totalIndexSize", (int64_t)(s.index_bytes / sc));
+        mfi_append_number(reply, "totalIndexSize", (int64_t)(s.index_bytes / sc));
         BSON_APPEND_DOCUMENT(reply, "indexSizes", &sizes);
-        append_number(reply, "totalSize", (int64_t)((s.storage_bytes + s.index_bytes) / sc));
+        mfi_append_number(reply, "totalSize", (int64_t)((s.storage_bytes + s.index_bytes) / sc));
         BSON_APPEND_INT32(reply, "scaleFactor", (int32_t)scale);
     }
     bson_destroy(&sizes);

@@ -747,6 +747,7 @@ struct mfi_cursor {
     int64_t limit;          /* still to return; -1: no limit */
     mf_buf stash;           /* a document that did not fit its batch */
     bool has_stash;
+    bool tailable, await_data; /* find's: a capped collection's tail (cursor.c) */
     bool no_timeout;
     /* maxTimeMS, a budget for the cursor's whole life as mongod keeps it:
      * `deadline` is the running command's (mf_clock_mono_us, 0: none; the
@@ -857,6 +858,9 @@ int mfi_cursor_first_batch(mf_cmd_ctx *ctx, mfi_cursor *cur, int64_t batch_size,
  * 2^31 - 1] (n: the value as a 64-bit integer), "maxTimeMS has
  * non-integral value" for a double with a fraction. */
 int mfi_max_time_arg(const bson_iter_t *it, int64_t *ms, mf_error *err);
+/* mongod's BSONObjBuilder::appendNumber(long long): an int32 below 2^30
+ * in magnitude, else an int64. */
+void mfi_append_number(bson_t *b, const char *key, int64_t v);
 /* mongod's BSONElement::safeNumberLong of a number (0 for other types). */
 int64_t mfi_safe_number_long(const bson_iter_t *it);
 /* The smaller of two deadlines (mf_clock_mono_us; 0: none). */

@@ -663,9 +663,13 @@ int mfi_cursor_fill(mfi_cursor *cur, mf_engine *e, mf_coll *c, mfi_batch *b, mf_
     }
     if (rc == 0 && cur->limit == 0)
         *exhausted = true;
-    /* A scan that has seen its end, with nothing kept back, is done. */
+    /* A scan that has seen its end, with nothing kept back, is done --
+     * but a tailable one's end is where the next documents will come, if
+     * it ever read one (mongod closes one over an empty collection). */
     if (rc == 0 && cur->scan && !cur->sorter && !cur->has_stash && mf_scan_eof(cur->scan))
         *exhausted = true;
+    if (rc == 0 && *exhausted && cur->tailable && cur->limit != 0)
+        *exhausted = !mf_scan_tail_on(cur->scan);
     /* A sorter or an array knows its end: look one ahead so the last batch
      * closes the cursor, as mongod's blocking stages do. */
     if (rc == 0 && !*exhausted && !cur->has_stash && (cur->sorter || cur->docs || cur->pipeline)) {
@@ -815,14 +819,21 @@ int mfi_cmd_get_more(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_error
                             "different namespace %s",
                             ns, cur->ns);
     }
-    /* A maxTimeMS of getMore's own (checked by the dispatcher) is what a
-     * tailable awaitData cursor waits, and there are none here: refused
-     * once the cursor is found, as mongod does, which keeps the cursor. */
-    if (ctx->max_time_given) {
+    /* A maxTimeMS of getMore's own (checked by the dispatcher) is how long
+     * an awaitData cursor waits for a document (a second without one); on
+     * another cursor it is refused once the cursor is found, as mongod
+     * does, which keeps the cursor. */
+    if (ctx->max_time_given && !cur->await_data) {
         mfi_cursor_checkin(ctx->inst, cur, false);
         return mf_error_set(err, MF_BadValue,
                             "cannot set maxTimeMS on getMore command for a non-awaitData cursor");
     }
+    int64_t wait_ms = 1000;
+    if (cur->await_data && ctx->max_time_given && bson_iter_init_find(&it, cmd, "maxTimeMS"))
+        (void)mfi_max_time_arg(&it, &wait_ms, err); /* (the dispatcher checked it) */
+    if (wait_ms == 0) /* (0: the default) */
+        wait_ms = 1000;
+    int64_t wait_until = mf_clock_mono_us() + wait_ms * 1000;
     /* From here an error kills the cursor, as mongod's getMore does once
      * past those checks.  The find's or aggregate's maxTimeMS: the
      * interrupt check (maxTimeAlwaysTimeOut first, as mongod's
@@ -835,25 +846,34 @@ int mfi_cmd_get_more(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_error
         return rc;
     }
     mfi_batch b = {.max_docs = batch_size};
-    bool exhausted = true;
-    if (cur->scan) {
+    bool exhausted = true, wait = cur->scan != NULL;
+    while (wait) {
+        /* an awaitData cursor with nothing new waits for an insert, with no
+         * lock held, then looks again */
+        uint64_t seen = mf_cl_capped_inserts();
         mf_engine_catalog_lock(e, false);
         mf_coll *c = mf_engine_coll(e, ns);
         uint8_t uuid[16];
+        wait = false;
         if (!c || !mf_cl_uuid(c, uuid) || memcmp(uuid, cur->coll_uuid, 16) != 0) {
             rc = mf_error_set(err, MF_QueryPlanKilled,
                               "collection dropped. UUID changed between getMore calls");
         } else {
             mf_coll_lock(c, false);
             rc = mfi_cursor_fill(cur, e, c, &b, &cur->deadline, &exhausted, err);
-            if (rc == 0) /* while locked: the batch refers to the collection's pages */
+            wait = rc == 0 && b.n == 0 && !exhausted && cur->await_data && !cur->killed &&
+                   mf_clock_mono_us() < wait_until;
+            if (rc == 0 && !wait) /* while locked: the batch refers to the pages */
                 rc = mfi_batch_reply(&b, reply, "nextBatch", ns, err);
             mfi_op_debug_scan(ctx->dbg, cur->scan, &cur->stats_seen);
             mf_scan_release(cur->scan);
             mf_coll_unlock(c);
         }
         mf_engine_catalog_unlock(e);
-    } else {
+        if (wait)
+            mf_cl_capped_wait(seen, wait_until);
+    }
+    if (!cur->scan) {
         rc = mfi_cursor_fill(cur, e, NULL, &b, &cur->deadline, &exhausted, err);
         if (rc == 0)
             rc = mfi_batch_reply(&b, reply, "nextBatch", ns, err);

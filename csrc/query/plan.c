@@ -1182,6 +1182,20 @@ void mf_scan_want_pos(mf_scan *s, bool want)
         mf_scan_want_pos(s->kids[i], want);
 }
 
+void mf_scan_tail(mf_scan *s)
+{
+    s->tail = s->kind == P_COLLSCAN && !s->backward;
+}
+
+bool mf_scan_tail_on(mf_scan *s)
+{
+    if (!s->tail || !mf_scan_eof(s) || s->last.len != 8)
+        return false;
+    s->eof = false;
+    s->positioned = false;
+    return true;
+}
+
 bool mf_scan_eof(const mf_scan *s)
 {
     /* (a read view's own documents come after the trees' rows) */

@@ -504,8 +504,14 @@ static int position(mf_scan *s, bool *valid, mf_error *err)
         size_t kl;
         mf_cursor_key(&s->cur, &k, &kl);
         if (kl == s->last.len && memcmp(k, s->last.data, kl) == 0)
-            rc = step(s, valid, err);
+            return step(s, valid, err);
     }
+    /* a capped collection's oldest went: a tailable scan's place with them */
+    if (rc == 0 && s->tail && s->last.len == 8)
+        rc = mf_error_set(err, MF_CappedPositionLost,
+                          "CollectionScan died due to position in capped collection being "
+                          "deleted. Last seen record id: RecordId(%llu)",
+                          (unsigned long long)get_be64(s->last.data));
     return rc;
 }
 

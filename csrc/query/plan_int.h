@@ -91,6 +91,7 @@ struct mf_scan {
     bool skip_free;    /* the last skip needed no seek: read ahead as an
                           IXSCAN does (a seek would waste what was read) */
     bool seek_exact;   /* position() lands on `last` itself: a skip's target */
+    bool tail;         /* mf_scan_tail: a tailable cursor's collection scan */
     bool key_range; /* find's min/max: one range of whole keys, no field
                        bounds (explain's indexBounds is empty, as mongod's
                        isSimpleRange) */

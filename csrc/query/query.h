@@ -645,6 +645,15 @@ void mf_scan_release(mf_scan *s);
 
 /* Whether the scan has reached its end. */
 bool mf_scan_eof(const mf_scan *s);
+/* Make a forward collection scan tailable (a tailable cursor over a capped
+ * collection): restored between batches, it fails with CappedPositionLost
+ * (136) when the record it read last is gone; at its end, mf_scan_tail_on
+ * lets it look again past that record at the next call. */
+void mf_scan_tail(mf_scan *s);
+/* A tailable scan at its end: on again (the next call reads what came
+ * after the last record); false when it never read a record (the
+ * collection was empty: mongod closes such a cursor). */
+bool mf_scan_tail_on(mf_scan *s);
 /* The index key of the row the scan last returned (`row`, not released
  * since), into `out` (initialised here, on error too): {} for a
  * collection scan, as mongod's returnKey. */

@@ -83,6 +83,7 @@ enum {
     MF_ConflictingOperationInProgress = 117,
     MF_NotAReplicaSet = 123,
     MF_CommandFailed = 125,
+    MF_CappedPositionLost = 136,
     MF_IncompatibleCollationVersion = 161,
     MF_InvalidPipelineOperator = 168,
     MF_CannotIndexParallelArrays = 171,

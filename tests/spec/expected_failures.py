@@ -27,10 +27,6 @@ EXPECTED_FAILURES: dict[str, str] = {
     # collection-management
     "collection-management/timeseries-collection.json": TIMESERIES,
 
-    # run-command
-    "run-command/runCursorCommand.json/does not close the cursor when receiving an empty batch":
-        "capped collections (create capped/size/max) and tailable cursors not supported",
-
     # read-write-concern
     "read-write-concern/default-write-concern-3.4.json/MapReduce omits default write concern":
         "mapReduce not implemented (JavaScript map/reduce): CommandNotFound 59",
