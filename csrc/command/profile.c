@@ -41,9 +41,8 @@
  * options {capped: true, size: 1048576} and no _id index, as mongod creates
  * it.  Entries are written when the command ends, with none of its locks
  * held, and are not waited for: the next group commit makes them durable.
- * Until capped collections exist in general (issue 48), the profiler keeps
- * the collection at 1 MiB itself: the oldest entries go when it grows past
- * that.  Clients cannot write it (InvalidNamespace 73, the write commands'
+ * It is a capped collection (coll/capped.c): the oldest entries go when it
+ * grows past its size.  Clients cannot write it (InvalidNamespace 73, the write commands'
  * check) and may drop it only with profiling off (IllegalOperation 20).
  */
 #include "command_int.h"
@@ -68,7 +67,6 @@ typedef struct prof_db {
     char db[128];
     int level;
     prof_filter *filter;
-    int64_t bytes; /* the documents of its system.profile; -1: not yet summed */
 } prof_db;
 
 struct mfi_profile {
@@ -135,7 +133,6 @@ static prof_db *find_db(mfi_profile *p, const char *db, bool create)
     prof_db *d = &p->v[p->n++];
     memset(d, 0, sizeof *d);
     snprintf(d->db, sizeof d->db, "%s", db);
-    d->bytes = -1;
     return d;
 }
 
@@ -167,8 +164,6 @@ int mfi_profile_check_drop(mf_instance *inst, const char *db, mf_error *err)
     pthread_mutex_lock(&p->mu);
     prof_db *d = find_db(p, db, false);
     int level = d ? d->level : 0;
-    if (d)
-        d->bytes = -1; /* summed again after a drop */
     pthread_mutex_unlock(&p->mu);
     if (level != 0)
         return mf_error_set(err, MF_IllegalOperation,
@@ -530,27 +525,11 @@ static int create_profile_coll(mf_engine *e, const char *ns, mf_error *err)
     return rc;
 }
 
-/* Whether `c` is the profiler's: created capped by it (a system.profile a
- * client created some other way is left alone, as mongod leaves one that
- * is not capped). */
-static bool is_capped(mf_coll *c)
-{
-    const uint8_t *ob;
-    size_t olen;
-    bson_t meta, opts;
-    bson_iter_t it, cit;
-    mf_coll_options(c, &ob, &olen);
-    return bson_init_static(&meta, ob, olen) && bson_iter_init_find(&it, &meta, "options") &&
-           mfi_doc_arg(&it, &opts) && bson_iter_init_find(&cit, &opts, "capped") &&
-           bson_iter_as_bool(&cit);
-}
-
 /* Append `entries` (an array) to <db>.system.profile. */
 static int write_entries(mf_instance *inst, const char *db, const bson_t *entries,
                          mf_error *err)
 {
     mf_engine *e = inst->engine;
-    mfi_profile *p = inst->profile;
     char ns[MF_MAX_NS_LEN + 1];
     snprintf(ns, sizeof ns, "%s.system.profile", db);
     mf_engine_catalog_lock(e, false);
@@ -566,23 +545,16 @@ static int write_entries(mf_instance *inst, const char *db, const bson_t *entrie
             return 0; /* dropped meanwhile: these entries go with it */
         }
     }
-    if (!is_capped(c)) {
+    /* (a system.profile a client created not capped is left alone, as
+     * mongod leaves it) */
+    if (!mf_cl_capped(c, NULL, NULL)) {
         mf_engine_catalog_unlock(e);
         return 0;
     }
     mf_cl_indexes ix;
     mf_lsn lsn = 0;
-    int64_t bytes;
     mf_coll_lock(c, true);
     int rc = mf_cl_indexes_load(c, &ix, err);
-    if (rc == 0) {
-        pthread_mutex_lock(&p->mu);
-        prof_db *d = find_db(p, db, true);
-        bytes = d ? d->bytes : -1;
-        pthread_mutex_unlock(&p->mu);
-        if (bytes < 0)
-            rc = mf_cl_doc_bytes(e, c, &bytes, err);
-    }
     bson_iter_t it;
     bson_iter_init(&it, entries);
     while (rc == 0 && bson_iter_next(&it)) {
@@ -590,17 +562,11 @@ static int write_entries(mf_instance *inst, const char *db, const bson_t *entrie
         uint64_t rid;
         if (!mfi_doc_arg(&it, &doc))
             continue;
-        if ((rc = mf_cl_next_record_id(e, c, &rid, err)) == 0 &&
-            (rc = mf_cl_write_doc(e, c, &ix, rid, NULL, &doc, &lsn, NULL, err)) == 0)
-            bytes += doc.len;
+        if ((rc = mf_cl_next_record_id(e, c, &rid, err)) == 0)
+            rc = mf_cl_write_doc(e, c, &ix, rid, NULL, &doc, &lsn, NULL, err);
     }
-    if (rc == 0)
-        rc = mf_cl_trim_oldest(e, c, &ix, &bytes, PROFILE_BYTES, &lsn, err);
-    pthread_mutex_lock(&p->mu);
-    prof_db *d = find_db(p, db, true);
-    if (d)
-        d->bytes = rc == 0 ? bytes : -1;
-    pthread_mutex_unlock(&p->mu);
+    if (rc == 0) /* the oldest go past its size, as any capped collection's */
+        rc = mf_cl_capped_trim(e, c, &ix, &lsn, NULL, err);
     mf_cl_indexes_free(&ix);
     mf_coll_unlock(c);
     mf_engine_catalog_unlock(e);

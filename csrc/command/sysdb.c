@@ -121,30 +121,11 @@ static int log_startup(mf_instance *inst, mf_error *err)
     BSON_APPEND_DOCUMENT(&doc, "buildinfo", &bi);
     bson_append_document_end(&docs, &doc);
     bson_append_array_end(&cmd, &docs);
+    /* (an insert: the oldest starts go past 10 MiB, as the capped
+     * collection's any insert does) */
     rc = run(inst, "local", &cmd, err);
     bson_destroy(&cmd);
     bson_destroy(&bi);
-    if (rc)
-        return rc;
-
-    /* the oldest starts go past 10 MiB */
-    mf_engine_catalog_lock(e, false);
-    mf_coll *c = mf_engine_coll(e, "local.startup_log");
-    if (c) {
-        mf_cl_indexes ix;
-        int64_t bytes = 0;
-        mf_lsn lsn = 0;
-        mf_coll_lock(c, true);
-        if ((rc = mf_cl_indexes_load(c, &ix, err)) == 0) {
-            if ((rc = mf_cl_doc_bytes(e, c, &bytes, err)) == 0)
-                rc = mf_cl_trim_oldest(e, c, &ix, &bytes, STARTUP_LOG_BYTES, &lsn, err);
-            mf_cl_indexes_free(&ix);
-        }
-        mf_coll_unlock(c);
-        if (rc == 0 && lsn)
-            rc = mf_engine_sync(e, lsn, err);
-    }
-    mf_engine_catalog_unlock(e);
     return rc;
 }
 
