@@ -101,8 +101,11 @@ void mf_cl_capped_forget(const mf_engine *e)
 void mf_cl_capped_wrote(const mf_engine *e, const mf_coll *c, const bson_t *old_doc,
                         const bson_t *new_doc)
 {
+    /* (the other collections' writes take no lock here) */
+    if (!mf_cl_capped(c, NULL, NULL))
+        return;
     pthread_mutex_lock(&mu);
-    counts *k = ntable ? find(e, mf_coll_records(c)) : NULL;
+    counts *k = find(e, mf_coll_records(c));
     if (k) {
         k->bytes += (new_doc ? (int64_t)new_doc->len : 0) - (old_doc ? (int64_t)old_doc->len : 0);
         k->docs += (new_doc != NULL) - (old_doc != NULL);
