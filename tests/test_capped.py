@@ -290,3 +290,30 @@ def test_tailable_across_wrap_around(client):
         seen += [d["_id"] for d in cur]
     assert seen == list(range(40))
     assert [d["_id"] for d in db.wr.find()] == list(range(35, 40))
+
+
+def test_out_to_a_capped_collection_is_refused(client):
+    db = client.cap
+    db.src.insert_many([{"_id": 1}, {"_id": 2}])
+    db.create_collection("co", capped=True, size=4096)
+    db.co.insert_one({"_id": "kept"})
+    with pytest.raises(OperationFailure) as ei:
+        list(db.src.aggregate([{"$out": "co"}]))
+    assert ei.value.code == 17152
+    assert ei.value.details["errmsg"].endswith(  # (the executor's prefix before it)
+        "namespace 'cap.co' is capped so it can't be used for $out")
+    assert list(db.co.find()) == [{"_id": "kept"}]
+    assert not [n for n in db.list_collection_names() if n.startswith("tmp.agg_out")]
+
+
+def test_tailable_scans_the_collection_whatever_the_hint(client):
+    """mongod's planner gives a tailable find a collection scan only."""
+    db = client.cap
+    db.create_collection("th", capped=True, size=100000)
+    db.th.create_index("k")
+    db.th.insert_many([{"_id": i, "k": 10 - i} for i in range(3)])
+    r = db.command("find", "th", tailable=True, hint="k_1")
+    assert [d["_id"] for d in r["cursor"]["firstBatch"]] == [0, 1, 2]  # insertion order
+    db.th.insert_one({"_id": 3, "k": 0})
+    r = db.command("getMore", r["cursor"]["id"], collection="th")
+    assert [d["_id"] for d in r["cursor"]["nextBatch"]] == [3]

@@ -428,12 +428,18 @@ static int out_open(void *arg, const char *db, const char *coll, mf_agg_sink **o
     /* the target's indexes, to copy now and to check at the rename */
     mf_engine_catalog_lock(e, false);
     mf_coll *t = mf_engine_coll(e, s->target);
-    if (t) {
+    bool capped = t && mf_cl_capped(t, NULL, NULL);
+    if (t && !capped) {
         mf_coll_lock(t, false);
         index_specs(t, &s->specs);
         mf_coll_unlock(t);
     }
     mf_engine_catalog_unlock(e);
+    if (capped) { /* DocumentSourceOut's check */
+        sink_free(&s->base);
+        return mf_error_set(err, 17152, "namespace '%s' is capped so it can't be used for $out",
+                            s->target);
+    }
 
     bson_t none = BSON_INITIALIZER;
     rc = mf_cl_create(e, sink_log(s), s->ns, &none, NULL, true, err);

@@ -393,7 +393,7 @@ int mfi_cmd_find(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_error *er
         rc = mf_error_set(err, MF_BadValue,
                           "error processing query: tailable cursor requested on non capped "
                           "collection");
-    else if (c && a.tailable && !a.has_hint)
+    else if (c && a.tailable) /* mongod's planner: a collection scan, whatever the hint */
         a.has_hint = bson_iter_init_find(&a.hint, &natural, "hint");
     cur->tailable = a.tailable;
     cur->await_data = a.await_data;
