@@ -220,10 +220,10 @@ int mf_cl_write_doc(mf_engine *e, mf_coll *c, mf_cl_indexes *ix, uint64_t rid, c
     return mf_cl_write_doc_log(e, c, ix, rid, old_doc, new_doc, lsn, dup, NULL, err);
 }
 
-/* Whether a write to `c` goes to the oplog: not local's collections. */
+/* Whether a write to `c` goes to the oplog (oplog.c's rule). */
 static bool replicated(const mf_coll *c)
 {
-    return strncmp(mf_coll_name(c), "local.", 6) != 0;
+    return mf_cl_ns_replicated(mf_coll_name(c));
 }
 
 /* ------------------------------------------------ a session's records */
@@ -775,8 +775,9 @@ int mf_cl_insert_doc(mf_engine *e, mf_coll *c, mf_cl_indexes *ix, uint64_t *next
                    const bson_t *doc, bson_t *stored, bson_iter_t *id, mf_lsn *lsn, mf_cl_dup *dup,
                    mf_cl_log *lg, mf_error *err)
 {
+    bool capped = mf_cl_capped(c, NULL, NULL); /* (its options read once) */
     int rc = mf_cl_stored_form(doc, stored, id, err);
-    if (rc == 0)
+    if (rc == 0 && capped)
         rc = mf_cl_capped_check(c, stored, err);
     if (rc)
         return rc;
@@ -785,7 +786,7 @@ int mf_cl_insert_doc(mf_engine *e, mf_coll *c, mf_cl_indexes *ix, uint64_t *next
     rc = mf_cl_write_doc_log(e, c, ix, *next_id, NULL, stored, lsn, dup, lg, err);
     if (rc == 0)
         (*next_id)++;
-    if (rc == 0) /* a capped collection's oldest go past its size or max */
+    if (rc == 0 && capped) /* its oldest go past its size or max */
         rc = mf_cl_capped_trim(e, c, ix, lsn, lg, err);
     return rc;
 }
