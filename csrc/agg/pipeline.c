@@ -1090,7 +1090,7 @@ static int parse_change_stream(const bson_iter_t *it, mfi_agg *agg, mfi_stage_li
         "showSystemEvents", "allowToRunOnConfigDB", "allowToRunOnSystemNS",
         "showExpandedEvents", "showRawUpdateDescription"};
     bson_iter_t f;
-    (void)agg, (void)out;
+    (void)out;
     if (!BSON_ITER_HOLDS_DOCUMENT(it))
         return mf_error_set(err, 50808, "$changeStream stage expects a document as argument");
     bson_iter_recurse(it, &f);
@@ -1102,6 +1102,9 @@ static int parse_change_stream(const bson_iter_t *it, mfi_agg *agg, mfi_stage_li
             return mf_error_set(err, 40415, "BSON field '$changeStream.%s' is an unknown field.",
                                 bson_iter_key(&f));
     }
+    if (agg->change_streams)
+        return mf_error_set(err, 40602, "$changeStream is only valid as the first stage in a "
+                                        "pipeline");
     return mf_error_set(err, 40573, "The $changeStream stage is only supported on replica sets");
 }
 
@@ -1368,7 +1371,9 @@ static int parse_stages(mf_pipeline *p, const bson_t *stages, bool has_docs, mf_
     return 0;
 }
 
-int mf_pipeline_parse(const bson_t *stages, const mf_agg_opts *o, mf_pipeline **out,
+/* mf_pipeline_parse; `push`: leading $match and $sort stages go into the
+ * read (not for a pipeline over events: its source reads nothing). */
+static int parse_with(const bson_t *stages, const mf_agg_opts *o, bool push, mf_pipeline **out,
                       mf_error *err)
 {
     int rc = 0;
@@ -1387,6 +1392,7 @@ int mf_pipeline_parse(const bson_t *stages, const mf_agg_opts *o, mf_pipeline **
     p->deadline.at_us = o->deadline_us;
     a->deadline = &p->deadline;
     a->explain = o->explain;
+    a->change_streams = o->change_streams;
     a->group_max_bytes = (size_t)(o->group_max_bytes > 0 ? o->group_max_bytes
                                                          : MF_AGG_DEFAULT_MEMORY_LIMIT);
     a->sort_max_bytes = (size_t)(o->sort_max_bytes > 0 ? o->sort_max_bytes
@@ -1424,7 +1430,7 @@ int mf_pipeline_parse(const bson_t *stages, const mf_agg_opts *o, mf_pipeline **
 
     if ((rc = parse_stages(p, stages, o->coll != NULL, err)) != 0)
         goto fail;
-    if (p->has_read && (rc = push_down(p, err)) != 0)
+    if (push && p->has_read && (rc = push_down(p, err)) != 0)
         goto fail;
     for (size_t i = 1; i < p->stages.n; i++)
         p->stages.v[i]->src = p->stages.v[i - 1];
@@ -1433,6 +1439,12 @@ int mf_pipeline_parse(const bson_t *stages, const mf_agg_opts *o, mf_pipeline **
 fail:
     mf_pipeline_free(p);
     return rc;
+}
+
+int mf_pipeline_parse(const bson_t *stages, const mf_agg_opts *o, mf_pipeline **out,
+                      mf_error *err)
+{
+    return parse_with(stages, o, true, out, err);
 }
 
 /* After the read is open: a pushed $sort the read provides passes through. */
@@ -1821,6 +1833,76 @@ int mf_pipeline_run_one(mf_pipeline *p, const bson_t *doc, bson_t *out, mf_error
     src->doc = NULL;
     if (rc == 0 && eof)
         rc = mf_error_set(err, MF_InternalError, "an update pipeline returned no document");
+    return rc;
+}
+
+/* The stages mongod allows after $changeStream. */
+static bool event_stage_ok(const char *name)
+{
+    static const char *const ok[] = {"$match",      "$project",    "$addFields",
+                                     "$set",        "$unset",      "$replaceRoot",
+                                     "$replaceWith", "$redact"};
+    for (size_t i = 0; i < sizeof ok / sizeof ok[0]; i++)
+        if (strcmp(name, ok[i]) == 0)
+            return true;
+    return false;
+}
+
+int mf_pipeline_parse_events(const bson_t *stages, const mf_agg_opts *opts, mf_pipeline **out,
+                             mf_error *err)
+{
+    bson_iter_t it, st;
+    *out = NULL;
+    /* the names first, as mongod's lite parse */
+    bson_iter_init(&it, stages);
+    while (bson_iter_next(&it)) {
+        if (!BSON_ITER_HOLDS_DOCUMENT(&it) || !bson_iter_recurse(&it, &st) || !bson_iter_next(&st))
+            continue; /* the parse says what is wrong */
+        const char *name = bson_iter_key(&st);
+        if (strcmp(name, "$changeStream") == 0)
+            return mf_error_set(err, 40602, "$changeStream is only valid as the first stage in a "
+                                            "pipeline");
+        if (find_stage(name) && !event_stage_ok(name))
+            return mf_error_set(err, MF_IllegalOperation,
+                                "%s is not permitted in a $changeStream pipeline", name);
+    }
+    mf_agg_opts o = *opts;
+    o.coll = opts->coll ? opts->coll : ""; /* documents come from the source */
+    o.env = &no_env;
+    o.hint = NULL;
+    o.explain = false;
+    mf_pipeline *p = NULL;
+    int rc = parse_with(stages, &o, false, &p, err);
+    if (rc)
+        return rc;
+    one_source *src = calloc(1, sizeof *src);
+    if (!src) {
+        mf_pipeline_free(p);
+        return oom(err);
+    }
+    src->base.next = one_next;
+    src->base.explain = one_explain;
+    src->base.free = one_free;
+    p->source = &src->base;
+    p->opened = true;
+    *out = p;
+    return 0;
+}
+
+int mf_pipeline_run_event(mf_pipeline *p, const bson_t *event, bson_t *out, bool *kept,
+                          mf_error *err)
+{
+    one_source *src = (one_source *)p->source;
+    bool eof;
+    src->doc = event;
+    int rc = mf_pipeline_next(p, out, &eof, err);
+    if (rc == 0 && !eof) {
+        /* a 1:1 pipeline: pull once more so its stages see the end */
+        *kept = true;
+    } else {
+        *kept = false;
+    }
+    src->doc = NULL;
     return rc;
 }
 

@@ -178,6 +178,10 @@ typedef struct mf_agg_opts {
      * internalDocumentSourceSetWindowFieldsMaxMemoryBytes); 0: the default. */
     int64_t bucket_auto_max_bytes;
     int64_t window_max_bytes;
+    /* The deployment has change streams (a replica set): a $changeStream
+     * that is not the first stage is refused with 40602 (the command
+     * layer opens one that is); otherwise 40573. */
+    bool change_streams;
 } mf_agg_opts;
 
 #define MF_AGG_DEFAULT_MEMORY_LIMIT (100 * 1024 * 1024)
@@ -227,6 +231,21 @@ void mf_pipeline_free(mf_pipeline *p);
  * $project / $unset / $replaceRoot / $replaceWith. */
 int mf_pipeline_parse_update(const bson_t *stages, const mf_agg_opts *opts,
                              const bson_t *constants, mf_pipeline **out, mf_error *err);
+
+/* Parse the stages after $changeStream, run over one event at a time
+ * (mf_pipeline_run_event).  Of `opts`, db / coll, let, collation, now_ms
+ * and deadline_us are used.  Errors: 40602 for a second $changeStream,
+ * IllegalOperation (20) "<$stage> is not permitted in a $changeStream
+ * pipeline" for a stage other than $match, $project, $addFields, $set,
+ * $unset, $replaceRoot, $replaceWith and $redact, then the stages' parse
+ * errors. */
+int mf_pipeline_parse_events(const bson_t *stages, const mf_agg_opts *opts, mf_pipeline **out,
+                             mf_error *err);
+/* Run it over `event` (borrowed for the call): the result into `out`
+ * (initialised by the callee when *kept), or *kept false when a $match or
+ * $redact dropped it.  Not thread-safe: one call at a time. */
+int mf_pipeline_run_event(mf_pipeline *p, const bson_t *event, bson_t *out, bool *kept,
+                          mf_error *err);
 
 /* The stage names of `stages` (an array of documents), as mongod's
  * LiteParsedPipeline reads them before anything runs: each stage one field

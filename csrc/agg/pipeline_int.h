@@ -41,6 +41,7 @@ typedef struct mfi_agg {
     size_t window_max_bytes; /* $setWindowFields' partition buffer */
     bson_t err_info;         /* extra fields of the last error (mf_pipeline_error_info) */
     int depth;               /* nesting of $lookup / $unionWith sub-pipelines */
+    bool change_streams;     /* mf_agg_opts.change_streams */
 } mfi_agg;
 
 struct mfi_stage_ops {

@@ -48,6 +48,14 @@ uint64_t mf_cl_capped_inserts(void)
     return n;
 }
 
+void mf_cl_capped_signal(void)
+{
+    pthread_mutex_lock(&mu);
+    ninserted++;
+    pthread_cond_broadcast(&inserted);
+    pthread_mutex_unlock(&mu);
+}
+
 void mf_cl_capped_wait(uint64_t seen, int64_t deadline_us)
 {
     int64_t now = mf_clock_mono_us();
@@ -163,10 +171,7 @@ int mf_cl_capped_trim(mf_engine *e, mf_coll *c, mf_cl_indexes *ix, mf_lsn *lsn,
     int64_t size, max, bytes, docs;
     if (!mf_cl_capped(c, &size, &max))
         return 0;
-    pthread_mutex_lock(&mu); /* (an awaitData cursor looks once the lock is let go) */
-    ninserted++;
-    pthread_cond_broadcast(&inserted);
-    pthread_mutex_unlock(&mu);
+    mf_cl_capped_signal(); /* (an awaitData cursor looks once the lock is let go) */
     int rc = get_counts(e, c, &bytes, &docs, err);
     /* the deletes are no part of a retryable write's statement */
     mf_cl_log del;

@@ -295,11 +295,13 @@ void mf_cl_capped_wrote(const mf_engine *e, const mf_coll *c, const bson_t *old_
                         const bson_t *new_doc);
 /* Forget the counts of `e`'s collections (its server closes). */
 void mf_cl_capped_forget(const mf_engine *e);
-/* How many inserts into capped collections there have been (any server
- * of the process), and a wait until there is one more than `seen` or the
- * monotonic `deadline_us` passes: an awaitData cursor's. */
+/* How many inserts into capped collections and entries into an oplog
+ * there have been (any server of the process), and a wait until there is
+ * one more than `seen` or the monotonic `deadline_us` passes: an awaitData
+ * cursor's, a change stream's.  mf_cl_capped_signal counts one. */
 uint64_t mf_cl_capped_inserts(void);
 void mf_cl_capped_wait(uint64_t seen, int64_t deadline_us);
+void mf_cl_capped_signal(void);
 
 /* ------------------------------------------------------------ catalog.c */
 
@@ -470,6 +472,12 @@ int mf_cl_oplog_begin_apply(mf_cl_oplog *o, const bson_t *ops, const mf_cl_stmt 
 int mf_cl_oplog_entry_at(mf_cl_oplog *o, mf_cl_optime t, bson_t *out, bool *found,
                          mf_error *err);
 void mf_cl_oplog_end(mf_cl_oplog *o, mf_cl_oplog_put *put, bool written);
+/* Copies (each a new bson_t, into out[0..*n)) of the entries whose ts is
+ * >= `from`, oldest first, at most `max`; `*oldest` gets the oplog's
+ * oldest ts and `*lsn` a log position covering every entry read.  Takes
+ * the oplog's lock (shared).  No lock held. */
+int mf_cl_oplog_read(mf_cl_oplog *o, mf_cl_optime from, size_t max, bson_t **out, size_t *n,
+                     mf_cl_optime *oldest, mf_lsn *lsn, mf_error *err);
 
 /* What a catalog change logs: entries {op: "c", ns: "<db>.$cmd", ui, o,
  * o2} (mongod's formats: docs/research/issue48-facts.md), written in the
@@ -506,6 +514,99 @@ int mf_cl_ddl_write(mf_cl_ddl *d, mf_engine *e, mf_lsn *lsn, mf_error *err);
 /* Whether catalog changes of `ns` are logged (not local.*, not
  * system.profile). */
 bool mf_cl_ns_replicated(const char *ns);
+
+/* --------------------------------------------------------------- diff.c */
+
+/* A $v: 2 diff as a change stream's updateDescription (mongod 7.0's
+ * change_stream_document_diff_parser): appended to `out` (initialised by
+ * the caller) as updatedFields, removedFields, truncatedArrays and, when
+ * `disambiguate` (showExpandedEvents), disambiguatedPaths. */
+int mf_cl_diff_describe(const bson_t *diff, bool disambiguate, bson_t *out, mf_error *err);
+/* `pre` with `diff` applied: the post-image of an update (into `out`,
+ * initialised by the callee on success).  MF_BadValue for a diff that does
+ * not fit `pre`. */
+int mf_cl_diff_apply(const bson_t *pre, const bson_t *diff, bson_t *out, mf_error *err);
+
+/* ------------------------------------------------------------ changes.c */
+
+/* Change streams (docs/change-streams.md): the events of a replica set's
+ * oplog, in mongod 7.0's format, from a position a resume token names.
+ *
+ * A resume token {_data: "<hex>"} is a KeyString-shaped encoding of the
+ * event's place: its clusterTime, the token version (2), its type (an
+ * event's, 128, or a high-water mark's, 0), its index in a transaction,
+ * whether it names an invalidate, the collection's UUID and the event's
+ * identity ({operationType, documentKey | operationDescription}).  Tokens
+ * sort (as bytes, and so as hex) in the order of their events. */
+typedef struct mf_cl_token {
+    mf_cl_optime ts;
+    bool event;              /* an event's (else a high-water mark) */
+    int64_t txn_op_index;
+    bool from_invalidate;
+    bool has_uuid;
+    uint8_t uuid[16];
+    uint8_t *data;           /* the decoded bytes (owned) */
+    size_t len;
+} mf_cl_token;
+
+/* Decode the token at `it` (a resumeAfter / startAfter value): mongod's
+ * errors (40647 not a document with a string _data, 9 not hex, 40649
+ * empty, 50795 version, 50811 damaged). */
+int mf_cl_token_parse(const bson_iter_t *it, mf_cl_token *out, mf_error *err);
+void mf_cl_token_free(mf_cl_token *t);
+
+typedef enum mf_cl_full_doc {
+    MF_CL_FULL_DEFAULT, MF_CL_FULL_UPDATE_LOOKUP, MF_CL_FULL_WHEN_AVAILABLE, MF_CL_FULL_REQUIRED
+} mf_cl_full_doc;
+
+typedef enum mf_cl_before {
+    MF_CL_BEFORE_OFF, MF_CL_BEFORE_WHEN_AVAILABLE, MF_CL_BEFORE_REQUIRED
+} mf_cl_before;
+
+/* What a stream watches and from where. */
+typedef struct mf_cl_changes_spec {
+    const char *db;            /* NULL: every database but admin, config, local */
+    const char *coll;          /* NULL: every collection of `db` */
+    bool expanded;             /* showExpandedEvents */
+    bool system_events;        /* showSystemEvents */
+    mf_cl_full_doc full_document;
+    mf_cl_before before_change;
+    /* at most one: after this token's event (resumeAfter), or startAfter
+     * (which may name an invalidate), or from this cluster time on */
+    const mf_cl_token *resume_after;
+    const mf_cl_token *start_after;
+    bool has_start_at;
+    mf_cl_optime start_at;
+} mf_cl_changes_spec;
+
+typedef struct mf_cl_changes mf_cl_changes;
+
+/* Open a stream (the spec is copied).  ChangeStreamHistoryLost (286) when
+ * its start is older than the oplog's oldest entry, InvalidResumeToken
+ * (260) for resumeAfter an invalidate or a collection stream's token
+ * without a UUID. */
+int mf_cl_changes_open(mf_cl_db *db, const mf_cl_changes_spec *s, mf_cl_changes **out,
+                       mf_error *err);
+/* The next event into `out` (initialised on success, *none false), or
+ * *none: nothing more for now (or the stream is invalidated: done).
+ * Takes the oplog's lock, and the catalog's and a collection's for the
+ * images (no lock held by the caller).  Errors: 280 when the resume
+ * token's event is not in the oplog, 47 for a required image missing. */
+int mf_cl_changes_next(mf_cl_changes *ch, bson_t *out, bool *none, mf_error *err);
+/* After *none: the high-water mark token {_data} into `out` (appended as
+ * `key`), the place after everything read. */
+void mf_cl_changes_hwm(const mf_cl_changes *ch, bson_t *out, const char *key);
+/* Whether the stream has handed out its invalidate (it is done). */
+bool mf_cl_changes_done(const mf_cl_changes *ch);
+/* The log position of everything read so far: a batch of events is
+ * returned once it is durable. */
+mf_lsn mf_cl_changes_lsn(const mf_cl_changes *ch);
+void mf_cl_changes_free(mf_cl_changes *ch);
+
+/* Delete pre-images (config.system.preimages) older than `expire_before`
+ * seconds of wall time, or whose collection is gone; each batch synced. */
+int mf_cl_preimages_expire(mf_cl_db *db, int64_t expire_before_ms, uint64_t *deleted,
+                           mf_error *err);
 
 /* ---------------------------------------------------------------- txn.c */
 

@@ -400,6 +400,7 @@ void mf_cl_oplog_end(mf_cl_oplog *o, mf_cl_oplog_put *put, bool written)
     if (written) {
         o->bytes += put->entry.len;
         trim(o);
+        mf_cl_capped_signal(); /* a tailing reader looks once the lock is let go */
     }
     bson_destroy(&put->entry);
     mf_coll_unlock(o->c);
@@ -447,6 +448,51 @@ int mf_cl_oplog_entry_at(mf_cl_oplog *o, mf_cl_optime t, bson_t *out, bool *foun
             rc = mf_error_set(err, MF_DataCorruption, "a damaged oplog entry");
     }
     mf_coll_unlock(o->c);
+    return rc;
+}
+
+int mf_cl_oplog_read(mf_cl_oplog *o, mf_cl_optime from, size_t max, bson_t **out, size_t *n,
+                     mf_cl_optime *oldest, mf_lsn *lsn, mf_error *err)
+{
+    uint8_t k[8];
+    const uint8_t *key, *v;
+    size_t kl, vl;
+    bool valid;
+    mf_cursor cur;
+    int rc;
+    *n = 0;
+    *oldest = (mf_cl_optime){0, 0};
+    mf_coll_lock(o->c, false);
+    mf_cursor_init(&cur, mf_engine_tree(o->e, mf_coll_records(o->c)));
+    if ((rc = mf_cursor_first(&cur, &valid, err)) == 0 && valid) {
+        mf_cursor_key(&cur, &key, &kl);
+        uint64_t rid = mf_record_id_decode(key);
+        *oldest = (mf_cl_optime){(uint32_t)(rid >> 32), (uint32_t)rid};
+    }
+    mf_record_id_encode(optime_rid(from), k);
+    if (rc == 0)
+        rc = mf_cursor_seek(&cur, k, 8, false, &valid, err);
+    while (rc == 0 && valid && *n < max) {
+        bson_t doc;
+        mf_cursor_value(&cur, &v, &vl);
+        if (!bson_init_static(&doc, v, vl)) {
+            rc = mf_error_set(err, MF_DataCorruption, "a damaged oplog entry");
+            break;
+        }
+        if (!(out[*n] = bson_copy(&doc))) {
+            rc = mf_error_oom(err);
+            break;
+        }
+        (*n)++;
+        rc = mf_cursor_next(&cur, &valid, err);
+    }
+    /* every entry read was applied, and so is covered by the newest LSN */
+    *lsn = mf_engine_last_lsn(o->e);
+    mf_coll_unlock(o->c);
+    if (rc != 0) {
+        while (*n > 0)
+            bson_destroy(out[--*n]);
+    }
     return rc;
 }
 
@@ -553,6 +599,7 @@ void mf_cl_ddl_end(mf_cl_ddl *d, bool written)
                 log->bytes += d->entry[i]->len;
             d->lg->op_time = d->last;
             trim(log);
+            mf_cl_capped_signal();
         }
         mf_coll_unlock(log->c);
     }
@@ -599,8 +646,10 @@ int mf_cl_oplog_open(mf_engine *e, int64_t max_bytes, mf_cl_oplog **out, mf_erro
         mf_engine_catalog_unlock(e);
     }
     /* where retryable writes keep their sessions' records (write.c) */
-    static const char *const side[] = {"config.transactions", "config.image_collection"};
-    for (size_t i = 0; i < 2; i++) {
+    /* and change streams' pre-images (changes.c) */
+    static const char *const side[] = {"config.transactions", "config.image_collection",
+                                       "config.system.preimages"};
+    for (size_t i = 0; i < 3; i++) {
         bson_t none = BSON_INITIALIZER;
         rc = mf_cl_create(e, NULL, side[i], &none, NULL, true, err);
         if (rc != 0 && rc != MF_NamespaceExists)

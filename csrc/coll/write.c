@@ -267,6 +267,77 @@ static void side_close(side *sd)
     sd->c = NULL;
 }
 
+/* config.system.preimages: the documents before the updates and deletes
+ * of collections with changeStreamPreAndPostImages enabled, written in
+ * the engine write that changes them ({_id: {nsUUID, ts, applyOpsIndex},
+ * preImage, operationTime}; changes.c reads them, and deletes them as the
+ * oplog forgets their entries). */
+typedef struct images {
+    side sd;          /* the collection, locked; sd.rid the next RecordId */
+    bson_t **docs;    /* the records, alive until the engine write */
+    size_t n, cap;
+} images;
+
+static bool keeps_images(const mf_coll *c)
+{
+    bson_t opts;
+    bson_iter_t it, f;
+    return mf_cl_options_of(c, &opts) && bson_iter_init(&it, &opts) &&
+           bson_iter_find_descendant(&it, "changeStreamPreAndPostImages.enabled", &f) &&
+           bson_iter_as_bool(&f);
+}
+
+static int images_open(images *im, mf_engine *e, mf_error *err)
+{
+    memset(im, 0, sizeof *im);
+    bson_init(&im->sd.old);
+    im->sd.c = mf_engine_coll(e, "config.system.preimages");
+    if (!im->sd.c)
+        return mf_error_set(err, MF_NamespaceNotFound, "config.system.preimages is missing");
+    mf_coll_lock(im->sd.c, true);
+    int rc = mf_cl_indexes_load(im->sd.c, &im->sd.ix, err);
+    if (rc == 0)
+        rc = mf_cl_next_record_id(e, im->sd.c, &im->sd.rid, err);
+    return rc;
+}
+
+/* The pre-image `old` of `c`'s operation `index` of the entry at `ts`. */
+static int images_add(images *im, opbuf *b, mf_engine *e, mf_coll *c, mf_cl_optime ts,
+                      int64_t wall_ms, int64_t index, const bson_t *old, mf_error *err)
+{
+    uint8_t uuid[16];
+    bson_t id;
+    int64_t ins = 0, del = 0;
+    if (!mf_cl_uuid(c, uuid))
+        return 0;
+    if (im->n == im->cap) {
+        size_t cap = im->cap ? 2 * im->cap : 4;
+        bson_t **d = realloc(im->docs, cap * sizeof *d);
+        if (!d)
+            return mf_error_oom(err);
+        im->docs = d;
+        im->cap = cap;
+    }
+    bson_t *doc = bson_new();
+    BSON_APPEND_DOCUMENT_BEGIN(doc, "_id", &id);
+    bson_append_binary(&id, "nsUUID", 6, BSON_SUBTYPE_UUID, uuid, 16);
+    BSON_APPEND_TIMESTAMP(&id, "ts", ts.secs, ts.inc);
+    BSON_APPEND_INT64(&id, "applyOpsIndex", index);
+    bson_append_document_end(doc, &id);
+    BSON_APPEND_DATE_TIME(doc, "operationTime", wall_ms);
+    BSON_APPEND_DOCUMENT(doc, "preImage", old);
+    im->docs[im->n++] = doc;
+    return doc_ops(b, e, im->sd.c, &im->sd.ix, im->sd.rid++, NULL, doc, NULL, &ins, &del, err);
+}
+
+static void images_close(images *im)
+{
+    side_close(&im->sd);
+    for (size_t i = 0; i < im->n; i++)
+        bson_destroy(im->docs[i]);
+    free(im->docs);
+}
+
 static void append_optime(bson_t *out, const char *key, mf_cl_optime t)
 {
     bson_t d;
@@ -306,6 +377,8 @@ static int logged_write(opbuf *b, mf_engine *e, mf_coll *c, const bson_t *old_do
 {
     const mf_cl_stmt *st = lg->stmt;
     side sess = {0}, img = {0};
+    images pre = {0};
+    bool keep_pre = old_doc && keeps_images(c);
     bson_t id = BSON_INITIALIZER, sdoc = BSON_INITIALIZER, idoc = BSON_INITIALIZER;
     int64_t ins = 0, del = 0;
     int rc = 0;
@@ -316,6 +389,8 @@ static int logged_write(opbuf *b, mf_engine *e, mf_coll *c, const bson_t *old_do
         if (rc == 0 && st->image)
             rc = side_open(&img, e, "config.image_collection", &id, err);
     }
+    if (rc == 0 && keep_pre)
+        rc = images_open(&pre, e, err);
     mf_cl_oplog_put put;
     bool begun = false;
     if (rc == 0) {
@@ -340,12 +415,15 @@ static int logged_write(opbuf *b, mf_engine *e, mf_coll *c, const bson_t *old_do
         rc = doc_ops(b, e, img.c, &img.ix, img.rid, img.found ? &img.old : NULL, &idoc, NULL,
                      &ins, &del, err);
     }
+    if (rc == 0 && keep_pre)
+        rc = images_add(&pre, b, e, c, put.t, put.wall_ms, 0, old_doc, err);
     if (rc == 0)
         rc = mf_engine_write(e, b->ops, b->n, lsn, err);
     if (rc == 0)
         lg->op_time = put.t;
     if (begun)
         mf_cl_oplog_end(lg->oplog, &put, rc == 0);
+    images_close(&pre);
     side_close(&img);
     side_close(&sess);
     bson_destroy(&id);
@@ -467,6 +545,13 @@ int mf_cl_write_changes(mf_engine *e, const mf_cl_change *ch, size_t n, mf_cl_lo
         BSON_APPEND_DOCUMENT(&id, "_id", st->lsid);
         rc = side_open(&sess, e, "config.transactions", &id, err);
     }
+    /* the pre-images its updates and deletes keep (index: in applyOps) */
+    images pre = {0};
+    bool keep_pre = false;
+    for (size_t i = 0; lg && lg->oplog && i < n && !keep_pre; i++)
+        keep_pre = ch[i].old_doc && keeps_images(ch[i].c);
+    if (rc == 0 && keep_pre)
+        rc = images_open(&pre, e, err);
     mf_cl_oplog_put put;
     bool begun = false;
     if (rc == 0 && lg && lg->oplog) {
@@ -486,6 +571,11 @@ int mf_cl_write_changes(mf_engine *e, const mf_cl_change *ch, size_t n, mf_cl_lo
             rc = doc_ops(&b, e, sess.c, &sess.ix, sess.rid, sess.found ? &sess.old : NULL, &sdoc,
                          NULL, &si, &sd, err);
         }
+        int64_t first = nops - (int64_t)n; /* the catalog changes come first */
+        for (size_t i = 0; rc == 0 && keep_pre && i < n; i++)
+            if (ch[i].old_doc && keeps_images(ch[i].c))
+                rc = images_add(&pre, &b, e, ch[i].c, put.t, put.wall_ms, first + (int64_t)i,
+                                ch[i].old_doc, err);
     }
     /* Every delete before every put: a unique index's entry is its key
      * alone, so a record's old key deleted after another record's put of
@@ -526,6 +616,7 @@ int mf_cl_write_changes(mf_engine *e, const mf_cl_change *ch, size_t n, mf_cl_lo
         lg->op_time = put.t;
     if (begun)
         mf_cl_oplog_end(lg->oplog, &put, rc == 0);
+    images_close(&pre);
     side_close(&sess);
     bson_destroy(&ops);
     bson_destroy(&sdoc);

@@ -469,6 +469,20 @@ int mfi_aggregate_run(mf_cmd_ctx *ctx, const bson_t *cmd, int explain, bson_t *r
     mf_collator *collation = NULL;
     if ((rc = resolve_collation(ctx, &a, coll ? ns : NULL, &collation, err)) != 0)
         return rc;
+    /* a change stream (a replica set's; a standalone's pipeline parse
+     * refuses it, 40573) */
+    if (ctx->inst->cl.oplog && !a.explain && mfi_change_stream_first(&a.pipeline)) {
+        mfi_change_stream_args cs = {.pipeline = &a.pipeline,
+                                     .ns = ns,
+                                     .coll = coll,
+                                     .batch_size = a.batch_size,
+                                     .deadline_us = a.deadline,
+                                     .let = a.has_let ? &a.let : NULL,
+                                     .collation = collation};
+        rc = mfi_change_stream_open(ctx, &cs, reply, err);
+        mf_collator_unref(collation);
+        return rc;
+    }
     char tmp[4096];
     mfi_tmpdir_of(ctx->inst, tmp, sizeof tmp);
     mf_agg_opts o = {
@@ -487,6 +501,7 @@ int mfi_aggregate_run(mf_cmd_ctx *ctx, const bson_t *cmd, int explain, bson_t *r
         .sort_max_bytes = atomic_load(&ctx->inst->agg_sort_max_bytes),
         .bucket_auto_max_bytes = atomic_load(&ctx->inst->agg_bucket_auto_max_bytes),
         .window_max_bytes = atomic_load(&ctx->inst->agg_window_max_bytes),
+        .change_streams = ctx->inst->cl.oplog != NULL,
     };
     mf_pipeline *p = NULL;
     rc = mf_pipeline_parse(&a.pipeline, &o, &p, err);

@@ -160,6 +160,10 @@ typedef struct mf_cmd_ctx {
      * `snap_at` (secs << 32 | inc); the dispatcher opens and binds it. */
     bool snap_read;
     uint64_t snap_at;
+    /* the error label the handler's error gets (a change stream's
+     * getMore: ResumableChangeStreamError / NonResumableChangeStreamError),
+     * unless a fail point set the labels; NULL: none */
+    const char *error_label;
     struct mfi_txn_use {
         struct txn_state *state; /* the session's, checked out */
         bson_t lsid;             /* {id, uid} */
@@ -764,6 +768,12 @@ struct mfi_cursor {
     /* owns: the snapshot a snapshot read outside transactions reads at
      * (bound while the cursor is checked out), or NULL */
     mf_cl_txn *snap;
+    /* a change stream's (change_stream.c): its reader of the oplog (owns;
+     * `pipeline` then runs over each event), the _id of the last event
+     * it is past, of the event in `stash`, and the reply's
+     * postBatchResumeToken ({postBatchResumeToken: token}); owned */
+    mf_cl_changes *changes;
+    bson_t *cs_last, *cs_stash_id, *cs_pbrt;
     bool killed;            /* killCursors while in use: close at checkin */
     bool in_use;
     int64_t last_used_ms;
@@ -794,7 +804,15 @@ typedef struct mfi_batch {
     mf_buf *runs; /* the copies: full runs, then the one being written */
     size_t nruns, runs_cap;
     uint8_t *id_at; /* where batch_reply left the cursor id, for batch_set_id */
+    /* a change stream's: {postBatchResumeToken: token}, written after the
+     * documents (NULL: none) */
+    const bson_t *pbrt;
 } mfi_batch;
+
+/* Add a copy of a document to the batch; whether one of `len` bytes fits
+ * (the reply's 16 MB; the first always does). */
+int mfi_batch_add_copy(mfi_batch *b, const uint8_t *data, size_t len, mf_error *err);
+bool mfi_batch_fits(const mfi_batch *b, size_t len);
 
 void mfi_batch_free(mfi_batch *b);
 /* The reply's cursor {firstBatch|nextBatch: [...], id, ns}; the id is
@@ -1049,5 +1067,30 @@ int mfi_collation_of_arg(mf_engine *e, const char *ns, const bson_iter_t *arg, c
  * TypeMismatch error. */
 int mfi_type_error(mf_error *err, const char *cmd, const char *field,
                    const bson_iter_t *it, const char *expected);
+
+/* ------------------------------------------------------ change_stream.c */
+
+/* An aggregate whose pipeline begins with $changeStream, in a replica set. */
+typedef struct mfi_change_stream_args {
+    const bson_t *pipeline;
+    const char *ns;            /* the cursor's: db.coll, or db.$cmd.aggregate */
+    const char *coll;          /* NULL: {aggregate: 1} */
+    int64_t batch_size;        /* -1: the default */
+    int64_t deadline_us;
+    const bson_t *let;         /* may be NULL */
+    const mf_collator *collation; /* may be NULL */
+} mfi_change_stream_args;
+
+/* Whether `pipeline`'s first stage is $changeStream. */
+bool mfi_change_stream_first(const bson_t *pipeline);
+/* Open the stream and reply its first batch (mongod's option and
+ * namespace errors first). */
+int mfi_change_stream_open(mf_cmd_ctx *ctx, const mfi_change_stream_args *a, bson_t *reply,
+                           mf_error *err);
+/* Fill `b` with the stream's next events (b->pbrt set); *exhausted once
+ * its invalidate is sent.  No lock held. */
+int mfi_change_stream_fill(mfi_cursor *cur, mfi_batch *b, bool *exhausted, mf_error *err);
+/* The label a change stream's getMore error `code` gets. */
+void mfi_change_stream_label(mf_cmd_ctx *ctx, int code);
 
 #endif /* MF_COMMAND_INT_H */

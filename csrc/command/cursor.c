@@ -47,6 +47,10 @@ void mfi_cursor_free(mfi_cursor *c)
     mf_expr_ctx_free(c->xctx); /* after what compiled expressions with it */
     mf_sorter_free(c->sorter);
     mf_pipeline_free(c->pipeline);
+    mf_cl_changes_free(c->changes);
+    bson_destroy(c->cs_last);
+    bson_destroy(c->cs_stash_id);
+    bson_destroy(c->cs_pbrt);
     mf_buf_free(&c->stash);
     mf_cl_txn_abort(c->snap); /* (after the scan reading through it) */
     if (c->docs)
@@ -310,7 +314,7 @@ static size_t key_bytes(uint32_t n)
 }
 
 /* Whether a document of `len` bytes fits the batch (the first always does). */
-static bool batch_fits(const mfi_batch *b, size_t len)
+bool mfi_batch_fits(const mfi_batch *b, size_t len)
 {
     if (b->n > 0 && b->bytes + len > MF_MAX_BSON_OBJECT_SIZE)
         return false;
@@ -383,6 +387,11 @@ static inline int batch_add(mfi_batch *b, const uint8_t *data, size_t len, bool 
     return 0;
 }
 
+int mfi_batch_add_copy(mfi_batch *b, const uint8_t *data, size_t len, mf_error *err)
+{
+    return batch_add(b, data, len, false, err);
+}
+
 static uint8_t *put(uint8_t *p, const void *s, size_t n)
 {
     memcpy(p, s, n);
@@ -401,7 +410,10 @@ int mfi_batch_reply(mfi_batch *b, bson_t *reply, const char *batch_name, const c
     size_t name_len = strlen(batch_name), ns_len = strlen(ns);
     /* each element: its type, its key and NUL, the document */
     size_t arr = 4 + 2 * (size_t)b->n + key_bytes(b->n) + b->bytes + 1;
-    size_t cursor = 4 + (1 + name_len + 1 + arr) + (1 + 3 + 8) + (1 + 3 + 4 + ns_len + 1) + 1;
+    /* a change stream's token: the one element of b->pbrt */
+    size_t pbrt = b->pbrt ? b->pbrt->len - 5 : 0;
+    size_t cursor = 4 + (1 + name_len + 1 + arr) + pbrt + (1 + 3 + 8) +
+                    (1 + 3 + 4 + ns_len + 1) + 1;
     size_t total = 4 + (1 + 7 + cursor) + 1;
     BSON_ASSERT(bson_empty(reply));
     uint8_t *p = total <= INT32_MAX ? bson_reserve_buffer(reply, (uint32_t)total) : NULL;
@@ -441,6 +453,8 @@ int mfi_batch_reply(mfi_batch *b, bson_t *reply, const char *batch_name, const c
         at = key_next(key, at);
     }
     *q++ = 0;
+    if (pbrt)
+        q = put(q, bson_get_data(b->pbrt) + 4, pbrt);
     *q++ = BSON_TYPE_INT64;
     q = put(q, "id", 3);
     b->id_at = q;
@@ -490,7 +504,7 @@ static int too_large(const bson_t *d, mf_error *err)
 static MF_ALWAYS_INLINE int offer(mfi_cursor *cur, mfi_batch *b, const uint8_t *data, size_t len,
                                   bool stable, bool *stop, mf_error *err)
 {
-    if (!batch_fits(b, len)) {
+    if (!mfi_batch_fits(b, len)) {
         cur->stash.len = 0;
         if (mf_buf_append(&cur->stash, data, len) != 0)
             return mf_error_oom(err);
@@ -580,6 +594,8 @@ static int sink_row(void *arg, const mf_scan_row *row, bool *stop, mf_error *err
 int mfi_cursor_fill(mfi_cursor *cur, mf_engine *e, mf_coll *c, mfi_batch *b, mf_deadline *deadline,
                 bool *exhausted, mf_error *err)
 {
+    if (cur->changes)
+        return mfi_change_stream_fill(cur, b, exhausted, err);
     bool stop = batch_full(b) || cur->limit == 0;
     int rc = 0;
     *exhausted = false;
@@ -842,6 +858,8 @@ int mfi_cmd_get_more(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_error
     if ((cur->deadline.at_us && (rc = mfi_max_time_check(ctx->inst, err)) != 0) ||
         (rc = mfi_cursor_time_resume(cur, err)) != 0 ||
         (rc = mfi_fail_get_more(ctx, cmd, err)) != 0) {
+        if (cur->changes)
+            mfi_change_stream_label(ctx, rc);
         mfi_cursor_checkin(ctx->inst, cur, true);
         return rc;
     }
@@ -873,7 +891,24 @@ int mfi_cmd_get_more(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_error
         if (wait)
             mf_cl_capped_wait(seen, wait_until);
     }
-    if (!cur->scan) {
+    if (cur->changes) {
+        /* a change stream: nothing new, it waits for the oplog's next
+         * entry (no lock held) and reads again */
+        for (;;) {
+            uint64_t seen = mf_cl_capped_inserts();
+            rc = mfi_cursor_fill(cur, e, NULL, &b, &cur->deadline, &exhausted, err);
+            if (rc != 0 || b.n > 0 || exhausted || cur->killed ||
+                mf_clock_mono_us() >= wait_until)
+                break;
+            mf_cl_capped_wait(seen, wait_until);
+        }
+        if (rc == 0) {
+            mfi_ctx_wrote(ctx, mf_cl_changes_lsn(cur->changes)); /* replied once durable */
+            rc = mfi_batch_reply(&b, reply, "nextBatch", ns, err);
+        } else {
+            mfi_change_stream_label(ctx, rc);
+        }
+    } else if (!cur->scan) {
         rc = mfi_cursor_fill(cur, e, NULL, &b, &cur->deadline, &exhausted, err);
         if (rc == 0)
             rc = mfi_batch_reply(&b, reply, "nextBatch", ns, err);
@@ -900,7 +935,7 @@ int mfi_cmd_get_more(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_error
     if (rc == 0 && !exhausted && !cur->killed && ctx->client && ctx->client->exhaust_allowed)
         ctx->flags |= MF_RUN_EXHAUST;
     mfi_cursor_time_save(cur);
-    if (rc != 0 && rc != MF_QueryPlanKilled)
+    if (rc != 0 && rc != MF_QueryPlanKilled && !cur->changes)
         mfi_executor_error(err, "getMore");
     mfi_cursor_checkin(ctx->inst, cur, rc != 0 || exhausted || cur->killed);
     return rc;

@@ -525,6 +525,12 @@ fail:
     if (ctx.retry)
         retry_label(&fx, err.code);
     txn_label(&fx, &ctx, err.code);
+    if (ctx.error_label && !fx.labels_given && bson_empty(&fx.labels)) {
+        bson_t arr;
+        BSON_APPEND_ARRAY_BEGIN(&fx.labels, "errorLabels", &arr);
+        BSON_APPEND_UTF8(&arr, "0", ctx.error_label);
+        bson_append_array_end(&fx.labels, &arr);
+    }
     mf_command_error_reply(reply, &err);
     if (!bson_empty(&err_info) && err.code != MF_ERRMSG_ONLY)
         bson_concat(reply, &err_info);

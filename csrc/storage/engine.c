@@ -496,6 +496,11 @@ bool mf_engine_failure(mf_engine *e, char *why, size_t cap)
     return f;
 }
 
+mf_lsn mf_engine_last_lsn(mf_engine *e)
+{
+    return mf_wal_last_lsn(e->wal);
+}
+
 int mf_engine_sync(mf_engine *e, mf_lsn lsn, mf_error *err)
 {
     int rc = mf_wal_commit(e->wal, lsn, err);

@@ -143,6 +143,10 @@ bool mf_engine_failure(mf_engine *e, char *why, size_t cap);
 /* Wait until the write with `lsn` is durable (group commit).  Call it
  * without holding a collection lock, so others can write meanwhile. */
 int mf_engine_sync(mf_engine *e, mf_lsn lsn, mf_error *err);
+/* The LSN of the newest write applied (what mf_engine_sync of it covers):
+ * a reader that saw a write waits for this to reply only with durable
+ * data. */
+mf_lsn mf_engine_last_lsn(mf_engine *e);
 
 /* A fresh tree id (reserved in memory; logged with the write that creates
  * the tree). */

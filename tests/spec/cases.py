@@ -27,7 +27,7 @@ STANDALONE_FOLDERS = ("crud", "gridfs", "collection-management", "index-manageme
                       "run-command", "versioned-api", "read-write-concern", "sessions")
 # Run on a one-member replica set (Server(replica_set=...)), as their
 # runOnRequirements ask.
-REPLSET_FOLDERS = ("retryable-writes", "transactions", "causal-consistency")
+REPLSET_FOLDERS = ("retryable-writes", "transactions", "causal-consistency", "change-streams")
 FOLDERS = STANDALONE_FOLDERS + REPLSET_FOLDERS
 ABSENT = f"{SPEC_ROOT} is absent: the specification tests live in ../shared/spec"
 
@@ -49,13 +49,14 @@ class Case:
     @property
     def replset(self) -> bool:
         """Whether the case runs on a replica set (else a standalone)."""
-        if self.folder in REPLSET_FOLDERS:
-            return True
         spec = load(self.folder, self.file)
         test = next(t for t in spec["tests"] if t["description"] == self.description)
         version = multifora.MONGODB_VERSION
-        return (skip_reason_before_start(spec, test, version, "single") is not None
-                and skip_reason_before_start(spec, test, version, "replicaset") is None)
+        single = skip_reason_before_start(spec, test, version, "single") is None
+        replset = skip_reason_before_start(spec, test, version, "replicaset") is None
+        if self.folder in REPLSET_FOLDERS:  # (one that needs a standalone runs on one)
+            return replset or not single
+        return not single and replset
 
 
 @lru_cache(maxsize=None)

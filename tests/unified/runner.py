@@ -1216,6 +1216,30 @@ class _TestState:
         for suffix in ("files", "chunks"):
             b.db.drop_collection(f"{b.name}.{suffix}", **kw)
 
+    # -- change streams -------------------------------------------------
+
+    _WATCH = {"pipeline": "pipeline", "fullDocument": "full_document",
+              "fullDocumentBeforeChange": "full_document_before_change",
+              "resumeAfter": "resume_after", "startAfter": "start_after",
+              "startAtOperationTime": "start_at_operation_time", "batchSize": "batch_size",
+              "maxAwaitTimeMS": "max_await_time_ms", "collation": "collation",
+              "comment": "comment", "showExpandedEvents": "show_expanded_events"}
+
+    def _watch(self, target, a):
+        """A change stream entity: its aggregate is sent now, its events
+        come from iterateUntilDocumentOrError / iterateOnce."""
+        return CursorEntity(target.watch(**self._kwargs("createChangeStream", a, self._WATCH)),
+                            prefetch=False)
+
+    def _client_createChangeStream(self, ent, a):
+        return self._watch(ent.client, a)
+
+    def _db_createChangeStream(self, db, a):
+        return self._watch(db, a)
+
+    def _coll_createChangeStream(self, coll, a):
+        return self._watch(coll, a)
+
     def _cursor_iterateUntilDocumentOrError(self, cur, a):
         return cur.next()
 
