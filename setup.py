@@ -185,7 +185,7 @@ class BuildExt(build_ext):
 
 
 def headers():
-    return [str(p.relative_to(ROOT)) for p in CSRC.rglob("*.h")]
+    return [str(p.relative_to(ROOT)) for pat in ("*.h", "*.def") for p in CSRC.rglob(pat)]
 
 
 def extension():

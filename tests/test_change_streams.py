@@ -435,3 +435,69 @@ def test_not_first_and_in_transaction(rs_client):
             db.c.watch(session=sess)
         assert e.value.code == 263
         sess.abort_transaction()
+
+
+# ------------------------------------------------------ pre-image expiry
+
+
+def test_change_stream_options_cluster_parameter(rs_client, tmp_path):
+    admin = rs_client.admin
+    (p,) = admin.command("getClusterParameter", "changeStreamOptions")["clusterParameters"]
+    assert p == {"_id": "changeStreamOptions", "clusterParameterTime": Timestamp(0, 0),
+                 "preAndPostImages": {"expireAfterSeconds": "off"}}
+    for bad in ({}, {"preAndPostImages": {}}, {"preAndPostImages": {"expireAfterSeconds": "x"}},
+                {"preAndPostImages": {"expireAfterSeconds": -1}},
+                {"preAndPostImages": {"expireAfterSeconds": 0}}):
+        with pytest.raises(OperationFailure) as e:
+            admin.command("setClusterParameter", {"changeStreamOptions": bad})
+        assert e.value.code == 2, bad
+    admin.command("setClusterParameter",
+                  {"changeStreamOptions": {"preAndPostImages": {"expireAfterSeconds": 10}}})
+    (p,) = admin.command("getClusterParameter", ["changeStreamOptions"])["clusterParameters"]
+    assert p["preAndPostImages"] == {"expireAfterSeconds": Int64(10)}
+    assert p["clusterParameterTime"] > Timestamp(0, 0)
+    assert admin.command("getClusterParameter", "*")["clusterParameters"][0] == p
+    with pytest.raises(OperationFailure) as e:
+        admin.command("getClusterParameter", "nope")
+    assert e.value.code == 4
+    with pytest.raises(OperationFailure) as e:
+        rs_client.other.command("getClusterParameter", "changeStreamOptions")
+    assert e.value.code == 13
+    # a standalone has no cluster parameters to set
+    import multifora
+    srv = multifora.Server(str(tmp_path / "standalone"), port=0)
+    srv.start()
+    try:
+        with MongoClient(srv.uri) as client:
+            with pytest.raises(OperationFailure) as e:
+                client.admin.command(
+                    "setClusterParameter",
+                    {"changeStreamOptions": {"preAndPostImages": {"expireAfterSeconds": 1}}})
+            assert e.value.code == 20
+    finally:
+        srv.stop()
+
+
+def test_pre_images_expire_after_seconds(tmp_path):
+    import multifora
+    srv = multifora.Server(str(tmp_path / "db"), port=0, replica_set="rs0",
+                           ttl_monitor_sleep_secs=1)
+    srv.start()
+    try:
+        c = MongoClient(srv.uri, directConnection=True)
+        db = c.csexp
+        db.create_collection("e", changeStreamPreAndPostImages={"enabled": True})
+        db.e.insert_one({"_id": 1})
+        db.e.update_one({"_id": 1}, {"$set": {"v": 1}})
+        pre = c.config.system.preimages
+        time.sleep(2.5)  # passes of the monitor: "off" keeps them while the oplog has them
+        assert pre.count_documents({}) == 1
+        c.admin.command("setClusterParameter",
+                        {"changeStreamOptions": {"preAndPostImages": {"expireAfterSeconds": 1}}})
+        deadline = time.monotonic() + 15
+        while time.monotonic() < deadline and pre.count_documents({}):
+            time.sleep(0.2)
+        assert pre.count_documents({}) == 0
+        c.close()
+    finally:
+        srv.stop()

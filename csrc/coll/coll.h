@@ -199,6 +199,11 @@ int mf_cl_read_record(mf_engine *e, mf_coll *c, uint64_t rid, bson_t *doc, bool 
  * collection.  Catalog lock held (shared); takes the collection's. */
 int mf_cl_read_by_id(mf_engine *e, const char *ns, const bson_t *id_doc, bson_t *out,
                      bool *found, mf_error *err);
+/* Insert `doc` into `ns` (created if missing), or replace the document
+ * with its _id: a server's own record (config.clusterParameters).  No
+ * lock held; logged through `lg` (may be NULL); *lsn raised. */
+int mf_cl_put_by_id(mf_engine *e, mf_cl_log *lg, const char *ns, const bson_t *doc,
+                    mf_lsn *lsn, mf_error *err);
 /* One past the largest RecordId of `c` (collection lock held). */
 int mf_cl_next_record_id(mf_engine *e, mf_coll *c, uint64_t *out, mf_error *err);
 /* The document as stored: checked (size, _id type, $-names), _id first and

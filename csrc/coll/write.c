@@ -686,6 +686,44 @@ int mf_cl_read_by_id(mf_engine *e, const char *ns, const bson_t *id_doc, bson_t 
     return rc;
 }
 
+int mf_cl_put_by_id(mf_engine *e, mf_cl_log *lg, const char *ns, const bson_t *doc,
+                    mf_lsn *lsn, mf_error *err)
+{
+    bson_t none = BSON_INITIALIZER, id = BSON_INITIALIZER, old;
+    bson_iter_t it;
+    mf_cl_indexes ix = {0};
+    uint64_t rid;
+    bool found;
+    int rc = mf_cl_create(e, lg, ns, &none, NULL, true, err);
+    bson_destroy(&none);
+    if (rc != 0 && rc != MF_NamespaceExists)
+        return rc;
+    if (bson_iter_init_find(&it, doc, "_id"))
+        mf_bsonx_append_iter(&id, "_id", 3, &it);
+    mf_engine_catalog_lock(e, false);
+    mf_coll *c = mf_engine_coll(e, ns);
+    if (!c) {
+        mf_engine_catalog_unlock(e);
+        bson_destroy(&id);
+        return mf_error_set(err, MF_NamespaceNotFound, "%s was dropped meanwhile", ns);
+    }
+    mf_coll_lock(c, true);
+    bson_init(&old);
+    rc = mf_cl_indexes_load(c, &ix, err);
+    if (rc == 0)
+        rc = mf_cl_find_by_id(e, c, &ix, &id, &rid, &found, &old, err);
+    if (rc == 0 && !found)
+        rc = mf_cl_next_record_id(e, c, &rid, err);
+    if (rc == 0)
+        rc = mf_cl_write_doc_log(e, c, &ix, rid, found ? &old : NULL, doc, lsn, NULL, lg, err);
+    mf_cl_indexes_free(&ix);
+    mf_coll_unlock(c);
+    mf_engine_catalog_unlock(e);
+    bson_destroy(&old);
+    bson_destroy(&id);
+    return rc;
+}
+
 /* ------------------------------------------------- bounded collections */
 
 int mf_cl_doc_bytes(mf_engine *e, mf_coll *c, int64_t *out, mf_error *err)

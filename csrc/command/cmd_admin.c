@@ -602,3 +602,171 @@ int mfi_cmd_shutdown(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_error
     ctx->flags |= MF_RUN_CLOSE;
     return 0;
 }
+
+/* ------------------------------------------------------- cluster parameters */
+
+/* mongod 7.0's cluster parameters (community): changeStreamOptions, kept
+ * in config.clusterParameters as {_id: name, clusterParameterTime, ...}
+ * and set on a replica set only.  changeStreamOptions.preAndPostImages.
+ * expireAfterSeconds ("off" or seconds) bounds how long change streams'
+ * pre-images are kept (docs/change-streams.md). */
+#define CLUSTER_PARAMS_NS "config.clusterParameters"
+
+/* The stored changeStreamOptions document into `out` (initialised here),
+ * or its default {_id, clusterParameterTime: Timestamp(0, 0),
+ * preAndPostImages: {expireAfterSeconds: "off"}}. */
+static int change_stream_options(mf_instance *inst, bson_t *out, mf_error *err)
+{
+    bson_t id = BSON_INITIALIZER, sub;
+    bool found;
+    BSON_APPEND_UTF8(&id, "_id", "changeStreamOptions");
+    mf_engine_catalog_lock(inst->engine, false);
+    int rc = mf_cl_read_by_id(inst->engine, CLUSTER_PARAMS_NS, &id, out, &found, err);
+    mf_engine_catalog_unlock(inst->engine);
+    bson_destroy(&id);
+    if (rc == 0 && !found) {
+        BSON_APPEND_UTF8(out, "_id", "changeStreamOptions");
+        BSON_APPEND_TIMESTAMP(out, "clusterParameterTime", 0, 0);
+        BSON_APPEND_DOCUMENT_BEGIN(out, "preAndPostImages", &sub);
+        BSON_APPEND_UTF8(&sub, "expireAfterSeconds", "off");
+        bson_append_document_end(out, &sub);
+    }
+    return rc;
+}
+
+int64_t mfi_pre_images_expire_after(mf_instance *inst)
+{
+    bson_t doc;
+    bson_iter_t it;
+    mf_error err;
+    int64_t secs = 0;
+    if (change_stream_options(inst, &doc, &err) == 0 && bson_iter_init(&it, &doc) &&
+        bson_iter_find_descendant(&it, "preAndPostImages.expireAfterSeconds", &it) &&
+        BSON_ITER_HOLDS_NUMBER(&it))
+        secs = bson_iter_as_int64(&it);
+    bson_destroy(&doc);
+    return secs;
+}
+
+static int unknown_param(mf_error *err, const char *name)
+{
+    return mf_error_set(err, MF_NoSuchKey, "Unknown Cluster Parameter %s", name);
+}
+
+int mfi_cmd_set_cluster_parameter(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply,
+                                  mf_error *err)
+{
+    bson_iter_t it, p, o, f;
+    (void)reply;
+    bson_iter_init(&it, cmd);
+    bson_iter_next(&it);
+    if (!BSON_ITER_HOLDS_DOCUMENT(&it))
+        return mfi_type_error(err, "setClusterParameter", "setClusterParameter", &it, "object");
+    if (!ctx->inst->cl.oplog)
+        return mf_error_set(err, MF_IllegalOperation,
+                            "Cannot set cluster parameter, gClusterServerParametersEnabled is "
+                            "false: cluster parameters need a replica set");
+    bson_iter_recurse(&it, &p);
+    if (!bson_iter_next(&p))
+        return mf_error_set(err, MF_IllegalOperation, "Exactly one cluster parameter must be set");
+    const char *name = bson_iter_key(&p);
+    bson_iter_t more = p;
+    if (bson_iter_next(&more))
+        return mf_error_set(err, MF_IllegalOperation, "Exactly one cluster parameter must be set");
+    if (strcmp(name, "changeStreamOptions") != 0)
+        return unknown_param(err, name);
+    if (!BSON_ITER_HOLDS_DOCUMENT(&p))
+        return mfi_type_error(err, "setClusterParameter", name, &p, "object");
+    /* {preAndPostImages: {expireAfterSeconds: "off" | seconds > 0}} */
+    bool has_images = false, has_expire = false;
+    bson_value_t expire = {0};
+    bson_iter_recurse(&p, &o);
+    while (bson_iter_next(&o)) {
+        if (strcmp(bson_iter_key(&o), "preAndPostImages") != 0)
+            return mf_error_set(err, 40415, "BSON field 'changeStreamOptions.%s' is an unknown "
+                                            "field.",
+                                bson_iter_key(&o));
+        if (!BSON_ITER_HOLDS_DOCUMENT(&o))
+            return mfi_type_error(err, "changeStreamOptions", "preAndPostImages", &o, "object");
+        has_images = true;
+        bson_iter_recurse(&o, &f);
+        while (bson_iter_next(&f)) {
+            if (strcmp(bson_iter_key(&f), "expireAfterSeconds") != 0)
+                return mf_error_set(err, 40415,
+                                    "BSON field 'changeStreamOptions.preAndPostImages.%s' is an "
+                                    "unknown field.",
+                                    bson_iter_key(&f));
+            has_expire = true;
+            if (BSON_ITER_HOLDS_UTF8(&f) && strcmp(bson_iter_utf8(&f, NULL), "off") == 0) {
+                expire.value_type = BSON_TYPE_UTF8;
+            } else if ((BSON_ITER_HOLDS_INT32(&f) || BSON_ITER_HOLDS_INT64(&f)) &&
+                       bson_iter_as_int64(&f) > 0) {
+                expire.value_type = BSON_TYPE_INT64;
+                expire.value.v_int64 = bson_iter_as_int64(&f);
+            } else {
+                return mf_error_set(err, MF_BadValue,
+                                    "Expected 'expireAfterSeconds' to be either 'off' or a "
+                                    "positive integer number of seconds");
+            }
+        }
+    }
+    if (!has_images)
+        return mf_error_set(err, MF_BadValue, "Should specify at least one change stream option");
+    if (!has_expire)
+        return mf_error_set(err, MF_BadValue,
+                            "Should specify at least one pre- and post-images option");
+    mf_cl_optime now;
+    mf_cl_oplog_last(ctx->inst->cl.oplog, &now, NULL);
+    bson_t doc = BSON_INITIALIZER, sub;
+    BSON_APPEND_UTF8(&doc, "_id", "changeStreamOptions");
+    BSON_APPEND_TIMESTAMP(&doc, "clusterParameterTime", now.secs, now.inc);
+    BSON_APPEND_DOCUMENT_BEGIN(&doc, "preAndPostImages", &sub);
+    if (expire.value_type == BSON_TYPE_UTF8)
+        BSON_APPEND_UTF8(&sub, "expireAfterSeconds", "off");
+    else
+        BSON_APPEND_INT64(&sub, "expireAfterSeconds", expire.value.v_int64);
+    bson_append_document_end(&doc, &sub);
+    mf_lsn lsn = 0;
+    int rc = mf_cl_put_by_id(ctx->inst->engine, mfi_ctx_log(ctx), CLUSTER_PARAMS_NS, &doc, &lsn,
+                             err);
+    mfi_ctx_wrote(ctx, lsn);
+    bson_destroy(&doc);
+    return rc;
+}
+
+int mfi_cmd_get_cluster_parameter(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply,
+                                  mf_error *err)
+{
+    bson_iter_t it, a;
+    bson_iter_init(&it, cmd);
+    bson_iter_next(&it);
+    /* a name, "*", or an array of names */
+    if (BSON_ITER_HOLDS_ARRAY(&it)) {
+        bson_iter_recurse(&it, &a);
+        while (bson_iter_next(&a)) {
+            if (!BSON_ITER_HOLDS_UTF8(&a))
+                return mfi_type_error(err, "getClusterParameter", "getClusterParameter", &a,
+                                      "string");
+            if (strcmp(bson_iter_utf8(&a, NULL), "changeStreamOptions") != 0)
+                return unknown_param(err, bson_iter_utf8(&a, NULL));
+        }
+    } else if (BSON_ITER_HOLDS_UTF8(&it)) {
+        const char *name = bson_iter_utf8(&it, NULL);
+        if (strcmp(name, "*") != 0 && strcmp(name, "changeStreamOptions") != 0)
+            return unknown_param(err, name);
+    } else {
+        return mf_error_set(err, MF_TypeMismatch,
+                            "BSON field 'getClusterParameter.getClusterParameter' is the wrong "
+                            "type '%s', expected types '[string, array]'",
+                            mf_bsonx_type_alias(bson_iter_type(&it)));
+    }
+    bson_t doc, arr;
+    int rc = change_stream_options(ctx->inst, &doc, err);
+    if (rc == 0) {
+        BSON_APPEND_ARRAY_BEGIN(reply, "clusterParameters", &arr);
+        BSON_APPEND_DOCUMENT(&arr, "0", &doc);
+        bson_append_array_end(reply, &arr);
+    }
+    bson_destroy(&doc);
+    return rc;
+}

@@ -1068,6 +1068,10 @@ int mfi_collation_of_arg(mf_engine *e, const char *ns, const bson_iter_t *arg, c
 int mfi_type_error(mf_error *err, const char *cmd, const char *field,
                    const bson_iter_t *it, const char *expected);
 
+/* changeStreamOptions.preAndPostImages.expireAfterSeconds (cmd_admin.c),
+ * 0 when "off". */
+int64_t mfi_pre_images_expire_after(mf_instance *inst);
+
 /* ------------------------------------------------------ change_stream.c */
 
 /* An aggregate whose pipeline begins with $changeStream, in a replica set. */

@@ -14,6 +14,8 @@ int mfi_cmd_ping(mf_cmd_ctx *, const bson_t *, bson_t *, mf_error *);
 int mfi_cmd_commit_transaction(mf_cmd_ctx *, const bson_t *, bson_t *, mf_error *);
 int mfi_cmd_abort_transaction(mf_cmd_ctx *, const bson_t *, bson_t *, mf_error *);
 int mfi_cmd_get_parameter(mf_cmd_ctx *, const bson_t *, bson_t *, mf_error *);
+int mfi_cmd_get_cluster_parameter(mf_cmd_ctx *, const bson_t *, bson_t *, mf_error *);
+int mfi_cmd_set_cluster_parameter(mf_cmd_ctx *, const bson_t *, bson_t *, mf_error *);
 int mfi_cmd_get_cmd_line_opts(mf_cmd_ctx *, const bson_t *, bson_t *, mf_error *);
 int mfi_cmd_server_status(mf_cmd_ctx *, const bson_t *, bson_t *, mf_error *);
 int mfi_cmd_host_info(mf_cmd_ctx *, const bson_t *, bson_t *, mf_error *);

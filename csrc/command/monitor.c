@@ -20,8 +20,11 @@ int mfi_ttl_pass(mf_instance *inst, uint64_t *deleted, mf_error *err)
     int rc = mf_cl_ttl_pass(mfi_cl(inst), shutting_down, inst, deleted, err);
     /* change streams' pre-images whose oplog entries are gone */
     uint64_t images = 0;
-    if (rc == 0 && inst->cl.oplog)
-        rc = mf_cl_preimages_expire(mfi_cl(inst), 0, &images, err);
+    if (rc == 0 && inst->cl.oplog) {
+        int64_t secs = mfi_pre_images_expire_after(inst); /* changeStreamOptions */
+        rc = mf_cl_preimages_expire(mfi_cl(inst), secs ? mf_clock_wall_ms() - secs * 1000 : 0,
+                                    &images, err);
+    }
     atomic_fetch_add_explicit(&inst->ttl_passes, 1, memory_order_relaxed);
     atomic_fetch_add_explicit(&inst->ttl_deleted, *deleted, memory_order_relaxed);
     return rc;
