@@ -264,3 +264,20 @@ def test_run_txn_smoke(tmp_path):
                           "5-update transactions, 16 clients"]
     for row in rows.values():
         assert row["n"] >= 1 and row["floor"] > 0 and row["ratio"] > 0, row
+
+
+def test_run_changes_smoke(tmp_path):
+    """The change streams part: the latency rows and the inserts with one
+    stream open against none."""
+    import json
+    r, out, files = _run_py(tmp_path, "--smoke", "--parts", "changes")
+    assert r.returncode == 0, r.stderr
+    stem = next(f[:-5] for f in files if f.endswith("-smoke.json"))
+    part = json.loads((out / f"{stem}.json").read_text())["parts"]["changes"]
+    assert part["status"] == "ok", part
+    rows = {row["name"]: row for row in part["rows"]}
+    assert list(rows) == ["change event latency after the acknowledged write (median)",
+                          "change event latency after the acknowledged write (p99)",
+                          "durable insert_one with one change stream open vs none"]
+    ins = rows["durable insert_one with one change stream open vs none"]
+    assert ins["floor"] > 0 and ins["ratio"] > 0, ins
