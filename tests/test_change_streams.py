@@ -336,26 +336,32 @@ def test_resume_after_kill_9_exactly_once(tmp_path):
     token from before the crash sees every later committed change once."""
     dbpath = tmp_path / "db"
     s = ServedProcess(dbpath, ["--replSet", "rs0"]).start()
-    c = s.client(directConnection=True)
-    coll = c.k.events
-    stream = coll.watch()
-    coll.insert_many([{"_id": i} for i in range(10)])
-    seen = events(stream, 4)
-    token = seen[-1]["_id"]
-    coll.insert_many([{"_id": i} for i in range(10, 20)])
-    s.proc.kill()  # kill -9
-    s.proc.wait()
-    c.close()
+    try:
+        c = s.client(directConnection=True)
+        coll = c.k.events
+        stream = coll.watch()
+        coll.insert_many([{"_id": i} for i in range(10)])
+        seen = events(stream, 4)
+        token = seen[-1]["_id"]
+        coll.insert_many([{"_id": i} for i in range(10, 20)])
+        s.proc.kill()  # kill -9
+        s.proc.wait()
+        c.close()
+    finally:
+        s.stop()
     again = ServedProcess(dbpath, ["--replSet", "rs0"]).start()
-    c = again.client(directConnection=True)
-    with c.k.events.watch(resume_after=token) as st:
-        c.k.events.insert_one({"_id": "after"})
-        rest = events(st, 17)
-        assert st.try_next() is None
-    keys = [e["documentKey"]["_id"] for e in rest]
-    assert keys == list(range(4, 20)) + ["after"]
-    c.close()
-    assert again.signal(signal.SIGTERM) == 0
+    try:
+        c = again.client(directConnection=True)
+        with c.k.events.watch(resume_after=token) as st:
+            c.k.events.insert_one({"_id": "after"})
+            rest = events(st, 17)
+            assert st.try_next() is None
+        keys = [e["documentKey"]["_id"] for e in rest]
+        assert keys == list(range(4, 20)) + ["after"]
+        c.close()
+        assert again.signal(signal.SIGTERM) == 0
+    finally:
+        again.stop()
 
 
 # ------------------------------------------------------------ waiting
@@ -501,3 +507,29 @@ def test_pre_images_expire_after_seconds(tmp_path):
         c.close()
     finally:
         srv.stop()
+
+
+def test_tailing_the_oplog_wakes_for_a_write(rs_server):
+    """A tailable awaitData cursor over local.oplog.rs (what replication
+    tools tail) wakes for another client's write, as over any capped
+    collection."""
+    import pymongo
+    a = MongoClient(rs_server.uri)
+    b = MongoClient(rs_server.uri)
+    b.tail.c.insert_one({"_id": "first"})  # (the collection exists: the wake is the insert's)
+    last = next(a.local.oplog.rs.find().sort("$natural", -1).limit(1))["ts"]
+    cur = a.local.oplog.rs.find({"ts": {"$gt": last}},
+                                cursor_type=pymongo.CursorType.TAILABLE_AWAIT).max_await_time_ms(5000)
+    t0 = time.monotonic()
+    threading.Timer(0.3, lambda: b.tail.c.insert_one({"_id": "w"})).start()
+    doc = None
+    while doc is None and cur.alive and time.monotonic() - t0 < 10:
+        try:
+            doc = next(cur)  # the find, then a getMore that waits
+        except StopIteration:
+            pass
+    took = time.monotonic() - t0
+    assert doc is not None and doc["op"] == "i" and doc["o"] == {"_id": "w"}
+    assert took < 4.0  # woken, not the 5 s wait's end
+    a.close()
+    b.close()
