@@ -317,3 +317,234 @@ def test_tailable_scans_the_collection_whatever_the_hint(client):
     db.th.insert_one({"_id": 3, "k": 0})
     r = db.command("getMore", r["cursor"]["id"], collection="th")
     assert [d["_id"] for d in r["cursor"]["nextBatch"]] == [3]
+
+
+# ------------------------------------ convertToCapped, cloneCollectionAsCapped
+
+def coll_uuid(db, name):
+    return next(db.list_collections(filter={"name": name}))["info"]["uuid"]
+
+
+def test_convert_keeps_the_newest_in_order(client):
+    db = client.cap
+    db.cv.insert_many([doc_of_size(i, 256) for i in range(20)])
+    db.cv.delete_one({"_id": 3})  # a hole: natural order, not _id order, is what counts
+    db.cv.insert_one(doc_of_size(3, 256))
+    assert db.command("convertToCapped", "cv", size=1000) == {"ok": 1.0}  # 1024: 4 of them
+    assert [d["_id"] for d in db.cv.find()] == [17, 18, 19, 3]
+    db.big.insert_many([doc_of_size(i, 256) for i in range(5)])
+    db.command("convertToCapped", "big", size=100000)  # all fit
+    assert [d["_id"] for d in db.big.find()] == [0, 1, 2, 3, 4]
+    # it is capped now: the next insert pushes the oldest out
+    db.cv.insert_one(doc_of_size(20, 256))
+    assert [d["_id"] for d in db.cv.find()] == [18, 19, 3, 20]
+
+
+def test_convert_gives_a_new_collection(client):
+    db = client.cap
+    db.create_collection("nc", collation={"locale": "fr"})
+    db.nc.insert_many([{"_id": i, "a": i} for i in range(3)])
+    db.nc.create_index("a")
+    db.nc.create_index([("b", 1)], unique=True, sparse=True)
+    old = coll_uuid(db, "nc")
+    db.command("convertToCapped", "nc", size=5000)
+    assert coll_uuid(db, "nc") != old
+    assert list(db.nc.index_information()) == ["_id_"]  # only _id comes along
+    opts = options(db, "nc")
+    assert list(opts)[:2] == ["capped", "size"]
+    assert opts["capped"] is True and opts["size"] == 5120  # rounded up as create does
+    assert opts["collation"]["locale"] == "fr"  # the source's other options stay
+    assert "temp" not in opts
+    s = db.command("collStats", "nc")
+    assert (s["capped"], s["maxSize"], s["nindexes"]) == (True, 5120, 1)
+    assert db.list_collection_names() == ["nc"]  # no temporary collection left
+
+
+def test_convert_a_capped_collection_again(client):
+    db = client.cap
+    db.create_collection("again", capped=True, size=100000, max=3)
+    db.again.insert_many([doc_of_size(i, 256) for i in range(3)])
+    db.command("convertToCapped", "again", size=500)  # 512: two fit
+    assert [d["_id"] for d in db.again.find()] == [1, 2]
+    # the options are the source's, made capped at the new size: its max stays
+    assert options(db, "again") == {"capped": True, "size": 512, "max": 3}
+
+
+def test_clone_leaves_the_source_alone(client):
+    db = client.cap
+    db.src.insert_many([doc_of_size(i, 256) for i in range(10)])
+    db.src.create_index("p")
+    before = coll_uuid(db, "src")
+    r = db.command("cloneCollectionAsCapped", "src", toCollection="dst", size=1024)
+    assert r == {"ok": 1.0}
+    assert [d["_id"] for d in db.dst.find()] == [6, 7, 8, 9]
+    assert options(db, "dst") == {"capped": True, "size": 1024}
+    assert list(db.dst.index_information()) == ["_id_"]
+    assert coll_uuid(db, "dst") != before
+    assert [d["_id"] for d in db.src.find()] == list(range(10))
+    assert coll_uuid(db, "src") == before
+    assert options(db, "src") == {}
+    assert sorted(db.src.index_information()) == ["_id_", "p_1"]
+    # all of them, when they fit (size as a double, as the shell sends it)
+    db.command("cloneCollectionAsCapped", "src", toCollection="all", size=100000.0)
+    assert db.all.count_documents({}) == 10
+
+
+def test_a_failed_convert_keeps_the_collection(client):
+    db = client.cap
+    db.ff.insert_many([doc_of_size(0, 256), doc_of_size(1, 2000)])
+    with pytest.raises(OperationFailure) as ei:
+        db.command("convertToCapped", "ff", size=1000)
+    assert ei.value.code == 2
+    assert ei.value.details["errmsg"] == "object to insert exceeds cappedMaxSize"
+    assert db.list_collection_names() == ["ff"]  # the temporary collection went
+    assert options(db, "ff") == {}
+    assert db.ff.count_documents({}) == 2
+
+
+def test_a_temporary_clone_goes_at_the_next_start(tmp_path):
+    path = str(tmp_path / "db")
+    with multifora.Server(path, port=0) as s:
+        s.command("cap", {"insert": "t", "documents": [{"_id": 1}]})
+        s.command("cap", {"cloneCollectionAsCapped": "t", "toCollection": "tt",
+                          "size": 4096, "temp": True})
+        got = s.command("cap", {"listCollections": 1, "filter": {"name": "tt"}})
+        assert got["cursor"]["firstBatch"][0]["options"] == {
+            "capped": True, "size": 4096, "temp": True}
+    with multifora.Server(path, port=0) as s:  # mongod drops temporary collections at start
+        got = s.command("cap", {"listCollections": 1, "nameOnly": True})
+        assert [c["name"] for c in got["cursor"]["firstBatch"]] == ["t"]
+
+
+CONVERT_ERRORS = [
+    ({"convertToCapped": "none", "size": 1000}, 26,
+     "source collection cap.none does not exist"),
+    ({"convertToCapped": "e"}, 72, "invalid command spec"),
+    ({"convertToCapped": "e", "size": 0}, 72, "invalid command spec"),
+    ({"convertToCapped": "e", "size": 0.5}, 72, "invalid command spec"),
+    ({"convertToCapped": "e", "size": "1000"}, 72, "invalid command spec"),
+    ({"convertToCapped": "e", "size": -1}, 2, "size has to be >= 0"),
+    ({"convertToCapped": "e", "size": 5308156746568725891247.0}, 2,
+     "size cannot exceed 1 PB"),
+    ({"convertToCapped": 5, "size": 1000}, 73, "collection name has invalid type int"),
+    ({"convertToCapped": "system.views", "size": 1000}, 20,
+     "renaming system.views collection or renaming to system.views is not allowed"),
+    ({"cloneCollectionAsCapped": "e", "toCollection": "e2", "size": 1000}, 48,
+     "cloneCollectionAsCapped failed - destination collection cap.e2 already exists. "
+     "source collection: cap.e"),
+    ({"cloneCollectionAsCapped": "none", "toCollection": "x", "size": 1000}, 26,
+     "source collection cap.none does not exist"),
+    ({"cloneCollectionAsCapped": "e", "size": 1000}, 14,
+     "'toCollection' must be of type String"),
+    ({"cloneCollectionAsCapped": "e", "toCollection": 1, "size": 1000}, 14,
+     "'toCollection' must be of type String"),
+    ({"cloneCollectionAsCapped": 1, "toCollection": "x", "size": 1000}, 14,
+     "'cloneCollectionAsCapped' must be of type String"),
+    ({"cloneCollectionAsCapped": "e", "toCollection": "", "size": 1000}, 73,
+     "Invalid target namespace: cap."),
+    ({"cloneCollectionAsCapped": "a$b", "toCollection": "x", "size": 1000}, 73,
+     "Invalid source collection name: a$b"),
+    ({"cloneCollectionAsCapped": "e", "toCollection": ".x", "size": 1000}, 73,
+     "Invalid target collection name: .x"),
+    ({"cloneCollectionAsCapped": "e", "toCollection": "x"}, 72, "invalid command spec"),
+    ({"cloneCollectionAsCapped": "e", "toCollection": "x", "size": -5}, 2,
+     "size has to be >= 0"),
+]
+
+
+@pytest.mark.parametrize("cmd,code,msg", CONVERT_ERRORS)
+def test_convert_and_clone_errors(client, cmd, code, msg):
+    db = client.cap
+    db.e.insert_one({"_id": 1})
+    db.e2.insert_one({"_id": 2})
+    with pytest.raises(OperationFailure) as ei:
+        db.command(cmd)
+    assert ei.value.code == code
+    assert ei.value.details["errmsg"] == msg
+    assert sorted(db.list_collection_names()) == ["e", "e2"]  # nothing made, nothing lost
+    assert options(db, "e") == {}
+
+
+@pytest.mark.parametrize("cmd", [{"convertToCapped": "c", "size": 1024},
+                                 {"cloneCollectionAsCapped": "c", "toCollection": "d",
+                                  "size": 1024}])
+def test_a_database_that_does_not_exist(client, cmd):
+    with pytest.raises(OperationFailure) as ei:
+        client.nodb.command(cmd)
+    assert ei.value.code == 26
+    assert ei.value.details["errmsg"] == "database nodb not found"
+
+
+def test_convert_in_a_replica_set_logs_mongods_entries(rs_client):
+    db = rs_client.cap
+    db.rc.insert_many([doc_of_size(i, 256) for i in range(12)])
+    db.rc.create_index("p")
+    old = coll_uuid(db, "rc")
+    t0 = next(rs_client.local.oplog.rs.find().sort("$natural", -1).limit(1))["ts"]
+    db.command("convertToCapped", "rc", size=1024)
+    new = coll_uuid(db, "rc")
+    es = list(rs_client.local.oplog.rs.find({"ts": {"$gt": t0}}))
+    create, *docs, rename = es
+    tmp = create["o"]["create"]
+    assert tmp.startswith("tmp") and tmp.endswith(".convertToCapped.rc") and len(tmp) == 27
+    assert tmp[3:8].isalnum()
+    assert create["ns"] == "cap.$cmd" and create["ui"] == new
+    assert list(create["o"].items()) == [
+        ("create", tmp), ("capped", True), ("size", 1024), ("temp", True),
+        ("idIndex", {"v": 2, "key": {"_id": 1}, "name": "_id_"})]
+    # 12 x 256 bytes, 1024 past twice the size: the first document is
+    # skipped (4 x 256 bytes off that excess), as mongod skips it; the rest
+    # are inserted, the oldest deleted as the size is passed
+    assert all(d["ns"] == "cap." + tmp and d["ui"] == new for d in docs)
+    assert [(d["op"], d["o"]["_id"]) for d in docs] == (
+        [("i", 1), ("i", 2), ("i", 3), ("i", 4)] +
+        [x for i in range(5, 12) for x in (("i", i), ("d", i - 4))])
+    assert rename["ns"] == "cap.$cmd" and rename["ui"] == new
+    assert list(rename["o"].items()) == [
+        ("renameCollection", "cap." + tmp), ("to", "cap.rc"), ("stayTemp", False),
+        ("dropTarget", old)]
+    assert rename["o2"] == {"numRecords": 12}
+    assert [d["_id"] for d in db.rc.find()] == [8, 9, 10, 11]
+
+
+def test_clone_in_a_replica_set(rs_client):
+    db = rs_client.cap
+    db.s.insert_many([{"_id": i} for i in range(3)])
+    t0 = next(rs_client.local.oplog.rs.find().sort("$natural", -1).limit(1))["ts"]
+    db.command("cloneCollectionAsCapped", "s", toCollection="d", size=4096)
+    create, *docs = list(rs_client.local.oplog.rs.find({"ts": {"$gt": t0}}))
+    assert list(create["o"].items())[:3] == [("create", "d"), ("capped", True),
+                                             ("size", 4096)]
+    assert "temp" not in create["o"]
+    assert [(d["op"], d["ns"], d["o"]["_id"]) for d in docs] == [
+        ("i", "cap.d", 0), ("i", "cap.d", 1), ("i", "cap.d", 2)]
+
+
+def test_a_change_stream_sees_the_rename_onto_it(rs_client):
+    c = rs_client.cap.cs
+    c.insert_many([{"_id": i} for i in range(3)])
+    with c.watch() as s:
+        rs_client.cap.command("convertToCapped", "cs", size=4096)
+        got = []
+        while len(got) < 2:
+            ev = s.try_next()
+            if ev is not None:
+                got.append(ev)
+        assert not s.alive
+    ren, inv = got
+    assert ren["operationType"] == "rename"
+    assert ren["ns"]["db"] == "cap"
+    assert ren["ns"]["coll"].endswith(".convertToCapped.cs")
+    assert ren["to"] == {"db": "cap", "coll": "cs"}
+    assert inv["operationType"] == "invalidate"
+
+
+def test_not_in_a_transaction(rs_client):
+    db = rs_client.cap
+    db.tx.insert_one({"_id": 1})
+    with rs_client.start_session() as s:
+        s.start_transaction()
+        with pytest.raises(OperationFailure) as ei:
+            db.command("convertToCapped", "tx", size=4096, session=s)
+        assert ei.value.code == 263
+    assert options(db, "tx") == {}

@@ -28,6 +28,9 @@ CASES = {
     "createIndexes": {"createIndexes": "c", "indexes": [{"key": {"b": 1}, "name": "b_1"}]},
     "dropIndexes": {"dropIndexes": "c", "index": "a_1"},
     "collMod": {"collMod": "c", "index": {"name": "a_1", "hidden": True}},
+    "convertToCapped": {"convertToCapped": "c", "size": 4096},
+    "cloneCollectionAsCapped": {"cloneCollectionAsCapped": "c", "toCollection": "d",
+                                "size": 4096},
 }
 
 
@@ -53,4 +56,21 @@ def test_rename_cannot_reply_before_its_sync(tmp_path):
                          "data": {"site": "wal.sync", "error": "EIO"}})
         with pytest.raises(CommandError) as ei:
             srv.command("admin", {"renameCollection": "t.c", "to": "t.d"})
+        assert "could not be made durable" in ei.value.details["errmsg"]
+
+
+@pytest.mark.parametrize("cmd", [
+    {"convertToCapped": "c", "size": 4096},
+    {"cloneCollectionAsCapped": "c", "toCollection": "d", "size": 4096}])
+def test_capped_copies_reply_after_the_last_sync(tmp_path, cmd):
+    """Creating the new collection syncs (coll/catalog.c); its documents
+    and convertToCapped's rename wait for the dispatcher's sync: that one
+    failing, no ok."""
+    with multifora.Server(str(tmp_path / "db"), port=0, enable_test_commands=True) as srv, \
+            pymongo.MongoClient(srv.uri, serverSelectionTimeoutMS=5000) as c:
+        _setup(c.t)
+        c.admin.command({"configureFailPoint": "storageFault", "mode": {"skip": 1},
+                         "data": {"site": "wal.sync", "error": "EIO"}})
+        with pytest.raises(CommandError) as ei:
+            srv.command("t", cmd)
         assert "could not be made durable" in ei.value.details["errmsg"]

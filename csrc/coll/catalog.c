@@ -69,13 +69,19 @@ static int create_coll(mf_engine *e, mf_cl_log *lg, const char *ns, const bson_t
     return rc ? rc : mf_engine_sync(e, lsn, err);
 }
 
+int mf_cl_create_held(mf_engine *e, mf_cl_log *lg, const char *ns, const bson_t *options,
+                      const mf_collator *coll, bool id_index, mf_error *err)
+{
+    return mf_engine_coll(e, ns)
+               ? mf_error_set(err, MF_NamespaceExists, "Collection %s already exists.", ns)
+               : create_coll(e, lg, ns, options, coll, id_index, err);
+}
+
 int mf_cl_create(mf_engine *e, mf_cl_log *lg, const char *ns, const bson_t *options,
                  const mf_collator *coll, bool id_index, mf_error *err)
 {
     mf_engine_catalog_lock(e, true);
-    int rc = mf_engine_coll(e, ns)
-                 ? mf_error_set(err, MF_NamespaceExists, "Collection %s already exists.", ns)
-                 : create_coll(e, lg, ns, options, coll, id_index, err);
+    int rc = mf_cl_create_held(e, lg, ns, options, coll, id_index, err);
     mf_engine_catalog_unlock(e);
     return rc;
 }
@@ -124,23 +130,26 @@ static int drop_coll(mf_engine *e, mf_cl_log *lg, mf_coll *c, mf_lsn *lsn, mf_er
     return rc;
 }
 
+int mf_cl_drop_held(mf_cl_db *db, mf_cl_log *lg, const char *ns, int *nindexes, mf_lsn *lsn,
+                    mf_error *err)
+{
+    mf_coll *c = mf_engine_coll(db->engine, ns);
+    if (!c)
+        return mf_error_set(err, MF_NamespaceNotFound, "ns not found %s", ns);
+    if (nindexes)
+        *nindexes = (int)mf_coll_index_count(c);
+    int rc = drop_coll(db->engine, lg, c, lsn, err);
+    if (rc == 0)
+        mf_cl_usage_forget(db, ns, NULL);
+    return rc;
+}
+
 int mf_cl_drop(mf_cl_db *db, mf_cl_log *lg, const char *ns, int *nindexes, mf_lsn *lsn,
                mf_error *err)
 {
-    mf_engine *e = db->engine;
-    mf_engine_catalog_lock(e, true);
-    mf_coll *c = mf_engine_coll(e, ns);
-    int rc;
-    if (!c) {
-        rc = mf_error_set(err, MF_NamespaceNotFound, "ns not found %s", ns);
-    } else {
-        if (nindexes)
-            *nindexes = (int)mf_coll_index_count(c);
-        rc = drop_coll(e, lg, c, lsn, err);
-    }
-    mf_engine_catalog_unlock(e);
-    if (rc == 0)
-        mf_cl_usage_forget(db, ns, NULL);
+    mf_engine_catalog_lock(db->engine, true);
+    int rc = mf_cl_drop_held(db, lg, ns, nindexes, lsn, err);
+    mf_engine_catalog_unlock(db->engine);
     return rc;
 }
 

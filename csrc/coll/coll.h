@@ -281,6 +281,12 @@ void mf_cl_clustered_list_spec(const mf_coll *c, const bson_t *spec, bson_t *out
  * option {enabled: true} first, or without it.  Exclusive catalog lock. */
 int mf_cl_set_pre_post_images(mf_engine *e, mf_coll *c, bool enabled, mf_lsn *lsn,
                               mf_error *err);
+/* A temporary collection (options {temp: true}: mongod's, made by
+ * convertToCapped and cloneCollectionAsCapped's `temp`), which the next
+ * open drops (mf_cl_recover_builds); mf_cl_clear_temp makes `c` a lasting
+ * one, as a rename with stayTemp false does.  Exclusive catalog lock. */
+bool mf_cl_temp(const mf_coll *c);
+int mf_cl_clear_temp(mf_engine *e, mf_coll *c, mf_lsn *lsn, mf_error *err);
 
 /* ------------------------------------------------------------- capped.c */
 
@@ -298,6 +304,29 @@ int mf_cl_capped_trim(mf_engine *e, mf_coll *c, mf_cl_indexes *ix, mf_lsn *lsn,
 /* write.c tells each write of `c` (the counts of a capped one). */
 void mf_cl_capped_wrote(const mf_engine *e, const mf_coll *c, const bson_t *old_doc,
                         const bson_t *new_doc);
+/* cloneCollectionAsCapped: create `to` capped at `size` bytes (rounded up
+ * to a multiple of 256; MF_BadValue below 0 or past 1 PB, once the
+ * collections are found to be as they must, as mongod's create checks) with
+ * `from`'s other options (its collation, a capped source's max; `temp`
+ * adds {temp: true}), a new uuid and only the _id index, and insert
+ * `from`'s documents in natural order through the write path -- logged as
+ * inserts, and as deletes where the trim removes the oldest.
+ * MF_NamespaceNotFound when the database or `from` is missing,
+ * MF_NamespaceExists when `to` exists (mongod's messages); a failed copy
+ * leaves `to` with what it got, as mongod's.  Takes the catalog lock
+ * exclusively for the whole copy (mongod holds the collections' X locks):
+ * no write to `from` can fall between.  *lsn raised: the caller syncs. */
+int mf_cl_capped_clone(mf_cl_db *db, mf_cl_log *lg, const char *from, const char *to,
+                       int64_t size, bool temp, mf_lsn *lsn, mf_error *err);
+/* convertToCapped: `ns` cloned as capped into a temporary
+ * "<db>.tmp<5 random>.convertToCapped.<coll>" (created {temp: true}), which
+ * is then renamed onto `ns`, dropping it -- mongod's steps and oplog
+ * entries (create, inserts, renameCollection with dropTarget).  `ns` keeps
+ * its name with a new uuid; its indexes but _id are gone.  Errors as
+ * mf_cl_capped_clone's; after a failed copy the temporary collection is
+ * dropped.  One hold of the exclusive catalog lock. */
+int mf_cl_capped_convert(mf_cl_db *db, mf_cl_log *lg, const char *ns, int64_t size,
+                         mf_lsn *lsn, mf_error *err);
 /* Forget the counts of `e`'s collections (its server closes). */
 void mf_cl_capped_forget(const mf_engine *e);
 /* How many inserts into capped collections and entries into an oplog
@@ -316,9 +345,12 @@ void mf_cl_capped_signal(void);
 /* Create `ns` with catalog `options` (create's, checked by the caller)
  * and, with `id_index`, its _id index under collation `coll` (may be
  * NULL); durable on return.  MF_NamespaceExists when it is there.  Takes
- * the catalog lock exclusively: call with no lock held. */
+ * the catalog lock exclusively: call with no lock held; mf_cl_create_held,
+ * with it held so. */
 int mf_cl_create(mf_engine *e, mf_cl_log *lg, const char *ns, const bson_t *options,
                  const mf_collator *coll, bool id_index, mf_error *err);
+int mf_cl_create_held(mf_engine *e, mf_cl_log *lg, const char *ns, const bson_t *options,
+                      const mf_collator *coll, bool id_index, mf_error *err);
 
 /* A random (version 4) UUID: a collection's, an index build's. */
 int mf_cl_new_uuid(uint8_t out[16], mf_error *err);
@@ -328,9 +360,12 @@ bool mf_cl_exists(mf_engine *e, const char *ns);
 
 /* Drop `ns` with its indexes; *nindexes (may be NULL) is how many it had.
  * MF_NamespaceNotFound when it is not there.  Takes the catalog lock
- * exclusively.  *lsn raised: the caller syncs. */
+ * exclusively; mf_cl_drop_held, with it held so.  *lsn raised: the caller
+ * syncs. */
 int mf_cl_drop(mf_cl_db *db, mf_cl_log *lg, const char *ns, int *nindexes, mf_lsn *lsn,
                mf_error *err);
+int mf_cl_drop_held(mf_cl_db *db, mf_cl_log *lg, const char *ns, int *nindexes, mf_lsn *lsn,
+                    mf_error *err);
 
 /* Drop `ns` if it exists and holds no document (a collection an aborted
  * transaction created, unless someone wrote it since; not logged: its

@@ -550,21 +550,25 @@ int mf_cl_recover_builds(mf_engine *e, mf_error *err)
     }
     mf_engine_catalog_unlock(e);
     /* A $out that a crash interrupted leaves its temporary collection
-     * "<db>.tmp.agg_out.<uuid>" behind; mongod drops its temporary
-     * collections at startup, and so does this.  So too a collection a
-     * transaction created and never committed (MF_COLL_PENDING). */
+     * "<db>.tmp.agg_out.<uuid>" behind, and a convertToCapped its
+     * "<db>.tmp<5>.convertToCapped.<coll>" (options {temp: true}); mongod
+     * drops its temporary collections at startup, and so does this.  So
+     * too a collection a transaction created and never committed
+     * (MF_COLL_PENDING). */
     mf_engine_catalog_lock(e, true);
     for (size_t i = 0; rc == 0 && i < l.n; i++) {
         const char *dot = strchr(l.ns[i], '.');
         mf_coll *c = mf_engine_coll(e, l.ns[i]);
         bool pending = c && mf_coll_pending(c);
-        if (!pending && (!dot || strncmp(dot + 1, "tmp.agg_out.", 12) != 0))
+        bool temp = c && mf_cl_temp(c);
+        if (!pending && !temp && (!dot || strncmp(dot + 1, "tmp.agg_out.", 12) != 0))
             continue;
         mf_lsn lsn;
         mf_error derr;
         mf_log(MF_LOG_WARNING, "STORAGE", 20002, "dropping temporary collection",
                "dropping %s: a %s that did not finish before the last shutdown left it",
-               l.ns[i], pending ? "transaction" : "$out");
+               l.ns[i], pending ? "transaction" : temp ? "temporary collection's command"
+                                                       : "$out");
         /* a failure is logged, not fatal: the database still opens */
         if (mf_engine_coll_drop(e, l.ns[i], NULL, &lsn, &derr) != 0 ||
             mf_engine_sync(e, lsn, &derr) != 0)

@@ -146,17 +146,35 @@ void mf_cl_clustered_list_spec(const mf_coll *c, const bson_t *spec, bson_t *out
     BSON_APPEND_BOOL(out, "clustered", true);
 }
 
-int mf_cl_set_pre_post_images(mf_engine *e, mf_coll *c, bool enabled, mf_lsn *lsn,
-                                 mf_error *err)
+/* Write `c`'s catalog entry again with `newopts` as its options (the
+ * rest -- the uuid -- kept).  Exclusive catalog lock. */
+static int set_options(mf_engine *e, mf_coll *c, const bson_t *newopts, mf_lsn *lsn,
+                       mf_error *err)
 {
     const uint8_t *ob;
     size_t olen;
-    bson_t meta, opts, out = BSON_INITIALIZER, newopts = BSON_INITIALIZER;
+    bson_t meta, out = BSON_INITIALIZER;
     bson_iter_t it;
     mf_coll_options(c, &ob, &olen);
     if (!ob || !bson_init_static(&meta, ob, olen))
         return mf_error_set(err, MF_DataCorruption, "collection %s: damaged catalog entry",
                             mf_coll_name(c));
+    bson_iter_init(&it, &meta);
+    while (bson_iter_next(&it)) {
+        if (strcmp(bson_iter_key(&it), "options") == 0)
+            BSON_APPEND_DOCUMENT(&out, "options", newopts);
+        else
+            mf_bsonx_append_iter(&out, NULL, 0, &it);
+    }
+    int rc = mf_coll_set_options(e, c, bson_get_data(&out), out.len, NULL, lsn, err);
+    bson_destroy(&out);
+    return rc;
+}
+
+int mf_cl_set_pre_post_images(mf_engine *e, mf_coll *c, bool enabled, mf_lsn *lsn,
+                                 mf_error *err)
+{
+    bson_t opts, newopts = BSON_INITIALIZER;
     /* The option goes first (appendBSON's order), or goes away. */
     if (enabled) {
         bson_t sub;
@@ -164,17 +182,28 @@ int mf_cl_set_pre_post_images(mf_engine *e, mf_coll *c, bool enabled, mf_lsn *ls
         BSON_APPEND_BOOL(&sub, "enabled", true);
         bson_append_document_end(&newopts, &sub);
     }
-    if (bson_iter_init_find(&it, &meta, "options") && doc_at(&it, &opts))
+    if (mf_cl_options_of(c, &opts))
         bson_copy_to_excluding_noinit(&opts, &newopts, "changeStreamPreAndPostImages", NULL);
-    bson_iter_init(&it, &meta);
-    while (bson_iter_next(&it)) {
-        if (strcmp(bson_iter_key(&it), "options") == 0)
-            BSON_APPEND_DOCUMENT(&out, "options", &newopts);
-        else
-            mf_bsonx_append_iter(&out, NULL, 0, &it);
-    }
-    int rc = mf_coll_set_options(e, c, bson_get_data(&out), out.len, NULL, lsn, err);
-    bson_destroy(&out);
+    int rc = set_options(e, c, &newopts, lsn, err);
+    bson_destroy(&newopts);
+    return rc;
+}
+
+bool mf_cl_temp(const mf_coll *c)
+{
+    bson_t opts;
+    bson_iter_t it;
+    return mf_cl_options_of(c, &opts) && bson_iter_init_find(&it, &opts, "temp") &&
+           bson_iter_as_bool(&it);
+}
+
+int mf_cl_clear_temp(mf_engine *e, mf_coll *c, mf_lsn *lsn, mf_error *err)
+{
+    bson_t opts, newopts = BSON_INITIALIZER;
+    if (!mf_cl_options_of(c, &opts))
+        return 0;
+    bson_copy_to_excluding_noinit(&opts, &newopts, "temp", NULL);
+    int rc = set_options(e, c, &newopts, lsn, err);
     bson_destroy(&newopts);
     return rc;
 }

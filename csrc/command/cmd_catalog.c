@@ -1,7 +1,7 @@
 /*
  * cmd_catalog.c -- databases and collections: create, drop, dropDatabase,
- * renameCollection, listCollections, listDatabases, with mongod's
- * namespace rules and errors.
+ * renameCollection, listCollections, listDatabases, convertToCapped,
+ * cloneCollectionAsCapped, with mongod's namespace rules and errors.
  *
  * A collection's catalog entry keeps the caller's bytes: here a BSON
  * document {uuid: <UUID>, options: {...}} that listCollections reports.
@@ -409,6 +409,98 @@ int mfi_cmd_rename_collection(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply,
         return rc;
     mf_lsn lsn = 0;
     rc = mf_cl_rename(mfi_cl(ctx->inst), &ctx->log, from, to, drop_target, &lsn, err);
+    mfi_ctx_wrote(ctx, lsn);
+    return rc;
+}
+
+/* ------------------------------- convertToCapped, cloneCollectionAsCapped */
+
+/* The `size` of both commands, as 7.0's collection_to_capped.cpp reads it:
+ * safeNumberLong (0 for a missing or non-numeric one), and 0 refused.  A
+ * negative or too large one is refused later, as creating the collection
+ * refuses it (mf_cl_capped_clone). */
+static int capped_size_arg(const bson_t *cmd, int64_t *size, mf_error *err)
+{
+    bson_iter_t it;
+    *size = bson_iter_init_find(&it, cmd, "size") ? mfi_safe_number_long(&it) : 0;
+    return *size == 0 ? mf_error_set(err, MF_InvalidOptions, "invalid command spec") : 0;
+}
+
+int mfi_cmd_convert_to_capped(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply,
+                              mf_error *err)
+{
+    (void)reply;
+    char ns[NS_MAX + 64], tmp[NS_MAX + 64];
+    int64_t size;
+    int rc = mfi_coll_arg(ctx, cmd, ns, sizeof ns, err);
+    if (rc == 0)
+        rc = capped_size_arg(cmd, &size, err);
+    if (rc)
+        return rc;
+    const char *coll = ns + strlen(ctx->db) + 1;
+    /* the temporary collection's name must be one too (its length) */
+    snprintf(tmp, sizeof tmp, "tmpXXXXX.convertToCapped.%s", coll);
+    if ((rc = mfi_coll_name_check(ctx->db, tmp, false, err)) != 0 ||
+        (rc = mfi_repl_check_write(ctx->inst, ns, err)) != 0)
+        return rc;
+    /* the rename onto it would refuse it, after the copy (mongod's
+     * renameCollection check): refused before anything is made */
+    if (strcmp(coll, "system.views") == 0)
+        return mf_error_set(err, MF_IllegalOperation,
+                            "renaming system.views collection or renaming to system.views is "
+                            "not allowed");
+    mf_lsn lsn = 0;
+    rc = mf_cl_capped_convert(mfi_cl(ctx->inst), &ctx->log, ns, size, &lsn, err);
+    mfi_ctx_wrote(ctx, lsn);
+    return rc;
+}
+
+/* NamespaceString::validCollectionName: not empty, no leading '.', no '$'. */
+static bool valid_collection_name(const char *coll)
+{
+    return coll[0] != '\0' && coll[0] != '.' && !strchr(coll, '$');
+}
+
+int mfi_cmd_clone_collection_as_capped(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply,
+                                       mf_error *err)
+{
+    (void)reply;
+    bson_iter_t it, to_it;
+    int64_t size;
+    int rc;
+    bson_iter_init(&it, cmd);
+    bson_iter_next(&it);
+    bool has_to = bson_iter_init_find(&to_it, cmd, "toCollection");
+    /* as mongod checks them: the target (its auth check), then the source */
+    if (!has_to || !BSON_ITER_HOLDS_UTF8(&to_it))
+        return mf_error_set(err, MF_TypeMismatch, "'toCollection' must be of type String");
+    const char *to = bson_iter_utf8(&to_it, NULL);
+    if (to[0] == '\0')
+        return mf_error_set(err, MF_InvalidNamespace, "Invalid target namespace: %s.", ctx->db);
+    if (!BSON_ITER_HOLDS_UTF8(&it))
+        return mf_error_set(err, MF_TypeMismatch,
+                            "'cloneCollectionAsCapped' must be of type String");
+    const char *from = bson_iter_utf8(&it, NULL);
+    if (!valid_collection_name(from))
+        return mf_error_set(err, MF_InvalidNamespace, "Invalid source collection name: %s",
+                            from);
+    if (!valid_collection_name(to))
+        return mf_error_set(err, MF_InvalidNamespace, "Invalid target collection name: %s", to);
+    if ((rc = capped_size_arg(cmd, &size, err)) != 0)
+        return rc;
+    bool temp = bson_iter_init_find(&it, cmd, "temp") && bson_iter_as_bool(&it);
+    char from_ns[NS_MAX + 64], to_ns[NS_MAX + 64];
+    snprintf(from_ns, sizeof from_ns, "%s.%s", ctx->db, from);
+    snprintf(to_ns, sizeof to_ns, "%s.%s", ctx->db, to);
+    if (ctx->dbg)
+        snprintf(ctx->dbg->ns, sizeof ctx->dbg->ns, "%s", from_ns);
+    /* what creating the target checks (userAllowedCreateNS) */
+    if ((rc = mfi_coll_name_check(ctx->db, to, true, err)) != 0 ||
+        (rc = mfi_repl_check_write(ctx->inst, to_ns, err)) != 0)
+        return rc;
+    mf_lsn lsn = 0;
+    rc = mf_cl_capped_clone(mfi_cl(ctx->inst), &ctx->log, from_ns, to_ns, size, temp, &lsn,
+                            err);
     mfi_ctx_wrote(ctx, lsn);
     return rc;
 }

@@ -43,6 +43,8 @@ int mfi_cmd_drop_database(mf_cmd_ctx *, const bson_t *, bson_t *, mf_error *);
 int mfi_cmd_list_collections(mf_cmd_ctx *, const bson_t *, bson_t *, mf_error *);
 int mfi_cmd_list_databases(mf_cmd_ctx *, const bson_t *, bson_t *, mf_error *);
 int mfi_cmd_rename_collection(mf_cmd_ctx *, const bson_t *, bson_t *, mf_error *);
+int mfi_cmd_convert_to_capped(mf_cmd_ctx *, const bson_t *, bson_t *, mf_error *);
+int mfi_cmd_clone_collection_as_capped(mf_cmd_ctx *, const bson_t *, bson_t *, mf_error *);
 int mfi_cmd_coll_stats(mf_cmd_ctx *, const bson_t *, bson_t *, mf_error *);
 int mfi_cmd_db_stats(mf_cmd_ctx *, const bson_t *, bson_t *, mf_error *);
 int mfi_cmd_validate(mf_cmd_ctx *, const bson_t *, bson_t *, mf_error *);
