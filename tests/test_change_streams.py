@@ -521,7 +521,8 @@ def test_tailing_the_oplog_wakes_for_a_write(rs_server):
     cur = a.local.oplog.rs.find({"ts": {"$gt": last}},
                                 cursor_type=pymongo.CursorType.TAILABLE_AWAIT).max_await_time_ms(5000)
     t0 = time.monotonic()
-    threading.Timer(0.3, lambda: b.tail.c.insert_one({"_id": "w"})).start()
+    writer = threading.Timer(0.3, lambda: b.tail.c.insert_one({"_id": "w"}))
+    writer.start()
     doc = None
     while doc is None and cur.alive and time.monotonic() - t0 < 10:
         try:
@@ -531,5 +532,6 @@ def test_tailing_the_oplog_wakes_for_a_write(rs_server):
     took = time.monotonic() - t0
     assert doc is not None and doc["op"] == "i" and doc["o"] == {"_id": "w"}
     assert took < 4.0  # woken, not the 5 s wait's end
+    writer.join()  # (the entry can be read before the insert's reply arrives)
     a.close()
     b.close()

@@ -1745,6 +1745,23 @@ static void one_free(mf_agg_source *s)
     free(s);
 }
 
+/* Give `p` the one-document source (freeing `p` when out of memory). */
+static int with_one_source(mf_pipeline *p, mf_pipeline **out, mf_error *err)
+{
+    one_source *src = calloc(1, sizeof *src);
+    if (!src) {
+        mf_pipeline_free(p);
+        return oom(err);
+    }
+    src->base.next = one_next;
+    src->base.explain = one_explain;
+    src->base.free = one_free;
+    p->source = &src->base;
+    p->opened = true;
+    *out = p;
+    return 0;
+}
+
 /* An update pipeline reads no collection. */
 static int no_open(void *arg, const mf_agg_read *r, mf_agg_source **out, bool *sorted,
                    mf_error *err)
@@ -1810,18 +1827,7 @@ int mf_pipeline_parse_update(const bson_t *stages, const mf_agg_opts *opts,
         return mf_error_set(err, MF_InvalidOptions,
                             "%s is not allowed to be used within an update", bad);
     }
-    one_source *src = calloc(1, sizeof *src);
-    if (!src) {
-        mf_pipeline_free(p);
-        return oom(err);
-    }
-    src->base.next = one_next;
-    src->base.explain = one_explain;
-    src->base.free = one_free;
-    p->source = &src->base;
-    p->opened = true;
-    *out = p;
-    return 0;
+    return with_one_source(p, out, err);
 }
 
 int mf_pipeline_run_one(mf_pipeline *p, const bson_t *doc, bson_t *out, mf_error *err)
@@ -1875,18 +1881,7 @@ int mf_pipeline_parse_events(const bson_t *stages, const mf_agg_opts *opts, mf_p
     int rc = parse_with(stages, &o, false, &p, err);
     if (rc)
         return rc;
-    one_source *src = calloc(1, sizeof *src);
-    if (!src) {
-        mf_pipeline_free(p);
-        return oom(err);
-    }
-    src->base.next = one_next;
-    src->base.explain = one_explain;
-    src->base.free = one_free;
-    p->source = &src->base;
-    p->opened = true;
-    *out = p;
-    return 0;
+    return with_one_source(p, out, err);
 }
 
 int mf_pipeline_run_event(mf_pipeline *p, const bson_t *event, bson_t *out, bool *kept,
@@ -1896,12 +1891,7 @@ int mf_pipeline_run_event(mf_pipeline *p, const bson_t *event, bson_t *out, bool
     bool eof;
     src->doc = event;
     int rc = mf_pipeline_next(p, out, &eof, err);
-    if (rc == 0 && !eof) {
-        /* a 1:1 pipeline: pull once more so its stages see the end */
-        *kept = true;
-    } else {
-        *kept = false;
-    }
+    *kept = rc == 0 && !eof;
     src->doc = NULL;
     return rc;
 }

@@ -156,3 +156,13 @@ void mf_bsonx_copy_except(const bson_t *src, bson_t *dst, const char *except)
         if (strcmp(bson_iter_key(&it), except) != 0)
             mf_bsonx_append_iter(dst, NULL, 0, &it);
 }
+
+bool mf_bsonx_doc_view(const bson_iter_t *it, bson_t *out)
+{
+    uint32_t len;
+    const uint8_t *data;
+    if (!BSON_ITER_HOLDS_DOCUMENT(it))
+        return false;
+    bson_iter_document(it, &len, &data);
+    return bson_init_static(out, data, len);
+}

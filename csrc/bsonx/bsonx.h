@@ -294,6 +294,9 @@ void mf_bsonx_elem_to_string(const bson_iter_t *it, bool with_name, char *out, s
  * strings as C strings).  Use these for every value a user may have
  * written (append.c). */
 bool mf_bsonx_append_iter(bson_t *dst, const char *key, int key_length, const bson_iter_t *it);
+/* The document `it` holds as a read-only view (`out` borrows its bytes);
+ * false when it holds no document. */
+bool mf_bsonx_doc_view(const bson_iter_t *it, bson_t *out);
 bool mf_bsonx_append_value(bson_t *dst, const char *key, int key_length, const bson_value_t *v);
 void mf_bsonx_value_copy(const bson_value_t *src, bson_value_t *dst);
 #define MF_APPEND_VALUE(b, key, val) mf_bsonx_append_value((b), (key), (int)strlen(key), (val))

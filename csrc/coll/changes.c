@@ -568,16 +568,6 @@ typedef struct op_event {
     bool has_o2;
 } op_event;
 
-static bool doc_of(const bson_iter_t *it, bson_t *out)
-{
-    uint32_t len;
-    const uint8_t *data;
-    if (!BSON_ITER_HOLDS_DOCUMENT(it))
-        return false;
-    bson_iter_document(it, &len, &data);
-    return bson_init_static(out, data, len);
-}
-
 /* Split "db.coll" into ev->db and a pointer to its collection part (in
  * `ns`, which outlives the event). */
 static const char *split_ns(const char *ns, char *db)
@@ -725,9 +715,9 @@ static void read_op(const mf_cl_changes *ch, const bson_t *op, op_event *ev)
             ev->has_uuid = true;
         }
     }
-    if (!bson_iter_init_find(&it, op, "o") || !doc_of(&it, &ev->o_doc))
+    if (!bson_iter_init_find(&it, op, "o") || !mf_bsonx_doc_view(&it, &ev->o_doc))
         return;
-    ev->has_o2 = bson_iter_init_find(&it, op, "o2") && doc_of(&it, &ev->o2_doc);
+    ev->has_o2 = bson_iter_init_find(&it, op, "o2") && mf_bsonx_doc_view(&it, &ev->o2_doc);
     ev->coll = split_ns(ns, ev->db);
     if (strcmp(kind, "i") == 0) {
         ev->type = "insert";
@@ -739,7 +729,7 @@ static void read_op(const mf_cl_changes *ch, const bson_t *op, op_event *ev)
         ev->key = ev->o2_doc;
         ev->has_key = ev->has_o2;
         if (bson_iter_init_find(&v, &ev->o_doc, "$v") && bson_iter_init_find(&d, &ev->o_doc, "diff") &&
-            doc_of(&d, &ev->diff)) {
+            mf_bsonx_doc_view(&d, &ev->diff)) {
             ev->type = "update";
             ev->has_diff = true;
         } else {
@@ -819,7 +809,7 @@ static int pre_image(mf_engine *e, const uint8_t *uuid, mf_cl_optime ts, int64_t
     bson_init(out);
     if (rc == 0 && *found) {
         bson_t img;
-        *found = bson_iter_init_find(&it, &doc, "preImage") && doc_of(&it, &img);
+        *found = bson_iter_init_find(&it, &doc, "preImage") && mf_bsonx_doc_view(&it, &img);
         if (*found)
             bson_concat(out, &img);
     }
@@ -1110,7 +1100,7 @@ int mf_cl_changes_next(mf_cl_changes *ch, bson_t *out, bool *none, mf_error *err
                 continue;
             }
             ch->op_index++;
-            if (!doc_of(&ch->ops, &op))
+            if (!mf_bsonx_doc_view(&ch->ops, &op))
                 continue;
         } else {
             if (ch->single_done) {

@@ -15,17 +15,6 @@
 
 #define CLUSTERED_DEFAULT_NAME "_id_"
 
-/* The catalog options' sub-document at `it` as a static bson_t. */
-static bool doc_at(const bson_iter_t *it, bson_t *out)
-{
-    uint32_t len;
-    const uint8_t *data;
-    if (!BSON_ITER_HOLDS_DOCUMENT(it))
-        return false;
-    bson_iter_document(it, &len, &data);
-    return bson_init_static(out, data, len);
-}
-
 bool mf_cl_options_of(const mf_coll *c, bson_t *out)
 {
     const uint8_t *opt;
@@ -34,7 +23,7 @@ bool mf_cl_options_of(const mf_coll *c, bson_t *out)
     bson_iter_t it;
     mf_coll_options(c, &opt, &len);
     return opt && bson_init_static(&meta, opt, len) && bson_iter_init_find(&it, &meta, "options") &&
-           doc_at(&it, out);
+           mf_bsonx_doc_view(&it, out);
 }
 
 bool mf_cl_uuid(mf_coll *c, uint8_t out[16])
@@ -115,7 +104,7 @@ bool mf_cl_clustered(const mf_coll *c, bson_t *spec)
         !bson_iter_init_find(&it, &meta, "options") || !BSON_ITER_HOLDS_DOCUMENT(&it) ||
         !bson_iter_recurse(&it, &sub) || !bson_iter_find(&sub, "clusteredIndex"))
         return false;
-    if (spec && !doc_at(&sub, spec))
+    if (spec && !mf_bsonx_doc_view(&sub, spec))
         bson_init(spec); /* damaged: still clustered */
     return true;
 }

@@ -119,12 +119,7 @@ int mfi_max_time_arg(const bson_iter_t *it, int64_t *ms, mf_error *err)
 
 bool mfi_doc_arg(const bson_iter_t *it, bson_t *out)
 {
-    uint32_t len;
-    const uint8_t *data;
-    if (!BSON_ITER_HOLDS_DOCUMENT(it))
-        return false;
-    bson_iter_document(it, &len, &data);
-    return bson_init_static(out, data, len);
+    return mf_bsonx_doc_view(it, out);
 }
 
 int mfi_hint_arg(const bson_iter_t *it, const char *field, mf_error *err)

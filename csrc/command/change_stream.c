@@ -47,8 +47,17 @@ static bool internal_db(const char *db)
     return strcmp(db, "admin") == 0 || strcmp(db, "config") == 0 || strcmp(db, "local") == 0;
 }
 
-static int bad_enum(mf_error *err, const char *field, const bson_iter_t *it)
+/* The index in `values` (NULL-terminated) of the string at `it`. */
+static int parse_enum(const bson_iter_t *it, const char *field, const char *const *values,
+                      int *out, mf_error *err)
 {
+    if (!BSON_ITER_HOLDS_UTF8(it))
+        return mfi_type_error(err, "$changeStream", field, it, "string");
+    for (int i = 0; values[i]; i++)
+        if (strcmp(bson_iter_utf8(it, NULL), values[i]) == 0) {
+            *out = i;
+            return 0;
+        }
     return mf_error_set(err, MF_BadValue,
                         "Enumeration value '%s' for field '$changeStream.%s' is not a valid value.",
                         bson_iter_utf8(it, NULL), field);
@@ -77,25 +86,15 @@ static int parse_spec(const bson_iter_t *stage, mf_cl_changes_spec *s, mf_cl_tok
             s->has_start_at = true;
         } else if (strcmp(k, "fullDocument") == 0) {
             static const char *const v[] = {"default", "updateLookup", "whenAvailable",
-                                            "required"};
-            if (!BSON_ITER_HOLDS_UTF8(&f))
-                return mfi_type_error(err, "$changeStream", k, &f, "string");
-            size_t i = 0;
-            while (i < 4 && strcmp(bson_iter_utf8(&f, NULL), v[i]) != 0)
-                i++;
-            if (i == 4)
-                return bad_enum(err, k, &f);
-            s->full_document = (mf_cl_full_doc)i;
+                                            "required", NULL};
+            int i;
+            if ((rc = parse_enum(&f, k, v, &i, err)) == 0)
+                s->full_document = (mf_cl_full_doc)i;
         } else if (strcmp(k, "fullDocumentBeforeChange") == 0) {
-            static const char *const v[] = {"off", "whenAvailable", "required"};
-            if (!BSON_ITER_HOLDS_UTF8(&f))
-                return mfi_type_error(err, "$changeStream", k, &f, "string");
-            size_t i = 0;
-            while (i < 3 && strcmp(bson_iter_utf8(&f, NULL), v[i]) != 0)
-                i++;
-            if (i == 3)
-                return bad_enum(err, k, &f);
-            s->before_change = (mf_cl_before)i;
+            static const char *const v[] = {"off", "whenAvailable", "required", NULL};
+            int i;
+            if ((rc = parse_enum(&f, k, v, &i, err)) == 0)
+                s->before_change = (mf_cl_before)i;
         } else if (strcmp(k, "allChangesForCluster") == 0 ||
                    strcmp(k, "showExpandedEvents") == 0 || strcmp(k, "showSystemEvents") == 0 ||
                    strcmp(k, "allowToRunOnSystemNS") == 0 ||
