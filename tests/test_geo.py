@@ -381,6 +381,7 @@ SQ = {"type": "Polygon", "coordinates": [[[0, 0], [1, 0], [1, 1], [0, 1], [0, 0]
     ({"loc": {"$near": {"$geometry": {"type": "Point", "coordinates": ["a", 0]}}}}, 2,
      "invalid point in geo near query $geometry argument: "),
     ({"loc": {"$exists": True, "$near": [0, 0]}}, 2, "near must be first in: "),
+    ({"loc": {"$nearSphere": [200, 0]}}, 2, "Legacy point is out of bounds for spherical query"),
 ])
 def test_errors(client, flt, code, msg):
     coll = client.geo.errs

@@ -38,7 +38,7 @@ int mfi_geo_query_parse(const bson_t *section, mf_geo_query **out, mf_error *err
 /* Whether one value `v` (of the predicate's path, an array as a whole or
  * one element of it, as the matcher walks paths) satisfies the query, as
  * mongod's GeoMatchExpression::matchesSingleElement: a value that is not
- * a valid geometry never matches. */
+ * a valid geometry never matches, nor does a missing one (`v` NULL). */
 bool mfi_geo_query_matches(const mf_geo_query *q, const bson_iter_t *v);
 
 void mfi_geo_query_free(mf_geo_query *q);

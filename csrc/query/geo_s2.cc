@@ -150,13 +150,22 @@ bool is_obj(const bson_iter_t *it)
     return it && (BSON_ITER_HOLDS_DOCUMENT(it) || BSON_ITER_HOLDS_ARRAY(it));
 }
 
+/* An iterator that can live in a std::vector: libbson aligns bson_iter_t
+ * to 128 bytes by an attribute on its typedef, which a template argument
+ * loses (a vector of bson_iter_t is misaligned: UBSan,
+ * /query/geo/within_and_intersects). */
+struct alignas(bson_iter_t) It {
+    bson_iter_t it;
+};
+typedef std::vector<It> Kids;
+
 /* The elements of a document or array value (copies of iterators). */
-std::vector<bson_iter_t> children(const bson_iter_t *it)
+Kids children(const bson_iter_t *it)
 {
-    std::vector<bson_iter_t> out;
-    bson_iter_t c;
-    if (is_obj(it) && bson_iter_recurse(it, &c))
-        while (bson_iter_next(&c))
+    Kids out;
+    It c;
+    if (is_obj(it) && bson_iter_recurse(it, &c.it))
+        while (bson_iter_next(&c.it))
             out.push_back(c);
     return out;
 }
@@ -293,9 +302,9 @@ Status parse_flat_point(const bson_iter_t *elem, Flat *out, bool allow_more)
 {
     if (!is_obj(elem))
         return bad("Point must be an array or object, instead got type %s", type_name(elem));
-    std::vector<bson_iter_t> kids = children(elem);
-    const bson_iter_t *x = kids.size() > 0 ? &kids[0] : nullptr;
-    const bson_iter_t *y = kids.size() > 1 ? &kids[1] : nullptr;
+    Kids kids = children(elem);
+    const bson_iter_t *x = kids.size() > 0 ? &kids[0].it : nullptr;
+    const bson_iter_t *y = kids.size() > 1 ? &kids[1].it : nullptr;
     if (!is_number(x))
         return bad("Point must only contain numeric elements, instead got type %s", type_name(x));
     if (!is_number(y))
@@ -333,7 +342,8 @@ Status parse_coordinates(const bson_iter_t *elem, std::vector<S2Point> *out)
     if (!elem || !BSON_ITER_HOLDS_ARRAY(elem))
         return bad("GeoJSON coordinates must be an array of coordinates, instead got type %s",
                    type_name(elem));
-    for (const bson_iter_t &c : children(elem)) {
+    for (const It &ci : children(elem)) {
+        const bson_iter_t &c = ci.it;
         S2Point p;
         Status s = parse_geojson_coordinate(&c, &p);
         if (!s.ok())
@@ -379,8 +389,9 @@ Status parse_polygon_coords(const bson_iter_t *elem, std::unique_ptr<S2Polygon> 
     if (!elem || !BSON_ITER_HOLDS_ARRAY(elem))
         return bad("Polygon coordinates must be an array, instead got type %s", type_name(elem));
     std::vector<std::unique_ptr<S2Loop>> loops;
-    std::vector<bson_iter_t> rings = children(elem);
-    for (const bson_iter_t &ring : rings) {
+    Kids rings = children(elem);
+    for (const It &ri : rings) {
+        const bson_iter_t &ring = ri.it;
         std::vector<S2Point> pts;
         Status s = parse_coordinates(&ring, &pts);
         if (!s.ok())
@@ -405,7 +416,7 @@ Status parse_polygon_coords(const bson_iter_t *elem, std::unique_ptr<S2Polygon> 
         if (loops.size() > 1 && !loops[0]->Contains(*loop))
             return bad("Secondary loops not contained by first exterior loop - secondary loops "
                        "must be holes: %s first loop: %s",
-                       val_str(&ring).c_str(), val_str(&rings[0]).c_str());
+                       val_str(&ring).c_str(), val_str(&rings[0].it).c_str());
     }
     if (loops.empty())
         return bad("Polygon has no loops.");
@@ -434,19 +445,19 @@ Status parse_big_polygon_coords(const bson_iter_t *elem, std::unique_ptr<S2Polyg
     if (!elem || !BSON_ITER_HOLDS_ARRAY(elem))
         return bad("Coordinates of polygon must be an array, instead got type %s",
                    type_name(elem));
-    std::vector<bson_iter_t> rings = children(elem);
+    Kids rings = children(elem);
     if (rings.size() != 1)
         return bad("Only one simple loop is allowed in a big polygon, instead provided %zu loops: %s",
                    rings.size(), val_str(elem).c_str());
     std::vector<S2Point> pts;
-    Status s = parse_coordinates(&rings[0], &pts);
+    Status s = parse_coordinates(&rings[0].it, &pts);
     if (!s.ok())
         return s;
     if (pts.empty())
-        return bad("Loop has no vertices: %s", val_str(&rings[0]).c_str());
+        return bad("Loop has no vertices: %s", val_str(&rings[0].it).c_str());
     if (pts.front() != pts.back())
         return bad("Loop is not closed, first vertex does not equal last vertex: %s",
-                   val_str(&rings[0]).c_str());
+                   val_str(&rings[0].it).c_str());
     erase_duplicates(&pts);
     pts.pop_back();
     if (pts.size() < 3)
@@ -633,7 +644,8 @@ Status parse_multiline(const bson_iter_t *obj, Geometry *g)
         return bad("MultiLineString coordinates must be an array, instead got type %s",
                    type_name(has ? &c : nullptr));
     size_t n = 0;
-    for (const bson_iter_t &l : children(&c)) {
+    for (const It &li : children(&c)) {
+        const bson_iter_t &l = li.it;
         std::unique_ptr<S2Polyline> line;
         s = parse_line_coords(&l, &line);
         if (!s.ok())
@@ -658,7 +670,8 @@ Status parse_multipolygon(const bson_iter_t *obj, Geometry *g)
         return bad("MultiPolygon coordinates must be an array, instead got type %s",
                    type_name(has ? &c : nullptr));
     size_t n = 0;
-    for (const bson_iter_t &pc : children(&c)) {
+    for (const It &pi : children(&c)) {
+        const bson_iter_t &pc = pi.it;
         Poly p;
         s = parse_polygon_coords(&pc, &p.s2);
         if (!s.ok())
@@ -680,11 +693,11 @@ Status parse_collection(const bson_iter_t *obj, Geometry *g)
     if (!has || !BSON_ITER_HOLDS_ARRAY(&c))
         return bad("GeometryCollection geometries must be an array, instead got type %s",
                    type_name(has ? &c : nullptr));
-    std::vector<bson_iter_t> geoms = children(&c);
+    Kids geoms = children(&c);
     if (geoms.empty())
         return bad("GeometryCollection geometries must have at least 1 element");
     for (size_t i = 0; i < geoms.size(); i++) {
-        const bson_iter_t *e = &geoms[i];
+        const bson_iter_t *e = &geoms[i].it;
         if (!BSON_ITER_HOLDS_DOCUMENT(e))
             return bad("Element %zu of \"geometries\" must be an object, instead got type %s: %s", i,
                        type_name(e), val_str(e).c_str());
@@ -785,8 +798,8 @@ Status parse_query_shape(const bson_iter_t *elem, Geometry *g)
                                   strcmp(k, "$geometry") == 0);
     if (!known)
         return bad("unknown geo specifier: %s", elem_str(elem).c_str());
-    std::vector<bson_iter_t> kids = children(elem);
-    auto kid = [&](size_t i) -> const bson_iter_t * { return i < kids.size() ? &kids[i] : nullptr; };
+    Kids kids = children(elem);
+    auto kid = [&](size_t i) -> const bson_iter_t * { return i < kids.size() ? &kids[i].it : nullptr; };
     if (strcmp(k, "$box") == 0) {
         Flat a, b;
         Status s = parse_flat_point(kid(0), &a, false);
@@ -828,7 +841,8 @@ Status parse_query_shape(const bson_iter_t *elem, Geometry *g)
     if (strcmp(k, "$polygon") == 0) {
         Poly p;
         p.crs = FLAT;
-        for (const bson_iter_t &c : kids) {
+        for (const It &ci : kids) {
+            const bson_iter_t &c = ci.it;
             Flat f;
             Status s = parse_flat_point(&c, &f, false);
             if (!s.ok())
@@ -842,7 +856,7 @@ Status parse_query_shape(const bson_iter_t *elem, Geometry *g)
         return Status();
     }
     /* $geometry: a legacy pair or GeoJSON */
-    if (BSON_ITER_HOLDS_ARRAY(elem) || (!kids.empty() && is_number(&kids[0]))) {
+    if (BSON_ITER_HOLDS_ARRAY(elem) || (!kids.empty() && is_number(&kids[0].it))) {
         g->kind = K_POINT;
         Point p;
         if (!BSON_ITER_HOLDS_ARRAY(elem) && !is_obj(elem))
@@ -1088,7 +1102,8 @@ static Status parse_query(const bson_t *section, mf_geo_query *q)
     if (!BSON_ITER_HOLDS_DOCUMENT(&op))
         return bad("geometry must be an object");
     bool have = false;
-    for (const bson_iter_t &e : children(&op)) {
+    for (const It &ei : children(&op)) {
+        const bson_iter_t &e = ei.it;
         if (have && strcmp(name, "$geoWithin") == 0)
             return bad("$geoWithin doesn't accept multiple shapes %s", elem_str(&op).c_str());
         if (strcmp(bson_iter_key(&e), "$uniqueDocs") == 0)
@@ -1161,8 +1176,8 @@ static Status parse_query_point(const bson_iter_t *elem, Point *out)
 {
     if (!is_obj(elem))
         return bad("Point must be an array or object, instead got type %s", type_name(elem));
-    std::vector<bson_iter_t> kids = children(elem);
-    if (BSON_ITER_HOLDS_ARRAY(elem) || (!kids.empty() && is_number(&kids[0]))) {
+    Kids kids = children(elem);
+    if (BSON_ITER_HOLDS_ARRAY(elem) || (!kids.empty() && is_number(&kids[0].it))) {
         out->crs = FLAT;
         return parse_flat_point(elem, &out->flat, false);
     }
@@ -1181,7 +1196,7 @@ static Status parse_query_point(const bson_iter_t *elem, Point *out)
 
 /* mongod's GeoNearExpression::parseLegacyQuery: whether it found the
  * point; a failed uassert is an error at once (*rc). */
-static bool near_legacy(const bson_t *section, Status *st)
+static bool near_legacy(const bson_t *section, Status *st, Point *centroid, bool *sphere)
 {
     bool has_geometry = false;
     bson_iter_t it;
@@ -1195,11 +1210,14 @@ static bool near_legacy(const bson_t *section, Status *st)
             double max_distance = 0;
             bool ok = parse_query_point(&it, &p).ok();
             if (!ok) {
-                std::vector<bson_iter_t> kids = children(&it);
-                ok = kids.size() == 3 && is_number(&kids[0]) && is_number(&kids[1]) &&
-                     is_number(&kids[2]);
-                if (ok)
-                    max_distance = number(&kids[2]);
+                Kids kids = children(&it);
+                ok = kids.size() == 3 && is_number(&kids[0].it) && is_number(&kids[1].it) &&
+                     is_number(&kids[2].it);
+                if (ok) {
+                    p = Point();
+                    p.flat = {number(&kids[0].it), number(&kids[1].it)};
+                    max_distance = number(&kids[2].it);
+                }
             }
             if (ok) {
                 if (!(max_distance >= 0.0)) {
@@ -1208,6 +1226,8 @@ static bool near_legacy(const bson_t *section, Status *st)
                     return false;
                 }
                 has_geometry = true;
+                *centroid = p;
+                *sphere = strcmp(k, "$nearSphere") == 0;
             }
         } else if (strcmp(k, "$minDistance") == 0 || strcmp(k, "$maxDistance") == 0) {
             bool is_min = k[2] == 'i';
@@ -1248,7 +1268,8 @@ static Status near_new(const bson_t *section)
     if (strcmp(k, "$near") != 0 && strcmp(k, "$geoNear") != 0 && strcmp(k, "$nearSphere") != 0)
         return bad("invalid geo near query operator: %s", k);
     bool has_geometry = false;
-    for (const bson_iter_t &a : children(&e)) {
+    for (const It &ai : children(&e)) {
+        const bson_iter_t &a = ai.it;
         const char *name = bson_iter_key(&a);
         if (strcmp(name, "$geometry") == 0) {
             if (is_obj(&a)) {
@@ -1280,8 +1301,15 @@ extern "C" int mfi_geo_near_check(const bson_t *section, mf_error *err)
 {
     try {
         Status st;
-        if (near_legacy(section, &st))
+        Point centroid;
+        bool sphere = false;
+        if (near_legacy(section, &st, &centroid, &sphere)) {
+            /* GeoNearExpression::parseFrom: a flat point must be on the
+             * sphere for $nearSphere (a GeoJSON one always is) */
+            if (sphere && !centroid.can_project(SPHERE))
+                return set_status(err, bad("Legacy point is out of bounds for spherical query"));
             return 0;
+        }
         if (!st.ok())
             return set_status(err, st);
         Status s = near_new(section);
