@@ -388,3 +388,38 @@ def test_errors(client, flt, code, msg):
     coll.insert_one({"loc": [0, 0]})
     got_code, got_msg = err(coll, flt)
     assert got_code == code and msg in got_msg, (got_code, got_msg)
+
+
+# ------------------------------------------------------- differential
+
+
+def test_btree_index_on_the_path_changes_nothing(client):
+    """A b-tree index on the geo path (hinted, or there for the planner)
+    only ever yields candidates: the geo conditions stay the matcher's,
+    so the documents are those of the collection scan."""
+    rng = random.Random(SEED + 4)
+    coll = client.geo.diff
+    docs = []
+    for i in range(400):
+        lng, lat = round(rng.uniform(-20, 20), 4), round(rng.uniform(-20, 20), 4)
+        docs.append({"_id": i, "a": i % 5,
+                     "loc": [lng, lat] if i % 3 == 0 else point(lng, lat) if i % 3 == 1
+                     else {"type": "MultiPoint", "coordinates": [[lng, lat], [lat, lng]]}})
+    coll.insert_many(docs)
+    filters = []
+    for _ in range(10):
+        (clng, clat, radius), ring, _ = convex_polygon(rng)
+        ring = [[max(-20, min(20, x)), max(-20, min(20, y))] for x, y in ring]
+        filters.append({"loc": {"$geoIntersects": {"$geometry": point(*ring[0])}}})
+        filters.append({"loc": {"$geoWithin": {"$centerSphere": [ring[0], 0.1]}}, "a": {"$lt": 3}})
+        filters.append({"loc": {"$geoWithin": {"$box": [ring[0], ring[1]]}}})
+        filters.append({"$or": [{"loc": {"$geoWithin": {"$center": [ring[1], 5]}}}, {"a": 4}]})
+    plain = [ids(coll, f) for f in filters]
+    coll.create_index("loc")
+    coll.create_index([("a", 1), ("loc", 1)])
+    for f, want in zip(filters, plain):
+        assert ids(coll, f) == want, f
+        assert sorted(d["_id"] for d in coll.find(f).hint("loc_1")) == want, f
+        assert sorted(d["_id"] for d in coll.find(f).hint("a_1_loc_1")) == want, f
+        assert coll.count_documents(f) == len(want)
+    assert sum(len(w) for w in plain) > 100
