@@ -37,6 +37,8 @@ LIBRARIES = {
     # Olson time zones for the date operators (csrc/agg/expr_date.c)
     "icu-i18n": "libicu-dev",
     "icu-uc": "libicu-dev",
+    # MD5, for mongod's hash of hashed index keys (csrc/bsonx/hash.c)
+    "libcrypto": "libssl-dev",
 }
 
 # Libraries without a .pc file: (header, static library, Debian package).
