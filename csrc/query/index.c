@@ -25,9 +25,8 @@
  *
  * An index's kind (the key pattern's plugin) is a row of the index-type
  * table (index_type.h): its own key pattern checks, its keys, its bounds.
- * Kinds the table lacks ("hashed", "text", "2d", "2dsphere", wildcard
- * "$**") pass mongod's key pattern checks and are then refused with
- * CannotCreateIndex (67).
+ * Kinds the table lacks pass mongod's key pattern checks and are then
+ * refused with CannotCreateIndex (67).
  * As mongod's createIndexes, a spec must have a name (drivers and the shell
  * generate it: mf_index_name_generate does it their way).
  *
@@ -737,8 +736,13 @@ static int check_field(const bson_t *in, const bson_iter_t *it, mf_error *err)
     const char *k = bson_iter_key(it);
     const char *tn = mf_bsonx_type_alias(bson_iter_type(it));
     char v[STR_CAP];
-    if (strcmp(k, "key") == 0)
-        return check_key_field(it, err);
+    if (strcmp(k, "key") == 0) {
+        int rc = check_key_field(it, err);
+        bson_t key;
+        if (rc == 0 && sub_doc(it, &key) && strcmp(plugin_name(&key), "wildcard") == 0)
+            rc = mfi_wild_check_key_spec(in, &key, err);
+        return rc;
+    }
     if (strcmp(k, "name") == 0 && !BSON_ITER_HOLDS_UTF8(it))
         return mf_error_set(err, MF_TypeMismatch, "The field 'name' must be a string, but got %s", tn);
     if (strcmp(k, "hidden") == 0 && !BSON_ITER_HOLDS_BOOL(it)) /* sic: mongod says 'name' */
@@ -792,6 +796,11 @@ static int check_field(const bson_t *in, const bson_iter_t *it, mf_error *err)
     }
     if (strcmp(k, "wildcardProjection") == 0 || strcmp(k, "columnstoreProjection") == 0) {
         bool wild = k[0] == 'w';
+        bson_iter_t kit;
+        bson_t key;
+        if (wild && find(in, "key", &kit) && sub_doc(&kit, &key) &&
+            strcmp(plugin_name(&key), "wildcard") == 0)
+            return mfi_wild_check_projection(in, it, err);
         return mf_error_set(err, wild ? MF_BadValue : MF_InvalidIndexSpecificationOption,
                             "The field '%s' is only allowed in '%s' indexes", k,
                             wild ? "wildcard" : "columnstore");
@@ -1016,6 +1025,12 @@ static int check_spec_ok(const bson_t *spec, mf_error *err)
         return mf_error_set(err, MF_CannotCreateIndex, "index name cannot contain NUL bytes");
     if (len == 0)
         return mf_error_set(err, MF_CannotCreateIndex, "index name cannot be empty");
+    bson_t key;
+    if (find(spec, "key", &it) && sub_doc(&it, &key) && strcmp(plugin_name(&key), "wildcard") == 0) {
+        int rc = mfi_wild_check_spec_ok(spec, err);
+        if (rc)
+            return rc;
+    }
     if (find(spec, "partialFilterExpression", &it)) {
         bson_t filter;
         if (find(spec, "sparse", &sp) && truthy(&sp))
@@ -1299,6 +1314,8 @@ void mf_index_desc_clear(mf_index_desc *d)
 {
     if (!d)
         return;
+    if (d->type && d->type->desc_clear)
+        d->type->desc_clear(d);
     free(d->name);
     if (d->key)
         bson_destroy(d->key);
@@ -1367,6 +1384,8 @@ int mf_index_desc_init(mf_index_desc *d, const char *name, mf_tree_id tree, cons
         if ((rc = mf_matcher_parse_coll(d->partial_spec, NULL, d->coll, &d->partial, err)) != 0)
             goto fail;
     }
+    if (d->type->desc_init && (rc = d->type->desc_init(d, &s, err)) != 0)
+        goto fail;
     return 0;
 fail:
     mf_index_desc_clear(d);

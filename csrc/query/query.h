@@ -329,6 +329,8 @@ typedef struct mf_index_desc {
     bool building;        /* an interrupted build (server field "building") */
     mf_collator *coll;    /* the index's collation (one reference), or NULL:
                              simple; its keys encode strings as sort keys */
+    void *kind;           /* what the index's kind keeps of its spec (its
+                             desc_init's, index_type.h), or NULL */
 } mf_index_desc;
 
 /* Validate one createIndexes spec and complete it as mongod 7.0 does (v: 2
