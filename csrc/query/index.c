@@ -1223,12 +1223,12 @@ static bool same_truth(const bson_t *a, const bson_t *b, const char *name)
 /* IndexDescriptor::compareIndexOptions' first half: the fields that make
  * an index distinct (the key pattern, collation, partial filter -- compared
  * as documents, where mongod compares the parsed filters -- unique and
- * sparse by truth). */
+ * sparse by truth, a wildcard index's projection). */
 static bool same_signature(const bson_t *a, const bson_t *b)
 {
     return same_doc_field(a, b, "key") && same_doc_field(a, b, "collation") &&
            same_doc_field(a, b, "partialFilterExpression") && same_truth(a, b, "unique") &&
-           same_truth(a, b, "sparse");
+           same_truth(a, b, "sparse") && same_doc_field(a, b, "wildcardProjection");
 }
 
 /* The second half: every other option equal (hidden and the creation-only
@@ -1238,7 +1238,7 @@ static bool options_of(const bson_t *spec, const char *name, bson_iter_t *out);
 static const char *const not_options[] = {
     "key", "ns", "name", "v", "textIndexVersion", "2dsphereIndexVersion", "background",
     "dropDups", "sparse", "unique", "hidden", "collation", "partialFilterExpression",
-    "prepareUnique", "clustered"};
+    "prepareUnique", "clustered", "wildcardProjection"};
 
 static bool options_of(const bson_t *spec, const char *name, bson_iter_t *out)
 {
