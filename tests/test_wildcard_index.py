@@ -449,3 +449,15 @@ def test_build_killed_midway_leaves_all_or_nothing(tmp_path):
             assert c.t.c.count_documents({"b.c": -7}) == 4
     finally:
         s.stop()
+
+
+def test_return_key(client):
+    c = client.t.w
+    c.insert_many([{"_id": 1, "a": {"b": [3, 4]}, "r": 2}, {"_id": 2, "a": {"b": 5}, "r": 2}])
+    c.create_index([("$**", 1)])
+    got = list(c.find({"a.b": {"$gte": 4}}, return_key=True))  # in key order
+    assert got == [{"$_path": "a.b", "a.b": 4}, {"$_path": "a.b", "a.b": 5}]
+    c.drop_indexes()
+    c.create_index([("r", 1), ("$**", 1)], wildcardProjection={"r": 0})
+    got = list(c.find({"r": 2, "a.b": 5}, return_key=True))
+    assert got == [{"r": 2, "$_path": "a.b", "a.b": 5}]

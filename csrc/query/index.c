@@ -1572,6 +1572,9 @@ int mf_index_key_values(const mf_index_desc *d, const bson_t *doc, const uint8_t
     ikeys k = {.d = d, .entry = entry, .entry_len = entry_len, .values = out};
     mfi_keygen g = keygen_of(d, &k, err);
     bson_iter_t id;
+    for (size_t i = 0; i < d->nfields; i++)
+        if (strcmp(d->paths[i], "$_path") == 0) /* a wildcard index's virtual index */
+            return mfi_wild_key_values(d, doc, entry, entry_len, out, err);
     if (id_value(d, doc, &id))
         return mf_bsonx_append_iter(out, "_id", 3, &id) ? 0 : oom(err);
     int rc = mfi_keygen_run(&g, doc);

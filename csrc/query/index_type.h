@@ -81,6 +81,10 @@ int mfi_wild_check_spec_ok(const bson_t *spec, mf_error *err);
 int mfi_wild_expand(const mf_index_desc *idx, size_t nidx, const bson_t *filter,
                     const bson_iter_t **hint, mf_index_desc **out, size_t *nout, mf_error *err);
 void mfi_wild_expand_free(mf_index_desc *v, size_t n);
+/* mf_index_key_values for a virtual index (fields named as its key
+ * pattern: {"$_path": "a.b", "a.b": 5}, returnKey's). */
+int mfi_wild_key_values(const mf_index_desc *vd, const bson_t *doc, const uint8_t *entry,
+                        size_t entry_len, bson_t *out, mf_error *err);
 /* The "$_path" field of a virtual index, or SIZE_MAX for any other. */
 size_t mfi_wild_path_field(const mf_index_desc *d);
 /* The "$_path" field's bounds from its value field's `value` (present or

@@ -399,6 +399,16 @@ typedef struct wctx {
     uint32_t bloom;
     size_t nleaves;
     mf_error *err;
+    /* mfi_wild_key_values: instead of keeping each key, compare it with
+     * `entry` and, the first time they agree, append its values */
+    const uint8_t *entry;
+    size_t entry_len;
+    bson_t *values;
+    bool found;
+    mf_buf scratch;
+    struct {
+        bson_iter_t it;
+    } reg[32]; /* the regular fields' values */
 } wctx;
 
 static int keyset_add(mf_keyset *k, mf_buf **out)
@@ -470,19 +480,51 @@ static uint32_t path_bit(const char *p, size_t n)
 
 /* A leaf key: regular fields before, $_path, the value (`v` NULL:
  * undefined, an empty array's), regular fields after. */
+static int key_values(wctx *x, const bson_iter_t *v);
+
 static int add_key(wctx *x, const bson_iter_t *v)
 {
-    mf_buf *key;
+    mf_buf *key = &x->scratch;
     bool desc = x->d->desc[x->w->wfield];
     x->nleaves++;
-    if (keyset_add(x->out, &key) != 0 ||
+    if (x->found)
+        return 0;
+    key->len = 0;
+    if ((!x->values && keyset_add(x->out, &key) != 0) ||
         mf_buf_append(key, x->prefix.data, x->prefix.len) != 0 ||
         put_string(key, (const char *)x->path.data, x->path.len) != 0 ||
         (v ? mf_bsonx_key_append_coll(key, v, desc, x->d->coll)
            : put_special(key, BSON_TYPE_UNDEFINED, desc)) != 0 ||
         mf_buf_append(key, x->suffix.data, x->suffix.len) != 0)
         return oom(x->err);
+    if (x->values && (key->len == x->entry_len || key->len + 8 == x->entry_len) &&
+        memcmp(key->data, x->entry, key->len) == 0)
+        return key_values(x, v);
     return 0;
+}
+
+/* The entry's values, named as the virtual index's key pattern: the
+ * regular fields, "$_path", the path. */
+static int key_values(wctx *x, const bson_iter_t *v)
+{
+    const mf_index_desc *d = x->d;
+    const char *path = (const char *)x->path.data;
+    int plen = (int)x->path.len;
+    bool ok = true;
+    x->found = true;
+    for (size_t i = 0, r = 0; ok && i < d->nfields; i++) {
+        if (i != x->w->wfield) {
+            ok = mf_bsonx_append_iter(x->values, d->paths[i], -1, &x->reg[r++].it);
+            continue;
+        }
+        ok = bson_append_utf8(x->values, PATH_FIELD, -1, path, plen);
+        char *name = strndup(path, x->path.len);
+        ok = ok && name &&
+             (v ? mf_bsonx_append_iter(x->values, name, -1, v)
+                : bson_append_undefined(x->values, name, -1));
+        free(name);
+    }
+    return ok ? 0 : oom(x->err);
 }
 
 /* A multikey metadata key: MinKey per regular field before, 1, the path. */
@@ -490,6 +532,8 @@ static int add_multikey(wctx *x)
 {
     mf_buf *key;
     x->bloom |= path_bit((const char *)x->path.data, x->path.len);
+    if (x->values)
+        return 0;
     if (keyset_add(x->out, &key) != 0)
         return oom(x->err);
     for (size_t i = 0; i < x->nbefore; i++)
@@ -567,6 +611,8 @@ static int reg_emit(mfi_keygen *g, const mfi_kfield *f, size_t nmissing)
                             x->d->name);
     for (size_t i = 0; i < g->nfields; i++) {
         mf_buf *to = i < x->nbefore ? &x->prefix : &x->suffix;
+        if (i < 32)
+            x->reg[i].it = f[i].fixed;
         if (mf_bsonx_key_append_coll(to, &f[i].fixed, g->desc[i], g->coll) != 0)
             return oom(g->err);
     }
@@ -648,6 +694,45 @@ out:
     mf_buf_free(&x.path);
     mf_buf_free(&x.prefix);
     mf_buf_free(&x.suffix);
+    mf_buf_free(&x.scratch);
+    return rc;
+}
+
+int mfi_wild_key_values(const mf_index_desc *vd, const bson_t *doc, const uint8_t *entry,
+                        size_t entry_len, bson_t *out, mf_error *err)
+{
+    /* the wildcard index behind the virtual one: its fields without the
+     * value field, "$**" in place of "$_path" */
+    char *paths[33];
+    bool desc[33];
+    size_t n = 0, k = SIZE_MAX;
+    for (size_t i = 0; i < vd->nfields && n < 33; i++) {
+        if (k != SIZE_MAX && i == k + 1) {
+            desc[k] = vd->desc[i];
+            continue;
+        }
+        if (strcmp(vd->paths[i], PATH_FIELD) == 0)
+            k = n;
+        paths[n] = vd->paths[i];
+        desc[n++] = vd->desc[i];
+    }
+    if (k == SIZE_MAX || k + 1 >= vd->nfields)
+        return 0;
+    wild w = {.wfield = k};
+    mf_index_desc d = {.nfields = n, .paths = paths, .desc = desc, .coll = vd->coll};
+    mf_keyset none = {0};
+    wctx x = {.d = &d, .w = &w, .out = &none, .nbefore = k, .err = err, .entry = entry,
+              .entry_len = entry_len, .values = out};
+    bson_iter_t it;
+    int rc = 0;
+    if (n > 1)
+        rc = regular_fields(&x, doc);
+    if (rc == 0 && bson_iter_init(&it, doc))
+        rc = traverse(&x, &it, false, true);
+    mf_buf_free(&x.path);
+    mf_buf_free(&x.prefix);
+    mf_buf_free(&x.suffix);
+    mf_buf_free(&x.scratch);
     return rc;
 }
 
