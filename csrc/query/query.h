@@ -346,8 +346,8 @@ typedef struct mf_index_desc {
  * partialFilterExpression, the collation's errors (mf_collator_new)
  * prefixed "failed to add collation information to index spec for index
  * creation: <spec> :: caused by :: ".  A collation is stored in full
- * (mf_collator_to_bson), last.  Index types other than the b-tree are
- * refused with 67.  Stateless: the conflicts with existing indexes are
+ * (mf_collator_to_bson), last.  Index kinds without a row in the
+ * index-type table (index_type.h) are refused with 67.  Stateless: the conflicts with existing indexes are
  * mf_index_spec_conflict's.  The collection is taken to have the simple
  * collation (see mf_index_spec_normalize_coll). */
 int mf_index_spec_normalize(const bson_t *in, bson_t *out, mf_error *err);
