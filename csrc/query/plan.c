@@ -379,9 +379,17 @@ static int wild_cand_fix(cand *c, const bson_t *sort, const mf_collator *qcoll)
         return 0;
     bool has_value = k + 1 < d->nfields; /* else the regular prefix alone */
     bool value_present = has_value && c->present[k + 1];
-    /* with a value field: only when a condition bounds it; the regular
-     * prefix alone: when the prefix is bounded */
-    if (has_value ? !value_present : !(k > 0 && c->present[0]))
+    /* With a value field: only when a condition bounds it.  Unbounded,
+     * its keys would be every path's (a document under several keys, and
+     * no subpath read): the regular prefix alone serves that query. */
+    if (has_value && !value_present) {
+        c->present[0] = false; /* not usable */
+        c->neq = 0;
+        c->range = false;
+        c->sort_dir = 0;
+        return 0;
+    }
+    if (!has_value && !(k > 0 && c->present[0]))
         return 0;
     mfi_oil o;
     if (mfi_wild_path_bounds(d, has_value ? &c->oils[k + 1] : NULL, value_present, &o) != 0)
