@@ -295,6 +295,18 @@ def test_hints(wcoll):
     assert e.value.code == 2
 
 
+def test_hint_by_a_key_pattern_two_indexes_share(client):
+    c = client.t.w
+    c.insert_many([{"_id": i, "a": i, "b": i} for i in range(5)])
+    c.create_index([("$**", 1)], name="pa", wildcardProjection={"a": 1})
+    c.create_index([("$**", 1)], name="pb", wildcardProjection={"b": 1})
+    with pytest.raises(OperationFailure) as e:
+        list(c.find({"a": 1}).hint([("$**", 1)]))
+    assert e.value.code == 27 and "Hint matched multiple indexes" in str(e.value)
+    assert [d["_id"] for d in c.find({"a": 1}).hint("pa")] == [1]
+    assert ixscan(winning(c, {"b": 2}))["indexName"] == "pb"
+
+
 def test_subtree_and_projection_serve_their_paths_only(client):
     c = client.t.w
     c.insert_many([{"_id": i, "a": {"b": i}, "x": i} for i in range(10)])

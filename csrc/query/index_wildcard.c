@@ -1105,8 +1105,18 @@ int mfi_wild_expand(const mf_index_desc *idx, size_t nidx, const bson_t *filter,
         if (!is_wild(&idx[i]))
             continue;
         nwild++;
-        if (*hint && !idx[i].hidden && !idx[i].building && hint_names(&idx[i], *hint))
-            hinted = i;
+        if (!*hint || idx[i].hidden || idx[i].building || !hint_names(&idx[i], *hint))
+            continue;
+        if (hinted != SIZE_MAX) {
+            char x[256], y[256];
+            mf_bsonx_to_string(idx[hinted].key, x, sizeof x);
+            mf_bsonx_to_string(idx[i].key, y, sizeof y);
+            return mf_error_set(err, MF_IndexNotFound,
+                                "Hint matched multiple indexes, must hint by index name. "
+                                "Matched: kp: %s name: '%s' and kp: %s name: '%s'",
+                                x, idx[hinted].name, y, idx[i].name);
+        }
+        hinted = i;
     }
     if (nwild == 0)
         return 0;
