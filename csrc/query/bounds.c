@@ -283,6 +283,12 @@ static int oil_push_special(mfi_oil *o, special k)
     return rc;
 }
 
+int mfi_oil_push_range(mfi_oil *o, const bson_iter_t *lo, bool lo_incl, const bson_iter_t *hi,
+                       bool hi_incl)
+{
+    return oil_push_range(o, lo, lo_incl, hi, hi_incl, NULL);
+}
+
 int mfi_oil_all(mfi_oil *o)
 {
     bson_t a, b;

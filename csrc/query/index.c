@@ -26,9 +26,8 @@
  * An index's kind (the key pattern's plugin) is a row of the index-type
  * table (index_type.h): its own key pattern checks, its keys, its bounds,
  * and what it refuses of a valid spec, after phase E (mongod's access
- * method: a unique "hashed" index).  Kinds the table lacks ("text", "2d",
- * "2dsphere", wildcard "$**") pass mongod's key pattern checks and are
- * then refused with CannotCreateIndex (67).
+ * method: a unique "hashed" index).  Kinds the table lacks pass mongod's
+ * key pattern checks and are then refused with CannotCreateIndex (67).
  * As mongod's createIndexes, a spec must have a name (drivers and the shell
  * generate it: mf_index_name_generate does it their way).
  *
@@ -738,8 +737,13 @@ static int check_field(const bson_t *in, const bson_iter_t *it, mf_error *err)
     const char *k = bson_iter_key(it);
     const char *tn = mf_bsonx_type_alias(bson_iter_type(it));
     char v[STR_CAP];
-    if (strcmp(k, "key") == 0)
-        return check_key_field(it, err);
+    if (strcmp(k, "key") == 0) {
+        int rc = check_key_field(it, err);
+        bson_t key;
+        if (rc == 0 && sub_doc(it, &key) && strcmp(plugin_name(&key), "wildcard") == 0)
+            rc = mfi_wild_check_key_spec(in, &key, err);
+        return rc;
+    }
     if (strcmp(k, "name") == 0 && !BSON_ITER_HOLDS_UTF8(it))
         return mf_error_set(err, MF_TypeMismatch, "The field 'name' must be a string, but got %s", tn);
     if (strcmp(k, "hidden") == 0 && !BSON_ITER_HOLDS_BOOL(it)) /* sic: mongod says 'name' */
@@ -793,6 +797,11 @@ static int check_field(const bson_t *in, const bson_iter_t *it, mf_error *err)
     }
     if (strcmp(k, "wildcardProjection") == 0 || strcmp(k, "columnstoreProjection") == 0) {
         bool wild = k[0] == 'w';
+        bson_iter_t kit;
+        bson_t key;
+        if (wild && find(in, "key", &kit) && sub_doc(&kit, &key) &&
+            strcmp(plugin_name(&key), "wildcard") == 0)
+            return mfi_wild_check_projection(in, it, err);
         return mf_error_set(err, wild ? MF_BadValue : MF_InvalidIndexSpecificationOption,
                             "The field '%s' is only allowed in '%s' indexes", k,
                             wild ? "wildcard" : "columnstore");
@@ -1017,6 +1026,12 @@ static int check_spec_ok(const bson_t *spec, mf_error *err)
         return mf_error_set(err, MF_CannotCreateIndex, "index name cannot contain NUL bytes");
     if (len == 0)
         return mf_error_set(err, MF_CannotCreateIndex, "index name cannot be empty");
+    bson_t key;
+    if (find(spec, "key", &it) && sub_doc(&it, &key) && strcmp(plugin_name(&key), "wildcard") == 0) {
+        int rc = mfi_wild_check_spec_ok(spec, err);
+        if (rc)
+            return rc;
+    }
     if (find(spec, "partialFilterExpression", &it)) {
         bson_t filter;
         if (find(spec, "sparse", &sp) && truthy(&sp))
@@ -1223,12 +1238,12 @@ static bool same_truth(const bson_t *a, const bson_t *b, const char *name)
 /* IndexDescriptor::compareIndexOptions' first half: the fields that make
  * an index distinct (the key pattern, collation, partial filter -- compared
  * as documents, where mongod compares the parsed filters -- unique and
- * sparse by truth). */
+ * sparse by truth, a wildcard index's projection). */
 static bool same_signature(const bson_t *a, const bson_t *b)
 {
     return same_doc_field(a, b, "key") && same_doc_field(a, b, "collation") &&
            same_doc_field(a, b, "partialFilterExpression") && same_truth(a, b, "unique") &&
-           same_truth(a, b, "sparse");
+           same_truth(a, b, "sparse") && same_doc_field(a, b, "wildcardProjection");
 }
 
 /* The second half: every other option equal (hidden and the creation-only
@@ -1238,7 +1253,7 @@ static bool options_of(const bson_t *spec, const char *name, bson_iter_t *out);
 static const char *const not_options[] = {
     "key", "ns", "name", "v", "textIndexVersion", "2dsphereIndexVersion", "background",
     "dropDups", "sparse", "unique", "hidden", "collation", "partialFilterExpression",
-    "prepareUnique", "clustered"};
+    "prepareUnique", "clustered", "wildcardProjection"};
 
 static bool options_of(const bson_t *spec, const char *name, bson_iter_t *out)
 {
@@ -1314,6 +1329,8 @@ void mf_index_desc_clear(mf_index_desc *d)
 {
     if (!d)
         return;
+    if (d->type && d->type->desc_clear)
+        d->type->desc_clear(d);
     free(d->name);
     if (d->key)
         bson_destroy(d->key);
@@ -1384,6 +1401,8 @@ int mf_index_desc_init(mf_index_desc *d, const char *name, mf_tree_id tree, cons
         if ((rc = mf_matcher_parse_coll(d->partial_spec, NULL, d->coll, &d->partial, err)) != 0)
             goto fail;
     }
+    if (d->type->desc_init && (rc = d->type->desc_init(d, &s, err)) != 0)
+        goto fail;
     return 0;
 fail:
     mf_index_desc_clear(d);
@@ -1572,6 +1591,9 @@ int mf_index_key_values(const mf_index_desc *d, const bson_t *doc, const uint8_t
     ikeys k = {.d = d, .entry = entry, .entry_len = entry_len, .values = out};
     mfi_keygen g = keygen_of(d, &k, err);
     bson_iter_t id;
+    for (size_t i = 0; i < d->nfields; i++)
+        if (strcmp(d->paths[i], "$_path") == 0) /* a wildcard index's virtual index */
+            return mfi_wild_key_values(d, doc, entry, entry_len, out, err);
     if (id_value(d, doc, &id))
         return mf_bsonx_append_iter(out, "_id", 3, &id) ? 0 : oom(err);
     int rc = mfi_keygen_run(&g, doc);

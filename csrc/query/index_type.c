@@ -21,6 +21,9 @@ static int btree_bounds(const mf_index_desc *d, size_t field, const mfi_pred *pr
 
 static const mf_index_type types[] = {
     {.plugin = "", .check_key = NULL, .keys = mfi_btree_keys, .bounds = btree_bounds},
+    {.plugin = "wildcard", .check_key = mfi_wild_check_key, .keys = mfi_wild_keys,
+     .bounds = mfi_wild_bounds, .desc_init = mfi_wild_desc_init,
+     .desc_clear = mfi_wild_desc_clear},
 };
 
 static const mf_index_type *const kinds[] = {&mfi_hashed_type};

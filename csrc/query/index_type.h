@@ -44,6 +44,10 @@ struct mf_index_type {
      * its own code and message, undecorated (mongod's access method
      * constructors: a unique hashed index).  NULL: nothing. */
     int (*check_spec)(const bson_t *key, bool unique, mf_error *err);
+    /* What the kind keeps of a stored spec beyond the common fields, into
+     * d->kind (NULL: nothing), and its release.  Errors: the kind's. */
+    int (*desc_init)(mf_index_desc *d, const bson_t *spec, mf_error *err);
+    void (*desc_clear)(mf_index_desc *d);
 };
 
 /* The kinds other than the b-tree, one file each. */
@@ -62,5 +66,49 @@ int mfi_hashed_key_values(const mf_index_desc *d, const bson_t *doc, bson_t *out
 /* The b-tree's keys (index.c): mongod's BtreeKeyGenerator. */
 int mfi_btree_keys(const mf_index_desc *d, const bson_t *doc, mf_keyset *out,
                    uint32_t *multikey, mf_error *err);
+
+/* ------------------------------------- wildcard (index_wildcard.c) */
+
+/* The wildcard kind's row: index_wildcard.c has its design. */
+int mfi_wild_check_key(const bson_t *key, mf_error *err);
+int mfi_wild_keys(const mf_index_desc *d, const bson_t *doc, mf_keyset *out, uint32_t *multikey,
+                  mf_error *err);
+int mfi_wild_bounds(const mf_index_desc *d, size_t field, const mfi_pred *pr, mfi_oil *out,
+                    bool *usable, bool *exact);
+int mfi_wild_desc_init(mf_index_desc *d, const bson_t *spec, mf_error *err);
+void mfi_wild_desc_clear(mf_index_desc *d);
+
+/* The wildcard kind's createIndexes checks that need the whole spec
+ * `spec` (index.c calls them): validateIndexSpec's on the key pattern
+ * `key` and on the wildcardProjection element `proj` (phase B),
+ * _isSpecOk's sparse/unique/TTL (phase D).  Undecorated reasons, mongod's
+ * codes. */
+int mfi_wild_check_key_spec(const bson_t *spec, const bson_t *key, mf_error *err);
+int mfi_wild_check_projection(const bson_t *spec, const bson_iter_t *proj, mf_error *err);
+int mfi_wild_check_spec_ok(const bson_t *spec, mf_error *err);
+
+/* The planner's expansion of wildcard indexes (mongod's
+ * QueryPlannerIXSelect::expandIndexes): `idx` with every wildcard index
+ * replaced by one virtual index per path of `filter` it can serve, key
+ * pattern {"$_path": 1, <path>: 1} (regular fields of a compound wildcard
+ * index kept in place), into `*out` (`*nout`; NULL when `idx` holds no
+ * wildcard index: plan over `idx`).  A hint naming a wildcard index keeps
+ * its expansions only, and `*hint` becomes NULL; BadValue (2) when it has
+ * none.  Free with mfi_wild_expand_free. */
+int mfi_wild_expand(const mf_index_desc *idx, size_t nidx, const bson_t *filter,
+                    const bson_iter_t **hint, mf_index_desc **out, size_t *nout, mf_error *err);
+void mfi_wild_expand_free(mf_index_desc *v, size_t n);
+/* mf_index_key_values for a virtual index (fields named as its key
+ * pattern: {"$_path": "a.b", "a.b": 5}, returnKey's). */
+int mfi_wild_key_values(const mf_index_desc *vd, const bson_t *doc, const uint8_t *entry,
+                        size_t entry_len, bson_t *out, mf_error *err);
+/* The "$_path" field of a virtual index, or SIZE_MAX for any other. */
+size_t mfi_wild_path_field(const mf_index_desc *d);
+/* The "$_path" field's bounds from its value field's `value` (present or
+ * not), into `out` (initialised here): the path itself, and its subpaths
+ * ["p.", "p/") when `value` may hold objects ($exists); every path when
+ * nothing bounds the value.  0 or -1 (out of memory). */
+int mfi_wild_path_bounds(const mf_index_desc *d, const mfi_oil *value, bool present,
+                         mfi_oil *out);
 
 #endif /* MF_INDEX_TYPE_H */

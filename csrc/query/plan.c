@@ -369,6 +369,51 @@ fail:
     return oom(err);
 }
 
+/* A wildcard index's virtual index (index_wildcard.c): its "$_path"
+ * field takes its bounds from the value field's, which only the kind's
+ * bounds gave; then what cand_build derived from the fields is redone. */
+static int wild_cand_fix(cand *c, const bson_t *sort, const mf_collator *qcoll)
+{
+    const mf_index_desc *d = c->d;
+    size_t k = mfi_wild_path_field(d);
+    if (k == SIZE_MAX)
+        return 0;
+    bool has_value = k + 1 < d->nfields; /* else the regular prefix alone */
+    bool value_present = has_value && c->present[k + 1];
+    /* With a value field: only when a condition bounds it.  Unbounded,
+     * its keys would be every path's (a document under several keys, and
+     * no subpath read): the regular prefix alone serves that query. */
+    if (has_value && !value_present) {
+        c->present[0] = false; /* not usable */
+        c->neq = 0;
+        c->range = false;
+        c->sort_dir = 0;
+        return 0;
+    }
+    if (!has_value && !(k > 0 && c->present[0]))
+        return 0;
+    mfi_oil o;
+    if (mfi_wild_path_bounds(d, has_value ? &c->oils[k + 1] : NULL, value_present, &o) != 0)
+        return -1;
+    mfi_oil_free(&c->oils[k]);
+    c->oils[k] = o;
+    c->present[k] = true;
+    /* Several paths (its subpaths, or every path): a document comes under
+     * several keys, so the scan must return each once.  The virtual index
+     * is the expansion's own. */
+    if (o.n > 1 && has_value)
+        ((mf_index_desc *)d)->multikey |= 1u << (k + 1);
+    if (!has_value)
+        ((mf_index_desc *)d)->multikey |= 1u << k;
+    c->neq = 0;
+    while (c->neq < d->nfields && c->present[c->neq] && mfi_oil_is_points(&c->oils[c->neq]))
+        c->neq++;
+    c->range = c->neq < d->nfields && c->present[c->neq];
+    c->eq_unique = false;
+    c->sort_dir = sort_direction(c, sort, qcoll);
+    return 0;
+}
+
 /* Whether `a` is a better choice than `b`. */
 static bool cand_better(const cand *a, const cand *b)
 {
@@ -668,6 +713,11 @@ int mfi_plan_choose(mf_scan *s, const mf_index_desc *idx, size_t nidx, size_t hi
         if ((rc = pred_set_for(&sets, filter, d->coll, &preds, err)) != 0 ||
             (rc = cand_build(&c, d, preds, implied, sort, qcoll, err)) != 0)
             goto out;
+        if (wild_cand_fix(&c, sort, qcoll) != 0) {
+            cand_free(&c);
+            rc = oom(err);
+            goto out;
+        }
         bool usable = is_hint || c.present[0] || (c.sort_dir && !d->sparse);
         if (cl && !bounds_own(&c, cl->own))
             usable = false;
@@ -887,6 +937,9 @@ static int plan_distinct(mf_scan *s, const mf_index_desc *idx, size_t nidx,
     if (s->kind != P_IXSCAN || s->idhack || s->points || s->key_range || s->backward ||
         !s->residual || !bson_empty(s->residual) || !mf_collator_equal(s->ix.coll, qcoll))
         return 0;
+    for (size_t i = 0; i < s->ix.nfields; i++)
+        if (strcmp(s->ix.paths[i], "$_path") == 0)
+            return 0; /* a wildcard index's keys are not the document's values */
     for (size_t i = 0; i < s->ix.nfields && i < 32; i++) {
         if ((s->ix.multikey | s->ix.hashed) >> i & 1u)
             return 0; /* a hashed field's keys are hashes, not its values */
@@ -993,8 +1046,8 @@ static int scan_plan(mf_coll *c, const mf_index_desc *idx, size_t nidx, const bs
     int rc = 0;
     bool natural_back = false, have_id = false;
     bool minmax = (min && !bson_empty(min)) || (max && !bson_empty(max));
-    size_t hinted = SIZE_MAX;
-    mf_index_desc id = {0};
+    size_t hinted = SIZE_MAX, nwild = 0;
+    mf_index_desc id = {0}, *wild = NULL;
     *sorted = false;
     if (!s)
         return oom(err);
@@ -1025,6 +1078,13 @@ static int scan_plan(mf_coll *c, const mf_index_desc *idx, size_t nidx, const bs
             nidx = 1;
         }
     }
+    /* Wildcard indexes: one virtual index per queried path they serve. */
+    if ((rc = mfi_wild_expand(idx, nidx, filter, &hint, &wild, &nwild, err)) != 0)
+        goto fail;
+    if (wild) {
+        idx = wild;
+        nidx = nwild;
+    }
     if (hint && (rc = hint_find(idx, nidx, hint, &hinted, err)) != 0)
         goto fail;
     if (minmax) {
@@ -1035,6 +1095,7 @@ static int scan_plan(mf_coll *c, const mf_index_desc *idx, size_t nidx, const bs
                  : plan_minmax(s, &idx[hinted], filter, min, max, sort, coll, sorted, err);
         if (rc)
             goto fail;
+        mfi_wild_expand_free(wild, nwild);
         mf_index_desc_clear(&id);
         *out = s;
         return 0;
@@ -1110,10 +1171,12 @@ static int scan_plan(mf_coll *c, const mf_index_desc *idx, size_t nidx, const bs
     if (rc)
         goto fail;
     s->sorted = *sorted;
+    mfi_wild_expand_free(wild, nwild);
     mf_index_desc_clear(&id);
     *out = s;
     return 0;
 fail:
+    mfi_wild_expand_free(wild, nwild);
     mf_index_desc_clear(&id);
     mf_scan_free(s);
     return rc;

@@ -109,6 +109,10 @@ int mfi_preds_collect_coll(const bson_t *filter, const mf_collator *coll, mfi_pr
                            mf_error *err);
 void mfi_preds_free(mfi_preds *p);
 
+/* Append the interval [lo, hi] (ends included as said) of values under
+ * the simple collation to `o`, kept in order by the caller.  0 or -1. */
+int mfi_oil_push_range(mfi_oil *o, const bson_iter_t *lo, bool lo_incl, const bson_iter_t *hi,
+                       bool hi_incl);
 /* [MinKey, MaxKey] into an empty `o`.  Returns 0 or -1 (out of memory). */
 int mfi_oil_all(mfi_oil *o);
 int mfi_oil_copy(mfi_oil *dst, const mfi_oil *src);
