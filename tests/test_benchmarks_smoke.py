@@ -298,3 +298,16 @@ def test_run_indexes_smoke(tmp_path):
                           "equality lookup through a hashed index vs a collection scan"]
     for row in rows.values():
         assert row["floor"] > 0 and row["ratio"] > 0, row
+
+
+def test_run_wildcard_smoke(tmp_path):
+    """The wildcard part: its rows come out with a floor and a ratio."""
+    import json
+    r, out, files = _run_py(tmp_path, "--smoke", "--parts", "wildcard")
+    assert r.returncode == 0, r.stderr
+    stem = next(f[:-5] for f in files if f.endswith("-smoke.json"))
+    part = json.loads((out / f"{stem}.json").read_text())["parts"]["wildcard"]
+    assert part["status"] == "ok", part
+    assert part["rows"], part
+    for row in part["rows"]:
+        assert row["n"] >= 1, row
