@@ -46,6 +46,11 @@ LIBRARIES = {
 STATIC_LIBRARIES = [
     ("bid_functions.h", "libbidgcc000.a", "libintelrdfpmath-dev"),
 ]
+# Shared libraries without a .pc file: (header, library name, Debian package).
+# Snowball's stemmers (the text index, csrc/query/text.c).
+SHARED_LIBRARIES = [
+    ("libstemmer.h", "stemmer", "libstemmer-dev"),
+]
 STATIC_DIRS = ["/usr/lib/x86_64-linux-gnu", "/usr/lib/aarch64-linux-gnu", "/usr/lib64",
                "/usr/lib", "/usr/local/lib"]
 HEADER_DIRS = ["/usr/include", "/usr/local/include"]
@@ -71,6 +76,9 @@ def find_libraries():
         if _pkg_config("--exists", name).returncode != 0
     ]
     static_objects, static_missing = find_static_libraries()
+    static_missing += [(f"lib{lib}.so", deb) for header, lib, deb in SHARED_LIBRARIES
+                       if not any(Path(d, header).exists() for d in HEADER_DIRS)
+                       or not any(Path(d, f"lib{lib}.so").exists() for d in STATIC_DIRS)]
     missing += [f"{lib} (Debian package: {deb})" for lib, deb in static_missing]
     if missing:
         debs = " ".join(dict.fromkeys([LIBRARIES[m.split()[0]] for m in missing if m.split()[0] in LIBRARIES]
@@ -84,7 +92,8 @@ def find_libraries():
     libs = _pkg_config("--libs", *names).stdout.split()
     include_dirs = [f[2:] for f in cflags if f.startswith("-I")]
     library_dirs = [f[2:] for f in libs if f.startswith("-L")]
-    libraries = [f[2:] for f in libs if f.startswith("-l")] + ["m"]
+    libraries = [f[2:] for f in libs if f.startswith("-l")] + [lib for _, lib, _ in SHARED_LIBRARIES]
+    libraries += ["m"]
     return include_dirs, library_dirs, libraries, static_objects
 
 

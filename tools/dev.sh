@@ -11,7 +11,7 @@ set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 VENV="$ROOT/.venv"
-DEBS=(gcc pkg-config python3-dev python3-venv libbson-dev liblz4-dev libxxhash-dev libpcre2-dev libicu-dev libintelrdfpmath-dev
+DEBS=(gcc pkg-config python3-dev python3-venv libbson-dev liblz4-dev libxxhash-dev libpcre2-dev libicu-dev libintelrdfpmath-dev libstemmer-dev
       # the fuzz targets (tests/test_rel_fuzz.py): clang and its libFuzzer runtime
       clang-14 libclang-rt-14-dev)
 

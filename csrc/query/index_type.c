@@ -21,6 +21,9 @@ static int btree_bounds(const mf_index_desc *d, size_t field, const mfi_pred *pr
 
 static const mf_index_type types[] = {
     {.plugin = "", .check_key = NULL, .keys = mfi_btree_keys, .bounds = btree_bounds},
+    {.plugin = "text", .keys = mfi_text_index_keys, .bounds = mfi_text_index_bounds,
+     .fix_spec = mfi_text_index_fix_spec, .desc_init = mfi_text_index_desc_init,
+     .desc_clear = mfi_text_index_desc_clear},
 };
 
 const mf_index_type *mf_index_type_find(const char *plugin)

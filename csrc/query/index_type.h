@@ -40,7 +40,24 @@ struct mf_index_type {
      * memory). */
     int (*bounds)(const mf_index_desc *d, size_t field, const mfi_pred *pr, mfi_oil *out,
                   bool *usable, bool *exact);
+    /* createIndexes: the validated spec `in` as the kind stores it
+     * (mongod's adjustIndexSpecObject), into `out` (initialised here, on
+     * error too).  NULL: stored as given. */
+    int (*fix_spec)(const bson_t *in, bson_t *out, mf_error *err);
+    /* What a descriptor keeps of the kind's options (mf_index_desc.kind),
+     * from its stored spec, and its release.  NULL: nothing. */
+    int (*desc_init)(mf_index_desc *d, const bson_t *spec, mf_error *err);
+    void (*desc_clear)(mf_index_desc *d);
 };
+
+/* The text index (index_text.c). */
+int mfi_text_index_fix_spec(const bson_t *in, bson_t *out, mf_error *err);
+int mfi_text_index_desc_init(mf_index_desc *d, const bson_t *spec, mf_error *err);
+void mfi_text_index_desc_clear(mf_index_desc *d);
+int mfi_text_index_keys(const mf_index_desc *d, const bson_t *doc, mf_keyset *out,
+                        uint32_t *multikey, mf_error *err);
+int mfi_text_index_bounds(const mf_index_desc *d, size_t field, const mfi_pred *pr, mfi_oil *out,
+                          bool *usable, bool *exact);
 
 /* The b-tree's keys (index.c): mongod's BtreeKeyGenerator. */
 int mfi_btree_keys(const mf_index_desc *d, const bson_t *doc, mf_keyset *out,
