@@ -15,10 +15,10 @@ import pytest
 from pymongo.errors import OperationFailure
 
 import multifora
-import text_model as tm
 from conftest import ServedProcess
 
 pytest.importorskip("snowballstemmer")
+import text_model as tm  # noqa: E402 (after the skip: it needs snowballstemmer)
 
 
 def code_of(fn):

@@ -16,9 +16,8 @@
  * set outlives the collection lock, so later batches need no index
  * position (DESIGN.md section 4: they fetch by RecordId, and a document
  * deleted since is skipped).  Each candidate is fetched and
- *   - scored: the sum of its scores of the terms (what TEXT_OR adds up
- *     from the keys; computed again from the document, so a document
- *     changed since the keys were read is scored as it is now),
+ *   - scored: the sum of the scores its keys of the terms hold (what
+ *     TEXT_OR adds up; a document changed since keeps them, as in mongod),
  *   - judged by TEXT_MATCH (mfi_text_doc_matches: negations, phrases,
  *     case- or diacritic-sensitive terms),
  *   - judged by the matcher on the whole filter ($text matches all there),
@@ -28,8 +27,16 @@
 #include "plan_int.h"
 #include "text.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+/* A candidate: a RecordId and its score, the sum of its keys' scores. */
+struct cand {
+    uint64_t rid;
+    double score;
+    size_t term; /* while collecting: the term whose key it came from */
+};
 
 struct mfi_text_scan {
     mfi_text_query q;
@@ -39,8 +46,8 @@ struct mfi_text_scan {
     bool want_score;     /* TEXT_OR (else FETCH over OR, as mongod without a score) */
     bson_t *residual;    /* the filter without $text (explain's filter), or NULL */
     bool collected;
-    uint64_t *rids;
-    size_t nrids, next;
+    struct cand *cands;  /* the candidates, by RecordId, with their scores */
+    size_t ncands, next;
     uint64_t *term_keys; /* keys read per term, for explain */
 };
 
@@ -55,7 +62,7 @@ void mfi_plan_text_free(struct mfi_text_scan *t)
     if (t->residual)
         bson_destroy(t->residual);
     mf_buf_free(&t->prefix_key);
-    free(t->rids);
+    free(t->cands);
     free(t->term_keys);
     free(t);
 }
@@ -178,10 +185,39 @@ int mfi_plan_text(mf_scan *s, const mf_index_desc *idx, size_t nidx, const bson_
     return 0;
 }
 
-static int cmp_rid(const void *a, const void *b)
+/* By RecordId, then term: each document's scores are added up in the
+ * order of the terms, as mongod's TEXT_OR reads them. */
+static int cmp_cand(const void *a, const void *b)
 {
-    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-    return (x > y) - (x < y);
+    const struct cand *x = a, *y = b;
+    if (x->rid != y->rid)
+        return (x->rid > y->rid) - (x->rid < y->rid);
+    return (x->term > y->term) - (x->term < y->term);
+}
+
+/* The score a text key holds after the term: a positive double, which the
+ * key encoding (keyenc.c) writes as its exact decimal expansion
+ * 0.d1d2... x 10^E -- tag, class 4, E + 32768 (2 bytes), digit pairs + 1,
+ * 0.  -1 when it is not such a number (then the document is scored
+ * again). */
+static double key_score(const uint8_t *p, size_t n)
+{
+    char digits[800];
+    size_t nd = 0;
+    if (n < 5 || p[1] != 4)
+        return p[1] == 3 && n >= 2 ? 0 : -1;
+    int e = (int)((unsigned)p[2] << 8 | p[3]) - 32768;
+    digits[nd++] = '0';
+    digits[nd++] = '.';
+    for (size_t i = 4; i < n && p[i] != 0; i++) {
+        unsigned pair = (unsigned)p[i] - 1;
+        if (nd + 24 >= sizeof digits || pair > 99)
+            return -1;
+        digits[nd++] = (char)('0' + pair / 10);
+        digits[nd++] = (char)('0' + pair % 10);
+    }
+    snprintf(digits + nd, sizeof digits - nd, "e%d", e);
+    return strtod(digits, NULL);
 }
 
 /* Read every term's keys into the set of candidates. */
@@ -216,16 +252,17 @@ static int collect(mf_scan *s, mf_engine *e, mf_error *err)
             s->stats.keys_examined++;
             t->term_keys[i]++;
             if (vl == 8) {
-                if (t->nrids == cap) {
+                if (t->ncands == cap) {
                     cap = cap ? cap * 2 : 256;
-                    uint64_t *r = realloc(t->rids, cap * sizeof *r);
+                    struct cand *r = realloc(t->cands, cap * sizeof *r);
                     if (!r) {
                         rc = oom(err);
                         break;
                     }
-                    t->rids = r;
+                    t->cands = r;
                 }
-                t->rids[t->nrids++] = get_be64(v);
+                t->cands[t->ncands++] = (struct cand){
+                    get_be64(v), key_score(k + start.len, kl - start.len), i};
             }
             rc = mf_cursor_next(&cur, &valid, err);
         }
@@ -233,15 +270,21 @@ static int collect(mf_scan *s, mf_engine *e, mf_error *err)
     mf_buf_free(&start);
     if (rc)
         return rc;
-    if (t->nrids > 1) {
-        qsort(t->rids, t->nrids, sizeof *t->rids, cmp_rid);
+    if (t->ncands > 1) {
+        qsort(t->cands, t->ncands, sizeof *t->cands, cmp_cand);
         size_t w = 1;
-        for (size_t r = 1; r < t->nrids; r++)
-            if (t->rids[r] != t->rids[w - 1])
-                t->rids[w++] = t->rids[r];
-        s->stats.dups_tested = t->nrids;
-        s->stats.dups_dropped = t->nrids - w;
-        t->nrids = w;
+        for (size_t r = 1; r < t->ncands; r++) {
+            struct cand *last = &t->cands[w - 1];
+            if (t->cands[r].rid != last->rid)
+                t->cands[w++] = t->cands[r];
+            else if (last->score < 0 || t->cands[r].score < 0)
+                last->score = -1;
+            else
+                last->score += t->cands[r].score;
+        }
+        s->stats.dups_tested = t->ncands;
+        s->stats.dups_dropped = t->ncands - w;
+        t->ncands = w;
     }
     t->collected = true;
     return 0;
@@ -273,7 +316,7 @@ int mfi_plan_text_next(mf_scan *s, mf_engine *e, mf_coll *c, const mf_matcher *m
     mf_btree *records = mf_engine_tree(e, mf_coll_records(c));
     if (!records)
         return mf_error_set(err, MF_InternalError, "the collection's records are gone");
-    while (t->next < t->nrids) {
+    while (t->next < t->ncands) {
         uint8_t rid[8];
         const uint8_t *v;
         size_t vl;
@@ -281,7 +324,8 @@ int mfi_plan_text_next(mf_scan *s, mf_engine *e, mf_coll *c, const mf_matcher *m
         s->stats.works++;
         if (s->deadline && (rc = mf_deadline_check(s->deadline, err)) != 0)
             return rc;
-        put_be64(rid, t->rids[t->next++]);
+        const struct cand *cd = &t->cands[t->next++];
+        put_be64(rid, cd->rid);
         if ((rc = mf_btree_get(records, rid, 8, &found, &v, &vl, err)) != 0)
             return rc;
         if (!found)
@@ -293,10 +337,12 @@ int mfi_plan_text_next(mf_scan *s, mf_engine *e, mf_coll *c, const mf_matcher *m
                                 (unsigned long long)row->rid);
         row->data = v;
         s->stats.docs_examined++;
-        if ((rc = score_of(t, &row->doc, &row->score, err)) != 0)
+        /* The keys' scores, as mongod's TEXT_OR: a document changed since
+         * they were read (another batch) keeps them, and is judged anew
+         * by the filter beside $text and by TEXT_MATCH. */
+        row->score = cd->score;
+        if (row->score < 0 && (rc = score_of(t, &row->doc, &row->score, err)) != 0)
             return rc;
-        if (row->score <= 0)
-            continue; /* it lost every term since */
         if ((rc = mfi_text_doc_matches(&t->ts, &t->q, &row->doc, &take, err)) != 0)
             return rc;
         if (take && m && (rc = mf_matcher_eval(m, &row->doc, s->want_pos ? &row->pos : NULL,

@@ -695,8 +695,10 @@ int mfi_text_spec_init(mfi_text_spec *ts, const bson_t *spec, mf_error *err)
         lo = bson_iter_utf8(&it, NULL);
     if (!(ts->override = strdup(lo)))
         goto nomem;
-    if (!find_field(spec, "key", &it) || !mf_bsonx_doc_view(&it, &sub))
+    if (!find_field(spec, "key", &it) || !mf_bsonx_doc_view(&it, &sub)) {
+        mfi_text_spec_clear(ts);
         return mf_error_set(err, MF_DataCorruption, "found invalid spec for text index");
+    }
     bool passed = false;
     bson_iter_init(&it, &sub);
     while (bson_iter_next(&it)) {
