@@ -37,6 +37,8 @@ LIBRARIES = {
     # Olson time zones for the date operators (csrc/agg/expr_date.c)
     "icu-i18n": "libicu-dev",
     "icu-uc": "libicu-dev",
+    # MD5, for mongod's hash of hashed index keys (csrc/bsonx/hash.c)
+    "libcrypto": "libssl-dev",
 }
 
 # Libraries without a .pc file: (header, static library, Debian package).
@@ -46,9 +48,16 @@ LIBRARIES = {
 STATIC_LIBRARIES = [
     ("bid_functions.h", "libbidgcc000.a", "libintelrdfpmath-dev"),
 ]
-# Shared libraries without a .pc file: (header, library name, Debian package).
-# Snowball's stemmers (the text index, csrc/query/text.c).
-SHARED_LIBRARIES = [
+# C++ libraries without a .pc file: (header, shared library to link, Debian
+# package).  Google's S2 geometry (2dsphere: cells, coverings, spherical
+# predicates, as mongod uses it) is reached only from the C++ files of
+# csrc/ (query/geo_s2.cc), which give the C core a C interface.
+CXX_LIBRARIES = [
+    ("s2/s2cell_id.h", "s2", "libs2-dev"),
+    # what the S2 headers' inline code calls (a sanitized build keeps it)
+    ("absl/base/internal/raw_logging.h", "absl_raw_logging_internal", "libabsl-dev"),
+    # Snowball's stemmers (the text index, csrc/query/text.c): a C library,
+    # also without a .pc file
     ("libstemmer.h", "stemmer", "libstemmer-dev"),
 ]
 STATIC_DIRS = ["/usr/lib/x86_64-linux-gnu", "/usr/lib/aarch64-linux-gnu", "/usr/lib64",
@@ -76,9 +85,7 @@ def find_libraries():
         if _pkg_config("--exists", name).returncode != 0
     ]
     static_objects, static_missing = find_static_libraries()
-    static_missing += [(f"lib{lib}.so", deb) for header, lib, deb in SHARED_LIBRARIES
-                       if not any(Path(d, header).exists() for d in HEADER_DIRS)
-                       or not any(Path(d, f"lib{lib}.so").exists() for d in STATIC_DIRS)]
+    static_missing += find_cxx_libraries()
     missing += [f"{lib} (Debian package: {deb})" for lib, deb in static_missing]
     if missing:
         debs = " ".join(dict.fromkeys([LIBRARIES[m.split()[0]] for m in missing if m.split()[0] in LIBRARIES]
@@ -92,8 +99,8 @@ def find_libraries():
     libs = _pkg_config("--libs", *names).stdout.split()
     include_dirs = [f[2:] for f in cflags if f.startswith("-I")]
     library_dirs = [f[2:] for f in libs if f.startswith("-L")]
-    libraries = [f[2:] for f in libs if f.startswith("-l")] + [lib for _, lib, _ in SHARED_LIBRARIES]
-    libraries += ["m"]
+    libraries = ([f[2:] for f in libs if f.startswith("-l")]
+                 + [lib for _, lib, _ in CXX_LIBRARIES] + ["stdc++", "m"])
     return include_dirs, library_dirs, libraries, static_objects
 
 
@@ -108,6 +115,70 @@ def find_static_libraries():
         else:
             missing.append((archive, deb))
     return found, missing
+
+
+def find_cxx_libraries():
+    """Return [(library, Debian package) missing] of CXX_LIBRARIES."""
+    missing = []
+    for header, lib, deb in CXX_LIBRARIES:
+        has_header = any(Path(d, header).exists() for d in HEADER_DIRS)
+        has_lib = any(Path(d, f"lib{lib}.so").exists() for d in STATIC_DIRS)
+        if not (has_header and has_lib):
+            missing.append((f"lib{lib}", deb))
+    return missing
+
+
+def cxx_sources():
+    """Every .cc file under csrc/ (the C++ shims over C++ libraries), in
+    the extension and the test binary alike."""
+    return [str(p.relative_to(ROOT)) for p in sorted(CSRC.rglob("*.cc"))]
+
+
+def cxx_compiler():
+    """The C++ compiler command (a list): $CXX, else g++."""
+    return (os.environ.get("CXX") or "g++").split()
+
+
+def cxx_flags(sanitize):
+    """C++ flags matching compile_flags: hidden symbols, the same warnings
+    that apply to C++, -Werror and the sanitizers as asked.  NDEBUG is
+    defined: the S2 and Abseil headers' debug checks call Abseil's logging
+    library, which libs2 does not link (the shims' own checks are their
+    status returns, not asserts)."""
+    flags = ["-std=c++17", "-fPIC", "-fvisibility=hidden", "-D_GNU_SOURCE", "-DNDEBUG",
+             "-Wall", "-Wextra", "-Wshadow", "-Wno-missing-field-initializers"]
+    flags += ["-O0", "-g"] if _env("MULTIFORA_DEBUG") else ["-O2", "-g"]
+    if _env("MULTIFORA_WERROR"):
+        flags.append("-Werror")
+    if sanitize:
+        flags += SANITIZE
+    return flags
+
+
+def compile_cxx(objdir, include_dirs, sanitize, macros=()):
+    """Compile cxx_sources() into `objdir` (again only when a source or a
+    header is newer than its object) and return the object paths.  setuptools
+    would hand .cc files to the C compiler with the C flags (-std=c11), so
+    they are compiled here with their own."""
+    deps = [ROOT / h for h in headers()]
+    newest_dep = max((p.stat().st_mtime for p in deps), default=0)
+    objects = []
+    for src in cxx_sources():
+        obj = Path(objdir, src).with_suffix(".o")
+        obj.parent.mkdir(parents=True, exist_ok=True)
+        src_path = ROOT / src
+        cmd = [*cxx_compiler(), *cxx_flags(sanitize), *[f"-I{d}" for d in include_dirs],
+               *[f"-D{m}={v}" for m, v in macros], "-c", str(src_path), "-o", str(obj)]
+        # the command beside the object: other flags rebuild it too
+        cmd_file = obj.with_suffix(".cmd")
+        same_cmd = cmd_file.exists() and cmd_file.read_text() == " ".join(cmd)
+        if (not same_cmd or not obj.exists()
+                or obj.stat().st_mtime < max(src_path.stat().st_mtime, newest_dep)):
+            print(" ".join(cmd))
+            subprocess.run(cmd, check=True)
+            cmd_file.write_text(" ".join(cmd))
+        objects.append(str(obj))
+    return objects
 
 
 def c_sources(with_tests):
@@ -156,8 +227,11 @@ class BuildExt(build_ext):
     def build_extensions(self):
         # Python's own CFLAGS may carry -O3/-DNDEBUG; ours come after and win
         # where they conflict, and asserts stay on (they are the spec).
+        include_dirs = find_libraries()[0]
         for ext in self.extensions:
             ext.undef_macros = ["NDEBUG"]
+            ext.extra_objects = compile_cxx(os.path.join(self.build_temp, "cxx"), include_dirs,
+                                            _env("MULTIFORA_SANITIZE")) + ext.extra_objects
         super().build_extensions()
         self.build_ctest()
 
@@ -183,6 +257,8 @@ class BuildExt(build_ext):
             include_dirs=include_dirs, extra_postargs=flags,
             macros=[("MF_TEST_BUILD", "1")], depends=headers(),
         )
+        objects += compile_cxx(os.path.join(self.build_temp, "ctest_cxx"), include_dirs,
+                               sanitize, macros=[("MF_TEST_BUILD", "1")])
         ext_path = Path(self.get_ext_fullpath("multifora._core"))
         out_dir = str(ext_path.parent)
         link = ["-pthread"] + (SANITIZE if sanitize else [])
@@ -203,7 +279,7 @@ def extension():
     return Extension(
         "multifora._core",
         sources=c_sources(with_tests=False),
-        depends=headers(),
+        depends=headers() + cxx_sources(),
         include_dirs=include_dirs,
         library_dirs=library_dirs,
         libraries=libraries,

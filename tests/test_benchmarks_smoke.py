@@ -281,3 +281,20 @@ def test_run_changes_smoke(tmp_path):
                           "durable insert_one with one change stream open vs none"]
     ins = rows["durable insert_one with one change stream open vs none"]
     assert ins["floor"] > 0 and ins["ratio"] > 0, ins
+
+
+def test_run_indexes_smoke(tmp_path):
+    """The index kinds part: write cost per kind against no index, and the
+    hashed lookups against a scan."""
+    import json
+    r, out, files = _run_py(tmp_path, "--smoke", "--parts", "indexes")
+    assert r.returncode == 0, r.stderr
+    stem = next(f[:-5] for f in files if f.endswith("-smoke.json"))
+    part = json.loads((out / f"{stem}.json").read_text())["parts"]["indexes"]
+    assert part["status"] == "ok", part
+    rows = {row["name"]: row for row in part["rows"]}
+    assert list(rows) == ["insert_many with an ascending index vs none",
+                          "insert_many with a hashed index vs none",
+                          "equality lookup through a hashed index vs a collection scan"]
+    for row in rows.values():
+        assert row["floor"] > 0 and row["ratio"] > 0, row

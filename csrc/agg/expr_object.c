@@ -511,6 +511,33 @@ static int op_binarysize(const node *n, ctx *c, val *out)
     return rc;
 }
 
+/* $toHashedIndexKey: the hashed index key of its operand's value (missing
+ * hashes as null), without the collation an index would use.  Its operand
+ * is one expression, an array literal included (mongod's parseOperand). */
+static int parse_one_operand(const op_def *op, const bson_iter_t *it, void *vsc, node *n,
+                             mf_error *err)
+{
+    (void)op;
+    node *a = NULL;
+    int rc = mfi_parse_node(it, vsc, &a, err);
+    return rc ? rc : mfi_push_arg(n, a, err);
+}
+
+static int op_tohashedindexkey(const node *n, ctx *c, val *out)
+{
+    val v;
+    int64_t h;
+    int rc = mfi_eval(n->args[0], c, &v);
+    if (rc != 0)
+        return rc;
+    if (mf_bsonx_hash64_value(&v, NULL, &h) != 0)
+        rc = mf_error_oom(c->err);
+    else
+        set_long(out, h);
+    mfi_val_free(&v);
+    return rc;
+}
+
 /* $rand: {} only. */
 static int parse_rand(const op_def *op, const bson_iter_t *it, void *vsc, node *n,
                       mf_error *err)
@@ -878,6 +905,7 @@ const op_def mfi_expr_object_ops[] = {
     {"$setIntersection", op_setintersection, 0, -1, NULL},
     {"$setIsSubset", op_setissubset, 2, 2, NULL},
     {"$setUnion", op_setunion, 0, -1, NULL},
+    {"$toHashedIndexKey", op_tohashedindexkey, 1, 1, parse_one_operand},
     {"$type", op_type, 1, 1, NULL},
     {"$unsetField", op_setfield, 0, 0, parse_setfield},
 };

@@ -20,6 +20,9 @@
  *    (decimal.c): one copy for the expression evaluator and the update
  *    operators.
  *
+ *  - mongod's hash of an element (hash.c), over OpenSSL's MD5: hashed
+ *    index keys and $toHashedIndexKey.
+ *
  * Later: dotted-path lookup (DESIGN.md section 3).
  */
 #ifndef MF_BSONX_H
@@ -246,6 +249,17 @@ int32_t mf_dec_to_int32(mf_dec a, mf_dec_round mode, uint32_t *flags);
 /* mongod's Decimal128::toString (the BSON spec's form): "1.50", "1E+3",
  * "-Infinity", "NaN".  `out` holds MF_DEC_STRLEN bytes. */
 void mf_dec_to_string(mf_dec a, char *out);
+
+/* ---------------------------------------------------- hashing (hash.c) */
+
+/* mongod's BSONElementHasher::hash64 with seed 0: the key of a hashed
+ * index and the value of $toHashedIndexKey.  The element's value at `it`
+ * (its name is not hashed), strings at any depth taken as their sort keys
+ * under `coll` (NULL: as they are), into `*out`.  0, or -1 on out of
+ * memory. */
+int mf_bsonx_hash64(const bson_iter_t *it, const mf_collator *coll, int64_t *out);
+/* The same for a value; missing (BSON_TYPE_EOD) hashes as null. */
+int mf_bsonx_hash64_value(const bson_value_t *v, const mf_collator *coll, int64_t *out);
 
 /* ------------------------------------------- key encoding (keyenc.c) */
 

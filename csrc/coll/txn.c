@@ -1348,7 +1348,11 @@ int mf_cl_txn_commit(mf_cl_txn *t, mf_engine *e, mf_cl_log *lg, mf_lsn *lsn, mf_
     mf_cl_indexes *ixs = calloc(nc ? nc : 1, sizeof *ixs);
     size_t *order = calloc(nc ? nc : 1, sizeof *order);
     mf_cl_change *ch = calloc(t->nw ? t->nw : 1, sizeof *ch);
-    bson_t *olds = calloc(t->nw ? t->nw : 1, sizeof *olds);
+    /* bson_t is declared 128-byte aligned: calloc's 16 is not enough */
+    size_t nolds = t->nw ? t->nw : 1;
+    bson_t *olds = aligned_alloc(_Alignof(bson_t), nolds * sizeof *olds);
+    if (olds)
+        memset(olds, 0, nolds * sizeof *olds);
     bool *had = calloc(t->nw ? t->nw : 1, sizeof *had);
     size_t locked = 0, nch = 0;
     int rc = 0;

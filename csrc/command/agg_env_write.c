@@ -436,9 +436,10 @@ static int out_open(void *arg, const char *db, const char *coll, mf_agg_sink **o
     }
     mf_engine_catalog_unlock(e);
     if (capped) { /* DocumentSourceOut's check */
-        sink_free(&s->base);
-        return mf_error_set(err, 17152, "namespace '%s' is capped so it can't be used for $out",
-                            s->target);
+        mf_error_set(err, 17152, "namespace '%s' is capped so it can't be used for $out",
+                     s->target);
+        sink_free(&s->base); /* after: the message names its target */
+        return 17152;
     }
 
     bson_t none = BSON_INITIALIZER;

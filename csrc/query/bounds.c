@@ -244,6 +244,11 @@ static int oil_push_point(mfi_oil *o, const bson_iter_t *v, const mf_collator *c
     return oil_push_range(o, v, true, v, true, coll);
 }
 
+int mfi_oil_push_point(mfi_oil *o, const bson_iter_t *v)
+{
+    return oil_push_point(o, v, NULL);
+}
+
 /* One value built into `tmp` (initialised here; the caller destroys it). */
 typedef enum {
     V_MINKEY, V_MAXKEY, V_NULL, V_UNDEFINED, V_EMPTY_ARRAY
@@ -442,6 +447,11 @@ static void oil_sort_points(mfi_oil *o)
         o->v[w++] = o->v[r];
     }
     o->n = w;
+}
+
+void mfi_oil_sort_points(mfi_oil *o)
+{
+    oil_sort_points(o);
 }
 
 /* Compare two ends of the same kind: lower ends (`upper` false) order an
@@ -1169,6 +1179,7 @@ static int add_condition(mfi_preds *p, const char *path, const char *op, const b
     } else if (!op || strcmp(op, "$eq") == 0) {
         pr.collatable = mfi_collatable(v);
         rc = translate_eq(v, coll, &pr.oil, &pr.matches_missing, &pr.exact, &none);
+        pr.equality = true;
         /* An array operand is two points, the array and its first element,
          * in that order: sorted here as $in's are ({a: [true]}: true
          * sorts after arrays), since the key check bisects them. */
@@ -1194,6 +1205,7 @@ static int add_condition(mfi_preds *p, const char *path, const char *op, const b
             rc = oil_union(&pr.oil);
         else if (rc == 0)
             oil_sort_points(&pr.oil);
+        pr.equality = !regexes;
     } else if (is_range_op(op)) {
         pr.collatable = mfi_collatable(v);
         rc = translate_range(op, v, coll, &pr.oil, &pr.matches_missing, &none);

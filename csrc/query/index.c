@@ -24,10 +24,11 @@
  *   E      IndexCatalogImpl::_fixIndexSpec            -- (reorders)
  *
  * An index's kind (the key pattern's plugin) is a row of the index-type
- * table (index_type.h): its own key pattern checks, its keys, its bounds.
- * Kinds the table lacks ("hashed", "text", "2d", "2dsphere", wildcard
- * "$**") pass mongod's key pattern checks and are then refused with
- * CannotCreateIndex (67).
+ * table (index_type.h): its own key pattern checks, its keys, its bounds,
+ * and what it refuses of a valid spec, after phase E (mongod's access
+ * method: a unique "hashed" index).  Kinds the table lacks ("text", "2d",
+ * "2dsphere", wildcard "$**") pass mongod's key pattern checks and are
+ * then refused with CannotCreateIndex (67).
  * As mongod's createIndexes, a spec must have a name (drivers and the shell
  * generate it: mf_index_name_generate does it their way).
  *
@@ -1093,6 +1094,19 @@ static int check_field_count(const bson_t *spec, mf_error *err)
     return 0;
 }
 
+/* What the index's kind refuses of a valid spec (index_type.h's
+ * check_spec), as mongod's access method does when the index is made. */
+static int check_kind_spec(const bson_t *spec, mf_error *err)
+{
+    bson_iter_t it;
+    bson_t key;
+    if (!find(spec, "key", &it) || !sub_doc(&it, &key))
+        return 0;
+    const mf_index_type *type = mf_index_type_find(plugin_name(&key));
+    bool unique = find(spec, "unique", &it) && truthy(&it);
+    return type && type->check_spec ? type->check_spec(&key, unique, err) : 0;
+}
+
 int mf_index_spec_normalize(const bson_t *in, bson_t *out, mf_error *err)
 {
     return mf_index_spec_normalize_coll(in, NULL, out, err);
@@ -1137,7 +1151,8 @@ int mf_index_spec_normalize_coll(const bson_t *in, const mf_collator *coll_defau
             char reason[MF_ERRMSG_MAX];
             memcpy(reason, err->msg, sizeof reason);
             rc = spec_fail(err, rc, &valid, "%s", reason);
-        } else if ((rc = check_field_count(&valid, err)) == 0) {
+        } else if ((rc = check_field_count(&valid, err)) == 0 &&
+                   (rc = check_kind_spec(&valid, err)) == 0) {
             build_fixed(&valid, out);
         }
     }
@@ -1381,6 +1396,8 @@ int mf_index_desc_init(mf_index_desc *d, const char *name, mf_tree_id tree, cons
             goto fail;
         }
         d->desc[i] = is_number(&it) && number_of(&it) < 0;
+        if (i < 32 && BSON_ITER_HOLDS_UTF8(&it) && strcmp(bson_iter_utf8(&it, NULL), "hashed") == 0)
+            d->hashed |= 1u << i;
     }
     d->is_id = is_id_pattern(d->key);
     /* The _id index is unique without saying so in its spec. */
@@ -1427,7 +1444,7 @@ typedef struct ikeys {
     bool found;
 } ikeys;
 
-static int keyset_add(mf_keyset *k, mf_buf **out)
+int mfi_keyset_add(mf_keyset *k, mf_buf **out)
 {
     if (k->n == k->cap) {
         size_t cap = k->cap ? k->cap * 2 : 4;
@@ -1458,7 +1475,7 @@ static int emit(mfi_keygen *g, const mfi_kfield *f, size_t nmissing)
     mf_buf *key = &k->scratch;
     if (k->found || (k->d->sparse && nmissing == g->nfields))
         return 0;
-    if (!k->values && keyset_add(k->out, &key) != 0)
+    if (!k->values && mfi_keyset_add(k->out, &key) != 0)
         return oom(g->err);
     key->len = 0;
     if (mfi_keygen_encode(g, f, key) != 0)
@@ -1522,7 +1539,7 @@ static bool id_value(const mf_index_desc *d, const bson_t *doc, bson_iter_t *it)
  * RecordId after it in a non-unique index), is longer than a B+tree key
  * may be.  mongod has had no such limit since 4.2; here the write or build
  * is refused before anything is written (mongod 4.0's error). */
-static int keys_fit(const mf_index_desc *d, mf_keyset *out, mf_error *err)
+int mfi_keys_fit(const mf_index_desc *d, mf_keyset *out, mf_error *err)
 {
     size_t room = MF_BTREE_MAX_KEY - (d->unique ? 0 : 8);
     for (size_t i = 0; i < out->n; i++) {
@@ -1556,12 +1573,12 @@ int mfi_btree_keys(const mf_index_desc *d, const bson_t *doc, mf_keyset *out, ui
         return 0;
     if (id_value(d, doc, &id)) {
         mf_buf *key;
-        if (keyset_add(out, &key) != 0 ||
+        if (mfi_keyset_add(out, &key) != 0 ||
             mf_bsonx_key_append_coll(key, &id, d->desc[0], d->coll) != 0) {
             mf_keyset_clear(out);
             return oom(err);
         }
-        return keys_fit(d, out, err);
+        return mfi_keys_fit(d, out, err);
     }
     int rc = mfi_keygen_run(&g, doc);
     if (rc == 0 && out->n == 0 && !d->sparse) {
@@ -1569,7 +1586,7 @@ int mfi_btree_keys(const mf_index_desc *d, const bson_t *doc, mf_keyset *out, ui
         mf_buf *key;
         bson_iter_t null_it;
         mfi_keygen_null(&null_it);
-        if (keyset_add(out, &key) != 0)
+        if (mfi_keyset_add(out, &key) != 0)
             rc = oom(err);
         for (size_t i = 0; rc == 0 && i < d->nfields; i++)
             if (mf_bsonx_key_append_coll(key, &null_it, d->desc[i], d->coll) != 0)
@@ -1580,7 +1597,7 @@ int mfi_btree_keys(const mf_index_desc *d, const bson_t *doc, mf_keyset *out, ui
         return rc;
     }
     keyset_unique(out);
-    if ((rc = keys_fit(d, out, err)) != 0)
+    if ((rc = mfi_keys_fit(d, out, err)) != 0)
         return rc;
     *multikey = g.multikey;
     return 0;
@@ -1589,6 +1606,8 @@ int mfi_btree_keys(const mf_index_desc *d, const bson_t *doc, mf_keyset *out, ui
 int mf_index_key_values(const mf_index_desc *d, const bson_t *doc, const uint8_t *entry,
                         size_t entry_len, bson_t *out, mf_error *err)
 {
+    if (d->hashed) /* one key per document */
+        return mfi_hashed_key_values(d, doc, out, err);
     ikeys k = {.d = d, .entry = entry, .entry_len = entry_len, .values = out};
     mfi_keygen g = keygen_of(d, &k, err);
     bson_iter_t id;

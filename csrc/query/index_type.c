@@ -26,10 +26,15 @@ static const mf_index_type types[] = {
      .desc_clear = mfi_text_index_desc_clear},
 };
 
+static const mf_index_type *const kinds[] = {&mfi_hashed_type};
+
 const mf_index_type *mf_index_type_find(const char *plugin)
 {
     for (size_t i = 0; i < sizeof types / sizeof types[0]; i++)
         if (strcmp(types[i].plugin, plugin) == 0)
             return &types[i];
+    for (size_t i = 0; i < sizeof kinds / sizeof kinds[0]; i++)
+        if (strcmp(kinds[i]->plugin, plugin) == 0)
+            return kinds[i];
     return NULL;
 }

@@ -17,10 +17,10 @@
  *              the kind can use it at all, and whether the bounds answer
  *              it exactly (the scan then needs no filter for it).
  *
- * The b-tree (ascending/descending fields) is the first row.  A kind the
- * table lacks is refused at createIndexes with CannotCreateIndex, as
- * before; a new kind (issue 49) is one file with its three functions and
- * one row.
+ * The b-tree (ascending/descending fields) is the first row; "hashed"
+ * (index_hashed.c) the second.  A kind the table lacks is refused at
+ * createIndexes with CannotCreateIndex, as before; a new kind (issue 49)
+ * is one file with its functions and one row.
  *
  * The interface lives in query/, not coll/, because the planner, which
  * asks for bounds, is in query/ below coll/ (docs/layers.md).
@@ -40,6 +40,10 @@ struct mf_index_type {
      * memory). */
     int (*bounds)(const mf_index_desc *d, size_t field, const mfi_pred *pr, mfi_oil *out,
                   bool *usable, bool *exact);
+    /* What the kind refuses in a spec that passed every spec check, with
+     * its own code and message, undecorated (mongod's access method
+     * constructors: a unique hashed index).  NULL: nothing. */
+    int (*check_spec)(const bson_t *key, bool unique, mf_error *err);
     /* createIndexes: the validated spec `in` as the kind stores it
      * (mongod's adjustIndexSpecObject), into `out` (initialised here, on
      * error too).  NULL: stored as given. */
@@ -49,6 +53,19 @@ struct mf_index_type {
     int (*desc_init)(mf_index_desc *d, const bson_t *spec, mf_error *err);
     void (*desc_clear)(mf_index_desc *d);
 };
+
+/* The kinds other than the b-tree, one file each. */
+extern const mf_index_type mfi_hashed_type; /* index_hashed.c */
+
+/* For the kinds' key functions (index.c): a new, empty key at the end of
+ * `k` (-1: out of memory); KeyTooLong (17280), clearing `out`, when a key
+ * is longer than the index's tree takes. */
+int mfi_keyset_add(mf_keyset *k, mf_buf **out);
+int mfi_keys_fit(const mf_index_desc *d, mf_keyset *out, mf_error *err);
+
+/* The values of a hashed index's one key for `doc`, named by the fields'
+ * paths (the hashed one a NumberLong), appended to `out`: returnKey. */
+int mfi_hashed_key_values(const mf_index_desc *d, const bson_t *doc, bson_t *out, mf_error *err);
 
 /* The text index (index_text.c). */
 int mfi_text_index_fix_spec(const bson_t *in, bson_t *out, mf_error *err);

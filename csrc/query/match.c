@@ -12,7 +12,8 @@
  *                           after the path predicates, as mongod sorts it.
  * A PATH node's conditions: comparisons ($eq ... $lte, implicit equality),
  * $in/$nin, $exists, $type, $mod, $regex, $size, $all, $elemMatch (value
- * form), bit tests, and $not over any of these.  Whether a value in the
+ * form), bit tests, and $not over any of these; $geoWithin / $within /
+ * $geoIntersects, whose geometry is geo.h's (geo_match_parse, below).  Whether a value in the
  * filter is an operator document or a value to compare (a DBRef is one)
  * is operand.c's rule, which the index bounds share.
  *
@@ -25,6 +26,7 @@
  * {$eq: null}, {$exists: false} and negations can match.
  */
 #include "query_int.h"
+#include "geo.h"
 #include "text.h"
 
 #define PCRE2_CODE_UNIT_WIDTH 8
@@ -40,7 +42,7 @@ typedef enum { N_AND, N_OR, N_NOR, N_PATH, N_EXPR } node_kind;
 typedef enum {
     C_EQ, C_NE, C_GT, C_GTE, C_LT, C_LTE, C_IN, C_NIN, C_EXISTS, C_TYPE, C_MOD, C_REGEX,
     C_SIZE, C_ALL, C_ELEM_VAL, C_ELEM_OBJ, C_BITS_ALL_SET, C_BITS_ANY_SET,
-    C_BITS_ALL_CLEAR, C_BITS_ANY_CLEAR, C_NOT,
+    C_BITS_ALL_CLEAR, C_BITS_ANY_CLEAR, C_NOT, C_GEO,
 } cond_kind;
 
 typedef struct node node;
@@ -85,6 +87,7 @@ struct cond {
     cond *sub;           /* $not / $elemMatch value form: conditions */
     size_t nsub;
     node *elem;          /* $elemMatch object form */
+    mf_geo_query *geo;   /* $geoWithin, $within, $geoIntersects (geo.h) */
     const mf_collator *coll; /* the matcher's collation (NULL: simple) */
 };
 
@@ -146,6 +149,7 @@ static void cond_clear(cond *c)
         cond_clear(&c->sub[i]);
     free(c->sub);
     node_free(c->elem);
+    mfi_geo_query_free(c->geo);
 }
 
 static void node_free(node *n)
@@ -658,11 +662,65 @@ static int parse_op(bson_iter_t *it, const bson_iter_t *all, const char *path, c
     return mf_error_set(err, MF_BadValue, "unknown operator: %s", op);
 }
 
+/* ---------------------------------------------------------------- geo */
+
+static bool is_geo_match_op(const char *op)
+{
+    return strcmp(op, "$geoWithin") == 0 || strcmp(op, "$within") == 0 ||
+           strcmp(op, "$geoIntersects") == 0;
+}
+
+static bool is_geo_near_op(const char *op)
+{
+    return strcmp(op, "$near") == 0 || strcmp(op, "$nearSphere") == 0 ||
+           strcmp(op, "$geoNear") == 0;
+}
+
+/* The operator document `ops` (an iterator over it) as a document. */
+static void ops_doc(const bson_iter_t *ops, bson_t *out)
+{
+    bson_init_static(out, ops->raw, ops->len);
+}
+
+/* A $geoWithin, $within or $geoIntersects condition: as mongod's parser,
+ * the whole operator document is the geo expression's, so another
+ * operator beside it is "can't parse extra field" (geo.h). */
+static int geo_match_parse(const bson_iter_t *ops, cond *c, mf_error *err)
+{
+    bson_t section;
+    ops_doc(ops, &section);
+    memset(c, 0, sizeof *c);
+    bson_init(&c->operand);
+    c->kind = C_GEO;
+    return mfi_geo_query_parse(&section, &c->geo, err);
+}
+
+/* $near, $nearSphere or $geoNear first in an operator document: its
+ * arguments are checked as mongod's GeoNearExpression checks them, then
+ * the query is refused as mongod's planner refuses it where no 2d or
+ * 2dsphere index serves the path (NoQueryExecutionPlans).  No geo index
+ * kind exists yet (docs/geo.md), so that is always. */
+static int geo_near_parse(const bson_iter_t *ops, mf_error *err)
+{
+    bson_t section;
+    ops_doc(ops, &section);
+    int rc = mfi_geo_near_check(&section, err);
+    if (rc)
+        return rc;
+    return mf_error_set(err, MF_NoQueryExecutionPlans,
+                        "error processing query: planner returned error :: caused by :: unable "
+                        "to find index for $geoNear query");
+}
+
 /* The operators of an operator document, into a fresh array. */
 static int parse_conds(const bson_iter_t *ops, const char *path, cond **out, size_t *n,
                        mf_error *err)
 {
     bson_iter_t it = *ops;
+    if (bson_iter_next(&it) && is_geo_near_op(bson_iter_key(&it)) &&
+        (BSON_ITER_HOLDS_DOCUMENT(&it) || BSON_ITER_HOLDS_ARRAY(&it)))
+        return geo_near_parse(ops, err);
+    it = *ops;
     size_t count = 0;
     while (bson_iter_next(&it))
         count++;
@@ -675,7 +733,15 @@ static int parse_conds(const bson_iter_t *ops, const char *path, cond **out, siz
         cond *c = &(*out)[*n];
         if (bson_iter_key(&it)[0] != '$')
             return mf_error_set(err, MF_BadValue, "unknown operator: %s", bson_iter_key(&it));
-        int rc = parse_op(&it, ops, path, c, err);
+        if (is_geo_near_op(bson_iter_key(&it))) {
+            bson_t section;
+            char buf[256];
+            ops_doc(ops, &section);
+            mf_bsonx_to_string(&section, buf, sizeof buf);
+            return mf_error_set(err, MF_BadValue, "near must be first in: %s", buf);
+        }
+        int rc = is_geo_match_op(bson_iter_key(&it)) ? geo_match_parse(ops, c, err)
+                                                     : parse_op(&it, ops, path, c, err);
         if (rc == OPTIONS_FOLDED) { /* read with its $regex */
             bson_destroy(&c->operand);
             continue;
@@ -1352,6 +1418,8 @@ static bool value_matches(const cond *c, const bson_iter_t *v)
         return regex_match(cond_code(c), v);
     case C_BITS_ALL_SET: case C_BITS_ANY_SET: case C_BITS_ALL_CLEAR: case C_BITS_ANY_CLEAR:
         return bits_test(c, v);
+    case C_GEO:
+        return mfi_geo_query_matches(c->geo, v);
     default:
         return false;
     }

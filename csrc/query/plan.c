@@ -261,8 +261,8 @@ static int sort_direction(const cand *c, const bson_t *sort, const mf_collator *
         while (i < d->nfields && strcmp(d->paths[i], path) != 0 && single_point(c, i))
             i++;
         if (i < d->nfields && strcmp(d->paths[i], path) == 0) {
-            if (multikey_field(d, i))
-                return 0;
+            if (multikey_field(d, i) || (i < 32 && (d->hashed >> i & 1u)))
+                return 0; /* a hashed field's keys are in the hashes' order */
             int fdir = d->desc[i] ? -sdir : sdir;
             if (dir && dir != fdir)
                 return 0;
@@ -276,7 +276,8 @@ static int sort_direction(const cand *c, const bson_t *sort, const mf_collator *
          * element). */
         bool constant = false;
         for (size_t j = 0; j < d->nfields; j++)
-            if (strcmp(d->paths[j], path) == 0 && single_point(c, j) && !multikey_field(d, j))
+            if (strcmp(d->paths[j], path) == 0 && single_point(c, j) && !multikey_field(d, j) &&
+                !(j < 32 && (d->hashed >> j & 1u))) /* one hash: several values */
                 constant = true;
         if (!constant)
             return 0;
@@ -517,6 +518,7 @@ static int scan_index_take(scan_index *ix, cand *c)
     ix->partial = d->partial_spec != NULL;
     ix->is_id = d->is_id;
     ix->multikey = d->multikey;
+    ix->hashed = d->hashed;
     ix->coll = mf_collator_ref(d->coll);
     if (!ix->name || !ix->key || !ix->paths || !ix->desc)
         return -1;
@@ -870,7 +872,7 @@ static int plan_distinct(mf_scan *s, const mf_index_desc *idx, size_t nidx,
         for (size_t i = 0; i < nidx; i++) {
             const mf_index_desc *d = &idx[i];
             if (d->hidden || d->building || d->partial_spec || d->nfields == 0 ||
-                strcmp(d->paths[0], key) != 0 || multikey_field(d, 0) ||
+                strcmp(d->paths[0], key) != 0 || multikey_field(d, 0) || (d->hashed & 1u) ||
                 !mf_collator_equal(d->coll, qcoll))
                 continue;
             if (best == SIZE_MAX || d->nfields < idx[best].nfields)
@@ -887,8 +889,8 @@ static int plan_distinct(mf_scan *s, const mf_index_desc *idx, size_t nidx,
         !s->residual || !bson_empty(s->residual) || !mf_collator_equal(s->ix.coll, qcoll))
         return 0;
     for (size_t i = 0; i < s->ix.nfields && i < 32; i++) {
-        if (s->ix.multikey >> i & 1u)
-            return 0;
+        if ((s->ix.multikey | s->ix.hashed) >> i & 1u)
+            return 0; /* a hashed field's keys are hashes, not its values */
         if (strcmp(s->ix.paths[i], key) == 0) {
             s->distinct_fields = i + 1;
             return 0;

@@ -46,6 +46,7 @@ typedef struct scan_index {
     bool *desc;
     bool unique, sparse, partial, is_id;
     uint32_t multikey;
+    uint32_t hashed;   /* bit i: field i is "hashed" */
     mf_collator *coll; /* the index's collation (a reference), or NULL */
     mfi_oil *oils; /* per field: the bounds explain shows */
 } scan_index;

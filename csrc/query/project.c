@@ -253,7 +253,8 @@ static bool is_expression_name(const char *name)
         "$sortArray", "$split", "$sqrt", "$stdDevPop", "$stdDevSamp", "$strLenBytes",
         "$strLenCP", "$strcasecmp", "$substr", "$substrBytes", "$substrCP", "$subtract",
         "$sum", "$switch", "$tan", "$tanh", "$toBool", "$toDate", "$toDecimal", "$toDouble",
-        "$toInt", "$toLong", "$toLower", "$toObjectId", "$toString", "$toUpper", "$trim",
+        "$toHashedIndexKey", "$toInt", "$toLong", "$toLower", "$toObjectId", "$toString",
+        "$toUpper", "$trim",
         "$trunc", "$tsIncrement", "$tsSecond", "$type", "$unsetField", "$week", "$year",
         "$zip",
     };

@@ -343,6 +343,8 @@ typedef struct mf_index_desc {
     bool building;        /* an interrupted build (server field "building") */
     mf_collator *coll;    /* the index's collation (one reference), or NULL:
                              simple; its keys encode strings as sort keys */
+    uint32_t hashed;      /* bit i: field i is "hashed" (its key is the hash
+                             of the value, index_hashed.c) */
     void *kind;           /* the kind's own options (index_type.h desc_init), or NULL */
 } mf_index_desc;
 
@@ -359,8 +361,9 @@ typedef struct mf_index_desc {
  * partialFilterExpression, the collation's errors (mf_collator_new)
  * prefixed "failed to add collation information to index spec for index
  * creation: <spec> :: caused by :: ".  A collation is stored in full
- * (mf_collator_to_bson), last.  Index types other than the b-tree are
- * refused with 67.  Stateless: the conflicts with existing indexes are
+ * (mf_collator_to_bson), last.  Index types without a row in the kinds'
+ * table (index_type.c) are refused with 67; a kind's own refusals of a
+ * valid spec follow, undecorated (hashed: 31303, 16764).  Stateless: the conflicts with existing indexes are
  * mf_index_spec_conflict's.  The collection is taken to have the simple
  * collation (see mf_index_spec_normalize_coll). */
 int mf_index_spec_normalize(const bson_t *in, bson_t *out, mf_error *err);

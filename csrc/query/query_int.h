@@ -76,6 +76,8 @@ typedef struct mfi_pred {
     const char *key_re_flags; /* flags (borrowed), for the scan to test on each
                              string key of the index's first field; its bounds
                              are every string and the regex value */
+    bool equality;        /* an equality or a $in without regexes (mongod's EQ
+                             and MATCH_IN): its points bound a hashed field */
 } mfi_pred;
 
 typedef struct mfi_preds {
@@ -114,6 +116,10 @@ int mfi_oil_copy(mfi_oil *dst, const mfi_oil *src);
 int mfi_oil_intersect(mfi_oil *a, const mfi_oil *b);
 /* Whether every interval is a single value. */
 bool mfi_oil_is_points(const mfi_oil *o);
+/* Append the point [v, v] (no collation) / sort points and drop repeats.
+ * For an index kind whose keys are not the values (index_hashed.c). */
+int mfi_oil_push_point(mfi_oil *o, const bson_iter_t *v);
+void mfi_oil_sort_points(mfi_oil *o);
 void mfi_oil_free(mfi_oil *o);
 
 /* Whether every document `filter` matches also matches `partial` (a

@@ -1,0 +1,63 @@
+/*
+ * geo.h -- geometry for the geospatial query operators and index kinds
+ * (docs/geo.md), as mongod 7.0 has them: GeoJSON and legacy coordinate
+ * pairs parsed and validated as its GeoParser and GeometryContainer do,
+ * with its messages, and its $geoWithin / $geoIntersects predicates.
+ *
+ * The geometry is Google's S2 (Debian's libs2-dev), which is C++: the
+ * functions here are defined in geo_s2.cc, the one C++ file of query/,
+ * and give the C core a C interface.  No C++ exception crosses it (an
+ * allocation failure inside is InternalError here, never an abort).
+ *
+ * Lifetimes: a parsed query (mf_geo_query) owns everything it needs and
+ * borrows nothing from the filter it came from; it is immutable once
+ * parsed, so one matcher may be shared between threads.
+ */
+#ifndef MF_QUERY_GEO_H
+#define MF_QUERY_GEO_H
+
+#include "../util/util.h"
+
+#include <bson/bson.h>
+#include <stdbool.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct mf_geo_query mf_geo_query;
+
+/* Parse a $geoWithin, $within or $geoIntersects condition: `section` is
+ * the operator document of its path ({$geoWithin: {$box: ...}}), which
+ * holds only that operator, as mongod's GeoExpression::parseFrom reads it.
+ * Errors: BadValue with mongod's messages ("unknown geo specifier: ...",
+ * "$within not supported with provided geometry: ...", the GeoJSON
+ * parser's messages); InternalError when out of memory. */
+int mfi_geo_query_parse(const bson_t *section, mf_geo_query **out, mf_error *err);
+
+/* Whether one value `v` (of the predicate's path, an array as a whole or
+ * one element of it, as the matcher walks paths) satisfies the query, as
+ * mongod's GeoMatchExpression::matchesSingleElement: a value that is not
+ * a valid geometry never matches, nor does a missing one (`v` NULL). */
+bool mfi_geo_query_matches(const mf_geo_query *q, const bson_iter_t *v);
+
+void mfi_geo_query_free(mf_geo_query *q);
+
+/* Check a $near, $nearSphere or $geoNear condition: `section` is its
+ * path's operator document ({$near: [x, y], $maxDistance: d} or {$near:
+ * {$geometry: <Point>, $minDistance, $maxDistance}}), as mongod's
+ * GeoNearExpression::parseFrom reads it.  0, or mongod's error: BadValue,
+ * or its assertion codes (18522, 16893-16896, 34413). */
+int mfi_geo_near_check(const bson_t *section, mf_error *err);
+
+/* Whether the stored value `v` parses as a geometry, as mongod's
+ * GeometryContainer::parseFromStorage: 0, or BadValue with mongod's
+ * message ("Point must only contain numeric elements, instead got type
+ * string", ...).  A 2dsphere index refuses such a value with 16755. */
+int mfi_geo_check_stored(const bson_iter_t *v, mf_error *err);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* MF_QUERY_GEO_H */
