@@ -56,6 +56,9 @@ CXX_LIBRARIES = [
     ("s2/s2cell_id.h", "s2", "libs2-dev"),
     # what the S2 headers' inline code calls (a sanitized build keeps it)
     ("absl/base/internal/raw_logging.h", "absl_raw_logging_internal", "libabsl-dev"),
+    # Snowball's stemmers (the text index, csrc/query/text.c): a C library,
+    # also without a .pc file
+    ("libstemmer.h", "stemmer", "libstemmer-dev"),
 ]
 STATIC_DIRS = ["/usr/lib/x86_64-linux-gnu", "/usr/lib/aarch64-linux-gnu", "/usr/lib64",
                "/usr/lib", "/usr/local/lib"]

@@ -143,7 +143,7 @@ def test_at_most_32_fields():
 def test_dbref_fields_allowed_and_refused_types():
     assert norm(S(("key", {"a.$id": 1}), ("name", "x")))["key"] == {"a.$id": 1}
     assert norm(S(("key", {"a.$id": "hashed"}), ("name", "x")))["key"] == {"a.$id": "hashed"}
-    for kind in ("text", "2dsphere", "2d"):
+    for kind in ("2dsphere", "2d"):
         code, msg = fails(S(("key", {"a": kind}), ("name", "x")))
         assert code == 67 and f"Index type '{kind}' is not supported by this server" in msg
     # wildcard indexes are built (test_wildcard_index.py)

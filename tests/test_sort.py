@@ -69,7 +69,9 @@ PARSE_ERRORS = [
      "Cannot have additional keys in a $meta sort specification"),
     ({"a": {"$meta": "foo"}}, 31138, 'Illegal $meta sort: $meta: "foo"'),
     ({"a": {"$meta": 1}}, 31138, "Illegal $meta sort: $meta: 1"),
-    ({"a": {"$meta": "textScore"}}, 238, None),   # not supported yet
+    # taken; a document without a $text query's score is mongod's 40218
+    ({"a": {"$meta": "textScore"}}, 40218,
+     "query requires text score metadata, but it is not available"),
 ]
 
 

@@ -11,7 +11,7 @@ set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 VENV="$ROOT/.venv"
-DEBS=(gcc pkg-config python3-dev python3-venv libbson-dev liblz4-dev libxxhash-dev libpcre2-dev libicu-dev libintelrdfpmath-dev libssl-dev
+DEBS=(gcc pkg-config python3-dev python3-venv libbson-dev liblz4-dev libxxhash-dev libpcre2-dev libicu-dev libintelrdfpmath-dev libssl-dev libstemmer-dev
       # 2dsphere's geometry (docs/geo.md): Google's S2, C++, reached through csrc/query/geo_s2.cc
       g++ libs2-dev
       # the fuzz targets (tests/test_rel_fuzz.py): clang and its libFuzzer runtime

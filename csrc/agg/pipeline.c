@@ -1353,6 +1353,11 @@ static int parse_stages(mf_pipeline *p, const bson_t *stages, bool has_docs, mf_
         if (def->makes_docs && idx != 0)
             return mf_error_set(err, 40602, "%s is only valid as the first stage in a pipeline",
                                 name);
+        bson_t probe; /* $text: read by the collection's text scan, first only */
+        if (idx != 0 && def->parse == mfi_parse_match && mf_bsonx_doc_view(&st, &probe) &&
+            mf_filter_has_text(&probe))
+            return mf_error_set(err, 17313,
+                                "$match with $text is only allowed as the first pipeline stage");
         int rc = def->parse(&st, &p->agg, &p->stages, err);
         if (rc)
             return rc;

@@ -199,7 +199,8 @@ static int sort_all(mf_cmd_ctx *ctx, mfi_cursor *cur, mf_coll *c, const mf_sort 
      * keeps every sort field and there is no limit; otherwise it sorts
      * whole documents -- which counts against the memory limit. */
     cur->project_late = false;
-    if (cur->proj) {
+    bool text = mf_scan_is_text(cur->scan); /* rows carry a score: project them now */
+    if (cur->proj && !text) {
         bool keeps = limit == 0;
         for (size_t i = 0; keeps && i < mf_sort_nkeys(sort); i++)
             keeps = mf_projection_keeps(cur->proj, mf_sort_path(sort, i));
@@ -213,7 +214,7 @@ static int sort_all(mf_cmd_ctx *ctx, mfi_cursor *cur, mf_coll *c, const mf_sort 
         if ((rc = mf_scan_next(cur->scan, e, c, cur->matcher, &row, &valid, err)) != 0 || !valid)
             break;
         key.len = 0;
-        if ((rc = mf_sort_key(sort, &row.doc, &key, err)) != 0)
+        if ((rc = mf_sort_key_meta(sort, &row.doc, text ? &row.score : NULL, &key, err)) != 0)
             break;
         if (cur->project_late) {
             uint8_t p16[16];
@@ -342,6 +343,13 @@ static int find_start(mf_cmd_ctx *ctx, mf_instance *inst, mfi_cursor *cur, mf_co
                                               .explain = inst == NULL},
                              &cur->scan, sorted, err);
     *running = rc == 0;
+    /* textScore metadata exists only for a $text query (mongod's
+     * validateAndGetAvailableMetadata) */
+    if (rc == 0 && !mf_scan_is_text(cur->scan) &&
+        (mf_projection_needs_score(cur->proj) || mf_sort_needs_score(q->sort))) {
+        *running = false;
+        rc = mf_error_set(err, 40218, "query requires text score metadata, but it is not available");
+    }
     if (rc == 0) {
         mf_scan_deadline(cur->scan, &cur->deadline);
         mf_scan_want_pos(cur->scan, cur->proj && mf_projection_needs_pos(cur->proj));
@@ -389,7 +397,9 @@ int mfi_cmd_find(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_error *er
     BSON_APPEND_DOCUMENT_BEGIN(&natural, "hint", &nat);
     BSON_APPEND_INT32(&nat, "$natural", 1);
     bson_append_document_end(&natural, &nat);
-    if (c && a.tailable && !mf_cl_capped(c, NULL, NULL))
+    if (!c && a.has_filter && mf_filter_has_text(&a.filter)) /* no collection, no text index */
+        rc = mf_error_set(err, MF_IndexNotFound, "text index required for $text query");
+    else if (c && a.tailable && !mf_cl_capped(c, NULL, NULL))
         rc = mf_error_set(err, MF_BadValue,
                           "error processing query: tailable cursor requested on non capped "
                           "collection");

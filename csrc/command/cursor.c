@@ -524,12 +524,12 @@ static MF_ALWAYS_INLINE int offer(mfi_cursor *cur, mfi_batch *b, const uint8_t *
  * the client sees it, into `out` (initialised, error or not: the caller
  * destroys it): projected, then with showRecordId's {$recordId: rid}
  * appended, as mongod appends it. */
-static int reshape(mfi_cursor *cur, const bson_t *doc, uint64_t rid, int64_t pos, bson_t *out,
-                   mf_error *err)
+static int reshape(mfi_cursor *cur, const bson_t *doc, uint64_t rid, int64_t pos,
+                   const double *score, bson_t *out, mf_error *err)
 {
     int rc = 0;
     if (cur->proj)
-        rc = mf_projection_apply(cur->proj, doc, pos, out, err);
+        rc = mf_projection_apply_meta(cur->proj, doc, pos, score, out, err);
     else
         bson_copy_to(doc, out);
     if (rc == 0 && cur->show_record_id && !BSON_APPEND_INT64(out, "$recordId", (int64_t)rid))
@@ -546,7 +546,9 @@ int mfi_cursor_shape(mfi_cursor *cur, const mf_scan_row *row, bson_t *out, const
     *doc = mfi_cursor_reshaped(cur) ? out : &row->doc;
     if (cur->return_key)
         return mf_scan_return_key(cur->scan, row, out, err);
-    return mfi_cursor_reshaped(cur) ? reshape(cur, &row->doc, row->rid, row->pos, out, err) : 0;
+    const double *score = mf_scan_is_text(cur->scan) ? &row->score : NULL;
+    return mfi_cursor_reshaped(cur) ? reshape(cur, &row->doc, row->rid, row->pos, score, out, err)
+                                    : 0;
 }
 
 /* A sorter record of a late projection, [pos][rid][document] (8 bytes
@@ -564,7 +566,7 @@ static int project_sorted(mfi_cursor *cur, const uint8_t *d, size_t dl, bson_t *
         rid = rid << 8 | d[8 + i];
     }
     bson_destroy(out);
-    return reshape(cur, &doc, rid, (int64_t)pos, out, err);
+    return reshape(cur, &doc, rid, (int64_t)pos, NULL, out, err);
 }
 
 /* fill's sink for a scan's rows returned as they are (mf_scan_each). */

@@ -220,6 +220,8 @@ static const char *plugin_name(const bson_t *key)
     return "";
 }
 
+static bool is_text_spec(const bson_t *spec);
+
 static bool known_plugin(const char *p)
 {
     static const char *const known[] = {"", "2d", "2dsphere", "2dsphere_bucket", "text",
@@ -871,7 +873,7 @@ static int validate_spec(const bson_t *in, mf_error *err)
                             "Invalid index specification %s; cannot create an index with the "
                             "'collation' option and v=%d",
                             s, (int)number_of(&it));
-    if (find(in, "weights", &f))
+    if (find(in, "weights", &f) && !is_text_spec(in))
         return mf_error_set(err, MF_CannotCreateIndex,
                             "Invalid index specification %s; the field 'weights' can only be "
                             "specified with text indexes",
@@ -1125,6 +1127,25 @@ int mf_index_spec_normalize(const bson_t *in, bson_t *out, mf_error *err)
     return mf_index_spec_normalize_coll(in, NULL, out, err);
 }
 
+/* The spec as its kind stores it (index_type.h fix_spec), in place. */
+static int fix_for_kind(bson_t *valid, mf_error *err)
+{
+    bson_iter_t it;
+    bson_t key, fixed;
+    if (!find(valid, "key", &it) || !sub_doc(&it, &key))
+        return 0;
+    const mf_index_type *type = mf_index_type_find(plugin_name(&key));
+    if (!type || !type->fix_spec)
+        return 0;
+    int rc = type->fix_spec(valid, &fixed, err);
+    if (rc == 0) {
+        bson_destroy(valid);
+        bson_copy_to(&fixed, valid);
+    }
+    bson_destroy(&fixed);
+    return rc;
+}
+
 int mf_index_spec_normalize_coll(const bson_t *in, const mf_collator *coll_default, bson_t *out,
                                  mf_error *err)
 {
@@ -1139,7 +1160,7 @@ int mf_index_spec_normalize_coll(const bson_t *in, const mf_collator *coll_defau
         return spec_fail(err, rc, in, "%s", reason);
     }
     build_validated(in, &valid);
-    if ((rc = check_names(&valid, err)) == 0 &&
+    if ((rc = fix_for_kind(&valid, err)) == 0 && (rc = check_names(&valid, err)) == 0 &&
         (rc = resolve_collation(&valid, coll_default, err)) == 0) {
         if ((rc = check_spec_ok(&valid, err)) != 0) {
             char reason[MF_ERRMSG_MAX];
@@ -1277,6 +1298,14 @@ static bool same_options(const bson_t *a, const bson_t *b)
     return true;
 }
 
+static bool is_text_spec(const bson_t *spec)
+{
+    bson_iter_t it;
+    bson_t key;
+    return find(spec, "key", &it) && sub_doc(&it, &key) &&
+           strcmp(plugin_name(&key), "text") == 0;
+}
+
 int mf_index_spec_conflict(const bson_t *existing, const bson_t *incoming, bool *same,
                            mf_error *err)
 {
@@ -1318,6 +1347,12 @@ int mf_index_spec_conflict(const bson_t *existing, const bson_t *incoming, bool 
             rc = mf_error_set(err, MF_IndexOptionsConflict,
                               "Index already exists with a different name: %s",
                               BSON_ITER_HOLDS_UTF8(&en) ? bson_iter_utf8(&en, NULL) : "");
+    } else if (is_text_spec(&ex) && is_text_spec(incoming)) {
+        /* IndexCatalogImpl::_doesSpecConflictWithExisting's last check */
+        rc = mf_error_set(err, MF_CannotCreateIndex,
+                          "only one text index per collection allowed, found existing text "
+                          "index \"%s\"",
+                          BSON_ITER_HOLDS_UTF8(&en) ? bson_iter_utf8(&en, NULL) : "");
     }
     bson_destroy(&ex);
     return rc;

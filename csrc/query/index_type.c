@@ -24,6 +24,9 @@ static const mf_index_type types[] = {
     {.plugin = "wildcard", .check_key = mfi_wild_check_key, .keys = mfi_wild_keys,
      .bounds = mfi_wild_bounds, .desc_init = mfi_wild_desc_init,
      .desc_clear = mfi_wild_desc_clear},
+    {.plugin = "text", .keys = mfi_text_index_keys, .bounds = mfi_text_index_bounds,
+     .fix_spec = mfi_text_index_fix_spec, .desc_init = mfi_text_index_desc_init,
+     .desc_clear = mfi_text_index_desc_clear},
 };
 
 static const mf_index_type *const kinds[] = {&mfi_hashed_type};

@@ -44,8 +44,12 @@ struct mf_index_type {
      * its own code and message, undecorated (mongod's access method
      * constructors: a unique hashed index).  NULL: nothing. */
     int (*check_spec)(const bson_t *key, bool unique, mf_error *err);
-    /* What the kind keeps of a stored spec beyond the common fields, into
-     * d->kind (NULL: nothing), and its release.  Errors: the kind's. */
+    /* createIndexes: the validated spec `in` as the kind stores it
+     * (mongod's adjustIndexSpecObject), into `out` (initialised here, on
+     * error too).  NULL: stored as given. */
+    int (*fix_spec)(const bson_t *in, bson_t *out, mf_error *err);
+    /* What a descriptor keeps of the kind's options (mf_index_desc.kind),
+     * from its stored spec, and its release.  NULL: nothing. */
     int (*desc_init)(mf_index_desc *d, const bson_t *spec, mf_error *err);
     void (*desc_clear)(mf_index_desc *d);
 };
@@ -62,6 +66,15 @@ int mfi_keys_fit(const mf_index_desc *d, mf_keyset *out, mf_error *err);
 /* The values of a hashed index's one key for `doc`, named by the fields'
  * paths (the hashed one a NumberLong), appended to `out`: returnKey. */
 int mfi_hashed_key_values(const mf_index_desc *d, const bson_t *doc, bson_t *out, mf_error *err);
+
+/* The text index (index_text.c). */
+int mfi_text_index_fix_spec(const bson_t *in, bson_t *out, mf_error *err);
+int mfi_text_index_desc_init(mf_index_desc *d, const bson_t *spec, mf_error *err);
+void mfi_text_index_desc_clear(mf_index_desc *d);
+int mfi_text_index_keys(const mf_index_desc *d, const bson_t *doc, mf_keyset *out,
+                        uint32_t *multikey, mf_error *err);
+int mfi_text_index_bounds(const mf_index_desc *d, size_t field, const mfi_pred *pr, mfi_oil *out,
+                          bool *usable, bool *exact);
 
 /* The b-tree's keys (index.c): mongod's BtreeKeyGenerator. */
 int mfi_btree_keys(const mf_index_desc *d, const bson_t *doc, mf_keyset *out,

@@ -27,6 +27,7 @@
  */
 #include "query_int.h"
 #include "geo.h"
+#include "text.h"
 
 #define PCRE2_CODE_UNIT_WIDTH 8
 #include <pcre2.h>
@@ -877,6 +878,22 @@ static int parse_logical(const pctx *pc, const char *op, bson_iter_t *it, node *
     return 0;
 }
 
+/* {$text: {...}}: its operand checked (mongod's parseText); it matches
+ * every document here -- the text scan (plan_text.c) applies it, as
+ * mongod's TEXT stage does. */
+static int parse_text(const pctx *pc, const bson_iter_t *it, node **out, mf_error *err)
+{
+    mfi_text_query q;
+    if (pc->sub)
+        return mf_error_set(err, MF_BadValue,
+                            "$text can only be applied to the top-level document");
+    int rc = mfi_text_query_parse(it, &q, err);
+    if (rc)
+        return rc;
+    mfi_text_query_clear(&q);
+    return (*out = new_node(N_AND)) ? 0 : oom(err);
+}
+
 /* {$expr: <expression>}, as mongod's parseExpr. */
 static int parse_expr(const pctx *pc, const bson_iter_t *it, node **out, mf_error *err)
 {
@@ -929,6 +946,8 @@ static int parse_doc(const pctx *pc, const bson_t *filter, node **out, mf_error 
                 rc = parse_logical(pc, k, &it, &kid, err);
             else if (strcmp(k, "$expr") == 0)
                 rc = parse_expr(pc, &it, &kid, err);
+            else if (strcmp(k, "$text") == 0)
+                rc = parse_text(pc, &it, &kid, err);
             else if (strcmp(k, "$comment") == 0)
                 continue;
             else if (strcmp(k, "$ref") == 0 || strcmp(k, "$id") == 0 || strcmp(k, "$db") == 0)

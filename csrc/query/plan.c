@@ -85,6 +85,7 @@
  */
 #include "plan_int.h"
 #include "index_type.h"
+#include "text.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -1057,6 +1058,17 @@ static int scan_plan(mf_coll *c, const mf_index_desc *idx, size_t nidx, const bs
     }
     if (hint && hint_is_empty(hint))
         hint = NULL;
+    /* $text: the text index's scan, whatever else the filter says */
+    bson_iter_t text_op;
+    bool has_text;
+    if (filter && (rc = mfi_text_find(filter, &text_op, &has_text, err)) != 0)
+        goto fail;
+    if (filter && has_text) {
+        if ((rc = mfi_plan_text(s, idx, nidx, filter, &text_op, sort, x->projection, err)) != 0)
+            goto fail;
+        *out = s;
+        return 0;
+    }
     if (hint && hint_is_natural(hint, &natural_back)) {
         if (minmax) {
             rc = mf_error_set(err, MF_NoQueryExecutionPlans,
@@ -1211,6 +1223,7 @@ void mf_scan_free(mf_scan *s)
     for (size_t i = 0; i < s->nkids; i++)
         mf_scan_free(s->kids[i]);
     free(s->kids);
+    mfi_plan_text_free(s->text);
     mfi_plan_free_plans(s->trials, s->ntrials);
     mfi_plan_free_plans(s->rejected, s->nrejected);
     if (s->all_plans)
@@ -1368,4 +1381,9 @@ void mf_scan_deadline(mf_scan *s, mf_deadline *d)
         mf_scan_deadline(s->trials[k], d);
     for (size_t i = 0; i < s->nkids; i++)
         mf_scan_deadline(s->kids[i], d);
+}
+
+bool mf_scan_is_text(const mf_scan *s)
+{
+    return s && s->kind == P_TEXT;
 }

@@ -15,6 +15,8 @@ const char *mf_scan_describe(const mf_scan *s)
         return "COLLSCAN";
     if (s->kind == P_OR)
         return "OR";
+    if (s->kind == P_TEXT)
+        return "TEXT_MATCH";
     return s->idhack ? "IDHACK" : s->distinct_fields ? "DISTINCT_SCAN" : "IXSCAN";
 }
 
@@ -28,7 +30,7 @@ static void summary_leaf(const mf_scan *s, char *out, size_t cap, size_t *n)
                         : s->distinct_fields  ? "DISTINCT_SCAN"
                                               : "IXSCAN";
     key[0] = 0;
-    if (s->kind == P_IXSCAN && !s->idhack && s->ix.key)
+    if ((s->kind == P_IXSCAN || s->kind == P_TEXT) && !s->idhack && s->ix.key)
         mf_bsonx_to_string(s->ix.key, key, sizeof key);
     if (*n < cap)
         *n += (size_t)snprintf(out + *n, cap - *n, "%s%s%s%s", *n ? ", " : "", stage,
@@ -231,6 +233,8 @@ static void put_or(const mf_scan *s, bool stats, bson_t *out)
 int mf_scan_explain(const mf_scan *s, bool stats, bson_t *out)
 {
     uint64_t works = s->stats.works;
+    if (s->kind == P_TEXT)
+        return mfi_plan_text_explain(s, stats, out);
     if (s->kind == P_OR) {
         put_or(s, stats, out);
     } else if (s->kind == P_COLLSCAN) {

@@ -24,7 +24,7 @@
 
 /* ---------------------------------------------------- the scan object */
 
-typedef enum { P_COLLSCAN, P_IXSCAN, P_OR } plan_kind;
+typedef enum { P_COLLSCAN, P_IXSCAN, P_OR, P_TEXT } plan_kind;
 
 /* A half-open range of tree keys [lo, hi); no `has_hi`: to the end. */
 typedef struct krange {
@@ -246,6 +246,7 @@ struct mf_scan {
     const uint8_t *row_key; /* the key of the row just replayed (returnKey), or NULL */
     size_t row_klen;
     size_t row_kid;         /* an OR's: the index scan whose key it is (leaf_at) */
+    struct mfi_text_scan *text; /* P_TEXT: a $text query's (plan_text.c) */
 };
 
 /* ------------------------------------------------------------ helpers */
@@ -428,5 +429,18 @@ int mfi_plan_scan_next(mf_scan *s, mf_engine *e, mf_coll *c, const mf_matcher *m
                        mf_scan_row *row, bool *valid, mf_error *err);
 /* The index key of the row an index scan returned last, or false. */
 bool mfi_plan_last_key(const mf_scan *s, const uint8_t **k, size_t *kl);
+
+/* ------------------------------------------------ $text (plan_text.c) */
+
+/* Plan `s` as the text scan of `filter`, whose $text operand is
+ * `operand`, over the collection's text index among `idx`.  Errors:
+ * IndexNotFound (27), NoQueryExecutionPlans (291), the query's. */
+int mfi_plan_text(mf_scan *s, const mf_index_desc *idx, size_t nidx, const bson_t *filter,
+                  const bson_iter_t *operand, const bson_t *sort, const bson_t *projection,
+                  mf_error *err);
+int mfi_plan_text_next(mf_scan *s, mf_engine *e, mf_coll *c, const mf_matcher *m,
+                       mf_scan_row *row, bool *valid, mf_error *err);
+int mfi_plan_text_explain(const mf_scan *s, bool stats, bson_t *out);
+void mfi_plan_text_free(struct mfi_text_scan *t);
 
 #endif /* MF_QUERY_PLAN_INT_H */

@@ -73,7 +73,10 @@ enum {
     E_POS_BAD_FIELD = 5392900,
 };
 
-typedef enum { P_INNER, P_INCLUDE, P_EXCLUDE, P_SLICE, P_ELEMMATCH, P_POSITIONAL, P_EXPR } pkind;
+typedef enum {
+    P_INNER, P_INCLUDE, P_EXCLUDE, P_SLICE, P_ELEMMATCH, P_POSITIONAL, P_EXPR,
+    P_TEXT_SCORE /* {$meta: "textScore"}: the row's score (mf_projection_apply_meta) */
+} pkind;
 
 typedef struct pnode pnode;
 struct pnode {
@@ -408,6 +411,13 @@ static int parse_generic_expression(pctx *c, const char *path, const bson_iter_t
                                 nargs);
     }
     pnode *n;
+    if (is_meta && BSON_ITER_HOLDS_UTF8(first) &&
+        strcmp(bson_iter_utf8(first, NULL), "textScore") == 0) {
+        bson_t spec;
+        doc_of(value, &spec);
+        if (bson_count_keys(&spec) == 1) /* else the expression's own error */
+            return add_at_path(parent, path, P_TEXT_SCORE, &n, c->err);
+    }
     int rc = add_at_path(parent, path, P_EXPR, &n, c->err);
     return rc ? rc : compile_expression(c, n, value, path);
 }
@@ -839,10 +849,22 @@ typedef struct actx {
     int64_t pos;
     bson_t scratch; /* {name: [element]} for $elemMatch */
     mf_error *err;
+    const double *score; /* the row's text score, or NULL */
 } actx;
 
 static int apply_level(actx *a, const pnode *node, const bson_t *doc, bson_t *out, bool slice_ok,
                        bool pos_live);
+
+/* {name: {$meta: "textScore"}}: the row's score.  Without one (no $text
+ * in the query) mongod refuses the query (40218). */
+static int append_score(actx *a, const pnode *kid, bson_t *out)
+{
+    if (!a->score)
+        return mf_error_set(a->err, 40218,
+                            "query requires text score metadata, but it is not available");
+    BSON_APPEND_DOUBLE(out, kid->name, *a->score);
+    return 0;
+}
 
 static void index_key(uint32_t i, char *buf, const char **key, size_t *len)
 {
@@ -1055,6 +1077,8 @@ static int apply_level(actx *a, const pnode *node, const bson_t *doc, bson_t *ou
             break;
         case P_EXCLUDE:
             break;
+        case P_TEXT_SCORE:
+            break; /* replaced by the score, after the others (below) */
         case P_EXPR:
             /* $addFields replaces a field in place; $project adds its
              * computed fields after the others (below) */
@@ -1086,6 +1110,9 @@ static int apply_level(actx *a, const pnode *node, const bson_t *doc, bson_t *ou
             break;
         }
     }
+    for (size_t i = 0; rc == 0 && i < node->nkids; i++)
+        if (node->kids[i]->kind == P_TEXT_SCORE)
+            rc = append_score(a, node->kids[i], out);
     if (rc || !incl)
         return rc;
     for (size_t i = 0; rc == 0 && i < node->nkids; i++) {
@@ -1113,7 +1140,28 @@ static int apply_level(actx *a, const pnode *node, const bson_t *doc, bson_t *ou
 int mf_projection_apply(const mf_projection *p, const bson_t *doc, int64_t pos, bson_t *out,
                         mf_error *err)
 {
-    actx a = {.p = p, .root = doc, .pos = pos, .err = err};
+    return mf_projection_apply_meta(p, doc, pos, NULL, out, err);
+}
+
+static bool has_score(const pnode *n)
+{
+    if (n->kind == P_TEXT_SCORE)
+        return true;
+    for (size_t i = 0; i < n->nkids; i++)
+        if (has_score(n->kids[i]))
+            return true;
+    return false;
+}
+
+bool mf_projection_needs_score(const mf_projection *p)
+{
+    return p && has_score(&p->root);
+}
+
+int mf_projection_apply_meta(const mf_projection *p, const bson_t *doc, int64_t pos,
+                             const double *score, bson_t *out, mf_error *err)
+{
+    actx a = {.p = p, .root = doc, .pos = pos, .err = err, .score = score};
     bson_init(out);
     bson_init(&a.scratch);
     int rc = apply_level(&a, &p->root, doc, out, true, true);

@@ -220,6 +220,13 @@ bool mf_projection_keeps(const mf_projection *p, const char *path);
 int mf_projection_apply(const mf_projection *p, const bson_t *doc, int64_t pos, bson_t *out,
                         mf_error *err);
 
+/* As mf_projection_apply, with the row's text score (NULL: none) for
+ * {$meta: "textScore"} fields; without one such a field is mongod's 40218
+ * "query requires text score metadata, but it is not available". */
+int mf_projection_apply_meta(const mf_projection *p, const bson_t *doc, int64_t pos,
+                             const double *score, bson_t *out, mf_error *err);
+/* Whether the projection has a {$meta: "textScore"} field. */
+bool mf_projection_needs_score(const mf_projection *p);
 void mf_projection_free(mf_projection *p);
 
 /* --------------------------------------------------------------- sort */
@@ -260,6 +267,13 @@ const char *mf_sort_path(const mf_sort *s, size_t i);
  * out of memory; `key` is then as before the call.  Thread-safe. */
 int mf_sort_key(const mf_sort *s, const bson_t *doc, mf_buf *key, mf_error *err);
 
+/* As mf_sort_key, with the row's text score (NULL: none) for
+ * {$meta: "textScore"} parts (highest first); without one such a part is
+ * 40218 "query requires text score metadata, but it is not available". */
+int mf_sort_key_meta(const mf_sort *s, const bson_t *doc, const double *score, mf_buf *key,
+                     mf_error *err);
+/* Whether the sort has a {$meta: "textScore"} part. */
+bool mf_sort_needs_score(const mf_sort *s);
 void mf_sort_free(mf_sort *s);
 
 /* The sorter: (key, document) pairs in, documents out in key order (ties
@@ -453,6 +467,7 @@ typedef struct mf_scan_row {
     const uint8_t *data; /* bson_get_data(&doc), for the callers that copy it
                             per row (a call into libbson saved per document) */
     int64_t pos; /* the matcher's array position, if asked for; else -1 */
+    double score; /* a $text query's score of the document (mf_scan_is_text) */
 } mf_scan_row;
 
 /* Counters of a scan, for explain's executionStats. */
@@ -640,6 +655,13 @@ void mf_scan_timed(mf_scan *s, bool on);
  * may change between calls (a cursor's getMore sets the time it has left)
  * and must outlive the scan's use.  NULL: no limit (the default). */
 void mf_scan_deadline(mf_scan *s, mf_deadline *d);
+
+/* Whether `filter` has a $text (anywhere a filter may hold one). */
+bool mf_filter_has_text(const bson_t *filter);
+
+/* Whether the scan is a $text query's: its rows carry their score
+ * (mf_scan_row.score), mongod's textScore metadata. */
+bool mf_scan_is_text(const mf_scan *s);
 
 /* Whether rows carry the matcher's array position (off by default: it
  * costs a little on every document). */

@@ -62,6 +62,10 @@ struct mf_sort {
     char **paths;      /* each part's dotted path */
     bool *desc;        /* each part: descending */
     size_t nparts;
+    bool *score;       /* each part: {$meta: "textScore"} (descending), or NULL */
+    char **fpaths;     /* with score parts: the other parts' paths and */
+    bool *fdesc;       /* directions, for the key generator */
+    size_t nfields;
     mf_collator *coll; /* strings' order (one reference), or NULL: simple */
 };
 
@@ -78,6 +82,9 @@ void mf_sort_free(mf_sort *s)
         free(s->paths[i]);
     free(s->paths);
     free(s->desc);
+    free(s->score);
+    free(s->fpaths); /* borrowed from `paths` */
+    free(s->fdesc);
     mf_collator_unref(s->coll);
     free(s);
 }
@@ -113,8 +120,9 @@ static int64_t safe_number_long(const bson_iter_t *it)
     return (int64_t)d;
 }
 
-/* {a: {$meta: "..."}}: mongod's checks; a valid one is refused. */
-static int parse_meta(const bson_iter_t *it, mf_error *err)
+/* {a: {$meta: "..."}}: mongod's checks; "textScore" is taken (*score),
+ * another valid one refused. */
+static int parse_meta(const bson_iter_t *it, bool *score, mf_error *err)
 {
     uint32_t len;
     const uint8_t *data;
@@ -128,6 +136,10 @@ static int parse_meta(const bson_iter_t *it, mf_error *err)
         return mf_error_set(err, MF_FailedToParse,
                             "Cannot have additional keys in a $meta sort specification");
     const char *name = BSON_ITER_HOLDS_UTF8(&m) ? bson_iter_utf8(&m, NULL) : "";
+    if (strcmp(name, "textScore") == 0) {
+        *score = true;
+        return 0;
+    }
     static const char *const valid[] = {"textScore", "randVal", "geoNearDistance", "searchScore"};
     for (size_t i = 0; i < sizeof valid / sizeof valid[0]; i++)
         if (strcmp(name, valid[i]) == 0)
@@ -155,8 +167,17 @@ int mf_sort_parse(const bson_t *spec, mf_sort **out, mf_error *err)
     while (rc == 0 && bson_iter_next(&it)) {
         const char *key = bson_iter_key(&it);
         if (BSON_ITER_HOLDS_DOCUMENT(&it)) {
-            rc = parse_meta(&it, err);
-            break;
+            bool score = false;
+            if ((rc = parse_meta(&it, &score, err)) != 0)
+                break;
+            if ((!s->score && !(s->score = calloc(n, sizeof *s->score))) ||
+                !(s->paths[s->nparts] = strdup(key))) {
+                rc = oom(err);
+                break;
+            }
+            s->score[s->nparts] = true;
+            s->desc[s->nparts++] = true; /* the highest score first */
+            continue;
         }
         switch (bson_iter_type(&it)) {
         case BSON_TYPE_INT32: case BSON_TYPE_INT64: case BSON_TYPE_DOUBLE:
@@ -184,12 +205,27 @@ int mf_sort_parse(const bson_t *spec, mf_sort **out, mf_error *err)
         }
         s->desc[s->nparts++] = dir < 0;
     }
+    if (rc == 0 && s->score) { /* the key generator's fields: the others */
+        if (!(s->fpaths = calloc(n, sizeof *s->fpaths)) ||
+            !(s->fdesc = calloc(n, sizeof *s->fdesc)))
+            rc = oom(err);
+        for (size_t i = 0; rc == 0 && i < s->nparts; i++)
+            if (!s->score[i]) {
+                s->fpaths[s->nfields] = s->paths[i];
+                s->fdesc[s->nfields++] = s->desc[i];
+            }
+    }
     if (rc) {
         mf_sort_free(s);
         return rc;
     }
     *out = s;
     return 0;
+}
+
+bool mf_sort_needs_score(const mf_sort *s)
+{
+    return s && s->score;
 }
 
 int mf_sort_parse_coll(const bson_t *spec, const mf_collator *coll, mf_sort **out,
@@ -251,8 +287,55 @@ static int emit(mfi_keygen *g, const mfi_kfield *f, size_t nmissing)
 
 int mf_sort_key(const mf_sort *s, const bson_t *doc, mf_buf *key, mf_error *err)
 {
+    return mf_sort_key_meta(s, doc, NULL, key, err);
+}
+
+/* A sort with textScore parts: each score part is the score, descending,
+ * where it stands; the other parts, generated together, stand where the
+ * first of them is (exact when the score parts come first or last). */
+static int score_key(const mf_sort *s, const bson_t *doc, const double *score, mf_buf *key,
+                     mf_error *err)
+{
+    if (!score)
+        return mf_error_set(err, 40218,
+                            "query requires text score metadata, but it is not available");
+    bson_value_t v = {.value_type = BSON_TYPE_DOUBLE};
+    v.value.v_double = *score;
+    bool fields_done = s->nfields == 0;
+    for (size_t i = 0; i < s->nparts; i++) {
+        if (s->score[i]) {
+            if (mf_bsonx_key_append_value(key, &v, true) != 0)
+                return oom(err);
+            continue;
+        }
+        if (fields_done)
+            continue;
+        fields_done = true;
+        least l = {.best = key, .best_at = key->len};
+        mfi_keygen g = {.nfields = s->nfields, .paths = s->fpaths, .desc = s->fdesc,
+                        .coll = s->coll, .emit = emit, .arg = &l, .err = err};
+        int rc = mfi_keygen_run(&g, doc);
+        mf_buf_free(&l.cand);
+        if (rc == MF_CannotIndexParallelArrays)
+            rc = mf_error_set(err, MF_BadValue, "cannot sort with keys that are parallel arrays");
+        if (rc)
+            return rc;
+    }
+    return 0;
+}
+
+int mf_sort_key_meta(const mf_sort *s, const bson_t *doc, const double *score, mf_buf *key,
+                     mf_error *err)
+{
     if (s->nparts == 0)
         return 0;
+    if (s->score) {
+        size_t at = key->len;
+        int rc = score_key(s, doc, score, key, err);
+        if (rc)
+            key->len = at;
+        return rc;
+    }
     least l = {.best = key, .best_at = key->len};
     mfi_keygen g = {.nfields = s->nparts, .paths = s->paths, .desc = s->desc,
                     .coll = s->coll, .emit = emit, .arg = &l, .err = err};

@@ -93,6 +93,7 @@ enum {
     MF_ClientMetadataCannotBeMutated = 186,
     MF_PrimarySteppedDown = 189,
     MF_InvalidIndexSpecificationOption = 197,
+    MF_CannotBuildIndexKeys = 201,
     MF_InvalidUUID = 207,
     MF_IncompleteTransactionHistory = 217,
     MF_IllegalOpMsgFlag = 223,
