@@ -311,3 +311,16 @@ def test_run_wildcard_smoke(tmp_path):
     assert part["rows"], part
     for row in part["rows"]:
         assert row["n"] >= 1, row
+
+
+def test_run_text_smoke(tmp_path):
+    """The text part: its rows come out with a floor and a ratio."""
+    import json
+    r, out, files = _run_py(tmp_path, "--smoke", "--parts", "text")
+    assert r.returncode == 0, r.stderr
+    stem = next(f[:-5] for f in files if f.endswith("-smoke.json"))
+    part = json.loads((out / f"{stem}.json").read_text())["parts"]["text"]
+    assert part["status"] == "ok", part
+    assert part["rows"], part
+    for row in part["rows"]:
+        assert row["n"] >= 1, row
