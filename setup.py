@@ -270,7 +270,7 @@ class BuildExt(build_ext):
 
 
 def headers():
-    return [str(p.relative_to(ROOT)) for pat in ("*.h", "*.def") for p in CSRC.rglob(pat)]
+    return [str(p.relative_to(ROOT)) for pat in ("*.h", "*.def", "*.map") for p in CSRC.rglob(pat)]
 
 
 def extension():
@@ -285,8 +285,11 @@ def extension():
         libraries=libraries,
         extra_objects=static_objects,
         extra_compile_args=compile_flags(sanitize),
-        # the static decimal library's symbols stay inside (one export)
-        extra_link_args=["-pthread", "-Wl,--exclude-libs,ALL"] + (SANITIZE if sanitize else []),
+        # the static decimal library's symbols stay inside, and so do the C++
+        # template instances: one export (csrc/py/exports.map)
+        extra_link_args=["-pthread", "-Wl,--exclude-libs,ALL",
+                         f"-Wl,--version-script={CSRC / 'py' / 'exports.map'}"]
+                        + (SANITIZE if sanitize else []),
     )
 
 
