@@ -33,36 +33,6 @@
 #include <openssl/evp.h>
 #include <string.h>
 
-/* canonicalizeBSONType */
-static int32_t canonical_type(bson_type_t t)
-{
-    switch (t) {
-    case BSON_TYPE_MINKEY: return -1;
-    case BSON_TYPE_MAXKEY: return 127;
-    case BSON_TYPE_EOD:
-    case BSON_TYPE_UNDEFINED: return 0;
-    case BSON_TYPE_NULL: return 5;
-    case BSON_TYPE_DOUBLE:
-    case BSON_TYPE_INT32:
-    case BSON_TYPE_INT64:
-    case BSON_TYPE_DECIMAL128: return 10;
-    case BSON_TYPE_UTF8:
-    case BSON_TYPE_SYMBOL: return 15;
-    case BSON_TYPE_DOCUMENT: return 20;
-    case BSON_TYPE_ARRAY: return 25;
-    case BSON_TYPE_BINARY: return 30;
-    case BSON_TYPE_OID: return 35;
-    case BSON_TYPE_BOOL: return 40;
-    case BSON_TYPE_DATE_TIME: return 45;
-    case BSON_TYPE_TIMESTAMP: return 47;
-    case BSON_TYPE_REGEX: return 50;
-    case BSON_TYPE_DBPOINTER: return 55;
-    case BSON_TYPE_CODE: return 60;
-    case BSON_TYPE_CODEWSCOPE: return 65;
-    }
-    return -128; /* not reached: validated BSON holds no other type */
-}
-
 /* safeNumberLongForHash: NaN is 0; a double of 2^63 exactly is INT64_MIN
  * (the old overflowing cast, kept); past the ends, the end; a double
  * truncated toward zero, a decimal rounded half to even (Decimal128's
@@ -126,7 +96,7 @@ static int put_members(mf_buf *b, const bson_iter_t *it, const mf_collator *coll
 static int put_element(mf_buf *b, const bson_iter_t *it, const mf_collator *coll, bool named)
 {
     bson_type_t t = bson_iter_type(it);
-    if (put_i32(b, canonical_type(t)) != 0)
+    if (put_i32(b, mf_bsonx_canonical_type(t)) != 0)
         return -1;
     if (named && mf_buf_append(b, bson_iter_key(it), bson_iter_key_len(it) + 1) != 0)
         return -1;

@@ -1511,7 +1511,7 @@ static mfi_keygen keygen_of(const mf_index_desc *d, ikeys *k, mf_error *err)
                         .coll = d->coll, .emit = emit, .arg = k, .err = err};
 }
 
-static int key_cmp(const void *a, const void *b)
+int mfi_key_cmp(const void *a, const void *b)
 {
     const mf_buf *x = a, *y = b;
     size_t n = x->len < y->len ? x->len : y->len;
@@ -1520,14 +1520,14 @@ static int key_cmp(const void *a, const void *b)
 }
 
 /* Sort the keys; move duplicates past `n` (their memory stays owned). */
-static void keyset_unique(mf_keyset *k)
+void mfi_keyset_unique(mf_keyset *k)
 {
     if (k->n < 2)
         return;
-    qsort(k->keys, k->n, sizeof *k->keys, key_cmp);
+    qsort(k->keys, k->n, sizeof *k->keys, mfi_key_cmp);
     size_t w = 1;
     for (size_t r = 1; r < k->n; r++) {
-        if (key_cmp(&k->keys[r], &k->keys[w - 1]) == 0)
+        if (mfi_key_cmp(&k->keys[r], &k->keys[w - 1]) == 0)
             continue;
         if (r != w) {
             mf_buf t = k->keys[w];
@@ -1611,7 +1611,7 @@ int mfi_btree_keys(const mf_index_desc *d, const bson_t *doc, mf_keyset *out, ui
         mf_keyset_clear(out);
         return rc;
     }
-    keyset_unique(out);
+    mfi_keyset_unique(out);
     if ((rc = mfi_keys_fit(d, out, err)) != 0)
         return rc;
     *multikey = g.multikey;

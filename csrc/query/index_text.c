@@ -135,30 +135,6 @@ static int extra_value(const bson_t *doc, const char *path, bson_iter_t *out, bo
     }
 }
 
-static int key_cmp(const void *a, const void *b)
-{
-    const mf_buf *x = a, *y = b;
-    size_t n = x->len < y->len ? x->len : y->len;
-    int c = memcmp(x->data, y->data, n);
-    return c ? c : (x->len > y->len) - (x->len < y->len);
-}
-
-static int keyset_push(mf_keyset *k, mf_buf **out)
-{
-    if (k->n == k->cap) {
-        size_t cap = k->cap ? k->cap * 2 : 16;
-        mf_buf *keys = realloc(k->keys, cap * sizeof *keys);
-        if (!keys)
-            return -1;
-        memset(keys + k->cap, 0, (cap - k->cap) * sizeof *keys);
-        k->keys = keys;
-        k->cap = cap;
-    }
-    *out = &k->keys[k->n++];
-    (*out)->len = 0;
-    return 0;
-}
-
 /* The encoded values of `n` extra fields `paths` (their first is key
  * field `first`). */
 static int encode_extras(const mf_index_desc *d, const bson_t *doc, char *const *paths, size_t n,
@@ -202,7 +178,7 @@ int mfi_text_index_keys(const mf_index_desc *d, const bson_t *doc, mf_keyset *ou
         mf_buf *key;
         bson_value_t score = {.value_type = BSON_TYPE_DOUBLE};
         score.value.v_double = terms.v[i].score;
-        if (keyset_push(out, &key) != 0 || mf_buf_append(key, before.data, before.len) != 0 ||
+        if (mfi_keyset_add(out, &key) != 0 || mf_buf_append(key, before.data, before.len) != 0 ||
             mfi_text_key_term(key, terms.v[i].term, strlen(terms.v[i].term)) != 0 ||
             mf_bsonx_key_append_value(key, &score, false) != 0 ||
             mf_buf_append(key, after.data, after.len) != 0) {
@@ -217,7 +193,7 @@ int mfi_text_index_keys(const mf_index_desc *d, const bson_t *doc, mf_keyset *ou
             goto done;
         }
     }
-    qsort(out->keys, out->n, sizeof *out->keys, key_cmp);
+    qsort(out->keys, out->n, sizeof *out->keys, mfi_key_cmp);
     if (out->n > 1)
         *multikey = ts->nbefore < 32 ? 1u << ts->nbefore : 0;
 done:

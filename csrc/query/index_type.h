@@ -62,6 +62,10 @@ extern const mf_index_type mfi_hashed_type; /* index_hashed.c */
  * is longer than the index's tree takes. */
 int mfi_keyset_add(mf_keyset *k, mf_buf **out);
 int mfi_keys_fit(const mf_index_desc *d, mf_keyset *out, mf_error *err);
+/* memcmp order of two keys (mf_buf), for qsort; sort `k`'s keys and drop
+ * repeats (their memory stays owned past `n`). */
+int mfi_key_cmp(const void *a, const void *b);
+void mfi_keyset_unique(mf_keyset *k);
 
 /* The values of a hashed index's one key for `doc`, named by the fields'
  * paths (the hashed one a NumberLong), appended to `out`: returnKey. */

@@ -411,49 +411,6 @@ typedef struct wctx {
     } reg[32]; /* the regular fields' values */
 } wctx;
 
-static int keyset_add(mf_keyset *k, mf_buf **out)
-{
-    if (k->n == k->cap) {
-        size_t cap = k->cap ? k->cap * 2 : 8;
-        mf_buf *keys = realloc(k->keys, cap * sizeof *keys);
-        if (!keys)
-            return -1;
-        memset(keys + k->cap, 0, (cap - k->cap) * sizeof *keys);
-        k->keys = keys;
-        k->cap = cap;
-    }
-    *out = &k->keys[k->n++];
-    (*out)->len = 0;
-    return 0;
-}
-
-static int key_cmp(const void *a, const void *b)
-{
-    const mf_buf *x = a, *y = b;
-    size_t n = x->len < y->len ? x->len : y->len;
-    int c = n ? memcmp(x->data, y->data, n) : 0;
-    return c ? c : (x->len > y->len) - (x->len < y->len);
-}
-
-static void keyset_unique(mf_keyset *k)
-{
-    if (k->n < 2)
-        return;
-    qsort(k->keys, k->n, sizeof *k->keys, key_cmp);
-    size_t w = 1;
-    for (size_t r = 1; r < k->n; r++) {
-        if (key_cmp(&k->keys[r], &k->keys[w - 1]) == 0)
-            continue;
-        if (r != w) {
-            mf_buf t = k->keys[w];
-            k->keys[w] = k->keys[r];
-            k->keys[r] = t;
-        }
-        w++;
-    }
-    k->n = w;
-}
-
 static int put_string(mf_buf *out, const char *s, size_t n)
 {
     bson_value_t v = {.value_type = BSON_TYPE_UTF8};
@@ -490,7 +447,7 @@ static int add_key(wctx *x, const bson_iter_t *v)
     if (x->found)
         return 0;
     key->len = 0;
-    if ((!x->values && keyset_add(x->out, &key) != 0) ||
+    if ((!x->values && mfi_keyset_add(x->out, &key) != 0) ||
         mf_buf_append(key, x->prefix.data, x->prefix.len) != 0 ||
         put_string(key, (const char *)x->path.data, x->path.len) != 0 ||
         (v ? mf_bsonx_key_append_coll(key, v, desc, x->d->coll)
@@ -534,7 +491,7 @@ static int add_multikey(wctx *x)
     x->bloom |= path_bit((const char *)x->path.data, x->path.len);
     if (x->values)
         return 0;
-    if (keyset_add(x->out, &key) != 0)
+    if (mfi_keyset_add(x->out, &key) != 0)
         return oom(x->err);
     for (size_t i = 0; i < x->nbefore; i++)
         if (put_special(key, BSON_TYPE_MINKEY, false) != 0)
@@ -667,7 +624,7 @@ int mfi_wild_keys(const mf_index_desc *d, const bson_t *doc, mf_keyset *out, uin
     if (d->nfields > 1 && x.nleaves == 0) {
         /* no leaf: the regular fields alone, $_path and value MinKey */
         mf_buf *key;
-        if (keyset_add(out, &key) != 0 || mf_buf_append(key, x.prefix.data, x.prefix.len) != 0 ||
+        if (mfi_keyset_add(out, &key) != 0 || mf_buf_append(key, x.prefix.data, x.prefix.len) != 0 ||
             put_special(key, BSON_TYPE_MINKEY, false) != 0 ||
             put_special(key, BSON_TYPE_MINKEY, d->desc[w->wfield]) != 0 ||
             mf_buf_append(key, x.suffix.data, x.suffix.len) != 0) {
@@ -675,7 +632,7 @@ int mfi_wild_keys(const mf_index_desc *d, const bson_t *doc, mf_keyset *out, uin
             goto out;
         }
     }
-    keyset_unique(out);
+    mfi_keyset_unique(out);
     size_t room = MF_BTREE_MAX_KEY - 8;
     for (size_t i = 0; i < out->n; i++)
         if (out->keys[i].len > room) {
@@ -760,7 +717,7 @@ static int enc_of(mf_buf *out, bson_type_t t)
 
 static int cmp_buf(const mf_buf *a, const mf_buf *b)
 {
-    return key_cmp(a, b);
+    return mfi_key_cmp(a, b);
 }
 
 static bool is_full(const mfi_oil *o)
