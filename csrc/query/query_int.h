@@ -78,6 +78,10 @@ typedef struct mfi_pred {
                              are every string and the regex value */
     bool equality;        /* an equality or a $in without regexes (mongod's EQ
                              and MATCH_IN): its points bound a hashed field */
+    const struct mf_geo_query *geo; /* a geo condition ($geoWithin, $geoIntersects,
+                             or a ring of a $near search): its parsed query
+                             (geo.h), the oil empty; only a geo kind's bounds
+                             read it, every other kind finds it unusable */
 } mfi_pred;
 
 typedef struct mfi_preds {
