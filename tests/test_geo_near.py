@@ -185,9 +185,10 @@ def test_near_errors(client):
     with pytest.raises(OperationFailure) as e:
         list(c.find({"loc": {"$near": [0, 0]}}))
     assert e.value.code == 291
-    with pytest.raises(OperationFailure) as e:  # a hint that cannot serve
-        list(c.find({"loc": near}, hint="_id_"))
-    assert e.value.code == 291
+    for hint in ("_id_", {"$natural": 1}):  # a hint that cannot serve
+        with pytest.raises(OperationFailure) as e:
+            list(c.find({"loc": near}, hint=hint))
+        assert e.value.code == 291
     with pytest.raises(OperationFailure) as e:  # the argument's own checks
         list(c.find({"loc": {"$near": {"$geometry": point(0, 0), "$maxDistance": -1}}}))
     assert e.value.code == 2

@@ -1106,12 +1106,15 @@ static int scan_plan(mf_coll *c, const mf_index_desc *idx, size_t nidx, const bs
     /* $near: a 2dsphere index's search by distance, whatever else */
     if (filter && mf_filter_has_near(filter)) {
         const char *hint_name = NULL;
-        if (hint && !hint_is_natural(hint, &natural_back)) {
+        size_t nnear = nidx;
+        if (hint && hint_is_natural(hint, &natural_back)) {
+            nnear = 0; /* a collection scan cannot search by distance */
+        } else if (hint) {
             if ((rc = hint_find(idx, nidx, hint, &hinted, err)) != 0)
                 goto fail;
             hint_name = idx[hinted].name;
         }
-        if ((rc = mfi_plan_near(s, idx, nidx, filter, hint_name, err)) != 0)
+        if ((rc = mfi_plan_near(s, idx, nnear, filter, hint_name, err)) != 0)
             goto fail;
         *out = s;
         return 0;
