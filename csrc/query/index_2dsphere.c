@@ -317,9 +317,15 @@ static int literal_value(void *arg, const bson_iter_t *v)
 
 /* The geo field's values, but those that mean "no geo value": with one
  * value only, null, undefined, [] and {} are dropped (getS2Keys, version
- * 2 and later). */
+ * 2 and later).  libbson aligns bson_iter_t to 128 bytes by an attribute
+ * of its typedef, which neither malloc nor an array's stride honours: each
+ * one is kept in a padded, aligned slot. */
+typedef struct geo_slot {
+    _Alignas(128) bson_iter_t it;
+} geo_slot;
+
 typedef struct geo_list {
-    bson_iter_t *v;
+    geo_slot *v;
     size_t n, cap;
 } geo_list;
 
@@ -327,18 +333,17 @@ static int geo_collect(void *arg, const bson_iter_t *v)
 {
     geo_list *l = arg;
     if (l->n == l->cap) {
-        /* libbson aligns bson_iter_t to 128 bytes, which malloc does not */
         size_t cap = l->cap ? l->cap * 2 : 4;
         void *nv;
-        if (posix_memalign(&nv, _Alignof(bson_iter_t), cap * sizeof(bson_iter_t)) != 0)
+        if (posix_memalign(&nv, _Alignof(geo_slot), cap * sizeof(geo_slot)) != 0)
             return MF_InternalError;
         if (l->n)
-            memcpy(nv, l->v, l->n * sizeof(bson_iter_t));
+            memcpy(nv, l->v, l->n * sizeof(geo_slot));
         free(l->v);
         l->v = nv;
         l->cap = cap;
     }
-    l->v[l->n++] = *v;
+    l->v[l->n++].it = *v;
     return 0;
 }
 
@@ -365,10 +370,10 @@ static int field_parts(const mf_index_desc *d, size_t i, const bson_t *doc,
         free(l.v);
         return mf_error_oom(err);
     }
-    if (l.n == 1 && no_geo_value(&l.v[0]))
+    if (l.n == 1 && no_geo_value(&l.v[0].it))
         l.n = 0;
     for (size_t j = 0; rc == 0 && j < l.n; j++)
-        rc = geo_value(&c, &l.v[j]);
+        rc = geo_value(&c, &l.v[j].it);
     *has_geo = l.n > 0;
     free(l.v);
     if (rc == 0 && out->n == 0 && parts_push_type(out, BSON_TYPE_NULL) != 0)
