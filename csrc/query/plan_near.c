@@ -311,13 +311,15 @@ static int ring_keys(mf_scan *s, mf_btree *tree, const mf_geo_interval *v, size_
         }
         mf_cursor_init(&cur, tree);
         s->stats.seeks++;
-        rc = mf_cursor_seek(&cur, start.data, start.len, false, &valid, err);
+        static const uint8_t none[1];
+        rc = mf_cursor_seek(&cur, start.len ? start.data : none, start.len, false, &valid, err);
         while (rc == 0 && valid) {
             const uint8_t *k, *val, *g;
             size_t kl, vl, gl;
             mf_cursor_key(&cur, &k, &kl);
-            if (t->prefix_known && (kl < t->prefix_key.len ||
-                                    memcmp(k, t->prefix_key.data, t->prefix_key.len) != 0))
+            if (t->prefix_known && t->prefix_key.len &&
+                (kl < t->prefix_key.len ||
+                 memcmp(k, t->prefix_key.data, t->prefix_key.len) != 0))
                 break;
             s->stats.keys_examined++;
             bool in = geo_part(t, k, kl, &g, &gl);
