@@ -436,7 +436,8 @@ static int next_ring(mf_scan *s, mf_engine *e, mf_coll *c, mf_error *err)
     if (rc)
         return rc;
     /* one candidate per document, its distance from its stored values */
-    qsort(t->hits, t->nhits, sizeof *t->hits, cmp_rid);
+    if (t->nhits > 1)
+        qsort(t->hits, t->nhits, sizeof *t->hits, cmp_rid);
     size_t w = 0;
     for (size_t r = 0; r < t->nhits; r++) {
         if (w && t->hits[w - 1].rid == t->hits[r].rid)
@@ -460,7 +461,8 @@ static int next_ring(mf_scan *s, mf_engine *e, mf_coll *c, mf_error *err)
         t->hits[w++] = (struct hit){t->hits[r].rid, d};
     }
     t->nhits = w;
-    qsort(t->hits, t->nhits, sizeof *t->hits, cmp_dist);
+    if (t->nhits > 1)
+        qsort(t->hits, t->nhits, sizeof *t->hits, cmp_dist);
     if (t->nhits < RING_GROW_BELOW)
         t->step *= 2;
     t->inner = outer;
