@@ -747,7 +747,8 @@ static void bauto_free(mfi_stage *s)
     mfi_val_free(&b->prev_max);
 }
 
-static const mfi_stage_ops bauto_ops = {"$bucketAuto", bauto_next, NULL, bauto_free};
+static const mfi_stage_ops bauto_ops = {"$bucketAuto", bauto_next, NULL, bauto_free, false,
+                                        MFI_DEPS_EXHAUSTIVE_ALL};
 
 int mfi_parse_bucket_auto(const bson_iter_t *it, mfi_agg *agg, mfi_stage_list *out,
                           mf_error *err)
@@ -1026,7 +1027,10 @@ static void redact_free(mfi_stage *s)
     bson_destroy(&r->vars_doc);
 }
 
-static const mfi_stage_ops redact_ops = {"$redact", redact_next, NULL, redact_free};
+/* mongod's $redact keeps the document's metadata, and its dependency
+ * analysis stops at it (no getDependencies of its own) */
+static const mfi_stage_ops redact_ops = {"$redact", redact_next, NULL, redact_free, true,
+                                         MFI_DEPS_NOT_SUPPORTED};
 
 int mfi_parse_redact(const bson_iter_t *it, mfi_agg *agg, mfi_stage_list *out, mf_error *err)
 {

@@ -338,7 +338,8 @@ static void densify_free(mfi_stage *s)
     mfi_val_free(&d->hi);
 }
 
-static const mfi_stage_ops densify_ops = {"$densify", densify_next, NULL, densify_free};
+static const mfi_stage_ops densify_ops = {"$densify", densify_next, NULL, densify_free, false,
+                                          MFI_DEPS_SEE_NEXT};
 
 /* A FieldPath argument (no "$"): checked as mongod's FieldPath. */
 static int plain_path(const char *s, char **out, mf_error *err)

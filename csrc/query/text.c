@@ -1274,10 +1274,11 @@ static void count_text(const bson_t *f, bool under_nor, bool top, text_count *c,
     }
 }
 
-int mfi_text_find(const bson_t *filter, bson_iter_t *operand, bool *found, mf_error *err)
+int mfi_text_find(const bson_t *filter, bson_iter_t *operand, bool *found, bool *under_or,
+                  mf_error *err)
 {
     text_count c = {0};
-    *found = false;
+    *found = *under_or = false;
     if (!filter)
         return 0;
     count_text(filter, false, true, &c, operand);
@@ -1285,12 +1286,8 @@ int mfi_text_find(const bson_t *filter, bson_iter_t *operand, bool *found, mf_er
         return mf_error_set(err, MF_BadValue, "Too many text expressions");
     if (c.n == 1 && c.in_nor)
         return mf_error_set(err, MF_BadValue, "text expression not allowed in nor");
-    if (c.n == 1 && c.nested)
-        return mf_error_set(err, MF_NoQueryExecutionPlans,
-                            "error processing query: planner returned error :: caused by :: "
-                            "Failed to produce a solution for TEXT under OR - other non-TEXT "
-                            "clauses under OR have to be indexed as well.");
     *found = c.n == 1;
+    *under_or = c.n == 1 && c.nested;
     return 0;
 }
 

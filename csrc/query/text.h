@@ -144,11 +144,13 @@ int mfi_text_doc_matches(const mfi_text_spec *ts, const mfi_text_query *q, const
 /* parsedTextQuery as explain shows it. */
 void mfi_text_query_explain(const mfi_text_query *q, bson_t *out);
 
-/* Where the text part of `filter` is: the $text operand at the top or in
- * a top-level $and (`*found`).  Errors (mongod's checks of the whole
- * filter): BadValue "Too many text expressions", "text expression not
- * allowed in nor". */
-int mfi_text_find(const bson_t *filter, bson_iter_t *operand, bool *found, mf_error *err);
+/* Where the text part of `filter` is: `*found` when it has one $text;
+ * `*operand` is on it when it stands at the top or in a top-level $and,
+ * else (`*under_or`) it is inside a $or.  Errors (mongod's checks of the
+ * whole filter): BadValue "Too many text expressions", "text expression
+ * not allowed in nor". */
+int mfi_text_find(const bson_t *filter, bson_iter_t *operand, bool *found, bool *under_or,
+                  mf_error *err);
 
 /* ------------------------------------------ the index (index_text.c) */
 

@@ -193,12 +193,13 @@ static int fake_parse(const bson_iter_t *it, void *arg, void **out, mf_error *er
     return 0;
 }
 
-static int fake_eval(const void *x, const bson_t *root, void *arg, bson_value_t *out,
-                     mf_error *err)
+static int fake_eval(const void *x, const bson_t *root, const mf_meta *meta, void *arg,
+                     bson_value_t *out, mf_error *err)
 {
     const bson_value_t *v = x;
     bson_iter_t f;
     (void)arg;
+    (void)meta;
     out->value_type = BSON_TYPE_EOD;
     if (v->value_type == BSON_TYPE_UTF8 && strcmp(v->value.v_utf8.str, "boom") == 0)
         return mf_error_set(err, 16608, "can't $divide by zero");
@@ -238,7 +239,8 @@ static int expr_match(const mf_expr_hooks *h, bson_t *filter, bson_t *doc, bool 
 
 MFT_CASE(match_expr_hooks, "/query/match/expr_hooks")
 {
-    mf_expr_hooks h = {fake_parse, fake_eval, fake_free, fake_free_value, NULL};
+    mf_expr_hooks h = {.parse = fake_parse, .eval = fake_eval, .free = fake_free,
+                       .free_value = fake_free_value};
     mf_error err;
     bool hit = true;
     bson_t *doc = BCON_NEW("f", BCON_INT32(0), "g", BCON_INT32(1));
