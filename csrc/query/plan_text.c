@@ -473,7 +473,7 @@ int mfi_plan_text_explain(const mf_scan *s, bool stats, bson_t *out)
     BSON_APPEND_DOCUMENT_BEGIN(out, "parsedTextQuery", &pq);
     mfi_text_query_explain(&t->q, &pq);
     bson_append_document_end(out, &pq);
-    BSON_APPEND_INT32(out, "textIndexVersion", 3);
+    BSON_APPEND_INT32(out, "textIndexVersion", t->ts.default_lang->version);
     if (stats)
         BSON_APPEND_INT32(out, "docsRejected",
                           (int32_t)(s->stats.docs_examined - s->stats.n_returned));
