@@ -152,6 +152,11 @@ def test_stages_that_keep_and_drop_metadata(coll):
                     [{"$count": "n"}], [{"$sortByCount": "$g"}],
                     [{"$facet": {"a": [{"$limit": 1}]}}]):
         assert all(v is None for v in scores(dropped)), dropped
+    # $densify: its input documents keep theirs, those it makes have none
+    got = agg(coll, [TEXT, {"$densify": {"field": "b", "range": {"step": 1, "bounds": [0, 3]}}},
+                     {"$addFields": {"s": {"$meta": "textScore"}}}])
+    assert {d["_id"]: d["s"] for d in got if "_id" in d} == pytest.approx(APPLE)
+    assert all("s" not in d for d in got if "_id" not in d) and len(got) > len(APPLE)
     # $setWindowFields' functions read each document's own score
     got = agg(coll, [TEXT, {"$setWindowFields": {
         "sortBy": {"_id": 1},
