@@ -152,6 +152,10 @@ def test_stages_that_keep_and_drop_metadata(coll):
                     [{"$count": "n"}], [{"$sortByCount": "$g"}],
                     [{"$facet": {"a": [{"$limit": 1}]}}]):
         assert all(v is None for v in scores(dropped)), dropped
+    # $bucketAuto's accumulators read each document's own score
+    got = agg(coll, [TEXT, {"$bucketAuto": {"groupBy": "$_id", "buckets": 1, "output": {
+        "s": {"$sum": {"$meta": "textScore"}}}}}])
+    assert got[0]["s"] == pytest.approx(sum(APPLE.values()))
     # $densify: its input documents keep theirs, those it makes have none
     got = agg(coll, [TEXT, {"$densify": {"field": "b", "range": {"step": 1, "bounds": [0, 3]}}},
                      {"$addFields": {"s": {"$meta": "textScore"}}}])
