@@ -398,3 +398,43 @@ MFT_CASE(match_dbref, "/query/match/dbref_is_a_value")
     CHECK_INT(code, MF_BadValue);
     bson_destroy(doc);
 }
+
+/* ------------------------------------------------------------ metadata */
+
+MFT_CASE(meta_names_and_bson, "/query/meta/names_values_bson")
+{
+    mf_meta m = {0}, back = {0};
+    mf_error err;
+    for (int k = 0; k < MF_META_NKINDS; k++)
+        CHECK_INT(mf_meta_kind_of(mf_meta_name((mf_meta_kind)k)), k);
+    CHECK_INT(mf_meta_kind_of("textscore"), -1); /* names are exact */
+    CHECK_INT(mf_meta_unavailable(MF_META_BIT(MF_META_GEO_NEAR_POINT), &err), 40218);
+    CHECK_STR(err.msg, "query requires $geoNear point metadata, but it is not available");
+    mf_meta_set_double(&m, MF_META_TEXT_SCORE, 1.5);
+    mf_meta_set_long(&m, MF_META_RECORD_ID, 7);
+    bson_t *pt = BCON_NEW("type", "Point");
+    bson_value_t v = {.value_type = BSON_TYPE_DOCUMENT};
+    v.value.v_doc.data = (uint8_t *)bson_get_data(pt);
+    v.value.v_doc.data_len = pt->len;
+    CHECK_INT(mf_meta_set_value(&m, MF_META_GEO_NEAR_POINT, &v), 0);
+    bson_destroy(pt); /* the metadata holds its own copy */
+    bson_t b = BSON_INITIALIZER;
+    mf_meta_to_bson(&m, &b);
+    CHECK_INT(mf_meta_from_bson(&back, bson_get_data(&b), b.len), 0);
+    bson_destroy(&b);
+    CHECK_INT(back.has, m.has);
+    CHECK(mf_meta_get(&back, MF_META_TEXT_SCORE)->value.v_double == 1.5);
+    CHECK_INT(mf_meta_get(&back, MF_META_RECORD_ID)->value.v_int64, 7);
+    const bson_value_t *p = mf_meta_get(&back, MF_META_GEO_NEAR_POINT);
+    CHECK(p && p->value_type == BSON_TYPE_DOCUMENT && p->value.v_doc.data_len > 5);
+    CHECK(mf_meta_get(&back, MF_META_SORT_KEY) == NULL);
+    CHECK(mf_meta_get(NULL, MF_META_TEXT_SCORE) == NULL);
+    /* a copy owns its values: clearing the source leaves it whole */
+    mf_meta copy = {0};
+    CHECK_INT(mf_meta_copy(&copy, &back), 0);
+    mf_meta_clear(&back);
+    CHECK_INT(back.has, 0);
+    CHECK(mf_meta_get(&copy, MF_META_GEO_NEAR_POINT) != NULL);
+    mf_meta_clear(&copy);
+    mf_meta_clear(&m);
+}
