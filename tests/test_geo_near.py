@@ -193,3 +193,28 @@ def test_near_errors(client):
         list(c.find({"loc": {"$near": {"$geometry": point(0, 0), "$maxDistance": -1}}}))
     assert e.value.code == 2
     assert [d["loc"] for d in c.find({"loc": near})] == [point(1, 1)]
+
+
+def test_geo_near_metadata_in_find_and_aggregate(client):
+    c = client.t.c
+    c.create_index([("loc", "2dsphere")])
+    c.insert_many([{"_id": i, "loc": point(i, i)} for i in range(5)])
+    q = {"loc": {"$near": {"$geometry": point(0, 0)}}}
+    r = list(c.find(q, {"d": {"$meta": "geoNearDistance"}, "p": {"$meta": "geoNearPoint"}}))
+    assert [d["_id"] for d in r] == [0, 1, 2, 3, 4]
+    for d in r:
+        assert abs(d["d"] - haversine(0, 0, d["_id"], d["_id"]) * R) < 1e-6
+        assert d["p"] == point(d["_id"], d["_id"])
+    # $geoNear: the metadata keep the distance unmultiplied, as mongod's
+    r = list(c.aggregate([
+        {"$geoNear": {"near": point(0, 0), "distanceField": "x", "distanceMultiplier": 2}},
+        {"$project": {"x": 1, "d": {"$meta": "geoNearDistance"},
+                      "p": {"$meta": "geoNearPoint"}}}]))
+    for d in r:
+        assert abs(d["x"] - 2 * d["d"]) < 1e-6 and d["p"] == point(d["_id"], d["_id"])
+    with pytest.raises(OperationFailure) as e:
+        list(c.aggregate([{"$match": {}}, {"$project": {"d": {"$meta": "geoNearDistance"}}}]))
+    assert e.value.code == 40218
+    with pytest.raises(OperationFailure) as e:
+        list(c.find({}, {"d": {"$meta": "geoNearDistance"}}))
+    assert e.value.code == 40218

@@ -69,10 +69,22 @@ PARSE_ERRORS = [
      "Cannot have additional keys in a $meta sort specification"),
     ({"a": {"$meta": "foo"}}, 31138, 'Illegal $meta sort: $meta: "foo"'),
     ({"a": {"$meta": 1}}, 31138, "Illegal $meta sort: $meta: 1"),
-    # taken; a document without a $text query's score is mongod's 40218
-    ({"a": {"$meta": "textScore"}}, 40218,
-     "query requires text score metadata, but it is not available"),
+    ({"a": {"$meta": "searchScore"}}, 31218,
+     "$meta sort by 'searchScore' metadata is not supported"),
+    ({"a": {"$meta": "searchHighlights"}}, 31219,
+     "$meta sort by 'searchHighlights' metadata is not supported"),
+    ({"a": {"$meta": "recordId"}}, 31138, 'Illegal $meta sort: $meta: "recordId"'),
 ]
+
+
+def test_meta_parts_without_metadata_tie():
+    # textScore, randVal and geoNearDistance are taken; a document without
+    # the metadata sorts as missing (the commands refuse first what mongod
+    # refuses: 40218 without $text, test_text_index.py / test_meta.py)
+    docs = [{"_id": i, "a": -i} for i in range(4)]
+    for name in ("textScore", "randVal", "geoNearDistance"):
+        assert ids({"m": {"$meta": name}, "a": 1}, docs) == [3, 2, 1, 0]
+        assert ids({"a": 1, "m": {"$meta": name}}, docs) == [3, 2, 1, 0]
 
 
 @pytest.mark.parametrize("spec,code,msg", PARSE_ERRORS)

@@ -289,6 +289,80 @@ def test_language_override_per_document(client):
     assert code == 17261
 
 
+# ------------------------------------------------------------ words
+
+
+# Code points and whether mongod's delimiter list (Unicode 8.0's PropList:
+# White_Space, Dash, Hyphen, Quotation_Mark, Terminal_Punctuation,
+# Pattern_Syntax, STerm) has them.
+DELIMITERS = [
+    (0x0964, True),   # DEVANAGARI DANDA: Terminal_Punctuation, STerm
+    (0x2010, True),   # HYPHEN: Dash, Hyphen
+    (0x00A0, True),   # NO-BREAK SPACE: White_Space
+    (0x0085, True),   # NEXT LINE: White_Space
+    (0x2019, True),   # RIGHT SINGLE QUOTATION MARK: Quotation_Mark, in English too
+    (0x3001, True),   # IDEOGRAPHIC COMMA: Terminal_Punctuation
+    (0x061F, True),   # ARABIC QUESTION MARK: Terminal_Punctuation, STerm
+    (0x2E3B, True),   # THREE-EM DASH: Dash, Pattern_Syntax
+    (0x2E4F, True),   # reserved in 8.0 inside Pattern_Syntax's 2E00..2E7F
+    (0xFF0C, True),   # FULLWIDTH COMMA
+    (0x00B7, False),  # MIDDLE DOT: no such property (a diacritic, removed)
+    (0x11944, False),  # DIVES AKURU DOUBLE DANDA: Unicode 13, after mongod's list
+    (0x1F600, False),  # an emoji
+    (0xFF3F, False),  # FULLWIDTH LOW LINE: a connector, as `_`
+    (0x005F, False),  # LOW LINE
+    (0x001D, False),  # a control: not White_Space
+]
+
+
+@pytest.mark.parametrize("cp,delim", DELIMITERS, ids=lambda v: hex(v) if isinstance(v, int) else v)
+def test_delimiters_are_mongods(client, cp, delim):
+    c = client.t.c
+    c.create_index([("t", "text")], default_language="none")
+    c.insert_one({"_id": 1, "t": "alpha" + chr(cp) + "beta"})
+    assert (c.find_one({"$text": {"$search": "beta"}}) is not None) == delim
+    assert (c.find_one({"$text": {"$search": "alpha"}}) is not None) == delim
+
+
+def test_apostrophe_only_in_english(client):
+    db = client.t
+    db.en.create_index([("t", "text")])
+    db.fr.create_index([("t", "text")], default_language="french")
+    for c in (db.en, db.fr):
+        c.insert_one({"_id": 1, "t": "l'avion"})
+    assert db.en.find_one({"$text": {"$search": "avion"}}) is None
+    assert db.fr.find_one({"$text": {"$search": "avion"}}) is not None
+
+
+def test_text_index_version_2(client):
+    # mongod 7.0 still builds version 2 on request, with its legacy
+    # tokenizer: ASCII delimiters and case folding, no diacritics removed
+    c = client.t.c
+    c.create_index([("t", "text")], textIndexVersion=2)
+    spec = [ix for ix in c.list_indexes() if ix["name"] == "t_text"][0]
+    assert spec["textIndexVersion"] == 2
+    c.insert_many([{"_id": 1, "t": "Café au lait_x"},
+                   {"_id": 2, "t": "new\u0964thing over\u2019there"},
+                   {"_id": 3, "t": "ÉCOLE school"}, {"_id": 4, "t": "running dogs"},
+                   {"_id": 5, "t": "alpha-beta"}])
+
+    def ids(search, **kw):
+        return sorted(d["_id"] for d in c.find({"$text": {"$search": search, **kw}}))
+    assert ids("café") == [1] and ids("cafe") == []           # no diacritics removed
+    assert ids("lait_x") == [1]                                # `_` is text
+    assert ids("thing") == [] and ids("over") == []            # non-ASCII is text
+    assert ids("ÉCOLE") == [3] and ids("école") == []          # ASCII case only
+    assert ids("run") == [4] and ids("beta") == [5]            # stems; '-' delimits
+    assert ids('"AU LAIT"') == [1] and ids('"AU LAIT"', **{"$caseSensitive": True}) == []
+    got = {d["_id"]: d["s"] for d in c.find({"$text": {"$search": "dogs"}},
+                                             {"s": {"$meta": "textScore"}})}
+    assert got == {4: pytest.approx(1 * 1 * (0.5 * 1 / 2 + 0.5))}
+    plan = c.find({"$text": {"$search": "dog"}}).explain()["queryPlanner"]["winningPlan"]
+    assert plan["textIndexVersion"] == 2
+    code, msg = code_of(lambda: list(c.find({"$text": {"$search": "x", "$language": "xx"}})))
+    assert (code, msg) == (2, 'unsupported language: "xx" for text index version 2')
+
+
 # ------------------------------------------------------------ errors
 
 

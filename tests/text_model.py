@@ -30,11 +30,13 @@ def stem(lang, word):
 def is_delim(ch, english):
     c = ord(ch)
     if c < 0x80:
+        # Unicode 8.0's White_Space, Dash, Quotation_Mark, Terminal_Punctuation and
+        # Pattern_Syntax below 0x80: \t..\r, space, and the punctuation but `_`
         if ch == "'":
             return not english
         if ch == "_":
             return False
-        return ch.isspace() or not ch.isalnum()
+        return 9 <= c <= 13 or c == 32 or (33 <= c < 127 and not ch.isalnum())
     cat = unicodedata.category(ch)
     return cat.startswith("Z") or cat in ("Pd", "Ps", "Pe", "Pi", "Pf", "Po", "Sm")
 

@@ -18,6 +18,7 @@
 #define MF_AGG_H
 
 #include "../bsonx/bsonx.h"
+#include "../query/meta.h"
 
 #include <bson/bson.h>
 
@@ -43,6 +44,9 @@ typedef struct mf_expr_vars {
     bool has_now;
     const bson_t *let;         /* may be NULL; borrowed for the call */
     const mf_collator *coll;   /* may be NULL (simple); borrowed for the call */
+    /* The metadata of the document evaluated ({$meta: ...} reads it; NULL:
+     * none, every $meta is missing); borrowed for the call. */
+    const mf_meta *meta;
 } mf_expr_vars;
 
 /* Parse the aggregation expression at `it` (a literal, "$field.path",
@@ -78,6 +82,11 @@ int mf_expr_eval_value_at(const mf_expr *e, const bson_t *root, const bson_t *cu
                           const mf_expr_vars *vars, bson_value_t *out, mf_error *err);
 
 void mf_value_free(bson_value_t *v);
+
+/* The metadata kinds `e`'s {$meta: ...} ask for (a set of MF_META_BIT):
+ * the pipeline checks their availability (40218) as mongod's dependency
+ * analysis does. */
+uint32_t mf_expr_meta_kinds(const mf_expr *e);
 
 /* Whether `e` is a constant (then *v, if asked, borrows its value). */
 bool mf_expr_is_const(const mf_expr *e, const bson_value_t **v);

@@ -33,6 +33,7 @@ struct mf_expr {
     int nslots;
     char **let_names;
     size_t nlet;
+    uint32_t meta_kinds; /* what its {$meta: ...} ask for (MF_META_BIT) */
 };
 
 /* ------------------------------------------------------------------ values */
@@ -325,6 +326,36 @@ static int parse_literal(const op_def *op, const bson_iter_t *it, void *sc, node
     n->kind = K_CONST;
     mf_bsonx_value_copy(bson_iter_value((bson_iter_t *)it), &n->cst);
     (void)err;
+    return 0;
+}
+
+/* {$meta: "<name>"}: mongod's ExpressionMeta::parse -- 17307 for a
+ * non-string, 17308 for a name it does not know.  The kind goes in
+ * n->slot, and into the scope's set of kinds asked for (the pipeline
+ * checks their availability: mf_expr_meta_kinds). */
+static int parse_meta(const op_def *op, const bson_iter_t *it, void *vsc, node *n, mf_error *err)
+{
+    (void)op;
+    scope *sc = vsc;
+    if (!BSON_ITER_HOLDS_UTF8(it))
+        return mf_error_set(err, 17307, "$meta only supports string arguments");
+    const char *name = bson_iter_utf8(it, NULL);
+    int k = mf_meta_kind_of(name);
+    if (k < 0)
+        return mf_error_set(err, 17308, "Unsupported argument to $meta: %s", name);
+    n->slot = k;
+    sc->meta_kinds |= MF_META_BIT(k);
+    return 0;
+}
+
+/* The document's metadata of that kind (mf_expr_vars.meta), or missing
+ * where nothing set it, as mongod's ExpressionMeta::evaluate. */
+static int op_meta(const node *n, ctx *c, val *out)
+{
+    const bson_value_t *v = mf_meta_get(c->vars ? c->vars->meta : NULL, (mf_meta_kind)n->slot);
+    out->value_type = BSON_TYPE_EOD;
+    if (v)
+        mf_bsonx_value_copy(v, out);
     return 0;
 }
 
@@ -1597,6 +1628,7 @@ static const op_def OPS[] = {
     {"$ln", op_ln, 1, 1, NULL},
     {"$log", op_log, 2, 2, NULL},
     {"$log10", op_log10, 1, 1, NULL},
+    {"$meta", op_meta, 0, 0, parse_meta},
     {"$lt", op_lt, 2, 2, NULL},
     {"$lte", op_lte, 2, 2, NULL},
     {"$mod", op_mod, 2, 2, NULL},
@@ -1677,6 +1709,7 @@ int mf_expr_parse(const bson_iter_t *it, const char *const *let_names, size_t nl
     if ((rc = mfi_parse_node(it, &sc, &e->root, err)) != 0)
         goto fail;
     e->nslots = sc.nslots;
+    e->meta_kinds = sc.meta_kinds;
     free(sc.names);
     free(sc.slots);
     *out = e;
@@ -1734,6 +1767,11 @@ int mf_expr_eval(const mf_expr *e, const bson_t *root, const mf_expr_vars *vars,
 void mf_value_free(bson_value_t *v)
 {
     mfi_val_free(v);
+}
+
+uint32_t mf_expr_meta_kinds(const mf_expr *e)
+{
+    return e ? e->meta_kinds : 0;
 }
 
 bool mf_expr_is_const(const mf_expr *e, const bson_value_t **v)

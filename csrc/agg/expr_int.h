@@ -62,6 +62,7 @@ typedef struct scope {
     int *slots;
     size_t n, cap;
     int nslots;
+    uint32_t meta_kinds; /* the metadata {$meta: ...} asks for (MF_META_BIT) */
 } scope;
 
 /* The collation the context's comparisons use (NULL: simple). */

@@ -48,6 +48,12 @@ struct mf_pipeline {
     bool writes;
     bool has_input;           /* a sub-pipeline fed documents ($facet's) */
     mf_agg_geo_near geo_near; /* a first $geoNear stage's search (geo_near.near set) */
+    /* The metadata its stages ask for that the read cannot give (40218
+     * before the read opens, as mongod's dependency analysis at its
+     * planning), and whether the read plans for the text score. */
+    uint32_t meta_missing;
+    bool text_score;
+    uint32_t walk_needs;      /* what the analysis checked (mfi_pipeline_walk_needs) */
 };
 
 /* ------------------------------------------------------------- helpers */
@@ -77,6 +83,7 @@ void *mfi_stage_new(mfi_stage_list *l, const mfi_stage_ops *ops, size_t size,
     }
     s->ops = ops;
     s->agg = agg;
+    s->deps = ops->deps;
     bson_init(&s->spec);
     s->spec_type = BSON_TYPE_EOD;
     if (spec) {
@@ -115,14 +122,23 @@ int mfi_stage_pull(mfi_stage *s, bson_t *out, bool *eof, mf_error *err)
         rc = src->ops->next(src, out, eof, err);
     if (src->agg->explain)
         src->time_us += mf_clock_mono_us() - t0;
-    if (rc == 0 && !*eof)
+    if (rc == 0 && !*eof) {
         src->nreturned++;
+        /* the document's metadata: what `s` keeps, what its expressions read */
+        s->in_meta = src->meta;
+        if (s->ops->keeps_meta)
+            s->meta = src->meta;
+        s->agg->vars.meta = src->meta;
+    }
     return rc;
 }
 
 int mfi_agg_expr(mfi_agg *a, const bson_iter_t *it, mf_expr **out, mf_error *err)
 {
-    return mf_expr_parse(it, (const char *const *)a->let_names, a->nlet, out, err);
+    int rc = mf_expr_parse(it, (const char *const *)a->let_names, a->nlet, out, err);
+    if (rc == 0)
+        a->parse_needs |= mf_expr_meta_kinds(*out);
+    return rc;
 }
 
 int mfi_agg_eval(mfi_agg *a, const mf_expr *e, const bson_t *doc, bson_value_t *out,
@@ -160,6 +176,8 @@ static int open_read(mf_pipeline *p, mf_error *err)
     p->opened = true;
     if (!p->has_read)
         return 0;
+    if (p->meta_missing)
+        return mf_meta_unavailable(p->meta_missing, err);
     mf_agg_read r = {
         .db = p->agg.db,
         .coll = p->agg.coll,
@@ -173,6 +191,7 @@ static int open_read(mf_pipeline *p, mf_error *err)
         .no_fields = reads_no_field(p),
         .deadline = p->agg.deadline,
         .geo_near = p->geo_near.near ? &p->geo_near : NULL,
+        .text_score = p->text_score,
     };
     mf_expr_hooks hooks; /* copied by the read's matcher */
     mfi_agg_hooks(&p->agg, &hooks);
@@ -190,7 +209,9 @@ static int source_next(mfi_stage *s, bson_t *out, bool *eof, mf_error *err)
         *eof = true;
         return 0;
     }
-    return p->source->next(p->source, out, eof, err);
+    rc = p->source->next(p->source, out, eof, err);
+    s->meta = rc == 0 && !*eof ? p->source->meta : NULL;
+    return rc;
 }
 
 static const mfi_stage_ops source_ops = {"$cursor", source_next, NULL, NULL};
@@ -227,7 +248,8 @@ static void match_free(mfi_stage *s)
     bson_destroy(&m->filter);
 }
 
-static const mfi_stage_ops match_ops = {"$match", match_next, NULL, match_free};
+static const mfi_stage_ops match_ops = {"$match", match_next, NULL, match_free, true,
+                                        MFI_DEPS_SEE_NEXT};
 
 /* ------------------------------------------------------------ $geoNear */
 
@@ -245,6 +267,7 @@ typedef struct {
     char *distance_field, *include_locs, *key;
     bool spherical, has_min, has_max, has_mult;
     double min, max, mult;
+    mf_meta meta;        /* the document's, with geoNearDistance and geoNearPoint */
 } geo_near_stage;
 
 static int geo_near_next(mfi_stage *s, bson_t *out, bool *eof, mf_error *err)
@@ -259,6 +282,17 @@ static int geo_near_next(mfi_stage *s, bson_t *out, bool *eof, mf_error *err)
     double dist;
     const bson_t *loc;
     src->near_meta(src, &dist, &loc);
+    /* the metadata keep the distance as the search measured it, as
+     * mongod's; the field is multiplied */
+    bson_iter_t pt;
+    if (mf_meta_copy(&g->meta, s->in_meta) != 0 ||
+        (mf_meta_set_double(&g->meta, MF_META_GEO_NEAR_DISTANCE, dist), false) ||
+        (bson_iter_init(&pt, loc) && bson_iter_next(&pt) &&
+         mf_meta_set_value(&g->meta, MF_META_GEO_NEAR_POINT, bson_iter_value(&pt)) != 0)) {
+        bson_destroy(out);
+        return oom(err);
+    }
+    s->meta = &g->meta;
     bson_value_t v = {.value_type = BSON_TYPE_DOUBLE,
                       .value.v_double = g->has_mult ? dist * g->mult : dist};
     bson_t a = BSON_INITIALIZER, b = BSON_INITIALIZER;
@@ -285,6 +319,7 @@ static void geo_near_free(mfi_stage *s)
     free(g->distance_field);
     free(g->include_locs);
     free(g->key);
+    mf_meta_clear(&g->meta);
 }
 
 static const mfi_stage_ops geo_near_ops = {"$geoNear", geo_near_next, NULL, geo_near_free};
@@ -464,8 +499,9 @@ static int skip_next(mfi_stage *s, bson_t *out, bool *eof, mf_error *err)
     }
 }
 
-static const mfi_stage_ops limit_ops = {"$limit", limit_next, NULL, NULL};
-static const mfi_stage_ops skip_ops = {"$skip", skip_next, NULL, NULL};
+static const mfi_stage_ops limit_ops = {"$limit", limit_next, NULL, NULL, true,
+                                        MFI_DEPS_SEE_NEXT};
+static const mfi_stage_ops skip_ops = {"$skip", skip_next, NULL, NULL, true, MFI_DEPS_SEE_NEXT};
 
 /* Whether the stages after the read use no field of its documents:
  * $skip and $limit, then a $group of constants (what a driver's
@@ -559,14 +595,48 @@ typedef struct {
     mf_sorter *sorter;
     bool done;          /* the sorter is filled */
     bool pushed;        /* the read delivers this order: pass through */
+    bool sort_key;      /* set sortKey metadata: the pipeline asks for it */
+    mf_meta m;          /* the metadata of the document returned last */
 } sort_stage;
+
+/* The metadata a sorted document leaves with: what it came with, and its
+ * sort key's values when the pipeline asks for {$meta: "sortKey"} (as
+ * mongod's $sort sets it for what needs it).  Into st->m; `*any`: there
+ * is some. */
+static int sort_meta(sort_stage *st, const bson_t *doc, const mf_meta *in, bool *any,
+                     mf_error *err)
+{
+    int rc = 0;
+    if (mf_meta_copy(&st->m, in) != 0)
+        return oom(err);
+    if (st->sort_key) {
+        bson_value_t v;
+        if ((rc = mf_sort_key_values(st->sort, doc, in, &v, err)) != 0)
+            return rc;
+        if (mf_meta_set_value(&st->m, MF_META_SORT_KEY, &v) != 0)
+            rc = oom(err);
+        bson_value_destroy(&v);
+    }
+    *any = st->m.has != 0;
+    return rc;
+}
 
 static int sort_next(mfi_stage *s, bson_t *out, bool *eof, mf_error *err)
 {
     sort_stage *st = (sort_stage *)s;
     int rc = 0;
-    if (st->pushed)
-        return mfi_stage_pull(s, out, eof, err);
+    bool any;
+    if (st->pushed) {
+        if ((rc = mfi_stage_pull(s, out, eof, err)) != 0 || *eof)
+            return rc;
+        s->meta = s->in_meta;
+        if (st->sort_key) {
+            if ((rc = sort_meta(st, out, s->in_meta, &any, err)) != 0)
+                bson_destroy(out);
+            s->meta = &st->m;
+        }
+        return rc;
+    }
     if (!st->done) {
         st->done = true;
         st->sorter = mf_sorter_new(s->agg->sort_max_bytes, s->agg->allow_disk_use, s->agg->tmpdir,
@@ -575,21 +645,35 @@ static int sort_next(mfi_stage *s, bson_t *out, bool *eof, mf_error *err)
             return oom(err);
         if (s->agg->allow_disk_use && s->agg->tmpdir)
             (void)mkdir(s->agg->tmpdir, 0700);
-        mf_buf key = {0};
+        mf_buf key = {0}, rec = {0};
         for (;;) {
             bson_t d;
             bool e;
             if ((rc = mfi_stage_pull(s, &d, &e, err)) != 0 || e)
                 break;
             key.len = 0;
-            rc = mf_sort_key(st->sort, &d, &key, err);
-            if (rc == 0)
+            rc = mf_sort_key_meta(st->sort, &d, s->in_meta, &key, err);
+            /* a record is the document, then its metadata as a document
+             * of its own when it has some */
+            if (rc == 0 && (rc = sort_meta(st, &d, s->in_meta, &any, err)) == 0 && any) {
+                bson_t mb = BSON_INITIALIZER;
+                mf_meta_to_bson(&st->m, &mb);
+                rec.len = 0;
+                if (mf_buf_append(&rec, bson_get_data(&d), d.len) != 0 ||
+                    mf_buf_append(&rec, bson_get_data(&mb), mb.len) != 0)
+                    rc = oom(err);
+                bson_destroy(&mb);
+                if (rc == 0)
+                    rc = mf_sorter_add(st->sorter, key.data, key.len, rec.data, rec.len, err);
+            } else if (rc == 0) {
                 rc = mf_sorter_add(st->sorter, key.data, key.len, bson_get_data(&d), d.len, err);
+            }
             bson_destroy(&d);
             if (rc)
                 break;
         }
         mf_buf_free(&key);
+        mf_buf_free(&rec);
         if (rc == 0)
             rc = mf_sorter_finish(st->sorter, err);
         if (rc)
@@ -604,11 +688,17 @@ static int sort_next(mfi_stage *s, bson_t *out, bool *eof, mf_error *err)
         *eof = true;
         return 0;
     }
+    uint32_t doclen = 0;
+    if (dl >= 4)
+        memcpy(&doclen, d, 4);
+    doclen = BSON_UINT32_FROM_LE(doclen);
+    bson_t tmp;
+    if (doclen > dl || !bson_init_static(&tmp, d, doclen) ||
+        (doclen < dl && mf_meta_from_bson(&st->m, d + doclen, dl - doclen) != 0))
+        return mf_error_set(err, MF_InternalError, "a sorted record is damaged");
+    s->meta = doclen < dl ? &st->m : NULL;
     *eof = false;
     bson_init(out);
-    bson_t tmp;
-    if (!bson_init_static(&tmp, d, dl))
-        return mf_error_set(err, MF_InternalError, "a sorted record is damaged");
     bson_concat(out, &tmp);
     return 0;
 }
@@ -627,9 +717,11 @@ static void sort_free(mfi_stage *s)
     mf_sort_free(st->sort);
     mf_sorter_free(st->sorter);
     bson_destroy(&st->spec_doc);
+    mf_meta_clear(&st->m);
 }
 
-static const mfi_stage_ops sort_ops = {"$sort", sort_next, sort_explain, sort_free};
+static const mfi_stage_ops sort_ops = {"$sort", sort_next, sort_explain, sort_free, false,
+                                       MFI_DEPS_SEE_NEXT};
 
 int mfi_parse_sort(const bson_iter_t *it, mfi_agg *agg, mfi_stage_list *out, mf_error *err)
 {
@@ -647,7 +739,10 @@ int mfi_parse_sort(const bson_iter_t *it, mfi_agg *agg, mfi_stage_list *out, mf_
     bson_concat(&st->spec_doc, &spec);
     if (bson_count_keys(&spec) == 0)
         return mf_error_set(err, 15976, "$sort stage must have at least one sort key");
-    return mf_sort_parse_coll(&st->spec_doc, agg->collator, &st->sort, err);
+    int rc = mf_sort_parse_coll(&st->spec_doc, agg->collator, &st->sort, err);
+    if (rc == 0) /* its $meta parts: what the dependency analysis checks */
+        agg->parse_needs |= mf_sort_meta_needs(st->sort);
+    return rc;
 }
 
 /* ------------------------------------------------------------- $count */
@@ -869,7 +964,8 @@ static void unwind_free(mfi_stage *s)
         bson_destroy(u->cur);
 }
 
-static const mfi_stage_ops unwind_ops = {"$unwind", unwind_next, unwind_explain, unwind_free};
+static const mfi_stage_ops unwind_ops = {"$unwind", unwind_next, unwind_explain, unwind_free,
+                                         true, MFI_DEPS_SEE_NEXT};
 
 int mfi_parse_unwind(const bson_iter_t *it, mfi_agg *agg, mfi_stage_list *out, mf_error *err)
 {
@@ -1110,7 +1206,8 @@ static void replace_free(mfi_stage *s)
     mf_expr_free(((replace_stage *)s)->e);
 }
 
-static const mfi_stage_ops replace_root_ops = {"$replaceRoot", replace_next, NULL, replace_free};
+static const mfi_stage_ops replace_root_ops = {"$replaceRoot", replace_next, NULL, replace_free,
+                                               true, MFI_DEPS_EXHAUSTIVE_FIELDS};
 
 int mfi_parse_replace_root(const bson_iter_t *it, mfi_agg *agg, mfi_stage_list *out,
                            mf_error *err)
@@ -1152,14 +1249,20 @@ int mfi_parse_replace_with(const bson_iter_t *it, mfi_agg *agg, mfi_stage_list *
 /* ------------------------------------------------------------- $sample */
 
 /* {$sample: {size: n}}: n documents chosen uniformly at random (a
- * reservoir over the input), in random order. */
+ * reservoir over the input), in random order.  As mongod's (which sorts
+ * its input by a random value, highest first, and keeps n), each leaves
+ * with randVal metadata in [0, 1), decreasing from one to the next, and
+ * the metadata it came with. */
 typedef struct {
     mfi_stage base;
     int64_t size;
     bson_t **res;
+    mf_meta *metas;     /* what each kept document came with */
+    double *rand_vals;  /* theirs, highest first */
     int64_t n;
     int64_t next;
     bool done;
+    mf_meta m;          /* the metadata of the document returned last */
 } sample_stage;
 
 static uint64_t rnd(void)
@@ -1173,13 +1276,20 @@ static uint64_t rnd(void)
     return x;
 }
 
+static int cmp_desc(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x < y) - (x > y);
+}
+
 static int sample_next(mfi_stage *s, bson_t *out, bool *eof, mf_error *err)
 {
     sample_stage *sm = (sample_stage *)s;
     if (!sm->done) {
         sm->done = true;
-        if (sm->size > 0 && !(sm->res = calloc((size_t)(sm->size < 1 << 20 ? sm->size : 1 << 20),
-                                               sizeof *sm->res)))
+        size_t ncap = (size_t)(sm->size < 1 << 20 ? sm->size : 1 << 20);
+        if (sm->size > 0 && (!(sm->res = calloc(ncap, sizeof *sm->res)) ||
+                             !(sm->metas = calloc(ncap, sizeof *sm->metas))))
             return oom(err);
         int64_t cap = sm->size < 1 << 20 ? sm->size : 1 << 20, seen = 0;
         for (;;) {
@@ -1196,6 +1306,10 @@ static int sample_next(mfi_stage *s, bson_t *out, bool *eof, mf_error *err)
                 if (sm->res[slot])
                     bson_destroy(sm->res[slot]);
                 sm->res[slot] = bson_copy(&d);
+                if (mf_meta_copy(&sm->metas[slot], s->in_meta) != 0) {
+                    bson_destroy(&d);
+                    return oom(err);
+                }
             }
             bson_destroy(&d);
         }
@@ -1204,7 +1318,16 @@ static int sample_next(mfi_stage *s, bson_t *out, bool *eof, mf_error *err)
             bson_t *t = sm->res[i];
             sm->res[i] = sm->res[j];
             sm->res[j] = t;
+            mf_meta mt = sm->metas[i];
+            sm->metas[i] = sm->metas[j];
+            sm->metas[j] = mt;
         }
+        /* the random values, highest first (53 random bits: [0, 1)) */
+        if (sm->n && !(sm->rand_vals = calloc((size_t)sm->n, sizeof *sm->rand_vals)))
+            return oom(err);
+        for (int64_t i = 0; i < sm->n; i++)
+            sm->rand_vals[i] = (double)(rnd() >> 11) * 0x1.0p-53;
+        qsort(sm->rand_vals, (size_t)sm->n, sizeof *sm->rand_vals, cmp_desc);
     }
     if (sm->next >= sm->n) {
         *eof = true;
@@ -1213,6 +1336,11 @@ static int sample_next(mfi_stage *s, bson_t *out, bool *eof, mf_error *err)
     bson_init(out);
     bson_concat(out, sm->res[sm->next]);
     bson_destroy(sm->res[sm->next]);
+    mf_meta_clear(&sm->m);
+    sm->m = sm->metas[sm->next]; /* taken over */
+    sm->metas[sm->next] = (mf_meta){0};
+    mf_meta_set_double(&sm->m, MF_META_RAND_VAL, sm->rand_vals[sm->next]);
+    s->meta = &sm->m;
     sm->res[sm->next++] = NULL;
     *eof = false;
     return 0;
@@ -1221,13 +1349,20 @@ static int sample_next(mfi_stage *s, bson_t *out, bool *eof, mf_error *err)
 static void sample_free(mfi_stage *s)
 {
     sample_stage *sm = (sample_stage *)s;
-    for (int64_t i = 0; i < sm->n; i++)
+    for (int64_t i = 0; i < sm->n; i++) {
         if (sm->res[i])
             bson_destroy(sm->res[i]);
+        if (sm->metas)
+            mf_meta_clear(&sm->metas[i]);
+    }
     free(sm->res);
+    free(sm->metas);
+    free(sm->rand_vals);
+    mf_meta_clear(&sm->m);
 }
 
-static const mfi_stage_ops sample_ops = {"$sample", sample_next, NULL, sample_free};
+static const mfi_stage_ops sample_ops = {"$sample", sample_next, NULL, sample_free, false,
+                                         MFI_DEPS_SEE_NEXT};
 
 int mfi_parse_sample(const bson_iter_t *it, mfi_agg *agg, mfi_stage_list *out, mf_error *err)
 {
@@ -1296,6 +1431,9 @@ typedef struct {
     const char *name;
     mfi_stage_parse_fn parse;
     bool makes_docs;   /* may begin a database pipeline */
+    /* As the first stage of a collection's pipeline, the metadata kinds of
+     * MF_META_CHECKED it gives (a $geoNear: its distance and point). */
+    uint32_t first_meta;
 } stage_def;
 
 static const stage_def stage_table[] = {
@@ -1309,7 +1447,8 @@ static const stage_def stage_table[] = {
     {"$documents", mfi_parse_documents, true},
     {"$facet", mfi_parse_facet, false},
     {"$fill", mfi_parse_fill, false},
-    {"$geoNear", mfi_parse_geo_near, false},
+    {"$geoNear", mfi_parse_geo_near, false,
+     MF_META_BIT(MF_META_GEO_NEAR_DISTANCE) | MF_META_BIT(MF_META_GEO_NEAR_POINT)},
     {"$graphLookup", mfi_parse_graph_lookup, false},
     {"$group", mfi_parse_group, false},
     {"$indexStats", mfi_parse_index_stats, false},
@@ -1514,6 +1653,55 @@ static int push_down(mf_pipeline *p, mf_error *err)
     return 0;
 }
 
+/* mongod's dependency analysis of the stages left after the pushdown
+ * (Pipeline::getDependencies): from the first, each stage's metadata is
+ * checked against what the read gives -- up to the first stage it cannot
+ * analyse (NOT_SUPPORTED), or past the first that needs every field and
+ * no metadata of those before it; with variables in scope (a `let`) it
+ * goes on through every stage, checking all but the unanalysable.  Sets
+ * what open_read refuses (40218) and whether the read plans for the text
+ * score (asked for, or not proven unneeded); $sort sets sortKey metadata
+ * when a stage asks for it. */
+static void settle_meta(mf_pipeline *p)
+{
+    uint32_t check = 0, needs = 0;
+    bool know_fields = false, know_meta = false, vars = p->agg.nlet > 0;
+    for (size_t i = 1; i < p->stages.n; i++) {
+        mfi_stage *s = p->stages.v[i];
+        if (s->deps == MFI_DEPS_NOT_SUPPORTED) {
+            if (vars)
+                continue;
+            break;
+        }
+        check |= s->meta_needs;
+        if (!know_meta)
+            needs |= s->meta_needs;
+        know_fields |= s->deps >= MFI_DEPS_EXHAUSTIVE_FIELDS;
+        know_meta |= s->deps == MFI_DEPS_EXHAUSTIVE_ALL;
+        if (know_fields && know_meta && !vars)
+            break;
+    }
+    p->walk_needs = check;
+    if (p->has_read)
+        p->meta_missing = check & MF_META_CHECKED & ~p->agg.meta_available;
+    p->text_score = (p->agg.meta_available & MF_META_BIT(MF_META_TEXT_SCORE)) &&
+                    ((needs & MF_META_BIT(MF_META_TEXT_SCORE)) || !know_meta);
+    for (size_t i = 1; i < p->stages.n; i++)
+        if (p->stages.v[i]->ops == &sort_ops)
+            ((sort_stage *)p->stages.v[i])->sort_key =
+                (p->agg.all_needs & MF_META_BIT(MF_META_SORT_KEY)) != 0;
+}
+
+const mf_meta *mfi_pipeline_meta(const mf_pipeline *p)
+{
+    return p->stages.v[p->stages.n - 1]->meta;
+}
+
+uint32_t mfi_pipeline_walk_needs(const mf_pipeline *p)
+{
+    return p->walk_needs;
+}
+
 /* Parse `stages` into p->stages (after the source stage).  `has_docs`:
  * the pipeline has documents to start from (a collection, or a
  * sub-pipeline's input); otherwise it must begin with $documents. */
@@ -1551,13 +1739,22 @@ static int parse_stages(mf_pipeline *p, const bson_t *stages, bool has_docs, mf_
             return mf_error_set(err, 40602, "%s is only valid as the first stage in a pipeline",
                                 name);
         bson_t probe; /* $text: read by the collection's text scan, first only */
-        if (idx != 0 && def->parse == mfi_parse_match && mf_bsonx_doc_view(&st, &probe) &&
-            mf_filter_has_text(&probe))
+        bool text = def->parse == mfi_parse_match && mf_bsonx_doc_view(&st, &probe) &&
+                    mf_filter_has_text(&probe);
+        if (idx != 0 && text)
             return mf_error_set(err, 17313,
                                 "$match with $text is only allowed as the first pipeline stage");
+        /* what the documents of a collection's read may carry */
+        if (idx == 0 && p->has_read)
+            p->agg.meta_available |= (text ? MF_META_BIT(MF_META_TEXT_SCORE) : 0) | def->first_meta;
+        size_t n0 = p->stages.n;
+        p->agg.parse_needs = 0;
         int rc = def->parse(&st, &p->agg, &p->stages, err);
         if (rc)
             return rc;
+        if (p->stages.n > n0) /* a desugared stage: its first asks */
+            p->stages.v[n0]->meta_needs |= p->agg.parse_needs;
+        p->agg.all_needs |= p->agg.parse_needs;
         if (write_stage)
             return mf_error_set(err, 40601, "%s can only be the final stage in the pipeline",
                                 write_stage);
@@ -1636,6 +1833,13 @@ static int parse_with(const bson_t *stages, const mf_agg_opts *o, bool push, mf_
         goto fail;
     for (size_t i = 1; i < p->stages.n; i++)
         p->stages.v[i]->src = p->stages.v[i - 1];
+    settle_meta(p);
+    /* a command's pipeline is analysed as it is prepared, before it runs
+     * (a sub-pipeline's when it first reads: open_read) */
+    if (push && p->meta_missing) {
+        rc = mf_meta_unavailable(p->meta_missing, err);
+        goto fail;
+    }
     *out = p;
     return 0;
 fail:
@@ -1654,6 +1858,16 @@ static void settle_sort(mf_pipeline *p)
 {
     if (p->stages.n > 1 && p->stages.v[1]->ops == &sort_ops && p->sorted)
         ((sort_stage *)p->stages.v[1])->pushed = true;
+}
+
+int mf_pipeline_prepare(mf_pipeline *p, mf_error *err)
+{
+    if (p->opened)
+        return 0;
+    int rc = open_read(p, err);
+    if (rc == 0)
+        settle_sort(p);
+    return rc;
 }
 
 int mf_pipeline_next(mf_pipeline *p, bson_t *out, bool *eof, mf_error *err)
@@ -1815,6 +2029,8 @@ static int sub_agg_init(mfi_agg *a, const mfi_agg *parent, const mfi_sub_opts *o
     a->collator = mf_collator_ref(parent->collator); /* the aggregate's, for every sub-pipeline */
     a->vars.coll = a->collator;
     a->depth = parent->depth + (o->nested ? 1 : 0);
+    /* fed by the parent ($facet): what its documents may carry */
+    a->meta_available = o->parent_meta ? parent->meta_available : 0;
     bson_concat(&a->let_values, o->let_values ? o->let_values : &parent->let_values);
     if (!(a->db = bson_strdup(parent->db)) || (o->coll && !(a->coll = bson_strdup(o->coll))) ||
         (parent->tmpdir && !(a->tmpdir = bson_strdup(parent->tmpdir))))
@@ -1873,6 +2089,7 @@ int mfi_pipeline_sub(mfi_agg *parent, const bson_t *stages, const mfi_sub_opts *
         goto fail;
     for (size_t i = 1; i < p->stages.n; i++)
         p->stages.v[i]->src = p->stages.v[i - 1];
+    settle_meta(p);
     bson_destroy(&with_match);
     *out = p;
     return 0;

@@ -39,6 +39,10 @@ struct mf_agg_source {
      * (borrowed until the next call; empty without includeLocs).  NULL
      * for other reads. */
     void (*near_meta)(mf_agg_source *s, double *dist, const bson_t **loc);
+    /* The metadata (query/meta.h) of the document `next` returned last,
+     * set by the source (a text scan's read: textScore), valid until the
+     * next call; NULL: none.  A source that knows none leaves it NULL. */
+    const mf_meta *meta;
 };
 
 /* What a $geoNear stage asks of the read (mongod's asNearQuery): its
@@ -80,6 +84,9 @@ typedef struct mf_agg_read {
     /* A $geoNear stage's search, or NULL (then filter, sort and limit as
      * above; with it, no sort or limit). */
     const mf_agg_geo_near *geo_near;
+    /* The stages ask for the text score ({$meta: "textScore"}): a $text
+     * read plans TEXT_OR (its explain; the score comes either way). */
+    bool text_score;
 } mf_agg_read;
 
 /* What $merge does with one document, decided by the pipeline. */
@@ -215,6 +222,12 @@ typedef struct mf_pipeline mf_pipeline;
  * copied; `env` must outlive the pipeline. */
 int mf_pipeline_parse(const bson_t *stages, const mf_agg_opts *opts, mf_pipeline **out,
                       mf_error *err);
+
+/* Open the pipeline's read now (planning it; mf_pipeline_next and
+ * mf_pipeline_explain do it first otherwise): its errors are planning's
+ * (a bad hint, 27 without a text index, 2 "text and hint not allowed in
+ * same query", a sub-pipeline's own 40218 ...). */
+int mf_pipeline_prepare(mf_pipeline *p, mf_error *err);
 
 /* The next result into `out` (initialised by the callee), or *eof. */
 int mf_pipeline_next(mf_pipeline *p, bson_t *out, bool *eof, mf_error *err);

@@ -5,6 +5,48 @@
  * A stage is a struct whose first member is `mfi_stage`; its `next` pulls
  * from `src` (the stage before it, NULL for the first).  Each stage file
  * has a parse function per stage name, listed in pipeline.c's table.
+ *
+ * Metadata (query/meta.h: mongod's DocumentMetadataFields).  A document
+ * travels between stages with its metadata beside it, not in it: each
+ * stage's `meta` points to the metadata of the document its `next`
+ * returned last (NULL: none), valid until its next call.  So:
+ *
+ *   - a stage that passes documents on, changed or not ($match, $project,
+ *     $unwind, $lookup, ...: mongod's copyMetaDataFrom) sets `keeps_meta`
+ *     in its ops: mfi_stage_pull then points its `meta` at what the
+ *     document it pulled had;
+ *   - a stage that makes documents of its own ($group, $facet, $bucket,
+ *     $documents ...) leaves keeps_meta false and `meta` NULL: they have
+ *     none;
+ *   - a stage that sets metadata owns an mf_meta, fills it for each
+ *     document it returns and points `meta` at it before returning: the
+ *     read (textScore, from the text scan), $sample (randVal), $sort
+ *     (what each document had, kept in the sorter beside it; sortKey when
+ *     the pipeline asks for it).  A $geoNear stage sets geoNearDistance
+ *     and geoNearPoint so:
+ *
+ *         mf_meta_clear(&g->m);                       (or copy what the
+ *         mf_meta_set_double(&g->m, MF_META_GEO_NEAR_DISTANCE, dist);
+ *         mf_meta_set_value(&g->m, MF_META_GEO_NEAR_POINT, &point);
+ *         s->meta = &g->m;                             input had first)
+ *
+ *     and, as the first stage, declares the two kinds available
+ *     (stage_def.first_meta in pipeline.c's table), else {$meta:
+ *     "geoNearDistance"} anywhere is mongod's 40218;
+ *   - a stage that keeps documents aside and returns them later
+ *     ($setWindowFields) keeps each one's metadata with it.
+ *
+ * Expressions read the metadata of the document being evaluated through
+ * agg->vars.meta, which mfi_stage_pull sets to the pulled document's; a
+ * stage that evaluates a document it pulled earlier sets it first.
+ *
+ * Availability (mongod's DepsTracker).  Each stage records the kinds its
+ * expressions and sort ask for (`meta_needs`, from mfi_agg_expr); before
+ * a pipeline reads its collection, those of the stages mongod's
+ * dependency analysis visits (`deps`: up to the first stage that needs
+ * every field and no metadata after it, or the first it cannot analyse)
+ * must be available -- textScore after a leading $match with $text,
+ * geoNear's after a leading $geoNear -- else 40218.
  */
 #ifndef MF_AGG_PIPELINE_INT_H
 #define MF_AGG_PIPELINE_INT_H
@@ -42,7 +84,26 @@ typedef struct mfi_agg {
     bson_t err_info;         /* extra fields of the last error (mf_pipeline_error_info) */
     int depth;               /* nesting of $lookup / $unionWith sub-pipelines */
     bool change_streams;     /* mf_agg_opts.change_streams */
+    /* The metadata kinds the pipeline's documents may carry of those
+     * mongod checks (MF_META_CHECKED): textScore after $match with $text
+     * first, geoNear's after $geoNear first; a $facet's sub-pipelines have
+     * their parent's. */
+    uint32_t meta_available;
+    /* While a stage parses: the kinds its expressions ask for
+     * (mfi_agg_expr, and what a stage adds itself: $sort's, a
+     * sub-pipeline's); then the stage's meta_needs. */
+    uint32_t parse_needs;
+    uint32_t all_needs;      /* every stage's, pushed-down ones too */
 } mfi_agg;
+
+/* What a stage tells mongod's dependency analysis (DepsTracker::State):
+ * where the analysis of the metadata a pipeline asks for stops. */
+typedef enum mfi_deps {
+    MFI_DEPS_NOT_SUPPORTED = 0, /* mongod's default: the analysis stops before it */
+    MFI_DEPS_SEE_NEXT,          /* analysed, and so are the stages after it */
+    MFI_DEPS_EXHAUSTIVE_FIELDS, /* needs no field past what it names */
+    MFI_DEPS_EXHAUSTIVE_ALL,    /* nor metadata: the analysis stops after it */
+} mfi_deps;
 
 struct mfi_stage_ops {
     const char *name;        /* "$match" */
@@ -51,6 +112,11 @@ struct mfi_stage_ops {
     /* Append the stage's explain body (the value of {"$name": ...}). */
     void (*explain)(const mfi_stage *s, bson_t *out);
     void (*free)(mfi_stage *s);
+    /* Its documents keep the metadata of those it pulls (above). */
+    bool keeps_meta;
+    /* Its answer to the dependency analysis (a stage may change its
+     * instance's: $project's depends on inclusion). */
+    mfi_deps deps;
 };
 
 struct mfi_stage {
@@ -61,6 +127,12 @@ struct mfi_stage {
     bson_type_t spec_type;
     int64_t nreturned;
     int64_t time_us;
+    /* The metadata of the document `next` returned last (NULL: none),
+     * valid until its next call; of the one mfi_stage_pull brought last. */
+    const mf_meta *meta;
+    const mf_meta *in_meta;
+    uint32_t meta_needs;     /* what its expressions ask for (MF_META_BIT) */
+    mfi_deps deps;           /* ops->deps, unless the parser says otherwise */
 };
 
 /* A stage parser: `it` is on the stage's value ({$name: <value>}); it may
@@ -78,14 +150,17 @@ struct mfi_stage_list {
 void *mfi_stage_new(mfi_stage_list *l, const mfi_stage_ops *ops, size_t size,
                     const bson_iter_t *spec, mfi_agg *agg, mf_error *err);
 
-/* Pull from the stage before `s`. */
+/* Pull from the stage before `s`: a document and its metadata
+ * (s->in_meta; s->meta too when the stage keeps_meta; agg->vars.meta, for
+ * the expressions `s` evaluates on it). */
 int mfi_stage_pull(mfi_stage *s, bson_t *out, bool *eof, mf_error *err);
 
 /* MaxTimeMSExpired (50) when the deadline has passed (checked every 256
  * calls). */
 int mfi_agg_check_time(mfi_agg *a, mf_error *err);
 
-/* Parse an expression with the pipeline's `let` names in scope. */
+/* Parse an expression with the pipeline's `let` names in scope; the
+ * metadata kinds it asks for go into a->parse_needs. */
 int mfi_agg_expr(mfi_agg *a, const bson_iter_t *it, mf_expr **out, mf_error *err);
 
 /* Evaluate `e` against `doc` into an owned value (BSON_TYPE_EOD: missing). */
@@ -182,6 +257,9 @@ typedef struct mfi_sub_opts {
     const bson_t *let_values;  /* values of all its variables (parent's and
                                   `names`); NULL: the parent's */
     bool nested;               /* counts toward MFI_AGG_MAX_DEPTH */
+    /* documents come from the parent (`input`): the parent's metadata
+     * availability, not a read's */
+    bool parent_meta;
 } mfi_sub_opts;
 
 /* Parse `stages` (an array) as a sub-pipeline of `parent`'s.  With neither
@@ -189,6 +267,13 @@ typedef struct mfi_sub_opts {
  * own, 232 MaxSubPipelineDepthExceeded past MFI_AGG_MAX_DEPTH. */
 int mfi_pipeline_sub(mfi_agg *parent, const bson_t *stages, const mfi_sub_opts *o,
                      mf_pipeline **out, mf_error *err);
+
+/* The metadata of the document mf_pipeline_next returned last (NULL:
+ * none): a sub-pipeline's, for the stage that reads it. */
+const mf_meta *mfi_pipeline_meta(const mf_pipeline *p);
+/* The metadata kinds the stages mongod's dependency analysis visits in
+ * `p` ask for (a $facet's sub-pipelines: the facet's to check). */
+uint32_t mfi_pipeline_walk_needs(const mf_pipeline *p);
 
 /* The stage names of `stages` (an array of stage documents), for the
  * stages that refuse some stages inside them: the first of `refused`

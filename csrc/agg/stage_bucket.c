@@ -468,7 +468,8 @@ static int round_to(const series *s, const val *x, bool up, val *out, mf_error *
 
 /* The sorter's records: key = the encoded groupBy value (input order
  * breaks ties), document = {k: <groupBy value>, p: <input position>,
- * d: <the input document>}. */
+ * d: <the input document>, m: <its metadata, when it has some>} (the
+ * accumulators read it, as mongod's sorted Documents keep it). */
 typedef struct {
     mfi_stage base;
     mf_expr *group_by;
@@ -483,6 +484,7 @@ typedef struct {
     bool has_next;
     val next_key;
     bson_t *next_doc;
+    mf_meta next_meta;
     int64_t next_pos;
     int64_t bucket_no;
     val prev_max;            /* the previous bucket's max (granularity) */
@@ -532,6 +534,12 @@ static int bauto_add(bauto_stage *b, const bson_t *d, mf_buf *key, mf_error *err
     mfi_val_free(&k);
     BSON_APPEND_INT64(&rec, "p", b->n);
     BSON_APPEND_DOCUMENT(&rec, "d", d);
+    if (b->base.in_meta && b->base.in_meta->has) {
+        bson_t m;
+        BSON_APPEND_DOCUMENT_BEGIN(&rec, "m", &m);
+        mf_meta_to_bson(b->base.in_meta, &m);
+        bson_append_document_end(&rec, &m);
+    }
     key->len = 0;
     bson_iter_init_find(&it, &rec, "k");
     if (mf_bsonx_key_append_coll(key, &it, false, b->base.agg->collator) != 0)
@@ -564,6 +572,7 @@ static int bauto_advance(bauto_stage *b, mf_error *err)
     if (!bson_init_static(&rec, data, len) || !bson_iter_init(&it, &rec))
         return mf_error_set(err, MF_InternalError, "$bucketAuto: corrupt sorter record");
     bool has_k = false, has_d = false;
+    mf_meta_clear(&b->next_meta);
     while (bson_iter_next(&it)) {
         const char *f = bson_iter_key(&it);
         if (strcmp(f, "k") == 0) {
@@ -578,6 +587,12 @@ static int bauto_advance(bauto_stage *b, mf_error *err)
             if (!(b->next_doc = bson_new_from_data(dd, dl)))
                 return oom(err);
             has_d = true;
+        } else if (strcmp(f, "m") == 0 && BSON_ITER_HOLDS_DOCUMENT(&it)) {
+            const uint8_t *md;
+            uint32_t ml;
+            bson_iter_document(&it, &ml, &md);
+            if (mf_meta_from_bson(&b->next_meta, md, ml) != 0)
+                return mf_error_set(err, MF_InternalError, "$bucketAuto: corrupt sorter record");
         }
     }
     if (!has_k || !has_d)
@@ -629,6 +644,8 @@ static int bucket_add(bauto_stage *b, mfi_acc_state **st, val *max, mf_error *er
 {
     bson_t root = BSON_INITIALIZER;
     int rc = 0;
+    /* the accumulators read the document's own metadata */
+    b->base.agg->vars.meta = b->next_meta.has ? &b->next_meta : NULL;
     for (size_t a = 0; rc == 0 && a < b->nacc; a++)
         rc = mfi_acc_add(&b->accs[a], st[a], b->next_doc, &root, (uint64_t)b->next_pos,
                          b->base.agg, err);
@@ -740,6 +757,7 @@ static void bauto_free(mfi_stage *s)
     mfi_val_free(&b->next_key);
     if (b->next_doc)
         bson_destroy(b->next_doc);
+    mf_meta_clear(&b->next_meta);
     mf_expr_free(b->group_by);
     for (size_t a = 0; a < b->nacc; a++)
         mfi_acc_clear(&b->accs[a]);
@@ -747,7 +765,8 @@ static void bauto_free(mfi_stage *s)
     mfi_val_free(&b->prev_max);
 }
 
-static const mfi_stage_ops bauto_ops = {"$bucketAuto", bauto_next, NULL, bauto_free};
+static const mfi_stage_ops bauto_ops = {"$bucketAuto", bauto_next, NULL, bauto_free, false,
+                                        MFI_DEPS_EXHAUSTIVE_ALL};
 
 int mfi_parse_bucket_auto(const bson_iter_t *it, mfi_agg *agg, mfi_stage_list *out,
                           mf_error *err)
@@ -1026,7 +1045,10 @@ static void redact_free(mfi_stage *s)
     bson_destroy(&r->vars_doc);
 }
 
-static const mfi_stage_ops redact_ops = {"$redact", redact_next, NULL, redact_free};
+/* mongod's $redact keeps the document's metadata, and its dependency
+ * analysis stops at it (no getDependencies of its own) */
+static const mfi_stage_ops redact_ops = {"$redact", redact_next, NULL, redact_free, true,
+                                         MFI_DEPS_NOT_SUPPORTED};
 
 int mfi_parse_redact(const bson_iter_t *it, mfi_agg *agg, mfi_stage_list *out, mf_error *err)
 {

@@ -57,25 +57,35 @@ typedef struct {
     int unit;                /* -1: numbers */
     bool done;
     bson_t **out;            /* the result, produced on the first pull */
+    mf_meta *metas;          /* each one's metadata: an input document's own,
+                                a generated one none (as mongod's) */
     size_t nout, capout, next;
     int64_t generated;
+    mf_meta m;               /* the metadata of the document returned last */
 } densify_stage;
 
-static int push_out(densify_stage *d, bson_t *doc, mf_error *err)
+/* Add `doc` (taken) to the result, with a copy of `meta` (NULL: none). */
+static int push_out(densify_stage *d, bson_t *doc, const mf_meta *meta, mf_error *err)
 {
     if (!doc)
         return oom(err);
     if (d->nout == d->capout) {
         size_t cap = d->capout ? 2 * d->capout : 64;
         bson_t **v = realloc(d->out, cap * sizeof *v);
-        if (!v) {
+        mf_meta *mv = v ? realloc(d->metas, cap * sizeof *mv) : NULL;
+        if (v)
+            d->out = v;
+        if (!v || !mv) {
             bson_destroy(doc);
             return oom(err);
         }
-        d->out = v;
+        d->metas = mv;
         d->capout = cap;
     }
-    d->out[d->nout++] = doc;
+    d->metas[d->nout] = (mf_meta){0};
+    d->out[d->nout] = doc;
+    if (mf_meta_copy(&d->metas[d->nout++], meta) != 0)
+        return oom(err);
     return 0;
 }
 
@@ -132,7 +142,7 @@ static int generate(densify_stage *d, const val *key, const val *v, mf_error *er
     if (doc)
         mfi_doc_set_path(&base, d->field, v, doc);
     bson_destroy(&base);
-    return push_out(d, doc, err);
+    return push_out(d, doc, NULL, err);
 }
 
 /* Generate the grid values of partition `p` below `limit` (exclusive;
@@ -211,7 +221,7 @@ static int densify_run(densify_stage *d, mf_error *err)
         if (mfi_doc_get_path(&doc, d->field, &fi))
             v = *bson_iter_value(&fi);
         if (nullish(&v)) {
-            rc = push_out(d, bson_copy(&doc), err);
+            rc = push_out(d, bson_copy(&doc), s->in_meta, err);
             bson_destroy(&doc);
             if (rc)
                 break;
@@ -275,7 +285,7 @@ static int densify_run(densify_stage *d, mf_error *err)
         cur->started = true;
         rc = fill_to(d, cur, &anchor, &v, &v, err);
         if (rc == 0)
-            rc = push_out(d, bson_copy(&doc), err);
+            rc = push_out(d, bson_copy(&doc), s->in_meta, err);
         bson_destroy(&doc);
         if (rc)
             break;
@@ -317,6 +327,10 @@ static int densify_next(mfi_stage *s, bson_t *out, bool *eof, mf_error *err)
     bson_init(out);
     bson_concat(out, d->out[d->next]);
     bson_destroy(d->out[d->next]);
+    mf_meta_clear(&d->m);
+    d->m = d->metas[d->next]; /* taken over */
+    d->metas[d->next] = (mf_meta){0};
+    s->meta = d->m.has ? &d->m : NULL;
     d->out[d->next++] = NULL;
     *eof = false;
     return 0;
@@ -328,7 +342,11 @@ static void densify_free(mfi_stage *s)
     for (size_t i = d->next; i < d->nout; i++)
         if (d->out[i])
             bson_destroy(d->out[i]);
+    for (size_t i = 0; i < d->nout; i++)
+        mf_meta_clear(&d->metas[i]);
     free(d->out);
+    free(d->metas);
+    mf_meta_clear(&d->m);
     free(d->field);
     for (size_t i = 0; i < d->npf; i++)
         free(d->pfields[i]);
@@ -338,7 +356,8 @@ static void densify_free(mfi_stage *s)
     mfi_val_free(&d->hi);
 }
 
-static const mfi_stage_ops densify_ops = {"$densify", densify_next, NULL, densify_free};
+static const mfi_stage_ops densify_ops = {"$densify", densify_next, NULL, densify_free, false,
+                                          MFI_DEPS_SEE_NEXT};
 
 /* A FieldPath argument (no "$"): checked as mongod's FieldPath. */
 static int plain_path(const char *s, char **out, mf_error *err)

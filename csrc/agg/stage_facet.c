@@ -9,6 +9,11 @@
  * capped at 100 MB (mongod's internalQueryFacetMaxOutputDocSizeBytes,
  * error 4031700).  The stage outputs exactly one document, also for an
  * empty input.
+ *
+ * Metadata: each buffered document is followed by its metadata (a
+ * document, empty for none), which the sub-pipelines' documents carry
+ * (mongod's tee buffer keeps Documents whole); the output document has
+ * none.
  */
 #include "pipeline_int.h"
 
@@ -33,6 +38,7 @@ typedef struct {
     mf_agg_source base;
     const facet_stage *f;
     size_t off;
+    mf_meta m;               /* the metadata of the document returned last */
 } tee_source;
 
 static int tee_next(mf_agg_source *s, bson_t *out, bool *eof, mf_error *err)
@@ -47,11 +53,19 @@ static int tee_next(mf_agg_source *s, bson_t *out, bool *eof, mf_error *err)
     memcpy(&len, b->data + t->off, 4);
     len = BSON_UINT32_FROM_LE(len);
     bson_t tmp;
-    if (!bson_init_static(&tmp, b->data + t->off, len))
+    uint32_t mlen = 0;
+    if (len > b->len - t->off || b->len - t->off - len < 5 ||
+        !bson_init_static(&tmp, b->data + t->off, len))
         return mf_error_set(err, MF_InternalError, "a buffered $facet document is damaged");
+    memcpy(&mlen, b->data + t->off + len, 4);
+    mlen = BSON_UINT32_FROM_LE(mlen);
+    if (mlen > b->len - t->off - len ||
+        mf_meta_from_bson(&t->m, b->data + t->off + len, mlen) != 0)
+        return mf_error_set(err, MF_InternalError, "a buffered $facet document is damaged");
+    t->base.meta = t->m.has ? &t->m : NULL;
     bson_init(out);
     bson_concat(out, &tmp);
-    t->off += len;
+    t->off += len + mlen;
     *eof = false;
     return 0;
 }
@@ -64,6 +78,7 @@ static int tee_explain(mf_agg_source *s, int exec, bson_t *out, mf_error *err)
 
 static void tee_free(mf_agg_source *s)
 {
+    mf_meta_clear(&((tee_source *)s)->m);
     free(s);
 }
 
@@ -78,7 +93,12 @@ static int facet_fill(facet_stage *f, mf_error *err)
         int rc = mfi_stage_pull(&f->base, &d, &eof, err);
         if (rc || eof)
             return rc;
+        bson_t mb = BSON_INITIALIZER;
+        mf_meta_to_bson(f->base.in_meta, &mb);
         rc = mf_buf_append(&f->input, bson_get_data(&d), d.len);
+        if (rc == 0)
+            rc = mf_buf_append(&f->input, bson_get_data(&mb), mb.len);
+        bson_destroy(&mb);
         bson_destroy(&d);
         if (rc)
             return mf_error_oom(err);
@@ -160,7 +180,8 @@ static void facet_free(mfi_stage *s)
     mf_buf_free(&f->input);
 }
 
-static const mfi_stage_ops facet_ops = {"$facet", facet_next, facet_explain, facet_free};
+static const mfi_stage_ops facet_ops = {"$facet", facet_next, facet_explain, facet_free, false,
+                                        MFI_DEPS_EXHAUSTIVE_ALL};
 
 /* The stages a $facet refuses (mongod's FacetRequirement::kNotAllowed).
  * $changeStream is not among them here: its stage refuses itself as it is
@@ -186,8 +207,13 @@ static int facet_sub(facet_stage *f, size_t i, const bson_t *stages, mfi_agg *ag
     t->base.explain = tee_explain;
     t->base.free = tee_free;
     t->f = f;
-    mfi_sub_opts o = {.input = &t->base};
-    return mfi_pipeline_sub(agg, stages, &o, &f->subs[i], err);
+    mfi_sub_opts o = {.input = &t->base, .parent_meta = true};
+    int rc = mfi_pipeline_sub(agg, stages, &o, &f->subs[i], err);
+    /* mongod's $facet analyses each sub-pipeline against what its input
+     * may carry: their metadata is the stage's to check */
+    if (rc == 0)
+        agg->parse_needs |= mfi_pipeline_walk_needs(f->subs[i]);
+    return rc;
 }
 
 int mfi_parse_facet(const bson_iter_t *it, mfi_agg *agg, mfi_stage_list *out, mf_error *err)

@@ -381,7 +381,8 @@ static void group_free(mfi_stage *s)
         bson_destroy(gs->pending);
 }
 
-static const mfi_stage_ops group_ops = {"$group", group_next, NULL, group_free};
+static const mfi_stage_ops group_ops = {"$group", group_next, NULL, group_free, false,
+                                        MFI_DEPS_EXHAUSTIVE_ALL};
 
 bool mfi_group_reads_no_field(const mfi_stage *s)
 {

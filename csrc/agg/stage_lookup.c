@@ -442,7 +442,8 @@ static void lookup_free(mfi_stage *s)
     free(l->let_exprs);
 }
 
-static const mfi_stage_ops lookup_ops = {"$lookup", lookup_next, lookup_explain, lookup_free};
+static const mfi_stage_ops lookup_ops = {"$lookup", lookup_next, lookup_explain, lookup_free,
+                                         true, MFI_DEPS_SEE_NEXT};
 
 /* `from` as mongod's parseLookupFromAndResolveNamespace (the object form
  * is only for internal namespaces). */
@@ -609,7 +610,7 @@ int mfi_parse_lookup(const bson_iter_t *it, mfi_agg *agg, mfi_stage_list *out, m
         mf_pipeline *sub = NULL;
         bson_t vars = BSON_INITIALIZER;
         rc = lookup_open(l, &vars, NULL, &sub, err);
-        mf_pipeline_free(sub);
+        mf_pipeline_free(sub); /* (its metadata is checked when it reads) */
         bson_destroy(&vars);
         if (rc)
             return rc;
@@ -635,11 +636,15 @@ static int union_next(mfi_stage *s, bson_t *out, bool *eof, mf_error *err)
     union_stage *u = (union_stage *)s;
     if (!u->in_sub) {
         int rc = mfi_stage_pull(s, out, eof, err);
+        s->meta = s->in_meta;
         if (rc || !*eof)
             return rc;
         u->in_sub = true;
     }
-    return mf_pipeline_next(u->sub, out, eof, err);
+    /* the other collection's documents, with what its pipeline gave them */
+    int rc = mf_pipeline_next(u->sub, out, eof, err);
+    s->meta = rc == 0 && !*eof ? mfi_pipeline_meta(u->sub) : NULL;
+    return rc;
 }
 
 static void union_explain(const mfi_stage *s, bson_t *out)
@@ -658,7 +663,10 @@ static void union_free(mfi_stage *s)
     mf_pipeline_free(u->sub);
 }
 
-static const mfi_stage_ops union_ops = {"$unionWith", union_next, union_explain, union_free};
+/* mongod's dependency analysis stops at $unionWith (NOT_SUPPORTED); its
+ * sub-pipeline is checked when it reads */
+static const mfi_stage_ops union_ops = {"$unionWith", union_next, union_explain, union_free,
+                                        false, MFI_DEPS_NOT_SUPPORTED};
 
 int mfi_parse_union_with(const bson_iter_t *it, mfi_agg *agg, mfi_stage_list *out,
                          mf_error *err)
@@ -1028,7 +1036,8 @@ static void graph_free(mfi_stage *s)
     bson_destroy(&gs->restrict_filter);
 }
 
-static const mfi_stage_ops graph_ops = {"$graphLookup", graph_next, NULL, graph_free};
+static const mfi_stage_ops graph_ops = {"$graphLookup", graph_next, NULL, graph_free, true,
+                                        MFI_DEPS_SEE_NEXT};
 
 /* A string argument of $graphLookup (40103), or NULL with an error. */
 static int graph_string(const bson_iter_t *f, const char **out, mf_error *err)

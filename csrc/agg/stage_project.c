@@ -20,10 +20,20 @@ static int hook_parse(const bson_iter_t *it, void *arg, void **out, mf_error *er
     return mfi_agg_expr(arg, it, (mf_expr **)out, err);
 }
 
-static int hook_eval(const void *x, const bson_t *root, void *arg, bson_value_t *out,
-                     mf_error *err)
+static int hook_eval(const void *x, const bson_t *root, const mf_meta *meta, void *arg,
+                     bson_value_t *out, mf_error *err)
 {
-    return mfi_agg_eval(arg, x, root, out, err);
+    mfi_agg *a = arg;
+    if (!meta) /* the pipeline's document being evaluated (mfi_stage_pull) */
+        return mfi_agg_eval(a, x, root, out, err);
+    mf_expr_vars vars = a->vars;
+    vars.meta = meta;
+    return mf_expr_eval_value(x, root, &vars, out, err);
+}
+
+static uint32_t hook_meta_kinds(const void *x)
+{
+    return mf_expr_meta_kinds(x);
 }
 
 static void hook_free(void *x)
@@ -35,6 +45,7 @@ void mfi_agg_hooks(mfi_agg *a, mf_expr_hooks *h)
 {
     h->parse = hook_parse;
     h->eval = hook_eval;
+    h->meta_kinds = hook_meta_kinds;
     h->free = hook_free;
     h->free_value = mf_value_free;
     h->arg = a;
@@ -54,7 +65,7 @@ static int project_next(mfi_stage *s, bson_t *out, bool *eof, mf_error *err)
     int rc = mfi_stage_pull(s, &d, eof, err);
     if (rc || *eof)
         return rc;
-    rc = mf_projection_apply(p->proj, &d, -1, out, err);
+    rc = mf_projection_apply_meta(p->proj, &d, -1, s->in_meta, out, err);
     bson_destroy(&d);
     if (rc)
         bson_destroy(out);
@@ -66,10 +77,16 @@ static void project_free(mfi_stage *s)
     mf_projection_free(((project_stage *)s)->proj);
 }
 
-static const mfi_stage_ops project_ops = {"$project", project_next, NULL, project_free};
-static const mfi_stage_ops add_fields_ops = {"$addFields", project_next, NULL, project_free};
-static const mfi_stage_ops set_ops = {"$set", project_next, NULL, project_free};
-static const mfi_stage_ops unset_ops = {"$unset", project_next, NULL, project_free};
+/* Their documents keep their metadata (mongod's projections copy it); an
+ * inclusion $project needs no field past those it names. */
+static const mfi_stage_ops project_ops = {"$project", project_next, NULL, project_free, true,
+                                          MFI_DEPS_SEE_NEXT};
+static const mfi_stage_ops add_fields_ops = {"$addFields", project_next, NULL, project_free,
+                                             true, MFI_DEPS_SEE_NEXT};
+static const mfi_stage_ops set_ops = {"$set", project_next, NULL, project_free, true,
+                                      MFI_DEPS_SEE_NEXT};
+static const mfi_stage_ops unset_ops = {"$unset", project_next, NULL, project_free, true,
+                                        MFI_DEPS_SEE_NEXT};
 
 /* mongod's context for a stage's parse error. */
 static int with_context(int rc, const char *stage, mf_error *err)
@@ -91,7 +108,12 @@ static int parse_projection(const bson_iter_t *it, mfi_agg *agg, mfi_stage_list 
         return MF_InternalError;
     mf_expr_hooks h;
     mfi_agg_hooks(agg, &h);
-    return mf_projection_parse_ex(spec, NULL, &h, mode, &p->proj, err);
+    int rc = mf_projection_parse_ex(spec, NULL, &h, mode, &p->proj, err);
+    if (rc == 0 && mode == MF_PROJ_AGG && mf_projection_is_inclusion(p->proj))
+        p->base.deps = MFI_DEPS_EXHAUSTIVE_FIELDS;
+    if (rc == 0) /* its $meta fields, and its expressions' (mfi_agg_expr) */
+        agg->parse_needs |= mf_projection_meta_needs(p->proj);
+    return rc;
 }
 
 int mfi_parse_project(const bson_iter_t *it, mfi_agg *agg, mfi_stage_list *out, mf_error *err)

@@ -90,6 +90,12 @@ typedef struct {
     bson_t *pending;         /* the first document of the next partition */
     val pending_key;
     bool eof;
+    /* each buffered document's metadata (mongod's partition keeps
+     * Documents whole: the output keeps it, expressions read it), and the
+     * pending one's; in memory: metadata is small */
+    mf_meta *metas;
+    size_t metas_cap;
+    mf_meta pending_meta;
 } window_stage;
 
 static int oom(mf_error *err)
@@ -678,10 +684,37 @@ static int eval(window_stage *w, const mf_expr *e, const bson_t *doc, val *out, 
     return mfi_agg_eval(w->base.agg, e, doc, out, err);
 }
 
-/* Document i of the partition: borrowed until the next doc_at. */
+/* Document i of the partition: borrowed until the next doc_at.  Its
+ * metadata becomes what expressions read. */
 static int doc_at(window_stage *w, size_t i, const bson_t **doc, mf_error *err)
 {
+    w->base.agg->vars.meta = i < w->metas_cap && w->metas[i].has ? &w->metas[i] : NULL;
     return mfi_docbuf_get(&w->buf, i, doc, err);
+}
+
+/* Keep `m` (NULL: none) as the metadata of the document buffered last
+ * (index buf.n - 1); `m` is taken when `take`. */
+static int keep_meta(window_stage *w, mf_meta *m, bool take, mf_error *err)
+{
+    size_t i = w->buf.n - 1;
+    if (i >= w->metas_cap) {
+        size_t cap = w->metas_cap ? w->metas_cap * 2 : 64;
+        while (cap <= i)
+            cap *= 2;
+        mf_meta *v = realloc(w->metas, cap * sizeof *v);
+        if (!v)
+            return oom(err);
+        memset(v + w->metas_cap, 0, (cap - w->metas_cap) * sizeof *v);
+        w->metas = v;
+        w->metas_cap = cap;
+    }
+    if (take) {
+        mf_meta_clear(&w->metas[i]);
+        w->metas[i] = *m;
+        *m = (mf_meta){0};
+        return 0;
+    }
+    return mf_meta_copy(&w->metas[i], m) != 0 ? oom(err) : 0;
 }
 
 /* Evaluate `e` on document i. */
@@ -705,6 +738,8 @@ static void free_results(window_stage *w)
         free(w->res);
         w->res = NULL;
     }
+    for (size_t i = 0; i < w->buf.n && i < w->metas_cap; i++)
+        mf_meta_clear(&w->metas[i]);
     mfi_docbuf_clear(&w->buf);
     w->n = w->next = 0;
 }
@@ -758,6 +793,8 @@ static int read_partition(window_stage *w, mf_error *err)
         key = w->pending_key;
         w->pending_key.value_type = BSON_TYPE_EOD;
         rc = buffer_doc(w, first, err);
+        if (rc == 0)
+            rc = keep_meta(w, &w->pending_meta, true, err);
     }
     while (rc == 0 && !w->eof) {
         bson_t d;
@@ -784,11 +821,15 @@ static int read_partition(window_stage *w, mf_error *err)
             mfi_val_cmp(&k, &key, s->agg->collator) != 0) {
             w->pending = copy;
             w->pending_key = k;
+            if (mf_meta_copy(&w->pending_meta, s->in_meta) != 0)
+                rc = oom(err);
             break;
         }
         mfi_val_free(&key);
         key = k;
         rc = buffer_doc(w, copy, err);
+        if (rc == 0)
+            rc = keep_meta(w, (mf_meta *)s->in_meta, false, err);
     }
     w->n = w->buf.n;
     mfi_val_free(&key);
@@ -1470,6 +1511,7 @@ static int window_next(mfi_stage *s, bson_t *out, bool *eof, mf_error *err)
     const bson_t *doc;
     if ((rc = doc_at(w, i, &doc, err)) != 0)
         return rc;
+    s->meta = w->base.agg->vars.meta; /* what it came with (doc_at) */
     bson_t *cur = bson_copy(doc);
     for (size_t k = 0; cur && k < w->nf; k++) {
         const val *v = &w->res[k][i];
@@ -1493,6 +1535,8 @@ static void window_free(mfi_stage *s)
     window_stage *w = (window_stage *)s;
     free_results(w);
     mfi_docbuf_free(&w->buf);
+    free(w->metas);
+    mf_meta_clear(&w->pending_meta);
     if (w->pending)
         bson_destroy(w->pending);
     mfi_val_free(&w->pending_key);
@@ -1511,7 +1555,8 @@ static void window_free(mfi_stage *s)
     free(w->f);
 }
 
-static const mfi_stage_ops window_ops = {"$setWindowFields", window_next, NULL, window_free};
+static const mfi_stage_ops window_ops = {"$setWindowFields", window_next, NULL, window_free,
+                                         false, MFI_DEPS_SEE_NEXT};
 
 /* ------------------------------------------------------------ the stage */
 

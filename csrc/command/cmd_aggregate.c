@@ -50,6 +50,9 @@ typedef struct coll_read {
     bool eof;
     bool explain;
     bool no_fields;          /* hand out empty documents (mf_agg_read.no_fields) */
+    bool text;               /* a $text read: each document in `chunk` is
+                                followed by [scored: 1 byte][score: 8] */
+    mf_meta meta;            /* the metadata of the document returned last */
     int64_t nreturned;
     mf_scan_stats seen;      /* the scan's work already added to an operation */
 } coll_read;
@@ -94,13 +97,20 @@ static int read_chunk(coll_read *r, mf_error *err)
         if (r->near) {
             bson_t loc;
             if (mf_buf_append(&r->dists, &row.dist, sizeof row.dist) != 0 ||
-                (r->near->include_locs ? mf_scan_near_loc(r->scan, &row.doc, &loc)
-                                       : (bson_init(&loc), 0)) != 0 ||
+                mf_scan_near_loc(r->scan, &row.doc, &loc) != 0 || /* geoNearPoint */
                 mf_buf_append(&r->locs, bson_get_data(&loc), loc.len) != 0) {
                 rc = mf_error_oom(err);
                 break;
             }
             bson_destroy(&loc);
+        }
+        if (r->text) { /* the row's textScore metadata, beside it */
+            uint8_t sc[9] = {row.scored};
+            memcpy(sc + 1, &row.score, 8);
+            if (mf_buf_append(&r->chunk, sc, sizeof sc) != 0) {
+                rc = mf_error_oom(err);
+                break;
+            }
         }
         n++;
         r->returned++;
@@ -138,11 +148,21 @@ static int read_next(mf_agg_source *s, bson_t *out, bool *eof, mf_error *err)
     memcpy(&len, d, 4);
     len = BSON_UINT32_FROM_LE(len);
     bson_t tmp;
-    if (!bson_init_static(&tmp, d, len))
+    if (!bson_init_static(&tmp, d, len) || (r->text && r->pos + len + 9 > r->chunk.len))
         return mf_error_set(err, MF_InternalError, "a read chunk is damaged");
     bson_init(out);
     bson_concat(out, &tmp);
     r->pos += len;
+    r->base.meta = NULL;
+    if (r->text) {
+        double score;
+        memcpy(&score, r->chunk.data + r->pos + 1, 8);
+        if (r->chunk.data[r->pos]) {
+            mf_meta_set_double(&r->meta, MF_META_TEXT_SCORE, score);
+            r->base.meta = &r->meta;
+        }
+        r->pos += 9;
+    }
     r->nreturned++;
     if (r->near) {
         uint32_t ll;
@@ -298,6 +318,7 @@ static void read_free(mf_agg_source *s)
     mf_buf_free(&r->dists);
     mf_buf_free(&r->locs);
     bson_destroy(&r->near_filter);
+    mf_meta_clear(&r->meta);
     free(r);
 }
 
@@ -350,9 +371,11 @@ static int read_open(void *arg, const mf_agg_read *q, mf_agg_source **out, bool 
                                  r->near ? &r->near_filter : &r->filter, q->hint,
                                  r->has_sort ? &r->sort : NULL, q->collation,
                                  &(mf_scan_extra){.sort_trials = r->has_sort,
-                                                  .explain = q->explain},
+                                                  .explain = q->explain,
+                                                  .text_score = q->text_score},
                                  &r->scan, &r->sorted, err);
         if (rc == 0) {
+            r->text = mf_scan_is_text(r->scan);
             mf_scan_deadline(r->scan, q->deadline);
             mf_scan_timed(r->scan, q->explain);
             /* Keys answer where the bounds answer the whole filter
@@ -653,6 +676,19 @@ int mfi_aggregate_run(mf_cmd_ctx *ctx, const bson_t *cmd, int explain, bson_t *r
             bson_append_document_end(reply, &si);
         }
         mf_pipeline_free(p);
+        return rc;
+    }
+    /* The read is planned now, as mongod's PipelineD prepares the
+     * pipeline's cursor source before it runs: what planning refuses (a
+     * bad hint, $text with a hint, no text index) is the command's error,
+     * not the executor's. */
+    if ((rc = mf_pipeline_prepare(p, err)) != 0) {
+        mf_pipeline_free(p);
+        if (rc == MF_MaxTimeMSExpired) { /* trials that ran out of time: running */
+            char msg[sizeof err->msg];
+            snprintf(msg, sizeof msg, "%s", err->msg);
+            mf_error_set(err, rc, "PlanExecutor error during aggregation :: caused by :: %s", msg);
+        }
         return rc;
     }
     if (mf_pipeline_writes(p)) {

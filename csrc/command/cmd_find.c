@@ -50,6 +50,8 @@ typedef struct find_args {
     bool has_filter, has_projection, has_sort, has_let, has_min, has_max;
     bson_iter_t hint;
     bool has_hint;
+    bool natural_sort;      /* the sort was {$natural: ...} (now the hint) */
+    bool user_hint;         /* a hint given, not empty (before the $natural sort's) */
     int64_t skip, limit, batch_size; /* limit 0: none; batch_size -1: default */
     bool single_batch, allow_disk_use, no_cursor_timeout, show_record_id, return_key;
     bool tailable, await_data;
@@ -142,8 +144,14 @@ static int parse_find(const bson_t *cmd, find_args *a, mf_error *err)
                           "Cannot set 'awaitData' without also setting 'tailable'");
     if (rc == 0)
         rc = mf_minmax_check(a->has_min ? &a->min : NULL, a->has_max ? &a->max : NULL, err);
-    if (rc == 0)
+    if (rc == 0) {
+        bson_t h;
+        a->user_hint = a->has_hint && !(BSON_ITER_HOLDS_DOCUMENT(&a->hint) &&
+                                        mfi_doc_arg(&a->hint, &h) && bson_empty(&h));
+        bool had_sort = a->has_sort;
         rc = mfi_natural_sort(&a->sort, &a->has_sort, &a->hint, &a->has_hint, err);
+        a->natural_sort = had_sort && !a->has_sort;
+    }
     return rc;
 }
 
@@ -162,11 +170,46 @@ static void parts_free(query_parts *q)
     memset(q, 0, sizeof *q);
 }
 
+/* Whether `filter` has a $near, $nearSphere or $geoNear condition (at the
+ * top or in a top-level $and): the query then has geoNear metadata. */
+static bool filter_has_near(const bson_t *filter)
+{
+    bson_iter_t it, op, el;
+    bson_t sub;
+    if (!filter || !bson_iter_init(&it, filter))
+        return false;
+    while (bson_iter_next(&it)) {
+        const char *k = bson_iter_key(&it);
+        if (strcmp(k, "$and") == 0 && BSON_ITER_HOLDS_ARRAY(&it) && bson_iter_recurse(&it, &el)) {
+            while (bson_iter_next(&el))
+                if (mf_bsonx_doc_view(&el, &sub) && filter_has_near(&sub))
+                    return true;
+        } else if (k[0] != '$' && BSON_ITER_HOLDS_DOCUMENT(&it) && bson_iter_recurse(&it, &op)) {
+            while (bson_iter_next(&op))
+                if (strcmp(bson_iter_key(&op), "$near") == 0 ||
+                    strcmp(bson_iter_key(&op), "$nearSphere") == 0 ||
+                    strcmp(bson_iter_key(&op), "$geoNear") == 0)
+                    return true;
+        }
+    }
+    return false;
+}
+
+/* What of a find mongod's CanonicalQuery checks beside its parts. */
+typedef struct canon_opts {
+    bool natural_sort, hint, tailable;
+} canon_opts;
+
 /* `hooks` compile the filter's $expr and the projection's computed fields;
- * strings compare under `coll`. */
+ * strings compare under `coll`.  With `co` (find), mongod's checks of the
+ * canonical query in its order: the filter, then what $text refuses
+ * beside it (a $natural sort, a hint, a tailable cursor: BadValue), the
+ * projection and the metadata it asks for (40218 where the query has
+ * none: text score without $text, geoNear without $near; sortKey without
+ * a sort), then the sort and its metadata. */
 static int parse_parts(const bson_t *filter, const bson_t *projection, const bson_t *sort,
-                       const mf_expr_hooks *hooks, const mf_collator *coll, query_parts *q,
-                       mf_error *err)
+                       const mf_expr_hooks *hooks, const mf_collator *coll,
+                       const canon_opts *co, query_parts *q, mf_error *err)
 {
     static const bson_t empty = BSON_INITIALIZER;
     int rc;
@@ -180,11 +223,35 @@ static int parse_parts(const bson_t *filter, const bson_t *projection, const bso
     } else {
         rc = mf_matcher_parse_coll(filter ? filter : &empty, hooks, coll, &q->m, err);
     }
+    bool text = filter && mf_filter_has_text(filter);
+    if (rc == 0 && co && text) {
+        if (co->natural_sort)
+            rc = mf_error_set(err, MF_BadValue,
+                              "text expression not allowed with $natural sort order");
+        else if (co->hint)
+            rc = mf_error_set(err, MF_BadValue, "text and hint not allowed in same query");
+        else if (co->tailable)
+            rc = mf_error_set(err, MF_BadValue,
+                              "text and tailable cursor not allowed in same query");
+    }
+    uint32_t unavailable = (text ? 0 : MF_META_BIT(MF_META_TEXT_SCORE)) |
+                           (filter_has_near(filter) ? 0
+                                                    : MF_META_BIT(MF_META_GEO_NEAR_DISTANCE) |
+                                                          MF_META_BIT(MF_META_GEO_NEAR_POINT));
+    bool has_sort = sort && !doc_empty(sort);
     if (rc == 0 && projection && !doc_empty(projection))
         rc = mf_projection_parse_coll(projection, filter ? filter : &empty, hooks, MF_PROJ_FIND,
                                       coll, &q->proj, err);
-    if (rc == 0 && sort && !doc_empty(sort))
+    uint32_t needs = mf_projection_meta_needs(q->proj);
+    if (rc == 0 && (needs & unavailable))
+        rc = mf_meta_unavailable(needs & unavailable, err);
+    if (rc == 0 && (needs & MF_META_BIT(MF_META_SORT_KEY)) && !has_sort)
+        rc = mf_error_set(err, MF_BadValue, "cannot use sortKey $meta projection without a sort");
+    if (rc == 0 && has_sort)
         rc = mf_sort_parse_coll(sort, coll, &q->sort, err);
+    needs = mf_sort_meta_needs(q->sort);
+    if (rc == 0 && (needs & unavailable))
+        rc = mf_meta_unavailable(needs & unavailable, err);
     if (rc)
         parts_free(q);
     return rc;
@@ -204,13 +271,16 @@ static int sort_all(mf_cmd_ctx *ctx, mfi_cursor *cur, mf_coll *c, const mf_sort 
     if (!cur->sorter)
         return mf_error_oom(err);
     mf_buf key = {0}, rec = {0};
+    mf_meta km = {0}; /* a row's metadata its sort key reads */
     int rc = 0;
     /* mongod projects before sorting only when the projection is simple,
      * keeps every sort field and there is no limit; otherwise it sorts
      * whole documents -- which counts against the memory limit. */
     cur->project_late = false;
-    bool text = mf_scan_is_text(cur->scan); /* rows carry a score: project them now */
-    if (cur->proj && !text) {
+    /* rows with metadata (a score, what the projection asks for): project
+     * them now */
+    bool text = mf_scan_is_text(cur->scan);
+    if (cur->proj && !text && !cur->meta_needs) {
         bool keeps = limit == 0;
         for (size_t i = 0; keeps && i < mf_sort_nkeys(sort); i++)
             keeps = mf_projection_keeps(cur->proj, mf_sort_path(sort, i));
@@ -224,7 +294,10 @@ static int sort_all(mf_cmd_ctx *ctx, mfi_cursor *cur, mf_coll *c, const mf_sort 
         if ((rc = mf_scan_next(cur->scan, e, c, cur->matcher, &row, &valid, err)) != 0 || !valid)
             break;
         key.len = 0;
-        if ((rc = mf_sort_key_meta(sort, &row.doc, text ? &row.score : NULL, &key, err)) != 0)
+        mf_meta_clear(&km);
+        if (text && row.scored)
+            mf_meta_set_double(&km, MF_META_TEXT_SCORE, row.score);
+        if ((rc = mf_sort_key_meta(sort, &row.doc, &km, &key, err)) != 0)
             break;
         if (cur->project_late) {
             uint8_t p16[16];
@@ -254,6 +327,7 @@ static int sort_all(mf_cmd_ctx *ctx, mfi_cursor *cur, mf_coll *c, const mf_sort 
     }
     mf_buf_free(&key);
     mf_buf_free(&rec);
+    mf_meta_clear(&km);
     if (rc == 0)
         rc = mf_sorter_finish(cur->sorter, err);
     /* The scan is done with (its caller frees it, or keeps it for
@@ -280,6 +354,8 @@ static int find_prepare(mf_cmd_ctx *ctx, const bson_t *cmd, char ns[MF_MAX_NS_LE
     mf_engine *e = ctx->inst->engine;
     mf_expr_ctx *xctx = NULL;
     mf_expr_hooks hooks;
+    mf_sort *key_sort = NULL;
+    uint32_t meta_needs = 0;
     *coll = NULL;
     int rc = mfi_coll_arg(ctx, cmd, ns, MF_MAX_NS_LEN + 1, err);
     if (rc == 0)
@@ -293,9 +369,17 @@ static int find_prepare(mf_cmd_ctx *ctx, const bson_t *cmd, char ns[MF_MAX_NS_LE
                                   err);
     if (rc == 0) {
         mf_expr_ctx_hooks(xctx, &hooks);
+        canon_opts co = {.natural_sort = a->natural_sort, .hint = a->user_hint,
+                         .tailable = a->tailable};
         rc = parse_parts(a->has_filter ? &a->filter : NULL,
                          a->has_projection ? &a->projection : NULL,
-                         a->has_sort ? &a->sort : NULL, &hooks, *coll, q, err);
+                         a->has_sort ? &a->sort : NULL, &hooks, *coll, &co, q, err);
+        /* the metadata the projection asks of each row; sortKey's values
+         * from a copy of the sort the cursor keeps */
+        uint32_t needs = rc == 0 ? mf_projection_meta_needs(q->proj) : 0;
+        if (rc == 0 && (needs & MF_META_BIT(MF_META_SORT_KEY)))
+            rc = mf_sort_parse_coll(&a->sort, *coll, &key_sort, err);
+        meta_needs = needs;
     }
     mfi_cursor *cur = rc == 0 ? calloc(1, sizeof *cur) : NULL;
     if (rc == 0 && !cur) {
@@ -303,12 +387,16 @@ static int find_prepare(mf_cmd_ctx *ctx, const bson_t *cmd, char ns[MF_MAX_NS_LE
         rc = mf_error_oom(err);
     }
     if (rc) {
+        mf_sort_free(key_sort);
+        parts_free(q);
         mf_expr_ctx_free(xctx);
         mf_collator_unref(*coll);
         *coll = NULL;
         return rc;
     }
     cur->xctx = xctx;
+    cur->meta_needs = meta_needs;
+    cur->key_sort = key_sort;
     snprintf(cur->ns, sizeof cur->ns, "%s", ns);
     cur->matcher = q->m;
     cur->proj = q->proj;
@@ -353,13 +441,6 @@ static int find_start(mf_cmd_ctx *ctx, mf_instance *inst, mfi_cursor *cur, mf_co
                                               .explain = inst == NULL},
                              &cur->scan, sorted, err);
     *running = rc == 0;
-    /* textScore metadata exists only for a $text query (mongod's
-     * validateAndGetAvailableMetadata) */
-    if (rc == 0 && !mf_scan_is_text(cur->scan) &&
-        (mf_projection_needs_score(cur->proj) || mf_sort_needs_score(q->sort))) {
-        *running = false;
-        rc = mf_error_set(err, 40218, "query requires text score metadata, but it is not available");
-    }
     if (rc == 0) {
         mf_scan_deadline(cur->scan, &cur->deadline);
         mf_scan_want_pos(cur->scan, cur->proj && mf_projection_needs_pos(cur->proj));
@@ -750,7 +831,7 @@ int mfi_cmd_distinct(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_error
         return rc;
     }
     mf_expr_ctx_hooks(xctx, &hooks);
-    if ((rc = parse_parts(has_query ? &query : NULL, NULL, NULL, &hooks, coll, &q, err)) != 0) {
+    if ((rc = parse_parts(has_query ? &query : NULL, NULL, NULL, &hooks, coll, NULL, &q, err)) != 0) {
         mf_expr_ctx_free(xctx);
         mf_collator_unref(coll);
         return rc;
@@ -882,7 +963,7 @@ int mfi_cmd_plan_cache_clear(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, 
         if (rc == 0) {
             mf_expr_ctx_hooks(xctx, &hooks);
             rc = parse_parts(&query, has[2] ? &projection : NULL, has[1] ? &sort : NULL, &hooks,
-                             coll, &q, err);
+                             coll, NULL, &q, err);
             parts_free(&q);
         }
     }

@@ -742,6 +742,11 @@ struct mfi_cursor {
                                each)][whole document]: project as documents
                                leave it */
     bool show_record_id;    /* find's showRecordId: {$recordId: rid} last */
+    /* The metadata find's projection asks of each row (MF_META_BIT):
+     * recordId, indexKey, sortKey (from `key_sort`, owned, a copy of the
+     * query's sort); a text scan's rows always carry their score. */
+    uint32_t meta_needs;
+    mf_sort *key_sort;
     bool return_key;        /* find's returnKey: each row's index key instead
                                (a sort sorts the documents, then returns keys) */
     mf_pipeline *pipeline;  /* owns: an aggregation's results */
@@ -836,6 +841,10 @@ static inline bool mfi_cursor_reshaped(const mfi_cursor *cur)
  * destroys it), else the row's own document (no copy, `out` untouched). */
 int mfi_cursor_shape(mfi_cursor *cur, const mf_scan_row *row, bson_t *out, const bson_t **doc,
                      mf_error *err);
+/* The metadata of a scanned row (meta.h) as the cursor's query has it:
+ * a text scan's score, and what its projection asks for (meta_needs),
+ * into `meta` (cleared first).  Errors: out of memory, the sort key's. */
+int mfi_cursor_row_meta(mfi_cursor *cur, const mf_scan_row *row, mf_meta *meta, mf_error *err);
 
 void mfi_cursors_init(mf_instance *inst);
 void mfi_cursors_destroy(mf_instance *inst);

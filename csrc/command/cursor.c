@@ -44,6 +44,7 @@ void mfi_cursor_free(mfi_cursor *c)
     }
     mf_matcher_free(c->matcher);
     mf_projection_free(c->proj);
+    mf_sort_free(c->key_sort);
     mf_expr_ctx_free(c->xctx); /* after what compiled expressions with it */
     mf_sorter_free(c->sorter);
     mf_pipeline_free(c->pipeline);
@@ -522,18 +523,64 @@ static MF_ALWAYS_INLINE int offer(mfi_cursor *cur, mfi_batch *b, const uint8_t *
 
 /* The document `doc` (of record `rid`, the matcher's position `pos`) as
  * the client sees it, into `out` (initialised, error or not: the caller
- * destroys it): projected, then with showRecordId's {$recordId: rid}
- * appended, as mongod appends it. */
+ * destroys it): projected (with the row's metadata `meta`, may be NULL),
+ * then with showRecordId's {$recordId: rid} appended, as mongod appends
+ * it. */
 static int reshape(mfi_cursor *cur, const bson_t *doc, uint64_t rid, int64_t pos,
-                   const double *score, bson_t *out, mf_error *err)
+                   const mf_meta *meta, bson_t *out, mf_error *err)
 {
     int rc = 0;
     if (cur->proj)
-        rc = mf_projection_apply_meta(cur->proj, doc, pos, score, out, err);
+        rc = mf_projection_apply_meta(cur->proj, doc, pos, meta, out, err);
     else
         bson_copy_to(doc, out);
     if (rc == 0 && cur->show_record_id && !BSON_APPEND_INT64(out, "$recordId", (int64_t)rid))
         rc = mf_error_oom(err);
+    return rc;
+}
+
+int mfi_cursor_row_meta(mfi_cursor *cur, const mf_scan_row *row, mf_meta *meta, mf_error *err)
+{
+    int rc = 0;
+    mf_meta_clear(meta);
+    if (mf_scan_is_text(cur->scan) && row->scored)
+        mf_meta_set_double(meta, MF_META_TEXT_SCORE, row->score);
+    if (mf_scan_is_near(cur->scan)) { /* a $near search's distance and location */
+        bson_t loc;
+        bson_iter_t pt;
+        mf_meta_set_double(meta, MF_META_GEO_NEAR_DISTANCE, row->dist);
+        if ((cur->meta_needs & MF_META_BIT(MF_META_GEO_NEAR_POINT)) &&
+            (mf_scan_near_loc(cur->scan, &row->doc, &loc) != 0 ||
+             (bson_iter_init(&pt, &loc) && bson_iter_next(&pt) &&
+              mf_meta_set_value(meta, MF_META_GEO_NEAR_POINT, bson_iter_value(&pt)) != 0)))
+            rc = mf_error_oom(err);
+        if (cur->meta_needs & MF_META_BIT(MF_META_GEO_NEAR_POINT))
+            bson_destroy(&loc);
+    }
+    if (cur->meta_needs & MF_META_BIT(MF_META_RECORD_ID))
+        mf_meta_set_long(meta, MF_META_RECORD_ID, (int64_t)row->rid);
+    if (cur->meta_needs & MF_META_BIT(MF_META_INDEX_KEY)) {
+        /* an index scan's key; none (no field) for a collection scan or
+         * a text index's, as mongod's */
+        bson_t k;
+        rc = mf_scan_return_key(cur->scan, row, &k, err);
+        if (rc == 0 && !bson_empty(&k)) {
+            bson_value_t v = {.value_type = BSON_TYPE_DOCUMENT};
+            v.value.v_doc.data = (uint8_t *)bson_get_data(&k);
+            v.value.v_doc.data_len = k.len;
+            if (mf_meta_set_value(meta, MF_META_INDEX_KEY, &v) != 0)
+                rc = mf_error_oom(err);
+        }
+        bson_destroy(&k);
+    }
+    if (rc == 0 && cur->key_sort && (cur->meta_needs & MF_META_BIT(MF_META_SORT_KEY))) {
+        bson_value_t v;
+        if ((rc = mf_sort_key_values(cur->key_sort, &row->doc, meta, &v, err)) == 0) {
+            if (mf_meta_set_value(meta, MF_META_SORT_KEY, &v) != 0)
+                rc = mf_error_oom(err);
+            bson_value_destroy(&v);
+        }
+    }
     return rc;
 }
 
@@ -546,9 +593,16 @@ int mfi_cursor_shape(mfi_cursor *cur, const mf_scan_row *row, bson_t *out, const
     *doc = mfi_cursor_reshaped(cur) ? out : &row->doc;
     if (cur->return_key)
         return mf_scan_return_key(cur->scan, row, out, err);
-    const double *score = mf_scan_is_text(cur->scan) ? &row->score : NULL;
-    return mfi_cursor_reshaped(cur) ? reshape(cur, &row->doc, row->rid, row->pos, score, out, err)
-                                    : 0;
+    if (!mfi_cursor_reshaped(cur))
+        return 0;
+    mf_meta meta = {0};
+    int rc = cur->proj ? mfi_cursor_row_meta(cur, row, &meta, err) : 0;
+    if (rc == 0)
+        rc = reshape(cur, &row->doc, row->rid, row->pos, &meta, out, err);
+    else
+        bson_init(out);
+    mf_meta_clear(&meta);
+    return rc;
 }
 
 /* A sorter record of a late projection, [pos][rid][document] (8 bytes

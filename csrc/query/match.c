@@ -37,7 +37,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-typedef enum { N_AND, N_OR, N_NOR, N_PATH, N_EXPR } node_kind;
+typedef enum { N_AND, N_OR, N_NOR, N_PATH, N_EXPR, N_TEXT } node_kind;
 
 typedef enum {
     C_EQ, C_NE, C_GT, C_GTE, C_LT, C_LTE, C_IN, C_NIN, C_EXISTS, C_TYPE, C_MOD, C_REGEX,
@@ -110,6 +110,8 @@ struct mf_matcher {
     node *root;
     mf_expr_hooks hooks;       /* for N_EXPR nodes (unset without $expr) */
     mf_collator *coll;         /* one reference, or NULL (simple) */
+    bool text_false;           /* $text matches nothing (mf_matcher_text_false) */
+    bool borrowed;             /* a view: root, hooks and coll are another's */
 };
 
 /* How a (sub-)filter is parsed: the hooks for $expr (NULL: $expr is not
@@ -125,6 +127,7 @@ typedef struct ectx {
     const mf_expr_hooks *hooks;
     mf_error *err; /* never NULL */
     int rc;
+    bool text_false; /* what $text gives: true, or false (mf_matcher_text_false) */
 } ectx;
 
 /* --------------------------------------------------------------- freeing */
@@ -171,10 +174,23 @@ static void node_free(node *n)
 void mf_matcher_free(mf_matcher *m)
 {
     if (m) {
-        node_free(m->root);
-        mf_collator_unref(m->coll);
+        if (!m->borrowed) {
+            node_free(m->root);
+            mf_collator_unref(m->coll);
+        }
         free(m);
     }
+}
+
+mf_matcher *mf_matcher_text_false(const mf_matcher *m)
+{
+    mf_matcher *v = calloc(1, sizeof *v);
+    if (v) {
+        *v = *m;
+        v->text_false = true;
+        v->borrowed = true;
+    }
+    return v;
 }
 
 /* -------------------------------------------------------------- parsing */
@@ -880,7 +896,8 @@ static int parse_logical(const pctx *pc, const char *op, bson_iter_t *it, node *
 
 /* {$text: {...}}: its operand checked (mongod's parseText); it matches
  * every document here -- the text scan (plan_text.c) applies it, as
- * mongod's TEXT stage does. */
+ * mongod's TEXT stage does -- or none, for the other clauses of an OR
+ * beside a text scan (mf_matcher_text_false). */
 static int parse_text(const pctx *pc, const bson_iter_t *it, node **out, mf_error *err)
 {
     mfi_text_query q;
@@ -891,7 +908,7 @@ static int parse_text(const pctx *pc, const bson_iter_t *it, node **out, mf_erro
     if (rc)
         return rc;
     mfi_text_query_clear(&q);
-    return (*out = new_node(N_AND)) ? 0 : oom(err);
+    return (*out = new_node(N_TEXT)) ? 0 : oom(err);
 }
 
 /* {$expr: <expression>}, as mongod's parseExpr. */
@@ -1790,7 +1807,7 @@ static bool eval_expr(const node *n, const bson_t *doc, ectx *x)
     if (!x || x->rc)
         return false;
     bson_value_t v;
-    int rc = x->hooks->eval(n->expr, doc, x->hooks->arg, &v, x->err);
+    int rc = x->hooks->eval(n->expr, doc, NULL, x->hooks->arg, &v, x->err);
     if (rc) {
         x->rc = rc;
         return false;
@@ -1827,6 +1844,8 @@ static bool eval_node(const node *n, const bson_t *doc, int64_t *pos, ectx *x)
         return true;
     case N_EXPR:
         return eval_expr(n, doc, x);
+    case N_TEXT:
+        return !(x && x->text_false);
     case N_PATH:
         if (n->flat && !pos)
             return flat_conds(n, doc);
@@ -1842,7 +1861,7 @@ int mf_matcher_eval(const mf_matcher *m, const bson_t *doc, int64_t *pos, bool *
                     mf_error *err)
 {
     mf_error scratch;
-    ectx x = {&m->hooks, err ? err : &scratch, 0};
+    ectx x = {&m->hooks, err ? err : &scratch, 0, m->text_false};
     int64_t at = -1;
     bool ok = eval_node(m->root, doc, pos ? &at : NULL, &x);
     if (x.rc)

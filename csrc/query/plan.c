@@ -1094,12 +1094,21 @@ static int scan_plan(mf_coll *c, const mf_index_desc *idx, size_t nidx, const bs
         hint = NULL;
     /* $text: the text index's scan, whatever else the filter says */
     bson_iter_t text_op;
-    bool has_text;
-    if (filter && (rc = mfi_text_find(filter, &text_op, &has_text, err)) != 0)
+    bool has_text, under_or;
+    if (filter && (rc = mfi_text_find(filter, &text_op, &has_text, &under_or, err)) != 0)
         goto fail;
     if (filter && has_text) {
-        if ((rc = mfi_plan_text(s, idx, nidx, filter, &text_op, sort, x->projection, err)) != 0)
+        /* mongod's CanonicalQuery::isValid, before any planning */
+        if (hint) {
+            rc = mf_error_set(err, MF_BadValue, "text and hint not allowed in same query");
             goto fail;
+        }
+        rc = under_or ? mfi_plan_text_or(s, c, idx, nidx, filter, sort, x->projection, coll, err)
+                      : mfi_plan_text(s, idx, nidx, filter, &text_op, sort, x->projection, err);
+        if (rc)
+            goto fail;
+        if (x->text_score)
+            mfi_plan_text_force_score(s);
         *out = s;
         return 0;
     }
@@ -1275,6 +1284,7 @@ void mf_scan_free(mf_scan *s)
     free(s->kids);
     mfi_plan_text_free(s->text);
     mfi_plan_near_free(s->near);
+    mf_matcher_free(s->nt_view);
     mfi_plan_free_plans(s->trials, s->ntrials);
     mfi_plan_free_plans(s->rejected, s->nrejected);
     if (s->all_plans)
@@ -1436,7 +1446,7 @@ void mf_scan_deadline(mf_scan *s, mf_deadline *d)
 
 bool mf_scan_is_text(const mf_scan *s)
 {
-    return s && s->kind == P_TEXT;
+    return s && (s->kind == P_TEXT || s->text_or);
 }
 
 bool mf_scan_is_near(const mf_scan *s)

@@ -870,7 +870,20 @@ static int or_next(mf_scan *s, mf_engine *e, mf_coll *c, const mf_matcher *m, mf
             return 0; /* a trial's turn is over */
         /* in a trial, the clause works no longer than the OR's turn */
         k->work_cap = s->work_cap ? k->stats.works + (s->work_cap - s->stats.works) : 0;
-        int rc = mf_scan_next(k, e, c, m, row, valid, err);
+        /* beside a text scan, a clause's documents are judged with $text
+         * matching none: they qualify by the clause's own conditions */
+        const mf_matcher *km = m;
+        if (s->text_or && m && k->kind != P_TEXT && !k->text_or) {
+            if (s->nt_of != m || !s->nt_view) {
+                mf_matcher_free(s->nt_view);
+                s->nt_of = m;
+                if (!(s->nt_view = mf_matcher_text_false(m)))
+                    return oom(err);
+            }
+            km = s->nt_view;
+        }
+        row->scored = false;
+        int rc = mf_scan_next(k, e, c, km, row, valid, err);
         s->stats.keys_examined += k->stats.keys_examined - was.keys_examined;
         s->stats.docs_examined += k->stats.docs_examined - was.docs_examined;
         s->stats.works += k->stats.works - was.works;

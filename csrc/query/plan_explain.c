@@ -191,8 +191,8 @@ static void put_count_scan(const mf_scan *s, bool stats, bson_t *out)
  * mongod plans a rooted $or (its contained $or has no SUBPLAN). */
 static void put_or(const mf_scan *s, bool stats, bson_t *out)
 {
-    bson_t sub, or, arr, kid;
-    bson_t *fetch = out;
+    bson_t sub, or_doc, arr, kid;
+    bson_t *fetch = out, *or = &or_doc;
     char key[24];
     uint64_t works = s->stats.works;
     if (s->rooted) {
@@ -202,34 +202,42 @@ static void put_or(const mf_scan *s, bool stats, bson_t *out)
         bson_append_document_begin(out, "inputStage", -1, &sub);
         fetch = &sub;
     }
-    BSON_APPEND_UTF8(fetch, "stage", "FETCH");
-    if (s->residual && !bson_empty(s->residual))
-        BSON_APPEND_DOCUMENT(fetch, "filter", s->residual);
-    if (stats) {
-        put_common(s, fetch, s->stats.n_returned, works);
-        BSON_APPEND_INT32(fetch, "docsExamined", (int32_t)s->stats.docs_examined);
-        BSON_APPEND_INT32(fetch, "alreadyHasObj", 0);
+    /* beside a text scan the OR's clauses are fetched each (TEXT_MATCH
+     * fetches): a FETCH above only filters what is beside the $or */
+    bool over = !s->text_or || (s->residual && !bson_empty(s->residual));
+    if (over) {
+        BSON_APPEND_UTF8(fetch, "stage", "FETCH");
+        if (s->residual && !bson_empty(s->residual))
+            BSON_APPEND_DOCUMENT(fetch, "filter", s->residual);
+        if (stats) {
+            put_common(s, fetch, s->stats.n_returned, works);
+            BSON_APPEND_INT32(fetch, "docsExamined", (int32_t)s->stats.docs_examined);
+            BSON_APPEND_INT32(fetch, "alreadyHasObj", 0);
+        }
+        bson_append_document_begin(fetch, "inputStage", -1, or);
+    } else {
+        or = fetch; /* the OR is the stage itself */
     }
-    bson_append_document_begin(fetch, "inputStage", -1, &or);
-    BSON_APPEND_UTF8(&or, "stage", "OR");
+    BSON_APPEND_UTF8(or, "stage", "OR");
     if (stats) {
-        put_common(s, &or, s->stats.n_returned, works);
-        BSON_APPEND_INT32(&or, "dupsTested", (int32_t)s->stats.dups_tested);
-        BSON_APPEND_INT32(&or, "dupsDropped", (int32_t)s->stats.dups_dropped);
+        put_common(s, or, s->stats.n_returned, works);
+        BSON_APPEND_INT32(or, "dupsTested", (int32_t)s->stats.dups_tested);
+        BSON_APPEND_INT32(or, "dupsDropped", (int32_t)s->stats.dups_dropped);
     }
-    bson_append_array_begin(&or, "inputStages", -1, &arr);
+    bson_append_array_begin(or, "inputStages", -1, &arr);
     for (size_t i = 0; i < s->nkids; i++) {
         const mf_scan *k = s->kids[i];
         snprintf(key, sizeof key, "%zu", i);
         bson_append_document_begin(&arr, key, -1, &kid);
-        if (k->kind == P_IXSCAN && k->residual && bson_empty(k->residual)) /* an IDHACK too */
-            put_ixscan(k, stats, &kid);
+        if (k->kind == P_IXSCAN && k->residual && bson_empty(k->residual) && !s->text_or)
+            put_ixscan(k, stats, &kid); /* an IDHACK too */
         else
             mf_scan_explain(k, stats, &kid);
         bson_append_document_end(&arr, &kid);
     }
-    bson_append_array_end(&or, &arr);
-    bson_append_document_end(fetch, &or);
+    bson_append_array_end(or, &arr);
+    if (over)
+        bson_append_document_end(fetch, or);
     if (s->rooted)
         bson_append_document_end(out, &sub);
 }

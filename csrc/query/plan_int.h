@@ -250,6 +250,12 @@ struct mf_scan {
     size_t row_kid;         /* an OR's: the index scan whose key it is (leaf_at) */
     struct mfi_text_scan *text; /* P_TEXT: a $text query's (plan_text.c) */
     struct mfi_near_scan *near; /* P_NEAR: a $near query's (plan_near.c) */
+    /* P_OR with a P_TEXT clause (a $text under $or): what its other
+     * clauses are judged by -- the matcher with $text matching nothing
+     * (made from the first matcher or_next is given, `nt_of`) */
+    bool text_or;
+    mf_matcher *nt_view;
+    const mf_matcher *nt_of;
 };
 
 /* ------------------------------------------------------------ helpers */
@@ -373,6 +379,18 @@ bool mfi_plan_single_interval(const mf_scan *s, bson_t *start, bool *start_incl,
 int mfi_plan_or(mf_scan *s, mf_coll *c, const mf_index_desc *idx, size_t nidx,
                 const bson_t *filter, const mf_collator *qcoll, size_t nth, int depth,
                 mf_plan_cache *cache, mf_error *err);
+/* A $text under a $or (mongod's TEXT under OR): `s` an OR of the clauses
+ * of the $or that holds it, the text scan for its clause and an index
+ * for each other clause; the other clauses are judged with $text
+ * matching nothing (struct mf_scan's nt_view), the text clause by its
+ * scan.  Error: 291 "Failed to produce a solution for TEXT under OR -
+ * other non-TEXT clauses under OR have to be indexed as well." when an
+ * index serves not every clause; the text scan's. */
+int mfi_plan_text_or(mf_scan *s, mf_coll *c, const mf_index_desc *idx, size_t nidx,
+                     const bson_t *filter, const bson_t *sort, const bson_t *projection,
+                     const mf_collator *qcoll, mf_error *err);
+/* Whether a clause of the `nth` $or of `filter` holds a $text. */
+bool mfi_plan_or_has_text(const bson_t *filter, size_t nth);
 /* How many $ors an OR plan may serve in `filter`. */
 size_t mfi_plan_count_ors(const bson_t *filter);
 /* `filter` with its $ors in mongod's canonical form, or NULL: as it is. */
@@ -441,6 +459,11 @@ bool mfi_plan_last_key(const mf_scan *s, const uint8_t **k, size_t *kl);
 int mfi_plan_text(mf_scan *s, const mf_index_desc *idx, size_t nidx, const bson_t *filter,
                   const bson_iter_t *operand, const bson_t *sort, const bson_t *projection,
                   mf_error *err);
+/* Whether the text scan shows TEXT_OR (a score asked for by the sort or
+ * the projection) or OR / FETCH. */
+void mfi_plan_text_want_score(mf_scan *s, const bson_t *sort, const bson_t *projection);
+/* The text scans of `s` show TEXT_OR (mf_scan_extra.text_score). */
+void mfi_plan_text_force_score(mf_scan *s);
 int mfi_plan_text_next(mf_scan *s, mf_engine *e, mf_coll *c, const mf_matcher *m,
                        mf_scan_row *row, bool *valid, mf_error *err);
 int mfi_plan_text_explain(const mf_scan *s, bool stats, bson_t *out);

@@ -5,6 +5,7 @@
  * (a $or of equalities on one path as its $in, a nested $or flattened).
  */
 #include "plan_int.h"
+#include "text.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -272,13 +273,26 @@ int mfi_plan_or(mf_scan *s, mf_coll *c, const mf_index_desc *idx, size_t nidx,
         }
         or_clause cl = {.own = bson_count_keys(&clause), .answered = answered, .nbeside = nbeside};
         alternates alts = {0};
-        rc = mfi_plan_choose(kids[made], idx, nidx, SIZE_MAX, &both, NULL, qcoll, &sorted, NULL,
-                             &alts, &cl, err);
+        /* A clause with the $text: the text scan (TEXT under OR), which
+         * answers nothing beside; one with it in an $or of its own: that
+         * $or's OR, or nothing (no other index may serve it, as the
+         * matcher takes $text for true). */
+        bson_iter_t text_op;
+        bool text = false, text_deeper = false;
+        rc = mfi_text_find(&clause, &text_op, &text, &text_deeper, err);
+        if (rc == 0 && text && !text_deeper) {
+            rc = mfi_plan_text(kids[made], idx, nidx, &clause, &text_op, NULL, NULL, err);
+            for (size_t t = 0; t < nbeside; t++)
+                answered[t] = false;
+        } else if (rc == 0 && !text) {
+            rc = mfi_plan_choose(kids[made], idx, nidx, SIZE_MAX, &both, NULL, qcoll, &sorted,
+                                 NULL, &alts, &cl, err);
+        }
         /* No index serves the clause, but one of its own $ors may be an
          * OR of its own (mongod plans a contained $or in a clause so). */
         for (size_t k = 0, nk = mfi_plan_count_ors(&both);
              rc == 0 && kids[made]->kind == P_COLLSCAN && depth < MAX_OR_DEPTH && k < nk; k++)
-            if (own_or(&both, len, k))
+            if (own_or(&both, len, k) && (!text_deeper || mfi_plan_or_has_text(&both, k)))
                 rc = mfi_plan_or(kids[made], c, idx, nidx, &both, qcoll, k, depth + 1, NULL, err);
         all = rc == 0 && kids[made]->kind != P_COLLSCAN;
         if (all && kids[made]->kind == P_OR) {
@@ -318,6 +332,8 @@ int mfi_plan_or(mf_scan *s, mf_coll *c, const mf_index_desc *idx, size_t nidx,
         s->kind = P_OR;
         s->kids = kids;
         s->nkids = n;
+        for (size_t i = 0; i < n; i++)
+            s->text_or |= kids[i]->kind == P_TEXT || kids[i]->text_or;
         s->rooted = nbeside == 0 && depth == 0;
         s->or_in_and = in_and;
         if (nth == 0)
@@ -334,6 +350,58 @@ out:
     if (beside)
         bson_destroy(beside);
     return rc;
+}
+
+bool mfi_plan_or_has_text(const bson_t *filter, size_t nth)
+{
+    bson_iter_t ors, el;
+    size_t in_and;
+    bson_t clause;
+    if (!find_or(filter, nth, &ors, &in_and) || !bson_iter_recurse(&ors, &el))
+        return false;
+    while (bson_iter_next(&el))
+        if (mf_bsonx_doc_view(&el, &clause) && mf_filter_has_text(&clause))
+            return true;
+    return false;
+}
+
+/* The text leaf of an OR (depth first), or NULL. */
+static mf_scan *text_leaf(mf_scan *s)
+{
+    if (s->kind == P_TEXT)
+        return s;
+    for (size_t i = 0; s->kind == P_OR && i < s->nkids; i++) {
+        mf_scan *t = text_leaf(s->kids[i]);
+        if (t)
+            return t;
+    }
+    return NULL;
+}
+
+int mfi_plan_text_or(mf_scan *s, mf_coll *c, const mf_index_desc *idx, size_t nidx,
+                     const bson_t *filter, const bson_t *sort, const bson_t *projection,
+                     const mf_collator *qcoll, mf_error *err)
+{
+    int rc = 0;
+    size_t nors = mfi_plan_count_ors(filter);
+    for (size_t nth = 0; rc == 0 && nth < nors; nth++) {
+        if (!mfi_plan_or_has_text(filter, nth))
+            continue;
+        if ((rc = mfi_plan_or(s, c, idx, nidx, filter, qcoll, nth, 0, NULL, err)) != 0)
+            return rc;
+        if (s->kind == P_OR) {
+            mf_scan *t = text_leaf(s);
+            s->rooted = false; /* no subplanning with TEXT, as mongod */
+            if (t)
+                mfi_plan_text_want_score(t, sort, projection);
+            return 0;
+        }
+        break;
+    }
+    return mf_error_set(err, MF_NoQueryExecutionPlans,
+                        "error processing query: planner returned error :: caused by :: "
+                        "Failed to produce a solution for TEXT under OR - other non-TEXT clauses "
+                        "under OR have to be indexed as well.");
 }
 
 /* --------------------------------------------------- the canonical $or */

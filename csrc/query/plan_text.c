@@ -185,6 +185,19 @@ int mfi_plan_text(mf_scan *s, const mf_index_desc *idx, size_t nidx, const bson_
     return 0;
 }
 
+void mfi_plan_text_want_score(mf_scan *s, const bson_t *sort, const bson_t *projection)
+{
+    s->text->want_score = asks_score(sort) || asks_score(projection);
+}
+
+void mfi_plan_text_force_score(mf_scan *s)
+{
+    if (s->kind == P_TEXT)
+        s->text->want_score = true;
+    for (size_t i = 0; s->kind == P_OR && i < s->nkids; i++)
+        mfi_plan_text_force_score(s->kids[i]);
+}
+
 /* By RecordId, then term: each document's scores are added up in the
  * order of the terms, as mongod's TEXT_OR reads them. */
 static int cmp_cand(const void *a, const void *b)
@@ -349,6 +362,7 @@ int mfi_plan_text_next(mf_scan *s, mf_engine *e, mf_coll *c, const mf_matcher *m
                                                &take, err)) != 0)
             return rc;
         if (take) {
+            row->scored = true;
             *valid = true;
             return 0;
         }
@@ -459,7 +473,7 @@ int mfi_plan_text_explain(const mf_scan *s, bool stats, bson_t *out)
     BSON_APPEND_DOCUMENT_BEGIN(out, "parsedTextQuery", &pq);
     mfi_text_query_explain(&t->q, &pq);
     bson_append_document_end(out, &pq);
-    BSON_APPEND_INT32(out, "textIndexVersion", 3);
+    BSON_APPEND_INT32(out, "textIndexVersion", t->ts.default_lang->version);
     if (stats)
         BSON_APPEND_INT32(out, "docsRejected",
                           (int32_t)(s->stats.docs_examined - s->stats.n_returned));

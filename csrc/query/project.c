@@ -75,7 +75,7 @@ enum {
 
 typedef enum {
     P_INNER, P_INCLUDE, P_EXCLUDE, P_SLICE, P_ELEMMATCH, P_POSITIONAL, P_EXPR,
-    P_TEXT_SCORE /* {$meta: "textScore"}: the row's score (mf_projection_apply_meta) */
+    P_META /* {$meta: "<name>"}: the row's metadata (mf_projection_apply_meta) */
 } pkind;
 
 typedef struct pnode pnode;
@@ -89,6 +89,7 @@ struct pnode {
     mf_matcher *elem; /* P_ELEMMATCH: {name: {$elemMatch: ...}} */
     bool on_pos;      /* P_INNER: on the positional leaf's path */
     void *expr;       /* P_EXPR: the compiled expression (hooks) */
+    int meta;         /* P_META: its kind (mf_meta_kind) */
     bool has_expr;    /* P_INNER: a P_EXPR lies below */
 };
 
@@ -411,12 +412,22 @@ static int parse_generic_expression(pctx *c, const char *path, const bson_iter_t
                                 nargs);
     }
     pnode *n;
-    if (is_meta && BSON_ITER_HOLDS_UTF8(first) &&
-        strcmp(bson_iter_utf8(first, NULL), "textScore") == 0) {
+    /* A $meta field comes after the others, in an inclusion or an
+     * exclusion (it decides neither, in find or in $project); $addFields'
+     * are computed fields like any (replaced in place), the expression
+     * reading the metadata. */
+    int kind = is_meta && c->mode != MF_PROJ_ADD_FIELDS && BSON_ITER_HOLDS_UTF8(first)
+                   ? mf_meta_kind_of(bson_iter_utf8(first, NULL))
+                   : -1;
+    if (kind >= 0) {
         bson_t spec;
         doc_of(value, &spec);
-        if (bson_count_keys(&spec) == 1) /* else the expression's own error */
-            return add_at_path(parent, path, P_TEXT_SCORE, &n, c->err);
+        if (bson_count_keys(&spec) == 1) { /* else the expression's own error */
+            int rc = add_at_path(parent, path, P_META, &n, c->err);
+            if (rc == 0)
+                n->meta = kind;
+            return rc;
+        }
     }
     int rc = add_at_path(parent, path, P_EXPR, &n, c->err);
     return rc ? rc : compile_expression(c, n, value, path);
@@ -849,20 +860,20 @@ typedef struct actx {
     int64_t pos;
     bson_t scratch; /* {name: [element]} for $elemMatch */
     mf_error *err;
-    const double *score; /* the row's text score, or NULL */
+    const mf_meta *meta; /* the row's metadata, or NULL */
 } actx;
 
 static int apply_level(actx *a, const pnode *node, const bson_t *doc, bson_t *out, bool slice_ok,
                        bool pos_live);
 
-/* {name: {$meta: "textScore"}}: the row's score.  Without one (no $text
- * in the query) mongod refuses the query (40218). */
-static int append_score(actx *a, const pnode *kid, bson_t *out)
+/* {name: {$meta: "<name>"}}: the row's metadata of that kind, or nothing
+ * where the row has none (the caller refused the query before when mongod
+ * would: 40218). */
+static int append_meta(actx *a, const pnode *kid, bson_t *out)
 {
-    if (!a->score)
-        return mf_error_set(a->err, 40218,
-                            "query requires text score metadata, but it is not available");
-    BSON_APPEND_DOUBLE(out, kid->name, *a->score);
+    const bson_value_t *v = mf_meta_get(a->meta, (mf_meta_kind)kid->meta);
+    if (v && !mf_bsonx_append_value(out, kid->name, -1, v))
+        return mf_error_set(a->err, MF_BadValue, "projection result too large");
     return 0;
 }
 
@@ -1047,7 +1058,7 @@ static int append_computed(actx *a, const pnode *kid, const char *name, int nlen
 {
     const mf_expr_hooks *h = &a->p->hooks;
     bson_value_t v;
-    int rc = h->eval(kid->expr, a->root, h->arg, &v, a->err);
+    int rc = h->eval(kid->expr, a->root, a->meta, h->arg, &v, a->err);
     if (rc)
         return rc;
     if (v.value_type != BSON_TYPE_EOD)
@@ -1077,8 +1088,8 @@ static int apply_level(actx *a, const pnode *node, const bson_t *doc, bson_t *ou
             break;
         case P_EXCLUDE:
             break;
-        case P_TEXT_SCORE:
-            break; /* replaced by the score, after the others (below) */
+        case P_META:
+            break; /* replaced by the metadata, after the others (below) */
         case P_EXPR:
             /* $addFields replaces a field in place; $project adds its
              * computed fields after the others (below) */
@@ -1111,8 +1122,8 @@ static int apply_level(actx *a, const pnode *node, const bson_t *doc, bson_t *ou
         }
     }
     for (size_t i = 0; rc == 0 && i < node->nkids; i++)
-        if (node->kids[i]->kind == P_TEXT_SCORE)
-            rc = append_score(a, node->kids[i], out);
+        if (node->kids[i]->kind == P_META)
+            rc = append_meta(a, node->kids[i], out);
     if (rc || !incl)
         return rc;
     for (size_t i = 0; rc == 0 && i < node->nkids; i++) {
@@ -1143,25 +1154,32 @@ int mf_projection_apply(const mf_projection *p, const bson_t *doc, int64_t pos, 
     return mf_projection_apply_meta(p, doc, pos, NULL, out, err);
 }
 
-static bool has_score(const pnode *n)
+static uint32_t meta_needs(const mf_projection *p, const pnode *n)
 {
-    if (n->kind == P_TEXT_SCORE)
-        return true;
+    uint32_t needs = 0;
+    if (n->kind == P_META)
+        needs |= MF_META_BIT(n->meta);
+    if (n->kind == P_EXPR && n->expr && p->hooks.meta_kinds)
+        needs |= p->hooks.meta_kinds(n->expr);
     for (size_t i = 0; i < n->nkids; i++)
-        if (has_score(n->kids[i]))
-            return true;
-    return false;
+        needs |= meta_needs(p, n->kids[i]);
+    return needs;
 }
 
-bool mf_projection_needs_score(const mf_projection *p)
+bool mf_projection_is_inclusion(const mf_projection *p)
 {
-    return p && has_score(&p->root);
+    return p && p->is_inclusion;
+}
+
+uint32_t mf_projection_meta_needs(const mf_projection *p)
+{
+    return p ? meta_needs(p, &p->root) : 0;
 }
 
 int mf_projection_apply_meta(const mf_projection *p, const bson_t *doc, int64_t pos,
-                             const double *score, bson_t *out, mf_error *err)
+                             const mf_meta *meta, bson_t *out, mf_error *err)
 {
-    actx a = {.p = p, .root = doc, .pos = pos, .err = err, .score = score};
+    actx a = {.p = p, .root = doc, .pos = pos, .err = err, .meta = meta};
     bson_init(out);
     bson_init(&a.scratch);
     int rc = apply_level(&a, &p->root, doc, out, true, true);

@@ -12,6 +12,7 @@
 
 #include "../bsonx/bsonx.h"
 #include "../storage/storage.h"
+#include "meta.h"
 
 typedef struct mf_matcher mf_matcher;
 
@@ -22,8 +23,13 @@ typedef struct mf_matcher mf_matcher;
  * into an owned value (BSON_TYPE_EOD: missing), freed with `free_value`. */
 typedef struct mf_expr_hooks {
     int (*parse)(const bson_iter_t *it, void *arg, void **out, mf_error *err);
-    int (*eval)(const void *x, const bson_t *root, void *arg, bson_value_t *out,
-                mf_error *err);
+    /* `meta`: the document's metadata for {$meta: ...} (NULL: the
+     * context's own -- a pipeline's document being evaluated -- else
+     * none) */
+    int (*eval)(const void *x, const bson_t *root, const mf_meta *meta, void *arg,
+                bson_value_t *out, mf_error *err);
+    /* the metadata kinds the expression asks for (MF_META_BIT) */
+    uint32_t (*meta_kinds)(const void *x);
     void (*free)(void *x);
     void (*free_value)(bson_value_t *v);
     void *arg; /* borrowed: must outlive what is parsed with it */
@@ -68,6 +74,12 @@ int mf_matcher_eval(const mf_matcher *m, const bson_t *doc, int64_t *pos, bool *
 /* Whether `doc` matches; an `$expr` error counts as no match (use
  * mf_matcher_eval where it must be reported).  Thread-safe: one matcher
  * may serve many threads. */
+/* A view of `m` in which $text matches no document (it matches every one
+ * in `m`: the text scan applies it): what the other clauses of an OR that
+ * holds a $text are judged by.  It borrows `m`'s tree (`m` must outlive
+ * it); free it with mf_matcher_free.  NULL when out of memory. */
+mf_matcher *mf_matcher_text_false(const mf_matcher *m);
+
 bool mf_matcher_match(const mf_matcher *m, const bson_t *doc);
 
 void mf_matcher_free(mf_matcher *m);
@@ -220,13 +232,16 @@ bool mf_projection_keeps(const mf_projection *p, const char *path);
 int mf_projection_apply(const mf_projection *p, const bson_t *doc, int64_t pos, bson_t *out,
                         mf_error *err);
 
-/* As mf_projection_apply, with the row's text score (NULL: none) for
- * {$meta: "textScore"} fields; without one such a field is mongod's 40218
- * "query requires text score metadata, but it is not available". */
+/* As mf_projection_apply, with the row's metadata (NULL: none) for
+ * {$meta: ...} fields and expressions: a kind the row lacks gives no field
+ * (the caller refuses first what mongod refuses: 40218, meta.h). */
 int mf_projection_apply_meta(const mf_projection *p, const bson_t *doc, int64_t pos,
-                             const double *score, bson_t *out, mf_error *err);
-/* Whether the projection has a {$meta: "textScore"} field. */
-bool mf_projection_needs_score(const mf_projection *p);
+                             const mf_meta *meta, bson_t *out, mf_error *err);
+/* The metadata kinds the projection asks for (a set of MF_META_BIT), in
+ * its $meta fields and its computed fields' expressions. */
+uint32_t mf_projection_meta_needs(const mf_projection *p);
+/* Whether it is an inclusion projection (else an exclusion). */
+bool mf_projection_is_inclusion(const mf_projection *p);
 void mf_projection_free(mf_projection *p);
 
 /* --------------------------------------------------------------- sort */
@@ -239,7 +254,9 @@ typedef struct mf_sort mf_sort;
  * descending)" (doubles and decimals are truncated first, as mongod's
  * safeNumberLong), the path errors of FieldPath (40352 empty, 16410
  * "$"-prefixed, ...), 17312 / FailedToParse / 31138 for a malformed
- * {$meta: ...}; a valid $meta sort is refused with NotImplemented (238).
+ * {$meta: ...} (31138; searchScore 31218, searchHighlights 31219 by name;
+ * textScore, randVal and geoNearDistance are parts that sort highest
+ * first).
  * An empty specification is valid (no keys: every document ties); the
  * aggregation $sort stage must itself refuse it (15976). */
 int mf_sort_parse(const bson_t *spec, mf_sort **out, mf_error *err);
@@ -267,13 +284,22 @@ const char *mf_sort_path(const mf_sort *s, size_t i);
  * out of memory; `key` is then as before the call.  Thread-safe. */
 int mf_sort_key(const mf_sort *s, const bson_t *doc, mf_buf *key, mf_error *err);
 
-/* As mf_sort_key, with the row's text score (NULL: none) for
- * {$meta: "textScore"} parts (highest first); without one such a part is
- * 40218 "query requires text score metadata, but it is not available". */
-int mf_sort_key_meta(const mf_sort *s, const bson_t *doc, const double *score, mf_buf *key,
+/* As mf_sort_key, with the row's metadata (NULL: none) for {$meta: ...}
+ * parts (highest first; a kind the row lacks sorts as missing, below
+ * null).  The field parts' key is the least over them, with the $meta
+ * values put where their parts stand (mongod's SortKeyGenerator). */
+int mf_sort_key_meta(const mf_sort *s, const bson_t *doc, const mf_meta *meta, mf_buf *key,
                      mf_error *err);
-/* Whether the sort has a {$meta: "textScore"} part. */
-bool mf_sort_needs_score(const mf_sort *s);
+/* The values the sort compares for `doc`, as {$meta: "sortKey"} shows
+ * them: an array of one value per part -- a field's value in the
+ * document's least key (an array's least element ascending, greatest
+ * descending; missing is null, an empty array undefined), a $meta part's
+ * value or null.  Into `out` (owned: mf_value_free / bson_value_destroy).
+ * Errors as mf_sort_key's. */
+int mf_sort_key_values(const mf_sort *s, const bson_t *doc, const mf_meta *meta, bson_value_t *out,
+                       mf_error *err);
+/* The metadata kinds the sort's {$meta: ...} parts ask for (MF_META_BIT). */
+uint32_t mf_sort_meta_needs(const mf_sort *s);
 void mf_sort_free(mf_sort *s);
 
 /* The sorter: (key, document) pairs in, documents out in key order (ties
@@ -473,6 +499,8 @@ typedef struct mf_scan_row {
     double score; /* a $text query's score of the document (mf_scan_is_text) */
     double dist;  /* a $near query's distance of the document, in the query's
                      units (mf_scan_is_near) */
+    bool scored;  /* whether `score` is the row's: a text scan's row (an OR
+                     beside it gives others); read only when mf_scan_is_text */
 } mf_scan_row;
 
 /* Counters of a scan, for explain's executionStats. */
@@ -616,6 +644,9 @@ typedef struct mf_scan_extra {
     bool explain;
     /* A transaction's read view (borrowed: it outlives the scan), or NULL. */
     const mf_read_view *view;
+    /* A $text query whose caller asks for the score beyond its sort and
+     * projection (an aggregation's later stages): TEXT_OR, not OR/FETCH. */
+    bool text_score;
 } mf_scan_extra;
 
 int mf_scan_new_ex(mf_coll *c, const mf_index_desc *idx, size_t nidx, const bson_t *filter,
@@ -665,7 +696,8 @@ void mf_scan_deadline(mf_scan *s, mf_deadline *d);
 bool mf_filter_has_text(const bson_t *filter);
 
 /* Whether the scan is a $text query's: its rows carry their score
- * (mf_scan_row.score), mongod's textScore metadata. */
+ * (mf_scan_row.score), mongod's textScore metadata, when `scored` (the
+ * rows of an OR's other clauses beside the text scan have none). */
 bool mf_scan_is_text(const mf_scan *s);
 
 /* Whether `filter`'s top level holds a $near, $nearSphere or $geoNear

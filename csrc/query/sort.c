@@ -46,6 +46,8 @@ enum {
     E_SORT_ORDER = 15975,
     E_META_ONLY = 17312,
     E_META_ILLEGAL = 31138,
+    E_META_SEARCH_SCORE = 31218,
+    E_META_SEARCH_HIGHLIGHTS = 31219,
 };
 
 /* Bytes counted per record beyond its key and document. */
@@ -62,8 +64,9 @@ struct mf_sort {
     char **paths;      /* each part's dotted path */
     bool *desc;        /* each part: descending */
     size_t nparts;
-    bool *score;       /* each part: {$meta: "textScore"} (descending), or NULL */
-    char **fpaths;     /* with score parts: the other parts' paths and */
+    int *meta;         /* each part: a {$meta: ...} kind (descending), or -1; or NULL
+                          when no part is */
+    char **fpaths;     /* with $meta parts: the other parts' paths and */
     bool *fdesc;       /* directions, for the key generator */
     size_t nfields;
     mf_collator *coll; /* strings' order (one reference), or NULL: simple */
@@ -82,7 +85,7 @@ void mf_sort_free(mf_sort *s)
         free(s->paths[i]);
     free(s->paths);
     free(s->desc);
-    free(s->score);
+    free(s->meta);
     free(s->fpaths); /* borrowed from `paths` */
     free(s->fdesc);
     mf_collator_unref(s->coll);
@@ -120,9 +123,10 @@ static int64_t safe_number_long(const bson_iter_t *it)
     return (int64_t)d;
 }
 
-/* {a: {$meta: "..."}}: mongod's checks; "textScore" is taken (*score),
- * another valid one refused. */
-static int parse_meta(const bson_iter_t *it, bool *score, mf_error *err)
+/* {a: {$meta: "..."}}: mongod 7.0's SortPattern -- textScore, randVal
+ * and geoNearDistance sort (highest first); searchScore and
+ * searchHighlights are refused by name, anything else is 31138. */
+static int parse_meta(const bson_iter_t *it, int *kind, mf_error *err)
 {
     uint32_t len;
     const uint8_t *data;
@@ -136,15 +140,17 @@ static int parse_meta(const bson_iter_t *it, bool *score, mf_error *err)
         return mf_error_set(err, MF_FailedToParse,
                             "Cannot have additional keys in a $meta sort specification");
     const char *name = BSON_ITER_HOLDS_UTF8(&m) ? bson_iter_utf8(&m, NULL) : "";
-    if (strcmp(name, "textScore") == 0) {
-        *score = true;
+    if (strcmp(name, "textScore") == 0 || strcmp(name, "randVal") == 0 ||
+        strcmp(name, "geoNearDistance") == 0) {
+        *kind = mf_meta_kind_of(name);
         return 0;
     }
-    static const char *const valid[] = {"textScore", "randVal", "geoNearDistance", "searchScore"};
-    for (size_t i = 0; i < sizeof valid / sizeof valid[0]; i++)
-        if (strcmp(name, valid[i]) == 0)
-            return mf_error_set(err, MF_NotImplemented, "$meta sort (%s) is not supported yet",
-                                name);
+    if (strcmp(name, "searchScore") == 0)
+        return mf_error_set(err, E_META_SEARCH_SCORE,
+                            "$meta sort by 'searchScore' metadata is not supported");
+    if (strcmp(name, "searchHighlights") == 0)
+        return mf_error_set(err, E_META_SEARCH_HIGHLIGHTS,
+                            "$meta sort by 'searchHighlights' metadata is not supported");
     char elem[160];
     mf_bsonx_elem_to_string(&m, true, elem, sizeof elem);
     return mf_error_set(err, E_META_ILLEGAL, "Illegal $meta sort: %s", elem);
@@ -167,16 +173,23 @@ int mf_sort_parse(const bson_t *spec, mf_sort **out, mf_error *err)
     while (rc == 0 && bson_iter_next(&it)) {
         const char *key = bson_iter_key(&it);
         if (BSON_ITER_HOLDS_DOCUMENT(&it)) {
-            bool score = false;
-            if ((rc = parse_meta(&it, &score, err)) != 0)
+            int kind = -1;
+            if ((rc = parse_meta(&it, &kind, err)) != 0)
                 break;
-            if ((!s->score && !(s->score = calloc(n, sizeof *s->score))) ||
-                !(s->paths[s->nparts] = strdup(key))) {
+            if (!s->meta) {
+                if (!(s->meta = calloc(n, sizeof *s->meta))) {
+                    rc = oom(err);
+                    break;
+                }
+                for (size_t i = 0; i < n; i++)
+                    s->meta[i] = -1;
+            }
+            if (!(s->paths[s->nparts] = strdup(key))) {
                 rc = oom(err);
                 break;
             }
-            s->score[s->nparts] = true;
-            s->desc[s->nparts++] = true; /* the highest score first */
+            s->meta[s->nparts] = kind;
+            s->desc[s->nparts++] = true; /* the highest first */
             continue;
         }
         switch (bson_iter_type(&it)) {
@@ -205,12 +218,12 @@ int mf_sort_parse(const bson_t *spec, mf_sort **out, mf_error *err)
         }
         s->desc[s->nparts++] = dir < 0;
     }
-    if (rc == 0 && s->score) { /* the key generator's fields: the others */
+    if (rc == 0 && s->meta) { /* the key generator's fields: the others */
         if (!(s->fpaths = calloc(n, sizeof *s->fpaths)) ||
             !(s->fdesc = calloc(n, sizeof *s->fdesc)))
             rc = oom(err);
         for (size_t i = 0; rc == 0 && i < s->nparts; i++)
-            if (!s->score[i]) {
+            if (s->meta[i] < 0) {
                 s->fpaths[s->nfields] = s->paths[i];
                 s->fdesc[s->nfields++] = s->desc[i];
             }
@@ -223,9 +236,13 @@ int mf_sort_parse(const bson_t *spec, mf_sort **out, mf_error *err)
     return 0;
 }
 
-bool mf_sort_needs_score(const mf_sort *s)
+uint32_t mf_sort_meta_needs(const mf_sort *s)
 {
-    return s && s->score;
+    uint32_t needs = 0;
+    for (size_t i = 0; s && s->meta && i < s->nparts; i++)
+        if (s->meta[i] >= 0)
+            needs |= MF_META_BIT(s->meta[i]);
+    return needs;
 }
 
 int mf_sort_parse_coll(const bson_t *spec, const mf_collator *coll, mf_sort **out,
@@ -290,53 +307,111 @@ int mf_sort_key(const mf_sort *s, const bson_t *doc, mf_buf *key, mf_error *err)
     return mf_sort_key_meta(s, doc, NULL, key, err);
 }
 
-/* A sort with textScore parts: each score part is the score, descending,
- * where it stands; the other parts, generated together, stand where the
- * first of them is (exact when the score parts come first or last). */
-static int score_key(const mf_sort *s, const bson_t *doc, const double *score, mf_buf *key,
-                     mf_error *err)
+/* What a sort with $meta parts, or one asked for its values, adds to the
+ * generator: the least candidate over the field parts, each field's
+ * encoding cut apart, and its values. */
+typedef struct best_fields {
+    size_t n;            /* the field parts */
+    mf_buf cand, best;   /* a candidate's encoding; the least one's */
+    size_t *cut, *bcut;  /* n + 1 offsets of each field's encoding in them */
+    bson_iter_t *vals;   /* the least one's values (borrowed from the document) */
+    bool have;
+} best_fields;
+
+static int emit_fields(mfi_keygen *g, const mfi_kfield *f, size_t nmissing)
 {
-    if (!score)
-        return mf_error_set(err, 40218,
-                            "query requires text score metadata, but it is not available");
-    bson_value_t v = {.value_type = BSON_TYPE_DOUBLE};
-    v.value.v_double = *score;
-    bool fields_done = s->nfields == 0;
-    for (size_t i = 0; i < s->nparts; i++) {
-        if (s->score[i]) {
-            if (mf_bsonx_key_append_value(key, &v, true) != 0)
-                return oom(err);
-            continue;
-        }
-        if (fields_done)
-            continue;
-        fields_done = true;
-        least l = {.best = key, .best_at = key->len};
-        mfi_keygen g = {.nfields = s->nfields, .paths = s->fpaths, .desc = s->fdesc,
-                        .coll = s->coll, .emit = emit, .arg = &l, .err = err};
-        int rc = mfi_keygen_run(&g, doc);
-        mf_buf_free(&l.cand);
-        if (rc == MF_CannotIndexParallelArrays)
-            rc = mf_error_set(err, MF_BadValue, "cannot sort with keys that are parallel arrays");
-        if (rc)
-            return rc;
+    best_fields *b = g->arg;
+    (void)nmissing;
+    b->cand.len = 0;
+    for (size_t i = 0; i < b->n; i++) {
+        b->cut[i] = b->cand.len;
+        if (mf_bsonx_key_append_coll(&b->cand, &f[i].fixed, g->desc[i], g->coll) != 0)
+            return oom(g->err);
     }
+    b->cut[b->n] = b->cand.len;
+    if (b->have) {
+        size_t n = b->best.len < b->cand.len ? b->best.len : b->cand.len;
+        int c = memcmp(b->cand.data, b->best.data, n);
+        if (c > 0 || (c == 0 && b->cand.len >= b->best.len))
+            return 0;
+    }
+    b->best.len = 0;
+    if (mf_buf_append(&b->best, b->cand.data, b->cand.len) != 0)
+        return oom(g->err);
+    memcpy(b->bcut, b->cut, (b->n + 1) * sizeof *b->cut);
+    for (size_t i = 0; i < b->n; i++)
+        b->vals[i] = f[i].fixed;
+    b->have = true;
     return 0;
 }
 
-int mf_sort_key_meta(const mf_sort *s, const bson_t *doc, const double *score, mf_buf *key,
+static void best_fields_free(best_fields *b)
+{
+    mf_buf_free(&b->cand);
+    mf_buf_free(&b->best);
+    free(b->cut);
+    free(b->bcut);
+    free(b->vals);
+}
+
+/* The least candidate of `doc` over the sort's field parts, into `b`. */
+static int run_fields(const mf_sort *s, const bson_t *doc, best_fields *b, mf_error *err)
+{
+    char *const *paths = s->meta ? s->fpaths : s->paths;
+    const bool *desc = s->meta ? s->fdesc : s->desc;
+    memset(b, 0, sizeof *b);
+    b->n = s->meta ? s->nfields : s->nparts;
+    if (!(b->cut = calloc(b->n + 1, sizeof *b->cut)) ||
+        !(b->bcut = calloc(b->n + 1, sizeof *b->bcut)) ||
+        !(b->vals = calloc(b->n + 1, sizeof *b->vals)))
+        return oom(err);
+    if (b->n == 0)
+        return 0;
+    mfi_keygen g = {.nfields = b->n, .paths = paths, .desc = desc, .coll = s->coll,
+                    .emit = emit_fields, .arg = b, .err = err};
+    int rc = mfi_keygen_run(&g, doc);
+    if (rc == MF_CannotIndexParallelArrays) /* as mongod's SortKeyGenerator words it */
+        rc = mf_error_set(err, MF_BadValue, "cannot sort with keys that are parallel arrays");
+    return rc;
+}
+
+/* A $meta part's value: the document's metadata, or missing (which
+ * sorts as undefined, below null) where it has none. */
+static bson_value_t meta_part(const mf_sort *s, size_t i, const mf_meta *meta)
+{
+    const bson_value_t *v = mf_meta_get(meta, (mf_meta_kind)s->meta[i]);
+    bson_value_t u = {.value_type = BSON_TYPE_UNDEFINED};
+    return v ? *v : u;
+}
+
+int mf_sort_key_meta(const mf_sort *s, const bson_t *doc, const mf_meta *meta, mf_buf *key,
                      mf_error *err)
 {
     if (s->nparts == 0)
         return 0;
-    if (s->score) {
-        size_t at = key->len;
-        int rc = score_key(s, doc, score, key, err);
+    size_t at = key->len;
+    if (s->meta) {
+        /* as mongod's SortKeyGenerator: the least key over the field
+         * parts, with each $meta part's value put where it stands */
+        best_fields b;
+        int rc = run_fields(s, doc, &b, err);
+        for (size_t i = 0, f = 0; rc == 0 && i < s->nparts; i++) {
+            if (s->meta[i] >= 0) {
+                bson_value_t v = meta_part(s, i, meta);
+                if (mf_bsonx_key_append_value(key, &v, true) != 0)
+                    rc = oom(err);
+            } else {
+                if (mf_buf_append(key, b.best.data + b.bcut[f], b.bcut[f + 1] - b.bcut[f]) != 0)
+                    rc = oom(err);
+                f++;
+            }
+        }
+        best_fields_free(&b);
         if (rc)
             key->len = at;
         return rc;
     }
-    least l = {.best = key, .best_at = key->len};
+    least l = {.best = key, .best_at = at};
     mfi_keygen g = {.nfields = s->nparts, .paths = s->paths, .desc = s->desc,
                     .coll = s->coll, .emit = emit, .arg = &l, .err = err};
     int rc = mfi_keygen_run(&g, doc);
@@ -345,6 +420,46 @@ int mf_sort_key_meta(const mf_sort *s, const bson_t *doc, const double *score, m
     if (rc)
         key->len = l.best_at;
     mf_buf_free(&l.cand);
+    return rc;
+}
+
+int mf_sort_key_values(const mf_sort *s, const bson_t *doc, const mf_meta *meta, bson_value_t *out,
+                       mf_error *err)
+{
+    best_fields b;
+    bson_t arr = BSON_INITIALIZER;
+    char kb[16];
+    const char *k;
+    int rc = run_fields(s, doc, &b, err);
+    for (size_t i = 0, f = 0; rc == 0 && i < s->nparts; i++) {
+        mf_uint32_to_key((uint32_t)i, &k, kb, sizeof kb);
+        if (s->meta && s->meta[i] >= 0) {
+            const bson_value_t *v = mf_meta_get(meta, (mf_meta_kind)s->meta[i]);
+            if (v)
+                mf_bsonx_append_value(&arr, k, -1, v);
+            else
+                bson_append_null(&arr, k, -1); /* missing: null, as mongod serializes it */
+        } else {
+            if (b.have)
+                mf_bsonx_append_iter(&arr, k, -1, &b.vals[f]);
+            else
+                bson_append_null(&arr, k, -1);
+            f++;
+        }
+    }
+    best_fields_free(&b);
+    out->value_type = BSON_TYPE_EOD;
+    if (rc == 0) {
+        uint32_t len = 0;
+        uint8_t *data = bson_destroy_with_steal(&arr, true, &len);
+        if (!data)
+            return oom(err);
+        out->value_type = BSON_TYPE_ARRAY;
+        out->value.v_doc.data = data;
+        out->value.v_doc.data_len = len;
+        return 0;
+    }
+    bson_destroy(&arr);
     return rc;
 }
 

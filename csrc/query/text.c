@@ -34,17 +34,21 @@ static const mfi_text_stops *stops_of(const char *lang)
     return NULL;
 }
 
-/* mongod 7.0's languages of text index version 3 (fts_language.cpp). */
-static mfi_text_lang langs[] = {
-    {"danish", "da", "danish", NULL, 0},         {"dutch", "nl", "dutch", NULL, 0},
-    {"english", "en", "english", NULL, 0},       {"finnish", "fi", "finnish", NULL, 0},
-    {"french", "fr", "french", NULL, 0},         {"german", "de", "german", NULL, 0},
-    {"hungarian", "hu", "hungarian", NULL, 0},   {"italian", "it", "italian", NULL, 0},
-    {"norwegian", "nb", "norwegian", NULL, 0},   {"portuguese", "pt", "portuguese", NULL, 0},
-    {"romanian", "ro", "romanian", NULL, 0},     {"russian", "ru", "russian", NULL, 0},
-    {"spanish", "es", "spanish", NULL, 0},       {"swedish", "sv", "swedish", NULL, 0},
-    {"turkish", "tr", "turkish", NULL, 0},       {"none", NULL, NULL, NULL, 0},
-};
+/* mongod 7.0's languages of text index versions 3 and 2, the same list
+ * (fts_language.cpp); a version 2 language tokenizes as mongod's
+ * BasicFTSTokenizer (legacy_tokenize below). */
+#define LANGS(v)                                                                           \
+    {"danish", "da", "danish", NULL, 0, v},       {"dutch", "nl", "dutch", NULL, 0, v},       \
+    {"english", "en", "english", NULL, 0, v},     {"finnish", "fi", "finnish", NULL, 0, v},   \
+    {"french", "fr", "french", NULL, 0, v},       {"german", "de", "german", NULL, 0, v},     \
+    {"hungarian", "hu", "hungarian", NULL, 0, v}, {"italian", "it", "italian", NULL, 0, v},   \
+    {"norwegian", "nb", "norwegian", NULL, 0, v}, {"portuguese", "pt", "portuguese", NULL, 0, v}, \
+    {"romanian", "ro", "romanian", NULL, 0, v},   {"russian", "ru", "russian", NULL, 0, v},   \
+    {"spanish", "es", "spanish", NULL, 0, v},     {"swedish", "sv", "swedish", NULL, 0, v},   \
+    {"turkish", "tr", "turkish", NULL, 0, v},     {"none", NULL, NULL, NULL, 0, v}
+static mfi_text_lang langs[] = {LANGS(3)};
+static mfi_text_lang langs_v2[] = {LANGS(2)};
+#undef LANGS
 #define NLANGS (sizeof langs / sizeof langs[0])
 
 static pthread_once_t langs_once = PTHREAD_ONCE_INIT;
@@ -52,19 +56,25 @@ static pthread_once_t langs_once = PTHREAD_ONCE_INIT;
 static void langs_init(void)
 {
     for (size_t i = 0; i < NLANGS; i++) {
-        langs[i].index = (int)i;
-        langs[i].stops = stops_of(langs[i].name);
+        langs[i].index = langs_v2[i].index = (int)i; /* one stemmer for both */
+        langs[i].stops = langs_v2[i].stops = stops_of(langs[i].name);
     }
+}
+
+const mfi_text_lang *mfi_text_lang_find_v(const char *name, int version)
+{
+    const mfi_text_lang *table = version == 2 ? langs_v2 : langs;
+    pthread_once(&langs_once, langs_init);
+    for (size_t i = 0; i < NLANGS; i++)
+        if (strcasecmp(table[i].name, name) == 0 ||
+            (table[i].code && strcasecmp(table[i].code, name) == 0))
+            return &table[i];
+    return NULL;
 }
 
 const mfi_text_lang *mfi_text_lang_find(const char *name)
 {
-    pthread_once(&langs_once, langs_init);
-    for (size_t i = 0; i < NLANGS; i++)
-        if (strcasecmp(langs[i].name, name) == 0 ||
-            (langs[i].code && strcasecmp(langs[i].code, name) == 0))
-            return &langs[i];
-    return NULL;
+    return mfi_text_lang_find_v(name, 3);
 }
 
 /* A stemmer per language and thread: libstemmer's are not thread-safe,
@@ -162,44 +172,50 @@ static int utf8_put(mf_buf *b, uint32_t cp)
 
 /* ----------------------------------------------------------- delimiters */
 
-/* mongod's codepointIsDelimiter: the code points of the Unicode
- * properties White_Space, Dash, Hyphen, Quotation_Mark,
- * Terminal_Punctuation, Pattern_Syntax and STerm; in English the
- * apostrophe is not one.  Below 0x80 every such property is covered; above
- * it, the ranges of those properties in the Latin, general punctuation,
- * CJK and fullwidth blocks (docs/text.md). */
+/* mongod's codepointIsDelimiter, which its gen_delimiter_list.py generates
+ * from Unicode 8.0.0's PropList.txt: the code points with the properties
+ * White_Space, Dash, Hyphen, Quotation_Mark, Terminal_Punctuation,
+ * Pattern_Syntax or STerm (Sentence_Terminal); in English the apostrophe
+ * is not one.  Read from ICU's tables rather than a list: a code point
+ * assigned after Unicode 8.0 counts only by Pattern_Syntax, a property
+ * that holds reserved code points too (PropList 8.0 lists those of its
+ * ranges), so a later script's punctuation is no delimiter, as in mongod.
+ * The Basic Multilingual Plane is tabled once (8 KB); the rest asks ICU. */
+static uint8_t delim_bmp[0x10000 / 8];
+static pthread_once_t delim_once = PTHREAD_ONCE_INIT;
+
+static bool icu_delim(UChar32 c)
+{
+    static const UProperty props[] = {UCHAR_WHITE_SPACE,  UCHAR_DASH,
+                                      UCHAR_HYPHEN,       UCHAR_QUOTATION_MARK,
+                                      UCHAR_TERMINAL_PUNCTUATION, UCHAR_S_TERM};
+    if (u_hasBinaryProperty(c, UCHAR_PATTERN_SYNTAX))
+        return true;
+    UVersionInfo age;
+    u_charAge(c, age);
+    if (age[0] > 8) /* not in Unicode 8.0's PropList */
+        return false;
+    for (size_t i = 0; i < sizeof props / sizeof props[0]; i++)
+        if (u_hasBinaryProperty(c, props[i]))
+            return true;
+    return false;
+}
+
+static void delim_init(void)
+{
+    for (UChar32 c = 0; c < 0x10000; c++)
+        if (icu_delim(c))
+            delim_bmp[c >> 3] |= (uint8_t)(1u << (c & 7));
+}
+
+/* After pthread_once(&delim_once, delim_init). */
 static bool is_delim(uint32_t c, bool english)
 {
-    if (c < 0x80) {
-        if (c == '\'')
-            return !english;
-        if (c == '_')
-            return false;
-        return (c >= 0x09 && c <= 0x0D) || c == ' ' || (c >= 0x21 && c <= 0x2F) ||
-               (c >= 0x3A && c <= 0x40) || (c >= 0x5B && c <= 0x60) || (c >= 0x7B && c <= 0x7E);
-    }
-    static const uint32_t ranges[][2] = {
-        {0x85, 0x85},     {0xA0, 0xA7},     {0xA9, 0xA9},     {0xAB, 0xAC},
-        {0xAE, 0xAE},     {0xB0, 0xB1},     {0xB6, 0xB7},     {0xBB, 0xBB},
-        {0xBF, 0xBF},     {0xD7, 0xD7},     {0xF7, 0xF7},     {0x37E, 0x37E},
-        {0x387, 0x387},   {0x589, 0x58A},   {0x5BE, 0x5BE},   {0x5C3, 0x5C3},
-        {0x60C, 0x60C},   {0x61B, 0x61B},   {0x61F, 0x61F},   {0x6D4, 0x6D4},
-        {0x964, 0x965},   {0x1680, 0x1680}, {0x1806, 0x1806}, {0x2000, 0x200A},
-        {0x2010, 0x2029}, {0x202F, 0x203E}, {0x2041, 0x2053}, {0x2055, 0x205F},
-        {0x207A, 0x207E}, {0x208A, 0x208E}, {0x2190, 0x245F}, {0x2500, 0x2775},
-        {0x2794, 0x2BFF}, {0x2E00, 0x2E7F}, {0x3000, 0x3003}, {0x3008, 0x3020},
-        {0x3030, 0x3030}, {0x30A0, 0x30A0}, {0x30FB, 0x30FB}, {0xFD3E, 0xFD3F},
-        {0xFE10, 0xFE19}, {0xFE30, 0xFE52}, {0xFE54, 0xFE63}, {0xFE68, 0xFE68},
-        {0xFE6A, 0xFE6B}, {0xFF01, 0xFF0F}, {0xFF1A, 0xFF20}, {0xFF3B, 0xFF3D},
-        {0xFF3F, 0xFF3F}, {0xFF5B, 0xFF65},
-    };
-    for (size_t i = 0; i < sizeof ranges / sizeof ranges[0]; i++) {
-        if (c < ranges[i][0])
-            return false;
-        if (c <= ranges[i][1])
-            return c != 0xFF3F; /* fullwidth low line: a connector, as '_' */
-    }
-    return false;
+    if (c == '\'')
+        return !english;
+    if (c >= 0x10000)
+        return c <= 0x10FFFF && icu_delim((UChar32)c);
+    return (delim_bmp[c >> 3] >> (c & 7)) & 1;
 }
 
 /* ------------------------------------------------------ folding, marks */
@@ -253,12 +269,71 @@ static int fold_str(const char *s, size_t len, bool keep_case, bool keep_marks, 
 
 /* ------------------------------------------------------------ tokenizer */
 
+/* Text index version 2: mongod's BasicFTSTokenizer over its legacy
+ * Tokenizer, byte by byte -- white space (space, \f \v \t \r \n; the
+ * apostrophe but in English) and the ASCII punctuation below end words,
+ * every other byte is text (`_`, controls, all of UTF-8 past ASCII); a
+ * word is lower-cased in ASCII only, dropped if a stop word, else (its
+ * case kept when asked) stemmed.  No diacritics are removed. */
+static int legacy_tokenize(const mfi_text_lang *lang, const char *s, size_t len, int opts,
+                           mfi_text_word_fn fn, void *arg)
+{
+    static const char delims[] = "~`!@#$%^&*()-=+[]{}|\\;:\",.<>/?";
+    bool english = strcmp(lang->name, "english") == 0;
+    struct sb_stemmer *st = stemmer_of(lang);
+    mf_buf lower = {0};
+    int rc = 0;
+    size_t i = 0;
+    while (rc == 0 && i < len) {
+        unsigned char c = (unsigned char)s[i];
+        bool text = !(c == ' ' || c == '\f' || c == '\v' || c == '\t' || c == '\r' ||
+                      c == '\n' || (c == '\'' && !english) || (c && strchr(delims, c)));
+        if (!text) {
+            i++;
+            continue;
+        }
+        size_t start = i;
+        while (i < len) {
+            c = (unsigned char)s[i];
+            if (c == ' ' || c == '\f' || c == '\v' || c == '\t' || c == '\r' || c == '\n' ||
+                (c == '\'' && !english) || (c && strchr(delims, c)))
+                break;
+            i++;
+        }
+        lower.len = 0;
+        if (mf_buf_append(&lower, s + start, i - start) != 0) {
+            rc = -1;
+            break;
+        }
+        for (size_t k = 0; k < lower.len; k++)
+            if (lower.data[k] >= 'A' && lower.data[k] <= 'Z')
+                lower.data[k] += 32;
+        if ((opts & MFI_TOK_STOP) && is_stop(lang, (const char *)lower.data, lower.len))
+            continue;
+        const char *w = (opts & MFI_TOK_CASE) ? s + start : (const char *)lower.data;
+        size_t wl = i - start;
+        if (st) {
+            const sb_symbol *r = sb_stemmer_stem(st, (const sb_symbol *)w, (int)wl);
+            if (r) {
+                w = (const char *)r;
+                wl = (size_t)sb_stemmer_length(st);
+            }
+        }
+        rc = fn(arg, wl ? w : "", wl);
+    }
+    mf_buf_free(&lower);
+    return rc;
+}
+
 int mfi_text_tokenize(const mfi_text_lang *lang, const char *s, size_t len, int opts,
                       mfi_text_word_fn fn, void *arg)
 {
+    if (lang->version == 2)
+        return legacy_tokenize(lang, s, len, opts, fn, arg);
     bool english = strcmp(lang->name, "english") == 0;
     bool turkish = strcmp(lang->name, "turkish") == 0;
     struct sb_stemmer *st = stemmer_of(lang);
+    pthread_once(&delim_once, delim_init);
     mf_buf lower = {0}, fin = {0};
     int rc = 0;
     size_t i = 0;
@@ -608,12 +683,7 @@ int mfi_text_fix_spec(const bson_t *in, bson_t *out, mf_error *err)
                 break;
             }
             tiv = number_int(&it);
-            if (tiv == 2) {
-                rc = mf_error_set(err, MF_CannotCreateIndex,
-                                  "textIndexVersion 2 is not supported by this server: only 3 is");
-                break;
-            }
-            if (tiv != 3) {
+            if (tiv != 2 && tiv != 3) {
                 rc = mf_error_set(err, MF_CannotCreateIndex, "bad textIndexVersion: %d", tiv);
                 break;
             }
@@ -684,9 +754,12 @@ int mfi_text_spec_init(mfi_text_spec *ts, const bson_t *spec, mf_error *err)
             goto nomem;
     }
     const char *dl = "english";
+    int version = 3;
+    if (find_field(spec, "textIndexVersion", &it) && is_num(&it))
+        version = number_int(&it);
     if (find_field(spec, "default_language", &it) && BSON_ITER_HOLDS_UTF8(&it))
         dl = bson_iter_utf8(&it, NULL);
-    if (!(ts->default_lang = mfi_text_lang_find(dl))) {
+    if (!(ts->default_lang = mfi_text_lang_find_v(dl, version))) {
         mfi_text_spec_clear(ts);
         return mf_error_set(err, MF_DataCorruption, "text index: unknown language %s", dl);
     }
@@ -854,7 +927,7 @@ static int lang_of(const mfi_text_spec *ts, const bson_t *obj, const mfi_text_la
         return mf_error_set(err, 17261,
                             "found language override field in document with non-string type");
     const char *name = bson_iter_utf8(&it, NULL);
-    if (!(*out = mfi_text_lang_find(name)))
+    if (!(*out = mfi_text_lang_find_v(name, cur->version)))
         return mf_error_set(err, 17262, "language override unsupported: %s", name);
     return 0;
 }
@@ -1059,10 +1132,10 @@ static bool q_space(char c)
 int mfi_text_query_terms(mfi_text_query *q, const mfi_text_lang *index_default, mf_error *err)
 {
     const mfi_text_lang *lang = index_default;
-    if (q->lang_name && !(lang = mfi_text_lang_find(q->lang_name)))
+    if (q->lang_name && !(lang = mfi_text_lang_find_v(q->lang_name, index_default->version)))
         return mf_error_set(err, MF_BadValue,
-                            "unsupported language: \"%s\" for text index version 3",
-                            q->lang_name);
+                            "unsupported language: \"%s\" for text index version %d",
+                            q->lang_name, index_default->version);
     q->lang = lang;
     mf_buf pos = {0}, neg = {0};
     const char *s = q->search;
@@ -1166,6 +1239,15 @@ static int check_phrase(void *arg, const mfi_text_lang *lang, const char *s, siz
     (void)w;
     if (t->hit)
         return 0;
+    if (lang->version == 2) { /* mongod's BasicFTSPhraseMatcher: ASCII case */
+        t->hay.len = 0;
+        if (mf_buf_append(&t->hay, s, len) || mf_buf_append(&t->hay, "", 1))
+            return -1;
+        const char *h = (const char *)t->hay.data;
+        t->hit = t->q->case_sensitive ? strstr(h, t->phrase) != NULL
+                                      : strcasestr(h, t->phrase) != NULL;
+        return 0;
+    }
     bool turkish = strcmp(lang->name, "turkish") == 0;
     if (fold_str(s, len, t->q->case_sensitive, t->q->diacritic_sensitive, turkish, &t->hay) ||
         fold_str(t->phrase, strlen(t->phrase), t->q->case_sensitive, t->q->diacritic_sensitive,
@@ -1274,10 +1356,11 @@ static void count_text(const bson_t *f, bool under_nor, bool top, text_count *c,
     }
 }
 
-int mfi_text_find(const bson_t *filter, bson_iter_t *operand, bool *found, mf_error *err)
+int mfi_text_find(const bson_t *filter, bson_iter_t *operand, bool *found, bool *under_or,
+                  mf_error *err)
 {
     text_count c = {0};
-    *found = false;
+    *found = *under_or = false;
     if (!filter)
         return 0;
     count_text(filter, false, true, &c, operand);
@@ -1285,12 +1368,8 @@ int mfi_text_find(const bson_t *filter, bson_iter_t *operand, bool *found, mf_er
         return mf_error_set(err, MF_BadValue, "Too many text expressions");
     if (c.n == 1 && c.in_nor)
         return mf_error_set(err, MF_BadValue, "text expression not allowed in nor");
-    if (c.n == 1 && c.nested)
-        return mf_error_set(err, MF_NoQueryExecutionPlans,
-                            "error processing query: planner returned error :: caused by :: "
-                            "Failed to produce a solution for TEXT under OR - other non-TEXT "
-                            "clauses under OR have to be indexed as well.");
     *found = c.n == 1;
+    *under_or = c.n == 1 && c.nested;
     return 0;
 }
 

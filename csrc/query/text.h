@@ -6,8 +6,8 @@
  * the design and the list of what differs from mongod.
  *
  * Tokens.  A string is cut at delimiters (Unicode White_Space, Dash,
- * Hyphen, Quotation_Mark, Terminal_Punctuation, Pattern_Syntax; in English
- * the apostrophe is not one).  Each word is case-folded (simple folding,
+ * Hyphen, Quotation_Mark, Terminal_Punctuation, Pattern_Syntax, STerm, as
+ * of Unicode 8.0, read from ICU; in English the apostrophe is not one).  Each word is case-folded (simple folding,
  * ICU) and dropped if it is a stop word of the language; then stemmed
  * (Snowball, libstemmer), then its diacritics are removed (NFD, then the
  * code points with the Diacritic property dropped).  A case-sensitive
@@ -42,11 +42,14 @@ typedef struct mfi_text_lang {
     const char *stemmer; /* the libstemmer algorithm, NULL: no stemming */
     const mfi_text_stops *stops; /* NULL: no stop words */
     int index;           /* position in the table (stemmer caches) */
+    int version;         /* the text index version it tokenizes for: 3, or 2
+                            (mongod's legacy tokenizer: mfi_text_tokenize) */
 } mfi_text_lang;
 
 /* The language named `name` (a name or ISO code, case-insensitive), or
- * NULL: mongod's FTSLanguage::make for version 3. */
+ * NULL: mongod's FTSLanguage::make for version 3 / for `version` (2, 3). */
 const mfi_text_lang *mfi_text_lang_find(const char *name);
+const mfi_text_lang *mfi_text_lang_find_v(const char *name, int version);
 
 /* Tokenizer options (mongod's FTSTokenizer::Options). */
 enum {
@@ -55,7 +58,9 @@ enum {
     MFI_TOK_DIACRITIC = 4  /* keep diacritics */
 };
 
-/* The words of `s` (`len` bytes of UTF-8) in `lang`, each given to
+/* The words of `s` (`len` bytes of UTF-8) in `lang` (a version 2
+ * language: mongod's legacy tokenizing, ASCII delimiters and case, no
+ * diacritics removed), each given to
  * `fn(arg, word, wlen)` (word valid for the call).  `fn` returns 0 to go
  * on, else that value is returned.  Invalid UTF-8 bytes are taken as
  * Latin-1.  -1: out of memory. */
@@ -86,7 +91,8 @@ void mfi_text_spec_clear(mfi_text_spec *ts);
 /* createIndexes: the spec `in` (key with "text" fields) as mongod's
  * FTSSpec::fixSpec writes it, into `out` (initialised here): the key
  * {prefix..., _fts: "text", _ftsx: 1, suffix...}, weights (sorted, whole
- * numbers), default_language, language_override, textIndexVersion 3.
+ * numbers), default_language, language_override, textIndexVersion (3, or 2
+ * when asked: mongod 7.0 builds both; 67 "bad textIndexVersion: N" else).
  * Errors: CannotCreateIndex (67) with mongod's messages. */
 int mfi_text_fix_spec(const bson_t *in, bson_t *out, mf_error *err);
 
@@ -144,11 +150,13 @@ int mfi_text_doc_matches(const mfi_text_spec *ts, const mfi_text_query *q, const
 /* parsedTextQuery as explain shows it. */
 void mfi_text_query_explain(const mfi_text_query *q, bson_t *out);
 
-/* Where the text part of `filter` is: the $text operand at the top or in
- * a top-level $and (`*found`).  Errors (mongod's checks of the whole
- * filter): BadValue "Too many text expressions", "text expression not
- * allowed in nor". */
-int mfi_text_find(const bson_t *filter, bson_iter_t *operand, bool *found, mf_error *err);
+/* Where the text part of `filter` is: `*found` when it has one $text;
+ * `*operand` is on it when it stands at the top or in a top-level $and,
+ * else (`*under_or`) it is inside a $or.  Errors (mongod's checks of the
+ * whole filter): BadValue "Too many text expressions", "text expression
+ * not allowed in nor". */
+int mfi_text_find(const bson_t *filter, bson_iter_t *operand, bool *found, bool *under_or,
+                  mf_error *err);
 
 /* ------------------------------------------ the index (index_text.c) */
 

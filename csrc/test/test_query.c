@@ -193,12 +193,13 @@ static int fake_parse(const bson_iter_t *it, void *arg, void **out, mf_error *er
     return 0;
 }
 
-static int fake_eval(const void *x, const bson_t *root, void *arg, bson_value_t *out,
-                     mf_error *err)
+static int fake_eval(const void *x, const bson_t *root, const mf_meta *meta, void *arg,
+                     bson_value_t *out, mf_error *err)
 {
     const bson_value_t *v = x;
     bson_iter_t f;
     (void)arg;
+    (void)meta;
     out->value_type = BSON_TYPE_EOD;
     if (v->value_type == BSON_TYPE_UTF8 && strcmp(v->value.v_utf8.str, "boom") == 0)
         return mf_error_set(err, 16608, "can't $divide by zero");
@@ -238,7 +239,8 @@ static int expr_match(const mf_expr_hooks *h, bson_t *filter, bson_t *doc, bool 
 
 MFT_CASE(match_expr_hooks, "/query/match/expr_hooks")
 {
-    mf_expr_hooks h = {fake_parse, fake_eval, fake_free, fake_free_value, NULL};
+    mf_expr_hooks h = {.parse = fake_parse, .eval = fake_eval, .free = fake_free,
+                       .free_value = fake_free_value};
     mf_error err;
     bool hit = true;
     bson_t *doc = BCON_NEW("f", BCON_INT32(0), "g", BCON_INT32(1));
@@ -395,4 +397,44 @@ MFT_CASE(match_dbref, "/query/match/dbref_is_a_value")
     CHECK_INT(dbref_match(BCON_NEW("r", "{", "$ref", BCON_UTF8("c"), "}"), doc, &code), -1);
     CHECK_INT(code, MF_BadValue);
     bson_destroy(doc);
+}
+
+/* ------------------------------------------------------------ metadata */
+
+MFT_CASE(meta_names_and_bson, "/query/meta/names_values_bson")
+{
+    mf_meta m = {0}, back = {0};
+    mf_error err;
+    for (int k = 0; k < MF_META_NKINDS; k++)
+        CHECK_INT(mf_meta_kind_of(mf_meta_name((mf_meta_kind)k)), k);
+    CHECK_INT(mf_meta_kind_of("textscore"), -1); /* names are exact */
+    CHECK_INT(mf_meta_unavailable(MF_META_BIT(MF_META_GEO_NEAR_POINT), &err), 40218);
+    CHECK_STR(err.msg, "query requires $geoNear point metadata, but it is not available");
+    mf_meta_set_double(&m, MF_META_TEXT_SCORE, 1.5);
+    mf_meta_set_long(&m, MF_META_RECORD_ID, 7);
+    bson_t *pt = BCON_NEW("type", "Point");
+    bson_value_t v = {.value_type = BSON_TYPE_DOCUMENT};
+    v.value.v_doc.data = (uint8_t *)bson_get_data(pt);
+    v.value.v_doc.data_len = pt->len;
+    CHECK_INT(mf_meta_set_value(&m, MF_META_GEO_NEAR_POINT, &v), 0);
+    bson_destroy(pt); /* the metadata holds its own copy */
+    bson_t b = BSON_INITIALIZER;
+    mf_meta_to_bson(&m, &b);
+    CHECK_INT(mf_meta_from_bson(&back, bson_get_data(&b), b.len), 0);
+    bson_destroy(&b);
+    CHECK_INT(back.has, m.has);
+    CHECK(mf_meta_get(&back, MF_META_TEXT_SCORE)->value.v_double == 1.5);
+    CHECK_INT(mf_meta_get(&back, MF_META_RECORD_ID)->value.v_int64, 7);
+    const bson_value_t *p = mf_meta_get(&back, MF_META_GEO_NEAR_POINT);
+    CHECK(p && p->value_type == BSON_TYPE_DOCUMENT && p->value.v_doc.data_len > 5);
+    CHECK(mf_meta_get(&back, MF_META_SORT_KEY) == NULL);
+    CHECK(mf_meta_get(NULL, MF_META_TEXT_SCORE) == NULL);
+    /* a copy owns its values: clearing the source leaves it whole */
+    mf_meta copy = {0};
+    CHECK_INT(mf_meta_copy(&copy, &back), 0);
+    mf_meta_clear(&back);
+    CHECK_INT(back.has, 0);
+    CHECK(mf_meta_get(&copy, MF_META_GEO_NEAR_POINT) != NULL);
+    mf_meta_clear(&copy);
+    mf_meta_clear(&m);
 }
