@@ -54,6 +54,7 @@
  * as mongod's QueryPlannerIXSelect tests it): such a pred may bound only an
  * index whose collation is the query's.
  */
+#include "geo.h"
 #include "query_int.h"
 
 #include <math.h>
@@ -1408,6 +1409,36 @@ static int all_conditions(mfi_preds *p, const char *path, const bson_iter_t *v, 
     return 0;
 }
 
+/* {path: {$geoWithin | $within | $geoIntersects: ...}}: a pred holding
+ * the parsed query (`v` its operator document, which the geo operator
+ * owns whole), for a geo index field's cells; never exact.  A condition
+ * that does not parse bounds nothing: the matcher reports it. */
+static int geo_condition(mfi_preds *p, const char *path, const bson_iter_t *v, size_t top)
+{
+    uint32_t len;
+    const uint8_t *data;
+    bson_t section;
+    mf_geo_query *q;
+    mf_error err;
+    bson_iter_document(v, &len, &data);
+    if (!data || !bson_init_static(&section, data, len))
+        return 0;
+    if (mfi_geo_query_parse(&section, &q, &err) != 0)
+        return err.code == MF_InternalError ? -1 : 0;
+    mfi_pred pr = {.path = path, .top = top, .geo = q};
+    if (preds_push(p, &pr) != 0) {
+        mfi_geo_query_free(q);
+        return -1;
+    }
+    return 0;
+}
+
+static bool is_geo_operator(const char *op)
+{
+    return strcmp(op, "$geoWithin") == 0 || strcmp(op, "$within") == 0 ||
+           strcmp(op, "$geoIntersects") == 0;
+}
+
 /* The conditions on one field: `v` is its value in the filter, an operator
  * document or a value to equal (`of_elements`: the conditions of an
  * $elemMatch on values).  `*done` is cleared unless each became a pred
@@ -1442,6 +1473,12 @@ static int field_conditions(mfi_preds *p, const char *path, const bson_iter_t *v
                 return -1;
             *done = false;
             continue;
+        }
+        if (is_geo_operator(op)) {
+            if (!of_elements && geo_condition(p, path, v, top) != 0)
+                return -1;
+            *done = false;
+            break; /* the operator document is the geo operator's */
         }
         if (add_condition(p, path, op, &ops, regex && has_options ? &options : NULL, top,
                           &used) != 0)
@@ -1515,8 +1552,10 @@ int mfi_preds_collect_coll(const bson_t *filter, const mf_collator *coll, mfi_pr
 
 void mfi_preds_free(mfi_preds *p)
 {
-    for (size_t i = 0; i < p->n; i++)
+    for (size_t i = 0; i < p->n; i++) {
         mfi_oil_free(&p->v[i].oil);
+        mfi_geo_query_free((mf_geo_query *)p->v[i].geo);
+    }
     for (size_t i = 0; i < p->nowned; i++)
         free(p->owned[i]);
     free(p->owned);

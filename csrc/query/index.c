@@ -1411,8 +1411,11 @@ int mf_index_desc_init(mf_index_desc *d, const char *name, mf_tree_id tree, cons
             goto fail;
         }
         d->desc[i] = is_number(&it) && number_of(&it) < 0;
-        if (i < 32 && BSON_ITER_HOLDS_UTF8(&it) && strcmp(bson_iter_utf8(&it, NULL), "hashed") == 0)
+        const char *t = BSON_ITER_HOLDS_UTF8(&it) ? bson_iter_utf8(&it, NULL) : "";
+        if (i < 32 && strcmp(t, "hashed") == 0)
             d->hashed |= 1u << i;
+        if (i < 32 && (strcmp(t, "2dsphere") == 0 || strcmp(t, "2d") == 0))
+            d->geo |= 1u << i;
     }
     d->is_id = is_id_pattern(d->key);
     /* The _id index is unique without saying so in its spec. */

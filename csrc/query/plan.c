@@ -221,6 +221,19 @@ static bool multikey_field(const mf_index_desc *d, size_t i)
     return d->multikey >> (i < 31 ? i : 31) & 1u;
 }
 
+/* Whether field i's keys are not its values: hashes, or the cells of a
+ * "2dsphere" or "2d" field.  Such a field orders nothing. */
+static bool keys_not_values(const mf_index_desc *d, size_t i)
+{
+    return i < 32 && ((d->hashed | d->geo) >> i & 1u);
+}
+
+/* Whether field i is a geo field ("2dsphere", "2d"). */
+static bool geo_field(const mf_index_desc *d, size_t i)
+{
+    return i < 32 && (d->geo >> i & 1u);
+}
+
 /* Whether bounds on fields i and j may be compounded: not when a multikey
  * array could lie on a path they share (a.b and a.c with `a` an array of
  * documents make keys from one element at a time). */
@@ -261,7 +274,7 @@ static int sort_direction(const cand *c, const bson_t *sort, const mf_collator *
         while (i < d->nfields && strcmp(d->paths[i], path) != 0 && single_point(c, i))
             i++;
         if (i < d->nfields && strcmp(d->paths[i], path) == 0) {
-            if (multikey_field(d, i) || (i < 32 && (d->hashed >> i & 1u)))
+            if (multikey_field(d, i) || keys_not_values(d, i))
                 return 0; /* a hashed field's keys are in the hashes' order */
             int fdir = d->desc[i] ? -sdir : sdir;
             if (dir && dir != fdir)
@@ -277,7 +290,7 @@ static int sort_direction(const cand *c, const bson_t *sort, const mf_collator *
         bool constant = false;
         for (size_t j = 0; j < d->nfields; j++)
             if (strcmp(d->paths[j], path) == 0 && single_point(c, j) && !multikey_field(d, j) &&
-                !(j < 32 && (d->hashed >> j & 1u))) /* one hash: several values */
+                !keys_not_values(d, j)) /* one hash: several values */
                 constant = true;
         if (!constant)
             return 0;
@@ -313,6 +326,8 @@ static int cand_build(cand *c, const mf_index_desc *d, const mfi_preds *preds, b
             const mfi_pred *pr = &preds->v[p];
             if (strcmp(pr->path, d->paths[i]) != 0)
                 continue;
+            if (pr->geo ? !geo_field(d, i) : geo_field(d, i))
+                continue; /* a geo field's keys are cells: geo conditions only */
             if (d->sparse && pr->matches_missing)
                 continue; /* the index lacks the documents it could match */
             if (pr->collatable && !same_coll)
@@ -413,6 +428,15 @@ static int wild_cand_fix(cand *c, const bson_t *sort, const mf_collator *qcoll)
     c->eq_unique = false;
     c->sort_dir = sort_direction(c, sort, qcoll);
     return 0;
+}
+
+/* Whether a geo condition bounds one of the candidate's geo fields. */
+static bool geo_bound(const cand *c)
+{
+    for (size_t i = 0; i < c->d->nfields; i++)
+        if (geo_field(c->d, i) && c->present[i])
+            return true;
+    return false;
 }
 
 /* Whether `a` is a better choice than `b`. */
@@ -565,6 +589,7 @@ static int scan_index_take(scan_index *ix, cand *c)
     ix->multikey = d->multikey;
     ix->hashed = d->hashed;
     ix->type = d->type;
+    ix->geo = d->geo;
     ix->coll = mf_collator_ref(d->coll);
     if (!ix->name || !ix->key || !ix->paths || !ix->desc)
         return -1;
@@ -721,6 +746,11 @@ int mfi_plan_choose(mf_scan *s, const mf_index_desc *idx, size_t nidx, size_t hi
             goto out;
         }
         bool usable = is_hint || c.present[0] || (c.sort_dir && !d->sparse);
+        /* A geo index holds only the documents with a value of its geo
+         * field: mongod uses it only where a geo condition is assigned to
+         * that field (stripInvalidAssignmentsTo2dsphereIndices). */
+        if (d->geo && !is_hint && !geo_bound(&c))
+            usable = false;
         if (cl && !bounds_own(&c, cl->own))
             usable = false;
         if (usable && c.present[0] && nusable < 2 * MAX_TRIALS) {
@@ -923,7 +953,7 @@ static int plan_distinct(mf_scan *s, const mf_index_desc *idx, size_t nidx,
         for (size_t i = 0; i < nidx; i++) {
             const mf_index_desc *d = &idx[i];
             if (d->hidden || d->building || d->partial_spec || d->nfields == 0 ||
-                strcmp(d->paths[0], key) != 0 || multikey_field(d, 0) || (d->hashed & 1u) ||
+                strcmp(d->paths[0], key) != 0 || multikey_field(d, 0) || keys_not_values(d, 0) ||
                 !mf_collator_equal(d->coll, qcoll))
                 continue;
             if (best == SIZE_MAX || d->nfields < idx[best].nfields)
@@ -943,7 +973,7 @@ static int plan_distinct(mf_scan *s, const mf_index_desc *idx, size_t nidx,
         if (strcmp(s->ix.paths[i], "$_path") == 0)
             return 0; /* a wildcard index's keys are not the document's values */
     for (size_t i = 0; i < s->ix.nfields && i < 32; i++) {
-        if ((s->ix.multikey | s->ix.hashed) >> i & 1u)
+        if ((s->ix.multikey | s->ix.hashed | s->ix.geo) >> i & 1u)
             return 0; /* a hashed field's keys are hashes, not its values */
         if (strcmp(s->ix.paths[i], key) == 0) {
             s->distinct_fields = i + 1;

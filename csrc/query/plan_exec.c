@@ -54,7 +54,8 @@ int mf_scan_return_key(const mf_scan *s, const mf_scan_row *row, bson_t *out, mf
     while (s->kind == P_OR)
         s = s->row_key ? mfi_plan_leaf_at((mf_scan *)s, s->row_kid) : s->kids[s->kid];
     mf_index_desc d = {.type = s->ix.type, .nfields = s->ix.nfields, .paths = s->ix.paths,
-                       .desc = s->ix.desc, .coll = s->ix.coll, .hashed = s->ix.hashed};
+                       .desc = s->ix.desc, .coll = s->ix.coll, .hashed = s->ix.hashed,
+                       .geo = s->ix.geo};
     return mf_index_key_values(&d, &row->doc, k, kl, out, err);
 }
 

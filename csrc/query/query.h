@@ -347,6 +347,9 @@ typedef struct mf_index_desc {
                              of the value, index_hashed.c) */
     void *kind;           /* what the index's kind keeps of its spec (its
                              desc_init's, index_type.h), or NULL */
+    uint32_t geo;         /* bit i: field i is "2dsphere" or "2d": its keys are
+                             cells of the plane or the sphere, not values, and
+                             only a geo condition bounds it */
 } mf_index_desc;
 
 /* Validate one createIndexes spec and complete it as mongod 7.0 does (v: 2
