@@ -207,6 +207,7 @@ BAD = [
                                   "format"),
     ({"loc": [[1, 2], [3]]}, 13068, None),
     ({"loc": {"a": [1, 2], "b": "x"}}, 16804, None),
+    ({"loc": {"type": "Point", "coordinates": [1, 2]}}, 16804, None),  # GeoJSON is not for 2d
 ]
 
 
@@ -355,3 +356,180 @@ def test_build_killed_before_commit_leaves_no_index(tmp_path):
             "loc": Conv().key(*doc["loc"])}
     finally:
         s.stop()
+
+
+# ----------------------------------------------------------- the bounds
+
+
+def _plan(coll, flt, hint=None):
+    cur = coll.find(flt)
+    if hint is not None:
+        cur = cur.hint(hint)
+    return cur.explain()["queryPlanner"]["winningPlan"]
+
+
+def _ids(coll, flt, hint=None):
+    cur = coll.find(flt, {"_id": 1})
+    if hint is not None:
+        cur = cur.hint(hint)
+    return sorted(d["_id"] for d in cur)
+
+
+def _stages(plan):
+    while plan:
+        yield plan
+        plan = plan.get("inputStage")
+
+
+def _random_shape(rnd, kind):
+    cx, cy = rnd.uniform(-60, 60), rnd.uniform(-60, 60)
+    if kind == "$box":
+        return {"$box": [[cx, cy], [cx + rnd.uniform(0, 40), cy - rnd.uniform(0, 40)]]}
+    if kind == "$center":
+        return {"$center": [[cx, cy], rnd.choice([0, rnd.uniform(0, 3), rnd.uniform(0, 30)])]}
+    if kind == "$centerSphere":
+        return {"$centerSphere": [[cx, cy], rnd.uniform(0, 0.35)]}
+    n = rnd.randint(3, 7)  # a star-shaped polygon, sometimes self-crossing
+    angles = sorted(rnd.uniform(0, 2 * math.pi) for _ in range(n))
+    if rnd.random() < 0.2:
+        rnd.shuffle(angles)
+    r = rnd.uniform(1, 35)
+    return {"$polygon": [[cx + r * rnd.uniform(0.3, 1) * math.cos(a),
+                          cy + r * rnd.uniform(0.3, 1) * math.sin(a)] for a in angles]}
+
+
+def _points(rnd, n):
+    docs = []
+    for i in range(n):
+        p = [round(rnd.uniform(-70, 70), rnd.choice([0, 1, 6])),
+             round(rnd.uniform(-70, 70), rnd.choice([0, 1, 6]))]
+        r = rnd.random()
+        if r < 0.1:
+            loc = [p, [rnd.uniform(-70, 70), rnd.uniform(-70, 70)]]
+        elif r < 0.2:
+            loc = {"x": p[0], "y": p[1]}
+        elif r < 0.25:
+            loc = {"type": "Point", "coordinates": p}  # GeoJSON: its first two fields
+        else:
+            loc = p
+        docs.append({"_id": i, "loc": loc, "a": i % 5})
+    docs.append({"_id": n, "a": 1})  # no location: not in the index
+    return docs
+
+
+@pytest.mark.parametrize("kind", ["$box", "$polygon", "$center", "$centerSphere"])
+def test_differential_index_hinted_and_none(db, kind):
+    rnd = random.Random(hash(kind) & 0xFFFF)
+    docs = _points(rnd, 1500)
+    docs = [d for d in docs if not isinstance(d.get("loc"), dict) or "type" not in d["loc"]]
+    db.c.insert_many(docs)
+    db.c.create_index([("loc", "2d")])
+    db.c.create_index([("loc", "2d"), ("a", 1)], bits=18)
+    matched = 0
+    for q in range(30):
+        shape = _random_shape(rnd, kind)
+        flt = {"loc": {"$geoWithin": shape}}
+        want = _ids(db.c, flt, {"$natural": 1})
+        assert _ids(db.c, flt) == want, shape
+        assert _ids(db.c, flt, "loc_2d") == want, shape
+        assert _ids(db.c, flt, "loc_2d_a_1") == want, shape
+        flt2 = {"loc": {"$within": shape}, "a": {"$in": [1, 3]}}
+        want2 = _ids(db.c, flt2, {"$natural": 1})
+        assert _ids(db.c, flt2, "loc_2d_a_1") == want2, shape
+        assert _ids(db.c, flt2) == want2, shape
+        matched += len(want)
+        plan = _plan(db.c, flt)
+        ix = [s for s in _stages(plan) if s["stage"] == "IXSCAN"]
+        assert ix and ix[0]["keyPattern"] in ({"loc": "2d"}, {"loc": "2d", "a": 1}), plan
+        bounds = ix[0]["indexBounds"]["loc"]
+        assert 1 <= len(bounds) <= 16 or not want
+    assert matched > 100  # the shapes are not all empty
+
+
+def test_explain_shape(db):
+    db.c.create_index([("loc", "2d")])
+    db.c.insert_many([{"_id": i, "loc": [i, i]} for i in range(-5, 6)])
+    flt = {"loc": {"$geoWithin": {"$box": [[-1, -1], [2, 2]]}}}
+    plan = _plan(db.c, flt)
+    assert plan["stage"] == "FETCH"
+    assert plan["filter"] == {"loc": {"$geoWithin": {"$box": [[-1, -1], [2, 2]]}}}
+    ix = plan["inputStage"]
+    assert ix["stage"] == "IXSCAN" and ix["keyPattern"] == {"loc": "2d"}
+    assert ix["indexName"] == "loc_2d" and ix["isMultiKey"] is False
+    assert "multiKeyPaths" not in ix and ix["direction"] == "forward"
+    bounds = ix["indexBounds"]["loc"]
+    assert 1 <= len(bounds) <= 16
+    cells = []
+    for b in bounds:
+        lo, hi = b[1:-1].split(", BinData")
+        assert b[0] == "[" and b[-1] == "]" and lo.startswith("BinData(128, ")
+        lo, hi = int(lo[13:-1], 16), int(hi[6:-1], 16)
+        assert lo <= hi and (hi - lo + 1) & (hi - lo) == 0  # one cell: a power of 4 of keys
+        cells.append((lo, hi))
+    assert cells == sorted(cells)
+    assert all(a[1] < b[0] for a, b in zip(cells, cells[1:]))
+    # every point of the box is in a cell
+    conv = Conv()
+    for x in (-1, -0.5, 0, 1.3, 2):
+        for y in (-1, 0.7, 2):
+            h = conv.hash(x, y)
+            assert any(lo <= h <= hi for lo, hi in cells), (x, y)
+    assert _ids(db.c, flt) == [-1, 0, 1, 2]
+    # a compound index: the other field's bounds as a b-tree's
+    db.c.create_index([("loc", "2d"), ("a", 1)])
+    plan = _plan(db.c, {"loc": {"$geoWithin": {"$center": [[0, 0], 1]}}, "a": 5}, "loc_2d_a_1")
+    assert plan["inputStage"]["indexBounds"]["a"] == ["[5, 5]"]
+    stats = db.c.find(flt).explain()["executionStats"]
+    assert stats["nReturned"] == 4 and stats["totalKeysExamined"] >= 4
+
+
+def test_what_a_2d_index_does_not_serve(db):
+    db.c.create_index([("loc", "2d")])
+    db.c.insert_many([{"_id": i, "loc": [i, i]} for i in range(5)])
+    poly = {"type": "Polygon", "coordinates": [[[0, 0], [3, 0], [3, 3], [0, 3], [0, 0]]]}
+    for flt in [{"loc": {"$geoIntersects": {"$geometry": poly}}},
+                {"loc": {"$geoWithin": {"$geometry": poly}}},
+                {"loc": [1, 1]}, {"loc": {"$exists": True}}, {"a": 1}]:
+        plan = _plan(db.c, flt)
+        assert plan["stage"] == "COLLSCAN", (flt, plan)
+    assert _ids(db.c, {"loc": {"$geoWithin": {"$geometry": poly}}}) == [0, 1, 2, 3]
+    # no sort and no distinct from geohash keys
+    assert _plan(db.c, {}, None)["stage"] == "COLLSCAN"
+    assert [d["_id"] for d in db.c.find({}).sort("loc", 1)] == [0, 1, 2, 3, 4]
+    assert db.c.distinct("loc") == [0, 1, 2, 3, 4]
+
+
+def test_bits_and_square_of_the_index_shape_the_cells(db):
+    db.c.create_index([("loc", "2d")], bits=4, min=0, max=16)
+    db.c.insert_many([{"_id": i, "loc": [i, 15 - i]} for i in range(16)])
+    flt = {"loc": {"$geoWithin": {"$box": [[2, 2], [5, 13]]}}}
+    bounds = _plan(db.c, flt)["inputStage"]["indexBounds"]["loc"]
+    # level-4 cells are 1x1: none finer than 4 bits (the low 56 bits all free)
+    for b in bounds:
+        lo, hi = b[1:-1].split(", BinData")
+        lo, hi = int(lo[13:-1], 16), int(hi[6:-1], 16)
+        assert (hi - lo + 1) >= 1 << 56
+    assert _ids(db.c, flt) == _ids(db.c, flt, {"$natural": 1}) == [2, 3, 4, 5]
+
+
+def test_center_sphere_across_the_antimeridian(db):
+    # mongod covers a $centerSphere by its cap's latitude/longitude bounds
+    # put in a Box (GeometryContainer::R2BoxRegion::buildBounds): a cap
+    # across the antimeridian has longitudes like [140.9, -160.9], which
+    # Box::init orders into [-160.9, 140.9], the rest of the world.  The
+    # coverer then refines away the cells beyond 140.9, and the 2d index
+    # misses what the cap holds there; a collection scan finds it.  Kept
+    # as mongod does it: its planner's twoDWontWrap check is never reached
+    # for a $centerSphere (hasR2Region is true for every cap).
+    db.c.create_index([("loc", "2d")])
+    rnd = random.Random(180)
+    db.c.insert_many([{"_id": i, "loc": [rnd.uniform(-180, 180), rnd.uniform(-80, 80)]}
+                      for i in range(3000)] + [{"_id": -1, "loc": [179, 0]}])
+    for center, radius in [([150, 0], 0.3), ([-120, 60], 0.1), ([10, 75], 0.1)]:
+        flt = {"loc": {"$geoWithin": {"$centerSphere": [center, radius]}}}
+        want = _ids(db.c, flt, {"$natural": 1})
+        assert want and _ids(db.c, flt, "loc_2d") == _ids(db.c, flt) == want, center
+    flt = {"loc": {"$geoWithin": {"$centerSphere": [[170, -10], 0.5]}}}
+    want = _ids(db.c, flt, {"$natural": 1})
+    got = _ids(db.c, flt, "loc_2d")
+    assert -1 in want and -1 not in got and set(got) < set(want)
