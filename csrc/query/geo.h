@@ -56,6 +56,50 @@ int mfi_geo_near_check(const bson_t *section, mf_error *err);
  * string", ...).  A 2dsphere index refuses such a value with 16755. */
 int mfi_geo_check_stored(const bson_iter_t *v, mf_error *err);
 
+/* ------------------------------------------- the 2dsphere index kind */
+
+/* What a 2dsphere index covers its values with (mongod's
+ * S2IndexingParams): non-point shapes between the levels `coarsest` and
+ * `finest` in at most about `max_cells` cells; points always at the leaf
+ * level (30). */
+typedef struct mf_s2_params {
+    int coarsest, finest, max_cells;
+} mf_s2_params;
+
+/* mongod's defaults for 2dsphereIndexVersion 3: the levels whose average
+ * cell edge is closest to 2000 km and to 110 m on an earth of radius
+ * 6378.1 km, and 20 cells. */
+void mfi_geo_s2_defaults(mf_s2_params *out);
+
+/* The cells of one stored value `v` (an element of the indexed path) for
+ * a 2dsphere index, as mongod's S2GetKeysForElement: the value parsed as
+ * parseFromStorage, projected onto the sphere and covered.  0 with `*n`
+ * cell ids (signed, as the index keys them) in `*cells` (malloc'd, the
+ * caller frees it); BadValue with the reason mongod's 16755 message
+ * quotes ("can't project geometry into spherical CRS: [ 200, 0 ]", "can't
+ * index geometry with strict winding order", a parse error);
+ * InternalError when out of memory. */
+int mfi_geo_index_cells(const bson_iter_t *v, const mf_s2_params *p, int64_t **cells, size_t *n,
+                        mf_error *err);
+
+/* A closed interval of a 2dsphere field's keys (cell ids, signed). */
+typedef struct mf_geo_interval {
+    int64_t lo, hi;
+} mf_geo_interval;
+
+/* The keys of a 2dsphere index (covered per `p`) that a document the
+ * query `q` matches may have, as mongod's cover2dsphere and
+ * S2CellIdsToIntervalsWithParents: the query region covered between
+ * levels 0 and 23 in about 20 cells, each cell as the range of its
+ * descendants, and each of its ancestors down to `p->coarsest` as one
+ * key (a shape indexed by a coarser cell that contains it).  Sorted and
+ * disjoint, into `*out` (malloc'd, `*n`).  `*usable` is false, with
+ * nothing out, for a query the sphere cannot hold ($box, $polygon,
+ * $center): only a 2d index serves those.  0, or -1 when out of
+ * memory. */
+int mfi_geo_query_cells(const mf_geo_query *q, const mf_s2_params *p, mf_geo_interval **out,
+                        size_t *n, bool *usable);
+
 /* ------------------------------------------ for the "2d" index kind */
 
 /* What a "2d" index can cover of a parsed query (index_2d.c): mongod's

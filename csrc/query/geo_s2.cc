@@ -44,11 +44,15 @@ extern "C" {
 #include <s2/s2error.h>
 #include <s2/s2latlng.h>
 #include <s2/s2loop.h>
+#include <s2/s2metrics.h>
 #include <s2/s2polygon.h>
 #include <s2/s2polyline.h>
+#include <s2/s2region_coverer.h>
+#include <s2/s2region_union.h>
 
 #include <cmath>
 #include <cstdarg>
+#include <algorithm>
 #include <cstdio>
 #include <memory>
 #include <new>
@@ -1327,6 +1331,141 @@ extern "C" int mfi_geo_check_stored(const bson_iter_t *v, mf_error *err)
         return s.ok() ? 0 : set_status(err, s);
     } catch (const std::bad_alloc &) {
         return oom(err);
+    }
+}
+
+/* ------------------------------------------- the 2dsphere index kind */
+
+/* mongod's kRadiusOfEarthInMeters */
+static const double kEarthRadiusMeters = 6378.1 * 1000;
+
+extern "C" void mfi_geo_s2_defaults(mf_s2_params *out)
+{
+    out->coarsest = S2::kAvgEdge.GetClosestLevel(2000 * 1000.0 / kEarthRadiusMeters);
+    out->finest = S2::kAvgEdge.GetClosestLevel(110.0 / kEarthRadiusMeters);
+    out->max_cells = 20;
+}
+
+/* The region of a geometry on the sphere, as mongod's
+ * GeometryContainer::getS2Region: a point is its leaf cell, a Multi* or
+ * a collection the union of its parts'.  NULL for a flat shape. */
+static std::unique_ptr<S2Region> region_of(const Geometry &g)
+{
+    if (g.native_crs() == FLAT)
+        return nullptr;
+    std::vector<std::unique_ptr<S2Region>> parts;
+    for (const Point &p : g.points)
+        parts.push_back(std::make_unique<S2Cell>(p.cell));
+    for (const auto &l : g.lines)
+        parts.emplace_back(l->Clone());
+    for (const Poly &p : g.polys)
+        parts.emplace_back(p.s2->Clone());
+    if (g.kind == K_CAP)
+        parts.push_back(std::make_unique<S2Cap>(g.cap.cap));
+    if (parts.size() == 1)
+        return std::move(parts[0]);
+    return std::make_unique<S2RegionUnion>(std::move(parts));
+}
+
+static std::vector<S2CellId> cover(const S2Region &r, int min_level, int max_level, int max_cells)
+{
+    S2RegionCoverer::Options o;
+    o.set_min_level(std::max(0, std::min(min_level, S2CellId::kMaxLevel)));
+    o.set_max_level(std::max(o.min_level(), std::min(max_level, S2CellId::kMaxLevel)));
+    o.set_max_cells(std::max(1, max_cells));
+    S2RegionCoverer coverer(o);
+    std::vector<S2CellId> cells;
+    coverer.GetCovering(r, &cells);
+    return cells;
+}
+
+extern "C" int mfi_geo_index_cells(const bson_iter_t *v, const mf_s2_params *p, int64_t **cells,
+                                   size_t *n, mf_error *err)
+{
+    *cells = nullptr;
+    *n = 0;
+    try {
+        Geometry g;
+        Status s = parse_stored(v, &g);
+        if (!s.ok())
+            return set_status(err, s);
+        if (g.native_crs() == STRICT_SPHERE)
+            return set_status(err, bad("can't index geometry with strict winding order"));
+        if (!g.can_project(SPHERE))
+            return set_status(err, bad("can't project geometry into spherical CRS: %s",
+                                       val_str(v).c_str()));
+        g.project(SPHERE);
+        std::unique_ptr<S2Region> r = region_of(g);
+        if (!r)
+            return set_status(err, bad("can't project geometry into spherical CRS: %s",
+                                       val_str(v).c_str()));
+        /* S2IndexingParams::configureCoverer: a point at the leaf level
+         * (version 3), anything else between the index's levels */
+        bool point = g.kind == K_POINT;
+        std::vector<S2CellId> c =
+            point ? cover(*r, S2CellId::kMaxLevel, S2CellId::kMaxLevel, p->max_cells)
+                  : cover(*r, p->coarsest, p->finest, p->max_cells);
+        if (c.empty())
+            return 0;
+        *cells = static_cast<int64_t *>(malloc(c.size() * sizeof **cells));
+        if (!*cells)
+            return oom(err);
+        for (size_t i = 0; i < c.size(); i++)
+            (*cells)[i] = static_cast<int64_t>(c[i].id());
+        *n = c.size();
+        return 0;
+    } catch (const std::bad_alloc &) {
+        free(*cells);
+        *cells = nullptr;
+        *n = 0;
+        return oom(err);
+    }
+}
+
+extern "C" int mfi_geo_query_cells(const mf_geo_query *q, const mf_s2_params *p,
+                                   mf_geo_interval **out, size_t *n, bool *usable)
+{
+    *out = nullptr;
+    *n = 0;
+    *usable = false;
+    try {
+        std::unique_ptr<S2Region> r = region_of(q->g);
+        if (!r)
+            return 0;
+        *usable = true;
+        /* mongod's internalQueryS2GeoCoarsestLevel, ...FinestLevel and
+         * ...MaxCells: 0, 23, 20 */
+        std::vector<S2CellId> c = cover(*r, 0, 23, 20);
+        std::set<S2CellId> parents;
+        for (S2CellId id : c)
+            for (S2CellId up = id; up.level() > p->coarsest;) {
+                up = up.parent();
+                parents.insert(up);
+            }
+        std::vector<mf_geo_interval> v;
+        v.reserve(parents.size() + c.size());
+        for (S2CellId id : parents)
+            v.push_back({static_cast<int64_t>(id.id()), static_cast<int64_t>(id.id())});
+        for (S2CellId id : c)
+            v.push_back({static_cast<int64_t>(id.range_min().id()),
+                         static_cast<int64_t>(id.range_max().id())});
+        /* disjoint: no cell's range holds an ancestor's id, and a normal
+         * covering's cells do not overlap */
+        std::sort(v.begin(), v.end(),
+                  [](const mf_geo_interval &a, const mf_geo_interval &b) { return a.lo < b.lo; });
+        if (v.empty())
+            return 0;
+        *out = static_cast<mf_geo_interval *>(malloc(v.size() * sizeof **out));
+        if (!*out)
+            return -1;
+        std::copy(v.begin(), v.end(), *out);
+        *n = v.size();
+        return 0;
+    } catch (const std::bad_alloc &) {
+        free(*out);
+        *out = nullptr;
+        *n = 0;
+        return -1;
     }
 }
 

@@ -66,8 +66,9 @@ struct mf_index_type {
 };
 
 /* The kinds other than the b-tree, one file each. */
-extern const mf_index_type mfi_hashed_type; /* index_hashed.c */
-extern const mf_index_type mfi_2d_type;     /* index_2d.c */
+extern const mf_index_type mfi_hashed_type;   /* index_hashed.c */
+extern const mf_index_type mfi_2dsphere_type; /* index_2dsphere.c */
+extern const mf_index_type mfi_2d_type;       /* index_2d.c */
 
 /* For the kinds' key functions (index.c): a new, empty key at the end of
  * `k` (-1: out of memory); KeyTooLong (17280), clearing `out`, when a key
@@ -82,6 +83,15 @@ void mfi_keyset_unique(mf_keyset *k);
 /* The values of a hashed index's one key for `doc`, named by the fields'
  * paths (the hashed one a NumberLong), appended to `out`: returnKey. */
 int mfi_hashed_key_values(const mf_index_desc *d, const bson_t *doc, bson_t *out, mf_error *err);
+
+/* The values of the key `entry` (an index entry, its RecordId after the
+ * key or not) of a 2dsphere index for `doc`, named by the fields' paths
+ * (a cell a NumberLong), appended to `out`: returnKey.  Nothing is
+ * appended when no key of `doc` is `entry`.  Without d->kind (a scan's
+ * copy of the descriptor) the cells are covered at mongod's default
+ * levels. */
+int mfi_s2_key_values(const mf_index_desc *d, const bson_t *doc, const uint8_t *entry,
+                      size_t entry_len, bson_t *out, mf_error *err);
 
 /* The text index (index_text.c). */
 int mfi_text_index_fix_spec(const bson_t *in, bson_t *out, mf_error *err);

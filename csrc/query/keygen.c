@@ -243,3 +243,52 @@ int mfi_keygen_encode(const mfi_keygen *g, const mfi_kfield *f, mf_buf *out)
             return -1;
     return 0;
 }
+
+/* ------------------------------------------------ all elements along a path */
+
+/* The walk below the container whose children `kids` iterates. */
+static int along(const bson_iter_t *kids, const char *path,
+                 int (*fn)(void *arg, const bson_iter_t *v), void *arg, bool *through_array)
+{
+    bson_iter_t e = *kids;
+    if (bson_iter_find(&e, path))
+        return fn(arg, &e);
+    const char *dot = strchr(path, '.');
+    if (!dot)
+        return 0;
+    const char *next = dot + 1;
+    e = *kids;
+    if (!bson_iter_find_w_len(&e, path, (int)(dot - path)))
+        return 0;
+    bson_iter_t child;
+    if (BSON_ITER_HOLDS_DOCUMENT(&e)) {
+        if (!bson_iter_recurse(&e, &child))
+            return 0;
+        return along(&child, next, fn, arg, through_array);
+    }
+    if (!BSON_ITER_HOLDS_ARRAY(&e) || !bson_iter_recurse(&e, &child))
+        return 0;
+    size_t digits = strspn(next, "0123456789");
+    if (digits > 0 && (next[digits] == '\0' || next[digits] == '.'))
+        return along(&child, next, fn, arg, through_array); /* the element it names */
+    *through_array = true;
+    while (bson_iter_next(&child)) {
+        bson_iter_t grand;
+        if ((BSON_ITER_HOLDS_DOCUMENT(&child) || BSON_ITER_HOLDS_ARRAY(&child)) &&
+            bson_iter_recurse(&child, &grand)) {
+            int rc = along(&grand, next, fn, arg, through_array);
+            if (rc != 0)
+                return rc;
+        }
+    }
+    return 0;
+}
+
+int mfi_path_elements(const bson_t *doc, const char *path,
+                      int (*fn)(void *arg, const bson_iter_t *v), void *arg, bool *through_array)
+{
+    bson_iter_t kids;
+    if (!bson_iter_init(&kids, doc))
+        return 0;
+    return along(&kids, path, fn, arg, through_array);
+}

@@ -88,4 +88,17 @@ int mfi_keygen_encode(const mfi_keygen *g, const mfi_kfield *f, mf_buf *out);
 /* The null value a missing field takes, as an iterator (static storage). */
 void mfi_keygen_null(bson_iter_t *out);
 
+/* mongod's dotted_path_support::extractAllElementsAlongPath, for the
+ * kinds whose keys are not the b-tree's (2dsphere, 2d): every value at
+ * dotted `path` of `doc`, following documents, and the documents and
+ * arrays inside an array met along the way (a component of digits right
+ * after an array names its element instead); a remaining path that is
+ * itself a field's name ("a.b" as one key) is that field.  The value at
+ * the end of the path is one value, an array too.  `fn(arg, value)` is
+ * called for each, in the document's order (no repeats removed); its
+ * nonzero return ends the walk and is returned.  `*through_array` is set
+ * when the walk went through the elements of an array. */
+int mfi_path_elements(const bson_t *doc, const char *path,
+                      int (*fn)(void *arg, const bson_iter_t *v), void *arg, bool *through_array);
+
 #endif /* MF_QUERY_KEYGEN_H */

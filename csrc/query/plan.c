@@ -430,12 +430,15 @@ static int wild_cand_fix(cand *c, const bson_t *sort, const mf_collator *qcoll)
     return 0;
 }
 
-/* Whether a geo condition bounds one of the candidate's geo fields. */
-static bool geo_bound(const cand *c)
+/* Whether a geo condition is on one of the index's geo fields: it
+ * matches only documents with a geo value there, which the index holds
+ * all of, whether or not its bounds were compounded with the others'. */
+static bool geo_assigned(const mf_index_desc *d, const mfi_preds *preds)
 {
-    for (size_t i = 0; i < c->d->nfields; i++)
-        if (geo_field(c->d, i) && c->present[i])
-            return true;
+    for (size_t p = 0; p < preds->n; p++)
+        for (size_t i = 0; preds->v[p].geo && i < d->nfields; i++)
+            if (geo_field(d, i) && strcmp(preds->v[p].path, d->paths[i]) == 0)
+                return true;
     return false;
 }
 
@@ -749,7 +752,7 @@ int mfi_plan_choose(mf_scan *s, const mf_index_desc *idx, size_t nidx, size_t hi
         /* A geo index holds only the documents with a value of its geo
          * field: mongod uses it only where a geo condition is assigned to
          * that field (stripInvalidAssignmentsTo2dsphereIndices). */
-        if (d->geo && !is_hint && !geo_bound(&c))
+        if (d->geo && !is_hint && !geo_assigned(d, preds))
             usable = false;
         if (cl && !bounds_own(&c, cl->own))
             usable = false;

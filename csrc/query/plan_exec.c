@@ -53,9 +53,9 @@ int mf_scan_return_key(const mf_scan *s, const mf_scan_row *row, bson_t *out, mf
     /* the clause that returned the row (a replayed row: its trial's) */
     while (s->kind == P_OR)
         s = s->row_key ? mfi_plan_leaf_at((mf_scan *)s, s->row_kid) : s->kids[s->kid];
-    mf_index_desc d = {.type = s->ix.type, .nfields = s->ix.nfields, .paths = s->ix.paths,
-                       .desc = s->ix.desc, .coll = s->ix.coll, .hashed = s->ix.hashed,
-                       .geo = s->ix.geo};
+    mf_index_desc d = {.nfields = s->ix.nfields, .paths = s->ix.paths, .desc = s->ix.desc,
+                       .coll = s->ix.coll, .hashed = s->ix.hashed,
+                       .geo = s->ix.geo, .type = s->ix.type};
     return mf_index_key_values(&d, &row->doc, k, kl, out, err);
 }
 

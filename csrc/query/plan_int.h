@@ -48,7 +48,7 @@ typedef struct scan_index {
     uint32_t multikey;
     uint32_t hashed;   /* bit i: field i is "hashed" */
     uint32_t geo;      /* bit i: field i is "2dsphere" or "2d" */
-    const mf_index_type *type; /* the index's kind (static) */
+    const mf_index_type *type; /* its kind (index_type.c's static table) */
     mf_collator *coll; /* the index's collation (a reference), or NULL */
     mfi_oil *oils; /* per field: the bounds explain shows */
 } scan_index;
