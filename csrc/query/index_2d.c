@@ -46,8 +46,10 @@
  * (QueryPlannerIXSelect: $geoIntersects and $geometry do not): the shape
  * covered by at most 16 cells up to the index's bits
  * (internalGeoPredicateQuery2DMaxCoveringCells), each the interval from
- * its hash to its greatest hash, never exact.  The other fields are
- * b-tree fields.
+ * its hash to its greatest hash, never exact.  The other fields take no
+ * bounds (all their keys are scanned), as mongod's QueryPlannerAccess
+ * gives a 2d index's trailing fields none: their keys hold arrays whole,
+ * not in a form bounds could read, so their conditions are the filter's.
  */
 #include "index_type.h"
 #include "geo.h"
@@ -514,14 +516,7 @@ static int twod_bounds(const mf_index_desc *d, size_t field, const mfi_pred *pr,
     *out = (mfi_oil){0};
     *usable = false;
     *exact = false;
-    if (field != 0) { /* a b-tree field, which no geo condition bounds */
-        if (pr->geo)
-            return 0;
-        *usable = true;
-        *exact = pr->exact;
-        return mfi_oil_copy(out, &pr->oil);
-    }
-    if (!pr->geo)
+    if (field != 0 || !pr->geo) /* QueryPlannerAccess: no bounds past the 2d field */
         return 0;
     mfi_geo_query_flat(pr->geo, &f);
     if (!flat_region(&f, &r))
