@@ -324,3 +324,16 @@ def test_run_text_smoke(tmp_path):
     assert part["rows"], part
     for row in part["rows"]:
         assert row["n"] >= 1, row
+
+
+def test_run_geo_smoke(tmp_path):
+    """The geo part: its rows come out with a floor and a ratio."""
+    import json
+    r, out, files = _run_py(tmp_path, "--smoke", "--parts", "geo")
+    assert r.returncode == 0, r.stderr
+    stem = next(f[:-5] for f in files if f.endswith("-smoke.json"))
+    part = json.loads((out / f"{stem}.json").read_text())["parts"]["geo"]
+    assert part["status"] == "ok", part
+    assert len(part["rows"]) == 3, part
+    for row in part["rows"]:
+        assert row["n"] >= 1 and row["floor"] > 0 and row["ratio"] > 0, row

@@ -47,6 +47,7 @@ struct mf_pipeline {
     mf_deadline deadline; /* the one agg.deadline points to */
     bool writes;
     bool has_input;           /* a sub-pipeline fed documents ($facet's) */
+    mf_agg_geo_near geo_near; /* a first $geoNear stage's search (geo_near.near set) */
 };
 
 /* ------------------------------------------------------------- helpers */
@@ -171,6 +172,7 @@ static int open_read(mf_pipeline *p, mf_error *err)
         .collation = p->agg.collator,
         .no_fields = reads_no_field(p),
         .deadline = p->agg.deadline,
+        .geo_near = p->geo_near.near ? &p->geo_near : NULL,
     };
     mf_expr_hooks hooks; /* copied by the read's matcher */
     mfi_agg_hooks(&p->agg, &hooks);
@@ -226,6 +228,186 @@ static void match_free(mfi_stage *s)
 }
 
 static const mfi_stage_ops match_ops = {"$match", match_next, NULL, match_free};
+
+/* ------------------------------------------------------------ $geoNear */
+
+/* mongod's DocumentSourceGeoNear: the read searches by distance (the
+ * near condition asNearQuery builds, over the collection's geo index:
+ * mf_agg_geo_near); this stage writes each document's distance, times
+ * distanceMultiplier, at distanceField, and its nearest location at
+ * includeLocs. */
+typedef struct {
+    mfi_stage base;
+    mf_pipeline *p;      /* whose read gives the distances */
+    bson_t spec;         /* the stage's document, owned: the strings below point into it */
+    bson_t near;         /* {"": near} */
+    bson_t query;
+    char *distance_field, *include_locs, *key;
+    bool spherical, has_min, has_max, has_mult;
+    double min, max, mult;
+} geo_near_stage;
+
+static int geo_near_next(mfi_stage *s, bson_t *out, bool *eof, mf_error *err)
+{
+    geo_near_stage *g = (geo_near_stage *)s;
+    int rc = mfi_stage_pull(s, out, eof, err);
+    if (rc || *eof)
+        return rc;
+    mf_agg_source *src = g->p ? g->p->source : NULL;
+    if (!src || !src->near_meta)
+        return 0;
+    double dist;
+    const bson_t *loc;
+    src->near_meta(src, &dist, &loc);
+    bson_value_t v = {.value_type = BSON_TYPE_DOUBLE,
+                      .value.v_double = g->has_mult ? dist * g->mult : dist};
+    bson_t a = BSON_INITIALIZER, b = BSON_INITIALIZER;
+    mfi_doc_set_path(out, g->distance_field, &v, &a);
+    bson_iter_t l;
+    if (g->include_locs && bson_iter_init(&l, loc) && bson_iter_next(&l)) {
+        mfi_doc_set_path(&a, g->include_locs, bson_iter_value(&l), &b);
+        bson_destroy(&a);
+        bson_steal(&a, &b); /* (a bson_t may point into itself: never copied by value) */
+    } else {
+        bson_destroy(&b);
+    }
+    bson_destroy(out);
+    bson_steal(out, &a);
+    return 0;
+}
+
+static void geo_near_free(mfi_stage *s)
+{
+    geo_near_stage *g = (geo_near_stage *)s;
+    bson_destroy(&g->spec);
+    bson_destroy(&g->near);
+    bson_destroy(&g->query);
+    free(g->distance_field);
+    free(g->include_locs);
+    free(g->key);
+}
+
+static const mfi_stage_ops geo_near_ops = {"$geoNear", geo_near_next, NULL, geo_near_free};
+
+/* A non-negative number option: TypeMismatch / BadValue as mongod's. */
+static int geo_near_number(const bson_iter_t *it, const char *name, double *out, mf_error *err)
+{
+    if (!BSON_ITER_HOLDS_NUMBER(it) && !BSON_ITER_HOLDS_DECIMAL128(it))
+        return mf_error_set(err, MF_TypeMismatch, "%s must be a number", name);
+    *out = bson_iter_as_double(it);
+    if (BSON_ITER_HOLDS_DECIMAL128(it)) {
+        bson_decimal128_t d;
+        char buf[BSON_DECIMAL128_STRING];
+        bson_iter_decimal128(it, &d);
+        bson_decimal128_to_string(&d, buf);
+        *out = strtod(buf, NULL);
+    }
+    if (!(*out >= 0))
+        return mf_error_set(err, MF_BadValue, "%s must be nonnegative", name);
+    return 0;
+}
+
+static int geo_near_path(const bson_iter_t *it, char **out, mf_error *err)
+{
+    uint32_t len;
+    const char *s = bson_iter_utf8(it, &len);
+    int rc = mf_bsonx_field_path_check(s, len, err);
+    if (rc)
+        return rc;
+    return (*out = bson_strdup(s)) ? 0 : oom(err);
+}
+
+int mfi_parse_geo_near(const bson_iter_t *it, mfi_agg *agg, mfi_stage_list *out, mf_error *err)
+{
+    if (!BSON_ITER_HOLDS_DOCUMENT(it))
+        return mf_error_set(err, 10065, "invalid parameter: expected an object ($geoNear)");
+    geo_near_stage *g = mfi_stage_new(out, &geo_near_ops, sizeof *g, it, agg, err);
+    if (!g)
+        return MF_InternalError;
+    bson_init(&g->spec);
+    bson_init(&g->near);
+    bson_init(&g->query);
+    bson_t spec;
+    mf_bsonx_doc_view(it, &spec);
+    bson_concat(&g->spec, &spec);
+    bson_iter_t o;
+    static const char *const gone[][2] = {
+        {"collation", "40227"}, {"limit", "50858"}, {"num", "50857"}, {"start", "50856"}};
+    for (size_t i = 0; i < 4; i++)
+        if (bson_iter_init_find(&o, &g->spec, gone[i][0])) {
+            int code = atoi(gone[i][1]);
+            if (code == 40227)
+                return mf_error_set(err, code,
+                                    "$geoNear does not accept the 'collation' parameter. "
+                                    "Instead, specify a collation for the entire aggregation "
+                                    "command.");
+            if (code == 50856)
+                return mf_error_set(err, code, "$geoNear no longer supports the 'start' argument.");
+            return mf_error_set(err, code,
+                                "$geoNear no longer supports the '%s' parameter. Use a $limit "
+                                "stage instead.",
+                                gone[i][0]);
+        }
+    if (!bson_iter_init_find(&o, &g->spec, "near"))
+        return mf_error_set(err, 5860400, "$geoNear requires a 'near' argument");
+    if (!BSON_ITER_HOLDS_DOCUMENT(&o) && !BSON_ITER_HOLDS_ARRAY(&o))
+        return mf_error_set(err, 5860401,
+                            "$geoNear requires near argument to be a GeoJSON object or a legacy "
+                            "point(array)");
+    mf_bsonx_append_iter(&g->near, "", 0, &o);
+    if (!bson_iter_init_find(&o, &g->spec, "distanceField") || !BSON_ITER_HOLDS_UTF8(&o))
+        return mf_error_set(err, 16606, "$geoNear requires a 'distanceField' option as a String");
+    int rc = geo_near_path(&o, &g->distance_field, err);
+    if (rc)
+        return rc;
+    if (bson_iter_init_find(&o, &g->spec, "maxDistance")) {
+        if ((rc = geo_near_number(&o, "maxDistance", &g->max, err)) != 0)
+            return rc;
+        g->has_max = true;
+    }
+    if (bson_iter_init_find(&o, &g->spec, "minDistance")) {
+        if ((rc = geo_near_number(&o, "minDistance", &g->min, err)) != 0)
+            return rc;
+        g->has_min = true;
+    }
+    if (bson_iter_init_find(&o, &g->spec, "distanceMultiplier")) {
+        if ((rc = geo_near_number(&o, "distanceMultiplier", &g->mult, err)) != 0)
+            return rc;
+        g->has_mult = true;
+    }
+    if (bson_iter_init_find(&o, &g->spec, "query")) {
+        bson_t q;
+        if (!BSON_ITER_HOLDS_DOCUMENT(&o))
+            return mf_error_set(err, MF_TypeMismatch, "query must be an object");
+        mf_bsonx_doc_view(&o, &q);
+        bson_concat(&g->query, &q);
+    }
+    g->spherical = bson_iter_init_find(&o, &g->spec, "spherical") &&
+                   mf_bsonx_truthy(bson_iter_value(&o));
+    if (bson_iter_init_find(&o, &g->spec, "includeLocs")) {
+        if (!BSON_ITER_HOLDS_UTF8(&o))
+            return mf_error_set(err, 16607,
+                                "$geoNear requires that 'includeLocs' option is a String");
+        if ((rc = geo_near_path(&o, &g->include_locs, err)) != 0)
+            return rc;
+    }
+    if (bson_iter_init_find(&o, &g->spec, "key")) {
+        if (!BSON_ITER_HOLDS_UTF8(&o))
+            return mf_error_set(err, MF_TypeMismatch,
+                                "$geoNear parameter 'key' must be of type string but found type: "
+                                "%s",
+                                mf_bsonx_type_alias(bson_iter_type(&o)));
+        uint32_t len;
+        const char *k = bson_iter_utf8(&o, &len);
+        if (len == 0)
+            return mf_error_set(err, MF_BadValue,
+                                "$geoNear parameter 'key' cannot be the empty string");
+        if ((rc = geo_near_path(&o, &g->key, err)) != 0)
+            return rc;
+        (void)k;
+    }
+    return 0;
+}
 
 int mfi_parse_match(const bson_iter_t *it, mfi_agg *agg, mfi_stage_list *out, mf_error *err)
 {
@@ -1127,6 +1309,7 @@ static const stage_def stage_table[] = {
     {"$documents", mfi_parse_documents, true},
     {"$facet", mfi_parse_facet, false},
     {"$fill", mfi_parse_fill, false},
+    {"$geoNear", mfi_parse_geo_near, false},
     {"$graphLookup", mfi_parse_graph_lookup, false},
     {"$group", mfi_parse_group, false},
     {"$indexStats", mfi_parse_index_stats, false},
@@ -1282,6 +1465,17 @@ const bson_t *mf_pipeline_error_info(const mf_pipeline *p)
 static int push_down(mf_pipeline *p, mf_error *err)
 {
     mfi_stage_list *l = &p->stages;
+    if (l->n > 1 && l->v[1]->ops == &geo_near_ops) {
+        /* the read searches by distance; what follows reads its fields */
+        geo_near_stage *g = (geo_near_stage *)l->v[1];
+        g->p = p;
+        bson_concat(&p->filter, &g->query);
+        p->geo_near = (mf_agg_geo_near){.near = &g->near, .spherical = g->spherical,
+                                        .has_min = g->has_min, .has_max = g->has_max,
+                                        .min = g->min, .max = g->max, .key = g->key,
+                                        .include_locs = g->include_locs != NULL};
+        return 0;
+    }
     size_t first = 1; /* stage 0 is the source */
     size_t nmatch = 0;
     while (first + nmatch < l->n && l->v[first + nmatch]->ops == &match_ops)
@@ -1351,6 +1545,9 @@ static int parse_stages(mf_pipeline *p, const bson_t *stages, bool has_docs, mf_
                                 "{aggregate: 1} is not valid for '%s'; a collection is required.",
                                 name);
         if (def->makes_docs && idx != 0)
+            return mf_error_set(err, 40602, "%s is only valid as the first stage in a pipeline",
+                                name);
+        if (idx != 0 && def->parse == mfi_parse_geo_near)
             return mf_error_set(err, 40602, "%s is only valid as the first stage in a pipeline",
                                 name);
         bson_t probe; /* $text: read by the collection's text scan, first only */

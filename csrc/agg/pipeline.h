@@ -34,7 +34,24 @@ struct mf_agg_source {
      * candidate plan's trial (2: allPlansExecution). */
     int (*explain)(mf_agg_source *s, int exec, bson_t *out, mf_error *err);
     void (*free)(mf_agg_source *s);
+    /* For a $geoNear read (mf_agg_read.geo_near): the distance of the
+     * document `next` gave last, and its nearest location as {"": loc}
+     * (borrowed until the next call; empty without includeLocs).  NULL
+     * for other reads. */
+    void (*near_meta)(mf_agg_source *s, double *dist, const bson_t **loc);
 };
+
+/* What a $geoNear stage asks of the read (mongod's asNearQuery): its
+ * `filter` (mf_agg_read.filter) is the stage's `query`; the read adds
+ * {key: {$near or $nearSphere: near, $minDistance, $maxDistance}}. */
+typedef struct mf_agg_geo_near {
+    const bson_t *near;  /* {"": <near: a GeoJSON point or a legacy pair>} */
+    bool spherical;      /* $nearSphere, else $near */
+    bool has_min, has_max;
+    double min, max;
+    const char *key;     /* NULL: the collection's one 2d, else one 2dsphere index */
+    bool include_locs;
+} mf_agg_geo_near;
 
 /* What a pipeline asks to read. */
 typedef struct mf_agg_read {
@@ -60,6 +77,9 @@ typedef struct mf_agg_read {
      * its works into (mf_scan_deadline); it lives as long as the
      * pipeline */
     mf_deadline *deadline;
+    /* A $geoNear stage's search, or NULL (then filter, sort and limit as
+     * above; with it, no sort or limit). */
+    const mf_agg_geo_near *geo_near;
 } mf_agg_read;
 
 /* What $merge does with one document, decided by the pipeline. */

@@ -119,6 +119,7 @@ void mfi_agg_release(mfi_agg *a);
 
 /* Stage parsers, by file. */
 int mfi_parse_match(const bson_iter_t *, mfi_agg *, mfi_stage_list *, mf_error *);
+int mfi_parse_geo_near(const bson_iter_t *, mfi_agg *, mfi_stage_list *, mf_error *);
 int mfi_parse_limit(const bson_iter_t *, mfi_agg *, mfi_stage_list *, mf_error *);
 int mfi_parse_skip(const bson_iter_t *, mfi_agg *, mfi_stage_list *, mf_error *);
 int mfi_parse_sort(const bson_iter_t *, mfi_agg *, mfi_stage_list *, mf_error *);

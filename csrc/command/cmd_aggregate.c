@@ -38,6 +38,15 @@ typedef struct coll_read {
     int64_t limit, returned;
     mf_buf chunk;            /* documents, back to back */
     size_t pos;
+    /* a $geoNear read: the scan's filter (the query and the near
+     * condition), and per document of the chunk its distance and the
+     * {"": location} includeLocs asks for, back to back */
+    const mf_agg_geo_near *near;
+    bson_t near_filter;
+    mf_buf dists, locs;
+    size_t loc_pos, ndone;
+    double last_dist;
+    bson_t last_loc;
     bool eof;
     bool explain;
     bool no_fields;          /* hand out empty documents (mf_agg_read.no_fields) */
@@ -51,6 +60,8 @@ static int read_chunk(coll_read *r, mf_error *err)
     int rc = 0;
     r->chunk.len = 0;
     r->pos = 0;
+    r->dists.len = r->locs.len = 0;
+    r->loc_pos = r->ndone = 0;
     mf_engine_catalog_lock(e, false);
     mf_coll *c = mf_engine_coll(e, r->ns);
     uint8_t uuid[16];
@@ -79,6 +90,17 @@ static int read_chunk(coll_read *r, mf_error *err)
                           : mf_buf_append(&r->chunk, bson_get_data(&row.doc), row.doc.len)) != 0) {
             rc = mf_error_oom(err);
             break;
+        }
+        if (r->near) {
+            bson_t loc;
+            if (mf_buf_append(&r->dists, &row.dist, sizeof row.dist) != 0 ||
+                (r->near->include_locs ? mf_scan_near_loc(r->scan, &row.doc, &loc)
+                                       : (bson_init(&loc), 0)) != 0 ||
+                mf_buf_append(&r->locs, bson_get_data(&loc), loc.len) != 0) {
+                rc = mf_error_oom(err);
+                break;
+            }
+            bson_destroy(&loc);
         }
         n++;
         r->returned++;
@@ -122,7 +144,85 @@ static int read_next(mf_agg_source *s, bson_t *out, bool *eof, mf_error *err)
     bson_concat(out, &tmp);
     r->pos += len;
     r->nreturned++;
+    if (r->near) {
+        uint32_t ll;
+        memcpy(&r->last_dist, r->dists.data + r->ndone * sizeof(double), sizeof(double));
+        memcpy(&ll, r->locs.data + r->loc_pos, 4);
+        ll = BSON_UINT32_FROM_LE(ll);
+        if (!bson_init_static(&r->last_loc, r->locs.data + r->loc_pos, ll))
+            return mf_error_set(err, MF_InternalError, "a read chunk is damaged");
+        r->loc_pos += ll;
+        r->ndone++;
+    }
     *eof = false;
+    return 0;
+}
+
+static void read_near_meta(mf_agg_source *s, double *dist, const bson_t **loc)
+{
+    coll_read *r = (coll_read *)s;
+    *dist = r->last_dist;
+    *loc = &r->last_loc;
+}
+
+/* $geoNear without a key: the field of the collection's one 2d index,
+ * else of its one 2dsphere index (mongod's
+ * extractGeoNearFieldFromIndexes). */
+static int geo_near_key(const coll_read *r, const char **key, mf_error *err)
+{
+    static const char *const kinds[] = {"2d", "2dsphere"};
+    for (size_t k = 0; k < 2; k++) {
+        const char *found = NULL;
+        size_t n = 0;
+        for (size_t i = 0; i < r->ix.n; i++) {
+            const mf_index_desc *d = &r->ix.v[i];
+            bson_iter_t it;
+            if (d->hidden || d->building || !bson_iter_init(&it, d->key))
+                continue;
+            const char *field = NULL;
+            while (bson_iter_next(&it))
+                if (BSON_ITER_HOLDS_UTF8(&it) && strcmp(bson_iter_utf8(&it, NULL), kinds[k]) == 0)
+                    field = bson_iter_key(&it);
+            if (field) {
+                found = field;
+                n++;
+            }
+        }
+        if (n > 1)
+            return mf_error_set(err, MF_IndexNotFound,
+                                "There is more than one %s index on %s; unsure which to use for "
+                                "$geoNear",
+                                kinds[k], r->ns);
+        if (n == 1) {
+            *key = found;
+            return 0;
+        }
+    }
+    return mf_error_set(err, MF_IndexNotFound,
+                        "$geoNear requires a 2d or 2dsphere index, but none were found");
+}
+
+/* The near read's filter: the query, and {key: {$near...: near, ...}}. */
+static int near_filter(coll_read *r, mf_error *err)
+{
+    const mf_agg_geo_near *g = r->near;
+    const char *key = g->key;
+    int rc;
+    if (!key && (rc = geo_near_key(r, &key, err)) != 0)
+        return rc;
+    bson_t cond;
+    bson_iter_t nv;
+    bson_reinit(&r->near_filter);
+    bson_concat(&r->near_filter, &r->filter);
+    if (!bson_iter_init(&nv, g->near) || !bson_iter_next(&nv))
+        return mf_error_set(err, MF_BadValue, "$geoNear requires a 'near' argument");
+    BSON_APPEND_DOCUMENT_BEGIN(&r->near_filter, key, &cond);
+    mf_bsonx_append_iter(&cond, g->spherical ? "$nearSphere" : "$near", -1, &nv);
+    if (g->has_min)
+        BSON_APPEND_DOUBLE(&cond, "$minDistance", g->min);
+    if (g->has_max)
+        BSON_APPEND_DOUBLE(&cond, "$maxDistance", g->max);
+    bson_append_document_end(&r->near_filter, &cond);
     return 0;
 }
 
@@ -195,6 +295,9 @@ static void read_free(mf_agg_source *s)
     bson_destroy(&r->filter);
     bson_destroy(&r->sort);
     mf_buf_free(&r->chunk);
+    mf_buf_free(&r->dists);
+    mf_buf_free(&r->locs);
+    bson_destroy(&r->near_filter);
     free(r);
 }
 
@@ -214,6 +317,11 @@ static int read_open(void *arg, const mf_agg_read *q, mf_agg_source **out, bool 
     r->inst = inst;
     r->explain = q->explain;
     r->no_fields = q->no_fields;
+    r->near = q->geo_near;
+    if (r->near)
+        r->base.near_meta = read_near_meta;
+    bson_init(&r->near_filter);
+    bson_init(&r->last_loc);
     bson_init(&r->filter);
     bson_init(&r->sort);
     if (q->filter)
@@ -235,8 +343,11 @@ static int read_open(void *arg, const mf_agg_read *q, mf_agg_source **out, bool 
         mf_coll_lock(c, false);
         r->exists = mf_cl_uuid(c, r->uuid);
         rc = mf_cl_indexes_load(c, &r->ix, err);
+        if (rc == 0 && r->near)
+            rc = near_filter(r, err);
         if (rc == 0)
-            rc = mf_cl_scan_new_ex(mfi_cl(q->explain ? NULL : inst), c, &r->ix, &r->filter, q->hint,
+            rc = mf_cl_scan_new_ex(mfi_cl(q->explain ? NULL : inst), c, &r->ix,
+                                 r->near ? &r->near_filter : &r->filter, q->hint,
                                  r->has_sort ? &r->sort : NULL, q->collation,
                                  &(mf_scan_extra){.sort_trials = r->has_sort,
                                                   .explain = q->explain},

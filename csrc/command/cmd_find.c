@@ -169,7 +169,17 @@ static int parse_parts(const bson_t *filter, const bson_t *projection, const bso
                        mf_error *err)
 {
     static const bson_t empty = BSON_INITIALIZER;
-    int rc = mf_matcher_parse_coll(filter ? filter : &empty, hooks, coll, &q->m, err);
+    int rc;
+    if (filter && mf_filter_has_near(filter)) {
+        /* the planner's search by distance answers the near condition */
+        bson_t rest;
+        rc = mf_filter_strip_near(filter, &rest) == 0
+                 ? mf_matcher_parse_coll(&rest, hooks, coll, &q->m, err)
+                 : mf_error_oom(err);
+        bson_destroy(&rest);
+    } else {
+        rc = mf_matcher_parse_coll(filter ? filter : &empty, hooks, coll, &q->m, err);
+    }
     if (rc == 0 && projection && !doc_empty(projection))
         rc = mf_projection_parse_coll(projection, filter ? filter : &empty, hooks, MF_PROJ_FIND,
                                       coll, &q->proj, err);

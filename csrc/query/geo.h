@@ -50,6 +50,29 @@ void mfi_geo_query_free(mf_geo_query *q);
  * or its assertion codes (18522, 16893-16896, 34413). */
 int mfi_geo_near_check(const bson_t *section, mf_error *err);
 
+/* A $near, $nearSphere or $geoNear condition, parsed as mongod's
+ * GeoNearExpression::parseFrom: the centre (longitude/latitude when
+ * `sphere`, else flat x/y), $minDistance and $maxDistance as given (the
+ * maximum DBL_MAX when none), `near_sphere` for $nearSphere, `sphere`
+ * when the centre is on the sphere (a GeoJSON point, or a legacy pair
+ * under $nearSphere), `radians` when distances are in radians (a legacy
+ * pair under $nearSphere; a GeoJSON centre's are meters), `wrapping`
+ * for a GeoJSON centre. */
+typedef struct mf_geo_near {
+    double x, y;
+    double min_distance, max_distance;
+    bool near_sphere, sphere, radians, wrapping;
+} mf_geo_near;
+
+/* As mfi_geo_near_check, keeping what it read. */
+int mfi_geo_near_parse(const bson_t *section, mf_geo_near *out, mf_error *err);
+
+/* The distance from the centre of `n` to the nearest point of the stored
+ * value `v`: in radians on the sphere (0 inside a polygon) when
+ * n->sphere, else flat between points (only a point has one).  False
+ * when `v` is not such a geometry. */
+bool mfi_geo_near_distance(const mf_geo_near *n, const bson_iter_t *v, double *out);
+
 /* Whether the stored value `v` parses as a geometry, as mongod's
  * GeometryContainer::parseFromStorage: 0, or BadValue with mongod's
  * message ("Point must only contain numeric elements, instead got type
@@ -99,6 +122,17 @@ typedef struct mf_geo_interval {
  * memory. */
 int mfi_geo_query_cells(const mf_geo_query *q, const mf_s2_params *p, mf_geo_interval **out,
                         size_t *n, bool *usable);
+
+/* As mfi_geo_query_cells for the ring of points between `inner` and
+ * `outer` radians from the centre of `n` (a spherical one): the keys a
+ * document whose nearest point lies in the ring may have, for one step
+ * of a $near search.  0, or -1 when out of memory. */
+int mfi_geo_ring_cells(const mf_geo_near *n, double inner, double outer, const mf_s2_params *p,
+                       mf_geo_interval **out, size_t *cnt);
+
+/* The average edge, in radians, of an S2 cell of `level` (the first ring
+ * of a $near search is a few of them wide). */
+double mfi_geo_cell_edge(int level);
 
 /* ------------------------------------------ for the "2d" index kind */
 

@@ -48,12 +48,14 @@ extern "C" {
 #include <s2/s2polygon.h>
 #include <s2/s2polyline.h>
 #include <s2/s2region_coverer.h>
+#include <s2/s2region_intersection.h>
 #include <s2/s2region_union.h>
 
 #include <cmath>
 #include <cstdarg>
 #include <algorithm>
 #include <cstdio>
+#include <limits>
 #include <memory>
 #include <new>
 #include <set>
@@ -1200,7 +1202,14 @@ static Status parse_query_point(const bson_iter_t *elem, Point *out)
 
 /* mongod's GeoNearExpression::parseLegacyQuery: whether it found the
  * point; a failed uassert is an error at once (*rc). */
-static bool near_legacy(const bson_t *section, Status *st, Point *centroid, bool *sphere)
+/* What a near query asks, as mongod's GeoNearExpression keeps it. */
+struct NearArgs {
+    double min_distance = 0;
+    double max_distance = std::numeric_limits<double>::max();
+};
+
+static bool near_legacy(const bson_t *section, Status *st, Point *centroid, bool *sphere,
+                        NearArgs *args)
 {
     bool has_geometry = false;
     bson_iter_t it;
@@ -1212,6 +1221,7 @@ static bool near_legacy(const bson_t *section, Status *st, Point *centroid, bool
                 return false;
             Point p;
             double max_distance = 0;
+            bool three = false;
             bool ok = parse_query_point(&it, &p).ok();
             if (!ok) {
                 Kids kids = children(&it);
@@ -1221,6 +1231,7 @@ static bool near_legacy(const bson_t *section, Status *st, Point *centroid, bool
                     p = Point();
                     p.flat = {number(&kids[0].it), number(&kids[1].it)};
                     max_distance = number(&kids[2].it);
+                    three = true;
                 }
             }
             if (ok) {
@@ -1232,6 +1243,8 @@ static bool near_legacy(const bson_t *section, Status *st, Point *centroid, bool
                 has_geometry = true;
                 *centroid = p;
                 *sphere = strcmp(k, "$nearSphere") == 0;
+                if (three)
+                    args->max_distance = max_distance;
             }
         } else if (strcmp(k, "$minDistance") == 0 || strcmp(k, "$maxDistance") == 0) {
             bool is_min = k[2] == 'i';
@@ -1245,6 +1258,7 @@ static bool near_legacy(const bson_t *section, Status *st, Point *centroid, bool
                 st->msg = std::string(k) + " must be non-negative";
                 return false;
             }
+            (is_min ? args->min_distance : args->max_distance) = number(&it);
         } else if (strcmp(k, "$uniqueDocs") != 0) {
             st->code = 34413;
             st->msg = std::string("invalid argument in geo near query: ") + k;
@@ -1255,7 +1269,7 @@ static bool near_legacy(const bson_t *section, Status *st, Point *centroid, bool
 }
 
 /* mongod's GeoNearExpression::parseNewQuery. */
-static Status near_new(const bson_t *section)
+static Status near_new(const bson_t *section, Point *centroid, bool *sphere, NearArgs *args)
 {
     bson_iter_t it;
     bson_iter_init(&it, section);
@@ -1271,6 +1285,7 @@ static Status near_new(const bson_t *section)
     const char *k = bson_iter_key(&e);
     if (strcmp(k, "$near") != 0 && strcmp(k, "$geoNear") != 0 && strcmp(k, "$nearSphere") != 0)
         return bad("invalid geo near query operator: %s", k);
+    *sphere = strcmp(k, "$nearSphere") == 0;
     bool has_geometry = false;
     for (const It &ai : children(&e)) {
         const bson_iter_t &a = ai.it;
@@ -1285,6 +1300,7 @@ static Status near_new(const bson_t *section)
                 if (p.crs != SPHERE)
                     return bad("$near requires geojson point, given %s", obj_str(&a).c_str());
                 has_geometry = true;
+                *centroid = p;
             }
         } else if (strcmp(name, "$minDistance") == 0 || strcmp(name, "$maxDistance") == 0) {
             if (!is_number(&a))
@@ -1292,6 +1308,7 @@ static Status near_new(const bson_t *section)
             double x = number(&a);
             if (!(x >= 0.0 && std::isfinite(x)))
                 return bad("%s must be non-negative", name);
+            (name[2] == 'i' ? args->min_distance : args->max_distance) = x;
         } else {
             return bad("invalid argument in geo near query: %s", name);
         }
@@ -1301,25 +1318,135 @@ static Status near_new(const bson_t *section)
     return Status();
 }
 
+/* mongod's GeoNearExpression::parseFrom. */
+static Status near_parse(const bson_t *section, mf_geo_near *out)
+{
+    Status st;
+    Point centroid;
+    bool sphere = false;
+    NearArgs args;
+    if (!near_legacy(section, &st, &centroid, &sphere, &args)) {
+        if (!st.ok())
+            return st;
+        args = NearArgs();
+        sphere = false;
+        Status s = near_new(section, &centroid, &sphere, &args);
+        if (!s.ok())
+            return s;
+    }
+    out->near_sphere = sphere;
+    out->min_distance = args.min_distance;
+    out->max_distance = args.max_distance;
+    out->x = centroid.flat.x;
+    out->y = centroid.flat.y;
+    if (sphere) {
+        /* a flat point must be on the sphere for $nearSphere (a GeoJSON
+         * one always is); its distances are then radians */
+        if (!centroid.can_project(SPHERE))
+            return bad("Legacy point is out of bounds for spherical query");
+        out->radians = centroid.crs != SPHERE;
+        out->wrapping = centroid.crs == SPHERE;
+        centroid.to_sphere();
+    } else {
+        out->radians = false;
+        out->wrapping = centroid.crs == SPHERE;
+    }
+    out->sphere = centroid.crs == SPHERE;
+    if (out->sphere) {
+        S2LatLng ll(centroid.p);
+        out->x = ll.lng().degrees();
+        out->y = ll.lat().degrees();
+    }
+    return Status();
+}
+
 extern "C" int mfi_geo_near_check(const bson_t *section, mf_error *err)
 {
+    mf_geo_near n;
+    return mfi_geo_near_parse(section, &n, err);
+}
+
+extern "C" int mfi_geo_near_parse(const bson_t *section, mf_geo_near *out, mf_error *err)
+{
     try {
-        Status st;
-        Point centroid;
-        bool sphere = false;
-        if (near_legacy(section, &st, &centroid, &sphere)) {
-            /* GeoNearExpression::parseFrom: a flat point must be on the
-             * sphere for $nearSphere (a GeoJSON one always is) */
-            if (sphere && !centroid.can_project(SPHERE))
-                return set_status(err, bad("Legacy point is out of bounds for spherical query"));
-            return 0;
-        }
-        if (!st.ok())
-            return set_status(err, st);
-        Status s = near_new(section);
+        *out = mf_geo_near();
+        Status s = near_parse(section, out);
         return s.ok() ? 0 : set_status(err, s);
     } catch (const std::bad_alloc &) {
         return oom(err);
+    }
+}
+
+/* The distance in radians from `c` to the nearest point of a geometry on
+ * the sphere (0 inside a polygon). */
+static double sphere_distance(const S2Point &c, const Geometry &g)
+{
+    double best = std::numeric_limits<double>::infinity();
+    for (const Point &p : g.points)
+        best = std::min(best, S1Angle(c, p.p).radians());
+    for (const auto &l : g.lines)
+        best = std::min(best, min_distance_rad(c, *l));
+    for (const Poly &p : g.polys)
+        best = std::min(best, min_distance_rad(c, *p.s2));
+    return best;
+}
+
+extern "C" bool mfi_geo_near_distance(const mf_geo_near *n, const bson_iter_t *v, double *out)
+{
+    try {
+        if (!is_obj(v))
+            return false;
+        Geometry g;
+        if (!parse_stored(v, &g).ok())
+            return false;
+        if (!n->sphere) {
+            /* a flat query: points only, by their x/y (a 2d index's) */
+            if (g.kind != K_POINT)
+                return false;
+            double dx = g.points[0].flat.x - n->x, dy = g.points[0].flat.y - n->y;
+            *out = std::sqrt(dx * dx + dy * dy);
+            return true;
+        }
+        if (g.native_crs() == STRICT_SPHERE || !g.can_project(SPHERE))
+            return false;
+        g.project(SPHERE);
+        double d = sphere_distance(to_s2(n->x, n->y), g);
+        if (!std::isfinite(d))
+            return false;
+        *out = d;
+        return true;
+    } catch (const std::bad_alloc &) {
+        return false;
+    }
+}
+
+static int cells_with_parents(const S2Region &r, const mf_s2_params *p, mf_geo_interval **out,
+                              size_t *n);
+
+extern "C" int mfi_geo_ring_cells(const mf_geo_near *n, double inner, double outer,
+                                  const mf_s2_params *p, mf_geo_interval **out, size_t *cnt)
+{
+    *out = nullptr;
+    *cnt = 0;
+    try {
+        S2Point c = to_s2(n->x, n->y);
+        std::vector<std::unique_ptr<S2Region>> parts;
+        parts.push_back(std::make_unique<S2Cap>(
+            S2Cap(c, S1ChordAngle(S1Angle::Radians(std::min(outer, M_PI))))));
+        if (inner > 0)
+            parts.push_back(std::make_unique<S2Cap>(
+                S2Cap(c, S1ChordAngle(S1Angle::Radians(std::min(inner, M_PI)))).Complement()));
+        std::unique_ptr<S2Region> r;
+        if (parts.size() == 1)
+            r = std::move(parts[0]);
+        else
+            r = std::make_unique<S2RegionIntersection>(std::move(parts));
+        return cells_with_parents(*r, p, out, cnt);
+    } catch (const std::bad_alloc &) {
+        free(*out);
+        *out = nullptr;
+        *cnt = 0;
+        return -1;
     }
 }
 
@@ -1422,6 +1549,41 @@ extern "C" int mfi_geo_index_cells(const bson_iter_t *v, const mf_s2_params *p, 
     }
 }
 
+/* A region's covering as query bounds (mongod's cover2dsphere and
+ * S2CellIdsToIntervalsWithParents), into `*out` (malloc'd). */
+static int cells_with_parents(const S2Region &r, const mf_s2_params *p, mf_geo_interval **out,
+                              size_t *n)
+{
+    /* mongod's internalQueryS2GeoCoarsestLevel, ...FinestLevel and
+     * ...MaxCells: 0, 23, 20 */
+    std::vector<S2CellId> c = cover(r, 0, 23, 20);
+    std::set<S2CellId> parents;
+    for (S2CellId id : c)
+        for (S2CellId up = id; up.level() > p->coarsest;) {
+            up = up.parent();
+            parents.insert(up);
+        }
+    std::vector<mf_geo_interval> v;
+    v.reserve(parents.size() + c.size());
+    for (S2CellId id : parents)
+        v.push_back({static_cast<int64_t>(id.id()), static_cast<int64_t>(id.id())});
+    for (S2CellId id : c)
+        v.push_back({static_cast<int64_t>(id.range_min().id()),
+                     static_cast<int64_t>(id.range_max().id())});
+    /* disjoint: no cell's range holds an ancestor's id, and a normal
+     * covering's cells do not overlap */
+    std::sort(v.begin(), v.end(),
+              [](const mf_geo_interval &a, const mf_geo_interval &b) { return a.lo < b.lo; });
+    if (v.empty())
+        return 0;
+    *out = static_cast<mf_geo_interval *>(malloc(v.size() * sizeof **out));
+    if (!*out)
+        return -1;
+    std::copy(v.begin(), v.end(), *out);
+    *n = v.size();
+    return 0;
+}
+
 extern "C" int mfi_geo_query_cells(const mf_geo_query *q, const mf_s2_params *p,
                                    mf_geo_interval **out, size_t *n, bool *usable)
 {
@@ -1433,40 +1595,18 @@ extern "C" int mfi_geo_query_cells(const mf_geo_query *q, const mf_s2_params *p,
         if (!r)
             return 0;
         *usable = true;
-        /* mongod's internalQueryS2GeoCoarsestLevel, ...FinestLevel and
-         * ...MaxCells: 0, 23, 20 */
-        std::vector<S2CellId> c = cover(*r, 0, 23, 20);
-        std::set<S2CellId> parents;
-        for (S2CellId id : c)
-            for (S2CellId up = id; up.level() > p->coarsest;) {
-                up = up.parent();
-                parents.insert(up);
-            }
-        std::vector<mf_geo_interval> v;
-        v.reserve(parents.size() + c.size());
-        for (S2CellId id : parents)
-            v.push_back({static_cast<int64_t>(id.id()), static_cast<int64_t>(id.id())});
-        for (S2CellId id : c)
-            v.push_back({static_cast<int64_t>(id.range_min().id()),
-                         static_cast<int64_t>(id.range_max().id())});
-        /* disjoint: no cell's range holds an ancestor's id, and a normal
-         * covering's cells do not overlap */
-        std::sort(v.begin(), v.end(),
-                  [](const mf_geo_interval &a, const mf_geo_interval &b) { return a.lo < b.lo; });
-        if (v.empty())
-            return 0;
-        *out = static_cast<mf_geo_interval *>(malloc(v.size() * sizeof **out));
-        if (!*out)
-            return -1;
-        std::copy(v.begin(), v.end(), *out);
-        *n = v.size();
-        return 0;
+        return cells_with_parents(*r, p, out, n);
     } catch (const std::bad_alloc &) {
         free(*out);
         *out = nullptr;
         *n = 0;
         return -1;
     }
+}
+
+extern "C" double mfi_geo_cell_edge(int level)
+{
+    return S2::kAvgEdge.GetValue(std::max(0, std::min(level, S2CellId::kMaxLevel)));
 }
 
 /* ------------------------------------------ for the "2d" index kind */

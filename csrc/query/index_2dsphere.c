@@ -327,10 +327,14 @@ static int geo_collect(void *arg, const bson_iter_t *v)
 {
     geo_list *l = arg;
     if (l->n == l->cap) {
+        /* libbson aligns bson_iter_t to 128 bytes, which malloc does not */
         size_t cap = l->cap ? l->cap * 2 : 4;
-        bson_iter_t *nv = realloc(l->v, cap * sizeof *nv);
-        if (!nv)
+        void *nv;
+        if (posix_memalign(&nv, _Alignof(bson_iter_t), cap * sizeof(bson_iter_t)) != 0)
             return MF_InternalError;
+        if (l->n)
+            memcpy(nv, l->v, l->n * sizeof(bson_iter_t));
+        free(l->v);
         l->v = nv;
         l->cap = cap;
     }

@@ -1103,6 +1103,22 @@ static int scan_plan(mf_coll *c, const mf_index_desc *idx, size_t nidx, const bs
         *out = s;
         return 0;
     }
+    /* $near: a 2dsphere index's search by distance, whatever else */
+    if (filter && mf_filter_has_near(filter)) {
+        const char *hint_name = NULL;
+        size_t nnear = nidx;
+        if (hint && hint_is_natural(hint, &natural_back)) {
+            nnear = 0; /* a collection scan cannot search by distance */
+        } else if (hint) {
+            if ((rc = hint_find(idx, nidx, hint, &hinted, err)) != 0)
+                goto fail;
+            hint_name = idx[hinted].name;
+        }
+        if ((rc = mfi_plan_near(s, idx, nnear, filter, hint_name, err)) != 0)
+            goto fail;
+        *out = s;
+        return 0;
+    }
     if (hint && hint_is_natural(hint, &natural_back)) {
         if (minmax) {
             rc = mf_error_set(err, MF_NoQueryExecutionPlans,
@@ -1258,6 +1274,7 @@ void mf_scan_free(mf_scan *s)
         mf_scan_free(s->kids[i]);
     free(s->kids);
     mfi_plan_text_free(s->text);
+    mfi_plan_near_free(s->near);
     mfi_plan_free_plans(s->trials, s->ntrials);
     mfi_plan_free_plans(s->rejected, s->nrejected);
     if (s->all_plans)
@@ -1420,4 +1437,9 @@ void mf_scan_deadline(mf_scan *s, mf_deadline *d)
 bool mf_scan_is_text(const mf_scan *s)
 {
     return s && s->kind == P_TEXT;
+}
+
+bool mf_scan_is_near(const mf_scan *s)
+{
+    return s && s->kind == P_NEAR;
 }

@@ -906,6 +906,8 @@ int mfi_plan_scan_next(mf_scan *s, mf_engine *e, mf_coll *c, const mf_matcher *m
         return or_next(s, e, c, m, row, valid, err);
     if (s->kind == P_TEXT)
         return mfi_plan_text_next(s, e, c, m, row, valid, err);
+    if (s->kind == P_NEAR)
+        return mfi_plan_near_next(s, e, c, m, row, valid, err);
     if (s->kind == P_IXSCAN) {
         if (s->points)
             return next_point(s, e, c, m, row, valid, err);

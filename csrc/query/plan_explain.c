@@ -18,6 +18,8 @@ const char *mf_scan_describe(const mf_scan *s)
         return "OR";
     if (s->kind == P_TEXT)
         return "TEXT_MATCH";
+    if (s->kind == P_NEAR)
+        return "GEO_NEAR_2DSPHERE";
     return s->idhack ? "IDHACK" : s->distinct_fields ? "DISTINCT_SCAN" : "IXSCAN";
 }
 
@@ -26,12 +28,14 @@ static void summary_leaf(const mf_scan *s, char *out, size_t cap, size_t *n)
 {
     char key[200];
     const char *stage = s->kind == P_COLLSCAN ? "COLLSCAN"
+                        : s->kind == P_NEAR   ? "GEO_NEAR_2DSPHERE"
                         : s->idhack           ? "IDHACK"
                         : s->count_scan       ? "COUNT_SCAN"
                         : s->distinct_fields  ? "DISTINCT_SCAN"
                                               : "IXSCAN";
     key[0] = 0;
-    if ((s->kind == P_IXSCAN || s->kind == P_TEXT) && !s->idhack && s->ix.key)
+    if ((s->kind == P_IXSCAN || s->kind == P_TEXT || s->kind == P_NEAR) && !s->idhack &&
+        s->ix.key)
         mf_bsonx_to_string(s->ix.key, key, sizeof key);
     if (*n < cap)
         *n += (size_t)snprintf(out + *n, cap - *n, "%s%s%s%s", *n ? ", " : "", stage,
@@ -238,6 +242,8 @@ int mf_scan_explain(const mf_scan *s, bool stats, bson_t *out)
     uint64_t works = s->stats.works;
     if (s->kind == P_TEXT)
         return mfi_plan_text_explain(s, stats, out);
+    if (s->kind == P_NEAR)
+        return mfi_plan_near_explain(s, stats, out);
     if (s->kind == P_OR) {
         put_or(s, stats, out);
     } else if (s->kind == P_COLLSCAN) {

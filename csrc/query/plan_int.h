@@ -24,7 +24,7 @@
 
 /* ---------------------------------------------------- the scan object */
 
-typedef enum { P_COLLSCAN, P_IXSCAN, P_OR, P_TEXT } plan_kind;
+typedef enum { P_COLLSCAN, P_IXSCAN, P_OR, P_TEXT, P_NEAR } plan_kind;
 
 /* A half-open range of tree keys [lo, hi); no `has_hi`: to the end. */
 typedef struct krange {
@@ -249,6 +249,7 @@ struct mf_scan {
     size_t row_klen;
     size_t row_kid;         /* an OR's: the index scan whose key it is (leaf_at) */
     struct mfi_text_scan *text; /* P_TEXT: a $text query's (plan_text.c) */
+    struct mfi_near_scan *near; /* P_NEAR: a $near query's (plan_near.c) */
 };
 
 /* ------------------------------------------------------------ helpers */
@@ -444,5 +445,19 @@ int mfi_plan_text_next(mf_scan *s, mf_engine *e, mf_coll *c, const mf_matcher *m
                        mf_scan_row *row, bool *valid, mf_error *err);
 int mfi_plan_text_explain(const mf_scan *s, bool stats, bson_t *out);
 void mfi_plan_text_free(struct mfi_text_scan *t);
+
+/* ------------------------------------------------ $near (plan_near.c) */
+
+/* Plan `s` as the near search of `filter` when its top level holds a
+ * $near, $nearSphere or $geoNear condition (else nothing is done), over
+ * a 2dsphere index of its path (the one named `hint_name`, when not
+ * NULL).  Errors: the condition's (mfi_geo_near_parse), and
+ * NoQueryExecutionPlans (291) when no index serves it. */
+int mfi_plan_near(mf_scan *s, const mf_index_desc *idx, size_t nidx, const bson_t *filter,
+                  const char *hint_name, mf_error *err);
+int mfi_plan_near_next(mf_scan *s, mf_engine *e, mf_coll *c, const mf_matcher *m,
+                       mf_scan_row *row, bool *valid, mf_error *err);
+int mfi_plan_near_explain(const mf_scan *s, bool stats, bson_t *out);
+void mfi_plan_near_free(struct mfi_near_scan *t);
 
 #endif /* MF_QUERY_PLAN_INT_H */

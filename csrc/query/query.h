@@ -471,6 +471,8 @@ typedef struct mf_scan_row {
                             per row (a call into libbson saved per document) */
     int64_t pos; /* the matcher's array position, if asked for; else -1 */
     double score; /* a $text query's score of the document (mf_scan_is_text) */
+    double dist;  /* a $near query's distance of the document, in the query's
+                     units (mf_scan_is_near) */
 } mf_scan_row;
 
 /* Counters of a scan, for explain's executionStats. */
@@ -665,6 +667,23 @@ bool mf_filter_has_text(const bson_t *filter);
 /* Whether the scan is a $text query's: its rows carry their score
  * (mf_scan_row.score), mongod's textScore metadata. */
 bool mf_scan_is_text(const mf_scan *s);
+
+/* Whether `filter`'s top level holds a $near, $nearSphere or $geoNear
+ * condition ({path: {$near: ...}}, the near operator first), which the
+ * planner answers with a search by distance (plan_near.c). */
+bool mf_filter_has_near(const bson_t *filter);
+/* `filter` without that condition, into `out` (initialised here): what
+ * the matcher of a near query judges (mongod's GeoNear match expression
+ * matches every document; the search decides).  0 or -1. */
+int mf_filter_strip_near(const bson_t *filter, bson_t *out);
+/* Whether the scan is a $near query's: its rows come by distance and
+ * carry it (mf_scan_row.dist). */
+bool mf_scan_is_near(const mf_scan *s);
+/* For a $near scan: the value of the near path of `doc` (one of its
+ * rows) nearest to the centre, as {"": value} into `out` (initialised
+ * here; empty for another scan, or no such value): $geoNear's
+ * includeLocs.  0 or -1 (out of memory). */
+int mf_scan_near_loc(const mf_scan *s, const bson_t *doc, bson_t *out);
 
 /* Whether rows carry the matcher's array position (off by default: it
  * costs a little on every document). */
