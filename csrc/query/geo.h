@@ -134,6 +134,34 @@ int mfi_geo_ring_cells(const mf_geo_near *n, double inner, double outer, const m
  * of a $near search is a few of them wide). */
 double mfi_geo_cell_edge(int level);
 
+/* ------------------------------------------ for the "2d" index kind */
+
+/* What a "2d" index can cover of a parsed query (index_2d.c): mongod's
+ * planner gives a 2d field a $geoWithin only, and only when its
+ * GeometryContainer has an R2 region. */
+typedef enum mfi_geo_flat_kind {
+    MFI_GEO_FLAT_NONE,    /* $geoIntersects, a $geometry: no 2d index serves it */
+    MFI_GEO_FLAT_BOX,     /* $box */
+    MFI_GEO_FLAT_POLYGON, /* $polygon */
+    MFI_GEO_FLAT_CIRCLE,  /* $center */
+    MFI_GEO_FLAT_CAP      /* $centerSphere */
+} mfi_geo_flat_kind;
+
+typedef struct mfi_geo_flat {
+    mfi_geo_flat_kind kind;
+    /* The shape's bounds, as mongod's GeometryContainer::R2BoxRegion: a
+     * $centerSphere's are its cap's latitude/longitude bounds in degrees
+     * (a cap across the antimeridian gets the complement of its
+     * longitudes, as mongod's Box::init orders them). */
+    double min_x, min_y, max_x, max_y;
+    double x, y, radius;   /* CIRCLE and CAP: the centre; the radius (CAP: radians) */
+    const double *xy;      /* POLYGON: the vertices x0, y0, x1, y1, ...; valid */
+    size_t n;              /* while the query lives */
+} mfi_geo_flat;
+
+/* What of the query `q` a "2d" index covers, into `out`. */
+void mfi_geo_query_flat(const mf_geo_query *q, mfi_geo_flat *out);
+
 #ifdef __cplusplus
 }
 #endif

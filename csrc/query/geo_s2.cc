@@ -1608,3 +1608,47 @@ extern "C" double mfi_geo_cell_edge(int level)
 {
     return S2::kAvgEdge.GetValue(std::max(0, std::min(level, S2CellId::kMaxLevel)));
 }
+
+/* ------------------------------------------ for the "2d" index kind */
+
+static_assert(sizeof(Flat) == 2 * sizeof(double) && std::is_standard_layout<Flat>::value,
+              "a $polygon's vertices are read as x, y pairs");
+
+/* mongod's GeometryContainer::R2BoxRegion::buildBounds, for the shapes
+ * QueryPlannerIXSelect gives a 2d field: a WITHIN query with a box, a
+ * flat polygon or a cap ($center, $centerSphere). */
+extern "C" void mfi_geo_query_flat(const mf_geo_query *q, mfi_geo_flat *out)
+{
+    *out = mfi_geo_flat();
+    const Geometry &g = q->g;
+    if (!q->within)
+        return;
+    if (g.kind == K_BOX) {
+        out->kind = MFI_GEO_FLAT_BOX;
+        out->min_x = g.box.min.x, out->min_y = g.box.min.y;
+        out->max_x = g.box.max.x, out->max_y = g.box.max.y;
+    } else if (g.kind == K_POLYGON && g.polys[0].crs == FLAT) {
+        const std::vector<Flat> &v = g.polys[0].flat;
+        out->kind = MFI_GEO_FLAT_POLYGON;
+        out->xy = reinterpret_cast<const double *>(v.data());
+        out->n = v.size();
+        out->min_x = out->max_x = v[0].x;
+        out->min_y = out->max_y = v[0].y;
+        for (const Flat &f : v) {
+            out->min_x = std::min(out->min_x, f.x), out->max_x = std::max(out->max_x, f.x);
+            out->min_y = std::min(out->min_y, f.y), out->max_y = std::max(out->max_y, f.y);
+        }
+    } else if (g.kind == K_CAP && g.cap.crs == FLAT) {
+        out->kind = MFI_GEO_FLAT_CIRCLE;
+        out->x = g.cap.center.x, out->y = g.cap.center.y, out->radius = g.cap.radius;
+        out->min_x = out->x - out->radius, out->min_y = out->y - out->radius;
+        out->max_x = out->x + out->radius, out->max_y = out->y + out->radius;
+    } else if (g.kind == K_CAP) {
+        S2LatLngRect r = g.cap.cap.GetRectBound();
+        double lng_lo = r.lng_lo().degrees(), lng_hi = r.lng_hi().degrees();
+        out->kind = MFI_GEO_FLAT_CAP;
+        out->x = g.cap.center.x, out->y = g.cap.center.y, out->radius = g.cap.radius;
+        out->min_x = std::min(lng_lo, lng_hi), out->max_x = std::max(lng_lo, lng_hi);
+        out->min_y = r.lat_lo().degrees(), out->max_y = r.lat_hi().degrees();
+    }
+}

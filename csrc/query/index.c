@@ -1119,7 +1119,7 @@ static int check_kind_spec(const bson_t *spec, mf_error *err)
         return 0;
     const mf_index_type *type = mf_index_type_find(plugin_name(&key));
     bool unique = find(spec, "unique", &it) && truthy(&it);
-    return type && type->check_spec ? type->check_spec(&key, unique, err) : 0;
+    return type && type->check_spec ? type->check_spec(spec, &key, unique, err) : 0;
 }
 
 int mf_index_spec_normalize(const bson_t *in, bson_t *out, mf_error *err)
@@ -1628,6 +1628,8 @@ int mf_index_key_values(const mf_index_desc *d, const bson_t *doc, const uint8_t
         return mfi_hashed_key_values(d, doc, out, err);
     if (d->type == &mfi_2dsphere_type)
         return mfi_s2_key_values(d, doc, entry, entry_len, out, err);
+    if (d->type && d->type->key_values)
+        return d->type->key_values(d, doc, entry, entry_len, out, err);
     ikeys k = {.d = d, .entry = entry, .entry_len = entry_len, .values = out};
     mfi_keygen g = keygen_of(d, &k, err);
     bson_iter_t id;

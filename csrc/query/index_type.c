@@ -29,7 +29,8 @@ static const mf_index_type types[] = {
      .desc_clear = mfi_text_index_desc_clear},
 };
 
-static const mf_index_type *const kinds[] = {&mfi_hashed_type, &mfi_2dsphere_type};
+static const mf_index_type *const kinds[] = {&mfi_hashed_type, &mfi_2dsphere_type,
+                                             &mfi_2d_type};
 
 const mf_index_type *mf_index_type_find(const char *plugin)
 {

@@ -42,8 +42,10 @@ struct mf_index_type {
                   bool *usable, bool *exact);
     /* What the kind refuses in a spec that passed every spec check, with
      * its own code and message, undecorated (mongod's access method
-     * constructors: a unique hashed index).  NULL: nothing. */
-    int (*check_spec)(const bson_t *key, bool unique, mf_error *err);
+     * constructors: a unique hashed index, a 2d index's bad "bits"): the
+     * whole spec `spec`, its key pattern `key` and the truth of its
+     * "unique".  NULL: nothing. */
+    int (*check_spec)(const bson_t *spec, const bson_t *key, bool unique, mf_error *err);
     /* createIndexes: the validated spec `in` as the kind stores it
      * (mongod's adjustIndexSpecObject), into `out` (initialised here, on
      * error too).  NULL: stored as given. */
@@ -52,11 +54,21 @@ struct mf_index_type {
      * from its stored spec, and its release.  NULL: nothing. */
     int (*desc_init)(mf_index_desc *d, const bson_t *spec, mf_error *err);
     void (*desc_clear)(mf_index_desc *d);
+    /* mf_index_key_values for the kind (query.h: the values of the key of
+     * `doc` that is index entry `entry`), from a descriptor that may lack
+     * what desc_init keeps (d->kind NULL: a scan's copy).  NULL: the
+     * b-tree's. */
+    int (*key_values)(const mf_index_desc *d, const bson_t *doc, const uint8_t *entry,
+                      size_t entry_len, bson_t *out, mf_error *err);
+    /* mongod keeps no multikey paths for the kind, only whether the index
+     * is multikey: explain shows isMultiKey and no multiKeyPaths. */
+    bool no_multikey_paths;
 };
 
 /* The kinds other than the b-tree, one file each. */
 extern const mf_index_type mfi_hashed_type;   /* index_hashed.c */
 extern const mf_index_type mfi_2dsphere_type; /* index_2dsphere.c */
+extern const mf_index_type mfi_2d_type;       /* index_2d.c */
 
 /* For the kinds' key functions (index.c): a new, empty key at the end of
  * `k` (-1: out of memory); KeyTooLong (17280), clearing `out`, when a key
@@ -137,5 +149,58 @@ size_t mfi_wild_path_field(const mf_index_desc *d);
  * nothing bounds the value.  0 or -1 (out of memory). */
 int mfi_wild_path_bounds(const mf_index_desc *d, const mfi_oil *value, bool present,
                          mfi_oil *out);
+
+/* ------------------------------------------------------ 2d (index_2d.c) */
+
+/* For a $near or $nearSphere search over a "2d" index (mongod's
+ * GeoNear2DStage), which scans ring by ring outwards.
+ *
+ * A ring: its centre and radii.  Flat ($near): in the index's units,
+ * widened here by mongod's epsilon, DBL_EPSILON * (max(|x|, |y|) +
+ * full_outer), full_outer the search's greatest radius.  Spherical
+ * ($nearSphere over a 2d index): the centre in degrees, the radii in
+ * radians, projected to degrees as mongod's projectBoundsToTwoDDegrees
+ * (widened by the longitude span of `outer` at the centre's latitude). */
+typedef struct mfi_2d_ring {
+    double x, y;
+    double inner, outer;
+    double full_outer; /* flat only */
+    bool sphere;
+} mfi_2d_ring;
+
+/* The cells a search has scanned (mongod's _scannedCells), so that no
+ * ring scans a key twice.  NULL when out of memory. */
+typedef struct mfi_2d_scanned mfi_2d_scanned;
+mfi_2d_scanned *mfi_2d_scanned_new(void);
+void mfi_2d_scanned_free(mfi_2d_scanned *s);
+
+/* The bounds of the 2d field (field 0) of index `d` (a "2d" index) for
+ * `ring`: the ring covered by at most about 16 cells
+ * (internalGeoNearQuery2DMaxCoveringCells), less what `scanned` holds
+ * (NULL: nothing), each cell the interval [its hash, its greatest hash]
+ * of BinData keys, ascending, into `out` (initialised here; possibly
+ * empty: the ring was scanned).  The cells join `scanned`.  Never exact:
+ * the distance is the caller's to test.  0 or -1 (out of memory). */
+int mfi_2d_ring_bounds(const mf_index_desc *d, const mfi_2d_ring *ring, mfi_2d_scanned *scanned,
+                       mfi_oil *out);
+
+/* mongod's DensityEstimator, the first step of a 2d near search: the
+ * bounds of the cell of level `level` (< the index's bits) holding the
+ * point (x, y) and of its up to three neighbours nearest the point, into
+ * `out` (initialised here).  16433 "point not in interval of [ min, max ]
+ * :: caused by :: [ x, y ]" when the point is outside the index's
+ * square; InternalError when out of memory. */
+int mfi_2d_density_bounds(const mf_index_desc *d, double x, double y, unsigned level,
+                          mfi_oil *out, mf_error *err);
+
+/* The index's parameters: its bits, square [min, max], the converter's
+ * error (mongod's getError(): a cell's diagonal; half of it is a search's
+ * least ring width) and the side of a cell of `level` (sizeEdge). */
+typedef struct mfi_2d_params {
+    int bits;
+    double min, max, error;
+} mfi_2d_params;
+void mfi_2d_params_of(const mf_index_desc *d, mfi_2d_params *out);
+double mfi_2d_cell_edge(const mf_index_desc *d, unsigned level);
 
 #endif /* MF_INDEX_TYPE_H */

@@ -591,8 +591,8 @@ static int scan_index_take(scan_index *ix, cand *c)
     ix->is_id = d->is_id;
     ix->multikey = d->multikey;
     ix->hashed = d->hashed;
-    ix->geo = d->geo;
     ix->type = d->type;
+    ix->geo = d->geo;
     ix->coll = mf_collator_ref(d->coll);
     if (!ix->name || !ix->key || !ix->paths || !ix->desc)
         return -1;

@@ -5,6 +5,7 @@
  * counters; and the plan's one-line names (planSummary).
  */
 #include "plan_int.h"
+#include "index_type.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -114,15 +115,17 @@ static void put_index(const mf_scan *s, bson_t *out)
         bson_append_document_end(out, &coll);
     }
     BSON_APPEND_BOOL(out, "isMultiKey", s->ix.multikey != 0);
-    bson_append_document_begin(out, "multiKeyPaths", -1, &mkp);
-    for (size_t i = 0; i < s->ix.nfields; i++) {
-        bson_append_array_begin(&mkp, s->ix.paths[i], -1, &arr);
-        /* Only a bit per field is known: the whole path stands for it. */
-        if (i < 32 && (s->ix.multikey >> i & 1u))
-            bson_append_utf8(&arr, "0", 1, s->ix.paths[i], -1);
-        bson_append_array_end(&mkp, &arr);
+    if (!(s->ix.type && s->ix.type->no_multikey_paths)) {
+        bson_append_document_begin(out, "multiKeyPaths", -1, &mkp);
+        for (size_t i = 0; i < s->ix.nfields; i++) {
+            bson_append_array_begin(&mkp, s->ix.paths[i], -1, &arr);
+            /* Only a bit per field is known: the whole path stands for it. */
+            if (i < 32 && (s->ix.multikey >> i & 1u))
+                bson_append_utf8(&arr, "0", 1, s->ix.paths[i], -1);
+            bson_append_array_end(&mkp, &arr);
+        }
+        bson_append_document_end(out, &mkp);
     }
-    bson_append_document_end(out, &mkp);
     BSON_APPEND_BOOL(out, "isUnique", s->ix.unique);
     BSON_APPEND_BOOL(out, "isSparse", s->ix.sparse);
     BSON_APPEND_BOOL(out, "isPartial", s->ix.partial);
