@@ -181,7 +181,7 @@ static int32_t number_int(const bson_iter_t *it)
     }
 }
 
-static double number_double(const bson_iter_t *it)
+double mfi_geo_number(const bson_iter_t *it)
 {
     switch (bson_iter_type(it)) {
     case BSON_TYPE_INT32: return bson_iter_int32(it);
@@ -201,8 +201,8 @@ int mfi_ghconv_init(mfi_ghconv *c, const bson_t *spec, mf_error *err)
     bson_iter_t it;
     memset(c, 0, sizeof *c);
     c->bits = option(spec, "bits", &it) ? number_int(&it) : 26;
-    c->max = option(spec, "max", &it) ? number_double(&it) : 180.0;
-    c->min = option(spec, "min", &it) ? number_double(&it) : -180.0;
+    c->max = option(spec, "max", &it) ? mfi_geo_number(&it) : 180.0;
+    c->min = option(spec, "min", &it) ? mfi_geo_number(&it) : -180.0;
     if (c->bits < 1 || c->bits > 32)
         return mf_error_set(err, MF_InvalidOptions,
                             "bits for hash must be > 0 and <= 32, but %d bits were specified",

@@ -123,6 +123,10 @@ typedef struct mfi_r2region {
 int mfi_r2_cover(const mfi_ghconv *c, const mfi_r2region *r, int max_cells, mfi_ghash **out,
                  size_t *n);
 
+/* A number's value as a double (mongod's BSONElement::number(); a
+ * decimal128 rounded, anything else 0): 2d's options and coordinates. */
+double mfi_geo_number(const bson_iter_t *it);
+
 /* ----------------------------------------------------- sets of cells */
 
 /* A union of cells (mongod's R2CellUnion): sorted, no cell inside

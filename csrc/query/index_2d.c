@@ -178,21 +178,6 @@ static bool is_number(const bson_iter_t *it)
            t == BSON_TYPE_DECIMAL128;
 }
 
-/* BSONElement::number(). */
-static double number(const bson_iter_t *it)
-{
-    switch (bson_iter_type(it)) {
-    case BSON_TYPE_INT32: return bson_iter_int32(it);
-    case BSON_TYPE_INT64: return (double)bson_iter_int64(it);
-    case BSON_TYPE_DOUBLE: return bson_iter_double(it);
-    case BSON_TYPE_DECIMAL128: {
-        mf_dec d;
-        bson_iter_decimal128(it, &d);
-        return mf_dec_to_double(d, NULL);
-    }
-    default: return 0;
-    }
-}
 
 /* mongod's dotted_path_support::extractAllElementsAlongPath: the path
  * looked up whole first, else split at its first dot; a document on the
@@ -366,7 +351,7 @@ static int location(gen *g, const bson_t *loc)
         return mf_error_set(g->err, 13026,
                             "geo values must be 'legacy coordinate pairs' for 2d indexes%s", why);
     }
-    double px = number(&x), py = number(&y);
+    double px = mfi_geo_number(&x), py = mfi_geo_number(&y);
     if (!(px <= c->max && px >= c->min && py <= c->max && py >= c->min)) {
         caused_by(g->doc, why, sizeof why);
         return mf_error_set(g->err, 13027, "point not in interval of [ %g, %g ]%s", c->min,
