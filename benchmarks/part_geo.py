@@ -1,4 +1,4 @@
-"""geo: what a 2dsphere index buys and costs (issue 49).
+"""geo: what a 2dsphere index and a 2d index buy and cost (issue 49).
 
 One server (`python -m multifora serve`), pymongo.  Documents with a
 GeoJSON point spread uniformly over the sphere (`loc`) and a small pad.
@@ -12,6 +12,10 @@ GeoJSON point spread uniformly over the sphere (`loc`) and a small pad.
                    one.  Both answers are checked against a Python model
                    first.  queries/s; the ratio is the index's over the
                    scan's: above 1, the index is faster.
+  $near over 2d    the same over legacy pairs [x, y] uniform in the plane
+                   [-180, 180] x [-90, 90] with a 2d index:
+                   find({loc: {$near: [x, y]}}).limit(10), against a
+                   $geoWithin $center hinted $natural sorted in the client.
   $geoWithin       count_documents of a $centerSphere of 1 degree (about
                    0.015% of the sphere's area) through the index, against
                    the same count hinted $natural.
@@ -122,12 +126,52 @@ def run(ctx) -> dict:
 
     ctx.log(f"$geoWithin: {rounds} rounds, indexed against a scan")
     wq = ctx.alternate(rounds, within, ("index", "scan"))
+    db.drop_collection("q")
+
+    # -- $near over a 2d index
+    flat = [{"_id": d["_id"], "loc": [rng.uniform(-180, 180), rng.uniform(-90, 90)],
+             "pad": d["pad"]} for d in docs]
+    for i in range(0, n, 1000):
+        db.f.insert_many(flat[i:i + 1000])
+    db.f.create_index([("loc", "2d")])
+    pts = [[rng.uniform(-170, 170), rng.uniform(-80, 80)] for _ in range(20)]
+    # the radius that holds the ten nearest: about 60 points expected
+    flat_radius = math.sqrt(60 * 360 * 180 / (math.pi * n))
+
+    def by_flat(c, got):
+        got.sort(key=lambda d: (math.hypot(d["loc"][0] - c[0], d["loc"][1] - c[1]), d["_id"]))
+        return [d["_id"] for d in got[:10]]
+
+    for c in pts[:3]:
+        a = [d["_id"] for d in db.f.find({"loc": {"$near": c}}).limit(10)]
+        if a != by_flat(c, list(flat)):
+            raise RuntimeError(f"$near over 2d disagrees with the model at {c}")
+
+    def near2d(side: str) -> float:
+        batch = pts if side == "near" else pts[:3]
+        t = time.perf_counter()
+        for c in batch:
+            if side == "near":
+                ids = [d["_id"] for d in db.f.find({"loc": {"$near": c}}).limit(10)]
+            else:
+                q = {"loc": {"$geoWithin": {"$center": [c, flat_radius]}}}
+                ids = by_flat(c, list(db.f.find(q, hint={"$natural": 1})))
+            if len(ids) != min(10, n):
+                raise RuntimeError(f"{side}: {len(ids)} found at {c}")
+        return len(batch) / (time.perf_counter() - t)
+
+    ctx.log(f"$near over 2d: {rounds} rounds, indexed against a scan")
+    fq = ctx.alternate(rounds, near2d, ("near", "scan"))
     client.close()
     ctx.stop_all()
     return {"part": "geo", "rows": [
         ctx.row("$near limit 10 through a 2dsphere index vs a scan", "queries/s", nq["near"],
                 floor=nq["scan"],
                 note=f"{n} points; floor: $geoWithin hinted $natural, sorted in the client"),
+        ctx.row("$near limit 10 through a 2d index vs a scan", "queries/s", fq["near"],
+                floor=fq["scan"],
+                note=f"{n} legacy pairs; floor: $geoWithin $center hinted $natural, sorted "
+                     "in the client"),
         ctx.row("$geoWithin 1-degree $centerSphere count, index vs scan", "queries/s",
                 wq["index"], floor=wq["scan"], note=f"{n} points; floor: hinted $natural"),
         ctx.row("insert_many with a 2dsphere index vs none", "docs/s", w["2dsphere"],

@@ -115,6 +115,83 @@ class ServedProcess:
                     f.close()
 
 
+def build_killed_before_commit(dbpath: Path, docs, keys, timeout_ms=60000) -> ServedProcess:
+    """Insert `docs` into t.c of a served database at `dbpath`, build the
+    index `keys` with the build held by the fail point before it commits
+    (its keys all written, then synced by one more write), kill -9 the
+    server there and start it again: the restarted server (the caller
+    stops it)."""
+    import threading
+
+    s = ServedProcess(dbpath, ["--enable-test-commands"]).start()
+    t = None
+    try:
+        c = s.client()
+        for i in range(0, len(docs), 5000):
+            c.t.c.insert_many(docs[i:i + 5000])
+        c.t.other.insert_one({"x": 0})
+        admin = c.admin
+        before = admin.command("configureFailPoint", "hangIndexBuildBeforeCommit",
+                               mode="alwaysOn")["count"]
+
+        def build():
+            try:
+                s.client().t.c.create_index(keys)
+            except Exception:  # noqa: BLE001 - killed under it
+                pass
+
+        t = threading.Thread(target=build)
+        t.start()
+        admin.command("waitForFailPoint", "hangIndexBuildBeforeCommit",
+                      timesEntered=before + 2, maxTimeMS=timeout_ms)
+        c.t.other.insert_one({"x": 1})  # syncs the log, and the build's keys with it
+    finally:
+        s.kill()
+    if t:
+        t.join(timeout=30)
+    return ServedProcess(dbpath).start()
+
+
+def build_killed_midway(dbpath: Path, docs, keys) -> ServedProcess:
+    """Insert `docs` into t.c of a served database at `dbpath`, time one
+    build of the index `keys` and drop it, build it again and kill -9 the
+    server about halfway through (after one more write has synced what
+    the build logged), and start it again: the restarted server (the
+    caller stops it), whose t.c has the whole index or none."""
+    import threading
+
+    s = ServedProcess(dbpath).start()
+    t = None
+    try:
+        c = s.client()
+        for i in range(0, len(docs), 5000):
+            c.t.c.insert_many(docs[i:i + 5000])
+        c.t.other.insert_one({"x": 0})
+        t0 = time.monotonic()
+        c.t.c.create_index(keys)
+        took = time.monotonic() - t0
+        c.t.c.drop_indexes()
+        c.close()
+
+        def build():
+            try:
+                s.client().t.c.create_index(keys)
+            except Exception:  # noqa: BLE001 - the server is killed under it
+                pass
+
+        t = threading.Thread(target=build)
+        t.start()
+        time.sleep(took / 2)
+        cc = s.client()
+        cc.t.other.insert_one({"x": 1})  # syncs what the build logged
+        cc.close()
+    finally:
+        s.kill()
+    if t:
+        t.join(timeout=30)
+    return ServedProcess(dbpath).start()
+
+
 @pytest.fixture
 def served(tmp_path):
     s = ServedProcess(tmp_path / "db").start()

@@ -14,14 +14,13 @@ from __future__ import annotations
 import base64
 import math
 import random
-import threading
 
 import pytest
 from bson import Binary, Decimal128, Int64, SON
 from pymongo.errors import OperationFailure, WriteError
 
 import multifora
-from conftest import ServedProcess
+from conftest import build_killed_before_commit
 
 # ----------------------------------------------------------- the model
 
@@ -321,32 +320,10 @@ def test_build_killed_before_commit_leaves_no_index(tmp_path):
     # The whole 2d index written and synced, not committed (the fail point
     # holds the build there): after kill -9 it is gone, and the collection
     # validates; built again it is whole.
-    s = ServedProcess(tmp_path / "db", ["--enable-test-commands"]).start()
-    try:
-        c = s.client()
-        rnd = random.Random(7)
-        c.t.c.insert_many([{"_id": i, "loc": [rnd.uniform(-180, 180), rnd.uniform(-180, 180)],
-                            "pad": "x" * 500} for i in range(20000)])
-        c.t.other.insert_one({"x": 0})
-        admin = c.admin
-        before = admin.command("configureFailPoint", "hangIndexBuildBeforeCommit",
-                               mode="alwaysOn")["count"]
-
-        def build():
-            try:
-                s.client().t.c.create_index([("loc", "2d")])
-            except Exception:  # noqa: BLE001 - killed under it
-                pass
-
-        t = threading.Thread(target=build)
-        t.start()
-        admin.command("waitForFailPoint", "hangIndexBuildBeforeCommit",
-                      timesEntered=before + 2, maxTimeMS=30000)
-        c.t.other.insert_one({"x": 1})  # syncs the log, and the build's keys with it
-    finally:
-        s.kill()
-    t.join(timeout=30)
-    s = ServedProcess(tmp_path / "db").start()
+    rnd = random.Random(7)
+    docs = [{"_id": i, "loc": [rnd.uniform(-180, 180), rnd.uniform(-180, 180)], "pad": "x" * 500}
+            for i in range(20000)]
+    s = build_killed_before_commit(tmp_path / "db", docs, [("loc", "2d")])
     try:
         c = s.client()
         v = c.t.command("validate", "c")

@@ -7,7 +7,6 @@ explain, mongod's errors, and kill -9 during a build.
 from __future__ import annotations
 
 import random
-import threading
 
 import pymongo
 import pytest
@@ -15,7 +14,7 @@ import s2sphere
 from pymongo.errors import OperationFailure, WriteError
 
 import multifora
-from conftest import ServedProcess
+from conftest import build_killed_before_commit
 from test_geo import convex_polygon, destination, haversine, sphere_side
 
 SEED = 20261207
@@ -330,32 +329,10 @@ def test_updates_and_deletes_keep_the_index_whole(client):
 
 
 def test_build_killed_before_commit_leaves_no_index(tmp_path):
-    s = ServedProcess(tmp_path / "db", ["--enable-test-commands"]).start()
     rng = random.Random(SEED)
-    try:
-        c = s.client()
-        c.t.c.insert_many([{"_id": i, "loc": point(rng.uniform(-180, 180), rng.uniform(-90, 90)),
-                            "pad": "x" * 300} for i in range(20000)])
-        c.t.other.insert_one({"x": 0})
-        admin = c.admin
-        before = admin.command("configureFailPoint", "hangIndexBuildBeforeCommit",
-                               mode="alwaysOn")["count"]
-
-        def build():
-            try:
-                s.client().t.c.create_index([("loc", "2dsphere")])
-            except Exception:  # noqa: BLE001 - killed under it
-                pass
-
-        t = threading.Thread(target=build)
-        t.start()
-        admin.command("waitForFailPoint", "hangIndexBuildBeforeCommit",
-                      timesEntered=before + 2, maxTimeMS=60000)
-        c.t.other.insert_one({"x": 1})  # syncs the log, and the build's keys with it
-    finally:
-        s.kill()
-    t.join(timeout=30)
-    s = ServedProcess(tmp_path / "db").start()
+    docs = [{"_id": i, "loc": point(rng.uniform(-180, 180), rng.uniform(-90, 90)), "pad": "x" * 300}
+            for i in range(20000)]
+    s = build_killed_before_commit(tmp_path / "db", docs, [("loc", "2dsphere")])
     try:
         c = s.client()
         v = c.t.command("validate", "c")

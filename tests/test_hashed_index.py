@@ -15,7 +15,6 @@ import hashlib
 import math
 import random
 import struct
-import threading
 
 import bson
 import pymongo
@@ -24,7 +23,7 @@ from bson import Binary, Code, Decimal128, Int64, MaxKey, MinKey, ObjectId, Rege
 from pymongo.errors import OperationFailure, WriteError
 
 import multifora
-from conftest import ServedProcess
+from conftest import build_killed_before_commit
 
 # ----------------------------------------------------------- the model
 
@@ -407,30 +406,8 @@ def test_build_killed_before_commit_leaves_no_index(tmp_path):
     # The whole hashed index written and synced, not committed (the fail
     # point holds the build there): after kill -9 it is gone, and the
     # collection validates; built again it is whole.
-    s = ServedProcess(tmp_path / "db", ["--enable-test-commands"]).start()
-    try:
-        c = s.client()
-        c.t.c.insert_many([{"_id": i, "a": i, "pad": "x" * 500} for i in range(20000)])
-        c.t.other.insert_one({"x": 0})
-        admin = c.admin
-        before = admin.command("configureFailPoint", "hangIndexBuildBeforeCommit",
-                               mode="alwaysOn")["count"]
-
-        def build():
-            try:
-                s.client().t.c.create_index([("a", "hashed")])
-            except Exception:  # noqa: BLE001 - killed under it
-                pass
-
-        t = threading.Thread(target=build)
-        t.start()
-        admin.command("waitForFailPoint", "hangIndexBuildBeforeCommit",
-                      timesEntered=before + 2, maxTimeMS=30000)
-        c.t.other.insert_one({"x": 1})  # syncs the log, and the build's keys with it
-    finally:
-        s.kill()
-    t.join(timeout=30)
-    s = ServedProcess(tmp_path / "db").start()
+    docs = [{"_id": i, "a": i, "pad": "x" * 500} for i in range(20000)]
+    s = build_killed_before_commit(tmp_path / "db", docs, [("a", "hashed")])
     try:
         c = s.client()
         v = c.t.command("validate", "c")

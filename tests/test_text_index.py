@@ -7,15 +7,13 @@ text index build."""
 from __future__ import annotations
 
 import random
-import threading
-import time
 
 import pymongo
 import pytest
 from pymongo.errors import OperationFailure
 
 import multifora
-from conftest import ServedProcess
+from conftest import build_killed_midway
 
 pytest.importorskip("snowballstemmer")
 import text_model as tm  # noqa: E402 (after the skip: it needs snowballstemmer)
@@ -449,36 +447,8 @@ def test_explain_shapes(client):
 
 
 def test_build_killed_midway_leaves_all_or_nothing(tmp_path):
-    s = ServedProcess(tmp_path / "db").start()
     docs = corpus(20000, seed=11)
-    try:
-        c = s.client()
-        for i in range(0, len(docs), 5000):
-            c.t.c.insert_many(docs[i:i + 5000])
-        c.t.other.insert_one({"x": 0})
-        t0 = time.monotonic()
-        c.t.c.create_index([("title", "text"), ("body", "text")])
-        took = time.monotonic() - t0
-        c.t.c.drop_indexes()
-        c.close()
-
-        def build():
-            try:
-                cc = s.client()
-                cc.t.c.create_index([("title", "text"), ("body", "text")])
-            except Exception:  # noqa: BLE001 - the server is killed under it
-                pass
-
-        th = threading.Thread(target=build)
-        th.start()
-        time.sleep(took / 2)
-        c = s.client()
-        c.t.other.insert_one({"x": 1})  # syncs what the build has logged
-        c.close()
-    finally:
-        s.kill()
-    th.join(timeout=30)
-    s = ServedProcess(tmp_path / "db").start()
+    s = build_killed_midway(tmp_path / "db", docs, [("title", "text"), ("body", "text")])
     c = s.client()
     try:
         v = c.t.command("validate", "c")

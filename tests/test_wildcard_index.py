@@ -8,8 +8,6 @@ from __future__ import annotations
 import random
 import re
 import struct
-import threading
-import time
 
 import bson
 import pymongo
@@ -17,7 +15,7 @@ import pytest
 from bson import SON, Regex
 from pymongo.errors import OperationFailure
 
-from conftest import ServedProcess
+from conftest import build_killed_midway
 from multifora import _core
 
 UNDEF = object()  # BSON undefined (an empty array's key), which pymongo cannot encode
@@ -443,35 +441,9 @@ def test_differential(client, key, opts):
 
 
 def test_build_killed_midway_leaves_all_or_nothing(tmp_path):
-    s = ServedProcess(tmp_path / "db").start()
-    try:
-        c = s.client()
-        for k in range(4):
-            c.t.c.insert_many([{"_id": k * 5000 + i, "a": i, "b": {"c": -i, "d": [i, "x"]}}
-                               for i in range(5000)])
-        c.t.other.insert_one({"x": 0})
-        t0 = time.monotonic()
-        c.t.c.create_index([("$**", 1)])
-        took = time.monotonic() - t0
-        c.t.c.drop_indexes()
-        c.close()
-
-        def build():
-            try:
-                s.client().t.c.create_index([("$**", 1)])
-            except Exception:  # noqa: BLE001 - the server is killed under it
-                pass
-
-        t = threading.Thread(target=build)
-        t.start()
-        time.sleep(took / 2)
-        cc = s.client()
-        cc.t.other.insert_one({"x": 1})  # syncs what the build logged
-        cc.close()
-    finally:
-        s.kill()
-    t.join(timeout=30)
-    s = ServedProcess(tmp_path / "db").start()
+    docs = [{"_id": k * 5000 + i, "a": i, "b": {"c": -i, "d": [i, "x"]}}
+            for k in range(4) for i in range(5000)]
+    s = build_killed_midway(tmp_path / "db", docs, [("$**", 1)])
     try:
         c = s.client()
         v = c.t.command("validate", "c")

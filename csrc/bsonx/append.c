@@ -166,3 +166,16 @@ bool mf_bsonx_doc_view(const bson_iter_t *it, bson_t *out)
     bson_iter_document(it, &len, &data);
     return bson_init_static(out, data, len);
 }
+
+bool mf_bsonx_container_view(const bson_iter_t *it, bson_t *out)
+{
+    uint32_t len;
+    const uint8_t *data;
+    if (BSON_ITER_HOLDS_DOCUMENT(it))
+        bson_iter_document(it, &len, &data);
+    else if (BSON_ITER_HOLDS_ARRAY(it))
+        bson_iter_array(it, &len, &data);
+    else
+        return false;
+    return bson_init_static(out, data, len);
+}

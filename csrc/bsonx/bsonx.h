@@ -311,6 +311,9 @@ bool mf_bsonx_append_iter(bson_t *dst, const char *key, int key_length, const bs
 /* The document `it` holds as a read-only view (`out` borrows its bytes);
  * false when it holds no document. */
 bool mf_bsonx_doc_view(const bson_iter_t *it, bson_t *out);
+/* As mf_bsonx_doc_view for a document or an array (an array's view is
+ * the document of its elements keyed "0", "1", ...). */
+bool mf_bsonx_container_view(const bson_iter_t *it, bson_t *out);
 bool mf_bsonx_append_value(bson_t *dst, const char *key, int key_length, const bson_value_t *v);
 void mf_bsonx_value_copy(const bson_value_t *src, bson_value_t *dst);
 #define MF_APPEND_VALUE(b, key, val) mf_bsonx_append_value((b), (key), (int)strlen(key), (val))

@@ -60,6 +60,8 @@ int mfi_geo_near_check(const bson_t *section, mf_error *err);
  * for a GeoJSON centre. */
 typedef struct mf_geo_near {
     double x, y;
+    double old_x, old_y; /* the centre's coordinates as given (mongod's
+                            oldPoint): what a 2d index's search hashes */
     double min_distance, max_distance;
     bool near_sphere, sphere, radians, wrapping;
 } mf_geo_near;
@@ -72,6 +74,11 @@ int mfi_geo_near_parse(const bson_t *section, mf_geo_near *out, mf_error *err);
  * n->sphere, else flat between points (only a point has one).  False
  * when `v` is not such a geometry. */
 bool mfi_geo_near_distance(const mf_geo_near *n, const bson_iter_t *v, double *out);
+
+/* The coordinates of the stored value `v` when it is a point, as
+ * mongod's GeoParser::parseStoredPoint reads one (a legacy pair or
+ * document, a GeoJSON Point): a 2d $near's annulus test. */
+bool mfi_geo_stored_point(const bson_iter_t *v, double *x, double *y);
 
 /* Whether the stored value `v` parses as a geometry, as mongod's
  * GeometryContainer::parseFromStorage: 0, or BadValue with mongod's

@@ -1337,8 +1337,8 @@ static Status near_parse(const bson_t *section, mf_geo_near *out)
     out->near_sphere = sphere;
     out->min_distance = args.min_distance;
     out->max_distance = args.max_distance;
-    out->x = centroid.flat.x;
-    out->y = centroid.flat.y;
+    out->x = out->old_x = centroid.flat.x;
+    out->y = out->old_y = centroid.flat.y;
     if (sphere) {
         /* a flat point must be on the sphere for $nearSphere (a GeoJSON
          * one always is); its distances are then radians */
@@ -1447,6 +1447,20 @@ extern "C" int mfi_geo_ring_cells(const mf_geo_near *n, double inner, double out
         *out = nullptr;
         *cnt = 0;
         return -1;
+    }
+}
+
+extern "C" bool mfi_geo_stored_point(const bson_iter_t *v, double *x, double *y)
+{
+    try {
+        Geometry g;
+        if (!parse_stored(v, &g).ok() || g.kind != K_POINT || g.points.empty())
+            return false;
+        *x = g.points[0].flat.x;
+        *y = g.points[0].flat.y;
+        return true;
+    } catch (const std::bad_alloc &) {
+        return false;
     }
 }
 

@@ -306,6 +306,13 @@ static double distance_compare(pt p1, pt p2, double radius)
     return sqrt(a * a + b * b) - radius;
 }
 
+bool mfi_r2_annulus_contains(double cx, double cy, double inner, double outer, double x,
+                             double y)
+{
+    pt c = {cx, cy}, p = {x, y};
+    return distance_compare(c, p, inner) >= 0 && distance_compare(c, p, outer) <= 0;
+}
+
 static bool circle_contains_box(pt c, double r, const mfi_r2box *b, bool boundary)
 {
     double ll = distance_compare(c, (pt){b->min_x, b->min_y}, r);

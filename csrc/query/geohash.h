@@ -123,6 +123,12 @@ typedef struct mfi_r2region {
 int mfi_r2_cover(const mfi_ghconv *c, const mfi_r2region *r, int max_cells, mfi_ghash **out,
                  size_t *n);
 
+/* Whether (x, y) lies in the annulus of centre (cx, cy) and radii
+ * inner..outer, both included, as mongod's R2Annulus::contains decides
+ * it (distanceCompare's arithmetic). */
+bool mfi_r2_annulus_contains(double cx, double cy, double inner, double outer, double x,
+                             double y);
+
 /* A number's value as a double (mongod's BSONElement::number(); a
  * decimal128 rounded, anything else 0): 2d's options and coordinates. */
 double mfi_geo_number(const bson_iter_t *it);

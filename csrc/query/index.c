@@ -151,19 +151,6 @@ static bool truthy(const bson_iter_t *it)
     }
 }
 
-static bool sub_doc(const bson_iter_t *it, bson_t *out)
-{
-    uint32_t len;
-    const uint8_t *data;
-    if (BSON_ITER_HOLDS_DOCUMENT(it))
-        bson_iter_document(it, &len, &data);
-    else if (BSON_ITER_HOLDS_ARRAY(it))
-        bson_iter_array(it, &len, &data);
-    else
-        return false;
-    return bson_init_static(out, data, len);
-}
-
 static bool find_field(const bson_t *obj, const char *name, size_t n, bson_iter_t *out)
 {
     if (!bson_iter_init(out, obj))
@@ -316,7 +303,7 @@ static int check_key_field(const bson_iter_t *kit, mf_error *err)
     if (!BSON_ITER_HOLDS_DOCUMENT(kit))
         return mf_error_set(err, MF_TypeMismatch, "The field 'key' must be an object, but got %s",
                             mf_bsonx_type_alias(bson_iter_type(kit)));
-    sub_doc(kit, &key);
+    mf_bsonx_container_view(kit, &key);
     bson_iter_init(&a, &key);
     for (size_t ia = 0; bson_iter_next(&a); ia++) {
         bson_iter_init(&b, &key);
@@ -416,7 +403,7 @@ static void dbg_op(dbg *d, const char *path, const bson_iter_t *op, int level)
         bson_t arr;
         bson_iter_t el;
         bool first = true;
-        if (sub_doc(op, &arr) && bson_iter_init(&el, &arr))
+        if (mf_bsonx_container_view(op, &arr) && bson_iter_init(&el, &arr))
             while (bson_iter_next(&el)) {
                 value_str(&el, v, sizeof v);
                 dbg_put(d, "%s%s", first ? " " : ", ", v);
@@ -440,7 +427,7 @@ static void dbg_op(dbg *d, const char *path, const bson_iter_t *op, int level)
             bson_iter_t s;
             dbg_indent(d, level + 1);
             dbg_put(d, "$and\n");
-            if (sub_doc(op, &sub) && bson_iter_init(&s, &sub))
+            if (mf_bsonx_container_view(op, &sub) && bson_iter_init(&s, &sub))
                 while (bson_iter_next(&s))
                     dbg_op(d, path, &s, level + 2);
         }
@@ -452,7 +439,7 @@ static void dbg_op(dbg *d, const char *path, const bson_iter_t *op, int level)
         bson_t sub;
         bson_iter_t s;
         bool is_obj = true;
-        if (sub_doc(op, &sub) && bson_iter_init(&s, &sub) && bson_iter_next(&s))
+        if (mf_bsonx_container_view(op, &sub) && bson_iter_init(&s, &sub) && bson_iter_next(&s))
             is_obj = bson_iter_key(&s)[0] != '$';
         dbg_put(d, "%s $elemMatch (%s)\n", path, is_obj ? "obj" : "value");
         if (is_obj)
@@ -476,9 +463,9 @@ static void dbg_clause(dbg *d, const bson_iter_t *it, int level)
         bson_iter_t el;
         dbg_indent(d, level);
         dbg_put(d, "%s\n", k);
-        if (sub_doc(it, &arr) && bson_iter_init(&el, &arr))
+        if (mf_bsonx_container_view(it, &arr) && bson_iter_init(&el, &arr))
             while (bson_iter_next(&el))
-                if (sub_doc(&el, &sub))
+                if (mf_bsonx_container_view(&el, &sub))
                     dbg_doc(d, &sub, level + 1);
         return;
     }
@@ -553,7 +540,7 @@ static size_t count_clauses(const bson_t *doc)
         bson_t sub;
         if (strcmp(k, "$comment") == 0)
             continue;
-        if (k[0] != '$' && mfi_is_operator_doc(&it, false) && sub_doc(&it, &sub)) {
+        if (k[0] != '$' && mfi_is_operator_doc(&it, false) && mf_bsonx_container_view(&it, &sub)) {
             /* {a: {$gt: 1, $lt: 2}}: one clause per operator ($options goes with $regex) */
             bson_iter_init(&op, &sub);
             while (bson_iter_next(&op))
@@ -584,7 +571,7 @@ static int check_partial_ops(const bson_iter_t *path, const bson_t *ops, int lev
             /* $all: [x, y] is an $and of equalities; $all: [] matches nothing */
             bson_t arr;
             bson_iter_t el;
-            bool empty = !sub_doc(&op, &arr) || bson_empty(&arr);
+            bool empty = !mf_bsonx_container_view(&op, &arr) || bson_empty(&arr);
             ok = !empty;
             if (ok && bson_iter_init(&el, &arr))
                 while (bson_iter_next(&el)) {
@@ -612,13 +599,13 @@ static int check_partial_clause(const bson_iter_t *it, int level, mf_error *err)
     if (strcmp(k, "$and") == 0 || strcmp(k, "$or") == 0) {
         if ((rc = depth_check(level, err)) != 0)
             return rc;
-        if (sub_doc(it, &arr) && bson_iter_init(&el, &arr))
+        if (mf_bsonx_container_view(it, &arr) && bson_iter_init(&el, &arr))
             while (bson_iter_next(&el))
-                if (sub_doc(&el, &sub) && (rc = check_partial_doc(&sub, level + 1, err)) != 0)
+                if (mf_bsonx_container_view(&el, &sub) && (rc = check_partial_doc(&sub, level + 1, err)) != 0)
                     return rc;
         return 0;
     }
-    if (k[0] != '$' && mfi_is_operator_doc(it, false) && sub_doc(it, &sub))
+    if (k[0] != '$' && mfi_is_operator_doc(it, false) && mf_bsonx_container_view(it, &sub))
         return check_partial_ops(it, &sub, level, err);
     if ((rc = depth_check(level, err)) != 0)
         return rc;
@@ -659,9 +646,9 @@ static int check_banned(const bson_t *doc, mf_error *err)
             if (strcmp(k, banned[i]) == 0)
                 return mf_error_set(err, MF_QueryFeatureNotAllowed, "%s is not allowed in this context", k);
         if ((strcmp(k, "$and") == 0 || strcmp(k, "$or") == 0 || strcmp(k, "$nor") == 0) &&
-            sub_doc(&it, &arr) && bson_iter_init(&el, &arr))
+            mf_bsonx_container_view(&it, &arr) && bson_iter_init(&el, &arr))
             while (bson_iter_next(&el))
-                if (sub_doc(&el, &sub) && (rc = check_banned(&sub, err)) != 0)
+                if (mf_bsonx_container_view(&el, &sub) && (rc = check_banned(&sub, err)) != 0)
                     return rc;
     }
     return 0;
@@ -723,7 +710,7 @@ static int check_ttl(const bson_t *in, mf_error *err)
         return mf_error_set(err, MF_CannotCreateIndex, ". Index spec: %s :: caused by :: %s", s, reason);
     if (find(in, "key", &key) && BSON_ITER_HOLDS_DOCUMENT(&key)) {
         bson_t k;
-        sub_doc(&key, &k);
+        mf_bsonx_container_view(&key, &k);
         if (bson_count_keys(&k) != 1)
             return mf_error_set(err, MF_CannotCreateIndex,
                                 "TTL indexes are single-field indexes, compound indexes do not "
@@ -742,7 +729,7 @@ static int check_field(const bson_t *in, const bson_iter_t *it, mf_error *err)
     if (strcmp(k, "key") == 0) {
         int rc = check_key_field(it, err);
         bson_t key;
-        if (rc == 0 && sub_doc(it, &key) && strcmp(plugin_name(&key), "wildcard") == 0)
+        if (rc == 0 && mf_bsonx_container_view(it, &key) && strcmp(plugin_name(&key), "wildcard") == 0)
             rc = mfi_wild_check_key_spec(in, &key, err);
         return rc;
     }
@@ -775,7 +762,7 @@ static int check_field(const bson_t *in, const bson_iter_t *it, mf_error *err)
         if (!BSON_ITER_HOLDS_DOCUMENT(it))
             return mf_error_set(err, MF_TypeMismatch, "The field '%s' must be an object, but got %s",
                                 k, tn);
-        sub_doc(it, &sub);
+        mf_bsonx_container_view(it, &sub);
         if (bson_empty(&sub))
             return mf_error_set(err, MF_BadValue, "The field '%s' cannot be an empty object.", k);
         if (strcmp(k, "originalSpec") == 0)
@@ -791,7 +778,7 @@ static int check_field(const bson_t *in, const bson_iter_t *it, mf_error *err)
             return mf_error_set(err, MF_TypeMismatch,
                                 "The field 'partialFilterExpression' must be an object, but got %s",
                                 tn);
-        sub_doc(it, &sub);
+        mf_bsonx_container_view(it, &sub);
         if ((rc = check_banned(&sub, err)) != 0 || (rc = mf_matcher_parse(&sub, &m, err)) != 0)
             return rc;
         mf_matcher_free(m);
@@ -801,7 +788,7 @@ static int check_field(const bson_t *in, const bson_iter_t *it, mf_error *err)
         bool wild = k[0] == 'w';
         bson_iter_t kit;
         bson_t key;
-        if (wild && find(in, "key", &kit) && sub_doc(&kit, &key) &&
+        if (wild && find(in, "key", &kit) && mf_bsonx_container_view(&kit, &key) &&
             strcmp(plugin_name(&key), "wildcard") == 0)
             return mfi_wild_check_projection(in, it, err);
         return mf_error_set(err, wild ? MF_BadValue : MF_InvalidIndexSpecificationOption,
@@ -915,7 +902,7 @@ static int check_names(const bson_t *spec, mf_error *err)
     bson_t key;
     char s[STR_CAP];
     find(spec, "key", &kit);
-    sub_doc(&kit, &key);
+    mf_bsonx_container_view(&kit, &key);
     find(spec, "name", &nit);
     const char *name = bson_iter_utf8(&nit, NULL);
     if (is_id_pattern(&key)) {
@@ -993,7 +980,7 @@ static int resolve_collation(bson_t *spec, const mf_collator *dflt, mf_error *er
         coll = mf_collator_ref(dflt);
     }
     find(spec, "key", &it);
-    sub_doc(&it, &kd);
+    mf_bsonx_container_view(&it, &kd);
     if (is_id_pattern(&kd) && !mf_collator_equal(coll, dflt)) {
         bson_t x = BSON_INITIALIZER, y = BSON_INITIALIZER;
         mf_collator_to_bson(coll, &x);
@@ -1029,7 +1016,7 @@ static int check_spec_ok(const bson_t *spec, mf_error *err)
     if (len == 0)
         return mf_error_set(err, MF_CannotCreateIndex, "index name cannot be empty");
     bson_t key;
-    if (find(spec, "key", &it) && sub_doc(&it, &key) && strcmp(plugin_name(&key), "wildcard") == 0) {
+    if (find(spec, "key", &it) && mf_bsonx_container_view(&it, &key) && strcmp(plugin_name(&key), "wildcard") == 0) {
         int rc = mfi_wild_check_spec_ok(spec, err);
         if (rc)
             return rc;
@@ -1039,7 +1026,7 @@ static int check_spec_ok(const bson_t *spec, mf_error *err)
         if (find(spec, "sparse", &sp) && truthy(&sp))
             return mf_error_set(err, MF_CannotCreateIndex,
                                 "cannot mix \"partialFilterExpression\" and \"sparse\" options");
-        sub_doc(&it, &filter);
+        mf_bsonx_container_view(&it, &filter);
         int rc = check_partial_doc(&filter, 0, err);
         if (rc)
             return rc;
@@ -1050,7 +1037,7 @@ static int check_spec_ok(const bson_t *spec, mf_error *err)
         if (!BSON_ITER_HOLDS_DOCUMENT(&it))
             return mf_error_set(err, MF_CannotCreateIndex,
                                 "\"storageEngine\" options must be a document if present");
-        sub_doc(&it, &opts);
+        mf_bsonx_container_view(&it, &opts);
         if (bson_empty(&opts))
             return mf_error_set(err, MF_CannotCreateIndex,
                                 "Empty \"storageEngine\" options are invalid. Please remove the "
@@ -1081,7 +1068,7 @@ static void build_fixed(const bson_t *spec, bson_t *out)
         BSON_APPEND_BOOL(out, "unique", true);
     find(spec, "key", &it);
     mf_bsonx_append_iter(out, "key", -1, &it);
-    bool is_id = sub_doc(&it, &key) && is_id_pattern(&key);
+    bool is_id = mf_bsonx_container_view(&it, &key) && is_id_pattern(&key);
     find(spec, "name", &it);
     if (is_id)
         BSON_APPEND_UTF8(out, "name", "_id_");
@@ -1104,7 +1091,7 @@ static int check_field_count(const bson_t *spec, mf_error *err)
 {
     bson_iter_t it;
     bson_t key;
-    if (find(spec, "key", &it) && sub_doc(&it, &key) && bson_count_keys(&key) > 32)
+    if (find(spec, "key", &it) && mf_bsonx_container_view(&it, &key) && bson_count_keys(&key) > 32)
         return mf_error_set(err, 13103, "too many compound keys");
     return 0;
 }
@@ -1115,7 +1102,7 @@ static int check_kind_spec(const bson_t *spec, mf_error *err)
 {
     bson_iter_t it;
     bson_t key;
-    if (!find(spec, "key", &it) || !sub_doc(&it, &key))
+    if (!find(spec, "key", &it) || !mf_bsonx_container_view(&it, &key))
         return 0;
     const mf_index_type *type = mf_index_type_find(plugin_name(&key));
     bool unique = find(spec, "unique", &it) && truthy(&it);
@@ -1132,7 +1119,7 @@ static int fix_for_kind(bson_t *valid, mf_error *err)
 {
     bson_iter_t it;
     bson_t key, fixed;
-    if (!find(valid, "key", &it) || !sub_doc(&it, &key))
+    if (!find(valid, "key", &it) || !mf_bsonx_container_view(&it, &key))
         return 0;
     const mf_index_type *type = mf_index_type_find(plugin_name(&key));
     if (!type || !type->fix_spec)
@@ -1302,7 +1289,7 @@ static bool is_text_spec(const bson_t *spec)
 {
     bson_iter_t it;
     bson_t key;
-    return find(spec, "key", &it) && sub_doc(&it, &key) &&
+    return find(spec, "key", &it) && mf_bsonx_container_view(&it, &key) &&
            strcmp(plugin_name(&key), "text") == 0;
 }
 
@@ -1389,7 +1376,7 @@ int mf_index_desc_init(mf_index_desc *d, const char *name, mf_tree_id tree, cons
     memset(d, 0, sizeof *d);
     d->tree = tree;
     d->expire_after = -1;
-    if (!bson_init_static(&s, spec, spec_len) || !find(&s, "key", &it) || !sub_doc(&it, &sub) ||
+    if (!bson_init_static(&s, spec, spec_len) || !find(&s, "key", &it) || !mf_bsonx_container_view(&it, &sub) ||
         bson_empty(&sub))
         return mf_error_set(err, MF_DataCorruption, "index spec without a key pattern");
     if (!name && find(&s, "name", &it) && BSON_ITER_HOLDS_UTF8(&it))
@@ -1431,7 +1418,7 @@ int mf_index_desc_init(mf_index_desc *d, const char *name, mf_tree_id tree, cons
     /* Before the partial filter: mongod reads it under the index's collation. */
     if (find(&s, "collation", &it) && (rc = mf_collator_new_iter(&it, &d->coll, err)) != 0)
         goto fail;
-    if (find(&s, "partialFilterExpression", &it) && sub_doc(&it, &sub)) {
+    if (find(&s, "partialFilterExpression", &it) && mf_bsonx_container_view(&it, &sub)) {
         if (!(d->partial_spec = bson_copy(&sub))) {
             rc = oom(err);
             goto fail;

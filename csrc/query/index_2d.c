@@ -56,7 +56,6 @@
 #include "geohash.h"
 #include "keygen.h"
 
-#include <ctype.h>
 #include <float.h>
 #include <math.h>
 #include <stdio.h>
@@ -143,34 +142,6 @@ static void elems_push(elems *e, const bson_iter_t *it)
     e->v[e->n++] = *it;
 }
 
-/* The document or array `it` holds, as a read-only view. */
-static bool sub_view(const bson_iter_t *it, bson_t *out)
-{
-    uint32_t len;
-    const uint8_t *data;
-    if (BSON_ITER_HOLDS_DOCUMENT(it))
-        bson_iter_document(it, &len, &data);
-    else if (BSON_ITER_HOLDS_ARRAY(it))
-        bson_iter_array(it, &len, &data);
-    else
-        return false;
-    return bson_init_static(out, data, len);
-}
-
-/* BSONObj::getField: the first field named exactly `name`. */
-static bool get_field(const bson_t *obj, const char *name, size_t len, bson_iter_t *out)
-{
-    bson_iter_t it;
-    if (!bson_iter_init(&it, obj))
-        return false;
-    while (bson_iter_next(&it))
-        if (bson_iter_key_len(&it) == len && memcmp(bson_iter_key(&it), name, len) == 0) {
-            *out = it;
-            return true;
-        }
-    return false;
-}
-
 static bool is_number(const bson_iter_t *it)
 {
     bson_type_t t = bson_iter_type(it);
@@ -178,52 +149,31 @@ static bool is_number(const bson_iter_t *it)
            t == BSON_TYPE_DECIMAL128;
 }
 
+typedef struct collect {
+    elems *out;
+    bool expand_last;
+} collect;
 
-/* mongod's dotted_path_support::extractAllElementsAlongPath: the path
- * looked up whole first, else split at its first dot; a document on the
- * way is followed, an array's elements are (documents and arrays among
- * them), or the array itself when the next component is a number; the
- * last value, an array, is expanded when `expand_last`. */
-static void along_path(const bson_t *obj, const char *path, size_t len, bool expand_last,
-                       elems *out)
+static int collect_value(void *arg, const bson_iter_t *v)
 {
-    bson_iter_t e, c;
-    bson_t sub;
-    if (get_field(obj, path, len, &e)) {
-        if (BSON_ITER_HOLDS_ARRAY(&e) && expand_last) {
-            if (bson_iter_recurse(&e, &c))
-                while (bson_iter_next(&c))
-                    elems_push(out, &c);
-        } else {
-            elems_push(out, &e);
-        }
-        return;
+    collect *c = arg;
+    bson_iter_t kids;
+    if (!c->expand_last || !BSON_ITER_HOLDS_ARRAY(v)) {
+        elems_push(c->out, v);
+    } else if (bson_iter_recurse(v, &kids)) {
+        while (bson_iter_next(&kids))
+            elems_push(c->out, &kids);
     }
-    const char *dot = memchr(path, '.', len);
-    if (!dot)
-        return;
-    const char *next = dot + 1;
-    size_t nlen = len - (size_t)(next - path);
-    if (!get_field(obj, path, (size_t)(dot - path), &e) || !sub_view(&e, &sub))
-        return;
-    if (BSON_ITER_HOLDS_DOCUMENT(&e)) {
-        along_path(&sub, next, nlen, expand_last, out);
-        return;
-    }
-    size_t digits = 0;
-    while (digits < nlen && isdigit((unsigned char)next[digits]))
-        digits++;
-    if (digits > 0 && (digits == nlen || next[digits] == '.')) {
-        along_path(&sub, next, nlen, expand_last, out);
-        return;
-    }
-    if (!bson_iter_init(&c, &sub))
-        return;
-    while (bson_iter_next(&c)) {
-        bson_t elt;
-        if (sub_view(&c, &elt))
-            along_path(&elt, next, nlen, expand_last, out);
-    }
+    return 0;
+}
+
+/* mongod's dotted_path_support::extractAllElementsAlongPath (keygen.c's
+ * walk), the last value, an array, expanded when `expand_last`. */
+static void along_path(const bson_t *doc, const char *path, bool expand_last, elems *out)
+{
+    collect c = {out, expand_last};
+    bool through = false;
+    mfi_path_elements(doc, path, collect_value, &c, &through);
 }
 
 /* ------------------------------------------------------------- keys */
@@ -248,7 +198,7 @@ static int other_fields(gen *g)
     for (size_t i = 1; i < d->nfields; i++) {
         elems e = {0};
         size_t n = 0;
-        along_path(g->doc, d->paths[i], strlen(d->paths[i]), true, &e);
+        along_path(g->doc, d->paths[i], true, &e);
         if (e.oom) {
             free(e.v);
             return mf_error_oom(g->err);
@@ -365,13 +315,13 @@ static int locations(gen *g)
 {
     elems e = {0};
     int rc = 0;
-    along_path(g->doc, g->d->paths[0], strlen(g->d->paths[0]), false, &e);
+    along_path(g->doc, g->d->paths[0], false, &e);
     if (e.oom)
         rc = mf_error_oom(g->err);
     for (size_t i = 0; rc == 0 && i < e.n; i++) {
         bson_t embed, loc;
         bson_iter_t it;
-        if (!sub_view(&e.v[i], &embed) || bson_empty(&embed) || !bson_iter_init(&it, &embed))
+        if (!mf_bsonx_container_view(&e.v[i], &embed) || bson_empty(&embed) || !bson_iter_init(&it, &embed))
             continue;
         bson_iter_next(&it);
         if (is_number(&it)) { /* one location */
@@ -379,7 +329,7 @@ static int locations(gen *g)
             continue;
         }
         do {
-            if (!sub_view(&it, &loc)) {
+            if (!mf_bsonx_container_view(&it, &loc)) {
                 rc = mf_error_set(g->err, 16804, "location object expected, location array not "
                                                  "in correct format");
                 break;

@@ -35,19 +35,6 @@ static int oom(mf_error *err)
     return mf_error_oom(err);
 }
 
-static bool sub_doc(const bson_iter_t *it, bson_t *out)
-{
-    uint32_t len;
-    const uint8_t *data;
-    if (BSON_ITER_HOLDS_DOCUMENT(it))
-        bson_iter_document(it, &len, &data);
-    else if (BSON_ITER_HOLDS_ARRAY(it))
-        bson_iter_array(it, &len, &data);
-    else
-        return false;
-    return bson_init_static(out, data, len);
-}
-
 static bool find_field(const bson_t *obj, const char *name, size_t n, bson_iter_t *out)
 {
     if (!bson_iter_init(out, obj))
@@ -79,7 +66,7 @@ static bool extract_path(const bson_t *obj, const char **path, bson_iter_t *out)
         return true;
     if (BSON_ITER_HOLDS_DOCUMENT(out)) {
         bson_t sub;
-        sub_doc(out, &sub);
+        mf_bsonx_container_view(out, &sub);
         return extract_path(&sub, path, out);
     }
     return false;
@@ -95,7 +82,7 @@ static int extract_next(mfi_keygen *g, const bson_t *obj, mfi_kfield *f, bson_it
     if (have_field && f->has_pos) {
         char arr[ARR_STR_CAP];
         bson_t a;
-        sub_doc(&f->pos_arr, &a);
+        mf_bsonx_container_view(&f->pos_arr, &a);
         mf_bsonx_to_string(&a, arr, sizeof arr);
         return mf_error_set(g->err, E_AMBIGUOUS_FIELD,
                             "Ambiguous field name found in array (do not use numeric field names "
@@ -172,7 +159,7 @@ static int gen(mfi_keygen *g, mfi_kfield *f, const bson_t *obj, size_t nmissing)
         goto out;
     }
     bson_init(&empty);
-    sub_doc(&arr, &arr_doc);
+    mf_bsonx_container_view(&arr, &arr_doc);
     if (bson_empty(&arr_doc)) {
         /* an empty array: the paths through it end in undefined */
         memcpy(sub, f, n * sizeof *sub);
@@ -216,7 +203,7 @@ static int gen(mfi_keygen *g, mfi_kfield *f, const bson_t *obj, size_t nmissing)
             if (in_arr[i] && sub[i].rest[0] == '\0')
                 sub[i].fixed = may_expand ? el : arr;
         }
-        bool is_doc = BSON_ITER_HOLDS_DOCUMENT(&el) && sub_doc(&el, &el_doc);
+        bool is_doc = BSON_ITER_HOLDS_DOCUMENT(&el) && mf_bsonx_container_view(&el, &el_doc);
         rc = gen(g, sub, is_doc ? &el_doc : &empty, nmissing);
     }
 out:

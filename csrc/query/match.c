@@ -714,8 +714,10 @@ static int geo_match_parse(const bson_iter_t *ops, cond *c, mf_error *err)
 /* $near, $nearSphere or $geoNear first in an operator document: its
  * arguments are checked as mongod's GeoNearExpression checks them, then
  * the query is refused as mongod's planner refuses it where no 2d or
- * 2dsphere index serves the path (NoQueryExecutionPlans).  No geo index
- * kind exists yet (docs/geo.md), so that is always. */
+ * 2dsphere index serves the path (NoQueryExecutionPlans): a near
+ * condition the planner took (plan_near.c) was stripped from the filter
+ * before it came here, so one met here has no index, or is not at the
+ * filter's top level. */
 static int geo_near_parse(const bson_iter_t *ops, mf_error *err)
 {
     bson_t section;
