@@ -185,10 +185,9 @@ def test_near_errors(client):
     with pytest.raises(OperationFailure) as e:
         list(c.find({"loc": {"$near": [0, 0]}}))
     assert e.value.code == 291
-    for hint in ("_id_", {"$natural": 1}):  # a hint that cannot serve
-        with pytest.raises(OperationFailure) as e:
-            list(c.find({"loc": near}, hint=hint))
-        assert e.value.code == 291
+    with pytest.raises(OperationFailure) as e:  # a hint that cannot serve
+        list(c.find({"loc": near}, hint="_id_"))
+    assert e.value.code == 291
     with pytest.raises(OperationFailure) as e:  # the argument's own checks
         list(c.find({"loc": {"$near": {"$geometry": point(0, 0), "$maxDistance": -1}}}))
     assert e.value.code == 2
@@ -218,3 +217,42 @@ def test_geo_near_metadata_in_find_and_aggregate(client):
     with pytest.raises(OperationFailure) as e:
         list(c.find({}, {"d": {"$meta": "geoNearDistance"}}))
     assert e.value.code == 40218
+
+
+def test_where_a_near_condition_may_be(client):
+    """mongod's CanonicalQuery checks: one near condition, at the top level
+    (a $and's clause or a one-clause $or's counts, as mongod's optimizer
+    flattens them), not with a $natural sort or hint, nor with $text; and
+    its parser refuses one in a $match (so count_documents) with 5626500."""
+    c = client.t.c
+    c.create_index([("loc", "2dsphere")])
+    c.create_index([("t", "text")])
+    c.insert_many([{"_id": i, "loc": point(i, i), "k": i % 2, "t": "x"} for i in range(6)])
+    near = {"$near": {"$geometry": point(0, 0)}}
+    top = [d["_id"] for d in c.find({"loc": near, "k": 1})]
+    assert top == [1, 3, 5]
+    assert [d["_id"] for d in c.find({"$and": [{"loc": near}, {"k": 1}]})] == top
+    assert [d["_id"] for d in c.find({"$and": [{"$and": [{"k": 1}, {"loc": near}]}]})] == top
+    assert [d["_id"] for d in c.find({"$or": [{"loc": near}], "k": 1})] == top
+    cases = [
+        ({"$or": [{"loc": near}, {"k": 1}]}, {}, "geoNear must be top-level expr"),
+        ({"$nor": [{"loc": near}]}, {}, "geoNear must be top-level expr"),
+        ({"a": {"$elemMatch": {"loc": near}}}, {}, "geoNear must be top-level expr"),
+        ({"loc": {"$not": near}}, {}, "geoNear must be top-level expr"),
+        ({"loc": near, "$and": [{"b": near}]}, {}, "Too many geoNear expressions"),
+        ({"loc": near}, {"hint": {"$natural": 1}},
+         "geoNear expression not allowed with $natural hint"),
+        ({"loc": near}, {"sort": [("$natural", 1)]},
+         "geoNear expression not allowed with $natural sort order"),
+        ({"loc": near, "$text": {"$search": "x"}}, {},
+         "text and geoNear not allowed in same query"),
+    ]
+    for flt, kw, msg in cases:
+        with pytest.raises(OperationFailure) as e:
+            list(c.find(flt, **kw))
+        assert e.value.code == 2 and msg in str(e.value), (flt, e.value.details)
+    for run in (lambda: list(c.aggregate([{"$match": {"loc": near}}])),
+                lambda: c.count_documents({"loc": near})):
+        with pytest.raises(OperationFailure) as e:
+            run()
+        assert e.value.code == 5626500 and "not allowed in this context" in str(e.value)

@@ -462,6 +462,14 @@ int mfi_parse_match(const bson_iter_t *it, mfi_agg *agg, mfi_stage_list *out, mf
     if (bson_iter_init_find(&w, &f, "$where"))
         return mf_error_set(err, MF_BadValue, "$where is not allowed inside of a $match "
                                               "aggregation expression");
+    if (mf_filter_any_near(&f)) /* mongod's parser, without AllowedFeatures::kGeoNear */
+        return mf_error_set(err, 5626500,
+                            "$geoNear, $near, and $nearSphere are not allowed in this context, as "
+                            "these operators require sorting geospatial data. If you do not need "
+                            "sort, consider using $geoWithin instead. Check out "
+                            "https://dochub.mongodb.org/core/near-sort-operation and "
+                            "https://dochub.mongodb.org/core/nearSphere-sort-operationfor more "
+                            "details.");
     mf_expr_hooks hooks;
     mfi_agg_hooks(agg, &hooks);
     return mf_matcher_parse_coll(&m->filter, &hooks, agg->collator, &m->m, err);

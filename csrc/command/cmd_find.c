@@ -52,6 +52,7 @@ typedef struct find_args {
     bool has_hint;
     bool natural_sort;      /* the sort was {$natural: ...} (now the hint) */
     bool user_hint;         /* a hint given, not empty (before the $natural sort's) */
+    bool natural_hint;      /* that hint is {$natural: ...} */
     int64_t skip, limit, batch_size; /* limit 0: none; batch_size -1: default */
     bool single_batch, allow_disk_use, no_cursor_timeout, show_record_id, return_key;
     bool tailable, await_data;
@@ -148,6 +149,10 @@ static int parse_find(const bson_t *cmd, find_args *a, mf_error *err)
         bson_t h;
         a->user_hint = a->has_hint && !(BSON_ITER_HOLDS_DOCUMENT(&a->hint) &&
                                         mfi_doc_arg(&a->hint, &h) && bson_empty(&h));
+        bson_iter_t first;
+        a->natural_hint = a->user_hint && BSON_ITER_HOLDS_DOCUMENT(&a->hint) &&
+                          mfi_doc_arg(&a->hint, &h) && bson_iter_init(&first, &h) &&
+                          bson_iter_next(&first) && strcmp(bson_iter_key(&first), "$natural") == 0;
         bool had_sort = a->has_sort;
         rc = mfi_natural_sort(&a->sort, &a->has_sort, &a->hint, &a->has_hint, err);
         a->natural_sort = had_sort && !a->has_sort;
@@ -172,32 +177,9 @@ static void parts_free(query_parts *q)
 
 /* Whether `filter` has a $near, $nearSphere or $geoNear condition (at the
  * top or in a top-level $and): the query then has geoNear metadata. */
-static bool filter_has_near(const bson_t *filter)
-{
-    bson_iter_t it, op, el;
-    bson_t sub;
-    if (!filter || !bson_iter_init(&it, filter))
-        return false;
-    while (bson_iter_next(&it)) {
-        const char *k = bson_iter_key(&it);
-        if (strcmp(k, "$and") == 0 && BSON_ITER_HOLDS_ARRAY(&it) && bson_iter_recurse(&it, &el)) {
-            while (bson_iter_next(&el))
-                if (mf_bsonx_doc_view(&el, &sub) && filter_has_near(&sub))
-                    return true;
-        } else if (k[0] != '$' && BSON_ITER_HOLDS_DOCUMENT(&it) && bson_iter_recurse(&it, &op)) {
-            while (bson_iter_next(&op))
-                if (strcmp(bson_iter_key(&op), "$near") == 0 ||
-                    strcmp(bson_iter_key(&op), "$nearSphere") == 0 ||
-                    strcmp(bson_iter_key(&op), "$geoNear") == 0)
-                    return true;
-        }
-    }
-    return false;
-}
-
 /* What of a find mongod's CanonicalQuery checks beside its parts. */
 typedef struct canon_opts {
-    bool natural_sort, hint, tailable;
+    bool natural_sort, hint, natural_hint, tailable;
 } canon_opts;
 
 /* `hooks` compile the filter's $expr and the projection's computed fields;
@@ -213,6 +195,10 @@ static int parse_parts(const bson_t *filter, const bson_t *projection, const bso
 {
     static const bson_t empty = BSON_INITIALIZER;
     int rc;
+    bool text = filter && mf_filter_has_text(filter);
+    if (co && (rc = mf_filter_near_check(filter, text, co->natural_sort, co->natural_hint,
+                                         err)) != 0)
+        return rc;
     if (filter && mf_filter_has_near(filter)) {
         /* the planner's search by distance answers the near condition */
         bson_t rest;
@@ -223,7 +209,6 @@ static int parse_parts(const bson_t *filter, const bson_t *projection, const bso
     } else {
         rc = mf_matcher_parse_coll(filter ? filter : &empty, hooks, coll, &q->m, err);
     }
-    bool text = filter && mf_filter_has_text(filter);
     if (rc == 0 && co && text) {
         if (co->natural_sort)
             rc = mf_error_set(err, MF_BadValue,
@@ -235,7 +220,7 @@ static int parse_parts(const bson_t *filter, const bson_t *projection, const bso
                               "text and tailable cursor not allowed in same query");
     }
     uint32_t unavailable = (text ? 0 : MF_META_BIT(MF_META_TEXT_SCORE)) |
-                           (filter_has_near(filter) ? 0
+                           (filter && mf_filter_has_near(filter) ? 0
                                                     : MF_META_BIT(MF_META_GEO_NEAR_DISTANCE) |
                                                           MF_META_BIT(MF_META_GEO_NEAR_POINT));
     bool has_sort = sort && !doc_empty(sort);
@@ -370,7 +355,7 @@ static int find_prepare(mf_cmd_ctx *ctx, const bson_t *cmd, char ns[MF_MAX_NS_LE
     if (rc == 0) {
         mf_expr_ctx_hooks(xctx, &hooks);
         canon_opts co = {.natural_sort = a->natural_sort, .hint = a->user_hint,
-                         .tailable = a->tailable};
+                         .natural_hint = a->natural_hint, .tailable = a->tailable};
         rc = parse_parts(a->has_filter ? &a->filter : NULL,
                          a->has_projection ? &a->projection : NULL,
                          a->has_sort ? &a->sort : NULL, &hooks, *coll, &co, q, err);

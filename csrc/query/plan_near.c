@@ -133,25 +133,96 @@ static bool is_near_op(const char *op)
            strcmp(op, "$geoNear") == 0;
 }
 
-/* The top-level element of `filter` that is a near condition: {path:
- * {$near...: ...}} with the near operator first. */
+/* Whether `it` is a near condition's operator document: {$near...: ...}
+ * with the near operator first. */
+static bool is_near_section(const bson_iter_t *it)
+{
+    bson_iter_t ops;
+    return BSON_ITER_HOLDS_DOCUMENT(it) && bson_iter_recurse(it, &ops) && bson_iter_next(&ops) &&
+           is_near_op(bson_iter_key(&ops)) &&
+           (BSON_ITER_HOLDS_DOCUMENT(&ops) || BSON_ITER_HOLDS_ARRAY(&ops));
+}
+
+/* Whether the clauses of the logical operator `it` are the top level's,
+ * once mongod's optimizer has normalised the filter: those of a $and
+ * (flattened into the top-level AND), and the one clause of a $or (which
+ * replaces it). */
+static bool joins_top_level(const bson_iter_t *it)
+{
+    bson_iter_t kids;
+    const char *k = bson_iter_key(it);
+    if (!BSON_ITER_HOLDS_ARRAY(it))
+        return false;
+    if (strcmp(k, "$and") == 0)
+        return true;
+    if (strcmp(k, "$or") != 0 || !bson_iter_recurse(it, &kids))
+        return false;
+    int n = 0;
+    while (bson_iter_next(&kids))
+        n++;
+    return n == 1;
+}
+
+/* The element of `filter` that is a near condition at its top level (a
+ * field of it, or of a clause of a $and there): {path: {$near...: ...}}. */
 static bool near_element(const bson_t *filter, bson_iter_t *out)
 {
-    bson_iter_t it;
+    bson_iter_t it, kids;
+    bson_t clause;
     if (!filter || !bson_iter_init(&it, filter))
         return false;
     while (bson_iter_next(&it)) {
-        bson_iter_t ops;
-        if (bson_iter_key(&it)[0] == '$' || !BSON_ITER_HOLDS_DOCUMENT(&it) ||
-            !bson_iter_recurse(&it, &ops) || !bson_iter_next(&ops))
+        if (bson_iter_key(&it)[0] == '$') {
+            if (joins_top_level(&it) && bson_iter_recurse(&it, &kids))
+                while (bson_iter_next(&kids))
+                    if (mf_bsonx_doc_view(&kids, &clause) && near_element(&clause, out))
+                        return true;
             continue;
-        if (is_near_op(bson_iter_key(&ops)) &&
-            (BSON_ITER_HOLDS_DOCUMENT(&ops) || BSON_ITER_HOLDS_ARRAY(&ops))) {
+        }
+        if (is_near_section(&it)) {
             *out = it;
             return true;
         }
     }
     return false;
+}
+
+/* How many near conditions `filter` holds, anywhere (mongod's
+ * countNodes(GEO_NEAR)): in its fields, its logical operators' clauses,
+ * and the operator documents of $elemMatch and $not. */
+static size_t count_near(const bson_t *filter)
+{
+    bson_iter_t it, kids, ops;
+    bson_t sub;
+    size_t n = 0;
+    if (!bson_iter_init(&it, filter))
+        return 0;
+    while (bson_iter_next(&it)) {
+        const char *k = bson_iter_key(&it);
+        if (is_near_op(k) && (BSON_ITER_HOLDS_DOCUMENT(&it) || BSON_ITER_HOLDS_ARRAY(&it))) {
+            n++; /* in an operator document: {$not: {$near: ...}} */
+        } else if (k[0] == '$') {
+            if ((strcmp(k, "$and") == 0 || strcmp(k, "$or") == 0 || strcmp(k, "$nor") == 0) &&
+                BSON_ITER_HOLDS_ARRAY(&it) && bson_iter_recurse(&it, &kids))
+                while (bson_iter_next(&kids))
+                    if (mf_bsonx_doc_view(&kids, &sub))
+                        n += count_near(&sub);
+        } else if (is_near_section(&it)) {
+            n++;
+        } else if (BSON_ITER_HOLDS_DOCUMENT(&it) && bson_iter_recurse(&it, &ops)) {
+            while (bson_iter_next(&ops))
+                if ((strcmp(bson_iter_key(&ops), "$elemMatch") == 0 ||
+                     strcmp(bson_iter_key(&ops), "$not") == 0) &&
+                    mf_bsonx_doc_view(&ops, &sub))
+                    n += count_near(&sub);
+        }
+    }
+    return n;
+}
+
+bool mf_filter_any_near(const bson_t *filter)
+{
+    return filter && count_near(filter) > 0;
 }
 
 bool mf_filter_has_near(const bson_t *filter)
@@ -160,17 +231,74 @@ bool mf_filter_has_near(const bson_t *filter)
     return near_element(filter, &it);
 }
 
+int mf_filter_near_check(const bson_t *filter, bool text, bool natural_sort, bool natural_hint,
+                         mf_error *err)
+{
+    bson_iter_t el;
+    size_t n = filter ? count_near(filter) : 0;
+    if (n == 0)
+        return 0;
+    if (n > 1)
+        return mf_error_set(err, MF_BadValue, "Too many geoNear expressions");
+    if (natural_sort)
+        return mf_error_set(err, MF_BadValue,
+                            "geoNear expression not allowed with $natural sort order");
+    if (natural_hint)
+        return mf_error_set(err, MF_BadValue, "geoNear expression not allowed with $natural hint");
+    if (text)
+        return mf_error_set(err, MF_BadValue, "text and geoNear not allowed in same query");
+    if (!near_element(filter, &el))
+        return mf_error_set(err, MF_BadValue, "geoNear must be top-level expr");
+    return 0;
+}
+
+/* `in` without the element whose key is at `near_key`, found in it or in
+ * its top-level $and / one-clause $or, into `out` (initialised by the
+ * caller). */
+static bool strip(const bson_t *in, const char *near_key, bson_t *out)
+{
+    bson_iter_t it, kids;
+    bson_t clause, arr, rest;
+    bson_iter_init(&it, in);
+    while (bson_iter_next(&it)) {
+        const char *k = bson_iter_key(&it);
+        if (k == near_key)
+            continue;
+        if (k[0] != '$' || !joins_top_level(&it) || !bson_iter_recurse(&it, &kids)) {
+            if (!mf_bsonx_append_iter(out, k, -1, &it))
+                return false;
+            continue;
+        }
+        if (!bson_append_array_begin(out, k, -1, &arr))
+            return false;
+        for (uint32_t i = 0; bson_iter_next(&kids); i++) {
+            char key[16];
+            const char *kk;
+            bson_uint32_to_string(i, &kk, key, sizeof key);
+            bool ok;
+            if (mf_bsonx_doc_view(&kids, &clause)) {
+                bson_init(&rest);
+                ok = strip(&clause, near_key, &rest) && bson_append_document(&arr, kk, -1, &rest);
+                bson_destroy(&rest);
+            } else {
+                ok = mf_bsonx_append_iter(&arr, kk, -1, &kids);
+            }
+            if (!ok)
+                return false;
+        }
+        if (!bson_append_array_end(out, &arr))
+            return false;
+    }
+    return true;
+}
+
 int mf_filter_strip_near(const bson_t *filter, bson_t *out)
 {
-    bson_iter_t near, it;
+    bson_iter_t near;
     bson_init(out);
     if (!near_element(filter, &near))
         return bson_concat(out, filter) ? 0 : -1;
-    bson_iter_init(&it, filter);
-    while (bson_iter_next(&it))
-        if (it.off != near.off && !mf_bsonx_append_iter(out, bson_iter_key(&it), -1, &it))
-            return -1;
-    return 0;
+    return strip(filter, bson_iter_key(&near), out) ? 0 : -1;
 }
 
 /* ---------------------------------------------------------- planning */

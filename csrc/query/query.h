@@ -701,9 +701,21 @@ bool mf_filter_has_text(const bson_t *filter);
 bool mf_scan_is_text(const mf_scan *s);
 
 /* Whether `filter`'s top level holds a $near, $nearSphere or $geoNear
- * condition ({path: {$near: ...}}, the near operator first), which the
- * planner answers with a search by distance (plan_near.c). */
+ * condition ({path: {$near: ...}}, the near operator first; in the filter
+ * or a clause of a $and there, or of a $or of one clause, as mongod's
+ * optimizer flattens them), which the planner answers with a search by
+ * distance (plan_near.c). */
 bool mf_filter_has_near(const bson_t *filter);
+/* Whether `filter` holds a near condition anywhere (where mongod's
+ * parser refuses them, a $match: 5626500). */
+bool mf_filter_any_near(const bson_t *filter);
+/* mongod's CanonicalQuery checks of a query's near conditions, BadValue:
+ * "Too many geoNear expressions" (more than one anywhere), "geoNear
+ * expression not allowed with $natural sort order" / "... with $natural
+ * hint", "text and geoNear not allowed in same query" (`text`: the query
+ * has $text), "geoNear must be top-level expr". */
+int mf_filter_near_check(const bson_t *filter, bool text, bool natural_sort, bool natural_hint,
+                         mf_error *err);
 /* `filter` without that condition, into `out` (initialised here): what
  * the matcher of a near query judges (mongod's GeoNear match expression
  * matches every document; the search decides).  0 or -1. */
