@@ -1613,8 +1613,6 @@ int mf_index_key_values(const mf_index_desc *d, const bson_t *doc, const uint8_t
 {
     if (d->hashed) /* one key per document */
         return mfi_hashed_key_values(d, doc, out, err);
-    if (d->type == &mfi_2dsphere_type)
-        return mfi_s2_key_values(d, doc, entry, entry_len, out, err);
     if (d->type && d->type->key_values)
         return d->type->key_values(d, doc, entry, entry_len, out, err);
     ikeys k = {.d = d, .entry = entry, .entry_len = entry_len, .values = out};

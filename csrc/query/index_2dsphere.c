@@ -476,8 +476,12 @@ static int s2_keys(const mf_index_desc *d, const bson_t *doc, mf_keyset *out, ui
     return mfi_keys_fit(d, out, err);
 }
 
-int mfi_s2_key_values(const mf_index_desc *d, const bson_t *doc, const uint8_t *entry,
-                      size_t entry_len, bson_t *out, mf_error *err)
+/* returnKey's values of the key `entry` of `doc`, named by the fields'
+ * paths (a cell a NumberLong); nothing when no key of `doc` is `entry`.
+ * Without d->kind (a scan's copy of the descriptor) cells are covered at
+ * mongod's default levels. */
+static int s2_key_values(const mf_index_desc *d, const bson_t *doc, const uint8_t *entry,
+                         size_t entry_len, bson_t *out, mf_error *err)
 {
     parts *f = calloc(d->nfields ? d->nfields : 1, sizeof *f);
     size_t *at = calloc(d->nfields ? d->nfields : 1, sizeof *at);
@@ -562,4 +566,5 @@ const mf_index_type mfi_2dsphere_type = {
     .fix_spec = s2_fix_spec,
     .desc_init = s2_desc_init,
     .desc_clear = s2_desc_clear,
+    .key_values = s2_key_values,
 };

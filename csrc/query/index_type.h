@@ -84,15 +84,6 @@ void mfi_keyset_unique(mf_keyset *k);
  * paths (the hashed one a NumberLong), appended to `out`: returnKey. */
 int mfi_hashed_key_values(const mf_index_desc *d, const bson_t *doc, bson_t *out, mf_error *err);
 
-/* The values of the key `entry` (an index entry, its RecordId after the
- * key or not) of a 2dsphere index for `doc`, named by the fields' paths
- * (a cell a NumberLong), appended to `out`: returnKey.  Nothing is
- * appended when no key of `doc` is `entry`.  Without d->kind (a scan's
- * copy of the descriptor) the cells are covered at mongod's default
- * levels. */
-int mfi_s2_key_values(const mf_index_desc *d, const bson_t *doc, const uint8_t *entry,
-                      size_t entry_len, bson_t *out, mf_error *err);
-
 /* The text index (index_text.c). */
 int mfi_text_index_fix_spec(const bson_t *in, bson_t *out, mf_error *err);
 int mfi_text_index_desc_init(mf_index_desc *d, const bson_t *spec, mf_error *err);
