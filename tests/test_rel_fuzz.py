@@ -39,16 +39,17 @@ CSRC = REPO / "csrc"
 CORPUS = REPO.parent / "shared" / "spec" / "bson-corpus"
 REGRESSIONS = REPO / "tests" / "fuzz_regressions"
 OUT = REPO / "build" / "fuzz"
-TARGETS = ("bson", "wire", "wal")
+TARGETS = ("bson", "wire", "wal", "scram")
 # The sources a target needs: the harness and what it reaches.
 SOURCES = (["csrc/test/fuzz_targets.c", "csrc/wire/msg.c", "csrc/storage/wal.c",
-            "csrc/storage/os.c"] + [str(p.relative_to(REPO)) for p in sorted(CSRC.glob("bsonx/*.c"))]
+            "csrc/storage/os.c", "csrc/command/scram.c"]
+           + [str(p.relative_to(REPO)) for p in sorted(CSRC.glob("bsonx/*.c"))]
            + [str(p.relative_to(REPO)) for p in sorted(CSRC.glob("util/*.c"))])
 # (libcrypto: the MD5 of bsonx/hash.c, every bsonx file being linked in)
 PKGS = ["libbson-1.0", "liblz4", "libxxhash", "icu-i18n", "icu-uc", "libcrypto"]
 FLAGS = ["-std=c11", "-D_GNU_SOURCE", "-O1", "-g", "-fno-omit-frame-pointer",
          "-fsanitize=address,undefined", "-fno-sanitize-recover=undefined"]
-MAX_LEN = {"bson": 4096, "wire": 8192, "wal": 65536}
+MAX_LEN = {"bson": 4096, "wire": 8192, "wal": 65536, "scram": 1024}
 SALT = 0x5EED5EED5EED5EED  # MF_FUZZ_WAL_SALT
 SAN_ENV = {"ASAN_OPTIONS": "detect_leaks=1:abort_on_error=1:symbolize=1",
            "UBSAN_OPTIONS": "print_stacktrace=1:halt_on_error=1"}
@@ -225,6 +226,20 @@ def _wal_seeds(valid):
     return out
 
 
+# client-first NUL client-final, for each mechanism (RFC 5802/7677's
+# messages, and a few of mongod's refusals)
+SCRAM_SEEDS = [
+    b"\x00n,,n=user,r=rOprNGfwEbeRWgbNEkqO\x00c=biws,r=rOprNGfwEbeRWgbNEkqO%hvYDpWUa2RaTCAfuxFI"
+    b"lj)hNlF$k0,p=dHzbZapWIk4jUhN+Ute9ytag9zjfMHgsqmmiz7AndVQ=",
+    b"\x01n,,n=user,r=fyko+d2lbbFgONRv9qkxdawL\x00c=biws,r=fyko+d2lbbFgONRv9qkxdawL3rfcNHYJY1ZV"
+    b"vWVs7j,p=v0X8v3Bz2T0CJGbJQyF0X+HI4Ts=",
+    b"\x00y,a=us=2Cer,n=us=2Cer,r=abcdefgh\x00c=eSws,r=abcdefgh,p=AAAA",
+    b"\x00p=tls-unique,,n=u,r=abcd\x00",
+    b"\x00n,,m=x,n=u,r=abcd\x00",
+    b"\x01n,,n=I\xc2\xadX\xe2\x85\xa8,r=abcdefgh\x00c=biws,,,r=abcdefgh,p=====",
+]
+
+
 def _write_seeds(target: str, seeds) -> Path:
     d = OUT / "seeds" / target
     shutil.rmtree(d, ignore_errors=True)
@@ -241,7 +256,8 @@ def seeds():
     valid, invalid = _corpus_docs()
     return {"bson": _write_seeds("bson", valid + invalid),
             "wire": _write_seeds("wire", _wire_seeds(valid, invalid)),
-            "wal": _write_seeds("wal", _wal_seeds(valid))}
+            "wal": _write_seeds("wal", _wal_seeds(valid)),
+            "scram": _write_seeds("scram", SCRAM_SEEDS)}
 
 
 # ------------------------------------------------------------------- runs

@@ -374,16 +374,17 @@ int mfi_cmd_whatsmyuri(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_err
 int mfi_cmd_connection_status(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply,
                               mf_error *err)
 {
-    (void)ctx, (void)err;
+    (void)err;
     bson_iter_t it;
     bool privileges = bson_iter_init_find(&it, cmd, "showPrivileges") &&
                       bson_iter_as_bool(&it);
-    bson_t info, arr;
+    bson_t info, arr, users = BSON_INITIALIZER, roles = BSON_INITIALIZER;
+    mfi_auth_status(ctx, &users, &roles);
     BSON_APPEND_DOCUMENT_BEGIN(reply, "authInfo", &info);
-    BSON_APPEND_ARRAY_BEGIN(&info, "authenticatedUsers", &arr);
-    bson_append_array_end(&info, &arr);
-    BSON_APPEND_ARRAY_BEGIN(&info, "authenticatedUserRoles", &arr);
-    bson_append_array_end(&info, &arr);
+    BSON_APPEND_ARRAY(&info, "authenticatedUsers", &users);
+    BSON_APPEND_ARRAY(&info, "authenticatedUserRoles", &roles);
+    bson_destroy(&users);
+    bson_destroy(&roles);
     if (privileges) {
         BSON_APPEND_ARRAY_BEGIN(&info, "authenticatedUserPrivileges", &arr);
         bson_append_array_end(&info, &arr);

@@ -179,5 +179,7 @@ int mfi_cmd_hello(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_error *e
     BSON_APPEND_INT32(reply, "maxWireVersion", MF_MAX_WIRE_VERSION);
     /* True once the storage engine refuses writes (a failed sync). */
     BSON_APPEND_BOOL(reply, "readOnly", mf_engine_failure(ctx->inst->engine, NULL, 0));
+    if (!ctx->client->is_internal)
+        return mfi_auth_hello(ctx, cmd, reply, err);
     return 0;
 }

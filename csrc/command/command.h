@@ -100,7 +100,14 @@ typedef struct mf_client {
      * (another server).  The failCommand fail point filters on them. */
     char app_name[129];
     bool is_internal_client;
+    /* Who the connection authenticated as, and its SASL conversation
+     * (auth.c), or NULL: nobody yet.  Freed by mf_command_client_end. */
+    struct mfi_auth *auth;
 } mf_client;
+
+/* Release what a connection's client holds (its authentication), when the
+ * connection ends. */
+void mf_command_client_end(mf_client *c);
 
 /* Outcome flags of a command beyond its reply. */
 enum {

@@ -21,6 +21,7 @@ typedef struct mfi_op_debug mfi_op_debug;
 typedef struct mfi_prof_op mfi_prof_op;
 typedef struct mfi_repl mfi_repl;
 typedef struct mfi_txn_table mfi_txn_table;
+typedef struct mfi_auth mfi_auth;
 
 /* A retryable write command's session state (retry.c), while it runs. */
 typedef struct mfi_retry {
@@ -217,6 +218,22 @@ int mfi_command_direct(mf_instance *inst, const char *db, const bson_t *cmd, bso
 /* Sleep up to `ms` milliseconds, or until shutdown begins; returns true if
  * it is shutting down. */
 bool mfi_instance_sleep(mf_instance *inst, int64_t ms);
+
+/* ------------------------------------------------- who a client is (auth.c) */
+
+/* The user document of `user`@`db` in admin.system.users into `out`
+ * (initialised here), `*found` false when there is none. */
+int mfi_user_load(mf_instance *inst, const char *db, const char *user, bson_t *out, bool *found,
+                  mf_error *err);
+/* hello's saslSupportedMechs and speculativeAuthenticate answers, appended
+ * to `reply` when `cmd` asks; BadValue for a malformed request (a failed
+ * speculative authentication is no answer, not an error). */
+int mfi_auth_hello(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_error *err);
+/* Whether `role` is a built-in role of database `db` (cmd_users.c). */
+bool mfi_role_is_builtin(const char *role, const char *db);
+/* connectionStatus: the connection's users [{user, db}] and their roles
+ * [{role, db}], appended to the two open arrays. */
+void mfi_auth_status(mf_cmd_ctx *ctx, bson_t *users, bson_t *roles);
 
 /* Handlers, by file. */
 

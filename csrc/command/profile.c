@@ -474,9 +474,52 @@ bool mfi_profile_statement_wanted(const mf_cmd_ctx *ctx, int64_t start_us)
 
 /* Log and keep (for system.profile) one operation, as its level, filter
  * and duration decide. */
-static void record(mf_cmd_ctx *ctx, const mfi_op_debug *d, const bson_t *command,
+static void record_redacted(mf_cmd_ctx *ctx, const mfi_op_debug *d, const bson_t *command,
+                            bool is_command, bool may_profile, int64_t us, const mf_error *err,
+                            int64_t reslen);
+
+/* `command` as the log and the profiler may show it (mongod's
+ * redactForLogging): a password (createUser, updateUser) and a SASL
+ * payload (saslStart, saslContinue) are "xxx".  `scratch` holds a copy
+ * when one is made; the result is `command` or `scratch`. */
+static const bson_t *redacted(const bson_t *command, bson_t *scratch)
+{
+    bson_iter_t it;
+    const char *secret = NULL;
+    if (!command || !bson_iter_init(&it, command) || !bson_iter_next(&it))
+        return command;
+    const char *name = bson_iter_key(&it);
+    if (strcmp(name, "createUser") == 0 || strcmp(name, "updateUser") == 0)
+        secret = "pwd";
+    else if (strcmp(name, "saslStart") == 0 || strcmp(name, "saslContinue") == 0)
+        secret = "payload";
+    else
+        return command;
+    bson_init(scratch);
+    bson_iter_init(&it, command);
+    while (bson_iter_next(&it)) {
+        if (strcmp(bson_iter_key(&it), secret) == 0)
+            BSON_APPEND_UTF8(scratch, secret, "xxx");
+        else
+            mf_bsonx_append_iter(scratch, bson_iter_key(&it), -1, &it);
+    }
+    return scratch;
+}
+
+static void record(mf_cmd_ctx *ctx, const mfi_op_debug *d, const bson_t *command_in,
                    bool is_command, bool may_profile, int64_t us, const mf_error *err,
                    int64_t reslen)
+{
+    bson_t scratch;
+    const bson_t *command = redacted(command_in, &scratch);
+    record_redacted(ctx, d, command, is_command, may_profile, us, err, reslen);
+    if (command != command_in)
+        bson_destroy(&scratch);
+}
+
+static void record_redacted(mf_cmd_ctx *ctx, const mfi_op_debug *d, const bson_t *command,
+                            bool is_command, bool may_profile, int64_t us, const mf_error *err,
+                            int64_t reslen)
 {
     mfi_prof_op *op = ctx->prof;
     int64_t millis = us / 1000;

@@ -631,7 +631,8 @@ int mfi_r2_cover(const mfi_ghconv *c, const mfi_r2region *r, int max_cells, mfi_
         free(cv.res);
         return -1;
     }
-    qsort(cv.res, cv.nres, sizeof *cv.res, ghash_cmp);
+    if (cv.nres > 1) /* (an empty covering has no array: qsort takes none) */
+        qsort(cv.res, cv.nres, sizeof *cv.res, ghash_cmp);
     *out = cv.res;
     *n = cv.nres;
     return 0;
@@ -651,7 +652,8 @@ static bool set_push(mfi_cellset *s, mfi_ghash g)
 static void set_normalize(mfi_cellset *s)
 {
     size_t w = 0;
-    qsort(s->v, s->n, sizeof *s->v, ghash_cmp);
+    if (s->n > 1)
+        qsort(s->v, s->n, sizeof *s->v, ghash_cmp);
     for (size_t i = 0; i < s->n; i++) {
         mfi_ghash id = s->v[i];
         if (w > 0 && ghash_contains(s->v[w - 1], id))

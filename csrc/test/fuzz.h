@@ -33,6 +33,11 @@
  *         checks that the log replays the same records plus the new one.
  *         Open must succeed or fail with DataCorruptionDetected; replayed
  *         LSNs must be consecutive.
+ *   scram mode (bit 0: SCRAM-SHA-1, else SCRAM-SHA-256), then a client-first
+ *         message, a NUL, and a client-final message: SASLprep of the first,
+ *         then the server's conversation with a fixed user's credentials.
+ *         A client-first that parses must give a server-first "r=..."; no
+ *         client-final can succeed (the server's nonce is random).
  */
 #ifndef MF_TEST_FUZZ_H
 #define MF_TEST_FUZZ_H
@@ -45,6 +50,7 @@
 int mf_fuzz_bson(const uint8_t *data, size_t len);
 int mf_fuzz_wire(const uint8_t *data, size_t len);
 int mf_fuzz_wal(const uint8_t *data, size_t len);
+int mf_fuzz_scram(const uint8_t *data, size_t len);
 
 /* What the last call reached, for the C cases that check the targets do
  * what they are meant to: OP_MSGs parsed into a command, and records the

@@ -28,6 +28,7 @@ static const struct {
     {"bson", mf_fuzz_bson},
     {"wire", mf_fuzz_wire},
     {"wal", mf_fuzz_wal},
+    {"scram", mf_fuzz_scram},
 };
 
 static bool regressions_dir(char *out, size_t cap)

@@ -133,6 +133,7 @@ static const struct {
     {322, "APIVersionError"},
     {323, "APIStrictError"},
     {324, "APIDeprecationError"},
+    {334, "MechanismUnavailable"},
     {352, "UnsupportedOpQueryCommand"},
     {357, "InvalidBSONType"},
     {359, "CannotConvertIndexToUnique"},

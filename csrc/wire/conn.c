@@ -497,6 +497,7 @@ void *mfi_conn_main(void *arg)
     conn_loop(c);
 
     mf_log(MF_LOG_INFO, "NETWORK", 22944, c->client.remote, "Connection ended");
+    mf_command_client_end(&c->client);
     pthread_mutex_lock(&srv->mu);
     if (c->prev)
         c->prev->next = c->next;
