@@ -286,3 +286,128 @@ def test_password_change_takes_effect(served, admin):
     good = connect(served, "f", "two")
     assert status(good)["authenticatedUsers"] == [{"user": "f", "db": "admin"}]
     good.close()
+
+
+def test_startup_warning_without_access_control(admin):
+    lines = admin.admin.command("getLog", "startupWarnings")["log"]
+    assert any('"id":22120' in ln and "Access control is not enabled for the database" in ln
+               for ln in lines), lines
+
+
+def test_review_fixes(served, admin):
+    """Cases a review found: a long SASLprep expansion, digestPassword false
+    for SCRAM-SHA-1, names that do not fit an _id or hold a NUL, a stored
+    role entry of the wrong type."""
+    # U+FDFA becomes 18 characters under NFKC
+    admin.admin.command("createUser", "wide", pwd="\ufdfa" * 3, roles=[])
+    c = connect(served, "wide", "\ufdfa" * 3, authMechanism="SCRAM-SHA-256")
+    assert status(c)["authenticatedUsers"] == [{"user": "wide", "db": "admin"}]
+    c.close()
+    digest = hashlib.md5(b"dig:mongo:pw").hexdigest()
+    with pytest.raises(OperationFailure) as e:
+        admin.admin.command("createUser", "dig", pwd=digest, roles=[], digestPassword=False)
+    assert e.value.code == 2 and "requires undigested passwords" in str(e.value)
+    admin.admin.command("createUser", "dig", pwd=digest, roles=[], digestPassword=False,
+                        mechanisms=["SCRAM-SHA-1"])
+    c = connect(served, "dig", "pw", authMechanism="SCRAM-SHA-1")
+    assert status(c)["authenticatedUsers"] == [{"user": "dig", "db": "admin"}]
+    c.close()
+    with pytest.raises(OperationFailure) as e:
+        admin.test.command("createUser", "x" * 600, pwd="p", roles=[])
+    assert e.value.code == 2 and "too long" in str(e.value)
+    admin.test.command("createUser", "alice", pwd="p", roles=[])
+    for cmd in ({"dropUser": "alice\x00x"},
+                {"grantRolesToUser": "alice\x00x", "roles": ["read"]}):
+        with pytest.raises(OperationFailure) as e:
+            admin.test.command(cmd)
+        assert e.value.code == 2 and "NULL characters" in str(e.value)
+    assert admin.test.command("usersInfo", "alice")["users"][0]["roles"] == []
+    # a client may write system.users itself; a role entry of the wrong
+    # type is dropped by the next change, not a crash
+    admin.admin.system.users.update_one({"_id": "test.alice"},
+                                        {"$set": {"roles": [{"role": 1, "db": "test"}]}})
+    admin.test.command("grantRolesToUser", "alice", roles=["read"])
+    assert admin.test.command("usersInfo", "alice")["users"][0]["roles"] == [
+        {"role": "read", "db": "test"}]
+
+
+def test_user_defined_roles(admin):
+    db = admin.test
+    priv = [{"resource": {"db": "test", "collection": "c"}, "actions": ["insert", "find"]},
+            {"resource": {"db": "test", "collection": "c"}, "actions": ["find", "update"]}]
+    db.command("createRole", "writer", privileges=priv, roles=["read"])
+    doc = admin.admin.system.roles.find_one({"_id": "test.writer"})
+    assert doc == {"_id": "test.writer", "role": "writer", "db": "test",
+                   "privileges": [{"resource": {"db": "test", "collection": "c"},
+                                   "actions": ["find", "insert", "update"]}],
+                   "roles": [{"role": "read", "db": "test"}]}
+    ix = admin.admin.system.roles.index_information()
+    assert ix["role_1_db_1"]["unique"]
+    with pytest.raises(OperationFailure) as e:
+        db.command("createRole", "writer", privileges=[], roles=[])
+    assert e.value.code == 51002 and 'Role "writer@test" already exists' in str(e.value)
+    cases = [
+        ({"privileges": [], "roles": []}, "read", 2, "same name as a built-in role"),
+        ({"privileges": [{"resource": {"cluster": True}, "actions": ["inprog"]}], "roles": []},
+         "r1", 49, "cannot be granted privileges that target other databases or the cluster"),
+        ({"privileges": [{"resource": {"db": "other", "collection": ""}, "actions": ["find"]}],
+          "roles": []}, "r1", 49, "target other databases"),
+        ({"privileges": [{"resource": {"db": "test", "collection": ""},
+                          "actions": ["find", "fly", "swim"]}], "roles": []},
+         "r1", 2, "Unknown action types in privilege set: 'fly', 'swim'"),
+        ({"privileges": [], "roles": [{"role": "read", "db": "other"}]}, "r1", 49,
+         "cannot be granted roles from other databases"),
+        ({"privileges": [], "roles": ["nope"]}, "r1", 31, "Could not find role: nope@test"),
+        ({"privileges": []}, "r1", 40414, "createRole.roles"),
+    ]
+    for extra, name, code, msg in cases:
+        with pytest.raises(OperationFailure) as e:
+            db.command("createRole", name, **extra)
+        assert e.value.code == code and msg in str(e.value), (extra, e.value.details)
+    # a user may hold it; rolesInfo shows it with what it inherits
+    db.command("createUser", "w", pwd="p", roles=["writer"])
+    db.command("createRole", "boss", privileges=[], roles=["writer"])
+    info = db.command("rolesInfo", "boss")["roles"]
+    assert info == [{"_id": "test.boss", "role": "boss", "db": "test",
+                     "roles": [{"role": "writer", "db": "test"}], "isBuiltin": False,
+                     "inheritedRoles": [{"role": "writer", "db": "test"},
+                                        {"role": "read", "db": "test"}]}]
+    # a built-in role's privileges are access control's, not built yet: refused
+    with pytest.raises(OperationFailure) as e:
+        db.command("rolesInfo", "boss", showPrivileges=True)
+    assert e.value.code == 238
+    with pytest.raises(OperationFailure) as e:  # a cycle
+        db.command("grantRolesToRole", "writer", roles=["boss"])
+    assert e.value.code == 49 and "cycle" in str(e.value)
+    with pytest.raises(OperationFailure) as e:
+        db.command("grantRolesToRole", "writer", roles=["writer"])
+    assert e.value.code == 49 and "to itself" in str(e.value)
+    db.command("grantPrivilegesToRole", "writer", privileges=[
+        {"resource": {"db": "test", "collection": "d"}, "actions": ["remove"]}])
+    db.command("revokePrivilegesFromRole", "writer", privileges=[
+        {"resource": {"db": "test", "collection": "c"}, "actions": ["insert"]}])
+    db.command("revokeRolesFromRole", "writer", roles=["read"])
+    assert db.command("rolesInfo", "writer")["roles"][0]["roles"] == []
+    got = db.command("rolesInfo", "writer", showPrivileges=True)["roles"][0]
+    assert got["privileges"] == got["inheritedPrivileges"] == [
+        {"resource": {"db": "test", "collection": "c"}, "actions": ["find", "update"]},
+        {"resource": {"db": "test", "collection": "d"}, "actions": ["remove"]}]
+    db.command("updateRole", "writer", roles=["readWrite"])
+    assert db.command("rolesInfo", "writer")["roles"][0]["roles"] == [
+        {"role": "readWrite", "db": "test"}]
+    builtin = db.command("rolesInfo", "read")["roles"]
+    assert builtin == [{"role": "read", "db": "test", "roles": [], "isBuiltin": True,
+                        "inheritedRoles": []}]
+    assert [r["role"] for r in db.command("rolesInfo", 1)["roles"]] == ["boss", "writer"]
+    with pytest.raises(OperationFailure) as e:
+        db.command("dropRole", "read")
+    assert e.value.code == 49
+    # dropping a role takes it from its holders
+    db.command("dropRole", "writer")
+    assert db.command("usersInfo", "w")["users"][0]["roles"] == []
+    assert db.command("rolesInfo", "boss")["roles"][0]["roles"] == []
+    with pytest.raises(OperationFailure) as e:
+        db.command("dropRole", "writer")
+    assert e.value.code == 31
+    assert db.command("dropAllRolesFromDatabase")["n"] == 1
+    assert db.command("rolesInfo", 1)["roles"] == []

@@ -19,8 +19,8 @@
  * Roles: a role is named by a string (a role of the command's database)
  * or {role, db}.  The built-in roles exist on every database (read,
  * readWrite, dbAdmin, dbOwner, userAdmin) or on admin only (the cluster
- * and AnyDatabase roles, backup, restore, root, __system); any other name
- * is RoleNotFound until user-defined roles exist.
+ * and AnyDatabase roles, backup, restore, root, __system); the others are
+ * admin.system.roles' (cmd_roles.c); any other name is RoleNotFound.
  */
 #include "command_int.h"
 #include "scram.h"
@@ -53,8 +53,8 @@ bool mfi_role_is_builtin(const char *role, const char *db)
 
 /* The roles argument `it` of command `cmd` as [{role, db}] into `out`
  * (initialised here), each checked to exist. */
-static int parse_roles(const bson_iter_t *it, const char *cmd, const char *field,
-                       const char *db, bson_t *out, mf_error *err)
+static int parse_roles(mf_instance *inst, const bson_iter_t *it, const char *cmd,
+                       const char *field, const char *db, bson_t *out, mf_error *err)
 {
     bson_iter_t r;
     bson_init(out);
@@ -96,7 +96,11 @@ static int parse_roles(const bson_iter_t *it, const char *cmd, const char *field
             return mf_error_set(err, MF_BadValue,
                                 "Role names must be either strings or objects");
         }
-        if (!mfi_role_is_builtin(role, rdb)) {
+        bool exists;
+        int rc = mfi_role_exists(inst, role, rdb, &exists, err);
+        if (rc)
+            return rc;
+        if (!exists) {
             size_t used = strlen(missing);
             snprintf(missing + used, sizeof missing - used, "%s%s@%s", nmissing ? ", " : "", role,
                      rdb);
@@ -115,6 +119,27 @@ static int parse_roles(const bson_iter_t *it, const char *cmd, const char *field
     if (nmissing)
         return mf_error_set(err, MF_RoleNotFound, "Could not find role%s: %s",
                             nmissing > 1 ? "s" : "", missing);
+    return 0;
+}
+
+/* A user's _id, "<db>.<user>", into `out`; BadValue when too long. */
+static int user_id(const char *db, const char *user, char *out, size_t cap, mf_error *err)
+{
+    if ((size_t)snprintf(out, cap, "%s.%s", db, user) >= cap)
+        return mf_error_set(err, MF_BadValue, "User name too long: %s@%s", user, db);
+    return 0;
+}
+
+/* The command's user-name argument `it` (a string without NUL). */
+static int user_name_arg(const bson_iter_t *it, const char *cname, const char **name,
+                         mf_error *err)
+{
+    uint32_t n;
+    if (!BSON_ITER_HOLDS_UTF8(it))
+        return mfi_type_error(err, cname, cname, it, "string");
+    *name = bson_iter_utf8(it, &n);
+    if (strlen(*name) != n)
+        return mf_error_set(err, MF_BadValue, "Username cannot contain NULL characters");
     return 0;
 }
 
@@ -145,23 +170,22 @@ static int parse_user_args(mf_cmd_ctx *ctx, const bson_t *cmd, const char *cname
     a->digest = true;
     bson_iter_init(&it, cmd);
     bson_iter_next(&it);
-    if (!BSON_ITER_HOLDS_UTF8(&it))
-        return mfi_type_error(err, cname, cname, &it, "string");
-    uint32_t nlen;
-    a->name = bson_iter_utf8(&it, &nlen);
-    if (strlen(a->name) != nlen)
-        return mf_error_set(err, MF_BadValue, "Username cannot contain NULL characters");
+    if ((rc = user_name_arg(&it, cname, &a->name, err)) != 0)
+        return rc;
     while (bson_iter_next(&it)) {
         const char *k = bson_iter_key(&it);
         if (strcmp(k, "pwd") == 0) {
+            uint32_t n;
             if (!BSON_ITER_HOLDS_UTF8(&it))
                 return mfi_type_error(err, cname, k, &it, "string");
-            a->pwd = bson_iter_utf8(&it, NULL);
+            a->pwd = bson_iter_utf8(&it, &n);
+            if (strlen(a->pwd) != n) /* (the SCRAM functions take C strings) */
+                return mf_error_set(err, MF_BadValue, "Password cannot contain NULL characters");
         } else if (strcmp(k, "roles") == 0) {
             if (a->has_roles)
                 bson_destroy(&a->roles);
             a->has_roles = true;
-            if ((rc = parse_roles(&it, cname, k, ctx->db, &a->roles, err)) != 0)
+            if ((rc = parse_roles(ctx->inst, &it, cname, k, ctx->db, &a->roles, err)) != 0)
                 return rc;
         } else if (strcmp(k, "customData") == 0) {
             if (!BSON_ITER_HOLDS_DOCUMENT(&it))
@@ -197,9 +221,6 @@ static int parse_user_args(mf_cmd_ctx *ctx, const bson_t *cmd, const char *cname
     }
     if (a->name[0] == '\0')
         return mf_error_set(err, MF_BadValue, "User document needs 'user' field to be non-empty");
-    if (!a->digest)
-        return mf_error_set(err, MF_BadValue,
-                            "Use of SCRAM-SHA-256 requires undigested passwords");
     if (!a->has_mechs)
         a->mechs[0] = a->mechs[1] = true;
     return 0;
@@ -211,11 +232,14 @@ static int make_credentials(const char *user, const user_args *a, bson_t *out, m
     bson_init(out);
     if (a->pwd[0] == '\0')
         return mf_error_set(err, MF_BadValue, "Password cannot be empty");
+    if (!a->digest && a->mechs[MFI_SCRAM_SHA256])
+        return mf_error_set(err, MF_BadValue,
+                            "Use of SCRAM-SHA-256 requires undigested passwords");
     for (int m = MFI_SCRAM_SHA1; m <= MFI_SCRAM_SHA256; m++) {
         if (!a->mechs[m])
             continue;
         mfi_scram_creds c;
-        int rc = mfi_scram_creds_make((mfi_scram_mech)m, user, a->pwd,
+        int rc = mfi_scram_creds_make((mfi_scram_mech)m, user, a->pwd, a->digest,
                                       m == MFI_SCRAM_SHA1 ? MFI_SCRAM_SHA1_ITERATIONS
                                                           : MFI_SCRAM_SHA256_ITERATIONS,
                                       &c, err);
@@ -276,6 +300,9 @@ int mfi_cmd_create_user(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_er
                           "'$external' as the user's source db");
     if (rc == 0 && strcmp(ctx->db, "local") == 0)
         rc = mf_error_set(err, MF_BadValue, "Cannot create users in the local database");
+    char idcheck[512];
+    if (rc == 0)
+        rc = user_id(ctx->db, a.name, idcheck, sizeof idcheck, err);
     if (rc == 0)
         rc = mfi_user_load(ctx->inst, ctx->db, a.name, &existing, &found, err);
     else
@@ -295,8 +322,9 @@ int mfi_cmd_create_user(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_er
             rc = mf_error_set(err, MF_InternalError, "no random bytes for a userId");
         uuid[6] = (uint8_t)((uuid[6] & 0x0f) | 0x40);
         uuid[8] = (uint8_t)((uuid[8] & 0x3f) | 0x80);
-        snprintf(id, sizeof id, "%s.%s", ctx->db, a.name);
-        BSON_APPEND_UTF8(&doc, "_id", id);
+        if (rc == 0)
+            rc = user_id(ctx->db, a.name, id, sizeof id, err);
+        BSON_APPEND_UTF8(&doc, "_id", rc == 0 ? id : "");
         bson_append_binary(&doc, "userId", 6, BSON_SUBTYPE_UUID, uuid, 16);
         BSON_APPEND_UTF8(&doc, "user", a.name);
         BSON_APPEND_UTF8(&doc, "db", ctx->db);
@@ -375,7 +403,7 @@ int mfi_cmd_update_user(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_er
         BSON_APPEND_ARRAY(&set, "roles", &a.roles);
     if (rc == 0) {
         char id[512];
-        snprintf(id, sizeof id, "%s.%s", ctx->db, a.name);
+        rc = user_id(ctx->db, a.name, id, sizeof id, err);
         bson_t r = BSON_INITIALIZER;
         bson_t u = BSON_INITIALIZER;
         if (!bson_empty(&set))
@@ -384,7 +412,10 @@ int mfi_cmd_update_user(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_er
             BSON_APPEND_DOCUMENT(&u, "$unset", &unset);
         bson_t *up = BCON_NEW("update", "system.users", "updates", "[", "{", "q", "{", "_id",
                               BCON_UTF8(id), "}", "u", BCON_DOCUMENT(&u), "}", "]");
-        rc = run_admin(ctx, up, &r, err);
+        if (rc == 0)
+            rc = run_admin(ctx, up, &r, err);
+        else
+            bson_destroy(up);
         bson_destroy(&r);
         bson_destroy(&u);
     }
@@ -414,21 +445,23 @@ int mfi_cmd_drop_user(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_erro
 {
     (void)reply;
     bson_iter_t it;
+    const char *name;
+    int rc;
     bson_iter_init(&it, cmd);
     bson_iter_next(&it);
-    if (!BSON_ITER_HOLDS_UTF8(&it))
-        return mfi_type_error(err, "dropUser", "dropUser", &it, "string");
-    const char *name = bson_iter_utf8(&it, NULL);
+    if ((rc = user_name_arg(&it, "dropUser", &name, err)) != 0)
+        return rc;
     while (bson_iter_next(&it))
         if (!mfi_is_generic_arg(bson_iter_key(&it)))
             return mf_error_set(err, 40415, "BSON field 'dropUser.%s' is an unknown field.",
                                 bson_iter_key(&it));
     char id[512];
-    snprintf(id, sizeof id, "%s.%s", ctx->db, name);
+    if ((rc = user_id(ctx->db, name, id, sizeof id, err)) != 0)
+        return rc;
     bson_t q = BSON_INITIALIZER;
     BSON_APPEND_UTF8(&q, "_id", id);
     int64_t n = 0;
-    int rc = delete_users(ctx, &q, &n, err);
+    rc = delete_users(ctx, &q, &n, err);
     bson_destroy(&q);
     if (rc == 0 && n == 0)
         rc = mf_error_set(err, MF_UserNotFound, "User '%s@%s' not found", name, ctx->db);
@@ -470,15 +503,14 @@ static int change_roles(mf_cmd_ctx *ctx, const bson_t *cmd, const char *cname, b
     int rc = 0;
     bson_iter_init(&it, cmd);
     bson_iter_next(&it);
-    if (!BSON_ITER_HOLDS_UTF8(&it))
-        return mfi_type_error(err, cname, cname, &it, "string");
-    name = bson_iter_utf8(&it, NULL);
+    if ((rc = user_name_arg(&it, cname, &name, err)) != 0)
+        return rc;
     bson_init(&roles);
     while (rc == 0 && bson_iter_next(&it)) {
         const char *k = bson_iter_key(&it);
         if (strcmp(k, "roles") == 0) {
             bson_destroy(&roles);
-            rc = parse_roles(&it, cname, k, ctx->db, &roles, err);
+            rc = parse_roles(ctx->inst, &it, cname, k, ctx->db, &roles, err);
             has_roles = true;
         } else if (!mfi_is_generic_arg(k)) {
             rc = mf_error_set(err, 40415, "BSON field '%s.%s' is an unknown field.", cname, k);
@@ -517,8 +549,9 @@ static int change_roles(mf_cmd_ctx *ctx, const bson_t *cmd, const char *cname, b
                 bson_t one;
                 bson_iter_t role, rdb;
                 if (!mf_bsonx_doc_view(&list, &one) || !bson_iter_init_find(&role, &one, "role") ||
-                    !bson_iter_init_find(&rdb, &one, "db"))
-                    continue;
+                    !bson_iter_init_find(&rdb, &one, "db") || !BSON_ITER_HOLDS_UTF8(&role) ||
+                    !BSON_ITER_HOLDS_UTF8(&rdb))
+                    continue; /* (a malformed entry a client wrote: dropped) */
                 bool listed = false; /* in `roles` (pass 0), or already kept (pass 1) */
                 const bson_t *among = pass == 0 ? &roles : &arr;
                 if (bson_iter_init(&r, among))
@@ -528,6 +561,7 @@ static int change_roles(mf_cmd_ctx *ctx, const bson_t *cmd, const char *cname, b
                         listed = mf_bsonx_doc_view(&r, &o) &&
                                  bson_iter_init_find(&orole, &o, "role") &&
                                  bson_iter_init_find(&odb, &o, "db") &&
+                                 BSON_ITER_HOLDS_UTF8(&orole) && BSON_ITER_HOLDS_UTF8(&odb) &&
                                  strcmp(bson_iter_utf8(&orole, NULL),
                                         bson_iter_utf8(&role, NULL)) == 0 &&
                                  strcmp(bson_iter_utf8(&odb, NULL), bson_iter_utf8(&rdb, NULL)) ==
@@ -545,12 +579,15 @@ static int change_roles(mf_cmd_ctx *ctx, const bson_t *cmd, const char *cname, b
         BSON_APPEND_ARRAY(&now, "roles", &arr);
         bson_destroy(&arr);
         char id[512];
-        snprintf(id, sizeof id, "%s.%s", ctx->db, name);
+        rc = user_id(ctx->db, name, id, sizeof id, err);
         bson_t rep = BSON_INITIALIZER;
         bson_t *up = BCON_NEW("update", "system.users", "updates", "[", "{", "q", "{", "_id",
                               BCON_UTF8(id), "}", "u", "{", "$set", BCON_DOCUMENT(&now), "}", "}",
                               "]");
-        rc = run_admin(ctx, up, &rep, err);
+        if (rc == 0)
+            rc = run_admin(ctx, up, &rep, err);
+        else
+            bson_destroy(up);
         bson_destroy(&rep);
     }
     bson_destroy(&roles);

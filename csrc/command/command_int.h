@@ -231,6 +231,10 @@ int mfi_user_load(mf_instance *inst, const char *db, const char *user, bson_t *o
 int mfi_auth_hello(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_error *err);
 /* Whether `role` is a built-in role of database `db` (cmd_users.c). */
 bool mfi_role_is_builtin(const char *role, const char *db);
+/* Whether role@db exists: built in, or in admin.system.roles
+ * (cmd_roles.c). */
+int mfi_role_exists(mf_instance *inst, const char *role, const char *db, bool *exists,
+                    mf_error *err);
 /* connectionStatus: the connection's users [{user, db}] and their roles
  * [{role, db}], appended to the two open arrays. */
 void mfi_auth_status(mf_cmd_ctx *ctx, bson_t *users, bson_t *roles);

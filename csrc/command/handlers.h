@@ -31,6 +31,15 @@ int mfi_cmd_drop_all_users_from_database(mf_cmd_ctx *, const bson_t *, bson_t *,
 int mfi_cmd_grant_roles_to_user(mf_cmd_ctx *, const bson_t *, bson_t *, mf_error *);
 int mfi_cmd_revoke_roles_from_user(mf_cmd_ctx *, const bson_t *, bson_t *, mf_error *);
 int mfi_cmd_users_info(mf_cmd_ctx *, const bson_t *, bson_t *, mf_error *);
+int mfi_cmd_create_role(mf_cmd_ctx *, const bson_t *, bson_t *, mf_error *);
+int mfi_cmd_update_role(mf_cmd_ctx *, const bson_t *, bson_t *, mf_error *);
+int mfi_cmd_drop_role(mf_cmd_ctx *, const bson_t *, bson_t *, mf_error *);
+int mfi_cmd_drop_all_roles_from_database(mf_cmd_ctx *, const bson_t *, bson_t *, mf_error *);
+int mfi_cmd_roles_info(mf_cmd_ctx *, const bson_t *, bson_t *, mf_error *);
+int mfi_cmd_grant_privileges_to_role(mf_cmd_ctx *, const bson_t *, bson_t *, mf_error *);
+int mfi_cmd_revoke_privileges_from_role(mf_cmd_ctx *, const bson_t *, bson_t *, mf_error *);
+int mfi_cmd_grant_roles_to_role(mf_cmd_ctx *, const bson_t *, bson_t *, mf_error *);
+int mfi_cmd_revoke_roles_from_role(mf_cmd_ctx *, const bson_t *, bson_t *, mf_error *);
 int mfi_cmd_list_commands(mf_cmd_ctx *, const bson_t *, bson_t *, mf_error *);
 int mfi_cmd_end_sessions(mf_cmd_ctx *, const bson_t *, bson_t *, mf_error *);
 int mfi_cmd_kill_all_sessions(mf_cmd_ctx *, const bson_t *, bson_t *, mf_error *);

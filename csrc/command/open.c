@@ -72,6 +72,10 @@ int mf_instance_open(const mf_instance_config *cfg, mf_instance **out, mf_error 
         mf_instance_close(inst);
         return rc;
     }
+    /* mongod's startup warning (22120) for a server without access
+     * control: there is none yet (docs/auth.md) */
+    mf_log_startup_warning("Access control is not enabled for the database. Read and write "
+                           "access to data and configuration is unrestricted");
     *out = inst;
     return 0;
 }

@@ -118,13 +118,17 @@ int mfi_saslprep(const char *in, char **out, mf_error *err)
                           u_errorName(st));
         goto out;
     }
-    int32_t cap = n16 * 4 + 16;
-    if (!(dst = malloc((size_t)cap * sizeof *dst))) {
+    /* preflight: NFKC may make one code unit eighteen */
+    UParseError pe;
+    int32_t dn = usprep_prepare(prof, src, n16, NULL, 0, USPREP_DEFAULT, &pe, &st);
+    if (st == U_BUFFER_OVERFLOW_ERROR)
+        st = U_ZERO_ERROR;
+    if (U_SUCCESS(st) && !(dst = malloc(((size_t)dn + 1) * sizeof *dst))) {
         rc = mf_error_oom(err);
         goto out;
     }
-    UParseError pe;
-    int32_t dn = usprep_prepare(prof, src, n16, dst, cap, USPREP_DEFAULT, &pe, &st);
+    if (U_SUCCESS(st))
+        dn = usprep_prepare(prof, src, n16, dst, dn + 1, USPREP_DEFAULT, &pe, &st);
     if (U_FAILURE(st)) {
         rc = mf_error_set(err, 50693, "Failed normalizing string: %s", u_errorName(st));
         goto out;
@@ -151,11 +155,13 @@ out:
 }
 
 /* What PBKDF2 takes as the password (scram.h). */
-static int password_input(mfi_scram_mech m, const char *user, const char *password, char **out,
-                          mf_error *err)
+static int password_input(mfi_scram_mech m, const char *user, const char *password,
+                          bool digest_it, char **out, mf_error *err)
 {
     if (m == MFI_SCRAM_SHA256)
         return mfi_saslprep(password, out, err);
+    if (!digest_it) /* the caller's password is the digest already */
+        return (*out = strdup(password)) ? 0 : mf_error_oom(err);
     /* createPasswordDigest: hex MD5 of "user:mongo:password" */
     size_t n = strlen(user) + strlen(password) + 8;
     char *s = malloc(n);
@@ -175,14 +181,14 @@ static int password_input(mfi_scram_mech m, const char *user, const char *passwo
     return 0;
 }
 
-int mfi_scram_creds_make(mfi_scram_mech m, const char *user, const char *password,
+int mfi_scram_creds_make(mfi_scram_mech m, const char *user, const char *password, bool digest_it,
                          int iterations, mfi_scram_creds *out, mf_error *err)
 {
     size_t hl = hash_len(m), sl = hl - 4;
     uint8_t salt[MAX_HASH], salted[MAX_HASH], client_key[MAX_HASH], stored[MAX_HASH],
         server[MAX_HASH];
     char *pw = NULL;
-    int rc = password_input(m, user, password, &pw, err);
+    int rc = password_input(m, user, password, digest_it, &pw, err);
     if (rc)
         return rc;
     if (RAND_bytes(salt, (int)sl) != 1)

@@ -58,10 +58,11 @@ typedef struct mfi_scram_creds {
 #define MFI_SCRAM_SHA256_ITERATIONS 15000
 
 /* The credentials of `user` with `password` for `m`, a fresh salt, into
- * `out`.  50693 "Failed normalizing string: <ICU error>" when SASLprep
+ * `out`; for SCRAM-SHA-1 without `digest` (createUser's digestPassword:
+ * false) `password` is the hex digest itself.  50693 "Failed normalizing string: <ICU error>" when SASLprep
  * refuses the password (SHA-256: a prohibited or unassigned code point);
  * InternalError when the crypto fails. */
-int mfi_scram_creds_make(mfi_scram_mech m, const char *user, const char *password,
+int mfi_scram_creds_make(mfi_scram_mech m, const char *user, const char *password, bool digest,
                          int iterations, mfi_scram_creds *out, mf_error *err);
 
 /* SASLprep (RFC 4013) of the UTF-8 string `in`, stored-string rules (no

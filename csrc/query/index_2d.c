@@ -130,12 +130,16 @@ typedef struct elems {
 static void elems_push(elems *e, const bson_iter_t *it)
 {
     if (e->n == e->cap) {
+        /* bson_iter_t is declared 128-byte aligned: realloc's blocks are not */
         size_t cap = e->cap ? e->cap * 2 : 8;
-        bson_iter_t *v = realloc(e->v, cap * sizeof *v);
-        if (!v) {
+        void *v;
+        if (posix_memalign(&v, _Alignof(bson_iter_t), cap * sizeof *e->v) != 0) {
             e->oom = true;
             return;
         }
+        if (e->n)
+            memcpy(v, e->v, e->n * sizeof *e->v);
+        free(e->v);
         e->v = v;
         e->cap = cap;
     }

@@ -207,6 +207,10 @@ static size_t count_near(const bson_t *filter)
                 while (bson_iter_next(&kids))
                     if (mf_bsonx_doc_view(&kids, &sub))
                         n += count_near(&sub);
+            /* an operator document's own: {$not: {$elemMatch: {...}}} */
+            if ((strcmp(k, "$elemMatch") == 0 || strcmp(k, "$not") == 0) &&
+                mf_bsonx_doc_view(&it, &sub))
+                n += count_near(&sub);
         } else if (is_near_section(&it)) {
             n++;
         } else if (BSON_ITER_HOLDS_DOCUMENT(&it) && bson_iter_recurse(&it, &ops)) {
@@ -240,6 +244,8 @@ int mf_filter_near_check(const bson_t *filter, bool text, bool natural_sort, boo
         return 0;
     if (n > 1)
         return mf_error_set(err, MF_BadValue, "Too many geoNear expressions");
+    if (!near_element(filter, &el))
+        return mf_error_set(err, MF_BadValue, "geoNear must be top-level expr");
     if (natural_sort)
         return mf_error_set(err, MF_BadValue,
                             "geoNear expression not allowed with $natural sort order");
@@ -247,8 +253,6 @@ int mf_filter_near_check(const bson_t *filter, bool text, bool natural_sort, boo
         return mf_error_set(err, MF_BadValue, "geoNear expression not allowed with $natural hint");
     if (text)
         return mf_error_set(err, MF_BadValue, "text and geoNear not allowed in same query");
-    if (!near_element(filter, &el))
-        return mf_error_set(err, MF_BadValue, "geoNear must be top-level expr");
     return 0;
 }
 

@@ -709,11 +709,11 @@ bool mf_filter_has_near(const bson_t *filter);
 /* Whether `filter` holds a near condition anywhere (where mongod's
  * parser refuses them, a $match: 5626500). */
 bool mf_filter_any_near(const bson_t *filter);
-/* mongod's CanonicalQuery checks of a query's near conditions, BadValue:
- * "Too many geoNear expressions" (more than one anywhere), "geoNear
- * expression not allowed with $natural sort order" / "... with $natural
- * hint", "text and geoNear not allowed in same query" (`text`: the query
- * has $text), "geoNear must be top-level expr". */
+/* mongod's CanonicalQuery checks of a query's near conditions, BadValue,
+ * in its order: "Too many geoNear expressions" (more than one anywhere),
+ * "geoNear must be top-level expr", "geoNear expression not allowed with
+ * $natural sort order" / "... with $natural hint", "text and geoNear not
+ * allowed in same query" (`text`: the query has $text). */
 int mf_filter_near_check(const bson_t *filter, bool text, bool natural_sort, bool natural_hint,
                          mf_error *err);
 /* `filter` without that condition, into `out` (initialised here): what

@@ -361,10 +361,12 @@ static int run_fields(const mf_sort *s, const bson_t *doc, best_fields *b, mf_er
     const bool *desc = s->meta ? s->fdesc : s->desc;
     memset(b, 0, sizeof *b);
     b->n = s->meta ? s->nfields : s->nparts;
+    void *vals = NULL; /* bson_iter_t is declared 128-byte aligned: calloc's blocks are not */
     if (!(b->cut = calloc(b->n + 1, sizeof *b->cut)) ||
         !(b->bcut = calloc(b->n + 1, sizeof *b->bcut)) ||
-        !(b->vals = calloc(b->n + 1, sizeof *b->vals)))
+        posix_memalign(&vals, _Alignof(bson_iter_t), (b->n + 1) * sizeof *b->vals) != 0)
         return oom(err);
+    b->vals = memset(vals, 0, (b->n + 1) * sizeof *b->vals);
     if (b->n == 0)
         return 0;
     mfi_keygen g = {.nfields = b->n, .paths = paths, .desc = desc, .coll = s->coll,

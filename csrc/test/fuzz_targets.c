@@ -457,8 +457,8 @@ int mf_fuzz_scram(const uint8_t *data, size_t len)
     mf_error err;
     if (!made) {
         /* mongod's least iteration count: the PBKDF2 runs once */
-        FA(mfi_scram_creds_make(MFI_SCRAM_SHA1, "u", "pencil", 4096, &creds[0], &err) == 0);
-        FA(mfi_scram_creds_make(MFI_SCRAM_SHA256, "u", "pencil", 4096, &creds[1], &err) == 0);
+        FA(mfi_scram_creds_make(MFI_SCRAM_SHA1, "u", "pencil", true, 4096, &creds[0], &err) == 0);
+        FA(mfi_scram_creds_make(MFI_SCRAM_SHA256, "u", "pencil", true, 4096, &creds[1], &err) == 0);
         made = true;
     }
     if (len < 1)

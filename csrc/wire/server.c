@@ -457,5 +457,6 @@ void mf_server_command(mf_server *srv, const uint8_t *doc, size_t len, const cha
     bson_copy_to_excluding_noinit(&in, &cmd, "$db", NULL);
     BSON_APPEND_UTF8(&cmd, "$db", db);
     mf_command_run(srv->inst, &client, &cmd, reply, &flags);
+    mf_command_client_end(&client); /* one command, one client: what it authenticated goes */
     bson_destroy(&cmd);
 }
