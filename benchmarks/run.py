@@ -71,7 +71,7 @@ sys.path.insert(0, str(HERE))
 from _harness import disk_bytes  # noqa: E402 (after the path)
 
 PARTS = ("table", "peers", "driver", "big", "churn", "txn", "changes", "indexes", "wildcard",
-         "text", "geo")
+         "text", "geo", "auth")
 ROW_KEYS = {"name": str, "unit": str, "median": (int, float), "min": (int, float),
             "max": (int, float), "n": int}
 RATE_UNITS = ("/s",)  # a unit ending so is a rate: higher is better

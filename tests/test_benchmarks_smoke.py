@@ -278,6 +278,8 @@ SMOKE_PARTS = [
              "$near limit 10 through a 2d index vs a scan",
              "$geoWithin 1-degree $centerSphere count, index vs scan",
              "insert_many with a 2dsphere index vs none"], ()),
+    ("auth", ["connect + ping with SCRAM-SHA-256 vs no credentials",
+              "connect + ping with SCRAM-SHA-1 vs no credentials"], ()),
     ("wildcard", None, None),
     ("text", None, None),
 ]

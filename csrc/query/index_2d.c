@@ -121,8 +121,15 @@ static void twod_desc_clear(mf_index_desc *d)
 
 /* ------------------------------------------------- values along a path */
 
+/* libbson declares bson_iter_t 128-byte aligned but 80 bytes long, so an
+ * array of them misaligns every other one: each is wrapped, the wrapper
+ * padded to its alignment. */
+typedef struct elem {
+    bson_iter_t it;
+} elem;
+
 typedef struct elems {
-    bson_iter_t *v;
+    elem *v;
     size_t n, cap;
     bool oom;
 } elems;
@@ -130,10 +137,10 @@ typedef struct elems {
 static void elems_push(elems *e, const bson_iter_t *it)
 {
     if (e->n == e->cap) {
-        /* bson_iter_t is declared 128-byte aligned: realloc's blocks are not */
+        /* (realloc's blocks are not aligned enough for the wrapper) */
         size_t cap = e->cap ? e->cap * 2 : 8;
         void *v;
-        if (posix_memalign(&v, _Alignof(bson_iter_t), cap * sizeof *e->v) != 0) {
+        if (posix_memalign(&v, _Alignof(elem), cap * sizeof *e->v) != 0) {
             e->oom = true;
             return;
         }
@@ -143,7 +150,7 @@ static void elems_push(elems *e, const bson_iter_t *it)
         e->v = v;
         e->cap = cap;
     }
-    e->v[e->n++] = *it;
+    e->v[e->n++].it = *it;
 }
 
 static bool is_number(const bson_iter_t *it)
@@ -210,11 +217,11 @@ static int other_fields(gen *g)
         for (size_t r = 0; r < e.n; r++) { /* insertion into the sorted set */
             size_t at = n;
             int cmp = 1;
-            while (at > 0 && (cmp = mf_bsonx_compare_values(&e.v[at - 1], &e.v[r])) > 0)
+            while (at > 0 && (cmp = mf_bsonx_compare_values(&e.v[at - 1].it, &e.v[r].it)) > 0)
                 at--;
             if (at > 0 && cmp == 0)
                 continue;
-            bson_iter_t v = e.v[r];
+            elem v = e.v[r];
             memmove(&e.v[at + 1], &e.v[at], (n - at) * sizeof *e.v);
             e.v[at] = v;
             n++;
@@ -225,14 +232,14 @@ static int other_fields(gen *g)
             mfi_keygen_null(&null_it);
             ok = mf_bsonx_append_iter(&g->others, d->paths[i], -1, &null_it);
         } else if (n == 1) {
-            ok = mf_bsonx_append_iter(&g->others, d->paths[i], -1, &e.v[0]);
+            ok = mf_bsonx_append_iter(&g->others, d->paths[i], -1, &e.v[0].it);
         } else {
             bson_t arr;
             char num[24];
             ok = bson_append_array_begin(&g->others, d->paths[i], -1, &arr);
             for (size_t k = 0; ok && k < n; k++) {
                 snprintf(num, sizeof num, "%zu", k);
-                ok = mf_bsonx_append_iter(&arr, num, -1, &e.v[k]);
+                ok = mf_bsonx_append_iter(&arr, num, -1, &e.v[k].it);
             }
             ok = ok && bson_append_array_end(&g->others, &arr);
         }
@@ -325,7 +332,7 @@ static int locations(gen *g)
     for (size_t i = 0; rc == 0 && i < e.n; i++) {
         bson_t embed, loc;
         bson_iter_t it;
-        if (!mf_bsonx_container_view(&e.v[i], &embed) || bson_empty(&embed) || !bson_iter_init(&it, &embed))
+        if (!mf_bsonx_container_view(&e.v[i].it, &embed) || bson_empty(&embed) || !bson_iter_init(&it, &embed))
             continue;
         bson_iter_next(&it);
         if (is_number(&it)) { /* one location */

@@ -310,11 +310,17 @@ int mf_sort_key(const mf_sort *s, const bson_t *doc, mf_buf *key, mf_error *err)
 /* What a sort with $meta parts, or one asked for its values, adds to the
  * generator: the least candidate over the field parts, each field's
  * encoding cut apart, and its values. */
+/* libbson declares bson_iter_t 128-byte aligned but 80 bytes long: an
+ * array of them is of wrappers, each padded to that alignment. */
+typedef struct sort_val {
+    bson_iter_t it;
+} sort_val;
+
 typedef struct best_fields {
     size_t n;            /* the field parts */
     mf_buf cand, best;   /* a candidate's encoding; the least one's */
     size_t *cut, *bcut;  /* n + 1 offsets of each field's encoding in them */
-    bson_iter_t *vals;   /* the least one's values (borrowed from the document) */
+    sort_val *vals;      /* the least one's values (borrowed from the document) */
     bool have;
 } best_fields;
 
@@ -340,7 +346,7 @@ static int emit_fields(mfi_keygen *g, const mfi_kfield *f, size_t nmissing)
         return oom(g->err);
     memcpy(b->bcut, b->cut, (b->n + 1) * sizeof *b->cut);
     for (size_t i = 0; i < b->n; i++)
-        b->vals[i] = f[i].fixed;
+        b->vals[i].it = f[i].fixed;
     b->have = true;
     return 0;
 }
@@ -361,10 +367,10 @@ static int run_fields(const mf_sort *s, const bson_t *doc, best_fields *b, mf_er
     const bool *desc = s->meta ? s->fdesc : s->desc;
     memset(b, 0, sizeof *b);
     b->n = s->meta ? s->nfields : s->nparts;
-    void *vals = NULL; /* bson_iter_t is declared 128-byte aligned: calloc's blocks are not */
+    void *vals = NULL; /* (calloc's blocks are not aligned enough for sort_val) */
     if (!(b->cut = calloc(b->n + 1, sizeof *b->cut)) ||
         !(b->bcut = calloc(b->n + 1, sizeof *b->bcut)) ||
-        posix_memalign(&vals, _Alignof(bson_iter_t), (b->n + 1) * sizeof *b->vals) != 0)
+        posix_memalign(&vals, _Alignof(sort_val), (b->n + 1) * sizeof *b->vals) != 0)
         return oom(err);
     b->vals = memset(vals, 0, (b->n + 1) * sizeof *b->vals);
     if (b->n == 0)
@@ -443,7 +449,7 @@ int mf_sort_key_values(const mf_sort *s, const bson_t *doc, const mf_meta *meta,
                 bson_append_null(&arr, k, -1); /* missing: null, as mongod serializes it */
         } else {
             if (b.have)
-                mf_bsonx_append_iter(&arr, k, -1, &b.vals[f]);
+                mf_bsonx_append_iter(&arr, k, -1, &b.vals[f].it);
             else
                 bson_append_null(&arr, k, -1);
             f++;
