@@ -68,30 +68,45 @@ void mf_command_client_end(mf_client *c)
 
 /* ------------------------------------------------------------ the users */
 
-int mfi_user_load(mf_instance *inst, const char *db, const char *user, bson_t *out, bool *found,
-                  mf_error *err)
+int mfi_authz_load(mf_instance *inst, const char *coll, const char *db, const char *name,
+                   bson_t *out, bool *found, mf_error *err)
 {
     char id[512];
     *found = false;
     bson_init(out);
-    if ((size_t)snprintf(id, sizeof id, "%s.%s", db, user) >= sizeof id)
+    if ((size_t)snprintf(id, sizeof id, "%s.%s", db, name) >= sizeof id)
         return 0;
-    bson_t *cmd = BCON_NEW("find", "system.users", "filter", "{", "_id", BCON_UTF8(id), "}",
+    bson_t *cmd = BCON_NEW("find", BCON_UTF8(coll), "filter", "{", "_id", BCON_UTF8(id), "}",
                            "limit", BCON_INT32(1));
     bson_t reply = BSON_INITIALIZER;
     int rc = cmd ? mfi_command_direct(inst, "admin", cmd, &reply, err) : mf_error_oom(err);
     bson_iter_t it, doc;
+    bson_t d;
     if (rc == 0 && bson_iter_init(&it, &reply) &&
         bson_iter_find_descendant(&it, "cursor.firstBatch.0", &doc) &&
-        BSON_ITER_HOLDS_DOCUMENT(&doc)) {
-        bson_t d;
-        if (mf_bsonx_doc_view(&doc, &d) && bson_concat(out, &d))
-            *found = true;
-    }
+        mf_bsonx_doc_view(&doc, &d) && bson_concat(out, &d))
+        *found = true;
     bson_destroy(&reply);
     if (cmd)
         bson_destroy(cmd);
     return rc;
+}
+
+int mfi_authz_run(mf_instance *inst, const char *coll, bson_t *cmd, bson_t *reply, mf_error *err)
+{
+    bson_iter_t it;
+    int rc = cmd ? mfi_command_direct(inst, "admin", cmd, reply, err) : mf_error_oom(err);
+    if (rc == 0 && bson_iter_init_find(&it, reply, "writeErrors"))
+        rc = mf_error_set(err, MF_OperationFailed, "writing admin.%s failed", coll);
+    if (cmd)
+        bson_destroy(cmd);
+    return rc;
+}
+
+int mfi_user_load(mf_instance *inst, const char *db, const char *user, bson_t *out, bool *found,
+                  mf_error *err)
+{
+    return mfi_authz_load(inst, "system.users", db, user, out, found, err);
 }
 
 /* The stored credentials of `m` in the user document `doc`. */

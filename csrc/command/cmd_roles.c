@@ -90,25 +90,7 @@ static const char *canonical_action(const char *a)
 static int role_load(mf_instance *inst, const char *db, const char *role, bson_t *out,
                      bool *found, mf_error *err)
 {
-    char id[512];
-    *found = false;
-    bson_init(out);
-    if ((size_t)snprintf(id, sizeof id, "%s.%s", db, role) >= sizeof id)
-        return 0;
-    bson_t *cmd = BCON_NEW("find", "system.roles", "filter", "{", "_id", BCON_UTF8(id), "}",
-                           "limit", BCON_INT32(1));
-    bson_t reply = BSON_INITIALIZER;
-    int rc = cmd ? mfi_command_direct(inst, "admin", cmd, &reply, err) : mf_error_oom(err);
-    bson_iter_t it, doc;
-    bson_t d;
-    if (rc == 0 && bson_iter_init(&it, &reply) &&
-        bson_iter_find_descendant(&it, "cursor.firstBatch.0", &doc) &&
-        mf_bsonx_doc_view(&doc, &d) && bson_concat(out, &d))
-        *found = true;
-    bson_destroy(&reply);
-    if (cmd)
-        bson_destroy(cmd);
-    return rc;
+    return mfi_authz_load(inst, "system.roles", db, role, out, found, err);
 }
 
 int mfi_role_exists(mf_instance *inst, const char *role, const char *db, bool *exists,
@@ -125,13 +107,7 @@ int mfi_role_exists(mf_instance *inst, const char *role, const char *db, bool *e
 
 static int run_admin(mf_cmd_ctx *ctx, bson_t *cmd, bson_t *reply, mf_error *err)
 {
-    bson_iter_t it;
-    int rc = cmd ? mfi_command_direct(ctx->inst, "admin", cmd, reply, err) : mf_error_oom(err);
-    if (rc == 0 && bson_iter_init_find(&it, reply, "writeErrors"))
-        rc = mf_error_set(err, MF_OperationFailed, "writing admin.system.roles failed");
-    if (cmd)
-        bson_destroy(cmd);
-    return rc;
+    return mfi_authz_run(ctx->inst, "system.roles", cmd, reply, err);
 }
 
 static int run_admin_quiet(mf_cmd_ctx *ctx, bson_t *cmd, mf_error *err)

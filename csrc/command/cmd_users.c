@@ -256,16 +256,9 @@ static int make_credentials(const char *user, const user_args *a, bson_t *out, m
     return 0;
 }
 
-/* Run `cmd` on admin as the server; a write error in the reply is an error. */
 static int run_admin(mf_cmd_ctx *ctx, bson_t *cmd, bson_t *reply, mf_error *err)
 {
-    bson_iter_t it;
-    int rc = cmd ? mfi_command_direct(ctx->inst, "admin", cmd, reply, err) : mf_error_oom(err);
-    if (rc == 0 && bson_iter_init_find(&it, reply, "writeErrors"))
-        rc = mf_error_set(err, MF_OperationFailed, "writing admin.system.users failed");
-    if (cmd)
-        bson_destroy(cmd);
-    return rc;
+    return mfi_authz_run(ctx->inst, "system.users", cmd, reply, err);
 }
 
 static int ensure_users_index(mf_cmd_ctx *ctx, mf_error *err)

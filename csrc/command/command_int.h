@@ -221,6 +221,15 @@ bool mfi_instance_sleep(mf_instance *inst, int64_t ms);
 
 /* ------------------------------------------------- who a client is (auth.c) */
 
+/* The document of `name`@`db` (_id "db.name") in admin.<coll>
+ * (system.users, system.roles) into `out` (initialised here), `*found`
+ * false when there is none. */
+int mfi_authz_load(mf_instance *inst, const char *coll, const char *db, const char *name,
+                   bson_t *out, bool *found, mf_error *err);
+/* Run `cmd` (taken: destroyed here; NULL is out of memory) on admin as the
+ * server; a write error in its reply is OperationFailed "writing
+ * admin.<coll> failed". */
+int mfi_authz_run(mf_instance *inst, const char *coll, bson_t *cmd, bson_t *reply, mf_error *err);
 /* The user document of `user`@`db` in admin.system.users into `out`
  * (initialised here), `*found` false when there is none. */
 int mfi_user_load(mf_instance *inst, const char *db, const char *user, bson_t *out, bool *found,
