@@ -39,6 +39,8 @@ LIBRARIES = {
     "icu-uc": "libicu-dev",
     # MD5, for mongod's hash of hashed index keys (csrc/bsonx/hash.c)
     "libcrypto": "libssl-dev",
+    # TLS for the wire server (csrc/wire/tls.c); the same package
+    "libssl": "libssl-dev",
 }
 
 # Libraries without a .pc file: (header, static library, Debian package).

@@ -37,6 +37,23 @@ def _parser() -> argparse.ArgumentParser:
     s.add_argument("--replSet", dest="repl_set", default=None, metavar="NAME",
                    help="run as the primary of a one-member replica set of this name "
                         "(transactions, retryable writes); default: a standalone")
+    s.add_argument("--auth", action="store_true",
+                   help="access control: clients must authenticate, and every command "
+                        "checks the user's privileges (docs/auth.md)")
+    s.add_argument("--tlsMode", dest="tls_mode", default="disabled",
+                   choices=["disabled", "allowTLS", "preferTLS", "requireTLS"],
+                   help="which connections to accept: plain, TLS or both (docs/auth.md)")
+    s.add_argument("--tlsCertificateKeyFile", dest="tls_cert", default=None, metavar="PEM",
+                   help="the server's certificate and private key, in one PEM file")
+    s.add_argument("--tlsCertificateKeyFilePassword", dest="tls_cert_pw", default=None,
+                   metavar="PASSWORD", help="the password of an encrypted private key")
+    s.add_argument("--tlsCAFile", dest="tls_ca", default=None, metavar="PEM",
+                   help="the CA that clients' certificates must chain to")
+    s.add_argument("--tlsAllowConnectionsWithoutCertificates", dest="tls_no_cert",
+                   action="store_true", help="accept a TLS client without a certificate")
+    s.add_argument("--tlsAllowInvalidCertificates", dest="tls_invalid", action="store_true",
+                   help="accept a client certificate the CA does not vouch for (it then "
+                        "authenticates no one)")
     s.add_argument("--enable-test-commands", action="store_true",
                    help="report enableTestCommands=1, as test harnesses expect")
     return p
@@ -51,7 +68,13 @@ def serve(args: argparse.Namespace) -> int:
                         log_level=args.log_level,
                         ttl_monitor_sleep_secs=args.ttl_monitor_sleep_secs,
                         read_deadline_secs=args.read_deadline_secs or None,
-                        huge_pages=args.huge_pages, replica_set=args.repl_set)
+                        huge_pages=args.huge_pages, replica_set=args.repl_set,
+                        auth=args.auth, tls_mode=args.tls_mode,
+                        tls_certificate_key_file=args.tls_cert,
+                        tls_certificate_key_file_password=args.tls_cert_pw,
+                        tls_ca_file=args.tls_ca,
+                        tls_allow_connections_without_certificates=args.tls_no_cert,
+                        tls_allow_invalid_certificates=args.tls_invalid)
         server.start()
     except MultiforaError as e:
         print(f"multifora: cannot start: {e}", file=sys.stderr)

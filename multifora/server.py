@@ -41,6 +41,22 @@ def default_dbpath() -> str:
     return os.path.join(base, "multifora")
 
 
+def _censored(argv: list) -> list:
+    """argv with a password option's value shown as "<password>", as
+    mongod's getCmdLineOpts shows it."""
+    out, hide = [], False
+    for a in argv:
+        if hide:
+            out.append("<password>")
+            hide = False
+        elif a.startswith("--tlsCertificateKeyFilePassword="):
+            out.append("--tlsCertificateKeyFilePassword=<password>")
+        else:
+            out.append(a)
+            hide = a == "--tlsCertificateKeyFilePassword"
+    return out
+
+
 class Server:
     """A MultiforaDB server over one data directory.
 
@@ -66,6 +82,24 @@ class Server:
     set's primary, replies carry ``$clusterTime`` and ``operationTime``,
     and ``uri`` names the set.  None (the default) is a standalone.
 
+    ``auth`` turns access control on (mongod's ``--auth``): a connection
+    must authenticate (SCRAM) and every command checks the user's
+    privileges.  With no user yet, a connection from this host (loopback
+    or the Unix socket) may create the first one in ``admin`` (the
+    localhost exception).  Commands run in this process through
+    ``command()`` act as the server itself and are not checked.
+    See docs/auth.md.
+
+    ``tls_mode`` ("disabled", "allowTLS", "preferTLS" or "requireTLS") and
+    the other ``tls_`` options are mongod's ``net.tls`` ones: the server's
+    certificate and key in one PEM file (``tls_certificate_key_file``, with
+    ``tls_certificate_key_file_password`` if the key is encrypted), the CA
+    that clients' certificates must chain to (``tls_ca_file``, required, as
+    mongod 7.0.6 requires a chain of trust), and whether a client may come
+    without a certificate or with one the CA does not vouch for.  TLS 1.2
+    and 1.3 only.  A verified client certificate can authenticate with
+    MONGODB-X509 (docs/auth.md).
+
     ``_faults`` (tests only) is a ``multifora._core._Faults``, the storage
     fault table this server's engine checks in every file operation; it
     may be armed before the server opens, and read after it closes.
@@ -78,12 +112,19 @@ class Server:
                  argv: Optional[list] = None, ttl_monitor_sleep_secs: int = 60,
                  read_deadline_secs: Optional[float] = 30.0, huge_pages: str = "auto",
                  logical_session_refresh_ms: int = 300_000,
-                 replica_set: Optional[str] = None, _faults=None):
+                 replica_set: Optional[str] = None, auth: bool = False,
+                 tls_mode: str = "disabled", tls_certificate_key_file: Optional[str] = None,
+                 tls_certificate_key_file_password: Optional[str] = None,
+                 tls_ca_file: Optional[str] = None,
+                 tls_allow_connections_without_certificates: bool = False,
+                 tls_allow_invalid_certificates: bool = False, _faults=None):
         self.dbpath = os.path.abspath(dbpath)
         self.host = host
         self.unix_socket = os.path.abspath(unix_socket) if unix_socket else None
         self.replica_set = replica_set or None
-        argv = list(argv if argv is not None else sys.argv)
+        argv = _censored(list(argv if argv is not None else sys.argv))
+        self.tls_mode = tls_mode
+        self.tls_ca_file = os.path.abspath(tls_ca_file) if tls_ca_file else None
         net: dict = {"bindIp": host, "maxIncomingConnections": max_connections}
         if port is not None:
             net["port"] = port
@@ -103,6 +144,21 @@ class Server:
             parsed["storage"]["hugePages"] = huge_pages
         if self.replica_set:
             parsed["replication"] = {"replSet": self.replica_set}
+        if auth:
+            parsed["security"] = {"authorization": "enabled"}
+        if tls_mode != "disabled":
+            tls: dict = {"mode": tls_mode}
+            if tls_certificate_key_file:
+                tls["certificateKeyFile"] = tls_certificate_key_file
+            if tls_certificate_key_file_password:
+                tls["certificateKeyFilePassword"] = "<password>"
+            if tls_ca_file:
+                tls["CAFile"] = tls_ca_file
+            if tls_allow_connections_without_certificates:
+                tls["allowConnectionsWithoutCertificates"] = True
+            if tls_allow_invalid_certificates:
+                tls["allowInvalidCertificates"] = True
+            net["tls"] = tls
         self._core = _core.Server(
             self.dbpath, host, -1 if port is None else port, self.unix_socket,
             max_connections, enable_test_commands,
@@ -110,7 +166,13 @@ class Server:
             bson.encode(parsed), log_level, ttl_monitor_sleep_secs,
             -1 if read_deadline_secs is None else max(1, round(read_deadline_secs * 1000)),
             huge_pages, logical_session_refresh_ms, faults=_faults,
-            replica_set=self.replica_set)
+            replica_set=self.replica_set, auth=bool(auth), tls_mode=tls_mode,
+            tls_certificate_key_file=tls_certificate_key_file,
+            tls_certificate_key_file_password=tls_certificate_key_file_password,
+            tls_ca_file=tls_ca_file,
+            tls_allow_connections_without_certificates=bool(
+                tls_allow_connections_without_certificates),
+            tls_allow_invalid_certificates=bool(tls_allow_invalid_certificates))
         self._started = False
 
     # -- life cycle ---------------------------------------------------------
@@ -163,6 +225,11 @@ class Server:
         replica-set member."""
         opts = (f"replicaSet={urllib.parse.quote(self.replica_set, safe='')}"
                 if self.replica_set else "directConnection=true")
+        if self.tls_mode in ("preferTLS", "requireTLS"):
+            # the server's certificate is to chain to the CA it trusts
+            opts += "&tls=true"
+            if self.tls_ca_file:
+                opts += f"&tlsCAFile={urllib.parse.quote(self.tls_ca_file, safe='')}"
         if self.port is not None:
             host = self.host.split(",")[0]
             if host in ("0.0.0.0", "::"):
@@ -222,7 +289,7 @@ class EmbeddedClient(MongoClient):
 
 
 def open(path: str, replica_set: Optional[str] = "rs0",  # noqa: A001 - the API's name
-         **client_kwargs) -> EmbeddedClient:
+         auth: bool = False, **client_kwargs) -> EmbeddedClient:
     """Open the database at ``path`` embedded in this process.
 
     Starts a server on a private Unix socket (in a fresh 0700 directory, no
@@ -230,12 +297,15 @@ def open(path: str, replica_set: Optional[str] = "rs0",  # noqa: A001 - the API'
     the client stops the server.  The server is the primary of a one-member
     replica set named ``replica_set`` ("rs0"), so sessions get transactions
     and retryable writes with nothing to configure; ``replica_set=None``
-    makes it a standalone.  Extra keyword arguments go to MongoClient.
+    makes it a standalone.  ``auth=True`` turns access control on (see
+    Server); pass ``username`` and ``password`` for the client, or, while
+    no user exists, create the first one in ``admin`` through it.  Extra
+    keyword arguments go to MongoClient.
     """
     sockdir = tempfile.mkdtemp(prefix="multifora-")
     try:
         server = Server(path, port=None, unix_socket=os.path.join(sockdir, "mongod.sock"),
-                        replica_set=replica_set)
+                        replica_set=replica_set, auth=auth)
         server.start()
     except BaseException:
         shutil.rmtree(sockdir, ignore_errors=True)

@@ -15,7 +15,9 @@ DEBS=(gcc pkg-config python3-dev python3-venv libbson-dev liblz4-dev libxxhash-d
       # 2dsphere's geometry (docs/geo.md): Google's S2, C++, reached through csrc/query/geo_s2.cc
       g++ libs2-dev
       # the fuzz targets (tests/test_rel_fuzz.py): clang and its libFuzzer runtime
-      clang-14 libclang-rt-14-dev)
+      clang-14 libclang-rt-14-dev
+      # the TLS tests make their certificates with the openssl command (tests/test_tls.py)
+      openssl)
 
 say() { printf '[multifora] %s\n' "$*" >&2; }
 

@@ -122,6 +122,13 @@ static void put_value(sb *s, const bson_iter_t *it)
     case BSON_TYPE_BINARY: {
         bson_subtype_t sub;
         bson_iter_binary(it, &sub, &len, &bin);
+        if (sub == BSON_SUBTYPE_UUID && len == 16) { /* as mongod: UUID("8-4-4-4-12") */
+            puts_(s, "UUID(\"");
+            for (uint32_t i = 0; i < 16; i++)
+                putf(s, i == 4 || i == 6 || i == 8 || i == 10 ? "-%02x" : "%02x", bin[i]);
+            puts_(s, "\")");
+            break;
+        }
         putf(s, "BinData(%d, ", (int)sub);
         for (uint32_t i = 0; i < len && !s->cut; i++)
             putf(s, "%02X", bin[i]);

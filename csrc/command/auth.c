@@ -24,6 +24,7 @@
  * The roles kept with the user are its document's when it authenticated.
  */
 #include "command_int.h"
+#include "authz_int.h"
 #include "scram.h"
 
 #include <stdio.h>
@@ -32,9 +33,8 @@
 
 
 typedef struct auth_user {
-    char user[512];
+    char user[1024]; /* an x.509 subject may be long */
     char db[128];
-    bson_t roles; /* [{role, db}] */
 } auth_user;
 
 struct mfi_auth {
@@ -45,7 +45,27 @@ struct mfi_auth {
     char conv_db[128];    /* the database it authenticates against */
     auth_user users[1];
     size_t nusers;        /* 0 or 1 */
+    /* The user's roles and privileges, as resolved when the instance's
+     * authorization generation was `grants_gen` (authz.c): resolved again
+     * when a user or role has changed since. */
+    mfi_grants grants;
+    bool has_grants;
+    uint64_t grants_gen;
 };
+
+static void grants_drop(mfi_auth *a)
+{
+    if (a->has_grants)
+        mfi_grants_free(&a->grants);
+    a->has_grants = false;
+}
+
+/* The connection no longer authenticated as anyone. */
+static void forget_user(mfi_auth *a)
+{
+    a->nusers = 0;
+    grants_drop(a);
+}
 
 static mfi_auth *auth_of(mf_client *c)
 {
@@ -60,8 +80,7 @@ void mf_command_client_end(mf_client *c)
     if (!a)
         return;
     mfi_scram_conv_clear(&a->conv);
-    for (size_t i = 0; i < a->nusers; i++)
-        bson_destroy(&a->users[i].roles);
+    forget_user(a);
     free(a);
     c->auth = NULL;
 }
@@ -96,6 +115,7 @@ int mfi_authz_run(mf_instance *inst, const char *coll, bson_t *cmd, bson_t *repl
 {
     bson_iter_t it;
     int rc = cmd ? mfi_command_direct(inst, "admin", cmd, reply, err) : mf_error_oom(err);
+    mfi_authz_changed(inst);
     if (rc == 0 && bson_iter_init_find(&it, reply, "writeErrors"))
         rc = mf_error_set(err, MF_OperationFailed, "writing admin.%s failed", coll);
     if (cmd)
@@ -145,21 +165,6 @@ static bool creds_of(const bson_t *doc, mfi_scram_mech m, mfi_scram_creds *out)
     return have[0] && have[1] && have[2] && have[3];
 }
 
-/* The roles array of a user document, copied into `out` (initialised). */
-static void roles_of(const bson_t *doc, bson_t *out)
-{
-    bson_iter_t it;
-    bson_init(out);
-    if (bson_iter_init_find(&it, doc, "roles") && BSON_ITER_HOLDS_ARRAY(&it)) {
-        uint32_t len;
-        const uint8_t *data;
-        bson_t arr;
-        bson_iter_array(&it, &len, &data);
-        if (bson_init_static(&arr, data, len))
-            bson_concat(out, &arr);
-    }
-}
-
 /* Whether the connection may authenticate as user@db: once only, as one
  * user (AuthorizationSessionImpl::addAndAuthorizeUser). */
 static int may_authenticate(const mfi_auth *a, const char *db, const char *user, mf_error *err)
@@ -177,15 +182,13 @@ static int may_authenticate(const mfi_auth *a, const char *db, const char *user,
                         a->users[0].user, a->users[0].db);
 }
 
-static void authenticated(mfi_auth *a, const char *db, const char *user, const bson_t *doc)
+static void authenticated(mfi_auth *a, const char *db, const char *user)
 {
     auth_user *u = &a->users[0];
-    if (a->nusers)
-        bson_destroy(&u->roles);
+    forget_user(a);
     a->nusers = 1;
     snprintf(u->user, sizeof u->user, "%s", user);
     snprintf(u->db, sizeof u->db, "%s", db);
-    roles_of(doc, &u->roles);
 }
 
 /* ------------------------------------------------------- the conversation */
@@ -324,6 +327,75 @@ static int sasl_start(mf_cmd_ctx *ctx, const char *db, const bson_t *cmd, bson_t
     return rc;
 }
 
+/* ------------------------------------------------------------ MONGODB-X509 */
+
+/* authenticate on `db` (mongod's authentication_commands.cpp): the
+ * client certificate's subject, verified by the TLS handshake, is the
+ * user of $external with that name.  Every refusal but a missing user
+ * (UserNotFound 11) and the wrong database (ProtocolError 17) is
+ * AuthenticationFailed 18 "Authentication failed.", as mongod remaps
+ * them; the reason goes to the log. */
+static int x509_authenticate(mf_cmd_ctx *ctx, const char *db, const bson_t *cmd, bson_t *reply,
+                             mf_error *err)
+{
+    bson_iter_t it;
+    const char *mech = NULL, *user = NULL;
+    bson_iter_init(&it, cmd);
+    bson_iter_next(&it);
+    while (bson_iter_next(&it)) {
+        const char *k = bson_iter_key(&it);
+        if (strcmp(k, "mechanism") == 0 || strcmp(k, "user") == 0) {
+            if (!BSON_ITER_HOLDS_UTF8(&it))
+                return mfi_type_error(err, "authenticate", k, &it, "string");
+            *(k[0] == 'm' ? &mech : &user) = bson_iter_utf8(&it, NULL);
+        } else if (strcmp(k, "db") != 0 && !mfi_is_generic_arg(k)) {
+            return mf_error_set(err, 40415, "BSON field 'authenticate.%s' is an unknown field.", k);
+        }
+    }
+    if (!mech)
+        return mf_error_set(err, 40414,
+                            "BSON field 'authenticate.mechanism' is missing but a required field");
+    const mf_client *c = ctx->client;
+    const char *subject = c && c->tls ? c->tls_subject : "";
+    const char *why = !*mech                              ? "Auth mechanism not specified"
+                      : strcmp(mech, "MONGODB-X509") != 0 ? "Unsupported mechanism"
+                      : !*subject ? "No verified subject name available from client"
+                      : user && strcmp(user, subject) != 0
+                          ? "There is no x.509 client certificate matching the user."
+                          : NULL;
+    if (why)
+        return auth_failed(ctx, mech, user ? user : subject, db, why, err);
+    if (strcmp(db, "$external") != 0)
+        return mf_error_set(err, MF_ProtocolError,
+                            "X.509 authentication must always use the $external database.");
+    bson_t doc;
+    bool found;
+    int rc = mfi_user_load(ctx->inst, "$external", subject, &doc, &found, err);
+    bson_destroy(&doc);
+    if (rc)
+        return rc;
+    if (!found)
+        return mf_error_set(err, MF_UserNotFound, "Could not find user \"%s\" for db \"$external\"",
+                            subject);
+    mfi_auth *a = auth_of(ctx->client);
+    if (!a)
+        return mf_error_oom(err);
+    mf_error why_not;
+    if (may_authenticate(a, "$external", subject, &why_not) != 0)
+        return auth_failed(ctx, mech, subject, db, why_not.msg, err);
+    authenticated(a, "$external", subject);
+    mf_log(MF_LOG_INFO, "ACCESS", 20250, ctx->client->remote,
+           "Authentication succeeded: mechanism MONGODB-X509, user %s@$external", subject);
+    BSON_APPEND_UTF8(reply, "dbname", "$external");
+    BSON_APPEND_UTF8(reply, "user", subject);
+    return 0;
+}
+
+int mfi_cmd_authenticate(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_error *err)
+{
+    return x509_authenticate(ctx, ctx->db, cmd, reply, err);
+}
+
 int mfi_cmd_sasl_start(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_error *err)
 {
     return sasl_start(ctx, ctx->db, cmd, reply, err);
@@ -365,7 +437,7 @@ int mfi_cmd_sasl_continue(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_
         a->active = false;
     bool done = rc == 0 && (a->conv.step == 3 || (a->conv.step == 2 && a->skip_empty));
     if (done) {
-        /* the user's roles as its document holds them now */
+        /* the user still exists */
         bson_t doc;
         bool found;
         rc = mfi_user_load(ctx->inst, a->conv_db, a->conv.user, &doc, &found, err);
@@ -374,7 +446,7 @@ int mfi_cmd_sasl_continue(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_
         if (rc == 0)
             rc = may_authenticate(a, a->conv_db, a->conv.user, err);
         if (rc == 0) {
-            authenticated(a, a->conv_db, a->conv.user, &doc);
+            authenticated(a, a->conv_db, a->conv.user);
             mf_log(MF_LOG_INFO, "ACCESS", 20250, ctx->client->remote,
                    "Authentication succeeded: mechanism %s, user %s@%s", mech, a->conv.user,
                    a->conv_db);
@@ -404,8 +476,8 @@ int mfi_cmd_logout(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_error *
                "instead");
     }
     if (a && a->nusers && strcmp(a->users[0].db, ctx->db) == 0) {
-        bson_destroy(&a->users[0].roles);
-        a->nusers = 0;
+        forget_user(a);
+        ctx->authz_ready = false; /* its grants are gone */
     }
     return 0;
 }
@@ -499,37 +571,94 @@ int mfi_auth_hello(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_error *
         bson_t spec, out = BSON_INITIALIZER;
         bson_iter_t d;
         mf_error e;
-        /* a saslStart with its database; any failure is no reply field
-         * (the client then authenticates the long way) */
+        /* a saslStart with its database, or an authenticate (on $external
+         * unless it names another); any failure is no reply field (the
+         * client then authenticates the long way) */
         if (mf_bsonx_doc_view(&it, &spec) && bson_iter_init_find(&d, &spec, "saslStart") &&
             bson_iter_init_find(&d, &spec, "db") && BSON_ITER_HOLDS_UTF8(&d) &&
             sasl_start(ctx, bson_iter_utf8(&d, NULL), &spec, &out, &e) == 0)
+            BSON_APPEND_DOCUMENT(reply, "speculativeAuthenticate", &out);
+        else if (bson_iter_init_find(&d, &spec, "authenticate") &&
+                 x509_authenticate(ctx,
+                                   bson_iter_init_find(&d, &spec, "db") && BSON_ITER_HOLDS_UTF8(&d)
+                                       ? bson_iter_utf8(&d, NULL)
+                                       : "$external",
+                                   &spec, &out, &e) == 0)
             BSON_APPEND_DOCUMENT(reply, "speculativeAuthenticate", &out);
         bson_destroy(&out);
     }
     return 0;
 }
 
-/* ----------------------------------------------------- connectionStatus */
+/* ------------------------------------------------ who runs the command */
 
-void mfi_auth_status(mf_cmd_ctx *ctx, bson_t *users, bson_t *roles)
+int mfi_auth_grants(mf_cmd_ctx *ctx, const mfi_grants **out, mf_error *err)
 {
     mfi_auth *a = ctx->client ? ctx->client->auth : NULL;
-    uint32_t nu = 0, nr = 0;
-    for (size_t i = 0; a && i < a->nusers; i++) {
-        char k[16];
-        const char *key;
-        bson_t u;
-        bson_uint32_to_string(nu++, &key, k, sizeof k);
-        bson_append_document_begin(users, key, -1, &u);
-        BSON_APPEND_UTF8(&u, "user", a->users[i].user);
-        BSON_APPEND_UTF8(&u, "db", a->users[i].db);
-        bson_append_document_end(users, &u);
-        bson_iter_t r;
-        if (bson_iter_init(&r, &a->users[i].roles))
-            while (bson_iter_next(&r)) {
-                bson_uint32_to_string(nr++, &key, k, sizeof k);
-                mf_bsonx_append_iter(roles, key, -1, &r);
-            }
+    *out = NULL;
+    if (!a || !a->nusers)
+        return 0;
+    uint64_t gen = mfi_authz_generation(ctx->inst);
+    if (a->has_grants && a->grants_gen == gen) {
+        *out = &a->grants;
+        return 0;
     }
+    grants_drop(a);
+    bson_t doc;
+    bool found;
+    int rc = mfi_user_load(ctx->inst, a->users[0].db, a->users[0].user, &doc, &found, err);
+    if (rc == 0 && !found) {
+        /* dropped since it authenticated: the connection is nobody now */
+        mf_log(MF_LOG_INFO, "ACCESS", 20245, ctx->client->remote,
+               "Removed deleted user from session cache of user information: %s@%s",
+               a->users[0].user, a->users[0].db);
+        a->nusers = 0;
+    } else if (rc == 0 && (rc = mfi_grants_resolve(ctx->inst, &doc, &a->grants, err)) == 0) {
+        a->has_grants = true;
+        a->grants_gen = gen;
+        *out = &a->grants;
+    }
+    bson_destroy(&doc);
+    return rc;
+}
+
+/* ----------------------------------------------------- connectionStatus */
+
+int mfi_auth_status(mf_cmd_ctx *ctx, bool privileges, bson_t *info, mf_error *err)
+{
+    const mfi_grants *g;
+    int rc = mfi_auth_grants(ctx, &g, err);
+    if (rc)
+        return rc;
+    mfi_auth *a = ctx->client ? ctx->client->auth : NULL;
+    bson_t users, u;
+    BSON_APPEND_ARRAY_BEGIN(info, "authenticatedUsers", &users);
+    if (g) {
+        bson_append_document_begin(&users, "0", 1, &u);
+        BSON_APPEND_UTF8(&u, "user", a->users[0].user);
+        BSON_APPEND_UTF8(&u, "db", a->users[0].db);
+        bson_append_document_end(&users, &u);
+    }
+    bson_append_array_end(info, &users);
+    if (g) {
+        BSON_APPEND_ARRAY(info, "authenticatedUserRoles", &g->roles);
+    } else {
+        BSON_APPEND_ARRAY_BEGIN(info, "authenticatedUserRoles", &users);
+        bson_append_array_end(info, &users);
+    }
+    if (privileges) {
+        mfi_privs none = {0};
+        mfi_privs_append(info, "authenticatedUserPrivileges", g ? &g->privs : &none);
+    }
+    return 0;
+}
+
+bool mfi_auth_user(mf_cmd_ctx *ctx, const char **user, const char **db)
+{
+    mfi_auth *a = ctx->client ? ctx->client->auth : NULL;
+    if (!a || !a->nusers)
+        return false;
+    *user = a->users[0].user;
+    *db = a->users[0].db;
+    return true;
 }

@@ -374,23 +374,14 @@ int mfi_cmd_whatsmyuri(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_err
 int mfi_cmd_connection_status(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply,
                               mf_error *err)
 {
-    (void)err;
     bson_iter_t it;
     bool privileges = bson_iter_init_find(&it, cmd, "showPrivileges") &&
                       bson_iter_as_bool(&it);
-    bson_t info, arr, users = BSON_INITIALIZER, roles = BSON_INITIALIZER;
-    mfi_auth_status(ctx, &users, &roles);
+    bson_t info;
     BSON_APPEND_DOCUMENT_BEGIN(reply, "authInfo", &info);
-    BSON_APPEND_ARRAY(&info, "authenticatedUsers", &users);
-    BSON_APPEND_ARRAY(&info, "authenticatedUserRoles", &roles);
-    bson_destroy(&users);
-    bson_destroy(&roles);
-    if (privileges) {
-        BSON_APPEND_ARRAY_BEGIN(&info, "authenticatedUserPrivileges", &arr);
-        bson_append_array_end(&info, &arr);
-    }
+    int rc = mfi_auth_status(ctx, privileges, &info, err);
     bson_append_document_end(reply, &info);
-    return 0;
+    return rc;
 }
 
 /* ------------------------------------------------------------- listCommands */
@@ -582,17 +573,12 @@ int mfi_cmd_get_log(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_error 
 
 /* ----------------------------------------------------------------- shutdown */
 
-static bool is_local_client(const mf_client *c)
-{
-    return c->is_internal || strncmp(c->remote, "127.", 4) == 0 ||
-           strncmp(c->remote, "[::1]", 5) == 0 ||
-           strncmp(c->remote, "anonymous unix socket", 21) == 0;
-}
-
 int mfi_cmd_shutdown(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_error *err)
 {
     (void)cmd, (void)reply;
-    if (!is_local_client(ctx->client))
+    /* without access control only from this host; with it, whoever holds
+     * the shutdown action (checked before) */
+    if (!ctx->inst->auth && !mfi_client_is_local(ctx->client))
         return mf_error_set(err, MF_Unauthorized,
                             "shutdown must run from localhost when running db without auth");
     mf_log(MF_LOG_INFO, "COMMAND", 4695400, "conn", "Terminating via shutdown command");

@@ -10,6 +10,7 @@
  * has synced it.
  */
 #include "command_int.h"
+#include "authz_int.h"
 #include "../query/query.h"
 
 #include <stdio.h>
@@ -221,6 +222,9 @@ int mfi_cmd_list_collections(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply,
     if (rc)
         return rc;
     bool name_only = flag_arg(cmd, "nameOnly");
+    /* with access control, authorizedCollections shows only those the
+     * user may do something on */
+    bool authorized_only = ctx->inst->auth && flag_arg(cmd, "authorizedCollections");
     mf_engine *e = ctx->inst->engine;
     coll_list l = {.db = ctx->db, .dblen = strlen(ctx->db)};
     char ns[NS_MAX + 64];
@@ -249,6 +253,8 @@ int mfi_cmd_list_collections(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply,
         const char *coll = mf_coll_name(c) + l.dblen + 1;
         if (mfi_txn_pending(ctx, mf_coll_name(c)))
             continue; /* another transaction's, not yet committed */
+        if (authorized_only && !mfi_authz_any_on_ns(ctx, ctx->db, coll))
+            continue;
         const uint8_t *ob;
         size_t olen;
         bson_t meta, entry, sub, idx;
@@ -301,6 +307,20 @@ int mfi_cmd_list_databases(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf
     if (rc)
         return rc;
     bool name_only = flag_arg(cmd, "nameOnly");
+    /* With access control, a user without listDatabases on the cluster
+     * sees the databases it holds something on (mongod's
+     * authorizedDatabases, by default then true). */
+    bool may_all = mfi_authz_may_action(ctx, MFA_listDatabases, NULL, NULL);
+    bool authorized_only = !may_all;
+    bson_iter_t ait;
+    if (bson_iter_init_find(&ait, cmd, "authorizedDatabases")) {
+        authorized_only = bson_iter_as_bool(&ait);
+        if (!authorized_only && !may_all) {
+            mf_matcher_free(m);
+            return mf_error_set(err, MF_Unauthorized,
+                                "Insufficient permissions to list all databases");
+        }
+    }
     mf_engine *e = ctx->inst->engine;
     coll_list l = {0};
     bson_t dbs;
@@ -321,6 +341,12 @@ int mfi_cmd_list_databases(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf
             if (!name_only && (rc = mf_cl_storage_bytes(e, l.v[j], &bytes, err)) == 0)
                 size += bytes;
             j++;
+        }
+        char dbname[128];
+        snprintf(dbname, sizeof dbname, "%.*s", (int)dl, name);
+        if (authorized_only && !mfi_authz_any_in_db(ctx, dbname)) {
+            i = j;
+            continue;
         }
         bson_t entry;
         bson_init(&entry);

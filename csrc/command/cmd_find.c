@@ -524,7 +524,7 @@ int mfi_cmd_find(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_error *er
             cur->origin = bson_copy(cmd);
             if (ctx->dbg)
                 memcpy(cur->plan_summary, ctx->dbg->plan_summary, sizeof cur->plan_summary);
-            int64_t id = mfi_cursor_register(ctx->inst, cur);
+            int64_t id = mfi_cursor_register(ctx, cur);
             mfi_batch_set_id(&b, id);
             if (ctx->dbg)
                 ctx->dbg->cursorid = id;

@@ -143,10 +143,24 @@ int mfi_cmd_hello(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_error *e
                 return mf_error_set(err, 51764,
                                     "Received a topology version with counter: %lld which is greater than the server topology version counter: 0",
                                     (long long)aw.counter);
-            /* Our topology never changes: sleep out maxAwaitTimeMS. */
-            if (mfi_instance_sleep(inst, aw.max_await_ms))
-                return mf_error_set(err, MF_ShutdownInProgress,
-                                    "The server is in quiesce mode and will shut down");
+            /* Our topology never changes: sleep out maxAwaitTimeMS --
+             * unless the client hangs up meanwhile (a driver closing its
+             * monitor), which would otherwise hold the connection, and
+             * a place under the connection limit, for the whole wait. */
+            int64_t left = aw.max_await_ms;
+            while (left > 0) {
+                int64_t slice = left < 250 ? left : 250;
+                if (mfi_instance_sleep(inst, slice))
+                    return mf_error_set(err, MF_ShutdownInProgress,
+                                        "The server is in quiesce mode and will shut down");
+                left -= slice;
+                if (ctx->client->peer_gone && ctx->client->peer_gone(ctx->client)) {
+                    ctx->flags |= MF_RUN_CLOSE;
+                    return mf_error_set(err, MF_ClientDisconnect,
+                                        "operation was interrupted because a client "
+                                        "disconnected");
+                }
+            }
         }
         ctx->flags |= MF_RUN_EXHAUST;
     }

@@ -20,70 +20,17 @@
  * that inherits it (a cycle).  Dropping a role takes it out of every
  * user's and role's roles.
  *
- * The built-in roles exist without documents (cmd_users.c,
- * mfi_role_is_builtin) and cannot be created, changed or dropped.  What a
- * privilege lets a user do is access control's (docs/auth.md, not built
- * yet): these commands keep and show the roles.
+ * The built-in roles exist without documents (authz.c holds their
+ * privileges) and cannot be created, changed or dropped.  What a
+ * privilege lets a user do is access control's (authz.c): these commands
+ * keep and show the roles.
  */
 #include "command_int.h"
+#include "authz_int.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-/* mongod 7.0's action types (ActionType), sorted. */
-static const char *const actions[] = {
-    "addShard", "advanceClusterTime", "allCollectionStats", "analyze", "analyzeShardKey",
-    "anyAction", "appendOplogNote", "applicationMessage", "applyOps", "auditConfigure",
-    "auditLogRotate", "authCheck", "authSchemaUpgrade", "authenticate",
-    "bypassDocumentValidation", "bypassWriteBlockingMode", "changeCustomData",
-    "changeOwnCustomData", "changeOwnPassword", "changePassword", "changeStream",
-    "checkFreeMonitoringStatus", "checkMetadataConsistency", "cleanupOrphaned",
-    "cleanupStructuredEncryptionData", "clearJumboFlag", "closeAllDatabases", "collMod",
-    "collStats", "compact", "compactStructuredEncryptionData", "configureQueryAnalyzer",
-    "connPoolStats", "connPoolSync", "convertToCapped", "cpuProfiler", "createCollection",
-    "createDatabase", "createIndex", "createRole", "createSearchIndexes", "createUser", "dbCheck",
-    "dbHash", "dbStats", "dropAllRolesFromDatabase", "dropAllUsersFromDatabase", "dropCollection",
-    "dropConnections", "dropDatabase", "dropIndex", "dropRole", "dropSearchIndex", "dropUser",
-    "emptycapped", "enableProfiler", "enableSharding", "exportCollection", "find",
-    "flushRouterConfig", "forceUUID", "fsync", "getChangeStreamState", "getClusterParameter",
-    "getCmdLineOpts", "getDatabaseVersion", "getDefaultRWConcern", "getLog", "getParameter",
-    "getShardMap", "getShardVersion", "grantPrivilegesToRole", "grantRole", "grantRolesToRole",
-    "grantRolesToUser", "hostInfo", "impersonate", "importCollection", "indexStats", "inprog",
-    "insert", "internal", "invalidateUserCache", "issueDirectShardOperations", "killAnyCursor",
-    "killAnySession", "killCursors", "killop", "listCachedAndActiveUsers", "listCollections",
-    "listCursors", "listDatabases", "listIndexes", "listSampledQueries", "listSearchIndexes",
-    "listSessions", "listShards", "logRotate", "moveChunk", "netstat", "oidReset",
-    "operationMetrics", "planCacheIndexFilter", "planCacheRead", "planCacheWrite",
-    "queryStatsRead", "queryStatsReadTransformed", "reIndex", "refineCollectionShardKey",
-    "remove", "removeShard", "renameCollection", "renameCollectionSameDB", "repairDatabase",
-    "replSetConfigure", "replSetGetConfig", "replSetGetStatus", "replSetHeartbeat",
-    "replSetReconfig", "replSetResizeOplog", "replSetStateChange", "reshardCollection", "resync",
-    "revokePrivilegesFromRole", "revokeRole", "revokeRolesFromRole", "revokeRolesFromUser",
-    "rotateCertificates", "runAsLessPrivilegedUser", "runTenantMigration", "serverStatus",
-    "setAuthenticationRestriction", "setChangeStreamState", "setClusterParameter",
-    "setDefaultRWConcern", "setFeatureCompatibilityVersion", "setFreeMonitoring", "setParameter",
-    "setUserWriteBlockMode", "shardCollection", "shardedDataDistribution", "shardingState",
-    "shutdown", "splitChunk", "splitVector", "storageDetails", "top", "touch", "trafficRecord",
-    "unlock", "update", "updateRole", "updateSearchIndex", "updateUser", "useTenant", "useUUID",
-    "validate", "viewRole", "viewUser"};
-
-/* The table's entry for action `a` (its pointer names it), or NULL. */
-static const char *canonical_action(const char *a)
-{
-    size_t lo = 0, hi = sizeof actions / sizeof *actions;
-    while (lo < hi) {
-        size_t m = (lo + hi) / 2;
-        int c = strcmp(a, actions[m]);
-        if (c == 0)
-            return actions[m];
-        if (c < 0)
-            hi = m;
-        else
-            lo = m + 1;
-    }
-    return NULL;
-}
 
 /* ------------------------------------------------------- role documents */
 
@@ -385,8 +332,9 @@ static int parse_resource(const bson_iter_t *it, bson_t *out, char *db_out, size
 typedef struct priv {
     bson_t resource;
     char db[128];
-    int kind;            /* 0: {db, collection}; 1: cluster; 2: anyResource */
-    const char *acts[sizeof actions / sizeof *actions];
+    int kind;            /* 0: {db, collection}; 1: cluster; 2: anyResource;
+                            3: system_buckets (a built-in role's) */
+    int acts[MFA__COUNT]; /* action numbers, ascending: mongod's order */
     size_t nacts;
 } priv;
 
@@ -403,13 +351,13 @@ static void privs_free(priv_list *l)
     memset(l, 0, sizeof *l);
 }
 
-/* The action `a` (one of actions[]) added to `p` once, kept sorted. */
-static void priv_add_action(priv *p, const char *a)
+/* Action `a` added to `p` once, kept in order. */
+static void priv_add_action(priv *p, int a)
 {
     size_t at = 0;
-    while (at < p->nacts && strcmp(p->acts[at], a) < 0)
+    while (at < p->nacts && p->acts[at] < a)
         at++;
-    if (at < p->nacts && strcmp(p->acts[at], a) == 0)
+    if (at < p->nacts && p->acts[at] == a)
         return;
     memmove(&p->acts[at + 1], &p->acts[at], (p->nacts - at) * sizeof *p->acts);
     p->acts[at] = a;
@@ -491,12 +439,12 @@ static int parse_privileges(const bson_iter_t *it, const char *cname, priv_list 
         if (rc == 0 && bson_iter_recurse(&acts, &a))
             while (bson_iter_next(&a)) {
                 const char *name = BSON_ITER_HOLDS_UTF8(&a) ? bson_iter_utf8(&a, NULL) : NULL;
-                const char *canon = name ? canonical_action(name) : NULL;
+                int canon = name ? mfi_action_find(name) : -1;
                 if (!name) {
                     rc = mfi_type_error(err, "Privilege", "actions", &a, "string");
                     break;
                 }
-                if (!canon) {
+                if (canon < 0) {
                     size_t used = strlen(unknown);
                     if (!strstr(unknown, name))
                         snprintf(unknown + used, sizeof unknown - used, " '%s',", name), nunknown++;
@@ -548,7 +496,7 @@ static void append_privs(bson_t *out, const char *key, const priv_list *l)
         BSON_APPEND_ARRAY_BEGIN(&d, "actions", &a);
         for (size_t j = 0; j < l->v[i].nacts; j++) {
             bson_uint32_to_string((uint32_t)j, &kk, k, sizeof k);
-            bson_append_utf8(&a, kk, -1, l->v[i].acts[j], -1);
+            bson_append_utf8(&a, kk, -1, mfi_action_name(l->v[i].acts[j]), -1);
         }
         bson_append_array_end(&d, &a);
         bson_append_document_end(&arr, &d);
@@ -990,9 +938,47 @@ int mfi_cmd_drop_all_roles_from_database(mf_cmd_ctx *ctx, const bson_t *cmd, bso
 
 /* ------------------------------------------------------------- rolesInfo */
 
-/* One role's rolesInfo entry. */
+/* A built-in role's privileges (authz.c) into `l`, as priv entries. */
+static int builtin_privs(const char *role, const char *db, priv_list *l, mf_error *err)
+{
+    mfi_privs b = {0};
+    int rc = mfi_builtin_privs(role, db, &b, err);
+    for (size_t i = 0; rc == 0 && i < b.n; i++) {
+        bson_t r = BSON_INITIALIZER;
+        int kind = 0;
+        if (b.v[i].kind == MFR_CLUSTER) {
+            BSON_APPEND_BOOL(&r, "cluster", true);
+            kind = 1;
+        } else if (b.v[i].kind == MFR_ANY) {
+            BSON_APPEND_BOOL(&r, "anyResource", true);
+            kind = 2;
+        } else if (b.v[i].kind == MFR_ANY_BUCKETS) {
+            BSON_APPEND_UTF8(&r, "system_buckets", "");
+            kind = 3;
+        } else {
+            BSON_APPEND_UTF8(&r, "db", b.v[i].db);
+            BSON_APPEND_UTF8(&r, "collection", b.v[i].coll);
+        }
+        priv *p = privs_find(l, &r, b.v[i].db, kind, true, err);
+        if (!p)
+            rc = MF_InternalError;
+        /* anyAction stands for every action and is shown alone */
+        bool any = mfi_actset_has(&b.v[i].acts, MFA_anyAction);
+        for (int x = 0; p && x < MFA__COUNT; x++)
+            if (any ? x == MFA_anyAction : mfi_actset_has(&b.v[i].acts, x))
+                priv_add_action(p, x);
+        bson_destroy(&r);
+    }
+    mfi_privs_free(&b);
+    return rc;
+}
+
+/* One role's rolesInfo entry.  A built-in role shows no roles (its
+ * privileges are its own, flattened, as mongod shows them), in the field
+ * order of mongod's lookup by name, or of its listing of a database's
+ * roles (`listing`). */
 static int role_info(mf_cmd_ctx *ctx, const char *role, const char *db, bool show_privs,
-                     bson_t *arr, uint32_t *n, mf_error *err)
+                     bool listing, bson_t *arr, uint32_t *n, mf_error *err)
 {
     bson_t doc = BSON_INITIALIZER, one;
     bool builtin = mfi_role_is_builtin(role, db), found = builtin;
@@ -1005,27 +991,24 @@ static int role_info(mf_cmd_ctx *ctx, const char *role, const char *db, bool sho
         bson_destroy(&doc);
         return rc;
     }
-    if (builtin && show_privs) {
-        bson_destroy(&doc);
-        return mf_error_set(err, MF_NotImplemented,
-                            "rolesInfo's showPrivileges for built-in roles is not supported by "
-                            "this server yet");
-    }
     role_list direct = {0}, all = {0};
     priv_list privs = {0}, inh = {0};
-    direct_roles(&doc, &direct);
-    rc = inherited(ctx, &direct, &all, err);
-    if (rc == 0 && show_privs) {
+    if (builtin) {
+        if (show_privs && (rc = builtin_privs(role, db, &privs, err)) == 0)
+            rc = builtin_privs(role, db, &inh, err);
+    } else {
+        direct_roles(&doc, &direct);
+        rc = inherited(ctx, &direct, &all, err);
+    }
+    if (rc == 0 && show_privs && !builtin) {
         rc = stored_privs(&doc, &privs, err);
         /* the role's own privileges and those of the roles it inherits */
         if (rc == 0)
             rc = stored_privs(&doc, &inh, err);
         for (size_t i = 0; rc == 0 && i < all.n; i++) {
             if (mfi_role_is_builtin(all.v[i].role, all.v[i].db)) {
-                rc = mf_error_set(err, MF_NotImplemented,
-                                  "rolesInfo's showPrivileges for a role inheriting a built-in "
-                                  "role is not supported by this server yet");
-                break;
+                rc = builtin_privs(all.v[i].role, all.v[i].db, &inh, err);
+                continue;
             }
             bson_t d;
             bool f;
@@ -1052,19 +1035,39 @@ static int role_info(mf_cmd_ctx *ctx, const char *role, const char *db, bool sho
         const char *kk;
         bson_uint32_to_string((*n)++, &kk, k, sizeof k);
         bson_append_document_begin(arr, kk, -1, &one);
-        if (!builtin) {
+        if (builtin && listing) {
+            BSON_APPEND_UTF8(&one, "role", role);
+            BSON_APPEND_UTF8(&one, "db", db);
+            BSON_APPEND_BOOL(&one, "isBuiltin", true);
+            append_names(&one, "roles", &direct);
+            append_names(&one, "inheritedRoles", &all);
+            if (show_privs) {
+                append_privs(&one, "privileges", &privs);
+                append_privs(&one, "inheritedPrivileges", &inh);
+            }
+        } else if (builtin) {
+            BSON_APPEND_UTF8(&one, "db", db);
+            BSON_APPEND_UTF8(&one, "role", role);
+            append_names(&one, "roles", &direct);
+            if (show_privs)
+                append_privs(&one, "privileges", &privs);
+            append_names(&one, "inheritedRoles", &all);
+            if (show_privs)
+                append_privs(&one, "inheritedPrivileges", &inh);
+            BSON_APPEND_BOOL(&one, "isBuiltin", true);
+        } else {
             snprintf(id, sizeof id, "%s.%s", db, role);
             BSON_APPEND_UTF8(&one, "_id", id);
+            BSON_APPEND_UTF8(&one, "role", role);
+            BSON_APPEND_UTF8(&one, "db", db);
+            if (show_privs)
+                append_privs(&one, "privileges", &privs);
+            append_names(&one, "roles", &direct);
+            BSON_APPEND_BOOL(&one, "isBuiltin", false);
+            append_names(&one, "inheritedRoles", &all);
+            if (show_privs)
+                append_privs(&one, "inheritedPrivileges", &inh);
         }
-        BSON_APPEND_UTF8(&one, "role", role);
-        BSON_APPEND_UTF8(&one, "db", db);
-        if (show_privs)
-            append_privs(&one, "privileges", &privs);
-        append_names(&one, "roles", &direct);
-        BSON_APPEND_BOOL(&one, "isBuiltin", builtin);
-        append_names(&one, "inheritedRoles", &all);
-        if (show_privs)
-            append_privs(&one, "inheritedPrivileges", &inh);
         bson_append_document_end(arr, &one);
     }
     list_free(&direct);
@@ -1075,10 +1078,65 @@ static int role_info(mf_cmd_ctx *ctx, const char *role, const char *db, bool sho
     return rc;
 }
 
+/* showPrivileges: "asUserFragment": what a user holding the roles would
+ * hold, as a user's document shows it (mongod's getRolesAsUserFragment). */
+static int user_fragment(mf_cmd_ctx *ctx, const role_list *names, bson_t *reply, mf_error *err)
+{
+    bson_t user = BSON_INITIALIZER, arr, one, frag;
+    int rc = 0;
+    BSON_APPEND_ARRAY_BEGIN(&user, "roles", &arr);
+    for (size_t i = 0; rc == 0 && i < names->n; i++) {
+        bool exists;
+        char k[16];
+        const char *kk;
+        rc = mfi_role_exists(ctx->inst, names->v[i].role, names->v[i].db, &exists, err);
+        if (rc == 0 && !exists)
+            rc = mf_error_set(err, MF_RoleNotFound, "Could not find role: %s@%s",
+                              names->v[i].role, names->v[i].db);
+        bson_uint32_to_string((uint32_t)i, &kk, k, sizeof k);
+        bson_append_document_begin(&arr, kk, -1, &one);
+        BSON_APPEND_UTF8(&one, "role", names->v[i].role);
+        BSON_APPEND_UTF8(&one, "db", names->v[i].db);
+        bson_append_document_end(&arr, &one);
+    }
+    bson_append_array_end(&user, &arr);
+    mfi_grants g;
+    if (rc == 0 && (rc = mfi_grants_resolve(ctx->inst, &user, &g, err)) == 0) {
+        bson_iter_t r;
+        BSON_APPEND_DOCUMENT_BEGIN(reply, "userFragment", &frag);
+        if (bson_iter_init_find(&r, &user, "roles"))
+            mf_bsonx_append_iter(&frag, "roles", -1, &r);
+        BSON_APPEND_ARRAY(&frag, "inheritedRoles", &g.roles);
+        mfi_privs_append(&frag, "inheritedPrivileges", &g.privs);
+        BSON_APPEND_ARRAY_BEGIN(&frag, "inheritedAuthenticationRestrictions", &arr);
+        bson_append_array_end(&frag, &arr);
+        bson_append_document_end(reply, &frag);
+        mfi_grants_free(&g);
+    }
+    bson_destroy(&user);
+    return rc;
+}
+
+/* The names of the built-in roles of a database, for rolesInfo: 1. */
+typedef struct builtin_names {
+    role_list *l;
+    const char *db;
+    int rc;
+    mf_error *err;
+} builtin_names;
+
+static void add_builtin_name(const char *role, void *arg)
+{
+    builtin_names *b = arg;
+    if (b->rc == 0)
+        b->rc = list_add(b->l, role, b->db, b->err);
+}
+
 int mfi_cmd_roles_info(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_error *err)
 {
     bson_iter_t it, arg;
     bool show_privs = false, show_builtin = false;
+    bool fragment = false;
     int rc = 0;
     bson_iter_init(&it, cmd);
     bson_iter_next(&it);
@@ -1086,10 +1144,8 @@ int mfi_cmd_roles_info(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_err
     while (rc == 0 && bson_iter_next(&it)) {
         const char *k = bson_iter_key(&it);
         if (strcmp(k, "showPrivileges") == 0) {
-            if (BSON_ITER_HOLDS_UTF8(&it) && strcmp(bson_iter_utf8(&it, NULL), "asUserFragment") == 0)
-                rc = mf_error_set(err, MF_NotImplemented,
-                                  "rolesInfo's showPrivileges: \"asUserFragment\" is not supported "
-                                  "by this server yet");
+            fragment = BSON_ITER_HOLDS_UTF8(&it) &&
+                       strcmp(bson_iter_utf8(&it, NULL), "asUserFragment") == 0;
             show_privs = bson_iter_as_bool(&it);
         } else if (strcmp(k, "showBuiltinRoles") == 0) {
             show_builtin = bson_iter_as_bool(&it);
@@ -1105,13 +1161,13 @@ int mfi_cmd_roles_info(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_err
     if (rc)
         return rc;
     role_list names = {0};
-    if (BSON_ITER_HOLDS_NUMBER(&arg) && bson_iter_as_int64(&arg) == 1) {
+    bool listing = BSON_ITER_HOLDS_NUMBER(&arg) && bson_iter_as_int64(&arg) == 1;
+    if (listing) {
         /* every role of the database, built-in ones first when asked */
         if (show_builtin) {
-            static const char *const db_roles[] = {"read", "readWrite", "dbAdmin", "dbOwner",
-                                                   "userAdmin"};
-            for (size_t i = 0; rc == 0 && i < 5; i++)
-                rc = list_add(&names, db_roles[i], ctx->db, err);
+            builtin_names b = {&names, ctx->db, 0, err};
+            mfi_builtin_each(ctx->db, add_builtin_name, &b);
+            rc = b.rc;
         }
         bson_t r = BSON_INITIALIZER;
         if (rc == 0)
@@ -1151,10 +1207,15 @@ int mfi_cmd_roles_info(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_err
     }
     bson_t roles;
     uint32_t n = 0;
-    if (rc == 0) {
+    if (rc == 0 && fragment)
+        rc = listing ? mf_error_set(err, MF_IllegalOperation,
+                                    "Cannot get user fragment for all roles in a database")
+                     : user_fragment(ctx, &names, reply, err);
+    else if (rc == 0) {
         BSON_APPEND_ARRAY_BEGIN(reply, "roles", &roles);
         for (size_t i = 0; rc == 0 && i < names.n; i++)
-            rc = role_info(ctx, names.v[i].role, names.v[i].db, show_privs, &roles, &n, err);
+            rc = role_info(ctx, names.v[i].role, names.v[i].db, show_privs, listing, &roles, &n,
+                           err);
         bson_append_array_end(reply, &roles);
     }
     list_free(&names);

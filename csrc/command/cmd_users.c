@@ -17,12 +17,14 @@
  * durable before it answers.
  *
  * Roles: a role is named by a string (a role of the command's database)
- * or {role, db}.  The built-in roles exist on every database (read,
- * readWrite, dbAdmin, dbOwner, userAdmin) or on admin only (the cluster
- * and AnyDatabase roles, backup, restore, root, __system); the others are
- * admin.system.roles' (cmd_roles.c); any other name is RoleNotFound.
+ * or {role, db}.  The built-in roles (authz.c) exist on every database
+ * (read, readWrite, dbAdmin, dbOwner, userAdmin, enableSharding) or on
+ * admin only (the cluster and AnyDatabase roles, backup, restore, root,
+ * __system); the others are admin.system.roles' (cmd_roles.c); any other
+ * name is RoleNotFound.
  */
 #include "command_int.h"
+#include "authz_int.h"
 #include "scram.h"
 
 #include <stdio.h>
@@ -31,25 +33,6 @@
 #include <sys/random.h>
 
 /* ---------------------------------------------------------------- roles */
-
-static const char *const db_roles[] = {"read", "readWrite", "dbAdmin", "dbOwner", "userAdmin"};
-static const char *const admin_roles[] = {
-    "clusterAdmin",         "clusterManager",      "clusterMonitor",       "hostManager",
-    "backup",               "restore",             "readAnyDatabase",      "readWriteAnyDatabase",
-    "userAdminAnyDatabase", "dbAdminAnyDatabase",  "root",                 "__system",
-    "enableSharding",       "__queryableBackup",   "directShardOperations"};
-
-bool mfi_role_is_builtin(const char *role, const char *db)
-{
-    for (size_t i = 0; i < sizeof db_roles / sizeof *db_roles; i++)
-        if (strcmp(role, db_roles[i]) == 0)
-            return true;
-    if (strcmp(db, "admin") == 0)
-        for (size_t i = 0; i < sizeof admin_roles / sizeof *admin_roles; i++)
-            if (strcmp(role, admin_roles[i]) == 0)
-                return true;
-    return false;
-}
 
 /* The roles argument `it` of command `cmd` as [{role, db}] into `out`
  * (initialised here), each checked to exist. */
@@ -669,10 +652,43 @@ static int name_clause(mf_cmd_ctx *ctx, const bson_iter_t *v, bson_t *or, uint32
     return 0;
 }
 
+/* showPrivileges and showAuthenticationRestrictions: what the user
+ * inherits through its roles (authz.c resolves it), after its own fields,
+ * as mongod's resolveUserRoles adds them.  No user or role holds
+ * authentication restrictions here (they are refused when given), so
+ * their lists are the stored ones, if a document carries any. */
+static int user_privileges(mf_cmd_ctx *ctx, const bson_t *doc, bool privs, bool restrictions,
+                           bson_t *out, mf_error *err)
+{
+    mfi_grants g;
+    bson_iter_t it;
+    bson_t arr;
+    int rc = mfi_grants_resolve(ctx->inst, doc, &g, err);
+    if (rc)
+        return rc;
+    BSON_APPEND_ARRAY(out, "inheritedRoles", &g.roles);
+    if (privs)
+        mfi_privs_append(out, "inheritedPrivileges", &g.privs);
+    BSON_APPEND_ARRAY_BEGIN(out, "inheritedAuthenticationRestrictions", &arr);
+    bson_append_array_end(out, &arr);
+    if (restrictions) {
+        if (bson_iter_init_find(&it, doc, "authenticationRestrictions") &&
+            BSON_ITER_HOLDS_ARRAY(&it)) {
+            mf_bsonx_append_iter(out, "authenticationRestrictions", -1, &it);
+        } else {
+            BSON_APPEND_ARRAY_BEGIN(out, "authenticationRestrictions", &arr);
+            bson_append_array_end(out, &arr);
+        }
+    }
+    mfi_grants_free(&g);
+    return 0;
+}
+
 int mfi_cmd_users_info(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_error *err)
 {
     bson_iter_t it, arg;
-    bool creds = false, custom = true;
+    bool creds = false, custom = true, privs = false, restrictions = false;
+    mf_matcher *match = NULL;
     int rc = 0;
     bson_t filter = BSON_INITIALIZER;
     bson_iter_init(&it, cmd);
@@ -684,17 +700,31 @@ int mfi_cmd_users_info(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_err
             creds = bson_iter_as_bool(&it);
         else if (strcmp(k, "showCustomData") == 0)
             custom = bson_iter_as_bool(&it);
-        else if (strcmp(k, "showPrivileges") == 0 || strcmp(k, "showAuthenticationRestrictions") == 0) {
-            if (bson_iter_as_bool(&it))
-                rc = mf_error_set(err, MF_NotImplemented,
-                                  "usersInfo's %s is not supported by this server yet", k);
-        } else if (strcmp(k, "filter") == 0) {
-            rc = mf_error_set(err, MF_NotImplemented,
-                              "usersInfo's filter is not supported by this server yet");
+        else if (strcmp(k, "showPrivileges") == 0)
+            privs = bson_iter_as_bool(&it);
+        else if (strcmp(k, "showAuthenticationRestrictions") == 0)
+            restrictions = bson_iter_as_bool(&it);
+        else if (strcmp(k, "filter") == 0) {
+            /* a $match on the documents as they are shown */
+            bson_t f;
+            if (!BSON_ITER_HOLDS_DOCUMENT(&it) || !mf_bsonx_doc_view(&it, &f))
+                rc = mfi_type_error(err, "usersInfo", k, &it, "object");
+            else if (!match)
+                rc = mf_matcher_parse(&f, &match, err);
         } else if (!mfi_is_generic_arg(k)) {
             rc = mf_error_set(err, 40415, "BSON field 'usersInfo.%s' is an unknown field.", k);
         }
     }
+    /* privileges need named users, and no filter (mongod's rule) */
+    bool exact = !(BSON_ITER_HOLDS_NUMBER(&arg) && bson_iter_as_int64(&arg) == 1) &&
+                 !BSON_ITER_HOLDS_DOCUMENT(&arg);
+    if (BSON_ITER_HOLDS_DOCUMENT(&arg) && bson_iter_recurse(&arg, &it) &&
+        !bson_iter_find(&it, "forAllDBs"))
+        exact = true; /* {user, db} */
+    if (rc == 0 && (privs || restrictions) && (!exact || match))
+        rc = mf_error_set(err, MF_IllegalOperation,
+                          "Privilege or restriction details require exact-match usersInfo "
+                          "queries");
     /* the argument: 1 (the database's users), {forAllDBs: true}, a name,
      * {user, db}, or an array of names */
     if (rc == 0) {
@@ -744,19 +774,26 @@ int mfi_cmd_users_info(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_err
         if (bson_iter_init(&b, &r) && bson_iter_find_descendant(&b, "cursor.firstBatch", &b) &&
             bson_iter_recurse(&b, &b))
             while (bson_iter_next(&b)) {
-                bson_t d, one;
+                bson_t d, one = BSON_INITIALIZER;
                 char key[16];
                 const char *kk;
-                if (!mf_bsonx_doc_view(&b, &d))
+                if (rc || !mf_bsonx_doc_view(&b, &d)) {
+                    bson_destroy(&one);
                     continue;
-                bson_uint32_to_string(n++, &kk, key, sizeof key);
-                bson_append_document_begin(&users, kk, -1, &one);
+                }
                 user_info(&d, creds, custom, &one);
-                bson_append_document_end(&users, &one);
+                if (privs || restrictions)
+                    rc = user_privileges(ctx, &d, privs, restrictions, &one, err);
+                if (rc == 0 && (!match || mf_matcher_match(match, &one))) {
+                    bson_uint32_to_string(n++, &kk, key, sizeof key);
+                    bson_append_document(&users, kk, -1, &one);
+                }
+                bson_destroy(&one);
             }
         bson_append_array_end(reply, &users);
     }
     bson_destroy(&r);
     bson_destroy(&filter);
+    mf_matcher_free(match);
     return rc;
 }

@@ -47,6 +47,9 @@ typedef struct mf_instance_config {
     const char *dbpath;
     int max_connections;
     bool enable_test_commands;
+    /* Access control (mongod's --auth): every command checks the
+     * connection's privileges (authz.c). */
+    bool auth;
     int ttl_monitor_sleep_secs; /* the TTL monitor's period; 0: 60 */
     int session_refresh_ms;     /* logicalSessionRefreshMillis; 0: 300000 */
     mf_huge_pages huge_pages;   /* the data file's mapping (pager.h) */
@@ -103,6 +106,14 @@ typedef struct mf_client {
     /* Who the connection authenticated as, and its SASL conversation
      * (auth.c), or NULL: nobody yet.  Freed by mf_command_client_end. */
     struct mfi_auth *auth;
+    /* A TLS connection's client certificate subject, as mongod prints it
+     * ("CN=...,O=..."), when the certificate was verified; "" otherwise.
+     * MONGODB-X509 authenticates it. */
+    bool tls;
+    char tls_subject[1024];
+    /* Whether the client has hung up (the wire layer's; NULL for the
+     * in-process caller): an awaitable hello stops waiting for it. */
+    bool (*peer_gone)(struct mf_client *c);
 } mf_client;
 
 /* Release what a connection's client holds (its authentication), when the

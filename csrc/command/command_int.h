@@ -22,6 +22,8 @@ typedef struct mfi_prof_op mfi_prof_op;
 typedef struct mfi_repl mfi_repl;
 typedef struct mfi_txn_table mfi_txn_table;
 typedef struct mfi_auth mfi_auth;
+struct mfi_privs;  /* authz_int.h */
+struct mfi_grants; /* authz_int.h */
 
 /* A retryable write command's session state (retry.c), while it runs. */
 typedef struct mfi_retry {
@@ -50,6 +52,7 @@ struct mf_instance {
     mf_engine *engine; /* the data: opened with the instance, closed with it */
     int max_connections;
     bool enable_test_commands;
+    bool auth; /* access control is on (--auth) */
     bson_t cmdline_argv;
     bson_t cmdline_parsed;
     void (*request_stop)(void *arg);
@@ -99,6 +102,13 @@ struct mf_instance {
     bool ttl_running;
     atomic_uint_fast64_t ttl_passes, ttl_deleted;
     atomic_uint_fast64_t unique_checked, unique_damaged; /* the check at open */
+    /* Access control (authz.c): bumped by any change that may touch
+     * admin.system.users or .roles; and whether those collections held a
+     * document when `authz_docs_gen` - 1 was the generation (0: not
+     * counted yet), for the localhost exception. */
+    atomic_uint_fast64_t authz_gen;
+    atomic_uint_fast64_t authz_docs_gen;
+    atomic_bool authz_has_docs;
 
     pthread_mutex_t mu; /* guards is_shutting_down and the condition */
     pthread_cond_t cond;
@@ -165,6 +175,16 @@ typedef struct mf_cmd_ctx {
      * getMore: ResumableChangeStreamError / NonResumableChangeStreamError),
      * unless a fail point set the labels; NULL: none */
     const char *error_label;
+    /* The privileges access control asked of the command (authz.c), the
+     * dispatcher's, which a cursor the command opens copies: its getMores
+     * must still hold them.  NULL without access control. */
+    struct mfi_privs *authz_needs;
+    /* Who runs it, as access control found before the session was read
+     * (mfi_authz_pre), so that nothing is read again inside the
+     * command's transaction: the user's grants (NULL: nobody) and whether
+     * the localhost exception applies; `authz_ready` once found. */
+    const struct mfi_grants *authz_grants;
+    bool authz_bypass, authz_ready;
     struct mfi_txn_use {
         struct txn_state *state; /* the session's, checked out */
         bson_t lsid;             /* {id, uid} */
@@ -238,15 +258,53 @@ int mfi_user_load(mf_instance *inst, const char *db, const char *user, bson_t *o
  * to `reply` when `cmd` asks; BadValue for a malformed request (a failed
  * speculative authentication is no answer, not an error). */
 int mfi_auth_hello(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_error *err);
-/* Whether `role` is a built-in role of database `db` (cmd_users.c). */
-bool mfi_role_is_builtin(const char *role, const char *db);
 /* Whether role@db exists: built in, or in admin.system.roles
  * (cmd_roles.c). */
 int mfi_role_exists(mf_instance *inst, const char *role, const char *db, bool *exists,
                     mf_error *err);
-/* connectionStatus: the connection's users [{user, db}] and their roles
- * [{role, db}], appended to the two open arrays. */
-void mfi_auth_status(mf_cmd_ctx *ctx, bson_t *users, bson_t *roles);
+/* The user the connection is authenticated as: true and its name and
+ * database, or false. */
+bool mfi_auth_user(mf_cmd_ctx *ctx, const char **user, const char **db);
+
+/* ------------------------------------------- access control (authz.c) */
+
+/* Before the session: a command that needs authentication refused to a
+ * connection nobody authenticated on (Unauthorized "Command X requires
+ * authentication"), unless the localhost exception applies.  Nothing is
+ * checked without --auth, nor for the server's own commands. */
+int mfi_authz_pre(mf_cmd_ctx *ctx, const mf_cmd_def *def, mf_error *err);
+/* The command's privileges, as mongod's checkAuthForOperation asks them:
+ * Unauthorized "not authorized on <db> to execute command {...}" when one
+ * is missing.  What it asked is left in ctx->authz_needs, when set (a
+ * cursor the command opens keeps it for its getMores). */
+int mfi_authz_check(mf_cmd_ctx *ctx, const mf_cmd_def *def, const bson_t *cmd, mf_error *err);
+/* Whether the table of checks has a rule for command `name` (every
+ * command must: a C test walks the command table). */
+bool mfi_authz_has_rule(const char *name);
+/* Whether the connection holds anything on database `db` or in it
+ * (listDatabases, listCollections' authorizedCollections). */
+bool mfi_authz_any_in_db(mf_cmd_ctx *ctx, const char *db);
+/* Whether the connection may do anything at all on `db`.`coll`. */
+bool mfi_authz_any_on_ns(mf_cmd_ctx *ctx, const char *db, const char *coll);
+/* Whether the connection holds every privilege of `needs` (NULL: none). */
+bool mfi_authz_may(mf_cmd_ctx *ctx, const struct mfi_privs *needs);
+/* Whether the connection may do action `action` (MFA_*) on `db`.`coll`,
+ * on `db` (coll NULL) or on the cluster (db NULL). */
+bool mfi_authz_may_action(mf_cmd_ctx *ctx, int action, const char *db, const char *coll);
+/* A change that may touch admin.system.users or .roles: what was resolved
+ * from them is resolved again. */
+void mfi_authz_changed(mf_instance *inst);
+/* Whether a client connects from this host (loopback, a Unix socket, or
+ * the process itself). */
+bool mfi_client_is_local(const mf_client *c);
+/* A copy of `l` (NULL when it is NULL or empty), and its freeing. */
+struct mfi_privs *mfi_privs_dup(const struct mfi_privs *l);
+void mfi_privs_destroy(struct mfi_privs *l);
+
+/* connectionStatus: the connection's authenticatedUsers [{user, db}],
+ * authenticatedUserRoles [{role, db}] (inherited ones too) and, with
+ * `privileges`, authenticatedUserPrivileges, appended to `info`. */
+int mfi_auth_status(mf_cmd_ctx *ctx, bool privileges, bson_t *info, mf_error *err);
 
 /* Handlers, by file. */
 
@@ -598,9 +656,10 @@ void mfi_sessions_set_timeout_ms(mf_instance *inst, int64_t ms);
 int mfi_session_use(mf_cmd_ctx *ctx, const mf_cmd_def *def, const bson_t *cmd, mf_error *err);
 /* Parse a LogicalSessionFromClient {id, uid?} at `it`; `path` names it in
  * errors ("OperationSessionInfo.lsid").  A missing uid is the caller's
- * (the unauthenticated user's) digest. */
-int mfi_session_from_client(const bson_iter_t *it, const char *path, uint8_t id[16],
-                            uint8_t uid[32], mf_error *err);
+ * digest (its user's, or the unauthenticated user's); with access control,
+ * another's is Unauthorized unless the caller holds impersonate. */
+int mfi_session_from_client(mf_cmd_ctx *ctx, const bson_iter_t *it, const char *path,
+                            uint8_t id[16], uint8_t uid[32], mf_error *err);
 /* Add session (id, uid) or refresh its lastUse to `now_ms`. */
 int mfi_sessions_touch(mf_instance *inst, const uint8_t id[16], const uint8_t uid[32],
                        int64_t now_ms, mf_error *err);
@@ -817,6 +876,10 @@ struct mfi_cursor {
     bson_t *origin;
     char plan_summary[256];
     mf_scan_stats stats_seen;
+    /* Access control: who opened it ("db.user", "" for nobody), and what
+     * its command was allowed (owned; NULL: nothing to check again) */
+    char owner[640];
+    struct mfi_privs *authz_needs;
     mfi_cursor *next;
 };
 
@@ -879,8 +942,13 @@ int mfi_cursor_row_meta(mfi_cursor *cur, const mf_scan_row *row, mf_meta *meta, 
 void mfi_cursors_init(mf_instance *inst);
 void mfi_cursors_destroy(mf_instance *inst);
 void mfi_cursor_free(mfi_cursor *c);
-/* Register a cursor (the registry owns it from now on); returns its id. */
-int64_t mfi_cursor_register(mf_instance *inst, mfi_cursor *c);
+/* Register a cursor the command of `ctx` opened (the registry owns it
+ * from now on, and notes who opened it); returns its id. */
+int64_t mfi_cursor_register(mf_cmd_ctx *ctx, mfi_cursor *c);
+/* Whether killCursors `cmd` may kill each of its cursors that exists:
+ * the connection's own, or with killAnyCursor (mongod's
+ * checkAuthForKillCursors). */
+bool mfi_cursors_may_kill(mf_cmd_ctx *ctx, const bson_t *cmd);
 /* Take cursor `id` for a getMore: CursorNotFound (43) if there is none. */
 int mfi_cursor_checkout(mf_instance *inst, int64_t id, mfi_cursor **out, mf_error *err);
 /* Give it back, or close it (exhausted, or an error ended it). */

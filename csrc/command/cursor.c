@@ -16,6 +16,7 @@
  * pipeline, a prepared array), getMore and killCursors.
  */
 #include "command_int.h"
+#include "authz_int.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -58,6 +59,7 @@ void mfi_cursor_free(mfi_cursor *c)
         bson_destroy(c->docs);
     if (c->origin)
         bson_destroy(c->origin);
+    mfi_privs_destroy(c->authz_needs);
     free(c);
 }
 
@@ -122,8 +124,21 @@ int mfi_cursor_time_resume(mfi_cursor *c, mf_error *err)
     return 0;
 }
 
-int64_t mfi_cursor_register(mf_instance *inst, mfi_cursor *c)
+/* Who the connection is, as a cursor's owner: "db.user", or "". */
+static void owner_of(mf_cmd_ctx *ctx, char *out, size_t cap)
 {
+    const char *user, *db;
+    if (mfi_auth_user(ctx, &user, &db))
+        snprintf(out, cap, "%s.%s", db, user);
+    else
+        out[0] = '\0';
+}
+
+int64_t mfi_cursor_register(mf_cmd_ctx *ctx, mfi_cursor *c)
+{
+    mf_instance *inst = ctx->inst;
+    owner_of(ctx, c->owner, sizeof c->owner);
+    c->authz_needs = mfi_privs_dup(ctx->authz_needs);
     mfi_cursor_time_save(c);
     int64_t now = mf_clock_mono_us() / 1000;
     pthread_mutex_lock(&inst->cursors_mu);
@@ -809,7 +824,7 @@ int mfi_cursor_first_batch(mf_cmd_ctx *ctx, mfi_cursor *cur, int64_t batch_size,
             cur->origin = ctx->prof ? bson_copy(ctx->prof->cmd) : NULL;
             memcpy(cur->plan_summary, d->plan_summary, sizeof cur->plan_summary);
         }
-        int64_t id = mfi_cursor_register(ctx->inst, cur);
+        int64_t id = mfi_cursor_register(ctx, cur);
         mfi_batch_set_id(&b, id);
         if (d)
             d->cursorid = id;
@@ -884,6 +899,22 @@ int mfi_cmd_get_more(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_error
     mfi_cursor *cur;
     if ((rc = mfi_cursor_checkout(ctx->inst, id, &cur, err)) != 0)
         return rc;
+    /* another user's cursor, or one whose privileges the user no longer
+     * holds (mongod's validateAuthorization); the cursor stays */
+    char me[sizeof cur->owner];
+    owner_of(ctx, me, sizeof me);
+    if (ctx->inst->auth && ctx->client && !ctx->client->is_internal &&
+        strcmp(me, cur->owner) != 0) {
+        mfi_cursor_checkin(ctx->inst, cur, false);
+        return mf_error_set(err, MF_Unauthorized,
+                            "cursor id %lld was not created by the authenticated user",
+                            (long long)id);
+    }
+    if (!mfi_authz_may(ctx, cur->authz_needs)) {
+        mfi_cursor_checkin(ctx->inst, cur, false);
+        return mf_error_set(err, MF_Unauthorized, "not authorized for getMore with cursor id %lld",
+                            (long long)id);
+    }
     if (strcmp(cur->ns, ns) != 0) {
         mfi_cursor_checkin(ctx->inst, cur, false);
         return mf_error_set(err, MF_Unauthorized,
@@ -998,6 +1029,44 @@ int mfi_cmd_get_more(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_error
 }
 
 /* ------------------------------------------------------------ killCursors */
+
+bool mfi_cursors_may_kill(mf_cmd_ctx *ctx, const bson_t *cmd)
+{
+    bson_iter_t it, el;
+    char me[640];
+    if (!bson_iter_init_find(&it, cmd, "cursors") || !BSON_ITER_HOLDS_ARRAY(&it) ||
+        !bson_iter_recurse(&it, &el))
+        return true; /* malformed: the command refuses it */
+    owner_of(ctx, me, sizeof me);
+    bool any = mfi_authz_may_action(ctx, MFA_killAnyCursor, NULL, NULL);
+    while (!any && bson_iter_next(&el)) {
+        if (!BSON_ITER_HOLDS_INT64(&el))
+            continue;
+        int64_t id = bson_iter_int64(&el);
+        char owner[640] = "", ns[MF_MAX_NS_LEN + 1] = "";
+        bool found = false;
+        pthread_mutex_lock(&ctx->inst->cursors_mu);
+        mfi_cursor *c = lookup(ctx->inst, id, NULL);
+        if (c) {
+            found = true;
+            memcpy(owner, c->owner, sizeof owner);
+            memcpy(ns, c->ns, sizeof ns);
+        }
+        pthread_mutex_unlock(&ctx->inst->cursors_mu);
+        if (!found || strcmp(owner, me) == 0)
+            continue; /* not there (reported), or one's own */
+        /* killAnyCursor on its collection: a listCollections cursor's
+         * (db.$cmd.listCollections) is its database's */
+        char db[128];
+        const char *dot = strchr(ns, '.');
+        snprintf(db, sizeof db, "%.*s", dot ? (int)(dot - ns) : 0, ns);
+        const char *coll = dot ? dot + 1 : "";
+        if (!mfi_authz_may_action(ctx, MFA_killAnyCursor, db,
+                                  strncmp(coll, "$cmd.", 5) == 0 ? NULL : coll))
+            return false;
+    }
+    return true;
+}
 
 int mfi_cmd_kill_cursors(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_error *err)
 {

@@ -6,6 +6,7 @@
  * with a validated command document, so the two cannot drift apart.
  */
 #include "command_int.h"
+#include "authz_int.h"
 #include "handlers.h"
 #include "../storage/storage.h"
 
@@ -97,14 +98,30 @@ void mf_command_error_reply(bson_t *reply, const mf_error *err)
     BSON_APPEND_UTF8(reply, "codeName", mf_error_name(err->code, scratch));
 }
 
+/* The commands that may name $external, the external users' database: a
+ * name for authentication and its users, never for data. */
+static bool external_ok(const char *cmd)
+{
+    static const char *const names[] = {
+        "authenticate", "connectionStatus", "createUser", "dropAllUsersFromDatabase",
+        "dropUser", "grantRolesToUser", "hello", "isMaster", "ismaster", "logout", "ping",
+        "revokeRolesFromUser", "saslContinue", "saslStart", "updateUser", "usersInfo"};
+    for (size_t i = 0; i < sizeof names / sizeof *names; i++)
+        if (strcmp(cmd, names[i]) == 0)
+            return true;
+    return false;
+}
+
 /* mongod's database-name rules for a command's $db. */
-static int check_db_name(const char *db, uint32_t len, mf_error *err)
+static int check_db_name(const char *db, uint32_t len, const char *cmd, mf_error *err)
 {
     if (len == 0)
         return mf_error_set(err, MF_InvalidNamespace, "Invalid empty database name");
     if (len >= 64)
         return mf_error_set(err, MF_InvalidNamespace,
                             "Invalid database name: '%s'", db);
+    if (strcmp(db, "$external") == 0 && external_ok(cmd))
+        return 0;
     for (uint32_t i = 0; i < len; i++) {
         if (strchr("/\\. \"$", db[i]) || db[i] == '\0')
             return mf_error_set(err, MF_InvalidNamespace,
@@ -353,6 +370,7 @@ void mf_command_run(mf_instance *inst, mf_client *client, const bson_t *cmd,
     mfi_op_debug dbg;
     mfi_prof_op prof;
     const mf_cmd_def *def = NULL;
+    mfi_privs needs = {0};
     bson_iter_t it;
     int rc;
 
@@ -382,7 +400,7 @@ void mf_command_run(mf_instance *inst, mf_client *client, const bson_t *cmd,
     }
     uint32_t dblen;
     ctx.db = bson_iter_utf8(&dbit, &dblen);
-    if ((rc = check_db_name(ctx.db, dblen, &err)) != 0)
+    if ((rc = check_db_name(ctx.db, dblen, ctx.name, &err)) != 0)
         goto fail;
 
     def = mfi_command_find(ctx.name);
@@ -405,6 +423,10 @@ void mf_command_run(mf_instance *inst, mf_client *client, const bson_t *cmd,
                           "%s may only be run against the admin database.", def->name);
         goto fail;
     }
+    /* Access control, first: who may run a command at all (before its
+     * session is read, as mongod's checkAuthorizationImplPreParse) */
+    if ((rc = mfi_authz_pre(&ctx, def, &err)) != 0)
+        goto fail;
 
     /* The first hello fixes the client's metadata (the fail point below
      * filters on its appName). */
@@ -414,6 +436,13 @@ void mf_command_run(mf_instance *inst, mf_client *client, const bson_t *cmd,
      * number is refused here, before the command does anything. */
     if ((rc = mfi_session_use(&ctx, def, cmd, &err)) != 0)
         goto fail;
+    /* then what the command asks of the user's privileges */
+    if (inst->auth)
+        ctx.authz_needs = &needs;
+    if ((rc = mfi_authz_check(&ctx, def, cmd, &err)) != 0) {
+        mfi_txn_unstart(&ctx);
+        goto fail;
+    }
     /* failCommand: after the session is read and before the write concern,
      * as mongod evaluates it (test commands only: off otherwise). */
     if ((rc = mfi_fail_command_before(&ctx, def, cmd, &fx, &err)) != 0) {
@@ -475,6 +504,10 @@ void mf_command_run(mf_instance *inst, mf_client *client, const bson_t *cmd,
         if (rc == 0)
             rc = snapshot_reply(reply, ctx.snap_at, &err);
     }
+    /* a write on admin may have changed a user or a role (an insert into
+     * system.users, a dropDatabase): what was resolved is resolved again */
+    if ((def->flags & MF_CMD_WRITE) && strcmp(ctx.db, "admin") == 0)
+        mfi_authz_changed(inst);
     /* a transaction's statement: unbound; one that failed aborts it */
     rc = mfi_txn_end_statement(&ctx, rc, reply, &err);
     /* Durable before any reply: one sync covers every write the command
@@ -517,6 +550,7 @@ void mf_command_run(mf_instance *inst, mf_client *client, const bson_t *cmd,
     mfi_profile_end(&ctx, def, cmd, reply, NULL);
     mfi_fail_effect_destroy(&fx);
     bson_destroy(&err_info);
+    mfi_privs_free(&needs);
     return;
 
 fail:
@@ -559,5 +593,6 @@ fail:
         mfi_profile_end(&ctx, def, cmd, reply, &err);
     mfi_fail_effect_destroy(&fx);
     bson_destroy(&err_info);
+    mfi_privs_free(&needs);
     *out_flags = ctx.flags & MF_RUN_CLOSE;
 }

@@ -22,6 +22,7 @@ int mfi_cmd_host_info(mf_cmd_ctx *, const bson_t *, bson_t *, mf_error *);
 int mfi_cmd_whatsmyuri(mf_cmd_ctx *, const bson_t *, bson_t *, mf_error *);
 int mfi_cmd_connection_status(mf_cmd_ctx *, const bson_t *, bson_t *, mf_error *);
 int mfi_cmd_sasl_start(mf_cmd_ctx *, const bson_t *, bson_t *, mf_error *);
+int mfi_cmd_authenticate(mf_cmd_ctx *, const bson_t *, bson_t *, mf_error *);
 int mfi_cmd_sasl_continue(mf_cmd_ctx *, const bson_t *, bson_t *, mf_error *);
 int mfi_cmd_logout(mf_cmd_ctx *, const bson_t *, bson_t *, mf_error *);
 int mfi_cmd_create_user(mf_cmd_ctx *, const bson_t *, bson_t *, mf_error *);

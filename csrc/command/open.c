@@ -36,6 +36,7 @@ int mf_instance_open(const mf_instance_config *cfg, mf_instance **out, mf_error 
     }
     inst->max_connections = cfg->max_connections;
     inst->enable_test_commands = cfg->enable_test_commands;
+    inst->auth = cfg->auth;
     inst->ttl_sleep_secs = cfg->ttl_monitor_sleep_secs > 0 ? cfg->ttl_monitor_sleep_secs : 60;
     inst->session_refresh_ms = cfg->session_refresh_ms > 0 ? cfg->session_refresh_ms : 300000;
     atomic_store(&inst->index_build_max_mb, MF_INDEX_BUILD_DEFAULT_MB);
@@ -73,9 +74,10 @@ int mf_instance_open(const mf_instance_config *cfg, mf_instance **out, mf_error 
         return rc;
     }
     /* mongod's startup warning (22120) for a server without access
-     * control: there is none yet (docs/auth.md) */
-    mf_log_startup_warning("Access control is not enabled for the database. Read and write "
-                           "access to data and configuration is unrestricted");
+     * control */
+    if (!inst->auth)
+        mf_log_startup_warning("Access control is not enabled for the database. Read and "
+                               "write access to data and configuration is unrestricted");
     *out = inst;
     return 0;
 }

@@ -5,12 +5,12 @@
  * Every command that carries `lsid` ({id: UUID, uid?: 32-byte digest})
  * records the session here, or refreshes its lastUse, before its handler
  * runs (mf_command_run calls mfi_session_use).  A session is known by the
- * pair (id, uid): uid is the SHA-256 digest of the user who owns it.  This
- * server has no authentication, so a session a client names without uid
- * belongs to the unauthenticated user, whose digest mongod defines as the
- * SHA-256 of the empty string (e3b0c442...).  A client may name any uid
- * (mongod allows it to whoever holds `impersonate`, which without auth is
- * everyone).
+ * pair (id, uid): uid is the SHA-256 digest of the user who owns it.  A
+ * session a client names without uid belongs to the user the connection
+ * is authenticated as, or to the unauthenticated user, whose digest
+ * mongod defines as the SHA-256 of the empty string (e3b0c442...).  A
+ * client may name another uid only if it holds `impersonate` (without
+ * access control, everyone does).
  *
  * The registry is a chained hash table under its own mutex.  A session idle
  * longer than localLogicalSessionTimeoutMinutes is gone: it is dropped when
@@ -24,6 +24,7 @@
  * aggregation environment's list_sessions (mfi_sessions_list).
  */
 #include "command_int.h"
+#include "authz_int.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -445,6 +446,11 @@ static int cmp_last_use(const void *a, const void *b)
     return x->last_use_ms < y->last_use_ms ? 1 : x->last_use_ms > y->last_use_ms ? -1 : 0;
 }
 
+/* The digest of the user running the command on this thread
+ * (mfi_session_use sets it for every client command), for what
+ * $listLocalSessions shows of "the caller's" sessions. */
+static _Thread_local uint8_t running_uid[32];
+
 int mfi_sessions_list(void *arg, const mf_agg_sessions_query *q, bson_t *out, mf_error *err)
 {
     mf_instance *inst = arg;
@@ -454,7 +460,7 @@ int mfi_sessions_list(void *arg, const mf_agg_sessions_query *q, bson_t *out, mf
     if (nu && !uids)
         return mf_error_oom(err);
     if (!q->all_users && q->nusers == 0)
-        mfi_session_user_digest("", "", uids[0]); /* the caller: unauthenticated */
+        memcpy(uids[0], running_uid, 32); /* the caller's */
     for (size_t i = 0; i < q->nusers && !q->all_users; i++)
         mfi_session_user_digest(q->users[i], q->dbs[i], uids[i]);
     uid_set u = {(const uint8_t (*)[32])uids, nu};
@@ -517,8 +523,19 @@ static int bindata_field(const bson_iter_t *f, const char *path, bson_subtype_t 
     return 0;
 }
 
-int mfi_session_from_client(const bson_iter_t *it, const char *path, uint8_t id[16],
-                            uint8_t uid[32], mf_error *err)
+/* The digest of the user the connection is authenticated as (mongod's
+ * getLogicalSessionUserDigestForLoggedInUser). */
+static void caller_digest(mf_cmd_ctx *ctx, uint8_t out[32])
+{
+    const char *user, *db;
+    if (mfi_auth_user(ctx, &user, &db))
+        mfi_session_user_digest(user, db, out);
+    else
+        mfi_session_user_digest("", "", out);
+}
+
+int mfi_session_from_client(mf_cmd_ctx *ctx, const bson_iter_t *it, const char *path,
+                            uint8_t id[16], uint8_t uid[32], mf_error *err)
 {
     bson_iter_t f;
     bool has_id = false, has_uid = false;
@@ -567,8 +584,14 @@ int mfi_session_from_client(const bson_iter_t *it, const char *path, uint8_t id[
     if (!has_id)
         return mf_error_set(err, 40414, "BSON field '%s.id' is missing but a required field",
                             path);
+    uint8_t mine[32];
+    caller_digest(ctx, mine);
     if (!has_uid)
-        mfi_session_user_digest("", "", uid);
+        memcpy(uid, mine, 32);
+    else if (memcmp(uid, mine, 32) != 0 &&
+             !mfi_authz_may_action(ctx, MFA_impersonate, NULL, NULL))
+        return mf_error_set(err, MF_Unauthorized,
+                            "Unauthorized to set user digest in LogicalSessionId");
     return 0;
 }
 
@@ -599,6 +622,7 @@ int mfi_session_use(mf_cmd_ctx *ctx, const mf_cmd_def *def, const bson_t *cmd, m
     int64_t txn_number = 0;
     int rc;
 
+    caller_digest(ctx, running_uid);
     /* The IDL parse: each field's type, in the command's order. */
     bson_iter_init(&it, cmd);
     while (bson_iter_next(&it)) {
@@ -608,7 +632,7 @@ int mfi_session_use(mf_cmd_ctx *ctx, const mf_cmd_def *def, const bson_t *cmd, m
                 return mf_error_set(err, 40413,
                                     "BSON field 'OperationSessionInfo.lsid' is a duplicate field");
             has_lsid = true;
-            rc = mfi_session_from_client(&it, "OperationSessionInfo.lsid", id, uid, err);
+            rc = mfi_session_from_client(ctx, &it, "OperationSessionInfo.lsid", id, uid, err);
         } else if (strcmp(k, "txnNumber") == 0) {
             rc = osi_field(&it, &has_txn, BSON_TYPE_INT64, "long", err);
             if (rc == 0)
@@ -701,7 +725,7 @@ int mfi_cmd_start_session(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_
     }
     id[6] = (uint8_t)((id[6] & 0x0f) | 0x40);
     id[8] = (uint8_t)((id[8] & 0x3f) | 0x80);
-    mfi_session_user_digest("", "", uid);
+    caller_digest(ctx, uid);
     int rc = mfi_sessions_touch(ctx->inst, id, uid, mf_clock_wall_ms(), err);
     if (rc)
         return rc;
@@ -731,13 +755,13 @@ static int each_session_arg(mf_cmd_ctx *ctx, const bson_t *cmd, const char *name
     snprintf(path, sizeof path, "%s.%sFromClient", name, name);
     bson_iter_recurse(&it, &el);
     while (bson_iter_next(&el)) {
-        if ((rc = mfi_session_from_client(&el, path, id, uid, err)) != 0)
+        if ((rc = mfi_session_from_client(ctx, &el, path, id, uid, err)) != 0)
             return rc;
     }
     int64_t now = mf_clock_wall_ms();
     bson_iter_recurse(&it, &el);
     while (bson_iter_next(&el)) {
-        mfi_session_from_client(&el, path, id, uid, err);
+        mfi_session_from_client(ctx, &el, path, id, uid, err);
         if ((rc = fn(ctx->inst, id, uid, now, err)) != 0)
             return rc;
     }

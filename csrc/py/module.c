@@ -63,11 +63,16 @@ static int server_init(server_object *self, PyObject *args, PyObject *kwds)
                              "max_connections", "enable_test_commands", "argv",
                              "parsed_options", "log_level", "ttl_monitor_sleep_secs",
                              "read_deadline_ms", "huge_pages", "session_refresh_ms", "faults",
-                             "replica_set", NULL};
+                             "replica_set", "auth", "tls_mode", "tls_certificate_key_file",
+                             "tls_certificate_key_file_password", "tls_ca_file",
+                             "tls_allow_connections_without_certificates",
+                             "tls_allow_invalid_certificates", NULL};
     const char *dbpath, *host = "127.0.0.1", *unix_socket = NULL, *log_level = "warning";
     const char *huge_pages = "auto", *replica_set = NULL;
     int port = 27017, max_connections = 1000, test_commands = 0, ttl_sleep = 60;
-    int read_deadline_ms = 0, session_refresh_ms = 0;
+    int read_deadline_ms = 0, session_refresh_ms = 0, auth = 0;
+    const char *tls_mode = "disabled", *tls_cert = NULL, *tls_cert_pw = NULL, *tls_ca = NULL;
+    int tls_no_cert = 0, tls_invalid = 0;
     Py_buffer argv = {0}, parsed = {0};
     PyObject *faults_obj = NULL;
     mf_os_faults *faults = NULL;
@@ -79,11 +84,12 @@ static int server_init(server_object *self, PyObject *args, PyObject *kwds)
         PyErr_SetString(PyExc_RuntimeError, "Server.__init__ called twice");
         return -1;
     }
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "s|zizipy*y*siisiOz", kwlist, &dbpath, &host,
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "s|zizipy*y*siisiOzpszzzpp", kwlist, &dbpath, &host,
                                      &port, &unix_socket, &max_connections,
                                      &test_commands, &argv, &parsed, &log_level, &ttl_sleep,
                                      &read_deadline_ms, &huge_pages, &session_refresh_ms,
-                                     &faults_obj, &replica_set))
+                                     &faults_obj, &replica_set, &auth, &tls_mode, &tls_cert,
+                                     &tls_cert_pw, &tls_ca, &tls_no_cert, &tls_invalid))
         return -1;
     /* A storage fault table for this server's engine alone (tests). */
     if (mfi_py_faults_table(st, faults_obj, &faults) != 0) {
@@ -101,6 +107,18 @@ static int server_init(server_object *self, PyObject *args, PyObject *kwds)
     else {
         PyErr_Format(PyExc_ValueError, "huge_pages must be 'auto', 'on' or 'off', not '%s'",
                      huge_pages);
+        rc = -1;
+        goto out;
+    }
+
+    static const char *const tls_modes[] = {"disabled", "allowTLS", "preferTLS", "requireTLS"};
+    int tmode = -1;
+    for (int i = 0; i < 4; i++)
+        if (strcmp(tls_mode, tls_modes[i]) == 0)
+            tmode = i;
+    if (tmode < 0) {
+        /* mongod's startup error */
+        PyErr_Format(PyExc_ValueError, "unsupported value for tlsMode %s", tls_mode);
         rc = -1;
         goto out;
     }
@@ -129,6 +147,13 @@ static int server_init(server_object *self, PyObject *args, PyObject *kwds)
         .huge_pages = huge,
         .faults = faults,
         .replica_set = replica_set,
+        .auth = auth != 0,
+        .tls_mode = (mf_tls_mode)tmode,
+        .tls_certificate_key_file = tls_cert,
+        .tls_certificate_key_file_password = tls_cert_pw,
+        .tls_ca_file = tls_ca,
+        .tls_allow_connections_without_certificates = tls_no_cert != 0,
+        .tls_allow_invalid_certificates = tls_invalid != 0,
         .cmdline_argv = has_argv ? &argv_doc : NULL,
         .cmdline_parsed = has_parsed ? &parsed_doc : NULL,
     };
@@ -342,10 +367,15 @@ static PyType_Slot server_slots[] = {
                 "max_connections=1000, enable_test_commands=False, argv=None, "
                 "parsed_options=None, log_level='warning', ttl_monitor_sleep_secs=60, "
                 "read_deadline_ms=0, huge_pages='auto', session_refresh_ms=0, "
-                "faults=None, replica_set=None)\n--\n\n"
+                "faults=None, replica_set=None, auth=False, tls_mode='disabled', "
+                "tls_certificate_key_file=None, tls_certificate_key_file_password=None, "
+                "tls_ca_file=None, tls_allow_connections_without_certificates=False, "
+                "tls_allow_invalid_certificates=False)\n--\n\n"
                 "The C wire server over one data directory; `faults`, a _Faults, is the "
                 "storage fault table of its engine (tests); `replica_set` names the "
-                "one-member replica set it is the primary of (None: a standalone)."},
+                "one-member replica set it is the primary of (None: a standalone); `auth` "
+                "turns access control on (mongod's --auth); the tls_ options are mongod's "
+                "net.tls ones."},
     {0, NULL},
 };
 

@@ -1,6 +1,7 @@
 /* Cases for csrc/command: the table and the dispatcher, without a socket. */
 #include "test.h"
 #include "cmdtest.h"
+#include "../command/authz_int.h"
 
 #include <stdlib.h>
 
@@ -45,6 +46,100 @@ MFT_CASE(table_sorted, "/command/table/sorted_and_found")
         CHECK(mfi_command_find(t[i].name) == &t[i]);
     CHECK(mfi_command_find("Ping") == NULL);
     CHECK(mfi_command_find("") == NULL);
+}
+
+/* Access control has a rule for every command: one that needs no
+ * authentication, or a check of its own (authz.c); a command added to the
+ * table without one fails here, not open to anyone at run time. */
+MFT_CASE(table_authz, "/command/table/every_command_checked")
+{
+    size_t n;
+    const mf_cmd_def *t = mfi_command_table(&n);
+    for (size_t i = 0; i < n; i++)
+        if (!(t[i].flags & MF_CMD_NO_AUTH) && !mfi_authz_has_rule(t[i].name)) {
+            fprintf(stderr, "no access control rule for %s\n", t[i].name);
+            CHECK(false);
+        }
+    CHECK(!mfi_authz_has_rule("nosuch"));
+}
+
+/* The action names are mongod's, each once. */
+MFT_CASE(actions_named, "/command/authz/actions")
+{
+    CHECK_INT(MFA__COUNT, 164);
+    for (int a = 0; a < MFA__COUNT; a++) {
+        CHECK_INT(mfi_action_find(mfi_action_name(a)), a);
+    }
+    CHECK_INT(mfi_action_find("find"), MFA_find);
+    CHECK_INT(mfi_action_find("fly"), -1);
+    CHECK(strcmp(mfi_action_name(MFA_getChangeStreamState), "getChangeStreamState") == 0);
+    CHECK_INT(MFA_getChangeStreamState, MFA__COUNT - 1);
+}
+
+/* The resource search list: what each kind of privilege covers. */
+MFT_CASE(authz_search_list, "/command/authz/search_list")
+{
+    mfi_privs l = {0};
+    mf_error err;
+    mfi_actset find = {{0}};
+    mfi_actset_add(&find, MFA_find);
+    CHECK_INT(mfi_privs_add(&l, &(mfi_resource){.kind = MFR_DB, .db = "test"}, &find, &err), 0);
+    mfi_resource c = {.kind = MFR_EXACT, .db = "test", .coll = "c"};
+    mfi_resource sys = {.kind = MFR_EXACT, .db = "test", .coll = "system.js"};
+    mfi_resource other = {.kind = MFR_EXACT, .db = "other", .coll = "c"};
+    CHECK(mfi_privs_allow(&l, &c, &find));
+    CHECK(!mfi_privs_allow(&l, &sys, &find));   /* not a normal collection */
+    CHECK(!mfi_privs_allow(&l, &other, &find));
+    mfi_actset both = find;
+    mfi_actset_add(&both, MFA_insert);
+    CHECK(!mfi_privs_allow(&l, &c, &both));
+    /* actions add up across the patterns that cover a target */
+    mfi_actset ins = {{0}};
+    mfi_actset_add(&ins, MFA_insert);
+    CHECK_INT(mfi_privs_add(&l, &(mfi_resource){.kind = MFR_COLL, .coll = "c"}, &ins, &err), 0);
+    CHECK(mfi_privs_allow(&l, &c, &both));
+    mfi_privs_free(&l);
+    /* {db: "", collection: ""} covers no system collection, nor local */
+    CHECK_INT(mfi_privs_add(&l, &(mfi_resource){.kind = MFR_ANY_NORMAL}, &find, &err), 0);
+    CHECK(mfi_privs_allow(&l, &c, &find));
+    CHECK(!mfi_privs_allow(&l, &sys, &find));
+    CHECK(!mfi_privs_allow(&l, &(mfi_resource){.kind = MFR_EXACT, .db = "local", .coll = "x"},
+                           &find));
+    CHECK(!mfi_privs_allow(&l, &(mfi_resource){.kind = MFR_CLUSTER}, &find));
+    mfi_privs_free(&l);
+    /* anyAction on anyResource: everything */
+    mfi_actset any = {{0}};
+    mfi_actset_add(&any, MFA_anyAction);
+    CHECK_INT(mfi_privs_add(&l, &(mfi_resource){.kind = MFR_ANY}, &any, &err), 0);
+    CHECK(mfi_privs_allow(&l, &sys, &both));
+    CHECK(mfi_privs_allow(&l, &(mfi_resource){.kind = MFR_CLUSTER}, &find));
+    mfi_privs_free(&l);
+}
+
+/* Built-in roles: where they exist, and root's privileges in mongod's
+ * order (its sub-roles first). */
+MFT_CASE(authz_builtin, "/command/authz/builtin_roles")
+{
+    mf_error err;
+    CHECK(mfi_role_is_builtin("read", "test"));
+    CHECK(mfi_role_is_builtin("enableSharding", "test"));
+    CHECK(!mfi_role_is_builtin("root", "test"));
+    CHECK(mfi_role_is_builtin("root", "admin"));
+    CHECK(!mfi_role_is_builtin("read", "$external"));
+    CHECK(!mfi_role_is_builtin("reader", "admin"));
+    mfi_privs l = {0};
+    CHECK_INT(mfi_builtin_privs("dbOwner", "x", &l, &err), 0);
+    CHECK_INT(l.n, 3); /* x, x.system.js, x.system.profile */
+    CHECK(l.v[0].kind == MFR_DB && strcmp(l.v[0].db, "x") == 0);
+    CHECK(mfi_actset_has(&l.v[0].acts, MFA_dropDatabase));
+    CHECK(mfi_actset_has(&l.v[0].acts, MFA_createUser));
+    CHECK(mfi_actset_has(&l.v[0].acts, MFA_insert));
+    mfi_privs_free(&l);
+    CHECK_INT(mfi_builtin_privs("root", "admin", &l, &err), 0);
+    CHECK_INT(l.n, 25);
+    mfi_privs_free(&l);
+    CHECK_INT(mfi_builtin_privs("nosuch", "admin", &l, &err), 0);
+    CHECK_INT(l.n, 0);
 }
 
 MFT_CASE(dispatch_ping, "/command/dispatch/ping")

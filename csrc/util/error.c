@@ -80,6 +80,8 @@ static const struct {
     {123, "NotAReplicaSet"},
     {125, "CommandFailed"},
     {136, "CappedPositionLost"},
+    {140, "InvalidSSLConfiguration"},
+    {141, "SSLHandshakeFailed"},
     {146, "ExceededMemoryLimit"},
     {148, "ReadConcernMajorityNotEnabled"},
     {159, "DurationOverflow"},

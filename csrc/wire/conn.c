@@ -24,10 +24,12 @@
 #include "wire_int.h"
 
 #include <errno.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 #include <poll.h>
 #include <sys/socket.h>
+#include <sys/time.h>
 #include <sys/uio.h>
 #include <unistd.h>
 
@@ -48,13 +50,33 @@ int32_t mfi_next_request_id(void)
 /* What read_full() returns besides 0. */
 enum { READ_EOF = -1, READ_LATE = -2 };
 
+/* Up to `n` bytes from the connection (through TLS when it has it), as
+ * recv() answers: the count, 0 at EOF, -1 with errno. */
+static ssize_t conn_recv(mf_conn *c, uint8_t *p, size_t n)
+{
+    if (!c->ssl)
+        return recv(c->fd, p, n, 0);
+    int r = SSL_read(c->ssl, p, n > INT32_MAX ? INT32_MAX : (int)n);
+    if (r > 0)
+        return r;
+    int e = SSL_get_error(c->ssl, r);
+    if (e == SSL_ERROR_ZERO_RETURN)
+        return 0;
+    if (e == SSL_ERROR_SYSCALL && errno == EINTR)
+        return -1;
+    errno = EIO;
+    return -1;
+}
+
 /* Read exactly `n` bytes, giving up at `deadline_us` on the monotonic clock
  * (negative: never).  Returns 0, READ_EOF on EOF or error, READ_LATE when
  * the deadline passed first. */
-static int read_full(int fd, uint8_t *p, size_t n, int64_t deadline_us)
+static int read_full(mf_conn *c, uint8_t *p, size_t n, int64_t deadline_us)
 {
+    int fd = c->fd;
     while (n > 0) {
-        if (deadline_us >= 0) {
+        /* (what TLS has already decrypted needs no wait) */
+        if (deadline_us >= 0 && !(c->ssl && SSL_pending(c->ssl) > 0)) {
             int64_t left = deadline_us - mf_clock_mono_us();
             if (left <= 0)
                 return READ_LATE;
@@ -67,7 +89,7 @@ static int read_full(int fd, uint8_t *p, size_t n, int64_t deadline_us)
             if (pr == 0)
                 return READ_LATE;
         }
-        ssize_t r = recv(fd, p, n, 0);
+        ssize_t r = conn_recv(c, p, n);
         if (r > 0) {
             p += r;
             n -= (size_t)r;
@@ -84,7 +106,7 @@ static int read_full(int fd, uint8_t *p, size_t n, int64_t deadline_us)
  * server's read deadline; log a connection closed for being too slow. */
 static int read_rest(mf_conn *c, uint8_t *p, size_t n, int64_t deadline_us)
 {
-    int r = read_full(c->fd, p, n, deadline_us);
+    int r = read_full(c, p, n, deadline_us);
     if (r == READ_LATE) {
         mf_log(MF_LOG_INFO, "NETWORK", 22989, c->client.remote,
                "Error receiving request from client: a message was not complete %d ms after "
@@ -104,6 +126,22 @@ static int send_parts(mf_conn *c, struct iovec *iov, int n)
         left += iov[i].iov_len;
     mf_counters *k = mf_instance_counters(c->srv->inst);
     atomic_fetch_add_explicit(&k->bytes_out, left, memory_order_relaxed);
+    if (c->ssl) {
+        /* one TLS record per part, each written whole */
+        for (int i = 0; i < n; i++) {
+            const uint8_t *p = iov[i].iov_base;
+            size_t len = iov[i].iov_len;
+            while (len > 0) {
+                size_t chunk = len > (1u << 30) ? (1u << 30) : len;
+                size_t wrote = 0;
+                if (SSL_write_ex(c->ssl, p, chunk, &wrote) != 1)
+                    return -1;
+                p += wrote;
+                len -= wrote;
+            }
+        }
+        return 0;
+    }
     while (left > 0) {
         ssize_t r = sendmsg(c->fd, &mh, MSG_NOSIGNAL);
         if (r < 0 && errno == EINTR)
@@ -438,7 +476,7 @@ static void conn_loop(mf_conn *c)
         /* Idle between messages for as long as the client likes; once a
          * message's first byte is here, the whole of it must follow within
          * the read deadline. */
-        ssize_t got = recv(c->fd, hdr, sizeof hdr, 0);
+        ssize_t got = conn_recv(c, hdr, sizeof hdr);
         if (got < 0 && errno == EINTR)
             continue;
         if (got <= 0)
@@ -488,13 +526,95 @@ static void conn_loop(mf_conn *c)
     mf_buf_free(&out);
 }
 
+/* The client's hook for an awaitable hello: has the peer hung up? */
+static bool peer_gone(mf_client *client)
+{
+    mf_conn *c = (mf_conn *)((char *)client - offsetof(mf_conn, client));
+    struct pollfd pfd = {.fd = c->fd, .events = POLLRDHUP};
+    return poll(&pfd, 1, 0) > 0 && (pfd.revents & (POLLRDHUP | POLLHUP | POLLERR | POLLNVAL));
+}
+
+static void end_for_tls(mf_conn *c, const char *why)
+{
+    mf_log(MF_LOG_INFO, "NETWORK", 22988, c->client.remote,
+           "Error receiving request from client. Ending connection from remote: "
+           "SSLHandshakeFailed: %s",
+           why);
+}
+
+/* TLS or plain, told by the first 16 bytes as mongod tells them: a
+ * MongoDB header's responseTo (bytes 8..11) is 0 or -1, a TLS record's
+ * bytes there are not (an HTTP request aside).  Nothing is consumed.
+ * Returns 0 to go on (through c->ssl for TLS), -1 to close. */
+static int start_tls(mf_conn *c)
+{
+    mf_server *srv = c->srv;
+    uint8_t hdr[MF_MSG_HEADER_LEN];
+    ssize_t r;
+    if (srv->tls.mode == MF_TLS_DISABLED)
+        return 0; /* (a TLS client's hello is then a malformed message) */
+    /* idle before the first byte as long as the client likes */
+    do
+        r = recv(c->fd, hdr, 1, MSG_PEEK);
+    while (r < 0 && errno == EINTR);
+    if (r <= 0)
+        return -1;
+    /* then the header within the read deadline */
+    if (srv->read_deadline_ms > 0) {
+        struct timeval tv = {.tv_sec = srv->read_deadline_ms / 1000,
+                             .tv_usec = (srv->read_deadline_ms % 1000) * 1000};
+        setsockopt(c->fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    }
+    do
+        r = recv(c->fd, hdr, sizeof hdr, MSG_PEEK | MSG_WAITALL);
+    while (r < 0 && errno == EINTR);
+    if (srv->read_deadline_ms > 0) {
+        struct timeval none = {0};
+        setsockopt(c->fd, SOL_SOCKET, SO_RCVTIMEO, &none, sizeof none);
+    }
+    if (r < (ssize_t)sizeof hdr) {
+        if (r > 0 || (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)))
+            mf_log(MF_LOG_INFO, "NETWORK", 22989, c->client.remote,
+                   "Error receiving request from client: a message was not complete %d ms "
+                   "after its first byte. Ending connection from remote",
+                   srv->read_deadline_ms);
+        return -1;
+    }
+    int32_t response_to = (int32_t)((uint32_t)hdr[8] | (uint32_t)hdr[9] << 8 |
+                                    (uint32_t)hdr[10] << 16 | (uint32_t)hdr[11] << 24);
+    bool tls = response_to != 0 && response_to != -1 && !looks_like_http(hdr);
+    if (!tls) {
+        if (srv->tls.mode == MF_TLS_REQUIRE) {
+            end_for_tls(c, "The server is configured to only allow SSL connections");
+            return -1;
+        }
+        if (srv->tls.mode == MF_TLS_PREFER)
+            mf_log(MF_LOG_INFO, "NETWORK", 23838, c->client.remote,
+                   "SSL mode is set to 'preferred' and connection to remote is not using SSL.");
+        return 0;
+    }
+    char why[300];
+    c->ssl = mf_tls_accept(&srv->tls, c->fd, srv->read_deadline_ms, c->client.tls_subject,
+                           sizeof c->client.tls_subject, why, sizeof why, c->client.remote);
+    if (!c->ssl) {
+        end_for_tls(c, why);
+        return -1;
+    }
+    c->client.tls = true;
+    return 0;
+}
+
 void *mfi_conn_main(void *arg)
 {
     mf_conn *c = arg;
     mf_server *srv = c->srv;
     mf_counters *k = mf_instance_counters(srv->inst);
 
-    conn_loop(c);
+    c->client.peer_gone = peer_gone;
+    if (start_tls(c) == 0)
+        conn_loop(c);
+    if (c->ssl)
+        SSL_free(c->ssl);
 
     mf_log(MF_LOG_INFO, "NETWORK", 22944, c->client.remote, "Connection ended");
     mf_command_client_end(&c->client);

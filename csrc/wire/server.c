@@ -171,11 +171,16 @@ int mf_server_open(const mf_server_config *cfg, mf_server **out, mf_error *err)
     pthread_mutex_init(&srv->mu, NULL);
     pthread_cond_init(&srv->cond, NULL);
     atomic_init(&srv->next_conn_id, 1);
+    /* TLS first: a bad certificate or option stops the server before it
+     * opens its data (mongod's startup checks) */
+    if ((rc = mf_tls_open(cfg, &srv->tls, err)) != 0)
+        goto fail;
 
     mf_instance_config icfg = {
         .dbpath = cfg->dbpath,
         .max_connections = srv->max_connections,
         .enable_test_commands = cfg->enable_test_commands,
+        .auth = cfg->auth,
         .ttl_monitor_sleep_secs = cfg->ttl_monitor_sleep_secs,
         .session_refresh_ms = cfg->session_refresh_ms,
         .huge_pages = cfg->huge_pages,
@@ -424,6 +429,7 @@ void mf_server_close(mf_server *srv)
     if (srv->wake[1] >= 0)
         close(srv->wake[1]);
     mf_instance_close(srv->inst);
+    mf_tls_close(&srv->tls);
     pthread_cond_destroy(&srv->cond);
     pthread_mutex_destroy(&srv->mu);
     free(srv);

@@ -25,6 +25,14 @@ typedef struct mf_server mf_server;
  * has no limit. */
 #define MF_READ_DEADLINE_MS_DEFAULT 30000
 
+/* net.tls.mode: which connections a server accepts. */
+typedef enum mf_tls_mode {
+    MF_TLS_DISABLED = 0, /* plain only */
+    MF_TLS_ALLOW,        /* both */
+    MF_TLS_PREFER,       /* both; a plain one is logged (23838) */
+    MF_TLS_REQUIRE,      /* TLS only */
+} mf_tls_mode;
+
 typedef struct mf_server_config {
     const char *dbpath;
     const char *bind_ip;     /* "127.0.0.1"; comma-separated list allowed */
@@ -32,6 +40,7 @@ typedef struct mf_server_config {
     const char *unix_socket; /* path, or NULL for none; created mode 0600 */
     int max_connections;     /* accepted connections beyond it are closed */
     bool enable_test_commands;
+    bool auth;                  /* access control (--auth) */
     int ttl_monitor_sleep_secs; /* the TTL monitor's period; 0: 60 */
     int session_refresh_ms;     /* logicalSessionRefreshMillis; 0: 300000 */
     int read_deadline_ms;       /* time to finish a message once its first
@@ -43,6 +52,14 @@ typedef struct mf_server_config {
                                  * primary; NULL or "": a standalone */
     const bson_t *cmdline_argv;
     const bson_t *cmdline_parsed;
+    /* TLS (tls.c), as mongod's net.tls options: any but mode are NULL or
+     * false when not given */
+    mf_tls_mode tls_mode;
+    const char *tls_certificate_key_file;          /* PEM: certificate (+ chain) and key */
+    const char *tls_certificate_key_file_password; /* the key's, if encrypted */
+    const char *tls_ca_file; /* verifies clients' certificates (required with TLS) */
+    bool tls_allow_connections_without_certificates;
+    bool tls_allow_invalid_certificates;
 } mf_server_config;
 
 /* Bind and listen.  Returns 0 and `*out`, or an error code with `err` set

@@ -5,6 +5,7 @@
 #define MF_WIRE_INT_H
 
 #include "wire.h"
+#include "tls.h"
 
 #include <pthread.h>
 #include <stdatomic.h>
@@ -21,6 +22,7 @@ struct mf_server {
     int port;
     int max_connections;
     int read_deadline_ms; /* mf_server_config's; -1: none */
+    mf_tls tls;           /* mode MF_TLS_DISABLED: no TLS */
     int wake[2]; /* self-pipe: written to stop the listener */
 
     pthread_t listener;
@@ -39,6 +41,7 @@ struct mf_server {
 struct mf_conn {
     mf_server *srv;
     int fd;
+    SSL *ssl; /* a TLS connection's (conn.c reads and writes through it) */
     mf_client client;
     mf_conn *prev, *next;
 };
