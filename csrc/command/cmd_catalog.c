@@ -335,16 +335,18 @@ int mfi_cmd_list_databases(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf
         size_t dl = strcspn(name, ".");
         size_t j = i;
         uint64_t size = 0, bytes;
+        char dbname[128];
+        snprintf(dbname, sizeof dbname, "%.*s", (int)dl, name);
+        /* a database the user may not see is not measured either */
+        bool shown = !authorized_only || mfi_authz_any_in_db(ctx, dbname);
         while (j < l.n && strncmp(mf_coll_name(l.v[j]), name, dl) == 0 &&
                mf_coll_name(l.v[j])[dl] == '.') {
             /* The pages of its trees (a walk of each: cmd_stats.c). */
-            if (!name_only && (rc = mf_cl_storage_bytes(e, l.v[j], &bytes, err)) == 0)
+            if (shown && !name_only && (rc = mf_cl_storage_bytes(e, l.v[j], &bytes, err)) == 0)
                 size += bytes;
             j++;
         }
-        char dbname[128];
-        snprintf(dbname, sizeof dbname, "%.*s", (int)dl, name);
-        if (authorized_only && !mfi_authz_any_in_db(ctx, dbname)) {
+        if (!shown) {
             i = j;
             continue;
         }
