@@ -81,9 +81,16 @@ void mf_cl_db_destroy(mf_cl_db *db);
 /* ------------------------------------------------------------ indexes.c */
 
 /* The parsed indexes of a collection (its lock held while used). */
+typedef struct mf_cl_validator mf_cl_validator;
+
 typedef struct mf_cl_indexes {
     mf_index_desc *v;
     size_t n;
+    /* the collection's validator when the write is to apply it
+     * (mf_cl_validator_load; NULL: none, or bypassDocumentValidation):
+     * mf_cl_insert_doc checks each document against it, an update calls
+     * mf_cl_validator_check itself.  Borrowed. */
+    mf_cl_validator *val;
     /* index entries mf_cl_write_doc has put and deleted through this set
      * (the profiler's keysInserted, keysDeleted) */
     int64_t keys_inserted, keys_deleted;
@@ -92,6 +99,28 @@ typedef struct mf_cl_indexes {
 int mf_cl_indexes_load(mf_coll *c, mf_cl_indexes *out, mf_error *err);
 void mf_cl_indexes_free(mf_cl_indexes *x);
 mf_index_desc *mf_cl_indexes_find(mf_cl_indexes *x, const char *name);
+
+/* --------------------------------------------------------- validation.c */
+
+/* The validator of `c` (its lock held) as writes apply it, or NULL when it
+ * has none or its validationLevel is off.  A stored validator that no
+ * longer parses is the error (every validated write then fails with it). */
+int mf_cl_validator_load(mf_coll *c, mf_cl_validator **out, mf_error *err);
+void mf_cl_validator_free(mf_cl_validator *v);
+/* Parse `validator` as create and collMod check it (and the load parses
+ * it): $expr allowed, $where, $text and near refused; under `coll`. */
+struct mf_expr_ctx;
+int mf_cl_validator_parse(const bson_t *validator, const mf_collator *coll, mf_matcher **m,
+                          struct mf_expr_ctx **x, mf_error *err);
+/* Whether `doc` may be stored: 0, or DocumentValidationFailure (121) with
+ * its errInfo kept for mf_cl_validator_info.  `old_doc`: the document an
+ * update replaces (NULL for an insert), for validationLevel moderate.
+ * With validationAction warn a failure is logged (20294) and 0 returned.
+ * `v` NULL: 0. */
+int mf_cl_validator_check(mf_cl_validator *v, const bson_t *old_doc, const bson_t *doc,
+                          mf_error *err);
+/* The errInfo of the last failure: {failingDocumentId, details}. */
+const bson_t *mf_cl_validator_info(const mf_cl_validator *v);
 
 /* What a unique index refused: the index, its key pattern, the values. */
 typedef struct mf_cl_dup {
@@ -285,6 +314,13 @@ int mf_cl_set_pre_post_images(mf_engine *e, mf_coll *c, bool enabled, mf_lsn *ls
  * convertToCapped and cloneCollectionAsCapped's `temp`), which the next
  * open drops (mf_cl_recover_builds); mf_cl_clear_temp makes `c` a lasting
  * one, as a rename with stayTemp false does.  Exclusive catalog lock. */
+/* `old` options with `changes` made (a null value removes the option),
+ * into `out` (initialised here) in mongod's CollectionOptions order. */
+void mf_cl_options_merge(const bson_t *old, const bson_t *changes, bson_t *out);
+/* Write `c`'s options again with `changes` made (exclusive catalog lock). */
+int mf_cl_change_options(mf_engine *e, mf_coll *c, const bson_t *changes, mf_lsn *lsn,
+                         mf_error *err);
+
 bool mf_cl_temp(const mf_coll *c);
 int mf_cl_clear_temp(mf_engine *e, mf_coll *c, mf_lsn *lsn, mf_error *err);
 

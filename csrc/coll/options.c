@@ -196,3 +196,45 @@ int mf_cl_clear_temp(mf_engine *e, mf_coll *c, mf_lsn *lsn, mf_error *err)
     bson_destroy(&newopts);
     return rc;
 }
+
+/* CollectionOptions::appendBSON's order, which listCollections shows. */
+static const char *const option_order[] = {
+    "capped", "size", "max", "autoIndexId", "temp", "recordPreImages",
+    "changeStreamPreAndPostImages", "storageEngine", "indexOptionDefaults", "validator",
+    "validationLevel", "validationAction", "collation", "clusteredIndex", "expireAfterSeconds",
+    "viewOn", "pipeline", "idIndex", "timeseries", "encryptedFields"};
+#define NOPTIONS (sizeof option_order / sizeof option_order[0])
+
+void mf_cl_options_merge(const bson_t *old, const bson_t *changes, bson_t *out)
+{
+    bson_iter_t it;
+    bson_init(out);
+    for (size_t i = 0; i < NOPTIONS; i++) {
+        const char *k = option_order[i];
+        if (bson_iter_init_find(&it, changes, k)) {
+            if (!BSON_ITER_HOLDS_NULL(&it)) /* null: removed */
+                mf_bsonx_append_iter(out, k, (int)strlen(k), &it);
+        } else if (old && bson_iter_init_find(&it, old, k)) {
+            mf_bsonx_append_iter(out, k, (int)strlen(k), &it);
+        }
+    }
+    /* anything else the catalog holds, after */
+    if (old && bson_iter_init(&it, old))
+        while (bson_iter_next(&it)) {
+            bool known = false;
+            for (size_t i = 0; i < NOPTIONS && !known; i++)
+                known = strcmp(option_order[i], bson_iter_key(&it)) == 0;
+            if (!known)
+                mf_bsonx_append_iter(out, bson_iter_key(&it), (int)bson_iter_key_len(&it), &it);
+        }
+}
+
+int mf_cl_change_options(mf_engine *e, mf_coll *c, const bson_t *changes, mf_lsn *lsn,
+                         mf_error *err)
+{
+    bson_t opts, merged;
+    mf_cl_options_merge(mf_cl_options_of(c, &opts) ? &opts : NULL, changes, &merged);
+    int rc = set_options(e, c, &merged, lsn, err);
+    bson_destroy(&merged);
+    return rc;
+}

@@ -908,6 +908,8 @@ int mf_cl_insert_doc(mf_engine *e, mf_coll *c, mf_cl_indexes *ix, uint64_t *next
     int rc = mf_cl_stored_form(doc, stored, id, err);
     if (rc == 0 && capped)
         rc = mf_cl_capped_check(c, stored, err);
+    if (rc == 0 && ix->val)
+        rc = mf_cl_validator_check(ix->val, NULL, stored, err);
     if (rc)
         return rc;
     /* past the RecordIds open transactions took for their inserts */

@@ -49,7 +49,17 @@ typedef struct sink {
     mf_lsn lsn;                     /* the last write */
     mf_cl_log log;                  /* a replica set's oplog, or none */
     const mf_deadline *deadline;    /* $merge: bounds a wait for a transaction */
+    bool validate;                  /* the target's validator applies */
 } sink;
+
+/* The running aggregate's bypassDocumentValidation: the command sets it
+ * around the run of a pipeline that writes (its sinks are opened there). */
+static _Thread_local bool bypass_validation;
+
+void mfi_agg_bypass_validation(bool on)
+{
+    bypass_validation = on;
+}
 
 /* How the sink's writes are logged: NULL on a standalone. */
 static mf_cl_log *sink_log(sink *s)
@@ -105,9 +115,13 @@ static int insert_locked(sink *s, mf_coll *c, const bson_t *doc, bson_t *info, m
     bson_t stored;
     bson_iter_t id;
     mf_lsn lsn = 0;
+    mf_cl_validator *val = NULL;
     int rc = mf_cl_next_record_id(e, c, &next_id, err);
     if (rc == 0)
         rc = mf_cl_indexes_load(c, &ix, err);
+    if (rc == 0 && s->validate)
+        rc = mf_cl_validator_load(c, &val, err);
+    ix.val = val;
     if (rc == 0) {
         bson_init(&stored);
         rc = mf_cl_insert_doc(e, c, &ix, &next_id, doc, &stored, &id, &lsn, &dup, sink_log(s),
@@ -116,6 +130,9 @@ static int insert_locked(sink *s, mf_coll *c, const bson_t *doc, bson_t *info, m
     }
     if (rc == MF_DuplicateKey && dup.has)
         rc = duplicate(s->ns, &dup, info, err);
+    if (rc == MF_DocumentValidationFailure && info)
+        BSON_APPEND_DOCUMENT(info, "errInfo", mf_cl_validator_info(val));
+    mf_cl_validator_free(val);
     if (lsn > s->lsn)
         s->lsn = lsn;
     mf_cl_dup_clear(&dup);
@@ -243,8 +260,18 @@ static int merge_once(sink *s, const bson_t *match, mf_agg_merge_fn fn, void *fn
         bson_destroy(&out);
     } else if (rc == 0 && action == MF_AGG_MERGE_REPLACE) {
         mf_cl_dup dup = {0};
+        mf_cl_validator *val = NULL;
         mf_lsn lsn = 0;
-        rc = mf_cl_write_doc_log(e, c, &ix, rid, &existing, &out, &lsn, &dup, sink_log(s), err);
+        if (s->validate)
+            rc = mf_cl_validator_load(c, &val, err);
+        if (rc == 0)
+            rc = mf_cl_validator_check(val, &existing, &out, err);
+        if (rc == MF_DocumentValidationFailure && info)
+            BSON_APPEND_DOCUMENT(info, "errInfo", mf_cl_validator_info(val));
+        mf_cl_validator_free(val);
+        if (rc == 0)
+            rc = mf_cl_write_doc_log(e, c, &ix, rid, &existing, &out, &lsn, &dup, sink_log(s),
+                                     err);
         if (rc == MF_DuplicateKey && dup.has)
             rc = duplicate(s->ns, &dup, info, err);
         if (lsn > s->lsn)
@@ -342,6 +369,7 @@ static sink *sink_new(mf_instance *inst, const char *db, mf_error *err)
     s->log.txns = inst->cl.txns;
     snprintf(s->db, sizeof s->db, "%s", db);
     bson_init(&s->specs);
+    s->validate = !bypass_validation;
     return s;
 }
 
@@ -429,9 +457,23 @@ static int out_open(void *arg, const char *db, const char *coll, mf_agg_sink **o
     mf_engine_catalog_lock(e, false);
     mf_coll *t = mf_engine_coll(e, s->target);
     bool capped = t && mf_cl_capped(t, NULL, NULL);
+    /* the target's validation options go with its documents: the
+     * temporary collection has them (so its inserts are validated) and
+     * takes the target's place with them */
+    bson_t none = BSON_INITIALIZER, topts;
     if (t && !capped) {
         mf_coll_lock(t, false);
         index_specs(t, &s->specs);
+        if (mf_cl_options_of(t, &topts)) {
+            bson_iter_t it;
+            bson_iter_init(&it, &topts);
+            while (bson_iter_next(&it)) {
+                const char *k = bson_iter_key(&it);
+                if (strcmp(k, "validator") == 0 || strcmp(k, "validationLevel") == 0 ||
+                    strcmp(k, "validationAction") == 0)
+                    mf_bsonx_append_iter(&none, k, -1, &it);
+            }
+        }
         mf_coll_unlock(t);
     }
     mf_engine_catalog_unlock(e);
@@ -439,11 +481,12 @@ static int out_open(void *arg, const char *db, const char *coll, mf_agg_sink **o
         mf_error_set(err, 17152, "namespace '%s' is capped so it can't be used for $out",
                      s->target);
         sink_free(&s->base); /* after: the message names its target */
+        bson_destroy(&none);
         return 17152;
     }
 
-    bson_t none = BSON_INITIALIZER;
     rc = mf_cl_create(e, sink_log(s), s->ns, &none, NULL, true, err);
+    bson_destroy(&none);
     if (rc == 0 && !bson_empty(&s->specs) && (rc = copy_indexes(s, err)) != 0) {
         char msg[sizeof err->msg];
         snprintf(msg, sizeof msg, "%s", err->msg);

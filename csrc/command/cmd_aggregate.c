@@ -697,11 +697,13 @@ int mfi_aggregate_run(mf_cmd_ctx *ctx, const bson_t *cmd, int explain, bson_t *r
          * at commit). */
         bson_t d, c, fb;
         bool eof = false;
+        mfi_agg_bypass_validation(mfi_bypass_validation(cmd));
         while (rc == 0 && !eof) {
             rc = mf_pipeline_next(p, &d, &eof, err);
             if (rc == 0 && !eof)
                 bson_destroy(&d);
         }
+        mfi_agg_bypass_validation(false);
         if (rc && ctx->err_info)
             bson_concat(ctx->err_info, mf_pipeline_error_info(p));
         mf_pipeline_free(p);

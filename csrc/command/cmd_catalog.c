@@ -37,6 +37,7 @@ int mfi_cmd_create(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_error *
     bool has_clustered = false, pre_post_images = false;
     bool capped = false, has_size = false, has_max = false;
     int64_t size = 0, max = 0;
+    mfi_validation_opts val = {0};
     bson_iter_init(&it, cmd);
     bson_iter_next(&it);
     while (rc == 0 && bson_iter_next(&it)) {
@@ -83,6 +84,11 @@ int mfi_cmd_create(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_error *
             rc = mfi_parse_pre_post_images(&it, "create", &pre_post_images, err);
             continue;
         }
+        if (strcmp(k, "validator") == 0 || strcmp(k, "validationLevel") == 0 ||
+            strcmp(k, "validationAction") == 0) {
+            rc = mfi_parse_validation_opt(&it, "create", &val, err);
+            continue;
+        }
         if (strcmp(k, "collation") == 0) {
             /* Kept as the full spec; the simple collation is no default. */
             mf_collator_unref(coll);
@@ -120,6 +126,15 @@ int mfi_cmd_create(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_error *
         BSON_APPEND_DOCUMENT_BEGIN(&options, "changeStreamPreAndPostImages", &sub);
         BSON_APPEND_BOOL(&sub, "enabled", true);
         bson_append_document_end(&options, &sub);
+    }
+    /* as given: an empty validator is none, and no level or action is
+     * assumed (CollectionOptions::fromCreateCommand) */
+    if (rc == 0 && val.has_validator)
+        rc = mfi_check_validator(ns, &val.validator, coll, err);
+    if (rc == 0) {
+        if (val.has_validator && bson_empty(&val.validator))
+            val.has_validator = false;
+        mfi_append_validation(&val, false, &options);
     }
     if (rc == 0 && coll) {
         BSON_APPEND_DOCUMENT_BEGIN(&options, "collation", &sub);

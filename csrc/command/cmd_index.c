@@ -760,6 +760,47 @@ static int log_coll_mod(mf_cmd_ctx *ctx, mf_coll *c, const char *ns, const bson_
     return rc;
 }
 
+/* collMod's validator, validationLevel, validationAction (exclusive
+ * catalog lock).  mongod's setValidator, setValidationLevel and
+ * setValidationAction each store a level and an action, the defaults
+ * where none was set; a new validator is parsed under the collection's
+ * default collation, its errors prefixed as mongod prefixes them. */
+static int coll_mod_validation(mf_engine *e, mf_coll *c, const char *ns, mfi_validation_opts *val,
+                               mf_lsn *lsn, mf_error *err)
+{
+    bson_t opts, changes = BSON_INITIALIZER;
+    bson_iter_t it;
+    /* what is not given stays as it was */
+    if (mf_cl_options_of(c, &opts)) {
+        if (!val->level && bson_iter_init_find(&it, &opts, "validationLevel") &&
+            BSON_ITER_HOLDS_UTF8(&it))
+            val->level = strcmp(bson_iter_utf8(&it, NULL), "off") == 0        ? "off"
+                         : strcmp(bson_iter_utf8(&it, NULL), "moderate") == 0 ? "moderate"
+                                                                              : "strict";
+        if (!val->action && bson_iter_init_find(&it, &opts, "validationAction") &&
+            BSON_ITER_HOLDS_UTF8(&it))
+            val->action = strcmp(bson_iter_utf8(&it, NULL), "warn") == 0 ? "warn" : "error";
+    }
+    int rc = 0;
+    if (val->has_validator) {
+        mf_collator *coll = NULL;
+        rc = mf_cl_default_collation(c, &coll, err);
+        if (rc == 0 && (rc = mfi_check_validator(ns, &val->validator, coll, err)) != 0) {
+            char msg[sizeof err->msg];
+            snprintf(msg, sizeof msg, "%s", err->msg);
+            mf_error_set(err, rc, "Parsing of collection validator failed :: caused by :: %s",
+                         msg);
+        }
+        mf_collator_unref(coll);
+    }
+    if (rc == 0) {
+        mfi_append_validation(val, true, &changes);
+        rc = mf_cl_change_options(e, c, &changes, lsn, err);
+    }
+    bson_destroy(&changes);
+    return rc;
+}
+
 int mfi_cmd_coll_mod(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_error *err)
 {
     mf_engine *e = ctx->inst->engine;
@@ -767,6 +808,8 @@ int mfi_cmd_coll_mod(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_error
     bson_iter_t it;
     bson_t index;
     bool has_index = false, has_images = false, images = false;
+    mfi_validation_opts val = {0};
+    bool has_val = false;
     int rc = mfi_coll_arg(ctx, cmd, ns, sizeof ns, err);
     if (rc)
         return rc;
@@ -783,7 +826,11 @@ int mfi_cmd_coll_mod(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_error
             has_images = true;
         } else if (mfi_is_generic_arg(k)) {
         } else if (strcmp(k, "validator") == 0 || strcmp(k, "validationLevel") == 0 ||
-                   strcmp(k, "validationAction") == 0 || strcmp(k, "viewOn") == 0 ||
+                   strcmp(k, "validationAction") == 0) {
+            if ((rc = mfi_parse_validation_opt(&it, "collMod", &val, err)) != 0)
+                return rc;
+            has_val = true;
+        } else if (strcmp(k, "viewOn") == 0 ||
                    strcmp(k, "pipeline") == 0 || strcmp(k, "expireAfterSeconds") == 0 ||
                    strcmp(k, "timeseries") == 0 || strcmp(k, "cappedSize") == 0 ||
                    strcmp(k, "cappedMax") == 0) {
@@ -795,7 +842,7 @@ int mfi_cmd_coll_mod(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_error
     }
     /* Changing the collection's options needs the catalog to itself:
      * listCollections reads them under the shared lock. */
-    mf_engine_catalog_lock(e, has_images);
+    mf_engine_catalog_lock(e, has_images || has_val);
     mf_coll *c = mf_engine_coll(e, ns);
     if (!c) {
         mf_engine_catalog_unlock(e);
@@ -815,6 +862,8 @@ int mfi_cmd_coll_mod(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_error
     }
     if (rc == 0 && has_images)
         rc = mf_cl_set_pre_post_images(e, c, images, &lsn, err);
+    if (rc == 0 && has_val)
+        rc = coll_mod_validation(e, c, ns, &val, &lsn, err);
     if (rc == 0)
         rc = log_coll_mod(ctx, c, ns, cmd, has_index ? index_name : NULL, &before, reply, &lsn,
                           err);

@@ -312,22 +312,33 @@ typedef struct wtarget {
     mf_cl_log *lg; /* how writes are logged (replica set), or NULL */
     int image;     /* a retryable findAndModify keeps the document it
                       returns: 1 the one before, 2 the one after */
+    bool validate; /* the collection's validator applies (no
+                      bypassDocumentValidation, not a delete) */
+    mf_cl_validator *val; /* ... and is this (NULL: none) */
 } wtarget;
 
-static int target_open(wtarget *w, mf_cmd_ctx *ctx, mf_engine *e, mf_coll *c, mf_error *err)
+static int target_open(wtarget *w, mf_cmd_ctx *ctx, mf_engine *e, mf_coll *c, bool validate,
+                       mf_error *err)
 {
     memset(w, 0, sizeof *w);
     w->inst = ctx->inst;
     w->lg = mfi_ctx_log(ctx);
     w->e = e;
     w->c = c;
-    return c ? mf_cl_indexes_load(c, &w->ix, err) : 0;
+    w->validate = validate;
+    int rc = c ? mf_cl_indexes_load(c, &w->ix, err) : 0;
+    if (rc == 0 && c && validate)
+        rc = mf_cl_validator_load(c, &w->val, err);
+    w->ix.val = w->val;
+    return rc;
 }
 
 static void target_close(wtarget *w)
 {
     mf_cl_indexes_free(&w->ix);
     mf_cl_dup_clear(&w->dup);
+    mf_cl_validator_free(w->val);
+    w->val = NULL;
 }
 
 /* A statement met what transaction `holder` holds: close `w`, wait with
@@ -336,9 +347,10 @@ static void target_close(wtarget *w)
 static int target_wait(wtarget *w, mf_cmd_ctx *ctx, mf_engine *e, const char *ns,
                        uint64_t holder, bool create, mf_coll **c, mf_error *err)
 {
+    bool validate = w->validate;
     target_close(w);
     int rc = mfi_write_wait(ctx, ns, holder, create, c, err);
-    return rc ? rc : target_open(w, ctx, e, *c, err);
+    return rc ? rc : target_open(w, ctx, e, *c, validate, err);
 }
 
 /* Apply `u` to record `rid`.  `before`/`after` (if not NULL) receive
@@ -374,6 +386,8 @@ static int update_record(wtarget *w, uint64_t rid, const upd *u, int64_t pos, in
         bson_copy_to(&doc, before);
     if (rc == 0 && after)
         bson_copy_to(changed ? &out : &doc, after);
+    if (rc == 0 && changed)
+        rc = mf_cl_validator_check(w->val, &doc, &out, err);
     if (rc == 0 && changed) {
         /* `doc` points into the record tree: it is read (for its old
          * index keys) before the write replaces it. */
@@ -749,8 +763,9 @@ static int check_write_fields(const bson_t *cmd, const char *cmdname, const char
 }
 
 static void add_write_error(bson_t *werrs, uint32_t *nerr, uint32_t index, int rc,
-                            const mf_error *err, const char *ns, const mf_cl_dup *dup)
+                            const mf_error *err, const char *ns, const wtarget *w)
 {
+    const mf_cl_dup *dup = w ? &w->dup : NULL;
     char key[16];
     const char *k;
     bson_t we;
@@ -760,6 +775,8 @@ static void add_write_error(bson_t *werrs, uint32_t *nerr, uint32_t index, int r
         mfi_duplicate_error(&we, index, ns, dup);
     else
         mfi_write_error(&we, index, err);
+    if (rc == MF_DocumentValidationFailure && w && w->val)
+        BSON_APPEND_DOCUMENT(&we, "errInfo", mf_cl_validator_info(w->val));
     bson_append_document_end(werrs, &we);
 }
 
@@ -825,7 +842,7 @@ int mfi_cmd_update(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_error *
     wtarget w;
     if (c)
         mf_coll_lock(c, true);
-    rc = target_open(&w, ctx, e, c, err);
+    rc = target_open(&w, ctx, e, c, !mfi_bypass_validation(cmd), err);
     /* a statement's start: its counts then, and what a multi one did
      * before it waited for a transaction (it goes on after) */
     int64_t t0 = 0, n0 = 0, m0 = 0, ki = 0, kd = 0;
@@ -913,7 +930,7 @@ int mfi_cmd_update(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_error *
             bson_append_document_end(&upserted, &up);
         }
         if (r != 0) {
-            add_write_error(&werrs, &nerr, i, r, &serr, ns, &w.dup);
+            add_write_error(&werrs, &nerr, i, r, &serr, ns, &w);
             if (mfi_write_fatal(r) && !mfi_retry_injected(ctx)) {
                 *err = serr;
                 rc = r;
@@ -1041,7 +1058,7 @@ int mfi_cmd_delete(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_error *
     wtarget w;
     if (c)
         mf_coll_lock(c, true);
-    rc = target_open(&w, ctx, e, c, err);
+    rc = target_open(&w, ctx, e, c, false, err);
     /* a statement's start: its counts then (a delete of every match goes
      * on after it waited for a transaction: what it deleted stays) */
     int64_t t0 = 0, n0 = 0, kd = 0;
@@ -1389,7 +1406,7 @@ int mfi_cmd_find_and_modify(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, m
     int32_t sid = retry ? mfi_retry_stmt_id(ctx->retry, 0) : 0;
     if (c) {
         mf_coll_lock(c, true);
-        rc = target_open(&w, ctx, e, c, err);
+        rc = target_open(&w, ctx, e, c, !a.remove && !mfi_bypass_validation(cmd), err);
         /* a retryable findAndModify runs once (retry.c): a retry answers
          * from what the first run logged */
         if (rc == 0 && retry) {
@@ -1464,11 +1481,14 @@ int mfi_cmd_find_and_modify(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, m
             d->keys_inserted = w.ix.keys_inserted;
             d->keys_deleted = w.ix.keys_deleted;
         }
-        /* mongod's DuplicateKeyErrorInfo rides on the error reply */
+        /* mongod's DuplicateKeyErrorInfo rides on the error reply, as
+         * does a validation failure's errInfo */
         if (rc == MF_DuplicateKey && w.dup.has && ctx->err_info) {
             BSON_APPEND_DOCUMENT(ctx->err_info, "keyPattern", &w.dup.key_pattern);
             BSON_APPEND_DOCUMENT(ctx->err_info, "keyValue", &w.dup.key_value);
         }
+        if (rc == MF_DocumentValidationFailure && w.val && ctx->err_info)
+            BSON_APPEND_DOCUMENT(ctx->err_info, "errInfo", mf_cl_validator_info(w.val));
         target_close(&w);
         mf_coll_unlock(c);
     }

@@ -52,6 +52,14 @@ void mfi_write_error(bson_t *werr, uint32_t index, const mf_error *err)
     BSON_APPEND_UTF8(werr, "errmsg", err->msg);
 }
 
+bool mfi_bypass_validation(const bson_t *cmd)
+{
+    bson_iter_t it;
+    /* mongod reads it as trueValue(): true, or a number other than 0 */
+    return bson_iter_init_find(&it, cmd, "bypassDocumentValidation") &&
+           (BSON_ITER_HOLDS_BOOL(&it) || mfi_is_number(&it)) && bson_iter_as_bool(&it);
+}
+
 int mfi_coll_for_write(mf_cmd_ctx *ctx, const char *ns, mf_coll **out, mf_error *err)
 {
     mf_engine *e = ctx->inst->engine;
@@ -140,11 +148,16 @@ int mfi_cmd_insert(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_error *
     uint64_t next_id;
     mf_cl_indexes ix = {0};
     mf_cl_dup dup = {0};
+    mf_cl_validator *val = NULL;
+    bool validate = !mfi_bypass_validation(cmd);
     int64_t ninserted = 0; /* index keys, of the indexes loaded before the last */
     mf_coll_lock(c, true);
     rc = mf_cl_next_record_id(e, c, &next_id, err);
     if (rc == 0)
         rc = mf_cl_indexes_load(c, &ix, err);
+    if (rc == 0 && validate)
+        rc = mf_cl_validator_load(c, &val, err);
+    ix.val = val;
     bson_iter_recurse(&docs, &d);
     bson_iter_t at = d; /* before the document being inserted */
     while (rc == 0 && bson_iter_next(&d)) {
@@ -194,11 +207,16 @@ int mfi_cmd_insert(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_error *
             bson_destroy(&stored);
             ninserted += ix.keys_inserted;
             mf_cl_indexes_free(&ix);
+            mf_cl_validator_free(val);
+            val = NULL;
             r = mfi_write_wait(ctx, ns, holder, true, &c, &ierr);
             if (r == 0)
                 r = mf_cl_next_record_id(e, c, &next_id, &ierr);
             if (r == 0)
                 r = mf_cl_indexes_load(c, &ix, &ierr);
+            if (r == 0 && validate)
+                r = mf_cl_validator_load(c, &val, &ierr);
+            ix.val = val;
             if (r == 0) {
                 d = at; /* this document again */
                 continue;
@@ -220,6 +238,8 @@ int mfi_cmd_insert(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_error *
                 mfi_duplicate_error(&we, index, ns, &dup);
             else
                 mfi_write_error(&we, index, &ierr);
+            if (r == MF_DocumentValidationFailure && val)
+                BSON_APPEND_DOCUMENT(&we, "errInfo", mf_cl_validator_info(val));
             bson_append_document_end(&werrs, &we);
             if (mfi_write_fatal(r) && !mfi_retry_injected(ctx)) {
                 /* The engine failed: nothing more can be written. */
@@ -239,6 +259,7 @@ int mfi_cmd_insert(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_error *
     }
     mf_cl_indexes_free(&ix);
     mf_cl_dup_clear(&dup);
+    mf_cl_validator_free(val);
     if (c) /* (NULL: lost while waiting for a transaction) */
         mf_coll_unlock(c);
     mf_engine_catalog_unlock(e);

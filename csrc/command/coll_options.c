@@ -141,3 +141,72 @@ int mfi_parse_pre_post_images(const bson_iter_t *it, const char *cmd, bool *enab
     return 0;
 }
 
+
+/* ------------------------------------------------------------ validation */
+
+int mfi_parse_validation_opt(const bson_iter_t *it, const char *cmd, mfi_validation_opts *v,
+                             mf_error *err)
+{
+    const char *k = bson_iter_key(it);
+    if (strcmp(k, "validator") == 0) {
+        if (!mfi_doc_arg(it, &v->validator))
+            return mfi_type_error(err, cmd, k, it, "object");
+        v->has_validator = true;
+        return 0;
+    }
+    bool level = strcmp(k, "validationLevel") == 0;
+    if (!BSON_ITER_HOLDS_UTF8(it))
+        return mfi_type_error(err, cmd, k, it, "string");
+    const char *s = bson_iter_utf8(it, NULL);
+    static const char *const levels[] = {"off", "strict", "moderate"};
+    static const char *const actions[] = {"error", "warn"};
+    const char *const *list = level ? levels : actions;
+    size_t n = level ? 3 : 2;
+    for (size_t i = 0; i < n; i++)
+        if (strcmp(list[i], s) == 0) {
+            *(level ? &v->level : &v->action) = list[i];
+            return 0;
+        }
+    return mf_error_set(err, MF_BadValue,
+                        "Enumeration value '%s' for field '%s.%s' is not a valid value.", s, cmd,
+                        k);
+}
+
+int mfi_check_validator(const char *ns, const bson_t *validator, const mf_collator *coll,
+                        mf_error *err)
+{
+    if (bson_empty(validator)) /* none */
+        return 0;
+    const char *dot = strchr(ns, '.');
+    size_t dblen = dot ? (size_t)(dot - ns) : strlen(ns);
+    if (dot && strncmp(dot + 1, "system.", 7) == 0)
+        return mf_error_set(err, MF_InvalidOptions,
+                            "Document validators not allowed on system collection %s", ns);
+    if ((dblen == 5 && strncmp(ns, "admin", 5) == 0) ||
+        (dblen == 5 && strncmp(ns, "local", 5) == 0) ||
+        (dblen == 6 && strncmp(ns, "config", 6) == 0))
+        return mf_error_set(err, MF_InvalidOptions,
+                            "Document validators are not allowed on collection %s in the %.*s "
+                            "internal database",
+                            ns, (int)dblen, ns);
+    mf_matcher *m;
+    struct mf_expr_ctx *x;
+    int rc = mf_cl_validator_parse(validator, coll, &m, &x, err);
+    if (rc == 0) {
+        mf_matcher_free(m);
+        mf_expr_ctx_free(x);
+    }
+    return rc;
+}
+
+void mfi_append_validation(const mfi_validation_opts *v, bool fill, bson_t *out)
+{
+    if (v->has_validator && !bson_empty(&v->validator))
+        BSON_APPEND_DOCUMENT(out, "validator", &v->validator);
+    else if (v->has_validator)
+        BSON_APPEND_NULL(out, "validator"); /* (removed, for mf_cl_options_merge) */
+    if (v->level || fill)
+        BSON_APPEND_UTF8(out, "validationLevel", v->level ? v->level : "strict");
+    if (v->action || fill)
+        BSON_APPEND_UTF8(out, "validationAction", v->action ? v->action : "error");
+}

@@ -544,6 +544,28 @@ const char *mfi_read_concern_level(const bson_t *cmd);
 
 /* ------------------------------------- collection options (coll_options.c) */
 
+/* A collection's validation options as create and collMod take them. */
+typedef struct mfi_validation_opts {
+    bool has_validator;
+    bson_t validator;           /* a view into the command */
+    const char *level, *action; /* static strings, or NULL: not given */
+} mfi_validation_opts;
+
+/* `validator`, `validationLevel` or `validationAction` at `it` of command
+ * `cmd` ("create", "collMod"), as mongod's IDL: TypeMismatch for the wrong
+ * type, BadValue "Enumeration value ..." for a level or action it lacks. */
+int mfi_parse_validation_opt(const bson_iter_t *it, const char *cmd, mfi_validation_opts *v,
+                             mf_error *err);
+/* Whether `validator` may be the validator of `ns`: none on system
+ * collections or in admin, local and config (InvalidOptions 72), and it
+ * must parse as a validator under `coll` (the filter's own errors). */
+int mfi_check_validator(const char *ns, const bson_t *validator, const mf_collator *coll,
+                        mf_error *err);
+/* Append the options (in the catalog's order); `fill` (collMod): a level
+ * and an action always, strict and error when not given, as mongod's
+ * setValidator and friends store them; an empty validator as null. */
+void mfi_append_validation(const mfi_validation_opts *v, bool fill, bson_t *out);
+
 /* create's / collMod's `clusteredIndex` at `it` (`cmd` names the command
  * in errors) into `out` ({v: 2, key, name, unique: true}, initialised on
  * success), with mongod's errors: 5979703 for the boolean form, TypeMismatch,
@@ -1006,9 +1028,16 @@ void mfi_agg_env_init(mf_instance *inst);
 /* Add the environment's writes and statistics ($out, $merge, $collStats,
  * $indexStats) to inst->agg_env (agg_env_write.c). */
 void mfi_agg_env_write_init(mf_instance *inst);
+/* The running aggregate's bypassDocumentValidation, for the $out / $merge
+ * sinks it opens on this thread (set around the pipeline's run). */
+void mfi_agg_bypass_validation(bool on);
 
 /* ------------------------------------------------- writes (cmd_write.c) */
 
+/* Whether a write command asks for bypassDocumentValidation (mongod's
+ * trueValue()): its documents are then not checked against the
+ * collection's validator. */
+bool mfi_bypass_validation(const bson_t *cmd);
 /* The collection `ns` for writing, created if missing; returns with the
  * catalog lock held shared (the caller unlocks). */
 int mfi_coll_for_write(mf_cmd_ctx *ctx, const char *ns, mf_coll **out, mf_error *err);

@@ -27,6 +27,7 @@
  */
 #include "query_int.h"
 #include "geo.h"
+#include "schema.h"
 #include "text.h"
 
 #define PCRE2_CODE_UNIT_WIDTH 8
@@ -37,7 +38,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-typedef enum { N_AND, N_OR, N_NOR, N_PATH, N_EXPR, N_TEXT } node_kind;
+typedef enum { N_AND, N_OR, N_NOR, N_PATH, N_EXPR, N_TEXT, N_SCHEMA } node_kind;
 
 typedef enum {
     C_EQ, C_NE, C_GT, C_GTE, C_LT, C_LTE, C_IN, C_NIN, C_EXISTS, C_TYPE, C_MOD, C_REGEX,
@@ -89,6 +90,8 @@ struct cond {
     node *elem;          /* $elemMatch object form */
     mf_geo_query *geo;   /* $geoWithin, $within, $geoIntersects (geo.h) */
     const mf_collator *coll; /* the matcher's collation (NULL: simple) */
+    bson_t *spec;        /* as written, {path: {op: arg}}, for mf_matcher_explain
+                            (a validator's matcher only; else NULL) */
 };
 
 struct node {
@@ -104,6 +107,9 @@ struct node {
     size_t nconds;
     void *expr;                /* N_EXPR: compiled by the hooks */
     void (*expr_free)(void *);
+    mf_schema *schema;         /* N_SCHEMA */
+    bool doc_level;            /* N_AND: a filter document's own (not $and's) */
+    bson_t *spec;              /* N_EXPR: {$expr: ...} as written (validators) */
 };
 
 struct mf_matcher {
@@ -120,6 +126,8 @@ struct mf_matcher {
 typedef struct pctx {
     const mf_expr_hooks *hooks;
     bool sub;
+    bool validator; /* a collection validator: annotated for mf_matcher_explain,
+                       $where and $text refused as mongod refuses them there */
 } pctx;
 
 /* One evaluation's error: the first $expr error, kept in `err`. */
@@ -153,6 +161,8 @@ static void cond_clear(cond *c)
     free(c->sub);
     node_free(c->elem);
     mfi_geo_query_free(c->geo);
+    if (c->spec)
+        bson_destroy(c->spec);
 }
 
 static void node_free(node *n)
@@ -168,6 +178,9 @@ static void node_free(node *n)
     free(n->path);
     if (n->expr && n->expr_free)
         n->expr_free(n->expr);
+    mf_schema_free(n->schema);
+    if (n->spec)
+        bson_destroy(n->spec);
     free(n);
 }
 
@@ -636,7 +649,7 @@ static int parse_op(bson_iter_t *it, const bson_iter_t *all, const char *path, c
             return parse_conds(&ops, "", &c->sub, &c->nsub, err);
         }
         c->kind = C_ELEM_OBJ;
-        static const pctx elem_level = {NULL, true};
+        static const pctx elem_level = {NULL, true, false};
         return parse_doc(&elem_level, &sub, &c->elem, err);
     }
     if (strcmp(op, "$not") == 0) {
@@ -791,8 +804,56 @@ static int add_kid(node *parent, node *kid, mf_error *err)
     return 0;
 }
 
+/* {path: <value>} or {path: {op: <value>}} (`op` NULL: the former), as a
+ * condition's specifiedAs. */
+static bson_t *spec_of(const char *path, const char *op, const bson_iter_t *v)
+{
+    bson_t *b = bson_new(), sub;
+    if (!op) {
+        mf_bsonx_append_iter(b, path, (int)strlen(path), v);
+        return b;
+    }
+    bson_append_document_begin(b, path, -1, &sub);
+    mf_bsonx_append_iter(&sub, op, (int)strlen(op), v);
+    bson_append_document_end(b, &sub);
+    return b;
+}
+
+/* Give the conditions parsed from the operator document `ops` (an
+ * iterator before its first field) their specifiedAs: each operator with
+ * its operand, a $regex beside $options or a geo operator with the whole
+ * document, $not's conditions each on their own. */
+static void annotate_conds(cond *cs, size_t n, const bson_iter_t *ops, const char *path)
+{
+    bson_iter_t it = *ops, probe = *ops;
+    bool has_options = bson_iter_find(&probe, "$options");
+    size_t i = 0;
+    while (i < n && bson_iter_next(&it)) {
+        const char *k = bson_iter_key(&it);
+        if (strcmp(k, "$options") == 0)
+            continue;
+        cond *c = &cs[i++];
+        if (c->kind == C_GEO || (c->kind == C_REGEX && has_options)) {
+            bson_t whole;
+            ops_doc(ops, &whole);
+            c->spec = bson_new();
+            bson_append_document(c->spec, path, -1, &whole);
+            continue;
+        }
+        c->spec = spec_of(path, k, &it);
+        if (c->kind == C_NOT && BSON_ITER_HOLDS_DOCUMENT(&it)) {
+            bson_iter_t sub;
+            bson_iter_recurse(&it, &sub);
+            annotate_conds(c->sub, c->nsub, &sub, path);
+        } else if (c->kind == C_NOT && c->nsub == 1) {
+            c->sub[0].spec = spec_of(path, NULL, &it);
+        }
+    }
+}
+
 /* A predicate on `path` from its operand `it`. */
-static int parse_path(const char *path, bson_iter_t *it, node **out, mf_error *err)
+static int parse_path(const pctx *pc, const char *path, bson_iter_t *it, node **out,
+                      mf_error *err)
 {
     node *n = new_node(N_PATH);
     if (!n || !(n->path = strdup(path))) {
@@ -803,9 +864,19 @@ static int parse_path(const char *path, bson_iter_t *it, node **out, mf_error *e
     n->flat = !strchr(path, '.');
     int rc;
     if (mfi_is_operator_doc(it, false)) {
-        bson_iter_t ops;
+        bson_iter_t ops, probe;
         bson_iter_recurse(it, &ops);
+        probe = ops;
+        while (pc->validator && bson_iter_next(&probe))
+            if (is_geo_near_op(bson_iter_key(&probe))) {
+                node_free(n);
+                return mf_error_set(err, 5626500,
+                                    "$geoNear, $near, and $nearSphere are not allowed in this "
+                                    "context");
+            }
         rc = parse_conds(&ops, path, &n->conds, &n->nconds, err);
+        if (rc == 0 && pc->validator)
+            annotate_conds(n->conds, n->nconds, &ops, path);
     } else {
         n->conds = cond_calloc(1);
         if (!n->conds) {
@@ -825,6 +896,8 @@ static int parse_path(const char *path, bson_iter_t *it, node **out, mf_error *e
             keep_value(&n->conds[0].operand, it);
             rc = 0;
         }
+        if (rc == 0 && pc->validator)
+            n->conds[0].spec = spec_of(path, NULL, it);
     }
     if (rc) {
         node_free(n);
@@ -926,6 +999,8 @@ static int parse_expr(const pctx *pc, const bson_iter_t *it, node **out, mf_erro
         return oom(err);
     int rc = pc->hooks->parse(it, pc->hooks->arg, &n->expr, err);
     n->expr_free = pc->hooks->free;
+    if (pc->validator)
+        n->spec = spec_of("$expr", NULL, it);
     if (rc) {
         node_free(n);
         return rc;
@@ -949,12 +1024,28 @@ static void exprs_last(node *n)
     }
 }
 
+/* {$jsonSchema: {...}} (schema.c). */
+static int parse_schema(const bson_iter_t *it, node **out, mf_error *err)
+{
+    node *n = new_node(N_SCHEMA);
+    if (!n)
+        return oom(err);
+    int rc = mf_schema_parse(it, &n->schema, err);
+    if (rc) {
+        node_free(n);
+        return rc;
+    }
+    *out = n;
+    return 0;
+}
+
 static int parse_doc(const pctx *pc, const bson_t *filter, node **out, mf_error *err)
 {
     node *n = new_node(N_AND);
     bson_iter_t it;
     if (!n)
         return oom(err);
+    n->doc_level = true;
     bson_iter_init(&it, filter);
     while (bson_iter_next(&it)) {
         const char *k = bson_iter_key(&it);
@@ -965,8 +1056,12 @@ static int parse_doc(const pctx *pc, const bson_t *filter, node **out, mf_error 
                 rc = parse_logical(pc, k, &it, &kid, err);
             else if (strcmp(k, "$expr") == 0)
                 rc = parse_expr(pc, &it, &kid, err);
+            else if (pc->validator && (strcmp(k, "$text") == 0 || strcmp(k, "$where") == 0))
+                rc = mf_error_set(err, MF_BadValue, "%s is not allowed in this context", k);
             else if (strcmp(k, "$text") == 0)
                 rc = parse_text(pc, &it, &kid, err);
+            else if (strcmp(k, "$jsonSchema") == 0)
+                rc = parse_schema(&it, &kid, err);
             else if (strcmp(k, "$comment") == 0)
                 continue;
             else if (strcmp(k, "$ref") == 0 || strcmp(k, "$id") == 0 || strcmp(k, "$db") == 0)
@@ -974,7 +1069,7 @@ static int parse_doc(const pctx *pc, const bson_t *filter, node **out, mf_error 
             else
                 rc = mf_error_set(err, MF_BadValue, "unknown top level operator: %s", k);
         } else {
-            rc = parse_path(k, &it, &kid, err);
+            rc = parse_path(pc, k, &it, &kid, err);
         }
         if (rc == 0)
             rc = add_kid(n, kid, err);
@@ -983,7 +1078,8 @@ static int parse_doc(const pctx *pc, const bson_t *filter, node **out, mf_error 
             return rc;
         }
     }
-    exprs_last(n);
+    if (!pc->validator) /* (mf_matcher_explain numbers the clauses as written) */
+        exprs_last(n);
     *out = n;
     return 0;
 }
@@ -1072,7 +1168,27 @@ int mf_matcher_parse_coll(const bson_t *filter, const mf_expr_hooks *hooks,
         return oom(err);
     if (hooks)
         m->hooks = *hooks;
-    pctx pc = {hooks ? &m->hooks : NULL, false};
+    pctx pc = {hooks ? &m->hooks : NULL, false, false};
+    int rc = parse_doc(&pc, filter, &m->root, err);
+    if (rc) {
+        free(m);
+        return rc;
+    }
+    m->coll = mf_collator_ref(coll);
+    set_coll(m->root, coll);
+    *out = m;
+    return 0;
+}
+
+int mf_matcher_parse_validator(const bson_t *filter, const mf_expr_hooks *hooks,
+                               const mf_collator *coll, mf_matcher **out, mf_error *err)
+{
+    mf_matcher *m = calloc(1, sizeof *m);
+    if (!m)
+        return oom(err);
+    if (hooks)
+        m->hooks = *hooks;
+    pctx pc = {hooks ? &m->hooks : NULL, false, true};
     int rc = parse_doc(&pc, filter, &m->root, err);
     if (rc) {
         free(m);
@@ -1848,6 +1964,8 @@ static bool eval_node(const node *n, const bson_t *doc, int64_t *pos, ectx *x)
         return eval_expr(n, doc, x);
     case N_TEXT:
         return !(x && x->text_false);
+    case N_SCHEMA:
+        return mf_schema_match(n->schema, doc);
     case N_PATH:
         if (n->flat && !pos)
             return flat_conds(n, doc);
@@ -1886,4 +2004,464 @@ bool mf_matcher_match_pos(const mf_matcher *m, const bson_t *doc, int64_t *pos)
     bool ok;
     mf_matcher_eval(m, doc, pos, &ok, NULL);
     return ok;
+}
+
+/* ------------------------------------------------- why a document failed */
+
+/*
+ * mf_matcher_explain: mongod's document validation error details
+ * (doc_validation_error.cpp), from a matcher parsed for a validator.
+ *
+ * The tree is walked "normally" (this node failed) or "inverted" (it
+ * matched under a negation).  A filter document's AND holds one clause per
+ * operator -- {a: {$gt: 0, $lt: 9}} is two -- and stands aside for a
+ * single clause; an explicit $and keeps even one.  A normal $and reports
+ * the clauses that failed, a normal $or all of them, a $nor the clauses
+ * that matched (inverted); under a negation the roles swap.  A leaf gives
+ * its operator, the operator as written, the reason, and the values the
+ * path reached (arrays expanded, but for $size, $all and $elemMatch).
+ */
+
+#define MAX_CONSIDERED 10
+
+/* A clause of an AND, OR or NOR: a node, or one condition of a path. */
+typedef struct clause {
+    const node *n;
+    const cond *c; /* NULL: the node itself */
+} clause;
+
+static size_t clauses_of(const node *n, clause *out)
+{
+    size_t k = 0;
+    for (size_t i = 0; i < n->nkids; i++) {
+        const node *kid = n->kids[i];
+        if (kid->kind == N_PATH) {
+            for (size_t j = 0; j < kid->nconds; j++) {
+                if (out)
+                    out[k] = (clause){kid, &kid->conds[j]};
+                k++;
+            }
+        } else {
+            if (out)
+                out[k] = (clause){kid, NULL};
+            k++;
+        }
+    }
+    return k;
+}
+
+static bool clause_matches(const clause *cl, const bson_t *doc, const mf_expr_hooks *hooks)
+{
+    if (cl->c)
+        return path_cond(cl->n->path, cl->c, doc, NULL);
+    mf_error scratch;
+    ectx x = {hooks, &scratch, 0, false};
+    bool ok = eval_node(cl->n, doc, NULL, &x);
+    return ok && x.rc == 0;
+}
+
+static void explain_node(const node *n, const bson_t *doc, bool inv, const mf_expr_hooks *hooks,
+                         bson_t *out);
+static void explain_leaf(const char *path, const cond *c, const bson_t *doc, bool inv,
+                         bson_t *out);
+
+static void explain_clause(const clause *cl, const bson_t *doc, bool inv,
+                           const mf_expr_hooks *hooks, bson_t *out)
+{
+    if (cl->c)
+        explain_leaf(cl->n->path, cl->c, doc, inv, out);
+    else
+        explain_node(cl->n, doc, inv, hooks, out);
+}
+
+/* The values `path` reaches in `doc`, for a leaf's consideredValue(s). */
+typedef struct considered {
+    bson_t arr;
+    uint32_t n;      /* values kept (at most MAX_CONSIDERED) */
+    uint32_t total;  /* values found */
+    bool reached;    /* the path exists somewhere */
+    bool whole;      /* an array is one value ($size, $all, $elemMatch) */
+    const char *types[32]; /* the distinct type names seen */
+    size_t ntypes;
+} considered;
+
+static void consider(considered *cv, const bson_iter_t *v)
+{
+    const char *t = mf_bsonx_type_alias(bson_iter_type(v));
+    size_t i;
+    for (i = 0; i < cv->ntypes && strcmp(cv->types[i], t) != 0; i++)
+        ;
+    if (i == cv->ntypes && cv->ntypes < 32)
+        cv->types[cv->ntypes++] = t;
+    if (cv->n < MAX_CONSIDERED) {
+        char buf[16];
+        const char *key;
+        bson_uint32_to_string(cv->n++, &key, buf, sizeof buf);
+        mf_bsonx_append_iter(&cv->arr, key, (int)strlen(key), v);
+    }
+    cv->total++;
+}
+
+static bool consider_cb(void *arg, const bson_iter_t *v, bool expand)
+{
+    considered *cv = arg;
+    if (!v)
+        return false;
+    cv->reached = true;
+    if (expand && !cv->whole && BSON_ITER_HOLDS_ARRAY(v)) {
+        bson_iter_t el;
+        bson_iter_recurse(v, &el);
+        while (bson_iter_next(&el))
+            consider(cv, &el);
+    } else {
+        consider(cv, v);
+    }
+    return false;
+}
+
+static int cmp_str(const void *a, const void *b)
+{
+    return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+/* consideredType / consideredTypes, sorted. */
+static void append_types(bson_t *out, considered *cv)
+{
+    if (cv->ntypes == 1) {
+        BSON_APPEND_UTF8(out, "consideredType", cv->types[0]);
+        return;
+    }
+    qsort(cv->types, cv->ntypes, sizeof cv->types[0], cmp_str);
+    bson_t a;
+    BSON_APPEND_ARRAY_BEGIN(out, "consideredTypes", &a);
+    for (size_t i = 0; i < cv->ntypes; i++) {
+        char buf[16];
+        const char *key;
+        bson_uint32_to_string((uint32_t)i, &key, buf, sizeof buf);
+        bson_append_utf8(&a, key, -1, cv->types[i], -1);
+    }
+    bson_append_array_end(out, &a);
+}
+
+static void append_values(bson_t *out, considered *cv)
+{
+    bson_iter_t it;
+    if (cv->total == 1 && bson_iter_init(&it, &cv->arr) && bson_iter_next(&it)) {
+        mf_bsonx_append_iter(out, "consideredValue", 15, &it);
+        return;
+    }
+    bson_append_array(out, "consideredValues", -1, &cv->arr);
+    if (cv->total > cv->n)
+        BSON_APPEND_BOOL(out, "consideredValuesTruncated", true);
+}
+
+static const char *op_name(const cond *c)
+{
+    switch (c->kind) {
+    case C_EQ: return "$eq";
+    case C_NE: return "$ne";
+    case C_GT: return "$gt";
+    case C_GTE: return "$gte";
+    case C_LT: return "$lt";
+    case C_LTE: return "$lte";
+    case C_IN: return "$in";
+    case C_NIN: return "$nin";
+    case C_EXISTS: return "$exists";
+    case C_TYPE: return "$type";
+    case C_MOD: return "$mod";
+    case C_REGEX: return "$regex";
+    case C_SIZE: return "$size";
+    case C_ALL: return "$all";
+    case C_ELEM_VAL: case C_ELEM_OBJ: return "$elemMatch";
+    case C_BITS_ALL_SET: return "$bitsAllSet";
+    case C_BITS_ANY_SET: return "$bitsAnySet";
+    case C_BITS_ALL_CLEAR: return "$bitsAllClear";
+    case C_BITS_ANY_CLEAR: return "$bitsAnyClear";
+    case C_NOT: return "$not";
+    case C_GEO: return "$geoWithin";
+    }
+    return "";
+}
+
+/* A geo condition's operator as written ($geoWithin, $within or
+ * $geoIntersects): the first field of its section. */
+static const char *geo_name(const cond *c)
+{
+    bson_iter_t it, sub;
+    if (c->spec && bson_iter_init(&it, c->spec) && bson_iter_next(&it) &&
+        bson_iter_recurse(&it, &sub) && bson_iter_next(&sub))
+        return bson_iter_key(&sub);
+    return "$geoWithin";
+}
+
+/* The reasons of a leaf: when it failed, and when it matched under a
+ * negation. */
+static void reasons(const cond *c, const char **normal, const char **inverted)
+{
+    const char *n = "", *i = "";
+    switch (c->kind) {
+    case C_EQ: case C_GT: case C_GTE: case C_LT: case C_LTE:
+        n = "comparison failed"; i = "comparison succeeded"; break;
+    case C_NE: /* Not(Eq): it fails where the equality succeeds */
+        n = "comparison succeeded"; i = "comparison failed"; break;
+    case C_IN:
+        n = "no matching value found in array"; i = "matching value found in array"; break;
+    case C_NIN:
+        n = "matching value found in array"; i = "no matching value found in array"; break;
+    case C_EXISTS:
+        n = c->exists ? "path does not exist" : "path does exist";
+        i = c->exists ? "path does exist" : "path does not exist";
+        break;
+    case C_TYPE: n = "type did not match"; i = "type did match"; break;
+    case C_MOD:
+        n = "$mod did not evaluate to expected remainder";
+        i = "$mod did evaluate to expected remainder";
+        break;
+    case C_REGEX: n = "regular expression did not match"; i = "regular expression did match"; break;
+    case C_SIZE:
+        n = "array length was not equal to given size";
+        i = "array length was equal to given size";
+        break;
+    case C_ALL:
+        n = "array did not contain all specified values";
+        i = "array did contain all specified values";
+        break;
+    case C_ELEM_VAL: case C_ELEM_OBJ:
+        n = "array did not satisfy the child predicate";
+        i = "array did satisfy the child predicate";
+        break;
+    case C_BITS_ALL_SET: case C_BITS_ANY_SET: case C_BITS_ALL_CLEAR: case C_BITS_ANY_CLEAR:
+        n = "bitwise operator failed to match";
+        i = "bitwise operator matched successfully";
+        break;
+    case C_GEO:
+        if (strcmp(geo_name(c), "$geoIntersects") == 0) {
+            n = "none of the considered geometries intersected the expression\xe2\x80\x99s geometry";
+            i = "at least one of considered geometries intersected the expression\xe2\x80\x99s "
+                "geometry";
+        } else {
+            n = "none of the considered geometries were contained within the expression\xe2\x80\x99s "
+                "geometry";
+            i = "at least one of considered geometries was contained within the "
+                "expression\xe2\x80\x99s geometry";
+        }
+        break;
+    case C_NOT:
+        break;
+    }
+    *normal = n;
+    *inverted = i;
+}
+
+/* The types a leaf can apply to, sorted, when it has such a list. */
+static size_t expected_types(const cond *c, const char *const **out)
+{
+    static const char *const numbers[] = {"decimal", "double", "int", "long"};
+    static const char *const regex[] = {"regex", "string", "symbol"};
+    static const char *const bits[] = {"binData", "decimal", "double", "int", "long"};
+    static const char *const array[] = {"array"};
+    switch (c->kind) {
+    case C_MOD: *out = numbers; return 4;
+    case C_REGEX: *out = regex; return 3;
+    case C_BITS_ALL_SET: case C_BITS_ANY_SET: case C_BITS_ALL_CLEAR: case C_BITS_ANY_CLEAR:
+        *out = bits; return 5;
+    case C_SIZE: case C_ELEM_VAL: case C_ELEM_OBJ: *out = array; return 1;
+    default: return 0;
+    }
+}
+
+static void explain_leaf(const char *path, const cond *c, const bson_t *doc, bool inv, bson_t *out)
+{
+    const char *normal, *inverted;
+    if (c->kind == C_NOT) {
+        bson_t d;
+        BSON_APPEND_UTF8(out, "operatorName", "$not");
+        BSON_APPEND_DOCUMENT_BEGIN(out, "details", &d);
+        if (c->nsub == 1) {
+            explain_leaf(path, &c->sub[0], doc, !inv, &d);
+        } else {
+            /* an AND of its operators, seen the other way up */
+            bool sub_inv = !inv;
+            bson_t a;
+            uint32_t k = 0;
+            BSON_APPEND_UTF8(&d, "operatorName", "$and");
+            BSON_APPEND_ARRAY_BEGIN(&d, sub_inv ? "clausesSatisfied" : "clausesNotSatisfied", &a);
+            for (size_t i = 0; i < c->nsub; i++) {
+                if (!sub_inv && path_cond(path, &c->sub[i], doc, NULL))
+                    continue;
+                char buf[16];
+                const char *key;
+                bson_t e, det;
+                bson_uint32_to_string(k++, &key, buf, sizeof buf);
+                bson_append_document_begin(&a, key, -1, &e);
+                BSON_APPEND_INT32(&e, "index", (int32_t)i);
+                BSON_APPEND_DOCUMENT_BEGIN(&e, "details", &det);
+                explain_leaf(path, &c->sub[i], doc, sub_inv, &det);
+                bson_append_document_end(&e, &det);
+                bson_append_document_end(&a, &e);
+            }
+            bson_append_array_end(&d, &a);
+        }
+        bson_append_document_end(out, &d);
+        return;
+    }
+    reasons(c, &normal, &inverted);
+    BSON_APPEND_UTF8(out, "operatorName", c->kind == C_GEO ? geo_name(c) : op_name(c));
+    if (c->spec)
+        BSON_APPEND_DOCUMENT(out, "specifiedAs", c->spec);
+    if (c->kind == C_EXISTS) {
+        BSON_APPEND_UTF8(out, "reason", inv ? inverted : normal);
+        return;
+    }
+    if (c->kind == C_ALL && c->nsub == 0) {
+        BSON_APPEND_UTF8(out, "reason", inv ? "expression always evaluates to true"
+                                            : "expression always evaluates to false");
+        return;
+    }
+    considered cv;
+    memset(&cv, 0, sizeof cv);
+    bson_init(&cv.arr);
+    cv.whole = c->kind == C_SIZE || c->kind == C_ALL || c->kind == C_ELEM_VAL ||
+               c->kind == C_ELEM_OBJ;
+    bson_iter_t it;
+    bson_iter_init(&it, doc);
+    walk(&it, true, path, consider_cb, &cv, NULL);
+    if (!cv.reached) {
+        BSON_APPEND_UTF8(out, "reason", "field was missing");
+        bson_destroy(&cv.arr);
+        return;
+    }
+    if (c->kind == C_TYPE) {
+        BSON_APPEND_UTF8(out, "reason", inv ? inverted : normal);
+        append_values(out, &cv);
+        if (cv.ntypes)
+            append_types(out, &cv);
+        bson_destroy(&cv.arr);
+        return;
+    }
+    const char *const *expected = NULL;
+    size_t nexpected = expected_types(c, &expected);
+    bool any_expected = false;
+    for (size_t i = 0; i < cv.ntypes && !any_expected; i++)
+        for (size_t j = 0; j < nexpected; j++)
+            if (strcmp(cv.types[i], expected[j]) == 0)
+                any_expected = true;
+    if (nexpected && !any_expected) {
+        BSON_APPEND_UTF8(out, "reason", "type did not match");
+        if (cv.ntypes)
+            append_types(out, &cv);
+        if (nexpected == 1) {
+            BSON_APPEND_UTF8(out, "expectedType", expected[0]);
+        } else {
+            bson_t a;
+            BSON_APPEND_ARRAY_BEGIN(out, "expectedTypes", &a);
+            for (size_t j = 0; j < nexpected; j++) {
+                char buf[16];
+                const char *key;
+                bson_uint32_to_string((uint32_t)j, &key, buf, sizeof buf);
+                bson_append_utf8(&a, key, -1, expected[j], -1);
+            }
+            bson_append_array_end(out, &a);
+        }
+    } else {
+        BSON_APPEND_UTF8(out, "reason", inv ? inverted : normal);
+    }
+    append_values(out, &cv);
+    bson_destroy(&cv.arr);
+}
+
+static void explain_expr(const node *n, const bson_t *doc, bool inv, const mf_expr_hooks *hooks,
+                         bson_t *out)
+{
+    BSON_APPEND_UTF8(out, "operatorName", "$expr");
+    if (n->spec)
+        BSON_APPEND_DOCUMENT(out, "specifiedAs", n->spec);
+    bson_value_t v;
+    mf_error err;
+    if (hooks->eval(n->expr, doc, NULL, hooks->arg, &v, &err) != 0) {
+        bson_t d;
+        char scratch[32];
+        BSON_APPEND_UTF8(out, "reason", "failed to evaluate aggregation expression");
+        BSON_APPEND_DOCUMENT_BEGIN(out, "details", &d);
+        BSON_APPEND_INT32(&d, "code", err.code);
+        BSON_APPEND_UTF8(&d, "codeName", mf_error_name(err.code, scratch));
+        BSON_APPEND_UTF8(&d, "errmsg", err.msg);
+        bson_append_document_end(out, &d);
+        return;
+    }
+    BSON_APPEND_UTF8(out, "reason", inv ? "expression did match" : "expression did not match");
+    if (v.value_type == BSON_TYPE_EOD) {
+        /* a missing value is reported as mongod's Value() appends: not at all */
+    } else {
+        bson_append_value(out, "expressionResult", -1, &v);
+    }
+    hooks->free_value(&v);
+}
+
+static void explain_node(const node *n, const bson_t *doc, bool inv, const mf_expr_hooks *hooks,
+                         bson_t *out)
+{
+    switch (n->kind) {
+    case N_EXPR:
+        explain_expr(n, doc, inv, hooks, out);
+        return;
+    case N_SCHEMA:
+        mf_schema_explain(n->schema, doc, inv, out);
+        return;
+    case N_TEXT: /* a validator has none */
+        BSON_APPEND_UTF8(out, "operatorName", "$text");
+        return;
+    case N_PATH: { /* a lone path node: its conditions as an AND */
+        node and = {.kind = N_AND, .kids = (node **)&n, .nkids = 1, .doc_level = true};
+        explain_node(&and, doc, inv, hooks, out);
+        return;
+    }
+    case N_AND: case N_OR: case N_NOR:
+        break;
+    }
+    size_t nc = clauses_of(n, NULL);
+    clause one, *cl = nc <= 1 ? &one : malloc(nc * sizeof *cl);
+    if (!cl)
+        return;
+    clauses_of(n, cl);
+    if (n->doc_level && nc == 1) {
+        explain_clause(&cl[0], doc, inv, hooks, out);
+        return;
+    }
+    bool kid_inv = n->kind == N_NOR ? !inv : inv;
+    /* which clauses are told: those that decided the outcome */
+    int only; /* 1: the matching ones, 0: the failing ones, -1: all */
+    const char *label;
+    switch (n->kind) {
+    case N_AND: only = inv ? -1 : 0; label = inv ? "clausesSatisfied" : "clausesNotSatisfied"; break;
+    case N_OR: only = inv ? 1 : -1; label = inv ? "clausesSatisfied" : "clausesNotSatisfied"; break;
+    default: only = inv ? -1 : 1; label = inv ? "clausesNotSatisfied" : "clausesSatisfied"; break;
+    }
+    BSON_APPEND_UTF8(out, "operatorName", n->kind == N_AND ? "$and" : n->kind == N_OR ? "$or"
+                                                                                      : "$nor");
+    bson_t a;
+    uint32_t k = 0;
+    BSON_APPEND_ARRAY_BEGIN(out, label, &a);
+    for (size_t i = 0; i < nc; i++) {
+        if (only >= 0 && clause_matches(&cl[i], doc, hooks) != (only == 1))
+            continue;
+        char buf[16];
+        const char *key;
+        bson_t e, det;
+        bson_uint32_to_string(k++, &key, buf, sizeof buf);
+        bson_append_document_begin(&a, key, -1, &e);
+        BSON_APPEND_INT32(&e, "index", (int32_t)i);
+        BSON_APPEND_DOCUMENT_BEGIN(&e, "details", &det);
+        explain_clause(&cl[i], doc, kid_inv, hooks, &det);
+        bson_append_document_end(&e, &det);
+        bson_append_document_end(&a, &e);
+    }
+    bson_append_array_end(out, &a);
+    if (cl != &one)
+        free(cl);
+}
+
+void mf_matcher_explain(const mf_matcher *m, const bson_t *doc, bson_t *out)
+{
+    explain_node(m->root, doc, false, &m->hooks, out);
 }

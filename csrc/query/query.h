@@ -60,6 +60,21 @@ int mf_matcher_parse_ex(const bson_t *filter, const mf_expr_hooks *hooks, mf_mat
 int mf_matcher_parse_coll(const bson_t *filter, const mf_expr_hooks *hooks,
                           const mf_collator *coll, mf_matcher **out, mf_error *err);
 
+/* A collection validator: as mf_matcher_parse_coll, where $where, $text
+ * and the near operators are refused as mongod refuses them in a validator
+ * (BadValue 2, 5626500), keeping the operators as written so that
+ * mf_matcher_explain can tell why a document fails. */
+int mf_matcher_parse_validator(const bson_t *filter, const mf_expr_hooks *hooks,
+                               const mf_collator *coll, mf_matcher **out, mf_error *err);
+
+/* Why `doc` does not match the validator `m` (mf_matcher_parse_validator):
+ * mongod's DocumentValidationFailure errInfo.details, appended to `out`
+ * ({operatorName: "$eq", specifiedAs: {a: 1}, reason: "comparison
+ * failed", consideredValue: 2}, {operatorName: "$and",
+ * clausesNotSatisfied: [...]}, {operatorName: "$jsonSchema",
+ * schemaRulesNotSatisfied: [...]}, ...). */
+void mf_matcher_explain(const mf_matcher *m, const bson_t *doc, bson_t *out);
+
 /* The collation a matcher compares under (NULL: simple). */
 const mf_collator *mf_matcher_collation(const mf_matcher *m);
 

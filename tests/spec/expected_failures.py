@@ -20,9 +20,6 @@ EXPECTED_FAILURES: dict[str, str] = {
     # crud
     "crud/estimatedDocumentCount.json/estimatedDocumentCount works correctly on views":
         "views not supported: create option 'viewOn' refused (CommandNotSupported 115)",
-    "crud/findOneAndUpdate-errorResponse.json/"
-    "findOneAndUpdate document validation errInfo is accessible":
-        "document validation not supported: collMod option 'validator' refused",
 
     # collection-management
     "collection-management/timeseries-collection.json": TIMESERIES,
