@@ -93,9 +93,9 @@ def test_invalid_names(client, name, code):
 
 
 def test_unsupported_create_options_are_refused(client):
-    with pytest.raises(OperationFailure) as e:  # (views: not built yet)
-        client.t.command({"create": "v", "viewOn": "c", "pipeline": []})
-    assert e.value.code == 115 and "viewOn" in str(e.value)
+    with pytest.raises(OperationFailure) as e:  # (time-series: not built yet)
+        client.t.command({"create": "ts", "timeseries": {"timeField": "t"}})
+    assert e.value.code == 115 and "timeseries" in str(e.value)
     assert client.t.list_collection_names() == []
 
 

@@ -2055,12 +2055,87 @@ static int sub_agg_init(mfi_agg *a, const mfi_agg *parent, const mfi_sub_opts *o
     return 0;
 }
 
+/* A sub-pipeline's collection when it is a view (env->resolve_view): its
+ * views' stages, then the $match of `o->filter`, then `stages`, into
+ * `out`; `*o2` reads the collection the views end at.  The view's
+ * collation must be the operation's (mongod's 167). */
+static int sub_view(mfi_agg *parent, const bson_t *stages, const mfi_sub_opts *o,
+                    mfi_sub_opts *o2, char *base, size_t cap, bson_t *out, bool *is_view,
+                    mf_error *err)
+{
+    bson_t vstages = BSON_INITIALIZER, vcoll = BSON_INITIALIZER;
+    *is_view = false;
+    int rc = parent->env->resolve_view(parent->env->arg, parent->db, o->coll, base, cap,
+                                       &vstages, &vcoll, is_view, err);
+    if (rc == 0 && *is_view) {
+        mf_collator *mine = NULL;
+        if (!bson_empty(&vcoll)) {
+            bson_t wrap = BSON_INITIALIZER;
+            bson_iter_t it;
+            BSON_APPEND_DOCUMENT(&wrap, "c", &vcoll);
+            bson_iter_init_find(&it, &wrap, "c");
+            rc = mf_collator_new_iter(&it, &mine, err);
+            bson_destroy(&wrap);
+        }
+        const mf_collator *ours = parent->collator;
+        if (rc == 0 && !(mine && ours ? mf_collator_equal(mine, ours) : !mine && !ours))
+            rc = mf_error_set(err, MF_OptionNotSupportedOnView,
+                              "Cannot override a view's default collation%s.%s", parent->db,
+                              o->coll);
+        mf_collator_unref(mine);
+    }
+    if (rc == 0 && *is_view) {
+        bson_iter_t it;
+        uint32_t i = 0;
+        char key[16];
+        bson_init(out);
+        for (int part = 0; part < 2; part++) {
+            if (part == 1 && o->filter) {
+                bson_t m;
+                snprintf(key, sizeof key, "%u", i++);
+                BSON_APPEND_DOCUMENT_BEGIN(out, key, &m);
+                BSON_APPEND_DOCUMENT(&m, "$match", o->filter);
+                bson_append_document_end(out, &m);
+            }
+            bson_iter_init(&it, part ? stages : &vstages);
+            while (bson_iter_next(&it)) {
+                snprintf(key, sizeof key, "%u", i++);
+                mf_bsonx_append_iter(out, key, -1, &it);
+            }
+        }
+        *o2 = *o;
+        o2->filter = NULL;
+        o2->coll = strchr(base, '.') + 1;
+    }
+    bson_destroy(&vstages);
+    bson_destroy(&vcoll);
+    return rc;
+}
+
 int mfi_pipeline_sub(mfi_agg *parent, const bson_t *stages, const mfi_sub_opts *o,
                      mf_pipeline **out, mf_error *err)
 {
     int rc = 0;
-    bson_t with_match = BSON_INITIALIZER;
+    bson_t with_match = BSON_INITIALIZER, through_view = BSON_INITIALIZER;
+    mfi_sub_opts o2;
+    char base[512];
+    bool is_view = false;
     *out = NULL;
+    if (o->coll && parent->env && parent->env->resolve_view) {
+        bson_destroy(&through_view);
+        if ((rc = sub_view(parent, stages, o, &o2, base, sizeof base, &through_view, &is_view,
+                           err)) != 0) {
+            if (o->input)
+                o->input->free(o->input);
+            return rc;
+        }
+        if (is_view) {
+            stages = &through_view;
+            o = &o2;
+        } else {
+            bson_init(&through_view);
+        }
+    }
     mf_pipeline *p = calloc(1, sizeof *p);
     if (!p) {
         if (o->input)
@@ -2099,10 +2174,12 @@ int mfi_pipeline_sub(mfi_agg *parent, const bson_t *stages, const mfi_sub_opts *
         p->stages.v[i]->src = p->stages.v[i - 1];
     settle_meta(p);
     bson_destroy(&with_match);
+    bson_destroy(&through_view);
     *out = p;
     return 0;
 fail:
     bson_destroy(&with_match);
+    bson_destroy(&through_view);
     mf_pipeline_free(p);
     return rc;
 }

@@ -174,6 +174,14 @@ typedef struct mf_agg_env {
      * {_id: {id, uid}, lastUse} per live session `q` selects, most
      * recently used first. */
     int (*list_sessions)(void *arg, const mf_agg_sessions_query *q, bson_t *out, mf_error *err);
+    /* Whether db.coll is a view (*is_view), and then the namespace its
+     * views end at ("db.coll", into `base`), their stages innermost first
+     * (an array, into `stages`, initialised by the caller) and the
+     * outermost view's collation ({} simple, into `collation`): the
+     * foreign side of $lookup, $graphLookup and $unionWith reads through
+     * it.  May be NULL: no views. */
+    int (*resolve_view)(void *arg, const char *db, const char *coll, char *base, size_t cap,
+                        bson_t *stages, bson_t *collation, bool *is_view, mf_error *err);
 } mf_agg_env;
 
 /* ------------------------------------------------------------ options */

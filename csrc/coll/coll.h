@@ -234,6 +234,15 @@ int mf_cl_read_by_id(mf_engine *e, const char *ns, const bson_t *id_doc, bson_t 
 int mf_cl_put_by_id(mf_engine *e, mf_cl_log *lg, const char *ns, const bson_t *doc,
                     mf_lsn *lsn, mf_error *err);
 /* One past the largest RecordId of `c` (collection lock held). */
+/* Delete the document of `ns` whose _id is `id_doc`'s ({_id: v}), if
+ * there is one (*deleted).  No lock held; logged through `lg`. */
+int mf_cl_delete_by_id(mf_engine *e, mf_cl_log *lg, const char *ns, const bson_t *id_doc,
+                       bool *deleted, mf_lsn *lsn, mf_error *err);
+/* Call `fn` for each document of `ns` (none if it does not exist), in
+ * RecordId order, the collection locked shared; catalog lock held. */
+int mf_cl_each_doc(mf_engine *e, const char *ns,
+                   int (*fn)(void *arg, const bson_t *doc, mf_error *err), void *arg,
+                   mf_error *err);
 int mf_cl_next_record_id(mf_engine *e, mf_coll *c, uint64_t *out, mf_error *err);
 /* The document as stored: checked (size, _id type, $-names), _id first and
  * generated if absent; `id` is left on the _id element of `out`. */

@@ -922,3 +922,59 @@ int mf_cl_insert_doc(mf_engine *e, mf_coll *c, mf_cl_indexes *ix, uint64_t *next
     return rc;
 }
 
+
+int mf_cl_delete_by_id(mf_engine *e, mf_cl_log *lg, const char *ns, const bson_t *id_doc,
+                       bool *deleted, mf_lsn *lsn, mf_error *err)
+{
+    mf_cl_indexes ix = {0};
+    uint64_t rid;
+    bson_t old;
+    *deleted = false;
+    mf_engine_catalog_lock(e, false);
+    mf_coll *c = mf_engine_coll(e, ns);
+    if (!c) {
+        mf_engine_catalog_unlock(e);
+        return 0;
+    }
+    mf_coll_lock(c, true);
+    bson_init(&old);
+    int rc = mf_cl_indexes_load(c, &ix, err);
+    if (rc == 0)
+        rc = mf_cl_find_by_id(e, c, &ix, id_doc, &rid, deleted, &old, err);
+    if (rc == 0 && *deleted)
+        rc = mf_cl_write_doc_log(e, c, &ix, rid, &old, NULL, lsn, NULL, lg, err);
+    if (rc)
+        *deleted = false;
+    mf_cl_indexes_free(&ix);
+    mf_coll_unlock(c);
+    mf_engine_catalog_unlock(e);
+    bson_destroy(&old);
+    return rc;
+}
+
+int mf_cl_each_doc(mf_engine *e, const char *ns, int (*fn)(void *arg, const bson_t *doc,
+                                                          mf_error *err),
+                   void *arg, mf_error *err)
+{
+    mf_coll *c = mf_engine_coll(e, ns);
+    if (!c)
+        return 0;
+    mf_cursor cur;
+    bool valid;
+    mf_coll_lock(c, false);
+    mf_cursor_init(&cur, mf_engine_tree(e, mf_coll_records(c)));
+    int rc = mf_cursor_first(&cur, &valid, err);
+    while (rc == 0 && valid) {
+        const uint8_t *k;
+        size_t kl;
+        bson_t doc;
+        bool found;
+        mf_cursor_key(&cur, &k, &kl);
+        if (kl == 8 && (rc = mf_cl_record_doc(e, c, k, &doc, &found, err)) == 0 && found)
+            rc = fn(arg, &doc, err);
+        if (rc == 0)
+            rc = mf_cursor_next(&cur, &valid, err);
+    }
+    mf_coll_unlock(c);
+    return rc;
+}

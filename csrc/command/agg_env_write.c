@@ -444,7 +444,11 @@ static int out_open(void *arg, const char *db, const char *coll, mf_agg_sink **o
     if (mf_cl_txn_bound())
         return mf_error_set(err, MF_OperationNotSupportedInTransaction,
                             "$out cannot be used in a transaction");
-    int rc = temp_name(tmp, sizeof tmp, err);
+    char target[MF_MAX_NS_LEN + 1];
+    snprintf(target, sizeof target, "%s.%s", db, coll);
+    int rc = mfi_view_refuse(inst, target, err);
+    if (rc == 0)
+        rc = temp_name(tmp, sizeof tmp, err);
     if (rc)
         return rc;
     sink *s = sink_new(inst, db, err);
@@ -508,8 +512,13 @@ static int merge_open(void *arg, const char *db, const char *coll, const mf_dead
         return mf_error_set(err, MF_OperationNotSupportedInTransaction,
                             "$merge cannot be used in a transaction");
     }
-    sink *s = sink_new(arg, db, err);
+    char target[MF_MAX_NS_LEN + 1];
+    snprintf(target, sizeof target, "%s.%s", db, coll);
     *out = NULL;
+    int vrc = mfi_view_refuse(arg, target, err);
+    if (vrc)
+        return vrc;
+    sink *s = sink_new(arg, db, err);
     if (!s)
         return MF_InternalError;
     snprintf(s->ns, sizeof s->ns, "%s.%s", db, coll);
@@ -702,6 +711,7 @@ static int plan_cache_stats(void *arg, const char *db, const char *coll, bson_t 
 void mfi_agg_env_write_init(mf_instance *inst)
 {
     inst->agg_env.out_open = out_open;
+    mfi_views_env_init(inst);
     inst->agg_env.merge_open = merge_open;
     inst->agg_env.has_unique_index = has_unique_index;
     inst->agg_env.coll_stats = coll_stats;

@@ -565,6 +565,64 @@ int mfi_cmd_aggregate(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_erro
     return mfi_aggregate_run(ctx, cmd, 0, reply, err);
 }
 
+static int aggregate_resolved(mf_cmd_ctx *ctx, const bson_t *cmd, int explain, bson_t *reply,
+                              const char *ns, const char *coll, agg_args *pa,
+                              mf_collator *collation, mf_error *err);
+
+/* An aggregate of view `ns` (`v` resolved): its stages go first, the read
+ * is of the collection the views end at (`*coll` becomes its name), and
+ * the collation is the view's -- another one given is 167, as mongod's
+ * "Cannot override a view's default collation". */
+static int on_view(const char *ns, const mfi_resolved_view *v, agg_args *a, bson_t *combined,
+                   const char **coll, mf_collator **collation, mf_error *err)
+{
+    int rc = 0;
+    if (mfi_change_stream_first(&a->pipeline))
+        return mf_error_set(err, MF_CommandNotSupportedOnView,
+                            "Namespace %s is a view, not a collection", ns);
+    mf_collator *mine = NULL;
+    if (!bson_empty(&v->collation)) {
+        bson_t wrap = BSON_INITIALIZER;
+        bson_iter_t it;
+        BSON_APPEND_DOCUMENT(&wrap, "c", &v->collation);
+        bson_iter_init_find(&it, &wrap, "c");
+        rc = mf_collator_new_iter(&it, &mine, err);
+        bson_destroy(&wrap);
+        if (rc)
+            return rc;
+    }
+    if (a->has_collation) {
+        mf_collator *given = NULL;
+        rc = mfi_collation_arg(&a->collation, "aggregate", "collation", &given, err);
+        bool same = rc == 0 && (given && mine ? mf_collator_equal(given, mine) : !given && !mine);
+        mf_collator_unref(given);
+        if (rc == 0 && !same)
+            rc = mf_error_set(err, MF_OptionNotSupportedOnView,
+                              "Cannot override a view's default collation");
+        if (rc) {
+            mf_collator_unref(mine);
+            return rc;
+        }
+    }
+    *collation = mine;
+    /* the views' stages, then the command's */
+    bson_iter_t it;
+    uint32_t n = 0;
+    bson_init(combined);
+    for (int part = 0; part < 2; part++) {
+        bson_iter_init(&it, part ? &a->pipeline : &v->pipeline);
+        while (bson_iter_next(&it)) {
+            char key[16];
+            const char *k;
+            mf_uint32_to_key(n++, &k, key, sizeof key);
+            mf_bsonx_append_iter(combined, k, -1, &it);
+        }
+    }
+    bson_init_static(&a->pipeline, bson_get_data(combined), combined->len);
+    *coll = strchr(v->base, '.') + 1;
+    return 0;
+}
+
 int mfi_aggregate_run(mf_cmd_ctx *ctx, const bson_t *cmd, int explain, bson_t *reply,
                       mf_error *err)
 {
@@ -601,8 +659,37 @@ int mfi_aggregate_run(mf_cmd_ctx *ctx, const bson_t *cmd, int explain, bson_t *r
     atomic_fetch_add_explicit(&ctx->inst->counters.op_command, 1, memory_order_relaxed);
 
     mf_collator *collation = NULL;
-    if ((rc = resolve_collation(ctx, &a, coll ? ns : NULL, &collation, err)) != 0)
+    mfi_resolved_view view = {0};
+    bson_t combined = BSON_INITIALIZER;
+    if (coll && (rc = mfi_view_resolve(ctx->inst, ns, &view, err)) != 0)
         return rc;
+    if (view.is_view) {
+        rc = on_view(ns, &view, &a, &combined, &coll, &collation, err);
+    } else {
+        rc = resolve_collation(ctx, &a, coll ? ns : NULL, &collation, err);
+    }
+    if (rc) {
+        if (coll)
+            mfi_view_clear(&view);
+        bson_destroy(&combined);
+        return rc;
+    }
+    rc = aggregate_resolved(ctx, cmd, explain, reply, ns, coll, &a, collation, err);
+    if (coll)
+        mfi_view_clear(&view);
+    bson_destroy(&combined);
+    return rc;
+}
+
+/* mfi_aggregate_run once the namespace is resolved: `coll` is the
+ * collection read (a view's base), `ns` the name the cursor keeps; takes
+ * over `collation`. */
+static int aggregate_resolved(mf_cmd_ctx *ctx, const bson_t *cmd, int explain, bson_t *reply,
+                              const char *ns, const char *coll, agg_args *pa,
+                              mf_collator *collation, mf_error *err)
+{
+    int rc = 0;
+    agg_args a = *pa;
     /* a change stream (a replica set's; a standalone's pipeline parse
      * refuses it, 40573) */
     if (ctx->inst->cl.oplog && !a.explain && mfi_change_stream_first(&a.pipeline)) {
@@ -739,5 +826,72 @@ int mfi_aggregate_run(mf_cmd_ctx *ctx, const bson_t *cmd, int explain, bson_t *r
         mf_error_set(err, err->code, "PlanExecutor error during aggregation :: caused by :: %s",
                      msg);
     }
+    return rc;
+}
+
+/* ----------------------------------------------- reads of views (views.c) */
+
+int mfi_aggregate_each(mf_cmd_ctx *ctx, const char *ns, const bson_t *stages,
+                       const bson_iter_t *collation_arg, const char *cmdname,
+                       int (*fn)(void *arg, const bson_t *doc, mf_error *err), void *arg,
+                       mf_collator **used, mf_error *err)
+{
+    agg_args a;
+    memset(&a, 0, sizeof a);
+    bson_init_static(&a.pipeline, bson_get_data(stages), stages->len);
+    if (collation_arg && mfi_collation_given(collation_arg)) {
+        a.collation = *collation_arg;
+        a.has_collation = true;
+    }
+    a.deadline = ctx->deadline.at_us;
+    mfi_resolved_view view;
+    bson_t combined = BSON_INITIALIZER;
+    mf_collator *collation = NULL;
+    const char *coll = strchr(ns, '.') + 1;
+    int rc = mfi_view_resolve(ctx->inst, ns, &view, err);
+    if (rc)
+        return rc;
+    if (view.is_view)
+        rc = on_view(ns, &view, &a, &combined, &coll, &collation, err);
+    else
+        rc = resolve_collation(ctx, &a, ns, &collation, err);
+    char tmp[4096];
+    mfi_tmpdir_of(ctx->inst, tmp, sizeof tmp);
+    mf_agg_opts o = {
+        .db = ctx->db,
+        .coll = coll,
+        .env = &ctx->inst->agg_env,
+        .collation = collation,
+        .tmpdir = tmp,
+        .deadline_us = a.deadline,
+        .now_ms = mf_clock_wall_ms(),
+        .group_max_bytes = atomic_load(&ctx->inst->agg_group_max_bytes),
+        .sort_max_bytes = atomic_load(&ctx->inst->agg_sort_max_bytes),
+        .bucket_auto_max_bytes = atomic_load(&ctx->inst->agg_bucket_auto_max_bytes),
+        .window_max_bytes = atomic_load(&ctx->inst->agg_window_max_bytes),
+    };
+    mf_pipeline *p = NULL;
+    if (rc == 0)
+        rc = mf_pipeline_parse(&a.pipeline, &o, &p, err);
+    if (rc == 0)
+        rc = mf_pipeline_prepare(p, err);
+    bool eof = false;
+    while (rc == 0 && !eof) {
+        bson_t d;
+        rc = mf_pipeline_next(p, &d, &eof, err);
+        if (rc == 0 && !eof) {
+            rc = fn(arg, &d, err);
+            bson_destroy(&d);
+        }
+    }
+    if (rc && p && rc != MF_QueryPlanKilled && strncmp(err->msg, "PlanExecutor error", 18) != 0)
+        mfi_executor_error(err, cmdname);
+    mf_pipeline_free(p);
+    if (used)
+        *used = collation;
+    else
+        mf_collator_unref(collation);
+    mfi_view_clear(&view);
+    bson_destroy(&combined);
     return rc;
 }

@@ -29,6 +29,12 @@ int mfi_cmd_create(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_error *
     int rc = mfi_coll_arg(ctx, cmd, ns, sizeof ns, err);
     if (rc)
         return rc;
+    bson_iter_t probe;
+    if (bson_iter_init_find(&probe, cmd, "viewOn") || bson_iter_init_find(&probe, cmd, "pipeline"))
+        return mfi_view_create(ctx, ns, cmd, err);
+    if (mfi_is_view(ctx->inst, ns))
+        return mf_error_set(err, MF_NamespaceExists,
+                            "namespace %s already exists, but is a view on %s", ns, ns);
     /* Options MultiforaDB does not implement yet are refused by name,
      * rather than stored and silently ignored. */
     bson_t options = BSON_INITIALIZER, sub, clustered;
@@ -162,6 +168,13 @@ int mfi_cmd_drop(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_error *er
         return rc;
     mf_lsn lsn = 0;
     int nidx = 0;
+    bool view = false;
+    if ((rc = mfi_view_drop(ctx, ns, &view, err)) != 0)
+        return rc;
+    if (view) { /* mongod's reply for a view: no nIndexesWas */
+        BSON_APPEND_UTF8(reply, "ns", ns);
+        return 0;
+    }
     /* mongod 7.0: dropping a collection that does not exist succeeds. */
     if (!mf_cl_exists(ctx->inst->engine, ns))
         return 0;
@@ -227,6 +240,41 @@ static bool flag_arg(const bson_t *cmd, const char *name)
 {
     bson_iter_t it;
     return bson_iter_init_find(&it, cmd, name) && bson_iter_as_bool(&it);
+}
+
+typedef struct view_list {
+    mf_cmd_ctx *ctx;
+    mf_matcher *m;
+    bson_t *batch;
+    uint32_t *out_i;
+    bool name_only, authorized_only;
+} view_list;
+
+/* A view's entry: {name, type: "view", options: {viewOn, pipeline,
+ * collation?}, info: {readOnly: true}}. */
+static int list_view(void *arg, const char *name, const bson_t *options, mf_error *err)
+{
+    (void)err;
+    view_list *l = arg;
+    if (l->authorized_only && !mfi_authz_any_on_ns(l->ctx, l->ctx->db, name))
+        return 0;
+    bson_t entry = BSON_INITIALIZER, sub;
+    BSON_APPEND_UTF8(&entry, "name", name);
+    BSON_APPEND_UTF8(&entry, "type", "view");
+    if (!l->name_only) {
+        BSON_APPEND_DOCUMENT(&entry, "options", options);
+        BSON_APPEND_DOCUMENT_BEGIN(&entry, "info", &sub);
+        BSON_APPEND_BOOL(&sub, "readOnly", true);
+        bson_append_document_end(&entry, &sub);
+    }
+    if (!l->m || mf_matcher_match(l->m, &entry)) {
+        char key[16];
+        const char *k;
+        mf_uint32_to_key((*l->out_i)++, &k, key, sizeof key);
+        bson_append_document(l->batch, k, -1, &entry);
+    }
+    bson_destroy(&entry);
+    return 0;
 }
 
 int mfi_cmd_list_collections(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply,
@@ -311,7 +359,14 @@ int mfi_cmd_list_collections(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply,
     }
     mf_engine_catalog_unlock(e);
     free(l.v);
+    /* then the views, as mongod lists them */
+    view_list vl = {ctx, m, batch, &out_i, name_only, authorized_only};
+    int rc2 = mfi_views_each(ctx->inst, ctx->db, list_view, &vl, err);
     mf_matcher_free(m);
+    if (rc2) {
+        bson_destroy(batch);
+        return rc2;
+    }
     return mfi_cursor_reply_from_docs(ctx, ns, batch, batch_size, reply, err);
 }
 
@@ -447,6 +502,11 @@ int mfi_cmd_rename_collection(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply,
     if ((rc = full_ns(&it, "to", to, sizeof to, err)) != 0)
         return rc;
     bool drop_target = flag_arg(cmd, "dropTarget");
+    if (mfi_is_view(ctx->inst, from))
+        return mf_error_set(err, MF_CommandNotSupportedOnView, "cannot rename view: %s", from);
+    if (mfi_is_view(ctx->inst, to))
+        return mf_error_set(err, MF_NamespaceExists, "a view already exists with that name: %s",
+                            to);
     if ((rc = mfi_repl_check_write(ctx->inst, from, err)) != 0 ||
         (rc = mfi_repl_check_write(ctx->inst, to, err)) != 0)
         return rc;
@@ -476,6 +536,8 @@ int mfi_cmd_convert_to_capped(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply,
     char ns[NS_MAX + 64], tmp[NS_MAX + 64];
     int64_t size;
     int rc = mfi_coll_arg(ctx, cmd, ns, sizeof ns, err);
+    if (rc == 0)
+        rc = mfi_view_refuse(ctx->inst, ns, err);
     if (rc == 0)
         rc = capped_size_arg(cmd, &size, err);
     if (rc)
@@ -535,6 +597,9 @@ int mfi_cmd_clone_collection_as_capped(mf_cmd_ctx *ctx, const bson_t *cmd, bson_
     char from_ns[NS_MAX + 64], to_ns[NS_MAX + 64];
     snprintf(from_ns, sizeof from_ns, "%s.%s", ctx->db, from);
     snprintf(to_ns, sizeof to_ns, "%s.%s", ctx->db, to);
+    if (mfi_is_view(ctx->inst, from_ns))
+        return mf_error_set(err, MF_CommandNotSupportedOnView,
+                            "cloneCollectionAsCapped not supported for views: %s", from_ns);
     if (ctx->dbg)
         snprintf(ctx->dbg->ns, sizeof ctx->dbg->ns, "%s", from_ns);
     /* what creating the target checks (userAllowedCreateNS) */

@@ -490,8 +490,21 @@ int mfi_cmd_explain(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_error 
                             op);
     }
     bool stats = strcmp(verbosity, "queryPlanner") != 0;
-    if (strcmp(op, "find") == 0)
+    int level = strcmp(verbosity, "queryPlanner") == 0 ? 1 : stats && strcmp(verbosity,
+                                                                "executionStats") == 0 ? 2 : 3;
+    bool view = false;
+    if (strcmp(op, "find") == 0) {
+        /* a view's: the explain of the aggregate it runs as */
+        int vrc = mfi_view_find(ctx, &inner, level, reply, &view, err);
+        if (view)
+            return vrc;
         return explain_find(ctx, &inner, verbosity, reply, err);
+    }
+    if ((strcmp(op, "count") == 0 || strcmp(op, "distinct") == 0)) {
+        int vrc = mfi_view_count_distinct_explain(ctx, op, &inner, level, reply, &view, err);
+        if (view)
+            return vrc;
+    }
     if (strcmp(op, "count") != 0 && strcmp(op, "distinct") != 0)
         return explain_write(ctx, op, &inner, verbosity, reply, err);
     /* The explained command must itself be valid: its namespace first. */

@@ -457,7 +457,11 @@ int mfi_cmd_find(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_error *er
     query_parts q = {0};
     mf_collator *coll = NULL;
     mfi_cursor *cur = NULL;
-    int rc = find_prepare(ctx, cmd, ns, &a, &q, &coll, &cur, err);
+    bool view = false;
+    int rc = mfi_view_find(ctx, cmd, 0, reply, &view, err);
+    if (view)
+        return rc;
+    rc = find_prepare(ctx, cmd, ns, &a, &q, &coll, &cur, err);
     if (rc)
         return rc;
     atomic_fetch_add_explicit(&ctx->inst->counters.op_query, 1, memory_order_relaxed);
@@ -763,6 +767,87 @@ static int collect(distinct_set *s, const bson_iter_t *container, const char *pa
     return set_add(s, &f, err);
 }
 
+/* The values of a distinct as its reply's `values` (17217 past 16 MB). */
+static int values_reply(distinct_set *set, bson_t *reply, mf_error *err)
+{
+    set_dedup(set);
+    bson_t values;
+    size_t bytes = 0;
+    for (size_t i = 0; i < set->n; i++)
+        bytes += set->v[i].value.len;
+    if (bytes > MF_MAX_BSON_OBJECT_SIZE)
+        return mf_error_set(err, 17217, "distinct too big, 16mb cap");
+    BSON_APPEND_ARRAY_BEGIN(reply, "values", &values);
+    for (size_t i = 0; i < set->n; i++) {
+        char k[16];
+        const char *kp;
+        bson_iter_t v;
+        bson_t one;
+        mf_uint32_to_key((uint32_t)i, &kp, k, sizeof k);
+        if (bson_init_static(&one, set->v[i].value.data, set->v[i].value.len) &&
+            bson_iter_init(&v, &one) && bson_iter_next(&v))
+            mf_bsonx_append_iter(&values, kp, -1, &v);
+    }
+    bson_append_array_end(reply, &values);
+    return 0;
+}
+
+typedef struct view_distinct_arg {
+    distinct_set *set;
+    const char *key;
+} view_distinct_arg;
+
+static int view_distinct_doc(void *arg, const bson_t *doc, mf_error *err)
+{
+    view_distinct_arg *a = arg;
+    bson_t wrap = BSON_INITIALIZER;
+    bson_iter_t root;
+    bson_append_document(&wrap, "", 0, doc);
+    bson_iter_init(&root, &wrap);
+    bson_iter_next(&root);
+    int rc = collect(a->set, &root, a->key, err);
+    bson_destroy(&wrap);
+    return rc;
+}
+
+/* distinct on view `ns`: the view's documents (after `query`), under its
+ * collation, through the same path semantics as a collection's. */
+static int view_distinct(mf_cmd_ctx *ctx, const char *ns, const char *key, const bson_t *query,
+                         const bson_iter_t *coll_arg, bson_t *reply, mf_error *err)
+{
+    mfi_resolved_view v;
+    mf_collator *coll = NULL;
+    int rc = mfi_view_resolve(ctx->inst, ns, &v, err);
+    if (rc)
+        return rc;
+    if (!bson_empty(&v.collation)) {
+        bson_t wrap = BSON_INITIALIZER;
+        bson_iter_t it;
+        BSON_APPEND_DOCUMENT(&wrap, "c", &v.collation);
+        bson_iter_init_find(&it, &wrap, "c");
+        rc = mf_collator_new_iter(&it, &coll, err);
+        bson_destroy(&wrap);
+    }
+    mfi_view_clear(&v);
+    bson_t stages = BSON_INITIALIZER, st;
+    if (query) {
+        BSON_APPEND_DOCUMENT_BEGIN(&stages, "0", &st);
+        BSON_APPEND_DOCUMENT(&st, "$match", query);
+        bson_append_document_end(&stages, &st);
+    }
+    distinct_set set = {.coll = coll};
+    view_distinct_arg a = {&set, key};
+    if (rc == 0)
+        rc = mfi_aggregate_each(ctx, ns, &stages, coll_arg, "distinct command", view_distinct_doc,
+                                &a, NULL, err);
+    if (rc == 0)
+        rc = values_reply(&set, reply, err);
+    set_free(&set);
+    bson_destroy(&stages);
+    mf_collator_unref(coll);
+    return rc;
+}
+
 int mfi_cmd_distinct(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_error *err)
 {
     mf_engine *e = ctx->inst->engine;
@@ -805,6 +890,9 @@ int mfi_cmd_distinct(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_error
     if (!key)
         return mf_error_set(err, 40414,
                             "BSON field 'distinct.key' is missing but a required field");
+    if (mfi_is_view(ctx->inst, ns))
+        return view_distinct(ctx, ns, key, has_query ? &query : NULL,
+                             has_coll ? &coll_arg : NULL, reply, err);
     query_parts q = {0};
     mf_expr_ctx *xctx = NULL;
     mf_expr_hooks hooks;
@@ -869,29 +957,8 @@ int mfi_cmd_distinct(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_error
     mf_engine_catalog_unlock(e);
     parts_free(&q);
     mf_expr_ctx_free(xctx);
-    if (rc == 0) {
-        set_dedup(&set);
-        bson_t values;
-        size_t bytes = 0;
-        for (size_t i = 0; i < set.n; i++)
-            bytes += set.v[i].value.len;
-        if (bytes > MF_MAX_BSON_OBJECT_SIZE) {
-            rc = mf_error_set(err, 17217, "distinct too big, 16mb cap");
-        } else {
-            BSON_APPEND_ARRAY_BEGIN(reply, "values", &values);
-            for (size_t i = 0; i < set.n; i++) {
-                char k[16];
-                const char *kp;
-                bson_iter_t v;
-                bson_t one;
-                mf_uint32_to_key((uint32_t)i, &kp, k, sizeof k);
-                if (bson_init_static(&one, set.v[i].value.data, set.v[i].value.len) &&
-                    bson_iter_init(&v, &one) && bson_iter_next(&v))
-                    mf_bsonx_append_iter(&values, kp, -1, &v);
-            }
-            bson_append_array_end(reply, &values);
-        }
-    }
+    if (rc == 0)
+        rc = values_reply(&set, reply, err);
     set_free(&set);
     mf_collator_unref(coll);
     return rc;

@@ -26,6 +26,8 @@ int mfi_cmd_create_indexes(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf
     bson_iter_t it, specs;
     bool has_specs = false;
     int rc = mfi_coll_arg(ctx, cmd, ns, sizeof ns, err);
+    if (rc == 0)
+        rc = mfi_view_refuse(ctx->inst, ns, err);
     if (rc)
         return rc;
     bson_iter_init(&it, cmd);
@@ -145,6 +147,8 @@ int mfi_cmd_list_indexes(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_e
     bson_iter_t it, cit;
     int64_t batch_size = -1;
     int rc = mfi_coll_arg(ctx, cmd, ns, sizeof ns, err);
+    if (rc == 0)
+        rc = mfi_view_refuse(ctx->inst, ns, err);
     if (rc)
         return rc;
     if (bson_iter_init_find(&it, cmd, "cursor")) {
@@ -233,6 +237,8 @@ int mfi_cmd_drop_indexes(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_e
     bson_iter_t it, which;
     bool has_which = false;
     int rc = mfi_coll_arg(ctx, cmd, ns, sizeof ns, err);
+    if (rc == 0)
+        rc = mfi_view_refuse(ctx->inst, ns, err);
     if (rc)
         return rc;
     bson_iter_init(&it, cmd);
@@ -813,6 +819,13 @@ int mfi_cmd_coll_mod(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_error
     int rc = mfi_coll_arg(ctx, cmd, ns, sizeof ns, err);
     if (rc)
         return rc;
+    if (mfi_is_view(ctx->inst, ns))
+        return mfi_view_modify(ctx, ns, cmd, err);
+    /* a view's options on a collection (pipeline checked first, as mongod) */
+    bson_iter_t probe;
+    if (bson_iter_init_find(&probe, cmd, "pipeline") || bson_iter_init_find(&probe, cmd, "viewOn"))
+        return mf_error_set(err, MF_InvalidOptions, "option only supported on a view: %s",
+                            bson_iter_key(&probe));
     bson_iter_init(&it, cmd);
     bson_iter_next(&it);
     while (bson_iter_next(&it)) {
@@ -830,8 +843,7 @@ int mfi_cmd_coll_mod(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_error
             if ((rc = mfi_parse_validation_opt(&it, "collMod", &val, err)) != 0)
                 return rc;
             has_val = true;
-        } else if (strcmp(k, "viewOn") == 0 ||
-                   strcmp(k, "pipeline") == 0 || strcmp(k, "expireAfterSeconds") == 0 ||
+        } else if (strcmp(k, "expireAfterSeconds") == 0 ||
                    strcmp(k, "timeseries") == 0 || strcmp(k, "cappedSize") == 0 ||
                    strcmp(k, "cappedMax") == 0) {
             return mf_error_set(err, MF_NotImplemented,

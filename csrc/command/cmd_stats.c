@@ -145,6 +145,8 @@ int mfi_cmd_coll_stats(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_err
     bool has_scale;
     int64_t scale = 1;
     int rc = coll_ns(ctx, cmd, ns, sizeof ns, err);
+    if (rc == 0)
+        rc = mfi_view_refuse(ctx->inst, ns, err);
     if (rc)
         return rc;
     rc = safe_number_arg(cmd, "collStats", "scale", INT32_MIN, INT32_MAX, &has_scale, &scale,
@@ -359,6 +361,8 @@ int mfi_cmd_validate(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_error
     int rc = coll_ns(ctx, cmd, ns, sizeof ns, err);
     if (rc == 0)
         rc = validate_options(cmd, err);
+    if (rc == 0 && mfi_is_view(ctx->inst, ns))
+        rc = mf_error_set(err, MF_CommandNotSupportedOnView, "Cannot validate a view");
     if (rc)
         return rc;
     return mf_cl_validate(ctx->inst->engine, ns, &ctx->deadline, reply, err);

@@ -108,7 +108,8 @@ int mfi_user_write_ns(mf_instance *inst, const char *ns, mf_error *err)
     const char *coll = strchr(ns, '.');
     if (coll && (strcmp(coll + 1, "system.profile") == 0 || strcmp(coll + 1, "system.views") == 0))
         return mf_error_set(err, MF_InvalidNamespace, "cannot write to %s", ns);
-    return mfi_repl_check_write(inst, ns, err);
+    int rc = mfi_view_refuse(inst, ns, err);
+    return rc ? rc : mfi_repl_check_write(inst, ns, err);
 }
 
 int mfi_cmd_insert(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_error *err)
@@ -286,6 +287,8 @@ int mfi_cmd_count(mf_cmd_ctx *ctx, const bson_t *cmd, bson_t *reply, mf_error *e
     int rc = mfi_coll_arg(ctx, cmd, ns, sizeof ns, err);
     if (rc)
         return rc;
+    if (mfi_is_view(ctx->inst, ns))
+        return mfi_view_count(ctx, ns, cmd, reply, err);
     if (bson_iter_init_find(&it, cmd, "query") && !BSON_ITER_HOLDS_NULL(&it)) {
         uint32_t len;
         const uint8_t *data;

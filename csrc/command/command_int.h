@@ -1032,6 +1032,66 @@ void mfi_agg_env_write_init(mf_instance *inst);
  * sinks it opens on this thread (set around the pipeline's run). */
 void mfi_agg_bypass_validation(bool on);
 
+
+/* ---------------------------------------------------------- views (views.c) */
+
+/* A namespace resolved through its views: the collection the chain ends
+ * at, every view's stages (innermost first) and the outermost view's
+ * collation ({}: simple). */
+typedef struct mfi_resolved_view {
+    bool is_view;
+    char base[MF_MAX_NS_LEN + 1];
+    bson_t pipeline; /* an array */
+    bson_t collation;
+} mfi_resolved_view;
+
+/* Resolve `ns` (a collection or a missing name resolves to itself,
+ * is_view false).  165 past 20 views.  Clear with mfi_view_clear. */
+int mfi_view_resolve(mf_instance *inst, const char *ns, mfi_resolved_view *v, mf_error *err);
+void mfi_view_clear(mfi_resolved_view *v);
+/* The definition of view `ns` into `def` (initialised here); false when
+ * it is none. */
+bool mfi_view_lookup(mf_instance *inst, const char *ns, bson_t *def);
+bool mfi_is_view(mf_instance *inst, const char *ns);
+/* CommandNotSupportedOnView (166) "Namespace db.v is a view, not a
+ * collection" when `ns` is a view, else 0. */
+int mfi_view_refuse(mf_instance *inst, const char *ns, mf_error *err);
+/* create with viewOn / pipeline; collMod of a view; drop of a view
+ * (*dropped false when `ns` is no view). */
+int mfi_view_create(mf_cmd_ctx *ctx, const char *ns, const bson_t *cmd, mf_error *err);
+int mfi_view_modify(mf_cmd_ctx *ctx, const char *ns, const bson_t *cmd, mf_error *err);
+int mfi_view_drop(mf_cmd_ctx *ctx, const char *ns, bool *dropped, mf_error *err);
+/* The aggregation environment's resolve_view (the foreign side of
+ * $lookup, $graphLookup, $unionWith through views). */
+void mfi_views_env_init(mf_instance *inst);
+/* Call `fn` with each view of `db`: its name and listCollections' options
+ * {viewOn, pipeline, collation?}. */
+int mfi_views_each(mf_instance *inst, const char *db,
+                   int (*fn)(void *arg, const char *name, const bson_t *options, mf_error *err),
+                   void *arg, mf_error *err);
+/* find on view `ns`, as mongod's asAggregationCommand: the aggregate
+ * {aggregate: <view>, pipeline: [$match, $sort, $skip, $limit, $project],
+ * cursor, collation, hint, maxTimeMS, let} run by mfi_aggregate_run
+ * (`explain` as there); find's options an aggregate lacks are 168.
+ * *handled false when `ns` is no view. */
+int mfi_view_find(mf_cmd_ctx *ctx, const bson_t *cmd, int explain, bson_t *reply, bool *handled,
+                  mf_error *err);
+/* count on view `ns`: its documents (after query, skip, limit) counted
+ * into {n}; explain of a count or distinct of a view: the explain of the
+ * aggregate it runs as (*handled false when the namespace is no view). */
+int mfi_view_count(mf_cmd_ctx *ctx, const char *ns, const bson_t *cmd, bson_t *reply,
+                   mf_error *err);
+int mfi_view_count_distinct_explain(mf_cmd_ctx *ctx, const char *op, const bson_t *cmd,
+                                    int level, bson_t *reply, bool *handled, mf_error *err);
+/* Run `stages` on `ns` -- a view's own stages first, under its collation,
+ * when it is one -- calling `fn` with each document (cmd_aggregate.c).
+ * `collation_arg` (may be NULL): the command's; `*used` (may be NULL) gets
+ * the collation it ran under. */
+int mfi_aggregate_each(mf_cmd_ctx *ctx, const char *ns, const bson_t *stages,
+                       const bson_iter_t *collation_arg, const char *cmdname,
+                       int (*fn)(void *arg, const bson_t *doc, mf_error *err), void *arg,
+                       mf_collator **used, mf_error *err);
+
 /* ------------------------------------------------- writes (cmd_write.c) */
 
 /* Whether a write command asks for bypassDocumentValidation (mongod's

@@ -40,6 +40,7 @@ enum {
     MF_OK = 0,
     MF_InternalError = 1,
     MF_BadValue = 2,
+    MF_GraphContainsCycle = 5,
     MF_NoSuchKey = 4,
     MF_HostUnreachable = 6,
     MF_HostNotFound = 7,

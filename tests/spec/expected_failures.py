@@ -17,10 +17,6 @@ from __future__ import annotations
 TIMESERIES = "time-series collections (create timeseries, expireAfterSeconds) not supported"
 
 EXPECTED_FAILURES: dict[str, str] = {
-    # crud
-    "crud/estimatedDocumentCount.json/estimatedDocumentCount works correctly on views":
-        "views not supported: create option 'viewOn' refused (CommandNotSupported 115)",
-
     # collection-management
     "collection-management/timeseries-collection.json": TIMESERIES,
 
@@ -45,11 +41,6 @@ EXPECTED_FAILURES: dict[str, str] = {
        "7.0 enterprise and 8.0"
        for name in ("dropSearchIndex", "listSearchIndexes", "searchIndexIgnoresReadWriteConcern",
                     "updateSearchIndex")},
-
-    # change-streams (a one-member replica set)
-    "change-streams/change-streams-showExpandedEvents.json/when showExpandedEvents is true, "
-    "create events on views are reported":
-        "views are not built (issue 51): create with viewOn is refused (115)",
 
     # transactions (a one-member replica set)
     **{f"transactions/{name}":
