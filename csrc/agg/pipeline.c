@@ -2069,14 +2069,7 @@ static int sub_view(mfi_agg *parent, const bson_t *stages, const mfi_sub_opts *o
                                        &vstages, &vcoll, is_view, err);
     if (rc == 0 && *is_view) {
         mf_collator *mine = NULL;
-        if (!bson_empty(&vcoll)) {
-            bson_t wrap = BSON_INITIALIZER;
-            bson_iter_t it;
-            BSON_APPEND_DOCUMENT(&wrap, "c", &vcoll);
-            bson_iter_init_find(&it, &wrap, "c");
-            rc = mf_collator_new_iter(&it, &mine, err);
-            bson_destroy(&wrap);
-        }
+        rc = mf_collator_new_doc(&vcoll, &mine, err);
         const mf_collator *ours = parent->collator;
         if (rc == 0 && !(mine && ours ? mf_collator_equal(mine, ours) : !mine && !ours))
             rc = mf_error_set(err, MF_OptionNotSupportedOnView,

@@ -95,6 +95,8 @@ int mf_collator_new(const bson_t *spec, mf_collator **out, mf_error *err);
 /* The same from an element, which must hold a document (else
  * TypeMismatch "collation must be an object"). */
 int mf_collator_new_iter(const bson_iter_t *it, mf_collator **out, mf_error *err);
+/* The same from a spec document ({} or none: simple, *out NULL). */
+int mf_collator_new_doc(const bson_t *spec, mf_collator **out, mf_error *err);
 
 /* Take and drop references (both accept NULL).  A collator is immutable
  * and thread-safe; the last unref frees it. */

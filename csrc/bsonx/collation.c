@@ -490,6 +490,20 @@ fail:
     return rc;
 }
 
+int mf_collator_new_doc(const bson_t *spec, mf_collator **out, mf_error *err)
+{
+    *out = NULL;
+    if (bson_empty(spec))
+        return 0;
+    bson_t wrap = BSON_INITIALIZER;
+    bson_iter_t it;
+    BSON_APPEND_DOCUMENT(&wrap, "c", spec);
+    bson_iter_init_find(&it, &wrap, "c");
+    int rc = mf_collator_new_iter(&it, out, err);
+    bson_destroy(&wrap);
+    return rc;
+}
+
 int mf_collator_new_iter(const bson_iter_t *it, mf_collator **out, mf_error *err)
 {
     bson_t spec;

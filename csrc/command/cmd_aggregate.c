@@ -581,16 +581,8 @@ static int on_view(const char *ns, const mfi_resolved_view *v, agg_args *a, bson
         return mf_error_set(err, MF_CommandNotSupportedOnView,
                             "Namespace %s is a view, not a collection", ns);
     mf_collator *mine = NULL;
-    if (!bson_empty(&v->collation)) {
-        bson_t wrap = BSON_INITIALIZER;
-        bson_iter_t it;
-        BSON_APPEND_DOCUMENT(&wrap, "c", &v->collation);
-        bson_iter_init_find(&it, &wrap, "c");
-        rc = mf_collator_new_iter(&it, &mine, err);
-        bson_destroy(&wrap);
-        if (rc)
-            return rc;
-    }
+    if ((rc = mf_collator_new_doc(&v->collation, &mine, err)) != 0)
+        return rc;
     if (a->has_collation) {
         mf_collator *given = NULL;
         rc = mfi_collation_arg(&a->collation, "aggregate", "collation", &given, err);

@@ -820,14 +820,7 @@ static int view_distinct(mf_cmd_ctx *ctx, const char *ns, const char *key, const
     int rc = mfi_view_resolve(ctx->inst, ns, &v, err);
     if (rc)
         return rc;
-    if (!bson_empty(&v.collation)) {
-        bson_t wrap = BSON_INITIALIZER;
-        bson_iter_t it;
-        BSON_APPEND_DOCUMENT(&wrap, "c", &v.collation);
-        bson_iter_init_find(&it, &wrap, "c");
-        rc = mf_collator_new_iter(&it, &coll, err);
-        bson_destroy(&wrap);
-    }
+    rc = mf_collator_new_doc(&v.collation, &coll, err);
     mfi_view_clear(&v);
     bson_t stages = BSON_INITIALIZER, st;
     if (query) {

@@ -1160,15 +1160,16 @@ static void set_coll(node *n, const mf_collator *coll)
         set_coll(n->kids[i], coll);
 }
 
-int mf_matcher_parse_coll(const bson_t *filter, const mf_expr_hooks *hooks,
-                          const mf_collator *coll, mf_matcher **out, mf_error *err)
+static int parse_matcher(const bson_t *filter, const mf_expr_hooks *hooks,
+                         const mf_collator *coll, bool validator, mf_matcher **out,
+                         mf_error *err)
 {
     mf_matcher *m = calloc(1, sizeof *m);
     if (!m)
         return oom(err);
     if (hooks)
         m->hooks = *hooks;
-    pctx pc = {hooks ? &m->hooks : NULL, false, false};
+    pctx pc = {hooks ? &m->hooks : NULL, false, validator};
     int rc = parse_doc(&pc, filter, &m->root, err);
     if (rc) {
         free(m);
@@ -1180,24 +1181,16 @@ int mf_matcher_parse_coll(const bson_t *filter, const mf_expr_hooks *hooks,
     return 0;
 }
 
+int mf_matcher_parse_coll(const bson_t *filter, const mf_expr_hooks *hooks,
+                          const mf_collator *coll, mf_matcher **out, mf_error *err)
+{
+    return parse_matcher(filter, hooks, coll, false, out, err);
+}
+
 int mf_matcher_parse_validator(const bson_t *filter, const mf_expr_hooks *hooks,
                                const mf_collator *coll, mf_matcher **out, mf_error *err)
 {
-    mf_matcher *m = calloc(1, sizeof *m);
-    if (!m)
-        return oom(err);
-    if (hooks)
-        m->hooks = *hooks;
-    pctx pc = {hooks ? &m->hooks : NULL, false, true};
-    int rc = parse_doc(&pc, filter, &m->root, err);
-    if (rc) {
-        free(m);
-        return rc;
-    }
-    m->coll = mf_collator_ref(coll);
-    set_coll(m->root, coll);
-    *out = m;
-    return 0;
+    return parse_matcher(filter, hooks, coll, true, out, err);
 }
 
 int mf_matcher_parse_ex(const bson_t *filter, const mf_expr_hooks *hooks, mf_matcher **out,
